@@ -1,0 +1,283 @@
+"""TL401 unsafe-torch-load."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from trainlint.finding import Severity
+from trainlint.index import keyword_arg, positional_args
+from trainlint.rule import FixSpec, Rule, bad, good
+
+TORCH_LOADS = ("torch.load", "torch.serialization.load")
+PICKLE_LOADS = ("pickle.load", "dill.load", "cloudpickle.load", "_pickle.load", "pickle.Unpickler")
+# What a checkpoint path looks like (checked on the source text of the path expression).
+CHECKPOINT_PATH = re.compile(r"ckpt|checkpoint|\.pth?\b|\.bin\b|\.tar\b|state_dict|weights|model|resume|last|best",
+                             re.IGNORECASE)
+
+
+class UnsafeTorchLoad(Rule):
+    code = "TL401"
+    name = "unsafe-torch-load"
+    severity = Severity.ERROR
+    summary = "`torch.load` with the full unpickler, or `pickle.load` of a checkpoint"
+    message = "`torch.load(..., weights_only=False)` runs arbitrary code from a crafted file"
+    triggers = ("load",)
+    what_it_does = """
+        Flags loads that unpickle a checkpoint with Python's full unpickler:
+        `torch.load(..., weights_only=False)` (also when `weights_only` comes from a variable or a
+        parameter whose default is False, or when a custom `pickle_module` is passed without
+        `weights_only=True`), `pickle.load`/`dill.load` of a checkpoint file, and `torch.load`
+        without `weights_only` when the configured `min-torch-version` is below 2.6 (where the
+        default was still False).
+        """
+    why_bad = """
+        Pickle runs code by design: an object's `__reduce__` can return `(os.system, ("...",))`,
+        and unpickling calls it. Loading a downloaded or shared checkpoint with the full unpickler
+        is arbitrary code execution. Since torch 2.6, `torch.load` defaults to a restricted
+        unpickler that only builds tensors, primitive containers and allowlisted classes, and never
+        imports anything while unpickling. `weights_only=False` switches that protection off.
+        """
+    references = (
+        "https://pytorch.org/docs/stable/notes/serialization.html#weights-only",
+        "https://docs.python.org/3/library/pickle.html (the warning at the top)",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+
+            state = torch.load("checkpoint.pt", weights_only=False)
+            """,
+            line=3,
+            fixed="""
+            import torch
+
+            state = torch.load("checkpoint.pt", weights_only=True)
+            """,
+            title="explicit weights_only=False",
+        ),
+        bad(
+            """
+            import torch as t
+
+            def restore(model, path):
+                model.load_state_dict(t.load(path, map_location="cpu", weights_only=False))
+            """,
+            line=4,
+            fixed="""
+            import torch as t
+
+            def restore(model, path):
+                model.load_state_dict(t.load(path, map_location="cpu", weights_only=True))
+            """,
+            title="aliased import",
+        ),
+        bad(
+            """
+            from torch import load
+
+            ckpt = load(args.resume, weights_only=False)
+            """,
+            line=3,
+            fixed="""
+            from torch import load
+
+            ckpt = load(args.resume, weights_only=True)
+            """,
+            title="from-import",
+        ),
+        bad(
+            """
+            import torch.serialization
+
+            sd = torch.serialization.load("model.pth", weights_only=False)
+            """,
+            line=3,
+            fixed="""
+            import torch.serialization
+
+            sd = torch.serialization.load("model.pth", weights_only=True)
+            """,
+            title="torch.serialization.load",
+        ),
+        bad(
+            """
+            import pickle
+            import torch
+
+            sd = torch.load("model.pt", "cpu", pickle)
+            """,
+            line=4,
+            title="a positional pickle_module turns weights_only off",
+        ),
+        bad(
+            """
+            import pickle
+
+            with open("runs/exp1/checkpoint.pkl", "rb") as f:
+                state = pickle.load(f)
+            """,
+            line=4,
+            title="pickle.load of a checkpoint",
+        ),
+        bad(
+            """
+            import torch
+
+            def load_checkpoint(path, trusted=False):
+                return torch.load(path, map_location="cpu", weights_only=trusted)
+            """,
+            line=4,
+            title="weights_only from a parameter whose default is False",
+        ),
+        good(
+            """
+            import torch
+
+            state = torch.load("checkpoint.pt", map_location="cpu", weights_only=True)
+            """,
+            title="weights_only=True",
+        ),
+        good(
+            """
+            import torch
+
+            def load(path, weights_only=False):
+                with open(path) as f:
+                    return f.read()
+
+            config = load("config.yaml", weights_only=False)
+            """,
+            title="a local function named load shadows nothing from torch",
+        ),
+        good(
+            """
+            import json
+
+            with open("checkpoint_meta.json") as f:
+                meta = json.load(f)
+            """,
+            title="json.load is not pickle",
+        ),
+        good(
+            """
+            import numpy as np
+
+            weights = np.load("weights.npy")
+            """,
+            title="np.load refuses pickles by default",
+        ),
+        good(
+            """
+            import pickle
+
+            with open("cache/tokenized_dataset.pkl", "rb") as f:
+                tokens = pickle.load(f)
+            """,
+            title="pickle.load of a data cache, not a checkpoint",
+        ),
+        good(
+            """
+            import torch
+
+            def load_checkpoint(path, trusted=True):
+                return torch.load(path, weights_only=trusted)
+            """,
+            title="weights_only from a parameter whose default is True",
+        ),
+    )
+
+    def check(self, ctx):
+        index = ctx.index
+        for site in index.calls:
+            name = index.call_name(site)
+            if name in TORCH_LOADS:
+                yield from self._check_torch_load(ctx, site)
+            elif name in PICKLE_LOADS and self._loads_checkpoint(ctx, site):
+                yield self.report(
+                    site.node,
+                    f"`{ctx.code_for(site.node.func)}` of a checkpoint runs arbitrary code from the file; "
+                    "store tensors and plain containers with `torch.save` and load them with "
+                    "`weights_only=True` (or use safetensors for weights)",
+                )
+
+    def _check_torch_load(self, ctx, site):
+        call = site.node
+        arg = keyword_arg(call, "weights_only")
+        if arg is not None:
+            if _is_false(arg.value) or _false_by_default(ctx, site, arg.value):
+                fix = None
+                if _is_false(arg.value):
+                    fix = FixSpec("Load with weights_only=True", safe=False,
+                                  replacements=((arg.value, cst.Name("True")),))
+                how = "" if _is_false(arg.value) else f" (`{ctx.code_for(arg.value)}` is False by default)"
+                yield self.report(
+                    call,
+                    f"`torch.load` with `weights_only=False`{how} unpickles arbitrary objects: a crafted "
+                    "checkpoint runs code on load; use `weights_only=True` and allowlist any extra class "
+                    "with `torch.serialization.safe_globals`",
+                    fix,
+                )
+            return
+        pickle_module = keyword_arg(call, "pickle_module")
+        positional = positional_args(call)
+        if pickle_module is not None or len(positional) >= 3:
+            yield self.report(
+                call,
+                "`torch.load` with a custom `pickle_module` and no `weights_only=True` falls back to the "
+                "full unpickler: a crafted checkpoint runs code on load",
+            )
+            return
+        if ctx.min_torch_version < (2, 6) and not any(a.star == "**" for a in call.args):
+            version = ".".join(map(str, ctx.min_torch_version))
+            yield self.report(
+                call,
+                f"`torch.load` without `weights_only` uses the full unpickler before torch 2.6 "
+                f"(min-torch-version is {version}): pass `weights_only=True`",
+                _add_weights_only(call),
+            )
+
+    def _loads_checkpoint(self, ctx, site) -> bool:
+        args = positional_args(site.node)
+        if not args:
+            return False
+        source = _opened_path_text(ctx, site, args[0].value)
+        return source is not None and CHECKPOINT_PATH.search(source) is not None
+
+
+def _is_false(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "False"
+
+
+def _false_by_default(ctx, site, expr: cst.BaseExpression) -> bool:
+    """A name whose only values in scope are False (a parameter default or an assignment)."""
+    if not isinstance(expr, cst.Name):
+        return False
+    bindings = site.scope.lookup(expr.value)
+    values = [b.value for b in bindings if b.kind in ("param", "assign")]
+    return bool(values) and len(values) == len(bindings) and all(v is not None and _is_false(v) for v in values)
+
+
+def _opened_path_text(ctx, site, expr: cst.BaseExpression) -> str | None:
+    """Source text of the path a file object was opened from (`open(p)` inline or `with ... as f`)."""
+    if isinstance(expr, cst.Call) and ctx.index.resolve(expr.func, site.scope) in ("open", "io.open"):
+        args = positional_args(expr)
+        return ctx.code_for(args[0].value) if args else None
+    if isinstance(expr, cst.Name):
+        for binding in site.scope.lookup(expr.value):
+            if binding.value is not None and binding.value is not expr:
+                text = _opened_path_text(ctx, site, binding.value)
+                if text is not None:
+                    return text
+    return None
+
+
+def _add_weights_only(call: cst.Call) -> FixSpec:
+    args = list(call.args)
+    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    args.append(cst.Arg(cst.Name("True"), keyword=cst.Name("weights_only"),
+                        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+    return FixSpec("Pass weights_only=True", safe=False, replacements=((call, call.with_changes(args=args)),))

@@ -1,0 +1,40 @@
+"""What a rule sees of one file: its source, its tree, the index, settings, and shared models."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar
+
+import libcst as cst
+
+from trainlint.index import CallSite, FileIndex
+
+T = TypeVar("T")
+
+
+class FileContext:
+    def __init__(self, path: str, source: str, module: cst.Module, min_torch_version: tuple[int, ...]) -> None:
+        self.path = path
+        self.source = source
+        self.module = module
+        self.min_torch_version = min_torch_version
+        self._index: FileIndex | None = None
+        self._models: dict[Any, Any] = {}
+
+    @property
+    def index(self) -> FileIndex:
+        if self._index is None:
+            self._index = FileIndex(self.module)
+        return self._index
+
+    def model(self, build: Callable[["FileContext"], T]) -> T:
+        """A per-file model (training loops, evaluation regions, ...) built once, shared by rules."""
+        if build not in self._models:
+            self._models[build] = build(self)
+        return self._models[build]
+
+    # shortcuts used by most rules
+    def call_name(self, site: CallSite) -> str | None:
+        return self.index.call_name(site)
+
+    def code_for(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)

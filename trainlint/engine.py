@@ -1,0 +1,204 @@
+"""The one API: findings for a source string, a path, or many paths.
+
+The CLI, the reporters, the language server and the tests all go through here. The engine knows
+nothing about configuration files or output formats: it takes `Settings` and returns
+`FileResult`s.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import os
+import tokenize
+from concurrent.futures import ProcessPoolExecutor
+from typing import Iterable, Iterator
+
+import libcst as cst
+
+from trainlint.cache import ResultCache
+from trainlint.context import FileContext
+from trainlint.finding import Edit, FileResult, Finding, Fix, Severity
+from trainlint.positions import Positions
+from trainlint.rule import FixSpec, Report, Rule, registry
+from trainlint.settings import SYNTAX_ERROR_CODE, Settings
+from trainlint.suppress import file_disabled_codes, is_suppressed, noqa_codes
+
+
+class UnreadableFile(Exception):
+    """A path that cannot be read at all (missing, a directory, no permission)."""
+
+
+def _syntax_error(path: str, line: int, column: int, message: str) -> Finding:
+    return Finding(path, line, column, line, column + 1, SYNTAX_ERROR_CODE, "syntax-error",
+                   Severity.ERROR, message)
+
+
+def decode_source(data: bytes, path: str) -> tuple[str | None, Finding | None]:
+    """Bytes to text honouring PEP 263 coding cookies; undecodable bytes or NUL bytes are TL000."""
+    nul = data.find(b"\0")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        column = nul - (data.rfind(b"\n", 0, nul) + 1) + 1
+        return None, _syntax_error(path, line, column, "source contains a NUL byte")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding), None
+    except SyntaxError as err:  # an unknown coding cookie
+        return None, _syntax_error(path, err.lineno or 1, 1, f"cannot decode: {err.msg}")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        return None, _syntax_error(path, line, column,
+                                   f"cannot decode byte 0x{data[err.start]:02x} as {err.encoding}")
+
+
+def _parse(source: str, path: str) -> tuple[cst.Module | None, Finding | None]:
+    try:
+        return cst.parse_module(source), None
+    except cst.ParserSyntaxError as err:
+        return None, _syntax_error(path, err.raw_line, err.raw_column + 1, f"cannot parse: {err.message}")
+    except RecursionError:
+        return None, _syntax_error(path, 1, 1, "cannot parse: nesting too deep")
+
+
+def _rules_for(source: str, codes: frozenset[str]) -> list[Rule]:
+    """Selected rules whose trigger words occur in the text (the cheap pre-filter)."""
+    rules = []
+    for code, rule_cls in registry().items():
+        if code in codes and (not rule_cls.triggers or any(t in source for t in rule_cls.triggers)):
+            rules.append(rule_cls())
+    return rules
+
+
+def _to_fix(spec: FixSpec, module: cst.Module, positions: Positions) -> Fix:
+    edits = []
+    for node, replacement in spec.replacements:
+        line, column, end_line, end_column = positions.span(node)
+        content = replacement if isinstance(replacement, str) else module.code_for_node(replacement)
+        edits.append(Edit(line, column, end_line, end_column, content))
+    return Fix(spec.title, spec.safe, tuple(edits))
+
+
+def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings | None = None) -> FileResult:
+    """Check one file's contents. Never raises for bad input or a failing rule."""
+    settings = settings or Settings()
+    codes = settings.codes_for_path(path)
+    result = FileResult(path)
+    if isinstance(source, bytes):
+        text, error = decode_source(source, path)
+        if error is not None:
+            if SYNTAX_ERROR_CODE in codes:
+                result.findings.append(error)
+            return result
+        source = text
+    elif "\0" in source:
+        _, error = decode_source(source.encode("utf-8", "surrogatepass"), path)
+        if SYNTAX_ERROR_CODE in codes:
+            result.findings.append(error)
+        return result
+
+    rules = _rules_for(source, codes)
+    if not rules:
+        # Nothing to check, but a broken file is still reported; ast is far cheaper than LibCST,
+        # and LibCST has the last word where the grammars differ.
+        try:
+            ast.parse(source, filename=path)
+            return result
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            pass
+    module, error = _parse(source, path)
+    if error is not None:
+        if SYNTAX_ERROR_CODE in codes:
+            result.findings.append(error)
+        return result
+    if not rules:
+        return result
+
+    ctx = FileContext(path, source, module, settings.min_torch_version)
+    reports: list[Report] = []
+    for rule in rules:
+        try:
+            reports.extend(rule.check(ctx))
+        except Exception as exc:  # a rule's bug must not stop the other rules or files
+            result.errors.append(
+                f"internal error in {rule.code} ({rule.name}) while checking {path}: "
+                f"{type(exc).__name__}: {exc}"
+            )
+    if not reports:
+        return result
+
+    positions = Positions(module)
+    lines = source.splitlines()
+    file_codes = file_disabled_codes(source)
+    seen = set()
+    for report in reports:
+        rule = report.rule
+        try:
+            line, column, end_line, end_column = positions.span(report.node)
+            fix = _to_fix(report.fix, module, positions) if report.fix else None
+        except Exception as exc:
+            result.errors.append(f"internal error in {rule.code} ({rule.name}) while checking {path}: "
+                                 f"cannot locate the reported node: {type(exc).__name__}: {exc}")
+            continue
+        line_text = lines[line - 1] if line <= len(lines) else ""
+        if is_suppressed(rule.code, noqa_codes(line_text), file_codes):
+            continue
+        key = (rule.code, line, column)
+        if key in seen:  # two paths through the model reaching the same node report once
+            continue
+        seen.add(key)
+        result.findings.append(Finding(path, line, column, end_line, end_column, rule.code, rule.name,
+                                       rule.severity, report.message, fix))
+    result.findings.sort(key=lambda f: f.sort_key)
+    return result
+
+
+def lint_path(path: str, settings: Settings | None = None) -> FileResult:
+    """Check one file on disk. An unreadable path is an error in the result, not an exception."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as err:
+        result = FileResult(path)
+        result.errors.append(f"cannot read {path}: {err.strerror or err}")
+        return result
+    return lint_source(data, path, settings)
+
+
+def _lint_many(args: tuple[list[str], Settings]) -> list[FileResult]:
+    paths, settings = args
+    return [lint_path(p, settings) for p in paths]
+
+
+def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int = 1,
+               cache: ResultCache | None = None) -> Iterator[FileResult]:
+    """Check many files, in `jobs` worker processes, reusing cached results when given a cache.
+
+    Results come back in the order of `paths`.
+    """
+    settings = settings or Settings()
+    paths = list(paths)
+    results: dict[str, FileResult] = {}
+    todo: list[str] = []
+    for path in paths:
+        cached = cache.get(path, settings) if cache else None
+        if cached is not None:
+            results[path] = cached
+        else:
+            todo.append(path)
+    jobs = max(1, min(jobs, os.cpu_count() or 1, len(todo)))
+    if jobs == 1 or len(todo) < 8:
+        fresh = [lint_path(p, settings) for p in todo]
+    else:
+        size = max(1, len(todo) // (jobs * 4))
+        chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            fresh = [r for batch in pool.map(_lint_many, [(c, settings) for c in chunks]) for r in batch]
+    for result in fresh:
+        results[result.path] = result
+        if cache and not result.errors:
+            cache.put(result.path, settings, result)
+    for path in paths:
+        yield results[path]
+

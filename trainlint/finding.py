@@ -1,0 +1,103 @@
+"""What a check produces: findings, fixes and the edits a fix applies.
+
+Lines are 1-based and columns are 1-based character offsets here, as in the JSON contract;
+the LSP reporter and server convert to 0-based in `trainlint.positions`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text from (line, column) up to (end_line, end_column) with `content`."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    content: str
+
+    def to_dict(self) -> dict:
+        return {
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "content": self.content,
+        }
+
+
+@dataclass(frozen=True)
+class Fix:
+    title: str
+    safe: bool
+    edits: tuple[Edit, ...]
+
+    def to_dict(self) -> dict:
+        return {"title": self.title, "safe": self.safe, "edits": [e.to_dict() for e in self.edits]}
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    code: str
+    name: str
+    severity: Severity
+    message: str
+    fix: Fix | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity.value,
+            "message": self.message,
+            "fix": self.fix.to_dict() if self.fix else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Finding:
+        fix = data.get("fix")
+        return cls(
+            path=data["path"],
+            line=data["line"],
+            column=data["column"],
+            end_line=data["end_line"],
+            end_column=data["end_column"],
+            code=data["code"],
+            name=data["name"],
+            severity=Severity(data["severity"]),
+            message=data["message"],
+            fix=Fix(fix["title"], fix["safe"], tuple(Edit(**e) for e in fix["edits"])) if fix else None,
+        )
+
+    @property
+    def sort_key(self) -> tuple:
+        return (self.path, self.line, self.column, self.code)
+
+
+@dataclass
+class FileResult:
+    """Everything checking one file produced. `errors` are internal errors (exit code 2)."""
+
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)

@@ -1,0 +1,310 @@
+"""The one traversal of a file: scopes, bindings, calls, functions, loops and parent links.
+
+LibCST's visitor machinery rebuilds nodes as it goes, which costs more than the parse itself on
+large files. This walk reads each node's dataclass fields directly and skips the whitespace,
+comma and parenthesis fields that no rule looks at.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import libcst as cst
+
+_SKIP_FIELD_WORDS = ("whitespace", "leading_lines", "lines_after", "comma", "lpar", "rpar",
+                     "semicolon", "header", "footer", "colon", "equal", "star", "dot",
+                     "lbracket", "rbracket", "lbrace", "rbrace", "asynchronous", "newline",
+                     "first_line", "last_line", "empty_lines", "between")
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def child_fields(cls: type) -> tuple[str, ...]:
+    fields = _CHILD_FIELDS.get(cls)
+    if fields is None:
+        fields = tuple(
+            f.name
+            for f in dataclasses.fields(cls)
+            if not any(word in f.name for word in _SKIP_FIELD_WORDS)
+        )
+        _CHILD_FIELDS[cls] = fields
+    return fields
+
+
+def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Direct children that carry code (no whitespace, commas or parentheses), in source order."""
+    for name in child_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            yield value
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                if isinstance(item, cst.CSTNode):
+                    yield item
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every code-carrying node under `node` (itself included), depth first, in source order."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(list(iter_children(current))))
+
+
+@dataclass(eq=False)
+class Binding:
+    """One way a name got a value in a scope."""
+
+    name: str
+    kind: str  # import | assign | param | def | class | for | with | augassign
+    node: cst.CSTNode
+    value: cst.BaseExpression | None = None  # the assigned expression, when there is one
+    qualname: str | None = None  # for imports: what the name refers to
+    annotation: cst.BaseExpression | None = None
+
+
+@dataclass(eq=False)
+class Scope:
+    kind: str  # module | class | function
+    node: cst.CSTNode
+    parent: "Scope | None"
+    name: str = ""
+    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+
+    def bind(self, binding: Binding) -> None:
+        self.bindings.setdefault(binding.name, []).append(binding)
+
+    def lookup(self, name: str) -> list[Binding]:
+        """Bindings of `name` as Python resolves it: this scope, enclosing functions, module."""
+        scope: Scope | None = self
+        first = True
+        while scope is not None:
+            if (first or scope.kind != "class") and name in scope.bindings:
+                return scope.bindings[name]
+            first = False
+            scope = scope.parent
+        return []
+
+
+@dataclass(eq=False)
+class FunctionInfo:
+    node: cst.FunctionDef
+    name: str
+    class_name: str | None
+    scope: Scope  # the function's own scope
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.class_name}.{self.name}" if self.class_name else self.name
+
+
+@dataclass(eq=False)
+class CallSite:
+    node: cst.Call
+    scope: Scope
+    function: FunctionInfo | None  # the function or method the call is in (None: module level)
+
+
+class FileIndex:
+    """Facts gathered in one pass over a module; rules and models query it."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self.module_scope = Scope("module", module, None)
+        self.scopes: list[Scope] = [self.module_scope]
+        self.scope_of_node: dict[cst.CSTNode, Scope] = {module: self.module_scope}
+        self.functions: list[FunctionInfo] = []
+        self.function_of_node: dict[cst.CSTNode, FunctionInfo] = {}
+        self.classes: dict[str, cst.ClassDef] = {}
+        #: self.<attr> assignments per class: class name -> attr -> assigned values
+        self.class_attributes: dict[str, dict[str, list[cst.BaseExpression]]] = {}
+        self.calls: list[CallSite] = []
+        self.loops: list[cst.For | cst.While] = []
+        self._build()
+
+    # -- building ---------------------------------------------------------------------------
+    def _build(self) -> None:
+        parents = self.parents
+        # (node, scope, function, class name); children inherit the context of their parent
+        stack: list[tuple[cst.CSTNode, Scope, FunctionInfo | None, str | None]] = [
+            (self.module, self.module_scope, None, None)
+        ]
+        while stack:
+            node, scope, function, class_name = stack.pop()
+            child_scope, child_function, child_class = scope, function, class_name
+            if isinstance(node, cst.FunctionDef):
+                child_scope = Scope("function", node, scope, node.name.value)
+                self.scopes.append(child_scope)
+                self.scope_of_node[node] = child_scope
+                child_function = FunctionInfo(node, node.name.value, class_name, child_scope)
+                self.functions.append(child_function)
+                self.function_of_node[node] = child_function
+                scope.bind(Binding(node.name.value, "def", node))
+                self._bind_params(node.params, child_scope)
+                child_class = None
+            elif isinstance(node, cst.ClassDef):
+                child_scope = Scope("class", node, scope, node.name.value)
+                self.scopes.append(child_scope)
+                self.scope_of_node[node] = child_scope
+                self.classes[node.name.value] = node
+                scope.bind(Binding(node.name.value, "class", node))
+                child_class = node.name.value
+            elif isinstance(node, cst.Call):
+                self.calls.append(CallSite(node, scope, function))
+            elif isinstance(node, (cst.For, cst.While)):
+                self.loops.append(node)
+                if isinstance(node, cst.For):
+                    self._bind_target(node.target, scope, "for", node, None, function)
+            else:
+                self._record_binding(node, scope, function)
+            children = list(iter_children(node))
+            for child in reversed(children):
+                parents[child] = node
+                stack.append((child, child_scope, child_function, child_class))
+
+    def _bind_params(self, params: cst.Parameters, scope: Scope) -> None:
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            scope.bind(Binding(param.name.value, "param", param, param.default,
+                               annotation=param.annotation.annotation if param.annotation else None))
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                scope.bind(Binding(star.name.value, "param", star))
+
+    def _record_binding(self, node: cst.CSTNode, scope: Scope, function: FunctionInfo | None) -> None:
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                self._bind_target(target.target, scope, "assign", node, node.value, function)
+        elif isinstance(node, cst.AnnAssign):
+            self._bind_target(node.target, scope, "assign", node, node.value, function,
+                              annotation=node.annotation.annotation)
+        elif isinstance(node, cst.AugAssign):
+            self._bind_target(node.target, scope, "augassign", node, node.value, function)
+        elif isinstance(node, cst.NamedExpr):
+            self._bind_target(node.target, scope, "assign", node, node.value, function)
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            self._bind_target(node.asname.name, scope, "with", node, node.item, function)
+        elif isinstance(node, cst.Import):
+            for alias in node.names:
+                full = dotted_name(alias.name)
+                if full is None:
+                    continue
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    scope.bind(Binding(alias.asname.name.value, "import", node, qualname=full))
+                else:
+                    top = full.split(".")[0]
+                    scope.bind(Binding(top, "import", node, qualname=top))
+        elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+            base = dotted_name(node.module) if node.module is not None else ""
+            base = "." * len(node.relative) + (base or "")
+            for alias in node.names:
+                name = dotted_name(alias.name)
+                if name is None:
+                    continue
+                local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+                qual = f"{base}.{name}" if base and not base.endswith(".") else f"{base}{name}"
+                scope.bind(Binding(local, "import", node, qualname=qual))
+
+    def _bind_target(self, target: cst.BaseExpression, scope: Scope, kind: str, node: cst.CSTNode,
+                     value: cst.BaseExpression | None, function: FunctionInfo | None,
+                     annotation: cst.BaseExpression | None = None) -> None:
+        if isinstance(target, cst.Name):
+            scope.bind(Binding(target.value, kind, node, value, annotation=annotation))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            values: list[cst.BaseExpression | None] = [None] * len(target.elements)
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
+                values = [e.value for e in value.elements]
+            for element, element_value in zip(target.elements, values):
+                self._bind_target(element.value, scope, kind, node, element_value, function)
+        elif isinstance(target, cst.StarredElement):
+            self._bind_target(target.value, scope, kind, node, None, function)
+        elif (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+              and target.value.value == "self" and function is not None and function.class_name
+              and value is not None and kind == "assign"):
+            attrs = self.class_attributes.setdefault(function.class_name, {})
+            attrs.setdefault(target.attr.value, []).append(value)
+
+    # -- queries ----------------------------------------------------------------------------
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self.parents.get(node)
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        current = self.parents.get(node)
+        while current is not None:
+            yield current
+            current = self.parents.get(current)
+
+    def scope_at(self, node: cst.CSTNode) -> Scope:
+        """The scope whose code contains `node` (a def's own name and decorators included)."""
+        for ancestor in self.ancestors(node):
+            scope = self.scope_of_node.get(ancestor)
+            if scope is not None:
+                return scope
+        return self.module_scope
+
+    def function_at(self, node: cst.CSTNode) -> FunctionInfo | None:
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return self.function_of_node.get(ancestor)
+        return None
+
+    def enclosing_statement(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The innermost statement (simple or compound) that holds `node`."""
+        current: cst.CSTNode | None = node
+        while current is not None and not isinstance(current, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            current = self.parents.get(current)
+        return current or node
+
+    def resolve(self, expr: cst.BaseExpression, scope: Scope) -> str | None:
+        """The dotted name an expression refers to through imports (`t.load` -> `torch.load`).
+
+        None when the name is bound to something other than an import in the scope that resolves
+        it (a local `def load` shadows `from torch import load`). A name bound nowhere is taken as
+        a global or builtin of that name.
+        """
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            if not bindings:
+                return expr.value
+            if all(b.kind == "import" for b in bindings):
+                return bindings[-1].qualname
+            return None
+        if isinstance(expr, cst.Attribute):
+            base = self.resolve(expr.value, scope)
+            return f"{base}.{expr.attr.value}" if base else None
+        return None
+
+    def call_name(self, call: CallSite) -> str | None:
+        return self.resolve(call.node.func, call.scope)
+
+    def calls_to(self, *qualnames: str) -> Iterator[CallSite]:
+        wanted = set(qualnames)
+        for site in self.calls:
+            if self.call_name(site) in wanted:
+                yield site
+
+    def functions_named(self, name: str, class_name: str | None = None) -> list[FunctionInfo]:
+        return [f for f in self.functions if f.name == name and (class_name is None or f.class_name == class_name)]
+
+
+def dotted_name(expr: cst.CSTNode | None) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, else None."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        base = dotted_name(expr.value)
+        return f"{base}.{expr.attr.value}" if base else None
+    return None
+
+
+def keyword_arg(call: cst.Call, name: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def positional_args(call: cst.Call) -> list[cst.Arg]:
+    return [a for a in call.args if a.keyword is None and not a.star]

@@ -1,0 +1,139 @@
+"""The rule base class, its examples, and the registry.
+
+A rule is one class in one module under `rules/`. Subclassing `Rule` with a `code` registers it;
+`trainlint.rules` imports every module in its folder, so adding a rule is adding a file.
+The examples are the single source for the tests, `trainlint explain`, the README table,
+SARIF rule metadata and LSP hover text.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Iterable
+
+import libcst as cst
+
+from trainlint.finding import Severity
+
+if TYPE_CHECKING:
+    from trainlint.context import FileContext
+
+DOCS_URL = "https://github.com/trainlint/trainlint/blob/main/docs/rules.md#{code}"
+
+
+def _clean(code: str) -> str:
+    return textwrap.dedent(code).strip("\n") + "\n"
+
+
+@dataclass(frozen=True)
+class Example:
+    """A snippet the rule must flag (`line` is the 1-based line reported) or leave alone."""
+
+    code: str
+    line: int | None = None
+    fixed: str | None = None
+    title: str = ""
+
+    @property
+    def is_bad(self) -> bool:
+        return self.line is not None
+
+
+def bad(code: str, line: int, fixed: str | None = None, title: str = "") -> Example:
+    return Example(_clean(code), line, _clean(fixed) if fixed is not None else None, title)
+
+
+def good(code: str, title: str = "") -> Example:
+    return Example(_clean(code), None, None, title)
+
+
+@dataclass(frozen=True)
+class Report:
+    """A finding before positions are resolved: the rule and the node it points at."""
+
+    rule: "Rule"
+    node: cst.CSTNode
+    message: str
+    fix: "FixSpec | None" = None
+
+
+@dataclass(frozen=True)
+class FixSpec:
+    """A fix as a rule states it: replace `node` with `replacement` (a node or source text)."""
+
+    title: str
+    safe: bool
+    replacements: tuple[tuple[cst.CSTNode, "cst.CSTNode | str"], ...]
+
+
+_REGISTRY: dict[str, type["Rule"]] = {}
+
+
+class Rule:
+    code: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    severity: ClassVar[Severity] = Severity.WARNING
+    enabled_by_default: ClassVar[bool] = True
+    #: One line: what is flagged. Used in tables, SARIF shortDescription, hover titles.
+    summary: ClassVar[str] = ""
+    #: Default message of a finding.
+    message: ClassVar[str] = ""
+    #: Documentation sections (markdown). "Example" and "Use instead" come from `examples`.
+    what_it_does: ClassVar[str] = ""
+    why_bad: ClassVar[str] = ""
+    references: ClassVar[tuple[str, ...]] = ()
+    examples: ClassVar[tuple[Example, ...]] = ()
+    #: Text pre-filter: the rule runs only on files containing at least one of these strings.
+    triggers: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.code:
+            if cls.code in _REGISTRY and _REGISTRY[cls.code] is not cls:
+                raise RuntimeError(f"rule code {cls.code} registered twice")
+            _REGISTRY[cls.code] = cls
+
+    # -- checking ---------------------------------------------------------------------------
+    def check(self, ctx: "FileContext") -> Iterable[Report]:
+        raise NotImplementedError
+
+    def report(self, node: cst.CSTNode, message: str | None = None, fix: FixSpec | None = None) -> Report:
+        return Report(self, node, message or self.message, fix)
+
+    # -- documentation ----------------------------------------------------------------------
+    @classmethod
+    def bad_examples(cls) -> list[Example]:
+        return [e for e in cls.examples if e.is_bad]
+
+    @classmethod
+    def good_examples(cls) -> list[Example]:
+        return [e for e in cls.examples if not e.is_bad]
+
+    @classmethod
+    def docs_url(cls) -> str:
+        return DOCS_URL.format(code=cls.code.lower())
+
+    @classmethod
+    def documentation(cls) -> str:
+        """The rule's documentation as markdown, rendered from its fields and tested examples."""
+        parts = [f"# {cls.code} {cls.name} ({cls.severity.value})", "", cls.summary, ""]
+        parts += ["## What it does", _clean(cls.what_it_does).rstrip(), ""]
+        parts += ["## Why is this bad?", _clean(cls.why_bad).rstrip(), ""]
+        bads = cls.bad_examples()
+        if bads:
+            first = bads[0]
+            parts += ["## Example", "```python", first.code.rstrip(), "```", ""]
+            instead = first.fixed or (cls.good_examples()[0].code if cls.good_examples() else None)
+            if instead:
+                parts += ["## Use instead", "```python", instead.rstrip(), "```", ""]
+        if cls.references:
+            parts += ["## References"] + [f"- {r}" for r in cls.references] + [""]
+        return "\n".join(parts).rstrip() + "\n"
+
+
+def registry() -> dict[str, type[Rule]]:
+    """Every registered rule class by code, in code order."""
+    import trainlint.rules  # noqa: F401  (importing the package registers every rule module)
+
+    return dict(sorted(_REGISTRY.items()))

@@ -1,0 +1,67 @@
+"""Settings the engine runs with, and turning rule selectors (`TL1`, `TL101`, `ALL`) into codes.
+
+This module knows nothing about files or configuration syntax: `trainlint.config` builds a
+`Settings` from pyproject.toml and the command line.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+
+from trainlint.rule import registry
+
+SYNTAX_ERROR_CODE = "TL000"
+DEFAULT_MIN_TORCH = (2, 6)
+
+
+class SelectorError(ValueError):
+    """An unknown rule selector; the message names it."""
+
+
+def codes_for(selector: str) -> set[str]:
+    """The rule codes a selector names: `ALL`, a code, or a code prefix such as `TL1`."""
+    selector = selector.strip().upper()
+    codes = set(registry()) | {SYNTAX_ERROR_CODE}
+    if selector == "ALL":
+        return codes
+    matched = {code for code in codes if code.startswith(selector)}
+    if not selector.startswith("TL") or not matched:
+        raise SelectorError(f"unknown rule selector '{selector}'")
+    return matched
+
+
+def resolve_selection(select: list[str] | None, extend_select: list[str], ignore: list[str]) -> frozenset[str]:
+    """Codes to run: `select` (or the rules on by default), plus `extend_select`, minus `ignore`.
+
+    TL000 (a file that does not parse) is always reported unless ignored explicitly.
+    """
+    rules = registry()
+    if select is None:
+        chosen = {code for code, rule in rules.items() if rule.enabled_by_default}
+    else:
+        chosen = set()
+        for selector in select:
+            chosen |= codes_for(selector)
+    for selector in extend_select:
+        chosen |= codes_for(selector)
+    chosen.add(SYNTAX_ERROR_CODE)
+    for selector in ignore:
+        chosen -= codes_for(selector)
+    return frozenset(chosen)
+
+
+@dataclass(frozen=True)
+class Settings:
+    select: frozenset[str] = field(default_factory=lambda: resolve_selection(None, [], []))
+    #: (glob pattern, codes) pairs: codes ignored in files whose path matches the pattern
+    per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
+    min_torch_version: tuple[int, ...] = DEFAULT_MIN_TORCH
+
+    def codes_for_path(self, path: str) -> frozenset[str]:
+        codes = self.select
+        normalized = path.replace("\\", "/")
+        for pattern, ignored in self.per_file_ignores:
+            if fnmatch.fnmatch(normalized, pattern) or fnmatch.fnmatch(normalized.rsplit("/", 1)[-1], pattern):
+                codes = codes - ignored
+        return codes
