@@ -1,0 +1,245 @@
+"""What an object is for (optimizer, scheduler, scaler, model, loader, accelerator), from what bound it.
+
+Known first from the constructor or factory that created it (`torch.optim.AdamW(...)`,
+`get_cosine_schedule_with_warmup(...)`, `GradScaler()`), through plain copies, wrappers
+(`DDP(model)`, `accelerator.prepare(...)`), `self.x = ...` in any method of the class, and
+parameter annotations and defaults. Only when nothing is known is the variable's name used.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from trainlint.index import FileIndex, Scope, positional_args
+
+OPTIMIZER, SCHEDULER, SCALER, MODEL, LOADER, ACCELERATOR = (
+    "optimizer", "scheduler", "scaler", "model", "loader", "accelerator")
+
+# (qualified-name prefix, role); the longest matching prefix wins.
+_CONSTRUCTORS: tuple[tuple[str, str], ...] = (
+    ("torch.optim.lr_scheduler.", SCHEDULER),
+    ("torch.optim.swa_utils.SWALR", SCHEDULER),
+    ("torch.optim.swa_utils.AveragedModel", MODEL),
+    ("torch.optim.", OPTIMIZER),
+    ("torch.distributed.optim.", OPTIMIZER),
+    ("transformers.AdamW", OPTIMIZER),
+    ("transformers.Adafactor", OPTIMIZER),
+    ("transformers.optimization.AdamW", OPTIMIZER),
+    ("transformers.optimization.Adafactor", OPTIMIZER),
+    ("transformers.create_optimizer", OPTIMIZER),
+    ("transformers.get_", SCHEDULER),
+    ("transformers.optimization.get_", SCHEDULER),
+    ("diffusers.optimization.get_", SCHEDULER),
+    ("timm.scheduler.", SCHEDULER),
+    ("timm.optim.", OPTIMIZER),
+    ("bitsandbytes.optim.", OPTIMIZER),
+    ("apex.optimizers.", OPTIMIZER),
+    ("deepspeed.ops.adam.", OPTIMIZER),
+    ("torch.amp.GradScaler", SCALER),
+    ("torch.GradScaler", SCALER),
+    ("torch.cuda.amp.GradScaler", SCALER),
+    ("torch.cpu.amp.GradScaler", SCALER),
+    ("torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler", SCALER),
+    ("torch.utils.data.DataLoader", LOADER),
+    ("torch.utils.data.dataloader.DataLoader", LOADER),
+    ("accelerate.Accelerator", ACCELERATOR),
+    ("lightning.Fabric", ACCELERATOR),
+    ("lightning.fabric.Fabric", ACCELERATOR),
+    ("torch.nn.parallel.DistributedDataParallel", MODEL),
+    ("torch.nn.DataParallel", MODEL),
+    ("torch.nn.parallel.DataParallel", MODEL),
+    ("torchvision.models.", MODEL),
+    ("timm.create_model", MODEL),
+)
+# Bare factory names commonly imported from many places (`from transformers import get_scheduler`
+# resolves through the import; these cover star imports and re-exports).
+_FACTORY_NAMES = {
+    "get_scheduler": SCHEDULER, "create_scheduler": SCHEDULER, "create_scheduler_v2": SCHEDULER,
+    "create_optimizer": OPTIMIZER, "create_optimizer_v2": OPTIMIZER, "GradScaler": SCALER,
+    "ShardedGradScaler": SCALER, "DataLoader": LOADER, "Accelerator": ACCELERATOR,
+}
+_SCHEDULE_FACTORY = re.compile(r"^get_\w*schedule\w*$")
+# Annotation names (last dotted component) that state a role.
+_ANNOTATIONS = {
+    "Optimizer": OPTIMIZER, "LRScheduler": SCHEDULER, "_LRScheduler": SCHEDULER, "LambdaLR": SCHEDULER,
+    "ReduceLROnPlateau": SCHEDULER, "GradScaler": SCALER, "ShardedGradScaler": SCALER, "Module": MODEL,
+    "PreTrainedModel": MODEL, "DataLoader": LOADER, "Accelerator": ACCELERATOR, "Fabric": ACCELERATOR,
+}
+# Calls that hand back (a wrapped) version of their first argument.
+_PASS_THROUGH_METHODS = {"to", "cuda", "cpu", "float", "half", "bfloat16", "train", "eval", "double"}
+_PASS_THROUGH_FUNCTIONS = {"torch.compile", "torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel"}
+_NAMES: tuple[tuple[re.Pattern, str], ...] = (
+    (re.compile(r"(^|_)(lr_)?sched(uler)?s?($|_)|^lr_?sched", re.I), SCHEDULER),
+    (re.compile(r"(^|_)(grad_?)?scaler($|_)", re.I), SCALER),
+    (re.compile(r"(^|_)(opt|optim|optimi[sz]er)s?($|_)|^opt_?[a-z]$", re.I), OPTIMIZER),
+    (re.compile(r"(^|_)(data_?)?loader($|_)|(^|_)dl($|_)", re.I), LOADER),
+    (re.compile(r"^accelerator$|^fabric$", re.I), ACCELERATOR),
+    (re.compile(r"(^|_)(model|net|network|module|generator|discriminator|student|teacher|encoder|decoder|"
+                r"critic|actor|policy)s?($|_)|^(g|d)_?net$", re.I), MODEL),
+)
+
+
+def role_from_name(name: str) -> str | None:
+    """The role a variable's name suggests (`lr_sched` -> scheduler), the last resort."""
+    for pattern, role in _NAMES:
+        if pattern.search(name):
+            return role
+    return None
+
+
+def role_of_callee(qualname: str | None) -> str | None:
+    if not qualname:
+        return None
+    best: tuple[int, str] | None = None
+    for prefix, role in _CONSTRUCTORS:
+        if qualname == prefix or (prefix.endswith(".") and qualname.startswith(prefix)) or \
+                qualname.startswith(prefix + "."):
+            if best is None or len(prefix) > best[0]:
+                best = (len(prefix), role)
+    if best:
+        return best[1]
+    last = qualname.rsplit(".", 1)[-1]
+    if last in _FACTORY_NAMES:
+        return _FACTORY_NAMES[last]
+    if _SCHEDULE_FACTORY.match(last):
+        return SCHEDULER
+    if last.endswith("LR") or last.endswith("Scheduler"):
+        return SCHEDULER
+    if qualname.startswith(("transformers.", "diffusers.")) and "Model" in last or last.startswith("AutoModel"):
+        return MODEL
+    return None
+
+
+class Roles:
+    """Role queries for one file, memoised."""
+
+    def __init__(self, index: FileIndex) -> None:
+        self.index = index
+        self._memo: dict[tuple[cst.CSTNode, Scope], str | None] = {}
+
+    def of(self, expr: cst.BaseExpression, scope: Scope) -> str | None:
+        key = (expr, scope)
+        if key not in self._memo:
+            self._memo[key] = None  # breaks cycles such as `model = wrap(model)`
+            self._memo[key] = self._infer(expr, scope, depth=0)
+        return self._memo[key]
+
+    def is_(self, expr: cst.BaseExpression, scope: Scope, role: str) -> bool:
+        return self.of(expr, scope) == role
+
+    # -- inference --------------------------------------------------------------------------
+    def _infer(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> str | None:
+        if depth > 8:
+            return None
+        if isinstance(expr, cst.Name):
+            return self._from_bindings(expr.value, scope, depth) or role_from_name(expr.value)
+        if isinstance(expr, cst.Attribute):
+            if self._is_module_path(expr, scope):  # `torch.optim` is a module, not an optimizer
+                return None
+            if isinstance(expr.value, cst.Name) and expr.value.value == "self":
+                role = self._from_self_attribute(expr.attr.value, scope, depth)
+                if role:
+                    return role
+            return role_from_name(expr.attr.value)
+        if isinstance(expr, cst.Call):
+            return self._from_call(expr, scope, depth)
+        return None
+
+    def _is_module_path(self, expr: cst.Attribute, scope: Scope) -> bool:
+        base = expr.value
+        while isinstance(base, cst.Attribute):
+            base = base.value
+        return isinstance(base, cst.Name) and any(b.kind == "import" for b in scope.lookup(base.value))
+
+    def _from_call(self, call: cst.Call, scope: Scope, depth: int) -> str | None:
+        qualname = self.index.resolve(call.func, scope)
+        role = role_of_callee(qualname)
+        if role:
+            return role
+        args = positional_args(call)
+        if qualname in _PASS_THROUGH_FUNCTIONS or (
+                isinstance(call.func, cst.Attribute) and call.func.attr.value == "prepare" and len(args) == 1):
+            return self._infer(args[0].value, scope, depth + 1) if args else None
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in _PASS_THROUGH_METHODS:
+            inner = self._infer(call.func.value, scope, depth + 1)
+            return inner if inner == MODEL else None
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_pretrained":
+            return MODEL if "Model" in (dotted_tail(call.func.value) or "") else None
+        return None
+
+    def _from_bindings(self, name: str, scope: Scope, depth: int) -> str | None:
+        for binding in reversed(scope.lookup(name)):
+            role = None
+            if binding.kind == "param":
+                if binding.annotation is not None:
+                    role = _ANNOTATIONS.get(dotted_tail(_unwrap_optional(binding.annotation)) or "")
+                if role is None and binding.value is not None:
+                    role = self._infer(binding.value, scope, depth + 1)
+            elif binding.kind in ("assign", "with"):
+                value = binding.value
+                if value is None and isinstance(binding.node, cst.Assign):
+                    value = _unpacked_prepare_argument(binding.node, name)
+                if value is not None:
+                    role = self._infer(value, scope, depth + 1)
+                if role is None and binding.annotation is not None:
+                    role = _ANNOTATIONS.get(dotted_tail(_unwrap_optional(binding.annotation)) or "")
+            if role:
+                return role
+        return None
+
+    def _from_self_attribute(self, attr: str, scope: Scope, depth: int) -> str | None:
+        class_scope = scope
+        while class_scope is not None and class_scope.kind != "class":
+            class_scope = class_scope.parent
+        if class_scope is None:
+            return None
+        for value in self.index.class_attributes.get(class_scope.name, {}).get(attr, []):
+            method_scope = self.index.scope_at(value)
+            role = self._infer(value, method_scope, depth + 1)
+            if role:
+                return role
+        return None
+
+
+def roles(ctx) -> Roles:
+    """The file's role model, shared by every rule: `ctx.model(roles).of(expr, scope)`."""
+    return Roles(ctx.index)
+
+
+def dotted_tail(expr: cst.BaseExpression | None) -> str | None:
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value.rsplit(".", 1)[-1] if isinstance(expr.evaluated_value, str) else None
+    return None
+
+
+def _unwrap_optional(annotation: cst.BaseExpression) -> cst.BaseExpression:
+    """`Optional[X]` / `X | None` -> X."""
+    if isinstance(annotation, cst.Subscript) and dotted_tail(annotation.value) == "Optional" and annotation.slice:
+        inner = annotation.slice[0].slice
+        if isinstance(inner, cst.Index):
+            return inner.value
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        return annotation.left if not (isinstance(annotation.left, cst.Name) and annotation.left.value == "None") \
+            else annotation.right
+    return annotation
+
+
+def _unpacked_prepare_argument(assign: cst.Assign, name: str) -> cst.BaseExpression | None:
+    """For `model, opt = accelerator.prepare(model, opt)`, the argument in `name`'s position."""
+    value = assign.value
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("prepare", "setup")):
+        return None
+    args = positional_args(value)
+    for target in assign.targets:
+        if isinstance(target.target, (cst.Tuple, cst.List)):
+            names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.target.elements]
+            if name in names and len(names) == len(args):
+                return args[names.index(name)].value
+    return None
