@@ -23,7 +23,7 @@ class UnsafeTorchLoad(Rule):
     severity = Severity.ERROR
     summary = "`torch.load` with the full unpickler, or `pickle.load` of a checkpoint"
     message = "`torch.load(..., weights_only=False)` runs arbitrary code from a crafted file"
-    triggers = ("load",)
+    triggers = (("load", "torch"), "pickle", "dill")
     what_it_does = """
         Flags loads that unpickle a checkpoint with Python's full unpickler:
         `torch.load(..., weights_only=False)` (also when `weights_only` comes from a variable or a

@@ -66,7 +66,7 @@ def _rules_for(source: str, codes: frozenset[str]) -> list[Rule]:
     """Selected rules whose trigger words occur in the text (the cheap pre-filter)."""
     rules = []
     for code, rule_cls in registry().items():
-        if code in codes and (not rule_cls.triggers or any(t in source for t in rule_cls.triggers)):
+        if code in codes and rule_cls.may_match(source):
             rules.append(rule_cls())
     return rules
 

@@ -84,8 +84,21 @@ class Rule:
     why_bad: ClassVar[str] = ""
     references: ClassVar[tuple[str, ...]] = ()
     examples: ClassVar[tuple[Example, ...]] = ()
-    #: Text pre-filter: the rule runs only on files containing at least one of these strings.
-    triggers: ClassVar[tuple[str, ...]] = ()
+    #: Text pre-filter: the rule runs only on files matching at least one trigger. A trigger is a
+    #: string that must occur, or a tuple of strings that must all occur. Empty: always runs.
+    triggers: ClassVar[tuple[str | tuple[str, ...], ...]] = ()
+
+    @classmethod
+    def may_match(cls, source: str) -> bool:
+        if not cls.triggers:
+            return True
+        for trigger in cls.triggers:
+            if isinstance(trigger, str):
+                if trigger in source:
+                    return True
+            elif all(word in source for word in trigger):
+                return True
+        return False
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
