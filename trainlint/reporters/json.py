@@ -1,0 +1,22 @@
+"""`--format json`: the contract of RULES.md, one JSON object."""
+
+from __future__ import annotations
+
+import json
+from typing import Sequence
+
+from trainlint import __version__
+from trainlint.finding import FileResult
+from trainlint.reporters.options import ReportOptions
+
+
+def to_contract(results: Sequence[FileResult], files_checked: int) -> dict:
+    return {
+        "version": __version__,
+        "files_checked": files_checked,
+        "findings": [f.to_dict() for r in results for f in r.findings],
+    }
+
+
+def render(results: Sequence[FileResult], files_checked: int, options: ReportOptions) -> str:
+    return json.dumps(to_contract(results, files_checked), indent=2) + "\n"

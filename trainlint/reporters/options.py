@@ -1,0 +1,28 @@
+"""Options shared by the reporters."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+
+def read_lines(path: str) -> list[str] | None:
+    """A file's lines for `--show-source`, or None when it cannot be read now."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read().splitlines()
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    #: ANSI colour in the text format (the CLI turns it on only for a terminal).
+    color: bool = False
+    #: Text format: print the offending line with a caret under the reported span.
+    show_source: bool = False
+    #: Where `--show-source` gets a file's lines (the CLI passes stdin's text through this).
+    source_lines: Callable[[str], list[str] | None] = read_lines
+    #: Directory SARIF artifact URIs are relative to.
+    root: str = os.curdir
