@@ -2,20 +2,88 @@
 
 A training loop is a `for`/`while` whose body, directly or through a function or method of the
 same file that it calls, runs a backward and an optimizer step.
+
+Public API (stable; other rules depend on it)
+---------------------------------------------
+`ctx.model(training_model)` -> `TrainingModel`
+
+`TrainingModel.loops: list[TrainingLoop]`, each with
+  - `node` (the `for`/`while`), `function` (`FunctionInfo` or None), `scope`;
+  - `backward_calls`, `step_calls`: `CallRef`s of backward calls / optimizer steps;
+  - `calls`: every `CallRef` reached from the body, in statement order, helpers inlined at the
+    call that runs them (calls inside nested training loops included; see `own_calls`);
+  - `innermost`: no training loop runs inside this one (syntactically or through a helper);
+  - `accumulates: bool`: under accumulation, i.e. the backward runs on every iteration while the
+    optimizer step is guarded (or the backward runs in a nested micro-batch loop);
+  - `guard: Guard | None`: what makes the optimizer step run once per update.
+  Only innermost loops get a guard; outer loops (an epoch loop around the batch loop) have
+  `accumulates == False` and `guard is None`.
+
+`Guard(node, kind, condition, k, scope, via)`:
+  - kind "branch":     `if <update condition>:` whose branch holds the step, e.g.
+                       `if (i + 1) % K == 0:`, `if (it + 1) % grad_accum == 0 or is_last_batch:`,
+                       `if micro_step == accumulation_steps - 1:`, `if accelerator.sync_gradients:`;
+                       `node` is the `If`, `condition` its test.
+  - kind "continue":   `if <not-update condition>: continue` (or `return` inside a helper) before
+                       the step, e.g. `if micro % K: continue`, `if step % accum != 0: continue`;
+                       the update is what follows the `If` in its block.
+  - kind "accelerate": `with accelerator.accumulate(model):` holding the step, on an Accelerator
+                       created with `gradient_accumulation_steps` (or not created in this file);
+                       `node` is the `With`.
+  - kind "micro_loop": the backward runs in a nested loop over micro-batches and the step after it
+                       (`for micro_step in range(K): ... loss.backward()` then `opt.step()`);
+                       `node` is the nested loop, `condition` its iterable.
+  - `k`: the accumulation factor expression when it can be told (`grad_accum`, `self.accum`, `4`,
+    the Accelerator's `gradient_accumulation_steps=` value), else None.
+  - `scope`/`via`: where the guard node is written and the helper chain from the loop body to it.
+
+`TrainingModel.runs_per_update(loop, node_or_ref) -> bool`: the node (a call of `loop.calls` or its
+  `CallRef`, or any node written in the loop body) runs once per optimizer update: the loop does not
+  accumulate; or the node is inside the guarded branch / after the continue guard / outside the
+  micro-batch loop; or it sits under another update-looking condition that does not hold the
+  backward (`if i % K == 0: opt.zero_grad()`); or, under Accelerate accumulation, it is
+  `.step()`/`.zero_grad()` of an optimizer or scheduler that `accelerator.prepare` wrapped (Accelerate
+  skips those on non-sync micro-batches) or inside `if accelerator.sync_gradients:`.
+  For an outer (non-innermost) loop, nodes inside an inner training loop are answered for that
+  loop; other nodes run on a slower clock (per epoch) and get False.
+
+`TrainingModel.update_calls(loop) -> list[CallRef]`: the calls that run once per update, in
+  statement order (for a loop without accumulation: every call of the iteration).
+
+`TrainingModel.accelerate_accumulation(loop) -> AccelerateAccumulation | None`: Accelerate
+  semantics for the loop: present when a `with <accelerator>.accumulate(...)` block in the loop holds
+  the backward and the Accelerator is not known to be created without `gradient_accumulation_steps`
+  (an Accelerator created without it is judged like plain PyTorch: None). Fields: `with_node`,
+  `accelerator` (expr), `k` (expr or None), and `is_prepared(expr, scope) -> bool | None`
+  (the object was passed through `accelerator.prepare`: True/False, None when it cannot be told).
+
+`TrainingModel.accelerator_k(expr, scope) -> (known, k)`: the `gradient_accumulation_steps` an
+  Accelerator was created with; `accelerator.backward(loss)` divides by it.
+
+Also: `is_backward`, `is_optimizer_step`, `is_scheduler_step`, `is_zero_grad`, `callee`,
+`reachable_calls`, `path(loop, ref)`, `own_calls(loop)`, `loop_of(node)`; module function `calls_in`.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Iterator
 
 import libcst as cst
 
-from trainlint.index import FileIndex, FunctionInfo, Scope, iter_children, positional_args, walk
-from trainlint.roles import OPTIMIZER, SCALER, SCHEDULER, roles
+from trainlint.index import FileIndex, FunctionInfo, Scope, iter_children, keyword_arg, positional_args, walk
+from trainlint.roles import ACCELERATOR, MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
 
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _MAX_CALL_DEPTH = 3
+_LOOPS = (cst.For, cst.While)
+
+# Identifiers that make a condition read as "this micro-batch ends an accumulation window".
+_UPDATE_WORDS = re.compile(
+    r"accum|sync_grad|micro|grad_acc|update_freq|(^|_)(should|do|is|needs?)_?(step|update|sync|optim)"
+    r"|optimizer_step|update_step|step_now|last_micro|boundary", re.I)
+_COUNTER_COMPARE = (cst.Equal, cst.NotEqual, cst.GreaterThanEqual, cst.GreaterThan)
 
 
 def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
@@ -46,14 +114,50 @@ class CallRef:
 
 
 @dataclass(eq=False)
+class Guard:
+    """What makes the optimizer step run once per update (see the module docstring)."""
+
+    node: cst.CSTNode
+    kind: str  # branch | continue | accelerate | micro_loop
+    condition: cst.BaseExpression | None = None
+    k: cst.BaseExpression | None = None
+    scope: Scope | None = None
+    via: tuple[cst.Call, ...] = ()
+
+
+@dataclass(eq=False)
 class TrainingLoop:
     node: cst.For | cst.While
     function: FunctionInfo | None
     scope: Scope
     backward_calls: list[CallRef] = field(default_factory=list)
     step_calls: list[CallRef] = field(default_factory=list)
-    #: True when no loop nested inside this one is itself a training loop
+    #: True when no training loop runs inside this one (nested or through a helper)
     innermost: bool = True
+    #: every call reached from the body, in statement order
+    calls: list[CallRef] = field(default_factory=list)
+    #: backward every iteration while the step is guarded (or a nested micro-batch loop)
+    accumulates: bool = False
+    guard: Guard | None = None
+
+    @property
+    def k(self) -> cst.BaseExpression | None:
+        """The accumulation factor expression, when known."""
+        return self.guard.k if self.guard else None
+
+
+@dataclass(eq=False)
+class AccelerateAccumulation:
+    """A `with accelerator.accumulate(...)` block that Accelerate turns into accumulation."""
+
+    with_node: cst.With
+    accelerator: cst.BaseExpression
+    scope: Scope
+    k: cst.BaseExpression | None
+    model: "TrainingModel"
+
+    def is_prepared(self, expr: cst.BaseExpression, scope: Scope) -> bool | None:
+        return self.model.is_prepared(expr, scope)
 
 
 class TrainingModel:
@@ -62,6 +166,8 @@ class TrainingModel:
         self.index: FileIndex = ctx.index
         self.roles = ctx.model(roles)
         self.loops: list[TrainingLoop] = []
+        self._accelerate: dict[int, AccelerateAccumulation | None] = {}
+        self._prepared: dict[str, list[tuple[cst.Assign, Scope]]] | None = None
         self._build()
 
     # -- classification of calls -----------------------------------------------------------------
@@ -91,6 +197,13 @@ class TrainingModel:
         return (isinstance(func, cst.Attribute) and func.attr.value == "step"
                 and self.roles.of(func.value, scope) == SCHEDULER)
 
+    def is_zero_grad(self, call: cst.Call, scope: Scope) -> bool:
+        """`opt.zero_grad(...)` / `model.zero_grad(...)` (any receiver but a scheduler or scaler)."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "zero_grad"):
+            return False
+        return self.roles.of(func.value, scope) not in (SCHEDULER, SCALER)
+
     # -- same-file helpers -------------------------------------------------------------------------
     def callee(self, call: cst.Call, scope: Scope) -> FunctionInfo | None:
         """The function or method of this file that `call` runs, when it can be told."""
@@ -119,21 +232,359 @@ class TrainingModel:
                 yield from self.reachable_calls(target.node.body, target.scope, via + (call,),
                                                 seen | {target.node})
 
+    # -- structure of a call's position --------------------------------------------------------------
+    def path(self, loop: TrainingLoop, ref: CallRef | cst.CSTNode) -> list[list[cst.CSTNode]]:
+        """For each segment of the way from the loop body to the node (the loop body, then each
+        helper's body), the ancestors of the segment's node up to the loop or the helper's def,
+        innermost first, the segment's node itself included."""
+        node, via = (ref.node, ref.via) if isinstance(ref, CallRef) else (ref, ())
+        segments = []
+        for position, element in enumerate(via + (node,)):
+            stop = loop.node if position == 0 else None
+            chain = [element]
+            for ancestor in self.index.ancestors(element):
+                if ancestor is stop or (stop is None and isinstance(ancestor, cst.FunctionDef)):
+                    break
+                chain.append(ancestor)
+            segments.append(chain)
+        return segments
+
+    def loop_of(self, node: cst.CSTNode) -> TrainingLoop | None:
+        """The innermost training loop whose body holds `node` syntactically."""
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, _LOOPS):
+                for tl in self.loops:
+                    if tl.node is ancestor:
+                        return tl
+        return None
+
+    def own_calls(self, loop: TrainingLoop) -> list[CallRef]:
+        """The loop's calls that are not inside a training loop nested in it."""
+        return [ref for ref in loop.calls if self._inner_loop(loop, ref) is None]
+
+    def _inner_loop(self, loop: TrainingLoop, ref: CallRef | cst.CSTNode) -> TrainingLoop | None:
+        others = {tl.node: tl for tl in self.loops if tl is not loop}
+        if not others:
+            return None
+        for segment in self.path(loop, ref):
+            for node in segment:
+                if node in others:
+                    return others[node]
+        return None
+
+    # -- the update guard ----------------------------------------------------------------------------
+    def _find_guard(self, loop: TrainingLoop) -> Guard | None:
+        steps = [ref for ref in loop.step_calls if self._inner_loop(loop, ref) is None]
+        backwards = [ref for ref in loop.backward_calls if self._inner_loop(loop, ref) is None]
+        if not steps or not backwards:
+            return None
+        step = steps[0]
+        guard = self._guard_around(loop, step)
+        if guard is not None:
+            if guard.kind == "accelerate":
+                return guard
+            if any(not self._under_guard(loop, ref, guard) for ref in backwards):
+                return guard
+            return None
+        # the backward in a nested (non-training) loop, the step outside it
+        for ref in backwards:
+            for segment in self.path(loop, ref):
+                for node in segment[1:]:
+                    if isinstance(node, _LOOPS) and node is not loop.node and not self._holds(node, step, loop) \
+                            and _iterates_micro_batches(node, self.ctx):
+                        return Guard(node, "micro_loop", node.iter if isinstance(node, cst.For) else node.test,
+                                     _k_of_micro_loop(node), self.index.scope_at(node), ())
+        return None
+
+    def _guard_around(self, loop: TrainingLoop, ref: CallRef) -> Guard | None:
+        """The nearest update guard of the step call: an enclosing update-looking `if`, a preceding
+        `if ...: continue`/`return`, or an enclosing `with accelerator.accumulate(...)`."""
+        segments = self.path(loop, ref)
+        via = ref.via
+        for position in range(len(segments) - 1, -1, -1):
+            segment = segments[position]
+            scope = self._segment_scope(loop, ref, position)
+            seg_via = via[:position]
+            for child, node in zip(segment, segment[1:]):
+                if isinstance(node, cst.If) and child is not node.test:
+                    k = self._update_condition(node.test, scope)
+                    if k is not False:
+                        return Guard(node, "branch", node.test, k or None, scope, seg_via)
+                if isinstance(node, cst.With) and self._accumulate_item(node, scope) is not None:
+                    item = self._accumulate_item(node, scope)
+                    known, k = self.accelerator_k(item.func.value, scope)
+                    if not known or k is not None:
+                        return Guard(node, "accelerate", item, k, scope, seg_via)
+                if isinstance(node, cst.IndentedBlock):
+                    jump = cst.Continue if position == 0 else cst.Return
+                    for statement in node.body:
+                        if statement is child:
+                            break
+                        if isinstance(statement, cst.If) and _jumps(statement, jump):
+                            k = self._update_condition(statement.test, scope)
+                            if k is not False:
+                                return Guard(statement, "continue", statement.test, k or None, scope, seg_via)
+                if isinstance(node, _LOOPS) and node is not loop.node:
+                    break  # a continue/guard beyond a nested loop is not about this step
+        return None
+
+    def _segment_scope(self, loop: TrainingLoop, ref: CallRef, position: int) -> Scope:
+        if position == 0:
+            return loop.scope
+        element = (ref.via + (ref.node,))[position]
+        return self.index.scope_at(element)
+
+    def _under_guard(self, loop: TrainingLoop, ref: CallRef | cst.CSTNode, guard: Guard) -> bool:
+        """The node runs only when the guard lets the update through."""
+        for segment in self.path(loop, ref):
+            if guard.kind in ("branch", "accelerate", "micro_loop"):
+                for child, node in zip(segment, segment[1:]):
+                    if node is guard.node and (child is getattr(node, "body", None) or
+                                               (guard.kind == "branch" and child is node.orelse)):
+                        return True
+            elif guard.kind == "continue":
+                for child, node in zip(segment, segment[1:]):
+                    if isinstance(node, cst.IndentedBlock) and guard.node in node.body:
+                        body = list(node.body)
+                        return child in body and body.index(child) > body.index(guard.node)
+        return False
+
+    def _holds(self, outer: cst.CSTNode, ref: CallRef, loop: TrainingLoop) -> bool:
+        return any(outer in segment for segment in self.path(loop, ref))
+
+    def _update_condition(self, test: cst.BaseExpression, scope: Scope, depth: int = 0):
+        """False when `test` does not read as an accumulation boundary; else the K expression it
+        names, or None when it names none."""
+        if depth > 2:
+            return False
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return self._update_condition(test.expression, scope, depth)
+        if isinstance(test, cst.BooleanOperation):
+            left = self._update_condition(test.left, scope, depth)
+            right = self._update_condition(test.right, scope, depth)
+            if left is False and right is False:
+                return False
+            return left if left not in (False, None) else (right if right is not False else None)
+        for node in walk(test):
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+                return node.right
+        if isinstance(test, cst.Attribute) and test.attr.value == "sync_gradients":
+            known, k = self.accelerator_k(test.value, scope)
+            return False if known and k is None else k
+        if isinstance(test, cst.Comparison):
+            names = [_identifier(n) for n in walk(test) if isinstance(n, (cst.Name, cst.Attribute))]
+            if any(isinstance(c.operator, _COUNTER_COMPARE) for c in test.comparisons) and \
+                    any(n and _UPDATE_WORDS.search(n) for n in names):
+                return _k_of_comparison(test)
+            return False
+        if isinstance(test, cst.Name):
+            for binding in scope.lookup(test.value):
+                if binding.kind == "assign" and binding.value is not None:
+                    k = self._update_condition(binding.value, scope, depth + 1)
+                    if k is not False:
+                        return k
+            return None if _UPDATE_WORDS.search(test.value) else False
+        if isinstance(test, cst.Attribute):
+            return None if _UPDATE_WORDS.search(test.attr.value) else False
+        return False
+
+    # -- Accelerate ------------------------------------------------------------------------------------
+    def _accumulate_item(self, with_node: cst.With, scope: Scope) -> cst.Call | None:
+        for item in with_node.items:
+            call = item.item
+            if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                    and call.func.attr.value in ("accumulate", "no_sync_or_accumulate")
+                    and self.roles.of(call.func.value, scope) == ACCELERATOR):
+                return call
+        return None
+
+    def accelerator_k(self, expr: cst.BaseExpression, scope: Scope) -> tuple[bool, cst.BaseExpression | None]:
+        """(known, k): whether the Accelerator's construction was found, and its
+        `gradient_accumulation_steps` (or plugin) expression; k None when not set or set to 1."""
+        construction = self._accelerator_construction(expr, scope)
+        if construction is None:
+            return False, None
+        if any(a.star == "**" for a in construction.args):
+            return False, None
+        arg = keyword_arg(construction, "gradient_accumulation_steps") or \
+            keyword_arg(construction, "gradient_accumulation_plugin")
+        if arg is None or (isinstance(arg.value, cst.Integer) and arg.value.value == "1"):
+            return True, None
+        return True, arg.value
+
+    def _accelerator_construction(self, expr: cst.BaseExpression, scope: Scope) -> cst.Call | None:
+        values: list[tuple[cst.BaseExpression, Scope]] = []
+        if isinstance(expr, cst.Name):
+            values = [(b.value, scope) for b in scope.lookup(expr.value) if b.value is not None]
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            class_name = _class_of_scope(scope)
+            for value in self.index.class_attributes.get(class_name or "", {}).get(expr.attr.value, []):
+                values.append((value, self.index.scope_at(value)))
+        for value, value_scope in values:
+            if isinstance(value, cst.Call):
+                name = self.index.resolve(value.func, value_scope) or ""
+                if name.rsplit(".", 1)[-1] in ("Accelerator", "Fabric"):
+                    return value
+        return None
+
+    def accelerate_accumulation(self, loop: TrainingLoop) -> AccelerateAccumulation | None:
+        key = id(loop)
+        if key not in self._accelerate:
+            self._accelerate[key] = self._find_accelerate(loop)
+        return self._accelerate[key]
+
+    def _find_accelerate(self, loop: TrainingLoop) -> AccelerateAccumulation | None:
+        for ref in loop.backward_calls:
+            if self._inner_loop(loop, ref) is not None:
+                continue
+            for position, segment in enumerate(self.path(loop, ref)):
+                scope = self._segment_scope(loop, ref, position)
+                for node in segment[1:]:
+                    if isinstance(node, cst.With):
+                        item = self._accumulate_item(node, scope)
+                        if item is not None:
+                            known, k = self.accelerator_k(item.func.value, scope)
+                            if known and k is None:
+                                return None
+                            return AccelerateAccumulation(node, item.func.value, scope, k, self)
+        return None
+
+    def is_prepared(self, expr: cst.BaseExpression, scope: Scope) -> bool | None:
+        """Whether `expr` (a name or `self.attr`) holds an object returned by `accelerator.prepare`
+        (or `prepare_scheduler`/`prepare_optimizer`); None when its origin is not in this file."""
+        text = _identifier_path(expr)
+        if text is None:
+            return None
+        prepared = self._prepared_targets()
+        if text in prepared:
+            if text.startswith("self."):
+                cls = _class_of_scope(scope)
+                if any(_class_of_scope(s) == cls for _, s in prepared[text]):
+                    return True
+            elif isinstance(expr, cst.Name):
+                visible = {b.node for b in scope.lookup(expr.value)}
+                if any(assign in visible for assign, _ in prepared[text]):
+                    return True
+        # created in this file (a constructor call bound to it) and never prepared
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            if bindings and all(b.kind in ("assign", "param") for b in bindings) and \
+                    any(b.kind == "assign" and isinstance(b.value, cst.Call) for b in bindings) and \
+                    not any(b.kind == "param" for b in bindings):
+                return False
+            return None
+        if text.startswith("self."):
+            values = self.index.class_attributes.get(_class_of_scope(scope) or "", {}).get(text[5:], [])
+            if values and all(isinstance(v, cst.Call) for v in values):
+                return False
+        return None
+
+    def _prepared_targets(self) -> dict[str, list[tuple[cst.Assign, Scope]]]:
+        if self._prepared is None:
+            self._prepared = {}
+            for site in self.index.calls:
+                func = site.node.func
+                if not (isinstance(func, cst.Attribute)
+                        and func.attr.value in ("prepare", "prepare_scheduler", "prepare_optimizer", "setup")):
+                    continue
+                statement = self.index.enclosing_statement(site.node)
+                if isinstance(statement, cst.Assign) and statement.value is site.node:
+                    for target in statement.targets:
+                        elements = target.target.elements if isinstance(target.target, (cst.Tuple, cst.List)) \
+                            else [target.target]
+                        for element in elements:
+                            value = element.value if isinstance(element, cst.BaseElement) else element
+                            text = _identifier_path(value)
+                            if text:
+                                self._prepared.setdefault(text, []).append((statement, site.scope))
+        return self._prepared
+
+    # -- per-update queries ------------------------------------------------------------------------------
+    def runs_per_update(self, loop: TrainingLoop, node: CallRef | cst.CSTNode) -> bool:
+        ref = node if isinstance(node, CallRef) else self._ref_for(loop, node)
+        if not loop.innermost:
+            inner = self._inner_loop(loop, ref)
+            return self.runs_per_update(inner, self._relative_ref(inner, ref)) if inner else False
+        if not loop.accumulates or loop.guard is None:
+            return True
+        guard = loop.guard
+        if guard.kind == "micro_loop":
+            return not self._under_guard(loop, ref, guard)
+        if self._under_guard(loop, ref, guard):
+            if guard.kind != "accelerate":
+                return True
+            return self._accelerate_skips(ref) or self._under_other_update_condition(loop, ref)
+        if guard.kind == "accelerate" and self._accelerate_skips(ref):
+            return True
+        return self._under_other_update_condition(loop, ref)
+
+    def _accelerate_skips(self, ref: CallRef | cst.CSTNode) -> bool:
+        """A call Accelerate itself runs once per update inside `accumulate`: `.step()` /
+        `.zero_grad()` of a prepared optimizer or scheduler."""
+        call = ref.node if isinstance(ref, CallRef) else ref
+        scope = ref.scope if isinstance(ref, CallRef) else self.index.scope_at(call)
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                and call.func.attr.value in ("step", "zero_grad")):
+            return False
+        receiver = call.func.value
+        role = self.roles.of(receiver, scope)
+        if role not in (OPTIMIZER, SCHEDULER):
+            return False
+        return self.is_prepared(receiver, scope) is not False
+
+    def _under_other_update_condition(self, loop: TrainingLoop, ref: CallRef | cst.CSTNode) -> bool:
+        """Under an update-looking `if` (or `if accelerator.sync_gradients`) that holds no backward."""
+        segments = self.path(loop, ref)
+        for position, segment in enumerate(segments):
+            scope = ref.scope if isinstance(ref, CallRef) and position == len(segments) - 1 else \
+                (loop.scope if position == 0 else self.index.scope_at(segment[0]))
+            for child, node in zip(segment, segment[1:]):
+                if isinstance(node, cst.If) and child is not node.test and \
+                        self._update_condition(node.test, scope) is not False:
+                    if not any(self._holds(node, b, loop) for b in loop.backward_calls):
+                        return True
+        return False
+
+    def _ref_for(self, loop: TrainingLoop, node: cst.CSTNode) -> CallRef | cst.CSTNode:
+        for ref in loop.calls:
+            if ref.node is node:
+                return ref
+        return node
+
+    def _relative_ref(self, inner: TrainingLoop, ref: CallRef | cst.CSTNode) -> CallRef | cst.CSTNode:
+        if not isinstance(ref, CallRef):
+            return ref
+        for candidate in inner.calls:
+            if candidate.node is ref.node:
+                return candidate
+        return ref.node
+
+    def update_calls(self, loop: TrainingLoop) -> list[CallRef]:
+        """The calls that run once per update, in statement order."""
+        if not loop.innermost:
+            return []
+        return [ref for ref in self.own_calls(loop) if self.runs_per_update(loop, ref)]
+
     # -- building ----------------------------------------------------------------------------------
     def _build(self) -> None:
         for loop in self.index.loops:
             scope = self.index.scope_at(loop)
-            backward, steps = [], []
+            backward, steps, calls = [], [], []
             for ref in self.reachable_calls(loop.body, scope):
+                calls.append(ref)
                 if self.is_backward(ref.node, ref.scope):
                     backward.append(ref)
                 elif self.is_optimizer_step(ref.node, ref.scope):
                     steps.append(ref)
             if backward and steps:
-                self.loops.append(TrainingLoop(loop, self.index.function_at(loop), scope, backward, steps))
-        nodes = {tl.node for tl in self.loops}
+                self.loops.append(TrainingLoop(loop, self.index.function_at(loop), scope, backward, steps,
+                                               calls=calls))
         for tl in self.loops:
-            tl.innermost = not any(inner in nodes for inner in walk(tl.node.body) if inner is not tl.node)
+            tl.innermost = not any(self._inner_loop(tl, ref) is not None for ref in tl.step_calls)
+        for tl in self.loops:
+            if tl.innermost:
+                tl.guard = self._find_guard(tl)
+                tl.accumulates = tl.guard is not None
 
 
 def training_model(ctx) -> TrainingModel:
@@ -141,7 +592,7 @@ def training_model(ctx) -> TrainingModel:
     return TrainingModel(ctx)
 
 
-def _class_of_scope(scope: Scope) -> str | None:
+def _class_of_scope(scope: Scope | None) -> str | None:
     current: Scope | None = scope
     while current is not None:
         if current.kind == "class":
@@ -149,3 +600,70 @@ def _class_of_scope(scope: Scope) -> str | None:
         current = current.parent
     return None
 
+
+def _jumps(statement: cst.If, jump: type) -> bool:
+    """`if cond: continue` (the body ends in the jump, with no else)."""
+    if statement.orelse is not None:
+        return False
+    body = statement.body
+    last = body.body[-1] if isinstance(body, cst.IndentedBlock) and body.body else None
+    if isinstance(body, cst.SimpleStatementSuite):
+        small = body.body
+    elif isinstance(last, cst.SimpleStatementLine):
+        small = last.body
+    else:
+        return False
+    return bool(small) and isinstance(small[-1], jump)
+
+
+def _identifier(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return None
+
+
+def _identifier_path(expr: cst.BaseExpression) -> str | None:
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+        return f"{expr.value.value}.{expr.attr.value}"
+    return None
+
+
+def _k_of_comparison(test: cst.Comparison) -> cst.BaseExpression | None:
+    """`micro_step == accumulation_steps - 1` -> `accumulation_steps`; `n >= self.accum` -> `self.accum`."""
+    sides = [test.left] + [c.comparator for c in test.comparisons]
+    for side in sides:
+        expr = side
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Subtract) and \
+                isinstance(expr.right, cst.Integer):
+            expr = expr.left
+        name = _identifier(expr)
+        if name and re.search(r"accum|grad_acc|update_freq", name, re.I) and not re.search(r"micro|step$|count", name):
+            return expr
+    return None
+
+
+_MICRO_ITER = re.compile(r"batch|chunk|micro|split|accum|shard|loader|\bmbs?\b|(^|_)mb_|window", re.I)
+
+
+def _iterates_micro_batches(node: cst.CSTNode, ctx) -> bool:
+    """A nested loop that walks micro-batches: `range(...)` or an iterable named like batches."""
+    if isinstance(node, cst.While):
+        return bool(_MICRO_ITER.search(ctx.code_for(node.test)))
+    iterable = node.iter
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range":
+        return True
+    return bool(_MICRO_ITER.search(ctx.code_for(iterable)) or _MICRO_ITER.search(ctx.code_for(node.target)))
+
+
+def _k_of_micro_loop(node: cst.CSTNode) -> cst.BaseExpression | None:
+    """`for _ in range(K)` -> K."""
+    if isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and \
+            isinstance(node.iter.func, cst.Name) and node.iter.func.value == "range":
+        args = positional_args(node.iter)
+        if len(args) == 1:
+            return args[0].value
+    return None
