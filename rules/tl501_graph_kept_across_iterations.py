@@ -1,0 +1,453 @@
+"""TL501 graph-kept-across-iterations."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from trainlint.dataflow import dataflow, walk_expression
+from trainlint.finding import Severity
+from trainlint.index import dotted_name, positional_args, walk
+from trainlint.rule import FixSpec, Rule, bad, good
+
+_STORE_METHODS = ("append", "extend", "insert", "appendleft")
+# Framework hooks that run once per training batch: their body is an iteration of a hidden loop.
+_PER_BATCH_HOOKS = ("training_step", "train_step")
+
+
+class GraphKeptAcrossIterations(Rule):
+    code = "TL501"
+    name = "graph-kept-across-iterations"
+    severity = Severity.WARNING
+    summary = "A tensor that carries an autograd graph is kept across loop iterations"
+    message = "a tensor with an autograd graph is kept across iterations: memory grows every step"
+    triggers = ("append", "+", "extend", "insert", "[")
+    what_it_does = """
+        Flags a loop that keeps a value carrying an autograd graph beyond its iteration: the loss
+        (or a model output, or anything computed from them without `.item()`, `.detach()`,
+        `float()`, `.tolist()` or `.numpy()`) appended to a list, added to an accumulator, or stored
+        in a dict, where the container was created before the loop (or is an attribute such as
+        `self.history`, also in a Lightning `training_step`).
+
+        It stays quiet on detached values, on values computed under `torch.no_grad()` /
+        `torch.inference_mode()` (also in a function every caller runs that way, and in
+        `validation_step`/`test_step`/`predict_step`), on integer results such as `argmax` and
+        comparisons, on an accumulator reset inside the iteration, and on accumulators that are
+        meant to carry the graph: a sum or list of losses that is backpropagated afterwards
+        (`total = total + loss_i` then `total.backward()`, `torch.stack(losses).mean().backward()`)
+        or returned to a caller that does so.
+        """
+    why_bad = """
+        A tensor produced by differentiable operations holds a reference to the node that made it,
+        and through it to the whole graph of the step. `total_loss += loss` makes `total_loss` the
+        output of one more addition node per iteration, so it ends up referencing every step's
+        graph; `losses.append(loss)` keeps every step's graph reachable from the list. Where the
+        graph was never backpropagated (an evaluation without `no_grad`, logged model outputs) the
+        saved activations stay alive too. Memory grows with the number of iterations until the run
+        slows down or dies with an out-of-memory error, long after the line that caused it.
+        """
+    references = (
+        "https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory",
+        "https://pytorch.org/docs/stable/notes/autograd.html",
+        "https://pytorch.org/docs/stable/generated/torch.Tensor.item.html",
+    )
+    examples = (
+        bad(
+            """
+            import torch.nn.functional as F
+
+            def train(model, loader, opt):
+                losses = []
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = F.cross_entropy(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    losses.append(loss)
+                return sum(losses) / len(losses)
+            """,
+            line=10,
+            fixed="""
+            import torch.nn.functional as F
+
+            def train(model, loader, opt):
+                losses = []
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = F.cross_entropy(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    losses.append(loss.detach())
+                return sum(losses) / len(losses)
+            """,
+            title="a list of backpropagated losses",
+        ),
+        bad(
+            """
+            total_loss = 0.0
+            for step, batch in enumerate(train_loader):
+                outputs = model(**batch)
+                loss = outputs.loss
+                accelerator.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+                total_loss += loss
+            print(total_loss / (step + 1))
+            """,
+            line=8,
+            fixed="""
+            total_loss = 0.0
+            for step, batch in enumerate(train_loader):
+                outputs = model(**batch)
+                loss = outputs.loss
+                accelerator.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+                total_loss += loss.detach()
+            print(total_loss / (step + 1))
+            """,
+            title="an accumulator outside the loop (HF / Accelerate style)",
+        ),
+        bad(
+            """
+            import torch
+
+            def predict(model, loader):
+                model.eval()
+                all_logits = []
+                for x, _ in loader:
+                    all_logits.append(model(x).cpu())
+                return torch.cat(all_logits)
+            """,
+            line=7,
+            fixed="""
+            import torch
+
+            def predict(model, loader):
+                model.eval()
+                all_logits = []
+                for x, _ in loader:
+                    all_logits.append(model(x).cpu().detach())
+                return torch.cat(all_logits)
+            """,
+            title="model outputs kept by an evaluation that records a graph",
+        ),
+        bad(
+            """
+            import lightning as L
+            import torch.nn.functional as F
+
+            class Classifier(L.LightningModule):
+                def __init__(self, net):
+                    super().__init__()
+                    self.net = net
+                    self.train_losses = []
+
+                def training_step(self, batch, batch_idx):
+                    x, y = batch
+                    loss = F.cross_entropy(self.net(x), y)
+                    self.train_losses.append(loss)
+                    return loss
+            """,
+            line=13,
+            fixed="""
+            import lightning as L
+            import torch.nn.functional as F
+
+            class Classifier(L.LightningModule):
+                def __init__(self, net):
+                    super().__init__()
+                    self.net = net
+                    self.train_losses = []
+
+                def training_step(self, batch, batch_idx):
+                    x, y = batch
+                    loss = F.cross_entropy(self.net(x), y)
+                    self.train_losses.append(loss.detach())
+                    return loss
+            """,
+            title="an attribute filled by every Lightning training_step",
+        ),
+        bad(
+            """
+            class Trainer:
+                def fit(self, loader):
+                    history = {}
+                    for epoch in range(self.epochs):
+                        for x, y in loader:
+                            loss = self.criterion(self.model(x), y)
+                            self.optimizer.zero_grad()
+                            loss.backward()
+                            self.optimizer.step()
+                        history[epoch] = {"loss": loss}
+                    return history
+            """,
+            line=10,
+            title="a dict of per-epoch records holding the loss tensor",
+        ),
+        good(
+            """
+            import torch.nn.functional as F
+
+            def train(model, loader, opt):
+                losses = []
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = F.cross_entropy(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    losses.append(loss.item())
+                return sum(losses) / len(losses)
+            """,
+            title="the Python number of the loss",
+        ),
+        good(
+            """
+            for batch in loader:
+                optimizer.zero_grad()
+                total = 0.0
+                for head, target in zip(model(batch["x"]), batch["targets"]):
+                    total = total + criterion(head, target)
+                total.backward()
+                optimizer.step()
+            """,
+            title="an accumulator reset every iteration and backpropagated (several losses)",
+        ),
+        good(
+            """
+            import torch
+
+            for batch in loader:
+                optimizer.zero_grad()
+                micro_losses = []
+                for chunk in batch.split(8):
+                    micro_losses.append(loss_fn(model(chunk)))
+                torch.stack(micro_losses).mean().backward()
+                optimizer.step()
+            """,
+            title="a list of micro-batch losses backpropagated together",
+        ),
+        good(
+            """
+            import torch
+
+            @torch.no_grad()
+            def evaluate(model, loader):
+                model.eval()
+                outputs, preds = [], []
+                for x, y in loader:
+                    logits = model(x)
+                    outputs.append(logits)
+                    preds.append(logits.argmax(-1))
+                return torch.cat(outputs), torch.cat(preds)
+            """,
+            title="outputs collected under no_grad",
+        ),
+        good(
+            """
+            import torch
+
+            def evaluate(model, loader):
+                correct = 0
+                all_preds = []
+                for x, y in loader:
+                    logits = model(x)
+                    all_preds.append(logits.argmax(dim=-1))
+                    correct += (logits.argmax(-1) == y).sum()
+                return correct, all_preds
+            """,
+            title="argmax and comparison results carry no graph",
+        ),
+        good(
+            """
+            def compute_loss(outputs, targets, criterion):
+                total = 0
+                for out, target in zip(outputs, targets):
+                    total += criterion(out, target)
+                return total
+            """,
+            title="a summed loss returned to the caller that backpropagates it",
+        ),
+        good(
+            """
+            running_loss = 0.0
+            for i, (inputs, labels) in enumerate(trainloader):
+                optimizer.zero_grad()
+                loss = criterion(net(inputs), labels)
+                loss.backward()
+                optimizer.step()
+                running_loss += loss.item() * inputs.size(0)
+            """,
+            title="running loss as a Python float",
+        ),
+    )
+
+    def check(self, ctx):
+        flow = ctx.model(dataflow)
+        index = ctx.index
+        seen: set[cst.CSTNode] = set()
+        regions: list[cst.CSTNode] = list(index.loops)
+        regions += [f.node for f in index.functions if f.class_name and f.name in _PER_BATCH_HOOKS]
+        for region in regions:
+            body = region.body
+            for node in walk(body):
+                if node in seen or isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                    continue
+                store = _as_store(node)
+                if store is None:
+                    continue
+                seen.add(node)
+                report = self._check_store(ctx, flow, node, *store)
+                if report is not None:
+                    yield report
+
+    def _check_store(self, ctx, flow, node, container, value, verb):
+        key = dotted_name(container)
+        if key is None or key == "self":
+            return None
+        loop = _innermost_iteration(ctx.index, node)
+        if loop is None:
+            return None
+        if not key.startswith("self.") and isinstance(loop, cst.FunctionDef):
+            return None  # in a per-batch hook only attributes outlive the call
+        if flow.carries_graph(value) is not True:
+            return None
+        if _reset_within(flow, loop, key, node):
+            return None
+        owner = flow._owner(node)
+        if key in flow.names_feeding(flow.backward_roots(owner), node):
+            return None  # the kept graph is backpropagated: the point of keeping it
+        returned = [n.value for n in walk(owner) if isinstance(n, (cst.Return, cst.Yield)) and n.value is not None
+                    and flow._owner(n) is owner]
+        if key in flow.names_feeding(returned, node) and not _backpropagated_each_iteration(flow, loop, value) \
+                and not _iterates_data(ctx, flow, loop):
+            return None  # a sum of loss terms handed to the caller, which backpropagates it
+        what = ctx.code_for(value)
+        where = _describe_iteration(ctx, loop)
+        fix = None
+        if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
+            detached = cst.Call(cst.Attribute(value, cst.Name("detach")))
+            fix = FixSpec(f"Keep `{what}.detach()` instead", safe=False, replacements=((value, detached),))
+        return self.report(
+            node,
+            f"`{key}` {verb} `{what}`, which carries its autograd graph, and outlives {where}: every "
+            f"step's graph stays reachable and memory grows; keep `{what}.item()` for logging or "
+            f"`{what}.detach()` for a tensor",
+            fix,
+        )
+
+
+def _as_store(node: cst.CSTNode):
+    """(container, value, verb) for `c.append(v)`, `c += v`, `c = c + v`, `c[k] = v` (dict)."""
+    if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+        call = node.value
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _STORE_METHODS:
+            args = positional_args(call)
+            if args:
+                container = func.value
+                while isinstance(container, cst.Subscript):
+                    container = container.value
+                return container, args[-1].value, "keeps"
+        return None
+    if isinstance(node, cst.AugAssign) and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
+        return node.target, node.value, "accumulates"
+    if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        target = node.targets[0].target
+        value = node.value
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Add, cst.Subtract)):
+            key = dotted_name(target)
+            if key is not None and dotted_name(value.left) == key:
+                return target, value.right, "accumulates"
+        if isinstance(target, cst.Subscript) and not _constant_key(target):
+            container = target.value
+            return container, value, "stores"
+    return None
+
+
+def _constant_key(target: cst.Subscript) -> bool:
+    return all(isinstance(e.slice, cst.Index) and isinstance(e.slice.value, (cst.SimpleString, cst.Integer))
+               for e in target.slice)
+
+
+def _innermost_iteration(index, node):
+    """The innermost loop holding `node` in its body (same function), or a per-batch hook."""
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.For, cst.While)) and node is not ancestor:
+            if ancestor.orelse is not None and any(n is node for n in walk(ancestor.orelse)):
+                continue
+            return ancestor
+        if isinstance(ancestor, cst.FunctionDef):
+            return ancestor if ancestor.name.value in _PER_BATCH_HOOKS else None
+        if isinstance(ancestor, (cst.ClassDef, cst.Lambda)):
+            return None
+    return None
+
+
+def _reset_within(flow, loop, key, store) -> bool:
+    """The container is rebound (or cleared) inside the iteration: it does not outlive it."""
+    for node in walk(loop.body):
+        if node is store:
+            continue
+        if isinstance(node, (cst.Assign, cst.AnnAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            for target in targets:
+                for element in _flatten(target):
+                    if dotted_name(element) == key and not _self_referential(node, key):
+                        return True
+        elif isinstance(node, cst.With):
+            for item in node.items:
+                if item.asname is not None and dotted_name(item.asname.name) == key:
+                    return True
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+                and node.func.attr.value == "clear" and dotted_name(node.func.value) == key:
+            return True
+        elif isinstance(node, cst.Del):
+            if any(dotted_name(n) == key for n in walk(node.target)):
+                return True
+    return False
+
+
+def _flatten(target):
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _flatten(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _flatten(target.value)
+    else:
+        yield target
+
+
+def _self_referential(assign, key) -> bool:
+    value = assign.value
+    return value is not None and any(dotted_name(n) == key for n in walk_expression(value)
+                                     if isinstance(n, (cst.Name, cst.Attribute)))
+
+
+def _backpropagated_each_iteration(flow, loop, value) -> bool:
+    """The stored value is (built from) a loss backpropagated inside the same iteration."""
+    names = {n.value for n in walk_expression(value) if isinstance(n, cst.Name)}
+    for root in flow.backward_roots(loop.body if not isinstance(loop, cst.FunctionDef) else loop):
+        if names & {n.value for n in walk_expression(root) if isinstance(n, cst.Name)}:
+            return True
+    return False
+
+
+def _iterates_data(ctx, flow, loop) -> bool:
+    """A loop over a data loader (directly or through `enumerate`/`tqdm`/`zip`): one batch per turn."""
+    if not isinstance(loop, cst.For):
+        return False
+    scope = ctx.index.scope_at(loop)
+    iterable = loop.iter
+    while isinstance(iterable, cst.Call) and positional_args(iterable):
+        if flow.is_loader(iterable, scope):
+            return True
+        iterable = positional_args(iterable)[0].value
+    return flow.is_loader(iterable, scope)
+
+
+def _describe_iteration(ctx, loop) -> str:
+    if isinstance(loop, cst.For):
+        return f"the iteration of `for {ctx.code_for(loop.target)} in {ctx.code_for(loop.iter)}`"
+    if isinstance(loop, cst.While):
+        return f"the iteration of `while {ctx.code_for(loop.test)}`"
+    return f"the call of `{loop.name.value}` (run once per batch)"

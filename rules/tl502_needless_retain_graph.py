@@ -1,0 +1,330 @@
+"""TL502 needless-retain-graph."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from trainlint.dataflow import dataflow, keyword_value, walk_expression
+from trainlint.finding import Severity
+from trainlint.index import walk
+from trainlint.rule import FixSpec, Rule, bad, good
+from trainlint.training import calls_in, training_model
+
+_AUTOGRAD = ("torch.autograd.backward", "torch.autograd.grad")
+
+
+class NeedlessRetainGraph(Rule):
+    code = "TL502"
+    name = "needless-retain-graph"
+    severity = Severity.WARNING
+    summary = "`backward(retain_graph=True)` with no second backward through the same graph"
+    message = "`retain_graph=True` keeps the graph alive but nothing backpropagates through it again"
+    triggers = (("retain_graph", "backward"), ("retain_graph", "grad("))
+    what_it_does = """
+        Flags `loss.backward(retain_graph=True)` (also `scaler.scale(loss).backward(...)`,
+        `accelerator.backward(loss, retain_graph=True)`, `torch.autograd.backward` and
+        `torch.autograd.grad`) when nothing after it in the same function, directly or through a
+        helper of the same file, runs another backward, and the graph does not reach into the next
+        iteration of the loop.
+
+        It stays quiet when a later backward may use the same graph (several losses sharing a
+        trunk, GAN-style discriminator then generator updates, a gradient penalty), when the call
+        also passes `create_graph=True` (higher-order gradients), when the backward runs once per
+        element of a collection of losses built before the loop, and when the loop carries a
+        recurrent state (`hidden = model(x, hidden)`) whose graph spans iterations.
+        """
+    why_bad = """
+        A backward pass frees the tensors that the graph saved for it (activations, inputs of
+        each operation) as soon as it has used them. `retain_graph=True` asks autograd to keep all
+        of them so that the same graph can be backpropagated again. With no second backward they
+        stay alive until the loss tensor goes away: the step's peak memory stays at its forward
+        level through the optimizer step, and if the loss is kept (logged, appended) the graph
+        with all its activations is kept with it. It is often added to silence "Trying to
+        backward through the graph a second time", which usually means a tensor from an earlier
+        step (a recurrent state, a cached output) should have been detached.
+        """
+    references = (
+        "https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html",
+        "https://pytorch.org/docs/stable/generated/torch.autograd.backward.html",
+        "https://pytorch.org/docs/stable/notes/autograd.html#saved-tensors",
+    )
+    examples = (
+        bad(
+            """
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward(retain_graph=True)
+                optimizer.step()
+            """,
+            line=4,
+            fixed="""
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+            """,
+            title="a single loss per step",
+        ),
+        bad(
+            """
+            def train_step(model, batch, optimizer, scaler):
+                with torch.autocast("cuda"):
+                    loss = model(**batch).loss
+                scaler.scale(loss).backward(retain_graph=True)
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
+                return loss.item()
+            """,
+            line=4,
+            fixed="""
+            def train_step(model, batch, optimizer, scaler):
+                with torch.autocast("cuda"):
+                    loss = model(**batch).loss
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
+                return loss.item()
+            """,
+            title="AMP step in a helper",
+        ),
+        bad(
+            """
+            for batch in train_dataloader:
+                outputs = model(**batch)
+                accelerator.backward(outputs.loss, retain_graph=True)
+                optimizer.step()
+                optimizer.zero_grad()
+            """,
+            line=3,
+            fixed="""
+            for batch in train_dataloader:
+                outputs = model(**batch)
+                accelerator.backward(outputs.loss)
+                optimizer.step()
+                optimizer.zero_grad()
+            """,
+            title="accelerator.backward",
+        ),
+        bad(
+            """
+            class Trainer:
+                def step(self, x, y):
+                    self.optimizer.zero_grad()
+                    loss = self.loss_fn(self.model(x), y) + self.l2 * self.penalty()
+                    loss.backward(
+                        retain_graph=True,
+                    )
+                    self.optimizer.step()
+                    return loss.detach()
+            """,
+            line=5,
+            fixed="""
+            class Trainer:
+                def step(self, x, y):
+                    self.optimizer.zero_grad()
+                    loss = self.loss_fn(self.model(x), y) + self.l2 * self.penalty()
+                    loss.backward()
+                    self.optimizer.step()
+                    return loss.detach()
+            """,
+            title="a Trainer method",
+        ),
+        bad(
+            """
+            import torch
+
+            for x, y in loader:
+                loss = loss_fn(model(x), y)
+                grads = torch.autograd.grad(loss, list(model.parameters()), retain_graph=True)
+                for p, g in zip(model.parameters(), grads):
+                    p.data.add_(g, alpha=-lr)
+            """,
+            line=5,
+            fixed="""
+            import torch
+
+            for x, y in loader:
+                loss = loss_fn(model(x), y)
+                grads = torch.autograd.grad(loss, list(model.parameters()))
+                for p, g in zip(model.parameters(), grads):
+                    p.data.add_(g, alpha=-lr)
+            """,
+            title="torch.autograd.grad with no second use",
+        ),
+        good(
+            """
+            for x, y in loader:
+                optimizer.zero_grad()
+                features = backbone(x)
+                cls_loss = cls_criterion(cls_head(features), y)
+                aux_loss = aux_criterion(aux_head(features), y)
+                cls_loss.backward(retain_graph=True)
+                aux_loss.backward()
+                optimizer.step()
+            """,
+            title="two losses sharing the backbone's graph",
+        ),
+        good(
+            """
+            for real in loader:
+                fake = generator(torch.randn(real.size(0), 128))
+                d_opt.zero_grad()
+                d_loss = bce(discriminator(real), ones) + bce(discriminator(fake), zeros)
+                d_loss.backward(retain_graph=True)
+                d_opt.step()
+                g_opt.zero_grad()
+                g_loss = bce(discriminator(fake), ones)
+                g_loss.backward()
+                g_opt.step()
+            """,
+            title="GAN: the generator's graph is reused by the second backward",
+        ),
+        good(
+            """
+            import torch
+
+            def gradient_penalty(critic, real, fake):
+                mix = (0.5 * real + 0.5 * fake).requires_grad_(True)
+                score = critic(mix)
+                grad, = torch.autograd.grad(score.sum(), mix, create_graph=True, retain_graph=True)
+                return ((grad.norm(2, dim=1) - 1) ** 2).mean()
+            """,
+            title="higher-order gradients (create_graph=True)",
+        ),
+        good(
+            """
+            losses = model.compute_losses(batch)
+            for name, loss in losses.items():
+                optimizer.zero_grad()
+                loss.backward(retain_graph=True)
+                record_grad_norm(name, model)
+            """,
+            title="one backward per loss term of the same forward",
+        ),
+        good(
+            """
+            class Learner:
+                def update(self, batch):
+                    loss = self.loss(batch)
+                    loss.backward(retain_graph=True)
+                    self.log_grads()
+                    self.second_pass(loss)
+
+                def second_pass(self, loss):
+                    (loss * self.weight).backward()
+            """,
+            title="a helper of the same class backpropagates again",
+        ),
+        good(
+            """
+            hidden = model.init_hidden(batch_size)
+            for x, y in loader:
+                output, hidden = model(x, hidden)
+                loss = criterion(output, y)
+                optimizer.zero_grad()
+                loss.backward(retain_graph=True)
+                optimizer.step()
+            """,
+            title="a recurrent state carries the graph into the next iteration (a different problem)",
+        ),
+    )
+
+    def check(self, ctx):
+        flow = ctx.model(dataflow)
+        model = ctx.model(training_model)
+        for site in ctx.index.calls:
+            call = site.node
+            retain = keyword_value(call, "retain_graph")
+            if retain is None or not (isinstance(retain, cst.Name) and retain.value == "True"):
+                continue
+            root = flow.backward_root(call, site.scope)
+            if root is None:
+                continue
+            create = keyword_value(call, "create_graph")
+            if create is not None and not (isinstance(create, cst.Name) and create.value == "False"):
+                continue
+            owner = flow._owner(call)
+            if self._later_backward(flow, model, owner, call, site.scope):
+                continue
+            loop = _innermost_loop(ctx.index, call)
+            if loop is not None and (_root_from_before_loop(flow, loop, root) or _carried_state(flow, loop)):
+                continue
+            yield self.report(
+                call,
+                f"`{ctx.code_for(call.func)}(..., retain_graph=True)` keeps every saved activation of the "
+                "graph alive, but nothing after it backpropagates through that graph again; drop "
+                "`retain_graph=True` (if it silenced \"backward through the graph a second time\", "
+                "detach the tensor carried over from the previous step instead)",
+                FixSpec("Remove `retain_graph=True`", safe=False, replacements=((call, _without(call, "retain_graph")),)),
+            )
+
+    def _later_backward(self, flow, model, owner, call, scope) -> bool:
+        body = owner.body if isinstance(owner, cst.FunctionDef) else owner
+        for later in calls_in(body):
+            if later is call or not flow.before(call, later):
+                continue
+            later_scope = flow.scope_of(later)
+            if flow.backward_root(later, later_scope) is not None:
+                return True
+            for ref in model.reachable_calls(later, later_scope):
+                if ref.node is not later and flow.backward_root(ref.node, ref.scope) is not None:
+                    return True
+        return False
+
+
+def _innermost_loop(index, node):
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.For, cst.While)):
+            return ancestor
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return None
+    return None
+
+
+def _root_from_before_loop(flow, loop, root) -> bool:
+    """The backpropagated tensor is not built inside the loop (a loop target or a value from
+    before it): the same graph is backpropagated again on the next turn."""
+    names = [n for n in walk_expression(root) if isinstance(n, cst.Name)]
+    if not names:
+        return False
+    for name in names:
+        binding = flow.reaching(name)
+        if binding is None:
+            continue
+        if binding.kind == "for" and binding.node is loop:
+            continue  # an element of a collection built before the loop
+        if flow.inside(binding.node, loop.body):
+            return False
+    return True
+
+
+def _carried_state(flow, loop) -> bool:
+    """`h = f(x, h)` inside the loop with `h` also bound before it: the graph spans iterations."""
+    for node in walk(loop.body):
+        if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
+            continue
+        targets = set()
+        for target in node.targets:
+            for element in walk(target.target):
+                if isinstance(element, cst.Name):
+                    targets.add(element.value)
+        used = {n.value for n in walk_expression(node.value) if isinstance(n, cst.Name)}
+        for name in targets & used:
+            before_loop = any(flow.before(b.node, loop) for b in flow.bindings_in_function(name, node))
+            if before_loop and not any(isinstance(n, cst.Attribute) and n.attr.value in ("detach", "detach_")
+                       for n in walk_expression(node.value)):
+                return True
+    return False
+
+
+def _without(call: cst.Call, keyword: str) -> cst.Call:
+    """The call without one keyword argument, keeping the remaining commas and layout tidy."""
+    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == keyword)]
+    if args:
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return call.with_changes(args=args)
+    return call.with_changes(args=(), whitespace_before_args=cst.SimpleWhitespace(""))

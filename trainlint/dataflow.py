@@ -1,0 +1,448 @@
+"""Does a value carry an autograd graph? Source order, reaching bindings and grad-disabled regions.
+
+Three answers: True (it carries a graph: a model output, a loss, anything computed from them),
+False (it does not: detached by `.item()`/`.detach()`/`float()`/`.tolist()`/`.numpy()`, integer or
+boolean results such as `argmax` and comparisons, constants, values created under `torch.no_grad()`
+or `torch.inference_mode()`), None (cannot tell). Rules report only on True.
+
+Built once per file: `ctx.model(dataflow)`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+import libcst as cst
+
+from trainlint.index import Binding, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, positional_args
+from trainlint.roles import ACCELERATOR, LOADER, MODEL, roles
+from trainlint.training import calls_in, training_model
+
+# methods whose result never carries a graph
+DETACHING_METHODS = frozenset({"item", "detach", "detach_", "tolist", "numpy"})
+NON_DIFFERENTIABLE_METHODS = frozenset({
+    "argmax", "argmin", "argsort", "eq", "ne", "lt", "le", "gt", "ge", "long", "int", "bool", "byte",
+    "short", "nonzero", "size", "dim", "numel", "isnan", "isinf", "isfinite", "any", "all",
+    "count_nonzero", "element_size", "nelement", "data_ptr", "stride", "is_contiguous", "get_device",
+    "sign", "floor_divide", "bincount", "unique",
+})
+NON_GRAPH_ATTRIBUTES = frozenset({"data", "grad", "shape", "dtype", "device", "requires_grad", "ndim",
+                                  "is_cuda", "is_leaf", "layout", "T_shape"})
+NON_GRAPH_BUILTINS = frozenset({"float", "int", "len", "str", "bool", "round", "repr", "format", "range",
+                                "enumerate", "isinstance", "print", "id", "hash", "type", "complex"})
+NON_GRAPH_TORCH = frozenset({
+    "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace", "randn",
+    "rand", "randint", "randperm", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
+    "randn_like", "argmax", "argmin", "argsort", "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf",
+    "isfinite", "numel", "count_nonzero", "bincount", "unique", "no_grad", "inference_mode",
+    "multinomial", "bernoulli", "manual_seed", "device", "Generator", "LongTensor", "FloatTensor",
+})
+_LOSS_CALLEE = re.compile(r"(^|_)(criterion|criteria|crit|loss|losses|loss_?fn|loss_?func|lossfn)($|_)|loss$",
+                          re.IGNORECASE)
+GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
+                      "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"})
+GRAD_ON = frozenset({"torch.enable_grad", "torch.autograd.enable_grad"})
+SET_GRAD = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
+# framework hooks that the framework runs with grad recording off
+NO_GRAD_HOOKS = frozenset({"validation_step", "test_step", "predict_step"})
+_BACKWARD_RECEIVER_NAMES = re.compile(r"^(accelerator|fabric|engine|model_engine|strategy|trainer|self)$")
+
+
+class Dataflow:
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        self.index: FileIndex = ctx.index
+        self.roles = ctx.model(roles)
+        self.training = ctx.model(training_model)
+        self._order: dict[cst.CSTNode, tuple[dict[cst.CSTNode, int], dict[cst.CSTNode, int]]] = {}
+        self._graph_memo: dict[cst.CSTNode, bool | None] = {}
+        self._no_grad_memo: dict[cst.CSTNode, bool] = {}
+        self._roots: dict[cst.CSTNode | None, list[cst.BaseExpression]] = {}
+        self._callers: dict[cst.CSTNode, list[cst.Call]] | None = None
+
+    # -- source order ---------------------------------------------------------------------------
+    def _orders(self, node: cst.CSTNode) -> tuple[dict[cst.CSTNode, int], dict[cst.CSTNode, int]]:
+        """Pre-order entry index and subtree end index of every node in the enclosing function."""
+        owner = self._owner(node)
+        if owner not in self._order:
+            enter: dict[cst.CSTNode, int] = {}
+            exit_: dict[cst.CSTNode, int] = {}
+            counter = 0
+            stack: list[tuple[cst.CSTNode, bool]] = [(owner, False)]
+            while stack:
+                current, done = stack.pop()
+                if done:
+                    exit_[current] = counter - 1
+                    continue
+                enter[current] = counter
+                counter += 1
+                stack.append((current, True))
+                stack.extend((child, False) for child in reversed(list(iter_children(current))))
+            self._order[owner] = (enter, exit_)
+        return self._order[owner]
+
+    def _owner(self, node: cst.CSTNode) -> cst.CSTNode:
+        function = node if isinstance(node, cst.FunctionDef) else self.index.function_at(node)
+        if isinstance(function, FunctionInfo):
+            return function.node
+        return function if function is not None else self.index.module
+
+    def position(self, node: cst.CSTNode) -> int:
+        return self._orders(node)[0].get(node, -1)
+
+    def end(self, node: cst.CSTNode) -> int:
+        return self._orders(node)[1].get(node, -1)
+
+    def before(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        """`first` (whole) comes before `second` in source order, in the same function."""
+        return 0 <= self.end(first) < self.position(second)
+
+    def inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+        start, stop, at = self.position(container), self.end(container), self.position(node)
+        return start >= 0 and start <= at <= stop
+
+    # -- bindings -------------------------------------------------------------------------------
+    def scope_of(self, node: cst.CSTNode) -> Scope:
+        return self.index.scope_at(node)
+
+    def bindings_in_function(self, name: str, at: cst.CSTNode) -> list[Binding]:
+        """Bindings of `name` in the scope that resolves it at `at`, limited to the same function."""
+        owner = self._owner(at)
+        return [b for b in self.scope_of(at).lookup(name) if self._owner(b.node) is owner]
+
+    def reaching(self, name: cst.Name) -> Binding | None:
+        """The last binding of `name` written before its use (straight-line approximation)."""
+        best: Binding | None = None
+        for binding in self.bindings_in_function(name.value, name):
+            if binding.kind == "for" or binding.kind == "param":
+                ok = binding.kind == "param" or self.position(binding.node) < self.position(name)
+            else:
+                ok = self.before(binding.node, name)
+            if ok and (best is None or self.position(binding.node) >= self.position(best.node)):
+                best = binding
+        return best
+
+    def bound_value(self, binding: Binding) -> cst.BaseExpression | None:
+        """The expression a binding took its value from; for tuple unpacking the whole right side."""
+        if binding.value is not None:
+            return binding.value
+        if isinstance(binding.node, (cst.Assign, cst.AnnAssign)) and binding.node.value is not None:
+            return binding.node.value
+        return None
+
+    # -- grad-disabled regions ------------------------------------------------------------------
+    def grad_context(self, item: cst.BaseExpression, scope: Scope) -> bool | None:
+        """False for a context manager that turns recording off, True for one that turns it on."""
+        if not isinstance(item, cst.Call):
+            name = self.index.resolve(item, scope)
+            return False if name in GRAD_OFF else None
+        name = self.index.resolve(item.func, scope)
+        if name in GRAD_OFF:
+            args = positional_args(item)
+            mode = keyword_value(item, "mode")
+            if mode is None and args:
+                mode = args[0].value
+            return not (mode is None or _is_true(mode)) if name.endswith("inference_mode") else False
+        if name in GRAD_ON:
+            return True
+        if name in SET_GRAD:
+            args = positional_args(item)
+            value = args[0].value if args else keyword_value(item, "mode")
+            # `set_grad_enabled(phase == "train")` may be off: treat anything but True as off
+            return True if value is not None and _is_true(value) else False
+        return None
+
+    def under_no_grad(self, node: cst.CSTNode) -> bool:
+        """Recording is (or may be) off where `node` runs: a `with` block, a decorator, a framework
+        hook run without grad, or a function that every same-file caller calls under no_grad."""
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, cst.With):
+                scope = self.scope_of(ancestor)
+                for item in ancestor.items:
+                    state = self.grad_context(item.item, scope)
+                    if state is not None:
+                        return not state
+            if isinstance(ancestor, cst.FunctionDef):
+                return self.function_without_grad(ancestor)
+            if isinstance(ancestor, cst.Lambda):
+                continue
+        return False
+
+    def function_without_grad(self, function: cst.FunctionDef, depth: int = 0) -> bool:
+        if function in self._no_grad_memo:
+            return self._no_grad_memo[function]
+        self._no_grad_memo[function] = False  # cycles
+        scope = self.scope_of(function)
+        result = False
+        for decorator in function.decorators:
+            if self.grad_context(decorator.decorator, scope) is False:
+                result = True
+        info = self.index.function_of_node.get(function)
+        if not result and info is not None and info.class_name and info.name in NO_GRAD_HOOKS:
+            result = True
+        if not result and depth < 3:
+            callers = self.callers().get(function, [])
+            result = bool(callers) and all(self.under_no_grad(call) for call in callers)
+        self._no_grad_memo[function] = result
+        return result
+
+    def callers(self) -> dict[cst.CSTNode, list[cst.Call]]:
+        if self._callers is None:
+            self._callers = {}
+            for site in self.index.calls:
+                target = self.training.callee(site.node, site.scope)
+                if target is not None:
+                    self._callers.setdefault(target.node, []).append(site.node)
+        return self._callers
+
+    # -- backward roots -------------------------------------------------------------------------
+    def backward_roots(self, owner: cst.CSTNode) -> list[cst.BaseExpression]:
+        """Expressions backpropagated (or differentiated with autograd.grad) in a function body."""
+        if owner not in self._roots:
+            roots: list[cst.BaseExpression] = []
+            for call in calls_in(owner):
+                root = self.backward_root(call, self.scope_of(call))
+                if root is not None:
+                    roots.append(root)
+            self._roots[owner] = roots
+        return self._roots[owner]
+
+    def backward_root(self, call: cst.Call, scope: Scope) -> cst.BaseExpression | None:
+        func = call.func
+        name = self.index.resolve(func, scope)
+        args = positional_args(call)
+        if name in ("torch.autograd.backward", "torch.autograd.grad"):
+            value = args[0].value if args else keyword_value(call, "tensors") or keyword_value(call, "outputs")
+            return value
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("backward", "manual_backward"):
+            return None
+        receiver = func.value
+        if func.attr.value == "manual_backward" or (args and self._backward_helper(receiver, scope)):
+            return args[0].value if args else None
+        # scaler.scale(loss).backward()
+        if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) \
+                and receiver.func.attr.value == "scale" and positional_args(receiver):
+            return positional_args(receiver)[0].value
+        return receiver
+
+    def _backward_helper(self, receiver: cst.BaseExpression, scope: Scope) -> bool:
+        """`accelerator.backward(loss)`, `fabric.backward(loss)`, `engine.backward(loss)`."""
+        if self.roles.of(receiver, scope) == ACCELERATOR:
+            return True
+        text = dotted_name(receiver)
+        return text is not None and _BACKWARD_RECEIVER_NAMES.match(text.rsplit(".", 1)[-1]) is not None
+
+    def names_feeding(self, expressions: list[cst.BaseExpression], at: cst.CSTNode, limit: int = 6) -> set[str]:
+        """Dotted names that flow into `expressions`, through assignments in the same function."""
+        found: set[str] = set()
+        frontier = list(expressions)
+        for _ in range(limit):
+            next_frontier: list[cst.BaseExpression] = []
+            for expr in frontier:
+                for node in walk_expression(expr):
+                    key = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+                    if key is None or key in found:
+                        continue
+                    found.add(key)
+                    if isinstance(node, cst.Name):
+                        for binding in self.bindings_in_function(node.value, at):
+                            value = self.bound_value(binding)
+                            if value is not None:
+                                next_frontier.append(value)
+            if not next_frontier:
+                break
+            frontier = next_frontier
+        return found
+
+    def backwarded_names(self, owner: cst.CSTNode) -> set[str]:
+        names = set()
+        for root in self.backward_roots(owner):
+            for node in walk_expression(root):
+                if isinstance(node, cst.Name):
+                    names.add(node.value)
+        return names
+
+    # -- the question ---------------------------------------------------------------------------
+    def carries_graph(self, expr: cst.BaseExpression, depth: int = 0) -> bool | None:
+        if expr in self._graph_memo:
+            return self._graph_memo[expr]
+        self._graph_memo[expr] = None  # cycles through bindings
+        result = self._graph(expr, depth) if depth < 16 else None
+        self._graph_memo[expr] = result
+        return result
+
+    def _graph(self, expr: cst.BaseExpression, depth: int) -> bool | None:
+        if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.FormattedString,
+                             cst.ConcatenatedString, cst.Comparison)):
+            return False
+        if isinstance(expr, cst.Name):
+            return self._name_graph(expr, depth)
+        if isinstance(expr, cst.UnaryOperation):
+            return False if isinstance(expr.operator, cst.Not) else self.carries_graph(expr.expression, depth + 1)
+        if isinstance(expr, cst.BooleanOperation):
+            return None
+        if self.under_no_grad(expr):
+            return False
+        if isinstance(expr, cst.BinaryOperation):
+            return _any_of(self.carries_graph(expr.left, depth + 1), self.carries_graph(expr.right, depth + 1))
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in NON_GRAPH_ATTRIBUTES:
+                return False
+            if isinstance(expr.value, cst.Name) and expr.value.value == "self":
+                return None
+            return self.carries_graph(expr.value, depth + 1)
+        if isinstance(expr, cst.Subscript):
+            return self.carries_graph(expr.value, depth + 1)
+        # an empty container literal is filled later: its contents are not known here
+        if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+            return _any_of(*(self.carries_graph(e.value, depth + 1) for e in expr.elements)) if expr.elements \
+                else None
+        if isinstance(expr, cst.Dict):
+            values = [e.value for e in expr.elements if isinstance(e, cst.DictElement)]
+            return _any_of(*(self.carries_graph(v, depth + 1) for v in values)) if values else None
+        if isinstance(expr, cst.IfExp):
+            return _any_of(self.carries_graph(expr.body, depth + 1), self.carries_graph(expr.orelse, depth + 1))
+        if isinstance(expr, cst.Call):
+            return self._call_graph(expr, depth)
+        return None
+
+    def _name_graph(self, name: cst.Name, depth: int) -> bool | None:
+        binding = self.reaching(name)
+        if binding is None:
+            return None
+        if binding.kind in ("for", "import", "def", "class"):
+            return None
+        value = self.bound_value(binding)
+        result = self.carries_graph(value, depth + 1) if value is not None else None
+        if binding.kind == "augassign" and result is not True:
+            return None
+        if result is None and binding.kind in ("assign", "with") and value is not None \
+                and not self.under_no_grad(value) \
+                and name.value in self.backwarded_names(self._owner(name)):
+            return True  # the loss that this function backpropagates
+        return result
+
+    def _call_graph(self, call: cst.Call, depth: int) -> bool | None:
+        func = call.func
+        scope = self.scope_of(call)
+        args = [a.value for a in call.args]
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in DETACHING_METHODS or method in NON_DIFFERENTIABLE_METHODS:
+                return False
+            if method == "forward" and self.is_model(func.value, scope):
+                return True
+        qualname = self.index.resolve(func, scope)
+        if qualname is not None:
+            if qualname in NON_GRAPH_BUILTINS:
+                return False
+            if qualname.startswith(("numpy.", "math.", "statistics.")):
+                return False
+            if qualname.startswith("torch."):
+                last = qualname.rsplit(".", 1)[-1]
+                if last in NON_GRAPH_TORCH:
+                    return True if keyword_value(call, "requires_grad") is not None and \
+                        _is_true(keyword_value(call, "requires_grad")) else False
+                return _any_of(*(self.carries_graph(a, depth + 1) for a in args)) if args else None
+        if self.is_model(func, scope):
+            return True
+        if isinstance(func, cst.Attribute):
+            # a method on a tensor: keeps the receiver's graph
+            receiver = self.carries_graph(func.value, depth + 1)
+            if receiver is not None:
+                return receiver
+        if self.is_loss_function(func, scope):
+            return True if any(self.carries_graph(a, depth + 1) for a in args) else None
+        return None
+
+    def is_model(self, func: cst.BaseExpression, scope: Scope) -> bool:
+        """`model(x)`, `self.model(x)`, `self(x)` inside a module class."""
+        if isinstance(func, cst.Name) and func.value == "self":
+            return _in_module_class(self.index, scope)
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            if isinstance(func, cst.Attribute) and self.roles._is_module_path(func, scope):
+                return False
+            return self.roles.of(func, scope) == MODEL
+        return False
+
+    def is_loss_function(self, func: cst.BaseExpression, scope: Scope) -> bool:
+        tail = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) \
+            else None
+        if tail is None:
+            return False
+        qualname = self.index.resolve(func, scope)
+        if qualname and qualname.startswith("torch.nn.functional."):
+            return True
+        return _LOSS_CALLEE.search(tail) is not None or _bound_to_loss_module(self, func, scope)
+
+    def is_loader(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        return self.roles.of(expr, scope) == LOADER
+
+
+def dataflow(ctx) -> Dataflow:
+    """The file's dataflow facts, shared by rules: `ctx.model(dataflow)`."""
+    return Dataflow(ctx)
+
+
+# -- helpers --------------------------------------------------------------------------------------
+def keyword_value(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    return None
+
+
+def walk_expression(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Nodes of an expression, not descending into lambdas or comprehensions' own scopes."""
+    stack = [expr]
+    while stack:
+        current = stack.pop()
+        yield current
+        if current is not expr and isinstance(current, cst.Lambda):
+            continue
+        stack.extend(reversed(list(iter_children(current))))
+
+
+def _is_true(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "True"
+
+
+def _any_of(*values: bool | None) -> bool | None:
+    if any(v is True for v in values):
+        return True
+    if all(v is False for v in values):
+        return False
+    return None
+
+
+def _in_module_class(index: FileIndex, scope: Scope) -> bool:
+    current: Scope | None = scope
+    while current is not None and current.kind != "class":
+        current = current.parent
+    if current is None or not isinstance(current.node, cst.ClassDef):
+        return False
+    for base in current.node.bases:
+        text = dotted_name(base.value) or ""
+        if text.endswith(("Module", "LightningModule", "PreTrainedModel")):
+            return True
+    return False
+
+
+def _bound_to_loss_module(flow: Dataflow, func: cst.BaseExpression, scope: Scope) -> bool:
+    """`criterion = nn.CrossEntropyLoss()` (or `self.criterion = ...`) then `criterion(out, y)`."""
+    values: list[cst.BaseExpression] = []
+    if isinstance(func, cst.Name):
+        values = [b.value for b in scope.lookup(func.value) if b.value is not None]
+    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        current: Scope | None = scope
+        while current is not None and current.kind != "class":
+            current = current.parent
+        if current is not None:
+            values = flow.index.class_attributes.get(current.name, {}).get(func.attr.value, [])
+    for value in values:
+        if isinstance(value, cst.Call):
+            name = flow.index.resolve(value.func, flow.index.scope_at(value)) or ""
+            if name.startswith("torch.nn.") and name.endswith("Loss"):
+                return True
+    return False
