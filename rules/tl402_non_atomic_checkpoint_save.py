@@ -1,0 +1,208 @@
+"""TL402 non-atomic-checkpoint-save."""
+
+from __future__ import annotations
+
+from trainlint.checkpoints import checkpoint_model
+from trainlint.finding import Severity
+from trainlint.rule import Rule, bad, good
+
+_ADVICE = ("write to a temporary file next to it and `os.replace` it onto the final path "
+           "(readers then see the old file or the new one, never half of one)")
+
+
+class NonAtomicCheckpointSave(Rule):
+    code = "TL402"
+    name = "non-atomic-checkpoint-save"
+    severity = Severity.WARNING
+    summary = "`torch.save` writes a checkpoint straight to its final path"
+    message = f"`torch.save` writes this checkpoint straight to its final path: a crash mid-save leaves a truncated file; {_ADVICE}"
+    triggers = (("torch", "save"),)
+    what_it_does = """
+        Flags `torch.save` of a checkpoint whose destination is the checkpoint's final path. A
+        checkpoint is training state: a `state_dict()`, a dict holding state dicts or keys such as
+        model/optimizer/epoch/step, a whole model or optimizer object, or, when the object cannot be
+        seen into, a path named like one (`ckpt`, `checkpoint`, `last`, `best`, `latest`, `resume`,
+        `weights`, `model`, `.pth`, `.ckpt`, `.tar`) or a helper named `save_checkpoint`. Tensors
+        and data artefacts (`embeddings.pt`, `features.pt`, a cache) are not checkpoints.
+
+        Quiet on the atomic patterns: saving to a temporary path or file (`*.tmp`, `tempfile`, an
+        `atomic_*` context manager) that is then moved onto the final path with `os.replace`,
+        `os.rename`, `Path.replace`, `Path.rename` or `shutil.move` in the same function (directly or
+        through a helper of the same file); saving into an `io.BytesIO`; and a helper whose
+        destination parameter every caller in the file fills with a temporary or buffer. A call to
+        a save helper imported from another module is not checked here: that module is checked on
+        its own, where its `torch.save` is.
+
+        The message says which failure to expect: a fixed name (`last.pt`) is overwritten on every
+        save, so a crash leaves no checkpoint at all; a name that is unique per save
+        (`ckpt_{step}.pt`) leaves a truncated newest file that a resume will pick up.
+        """
+    why_bad = """
+        `torch.save` opens the destination for writing, which truncates it, then streams a ZIP
+        archive into it. A preempted job, an OOM kill or a full disk in between leaves a file that
+        `torch.load` rejects. When the path is the one checkpoint the run keeps (`last.pt`), the
+        previous good checkpoint was destroyed when the write began, so hours of training are lost.
+        A rename within one filesystem is atomic on POSIX: readers see the old file or the new one.
+        """
+    references = (
+        "https://pytorch.org/docs/stable/notes/serialization.html",
+        "https://docs.python.org/3/library/os.html#os.replace",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+
+            def save(model, optimizer, epoch):
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch}, "checkpoints/last.pt")
+            """,
+            line=4,
+            title="a fixed path overwritten on every save",
+        ),
+        bad(
+            """
+            import os
+            import torch
+
+            for epoch in range(10):
+                train_one_epoch()
+                torch.save(model.state_dict(), os.path.join(args.out_dir, f"epoch_{epoch}.pth"))
+            """,
+            line=6,
+            title="a unique name per save",
+        ),
+        bad(
+            """
+            from pathlib import Path
+            import torch
+
+            class Trainer:
+                def save_checkpoint(self, path: Path):
+                    with open(path, "wb") as f:
+                        torch.save(self.state(), f)
+            """,
+            line=7,
+            title="an open file handle on the final path",
+        ),
+        bad(
+            """
+            import os
+            import torch
+
+            def save_checkpoint(state, filename="checkpoint.pth.tar"):
+                torch.save(state, filename)
+
+            save_checkpoint({"model": model.state_dict()}, os.path.join(out, "ckpt.pth.tar"))
+            """,
+            line=5,
+            title="a helper whose caller passes the final path",
+        ),
+        bad(
+            """
+            import torch as T
+
+            T.save(net, "model_best.pth")
+            """,
+            line=3,
+            title="a whole model pickled to its final path",
+        ),
+        good(
+            """
+            import os
+            import torch
+
+            def save(state, path):
+                tmp = path + ".tmp"
+                torch.save(state, tmp)
+                os.replace(tmp, path)
+
+            save({"model": model.state_dict(), "step": step}, "checkpoints/last.pt")
+            """,
+            title="write to a temporary path, then os.replace",
+        ),
+        good(
+            """
+            import os
+            import torch
+            from pathlib import Path
+
+            def atomic_save(obj, path: Path):
+                tmp = path.with_name(path.name + ".tmp")
+                with open(tmp, "wb") as f:
+                    torch.save(obj, f)
+                    f.flush()
+                    os.fsync(f.fileno())
+                tmp.replace(path)
+            """,
+            title="an open temporary file, fsync, Path.replace",
+        ),
+        good(
+            """
+            import io
+            import torch
+
+            buffer = io.BytesIO()
+            torch.save({"model": model.state_dict()}, buffer)
+            upload("s3://bucket/ckpt/last.pt", buffer.getvalue())
+            """,
+            title="into a BytesIO buffer",
+        ),
+        good(
+            """
+            import tempfile
+            import shutil
+            import torch
+
+            with tempfile.NamedTemporaryFile(dir=ckpt_dir, delete=False) as f:
+                torch.save(checkpoint, f)
+            shutil.move(f.name, ckpt_dir / "last.pt")
+            """,
+            title="tempfile plus shutil.move",
+        ),
+        good(
+            """
+            import torch
+
+            torch.save(model.token_embedding.weight.detach().cpu(), "embeddings.pt")
+            """,
+            title="a data artefact, not a checkpoint",
+        ),
+        good(
+            """
+            import os
+            import torch
+
+            def _commit(tmp, path):
+                os.replace(tmp, path)
+
+            def save(state, path):
+                partial = f"{path}.partial"
+                torch.save(state, partial)
+                _commit(partial, path)
+            """,
+            title="the rename happens in a helper of the same file",
+        ),
+    )
+
+    def check(self, ctx):
+        model = ctx.model(checkpoint_model)
+        for save in model.saves:
+            if not model.is_checkpoint(save):
+                continue
+            verdict = model.is_atomic(save)
+            if verdict is True:
+                continue
+            yield self.report(save.node, self._message(model, save))
+
+    def _message(self, model, save) -> str:
+        where = model.text(save.dest)
+        reuse = model.path_reuse(save)
+        if reuse == "fixed":
+            return (f"`torch.save` overwrites the checkpoint at `{where}` in place: the old file is truncated "
+                    f"when the write starts, so a crash mid-save leaves no checkpoint at all; {_ADVICE}")
+        if reuse == "unique":
+            return (f"`torch.save` writes the checkpoint straight to `{where}`: a crash mid-save leaves a "
+                    f"truncated newest checkpoint that a resume will pick up; {_ADVICE}")
+        return (f"`torch.save` writes the checkpoint straight to `{where}`: a crash mid-save leaves a "
+                f"truncated file (and no checkpoint at all if the path is reused); {_ADVICE}")

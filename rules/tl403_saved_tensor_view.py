@@ -1,0 +1,182 @@
+"""TL403 saved-tensor-view."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from trainlint.checkpoints import checkpoint_model
+from trainlint.finding import Severity
+from trainlint.rule import FixSpec, Rule, bad, good
+
+
+class SavedTensorView(Rule):
+    code = "TL403"
+    name = "saved-tensor-view"
+    severity = Severity.WARNING
+    summary = "`torch.save` of a view or slice writes the whole storage behind it"
+    message = "`torch.save` of a view writes the whole storage behind it; save `.clone()` of the view"
+    triggers = (("torch", "save"),)
+    what_it_does = """
+        Flags `torch.save` of a tensor view without `.clone()`: a slice (`t[:n]`, `t[:, :k]`), an
+        element of a larger tensor (`weight[i]`), `.narrow()`, `.select()`, `.view()`, `.expand()`,
+        `.transpose()`/`.permute()`/`.T`, `.diagonal()`, a piece of `chunk`/`split`/`unbind`, and
+        `.detach()`/`.contiguous()` of any of those (both can hand back the same view). The view may
+        be the saved object, a value of a saved dict or an item of a saved list, written inline or
+        bound to a name first. Quiet on `.clone()`, whole tensors, state dicts, dict lookups and
+        slices of lists, tuples and strings.
+
+        The fix appends `.clone()` to each view written inline in the `torch.save` call.
+        """
+    why_bad = """
+        `torch.save` serializes storages, not tensors: a view is written together with the whole
+        storage it looks into, so that views sharing storage load back sharing it. Saving
+        `big[:2]` of a 100,000-element tensor writes all 400 KB; saving one head of a fused QKV
+        weight or a few rows of an embedding writes the whole matrix. The file is as large as the
+        base tensor and loads back as a view of a tensor the reader never asked for. `.clone()`
+        gives the view its own, exactly sized storage.
+        """
+    references = (
+        "https://pytorch.org/docs/stable/notes/serialization.html#saving-and-loading-tensors-preserves-views",
+        "https://pytorch.org/docs/stable/tensor_view.html",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+
+            big = torch.zeros(100_000)
+            torch.save(big[:2], "head.pt")
+            """,
+            line=4,
+            fixed="""
+            import torch
+
+            big = torch.zeros(100_000)
+            torch.save(big[:2].clone(), "head.pt")
+            """,
+            title="a slice",
+        ),
+        bad(
+            """
+            import torch
+
+            def export_rows(model, n, path):
+                torch.save({"rows": model.embed.weight[:n].detach(), "n": n}, path)
+            """,
+            line=4,
+            fixed="""
+            import torch
+
+            def export_rows(model, n, path):
+                torch.save({"rows": model.embed.weight[:n].detach().clone(), "n": n}, path)
+            """,
+            title="a detached slice as a dict value",
+        ),
+        bad(
+            """
+            import torch
+
+            q, k, v = attn.qkv.weight.chunk(3, dim=0)
+            torch.save(q, "q_proj.pt")
+            """,
+            line=4,
+            title="a chunk piece bound to a name (no fix: the name may be used elsewhere)",
+        ),
+        bad(
+            """
+            from torch import save
+
+            def dump(features, keep):
+                save(features.narrow(1, 0, keep), "features_small.pt")
+            """,
+            line=4,
+            fixed="""
+            from torch import save
+
+            def dump(features, keep):
+                save(features.narrow(1, 0, keep).clone(), "features_small.pt")
+            """,
+            title="narrow through a from-import",
+        ),
+        bad(
+            """
+            import torch
+
+            for i, shard in enumerate(torch.randn(8, 1024).split(2)):
+                torch.save(shard, f"shard_{i}.pt")
+            """,
+            line=4,
+            title="a split piece from a for loop",
+        ),
+        good(
+            """
+            import torch
+
+            big = torch.zeros(100_000)
+            torch.save(big[:2].clone(), "head.pt")
+            """,
+            title="cloned before saving",
+        ),
+        good(
+            """
+            import torch
+
+            def export_rows(model, n, path):
+                torch.save({"rows": model.embed.weight[:n].contiguous().clone(), "n": n}, path)
+            """,
+            title=".contiguous().clone()",
+        ),
+        good(
+            """
+            import torch
+
+            ckpt = torch.load("full.pt", weights_only=True)
+            torch.save(ckpt["model"], "weights_only.pt")
+            """,
+            title="a dict lookup is not a slice",
+        ),
+        good(
+            """
+            import torch
+
+            samples = [torch.randn(3) for _ in range(100)]
+            torch.save(samples[:10], "samples.pt")
+            """,
+            title="a slice of a list copies",
+        ),
+        good(
+            """
+            import torch
+
+            torch.save(model.state_dict(), "model.pt")
+            torch.save(embedding.weight.detach(), "embeddings.pt")
+            """,
+            title="a state dict and a whole tensor",
+        ),
+    )
+
+    def check(self, ctx):
+        model = ctx.model(checkpoint_model)
+        for save in model.saves:
+            views = model.saved_views(save)
+            if not views:
+                continue
+            described = ", ".join(kind for _, kind, _ in views)
+            fix = None
+            if all(inline for _, _, inline in views):
+                safe = all(_safe(model, expr, save) for expr, _, _ in views)
+                fix = FixSpec("Save `.clone()` of the view", safe=safe,
+                              replacements=tuple((expr, ctx.code_for(expr) + ".clone()") for expr, _, _ in views))
+            yield self.report(
+                save.node,
+                f"`torch.save` of {described} writes the whole storage it views, not just its elements "
+                "(and the file loads back as a view of it); save `.clone()` of the view instead",
+                fix,
+            )
+
+
+def _safe(model, expr: cst.BaseExpression, save) -> bool:
+    """`.clone()` certainly exists: the view is a tensor method's result, or a slice of a known tensor."""
+    if isinstance(expr, cst.Subscript):
+        return model._is_tensor(expr.value, save.scope)
+    return True

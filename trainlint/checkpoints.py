@@ -1,0 +1,842 @@
+"""The model of checkpoints in one file, shared by the TL4xx/TL7xx rules.
+
+What it knows:
+- every `torch.save(obj, dest)` call, what the saved object holds (a dict's keys and values,
+  followed through `ckpt = {...}`, `ckpt["k"] = v`, `ckpt.update(...)`, `dict(...)` and same-file
+  helpers that `return {...}`), and whether it is a checkpoint at all;
+- whether a save is atomic: into a `BytesIO`, into a temporary path or file, or to a path that the
+  same function (or a same-file helper it calls) later moves onto the final path with
+  `os.replace`/`os.rename`/`Path.replace`/`Path.rename`/`shutil.move`; a save whose destination is a
+  parameter is judged at its same-file callers;
+- whether a destination path is fixed (overwritten on every save) or unique per save;
+- what training state the code around a save has (optimizer, LR scheduler, GradScaler, step or
+  epoch counter, RNG seeding), by role (`trainlint.roles`), never by name alone for assignments.
+
+The line between a checkpoint and a data artefact: training state (a `state_dict()`, a dict of
+state dicts or of keys such as model/optimizer/epoch/step, a whole model or optimizer object) is a
+checkpoint whatever its path. An object we cannot see into is a checkpoint only when its path says
+so (ckpt, checkpoint, last, best, latest, resume, snapshot, weights, model, `.ckpt`, `.pth`, `.tar`);
+`.pt`/`.bin` alone are not enough (they are the usual suffix of saved tensors), and a path or object
+named like data (embeddings, features, cache, dataset, tokens, predictions, ...) is never one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import libcst as cst
+
+from trainlint.index import (CallSite, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_arg,
+                             positional_args, walk)
+from trainlint.roles import MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
+
+SAVE_FUNCTIONS = ("torch.save", "torch.serialization.save")
+LOAD_FUNCTIONS = ("torch.load", "torch.serialization.load")
+RENAME_FUNCTIONS = ("os.replace", "os.rename", "shutil.move")
+BYTES_BUFFERS = ("io.BytesIO", "_io.BytesIO")
+TEMPFILE_PREFIX = "tempfile."
+SEED_FUNCTIONS = re.compile(
+    r"(^|\.)(manual_seed|manual_seed_all|seed_everything|set_seed|enable_full_determinism)$"
+    r"|^(random\.seed|numpy\.random\.seed|np\.random\.seed)$")
+
+# Kinds of training state, in the order a message lists them.
+STATE_KINDS = ("optimizer", "scheduler", "scaler", "step")
+STATE_LABELS = {"optimizer": "optimizer state", "scheduler": "LR scheduler state",
+                "scaler": "GradScaler state", "step": "step/epoch counter"}
+_ROLE_KIND = {OPTIMIZER: "optimizer", SCHEDULER: "scheduler", SCALER: "scaler"}
+
+# Dict keys that say what a value is.
+KEY_PATTERNS: dict[str, re.Pattern] = {
+    "model": re.compile(r"model|state_dict|^net|network|weights|params|^ema|generator|discriminator|encoder|"
+                        r"decoder|^module", re.I),
+    "optimizer": re.compile(r"optim|^opt($|_)", re.I),
+    "scheduler": re.compile(r"sched", re.I),
+    "scaler": re.compile(r"scaler|^amp($|_)", re.I),
+    "step": re.compile(r"step|epoch|^iter|iteration|num_updates|^updates?$|^it$", re.I),
+    "rng": re.compile(r"rng|random|generator_state|seed_state|np_state|numpy_state|torch_state|cuda_state", re.I),
+}
+# Calls whose result is RNG state.
+RNG_STATE_CALLS = re.compile(r"(get_rng_state(_all)?|getstate|get_state)$")
+# Names of counters: a variable bound by `for epoch in ...`, `step += 1`, or a parameter.
+COUNTER_NAME = re.compile(r"^(global_)?(step|steps|epoch|epochs|iteration|iter|it|num_updates|update|updates|"
+                          r"completed_steps|train_step|cur_epoch|current_epoch|start_epoch|epoch_idx|step_idx|"
+                          r"total_steps|n_iter|num_iter)$", re.I)
+
+CHECKPOINT_PATH = re.compile(r"ckpt|checkpoint|last|latest|best|resume|snapshot|weights|model|"
+                             r"\.pth\b|\.ckpt\b|\.tar\b", re.I)
+DATA_WORDS = re.compile(r"embed|feature|cache|dataset|(^|[^a-z])data([^a-z]|$)|token|vocab|index|stats\b|statistic|metric|result|"
+                        r"pred|output|logit|activation|tensor|sample|batch|mask|label|target|input|buffer|"
+                        r"grad|hidden|attention|prompt|image|audio|latent", re.I)
+TEMP_WORDS = re.compile(r"tmp|temp|partial|incomplete|\.part\b|staging", re.I)
+UNIQUE_PARTS = re.compile(r"step|epoch|iter|time|stamp|date|uuid|count|idx|index|num|global|\bi\b|\bn\b|"
+                          r"now|version|rank", re.I)
+EXPORT_PATH = re.compile(r"best|final|export|inference|deploy|release|pretrained|weights", re.I)
+RESUME_PATH = re.compile(r"last|latest|resume|checkpoint|ckpt", re.I)
+
+
+@dataclass(eq=False)
+class SavedDict:
+    """What a saved dict holds: its string keys and values, and whether we saw all of it."""
+
+    items: list[tuple[str | None, cst.BaseExpression, Scope]] = field(default_factory=list)
+    complete: bool = True
+
+    def keys(self) -> list[str]:
+        return [k for k, _, _ in self.items if k is not None]
+
+
+@dataclass(eq=False)
+class Save:
+    site: CallSite
+    obj: cst.BaseExpression | None
+    dest: cst.BaseExpression | None
+
+    @property
+    def node(self) -> cst.Call:
+        return self.site.node
+
+    @property
+    def scope(self) -> Scope:
+        return self.site.scope
+
+
+_NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+def _walk_scope(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Nodes under `node`, not descending into nested defs, classes or lambdas."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if current is not node and isinstance(current, _NESTED):
+            continue
+        stack.extend(reversed(list(iter_children(current))))
+
+
+def string_value(expr: cst.BaseExpression | None) -> str | None:
+    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+        value = expr.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+class CheckpointModel:
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        self.index: FileIndex = ctx.index
+        self.roles = ctx.model(roles)
+        self.order: dict[cst.Call, int] = {site.node: i for i, site in enumerate(self.index.calls)}
+        self.saves: list[Save] = []
+        self.loads: list[CallSite] = []
+        # (scope, name) -> [(key, value)] from `name["key"] = value` and `name.update(...)`
+        self.subscript_sets: dict[tuple[Scope, str], list[tuple[str | None, cst.BaseExpression]]] = {}
+        self._callers: dict[cst.FunctionDef, list[CallSite]] | None = None
+        self._build()
+
+    # -- building ----------------------------------------------------------------------------------
+    def _build(self) -> None:
+        index = self.index
+        for site in index.calls:
+            name = index.call_name(site)
+            if name in SAVE_FUNCTIONS:
+                args = positional_args(site.node)
+                obj = args[0].value if args else _kw(site.node, "obj")
+                dest = args[1].value if len(args) > 1 else _kw(site.node, "f")
+                self.saves.append(Save(site, obj, dest))
+            elif name in LOAD_FUNCTIONS:
+                self.loads.append(site)
+            func = site.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "update" and isinstance(func.value, cst.Name):
+                key = (site.scope, func.value.value)
+                for arg in site.node.args:
+                    if arg.keyword is not None:
+                        self.subscript_sets.setdefault(key, []).append((arg.keyword.value, arg.value))
+                    else:
+                        self.subscript_sets.setdefault(key, []).append((None, arg.value))
+        for node, parent in index.parents.items():
+            if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Subscript) \
+                    and isinstance(parent, cst.Assign):
+                target = node.target
+                if isinstance(target.value, cst.Name) and len(target.slice) == 1 \
+                        and isinstance(target.slice[0].slice, cst.Index):
+                    scope = index.scope_at(parent)
+                    key = string_value(target.slice[0].slice.value)
+                    self.subscript_sets.setdefault((scope, target.value.value), []).append((key, parent.value))
+
+    # -- names and values --------------------------------------------------------------------------
+    def value_of(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> cst.BaseExpression | None:
+        """`expr`, or for a name with exactly one assigned value, that value (followed a few times)."""
+        while isinstance(expr, cst.Name) and depth < 6:
+            bindings = scope.lookup(expr.value)
+            if len(bindings) != 1 or bindings[0].kind not in ("assign", "with") or bindings[0].value is None:
+                return expr
+            expr = bindings[0].value
+            depth += 1
+        return expr
+
+    def binding_kinds(self, name: str, scope: Scope) -> set[str]:
+        return {b.kind for b in scope.lookup(name)}
+
+    def is_param(self, expr: cst.BaseExpression | None, scope: Scope) -> bool:
+        return isinstance(expr, cst.Name) and any(b.kind == "param" for b in scope.lookup(expr.value)) \
+            and all(b.kind == "param" for b in scope.lookup(expr.value))
+
+    def text(self, node: cst.CSTNode | None) -> str:
+        return self.ctx.code_for(node).strip() if node is not None else ""
+
+    def callers(self, function: FunctionInfo) -> list[CallSite]:
+        """Same-file calls of a module-level function (by name) or a method (through `self.`)."""
+        if self._callers is None:
+            self._callers = {}
+            for site in self.index.calls:
+                target = self.callee(site.node, site.scope)
+                if target is not None:
+                    self._callers.setdefault(target.node, []).append(site)
+        return self._callers.get(function.node, [])
+
+    def callee(self, call: cst.Call, scope: Scope) -> FunctionInfo | None:
+        func = call.func
+        if isinstance(func, cst.Name):
+            if self.index.resolve(func, scope) is not None:
+                return None
+            found = [f for f in self.index.functions_named(func.value) if f.class_name is None]
+            return found[0] if len(found) == 1 else None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            current: Scope | None = scope
+            while current is not None and current.kind != "class":
+                current = current.parent
+            if current is not None:
+                found = self.index.functions_named(func.attr.value, current.name)
+                return found[0] if len(found) == 1 else None
+        return None
+
+    def argument_for(self, call: cst.Call, function: FunctionInfo, param: str) -> cst.BaseExpression | None:
+        """The expression a call passes for `param` of `function`."""
+        arg = keyword_arg(call, param)
+        if arg is not None:
+            return arg.value
+        params = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
+        if function.class_name and params and params[0] in ("self", "cls"):
+            params = params[1:]
+        positional = positional_args(call)
+        if param in params and params.index(param) < len(positional):
+            return positional[params.index(param)].value
+        return None
+
+    # -- what a saved object holds -----------------------------------------------------------------
+    def saved_dict(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> SavedDict | None:
+        """The dict a saved expression builds, or None when it is not (known to be) a dict."""
+        if expr is None or depth > 4:
+            return None
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
+                return None
+            base = self.saved_dict(bindings[0].value, scope, depth + 1)
+            if base is None:
+                return None
+            owner = self.index.scope_at(bindings[0].node)
+            for key, value in self.subscript_sets.get((owner, expr.value), []):
+                if key is None:
+                    inner = self.saved_dict(value, scope, depth + 1)
+                    if inner is None:
+                        base.complete = False
+                    else:
+                        base.items += inner.items
+                        base.complete &= inner.complete
+                else:
+                    base.items.append((key, value, scope))
+            return base
+        if isinstance(expr, cst.Dict):
+            result = SavedDict()
+            for element in expr.elements:
+                if isinstance(element, cst.DictElement):
+                    result.items.append((string_value(element.key), element.value, scope))
+                    if string_value(element.key) is None:
+                        result.complete = False
+                else:  # `**other`
+                    inner = self.saved_dict(element.value, scope, depth + 1)
+                    if inner is None:
+                        result.complete = False
+                    else:
+                        result.items += inner.items
+                        result.complete &= inner.complete
+            return result
+        if isinstance(expr, cst.Call):
+            name = self.index.resolve(expr.func, scope)
+            if name in ("dict", "collections.OrderedDict", "OrderedDict"):
+                result = SavedDict()
+                for arg in expr.args:
+                    if arg.keyword is not None:
+                        result.items.append((arg.keyword.value, arg.value, scope))
+                    elif arg.star == "**" or arg.star == "":
+                        inner = self.saved_dict(arg.value, scope, depth + 1)
+                        if inner is None:
+                            result.complete = False
+                        else:
+                            result.items += inner.items
+                            result.complete &= inner.complete
+                return result
+            target = self.callee(expr, scope)
+            if target is not None:
+                returns = [n for n in _walk_scope(target.node.body) if isinstance(n, cst.Return)]
+                if len(returns) == 1 and returns[0].value is not None:
+                    return self.saved_dict(returns[0].value, target.scope, depth + 1)
+        return None
+
+    def holds(self, content: SavedDict, depth: int = 0) -> set[str]:
+        """Kinds of state a saved dict holds: model, optimizer, scheduler, scaler, step, rng."""
+        kinds: set[str] = set()
+        for key, value, scope in content.items:
+            if key is not None:
+                if KEY_PATTERNS["rng"].search(key):
+                    kinds.add("rng")  # "generator_state" is RNG state, not a GAN's generator
+                else:
+                    kinds |= {kind for kind, pattern in KEY_PATTERNS.items() if pattern.search(key)}
+            kinds |= self.value_kinds(value, scope)
+            if depth < 3 and isinstance(value, (cst.Dict, cst.Call, cst.Name)):
+                nested = self.saved_dict(value, scope, 1)
+                if nested is not None:
+                    kinds |= self.holds(nested, depth + 1)
+        return kinds
+
+    def value_kinds(self, value: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> set[str]:
+        """Kinds of state a dict value carries, from its head: `optimizer.state_dict()` is optimizer
+        state, `epoch + 1` a counter, `random.getstate()` RNG state; `optimizer.param_groups[0]["lr"]`
+        is nothing (a number read from the optimizer is not its state)."""
+        if value is None or depth > 6:
+            return set()
+        if isinstance(value, cst.Call):
+            func = value.func
+            name = self.index.resolve(func, scope) or dotted_name(func) or ""
+            last = func.attr.value if isinstance(func, cst.Attribute) else name.rsplit(".", 1)[-1]
+            if RNG_STATE_CALLS.search(name or last):
+                return {"rng"}
+            if last == "get_optimizer_state_dict":
+                return {"optimizer"}
+            if isinstance(func, cst.Attribute) and last in _PASS_THROUGH_METHODS:
+                return self.value_kinds(func.value, scope, depth + 1)
+            if last in _PASS_THROUGH_CALLS:
+                args = positional_args(value)
+                return self.value_kinds(args[0].value, scope, depth + 1) if args else set()
+            return set()
+        if isinstance(value, cst.BinaryOperation):
+            return self.value_kinds(value.left, scope, depth + 1) | self.value_kinds(value.right, scope, depth + 1)
+        if isinstance(value, cst.IfExp):
+            return self.value_kinds(value.body, scope, depth + 1)
+        if isinstance(value, (cst.Name, cst.Attribute)):
+            if isinstance(value, cst.Name) and value.value in ("self", "cls", "None", "True", "False"):
+                return set()
+            if isinstance(value, cst.Attribute) and value.attr.value in ("module", "_orig_mod", "model"):
+                inner = self.value_kinds(value.value, scope, depth + 1)
+                if inner:
+                    return inner
+            kinds: set[str] = set()
+            role = self.state_role(value, scope)
+            if role in _ROLE_KIND:
+                kinds.add(_ROLE_KIND[role])
+            elif role == MODEL:
+                kinds.add("model")
+            last = value.value if isinstance(value, cst.Name) else value.attr.value
+            if COUNTER_NAME.match(last):
+                kinds.add("step")
+            return kinds
+        return set()
+
+    def state_role(self, expr: cst.BaseExpression, scope: Scope) -> str | None:
+        """The role of a name or attribute (`optimizer`, `self.scaler`, `trainer.lr_scheduler`)."""
+        return self.roles.of(expr, scope)
+
+    # -- checkpoints ---------------------------------------------------------------------------------
+    def object_kinds(self, save: Save) -> set[str] | None:
+        """Kinds of state the saved object holds; None when we cannot see into it."""
+        obj = save.obj
+        if obj is None:
+            return None
+        content = self.saved_dict(obj, save.scope)
+        if content is not None:
+            return self.holds(content)
+        value = self.value_of(obj, save.scope)
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                and value.func.attr.value == "state_dict":
+            kinds = self.value_kinds(value.func.value, save.scope)
+            return kinds or {"model"}
+        if isinstance(value, (cst.Name, cst.Attribute)):
+            role = self.state_role(value, save.scope)
+            if role == MODEL and isinstance(obj, cst.Name) and self.is_param(obj, save.scope):
+                return None
+            if role == MODEL:
+                return {"model"}
+            if role in _ROLE_KIND:
+                return {_ROLE_KIND[role]}
+        return None
+
+    def path_text(self, save: Save) -> str:
+        """Source text of where a save goes, through single assignments and `open(...)`."""
+        dest = save.dest
+        if dest is None:
+            return ""
+        parts = [self.text(dest)]
+        value = self.value_of(dest, save.scope)
+        if isinstance(value, cst.Name):
+            parts += [self.text(b.value) for b in save.scope.lookup(value.value)
+                      if b.kind == "param" and b.value is not None]
+        if value is not dest and value is not None:
+            parts.append(self.text(value))
+        opened = self.opened_path(value, save.scope)
+        if opened is not None:
+            parts.append(self.text(opened))
+            resolved = self.value_of(opened, save.scope)
+            if resolved is not opened and resolved is not None:
+                parts.append(self.text(resolved))
+        return " ".join(parts)
+
+    def opened_path(self, value: cst.BaseExpression | None, scope: Scope) -> cst.BaseExpression | None:
+        """For `open(p, "wb")` (or `p.open("wb")`), the path `p`."""
+        if isinstance(value, cst.Call):
+            if self.index.resolve(value.func, scope) in ("open", "io.open", "builtins.open"):
+                args = positional_args(value)
+                return args[0].value if args else None
+            if isinstance(value.func, cst.Attribute) and value.func.attr.value == "open":
+                return value.func.value
+        return None
+
+    def is_checkpoint(self, save: Save) -> bool:
+        kinds = self.object_kinds(save)
+        if kinds:
+            return bool(kinds & {"model", "optimizer", "scheduler", "scaler"}) or \
+                ("step" in kinds and self.saved_dict(save.obj, save.scope) is not None)
+        if kinds is not None:  # a dict we can read, holding nothing that is training state
+            return False
+        obj_text = self.text(save.obj)
+        if self._is_data_object(save):
+            return False
+        path = self.path_text(save)
+        if DATA_WORDS.search(_path_words(path)) or DATA_WORDS.search(obj_text):
+            return False
+        function = save.site.function
+        if function is not None and re.search(r"checkpoint|ckpt", function.name, re.I):
+            return True  # `def save_checkpoint(state, filename)`: the helper says what it writes
+        return bool(path) and bool(CHECKPOINT_PATH.search(path))
+
+    def _is_data_object(self, save: Save) -> bool:
+        value = self.value_of(save.obj, save.scope)
+        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp, cst.Subscript, cst.SimpleString,
+                              cst.Integer, cst.Float, cst.ConcatenatedString, cst.FormattedString)):
+            return True
+        if isinstance(value, cst.Call):
+            name = self.index.resolve(value.func, save.scope) or ""
+            if name.startswith("torch.") and not name.startswith(("torch.nn", "torch.optim", "torch.jit")):
+                return True
+        return False
+
+    # -- atomicity -----------------------------------------------------------------------------------
+    def is_atomic(self, save: Save, depth: int = 0) -> bool | None:
+        """True: the save cannot leave a truncated final file. False: it writes the final path.
+        None: the destination is a parameter whose callers we cannot see."""
+        return self._atomic_dest(save.dest, save.node, save.scope, save.site.function, depth)
+
+    def _atomic_dest(self, dest, at: cst.Call, scope: Scope, function: FunctionInfo | None, depth: int) -> bool | None:
+        if dest is None:
+            return True
+        value = self.value_of(dest, scope)
+        if self._is_buffer(value, scope) or self._is_temporary(dest, value, scope):
+            return True
+        if self._renamed_after(dest, at, scope) or (value is not dest and self._renamed_after(value, at, scope)):
+            return True
+        opened = self.opened_path(value, scope)
+        if opened is not None:
+            if self._is_temporary(opened, self.value_of(opened, scope), scope) \
+                    or self._renamed_after(opened, at, scope):
+                return True
+            dest, value = opened, self.value_of(opened, scope)
+        # a destination handed in by the caller: judge it where the helper is called
+        if isinstance(value, cst.Name) and function is not None and self.is_param(value, scope):
+            callers = self.callers(function)
+            if not callers or depth >= 2:
+                return None
+            verdicts = []
+            for site in callers:
+                passed = self.argument_for(site.node, function, value.value)
+                if passed is None:
+                    return None
+                verdicts.append(self._atomic_dest(passed, site.node, site.scope, site.function, depth + 1))
+            if all(v is True for v in verdicts):
+                return True
+            return False if any(v is False for v in verdicts) else None
+        return False
+
+    def _is_buffer(self, value, scope: Scope) -> bool:
+        if isinstance(value, cst.Call):
+            name = self.index.resolve(value.func, scope) or ""
+            return name in BYTES_BUFFERS or name.endswith("BytesIO")
+        return False
+
+    def _is_temporary(self, dest, value, scope: Scope) -> bool:
+        for expr in (dest, value):
+            if expr is None:
+                continue
+            for node in walk(expr):
+                if isinstance(node, cst.Call):
+                    name = self.index.resolve(node.func, scope) or dotted_name(node.func) or ""
+                    if name.startswith(TEMPFILE_PREFIX) or "atomic" in name.lower():
+                        return True
+                    target = self.callee(node, scope)
+                    if target is not None and self._contains_rename(target, 0):
+                        return True  # a same-file context manager that replaces on exit
+            if TEMP_WORDS.search(self.text(expr)):
+                return True
+        return False
+
+    def _renamed_after(self, source, at: cst.Call, scope: Scope) -> bool:
+        """A later call in the same function moves `source` onto another path."""
+        if source is None:
+            return False
+        wanted = self.text(source)
+        start = self.order.get(at, -1)
+        body = self.index.function_at(at)
+        body_node = body.node if body is not None else self.index.module
+        for node in _walk_scope(body_node):
+            if not isinstance(node, cst.Call) or self.order.get(node, -1) <= start:
+                continue
+            moved = self._moved_source(node, scope)
+            if moved is not None and self.text(moved) == wanted:
+                return True
+        return False
+
+    def _moved_source(self, call: cst.Call, scope: Scope, depth: int = 0) -> cst.BaseExpression | None:
+        """For a rename-like call, the expression that is moved (`os.replace(tmp, p)` -> `tmp`)."""
+        name = self.index.resolve(call.func, scope)
+        args = positional_args(call)
+        if name in RENAME_FUNCTIONS and args:
+            return args[0].value
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("replace", "rename") and len(call.args) == 1 \
+                and name not in ("os.replace", "os.rename"):
+            return func.value  # Path.replace(target) / Path.rename(target); str.replace takes two
+        target = self.callee(call, scope)
+        if target is not None and args and self._contains_rename(target, depth):
+            return args[0].value  # a same-file helper that commits its first argument
+        return None
+
+    def _contains_rename(self, function: FunctionInfo, depth: int) -> bool:
+        if depth > 2:
+            return False
+        for node in _walk_scope(function.node.body):
+            if isinstance(node, cst.Call):
+                name = self.index.resolve(node.func, function.scope)
+                if name in RENAME_FUNCTIONS:
+                    return True
+                func = node.func
+                if isinstance(func, cst.Attribute) and func.attr.value in ("replace", "rename") \
+                        and len(node.args) == 1:
+                    return True
+                inner = self.callee(node, function.scope)
+                if inner is not None and inner is not function and self._contains_rename(inner, depth + 1):
+                    return True
+        return False
+
+    # -- fixed or unique paths ------------------------------------------------------------------------
+    def path_reuse(self, save: Save) -> str | None:
+        """"fixed" when every save writes the same path, "unique" when the path varies per save,
+        None when we cannot tell (a directory handed in by the caller, for example)."""
+        dest = save.dest
+        value = self.value_of(dest, save.scope)
+        opened = self.opened_path(value, save.scope)
+        if opened is not None:
+            value = self.value_of(opened, save.scope)
+        return self._reuse(value, save.scope, 0)
+
+    def _reuse(self, expr, scope: Scope, depth: int) -> str | None:
+        if expr is None or depth > 5:
+            return None
+        if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+            return "fixed"
+        if isinstance(expr, cst.FormattedString):
+            parts = [p.expression for p in expr.parts if isinstance(p, cst.FormattedStringExpression)]
+            return self._combine([self._part(p, scope, depth) for p in parts])
+        if isinstance(expr, cst.BinaryOperation):
+            if isinstance(expr.operator, cst.Modulo) and string_value(expr.left) is not None:
+                right = expr.right
+                items = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
+                return self._combine([self._part(p, scope, depth) for p in items])
+            return self._combine([self._reuse_or_part(expr.left, scope, depth),
+                                  self._reuse_or_part(expr.right, scope, depth)])
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            name = self.index.resolve(func, scope) or ""
+            if isinstance(func, cst.Attribute) and func.attr.value == "format" and string_value(func.value):
+                return self._combine([self._part(a.value, scope, depth) for a in expr.args])
+            if name in ("os.path.join", "posixpath.join", "pathlib.Path", "Path", "str", "os.fspath") \
+                    or (isinstance(func, cst.Attribute) and func.attr.value in ("joinpath", "with_suffix",
+                                                                                  "with_name")):
+                parts = [a.value for a in expr.args]
+                if isinstance(func, cst.Attribute) and func.attr.value in ("joinpath", "with_suffix", "with_name"):
+                    parts.insert(0, func.value)
+                return self._combine([self._reuse_or_part(p, scope, depth) for p in parts])
+            return None
+        return self._part(expr, scope, depth)
+
+    def _reuse_or_part(self, expr, scope, depth):
+        if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.BinaryOperation,
+                             cst.Call)):
+            return self._reuse(expr, scope, depth + 1)
+        return self._part(expr, scope, depth)
+
+    def _part(self, expr, scope: Scope, depth: int) -> str | None:
+        """A variable piece of a path: a counter or timestamp makes it unique; a setting is fixed."""
+        for node in walk(expr):
+            if isinstance(node, cst.Name) and UNIQUE_PARTS.search(node.value):
+                return "unique"
+            if isinstance(node, cst.Attribute) and UNIQUE_PARTS.search(node.attr.value):
+                return "unique"
+            if isinstance(node, cst.Call):
+                name = self.index.resolve(node.func, scope) or dotted_name(node.func) or ""
+                if re.search(r"time|uuid|now|date|random", name):
+                    return "unique"
+        if isinstance(expr, cst.Name):
+            value = self.value_of(expr, scope)
+            if value is not expr:
+                return self._reuse(value, scope, depth + 1)
+            if any(b.kind == "param" for b in scope.lookup(expr.value)):
+                return None
+            if all(b.kind in ("assign", "import") for b in scope.lookup(expr.value)) and scope.lookup(expr.value):
+                return "fixed"
+            return None
+        if isinstance(expr, cst.Attribute):
+            return "fixed"  # args.output_dir, self.ckpt_dir, cfg.path: a setting
+        if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+            return "fixed"
+        return None
+
+    @staticmethod
+    def _combine(verdicts: list[str | None]) -> str | None:
+        if "unique" in verdicts:
+            return "unique"
+        if verdicts and all(v == "fixed" for v in verdicts):
+            return "fixed"
+        return None
+
+    # -- the state the code around a save has -----------------------------------------------------------
+    def available_state(self, scope: Scope, function: FunctionInfo | None) -> dict[str, list[str]]:
+        """Training state reachable where a save runs: kind -> names (`optimizer`, `self.scaler`).
+
+        Looks at the function's own names and parameters, the enclosing scopes, the attributes of its
+        class, and the local names of same-file callers (state a helper was not handed is still state
+        the script has)."""
+        found: dict[str, list[str]] = {}
+
+        def add(kind: str, label: str) -> None:
+            if label not in found.setdefault(kind, []):
+                found[kind].append(label)
+
+        scopes: list[Scope] = []
+        current: Scope | None = scope
+        while current is not None:
+            if current.kind != "class":
+                scopes.append(current)
+            current = current.parent
+        if function is not None and function.class_name is None:
+            for site in self.callers(function):
+                if site.scope not in scopes:
+                    scopes.append(site.scope)
+        for each in scopes:
+            for name, bindings in each.bindings.items():
+                kind = self._binding_kind(name, bindings, each)
+                if kind:
+                    add(kind, name)
+        class_name = function.class_name if function is not None else None
+        if class_name:
+            for attr, values in self.index.class_attributes.get(class_name, {}).items():
+                kind = None
+                for value in values:
+                    if isinstance(value, (cst.Call, cst.Name)):
+                        role = self.roles.of(value, self.index.scope_at(value))
+                        if role in _ROLE_KIND:
+                            kind = _ROLE_KIND[role]
+                if kind is None and COUNTER_NAME.match(attr):
+                    kind = "step"
+                if kind:
+                    add(kind, f"self.{attr}")
+        return found
+
+    def _binding_kind(self, name: str, bindings, scope: Scope) -> str | None:
+        for binding in bindings:
+            if binding.kind == "param":
+                if name in ("self", "cls"):
+                    return None
+                role = self.roles.of(_NAME_CACHE.setdefault(name, cst.Name(name)), scope)
+                if role in _ROLE_KIND:
+                    return _ROLE_KIND[role]
+            elif binding.kind in ("assign", "with") and isinstance(binding.value, (cst.Call, cst.Name)):
+                role = self.roles.of(binding.value, scope)
+                if role in _ROLE_KIND:
+                    return _ROLE_KIND[role]
+        if COUNTER_NAME.match(name) and any(
+                b.kind in ("for", "augassign", "param") or (b.kind == "assign" and _is_counter_value(b.value))
+                for b in bindings):
+            return "step"
+        return None
+
+    # -- views of tensors (TL403) --------------------------------------------------------------------
+    def saved_views(self, save: Save) -> list[tuple[cst.BaseExpression, str, bool]]:
+        """Views among what a save writes: (the expression, what kind of view, written inline in
+        the `torch.save` call). The object itself, a dict's values, a list's or tuple's items."""
+        found: list[tuple[cst.BaseExpression, str, bool]] = []
+        if save.obj is None:
+            return found
+        inline = set(walk(save.node))
+        candidates: list[tuple[cst.BaseExpression, Scope]] = [(save.obj, save.scope)]
+        content = self.saved_dict(save.obj, save.scope)
+        if content is not None:
+            candidates = [(value, scope) for _, value, scope in content.items]
+        else:
+            value = self.value_of(save.obj, save.scope)
+            if isinstance(value, (cst.List, cst.Tuple)):
+                candidates = [(e.value, save.scope) for e in value.elements if isinstance(e, cst.Element)]
+            elif isinstance(value, cst.DictComp):
+                candidates = [(value.value, save.scope)]
+        for expr, scope in candidates:
+            kind = self.view_kind(expr, scope)
+            if kind:
+                found.append((expr, kind, expr in inline and not isinstance(expr, cst.Name)))
+        return found
+
+    def view_kind(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | None:
+        """What makes `expr` a view sharing a larger storage (`a slice`, `.narrow()`), or None."""
+        if depth > 6:
+            return None
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            if len(bindings) != 1:
+                return None
+            binding = bindings[0]
+            if binding.value is not None and binding.kind == "assign":
+                return self.view_kind(binding.value, scope, depth + 1)
+            # `a, b = t.chunk(2)` and `for piece in t.split(n)`: each element is a view
+            source = None
+            if binding.kind == "assign" and isinstance(binding.node, cst.Assign):
+                source = binding.node.value
+            elif binding.kind == "for" and isinstance(binding.node, cst.For):
+                source = binding.node.iter
+                if isinstance(source, cst.Call) and dotted_name(source.func) == "enumerate" and source.args:
+                    source = source.args[0].value
+            if isinstance(source, cst.Call) and _method(source) in _SPLITTING:
+                return f"a `.{_method(source)}()` piece"
+            return None
+        if isinstance(expr, cst.Subscript):
+            base = expr.value
+            indices = [e.slice for e in expr.slice]
+            if any(isinstance(i, cst.Index) and string_value(i.value) is not None for i in indices):
+                return None  # `ckpt["model"]`: a dict lookup
+            if isinstance(base, cst.Call) and _method(base) in _SPLITTING:
+                return f"a `.{_method(base)}()` piece"
+            if isinstance(base, cst.Name) and self._is_split_result(base, scope):
+                return f"a piece of `{self.text(base)}`"
+            if self._is_sequence(base, scope):
+                return None
+            if any(isinstance(i, cst.Slice) for i in indices) or len(indices) > 1:
+                return f"the slice `{self.text(expr)}`"
+            if self._is_tensor(base, scope):
+                return f"the element `{self.text(expr)}` of a larger tensor"
+            return None
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in _VIEW_ATTRIBUTES:
+                return f"the view `{self.text(expr)}`"
+            return None
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            method = expr.func.attr.value
+            if method in _VIEW_METHODS:
+                return f"the view `{self.text(expr)}`"
+            if method in ("detach", "contiguous", "requires_grad_", "detach_"):
+                return self.view_kind(expr.func.value, scope, depth + 1)
+        return None
+
+    def _is_split_result(self, name: cst.Name, scope: Scope) -> bool:
+        value = self.value_of(name, scope)
+        return isinstance(value, cst.Call) and _method(value) in _SPLITTING
+
+    def _is_sequence(self, base: cst.BaseExpression, scope: Scope) -> bool:
+        """A list, tuple, string or range: slicing it copies."""
+        value = self.value_of(base, scope)
+        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp, cst.SimpleString, cst.FormattedString,
+                              cst.ConcatenatedString, cst.Dict, cst.DictComp, cst.GeneratorExp)):
+            return True
+        if isinstance(value, cst.Call):
+            name = self.index.resolve(value.func, scope) or ""
+            return name in ("list", "tuple", "sorted", "range", "str", "bytes", "reversed")
+        if isinstance(value, cst.Name):
+            return any(b.annotation is not None and re.match(r"(typing\.)?(List|Tuple|Sequence|list|tuple|str)\b",
+                                                               self.text(b.annotation))
+                       for b in scope.lookup(value.value))
+        return False
+
+    def _is_tensor(self, base: cst.BaseExpression, scope: Scope) -> bool:
+        value = self.value_of(base, scope)
+        if isinstance(value, cst.Attribute) and value.attr.value in ("weight", "bias", "data", "grad"):
+            return True
+        if isinstance(value, cst.Call):
+            name = self.index.resolve(value.func, scope) or ""
+            if name.startswith("torch.") and not name.startswith(("torch.nn.", "torch.optim", "torch.utils")):
+                return True
+            if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+                return True
+            return _method(value) in ("detach", "clone", "contiguous", "float", "half", "cpu")
+        if isinstance(value, cst.Name):
+            return any(b.annotation is not None and re.search(r"\bTensor\b|Parameter", self.text(b.annotation))
+                       for b in scope.lookup(value.value))
+        return False
+
+    def seeds_rng(self) -> bool:
+        for site in self.index.calls:
+            name = self.index.call_name(site) or dotted_name(site.node.func) or ""
+            if SEED_FUNCTIONS.search(name):
+                return True
+        return False
+
+
+_NAME_CACHE: dict[str, cst.Name] = {}
+# Calls and methods that hand back (the state of) their receiver or first argument.
+_PASS_THROUGH_METHODS = {"state_dict", "cpu", "to", "copy", "clone", "detach", "float", "half", "get_state"}
+_PASS_THROUGH_CALLS = {"deepcopy", "unwrap_model", "unwrap", "get_state_dict", "get_model_state_dict",
+                       "de_parallel", "unwrap_module"}
+
+
+def _is_none(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def _is_counter_value(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, (cst.Integer, cst.BinaryOperation, cst.Subscript)) or (
+        isinstance(expr, cst.Call) and dotted_name(expr.func) in ("int",))
+
+
+# Methods and attributes that return a view sharing the receiver's storage (squeeze/unsqueeze and
+# friends also do, but over the whole storage: nothing extra is written).
+_VIEW_METHODS = {"narrow", "select", "view", "view_as", "expand", "expand_as", "t", "transpose", "permute",
+                 "diagonal", "unfold", "as_strided", "swapaxes", "swapdims"}
+_VIEW_ATTRIBUTES = {"T", "mT", "H", "mH"}
+_SPLITTING = {"chunk", "split", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit", "split_with_sizes"}
+
+
+def _method(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def _kw(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    arg = keyword_arg(call, name)
+    return arg.value if arg is not None else None
+
+
+def _path_words(path: str) -> str:
+    """The file-name part of a path text (data words in a directory name do not matter)."""
+    strings = re.findall(r"[\"']([^\"']*)[\"']", path)
+    return " ".join(s.rsplit("/", 1)[-1] for s in strings)
+
+
+def checkpoint_model(ctx) -> CheckpointModel:
+    """The file's checkpoint model, shared by the checkpoint rules: `ctx.model(checkpoint_model)`."""
+    return CheckpointModel(ctx)
