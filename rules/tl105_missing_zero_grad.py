@@ -1,0 +1,226 @@
+"""TL105 missing-zero-grad."""
+
+from __future__ import annotations
+
+from trainlint.amp import OPTIMIZER_STEPS, STEP, ZERO_GRAD, amp_model, describe
+from trainlint.finding import Severity
+from trainlint.rule import Rule, bad, good
+
+
+class MissingZeroGrad(Rule):
+    code = "TL105"
+    name = "missing-zero-grad"
+    severity = Severity.ERROR
+    summary = "A training loop that steps the optimizer but never clears gradients"
+    message = "gradients are never cleared, so they add up across updates"
+    triggers = (".step(",)
+    what_it_does = """
+        Flags the optimizer step (`opt.step()` or `scaler.step(opt)`) of a training loop in which
+        nothing clears gradients: no `opt.zero_grad()`/`model.zero_grad()` (with or without
+        `set_to_none`), no `p.grad = None` or `del p.grad`, no `p.grad.zero_()`, neither in the loop
+        body nor in a function or method of the same file that the loop calls.
+
+        Clearing anywhere in the loop counts (at the top of the iteration, after the step, or once per
+        update inside the accumulation guard). Clearing only before the loop, or only in an outer
+        epoch loop, does not. Engines that own backward and step together (`engine.backward(loss);
+        engine.step()` in DeepSpeed) and `opt.step(closure)` (whose closure clears) are not flagged.
+        """
+    why_bad = """
+        `backward()` adds into `.grad`; it never overwrites. Without a clear, update n applies the sum
+        of the gradients of updates 1..n: the first steps look fine, then the effective step grows
+        without bound and momentum-based optimizers go off in the direction of the running sum. The
+        loss often still decreases for a while, so the bug survives a smoke test. Start every update
+        window with `opt.zero_grad(set_to_none=True)` (or clear right after the step).
+        """
+    references = (
+        "https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html",
+        "https://pytorch.org/tutorials/recipes/recipes/zeroing_out_gradients.html",
+        "https://pytorch.org/docs/stable/notes/autograd.html#gradient-accumulation",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+            """,
+            line=7,
+            title="plain loop without zero_grad",
+        ),
+        bad(
+            """
+            import torch
+
+            def train(model, loader, epochs):
+                opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+                opt.zero_grad()
+                for epoch in range(epochs):
+                    for batch in loader:
+                        loss = model(**batch).loss
+                        loss.backward()
+                        opt.step()
+            """,
+            line=10,
+            title="cleared once before training",
+        ),
+        bad(
+            """
+            import torch
+
+            class Trainer:
+                def __init__(self, model, lr):
+                    self.model = model
+                    self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+                    self.scaler = torch.amp.GradScaler("cuda")
+
+                def step(self, x, y):
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = torch.nn.functional.mse_loss(self.model(x), y)
+                    self.scaler.scale(loss).backward()
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                    return loss.item()
+
+                def fit(self, loader):
+                    for x, y in loader:
+                        self.step(x, y)
+            """,
+            line=13,
+            title="Trainer step method with AMP",
+        ),
+        bad(
+            """
+            import torch
+
+            grad_accum = 8
+            for epoch in range(num_epochs):
+                for it, (x, y) in enumerate(loader):
+                    loss = criterion(model(x), y) / grad_accum
+                    loss.backward()
+                    if (it + 1) % grad_accum == 0:
+                        optim.step()
+                        sched.step()
+                model.zero_grad()
+            """,
+            line=9,
+            title="cleared only once per epoch",
+        ),
+        good(
+            """
+            import torch
+
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+            for x, y in loader:
+                optimizer.zero_grad(set_to_none=True)
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+            """,
+            title="zero_grad at the top of the iteration",
+        ),
+        good(
+            """
+            import torch
+
+            grad_accum = 8
+            for it, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y) / grad_accum
+                loss.backward()
+                if (it + 1) % grad_accum == 0:
+                    optim.step()
+                    optim.zero_grad(set_to_none=True)
+            """,
+            title="cleared once per update inside the accumulation guard",
+        ),
+        good(
+            """
+            import torch
+
+            params = [p for p in model.parameters() if p.requires_grad]
+            for step, batch in enumerate(loader):
+                loss = model(**batch).loss
+                loss.backward()
+                opt.step()
+                for p in params:
+                    p.grad = None
+            """,
+            title="set_to_none by hand",
+        ),
+        good(
+            """
+            import torch
+
+            def reset_grads(model):
+                for param in model.parameters():
+                    if param.grad is not None:
+                        param.grad.detach_()
+                        param.grad.zero_()
+
+            for x, y in loader:
+                reset_grads(net)
+                loss = criterion(net(x), y)
+                loss.backward()
+                optimizer.step()
+            """,
+            title="a same-file helper that zeroes .grad in place",
+        ),
+        good(
+            """
+            import deepspeed
+
+            model_engine, optimizer, _, _ = deepspeed.initialize(model=model, config=ds_config)
+            for batch in loader:
+                loss = model_engine(batch)
+                model_engine.backward(loss)
+                model_engine.step()
+            """,
+            title="a DeepSpeed engine clears its own gradients in step()",
+        ),
+        good(
+            """
+            class Trainer:
+                def __init__(self, accelerator, model, optimizer, lr_scheduler):
+                    self.accelerator, self.model = accelerator, model
+                    self.optimizer, self.lr_scheduler = optimizer, lr_scheduler
+
+                def _clear_grads(self):
+                    self.model.zero_grad(set_to_none=True)
+
+                def train_epoch(self, loader):
+                    for batch in loader:
+                        loss = self.model(**batch).loss
+                        self.accelerator.backward(loss)
+                        self.optimizer.step()
+                        self.lr_scheduler.step()
+                        self._clear_grads()
+            """,
+            title="model.zero_grad in a Trainer method the loop calls",
+        ),
+    )
+
+    def check(self, ctx):
+        model = ctx.model(amp_model)
+        for unit in model.units:
+            if unit.loop is None or unit.has(ZERO_GRAD):
+                continue
+            reported = set()
+            for step in unit.of_kind(*OPTIMIZER_STEPS):
+                if step.has_args and step.kind == STEP:
+                    continue  # `opt.step(closure)`: the closure clears
+                if step.engine or step.subject in reported:
+                    continue
+                reported.add(step.subject)
+                yield self.report(
+                    step.node,
+                    f"`{describe(step.node, ctx)}` runs in a loop that never clears gradients: each "
+                    f"backward adds into `.grad`, so every update applies the sum of all earlier "
+                    f"gradients; call `{_clear_advice(step)}` once per update",
+                )
+
+
+def _clear_advice(step) -> str:
+    return f"{step.subject}.zero_grad(set_to_none=True)"

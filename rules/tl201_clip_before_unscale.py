@@ -1,0 +1,280 @@
+"""TL201 clip-before-unscale."""
+
+from __future__ import annotations
+
+from trainlint.amp import CLIP, OPTIMIZER_STEPS, SCALER_STEP, UNSCALE, amp_model, describe
+from trainlint.finding import Severity
+from trainlint.rule import Rule, bad, good
+
+
+class ClipBeforeUnscale(Rule):
+    code = "TL201"
+    name = "clip-before-unscale"
+    severity = Severity.ERROR
+    summary = "Gradient clipping on GradScaler-scaled gradients, with no `scaler.unscale_(opt)` before it"
+    message = "gradients are clipped while still multiplied by the GradScaler's scale"
+    triggers = ("clip_grad", "clip_gradients")
+    what_it_does = """
+        In a loop (or an update function) whose backward runs on `scaler.scale(loss)`, flags
+        `torch.nn.utils.clip_grad_norm_`, `clip_grad_value_`, `clip_grads_with_norm_` (and an FSDP
+        model's `clip_grad_norm_`) when no `scaler.unscale_(opt)` runs before it in the same update.
+
+        Clipping helpers that unscale by themselves are not flagged: Accelerate's
+        `accelerator.clip_grad_norm_`/`clip_grad_value_`, Fabric's `fabric.clip_gradients` and a
+        LightningModule's `self.clip_gradients`. A bf16 `torch.autocast` loop without a GradScaler has
+        nothing to unscale and is not flagged either.
+        """
+    why_bad = """
+        With fp16 AMP the backward runs on the loss multiplied by the scaler's current scale (65536 at
+        the start, then whatever the dynamic scaling settles on), so every `.grad` is that many times
+        too large until `scaler.step(opt)` divides it back. A clip before that compares `max_norm` with
+        the scaled norm: `clip_grad_norm_(params, 1.0)` then shrinks the true gradient by about the
+        scale factor on every step (the update nearly vanishes), and `clip_grad_value_` clamps
+        elements that were never large. The returned norm that people log is also scaled, so the
+        logs look like a gradient explosion. The documented order per update is
+        `scaler.unscale_(opt)`, then clip, then `scaler.step(opt)` (which knows the gradients are
+        already unscaled), then `scaler.update()`.
+        """
+    references = (
+        "https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-clipping",
+        "https://pytorch.org/docs/stable/amp.html#torch.amp.GradScaler.unscale_",
+        "https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_norm_.html",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler("cuda")
+            for x, y in loader:
+                optimizer.zero_grad(set_to_none=True)
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = criterion(model(x), y)
+                scaler.scale(loss).backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+                scaler.step(optimizer)
+                scaler.update()
+            """,
+            line=9,
+            title="plain AMP loop that forgot unscale_",
+        ),
+        bad(
+            """
+            import torch
+            from torch.cuda.amp import GradScaler, autocast
+            from torch.nn.utils import clip_grad_norm_
+
+            class Trainer:
+                def __init__(self, model, optimizer):
+                    self.model = model
+                    self.optimizer = optimizer
+                    self.scaler = GradScaler()
+
+                def train_epoch(self, loader):
+                    for batch in loader:
+                        self.optimizer.zero_grad()
+                        with autocast():
+                            loss = self.model(**batch).loss
+                        self.scaler.scale(loss).backward()
+                        clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+                        self.scaler.step(self.optimizer)
+                        self.scaler.update()
+            """,
+            line=17,
+            title="Trainer class with self.scaler and an HF-style model",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn as nn
+
+            def train(model, loader, opt, grad_accum=4):
+                scaler = torch.amp.GradScaler("cuda")
+                for it, (x, y) in enumerate(loader):
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = nn.functional.cross_entropy(model(x), y) / grad_accum
+                    scaler.scale(loss).backward()
+                    if (it + 1) % grad_accum == 0:
+                        nn.utils.clip_grad_value_(model.parameters(), 0.5)
+                        scaler.step(opt)
+                        scaler.update()
+                        opt.zero_grad(set_to_none=True)
+            """,
+            line=11,
+            title="clip_grad_value_ in the guarded update of an accumulation loop",
+        ),
+        bad(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler("cuda")
+
+            def clip_gradients(model, max_norm):
+                return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+            for step, batch in enumerate(train_loader):
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = model(**batch).loss
+                scaler.scale(loss).backward()
+                grad_norm = clip_gradients(model, 1.0)
+                scaler.step(optim)
+                scaler.update()
+                optim.zero_grad()
+            """,
+            line=6,
+            title="the clip inside a helper the loop calls",
+        ),
+        bad(
+            """
+            import torch
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+            from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+            model = FSDP(net)
+            scaler = ShardedGradScaler()
+            for batch in loader:
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = model(batch).mean()
+                scaler.scale(loss).backward()
+                model.clip_grad_norm_(1.0)
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+            """,
+            line=11,
+            title="FSDP's clip_grad_norm_ does not unscale",
+        ),
+        good(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler("cuda")
+            for x, y in loader:
+                optimizer.zero_grad(set_to_none=True)
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = criterion(model(x), y)
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+                scaler.step(optimizer)
+                scaler.update()
+            """,
+            title="unscale_, then clip, then step and update",
+        ),
+        good(
+            """
+            import torch
+
+            for x, y in loader:
+                opt.zero_grad()
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    loss = criterion(model(x), y)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+            """,
+            title="bf16 autocast without a GradScaler: nothing to unscale",
+        ),
+        good(
+            """
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(mixed_precision="fp16")
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                loss = model(**batch).loss
+                accelerator.backward(loss)
+                accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad()
+            """,
+            title="Accelerate's clip_grad_norm_ unscales by itself",
+        ),
+        good(
+            """
+            import torch
+
+            class Trainer:
+                def __init__(self, model, opt):
+                    self.model, self.opt = model, opt
+                    self.scaler = torch.amp.GradScaler("cuda")
+
+                def unscale_and_clip(self):
+                    self.scaler.unscale_(self.opt)
+                    return torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+
+                def fit(self, loader):
+                    for x, y in loader:
+                        with torch.autocast("cuda", dtype=torch.float16):
+                            loss = self.model(x, y)
+                        self.scaler.scale(loss).backward()
+                        gnorm = self.unscale_and_clip()
+                        self.scaler.step(self.opt)
+                        self.scaler.update()
+                        self.opt.zero_grad(set_to_none=True)
+            """,
+            title="unscale_ in the same helper as the clip",
+        ),
+        good(
+            """
+            import torch
+
+            def train(model, loader, opt, use_amp):
+                scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+                for micro_step, (x, y) in enumerate(loader):
+                    with torch.autocast("cuda", dtype=torch.float16, enabled=use_amp):
+                        loss = model(x, y) / 8
+                    scaler.scale(loss).backward()
+                    if (micro_step + 1) % 8 != 0:
+                        continue
+                    scaler.unscale_(opt)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    scaler.step(opt)
+                    scaler.update()
+                    opt.zero_grad(set_to_none=True)
+            """,
+            title="unscale_ after a continue guard, once per update",
+        ),
+        good(
+            """
+            from lightning.fabric import Fabric
+
+            fabric = Fabric(precision="16-mixed")
+            model, optimizer = fabric.setup(model, optimizer)
+            for batch in loader:
+                loss = model(batch)
+                fabric.backward(loss)
+                fabric.clip_gradients(model, optimizer, max_norm=1.0)
+                optimizer.step()
+                optimizer.zero_grad()
+            """,
+            title="Fabric's clip_gradients unscales by itself",
+        ),
+    )
+
+    def check(self, ctx):
+        model = ctx.model(amp_model)
+        for unit in model.units:
+            if not unit.uses_scaler:
+                continue
+            for clip in unit.of_kind(CLIP):
+                if not clip.needs_unscale:
+                    continue
+                found = unit.nearest_before(clip, UNSCALE, *OPTIMIZER_STEPS)
+                if found is not None and found.kind == UNSCALE:
+                    continue
+                scaler_steps = unit.of_kind(SCALER_STEP)
+                step = scaler_steps[0] if scaler_steps else None
+                scaler = _scaler_text(ctx, step) if step else "scaler"
+                optimizer = step.subject if step else "optimizer"
+                yield self.report(
+                    clip.node,
+                    f"`{describe(clip.node, ctx)}` clips gradients of `{scaler}.scale(loss)` that are still "
+                    f"multiplied by the loss scale: call `{scaler}.unscale_({optimizer})` before clipping "
+                    f"in the update, so `max_norm` applies to the true gradients",
+                )
+
+
+def _scaler_text(ctx, step) -> str:
+    func = step.node.func
+    return ctx.code_for(func.value)

@@ -1,0 +1,231 @@
+"""TL203 clip-after-optimizer-step."""
+
+from __future__ import annotations
+
+from trainlint.amp import BACKWARDS, CLIP, OPTIMIZER_STEPS, SCALER_STEP, amp_model, describe, per_update
+from trainlint.finding import Severity
+from trainlint.rule import Rule, bad, good
+
+
+class ClipAfterOptimizerStep(Rule):
+    code = "TL203"
+    name = "clip-after-optimizer-step"
+    severity = Severity.ERROR
+    summary = "Gradient clipping after the optimizer step of the same update: it changes nothing"
+    message = "gradients are clipped after the optimizer has already applied them"
+    triggers = ("clip_grad", "clip_gradients")
+    what_it_does = """
+        Flags a clipping call (`torch.nn.utils.clip_grad_norm_`, `clip_grad_value_`,
+        `clip_grads_with_norm_`, `accelerator.clip_grad_norm_`, `fabric.clip_gradients`, a model's
+        `clip_grad_norm_`) that runs after `opt.step()` or `scaler.step(opt)` and before the next
+        backward: in the same update, once the step has used the gradients.
+
+        The order is read as the loop runs: a clip at the top of an iteration whose gradients come
+        from the previous iteration's backward, before this iteration's step, is in order and not
+        flagged. A clip that runs on every micro-batch under accumulation is TL202, not this rule.
+        """
+    why_bad = """
+        `opt.step()` reads `.grad` when it is called. Clipping afterwards rescales gradients that
+        have already been applied, and the next `zero_grad()` (or `set_to_none`) throws them away, so
+        the run trains completely unclipped while the code and the logged norm suggest otherwise.
+        The first loss spike that clipping was meant to absorb goes straight into the weights (and,
+        with Adam, into the moment estimates for many steps). Clip after the last backward of the
+        update and before the step: `scaler.unscale_(opt)` (with fp16 AMP), clip, `scaler.step(opt)`
+        or `opt.step()`, then `zero_grad`.
+        """
+    references = (
+        "https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_norm_.html",
+        "https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-clipping",
+        "https://pytorch.org/docs/stable/optim.html#taking-an-optimization-step",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+            """,
+            line=8,
+            title="clip after the step, before the next iteration's zero_grad",
+        ),
+        bad(
+            """
+            import torch
+
+            def train(model, loader, opt, sched):
+                model.train()
+                for it, batch in enumerate(loader):
+                    loss = model(**batch).loss
+                    loss.backward()
+                    opt.step()
+                    sched.step()
+                    gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    opt.zero_grad(set_to_none=True)
+                    if it % 100 == 0:
+                        print(it, loss.item(), gnorm.item())
+            """,
+            line=10,
+            title="norm computed for logging after the step",
+        ),
+        bad(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler("cuda")
+            for step, (x, y) in enumerate(loader):
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = loss_fn(model(x), y)
+                scaler.scale(loss).backward()
+                scaler.unscale_(optim)
+                scaler.step(optim)
+                scaler.update()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optim.zero_grad(set_to_none=True)
+            """,
+            line=11,
+            title="AMP: unscale_ then step, clip last",
+        ),
+        bad(
+            """
+            from accelerate import Accelerator
+
+            accelerator = Accelerator()
+            model, opt, loader = accelerator.prepare(model, opt, loader)
+            for batch in loader:
+                outputs = model(**batch)
+                accelerator.backward(outputs.loss)
+                opt.step()
+                opt.zero_grad()
+                accelerator.clip_grad_norm_(model.parameters(), 1.0)
+            """,
+            line=10,
+            title="Accelerate: clip after step and zero_grad",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn as nn
+
+            class Trainer:
+                def __init__(self, model, optimizer, max_norm):
+                    self.model, self.optimizer, self.max_norm = model, optimizer, max_norm
+
+                def optimizer_step(self):
+                    self.optimizer.step()
+                    nn.utils.clip_grad_norm_(self.model.parameters(), self.max_norm)
+                    self.optimizer.zero_grad()
+
+                def fit(self, loader):
+                    for x, y in loader:
+                        loss = nn.functional.mse_loss(self.model(x), y)
+                        loss.backward()
+                        self.optimizer_step()
+            """,
+            line=10,
+            title="inside the Trainer's step helper",
+        ),
+        good(
+            """
+            import torch
+
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+                optimizer.step()
+            """,
+            title="clip between backward and step",
+        ),
+        good(
+            """
+            import torch
+
+            grad_accum = 4
+            for it, (x, y) in enumerate(loader):
+                if it > 0 and it % grad_accum == 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+                loss = criterion(model(x), y) / grad_accum
+                loss.backward()
+            """,
+            title="update at the top of the iteration, on the previous iterations' gradients",
+        ),
+        good(
+            """
+            import torch
+
+            for real, _ in loader:
+                d_loss = d_criterion(netD, netG, real)
+                d_loss.backward()
+                optD.step()
+                optD.zero_grad()
+                g_loss = g_criterion(netD, netG, real)
+                g_loss.backward()
+                torch.nn.utils.clip_grad_norm_(netG.parameters(), 5.0)
+                optG.step()
+                optG.zero_grad()
+            """,
+            title="GAN: the generator's clip follows its own backward",
+        ),
+        good(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler("cuda")
+            for x, y in loader:
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = loss_fn(model(x), y)
+                scaler.scale(loss).backward()
+                scaler.unscale_(opt)
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad(set_to_none=True)
+                log(grad_norm)
+            """,
+            title="the returned norm is logged after the step; the clip itself ran before it",
+        ),
+        good(
+            """
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=8)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    if accelerator.sync_gradients:
+                        accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="Accelerate accumulation with the clip guarded by sync_gradients",
+        ),
+    )
+
+    def check(self, ctx):
+        model = ctx.model(amp_model)
+        for unit in model.units:
+            for clip in unit.of_kind(CLIP):
+                if not per_update(model, unit, clip):
+                    continue  # a per-micro-batch clip is TL202
+                found = unit.nearest_before(clip, *BACKWARDS, *OPTIMIZER_STEPS)
+                if found is None or found.kind not in OPTIMIZER_STEPS:
+                    continue
+                step = describe(found.node, ctx)
+                advice = ("after `scaler.unscale_(...)` and before `scaler.step(...)`"
+                          if found.kind == SCALER_STEP else f"before `{step}`")
+                yield self.report(
+                    clip.node,
+                    f"`{describe(clip.node, ctx)}` runs after `{step}` in the same update: the step has "
+                    f"already applied the unclipped gradients, so this clip changes nothing; clip after "
+                    f"the backward and {advice}",
+                )

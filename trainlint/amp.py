@@ -1,0 +1,335 @@
+"""The order of gradient events in one optimizer update: backward, unscale_, clip, step, scaler
+update, zero_grad and scheduler step.
+
+The update-clock model (`trainlint.training`) says which loops train and which code runs once per
+update. The clipping/AMP rules also need the *order* of these events and what each one is (a
+scaled backward, a clip that unscales by itself, a gradient clear written as `p.grad = None`).
+This module lays the events of a training loop (or of a function that runs one update by itself)
+out in execution order, following same-file helpers, and answers "what happened before this".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import libcst as cst
+
+from trainlint.index import Scope, iter_children, positional_args
+from trainlint.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
+from trainlint.training import CallRef, TrainingLoop, TrainingModel, training_model
+
+# Event kinds
+BACKWARD = "backward"                # loss.backward(), accelerator.backward(loss), ...
+SCALED_BACKWARD = "scaled-backward"  # scaler.scale(loss).backward()
+SCALE = "scale"                      # scaler.scale(loss)
+UNSCALE = "unscale"                  # scaler.unscale_(opt), accelerator.unscale_gradients()
+CLIP = "clip"                        # clip_grad_norm_ and friends
+STEP = "step"                        # opt.step() on an optimizer
+SCALER_STEP = "scaler-step"          # scaler.step(opt)
+SCALER_UPDATE = "scaler-update"      # scaler.update()
+ZERO_GRAD = "zero-grad"              # opt.zero_grad(), model.zero_grad(), p.grad = None, ...
+SCHED_STEP = "sched-step"            # sched.step()
+
+OPTIMIZER_STEPS = (STEP, SCALER_STEP)
+BACKWARDS = (BACKWARD, SCALED_BACKWARD)
+
+# torch's clipping functions, by qualified name (all need unscaled gradients under fp16 AMP).
+CLIP_FUNCTIONS = frozenset(
+    f"{module}.{name}"
+    for module in ("torch.nn.utils", "torch.nn.utils.clip_grad")
+    for name in ("clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "clip_grad_norm")
+) | {"timm.utils.dispatch_clip_grad", "timm.utils.clip_grad.dispatch_clip_grad"}
+_CLIP_NAMES = frozenset(("clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "clip_grad_norm",
+                         "dispatch_clip_grad"))
+# Clipping methods of frameworks that unscale the GradScaler's gradients themselves before clipping:
+# Accelerate's `accelerator.clip_grad_norm_`/`clip_grad_value_`, Fabric's `fabric.clip_gradients`,
+# and a LightningModule's `self.clip_gradients` (its precision plugin unscales first).
+_SELF_UNSCALING_METHODS = frozenset(("clip_grad_norm_", "clip_grad_value_", "clip_gradients"))
+_CLIP_METHODS = frozenset(("clip_grad_norm_", "clip_grad_value_", "clip_gradients"))
+_MAX_DEPTH = 3
+_NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+# In-place methods that clear a gradient tensor when called on `p.grad`.
+_GRAD_CLEARING_METHODS = frozenset(("zero_", "fill_", "mul_", "detach_", "requires_grad_"))
+
+
+@dataclass(eq=False)
+class Event:
+    """One gradient-relevant call or statement, where it is written and how the loop reached it."""
+
+    kind: str
+    node: cst.CSTNode
+    scope: Scope
+    via: tuple[cst.Call, ...] = ()
+    #: source text of the object the event is about: the optimizer stepped, the scaler, the scheduler
+    subject: str = ""
+    #: for CLIP: the gradients must be unscaled by the caller first (False for Accelerate/Fabric/Lightning)
+    needs_unscale: bool = True
+    #: for steps: the call passes arguments (a closure, a metric, an epoch)
+    has_args: bool = False
+    #: for STEP: the receiver also runs `.backward(loss)` (a DeepSpeed-style engine owning its gradients)
+    engine: bool = False
+    #: nested loops (inside the unit) that enclose the event, outermost first
+    loops: tuple[cst.CSTNode, ...] = ()
+
+    @property
+    def anchor(self) -> cst.CSTNode:
+        """The statement-level call in the unit itself: the event, or the first helper call to it."""
+        return self.via[0] if self.via else self.node
+
+
+@dataclass(eq=False)
+class Unit:
+    """Code that runs once per iteration of a training loop (or once per call of an update function),
+    with its gradient events in execution order."""
+
+    node: cst.CSTNode                  # the loop, or the function
+    scope: Scope
+    loop: TrainingLoop | None          # None for a function that runs one update by itself
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def cyclic(self) -> bool:
+        """A loop's body repeats: what runs at its end comes before what runs at its start."""
+        return self.loop is not None
+
+    def of_kind(self, *kinds: str) -> list[Event]:
+        return [e for e in self.events if e.kind in kinds]
+
+    def has(self, *kinds: str) -> bool:
+        return any(e.kind in kinds for e in self.events)
+
+    def before(self, event: Event) -> Iterator[Event]:
+        """Events that ran before `event`, nearest first; in a loop, wrapping to the previous
+        iteration's end, once around."""
+        position = self.events.index(event)
+        yield from reversed(self.events[:position])
+        if self.cyclic:
+            yield from reversed(self.events[position + 1:])
+
+    def nearest_before(self, event: Event, *kinds: str) -> Event | None:
+        for earlier in self.before(event):
+            if earlier.kind in kinds:
+                return earlier
+        return None
+
+    @property
+    def uses_scaler(self) -> bool:
+        """Backward runs on a GradScaler-scaled loss somewhere in this update."""
+        return self.has(SCALED_BACKWARD)
+
+
+class AmpModel:
+    """Units (training loops and stand-alone update functions) of one file, with their events."""
+
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        self.index = ctx.index
+        self.roles = ctx.model(roles)
+        self.training: TrainingModel = ctx.model(training_model)
+        self.units: list[Unit] = []
+        self._engines: set[str] | None = None
+        self._build()
+
+    # -- classification ------------------------------------------------------------------------
+    def engines(self) -> set[str]:
+        """Receivers of `x.backward(loss)` with an argument: objects (DeepSpeed engines, custom
+        wrappers) that own backward, step and gradient clearing together."""
+        if self._engines is None:
+            self._engines = set()
+            for site in self.index.calls:
+                func = site.node.func
+                if (isinstance(func, cst.Attribute) and func.attr.value == "backward"
+                        and positional_args(site.node)):
+                    self._engines.add(self.ctx.code_for(func.value))
+        return self._engines
+
+    def classify(self, call: cst.Call, scope: Scope) -> Event | None:
+        func = call.func
+        name = self.index.resolve(func, scope)
+        if name in CLIP_FUNCTIONS:
+            return Event(CLIP, call, scope)
+        if isinstance(func, cst.Name):
+            if name is None:
+                return None
+            last = name.rsplit(".", 1)[-1]
+            if last in _CLIP_NAMES and name.startswith(("torch.", "timm.")):
+                return Event(CLIP, call, scope)
+            if "zero_grad" in last or last == "_foreach_zero_":
+                return Event(ZERO_GRAD, call, scope)
+            return None
+        if not isinstance(func, cst.Attribute):
+            return None
+        attr = func.attr.value
+        receiver = func.value
+        if self.training.is_backward(call, scope):
+            scale = self._scale_call(receiver, scope)
+            if scale is not None:  # subject: the scaler
+                return Event(SCALED_BACKWARD, call, scope, subject=self.ctx.code_for(scale.func.value))
+            return Event(BACKWARD, call, scope, subject=self.ctx.code_for(receiver))
+        if attr == "zero_grad" or "zero_grad" in attr or attr in ("clear_grad", "clear_grads"):
+            return Event(ZERO_GRAD, call, scope, subject=self.ctx.code_for(receiver))
+        if attr in _GRAD_CLEARING_METHODS and _mentions_grad(receiver):
+            return Event(ZERO_GRAD, call, scope, subject=self.ctx.code_for(receiver))
+        if name is not None and name.rsplit(".", 1)[-1] == "_foreach_zero_":
+            return Event(ZERO_GRAD, call, scope)
+        if attr in _CLIP_METHODS:
+            role = self.roles.of(receiver, scope)
+            self_unscaling = role == ACCELERATOR or (attr == "clip_gradients")
+            return Event(CLIP, call, scope, subject=self.ctx.code_for(receiver),
+                         needs_unscale=not self_unscaling)
+        if attr == "unscale_gradients":
+            return Event(UNSCALE, call, scope, subject=self.ctx.code_for(receiver))
+        if attr not in ("step", "scale", "unscale_", "update"):
+            return None
+        if name is not None and self.roles.of(receiver, scope) is None:
+            return None  # a module path such as `torch.optim.step`, not an object
+        role = self.roles.of(receiver, scope)
+        text = self.ctx.code_for(receiver)
+        has_args = bool(call.args)
+        if role == SCALER:
+            if attr == "step":
+                args = positional_args(call)
+                subject = self.ctx.code_for(args[0].value) if args else text
+                return Event(SCALER_STEP, call, scope, subject=subject, has_args=has_args)
+            kind = {"scale": SCALE, "unscale_": UNSCALE, "update": SCALER_UPDATE}[attr]
+            return Event(kind, call, scope, subject=text)
+        if attr != "step":
+            return None
+        if role == OPTIMIZER:
+            return Event(STEP, call, scope, subject=text, has_args=has_args, engine=text in self.engines())
+        if role == SCHEDULER:
+            return Event(SCHED_STEP, call, scope, subject=text, has_args=has_args)
+        return None
+
+    def _scale_call(self, receiver: cst.BaseExpression, scope: Scope, depth: int = 0) -> cst.Call | None:
+        """The `scaler.scale(...)` call that `receiver` is (or a name bound to it, or a conditional
+        holding it), or None."""
+        for node in _walk_expression(receiver):
+            if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                    and node.func.attr.value == "scale" and self.roles.of(node.func.value, scope) == SCALER):
+                return node
+            if isinstance(node, cst.Name) and depth < 3:
+                for binding in scope.lookup(node.value):
+                    if binding.kind == "assign" and binding.value is not None and binding.value is not receiver:
+                        found = self._scale_call(binding.value, scope, depth + 1)
+                        if found is not None:
+                            return found
+        return None
+
+    # -- ordering ------------------------------------------------------------------------------
+    def events_in(self, body: cst.CSTNode, scope: Scope, via: tuple[cst.Call, ...] = (),
+                  loops: tuple[cst.CSTNode, ...] = (), seen: frozenset = frozenset(),
+                  callees: set | None = None) -> Iterator[Event]:
+        """Gradient events under `body` in execution order, entering same-file helpers where they
+        are called (depth-limited), never entering nested defs, classes or lambdas."""
+        stack: list[tuple[cst.CSTNode, tuple]] = [(body, loops)]
+        while stack:
+            node, enclosing = stack.pop()
+            if node is not body and isinstance(node, _NESTED_SCOPES):
+                continue
+            if isinstance(node, cst.Call):
+                # the receiver and the arguments run before the call (`scaler.scale(loss)` before
+                # its `.backward()`), then the call, then the body of a same-file callee
+                for child in iter_children(node):
+                    if isinstance(child, _NESTED_SCOPES):
+                        continue
+                    yield from self.events_in(child, scope, via, enclosing, seen, callees)
+                target = self.training.callee(node, scope)
+                event = self.classify(node, scope) if target is None else None
+                if event is not None:
+                    event.via, event.loops = via, enclosing
+                    yield event
+                if target is not None and len(via) < _MAX_DEPTH and target.node not in seen:
+                    if callees is not None:
+                        callees.add(target.node)
+                    yield from self.events_in(target.node.body, target.scope, via + (node,), enclosing,
+                                              seen | {target.node}, callees)
+                continue
+            if isinstance(node, (cst.Assign, cst.AnnAssign, cst.Del)):
+                for target_expr in _assigned_targets(node):
+                    if isinstance(target_expr, cst.Attribute) and target_expr.attr.value == "grad":
+                        yield Event(ZERO_GRAD, node, scope, via, subject=self.ctx.code_for(target_expr),
+                                    loops=enclosing)
+                        break
+            inner_loops = enclosing + (node,) if node is not body and isinstance(node, (cst.For, cst.While)) \
+                else enclosing
+            for child in reversed(list(iter_children(node))):
+                stack.append((child, inner_loops))
+
+    # -- building ------------------------------------------------------------------------------
+    def _build(self) -> None:
+        reached: set = set()
+        loop_nodes = set()
+        for tl in self.training.loops:
+            events = list(self.events_in(tl.node.body, tl.scope, callees=reached))
+            self.units.append(Unit(tl.node, tl.scope, tl, events))
+            loop_nodes.add(tl.node)
+        for function in self.index.functions:
+            if function.node in reached:
+                continue
+            if any(self.index.function_at(loop) is function for loop in loop_nodes):
+                continue
+            events = list(self.events_in(function.node.body, function.scope))
+            if any(e.kind in BACKWARDS for e in events) and any(e.kind in OPTIMIZER_STEPS for e in events):
+                self.units.append(Unit(function.node, function.scope, None, events))
+
+
+def amp_model(ctx) -> AmpModel:
+    """The file's gradient-event model, shared by the clipping/AMP rules: `ctx.model(amp_model)`."""
+    return AmpModel(ctx)
+
+
+def _mentions_grad(expr: cst.BaseExpression) -> bool:
+    """`p.grad`, `p.grad.data`, `param.grad[idx]`: an expression reading a `.grad` attribute."""
+    current = expr
+    while True:
+        if isinstance(current, cst.Attribute):
+            if current.attr.value == "grad":
+                return True
+            current = current.value
+        elif isinstance(current, cst.Subscript):
+            current = current.value
+        else:
+            return False
+
+
+def _assigned_targets(node: cst.CSTNode) -> Iterator[cst.BaseExpression]:
+    if isinstance(node, cst.Assign):
+        for target in node.targets:
+            yield from _flatten(target.target)
+    elif isinstance(node, cst.AnnAssign):
+        yield node.target
+    elif isinstance(node, cst.Del):
+        yield from _flatten(node.target)
+
+
+def _flatten(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _flatten(element.value)
+    else:
+        yield target
+
+
+def _walk_expression(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, _NESTED_SCOPES):
+            stack.extend(iter_children(node))
+
+
+def describe(node: cst.CSTNode, ctx, limit: int = 60) -> str:
+    """Short source text of a node for messages (`clip_grad_norm_(model.parameters(), 1.0)`)."""
+    text = " ".join(ctx.code_for(node).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def per_update(model: AmpModel, unit: Unit, event: Event) -> bool:
+    """The event runs once per optimizer update (always true outside accumulation, and for an update
+    function, which is one update by construction)."""
+    if unit.loop is None:
+        return True
+    return model.training.runs_per_update(unit.loop, CallRef(event.node, event.scope, event.via))
