@@ -1,0 +1,295 @@
+"""TL106 scheduler-step-before-optimizer-step."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from trainlint.amp import OPTIMIZER_STEPS, SCHED_STEP, amp_model, describe, per_update
+from trainlint.finding import Severity
+from trainlint.rule import FixSpec, Rule, bad, good
+
+
+class SchedulerStepBeforeOptimizerStep(Rule):
+    code = "TL106"
+    name = "scheduler-step-before-optimizer-step"
+    severity = Severity.WARNING
+    summary = "Within one update, the LR scheduler steps before the optimizer"
+    message = "the scheduler steps before the optimizer in the same update"
+    triggers = (".step(",)
+    what_it_does = """
+        Flags `sched.step()` when, within one update of a training loop (or of a function that runs
+        one update), it runs before the optimizer's `opt.step()` / `scaler.step(opt)`: at the top
+        of the iteration, or between the backward and the step.
+
+        Only a scheduler that runs on the same clock as the optimizer is considered. A per-epoch
+        scheduler stepped in the outer epoch loop, `ReduceLROnPlateau.step(val_loss)` (or any
+        `step(...)` with a metric or epoch argument), a scheduler stepped on every micro-batch while
+        the optimizer is guarded (that is TL101), and a scheduler stepped after the step are not
+        flagged. When the scheduler's line sits right above the optimizer's, the fix swaps the two
+        lines; it changes which learning rate each update uses, so it is offered as unsafe.
+        """
+    why_bad = """
+        Since PyTorch 1.1 a scheduler's `step()` is meant to follow `optimizer.step()`: constructing
+        the scheduler sets the initial learning rate, and each `sched.step()` advances it for the next
+        update. Stepping the scheduler first moves to the second value before any update has used the
+        first one, so the whole schedule is shifted by one update: warmup starts at its second value
+        and the final value is never used. PyTorch notices the first occurrence and warns
+        ("Detected call of `lr_scheduler.step()` before `optimizer.step()`"), which many runs
+        filter out; with a schedule counted in epochs the skipped value is a whole epoch.
+        """
+    references = (
+        "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate",
+        "https://pytorch.org/docs/stable/generated/torch.optim.lr_scheduler.LRScheduler.html",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+
+            sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-3, total_steps=10_000)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                sched.step()
+                opt.step()
+            """,
+            line=8,
+            fixed="""
+            import torch
+
+            sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-3, total_steps=10_000)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                opt.step()
+                sched.step()
+            """,
+            title="the two lines the wrong way round",
+        ),
+        bad(
+            """
+            from transformers import get_linear_schedule_with_warmup
+
+            lr_scheduler = get_linear_schedule_with_warmup(optimizer, 500, total_steps)
+            for step, batch in enumerate(train_dataloader):
+                lr_scheduler.step()
+                outputs = model(**batch)
+                outputs.loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            """,
+            line=5,
+            title="scheduler at the top of the iteration",
+        ),
+        bad(
+            """
+            import torch
+
+            def train(model, loader, optim, sched, grad_accum):
+                scaler = torch.amp.GradScaler("cuda")
+                for it, (x, y) in enumerate(loader):
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = model(x, y) / grad_accum
+                    scaler.scale(loss).backward()
+                    if (it + 1) % grad_accum == 0:
+                        sched.step()
+                        scaler.step(optim)
+                        scaler.update()
+                        optim.zero_grad(set_to_none=True)
+            """,
+            line=10,
+            fixed="""
+            import torch
+
+            def train(model, loader, optim, sched, grad_accum):
+                scaler = torch.amp.GradScaler("cuda")
+                for it, (x, y) in enumerate(loader):
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = model(x, y) / grad_accum
+                    scaler.scale(loss).backward()
+                    if (it + 1) % grad_accum == 0:
+                        scaler.step(optim)
+                        sched.step()
+                        scaler.update()
+                        optim.zero_grad(set_to_none=True)
+            """,
+            title="inside the accumulation guard, before scaler.step",
+        ),
+        bad(
+            """
+            import torch
+
+            class Trainer:
+                def __init__(self, model, optimizer, total_steps):
+                    self.model = model
+                    self.optimizer = optimizer
+                    self.lr_scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, total_steps)
+
+                def optimizer_step(self):
+                    self.optimizer.step()
+                    self.optimizer.zero_grad(set_to_none=True)
+
+                def train(self, loader):
+                    for batch in loader:
+                        loss = self.model(**batch).loss
+                        loss.backward()
+                        self.lr_scheduler.step()
+                        self.optimizer_step()
+            """,
+            line=17,
+            title="the optimizer step in a Trainer helper",
+        ),
+        bad(
+            """
+            import torch
+
+            def train_step(model, batch, opt, sched):
+                sched.step()
+                loss = model(**batch).loss
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                return loss.item()
+            """,
+            line=4,
+            title="an update function",
+        ),
+        good(
+            """
+            import torch
+
+            sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-3, total_steps=10_000)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                opt.step()
+                sched.step()
+            """,
+            title="scheduler after the optimizer",
+        ),
+        good(
+            """
+            import torch
+
+            scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30, gamma=0.1)
+            for epoch in range(90):
+                scheduler.step()
+                for x, y in train_loader:
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+            """,
+            title="per-epoch scheduler in the outer loop: not the same update",
+        ),
+        good(
+            """
+            import torch
+
+            plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, mode="min", patience=3)
+            for step, (x, y) in enumerate(loader):
+                if step % eval_every == 0:
+                    plateau.step(evaluate(model, val_loader))
+                loss = criterion(model(x), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+            """,
+            title="ReduceLROnPlateau stepped with a validation metric",
+        ),
+        good(
+            """
+            import torch
+
+            for real, _ in loader:
+                d_loss = d_criterion(netD, netG, real)
+                d_loss.backward()
+                optD.step()
+                schedD.step()
+                optD.zero_grad()
+                g_loss = g_criterion(netD, netG, real)
+                g_loss.backward()
+                optG.step()
+                schedG.step()
+                optG.zero_grad()
+            """,
+            title="GAN: each scheduler follows its own optimizer",
+        ),
+        good(
+            """
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=4)
+            model, optimizer, loader, lr_scheduler = accelerator.prepare(model, optimizer, loader, lr_scheduler)
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    lr_scheduler.step()
+                    optimizer.zero_grad()
+            """,
+            title="Accelerate accumulation with a prepared scheduler after the step",
+        ),
+    )
+
+    def check(self, ctx):
+        model = ctx.model(amp_model)
+        for unit in model.units:
+            if unit.loop is not None and not unit.loop.innermost:
+                continue  # an outer loop's scheduler runs on a slower clock (per epoch)
+            steps = [e for e in unit.of_kind(*OPTIMIZER_STEPS) if not e.engine]
+            if not steps:
+                continue
+            first_step = steps[0]
+            position = unit.events.index(first_step)
+            if not per_update(model, unit, first_step):
+                continue
+            for sched in unit.events[:position]:
+                if sched.kind != SCHED_STEP or sched.has_args:
+                    continue
+                if not per_update(model, unit, sched):
+                    continue  # stepped per micro-batch: TL101
+                yield self.report(
+                    sched.node,
+                    f"`{describe(sched.node, ctx)}` runs before `{describe(first_step.node, ctx)}` in the "
+                    f"same update: the schedule skips its first value and every update uses the next "
+                    f"one; step the scheduler after the optimizer",
+                    _swap_fix(ctx, sched, first_step),
+                )
+
+
+def _swap_fix(ctx, sched, step) -> FixSpec | None:
+    """Swap the scheduler's line with the optimizer's when they are adjacent, one statement each,
+    in the same block, without comments that would end up describing the other line."""
+    if sched.via != step.via:
+        return None
+    index = ctx.index
+    sched_stmt, step_stmt = index.enclosing_statement(sched.node), index.enclosing_statement(step.node)
+    if not (isinstance(sched_stmt, cst.Expr) and isinstance(step_stmt, cst.Expr)):
+        return None
+    if sched_stmt.value is not sched.node or step_stmt.value is not step.node:
+        return None
+    sched_line, step_line = index.parent(sched_stmt), index.parent(step_stmt)
+    if not (isinstance(sched_line, cst.SimpleStatementLine) and isinstance(step_line, cst.SimpleStatementLine)):
+        return None
+    if len(sched_line.body) != 1 or len(step_line.body) != 1:
+        return None
+    if sched_line.trailing_whitespace.comment or step_line.trailing_whitespace.comment:
+        return None
+    if any(line.comment for line in step_line.leading_lines):
+        return None
+    block = index.parent(sched_line)
+    if block is None or index.parent(step_line) is not block:
+        return None
+    body = list(block.body)
+    if body.index(step_line) != body.index(sched_line) + 1:
+        return None
+    return FixSpec(
+        f"Move `{describe(sched.node, ctx)}` after `{describe(step.node, ctx)}`",
+        safe=False,
+        replacements=((sched_stmt, ctx.code_for(step_stmt)), (step_stmt, ctx.code_for(sched_stmt))),
+    )

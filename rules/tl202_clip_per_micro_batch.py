@@ -1,0 +1,245 @@
+"""TL202 clip-per-micro-batch."""
+
+from __future__ import annotations
+
+from trainlint.amp import CLIP, amp_model, describe, per_update
+from trainlint.finding import Severity
+from trainlint.rule import Rule, bad, good
+
+
+class ClipPerMicroBatch(Rule):
+    code = "TL202"
+    name = "clip-per-micro-batch"
+    severity = Severity.ERROR
+    summary = "Under gradient accumulation, clipping on every micro-batch instead of once per update"
+    message = "gradients are clipped on every micro-batch, on a partial sum of the window"
+    triggers = ("clip_grad", "clip_gradients")
+    what_it_does = """
+        Under accumulation (the backward runs on every micro-batch while the optimizer step is
+        guarded by `if (i + 1) % K == 0:`, `if micro % K: continue`, a nested micro-batch loop, or
+        `with accelerator.accumulate(model):`), flags a clipping call that runs on every micro-batch
+        rather than once per update: outside the guarded branch, before the `continue` guard, inside
+        the micro-batch loop, or inside `accelerator.accumulate` without
+        `if accelerator.sync_gradients:`.
+        """
+    why_bad = """
+        `clip_grad_norm_` rescales the whole `.grad`, which at that point holds the sum of the window
+        so far. Clipping it on every micro-batch clips partial sums: an early micro-batch's
+        contribution is shrunk once per later clip while the last one is shrunk once, so the window's
+        gradient is no longer the (clipped) gradient of the large batch, and the threshold is compared
+        with norms of 1/K, 2/K, ... of the window rather than with the update's norm. The logged norm
+        is the norm of a partial sum. With fp16 AMP it is worse: `scaler.unscale_(opt)` may run only
+        once per update, so an unscale per micro-batch raises, and Accelerate's `clip_grad_norm_`
+        unscales on each call. Clip once, after the last backward of the window and before the step.
+        """
+    references = (
+        "https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation",
+        "https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation",
+        "https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_norm_.html",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+
+            grad_accum = 4
+            for it, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y) / grad_accum
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if (it + 1) % grad_accum == 0:
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+            """,
+            line=7,
+            title="clip before the accumulation guard",
+        ),
+        bad(
+            """
+            import torch
+
+            def train(model, loader, optim, accumulation_steps=8, max_norm=1.0):
+                for micro_step, batch in enumerate(loader):
+                    loss = model(**batch).loss / accumulation_steps
+                    loss.backward()
+                    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                    if (micro_step + 1) % accumulation_steps != 0:
+                        continue
+                    optim.step()
+                    optim.zero_grad()
+            """,
+            line=7,
+            title="clip before a continue guard",
+        ),
+        bad(
+            """
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=4)
+            model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+            """,
+            line=9,
+            title="Accelerate accumulate block without a sync_gradients guard",
+        ),
+        bad(
+            """
+            import torch
+
+            class Trainer:
+                def __init__(self, model, opt, grad_accum):
+                    self.model, self.opt, self.grad_accum = model, opt, grad_accum
+
+                def train_step(self, batches):
+                    for micro_batch in batches:
+                        loss = self.model(micro_batch) / self.grad_accum
+                        loss.backward()
+                        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                    self.opt.step()
+                    self.opt.zero_grad(set_to_none=True)
+
+                def fit(self, loader):
+                    for batches in loader:
+                        self.train_step(batches)
+            """,
+            line=11,
+            title="clip inside the micro-batch loop of a Trainer step",
+        ),
+        bad(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler("cuda")
+            for i, (x, y) in enumerate(loader):
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = criterion(model(x), y) / 2
+                scaler.scale(loss).backward()
+                scaler.unscale_(opt)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if (i + 1) % 2 == 0:
+                    scaler.step(opt)
+                    scaler.update()
+                    opt.zero_grad()
+            """,
+            line=9,
+            title="AMP: unscale_ and clip on every micro-batch",
+        ),
+        good(
+            """
+            import torch
+
+            grad_accum = 4
+            for it, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y) / grad_accum
+                loss.backward()
+                if (it + 1) % grad_accum == 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+            """,
+            title="clip inside the guarded update",
+        ),
+        good(
+            """
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=4)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    if accelerator.sync_gradients:
+                        accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="Accelerate: clip only when gradients are synchronised",
+        ),
+        good(
+            """
+            import torch
+
+            for x, y in loader:
+                opt.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+            """,
+            title="no accumulation: every batch is an update",
+        ),
+        good(
+            """
+            import torch
+
+            def train(model, loader, optim, grad_accum):
+                for micro_step, batch in enumerate(loader):
+                    loss = model(**batch).loss / grad_accum
+                    loss.backward()
+                    if (micro_step + 1) % grad_accum != 0:
+                        continue
+                    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    optim.step()
+                    optim.zero_grad(set_to_none=True)
+            """,
+            title="clip after the continue guard",
+        ),
+        good(
+            """
+            import torch
+
+            for step in range(max_steps):
+                for micro in range(grad_accum):
+                    x, y = get_batch("train")
+                    loss = model(x, y) / grad_accum
+                    loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            """,
+            title="nanoGPT style: clip after the micro-batch loop",
+        ),
+    )
+
+    def check(self, ctx):
+        model = ctx.model(amp_model)
+        for unit in model.units:
+            loop = unit.loop
+            if loop is None or not loop.innermost or not loop.accumulates or loop.guard is None:
+                continue
+            for clip in unit.of_kind(CLIP):
+                if per_update(model, unit, clip):
+                    continue
+                yield self.report(
+                    clip.node,
+                    f"`{describe(clip.node, ctx)}` runs on every micro-batch but the optimizer steps once "
+                    f"per {_window(ctx, loop.guard)}: it clips a partial sum of the window; "
+                    f"{_advice(loop.guard)}",
+                )
+
+
+def _window(ctx, guard) -> str:
+    if guard.kind == "accelerate":
+        return "`accelerator.accumulate` window"
+    if guard.kind == "micro_loop":
+        return "pass of the micro-batch loop"
+    condition = describe(guard.condition, ctx, 40) if guard.condition is not None else "update"
+    return f"window (`{condition}`)"
+
+
+def _advice(guard) -> str:
+    if guard.kind == "accelerate":
+        return "clip under `if accelerator.sync_gradients:`"
+    if guard.kind == "micro_loop":
+        return "clip once after the micro-batch loop, before the step"
+    if guard.kind == "continue":
+        return "clip after the `continue` guard, before the step"
+    return "clip inside the guarded update, before the step"
