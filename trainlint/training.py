@@ -283,6 +283,9 @@ class TrainingModel:
         if guard is not None:
             if guard.kind == "accelerate":
                 return guard
+            # another optimizer stepping on every iteration (a GAN's critic) is not accumulation
+            if any(not self._under_guard(loop, ref, guard) for ref in steps):
+                return None
             if any(not self._under_guard(loop, ref, guard) for ref in backwards):
                 return guard
             return None

@@ -1,0 +1,276 @@
+"""TL101 scheduler-step-per-micro-batch."""
+
+from __future__ import annotations
+
+from trainlint.finding import Severity
+from trainlint.rule import Rule, bad, good
+from trainlint.training import training_model
+from trainlint.accumulation import describe_k, is_plateau_scheduler
+
+
+class SchedulerStepPerMicroBatch(Rule):
+    code = "TL101"
+    name = "scheduler-step-per-micro-batch"
+    severity = Severity.ERROR
+    summary = "Under gradient accumulation, an LR scheduler steps on every micro-batch instead of once per update"
+    message = "the LR scheduler steps on every micro-batch while the optimizer steps once per update"
+    triggers = (("backward", "step(", "sched"),)
+    what_it_does = """
+        Finds training loops that accumulate gradients (the backward runs on every iteration while
+        the optimizer step is guarded by `if (i + 1) % K == 0:`, `if micro % K: continue`,
+        `accelerator.sync_gradients`, or runs after a nested micro-batch loop) and flags an LR
+        scheduler's `.step()` that runs on every micro-batch rather than inside the update.
+
+        Under Accelerate, a scheduler passed to `accelerator.prepare` is accumulation-aware (it
+        only advances when gradients sync), so stepping it inside `with accelerator.accumulate(...)`
+        is fine; a scheduler that was not prepared is flagged. Per-epoch schedulers stepped outside
+        the batch loop and `ReduceLROnPlateau.step(metric)` are not about the update clock and are
+        left alone.
+        """
+    why_bad = """
+        A training run has three clocks: micro-batches, optimizer updates, and data seen. The LR
+        schedule belongs to the update clock: warmup and decay lengths are counted in optimizer
+        steps. Stepping the scheduler on every micro-batch advances it K times per update, so a
+        cosine or linear schedule built for N updates reaches its end after N/K updates and the
+        rest of the run trains at the final (often zero) learning rate; warmup is K times shorter
+        too. Nothing crashes and the loss still goes down, so the bug shows up only as a worse
+        model. (`OneCycleLR` raises once it is stepped past `total_steps`.)
+        """
+    references = (
+        "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate",
+        "https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation",
+        "https://huggingface.co/docs/transformers/main_classes/optimizer_schedules",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+            from torch.optim.lr_scheduler import CosineAnnealingLR
+
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            scheduler = CosineAnnealingLR(optimizer, T_max=num_updates)
+            for i, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x), y) / accum_steps
+                loss.backward()
+                scheduler.step()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            line=9,
+            title="plain loop: the scheduler steps outside the update branch",
+        ),
+        bad(
+            """
+            import torch
+            from transformers import get_linear_schedule_with_warmup
+
+            def train(model, loader, grad_accum=8):
+                optim = torch.optim.AdamW(model.parameters(), lr=5e-5)
+                lr_sched = get_linear_schedule_with_warmup(optim, 100, len(loader) // grad_accum)
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / grad_accum
+                    loss.backward()
+                    lr_sched.step()
+                    if step % grad_accum != 0:
+                        continue
+                    optim.step()
+                    optim.zero_grad()
+            """,
+            line=10,
+            title="HF-style train() with a continue guard",
+        ),
+        bad(
+            """
+            import torch
+
+            class Trainer:
+                def __init__(self, model, loader, accum):
+                    self.model, self.loader, self.accum = model, loader, accum
+                    self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+                    self.lr_scheduler = torch.optim.lr_scheduler.OneCycleLR(self.optimizer, 0.1, total_steps=1000)
+
+                def training_step(self, x, y):
+                    loss = torch.nn.functional.cross_entropy(self.model(x), y) / self.accum
+                    loss.backward()
+                    self.lr_scheduler.step()
+
+                def fit(self):
+                    for it, (x, y) in enumerate(self.loader):
+                        self.training_step(x, y)
+                        if (it + 1) % self.accum == 0:
+                            self.optimizer.step()
+                            self.optimizer.zero_grad(set_to_none=True)
+            """,
+            line=12,
+            title="Trainer class: the scheduler steps inside the per-micro-batch helper",
+        ),
+        bad(
+            """
+            import torch
+            from accelerate import Accelerator
+            from transformers import get_cosine_schedule_with_warmup
+
+            accelerator = Accelerator(gradient_accumulation_steps=4)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            sched = get_cosine_schedule_with_warmup(opt, 500, 10_000)
+            model, opt, train_dl = accelerator.prepare(model, opt, train_dl)
+            for batch in train_dl:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    opt.step()
+                    sched.step()
+                    opt.zero_grad()
+            """,
+            line=14,
+            title="Accelerate: a scheduler that was not passed to accelerator.prepare",
+        ),
+        bad(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler("cuda")
+            for it in range(max_iters):
+                for micro_step in range(gradient_accumulation_steps):
+                    x, y = get_batch("train")
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        logits, loss = model(x, y)
+                        loss = loss / gradient_accumulation_steps
+                    scaler.scale(loss).backward()
+                    sched.step()
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+            """,
+            line=11,
+            title="nested micro-batch loop with AMP",
+        ),
+        good(
+            """
+            import torch
+            from torch.optim.lr_scheduler import CosineAnnealingLR
+
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            scheduler = CosineAnnealingLR(optimizer, T_max=num_updates)
+            for i, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x), y) / accum_steps
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+            """,
+            title="the scheduler steps inside the update branch",
+        ),
+        good(
+            """
+            import torch
+
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            sched = torch.optim.lr_scheduler.StepLR(opt, step_size=30)
+            for epoch in range(90):
+                for i, (x, y) in enumerate(loader):
+                    loss = loss_fn(model(x), y) / 4
+                    loss.backward()
+                    if (i + 1) % 4 == 0:
+                        opt.step()
+                        opt.zero_grad()
+                sched.step()
+            """,
+            title="a per-epoch scheduler stepped outside the batch loop",
+        ),
+        good(
+            """
+            import torch
+
+            opt = torch.optim.Adam(model.parameters())
+            plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=3)
+            for step, (x, y) in enumerate(loader):
+                (loss_fn(model(x), y) / accum).backward()
+                if (step + 1) % accum == 0:
+                    opt.step()
+                    opt.zero_grad()
+                if (step + 1) % eval_every == 0:
+                    plateau.step(evaluate(model, val_loader))
+            """,
+            title="ReduceLROnPlateau stepped once per evaluation",
+        ),
+        good(
+            """
+            import torch
+            from accelerate import Accelerator
+            from transformers import get_scheduler
+
+            accelerator = Accelerator(gradient_accumulation_steps=4)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+            lr_scheduler = get_scheduler("linear", optimizer, num_warmup_steps=0, num_training_steps=1000)
+            model, optimizer, loader, lr_scheduler = accelerator.prepare(model, optimizer, loader, lr_scheduler)
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    lr_scheduler.step()
+                    optimizer.zero_grad()
+            """,
+            title="a scheduler prepared by Accelerate skips non-sync micro-batches",
+        ),
+        good(
+            """
+            import torch
+
+            optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            sched = torch.optim.lr_scheduler.LinearLR(optim, start_factor=0.1, total_iters=500)
+            for batch in loader:
+                loss = model(batch["input"]).mean()
+                loss.backward()
+                optim.step()
+                sched.step()
+                optim.zero_grad()
+            """,
+            title="no accumulation: one batch per update",
+        ),
+        good(
+            """
+            import torch
+
+            def train(model, loader, opt, sched, accum):
+                for micro, (x, y) in enumerate(loader, start=1):
+                    loss = torch.nn.functional.mse_loss(model(x), y) / accum
+                    loss.backward()
+                    if micro % accum:
+                        continue
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    opt.step()
+                    sched.step()
+                    opt.zero_grad(set_to_none=True)
+            """,
+            title="the scheduler steps after the continue guard",
+        ),
+    )
+
+    def check(self, ctx):
+        model = ctx.model(training_model)
+        for loop in model.loops:
+            if not (loop.innermost and loop.accumulates):
+                continue
+            accelerate = model.accelerate_accumulation(loop)
+            for ref in model.own_calls(loop):
+                if not model.is_scheduler_step(ref.node, ref.scope) or is_plateau_scheduler(model, ref):
+                    continue
+                if model.runs_per_update(loop, ref):
+                    continue
+                name = ctx.code_for(ref.node.func.value)
+                k = describe_k(ctx, loop)
+                if accelerate is not None and loop.guard.kind == "accelerate":
+                    message = (f"`{name}.step()` runs on every micro-batch: `{name}` was not passed to "
+                               "`accelerator.prepare`, so Accelerate does not hold it back between gradient syncs "
+                               f"(gradient_accumulation_steps={k.strip('`')}) and the schedule advances {k} times "
+                               f"per update; prepare `{name}` together with the optimizer")
+                else:
+                    message = (f"`{name}.step()` runs on every micro-batch, but the optimizer steps once every "
+                               f"{k} micro-batches: the schedule advances {k} times per update (a cosine/linear "
+                               "schedule ends that many times early); step it once per update, after the "
+                               "optimizer step")
+                yield self.report(ref.node, message)

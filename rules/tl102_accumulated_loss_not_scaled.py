@@ -1,0 +1,346 @@
+"""TL102 accumulated-loss-not-scaled."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from trainlint.accumulation import MEAN, LossTracer, describe_k
+from trainlint.finding import Severity
+from trainlint.rule import FixSpec, Rule, bad, good
+from trainlint.training import training_model
+
+
+class AccumulatedLossNotScaled(Rule):
+    code = "TL102"
+    name = "accumulated-loss-not-scaled"
+    severity = Severity.ERROR
+    summary = "Under gradient accumulation, backward on a per-micro-batch mean loss that is not divided by K"
+    message = "the accumulated gradient is K times too large: the mean loss is not divided by K"
+    triggers = (("backward", "step("),)
+    what_it_does = """
+        Finds training loops that accumulate gradients over K micro-batches (the backward runs on
+        every iteration while the optimizer step is guarded, or the backward runs in a nested
+        micro-batch loop) and flags the backward call when the loss it receives is a
+        per-micro-batch mean (`criterion(out, y)`, `model(**batch).loss`, `F.cross_entropy(...)`)
+        that is neither divided by K nor weighted by the window's sample or token count.
+
+        The loss is followed through its assignments (`loss = loss / K`, `loss /= K`,
+        `(loss / K).backward()`, `scaler.scale(loss / K)`) and into same-file helpers.
+        `accelerator.backward(loss)` on an Accelerator created with `gradient_accumulation_steps`
+        divides by K itself and is not flagged; sum-reduced losses and losses weighted by
+        anything the rule cannot read are left alone.
+        """
+    why_bad = """
+        `backward()` adds into `.grad`. Over a window of K micro-batches the accumulated gradient is
+        the sum of K mean-loss gradients, which is K times the gradient of the mean over the whole
+        window. Under SGD that multiplies the effective learning rate by K; Adam mostly hides the
+        scale, but gradient-clipping thresholds, logged gradient norms and weight decay balance are
+        all off by K, and changing K changes the training dynamics. Dividing each micro-batch mean
+        by K (or the summed losses by the window's total count) makes the accumulated gradient
+        equal to the large-batch gradient.
+        """
+    references = (
+        "https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation",
+        "https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation",
+        "https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+
+            for i, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x), y)
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            line=5,
+            fixed="""
+            import torch
+
+            for i, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x), y)
+                (loss / accum_steps).backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="plain loop, loss not divided",
+        ),
+        bad(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler("cuda")
+            for it in range(max_iters):
+                for micro_step in range(grad_accum):
+                    x, y = get_batch("train")
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        logits, loss = model(x, y)
+                    scaler.scale(loss).backward()
+                scaler.unscale_(opt)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad(set_to_none=True)
+            """,
+            line=9,
+            fixed="""
+            import torch
+
+            scaler = torch.amp.GradScaler("cuda")
+            for it in range(max_iters):
+                for micro_step in range(grad_accum):
+                    x, y = get_batch("train")
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        logits, loss = model(x, y)
+                    scaler.scale(loss / grad_accum).backward()
+                scaler.unscale_(opt)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad(set_to_none=True)
+            """,
+            title="nested micro-batch loop with AMP",
+        ),
+        bad(
+            """
+            def train(model, loader, optim, sched, accumulation_steps):
+                model.train()
+                for step, batch in enumerate(loader):
+                    outputs = model(**batch)
+                    outputs.loss.backward()
+                    if step % accumulation_steps != 0:
+                        continue
+                    optim.step()
+                    sched.step()
+                    optim.zero_grad()
+            """,
+            line=5,
+            fixed="""
+            def train(model, loader, optim, sched, accumulation_steps):
+                model.train()
+                for step, batch in enumerate(loader):
+                    outputs = model(**batch)
+                    (outputs.loss / accumulation_steps).backward()
+                    if step % accumulation_steps != 0:
+                        continue
+                    optim.step()
+                    sched.step()
+                    optim.zero_grad()
+            """,
+            title="HF-style batch dict with a continue guard",
+        ),
+        bad(
+            """
+            import torch.nn.functional as F
+
+            class Trainer:
+                def compute_loss(self, batch):
+                    logits = self.model(batch["x"])
+                    return F.cross_entropy(logits, batch["y"])
+
+                def fit(self):
+                    for it, batch in enumerate(self.train_loader):
+                        loss = self.compute_loss(batch)
+                        loss.backward()
+                        if (it + 1) % self.grad_accum == 0:
+                            self.opt.step()
+                            self.opt.zero_grad(set_to_none=True)
+            """,
+            line=11,
+            fixed="""
+            import torch.nn.functional as F
+
+            class Trainer:
+                def compute_loss(self, batch):
+                    logits = self.model(batch["x"])
+                    return F.cross_entropy(logits, batch["y"])
+
+                def fit(self):
+                    for it, batch in enumerate(self.train_loader):
+                        loss = self.compute_loss(batch)
+                        (loss / self.grad_accum).backward()
+                        if (it + 1) % self.grad_accum == 0:
+                            self.opt.step()
+                            self.opt.zero_grad(set_to_none=True)
+            """,
+            title="Trainer class: the loss comes from a helper method",
+        ),
+        bad(
+            """
+            from accelerate import Accelerator
+
+            accelerator = Accelerator()
+            model, opt, loader = accelerator.prepare(model, opt, loader)
+            for micro_step, batch in enumerate(loader):
+                loss = model(**batch).loss
+                accelerator.backward(loss)
+                if micro_step == accumulation_steps - 1 or (micro_step + 1) % accumulation_steps == 0:
+                    opt.step()
+                    opt.zero_grad()
+            """,
+            line=7,
+            fixed="""
+            from accelerate import Accelerator
+
+            accelerator = Accelerator()
+            model, opt, loader = accelerator.prepare(model, opt, loader)
+            for micro_step, batch in enumerate(loader):
+                loss = model(**batch).loss
+                accelerator.backward(loss / accumulation_steps)
+                if micro_step == accumulation_steps - 1 or (micro_step + 1) % accumulation_steps == 0:
+                    opt.step()
+                    opt.zero_grad()
+            """,
+            title="manual accumulation around an Accelerator created without gradient_accumulation_steps",
+        ),
+        good(
+            """
+            import torch
+
+            for i, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x), y)
+                loss = loss / accum_steps
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="`loss = loss / K` on its own line before backward",
+        ),
+        good(
+            """
+            def update_window(model, optimizer, batches, loss_fn):
+                total = sum(len(target) for _, target in batches)
+                optimizer.zero_grad(set_to_none=True)
+                for inputs, target in batches:
+                    loss = loss_fn(model(inputs), target)
+                    (loss * len(target) / total).backward()
+                optimizer.step()
+
+            for step in range(num_updates):
+                update_window(model, optimizer, next_window(), loss_fn)
+            """,
+            title="each micro-batch mean weighted by its share of the window",
+        ),
+        good(
+            """
+            import torch.nn.functional as F
+
+            for step in range(num_updates):
+                micro_batches = next(windows)
+                n_tokens = sum(int((mb["labels"] != -100).sum()) for mb in micro_batches)
+                for mb in micro_batches:
+                    logits = model(mb["input_ids"])
+                    loss = F.cross_entropy(logits.flatten(0, 1), mb["labels"].flatten(),
+                                           ignore_index=-100, reduction="sum")
+                    (loss / n_tokens).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            """,
+            title="reduction='sum' divided by the window's token count",
+        ),
+        good(
+            """
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=8)
+            model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+            for batch in dl:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="accelerator.backward divides by gradient_accumulation_steps itself",
+        ),
+        good(
+            """
+            import torch
+
+            for x, y in loader:
+                optim.zero_grad()
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                optim.step()
+            """,
+            title="no accumulation: one batch per update",
+        ),
+        good(
+            """
+            import torch
+
+            scaler = torch.cuda.amp.GradScaler()
+            for i, batch in enumerate(loader):
+                with torch.autocast("cuda"):
+                    loss = model(**batch).loss / grad_accum
+                scaler.scale(loss).backward()
+                if (i + 1) % grad_accum == 0:
+                    scaler.step(opt)
+                    scaler.update()
+                    opt.zero_grad()
+            """,
+            title="division inside the autocast block, AMP backward",
+        ),
+    )
+
+    def check(self, ctx):
+        model = ctx.model(training_model)
+        for loop in model.loops:
+            if not (loop.innermost and loop.accumulates):
+                continue
+            tracer = LossTracer(model, loop)
+            for ref in loop.backward_calls:
+                if model._inner_loop(loop, ref) is not None or model.runs_per_update(loop, ref):
+                    continue
+                backward = tracer.backward_loss(ref)
+                if backward.loss is None or backward.accelerate_divides:
+                    continue
+                trace = tracer.trace(backward.loss, ref.scope, ref.via)
+                if trace.kind != MEAN:
+                    continue
+                k = describe_k(ctx, loop)
+                loss_text = ctx.code_for(backward.loss)
+                message = (f"`{loss_text}` is a per-micro-batch mean, but gradients of {k} micro-batches add up "
+                           f"before each optimizer step: the update's gradient is {k} times too large; divide the "
+                           f"loss by {k} (or weight it by the micro-batch's share of the window's samples/tokens)")
+                yield self.report(ref.node, message, self._fix(ctx, loop, ref, backward))
+
+    def _fix(self, ctx, loop, ref, backward) -> FixSpec | None:
+        """`(loss / K)` in place of the loss, when K is a name or number readable where backward is."""
+        k = loop.k
+        if k is None or not _readable_at(ctx, loop, k, ref):
+            return None
+        loss = backward.loss
+        loss_text = ctx.code_for(loss)
+        if not isinstance(loss, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
+            loss_text = f"({loss_text})"
+        divided = f"{loss_text} / {ctx.code_for(k)}"
+        func = ref.node.func
+        in_receiver = isinstance(func, cst.Attribute) and func.value is loss
+        replacement = f"({divided})" if in_receiver else divided
+        return FixSpec(f"Divide the loss by `{ctx.code_for(k)}` before backward", safe=False,
+                       replacements=((loss, replacement),))
+
+
+def _readable_at(ctx, loop, k: cst.BaseExpression, ref) -> bool:
+    if isinstance(k, (cst.Integer, cst.Float)):
+        return True
+    if loop.guard is None or loop.guard.scope is None:
+        return False
+    if isinstance(k, cst.Attribute) and isinstance(k.value, cst.Name) and k.value.value == "self":
+        return any(s.kind == "class" for s in _scopes(ref.scope)) and \
+            any(s.kind == "class" for s in _scopes(loop.guard.scope))
+    if isinstance(k, (cst.Name, cst.Attribute)):
+        return loop.guard.scope is ref.scope
+    return False
+
+
+def _scopes(scope):
+    while scope is not None:
+        yield scope
+        scope = scope.parent

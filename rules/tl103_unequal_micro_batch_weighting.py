@@ -1,0 +1,291 @@
+"""TL103 unequal-micro-batch-weighting."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from trainlint.accumulation import MEAN, LossTracer, Trace
+from trainlint.finding import Severity
+from trainlint.index import keyword_arg
+from trainlint.rule import Rule, bad, good
+from trainlint.training import training_model
+
+
+class UnequalMicroBatchWeighting(Rule):
+    code = "TL103"
+    name = "unequal-micro-batch-weighting"
+    severity = Severity.WARNING
+    summary = "A mean loss divided by the number of micro-batches where micro-batches can differ in size"
+    message = "dividing each micro-batch mean by K misweights micro-batches of different sizes"
+    triggers = (("backward", "step("),)
+    what_it_does = """
+        Under gradient accumulation, flags the division of a per-micro-batch mean loss by a
+        constant number of micro-batches (`loss / K`, `loss /= grad_accum`, `loss / len(batches)`)
+        when the micro-batches of one window can hold different numbers of examples or tokens:
+
+        - a token-level loss with padding (`ignore_index`, a loss normalised by a mask count, or a
+          language-model `outputs.loss` in a file that pads labels with -100 or uses attention
+          masks): valid-token counts differ in every window;
+        - micro-batches taken from a list or window of batches whose sizes are not fixed;
+        - a `DataLoader` without `drop_last=True`: the last micro-batch of an epoch can be short,
+          so the last window of each epoch is misweighted.
+
+        Equal micro-batches (a loader with `drop_last=True`, fixed-size sampling such as
+        `get_batch`, per-example losses) make `loss / K` exact and are not flagged.
+        """
+    why_bad = """
+        Dividing each micro-batch's mean by K gives every micro-batch the same weight in the
+        update. That equals the large-batch mean only when every micro-batch holds the same number
+        of examples (or valid tokens). When they differ, examples in small micro-batches count more
+        than examples in large ones: with chunks of 12, 12 and 8 examples, each example of the
+        short chunk weighs 1.5 times as much. For a padded language-model batch the valid-token
+        count varies in every micro-batch, so every update is biased. Sum the losses (or
+        `reduction="sum"`) and divide by the window's total example or valid-token count, or weight
+        each micro-batch mean by its share of the window.
+        """
+    references = (
+        "https://huggingface.co/blog/gradient_accumulation",
+        "https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html",
+        "https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            for i, batch in enumerate(train_loader):
+                logits = model(batch["input_ids"], attention_mask=batch["attention_mask"])
+                loss = F.cross_entropy(logits.view(-1, logits.size(-1)), batch["labels"].view(-1),
+                                       ignore_index=-100)
+                loss = loss / grad_accum
+                loss.backward()
+                if (i + 1) % grad_accum == 0:
+                    opt.step()
+                    opt.zero_grad()
+            """,
+            line=8,
+            title="token-level loss with ignore_index divided by K",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(train_set, batch_size=32, shuffle=True)
+            for epoch in range(epochs):
+                for step, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    (loss / accumulation_steps).backward()
+                    if (step + 1) % accumulation_steps == 0:
+                        optim.step()
+                        optim.zero_grad()
+            """,
+            line=8,
+            title="a DataLoader that can end an epoch on a short batch",
+        ),
+        bad(
+            """
+            def train_window(model, optimizer, micro_batches, loss_fn):
+                optimizer.zero_grad(set_to_none=True)
+                for inputs, target in micro_batches:
+                    loss = loss_fn(model(inputs), target)
+                    (loss / len(micro_batches)).backward()
+                optimizer.step()
+
+            for step in range(num_updates):
+                train_window(model, optimizer, next(window_iter), loss_fn)
+            """,
+            line=5,
+            title="a list of micro-batches of any size, divided by its length",
+        ),
+        bad(
+            """
+            from transformers import AutoModelForCausalLM, DataCollatorForLanguageModeling
+
+            model = AutoModelForCausalLM.from_pretrained("gpt2")
+            collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)
+            for it, batch in enumerate(loader):
+                outputs = model(**batch)
+                loss = outputs.loss
+                loss /= args.gradient_accumulation_steps
+                loss.backward()
+                if (it + 1) % args.gradient_accumulation_steps == 0:
+                    optimizer.step()
+                    lr_scheduler.step()
+                    optimizer.zero_grad()
+            """,
+            line=8,
+            title="HF causal LM loss (mean over valid tokens) divided by K",
+        ),
+        bad(
+            """
+            import torch
+
+            class Trainer:
+                def __init__(self, model, dataset, accum):
+                    self.model, self.accum = model, accum
+                    self.loader = torch.utils.data.DataLoader(dataset, batch_size=16, shuffle=True)
+                    self.opt = torch.optim.AdamW(model.parameters())
+
+                def fit(self):
+                    for it, (x, y) in enumerate(self.loader):
+                        loss = torch.nn.functional.mse_loss(self.model(x), y) / self.accum
+                        loss.backward()
+                        if (it + 1) % self.accum == 0:
+                            self.opt.step()
+                            self.opt.zero_grad()
+            """,
+            line=11,
+            title="Trainer class whose loader keeps the short last batch",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(train_set, batch_size=32, shuffle=True, drop_last=True)
+            for epoch in range(epochs):
+                for step, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    (loss / accumulation_steps).backward()
+                    if (step + 1) % accumulation_steps == 0:
+                        optim.step()
+                        optim.zero_grad()
+            """,
+            title="drop_last=True: every micro-batch has the same size",
+        ),
+        good(
+            """
+            import torch.nn.functional as F
+
+            for step in range(num_updates):
+                window = next(windows)
+                n_valid = sum(int((mb["labels"] != -100).sum()) for mb in window)
+                for mb in window:
+                    logits = model(mb["input_ids"])
+                    loss = F.cross_entropy(logits.flatten(0, 1), mb["labels"].flatten(),
+                                           ignore_index=-100, reduction="sum")
+                    (loss / n_valid).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            """,
+            title="summed token loss divided by the window's valid-token count",
+        ),
+        good(
+            """
+            for it in range(max_iters):
+                for micro_step in range(gradient_accumulation_steps):
+                    x, y = get_batch("train")
+                    logits, loss = model(x, y)
+                    loss = loss / gradient_accumulation_steps
+                    loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            """,
+            title="fixed-size sampling with get_batch",
+        ),
+        good(
+            """
+            def update_window(model, optimizer, batches, loss_fn):
+                total = sum(len(target) for _, target in batches)
+                optimizer.zero_grad(set_to_none=True)
+                for inputs, target in batches:
+                    loss = loss_fn(model(inputs), target)
+                    (loss * len(target) / total).backward()
+                optimizer.step()
+
+            for step in range(num_updates):
+                update_window(model, optimizer, next(window_iter), loss_fn)
+            """,
+            title="each micro-batch weighted by its share of the window",
+        ),
+        good(
+            """
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(train_set, batch_size=64)
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+            """,
+            title="no accumulation: nothing is divided by K",
+        ),
+    )
+
+    def check(self, ctx):
+        model = ctx.model(training_model)
+        for loop in model.loops:
+            if not (loop.innermost and loop.accumulates):
+                continue
+            tracer = LossTracer(model, loop)
+            reported = set()
+            for ref in loop.backward_calls:
+                if model._inner_loop(loop, ref) is not None or model.runs_per_update(loop, ref):
+                    continue
+                backward = tracer.backward_loss(ref)
+                if backward.loss is None:
+                    continue
+                trace = tracer.trace(backward.loss, ref.scope, ref.via)
+                if trace.k_division is None or trace.k_numerator != MEAN or id(trace.k_division) in reported:
+                    continue
+                why = self._why_unequal(ctx, tracer, trace)
+                if why is None:
+                    continue
+                reported.add(id(trace.k_division))
+                node = trace.k_division
+                if isinstance(node, cst.BinaryOperation):
+                    node = node.with_changes(lpar=(), rpar=())
+                division = ctx.code_for(node).strip()
+                yield self.report(trace.k_division, (
+                    f"`{division}` gives every micro-batch of a window the same weight, but {why}; sum the "
+                    "losses and divide by the window's total example/valid-token count (or weight each "
+                    "micro-batch mean by its share of the window)"))
+
+    def _why_unequal(self, ctx, tracer: LossTracer, trace: Trace) -> str | None:
+        if trace.token_level:
+            return (f"this is a token-level loss (`{trace.token_level}`) whose valid-token count differs "
+                    "between micro-batches: every window is misweighted")
+        evidence = tracer.file_token_evidence()
+        if evidence and any(_is_model_loss(p) for p in trace.producers):
+            return (f"the model's loss is a mean over valid tokens (the file uses `{evidence}`), and the "
+                    "valid-token count differs between micro-batches: every window is misweighted")
+        guard = tracer.loop.guard
+        if guard.kind == "micro_loop" and isinstance(guard.node, cst.For) and _unsized_window(guard.node):
+            return (f"the micro-batches come from `{ctx.code_for(guard.node.iter)}`, whose batches can differ in "
+                    "size: every window with unequal micro-batches is misweighted")
+        loader, loader_text = tracer.loader_of_loop()
+        if loader is not None:
+            drop_last = keyword_arg(loader, "drop_last")
+            if drop_last is None or (isinstance(drop_last.value, cst.Name) and drop_last.value.value == "False"):
+                if keyword_arg(loader, "batch_sampler") is not None or any(a.star for a in loader.args):
+                    return None
+                return (f"`{loader_text}` has no `drop_last=True`, so the last micro-batch of an epoch can be "
+                        "short: the last window of each epoch is misweighted")
+        return None
+
+
+def _is_model_loss(node: cst.CSTNode) -> bool:
+    """`outputs.loss`, `model(**batch).loss`, `outputs["loss"]`, `outputs[0]`: a model's own loss."""
+    if isinstance(node, cst.Attribute):
+        return node.attr.value == "loss"
+    if isinstance(node, cst.Subscript):
+        return True
+    return False
+
+
+def _unsized_window(loop: cst.For) -> bool:
+    """A micro-batch loop over a list/window of batches (not `range(K)` with fixed-size sampling)."""
+    iterable = loop.iter
+    if isinstance(iterable, cst.Call):
+        func = iterable.func
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+        if name in ("range", "chunk", "split", "tensor_split"):
+            return False
+        if name in ("enumerate", "zip") and iterable.args:
+            inner = iterable.args[0].value
+            return not (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)
+                        and inner.func.attr.value in ("chunk", "split", "tensor_split"))
+    return isinstance(iterable, (cst.Name, cst.Attribute, cst.Subscript, cst.Call))

@@ -1,0 +1,266 @@
+"""TL104 zero-grad-per-micro-batch."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from trainlint.accumulation import describe_k
+from trainlint.finding import Severity
+from trainlint.rule import Rule, bad, good
+from trainlint.training import CallRef, training_model
+
+
+class ZeroGradPerMicroBatch(Rule):
+    code = "TL104"
+    name = "zero-grad-per-micro-batch"
+    severity = Severity.ERROR
+    summary = "Under gradient accumulation, gradients are cleared on every micro-batch"
+    message = "gradients are cleared on every micro-batch, so only the last micro-batch reaches the step"
+    triggers = (("backward", "zero_grad"), ("backward", ".grad = None"), ("backward", ".grad=None"))
+    what_it_does = """
+        Finds training loops that accumulate gradients over K micro-batches and flags a
+        `zero_grad()` (on the optimizer or the model) or a `p.grad = None` that runs on every
+        micro-batch instead of once per update.
+
+        Clearing at the top or bottom of the guarded update, after a `continue` guard, under its
+        own `if i % K == 0:`, before a nested micro-batch loop, or through a prepared optimizer
+        inside `with accelerator.accumulate(model):` (Accelerate skips it between gradient syncs)
+        is correct and not flagged. `model.zero_grad()` inside the Accelerate block is flagged:
+        only the prepared optimizer's `zero_grad` is skipped.
+        """
+    why_bad = """
+        Accumulation relies on `backward()` adding into `.grad` across the K micro-batches of a
+        window. Clearing the gradients on every micro-batch throws the first K-1 contributions
+        away: the optimizer steps on the last micro-batch's gradient alone (and, when the loss was
+        divided by K, a K-times-too-small one). The run trains with a K-times smaller effective
+        batch and a wrong gradient scale, and nothing fails.
+        """
+    references = (
+        "https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html",
+        "https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation",
+        "https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+
+            for i, (x, y) in enumerate(train_loader):
+                optimizer.zero_grad()
+                loss = criterion(model(x), y) / accum_steps
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+            """,
+            line=4,
+            title="zero_grad at the top of every iteration",
+        ),
+        bad(
+            """
+            def train(model, loader, opt, sched, grad_accum):
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / grad_accum
+                    loss.backward()
+                    opt.zero_grad(set_to_none=True)
+                    if step % grad_accum != 0:
+                        continue
+                    opt.step()
+                    sched.step()
+            """,
+            line=5,
+            title="zero_grad before the continue guard",
+        ),
+        bad(
+            """
+            import torch
+
+            class Trainer:
+                def __init__(self, model, accum):
+                    self.model, self.accum = model, accum
+                    self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+                def training_step(self, batch):
+                    self.optimizer.zero_grad()
+                    loss = self.model(**batch).loss / self.accum
+                    loss.backward()
+
+                def fit(self, loader):
+                    for it, batch in enumerate(loader):
+                        self.training_step(batch)
+                        if (it + 1) % self.accum == 0:
+                            self.optimizer.step()
+            """,
+            line=9,
+            title="Trainer class: zero_grad in the per-micro-batch helper",
+        ),
+        bad(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler()
+            for it in range(max_iters):
+                for micro_step in range(accumulation_steps):
+                    x, y = get_batch("train")
+                    for p in model.parameters():
+                        p.grad = None
+                    with torch.autocast("cuda", dtype=torch.bfloat16):
+                        _, loss = model(x, y)
+                    scaler.scale(loss / accumulation_steps).backward()
+                scaler.step(optim)
+                scaler.update()
+            """,
+            line=8,
+            title="p.grad = None inside the micro-batch loop",
+        ),
+        bad(
+            """
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=4)
+            model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+            for batch in dl:
+                with accelerator.accumulate(model):
+                    model.zero_grad()
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+            """,
+            line=7,
+            title="Accelerate skips the prepared optimizer's zero_grad, not model.zero_grad()",
+        ),
+        good(
+            """
+            import torch
+
+            for i, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x), y) / accum_steps
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="zero_grad at the bottom of the guarded update",
+        ),
+        good(
+            """
+            for i, (x, y) in enumerate(loader):
+                if i % grad_accum == 0:
+                    opt.zero_grad(set_to_none=True)
+                (loss_fn(model(x), y) / grad_accum).backward()
+                if (i + 1) % grad_accum == 0:
+                    opt.step()
+            """,
+            title="zero_grad under its own once-per-window condition",
+        ),
+        good(
+            """
+            for it in range(max_iters):
+                model.zero_grad(set_to_none=True)
+                for micro_step in range(accumulation_steps):
+                    x, y = get_batch("train")
+                    _, loss = model(x, y)
+                    (loss / accumulation_steps).backward()
+                optim.step()
+            """,
+            title="model.zero_grad() before the nested micro-batch loop",
+        ),
+        good(
+            """
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=4)
+            model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+            for batch in dl:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="Accelerate: the prepared optimizer's zero_grad is skipped between syncs",
+        ),
+        good(
+            """
+            import torch
+
+            for x, y in loader:
+                for p in model.parameters():
+                    p.grad = None
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+            """,
+            title="no accumulation: clearing every iteration is right",
+        ),
+        good(
+            """
+            def train(model, loader, opt, accum):
+                for micro, (x, y) in enumerate(loader, start=1):
+                    (model(x, y) / accum).backward()
+                    if micro % accum:
+                        continue
+                    opt.step()
+                    for p in model.parameters():
+                        p.grad = None
+            """,
+            title="p.grad = None after the continue guard",
+        ),
+    )
+
+    def check(self, ctx):
+        model = ctx.model(training_model)
+        for loop in model.loops:
+            if not (loop.innermost and loop.accumulates):
+                continue
+            k = describe_k(ctx, loop)
+            order = {id(ref.node): position for position, ref in enumerate(loop.calls)}
+            last_backward = max((order.get(id(b.node), -1) for b in loop.backward_calls), default=-1)
+            for ref in model.own_calls(loop):
+                if model.is_zero_grad(ref.node, ref.scope) and not model.runs_per_update(loop, ref):
+                    name = f"`{ctx.code_for(ref.node.func.value)}.zero_grad()`"
+                    if order[id(ref.node)] > last_backward >= 0:
+                        yield self.report(ref.node, (
+                            f"{name} runs on every micro-batch, after the backward, but the optimizer steps "
+                            f"once every {k} micro-batches: the gradients are cleared before the step can use "
+                            "them, so the optimizer steps on nothing; clear once per update, after the "
+                            "optimizer step"))
+                    else:
+                        yield self.report(ref.node, self._message(name, k))
+            for ref in _grad_none_assignments(model, loop):
+                if not model.runs_per_update(loop, ref):
+                    yield self.report(ref.node, self._message(f"`{ctx.code_for(ref.node)}`", k))
+
+    @staticmethod
+    def _message(what: str, k: str) -> str:
+        return (f"{what} runs on every micro-batch, but the optimizer steps once every {k} micro-batches: "
+                "each clear throws away the gradients accumulated so far and the step sees only the last "
+                "micro-batch's gradient; clear once per update, after the optimizer step")
+
+
+def _grad_none_assignments(model, loop) -> list[CallRef]:
+    """`p.grad = None` statements in the loop body and the same-file helpers it calls, as refs
+    (the statement, its scope and the helper chain) so `runs_per_update` can place them."""
+    bodies = [(loop.node.body, loop.scope, ())]
+    for ref in model.own_calls(loop):
+        target = model.callee(ref.node, ref.scope)
+        if target is not None and len(ref.via) < 3:
+            bodies.append((target.node.body, target.scope, ref.via + (ref.node,)))
+    found = []
+    for body, scope, via in bodies:
+        for node in _walk_no_defs(body):
+            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value == "None" and \
+                    any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad" for t in node.targets):
+                found.append(CallRef(node, scope, via))
+    return found
+
+
+def _walk_no_defs(node: cst.CSTNode):
+    from trainlint.index import iter_children
+
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if current is not node and isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        stack.extend(reversed(list(iter_children(current))))

@@ -1,0 +1,473 @@
+"""How the loss of an accumulating training loop is scaled, and whether its micro-batches are equal.
+
+Under accumulation the gradients of K backward passes add up in `.grad`. A per-micro-batch mean
+loss must be divided by K (exact when the micro-batches of a window have equal size), or the summed
+losses divided by the window's total example/token count (exact always). This module traces the
+expression handed to backward back through the assignments of its name (and one helper boundary)
+and classifies it; TL102 and TL103 read the result.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from trainlint.index import Scope, keyword_arg, positional_args, walk
+from trainlint.roles import LOADER
+from trainlint.training import CallRef, TrainingLoop, TrainingModel
+
+# Divisors that are the number of micro-batches (or the accumulation factor) by their name.
+_K_WORDS = re.compile(r"accum|grad_acc|update_freq|micro|n_?chunks|num_chunks|sub_?batches|(^|\.)k$|^K$", re.I)
+_SIZE_WORDS = re.compile(r"size|len|tokens|count|numel|items", re.I)
+# `len(...)` of these is the number of micro-batches in the window.
+_WINDOW_LISTS = re.compile(r"batches|chunks|micro|splits|shards|window", re.I)
+# A count taken from the current micro-batch alone: the loss becomes a per-micro-batch mean.
+_LOCAL_COUNT_METHODS = {"sum", "numel", "size", "count_nonzero", "nelement"}
+# Text that shows a token-level loss with padding (valid-token counts differ between micro-batches).
+_TOKEN_EVIDENCE = re.compile(r"ignore_index|-100\b|CausalLM|Seq2SeqLM|MaskedLM|ForLanguageModeling|"
+                             r"DataCollatorForSeq2Seq|attention_mask|pad_token_id|padding_value")
+_LOSS_COUNTS = re.compile(r"mask|valid|ntok|n_tok|num_tok|tokens", re.I)
+
+MEAN, SUM, SCALED, UNKNOWN, CYCLE = "mean", "sum", "scaled", "unknown", "cycle"
+
+
+@dataclass
+class Trace:
+    """What a backpropagated loss expression is: a per-micro-batch MEAN, a SUM, SCALED (divided by K
+    or weighted by the window's count), or UNKNOWN. `k_division` is the node holding a division by
+    a constant number of micro-batches; `token_level` the evidence of a token-level loss."""
+
+    kind: str
+    k_division: cst.CSTNode | None = None
+    token_level: str | None = None
+    producers: list[cst.CSTNode] = field(default_factory=list)
+    #: what was divided by K at `k_division` (MEAN: a per-micro-batch mean, the TL103 case)
+    k_numerator: str | None = None
+
+
+@dataclass
+class BackwardLoss:
+    ref: CallRef
+    loss: cst.BaseExpression | None  # the expression handed to backward
+    scope: Scope
+    accelerate_divides: bool  # `accelerator.backward` divides by the Accelerator's K itself
+
+
+class LossTracer:
+    def __init__(self, model: TrainingModel, loop: TrainingLoop) -> None:
+        self.model = model
+        self.ctx = model.ctx
+        self.index = model.index
+        self.loop = loop
+        guard = loop.guard
+        self.k_text = self.ctx.code_for(guard.k) if guard is not None and guard.k is not None else None
+        self.window_iter = self.ctx.code_for(guard.condition) if guard is not None and \
+            guard.kind == "micro_loop" and guard.condition is not None else None
+        self._memo: dict[tuple, Trace] = {}
+
+    # -- what backward receives ---------------------------------------------------------------
+    def backward_loss(self, ref: CallRef) -> BackwardLoss:
+        call = ref.node
+        func = call.func
+        args = positional_args(call)
+        if isinstance(func, cst.Attribute) and func.attr.value == "backward" and not args and \
+                not any(a.keyword and a.keyword.value in ("gradient", "grad_tensors") for a in call.args):
+            receiver = func.value
+            # `scaler.scale(loss).backward()`
+            if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and \
+                    receiver.func.attr.value == "scale" and positional_args(receiver):
+                return BackwardLoss(ref, positional_args(receiver)[0].value, ref.scope, False)
+            return BackwardLoss(ref, receiver, ref.scope, False)
+        if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "manual_backward") and args:
+            divides = False
+            if func.attr.value == "backward" and not _is_self(func.value):
+                known, k = self.model.accelerator_k(func.value, ref.scope)
+                if known and k is not None:
+                    divides = True
+                elif not known and self.loop.guard is not None and (
+                        self.loop.guard.kind == "accelerate" or _mentions_sync(self.loop.guard, self.ctx)):
+                    divides = True  # an Accelerator configured elsewhere, used the accumulating way
+                elif not known and _is_accelerator_like(self.ctx.code_for(func.value)):
+                    return BackwardLoss(ref, None, ref.scope, False)  # cannot tell its K
+            return BackwardLoss(ref, args[0].value, ref.scope, divides)
+        if self.index.resolve(func, ref.scope) == "torch.autograd.backward" and args:
+            return BackwardLoss(ref, args[0].value, ref.scope, False)
+        return BackwardLoss(ref, None, ref.scope, False)
+
+    # -- tracing ---------------------------------------------------------------------------------
+    def trace(self, expr: cst.BaseExpression, scope: Scope, via: tuple[cst.Call, ...] = (),
+              depth: int = 0) -> Trace:
+        if depth > 6:
+            return Trace(UNKNOWN)
+        key = (id(expr), id(scope), via)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = Trace(CYCLE)  # `loss = loss / k` refers back to itself: contributes nothing
+        result = self._trace(expr, scope, via, depth)
+        self._memo[key] = result
+        return result
+
+    def _trace(self, expr: cst.BaseExpression, scope: Scope, via, depth: int) -> Trace:
+        if isinstance(expr, cst.BinaryOperation):
+            return self._trace_binary(expr, scope, via, depth)
+        if isinstance(expr, cst.Name):
+            return self._trace_name(expr, scope, via, depth)
+        if isinstance(expr, cst.Call):
+            return self._trace_call(expr, scope, via, depth)
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in ("loss", "total_loss"):
+                return Trace(MEAN, producers=[expr])
+            if isinstance(expr.value, cst.Name) and expr.value.value == "self":
+                return Trace(UNKNOWN)
+            return Trace(MEAN, producers=[expr]) if re.search(r"loss", expr.attr.value, re.I) else Trace(UNKNOWN)
+        if isinstance(expr, cst.Subscript):
+            return Trace(MEAN, producers=[expr])
+        return Trace(UNKNOWN)
+
+    def _trace_binary(self, expr: cst.BinaryOperation, scope: Scope, via, depth: int) -> Trace:
+        op = expr.operator
+        if isinstance(op, (cst.Divide, cst.FloorDivide)):
+            divisor = self._divisor_kind(expr.right, scope)
+            left = self.trace(expr.left, scope, via, depth + 1)
+            if divisor == "k":
+                return Trace(SCALED, expr, left.token_level, left.producers, left.kind)
+            if divisor == "local":
+                token = left.token_level or (self.ctx.code_for(expr.right)
+                                             if _LOSS_COUNTS.search(self.ctx.code_for(expr.right)) else None)
+                kind = MEAN if left.kind in (SUM, MEAN) else left.kind
+                return Trace(kind, left.k_division, token, left.producers)
+            return Trace(SCALED, None, left.token_level, left.producers)  # weighted by the window's count
+        if isinstance(op, (cst.Add, cst.Subtract)):
+            left = self.trace(expr.left, scope, via, depth + 1)
+            right = self.trace(expr.right, scope, via, depth + 1)
+            if CYCLE in (left.kind, right.kind):
+                return right if left.kind == CYCLE else left
+            kinds = {left.kind, right.kind}
+            kind = SCALED if SCALED in kinds else MEAN if MEAN in kinds else SUM if kinds == {SUM} else UNKNOWN
+            return Trace(kind, left.k_division or right.k_division, left.token_level or right.token_level,
+                         left.producers + right.producers)
+        if isinstance(op, cst.Multiply):
+            left = self.trace(expr.left, scope, via, depth + 1)
+            right = self.trace(expr.right, scope, via, depth + 1)
+            if any(t.kind == SCALED for t in (left, right)):
+                return Trace(SCALED, left.k_division or right.k_division, left.token_level or right.token_level)
+            return Trace(UNKNOWN)  # weighted by something: not ours to judge
+        return Trace(UNKNOWN)
+
+    def _divisor_kind(self, divisor: cst.BaseExpression, scope: Scope) -> str:
+        """"k" (the number of micro-batches), "local" (a count of the current micro-batch), or
+        "other" (the window's count, or anything not known)."""
+        text = self.ctx.code_for(divisor)
+        if self.k_text is not None and text == self.k_text:
+            return "k"
+        if self._k_like(divisor):
+            return "k"
+        if isinstance(divisor, cst.Call) and isinstance(divisor.func, cst.Name) and divisor.func.value == "len":
+            args = positional_args(divisor)
+            return "local" if args and not any(isinstance(n, (cst.GeneratorExp, cst.ListComp)) for n in walk(divisor)) \
+                else "other"
+        if isinstance(divisor, cst.Call) and isinstance(divisor.func, cst.Attribute) and \
+                divisor.func.attr.value in _LOCAL_COUNT_METHODS:
+            return "local"
+        if isinstance(divisor, cst.Subscript) and isinstance(divisor.value, cst.Attribute) and \
+                divisor.value.attr.value == "shape":
+            return "local"
+        if isinstance(divisor, (cst.Integer, cst.Float)):
+            return "k" if self.k_text is not None and divisor.value == self.k_text else "other"
+        if isinstance(divisor, cst.Name) and divisor.value in ("batch_size", "bs", "B"):
+            return "local"
+        if isinstance(divisor, cst.Name):
+            # `n_tokens = (labels != -100).sum()` bound from the current micro-batch
+            for binding in scope.lookup(divisor.value):
+                if binding.kind == "assign" and binding.value is not None and \
+                        self._divisor_kind(binding.value, scope) == "local" and \
+                        not isinstance(binding.value, cst.Name):
+                    return "local"
+        return "other"
+
+    def _k_like(self, divisor: cst.BaseExpression) -> bool:
+        """The number of micro-batches: a name like `grad_accum`, `len(micro_batches)`, `float(K)`."""
+        if isinstance(divisor, (cst.Name, cst.Attribute)):
+            name = _name_text(divisor)
+            return bool(name and _K_WORDS.search(name) and not _SIZE_WORDS.search(name))
+        if isinstance(divisor, cst.BinaryOperation):
+            return self._k_like(divisor.left) or self._k_like(divisor.right)
+        if isinstance(divisor, cst.Call) and isinstance(divisor.func, cst.Name):
+            args = positional_args(divisor)
+            if len(args) != 1:
+                return False
+            if divisor.func.value in ("float", "int"):
+                return self._k_like(args[0].value)
+            if divisor.func.value == "len":
+                text = self.ctx.code_for(args[0].value)
+                return text == self.window_iter or bool(_WINDOW_LISTS.search(text))
+        return False
+
+    def _trace_name(self, expr: cst.Name, scope: Scope, via, depth: int) -> Trace:
+        bindings = scope.lookup(expr.value)
+        if not bindings:
+            return Trace(UNKNOWN)
+        traces = []
+        for binding in bindings:
+            if binding.kind == "augassign" and isinstance(binding.node, cst.AugAssign):
+                op = binding.node.operator
+                if isinstance(op, cst.DivideAssign):
+                    kind = self._divisor_kind(binding.node.value, scope)
+                    if kind == "k":
+                        traces.append(Trace(SCALED, binding.node, k_numerator=self._augassign_numerator(
+                            binding, expr, scope, via, depth)))
+                    elif kind == "other":
+                        traces.append(Trace(SCALED))
+                elif isinstance(op, cst.MultiplyAssign):
+                    traces.append(Trace(UNKNOWN))
+                elif isinstance(op, cst.AddAssign):
+                    traces.append(self.trace(binding.node.value, scope, via, depth + 1))
+            elif binding.kind == "assign":
+                if binding.value is not None:
+                    if binding.value is expr:
+                        continue
+                    traces.append(self.trace(binding.value, scope, via, depth + 1))
+                elif isinstance(binding.node, cst.Assign) and isinstance(binding.node.value, cst.Call):
+                    traces.append(Trace(MEAN, producers=[binding.node.value]))  # `logits, loss = model(x, y)`
+                else:
+                    traces.append(Trace(UNKNOWN))
+            elif binding.kind == "param":
+                traces.append(self._trace_param(binding, scope, via, depth))
+            else:
+                traces.append(Trace(UNKNOWN))
+        return _combine(traces)
+
+    def _augassign_numerator(self, binding, expr: cst.Name, scope: Scope, via, depth: int) -> str:
+        others = [b for b in scope.lookup(expr.value) if b is not binding and b.kind == "assign"]
+        if not others:
+            return UNKNOWN
+        return _combine([self.trace(b.value, scope, via, depth + 1) if b.value is not None else Trace(MEAN)
+                         for b in others]).kind
+
+    def _trace_param(self, binding, scope: Scope, via, depth: int) -> Trace:
+        """A helper's parameter: trace the argument the loop's call passed."""
+        if not via:
+            return Trace(UNKNOWN)
+        call = via[-1]
+        function = self.index.function_of_node.get(scope.node) if scope.kind == "function" else None
+        if function is None:
+            return Trace(UNKNOWN)
+        params = [p.name.value for p in function.node.params.params]
+        if params and params[0] in ("self", "cls"):
+            params = params[1:]
+        name = binding.name
+        arg = keyword_arg(call, name)
+        if arg is None and name in params:
+            positional = positional_args(call)
+            position = params.index(name)
+            arg = positional[position] if position < len(positional) else None
+        if arg is None:
+            return Trace(UNKNOWN)
+        caller_scope = self.index.scope_at(call)
+        return self.trace(arg.value, caller_scope, via[:-1], depth + 1)
+
+    def _trace_call(self, call: cst.Call, scope: Scope, via, depth: int) -> Trace:
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in ("float", "to", "cuda", "contiguous", "squeeze", "clone"):
+                return self.trace(func.value, scope, via, depth + 1)
+            if method == "mean":
+                inner = self.trace(func.value, scope, via, depth + 1)
+                return inner if inner.kind == SCALED else Trace(MEAN, None, inner.token_level, [call])
+            if method == "sum":
+                inner = self.trace(func.value, scope, via, depth + 1)
+                return Trace(SUM, None, inner.token_level, [call])
+            if method in ("div", "true_divide") and positional_args(call):
+                fake = cst.BinaryOperation(func.value, cst.Divide(), positional_args(call)[0].value)
+                kind = self._divisor_kind(positional_args(call)[0].value, scope)
+                return Trace(SCALED, call if kind == "k" else None) if kind != "local" else \
+                    self.trace(fake.left, scope, via, depth + 1)
+            if method in ("mul", "multiply"):
+                return Trace(UNKNOWN)
+        target = self.model.callee(call, scope)
+        if target is not None:
+            returns = [n.value for n in walk(target.node.body)
+                       if isinstance(n, cst.Return) and n.value is not None]
+            if not returns:
+                return Trace(UNKNOWN)
+            traces = []
+            for value in returns:
+                if isinstance(value, cst.Tuple) and value.elements:
+                    value = value.elements[0].value
+                traces.append(self.trace(value, target.scope, via + (call,), depth + 1))
+            return _combine(traces)
+        return self._loss_call(call, scope)
+
+    def _loss_call(self, call: cst.Call, scope: Scope) -> Trace:
+        """A call that computes a loss: its reduction, and whether it is token-level."""
+        reduction = self._reduction(call, scope)
+        if reduction == "sum":
+            return Trace(SUM, producers=[call])
+        if reduction == "none":
+            return Trace(UNKNOWN)
+        token = self._token_evidence(call, scope)
+        return Trace(MEAN, token_level=token, producers=[call])
+
+    def _reduction(self, call: cst.Call, scope: Scope) -> str | None:
+        for candidate in (call, self._constructor_of(call.func, scope)):
+            if isinstance(candidate, cst.Call):
+                arg = keyword_arg(candidate, "reduction")
+                if arg is not None and isinstance(arg.value, cst.SimpleString):
+                    return arg.value.evaluated_value
+        return None
+
+    def _token_evidence(self, call: cst.Call, scope: Scope) -> str | None:
+        for candidate in (call, self._constructor_of(call.func, scope)):
+            if isinstance(candidate, cst.Call):
+                if keyword_arg(candidate, "ignore_index") is not None:
+                    return "ignore_index"
+        return None
+
+    def _constructor_of(self, func: cst.BaseExpression, scope: Scope) -> cst.Call | None:
+        """`criterion = nn.CrossEntropyLoss(...)` for a call through `criterion`."""
+        if isinstance(func, cst.Name):
+            for binding in scope.lookup(func.value):
+                if isinstance(binding.value, cst.Call):
+                    return binding.value
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            cls = _class_of(scope)
+            for value in self.index.class_attributes.get(cls or "", {}).get(func.attr.value, []):
+                if isinstance(value, cst.Call):
+                    return value
+        return None
+
+    # -- window sizes (TL103) -------------------------------------------------------------------------
+    def file_token_evidence(self) -> str | None:
+        match = _TOKEN_EVIDENCE.search(self.ctx.source)
+        return match.group(0) if match else None
+
+    def loader_of_loop(self) -> tuple[cst.Call | None, str | None]:
+        """The DataLoader call feeding the loop's micro-batches (through enumerate/tqdm/zip, `iter`
+        and `next`, names, `self.` attributes and `accelerator.prepare`), and the loader's text."""
+        loop = self.loop
+        sources: list[tuple[cst.BaseExpression, Scope]] = []
+        if isinstance(loop.node, cst.For):
+            sources.append((loop.node.iter, loop.scope))
+        guard = loop.guard
+        if guard is not None and guard.kind == "micro_loop" and isinstance(guard.node, cst.For):
+            sources.insert(0, (guard.node.iter, guard.scope or loop.scope))
+        for ref in loop.calls:
+            if isinstance(ref.node.func, cst.Name) and ref.node.func.value == "next" and positional_args(ref.node):
+                sources.append((positional_args(ref.node)[0].value, ref.scope))
+        for expr, scope in sources:
+            loader = self._loader_call(expr, scope, 0)
+            if loader is not None:
+                return loader, _loader_name(self.ctx, expr)
+        return None, None
+
+    def _loader_call(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> cst.Call | None:
+        if depth > 6 or expr is None:
+            return None
+        if isinstance(expr, cst.Call):
+            name = self.index.resolve(expr.func, scope) or ""
+            last = name.rsplit(".", 1)[-1]
+            if last == "DataLoader":
+                return expr
+            if last in ("enumerate", "tqdm", "iter", "cycle", "islice", "zip") or \
+                    (isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "prepare"):
+                args = positional_args(expr)
+                return self._loader_call(args[0].value, scope, depth + 1) if args else None
+            return None
+        if isinstance(expr, cst.Name):
+            for binding in reversed(scope.lookup(expr.value)):
+                value = binding.value
+                if value is None and isinstance(binding.node, cst.Assign):
+                    from trainlint.roles import _unpacked_prepare_argument
+                    value = _unpacked_prepare_argument(binding.node, expr.value)
+                if value is not None and value is not expr:
+                    found = self._loader_call(value, scope, depth + 1)
+                    if found is not None:
+                        return found
+            return None
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            cls = _class_of(scope)
+            for value in self.index.class_attributes.get(cls or "", {}).get(expr.attr.value, []):
+                found = self._loader_call(value, self.index.scope_at(value), depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def is_loader(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        return self.model.roles.of(expr, scope) == LOADER
+
+
+def _combine(traces: list[Trace]) -> Trace:
+    """The bindings of one name: scaled if any binding scales it, else unknown if any is unknown."""
+    traces = [t for t in traces if t.kind != CYCLE]
+    if not traces:
+        return Trace(UNKNOWN)
+    kind = next(k for k in (SCALED, UNKNOWN, SUM, MEAN) if any(t.kind == k for t in traces))
+    divided = next((t for t in traces if t.k_division is not None), None)
+    token = next((t.token_level for t in traces if t.token_level), None)
+    producers = [p for t in traces for p in t.producers]
+    return Trace(kind, divided.k_division if divided else None, token, producers,
+                 divided.k_numerator if divided else None)
+
+
+def _name_text(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return None
+
+
+def _is_self(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "self"
+
+
+def _is_accelerator_like(text: str) -> bool:
+    return bool(re.search(r"accelerator", text, re.I))
+
+
+def _mentions_sync(guard, ctx) -> bool:
+    return guard.condition is not None and "sync_gradients" in ctx.code_for(guard.condition)
+
+
+def _class_of(scope: Scope | None) -> str | None:
+    while scope is not None:
+        if scope.kind == "class":
+            return scope.name
+        scope = scope.parent
+    return None
+
+
+def describe_k(ctx, loop: TrainingLoop) -> str:
+    """The accumulation factor as the message names it: `` `grad_accum` `` or K."""
+    k = loop.k
+    if k is None and loop.guard is not None and loop.guard.kind == "accelerate":
+        return "`gradient_accumulation_steps`"
+    return f"`{ctx.code_for(k)}`" if k is not None else "K"
+
+
+def is_plateau_scheduler(model: TrainingModel, ref: CallRef) -> bool:
+    """`ReduceLROnPlateau`: stepped with a metric on the evaluation clock, not the update clock."""
+    call = ref.node
+    if positional_args(call) or keyword_arg(call, "metrics") is not None:
+        return True
+    receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+    values: list[cst.BaseExpression] = []
+    if isinstance(receiver, cst.Name):
+        values = [b.value for b in ref.scope.lookup(receiver.value) if b.value is not None]
+    elif isinstance(receiver, cst.Attribute) and _is_self(receiver.value):
+        values = model.index.class_attributes.get(_class_of(ref.scope) or "", {}).get(receiver.attr.value, [])
+    return any(isinstance(v, cst.Call) and "Plateau" in model.ctx.code_for(v.func) for v in values)
+
+
+def _loader_name(ctx, expr: cst.BaseExpression) -> str:
+    """`enumerate(tqdm(train_loader))` -> `train_loader`: the name a message should show."""
+    while isinstance(expr, cst.Call) and positional_args(expr) and not \
+            (isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "prepare"):
+        name = expr.func.value if isinstance(expr.func, cst.Name) else ""
+        if name == "DataLoader" or name.endswith("Loader"):
+            break
+        expr = positional_args(expr)[0].value
+    return ctx.code_for(expr)
