@@ -135,7 +135,7 @@ def check(paths, select, extend_select, ignore, fmt, output, exit_zero, statisti
     results = list(lint_paths(files, settings, jobs=jobs or (os.cpu_count() or 1), cache=cache))
     stdin_text: str | None = None
     if "-" in paths:
-        data = click.get_binary_stream("stdin").read()
+        data = sys.stdin.buffer.read()
         stdin_text = data.decode("utf-8", "replace")
         results.append(lint_source(data, stdin_name, settings))
 
@@ -217,7 +217,11 @@ def confirm(codes: tuple[str, ...], fmt: str) -> None:
 @click.option("--stdio", is_flag=True, help="Talk over stdin/stdout (the default; accepted for editor clients).")
 def lsp(stdio: bool) -> None:
     """Run the language server over stdio."""
-    if importlib.util.find_spec("pygls") is None or importlib.util.find_spec("lsprotocol") is None:
+    try:
+        missing = any(importlib.util.find_spec(name) is None for name in ("pygls", "lsprotocol"))
+    except ImportError:
+        missing = True
+    if missing:
         click.echo("trainlint lsp needs pygls: pip install 'trainlint[lsp]'", err=True)
         raise SystemExit(EXIT_ERROR)
     try:

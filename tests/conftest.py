@@ -1,0 +1,43 @@
+"""Shared helpers for the CLI, config and reporter tests.
+
+Findings in these tests come from TL401 only (other rules are added concurrently and must not
+change what these tests expect); `map_location` is passed so a future rule about it stays quiet.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from trainlint.cli import cli
+
+BAD = 'import torch\n\nstate = torch.load("checkpoint.pt", map_location="cpu", weights_only=False)\n'
+GOOD = 'import torch\n\nstate = torch.load("checkpoint.pt", map_location="cpu", weights_only=True)\n'
+BROKEN = 'print "python 2"\n'
+#: Where TL401 reports in BAD: the `torch.load(...)` call.
+BAD_LINE, BAD_COLUMN = 3, 9
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A directory with one buggy, one clean and one unparsable file; the current directory."""
+    (tmp_path / "bad.py").write_text(BAD)
+    (tmp_path / "good.py").write_text(GOOD)
+    (tmp_path / "broken.py").write_text(BROKEN)
+    monkeypatch.chdir(tmp_path)
+    for name in ("GITHUB_ACTIONS", "NO_COLOR", "FORCE_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+@pytest.fixture
+def run():
+    """Run the CLI in-process with click's runner; returns the click Result."""
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | bytes | None = None, env: dict | None = None):
+        return runner.invoke(cli, list(args), input=input, env=env, catch_exceptions=False)
+
+    return invoke

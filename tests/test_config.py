@@ -1,0 +1,221 @@
+"""Configuration files: where they are found, what they may say, and how the CLI overrides them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import BAD
+from trainlint.config import ConfigError, FileConfig, find_config, load_config
+
+TORCH_LOAD_DEFAULT = 'import torch\n\nstate = torch.load("checkpoint.pt", map_location="cpu")\n'
+
+
+def codes(result) -> list[tuple[str, str]]:
+    """(path, code) of every finding in a --format json run."""
+    return [(f["path"], f["code"]) for f in json.loads(result.stdout)["findings"]]
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# -- errors: exit 2, one line naming the key and the file ----------------------------------------
+
+@pytest.mark.parametrize("body, key, detail", [
+    ('selct = ["TL401"]', "selct", "did you mean 'select'?"),
+    ('per_file_ignores = {}', "per_file_ignores", "did you mean 'per-file-ignores'?"),
+    ('select = "TL401"', "select", "must be a list of strings"),
+    ('ignore = ["TL999"]', "ignore", "unknown rule selector 'TL999'"),
+    ('extend-select = [401]', "extend-select", "must be a list of strings"),
+    ('exclude = "build"', "exclude", "must be a list of strings"),
+    ('min-torch-version = 2.4', "min-torch-version", "is not a string"),
+    ('min-torch-version = "two"', "min-torch-version", "is not a version"),
+    ('per-file-ignores = ["tests/*"]', "per-file-ignores", "must be a table"),
+    ('[per-file-ignores]\n"tests/*" = ["TL4x"]', "per-file-ignores.tests/*", "unknown rule selector 'TL4X'"),
+])
+def test_bad_configuration_exits_2_naming_key_and_file(project, run, body, key, detail):
+    body = body.replace("[per-file-ignores]", "[tool.trainlint.per-file-ignores]")
+    write(project / "pyproject.toml", f"[tool.trainlint]\n{body}\n" if not body.startswith("[") else body)
+    result = run("check", "bad.py")
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert str(project / "pyproject.toml") in lines[0]
+    assert f"'{key}'" in lines[0] and detail in lines[0]
+    assert result.stdout == ""
+
+
+def test_invalid_toml_names_the_file(project, run):
+    write(project / "pyproject.toml", "[tool.trainlint]\nselect = [\n")
+    result = run("check", "bad.py")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"trainlint: error: {project / 'pyproject.toml'}: invalid TOML")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_missing_config_file(project, run):
+    result = run("check", "--config", "nowhere.toml", "bad.py")
+    assert result.exit_code == 2
+    assert result.stderr == "trainlint: error: configuration file not found: nowhere.toml\n"
+
+
+def test_config_and_isolated_together_is_an_error(project, run):
+    write(project / "trainlint.toml", "")
+    result = run("check", "--config", "trainlint.toml", "--isolated", "bad.py")
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1
+
+
+def test_load_config_values(tmp_path):
+    path = write(tmp_path / "pyproject.toml", """
+[project]
+name = "x"
+
+[tool.trainlint]
+select = ["tl4", "TL000"]
+ignore = ["TL401"]
+extend-select = ["ALL"]
+exclude = ["gen"]
+extend-exclude = ["notebooks/*"]
+min-torch-version = "2.4"
+
+[tool.trainlint.per-file-ignores]
+"tests/*" = ["TL4"]
+""")
+    config = load_config(path)
+    assert config == FileConfig(
+        path=path, select=("TL4", "TL000"), ignore=("TL401",), extend_select=("ALL",),
+        per_file_ignores=(("tests/*", ("TL4",)),), exclude=("gen",), extend_exclude=("notebooks/*",),
+        min_torch_version=(2, 4),
+    )
+    assert config.root == tmp_path
+
+
+def test_empty_pyproject_table_is_valid(tmp_path):
+    path = write(tmp_path / "pyproject.toml", "[tool.trainlint]\n")
+    assert load_config(path) == FileConfig(path=path)
+
+
+def test_load_config_error_type(tmp_path):
+    path = write(tmp_path / "trainlint.toml", "unknown = 1\n")
+    with pytest.raises(ConfigError, match=r"trainlint.toml: unknown key 'unknown'"):
+        load_config(path)
+
+
+# -- discovery of the configuration file ------------------------------------------------------
+
+def test_nearest_config_walking_up_from_the_current_directory(tmp_path, monkeypatch):
+    write(tmp_path / "pyproject.toml", '[tool.trainlint]\nignore = ["TL401"]\n')
+    write(tmp_path / "pkg" / "pyproject.toml", "[project]\nname = 'no trainlint table'\n")
+    sub = tmp_path / "pkg" / "src"
+    sub.mkdir()
+    assert find_config(sub) == tmp_path / "pyproject.toml"  # a pyproject without the table is passed over
+    write(tmp_path / "pkg" / "trainlint.toml", 'select = ["TL4"]\n')
+    assert find_config(sub) == tmp_path / "pkg" / "trainlint.toml"
+
+
+def test_config_found_from_a_subdirectory(project, run, monkeypatch):
+    write(project / "pyproject.toml", '[tool.trainlint]\nignore = ["TL401"]\n')
+    write(project / "src" / "train.py", BAD)
+    monkeypatch.chdir(project / "src")
+    result = run("check", "--format", "json", "--no-cache", "train.py")
+    assert result.exit_code == 0 and codes(result) == []
+
+
+def test_isolated_ignores_the_config(project, run):
+    write(project / "pyproject.toml", '[tool.trainlint]\nignore = ["TL401"]\n')
+    assert run("check", "--no-cache", "bad.py").exit_code == 0
+    assert run("check", "--no-cache", "--isolated", "bad.py").exit_code == 1
+
+
+def test_explicit_trainlint_toml_and_pyproject(project, run):
+    write(project / "conf" / "trainlint.toml", 'ignore = ["TL401"]\n')
+    assert run("check", "--no-cache", "--config", "conf/trainlint.toml", "bad.py").exit_code == 0
+    write(project / "conf" / "pyproject.toml", '[tool.trainlint]\nignore = ["TL4"]\n')
+    assert run("check", "--no-cache", "--config", "conf/pyproject.toml", "bad.py").exit_code == 0
+    write(project / "conf" / "other.toml", '[tool.trainlint]\nignore = ["TL4"]\n')
+    result = run("check", "--config", "conf/other.toml", "bad.py")  # top-level keys expected here
+    assert result.exit_code == 2 and "unknown key 'tool'" in result.stderr
+
+
+# -- precedence -------------------------------------------------------------------------------
+
+def test_cli_select_replaces_the_config_selection(project, run):
+    write(project / "pyproject.toml", '[tool.trainlint]\nselect = ["TL000"]\nignore = ["TL401"]\n')
+    assert codes(run("check", "--format", "json", "--no-cache", "bad.py")) == []
+    assert codes(run("check", "--format", "json", "--no-cache", "--select", "TL401", "bad.py")) == [
+        ("bad.py", "TL401")]
+
+
+def test_cli_extend_select_and_ignore_add_to_the_config(project, run):
+    write(project / "pyproject.toml", '[tool.trainlint]\nselect = ["TL000"]\n')
+    assert codes(run("check", "--format", "json", "--no-cache", "bad.py")) == []
+    extended = run("check", "--format", "json", "--no-cache", "--extend-select", "TL401", "bad.py")
+    assert codes(extended) == [("bad.py", "TL401")]
+    write(project / "pyproject.toml", '[tool.trainlint]\nextend-select = ["TL401"]\n')
+    ignored = run("check", "--format", "json", "--no-cache", "--ignore", "TL401", "bad.py")
+    assert codes(ignored) == []
+
+
+def test_per_file_ignores_relative_to_the_config_directory(project, run, monkeypatch):
+    (project / "broken.py").unlink()  # TL000 is always selected
+    write(project / "pyproject.toml", '[tool.trainlint.per-file-ignores]\n"legacy/*" = ["TL4"]\n'
+                                      '"scratch_*.py" = ["TL401"]\n')
+    write(project / "legacy" / "old.py", BAD)
+    write(project / "src" / "legacy" / "new.py", BAD)  # not under the config's legacy/
+    write(project / "src" / "scratch_a.py", BAD)  # a bare name matches anywhere
+    result = run("check", "--format", "json", "--no-cache", "--select", "TL401", ".")
+    assert sorted(codes(result)) == [("bad.py", "TL401"), ("src/legacy/new.py", "TL401")]
+    monkeypatch.chdir(project / "src")
+    from_sub = run("check", "--format", "json", "--no-cache", "--select", "TL401", "..")
+    assert sorted(codes(from_sub)) == [("../bad.py", "TL401"), ("../src/legacy/new.py", "TL401")]
+    absolute = run("check", "--format", "json", "--no-cache", "--select", "TL401", str(project / "legacy"))
+    assert codes(absolute) == []
+
+
+def test_per_file_ignores_apply_even_with_cli_select(project, run):
+    write(project / "pyproject.toml", '[tool.trainlint.per-file-ignores]\n"bad.py" = ["TL401"]\n')
+    assert codes(run("check", "--format", "json", "--no-cache", "--select", "ALL", "bad.py")) == []
+
+
+def test_per_file_ignores_match_the_stdin_filename(project, run):
+    write(project / "pyproject.toml", '[tool.trainlint.per-file-ignores]\n"legacy/*" = ["TL401"]\n')
+    ignored = run("check", "--select", "TL401", "--stdin-filename", "legacy/x.py", "-", input=BAD)
+    assert ignored.exit_code == 0
+    kept = run("check", "--select", "TL401", "--stdin-filename", "src/x.py", "-", input=BAD)
+    assert kept.exit_code == 1
+
+
+def test_exclude_and_extend_exclude(project, run):
+    (project / "broken.py").unlink()  # TL000 is always selected
+    write(project / "generated" / "a.py", BAD)
+    write(project / "notebooks" / "b.py", BAD)
+    write(project / "build" / "c.py", BAD)
+    write(project / "pyproject.toml", '[tool.trainlint]\nextend-exclude = ["generated", "notebooks/*"]\n')
+    result = run("check", "--format", "json", "--no-cache", "--select", "TL401", ".")
+    assert codes(result) == [("bad.py", "TL401")]
+    # `exclude` replaces the defaults: build/ is walked again
+    write(project / "pyproject.toml", '[tool.trainlint]\nexclude = ["generated"]\n')
+    result = run("check", "--format", "json", "--no-cache", "--select", "TL401", ".")
+    assert sorted(codes(result)) == [("bad.py", "TL401"), ("build/c.py", "TL401"), ("notebooks/b.py", "TL401")]
+
+
+def test_min_torch_version(project, run):
+    write(project / "load.py", TORCH_LOAD_DEFAULT)
+    assert codes(run("check", "--format", "json", "--no-cache", "--select", "TL401", "load.py")) == []
+    write(project / "pyproject.toml", '[tool.trainlint]\nmin-torch-version = "2.4"\n')
+    assert codes(run("check", "--format", "json", "--no-cache", "--select", "TL401", "load.py")) == [
+        ("load.py", "TL401")]
+
+
+def test_cache_lives_next_to_the_config(project, run, monkeypatch):
+    write(project / "pyproject.toml", "[tool.trainlint]\n")
+    write(project / "src" / "train.py", BAD)
+    monkeypatch.chdir(project / "src")
+    run("check", "train.py")
+    assert (project / ".trainlint_cache").is_dir()
+    assert not (project / "src" / ".trainlint_cache").exists()
