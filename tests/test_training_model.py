@@ -1,0 +1,331 @@
+"""The training-loop model: loops, the update guard, what runs once per update, Accelerate."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from trainlint.context import FileContext
+from trainlint.training import TrainingModel, training_model
+
+
+def build(source: str) -> tuple[FileContext, TrainingModel]:
+    source = textwrap.dedent(source)
+    ctx = FileContext("t.py", source, cst.parse_module(source), (2, 6))
+    return ctx, ctx.model(training_model)
+
+
+def innermost(model: TrainingModel):
+    loops = [loop for loop in model.loops if loop.innermost]
+    assert len(loops) == 1, loops
+    return loops[0]
+
+
+def per_update(ctx, model, loop) -> dict[str, bool]:
+    """Call text (first line) -> runs once per update, for the loop's own calls."""
+    return {ctx.code_for(ref.node).splitlines()[0]: model.runs_per_update(loop, ref) for ref in model.own_calls(loop)}
+
+
+GUARDS = [
+    pytest.param("""
+        for i, (x, y) in enumerate(loader):
+            loss = crit(model(x), y) / K
+            loss.backward()
+            if (i + 1) % K == 0:
+                opt.step()
+                opt.zero_grad()
+        """, "branch", "K", id="modulo-branch"),
+    pytest.param("""
+        for micro, (x, y) in enumerate(loader, start=1):
+            (crit(model(x), y) / accum).backward()
+            if micro % accum:
+                continue
+            opt.step()
+        """, "continue", "accum", id="truthy-modulo-continue"),
+    pytest.param("""
+        def train(model, loader, opt, args):
+            for step, batch in enumerate(loader):
+                model(**batch).loss.backward()
+                if step % args.grad_accum != 0:
+                    continue
+                opt.step()
+        """, "continue", "args.grad_accum", id="not-equal-continue"),
+    pytest.param("""
+        for it, batch in enumerate(loader):
+            loss = model(**batch).loss
+            loss.backward()
+            if (it + 1) % grad_accum == 0 or it == len(loader) - 1:
+                optim.step()
+        """, "branch", "grad_accum", id="or-last-batch"),
+    pytest.param("""
+        for micro_step, batch in enumerate(loader):
+            model(**batch).loss.backward()
+            if micro_step == accumulation_steps - 1:
+                opt.step()
+        """, "branch", "accumulation_steps", id="equality-with-k-minus-one"),
+    pytest.param("""
+        for i, batch in enumerate(loader):
+            model(**batch).loss.backward()
+            do_step = (i + 1) % self_accum == 0
+            if do_step:
+                opt.step()
+        """, "branch", "self_accum", id="condition-through-a-name"),
+    pytest.param("""
+        for step, batch in enumerate(dl):
+            accelerator.backward(model(**batch).loss)
+            if accelerator.sync_gradients:
+                optimizer.step()
+        """, "branch", None, id="sync-gradients"),
+    pytest.param("""
+        from accelerate import Accelerator
+        accelerator = Accelerator(gradient_accumulation_steps=4)
+        for batch in dl:
+            with accelerator.accumulate(model):
+                accelerator.backward(model(**batch).loss)
+                optimizer.step()
+        """, "accelerate", "4", id="accelerate-accumulate"),
+    pytest.param("""
+        for it in range(max_iters):
+            for micro_step in range(gradient_accumulation_steps):
+                logits, loss = model(*get_batch())
+                scaler.scale(loss / gradient_accumulation_steps).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        """, "micro_loop", "gradient_accumulation_steps", id="nested-micro-loop"),
+    pytest.param("""
+        class Trainer:
+            def step_if_ready(self):
+                if self.micro % self.accum:
+                    return
+                self.optimizer.step()
+
+            def fit(self):
+                for batch in self.loader:
+                    self.model(**batch).loss.backward()
+                    self.micro += 1
+                    self.step_if_ready()
+        """, "continue", "self.accum", id="return-guard-in-helper"),
+]
+
+
+@pytest.mark.parametrize("source, kind, k", GUARDS)
+def test_guard_kinds(source, kind, k):
+    ctx, model = build(source)
+    loop = innermost(model)
+    assert loop.accumulates
+    assert loop.guard is not None and loop.guard.kind == kind
+    assert (ctx.code_for(loop.k) if loop.k is not None else None) == k
+
+
+NOT_ACCUMULATING = [
+    pytest.param("""
+        for x, y in loader:
+            opt.zero_grad()
+            crit(model(x), y).backward()
+            opt.step()
+        """, id="plain-loop"),
+    pytest.param("""
+        for step, (x, y) in enumerate(loader):
+            crit(model(x), y).backward()
+            opt.step()
+            if step % log_every == 0:
+                print(step)
+        """, id="modulo-only-for-logging"),
+    pytest.param("""
+        for i, (real, _) in enumerate(loader):
+            d_loss = critic_loss(D, G, real)
+            d_loss.backward()
+            opt_d.step()
+            opt_d.zero_grad()
+            if i % n_critic == 0:
+                g_loss = -D(G(noise())).mean()
+                g_loss.backward()
+                opt_g.step()
+                opt_g.zero_grad()
+        """, id="gan-critic-steps-every-iteration"),
+    pytest.param("""
+        for x, y in loader:
+            loss = crit(model(x), y)
+            if not torch.isfinite(loss):
+                continue
+            loss.backward()
+            opt.step()
+        """, id="skip-guard-before-backward"),
+    pytest.param("""
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        for batch in dl:
+            with accelerator.accumulate(model):
+                accelerator.backward(model(**batch).loss)
+                optimizer.step()
+        """, id="accelerator-without-accumulation-steps"),
+]
+
+
+@pytest.mark.parametrize("source", NOT_ACCUMULATING)
+def test_not_accumulating(source):
+    _, model = build(source)
+    loop = innermost(model)
+    assert not loop.accumulates and loop.guard is None
+
+
+def test_runs_per_update_branch_and_other_update_conditions():
+    ctx, model = build("""
+        for i, (x, y) in enumerate(loader):
+            if i % K == 0:
+                opt.zero_grad()
+            loss = crit(model(x), y) / K
+            loss.backward()
+            sched_every_micro.step()
+            if (i + 1) % K == 0:
+                opt.step()
+                lr_sched.step()
+        """)
+    loop = innermost(model)
+    assert per_update(ctx, model, loop) == {
+        "opt.zero_grad()": True, "crit(model(x), y)": False, "model(x)": False, "loss.backward()": False,
+        "sched_every_micro.step()": False, "opt.step()": True, "lr_sched.step()": True,
+    }
+    assert [ctx.code_for(r.node) for r in model.update_calls(loop)] == ["opt.zero_grad()", "opt.step()", "lr_sched.step()"]
+
+
+def test_runs_per_update_continue_guard_and_helpers():
+    ctx, model = build("""
+        class Trainer:
+            def micro_step(self, batch):
+                self.optimizer.zero_grad()
+                self.model(**batch).loss.backward()
+
+            def update(self):
+                self.optimizer.step()
+                self.lr_scheduler.step()
+
+            def fit(self):
+                for micro, batch in enumerate(self.loader, start=1):
+                    self.micro_step(batch)
+                    if micro % self.accum:
+                        continue
+                    self.update()
+        """)
+    loop = innermost(model)
+    assert loop.guard.kind == "continue"
+    placed = {ctx.code_for(r.node): model.runs_per_update(loop, r) for r in loop.calls}
+    assert placed["self.optimizer.zero_grad()"] is False
+    assert placed["self.optimizer.step()"] is True and placed["self.lr_scheduler.step()"] is True
+    order = [ctx.code_for(r.node) for r in model.update_calls(loop)]
+    assert order == ["self.update()", "self.optimizer.step()", "self.lr_scheduler.step()"]
+    step = next(r for r in loop.step_calls)
+    assert ctx.code_for(step.anchor) == "self.update()"
+
+
+def test_micro_loop_runs_per_update():
+    ctx, model = build("""
+        for it in range(max_iters):
+            optimizer.zero_grad(set_to_none=True)
+            for micro_step in range(accum):
+                x, y = get_batch("train")
+                _, loss = model(x, y)
+                (loss / accum).backward()
+                sched.step()
+            optimizer.step()
+        """)
+    loop = innermost(model)
+    placed = per_update(ctx, model, loop)
+    assert placed["optimizer.zero_grad(set_to_none=True)"] and placed["optimizer.step()"]
+    assert not placed["sched.step()"] and not placed["(loss / accum).backward()"]
+
+
+def test_accelerate_semantics():
+    ctx, model = build("""
+        import torch
+        from accelerate import Accelerator
+        from transformers import get_scheduler
+
+        accelerator = Accelerator(gradient_accumulation_steps=8)
+        optimizer = torch.optim.AdamW(model.parameters())
+        prepared_sched = get_scheduler("cosine", optimizer, 100, 1000)
+        plain_sched = torch.optim.lr_scheduler.StepLR(optimizer, 10)
+        model, optimizer, dl, prepared_sched = accelerator.prepare(model, optimizer, dl, prepared_sched)
+        for batch in dl:
+            with accelerator.accumulate(model):
+                accelerator.backward(model(**batch).loss)
+                if accelerator.sync_gradients:
+                    accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                prepared_sched.step()
+                plain_sched.step()
+                model.zero_grad()
+                optimizer.zero_grad()
+        """)
+    loop = innermost(model)
+    acc = model.accelerate_accumulation(loop)
+    assert acc is not None and ctx.code_for(acc.k) == "8"
+    assert loop.guard.kind == "accelerate"
+    placed = per_update(ctx, model, loop)
+    assert placed["optimizer.step()"] and placed["prepared_sched.step()"] and placed["optimizer.zero_grad()"]
+    assert placed["accelerator.clip_grad_norm_(model.parameters(), 1.0)"]
+    assert not placed["plain_sched.step()"] and not placed["model.zero_grad()"]
+    assert not placed["accelerator.backward(model(**batch).loss)"]
+    known, k = model.accelerator_k(acc.accelerator, acc.scope)
+    assert known and ctx.code_for(k) == "8"
+
+
+def test_accelerator_without_accumulation_is_plain_pytorch():
+    _, model = build("""
+        from accelerate import Accelerator
+        accelerator = Accelerator(mixed_precision="bf16")
+        for i, batch in enumerate(dl):
+            with accelerator.accumulate(model):
+                accelerator.backward(model(**batch).loss / K)
+            if (i + 1) % K == 0:
+                optimizer.step()
+        """)
+    loop = innermost(model)
+    assert model.accelerate_accumulation(loop) is None
+    assert loop.guard.kind == "branch"
+
+
+def test_outer_loop_and_innermost_through_a_helper():
+    ctx, model = build("""
+        def train_one_epoch(model, loader, opt, K):
+            for i, (x, y) in enumerate(loader):
+                (crit(model(x), y) / K).backward()
+                if (i + 1) % K == 0:
+                    opt.step()
+                    opt.zero_grad()
+
+        for epoch in range(10):
+            train_one_epoch(model, loader, opt, 4)
+            sched.step()
+        """)
+    outer = next(loop for loop in model.loops if isinstance(loop.node.iter, cst.Call)
+                 and ctx.code_for(loop.node.iter) == "range(10)")
+    inner = innermost(model)
+    assert not outer.innermost and not outer.accumulates and outer.guard is None
+    assert inner.accumulates
+    sched = next(r for r in outer.calls if ctx.code_for(r.node) == "sched.step()")
+    assert model.runs_per_update(outer, sched) is False  # the epoch clock
+    step = next(r for r in outer.calls if ctx.code_for(r.node) == "opt.step()")
+    assert model.runs_per_update(outer, step) is True  # answered for the inner loop
+    assert model.update_calls(outer) == []
+
+
+def test_plain_loop_update_is_the_whole_iteration():
+    ctx, model = build("""
+        for x, y in loader:
+            opt.zero_grad()
+            loss = crit(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(opt)
+            scaler.update()
+            sched.step()
+        """)
+    loop = innermost(model)
+    names = [ctx.code_for(r.node.func) for r in model.update_calls(loop)]
+    assert names == ["opt.zero_grad", "crit", "model", "scaler.scale(loss).backward", "scaler.scale",
+                     "scaler.unscale_", "clip_grad_norm_", "model.parameters", "scaler.step", "scaler.update",
+                     "sched.step"]
