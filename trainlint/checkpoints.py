@@ -88,6 +88,16 @@ class SavedDict:
 
 
 @dataclass(eq=False)
+class ResumeSave:
+    """A checkpoint meant for resuming: what it holds, what the code has, what it leaves out."""
+
+    save: "Save"
+    kinds: set[str]
+    available: dict[str, list[str]]
+    missing: dict[str, list[str]]
+
+
+@dataclass(eq=False)
 class Save:
     site: CallSite
     obj: cst.BaseExpression | None
@@ -548,6 +558,13 @@ class CheckpointModel:
         opened = self.opened_path(value, save.scope)
         if opened is not None:
             value = self.value_of(opened, save.scope)
+        function = save.site.function
+        if isinstance(value, cst.Name) and function is not None and self.is_param(value, save.scope):
+            # a path handed in: judge it by what the same-file callers pass
+            passed = [self.argument_for(site.node, function, value.value) for site in self.callers(function)]
+            verdicts = [self._reuse(self.value_of(p, site.scope), site.scope, 0)
+                        for p, site in zip(passed, self.callers(function)) if p is not None]
+            return self._combine(verdicts) if verdicts and len(verdicts) == len(passed) else None
         return self._reuse(value, save.scope, 0)
 
     def _reuse(self, expr, scope: Scope, depth: int) -> str | None:
@@ -680,6 +697,119 @@ class CheckpointModel:
                 for b in bindings):
             return "step"
         return None
+
+    # -- resumable checkpoints (TL404, TL701) ------------------------------------------------------------
+    def resume_saves(self) -> Iterator["ResumeSave"]:
+        """Saves meant for resuming, with what they hold and what the code around them has."""
+        for save in self.saves:
+            content = self.saved_dict(save.obj, save.scope)
+            kinds = self.object_kinds(save)
+            if kinds is None:
+                continue
+            path = self.path_text(save)
+            if content is None:
+                # a bare state dict: a weights file, unless its name says it is the one to resume from
+                if kinds != {"model"} or not re.search(r"last|latest|resume|checkpoint|ckpt", _path_words(path),
+                                                       re.I):
+                    continue
+            elif not content.complete:
+                continue
+            kinds = kinds | self._kinds_saved_beside(save)
+            if "model" not in kinds:
+                continue
+            resumable = bool(kinds & {"optimizer", "step"}) or bool(RESUME_PATH.search(path))
+            if not resumable:
+                continue
+            if "optimizer" not in kinds and EXPORT_PATH.search(_path_words(path) or path):
+                continue  # best.pt / final weights with metadata: an export, not a resume point
+            available = self.available_state(save.scope, save.site.function)
+            missing = {kind: available[kind] for kind in STATE_KINDS if kind in available and kind not in kinds}
+            yield ResumeSave(save, kinds, available, missing)
+
+    def _kinds_saved_beside(self, save: Save) -> set[str]:
+        """State written by the other `torch.save` calls of the same function (one file per object)."""
+        kinds: set[str] = set()
+        for other in self.saves:
+            if other is not save and other.site.function is save.site.function and other.scope is save.scope:
+                kinds |= self.object_kinds(other) or set()
+        return kinds
+
+    def file_saved_kinds(self) -> set[str]:
+        """State held by the dict checkpoints this file saves."""
+        kinds: set[str] = set()
+        for save in self.saves:
+            content = self.saved_dict(save.obj, save.scope)
+            if content is not None:
+                kinds |= self.holds(content)
+        return kinds
+
+    def partial_restores(self) -> Iterator[tuple[CallSite, list[tuple[str, str]], set[str]]]:
+        """Loads of a resumable checkpoint that restore the model but not state the code has:
+        (the load, [(kind, name)] not restored, what the checkpoint is known to hold)."""
+        saved = self.file_saved_kinds()
+        for site in self.loads:
+            name = self._loaded_name(site)
+            if name is None:
+                continue
+            body = site.function.node if site.function is not None else self.index.module
+            read, restored, opaque = self._uses_of_checkpoint(name, body, site.scope)
+            if opaque or "model" not in restored or not read:  # no keys read: a bare state dict
+                continue
+            if not ("optimizer" in saved or "step" in read):
+                continue  # nothing says this checkpoint holds more than weights
+            held = (saved | read) & {"optimizer", "scheduler", "scaler"}
+            held.add("optimizer")
+            available = self.available_state(site.scope, site.function)
+            missing = [(kind, available[kind][0]) for kind in ("optimizer", "scheduler", "scaler")
+                       if kind in held and kind in available and kind not in restored | read]
+            if missing:
+                yield site, missing, saved | read
+
+    def _loaded_name(self, site: CallSite) -> str | None:
+        parent = self.index.parent(site.node)
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+            return parent.targets[0].target.value
+        if isinstance(parent, cst.AnnAssign) and isinstance(parent.target, cst.Name):
+            return parent.target.value
+        return None
+
+    def _uses_of_checkpoint(self, name: str, body: cst.CSTNode, scope: Scope) -> tuple[set[str], set[str], bool]:
+        """How a function uses a loaded checkpoint: kinds of keys it reads, kinds of state it
+        restores with `load_state_dict`, and whether it hands the whole checkpoint elsewhere."""
+        read: set[str] = set()
+        restored: set[str] = set()
+        opaque = False
+        for node in _walk_scope(body):
+            if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == name:
+                key = string_value(node.slice[0].slice.value) if isinstance(node.slice[0].slice, cst.Index) else None
+                if key is None:
+                    opaque = True
+                else:
+                    read |= self._key_kinds(key)
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                receiver, method = node.func.value, node.func.attr.value
+                if isinstance(receiver, cst.Name) and receiver.value == name:
+                    if method in ("get", "pop") and node.args:
+                        key = string_value(node.args[0].value)
+                        read |= self._key_kinds(key) if key else set()
+                        opaque |= key is None
+                    elif method not in ("keys", "items", "__contains__"):
+                        opaque = True
+                elif method == "load_state_dict" and node.args and any(
+                        isinstance(n, cst.Name) and n.value == name for n in walk(node.args[0].value)):
+                    kinds = self.value_kinds(receiver, scope) & {"model", "optimizer", "scheduler", "scaler"}
+                    restored |= kinds or {"model"}
+            elif isinstance(node, cst.Call):
+                for arg in node.args:
+                    if isinstance(arg.value, cst.Name) and arg.value.value == name:
+                        opaque = True  # the whole checkpoint goes to a helper we do not follow
+        return read, restored, opaque
+
+    @staticmethod
+    def _key_kinds(key: str) -> set[str]:
+        if KEY_PATTERNS["rng"].search(key):
+            return {"rng"}
+        return {kind for kind, pattern in KEY_PATTERNS.items() if pattern.search(key)}
 
     # -- views of tensors (TL403) --------------------------------------------------------------------
     def saved_views(self, save: Save) -> list[tuple[cst.BaseExpression, str, bool]]:

@@ -1,0 +1,228 @@
+"""TL404 incomplete-resume-checkpoint."""
+
+from __future__ import annotations
+
+from trainlint.checkpoints import STATE_KINDS, STATE_LABELS, checkpoint_model
+from trainlint.finding import Severity
+from trainlint.rule import Rule, bad, good
+
+_CONSEQUENCE = {
+    "optimizer": "the optimizer restarts with empty moments",
+    "scheduler": "the learning-rate schedule restarts from its first value",
+    "scaler": "the loss scale restarts from its initial value",
+    "step": "the resumed run does not know where it stopped",
+}
+
+
+def _missing_text(missing: dict[str, list[str]]) -> str:
+    return ", ".join(f"{STATE_LABELS[kind]} (`{names[0]}`)" for kind, names in missing.items())
+
+
+class IncompleteResumeCheckpoint(Rule):
+    code = "TL404"
+    name = "incomplete-resume-checkpoint"
+    severity = Severity.WARNING
+    summary = "a resume checkpoint leaves out optimizer, scheduler, scaler or step state the script has"
+    message = "this resume checkpoint leaves out training state the script has"
+    triggers = (("torch", "save"), ("torch", "load"))
+    what_it_does = """
+        Flags a `torch.save` of a checkpoint meant for resuming that omits state the surrounding code
+        has. A checkpoint is meant for resuming when it holds model state and optimizer state or a
+        step/epoch counter, or when its name says so (last, latest, resume, checkpoint, ckpt). The
+        state the code has is what the saving function can reach: its own names and parameters, the
+        module's, the attributes of its class, and the local names of same-file callers of a save
+        helper. Optimizers, LR schedulers and GradScalers are known by what built them
+        (`torch.optim.AdamW(...)`, `get_cosine_schedule_with_warmup(...)`, `GradScaler()`) or by a
+        parameter's name or annotation; a counter by `for epoch in ...` or `step += 1`. State written
+        by another `torch.save` in the same function (one file per object) counts as saved.
+
+        Also flags the load side: a `torch.load` of a resumable checkpoint (one the same file saves
+        with optimizer state, or one whose step/epoch the code reads back) after which only the model
+        is restored while an optimizer (or a scheduler or scaler the checkpoint holds) is in reach.
+
+        Quiet on weights-only exports (`torch.save(model.state_dict(), "best.pt")`, safetensors,
+        `best`/`final`/`export` files without optimizer state), on dicts built with `**other` or
+        handed to helpers we cannot see into, and on evaluation code with no optimizer. RNG state
+        is TL701's business.
+        """
+    why_bad = """
+        A resume that restores the weights but not the optimizer restarts Adam with zero moments
+        and a fresh bias correction: the first updates after a resume are far too large and the loss
+        spikes. Without the scheduler the learning rate jumps back to its warm-up value; without the
+        GradScaler the loss scale restarts at 65536 and the first steps are skipped as overflows;
+        without the step counter the schedule, evaluation and checkpoint cadence and the data
+        position all restart. The run does not fail, it silently trains a different model.
+        """
+    references = (
+        "https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html",
+        "https://pytorch.org/docs/stable/amp.html#saving-resuming",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+
+            model = Net()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=100)
+            for epoch in range(100):
+                train_one_epoch(model, optimizer, scheduler)
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch}, "last.pt")
+            """,
+            line=8,
+            title="the LR scheduler is left out",
+        ),
+        bad(
+            """
+            import torch
+
+            class Trainer:
+                def __init__(self, model, lr):
+                    self.model = model
+                    self.opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+                    self.scaler = torch.amp.GradScaler("cuda")
+                    self.global_step = 0
+
+                def save_checkpoint(self, path):
+                    state = {"model": self.model.state_dict(), "optimizer": self.opt.state_dict()}
+                    torch.save(state, path)
+            """,
+            line=12,
+            title="a Trainer without its GradScaler and step counter",
+        ),
+        bad(
+            """
+            import torch
+
+            def save_checkpoint(model, optimizer, epoch, path="checkpoint.pth"):
+                torch.save({"epoch": epoch, "state_dict": model.state_dict()}, path)
+            """,
+            line=4,
+            title="a helper that is handed the optimizer and drops it",
+        ),
+        bad(
+            """
+            import torch
+            from transformers import get_linear_schedule_with_warmup
+
+            def main():
+                optimizer = torch.optim.AdamW(model.parameters())
+                lr_scheduler = get_linear_schedule_with_warmup(optimizer, 100, 1000)
+                step = 0
+                for batch in loader:
+                    step += 1
+                    ckpt = {"model": model.state_dict()}
+                    ckpt["step"] = step
+                    ckpt["optimizer"] = optimizer.state_dict()
+                    torch.save(ckpt, f"ckpt_{step}.pt")
+            """,
+            line=13,
+            title="a dict filled key by key, without the scheduler",
+        ),
+        bad(
+            """
+            import torch
+
+            model = Net()
+            optimizer = torch.optim.Adam(model.parameters())
+            ckpt = torch.load(args.resume, map_location="cpu", weights_only=True)
+            model.load_state_dict(ckpt["model"])
+            start_epoch = ckpt["epoch"] + 1
+            """,
+            line=5,
+            title="the load side: a resume that restores only the model",
+        ),
+        good(
+            """
+            import torch
+
+            model = Net()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=100)
+            for epoch in range(100):
+                train_one_epoch(model, optimizer, scheduler)
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "scheduler": scheduler.state_dict(), "epoch": epoch}, "last.pt")
+            """,
+            title="everything the run has",
+        ),
+        good(
+            """
+            import torch
+
+            optimizer = torch.optim.AdamW(model.parameters())
+            for epoch in range(10):
+                train_one_epoch(model, optimizer)
+                if val_acc > best_acc:
+                    torch.save(model.state_dict(), "best.pt")
+            """,
+            title="a weights-only export of the best model",
+        ),
+        good(
+            """
+            import os
+            import torch
+
+            def save_checkpoint(model, optimizer, lr_scheduler, output_dir):
+                torch.save(model.state_dict(), os.path.join(output_dir, "pytorch_model.bin"))
+                torch.save(optimizer.state_dict(), os.path.join(output_dir, "optimizer.pt"))
+                torch.save(lr_scheduler.state_dict(), os.path.join(output_dir, "scheduler.pt"))
+            """,
+            title="one file per object",
+        ),
+        good(
+            """
+            import torch
+            from safetensors.torch import save_file
+
+            optimizer = torch.optim.AdamW(model.parameters())
+            save_file(model.state_dict(), "model.safetensors")
+            """,
+            title="safetensors weights",
+        ),
+        good(
+            """
+            import torch
+
+            model = Net()
+            ckpt = torch.load("runs/exp/last.pt", map_location="cpu", weights_only=True)
+            model.load_state_dict(ckpt["model"])
+            print(evaluate(model, test_loader), "at epoch", ckpt["epoch"])
+            """,
+            title="an evaluation script restores only the model on purpose",
+        ),
+        good(
+            """
+            import torch
+
+            model = Net()
+            optimizer = torch.optim.Adam(model.parameters())
+            ckpt = torch.load(args.resume, map_location="cpu", weights_only=True)
+            model.load_state_dict(ckpt["model"])
+            optimizer.load_state_dict(ckpt["optimizer"])
+            start_epoch = ckpt["epoch"] + 1
+            """,
+            title="the load side restores the optimizer too",
+        ),
+    )
+
+    def check(self, ctx):
+        model = ctx.model(checkpoint_model)
+        for resume in model.resume_saves():
+            if not resume.missing:
+                continue
+            consequences = "; ".join(_CONSEQUENCE[k] for k in STATE_KINDS if k in resume.missing)
+            yield self.report(
+                resume.save.node,
+                f"this resume checkpoint leaves out {_missing_text(resume.missing)}: after a resume "
+                f"{consequences}; add {'it' if len(resume.missing) == 1 else 'them'} to the saved dict",
+            )
+        for site, missing, _ in model.partial_restores():
+            names = ", ".join(f"`{name}`" for _, name in missing)
+            yield self.report(
+                site.node,
+                f"this resume loads a training checkpoint but restores only the model: {names} "
+                f"{'is' if len(missing) == 1 else 'are'} never restored with `load_state_dict`, so "
+                + "; ".join(_CONSEQUENCE[kind] for kind, _ in missing),
+            )
