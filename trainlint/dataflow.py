@@ -446,3 +446,45 @@ def _bound_to_loss_module(flow: Dataflow, func: cst.BaseExpression, scope: Scope
             if name.startswith("torch.nn.") and name.endswith("Loss"):
                 return True
     return False
+
+
+def loader_of_loop(flow: Dataflow, loop: cst.CSTNode) -> cst.BaseExpression | None:
+    """The data loader a `for` loop iterates, through `enumerate`/`tqdm`/`zip`/`iter` wrappers."""
+    if not isinstance(loop, cst.For):
+        return None
+    scope = flow.scope_of(loop)
+    iterable = loop.iter
+    for _ in range(4):
+        if flow.is_loader(iterable, scope):
+            return iterable
+        if not (isinstance(iterable, cst.Call) and positional_args(iterable)):
+            return None
+        iterable = positional_args(iterable)[0].value
+    return None
+
+
+def loader_constructor(flow: Dataflow, expr: cst.BaseExpression) -> cst.Call | None:
+    """The `DataLoader(...)` call a loader expression was built by, when it is in this file."""
+    scope = flow.scope_of(expr)
+    for _ in range(4):
+        if isinstance(expr, cst.Call):
+            name = flow.index.resolve(expr.func, scope) or ""
+            if name.rsplit(".", 1)[-1] == "DataLoader":
+                return expr
+            return None
+        values: list[cst.BaseExpression] = []
+        if isinstance(expr, cst.Name):
+            binding = flow.reaching(expr)
+            bindings = [binding] if binding is not None else scope.lookup(expr.value)
+            values = [b.value for b in bindings if b is not None and b.value is not None]
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            current: Scope | None = scope
+            while current is not None and current.kind != "class":
+                current = current.parent
+            if current is not None:
+                values = flow.index.class_attributes.get(current.name, {}).get(expr.attr.value, [])
+        if len(values) != 1:
+            return None
+        expr = values[0]
+        scope = flow.scope_of(expr)
+    return None

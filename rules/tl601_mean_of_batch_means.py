@@ -1,0 +1,488 @@
+"""TL601 mean-of-batch-means."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from trainlint.dataflow import dataflow, keyword_value, loader_constructor, loader_of_loop, walk_expression
+from trainlint.finding import Severity
+from trainlint.index import dotted_name, positional_args, walk
+from trainlint.rule import Rule, bad, good
+
+# torch.nn.functional losses whose default reduction is a mean over the batch
+_MEAN_LOSSES = frozenset({
+    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "poisson_nll_loss",
+    "gaussian_nll_loss", "soft_margin_loss", "multilabel_soft_margin_loss", "multi_margin_loss",
+    "hinge_embedding_loss", "cosine_embedding_loss", "margin_ranking_loss", "triplet_margin_loss",
+    "multilabel_margin_loss",
+})
+_CRITERION_NAME = re.compile(r"^(criterion|criteria|crit|loss_?fn|loss_?func(tion)?|lossfn)$", re.IGNORECASE)
+_UNWRAP_METHODS = frozenset({"item", "detach", "cpu", "float", "double", "tolist", "numpy"})
+_UNWRAP_FUNCTIONS = frozenset({"float"})
+_MEAN_FUNCTIONS = frozenset({"numpy.mean", "numpy.average", "statistics.mean", "statistics.fmean",
+                             "numpy.nanmean"})
+_BATCH_SIZE_NAME = re.compile(r"^(bs|batch_?size|n_?batch|bsz)$", re.IGNORECASE)
+
+
+class MeanOfBatchMeans(Rule):
+    code = "TL601"
+    name = "mean-of-batch-means"
+    severity = Severity.WARNING
+    summary = "A metric averaged as the sum of per-batch means divided by the number of batches"
+    message = "a mean of per-batch means overweights a short last batch: accumulate sums and counts"
+    triggers = ("len(", "+= 1", "enumerate", "mean(")
+    what_it_does = """
+        Flags a loss or accuracy accumulated over a data loader as per-batch means
+        (`total += loss.item()` where the loss is a batch mean, `acc += correct / len(y)`,
+        `losses.append(outputs.loss.item())`) and then divided by the number of batches
+        (`len(loader)`, the `enumerate` counter, a counter incremented once per batch,
+        `len(losses)`, `np.mean(losses)`). The finding is at the division.
+
+        It stays quiet on sums divided by a sample count (`reduction="sum"`,
+        `loss.item() * x.size(0)` divided by `len(loader.dataset)`), on running averages weighted
+        by batch size (`AverageMeter.update(val, n)`), on running displays inside the loop, and
+        when the loader is built in the same file with `drop_last=True` or `batch_size=1`: every
+        batch then has the same size and the mean of means is exact.
+        """
+    why_bad = """
+        A mean-reduced loss is already an average over its batch. Averaging those averages gives
+        every batch the same weight, whatever its size. When the dataset size is not a multiple of
+        the batch size, the last batch is smaller and its samples count for more than the others:
+        with 1,001 validation samples and batches of 100, the single last sample weighs as much as
+        a whole batch. The reported validation loss or accuracy then depends on the batch size and
+        on which samples land in the tail, so runs with different batch sizes (or a different
+        number of GPUs) are not comparable, and early stopping or checkpoint selection acts on a
+        biased number. Summing per-sample values and dividing by the sample count is exact.
+        """
+    references = (
+        "https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader (drop_last)",
+        "https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html (reduction)",
+        "https://github.com/pytorch/examples/blob/main/imagenet/main.py (AverageMeter.update(val, n))",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            @torch.no_grad()
+            def evaluate(model, loader):
+                total = 0.0
+                for x, y in loader:
+                    total += F.cross_entropy(model(x), y).item()
+                return total / len(loader)
+            """,
+            line=9,
+            title="a mean loss summed per batch, divided by len(loader)",
+        ),
+        bad(
+            """
+            import torch
+
+            def validate(model, val_loader):
+                model.eval()
+                running_acc = 0.0
+                with torch.no_grad():
+                    for i, (images, labels) in enumerate(val_loader):
+                        logits = model(images)
+                        running_acc += (logits.argmax(1) == labels).sum().item() / labels.size(0)
+                return running_acc / (i + 1)
+            """,
+            line=10,
+            title="per-batch accuracy divided by the enumerate counter",
+        ),
+        bad(
+            """
+            import numpy as np
+            import torch
+
+            def eval_epoch(model, eval_dataloader):
+                model.eval()
+                losses = []
+                for batch in eval_dataloader:
+                    with torch.no_grad():
+                        outputs = model(**batch)
+                    losses.append(outputs.loss.item())
+                return np.mean(losses)
+            """,
+            line=11,
+            title="HF-style losses list averaged with np.mean",
+        ),
+        bad(
+            """
+            class Trainer:
+                def validate(self):
+                    self.model.eval()
+                    val_loss, n_batches = 0.0, 0
+                    for x, y in self.val_loader:
+                        with torch.no_grad():
+                            val_loss += self.loss_fn(self.model(x), y).item()
+                        n_batches += 1
+                    val_loss /= n_batches
+                    return val_loss
+            """,
+            line=9,
+            title="a batch counter in a Trainer class",
+        ),
+        bad(
+            """
+            for epoch in range(epochs):
+                epoch_loss = 0
+                for x, y in train_loader:
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                    epoch_loss += loss.item()
+                print(epoch, epoch_loss / len(train_loader))
+            """,
+            line=9,
+            title="training loss averaged per batch",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            @torch.no_grad()
+            def evaluate(model, loader):
+                loss_sum, count = 0.0, 0
+                for x, y in loader:
+                    loss_sum += F.cross_entropy(model(x), y, reduction="sum").item()
+                    count += y.size(0)
+                return loss_sum / count
+            """,
+            title="a summed loss divided by the sample count",
+        ),
+        good(
+            """
+            import torch
+
+            def validate(model, criterion, val_loader):
+                total = 0.0
+                with torch.no_grad():
+                    for images, labels in val_loader:
+                        loss = criterion(model(images), labels)
+                        total += loss.item() * images.size(0)
+                return total / len(val_loader.dataset)
+            """,
+            title="batch means weighted by batch size, divided by len(dataset)",
+        ),
+        good(
+            """
+            def validate(model, criterion, val_loader):
+                losses = AverageMeter()
+                for images, target in val_loader:
+                    loss = criterion(model(images), target)
+                    losses.update(loss.item(), images.size(0))
+                return losses.avg
+            """,
+            title="a running average weighted by batch size",
+        ),
+        good(
+            """
+            from torch.utils.data import DataLoader
+
+            train_loader = DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True)
+            for epoch in range(epochs):
+                epoch_loss = 0.0
+                for x, y in train_loader:
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                    epoch_loss += loss.item()
+                print(epoch_loss / len(train_loader))
+            """,
+            title="drop_last=True: every batch has the same size, the mean of means is exact",
+        ),
+        good(
+            """
+            import torch
+
+            @torch.no_grad()
+            def estimate_loss(model):
+                out = {}
+                for split in ["train", "val"]:
+                    losses = torch.zeros(eval_iters)
+                    for k in range(eval_iters):
+                        x, y = get_batch(split)
+                        losses[k] = model(x, y).item()
+                    out[split] = losses.mean()
+                return out
+            """,
+            title="fixed-size random batches, not a loader's tail",
+        ),
+        good(
+            """
+            from tqdm import tqdm
+
+            total = 0.0
+            bar = tqdm(enumerate(val_loader))
+            for i, (x, y) in bar:
+                total += criterion(model(x), y).item()
+                bar.set_postfix(loss=total / (i + 1))
+            """,
+            title="a running display inside the loop",
+        ),
+    )
+
+    def check(self, ctx):
+        flow = ctx.model(dataflow)
+        for loop in ctx.index.loops:
+            loader = loader_of_loop(flow, loop)
+            if loader is None or _equal_batches(flow, loader):
+                continue
+            owner = flow._owner(loop)
+            accumulators = _accumulators(flow, loop)
+            if not accumulators:
+                continue
+            counts = _batch_counts(flow, loop, loader)
+            for node in walk(owner.body if isinstance(owner, cst.FunctionDef) else owner):
+                if not flow.before(loop, node):
+                    continue
+                found = _division(flow, node, accumulators, counts)
+                if found is not None:
+                    key, what = found
+                    yield self.report(
+                        node,
+                        f"`{ctx.code_for(node).strip()}` averages per-batch means ({what}) over the number of "
+                        f"batches of `{ctx.code_for(loader)}`: every batch weighs the same, so a short last "
+                        "batch is overweighted; sum per-sample values (`loss.item() * len(y)` or "
+                        "`reduction=\"sum\"`) and divide by the number of samples",
+                    )
+
+
+def _equal_batches(flow, loader) -> bool:
+    """The loader is built here with `drop_last=True` or `batch_size=1`: batches are equal."""
+    call = loader_constructor(flow, loader)
+    if call is None:
+        return False
+    drop = keyword_value(call, "drop_last")
+    size = keyword_value(call, "batch_size")
+    if size is None and len(positional_args(call)) >= 2:
+        size = positional_args(call)[1].value
+    return (isinstance(drop, cst.Name) and drop.value == "True") or (
+        isinstance(size, cst.Integer) and size.value == "1")
+
+
+def _accumulators(flow, loop) -> dict[str, str]:
+    """Names bound before the loop that collect per-batch means inside it -> what they collect."""
+    found: dict[str, str] = {}
+    for node in walk(loop.body):
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        target = value = None
+        if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
+            target, value = node.target, node.value
+        elif isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.BinaryOperation) \
+                and isinstance(node.value.operator, cst.Add) \
+                and dotted_name(node.value.left) == dotted_name(node.targets[0].target):
+            target, value = node.targets[0].target, node.value.right
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "append" \
+                and len(node.args) == 1:
+            target, value = node.func.value, node.args[0].value
+        key = dotted_name(target) if target is not None else None
+        if key is None or not _bound_before(flow, key, loop):
+            continue
+        what = _batch_mean(flow, value, 0)
+        if what:
+            found[key] = f"`{flow.ctx.code_for(value)}` is {what}"
+    return found
+
+
+def _bound_before(flow, key, loop) -> bool:
+    if "." in key:
+        return key.startswith("self.")
+    return any(b.kind != "for" and flow.before(b.node, loop) for b in flow.bindings_in_function(key, loop))
+
+
+def _batch_mean(flow, expr, depth) -> str | None:
+    """Why `expr` is a per-batch mean, or None."""
+    if depth > 6 or expr is None:
+        return None
+    scope = flow.scope_of(expr)
+    # unwrap `.item()`, `.detach()`, `float(...)`
+    while True:
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) \
+                and expr.func.attr.value in _UNWRAP_METHODS and not expr.args:
+            expr = expr.func.value
+        elif isinstance(expr, cst.Call) and flow.index.resolve(expr.func, scope) in _UNWRAP_FUNCTIONS \
+                and len(expr.args) == 1:
+            expr = expr.args[0].value
+        else:
+            break
+    if isinstance(expr, cst.Name):
+        binding = flow.reaching(expr)
+        if binding is None or binding.kind not in ("assign", "with") or binding.value is None:
+            return None
+        return _batch_mean(flow, binding.value, depth + 1)
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "loss":
+        return "a model's mean loss"
+    if isinstance(expr, cst.Subscript) and _subscript_key(expr) == "loss":
+        return "a model's mean loss"
+    if isinstance(expr, cst.BinaryOperation):
+        if isinstance(expr.operator, cst.Divide) and _is_batch_size(flow, expr.right):
+            return "a per-batch ratio"
+        if isinstance(expr.operator, (cst.Multiply,)):
+            return None  # weighted by a size: a sum
+        if isinstance(expr.operator, cst.Divide) and isinstance(expr.right, (cst.Integer, cst.Float, cst.Name)):
+            return _batch_mean(flow, expr.left, depth + 1)  # loss / accumulation_steps
+        return None
+    if not isinstance(expr, cst.Call):
+        return None
+    func = expr.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "mean" and not _has_dim(expr):
+        return "a batch mean"
+    name = flow.index.resolve(func, scope) or ""
+    if name == "torch.mean" and len(expr.args) == 1:
+        return "a batch mean"
+    reduction = keyword_value(expr, "reduction")
+    if name.startswith("torch.nn.functional.") and name.rsplit(".", 1)[-1] in _MEAN_LOSSES:
+        return "a mean-reduced loss" if _mean_reduction(reduction) else None
+    if _criterion_reduction(flow, func, scope) is not None:
+        return "a mean-reduced loss" if _criterion_reduction(flow, func, scope) else None
+    tail = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    if _CRITERION_NAME.match(tail) and _unknown_binding(flow, func, scope):
+        return "a loss with the default mean reduction"
+    return None
+
+
+def _mean_reduction(reduction) -> bool:
+    if reduction is None:
+        return True
+    return isinstance(reduction, cst.SimpleString) and reduction.evaluated_value in ("mean", "batchmean",
+                                                                                     "elementwise_mean")
+
+
+def _criterion_reduction(flow, func, scope) -> bool | None:
+    """For `criterion = nn.XLoss(...)`: True when it reduces by mean, False otherwise, None unknown."""
+    values: list = []
+    if isinstance(func, cst.Name):
+        values = [b.value for b in scope.lookup(func.value) if b.value is not None]
+    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        current = scope
+        while current is not None and current.kind != "class":
+            current = current.parent
+        if current is not None:
+            values = flow.index.class_attributes.get(current.name, {}).get(func.attr.value, [])
+    for value in values:
+        if isinstance(value, cst.Call):
+            name = flow.index.resolve(value.func, flow.index.scope_at(value)) or ""
+            if name.startswith("torch.nn.") and name.endswith("Loss"):
+                return _mean_reduction(keyword_value(value, "reduction"))
+    return None
+
+
+def _unknown_binding(flow, func, scope) -> bool:
+    """A criterion passed in or set elsewhere: its reduction is the default (mean) unless shown."""
+    if isinstance(func, cst.Name):
+        bindings = scope.lookup(func.value)
+        return all(b.kind in ("param", "import") or b.value is None for b in bindings) if bindings else True
+    return isinstance(func, cst.Attribute)
+
+
+def _has_dim(call) -> bool:
+    return bool(call.args)
+
+
+def _subscript_key(expr: cst.Subscript) -> str | None:
+    if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+        value = expr.slice[0].slice.value
+        if isinstance(value, cst.SimpleString):
+            return value.evaluated_value
+    return None
+
+
+def _is_batch_size(flow, expr) -> bool:
+    """`len(y)`, `y.size(0)`, `y.shape[0]`, `y.numel()`, `batch_size`."""
+    if isinstance(expr, cst.Call):
+        if flow.index.resolve(expr.func, flow.scope_of(expr)) == "len":
+            return True
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("size", "numel"):
+            args = positional_args(expr)
+            return not args or (isinstance(args[0].value, cst.Integer) and args[0].value.value == "0")
+    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape":
+        return True
+    if isinstance(expr, cst.Name):
+        return _BATCH_SIZE_NAME.match(expr.value) is not None
+    return False
+
+
+def _batch_counts(flow, loop, loader) -> dict:
+    """What counts the batches of `loop`: enumerate indexes, `+= 1` counters, `len(loader)` names."""
+    counters: set[str] = set()
+    index_names: set[str] = set()
+    if isinstance(loop.iter, cst.Call) and flow.index.resolve(loop.iter.func, flow.scope_of(loop)) == "enumerate" \
+            and isinstance(loop.target, (cst.Tuple, cst.List)) and loop.target.elements \
+            and isinstance(loop.target.elements[0].value, cst.Name):
+        index_names.add(loop.target.elements[0].value.value)
+    for node in walk(loop.body):
+        if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign) \
+                and isinstance(node.value, cst.Integer) and node.value.value == "1":
+            key = dotted_name(node.target)
+            if key is not None and _bound_before(flow, key, loop):
+                counters.add(key)
+    return {"loader": dotted_name(loader), "counters": counters, "indexes": index_names}
+
+
+def _is_batch_count(flow, expr, counts, list_key=None) -> bool:
+    while isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add) \
+            and isinstance(expr.right, cst.Integer):
+        expr = expr.left
+    key = dotted_name(expr)
+    if key is not None and (key in counts["counters"] or key in counts["indexes"]):
+        return True
+    if isinstance(expr, cst.Call) and flow.index.resolve(expr.func, flow.scope_of(expr)) == "len" \
+            and len(expr.args) == 1:
+        arg = expr.args[0].value
+        arg_key = dotted_name(arg)
+        if arg_key is not None and (arg_key == counts["loader"] or arg_key == list_key):
+            return True
+        return flow.is_loader(arg, flow.scope_of(expr))
+    if isinstance(expr, cst.Name):
+        binding = flow.reaching(expr)
+        if binding is not None and binding.kind == "assign" and binding.value is not None \
+                and binding.value is not expr:
+            return _is_batch_count(flow, binding.value, counts, list_key)
+    return False
+
+
+def _accumulated(expr, accumulators) -> str | None:
+    """The accumulator an expression reads (`total`, `total.item()`, `float(total)`, `sum(losses)`)."""
+    for node in walk_expression(expr):
+        key = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if key in accumulators:
+            return key
+    return None
+
+
+def _division(flow, node, accumulators, counts):
+    """(accumulator, reason) when `node` divides a per-batch-mean accumulator by a batch count."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+        key = _accumulated(node.left, accumulators)
+        if key is not None and _is_batch_count(flow, node.right, counts, key):
+            return key, accumulators[key]
+    elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.DivideAssign):
+        key = dotted_name(node.target)
+        if key in accumulators and _is_batch_count(flow, node.value, counts, key):
+            return key, accumulators[key]
+    elif isinstance(node, cst.Call) and len(node.args) == 1:
+        scope = flow.scope_of(node)
+        name = flow.index.resolve(node.func, scope)
+        arg = dotted_name(node.args[0].value)
+        if name in _MEAN_FUNCTIONS and arg in accumulators:
+            return arg, accumulators[arg]
+    elif isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute) \
+            and node.func.attr.value == "mean":
+        inner = node.func.value
+        if isinstance(inner, cst.Call) and len(inner.args) == 1 and \
+                (flow.index.resolve(inner.func, flow.scope_of(inner)) or "") in (
+                "torch.tensor", "torch.stack", "torch.as_tensor", "numpy.array", "numpy.asarray"):
+            arg = dotted_name(inner.args[0].value)
+            if arg in accumulators:
+                return arg, accumulators[arg]
+    return None

@@ -1,0 +1,372 @@
+"""TL602 eval-loader-shuffles-or-drops."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from trainlint.dataflow import dataflow, keyword_value
+from trainlint.finding import Severity
+from trainlint.index import dotted_name, positional_args, walk
+from trainlint.modes import modes
+from trainlint.rule import FixSpec, Rule, bad, good
+
+_EVAL_TOKEN = re.compile(r"^(val|valid|validation|eval|evaluation|test|testing|dev|holdout)"
+                         r"(loader|dataloader|dl|set|dataset|ds|data|iter)?s?$")
+_TRAIN_TOKEN = re.compile(r"^(train|training|trn|fit)(loader|dataloader|dl|set|dataset|ds|data|iter)?s?$")
+_EVAL_SPLIT = re.compile(r"^(val|valid|validation|eval|evaluation|test|testing|dev|holdout)(\[.*\])?$")
+# hooks whose loader the framework uses for evaluation only
+_EVAL_HOOKS = frozenset({"val_dataloader", "test_dataloader", "predict_dataloader", "get_eval_dataloader",
+                         "get_test_dataloader", "eval_dataloader", "valid_dataloader"})
+
+
+def _tokens(name: str) -> list[str]:
+    return [t.lower() for t in re.split(r"_+|(?<=[a-z0-9])(?=[A-Z])|\.", name) if t]
+
+
+def name_kind(name: str | None) -> str | None:
+    """"eval" or "train" when an identifier says which split it holds."""
+    if not name:
+        return None
+    tokens = _tokens(name.rsplit(".", 1)[-1])
+    if any(_TRAIN_TOKEN.match(t) for t in tokens):
+        return "train"
+    if any(_EVAL_TOKEN.match(t) for t in tokens):
+        return "eval"
+    return None
+
+
+class EvalLoaderShufflesOrDrops(Rule):
+    code = "TL602"
+    name = "eval-loader-shuffles-or-drops"
+    severity = Severity.WARNING
+    summary = "A validation/test `DataLoader` with `shuffle=True` or `drop_last=True`"
+    message = "an evaluation DataLoader should neither shuffle nor drop the last batch"
+    triggers = ("DataLoader",)
+    what_it_does = """
+        Flags a `DataLoader(...)` built with `shuffle=True` or `drop_last=True` when it is clearly
+        for validation or test: its variable or dataset is named so (`val_loader`, `testloader`,
+        `valid_dataset`, `eval_dataloader`, `loaders["test"]`), its dataset is built as a held-out
+        split (`MNIST(..., train=False)`, `load_dataset(..., split="validation")`, `ds["test"]`),
+        it is returned by `val_dataloader`/`test_dataloader`/`get_eval_dataloader` or built inside an
+        evaluation function, or it is only iterated by evaluation loops (no backward, grad off).
+
+        Training loaders, samplers (shuffling through `sampler=` is the sampler's business) and
+        loaders whose names say nothing are left alone.
+        """
+    why_bad = """
+        `drop_last=True` silently leaves the tail of the validation or test set out of every
+        evaluation: with 10,050 test images and batches of 100, fifty images are never scored, and
+        which fifty depends on the batch size and the number of processes. `shuffle=True` makes the
+        order of batches random, so anything order-dependent (the first batch shown as examples,
+        per-batch logs, a metric that averages batch means, a tie in early stopping) changes from
+        run to run, and costs a permutation per epoch for nothing. An evaluation should see every
+        sample once, in a fixed order.
+        """
+    references = (
+        "https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader",
+        "https://lightning.ai/docs/pytorch/stable/data/datamodule.html",
+    )
+    examples = (
+        bad(
+            """
+            from torch.utils.data import DataLoader
+
+            train_loader = DataLoader(train_set, batch_size=64, shuffle=True)
+            val_loader = DataLoader(val_set, batch_size=64, shuffle=True)
+            """,
+            line=4,
+            fixed="""
+            from torch.utils.data import DataLoader
+
+            train_loader = DataLoader(train_set, batch_size=64, shuffle=True)
+            val_loader = DataLoader(val_set, batch_size=64, shuffle=False)
+            """,
+            title="a validation loader that shuffles",
+        ),
+        bad(
+            """
+            import torch
+            import torchvision
+
+            testset = torchvision.datasets.CIFAR10(root="./data", train=False, download=True)
+            loader = torch.utils.data.DataLoader(testset, batch_size=128, drop_last=True)
+            """,
+            line=5,
+            fixed="""
+            import torch
+            import torchvision
+
+            testset = torchvision.datasets.CIFAR10(root="./data", train=False, download=True)
+            loader = torch.utils.data.DataLoader(testset, batch_size=128, drop_last=False)
+            """,
+            title="a held-out split that drops its tail",
+        ),
+        bad(
+            """
+            import lightning as L
+            from torch.utils.data import DataLoader
+
+            class DataModule(L.LightningDataModule):
+                def val_dataloader(self):
+                    return DataLoader(self.data, batch_size=self.batch_size, shuffle=True, drop_last=True)
+            """,
+            line=6,
+            fixed="""
+            import lightning as L
+            from torch.utils.data import DataLoader
+
+            class DataModule(L.LightningDataModule):
+                def val_dataloader(self):
+                    return DataLoader(self.data, batch_size=self.batch_size, shuffle=False, drop_last=False)
+            """,
+            title="a Lightning val_dataloader hook",
+        ),
+        bad(
+            """
+            from datasets import load_dataset
+            from torch.utils.data import DataLoader
+
+            raw = load_dataset("glue", "mrpc")
+            eval_dataloader = DataLoader(raw["validation"], collate_fn=collate, batch_size=32, shuffle=True)
+            """,
+            line=5,
+            fixed="""
+            from datasets import load_dataset
+            from torch.utils.data import DataLoader
+
+            raw = load_dataset("glue", "mrpc")
+            eval_dataloader = DataLoader(raw["validation"], collate_fn=collate, batch_size=32, shuffle=False)
+            """,
+            title="HF datasets validation split",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def main(holdout):
+                loader = DataLoader(holdout, batch_size=256, shuffle=True)
+                model.eval()
+                with torch.no_grad():
+                    for x, y in loader:
+                        update_metrics(model(x), y)
+            """,
+            line=5,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def main(holdout):
+                loader = DataLoader(holdout, batch_size=256, shuffle=False)
+                model.eval()
+                with torch.no_grad():
+                    for x, y in loader:
+                        update_metrics(model(x), y)
+            """,
+            title="only consumed by an evaluation loop",
+        ),
+        good(
+            """
+            from torch.utils.data import DataLoader
+
+            train_loader = DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True)
+            val_loader = DataLoader(val_set, batch_size=64, shuffle=False)
+            """,
+            title="training loader shuffles and drops, validation loader does neither",
+        ),
+        good(
+            """
+            from torch.utils.data import DataLoader
+            from torch.utils.data.distributed import DistributedSampler
+
+            sampler = DistributedSampler(val_dataset, shuffle=False)
+            val_loader = DataLoader(val_dataset, batch_size=32, sampler=sampler)
+            """,
+            title="evaluation through a sampler",
+        ),
+        good(
+            """
+            import lightning as L
+            from torch.utils.data import DataLoader
+
+            class DataModule(L.LightningDataModule):
+                def train_dataloader(self):
+                    return DataLoader(self.train_ds, batch_size=32, shuffle=True, drop_last=True)
+
+                def test_dataloader(self):
+                    return DataLoader(self.test_ds, batch_size=32)
+            """,
+            title="Lightning hooks: only the training loader shuffles",
+        ),
+        good(
+            """
+            from torch.utils.data import DataLoader
+
+            def make_loader(dataset, training):
+                return DataLoader(dataset, batch_size=32, shuffle=training, drop_last=training)
+            """,
+            title="shuffle chosen by a flag",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(dataset, batch_size=32, shuffle=True)
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+            """,
+            title="an unnamed loader used for training",
+        ),
+    )
+
+    def check(self, ctx):
+        index = ctx.index
+        for site in index.calls:
+            name = index.call_name(site) or ""
+            if name.rsplit(".", 1)[-1] != "DataLoader":
+                continue
+            call = site.node
+            shuffle = keyword_value(call, "shuffle")
+            if shuffle is None and len(positional_args(call)) >= 3:
+                shuffle = positional_args(call)[2].value
+            drop = keyword_value(call, "drop_last")
+            bad_args = [(word, value) for word, value in (("shuffle", shuffle), ("drop_last", drop))
+                        if isinstance(value, cst.Name) and value.value == "True"]
+            if not bad_args:
+                continue
+            why = self._evaluation_evidence(ctx, site)
+            if why is None:
+                continue
+            words = " and ".join(f"`{w}=True`" for w, _ in bad_args)
+            consequence = []
+            if any(w == "drop_last" for w, _ in bad_args):
+                consequence.append("the last partial batch is never evaluated")
+            if any(w == "shuffle" for w, _ in bad_args):
+                consequence.append("the batch order changes from run to run")
+            safe = all(w == "shuffle" for w, _ in bad_args)
+            fix = FixSpec(
+                "Set " + " and ".join(f"`{w}=False`" for w, _ in bad_args),
+                safe=safe,
+                replacements=tuple((value, cst.Name("False")) for _, value in bad_args),
+            )
+            yield self.report(
+                call,
+                f"evaluation DataLoader ({why}) built with {words}: " + " and ".join(consequence)
+                + "; an evaluation should see every sample once, in a fixed order",
+                fix,
+            )
+
+    def _evaluation_evidence(self, ctx, site) -> str | None:
+        index = ctx.index
+        call = site.node
+        holder = _holder_name(index, call)
+        dataset = _dataset_arg(call)
+        dataset_text = ctx.code_for(dataset) if dataset is not None else None
+        # a training name anywhere wins: never flag a loader that says it trains
+        if name_kind(holder) == "train" or name_kind(dotted_name(dataset) if dataset is not None else None) == "train":
+            return None
+        if name_kind(holder) == "eval":
+            return f"`{holder}`"
+        if dataset is not None:
+            kind = _dataset_kind(ctx, dataset, site.scope)
+            if kind == "train":
+                return None
+            if kind is not None:
+                return f"dataset `{dataset_text}` {kind}"
+        function = site.function
+        if function is not None and function.name in _EVAL_HOOKS:
+            return f"returned by `{function.name}`"
+        mode_model = ctx.model(modes)
+        if function is not None and mode_model.is_evaluation_function(function) \
+                and not mode_model.computes_grad(function.node.body, function.scope):
+            return f"built in the evaluation function `{function.name}`"
+        if holder is not None and "." not in holder and _only_evaluated(ctx, call, holder):
+            return f"`{holder}` is only iterated by evaluation loops"
+        return None
+
+
+def _holder_name(index, call) -> str | None:
+    """The variable, attribute or dict key that receives the loader."""
+    parent = index.parent(call)
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        target = parent.targets[0].target
+        if isinstance(target, cst.Subscript) and len(target.slice) == 1 \
+                and isinstance(target.slice[0].slice, cst.Index) \
+                and isinstance(target.slice[0].slice.value, cst.SimpleString):
+            return target.slice[0].slice.value.evaluated_value
+        return dotted_name(target)
+    if isinstance(parent, cst.AnnAssign):
+        return dotted_name(parent.target)
+    if isinstance(parent, cst.DictElement) and isinstance(parent.key, cst.SimpleString):
+        return parent.key.evaluated_value
+    if isinstance(parent, cst.Arg) and parent.keyword is not None:
+        return parent.keyword.value
+    return None
+
+
+def _dataset_arg(call) -> cst.BaseExpression | None:
+    dataset = keyword_value(call, "dataset")
+    if dataset is None:
+        args = positional_args(call)
+        dataset = args[0].value if args else None
+    return dataset
+
+
+def _dataset_kind(ctx, dataset, scope, depth: int = 0) -> str | None:
+    """How a dataset expression shows it is a held-out split (text for the message), or "train"."""
+    if depth > 3:
+        return None
+    kind = name_kind(dotted_name(dataset))
+    if kind == "train":
+        return "train"
+    if kind == "eval":
+        return "is a held-out split"
+    if isinstance(dataset, cst.Subscript) and len(dataset.slice) == 1 \
+            and isinstance(dataset.slice[0].slice, cst.Index) \
+            and isinstance(dataset.slice[0].slice.value, cst.SimpleString):
+        key = dataset.slice[0].slice.value.evaluated_value
+        if isinstance(key, str):
+            if _EVAL_SPLIT.match(key.lower()):
+                return "is a held-out split"
+            if name_kind(key) == "train":
+                return "train"
+    if isinstance(dataset, cst.Call):
+        train = keyword_value(dataset, "train")
+        if isinstance(train, cst.Name) and train.value == "False":
+            return "is built with `train=False`"
+        if isinstance(train, cst.Name) and train.value == "True":
+            return "train"
+        split = keyword_value(dataset, "split")
+        if isinstance(split, cst.SimpleString) and isinstance(split.evaluated_value, str):
+            value = split.evaluated_value.lower()
+            if _EVAL_SPLIT.match(value):
+                return f"is the `{split.evaluated_value}` split"
+            if name_kind(value) == "train":
+                return "train"
+        return None
+    if isinstance(dataset, cst.Name):
+        values = [b.value for b in scope.lookup(dataset.value) if b.value is not None]
+        if len(values) == 1:
+            return _dataset_kind(ctx, values[0], ctx.index.scope_at(values[0]), depth + 1)
+    return None
+
+
+def _only_evaluated(ctx, call, holder: str) -> bool:
+    """Every loop over the loader variable is an evaluation: grad off, no backward or step."""
+    flow = ctx.model(dataflow)
+    mode_model = ctx.model(modes)
+    owner = flow._owner(call)
+    loops = []
+    for node in walk(owner.body if isinstance(owner, cst.FunctionDef) else owner):
+        if isinstance(node, cst.For) and holder in {n.value for n in walk(node.iter) if isinstance(n, cst.Name)}:
+            loops.append(node)
+    if not loops:
+        return False
+    scope = flow.scope_of(call)
+    return all(flow.under_no_grad(loop.body) and not mode_model.computes_grad(loop, scope) for loop in loops)
