@@ -1,0 +1,492 @@
+"""`trainlint lsp` driven by a real client over stdio (pytest-lsp's client, and a raw JSON-RPC one).
+
+Snippets use TL401 (`torch.load(..., weights_only=False)`) because it has a fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pygls")
+from lsprotocol import types  # noqa: E402
+from pytest_lsp import ClientServerConfig, LanguageClient  # noqa: E402
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features  # noqa: E402
+
+from trainlint.engine import lint_source  # noqa: E402
+from trainlint.lsp.actions import commentable_lines  # noqa: E402
+from trainlint.lsp.positions import Encoder, split_lines  # noqa: E402
+from trainlint.rule import registry  # noqa: E402
+
+SERVER = [sys.executable, "-c", "from trainlint.lsp.server import serve; serve()"]
+TIMEOUT = 15
+
+BUGGY = '''import torch
+
+
+def restore(model, path):
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    model.load_state_dict(state)
+'''
+FIXED = BUGGY.replace("weights_only=False", "weights_only=True")
+# 0-based: line 4, from `torch.load` (character 12) to just after its closing parenthesis
+BUGGY_RANGE = types.Range(start=types.Position(line=4, character=12), end=types.Position(line=4, character=68))
+
+
+# -- a client that keeps every publishDiagnostics, not only the last ------------------------------
+def _record_diagnostics(ls, params: types.PublishDiagnosticsParams) -> None:
+    # pygls passes the client itself only to a handler whose first parameter is named `ls`
+    ls.diagnostics[params.uri] = params.diagnostics
+    ls.published.append(params)
+
+
+def _make_client() -> LanguageClient:
+    client = LanguageClient()
+    client.published = []
+    features = dict(DEFAULT_CLIENT_FEATURES)
+    features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = _record_diagnostics
+    register_lsp_features(client, features)
+    return client
+
+
+async def start(encodings=None, pull=False, debounce_ms=None, document_changes=True) -> LanguageClient:
+    client = await ClientServerConfig(server_command=SERVER, client_factory=_make_client).start()
+    capabilities = types.ClientCapabilities(
+        general=types.GeneralClientCapabilities(position_encodings=encodings) if encodings else None,
+        text_document=types.TextDocumentClientCapabilities(
+            diagnostic=types.DiagnosticClientCapabilities() if pull else None,
+        ),
+        workspace=types.WorkspaceClientCapabilities(
+            workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=document_changes),
+        ),
+    )
+    options = {"debounceMs": debounce_ms} if debounce_ms is not None else None
+    await asyncio.wait_for(client.initialize_session(
+        types.InitializeParams(capabilities=capabilities, initialization_options=options)), TIMEOUT)
+    return client
+
+
+async def stop(client: LanguageClient) -> int:
+    await asyncio.wait_for(client.shutdown_session(), TIMEOUT)
+    returncode = client._server.returncode
+    await client.stop()
+    return returncode
+
+
+async def published(client: LanguageClient, uri: str, version: int) -> types.PublishDiagnosticsParams:
+    """The first diagnostics published for `uri` at `version` or later."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        for params in client.published:
+            if params.uri == uri and params.version is not None and params.version >= version:
+                return params
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no diagnostics published for {uri} version {version}: {client.published}")
+
+
+def open_document(client: LanguageClient, uri: str, text: str, version: int = 1) -> None:
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=version, text=text)))
+
+
+def change_document(client: LanguageClient, uri: str, text: str, version: int) -> None:
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+
+
+# -- applying edits the way an editor does: positions counted in the negotiated encoding ---------
+def _offset(text: str, position: types.Position, encoding: str) -> int:
+    lines = text.split("\n")
+    start = sum(len(line) + 1 for line in lines[:position.line])
+    line = lines[position.line] if position.line < len(lines) else ""
+    if encoding == "utf-16":
+        prefix = line.encode("utf-16-le")[:2 * position.character].decode("utf-16-le")
+    elif encoding == "utf-8":
+        prefix = line.encode("utf-8")[:position.character].decode("utf-8")
+    else:
+        prefix = line[:position.character]
+    return start + len(prefix)
+
+
+def apply_workspace_edit(text: str, uri: str, edit: types.WorkspaceEdit, encoding: str = "utf-16") -> str:
+    if edit.document_changes:
+        edits = [e for change in edit.document_changes if change.text_document.uri == uri for e in change.edits]
+    else:
+        edits = list(edit.changes[uri])
+    spans = sorted(((_offset(text, e.range.start, encoding), _offset(text, e.range.end, encoding), e.new_text)
+                    for e in edits), reverse=True)
+    for start, end, new_text in spans:
+        text = text[:start] + new_text + text[end:]
+    return text
+
+
+async def code_actions(client, uri, range_: types.Range, diagnostics=()) -> list[types.CodeAction]:
+    return await asyncio.wait_for(client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=range_,
+        context=types.CodeActionContext(diagnostics=list(diagnostics)))), TIMEOUT)
+
+
+# -- the tests --------------------------------------------------------------------------------------
+@pytest.mark.asyncio
+async def test_initialize_advertises_features_and_negotiates_encoding():
+    client = await ClientServerConfig(server_command=SERVER, client_factory=_make_client).start()
+    result = await asyncio.wait_for(client.initialize_session(types.InitializeParams(
+        capabilities=types.ClientCapabilities(general=types.GeneralClientCapabilities(
+            position_encodings=["utf-32", "utf-16"])))), TIMEOUT)
+    try:
+        caps = result.capabilities
+        assert result.server_info.name == "trainlint"
+        assert caps.position_encoding == "utf-32"  # the client's first choice: no conversion at all
+        assert caps.hover_provider
+        assert list(caps.code_action_provider.code_action_kinds) == [types.CodeActionKind.QuickFix]
+        assert caps.diagnostic_provider.identifier == "trainlint"
+        assert caps.text_document_sync.change == types.TextDocumentSyncKind.Full
+        assert caps.text_document_sync.save is not None
+    finally:
+        assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+async def test_open_buggy_buffer_then_fix_it(tmp_path):
+    client = await start()
+    uri = (tmp_path / "train.py").as_uri()  # never written: the server checks the buffer
+    try:
+        open_document(client, uri, BUGGY)
+        params = await published(client, uri, 1)
+        assert params.version == 1
+        [diagnostic] = params.diagnostics
+        assert diagnostic.range == BUGGY_RANGE
+        assert diagnostic.code == "TL401"
+        assert diagnostic.source == "trainlint"
+        assert diagnostic.severity == types.DiagnosticSeverity.Error
+        assert diagnostic.code_description.href == registry()["TL401"].docs_url()
+        assert "weights_only=False" in diagnostic.message
+
+        change_document(client, uri, FIXED, 2)
+        params = await published(client, uri, 2)
+        assert params.version == 2 and list(params.diagnostics) == []
+
+        # saving re-checks (here: unchanged, still clean); closing clears
+        client.text_document_did_save(types.DidSaveTextDocumentParams(
+            text_document=types.TextDocumentIdentifier(uri=uri)))
+        client.text_document_did_close(types.DidCloseTextDocumentParams(
+            text_document=types.TextDocumentIdentifier(uri=uri)))
+        await asyncio.sleep(0.3)
+        assert list(client.diagnostics[uri]) == []
+    finally:
+        assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+async def test_hover_shows_the_rule_documentation(tmp_path):
+    client = await start()
+    uri = (tmp_path / "train.py").as_uri()
+    try:
+        open_document(client, uri, BUGGY)
+        await published(client, uri, 1)
+        hover = await asyncio.wait_for(client.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=4, character=30))),
+            TIMEOUT)
+        assert hover.contents.kind == types.MarkupKind.Markdown
+        assert registry()["TL401"].documentation().strip() in hover.contents.value
+        assert hover.contents.value.startswith("**TL401** unsafe-torch-load:")
+        assert hover.range == BUGGY_RANGE
+        # off the finding: nothing to say
+        nothing = await asyncio.wait_for(client.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=0, character=3))),
+            TIMEOUT)
+        assert nothing is None
+    finally:
+        assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("document_changes", [True, False])
+async def test_code_actions_fix_and_noqa_give_clean_code(tmp_path, document_changes):
+    client = await start(document_changes=document_changes)
+    uri = (tmp_path / "train.py").as_uri()
+    try:
+        open_document(client, uri, BUGGY)
+        params = await published(client, uri, 1)
+        cursor = types.Range(start=types.Position(line=4, character=20), end=types.Position(line=4, character=20))
+        actions = await code_actions(client, uri, cursor, params.diagnostics)
+        titles = [a.title for a in actions]
+        assert titles == ["Load with weights_only=True (TL401)",
+                          "Suppress TL401 on this line with # noqa: TL401"]
+        fix, noqa = actions
+        assert fix.kind == noqa.kind == types.CodeActionKind.QuickFix
+        assert fix.diagnostics[0].range == BUGGY_RANGE
+        assert (fix.edit.document_changes is not None) == document_changes
+
+        fixed = apply_workspace_edit(BUGGY, uri, fix.edit)
+        assert fixed == FIXED
+        assert lint_source(fixed, "train.py").findings == []
+
+        suppressed = apply_workspace_edit(BUGGY, uri, noqa.edit)
+        assert suppressed.splitlines()[4].endswith('weights_only=False)  # noqa: TL401')
+        assert lint_source(suppressed, "train.py").findings == []
+
+        # the server agrees once the editor sends the edited buffer
+        change_document(client, uri, suppressed, 2)
+        assert list((await published(client, uri, 2)).diagnostics) == []
+    finally:
+        assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+async def test_noqa_extends_an_existing_comment_and_skips_continued_lines(tmp_path):
+    client = await start()
+    uri = (tmp_path / "train.py").as_uri()
+    text = ("import torch\n"
+            "a = torch.load('a.pt', weights_only=False)  # noqa: E501\n"
+            "b = torch.load('b.pt', \\\n"
+            "               weights_only=False)\n")
+    try:
+        open_document(client, uri, text)
+        params = await published(client, uri, 1)
+        assert [d.range.start.line for d in params.diagnostics] == [1, 2]
+
+        on_a = await code_actions(client, uri, params.diagnostics[0].range)
+        noqa = [a for a in on_a if "noqa" in a.title]
+        edited = apply_workspace_edit(text, uri, noqa[0].edit)
+        assert edited.splitlines()[1].endswith("# noqa: E501, TL401")
+        assert [f.line for f in lint_source(edited, "train.py").findings] == [3]
+
+        # line 3 ends in a backslash: no comment can go there, so only the fix is offered
+        on_b = await code_actions(client, uri, params.diagnostics[1].range)
+        assert [a.title for a in on_b] == ["Load with weights_only=True (TL401)"]
+        assert lint_source(apply_workspace_edit(text, uri, on_b[0].edit), "train.py").findings[0].line == 2
+    finally:
+        assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8", "utf-32"])
+async def test_non_ascii_line_positions_follow_the_negotiated_encoding(tmp_path, encoding):
+    # an astral-plane emoji and an accented letter before the call: 2 UTF-16 units / 4 and 2 UTF-8 bytes
+    text = 'import torch\nnote = "é😀"; state = torch.load("ckpt.pt", weights_only=False)\n'
+    line = text.splitlines()[1]
+    start_cp = line.index("torch.load")
+    end_cp = len(line)
+    expected = {
+        "utf-32": (start_cp, end_cp),
+        "utf-16": (start_cp + 1, end_cp + 1),
+        "utf-8": (start_cp + 1 + 3, end_cp + 1 + 3),
+    }[encoding]
+    client = await start(encodings=[encoding])
+    uri = (tmp_path / "train.py").as_uri()
+    try:
+        open_document(client, uri, text)
+        [diagnostic] = (await published(client, uri, 1)).diagnostics
+        assert (diagnostic.range.start.character, diagnostic.range.end.character) == expected
+
+        hover = await asyncio.wait_for(client.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=diagnostic.range.start)), TIMEOUT)
+        assert hover is not None and hover.range == diagnostic.range
+
+        actions = await code_actions(client, uri, diagnostic.range, [diagnostic])
+        for action in actions:
+            edited = apply_workspace_edit(text, uri, action.edit, encoding)
+            assert lint_source(edited, "train.py").findings == [], action.title
+        assert apply_workspace_edit(text, uri, actions[0].edit, encoding) == text.replace("False", "True")
+    finally:
+        assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+async def test_syntax_error_buffer_gives_tl000_and_the_server_keeps_going(tmp_path):
+    client = await start()
+    uri = (tmp_path / "train.py").as_uri()
+    try:
+        broken = "import torch\n\ndef train(model:\n    pass\n"
+        open_document(client, uri, broken)
+        [diagnostic] = (await published(client, uri, 1)).diagnostics
+        assert diagnostic.code == "TL000"
+        assert diagnostic.severity == types.DiagnosticSeverity.Error
+        [finding] = lint_source(broken, "train.py").findings  # the same place the CLI reports
+        assert (diagnostic.range.start.line, diagnostic.range.start.character) == (finding.line - 1,
+                                                                                  finding.column - 1)
+        # no per-line suppression for a file that does not parse
+        actions = await code_actions(client, uri, diagnostic.range, [diagnostic])
+        assert list(actions) == []
+        change_document(client, uri, BUGGY, 2)
+        assert [d.code for d in (await published(client, uri, 2)).diagnostics] == ["TL401"]
+    finally:
+        assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+async def test_quick_edits_are_debounced_and_only_the_latest_version_is_published(tmp_path):
+    client = await start(debounce_ms=200)
+    uri = (tmp_path / "train.py").as_uri()
+    try:
+        open_document(client, uri, BUGGY)
+        await published(client, uri, 1)
+        # a burst of edits, alternating buggy and clean, faster than the debounce
+        for version in range(2, 12):
+            change_document(client, uri, BUGGY if version % 2 else FIXED, version)
+            await asyncio.sleep(0.01)
+        final = await published(client, uri, 11)
+        assert final.version == 11 and [d.code for d in final.diagnostics] == ["TL401"]
+        await asyncio.sleep(0.5)
+        after_open = [p.version for p in client.published if p.uri == uri][1:]
+        assert after_open == [11]
+    finally:
+        assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+async def test_versions_are_never_published_out_of_order(tmp_path):
+    # no debounce: every edit is checked, but a result for an older version must not follow a newer one
+    client = await start(debounce_ms=0)
+    uri = (tmp_path / "train.py").as_uri()
+    big = BUGGY + "".join(f"\ndef step_{i}(model, path):\n    return torch.load(path, weights_only=False)\n"
+                          for i in range(300))
+    try:
+        open_document(client, uri, big)
+        for version in range(2, 20):
+            change_document(client, uri, big if version % 2 else FIXED, version)
+        final = await published(client, uri, 19)
+        await asyncio.sleep(0.5)
+        versions = [p.version for p in client.published if p.uri == uri]
+        assert versions == sorted(versions) and versions[-1] == 19
+        assert len(final.diagnostics) == 301
+    finally:
+        assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+async def test_pull_diagnostics_and_no_push_to_a_pull_client(tmp_path):
+    client = await start(pull=True)
+    uri = (tmp_path / "train.py").as_uri()
+    try:
+        open_document(client, uri, BUGGY)
+        report = await asyncio.wait_for(client.text_document_diagnostic_async(types.DocumentDiagnosticParams(
+            text_document=types.TextDocumentIdentifier(uri=uri))), TIMEOUT)
+        assert report.kind == "full"
+        [diagnostic] = report.items
+        assert diagnostic.range == BUGGY_RANGE and diagnostic.code == "TL401"
+        change_document(client, uri, FIXED, 2)
+        report = await asyncio.wait_for(client.text_document_diagnostic_async(types.DocumentDiagnosticParams(
+            text_document=types.TextDocumentIdentifier(uri=uri))), TIMEOUT)
+        assert list(report.items) == []
+        await asyncio.sleep(0.3)
+        assert client.published == []  # pushing too would show each finding twice
+    finally:
+        assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+async def test_settings_come_from_the_nearest_pyproject(tmp_path):
+    strict = tmp_path / "strict"
+    lenient = tmp_path / "lenient"
+    for folder, table in ((strict, 'min-torch-version = "2.4"'), (lenient, 'ignore = ["TL401"]')):
+        (folder / "src").mkdir(parents=True)
+        (folder / "pyproject.toml").write_text(f"[project]\nname = 'x'\n\n[tool.trainlint]\n{table}\n")
+    client = await start()
+    implicit = 'import torch\n\nstate = torch.load("ckpt.pt")\n'
+    try:
+        strict_uri = (strict / "src" / "train.py").as_uri()
+        open_document(client, strict_uri, implicit)
+        [diagnostic] = (await published(client, strict_uri, 1)).diagnostics
+        assert diagnostic.code == "TL401" and "2.4" in diagnostic.message
+
+        lenient_uri = (lenient / "src" / "train.py").as_uri()
+        open_document(client, lenient_uri, BUGGY)
+        assert list((await published(client, lenient_uri, 1)).diagnostics) == []
+
+        # an edited pyproject.toml applies at the next check, without a restart
+        time.sleep(0.01)
+        (lenient / "pyproject.toml").write_text("[tool.trainlint]\nselect = ['TL4']\n")
+        change_document(client, lenient_uri, BUGGY + "\n", 2)
+        assert [d.code for d in (await published(client, lenient_uri, 2)).diagnostics] == ["TL401"]
+    finally:
+        assert await stop(client) == 0
+
+
+# -- robustness, spoken in raw JSON-RPC so that malformed messages can be sent at all --------------
+class RawClient:
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
+
+    def send(self, message: dict) -> None:
+        body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.process.stdin.flush()
+
+    def receive(self) -> dict:
+        length = None
+        while (header := self.process.stdout.readline()) not in (b"\r\n", b""):
+            if header.lower().startswith(b"content-length:"):
+                length = int(header.split(b":")[1])
+        assert length is not None, "server closed its output"
+        return json.loads(self.process.stdout.read(length))
+
+    def response(self, msg_id: int) -> dict:
+        while True:
+            message = self.receive()
+            if message.get("id") == msg_id and "method" not in message:
+                return message
+
+
+def test_malformed_and_unknown_requests_get_errors_and_the_server_keeps_serving(tmp_path):
+    client = RawClient()
+    uri = (tmp_path / "train.py").as_uri()
+    try:
+        client.send({"id": 1, "method": "initialize", "params": {"capabilities": {}}})
+        assert client.response(1)["result"]["serverInfo"]["name"] == "trainlint"
+        client.send({"method": "initialized", "params": {}})
+
+        client.send({"id": 2, "method": "textDocument/hover", "params": {"textDocument": {"uri": uri}}})
+        error = client.response(2)["error"]
+        assert error["code"] == -32602 and "position" in error["message"]
+
+        client.send({"id": 3, "method": "textDocument/codeAction", "params": "not an object"})
+        assert client.response(3)["error"]["code"] == -32602
+
+        client.send({"id": 4, "method": "trainlint/noSuchMethod", "params": {}})
+        assert client.response(4)["error"]["code"] == -32601
+
+        client.send({"method": "textDocument/didOpen", "params": {"textDocument": {"uri": uri}}})  # ignored
+        client.send({"method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": uri, "languageId": "python", "version": 1, "text": BUGGY}}})
+        client.send({"id": 5, "method": "textDocument/hover", "params": {
+            "textDocument": {"uri": uri}, "position": {"line": 4, "character": 20}}})
+        assert client.response(5)["result"]["contents"]["value"].startswith("**TL401**")
+
+        client.send({"id": 6, "method": "shutdown"})
+        assert client.response(6)["result"] is None
+        client.send({"method": "exit"})
+        assert client.process.wait(TIMEOUT) == 0
+        assert b"Traceback" not in client.process.stderr.read()
+    finally:
+        if client.process.poll() is None:
+            client.process.kill()
+            client.process.wait()
+
+
+# -- the pieces, without a server -------------------------------------------------------------------
+def test_encoder_round_trips_columns_in_every_encoding():
+    lines = split_lines('x = "a😀é" + y\r\nz\rw\x0cv\n')
+    assert lines == ['x = "a😀é" + y', "z", "w\x0cv", ""]  # a form feed is not a line break
+    for encoding, units in (("utf-32", [9, 12]), ("utf-16", [10, 13]), ("utf-8", [13, 16])):
+        encoder = Encoder(lines, encoding)
+        for column, expected in zip((9, 12), units):  # after the `"` closing the string, and `y`
+            position = encoder.to_client(0, column)
+            assert position.character == expected
+            assert encoder.from_client(position) == (0, column)
+    # a position inside the emoji's surrogate pair rounds down to the emoji
+    assert Encoder(lines, "utf-16").from_client(types.Position(line=0, character=7)) == (0, 6)
+
+
+def test_commentable_lines_exclude_strings_and_continuations():
+    text = 'a = 1\nb = """x\ny"""\nc = (1,\n     2)  # note\nd = 1 + \\\n    2\n'
+    assert commentable_lines(text) == frozenset({0, 2, 3, 4, 6})

@@ -1,0 +1,98 @@
+"""Code actions: a rule's own fix, and suppressing a finding with `# noqa: CODE` on its line."""
+
+from __future__ import annotations
+
+import io
+import tokenize
+
+from lsprotocol import types
+
+from trainlint.finding import Finding
+from trainlint.lsp.diagnostics import to_diagnostic
+from trainlint.lsp.positions import Encoder
+from trainlint.positions import to_lsp
+from trainlint.settings import SYNTAX_ERROR_CODE
+from trainlint.suppress import _NOQA as NOQA_COMMENT  # the pattern the engine honours
+
+
+def commentable_lines(text: str) -> frozenset[int]:
+    """0-based lines whose end can take a comment: not inside a string, not continued by a backslash.
+
+    The engine reads `# noqa` on a finding's first line, so that line must end in real code.
+    """
+    lines = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type in (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT):
+                lines.add(token.start[0] - 1)
+    except (tokenize.TokenError, SyntaxError):
+        pass  # the lines seen so far are still good
+    return frozenset(lines)
+
+
+class ActionBuilder:
+    """Builds the code actions of one document version."""
+
+    def __init__(self, uri: str, version: int | None, text_lines: list[str], encoder: Encoder,
+                 commentable: frozenset[int], document_changes: bool) -> None:
+        self.uri = uri
+        self.version = version
+        self.lines = text_lines
+        self.encoder = encoder
+        self.commentable = commentable
+        self.document_changes = document_changes
+
+    def actions(self, findings: list[Finding]) -> list[types.CodeAction]:
+        result = []
+        for finding in findings:
+            diagnostic = to_diagnostic(finding, self.encoder)
+            if finding.fix is not None:
+                result.append(self._fix_action(finding, diagnostic))
+            noqa = self._noqa_action(finding, diagnostic)
+            if noqa is not None:
+                result.append(noqa)
+        return result
+
+    def _workspace_edit(self, edits: list[types.TextEdit]) -> types.WorkspaceEdit:
+        if self.document_changes:
+            document = types.OptionalVersionedTextDocumentIdentifier(uri=self.uri, version=self.version)
+            return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=document, edits=edits)])
+        return types.WorkspaceEdit(changes={self.uri: edits})
+
+    def _fix_action(self, finding: Finding, diagnostic: types.Diagnostic) -> types.CodeAction:
+        edits = []
+        for edit in finding.fix.edits:
+            line, character = to_lsp(edit.line, edit.column)
+            end_line, end_character = to_lsp(edit.end_line, edit.end_column)
+            edits.append(types.TextEdit(range=self.encoder.range_to_client(line, character, end_line, end_character),
+                                        new_text=edit.content))
+        return types.CodeAction(
+            title=f"{finding.fix.title} ({finding.code})",
+            kind=types.CodeActionKind.QuickFix,
+            diagnostics=[diagnostic],
+            # an unsafe fix may change behaviour: never the one an editor applies without asking
+            is_preferred=finding.fix.safe,
+            edit=self._workspace_edit(edits),
+        )
+
+    def _noqa_action(self, finding: Finding, diagnostic: types.Diagnostic) -> types.CodeAction | None:
+        line = finding.line - 1
+        if finding.code == SYNTAX_ERROR_CODE or line not in self.commentable or line >= len(self.lines):
+            return None  # TL000 cannot be suppressed per line; a string or `\` owns this line's end
+        text = self.lines[line]
+        match = NOQA_COMMENT.search(text)
+        if match is not None and match.group("codes") is None:
+            return None  # a bare `# noqa` already silences everything on the line
+        if match is not None:
+            at = match.end("codes")
+            new_text, start, end = f", {finding.code}", at, at
+        else:
+            start, end = len(text.rstrip()), len(text)
+            new_text = f"  # noqa: {finding.code}"
+        edit = types.TextEdit(range=self.encoder.range_to_client(line, start, line, end), new_text=new_text)
+        return types.CodeAction(
+            title=f"Suppress {finding.code} on this line with # noqa: {finding.code}",
+            kind=types.CodeActionKind.QuickFix,
+            diagnostics=[diagnostic],
+            edit=self._workspace_edit([edit]),
+        )

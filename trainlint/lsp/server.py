@@ -1,0 +1,298 @@
+"""`trainlint lsp`: a pygls language server over stdio.
+
+Diagnostics come from `trainlint.engine.lint_source` on the editor's unsaved text, with the
+settings of the nearest configuration file (as the CLI would find it from the document's folder).
+
+Push or pull: a client that supports pull diagnostics (`textDocument/diagnostic`) asks for them
+itself, and pushing as well would show every finding twice (VS Code and Neovim keep pushed and
+pulled diagnostics apart), so the server pushes `publishDiagnostics` only to clients without pull
+support. Pull requests are answered either way.
+
+Pushing: on open and save at once, on change after a short debounce (`debounceMs` in the
+initialization options, default 150). Linting runs in one worker thread; a result is published
+only if the document still has the version it was computed for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cattrs.errors import ClassValidationError
+from cattrs.v import transform_error
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.uris import to_fs_path
+
+from trainlint import __version__
+from trainlint.engine import lint_source
+from trainlint.finding import Finding
+from trainlint.lsp.actions import ActionBuilder, commentable_lines
+from trainlint.lsp.diagnostics import SOURCE, hover_markdown, to_diagnostic
+from trainlint.lsp.positions import Encoder, split_lines
+from trainlint.lsp.project import ProjectSettings
+from trainlint.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DEBOUNCE_SECONDS = 0.150
+
+
+@dataclass
+class Linted:
+    """The findings of one version of one document."""
+
+    version: int | None
+    text: str
+    findings: list[Finding]
+    lines: list[str]
+    _commentable: frozenset[int] | None = field(default=None, repr=False)
+
+    @property
+    def commentable(self) -> frozenset[int]:
+        if self._commentable is None:  # tokenizing is only needed for code actions
+            self._commentable = commentable_lines(self.text)
+        return self._commentable
+
+
+@dataclass(frozen=True)
+class _Malformed:
+    """A message whose params do not fit its method (`id` is None for a notification)."""
+
+    id: int | str | None
+    method: str
+    problems: str
+
+
+class TrainlintProtocol(LanguageServerProtocol):
+    """pygls drops a request whose params fail to deserialize, leaving the client waiting for an
+    answer forever; this answers it with a JSON-RPC InvalidParams error naming what is wrong, and
+    logs a malformed notification in one line."""
+
+    def structure_message(self, data):
+        if isinstance(data, dict) and "jsonrpc" in data and isinstance(data.get("method"), str) and "error" not in data:
+            message_type = self.get_message_type(data["method"])
+            msg_id = data.get("id")
+            if message_type is not None and (msg_id is None or isinstance(msg_id, (int, str))):
+                try:
+                    return self._converter.structure(data, message_type)
+                except Exception as exc:
+                    return _Malformed(msg_id, data["method"], _problems(exc))
+        return super().structure_message(data)
+
+    def handle_message(self, message):
+        if isinstance(message, _Malformed):
+            text = f"invalid params for {message.method}: {message.problems}"
+            if message.id is None:
+                logger.warning("ignored notification with %s", text)
+            else:
+                self._send_response(message.id, error=JsonRpcInvalidParams(message=text).to_response_error())
+            return
+        super().handle_message(message)
+
+
+def _problems(exc: Exception) -> str:
+    """cattrs' nested validation errors as `what @ where` (e.g. `required field missing @ $.params.position`)."""
+    if isinstance(exc, ClassValidationError):
+        return "; ".join(transform_error(exc, path="$"))
+    return f"{type(exc).__name__}: {exc}"
+
+
+class TrainlintServer(LanguageServer):
+    def __init__(self, debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> None:
+        # Full sync: pygls applies incremental edits on `str.splitlines` lines, which disagree
+        # with the editor's lines when a form feed or U+2028 is in the file.
+        super().__init__("trainlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full,
+                         protocol_cls=TrainlintProtocol)
+        self.debounce = debounce
+        self.push_diagnostics = True
+        self.document_changes = False
+        self.project = ProjectSettings(on_error=self._show_config_error)
+        self._pending: dict[str, asyncio.Task] = {}
+        self._results: dict[str, Linted] = {}
+        # One worker: lints run one at a time, and a stale one is skipped before it starts.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainlint-lint")
+
+    # -- linting --------------------------------------------------------------------------
+    def _open_version(self, uri: str) -> int | None:
+        document = self.workspace.text_documents.get(uri)
+        return document.version if document is not None else None
+
+    def _lint(self, uri: str, version: int | None, text: str, settings: Settings,
+              only_if_current: bool) -> Linted | None:
+        if only_if_current and self._open_version(uri) != version:
+            return None  # the document changed while this waited for the worker
+        result = lint_source(text, to_fs_path(uri) or uri, settings)
+        for error in result.errors:
+            logger.error("%s", error)
+        return Linted(version, text, result.findings, split_lines(text))
+
+    async def lint(self, uri: str, only_if_current: bool = False) -> Linted | None:
+        """The findings for the document's current text (cached per version)."""
+        try:
+            document = self.workspace.get_text_document(uri)
+            version, text = document.version, document.source
+        except OSError as err:  # a pull for a document that is neither open nor on disk
+            raise JsonRpcInvalidParams(message=f"cannot read {uri}: {err.strerror or err}") from None
+        cached = self._results.get(uri)
+        if cached is not None and cached.version == version and cached.text == text:
+            return cached
+        # on this thread: a configuration error is shown to the user from here
+        settings = self.project.settings_for(to_fs_path(uri))
+        loop = asyncio.get_running_loop()
+        linted = await loop.run_in_executor(self._executor, self._lint, uri, version, text, settings,
+                                            only_if_current)
+        if linted is not None and uri in self.workspace.text_documents:
+            self._results[uri] = linted
+        return linted
+
+    def encoder(self, linted: Linted) -> Encoder:
+        return Encoder(linted.lines, self.workspace.position_encoding)
+
+    def diagnostics(self, linted: Linted) -> list[types.Diagnostic]:
+        encoder = self.encoder(linted)
+        return [to_diagnostic(f, encoder) for f in linted.findings]
+
+    # -- pushing --------------------------------------------------------------------------
+    def schedule(self, uri: str, delay: float) -> None:
+        """(Re)start the publish of `uri` after `delay` seconds; a newer edit cancels it."""
+        if not self.push_diagnostics:
+            return
+        previous = self._pending.pop(uri, None)
+        if previous is not None:
+            previous.cancel()
+        task = asyncio.ensure_future(self._publish_after(uri, delay))
+        self._pending[uri] = task
+        task.add_done_callback(lambda done: self._pending.pop(uri, None) if self._pending.get(uri) is done else None)
+
+    async def _publish_after(self, uri: str, delay: float) -> None:
+        if delay > 0:
+            await asyncio.sleep(delay)
+        version = self._open_version(uri)
+        if uri not in self.workspace.text_documents:
+            return
+        linted = await self.lint(uri, only_if_current=True)
+        # Never publish for an older version: the document may have changed during the lint.
+        if linted is None or uri not in self.workspace.text_documents or self._open_version(uri) != version:
+            return
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=self.diagnostics(linted), version=version)
+        )
+
+    def forget(self, uri: str) -> None:
+        task = self._pending.pop(uri, None)
+        if task is not None:
+            task.cancel()
+        self._results.pop(uri, None)
+
+    def _show_config_error(self, message: str) -> None:
+        self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error,
+                                                         message=f"trainlint: {message}"))
+
+
+def _debounce_option(options, default: float) -> float:
+    """`debounceMs` from the client's initialization options, if it is a sane number."""
+    if isinstance(options, dict):
+        value = options.get("debounceMs")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 10_000:
+            return value / 1000
+        if value is not None:
+            logger.warning("ignoring initialization option debounceMs=%r (want milliseconds, 0-10000)", value)
+    return default
+
+
+def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer:
+    server = TrainlintServer(debounce)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: TrainlintServer, params: types.InitializeParams) -> None:
+        ls.debounce = _debounce_option(params.initialization_options, ls.debounce)
+        capabilities = params.capabilities
+        text_document = capabilities.text_document
+        ls.push_diagnostics = text_document is None or text_document.diagnostic is None
+        workspace_edit = capabilities.workspace.workspace_edit if capabilities.workspace else None
+        ls.document_changes = bool(workspace_edit and workspace_edit.document_changes)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: TrainlintServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.schedule(params.text_document.uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: TrainlintServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.schedule(params.text_document.uri, ls.debounce)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
+    def did_save(ls: TrainlintServer, params: types.DidSaveTextDocumentParams) -> None:
+        ls.schedule(params.text_document.uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: TrainlintServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        ls.forget(uri)
+        if ls.push_diagnostics:
+            ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    @server.feature(
+        types.TEXT_DOCUMENT_DIAGNOSTIC,
+        types.DiagnosticOptions(identifier=SOURCE, inter_file_dependencies=False, workspace_diagnostics=False),
+    )
+    async def pull_diagnostics(ls: TrainlintServer, params: types.DocumentDiagnosticParams):
+        linted = await ls.lint(params.text_document.uri)
+        return types.RelatedFullDocumentDiagnosticReport(items=ls.diagnostics(linted))
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    async def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover | None:
+        linted = await ls.lint(params.text_document.uri)
+        encoder = ls.encoder(linted)
+        at = encoder.from_client(params.position)
+        found = [f for f in linted.findings if _start(f) <= at <= _end(f)]
+        if not found:
+            return None
+        return types.Hover(
+            contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=hover_markdown(found)),
+            range=to_diagnostic(found[0], encoder).range,
+        )
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+    )
+    async def code_action(ls: TrainlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        only = params.context.only
+        if only and not any(types.CodeActionKind.QuickFix.value.startswith(kind) for kind in only):
+            return []
+        uri = params.text_document.uri
+        linted = await ls.lint(uri)
+        encoder = ls.encoder(linted)
+        start, end = encoder.from_client(params.range.start), encoder.from_client(params.range.end)
+        found = [f for f in linted.findings if _start(f) <= end and start <= _end(f)]
+        builder = ActionBuilder(uri, linted.version, linted.lines, encoder, linted.commentable,
+                                ls.document_changes)
+        return builder.actions(found)
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: TrainlintServer, params: None) -> None:
+        for uri in list(ls._pending):
+            ls.forget(uri)
+        ls._executor.shutdown(wait=False, cancel_futures=True)
+
+    return server
+
+
+def _start(finding: Finding) -> tuple[int, int]:
+    return finding.line - 1, finding.column - 1
+
+
+def _end(finding: Finding) -> tuple[int, int]:
+    return finding.end_line - 1, finding.end_column - 1
+
+
+def serve() -> None:
+    """Run the language server on stdin/stdout until the client says exit."""
+    logging.basicConfig(level=logging.WARNING, format="trainlint-lsp %(levelname)s: %(message)s")
+    create_server().start_io()
