@@ -1,0 +1,288 @@
+"""TL301 eval-forward-with-grad."""
+
+from __future__ import annotations
+
+from trainlint.finding import Severity
+from trainlint.modes import EVAL, ON, modes
+from trainlint.rule import Rule, bad, good
+
+
+class EvalForwardWithGrad(Rule):
+    code = "TL301"
+    name = "eval-forward-with-grad"
+    severity = Severity.WARNING
+    summary = "an evaluation after `model.eval()` runs its forward with grad recording on"
+    message = "evaluation forward after `model.eval()` runs with grad recording on"
+    triggers = (".eval(", "train(False", "train(mode=False")
+    what_it_does = """
+        Finds evaluations (a loop over a validation/test loader, a function named as an
+        evaluation, or the batches evaluated after `model.eval()`) whose forward call runs with
+        autograd recording on: no `torch.no_grad()` / `torch.inference_mode()` context, no
+        `@torch.no_grad()` / `@torch.inference_mode()` decorator, no `torch.set_grad_enabled(False)`
+        before it, and no caller in the same file that disables grad around the call. Code that
+        needs gradients in eval mode (an adversarial attack, a saliency map, `autograd.grad`, a
+        frozen teacher in a training step) is left alone. Reported at the first forward of that
+        model in the evaluation.
+        """
+    why_bad = """
+        `model.eval()` only changes how modules behave (dropout off, BatchNorm uses its running
+        statistics); it does not touch autograd. Every forward therefore still records a graph
+        and keeps the activations it needs for a backward that never comes, so evaluation uses
+        training-sized memory, runs slower, and anything kept from it (`outputs.append(logits)`,
+        `total += loss`) holds whole graphs alive: the "out of memory only during validation"
+        bug. The two switches are independent; an evaluation needs both.
+        """
+    references = (
+        "https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval",
+        "https://pytorch.org/docs/stable/notes/autograd.html#locally-disabling-gradient-computation",
+        "https://pytorch.org/docs/stable/generated/torch.no_grad.html",
+        "https://pytorch.org/docs/stable/generated/torch.autograd.grad_mode.inference_mode.html",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def evaluate(model, loader):
+                model.eval()
+                total, correct = 0, 0
+                for xb, yb in loader:
+                    logits = model(xb)
+                    correct += (logits.argmax(-1) == yb).sum().item()
+                    total += yb.numel()
+                model.train()
+                return correct / total
+            """,
+            line=9,
+            title="an evaluate() function that forgets no_grad",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn as nn
+
+
+            class Trainer:
+                def __init__(self, model, val_loader):
+                    self.model = model
+                    self.val_loader = val_loader
+                    self.criterion = nn.CrossEntropyLoss(reduction="sum")
+
+                def validate(self):
+                    self.model.eval()
+                    loss_sum, count = 0.0, 0
+                    for batch in self.val_loader:
+                        out = self.model(batch["x"])
+                        loss_sum += self.criterion(out, batch["y"]).item()
+                        count += len(batch["y"])
+                    self.model.train()
+                    return loss_sum / count
+            """,
+            line=15,
+            title="a Trainer's validate() method",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            for step, (xb, yb) in enumerate(train_loader):
+                loss = F.cross_entropy(model(xb), yb)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                if step % 500 == 0:
+                    model.eval()
+                    val = sum(F.cross_entropy(model(xv), yv, reduction="sum").item() for xv, yv in val_loader)
+                    model.train()
+            """,
+            line=11,
+            title="evaluation inlined in the training loop",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def run_eval(model, eval_dataloader, metric, accelerator):
+                model.eval()
+                for batch in eval_dataloader:
+                    outputs = model(**batch)
+                    predictions = outputs.logits.argmax(dim=-1)
+                    predictions, references = accelerator.gather_for_metrics((predictions, batch["labels"]))
+                    metric.add_batch(predictions=predictions, references=references)
+                return metric.compute()
+            """,
+            line=7,
+            title="Hugging Face / Accelerate evaluation loop",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def predict_batches(model, loader):
+                return [model(xb).argmax(-1) for xb, _ in loader]
+
+
+            def main(model, test_loader):
+                model.eval()
+                predictions = predict_batches(model, test_loader)
+                return torch.cat(predictions)
+            """,
+            line=5,
+            title="the caller switches to eval mode, the helper forwards with grad on",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def evaluate(model, loader):
+                model.eval()
+                total, correct = 0, 0
+                with torch.no_grad():
+                    for xb, yb in loader:
+                        logits = model(xb)
+                        correct += (logits.argmax(-1) == yb).sum().item()
+                        total += yb.numel()
+                model.train()
+                return correct / total
+            """,
+            title="eval() and no_grad() together",
+        ),
+        good(
+            """
+            import torch
+
+
+            class Trainer:
+                @torch.no_grad()
+                def validate(self):
+                    self.model.eval()
+                    losses = [self.criterion(self.model(x), y).item() for x, y in self.val_loader]
+                    self.model.train()
+                    return sum(losses)
+
+                @torch.inference_mode
+                def test(self):
+                    self.model.eval()
+                    return [self.model(x).argmax(-1) for x, _ in self.test_loader]
+            """,
+            title="@torch.no_grad() and bare @torch.inference_mode decorators",
+        ),
+        good(
+            """
+            import torch
+
+
+            def evaluate(model, loader):
+                model.eval()
+                return [model(xb).argmax(-1) for xb, _ in loader]
+
+
+            def main(model, loader):
+                with torch.no_grad():
+                    predictions = evaluate(model, loader)
+                return predictions
+            """,
+            title="every caller wraps the evaluation in no_grad",
+        ),
+        good(
+            """
+            import torch
+
+            torch.set_grad_enabled(False)
+            model = torch.jit.load("model.pt")
+            model.eval()
+            for xb, _ in test_loader:
+                print(model(xb).argmax(-1))
+            """,
+            title="torch.set_grad_enabled(False) as a call",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def pgd_attack(model, x, y, eps=8 / 255, alpha=2 / 255, steps=10):
+                model.eval()
+                x_adv = x.clone()
+                for _ in range(steps):
+                    x_adv.requires_grad_(True)
+                    loss = F.cross_entropy(model(x_adv), y)
+                    grad, = torch.autograd.grad(loss, x_adv)
+                    x_adv = (x_adv.detach() + alpha * grad.sign()).clamp(x - eps, x + eps)
+                return x_adv
+            """,
+            title="an adversarial attack needs gradients in eval mode",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            teacher.eval()
+            teacher.requires_grad_(False)
+            for xb, yb in train_loader:
+                soft = F.softmax(teacher(xb), dim=-1)
+                loss = F.kl_div(F.log_softmax(student(xb), dim=-1), soft, reduction="batchmean")
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            """,
+            title="a frozen teacher in eval mode inside a training step",
+        ),
+        good(
+            """
+            import torch
+
+            for phase in ["train", "val"]:
+                if phase == "train":
+                    model.train()
+                else:
+                    model.eval()
+                for inputs, labels in dataloaders[phase]:
+                    optimizer.zero_grad()
+                    with torch.set_grad_enabled(phase == "train"):
+                        loss = criterion(model(inputs), labels)
+                        if phase == "train":
+                            loss.backward()
+                            optimizer.step()
+            """,
+            title="grad chosen by the phase with torch.set_grad_enabled(phase == 'train')",
+        ),
+    )
+
+    def check(self, ctx):
+        model = ctx.model(modes)
+        reported = set()
+        for forward in model.forwards():
+            if forward.method == "generate":  # generate() disables grad itself
+                continue
+            if not forward.facts or any(fact.kind != EVAL for fact in forward.facts):
+                continue
+            if forward.grad != frozenset({ON}):
+                continue
+            function = forward.function
+            group = (function.node if function else None, forward.key, frozenset(f.node for f in forward.facts))
+            if group in reported or not model.is_graph_free_evaluation(forward):
+                continue
+            reported.add(group)
+            yield self.report(forward.call, self._message(ctx, forward))
+
+    def _message(self, ctx, forward) -> str:
+        function = forward.function
+        where = f"`{function.name}()`" if function is not None else "this evaluation"
+        switch = sorted({ctx.code_for(f.node) for f in forward.facts if f.node is not None})
+        source = f"`{switch[0]}`" if len(switch) == 1 else f"`{forward.key}.eval()`"
+        if any(f.site is None for f in forward.facts):
+            source += " in its callers"
+        return (f"{where} runs `{forward.key}` in eval mode ({source}) with grad recording on: "
+                f"every batch builds an autograd graph and keeps its activations; wrap the evaluation "
+                f"in `with torch.no_grad():` or `torch.inference_mode()`"
+                + (f", or decorate `{function.name}` with `@torch.no_grad()`" if function is not None else ""))

@@ -1,0 +1,321 @@
+"""TL302 no-grad-eval-in-train-mode."""
+
+from __future__ import annotations
+
+from trainlint.finding import Severity
+from trainlint.modes import CHOSEN, NEW, OFF, RESTORE, TRAINED, TRAINING_KINDS, modes
+from trainlint.rule import Rule, bad, good
+
+
+class NoGradEvalInTrainMode(Rule):
+    code = "TL302"
+    name = "no-grad-eval-in-train-mode"
+    severity = Severity.WARNING
+    summary = "an evaluation under `no_grad`/`inference_mode` with the model still in train mode"
+    message = "evaluation under no_grad runs the model in train mode"
+    triggers = ("no_grad", "inference_mode", "set_grad_enabled")
+    what_it_does = """
+        Finds evaluations (a loop over a validation/test loader, or a function named as an
+        evaluation, with no backward in it) that run a model's forward under `torch.no_grad()`,
+        `torch.inference_mode()`, `torch.set_grad_enabled(False)` or a grad-disabling decorator
+        while that model is known to be in train mode: `model.train()` was the last switch on the
+        way there (in the function or in every same-file caller), the model was just built, or the
+        caller has been training it and nothing called `model.eval()`. Forwards under `no_grad`
+        that are part of training (an EMA or frozen teacher, DQN target values, a bootstrap value)
+        are not evaluations and are left alone. Reported at the first forward of that model in
+        the evaluation.
+        """
+    why_bad = """
+        `no_grad()` only stops autograd from recording; it does not change how modules behave.
+        In train mode dropout still zeroes activations at random and BatchNorm normalises with
+        the statistics of the evaluation batch and updates its running mean and variance with
+        them. The validation score then changes from run to run, is worse than the model's real
+        score, and evaluating silently mutates the model that training continues from (and that
+        is saved as "best"). The two switches are independent; an evaluation needs both
+        `model.eval()` and `no_grad()`/`inference_mode()`.
+        """
+    references = (
+        "https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval",
+        "https://pytorch.org/docs/stable/notes/autograd.html#locally-disabling-gradient-computation",
+        "https://pytorch.org/docs/stable/generated/torch.nn.BatchNorm2d.html (running statistics in training mode)",
+        "https://pytorch.org/docs/stable/generated/torch.nn.Dropout.html",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def evaluate(model, loader):
+                correct = 0
+                with torch.no_grad():
+                    for xb, yb in loader:
+                        correct += (model(xb).argmax(-1) == yb).sum().item()
+                return correct
+
+
+            def train(model, optimizer, train_loader, val_loader, epochs):
+                for epoch in range(epochs):
+                    model.train()
+                    for xb, yb in train_loader:
+                        optimizer.zero_grad()
+                        F.cross_entropy(model(xb), yb).backward()
+                        optimizer.step()
+                    print(epoch, evaluate(model, val_loader))
+            """,
+            line=9,
+            title="evaluate() under no_grad, called right after training",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Trainer:
+                def __init__(self, model, optimizer, train_loader, val_loader):
+                    self.model = model
+                    self.optimizer = optimizer
+                    self.train_loader = train_loader
+                    self.val_loader = val_loader
+
+                @torch.no_grad()
+                def validate(self):
+                    losses = [F.cross_entropy(self.model(x), y).item() for x, y in self.val_loader]
+                    return sum(losses) / len(losses)
+
+                def fit(self, epochs):
+                    self.model.train()
+                    for epoch in range(epochs):
+                        for x, y in self.train_loader:
+                            self.optimizer.zero_grad()
+                            F.cross_entropy(self.model(x), y).backward()
+                            self.optimizer.step()
+                        print(self.validate())
+            """,
+            line=14,
+            title="a Trainer's @torch.no_grad() validate() without eval()",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn as nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 10))
+
+                def forward(self, x):
+                    return self.body(x)
+
+
+            model = Net()
+            model.load_state_dict(torch.load("best.pt", map_location="cpu", weights_only=True))
+            with torch.inference_mode():
+                for xb, yb in test_loader:
+                    print(model(xb).argmax(-1).eq(yb).float().mean().item())
+            """,
+            line=18,
+            title="a freshly built model is in train mode",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            for epoch in range(num_epochs):
+                model.train()
+                for xb, yb in train_loader:
+                    optimizer.zero_grad()
+                    F.cross_entropy(model(xb), yb).backward()
+                    optimizer.step()
+                val_loss = 0.0
+                with torch.no_grad():
+                    for xb, yb in val_loader:
+                        val_loss += F.cross_entropy(model(xb), yb, reduction="sum").item()
+            """,
+            line=13,
+            title="validation loop inlined after the epoch",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            @torch.inference_mode()
+            def validation_epoch(model, loader):
+                return sum(F.cross_entropy(model(x), y, reduction="sum").item() for x, y in loader)
+
+
+            def main(model, train_loader, val_loader):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+                for epoch in range(10):
+                    for x, y in train_loader:
+                        optimizer.zero_grad()
+                        F.cross_entropy(model(x), y).backward()
+                        optimizer.step()
+                    print(validation_epoch(model, val_loader))
+            """,
+            line=7,
+            title="no train() call anywhere: the model trains in its default train mode",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def evaluate(model, loader):
+                model.eval()
+                correct = 0
+                with torch.no_grad():
+                    for xb, yb in loader:
+                        correct += (model(xb).argmax(-1) == yb).sum().item()
+                return correct
+
+
+            def train(model, optimizer, train_loader, val_loader, epochs):
+                for epoch in range(epochs):
+                    model.train()
+                    for xb, yb in train_loader:
+                        optimizer.zero_grad()
+                        F.cross_entropy(model(xb), yb).backward()
+                        optimizer.step()
+                    print(epoch, evaluate(model, val_loader))
+            """,
+            title="evaluate() switches to eval mode itself",
+        ),
+        good(
+            """
+            import torch
+
+
+            @torch.no_grad()
+            def evaluate(model, loader):
+                return [model(xb).argmax(-1) for xb, _ in loader]
+
+
+            def report(model, val_loader, test_loader):
+                model.eval()
+                val = evaluate(model, val_loader)
+                test = evaluate(model, test_loader)
+                model.train()
+                return val, test
+            """,
+            title="evaluate() without eval(), but every caller calls model.eval() first",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            model.train()
+            for xb, yb in train_loader:
+                with torch.no_grad():
+                    soft_targets = F.softmax(teacher(xb) / 2.0, dim=-1)
+                loss = F.kl_div(F.log_softmax(model(xb) / 2.0, dim=-1), soft_targets, reduction="batchmean")
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                with torch.no_grad():
+                    for ema_p, p in zip(ema_model.parameters(), model.parameters()):
+                        ema_p.lerp_(p, 0.001)
+            """,
+            title="no_grad forwards that are part of training (frozen teacher, EMA update)",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            policy_net.train()
+            for step in range(num_steps):
+                state, action, reward, next_state, done = replay.sample(batch_size)
+                with torch.no_grad():
+                    next_q = target_net(next_state).max(1).values
+                    target = reward + gamma * next_q * (1 - done)
+                q = policy_net(state).gather(1, action.unsqueeze(1)).squeeze(1)
+                loss = F.smooth_l1_loss(q, target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            """,
+            title="DQN target values under no_grad",
+        ),
+        good(
+            """
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained("gpt2")
+            model = AutoModelForCausalLM.from_pretrained("gpt2")
+            model.eval()
+            with torch.no_grad():
+                for prompt in test_prompts:
+                    ids = tokenizer(prompt, return_tensors="pt").input_ids
+                    print(tokenizer.decode(model.generate(ids, max_new_tokens=20)[0]))
+            """,
+            title="generate() under no_grad with model.eval() earlier",
+        ),
+        good(
+            """
+            import torch
+
+
+            def evaluate(model, loader):
+                was_training = model.training
+                model.eval()
+                with torch.inference_mode():
+                    scores = [model(xb).softmax(-1) for xb, _ in loader]
+                model.train(was_training)
+                return scores
+            """,
+            title="restoring the saved mode",
+        ),
+        good(
+            """
+            import torch
+
+            model = load_model("checkpoint.pt")
+            with torch.no_grad():
+                for xb, _ in test_loader:
+                    print(model(xb).argmax(-1))
+            """,
+            title="an inference script that never trains (the model's mode is not known here)",
+        ),
+    )
+
+    def check(self, ctx):
+        model = ctx.model(modes)
+        reported = set()
+        for forward in model.forwards():
+            if forward.grad != frozenset({OFF}):
+                continue
+            training = [f for f in forward.facts if f.kind in TRAINING_KINDS]
+            if not training or any(f.kind in (RESTORE, CHOSEN) for f in forward.facts):
+                continue
+            function = forward.function
+            group = (function.node if function else None, forward.key)
+            if group in reported or not model.is_evaluation_under_no_grad(forward):
+                continue
+            reported.add(group)
+            yield self.report(forward.call, self._message(ctx, forward, training[0]))
+
+    def _message(self, ctx, forward, fact) -> str:
+        key = forward.key
+        function = forward.function
+        where = f"`{function.name}()`" if function is not None else "this evaluation"
+        if fact.kind == NEW:
+            why = "it was just built and nothing calls `eval()` on it"
+        elif fact.kind == TRAINED:
+            why = f"its caller `{fact.via or 'the module'}` trains it and nothing calls `{key}.eval()`"
+        else:
+            origin = f" in `{fact.via}()`" if fact.via and (function is None or fact.via != function.name) else ""
+            why = f"the last switch on the way here is `{ctx.code_for(fact.node)}`{origin}"
+        return (f"{where} runs `{key}` under no_grad/inference_mode while `{key}` is in train mode ({why}): "
+                f"dropout stays on and BatchNorm normalises with batch statistics and updates its running "
+                f"statistics; call `{key}.eval()` before the evaluation (and `{key}.train()` after it)")

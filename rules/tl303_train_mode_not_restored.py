@@ -1,0 +1,316 @@
+"""TL303 train-mode-not-restored."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from trainlint.finding import Severity
+from trainlint.modes import modes
+from trainlint.rule import Rule, bad, good
+
+
+class TrainModeNotRestored(Rule):
+    code = "TL303"
+    name = "train-mode-not-restored"
+    severity = Severity.ERROR
+    summary = "a training loop evaluates and keeps training without `model.train()`"
+    message = "the training loop puts the model in eval mode and keeps training without `model.train()`"
+    triggers = (".eval(", "train(False", "train(mode=False")
+    what_it_does = """
+        Follows module mode through a training loop (a loop that runs a backward and an optimizer
+        step, directly or through functions and methods of the same file): a `model.eval()` /
+        `model.train(False)` in the loop, or a call to a function that leaves the model in eval
+        mode (it calls `eval()` and neither `train()`, `train(was_training)`, a `finally` nor a
+        context manager restores it), is flagged when a later backward of the loop (in the same
+        iteration or in the next ones) can run before any `model.train()`. `model.train()` at the
+        top of each epoch is enough when evaluation runs only at the end of the epoch, but not
+        when evaluation runs every N steps inside the step loop. Models that are never trained
+        (a frozen teacher, an EMA copy) may stay in eval mode. Reported at the call in the loop
+        that switches to eval mode or calls the evaluation function.
+        """
+    why_bad = """
+        Nothing switches a model back to train mode by itself. After the first evaluation the
+        rest of training runs with dropout disabled and BatchNorm normalising with frozen running
+        statistics instead of batch statistics: regularisation silently disappears, BatchNorm
+        statistics stop tracking the weights, and the loss curve still looks plausible. No error,
+        no warning; the run just ends worse than it should.
+        """
+    references = (
+        "https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.train",
+        "https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval",
+        "https://pytorch.org/docs/stable/notes/autograd.html#evaluation-mode-nn-module-eval",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def evaluate(model, loader):
+                model.eval()
+                with torch.no_grad():
+                    return sum(F.cross_entropy(model(x), y, reduction="sum").item() for x, y in loader)
+
+
+            def train(model, optimizer, train_loader, val_loader, epochs, eval_every=200):
+                step = 0
+                for epoch in range(epochs):
+                    model.train()
+                    for x, y in train_loader:
+                        optimizer.zero_grad()
+                        F.cross_entropy(model(x), y).backward()
+                        optimizer.step()
+                        step += 1
+                        if step % eval_every == 0:
+                            print(step, evaluate(model, val_loader))
+            """,
+            line=21,
+            title="evaluation every N steps, train() only at the top of the epoch",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            for step, (xb, yb) in enumerate(train_loader):
+                optimizer.zero_grad()
+                F.cross_entropy(model(xb), yb).backward()
+                optimizer.step()
+                if step % 1000 == 0:
+                    model.eval()
+                    with torch.no_grad():
+                        acc = (model(val_x).argmax(-1) == val_y).float().mean().item()
+                    print(step, acc)
+            """,
+            line=9,
+            title="eval() inlined in the loop",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Trainer:
+                def __init__(self, model, train_loader, val_loader):
+                    self.model = model
+                    self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+                    self.train_loader = train_loader
+                    self.val_loader = val_loader
+
+                @torch.no_grad()
+                def validate(self):
+                    self.model.eval()
+                    return sum(F.cross_entropy(self.model(x), y).item() for x, y in self.val_loader)
+
+                def fit(self, epochs):
+                    for epoch in range(epochs):
+                        for x, y in self.train_loader:
+                            self.optimizer.zero_grad()
+                            F.cross_entropy(self.model(x), y).backward()
+                            self.optimizer.step()
+                        print(epoch, self.validate())
+            """,
+            line=23,
+            title="a Trainer that relies on the default train mode",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train_loop(model, optimizer, train_dataloader, eval_dataloader, accelerator, eval_steps):
+                model.train()
+                for step, batch in enumerate(train_dataloader):
+                    with accelerator.accumulate(model):
+                        loss = model(**batch).loss
+                        accelerator.backward(loss)
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    if step % eval_steps == 0:
+                        model.train(False)
+                        losses = []
+                        for eval_batch in eval_dataloader:
+                            with torch.no_grad():
+                                losses.append(accelerator.gather_for_metrics(model(**eval_batch).loss))
+                        accelerator.print(step, torch.cat(losses).mean().item())
+            """,
+            line=13,
+            title="Accelerate style with model.train(False)",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def evaluate(model, loader):
+                model.eval()
+                with torch.no_grad():
+                    return sum(F.cross_entropy(model(x), y, reduction="sum").item() for x, y in loader)
+
+
+            def train(model, optimizer, train_loader, val_loader, epochs):
+                for epoch in range(epochs):
+                    model.train()
+                    for x, y in train_loader:
+                        optimizer.zero_grad()
+                        F.cross_entropy(model(x), y).backward()
+                        optimizer.step()
+                    print(epoch, evaluate(model, val_loader))
+            """,
+            title="train() at the top of each epoch, evaluation only at the end of the epoch",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def evaluate(model, loader):
+                was_training = model.training
+                model.eval()
+                with torch.no_grad():
+                    total = sum(F.cross_entropy(model(x), y, reduction="sum").item() for x, y in loader)
+                model.train(was_training)
+                return total
+
+
+            def train(model, optimizer, train_loader, val_loader, eval_every=100):
+                for step, (x, y) in enumerate(train_loader):
+                    optimizer.zero_grad()
+                    F.cross_entropy(model(x), y).backward()
+                    optimizer.step()
+                    if step % eval_every == 0:
+                        print(evaluate(model, val_loader))
+            """,
+            title="evaluate() restores the mode it found",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            for step, (xb, yb) in enumerate(train_loader):
+                optimizer.zero_grad()
+                F.cross_entropy(model(xb), yb).backward()
+                optimizer.step()
+                if step % 1000 == 0:
+                    model.eval()
+                    try:
+                        with torch.no_grad():
+                            print((model(val_x).argmax(-1) == val_y).float().mean().item())
+                    finally:
+                        model.train()
+            """,
+            title="train() in a finally block after the inline evaluation",
+        ),
+        good(
+            """
+            import contextlib
+
+            import torch
+            import torch.nn.functional as F
+
+
+            @contextlib.contextmanager
+            def eval_mode(model):
+                model.eval()
+                try:
+                    yield model
+                finally:
+                    model.train()
+
+
+            def train(model, optimizer, loader, probe):
+                for step, (x, y) in enumerate(loader):
+                    optimizer.zero_grad()
+                    F.cross_entropy(model(x), y).backward()
+                    optimizer.step()
+                    if step % 50 == 0:
+                        with eval_mode(model), torch.no_grad():
+                            print(model(probe).softmax(-1))
+            """,
+            title="a context manager that restores train mode",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            teacher.requires_grad_(False)
+            for xb, yb in train_loader:
+                teacher.eval()
+                with torch.no_grad():
+                    soft = F.softmax(teacher(xb), dim=-1)
+                loss = F.kl_div(F.log_softmax(student(xb), dim=-1), soft, reduction="batchmean")
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            """,
+            title="a frozen teacher stays in eval mode",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            model.train()
+            for xb, yb in train_loader:
+                optimizer.zero_grad()
+                F.cross_entropy(model(xb), yb).backward()
+                optimizer.step()
+            model.eval()
+            with torch.no_grad():
+                print(sum((model(x).argmax(-1) == y).sum().item() for x, y in test_loader))
+            """,
+            title="final evaluation after the training loop",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            for step, (xb, yb) in enumerate(train_loader):
+                model.train()
+                optimizer.zero_grad()
+                F.cross_entropy(model(xb), yb).backward()
+                optimizer.step()
+                if step % 100 == 0:
+                    model.eval()
+                    with torch.no_grad():
+                        print(model(val_x).argmax(-1).eq(val_y).float().mean().item())
+            """,
+            title="train() at the top of every step",
+        ),
+    )
+
+    def check(self, ctx):
+        model = ctx.model(modes)
+        for item in model.unrestored():
+            yield self.report(item.anchor, self._message(ctx, item))
+
+    def _message(self, ctx, item) -> str:
+        fact = item.fact
+        switch = ctx.code_for(fact.node)
+        backward = _short_call(ctx, item.backward)
+        if item.anchor is fact.node:
+            what = f"`{switch}` in the training loop is never undone"
+        else:
+            called = ctx.code_for(item.anchor.func) if isinstance(item.anchor, cst.Call) else "this call"
+            inside = f" (`{switch}` in `{fact.via}()`)" if fact.via else ""
+            what = f"`{called}(...)` leaves `{item.key}` in eval mode{inside} and nothing restores it"
+        return (f"{what}: the loop keeps training `{item.key}` (`{backward}`) with dropout off and BatchNorm "
+                f"frozen on its running statistics; call `{item.key}.train()` after the evaluation "
+                f"(or restore the saved mode at its end)")
+
+
+def _short_call(ctx, call: cst.Call) -> str:
+    """`loss.backward()` / `accelerator.backward(...)`, without a long receiver expression."""
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        receiver = ctx.code_for(func.value)
+        prefix = f"{receiver}." if len(receiver) <= 30 else "..."
+        return f"{prefix}{func.attr.value}({'...' if call.args else ''})"
+    return f"{ctx.code_for(func)}(...)"
