@@ -196,13 +196,16 @@ class NonAtomicCheckpointSave(Rule):
             yield self.report(save.node, self._message(model, save))
 
     def _message(self, model, save) -> str:
-        where = model.text(save.dest)
+        where = f"`{model.text(save.dest)}`"
+        passed = model.caller_arguments(save)
+        if passed:
+            where += " (callers pass " + ", ".join(f"`{p}`" for p in dict.fromkeys(passed)) + ")"
         reuse = model.path_reuse(save)
         if reuse == "fixed":
-            return (f"`torch.save` overwrites the checkpoint at `{where}` in place: the old file is truncated "
+            return (f"`torch.save` overwrites the checkpoint at {where} in place: the old file is truncated "
                     f"when the write starts, so a crash mid-save leaves no checkpoint at all; {_ADVICE}")
         if reuse == "unique":
-            return (f"`torch.save` writes the checkpoint straight to `{where}`: a crash mid-save leaves a "
+            return (f"`torch.save` writes the checkpoint straight to {where}: a crash mid-save leaves a "
                     f"truncated newest checkpoint that a resume will pick up; {_ADVICE}")
-        return (f"`torch.save` writes the checkpoint straight to `{where}`: a crash mid-save leaves a "
+        return (f"`torch.save` writes the checkpoint straight to {where}: a crash mid-save leaves a "
                 f"truncated file (and no checkpoint at all if the path is reused); {_ADVICE}")

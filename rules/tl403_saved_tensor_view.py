@@ -161,7 +161,7 @@ class SavedTensorView(Rule):
             views = model.saved_views(save)
             if not views:
                 continue
-            described = ", ".join(kind for _, kind, _ in views)
+            described = ", ".join(dict.fromkeys(kind for _, kind, _ in views))
             fix = None
             if all(inline for _, _, inline in views):
                 safe = all(_safe(model, expr, save) for expr, _, _ in views)

@@ -567,6 +567,18 @@ class CheckpointModel:
             return self._combine(verdicts) if verdicts and len(verdicts) == len(passed) else None
         return self._reuse(value, save.scope, 0)
 
+    def caller_arguments(self, save: Save) -> list[str]:
+        """When a save's destination is a parameter, the source text each same-file caller passes."""
+        value = self.value_of(save.dest, save.scope)
+        opened = self.opened_path(value, save.scope)
+        if opened is not None:
+            value = self.value_of(opened, save.scope)
+        function = save.site.function
+        if not (isinstance(value, cst.Name) and function is not None and self.is_param(value, save.scope)):
+            return []
+        passed = [self.argument_for(site.node, function, value.value) for site in self.callers(function)]
+        return [self.text(p) for p in passed if p is not None]
+
     def _reuse(self, expr, scope: Scope, depth: int) -> str | None:
         if expr is None or depth > 5:
             return None
