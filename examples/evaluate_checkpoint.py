@@ -14,8 +14,14 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 
-def build_model() -> nn.Module:
-    return nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Dropout(0.5), nn.Linear(128, 10))
+class Classifier(nn.Module):
+    def __init__(self, num_features: int = 32, num_classes: int = 10) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(num_features, 128), nn.ReLU(), nn.Dropout(0.5))
+        self.head = nn.Linear(128, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
 
 
 def main() -> None:
@@ -25,7 +31,7 @@ def main() -> None:
 
     with open(args.checkpoint, "rb") as handle:
         state = pickle.load(handle)  # expect: TL401
-    model = build_model()
+    model = Classifier()
     model.load_state_dict(state["model"])
 
     held_out = TensorDataset(torch.randn(1000, 32), torch.randint(0, 10, (1000,)))

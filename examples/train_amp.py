@@ -57,7 +57,7 @@ def train(data_dir: str, epochs: int = 10, eval_every: int = 500) -> None:
                 val_loss, val_acc = evaluate(model, val_loader, device)  # expect: TL303
                 print(f"step {step}: val loss {val_loss:.3f}, acc {val_acc:.3f}")
 
-    print("mean train loss", torch.stack(losses).mean().item())
+    print("mean train loss", torch.stack(losses).mean().item())  # expect: TL601
     os.makedirs("runs", exist_ok=True)
 
 

@@ -1,0 +1,64 @@
+"""The README's rule table is generated from the registry, and its commands are the real ones."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from trainlint.reporters.catalog import render_rules
+
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+SCRIPT = REPO / "scripts" / "update_readme.py"
+START, END = "<!-- rules:start -->", "<!-- rules:end -->"
+
+
+def table_in(text: str) -> str:
+    return text[text.index(START) + len(START):text.index(END)].strip("\n") + "\n"
+
+
+def test_rule_table_is_current():
+    assert table_in(README.read_text()) == render_rules("md"), (
+        "README.md's rule table is stale: run `python scripts/update_readme.py`"
+    )
+
+
+def test_every_rule_is_in_the_table():
+    table = table_in(README.read_text())
+    from trainlint.rule import registry
+
+    for code, rule in registry().items():
+        assert f"| {code} | `{rule.name}` |" in table
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_update_script_detects_and_fixes_a_stale_table(tmp_path):
+    stale = tmp_path / "README.md"
+    stale.write_text(f"# title\n\n{START}\n| code | name |\n|---|---|\n| TL001 | `gone` |\n{END}\n\nafter\n")
+    check = run_script("--check", "--readme", str(stale))
+    assert check.returncode == 1 and "stale" in check.stderr
+    assert run_script("--readme", str(stale)).returncode == 0
+    assert run_script("--check", "--readme", str(stale)).returncode == 0
+    text = stale.read_text()
+    assert text.startswith("# title\n\n") and text.endswith(f"{END}\n\nafter\n")
+    assert table_in(text) == render_rules("md")
+
+
+def test_update_script_without_markers(tmp_path):
+    plain = tmp_path / "README.md"
+    plain.write_text("# no markers\n")
+    result = run_script("--check", "--readme", str(plain))
+    assert result.returncode == 2 and "rules:start" in result.stderr
+
+
+def test_readme_states_the_two_commands():
+    text = README.read_text()
+    assert "pip install . && trainlint examples/" in text
+    assert "pip install -e '.[dev]' && pytest" in text
+    for heading in ("## Configuration", "## Suppressing findings", "## Output formats", "### Exit codes",
+                    "## Runtime confirmation (`trainlint confirm`)", "## Editor (LSP) and pre-commit"):
+        assert heading in text

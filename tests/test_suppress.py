@@ -1,0 +1,100 @@
+"""`# noqa` and `# trainlint: disable-file`, through the engine and the command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import BAD
+from trainlint.engine import lint_source
+from trainlint.settings import Settings, resolve_selection
+from trainlint.suppress import ALL, file_disabled_codes, noqa_codes
+
+TL401_ONLY = Settings(select=resolve_selection(["TL401"], [], []))
+LOAD = 'state = torch.load("checkpoint.pt", map_location="cpu", weights_only=False)'
+
+
+def tl401_lines(source: str) -> list[int]:
+    result = lint_source(source, "train.py", TL401_ONLY)
+    assert result.errors == []
+    return [f.line for f in result.findings if f.code == "TL401"]
+
+
+def script(load_line: str, header: str = "") -> str:
+    return f"{header}import torch\n\n{load_line}\n"
+
+
+@pytest.mark.parametrize("comment", [
+    "# noqa: TL401",
+    "# noqa:TL401",
+    "#noqa: tl401",
+    "# noqa: TL101, TL401",
+    "# noqa",
+    "# NOQA",
+    "# noqa  (checkpoints written by this job only)",
+    "# type: ignore  # noqa: TL401",
+])
+def test_noqa_suppresses(comment):
+    assert tl401_lines(script(f"{LOAD}  {comment}")) == []
+
+
+@pytest.mark.parametrize("comment", [
+    "# noqa: TL101",
+    "# noqa: TL4010",
+    "# noqa: TL40",
+    "# no qa",
+    "# trainlint: noqa-ish",
+])
+def test_noqa_for_other_codes_does_not_suppress(comment):
+    assert tl401_lines(script(f"{LOAD}  {comment}")) == [3]
+
+
+def test_noqa_on_another_line_does_not_suppress():
+    source = "import torch  # noqa: TL401\n\n" + LOAD + "\n# noqa: TL401\n"
+    assert tl401_lines(source) == [3]
+
+
+def test_noqa_applies_to_the_line_a_multi_line_finding_starts_on():
+    starts = 'import torch\n\nstate = torch.load(  # noqa: TL401\n    "c.pt", map_location="cpu", weights_only=False,\n)\n'
+    ends = 'import torch\n\nstate = torch.load(\n    "c.pt", map_location="cpu", weights_only=False,\n)  # noqa: TL401\n'
+    assert tl401_lines(starts) == []
+    assert tl401_lines(ends) == [3]
+
+
+@pytest.mark.parametrize("header", [
+    "# trainlint: disable-file=TL401\n",
+    "# trainlint: disable-file = TL402, TL401\n",
+    "# trainlint: disable-file\n",
+    "#trainlint:disable-file=tl401\n",
+])
+def test_disable_file(header):
+    assert tl401_lines(script(LOAD, header)) == []
+    assert tl401_lines(script(LOAD, "") + header) == []  # anywhere in the file, on its own line
+
+
+@pytest.mark.parametrize("header", [
+    "# trainlint: disable-file=TL402\n",
+    "x = 1  # trainlint: disable-file=TL401\n",  # not on a line of its own
+])
+def test_disable_file_for_other_codes_or_inline(header):
+    assert tl401_lines(script(LOAD, header)) == [4]
+
+
+def test_syntax_errors_are_not_suppressed_by_noqa_codes_elsewhere():
+    result = lint_source("# trainlint: disable-file=TL401\nprint 'x'\n", "old.py", TL401_ONLY)
+    assert [f.code for f in result.findings] == ["TL000"]
+
+
+def test_parsers():
+    assert noqa_codes("x = 1") is None
+    assert noqa_codes("x = 1  # noqa") is ALL
+    assert noqa_codes("x  # noqa: tl101 , TL202") == frozenset({"TL101", "TL202"})
+    assert file_disabled_codes("a\n# trainlint: disable-file=TL101\n# trainlint: disable-file=TL2\n") == \
+        frozenset({"TL101", "TL2"})
+    assert file_disabled_codes("# trainlint: disable-file\n") is ALL
+
+
+def test_noqa_through_the_cli(project, run):
+    (project / "quiet.py").write_text(BAD.replace("weights_only=False)", "weights_only=False)  # noqa: TL401"))
+    result = run("check", "--select", "TL401", "--no-cache", "quiet.py", "bad.py")
+    assert result.exit_code == 1
+    assert [line.split(":")[0] for line in result.stdout.splitlines() if " TL401 " in line] == ["bad.py"]
