@@ -24,8 +24,8 @@ class UnequalMicroBatchWeighting(Rule):
         when the micro-batches of one window can hold different numbers of examples or tokens:
 
         - a token-level loss with padding (`ignore_index`, a loss normalised by a mask count, or a
-          language-model `outputs.loss` in a file that pads labels with -100 or uses attention
-          masks): valid-token counts differ in every window;
+          language model's own `outputs.loss` in a file that marks padding with -100 or builds a
+          causal/seq2seq/masked LM): valid-token counts differ in every window;
         - micro-batches taken from a list or window of batches whose sizes are not fixed;
         - a `DataLoader` without `drop_last=True`: the last micro-batch of an epoch can be short,
           so the last window of each epoch is misweighted.

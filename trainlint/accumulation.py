@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from trainlint.index import Scope, keyword_arg, positional_args, walk
-from trainlint.roles import LOADER
+from trainlint.roles import LOADER, _unpacked_prepare_argument
 from trainlint.training import CallRef, TrainingLoop, TrainingModel
 
 # Divisors that are the number of micro-batches (or the accumulation factor) by their name.
@@ -27,7 +27,7 @@ _WINDOW_LISTS = re.compile(r"batches|chunks|micro|splits|shards|window", re.I)
 _LOCAL_COUNT_METHODS = {"sum", "numel", "size", "count_nonzero", "nelement"}
 # Text that shows a token-level loss with padding (valid-token counts differ between micro-batches).
 _TOKEN_EVIDENCE = re.compile(r"ignore_index|-100\b|CausalLM|Seq2SeqLM|MaskedLM|ForLanguageModeling|"
-                             r"DataCollatorForSeq2Seq|attention_mask|pad_token_id|padding_value")
+                             r"DataCollatorForSeq2Seq")
 _LOSS_COUNTS = re.compile(r"mask|valid|ntok|n_tok|num_tok|tokens", re.I)
 
 MEAN, SUM, SCALED, UNKNOWN, CYCLE = "mean", "sum", "scaled", "unknown", "cycle"
@@ -380,8 +380,11 @@ class LossTracer:
             for binding in reversed(scope.lookup(expr.value)):
                 value = binding.value
                 if value is None and isinstance(binding.node, cst.Assign):
-                    from trainlint.roles import _unpacked_prepare_argument
                     value = _unpacked_prepare_argument(binding.node, expr.value)
+                    if value is None:
+                        found = self._returned_loader(binding.node, expr.value, scope, depth)
+                        if found is not None:
+                            return found
                 if value is not None and value is not expr:
                     found = self._loader_call(value, scope, depth + 1)
                     if found is not None:
@@ -393,6 +396,29 @@ class LossTracer:
                 found = self._loader_call(value, self.index.scope_at(value), depth + 1)
                 if found is not None:
                     return found
+        return None
+
+    def _returned_loader(self, assign: cst.Assign, name: str, scope: Scope, depth: int) -> cst.Call | None:
+        """`train_dl, eval_dl = get_dataloaders(...)`: the DataLoader a same-file function returns
+        in `name`'s position."""
+        if not isinstance(assign.value, cst.Call):
+            return None
+        target_fn = self.model.callee(assign.value, scope)
+        if target_fn is None:
+            return None
+        for target in assign.targets:
+            if not isinstance(target.target, (cst.Tuple, cst.List)):
+                continue
+            names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.target.elements]
+            if name not in names:
+                continue
+            position = names.index(name)
+            for node in walk(target_fn.node.body):
+                if isinstance(node, cst.Return) and isinstance(node.value, cst.Tuple) and \
+                        len(node.value.elements) == len(names):
+                    found = self._loader_call(node.value.elements[position].value, target_fn.scope, depth + 1)
+                    if found is not None:
+                        return found
         return None
 
     def is_loader(self, expr: cst.BaseExpression, scope: Scope) -> bool:

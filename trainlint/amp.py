@@ -153,7 +153,7 @@ class AmpModel:
             if name is None:
                 return None
             last = name.rsplit(".", 1)[-1]
-            if last in _CLIP_NAMES and name.startswith(("torch.", "timm.")):
+            if last in _CLIP_NAMES and name.startswith(("torch.", "timm.", ".")):
                 return Event(CLIP, call, scope)
             if "zero_grad" in last or last == "_foreach_zero_":
                 return Event(ZERO_GRAD, call, scope)
@@ -271,7 +271,12 @@ class AmpModel:
             if any(self.index.function_at(loop) is function for loop in loop_nodes):
                 continue
             events = list(self.events_in(function.node.body, function.scope))
-            if any(e.kind in BACKWARDS for e in events) and any(e.kind in OPTIMIZER_STEPS for e in events):
+            # one update per call: it steps outside any loop, and no training loop runs inside it
+            # (a `main()` that calls the functions holding the loops is not an update)
+            if any(set(e.loops) & loop_nodes for e in events):
+                continue
+            if any(e.kind in BACKWARDS for e in events) and \
+                    any(e.kind in OPTIMIZER_STEPS and not e.loops for e in events):
                 self.units.append(Unit(function.node, function.scope, None, events))
 
 

@@ -168,6 +168,7 @@ class TrainingModel:
         self.loops: list[TrainingLoop] = []
         self._accelerate: dict[int, AccelerateAccumulation | None] = {}
         self._prepared: dict[str, list[tuple[cst.Assign, Scope]]] | None = None
+        self._body_calls: dict[cst.CSTNode, list[cst.Call]] | None = None
         self._build()
 
     # -- classification of calls -----------------------------------------------------------------
@@ -223,7 +224,7 @@ class TrainingModel:
     def reachable_calls(self, node: cst.CSTNode, scope: Scope, via: tuple[cst.Call, ...] = (),
                         seen: frozenset = frozenset()) -> Iterator[CallRef]:
         """Calls under `node`, then the calls inside same-file helpers it calls (depth-limited)."""
-        for call in calls_in(node):
+        for call in self._calls_under(node):
             yield CallRef(call, scope, via)
             if len(via) >= _MAX_CALL_DEPTH:
                 continue
@@ -231,6 +232,24 @@ class TrainingModel:
             if target is not None and target.node not in seen and target.node is not node:
                 yield from self.reachable_calls(target.node.body, target.scope, via + (call,),
                                                 seen | {target.node})
+
+    def _calls_under(self, body: cst.CSTNode) -> list[cst.Call]:
+        """`calls_in(body)` for a loop's or function's body, from one pass over the index's calls
+        (which are in source order) instead of one walk per loop and per helper visit."""
+        if self._body_calls is None:
+            self._body_calls = {}
+            parents = self.index.parents
+            for site in self.index.calls:
+                child: cst.CSTNode = site.node
+                parent = parents.get(child)
+                while parent is not None:
+                    if isinstance(parent, (cst.For, cst.While, cst.FunctionDef)) and child is parent.body:
+                        self._body_calls.setdefault(child, []).append(site.node)
+                    if isinstance(parent, _NESTED_SCOPES):
+                        break
+                    child, parent = parent, parents.get(parent)
+        calls = self._body_calls.get(body)
+        return calls if calls is not None else list(calls_in(body))
 
     # -- structure of a call's position --------------------------------------------------------------
     def path(self, loop: TrainingLoop, ref: CallRef | cst.CSTNode) -> list[list[cst.CSTNode]]:
