@@ -1,0 +1,104 @@
+"""Time a full trainlint check against LibCST's bare parse of the same files, in one process.
+
+    python scripts/benchmark.py                 # the installed torch package's sources
+    python scripts/benchmark.py path/to/project --repeat 3
+
+trainlint runs with every rule selected, no cache and one process (`lint_source` on each file's
+bytes); the baseline is `libcst.parse_module` on each file's text. Files are read into memory
+first so neither timing includes disk reads. torch is located with `importlib.util.find_spec`,
+never imported. The numbers are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import libcst
+
+from trainlint.discovery import discover
+from trainlint.engine import decode_source, lint_source
+from trainlint.rule import registry
+from trainlint.settings import Settings, resolve_selection
+
+
+def torch_sources() -> Path:
+    spec = importlib.util.find_spec("torch")  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("torch is not installed; pass a directory to benchmark")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def load(directory: Path) -> list[tuple[str, bytes]]:
+    return [(path, Path(path).read_bytes()) for path in discover([str(directory)])]
+
+
+def time_trainlint(files: list[tuple[str, bytes]], settings: Settings) -> tuple[float, int, int]:
+    findings = errors = 0
+    start = time.perf_counter()
+    for path, data in files:
+        result = lint_source(data, path, settings)
+        findings += len(result.findings)
+        errors += len(result.errors)
+    return time.perf_counter() - start, findings, errors
+
+
+def time_libcst(texts: list[str]) -> tuple[float, int]:
+    failures = 0
+    start = time.perf_counter()
+    for text in texts:
+        try:
+            libcst.parse_module(text)
+        except (libcst.ParserSyntaxError, RecursionError):
+            failures += 1
+    return time.perf_counter() - start, failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("directory", nargs="?", type=Path, help="default: the installed torch package")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each timing; the best is reported")
+    args = parser.parse_args(argv)
+
+    directory = args.directory or torch_sources()
+    files = load(directory)
+    if not files:
+        raise SystemExit(f"no Python files under {directory}")
+    texts = []
+    for path, data in files:
+        text, _ = decode_source(data, path)
+        if text is not None:
+            texts.append(text)
+    settings = Settings(select=resolve_selection(["ALL"], [], []))
+    rules = [rule for code, rule in registry().items() if code in settings.select]
+    prefiltered = sum(1 for text in texts if not any(rule.may_match(text) for rule in rules))
+    lines = sum(text.count("\n") + (not text.endswith("\n") and bool(text)) for text in texts)
+
+    # warm up imports and caches on one file so neither timing pays for them
+    lint_source(files[0][1], files[0][0], settings)
+    libcst.parse_module(texts[0] if texts else "")
+
+    lint_times, parse_times = [], []
+    findings = errors = parse_failures = 0
+    for _ in range(max(1, args.repeat)):
+        seconds, parse_failures = time_libcst(texts)
+        parse_times.append(seconds)
+        seconds, findings, errors = time_trainlint(files, settings)
+        lint_times.append(seconds)
+
+    lint, parse = min(lint_times), min(parse_times)
+    print(f"directory:          {directory}")
+    print(f"files:              {len(files)} ({lines} lines)")
+    print(f"rules:              {len(rules)} (all selected), no cache, 1 process")
+    print(f"pre-filter skipped: {prefiltered} files (no rule's trigger words: LibCST never parses them)")
+    print(f"trainlint check:    {lint:.2f} s  ({findings} findings, {errors} internal errors)")
+    print(f"libcst.parse_module:{parse:>6.2f} s  ({parse_failures} files failed to parse)")
+    print(f"ratio:              {lint / parse:.2f}x the bare parse")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
