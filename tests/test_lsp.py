@@ -24,7 +24,7 @@ from trainlint.lsp.actions import commentable_lines  # noqa: E402
 from trainlint.lsp.positions import Encoder, split_lines  # noqa: E402
 from trainlint.rule import registry  # noqa: E402
 
-SERVER = [sys.executable, "-c", "from trainlint.lsp.server import serve; serve()"]
+SERVER = [sys.executable, "-m", "trainlint", "lsp"]
 TIMEOUT = 15
 
 BUGGY = '''import torch

@@ -1,0 +1,86 @@
+"""On a GitHub Actions runner (GITHUB_ACTIONS=true) and with no --format, the real `trainlint`
+process prints workflow commands, escaped the way the runner parses them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+# A file name with the property separators and the escape character in it; a parenthesised
+# `pickle.load` whose source text (quoted in the message) holds `%` and a CRLF line break.
+NAME = "run,1:50%.py"
+SOURCE = ('import pickle\r\n'
+          '\r\n'
+          'with open("runs/checkpoint.pkl", "rb") as f:\r\n'
+          '    state = (pickle  # 100% legacy\r\n'
+          '             .load)(f)\r\n')
+
+
+def _trainlint(cwd: Path, *args: str, github: bool = True) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
+    if github:
+        env["GITHUB_ACTIONS"] = "true"
+    # bytes, decoded here: text mode would turn a raw \r in the output into \n and hide it
+    proc = subprocess.run([sys.executable, "-m", "trainlint", *args], cwd=cwd, env=env,
+                          capture_output=True, timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode("utf-8"),
+                                       proc.stderr.decode("utf-8", "replace"))
+
+
+def _unescape(text: str) -> str:
+    # what the runner does, in its order: %25 last, so that `%253A` stays `%3A`
+    for escaped, char in (("%0D", "\r"), ("%0A", "\n"), ("%3A", ":"), ("%2C", ","), ("%25", "%")):
+        text = text.replace(escaped, char)
+    return text
+
+
+def _parse(command: str) -> tuple[str, dict[str, str], str]:
+    """`::level key=value,...::message` split the way the runner splits it."""
+    assert command.startswith("::")
+    head, message = command[2:].split("::", 1)
+    level, _, props = head.partition(" ")
+    properties = {}
+    for item in props.split(","):
+        key, _, value = item.partition("=")
+        properties[key] = _unescape(value)
+    return level, properties, _unescape(message)
+
+
+def test_runner_environment_gives_escaped_workflow_commands(tmp_path):
+    (tmp_path / NAME).write_bytes(SOURCE.encode())
+    proc = _trainlint(tmp_path, NAME)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.split("\n")
+    commands = [line for line in lines if line.startswith("::")]
+    assert len(commands) == 1, proc.stdout
+    [command] = commands
+    # nothing the runner would read as a line break or separator is left raw
+    assert "\r" not in command
+    assert "run%2C1%3A50%25.py" in command
+    assert "100%25 legacy%0D%0A" in command
+
+    level, properties, message = _parse(command)
+    assert level == "error"
+    assert properties == {"file": NAME, "line": "4", "col": "13", "endLine": "5", "endColumn": "23",
+                          "title": "TL401 unsafe-torch-load"}
+    assert message.startswith("`(pickle  # 100% legacy\r\n")
+    assert "of a checkpoint runs arbitrary code" in message
+
+
+def test_clean_file_on_the_runner_prints_no_commands(tmp_path):
+    (tmp_path / "train.py").write_text('import torch\n\nstate = torch.load("ckpt.pt", weights_only=True)\n')
+    proc = _trainlint(tmp_path, "train.py")
+    assert proc.returncode == 0, proc.stderr
+    assert "::" not in proc.stdout
+
+
+def test_explicit_format_wins_and_no_runner_means_text(tmp_path):
+    (tmp_path / NAME).write_bytes(SOURCE.encode())
+    explicit = _trainlint(tmp_path, "--format", "json", NAME)
+    assert explicit.returncode == 1
+    assert explicit.stdout.lstrip().startswith("{") and "::error" not in explicit.stdout
+    local = _trainlint(tmp_path, NAME, github=False)
+    assert local.returncode == 1
+    assert local.stdout.startswith(f"{NAME}:4:13: TL401") and "::error" not in local.stdout

@@ -1,0 +1,85 @@
+"""The pre-commit hook, run by the real `pre-commit` on a throwaway git repository.
+
+pre-commit builds the hook's environment from this repository's committed HEAD (try-repo adds
+uncommitted changes to tracked files, never untracked files) with `pip install .`: core
+dependencies only, so it needs the package index but never torch. Each test installs that
+environment once, which takes a minute or so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 900
+
+BUGGY = 'import torch\n\nstate = torch.load("checkpoint.pt", weights_only=False)\n'
+CLEAN = 'import torch\n\nstate = torch.load("checkpoint.pt", weights_only=True)\n'
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("git") is None, reason="needs git"),
+    pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs the project's git checkout"),
+]
+
+
+def _pre_commit() -> list[str]:
+    pytest.importorskip("pre_commit")
+    return [sys.executable, "-m", "pre_commit"]
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A git repository holding one buggy and one clean training script, and an environment for
+    pre-commit (its own home, so no cache from elsewhere is used; the text output format)."""
+    repo = tmp_path / "project"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "train.py").write_text(BUGGY)
+    (repo / "evaluate.py").write_text(CLEAN)
+    _git(repo, "add", "train.py", "evaluate.py")
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
+    env.update(PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"), PRE_COMMIT_COLOR="never",
+               GIT_AUTHOR_NAME="test", GIT_AUTHOR_EMAIL="test@example.com",
+               GIT_COMMITTER_NAME="test", GIT_COMMITTER_EMAIL="test@example.com")
+    return repo, env
+
+
+def _run(cmd: list[str], repo: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def test_try_repo_fails_on_the_buggy_script_only(project):
+    repo, env = project
+    proc = _run([*_pre_commit(), "try-repo", str(ROOT), "trainlint", "--all-files"], repo, env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "trainlint" in out and "Failed" in out
+    assert "train.py:3:9: TL401 [unsafe-torch-load]" in out, out
+    assert "evaluate.py:" not in out
+
+
+def test_configured_hook_passes_a_clean_script_and_fails_a_buggy_one(project):
+    repo, env = project
+    rev = _git(ROOT, "rev-parse", "HEAD").strip()
+    (repo / ".pre-commit-config.yaml").write_text(
+        f"repos:\n  - repo: {ROOT}\n    rev: {rev}\n    hooks:\n      - id: trainlint\n")
+    _git(repo, "add", ".pre-commit-config.yaml")
+
+    clean = _run([*_pre_commit(), "run", "trainlint", "--files", "evaluate.py"], repo, env)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "Passed" in clean.stdout
+
+    buggy = _run([*_pre_commit(), "run", "trainlint", "--files", "train.py", "evaluate.py"], repo, env)
+    assert buggy.returncode == 1, buggy.stdout + buggy.stderr
+    assert "train.py:3:9: TL401" in buggy.stdout
+    assert "evaluate.py:" not in buggy.stdout
