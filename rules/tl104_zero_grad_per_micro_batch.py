@@ -215,13 +215,14 @@ class ZeroGradPerMicroBatch(Rule):
             k = describe_k(ctx, loop)
             order = {id(ref.node): position for position, ref in enumerate(loop.calls)}
             last_backward = max((order.get(id(b.node), -1) for b in loop.backward_calls), default=-1)
+            first_step = min((order.get(id(r.node), -1) for r in loop.step_calls), default=-1)
             for ref in model.own_calls(loop):
                 if model.is_zero_grad(ref.node, ref.scope) and not model.runs_per_update(loop, ref):
                     name = f"`{ctx.code_for(ref.node.func.value)}.zero_grad()`"
-                    if order[id(ref.node)] > last_backward >= 0:
+                    if last_backward >= 0 and last_backward < order[id(ref.node)] < first_step:
                         yield self.report(ref.node, (
-                            f"{name} runs on every micro-batch, after the backward, but the optimizer steps "
-                            f"once every {k} micro-batches: the gradients are cleared before the step can use "
+                            f"{name} runs on every micro-batch, between the backward and the optimizer step, which "
+                            f"runs once every {k} micro-batches: the gradients are cleared before the step can use "
                             "them, so the optimizer steps on nothing; clear once per update, after the "
                             "optimizer step"))
                     else:

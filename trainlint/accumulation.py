@@ -389,11 +389,37 @@ class LossTracer:
                     found = self._loader_call(value, scope, depth + 1)
                     if found is not None:
                         return found
+                if binding.kind == "param" and binding.value is None:
+                    found = self._argument_loader(binding, scope, depth)
+                    if found is not None:
+                        return found
             return None
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
             cls = _class_of(scope)
             for value in self.index.class_attributes.get(cls or "", {}).get(expr.attr.value, []):
                 found = self._loader_call(value, self.index.scope_at(value), depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def _argument_loader(self, binding, scope: Scope, depth: int) -> cst.Call | None:
+        """A loader parameter: the DataLoader that this file's callers of the function pass."""
+        function = self.index.function_of_node.get(scope.node) if scope.kind == "function" else None
+        if function is None:
+            return None
+        params = [p.name.value for p in function.node.params.params]
+        if function.class_name and params and params[0] in ("self", "cls"):
+            params = params[1:]
+        for site in self.index.calls:
+            if self.model.callee(site.node, site.scope) is not function:
+                continue
+            arg = keyword_arg(site.node, binding.name)
+            if arg is None and binding.name in params:
+                positional = positional_args(site.node)
+                position = params.index(binding.name)
+                arg = positional[position] if position < len(positional) else None
+            if arg is not None:
+                found = self._loader_call(arg.value, site.scope, depth + 1)
                 if found is not None:
                     return found
         return None
