@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainlint.amp import CLIP, OPTIMIZER_STEPS, SCALER_STEP, UNSCALE, amp_model, describe
+from trainlint.amp import CLIP, OPTIMIZER_STEPS, SCALED_BACKWARD, SCALER_STEP, UNSCALE, amp_model, describe
 from trainlint.finding import Severity
 from trainlint.rule import Rule, bad, good
 
@@ -263,18 +263,13 @@ class ClipBeforeUnscale(Rule):
                 found = unit.nearest_before(clip, UNSCALE, *OPTIMIZER_STEPS)
                 if found is not None and found.kind == UNSCALE:
                     continue
+                scaler = unit.of_kind(SCALED_BACKWARD)[0].subject
                 scaler_steps = unit.of_kind(SCALER_STEP)
-                step = scaler_steps[0] if scaler_steps else None
-                scaler = _scaler_text(ctx, step) if step else "scaler"
-                optimizer = step.subject if step else "optimizer"
+                optimizer = scaler_steps[0].subject if scaler_steps else "optimizer"
                 yield self.report(
                     clip.node,
                     f"`{describe(clip.node, ctx)}` clips gradients of `{scaler}.scale(loss)` that are still "
                     f"multiplied by the loss scale: call `{scaler}.unscale_({optimizer})` before clipping "
-                    f"in the update, so `max_norm` applies to the true gradients",
+                    f"in the update, so the threshold applies to the true gradients",
                 )
 
-
-def _scaler_text(ctx, step) -> str:
-    func = step.node.func
-    return ctx.code_for(func.value)

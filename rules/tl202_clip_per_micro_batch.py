@@ -220,19 +220,26 @@ class ClipPerMicroBatch(Rule):
                     continue
                 yield self.report(
                     clip.node,
-                    f"`{describe(clip.node, ctx)}` runs on every micro-batch but the optimizer steps once "
-                    f"per {_window(ctx, loop.guard)}: it clips a partial sum of the window; "
+                    f"`{describe(clip.node, ctx)}` runs on every micro-batch but the optimizer steps "
+                    f"{_window(ctx, loop.guard)}: it clips a partial sum of the window; "
                     f"{_advice(loop.guard)}",
                 )
 
 
 def _window(ctx, guard) -> str:
     if guard.kind == "accelerate":
-        return "`accelerator.accumulate` window"
+        return "once per `accelerator.accumulate` window"
     if guard.kind == "micro_loop":
-        return "pass of the micro-batch loop"
-    condition = describe(guard.condition, ctx, 40) if guard.condition is not None else "update"
-    return f"window (`{condition}`)"
+        target = guard.node.target if hasattr(guard.node, "target") else None
+        over = f"for {describe(target, ctx, 20)} in {describe(guard.condition, ctx, 30)}" if target is not None \
+            else "the micro-batch loop"
+        return f"once after the micro-batch loop (`{over}`)"
+    if guard.condition is None:
+        return "once per update"
+    condition = describe(guard.condition, ctx, 40)
+    if guard.kind == "continue":
+        return f"only when `{condition}` does not skip to the next micro-batch"
+    return f"only when `{condition}`"
 
 
 def _advice(guard) -> str:

@@ -221,11 +221,11 @@ class ClipAfterOptimizerStep(Rule):
                 if found is None or found.kind not in OPTIMIZER_STEPS:
                     continue
                 step = describe(found.node, ctx)
-                advice = ("after `scaler.unscale_(...)` and before `scaler.step(...)`"
-                          if found.kind == SCALER_STEP else f"before `{step}`")
+                scaler = ctx.code_for(found.node.func.value) if found.kind == SCALER_STEP else None
+                advice = (f"after `{scaler}.unscale_({found.subject})` and before `{step}`" if scaler
+                          else f"between the backward and `{step}`")
                 yield self.report(
                     clip.node,
                     f"`{describe(clip.node, ctx)}` runs after `{step}` in the same update: the step has "
-                    f"already applied the unclipped gradients, so this clip changes nothing; clip after "
-                    f"the backward and {advice}",
+                    f"already applied the unclipped gradients, so this clip changes nothing; clip {advice}",
                 )
