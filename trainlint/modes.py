@@ -259,14 +259,18 @@ class ModeModel:
             func = site.node.func
             if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train") and site.function:
                 wanted.add(site.function.node)
-        # helpers that functions switching modes call may run in the mode their caller chose
+        # helpers that functions switching modes call may run in the mode their caller chose, and
+        # functions calling a switching helper run in the mode it leaves
         switching = set(wanted)
         for site in self.index.calls:
+            target = self.training.callee(site.node, site.scope)
+            if target is None:
+                continue
             if site.function is not None and site.function.node in switching or (
                     site.function is None and _is_mode_call(site.node)):
-                target = self.training.callee(site.node, site.scope)
-                if target is not None:
-                    wanted.add(target.node)
+                wanted.add(target.node)
+            if target.node in switching and site.function is not None:
+                wanted.add(site.function.node)
         for loop in self.training.loops:
             if loop.function is not None:
                 wanted.add(loop.function.node)

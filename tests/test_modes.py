@@ -1,0 +1,324 @@
+"""The mode model: grad state and module mode at each forward, and eval calls a training loop
+never undoes. The rules' examples and fixtures cover the findings; these tests pin the facts the
+rules are built on."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from trainlint.context import FileContext
+from trainlint.modes import CHOSEN, EVAL, NEW, OFF, ON, RESTORE, TRAIN, TRAINED, COND, modes
+
+
+def _model(source: str):
+    source = textwrap.dedent(source)
+    ctx = FileContext("t.py", source, cst.parse_module(source), (2, 6))
+    return ctx, ctx.model(modes)
+
+
+def _forwards(source: str):
+    """(line text of the forward, key, sorted fact kinds, sorted grad states) per forward."""
+    ctx, model = _model(source)
+    result = []
+    for forward in model.forwards():
+        line = ctx.code_for(ctx.index.enclosing_statement(forward.call)).strip()
+        result.append((line, forward.key, sorted({f.kind for f in forward.facts}), sorted(forward.grad)))
+    return result
+
+
+@pytest.mark.parametrize("wrapper", [
+    "with torch.no_grad():",
+    "with torch.inference_mode():",
+    "with torch.set_grad_enabled(False):",
+    "with no_grad():",
+    "with torch.autograd.grad_mode.no_grad():",
+])
+def test_grad_off_contexts(wrapper):
+    source = f"""
+        import torch
+        from torch import no_grad
+
+        def run(model, x):
+            model.eval()
+            {wrapper}
+                return model(x)
+        """
+    assert _forwards(source) == [("return model(x)", "model", [EVAL], [OFF])]
+
+
+@pytest.mark.parametrize("decorator", ["@torch.no_grad()", "@torch.no_grad", "@torch.inference_mode()",
+                                       "@torch.inference_mode"])
+def test_grad_off_decorators(decorator):
+    source = f"""
+        import torch
+
+        {decorator}
+        def run(model, x):
+            model.eval()
+            return model(x)
+        """
+    assert _forwards(source) == [("return model(x)", "model", [EVAL], [OFF])]
+
+
+def test_enable_grad_turns_grad_back_on_and_the_context_ends():
+    source = """
+        import torch
+
+        @torch.no_grad()
+        def run(model, x):
+            model.eval()
+            with torch.enable_grad():
+                a = model(x)
+            b = model(x)
+        """
+    assert _forwards(source) == [("a = model(x)", "model", [EVAL], [ON]),
+                                 ("b = model(x)", "model", [EVAL], [OFF])]
+
+
+def test_set_grad_enabled_as_a_call_and_a_condition():
+    source = """
+        import torch
+
+        def run(model, x, training):
+            model.eval()
+            torch.set_grad_enabled(False)
+            a = model(x)
+            torch.set_grad_enabled(training)
+            b = model(x)
+        """
+    assert [f[3] for f in _forwards(source)] == [[OFF], [COND]]
+
+
+def test_callers_decide_the_entry_state():
+    source = """
+        import torch
+
+        def forward_all(net, batches):
+            return [net(b) for b in batches]
+
+        def a(model, batches):
+            model.eval()
+            with torch.no_grad():
+                return forward_all(model, batches)
+
+        def b(model, batches):
+            model.eval()
+            with torch.no_grad():
+                forward_all(model, batches)
+        """
+    assert _forwards(source) == [("return [net(b) for b in batches]", "net", [EVAL], [OFF])]
+
+
+def test_one_caller_with_grad_makes_the_entry_mixed():
+    source = """
+        import torch
+
+        def forward_all(net, batches):
+            return [net(b) for b in batches]
+
+        def a(model, batches):
+            model.eval()
+            with torch.no_grad():
+                return forward_all(model, batches)
+
+        def b(model, batches):
+            model.eval()
+            return forward_all(model, batches)
+        """
+    assert _forwards(source)[0][3] == [OFF, ON]
+
+
+def test_branches_that_choose_the_mode_join_to_chosen():
+    source = """
+        import torch
+
+        def run(model, loader, phase):
+            if phase == "train":
+                model.train()
+            else:
+                model.eval()
+            for x in loader:
+                model(x)
+        """
+    assert _forwards(source)[0][2] == [CHOSEN]
+
+
+def test_restore_kinds_and_fresh_modules():
+    source = """
+        import torch
+        import torch.nn as nn
+
+        def run(model, x):
+            was_training = model.training
+            model.eval()
+            model.train(was_training)
+            a = model(x)
+            head = nn.Linear(4, 2)
+            b = head(x)
+            model.train(False)
+            c = model(x)
+        """
+    assert [(f[1], f[2]) for f in _forwards(source)] == [("model", [RESTORE]), ("head", [NEW]), ("model", [EVAL])]
+
+
+def test_aliases_and_wrappers_share_a_key():
+    source = """
+        import torch
+
+        def run(self, accelerator, x):
+            unwrapped = accelerator.unwrap_model(self.model)
+            unwrapped.eval()
+            self.model.module(x)
+            self.model.to("cpu").eval()
+        """
+    assert [f[1] for f in _forwards(source)] == ["self.model"]
+
+
+def test_helper_effects_are_followed_through_parameters():
+    source = """
+        import torch
+
+        def to_eval(net):
+            net.eval()
+
+        def run(model, x):
+            model.train()
+            to_eval(model)
+            with torch.no_grad():
+                return model(x)
+        """
+    assert _forwards(source) == [("return model(x)", "model", [EVAL], [OFF])]
+
+
+def test_context_manager_restores_after_its_block():
+    source = """
+        import contextlib
+        import torch
+
+        @contextlib.contextmanager
+        def eval_mode(net):
+            net.eval()
+            try:
+                yield
+            finally:
+                net.train()
+
+        def run(model, x):
+            with eval_mode(model):
+                a = model(x)
+            b = model(x)
+        """
+    assert [f[2] for f in _forwards(source)] == [[EVAL], [TRAIN]]
+
+
+def test_implicit_train_mode_from_a_training_caller():
+    source = """
+        import torch
+        import torch.nn.functional as F
+
+        @torch.no_grad()
+        def evaluate(model, loader):
+            return [model(x) for x, _ in loader]
+
+        def main(model, loader, val_loader):
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                opt.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+            evaluate(model, val_loader)
+        """
+    forwards = [f for f in _forwards(source) if f[0].startswith("return")]
+    assert forwards == [("return [model(x) for x, _ in loader]", "model", [TRAINED], [OFF])]
+
+
+def _unrestored(source: str):
+    ctx, model = _model(source)
+    return sorted((ctx.code_for(u.anchor), u.key) for u in model.unrestored())
+
+
+def test_unrestored_follows_loops_break_and_continue():
+    source = """
+        import torch
+
+        def train(model, opt, loader, evaluate):
+            model.train()
+            for step, (x, y) in enumerate(loader):
+                if step % 2:
+                    continue
+                opt.zero_grad()
+                model(x).sum().backward()
+                opt.step()
+                if step % 100 == 0:
+                    model.eval()
+                if step > 1000:
+                    model.eval()
+                    break
+        """
+    # the eval before `break` never reaches another backward
+    assert _unrestored(source) == [("model.eval()", "model")]
+
+
+def test_untrained_models_may_stay_in_eval_mode():
+    source = """
+        import torch
+
+        def train(student, teacher, opt, loader):
+            teacher.requires_grad_(False)
+            student.train()
+            for x in loader:
+                teacher.eval()
+                with torch.no_grad():
+                    t = teacher(x)
+                opt.zero_grad()
+                (student(x) - t).pow(2).mean().backward()
+                opt.step()
+        """
+    assert _unrestored(source) == []
+
+
+def test_evaluation_regions():
+    source = """
+        import torch
+
+        def validate(model, loader):
+            pass
+
+        def test_training_converges():
+            pass
+
+        def train(model, train_loader, val_loader):
+            for x in train_loader:
+                pass
+            for x in enumerate(val_loader):
+                pass
+        """
+    ctx, model = _model(source)
+    names = {f.name: model.is_evaluation_function(f) for f in ctx.index.functions}
+    assert names == {"validate": True, "test_training_converges": False, "train": False}
+    loops = [model.is_evaluation_loop(loop) for loop in ctx.index.loops]
+    assert loops == [False, True]
+
+
+def test_a_budget_stops_runaway_interpretation(monkeypatch):
+    import trainlint.modes as modes_module
+
+    monkeypatch.setattr(modes_module, "_BUDGET", 5)
+    source = """
+        import torch
+
+        def run(model, loader):
+            model.eval()
+            for x in loader:
+                a = 1
+                b = 2
+                c = 3
+                model(x)
+        """
+    ctx, model = _model(source)
+    function = ctx.index.functions[0]
+    assert model.flow(function).complete is False
+    assert list(model.forwards()) == []
