@@ -234,6 +234,21 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             """,
             title="Accelerate accumulation with a prepared scheduler after the step",
         ),
+        good(
+            """
+            import torch
+
+            sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.999)
+            for step, (x, y) in enumerate(loader):
+                if step > 0:
+                    sched.step()
+                loss = criterion(model(x), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+            """,
+            title="`if step > 0:` at the top: each call follows the previous iteration's step",
+        ),
     )
 
     def check(self, ctx):
@@ -253,6 +268,8 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                     continue
                 if not per_update(model, unit, sched):
                     continue  # stepped per micro-batch: TL101
+                if _skips_first_iteration(ctx, unit, sched):
+                    continue  # `if step > 0: sched.step()` follows the previous iteration's step
                 yield self.report(
                     sched.node,
                     f"`{describe(sched.node, ctx)}` runs before `{describe(first_step.node, ctx)}` in the "
@@ -260,6 +277,25 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                     f"one; step the scheduler after the optimizer",
                     _swap_fix(ctx, sched, first_step),
                 )
+
+
+def _skips_first_iteration(ctx, unit, sched) -> bool:
+    """The scheduler's call sits under `if step > 0:` (`!= 0`, `>= 1`, `0 < step`): it never runs
+    before the first optimizer step, and each call follows the previous iteration's step."""
+    for ancestor in ctx.index.ancestors(sched.anchor):
+        if ancestor is unit.node:
+            break
+        if isinstance(ancestor, cst.If) and isinstance(ancestor.test, cst.Comparison) \
+                and len(ancestor.test.comparisons) == 1:
+            left, target = ancestor.test.left, ancestor.test.comparisons[0]
+            operator, right = target.operator, target.comparator
+            if isinstance(right, cst.Integer) and (
+                    (right.value == "0" and isinstance(operator, (cst.GreaterThan, cst.NotEqual))) or
+                    (right.value == "1" and isinstance(operator, cst.GreaterThanEqual))):
+                return True
+            if isinstance(left, cst.Integer) and left.value == "0" and isinstance(operator, cst.LessThan):
+                return True
+    return False
 
 
 def _swap_fix(ctx, sched, step) -> FixSpec | None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from trainlint.amp import CLIP, OPTIMIZER_STEPS, SCALED_BACKWARD, SCALER_STEP, UNSCALE, amp_model, describe
+from trainlint.amp import (CLIP, OPTIMIZER_STEPS, SCALED_BACKWARD, SCALER_STEP, UNSCALE, amp_model, describe,
+                           measures_only)
 from trainlint.finding import Severity
 from trainlint.rule import Rule, bad, good
 
@@ -258,7 +259,7 @@ class ClipBeforeUnscale(Rule):
             if not unit.uses_scaler:
                 continue
             for clip in unit.of_kind(CLIP):
-                if not clip.needs_unscale:
+                if not clip.needs_unscale or measures_only(clip):
                     continue
                 found = unit.nearest_before(clip, UNSCALE, *OPTIMIZER_STEPS)
                 if found is not None and found.kind == UNSCALE:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainlint.amp import CLIP, amp_model, describe, per_update
+from trainlint.amp import CLIP, amp_model, describe, measures_only, per_update
 from trainlint.finding import Severity
 from trainlint.rule import Rule, bad, good
 
@@ -216,7 +216,7 @@ class ClipPerMicroBatch(Rule):
             if loop is None or not loop.innermost or not loop.accumulates or loop.guard is None:
                 continue
             for clip in unit.of_kind(CLIP):
-                if per_update(model, unit, clip):
+                if measures_only(clip) or per_update(model, unit, clip):
                     continue
                 yield self.report(
                     clip.node,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from trainlint.amp import BACKWARDS, CLIP, OPTIMIZER_STEPS, SCALER_STEP, amp_model, describe, per_update
+from trainlint.amp import (BACKWARDS, CLIP, OPTIMIZER_STEPS, SCALER_STEP, amp_model, describe, measures_only,
+                           per_update)
 from trainlint.finding import Severity
 from trainlint.rule import Rule, bad, good
 
@@ -209,17 +210,50 @@ class ClipAfterOptimizerStep(Rule):
             """,
             title="Accelerate accumulation with the clip guarded by sync_gradients",
         ),
+        good(
+            """
+            import torch
+
+            for step, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                total_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+                optimizer.zero_grad(set_to_none=True)
+                logger.log({"loss": loss.item(), "grad_norm": total_norm.item()}, step=step)
+            """,
+            title="max_norm=inf only measures the norm for the logs",
+        ),
+        good(
+            """
+            import torch
+
+            for src, tgt in loader:
+                loss = seq2seq_loss(encoder, decoder, src, tgt)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(encoder.parameters(), 1.0)
+                enc_opt.step()
+                torch.nn.utils.clip_grad_norm_(decoder.parameters(), 1.0)
+                dec_opt.step()
+                enc_opt.zero_grad()
+                dec_opt.zero_grad()
+            """,
+            title="two optimizers: the decoder's clip precedes the decoder's step",
+        ),
     )
 
     def check(self, ctx):
         model = ctx.model(amp_model)
         for unit in model.units:
             for clip in unit.of_kind(CLIP):
-                if not per_update(model, unit, clip):
-                    continue  # a per-micro-batch clip is TL202
+                if measures_only(clip) or not per_update(model, unit, clip):
+                    continue  # a norm for the logs; a per-micro-batch clip is TL202
                 found = unit.nearest_before(clip, *BACKWARDS, *OPTIMIZER_STEPS)
                 if found is None or found.kind not in OPTIMIZER_STEPS:
                     continue
+                later = unit.nearest_after(clip, *BACKWARDS, *OPTIMIZER_STEPS)
+                if later is not None and later.kind in OPTIMIZER_STEPS and later is not found:
+                    continue  # another optimizer of the update steps after it (encoder/decoder optimizers)
                 step = describe(found.node, ctx)
                 scaler = ctx.code_for(found.node.func.value) if found.kind == SCALER_STEP else None
                 advice = (f"after `{scaler}.unscale_({found.subject})` and before `{step}`" if scaler

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from trainlint.index import Scope, iter_children, positional_args
+from trainlint.index import Scope, iter_children, keyword_arg, positional_args
 from trainlint.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
 from trainlint.training import CallRef, TrainingLoop, TrainingModel, training_model
 
@@ -107,10 +107,23 @@ class Unit:
         if self.cyclic:
             yield from reversed(self.events[position + 1:])
 
+    def after(self, event: Event) -> Iterator[Event]:
+        """Events that run after `event`, nearest first; in a loop, wrapping to the next iteration."""
+        position = self.events.index(event)
+        yield from self.events[position + 1:]
+        if self.cyclic:
+            yield from self.events[:position]
+
     def nearest_before(self, event: Event, *kinds: str) -> Event | None:
         for earlier in self.before(event):
             if earlier.kind in kinds:
                 return earlier
+        return None
+
+    def nearest_after(self, event: Event, *kinds: str) -> Event | None:
+        for later in self.after(event):
+            if later.kind in kinds:
+                return later
         return None
 
     @property
@@ -324,6 +337,28 @@ def _walk_expression(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield node
         if not isinstance(node, _NESTED_SCOPES):
             stack.extend(iter_children(node))
+
+
+def measures_only(clip: Event) -> bool:
+    """`clip_grad_norm_(params, float("inf"))`: computes the total norm (for logging) and clips
+    nothing."""
+    call = clip.node
+    if not isinstance(call, cst.Call):
+        return False
+    threshold = keyword_arg(call, "max_norm") or keyword_arg(call, "clip_value")
+    if threshold is None:
+        args = positional_args(call)
+        index = 0 if isinstance(call.func, cst.Attribute) and call.func.attr.value == "clip_grad_norm_" \
+            and len(args) == 1 else 1
+        threshold = args[index] if len(args) > index else None
+    if threshold is None:
+        return False
+    value = threshold.value
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "float":
+        inner = positional_args(value)
+        return bool(inner) and isinstance(inner[0].value, cst.SimpleString) and \
+            inner[0].value.evaluated_value.strip().lower() in ("inf", "+inf", "infinity")
+    return isinstance(value, cst.Attribute) and value.attr.value == "inf"
 
 
 def describe(node: cst.CSTNode, ctx, limit: int = 60) -> str:
