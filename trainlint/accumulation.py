@@ -303,6 +303,9 @@ class LossTracer:
 
     def _loss_call(self, call: cst.Call, scope: Scope) -> Trace:
         """A call that computes a loss: its reduction, and whether it is token-level."""
+        name = self.index.resolve(call.func, scope)
+        if name in ("sum", "torch.sum", "math.fsum"):
+            return Trace(SUM, producers=[call])
         reduction = self._reduction(call, scope)
         if reduction == "sum":
             return Trace(SUM, producers=[call])

@@ -426,10 +426,10 @@ class TrainingModel:
         construction = self._accelerator_construction(expr, scope)
         if construction is None:
             return False, None
-        if any(a.star == "**" for a in construction.args):
-            return False, None
         arg = keyword_arg(construction, "gradient_accumulation_steps") or \
             keyword_arg(construction, "gradient_accumulation_plugin")
+        if arg is None and any(a.star == "**" for a in construction.args):
+            return False, None  # `Accelerator(**kwargs)` may set it
         if arg is None or (isinstance(arg.value, cst.Integer) and arg.value.value == "1"):
             return True, None
         return True, arg.value
