@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import libcst as cst
+
 from trainlint.amp import (CLIP, OPTIMIZER_STEPS, SCALED_BACKWARD, SCALER_STEP, UNSCALE, amp_model, describe,
-                           measures_only)
+                           measures_only, per_update)
 from trainlint.finding import Severity
-from trainlint.rule import Rule, bad, good
+from trainlint.rule import FixSpec, Rule, bad, good
 
 
 class ClipBeforeUnscale(Rule):
@@ -23,7 +25,10 @@ class ClipBeforeUnscale(Rule):
         Clipping helpers that unscale by themselves are not flagged: Accelerate's
         `accelerator.clip_grad_norm_`/`clip_grad_value_`, Fabric's `fabric.clip_gradients` and a
         LightningModule's `self.clip_gradients`. A bf16 `torch.autocast` loop without a GradScaler has
-        nothing to unscale and is not flagged either.
+        nothing to unscale and is not flagged either; nor is a norm taken with `max_norm=inf` (it
+        clips nothing). When the clip is a statement of its own that runs once per update and the
+        update steps one optimizer through the scaler, the fix inserts `scaler.unscale_(opt)` on the
+        line above it (unsafe: it changes the update, as intended).
         """
     why_bad = """
         With fp16 AMP the backward runs on the loss multiplied by the scaler's current scale (65536 at
@@ -57,6 +62,20 @@ class ClipBeforeUnscale(Rule):
                 scaler.update()
             """,
             line=9,
+            fixed="""
+                import torch
+
+                scaler = torch.amp.GradScaler("cuda")
+                for x, y in loader:
+                    optimizer.zero_grad(set_to_none=True)
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = criterion(model(x), y)
+                    scaler.scale(loss).backward()
+                    scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+                    scaler.step(optimizer)
+                    scaler.update()
+            """,
             title="plain AMP loop that forgot unscale_",
         ),
         bad(
@@ -82,6 +101,28 @@ class ClipBeforeUnscale(Rule):
                         self.scaler.update()
             """,
             line=17,
+            fixed="""
+                import torch
+                from torch.cuda.amp import GradScaler, autocast
+                from torch.nn.utils import clip_grad_norm_
+
+                class Trainer:
+                    def __init__(self, model, optimizer):
+                        self.model = model
+                        self.optimizer = optimizer
+                        self.scaler = GradScaler()
+
+                    def train_epoch(self, loader):
+                        for batch in loader:
+                            self.optimizer.zero_grad()
+                            with autocast():
+                                loss = self.model(**batch).loss
+                            self.scaler.scale(loss).backward()
+                            self.scaler.unscale_(self.optimizer)
+                            clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+                            self.scaler.step(self.optimizer)
+                            self.scaler.update()
+            """,
             title="Trainer class with self.scaler and an HF-style model",
         ),
         bad(
@@ -102,6 +143,23 @@ class ClipBeforeUnscale(Rule):
                         opt.zero_grad(set_to_none=True)
             """,
             line=11,
+            fixed="""
+                import torch
+                import torch.nn as nn
+
+                def train(model, loader, opt, grad_accum=4):
+                    scaler = torch.amp.GradScaler("cuda")
+                    for it, (x, y) in enumerate(loader):
+                        with torch.autocast("cuda", dtype=torch.float16):
+                            loss = nn.functional.cross_entropy(model(x), y) / grad_accum
+                        scaler.scale(loss).backward()
+                        if (it + 1) % grad_accum == 0:
+                            scaler.unscale_(opt)
+                            nn.utils.clip_grad_value_(model.parameters(), 0.5)
+                            scaler.step(opt)
+                            scaler.update()
+                            opt.zero_grad(set_to_none=True)
+            """,
             title="clip_grad_value_ in the guarded update of an accumulation loop",
         ),
         bad(
@@ -143,6 +201,23 @@ class ClipBeforeUnscale(Rule):
                 opt.zero_grad()
             """,
             line=11,
+            fixed="""
+                import torch
+                from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+                from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+                model = FSDP(net)
+                scaler = ShardedGradScaler()
+                for batch in loader:
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = model(batch).mean()
+                    scaler.scale(loss).backward()
+                    scaler.unscale_(opt)
+                    model.clip_grad_norm_(1.0)
+                    scaler.step(opt)
+                    scaler.update()
+                    opt.zero_grad()
+            """,
             title="FSDP's clip_grad_norm_ does not unscale",
         ),
         good(
@@ -267,10 +342,36 @@ class ClipBeforeUnscale(Rule):
                 scaler = unit.of_kind(SCALED_BACKWARD)[0].subject
                 scaler_steps = unit.of_kind(SCALER_STEP)
                 optimizer = scaler_steps[0].subject if scaler_steps else "optimizer"
+                fix = None
+                if len(scaler_steps) == 1 and scaler_steps[0].has_args and not unit.has(UNSCALE) \
+                        and per_update(model, unit, clip):
+                    fix = _insert_unscale(ctx, clip, f"{scaler}.unscale_({optimizer})")
                 yield self.report(
                     clip.node,
                     f"`{describe(clip.node, ctx)}` clips gradients of `{scaler}.scale(loss)` that are still "
                     f"multiplied by the loss scale: call `{scaler}.unscale_({optimizer})` before clipping "
                     f"in the update, so the threshold applies to the true gradients",
+                    fix,
                 )
+
+
+def _insert_unscale(ctx, clip, unscale: str) -> FixSpec | None:
+    """Put `scaler.unscale_(opt)` on its own line right above the clip's statement, when the clip
+    is (the value of) the only statement on its line and runs once per update with one optimizer."""
+    index = ctx.index
+    statement = index.enclosing_statement(clip.node)
+    value = getattr(statement, "value", None)
+    if not isinstance(statement, (cst.Expr, cst.Assign, cst.AnnAssign)) or value is not clip.node:
+        return None
+    line = index.parent(statement)
+    if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+        return None
+    indent = ""
+    for ancestor in index.ancestors(line):
+        if isinstance(ancestor, cst.IndentedBlock):
+            indent = (ancestor.indent if ancestor.indent is not None else ctx.module.default_indent) + indent
+        elif isinstance(ancestor, cst.SimpleStatementSuite):
+            return None
+    return FixSpec(f"Call `{unscale}` before clipping", safe=False,
+                   replacements=((statement, f"{unscale}\n{indent}{ctx.code_for(statement)}"),))
 

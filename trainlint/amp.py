@@ -200,6 +200,8 @@ class AmpModel:
         role = self.roles.of(receiver, scope)
         text = self.ctx.code_for(receiver)
         has_args = bool(call.args)
+        if role == SCALER and self._instance_of_local_class(receiver, scope):
+            return None  # a scaler wrapper of this file (timm-style NativeScaler): its methods are its own
         if role == SCALER:
             if attr == "step":
                 args = positional_args(call)
@@ -214,6 +216,20 @@ class AmpModel:
         if role == SCHEDULER:
             return Event(SCHED_STEP, call, scope, subject=text, has_args=has_args)
         return None
+
+    def _instance_of_local_class(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """`x` or `self.x` bound to `SomeClass(...)` where `SomeClass` is defined in this file."""
+        values: list[tuple[cst.BaseExpression, Scope]] = []
+        if isinstance(expr, cst.Name):
+            values = [(b.value, scope) for b in scope.lookup(expr.value) if b.value is not None]
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            for attrs in self.index.class_attributes.values():
+                values += [(v, self.index.scope_at(v)) for v in attrs.get(expr.attr.value, [])]
+        for value, value_scope in values:
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+                if any(b.kind == "class" for b in value_scope.lookup(value.func.value)):
+                    return True
+        return False
 
     def _scale_call(self, receiver: cst.BaseExpression, scope: Scope, depth: int = 0) -> cst.Call | None:
         """The `scaler.scale(...)` call that `receiver` is (or a name bound to it, or a conditional
