@@ -402,6 +402,17 @@ async def test_settings_come_from_the_nearest_pyproject(tmp_path):
         open_document(client, lenient_uri, BUGGY)
         assert list((await published(client, lenient_uri, 1)).diagnostics) == []
 
+        # a broken configuration is shown to the user, and the buffer is still checked (defaults)
+        broken = tmp_path / "broken"
+        broken.mkdir()
+        (broken / "pyproject.toml").write_text("[tool.trainlint]\nselect = ['TL999']\n")
+        broken_uri = (broken / "train.py").as_uri()
+        open_document(client, broken_uri, BUGGY)
+        assert [d.code for d in (await published(client, broken_uri, 1)).diagnostics] == ["TL401"]
+        [message] = client.messages
+        assert message.type == types.MessageType.Error
+        assert str(broken / "pyproject.toml") in message.message and "TL999" in message.message
+
         # an edited pyproject.toml applies at the next check, without a restart
         time.sleep(0.01)
         (lenient / "pyproject.toml").write_text("[tool.trainlint]\nselect = ['TL4']\n")
