@@ -8,6 +8,7 @@ from trainlint.dataflow import dataflow, walk_expression
 from trainlint.finding import Severity
 from trainlint.index import dotted_name, positional_args, walk
 from trainlint.rule import FixSpec, Rule, bad, good
+from trainlint.training import training_model
 
 _STORE_METHODS = ("append", "extend", "insert", "appendleft")
 # Framework hooks that run once per training batch: their body is an iteration of a hidden loop.
@@ -20,7 +21,8 @@ class GraphKeptAcrossIterations(Rule):
     severity = Severity.WARNING
     summary = "A tensor that carries an autograd graph is kept across loop iterations"
     message = "a tensor with an autograd graph is kept across iterations: memory grows every step"
-    triggers = ("append", "+", "extend", "insert", "[")
+    # the store must run once per batch: a training loop, a loop over a loader, a per-batch hook
+    triggers = ("backward", "loader", "Loader", "training_step", "train_step", "_dl", "dl_", " dl", "(dl")
     what_it_does = """
         Flags a loop that keeps a value carrying an autograd graph beyond its iteration: the loss
         (or a model output, or anything computed from them without `.item()`, `.detach()`,
@@ -309,6 +311,8 @@ class GraphKeptAcrossIterations(Rule):
             return None
         if not key.startswith("self.") and isinstance(loop, cst.FunctionDef):
             return None  # in a per-batch hook only attributes outlive the call
+        if not _data_iteration(ctx, flow, node, loop):
+            return None  # loops over layers, configs or files: not an iteration over batches
         if flow.carries_graph(value) is not True:
             return None
         if _reset_within(flow, loop, key, node):
@@ -428,6 +432,20 @@ def _backpropagated_each_iteration(flow, loop, value) -> bool:
     names = {n.value for n in walk_expression(value) if isinstance(n, cst.Name)}
     for root in flow.backward_roots(loop.body if not isinstance(loop, cst.FunctionDef) else loop):
         if names & {n.value for n in walk_expression(root) if isinstance(n, cst.Name)}:
+            return True
+    return False
+
+
+def _data_iteration(ctx, flow, node, loop) -> bool:
+    """The store runs once per batch: inside a training loop, a loop over a data loader, or a
+    per-batch framework hook."""
+    if isinstance(loop, cst.FunctionDef):
+        return True
+    training = {tl.node for tl in ctx.model(training_model).loops}
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if ancestor in training or _iterates_data(ctx, flow, ancestor):
             return True
     return False
 

@@ -33,7 +33,8 @@ class MeanOfBatchMeans(Rule):
     severity = Severity.WARNING
     summary = "A metric averaged as the sum of per-batch means divided by the number of batches"
     message = "a mean of per-batch means overweights a short last batch: accumulate sums and counts"
-    triggers = ("len(", "+= 1", "enumerate", "mean(")
+    # the accumulation must run in a loop over a data loader
+    triggers = ("loader", "Loader", "_dl", "dl_", " dl", "(dl")
     what_it_does = """
         Flags a loss or accuracy accumulated over a data loader as per-batch means
         (`total += loss.item()` where the loss is a batch mean, `acc += correct / len(y)`,

@@ -357,11 +357,18 @@ class Dataflow:
         return None
 
     def is_model(self, func: cst.BaseExpression, scope: Scope) -> bool:
-        """`model(x)`, `self.model(x)`, `self(x)` inside a module class."""
+        """A forward: `model(x)`, `self.model(x)`, `self(x)` inside a module class. The callee must
+        be a variable holding a model, never a function or class (`create_model(...)`,
+        `get_module_class(...)`, `Model(cfg)` build or look up, they do not run a forward)."""
         if isinstance(func, cst.Name) and func.value == "self":
             return _in_module_class(self.index, scope)
-        if isinstance(func, (cst.Name, cst.Attribute)):
-            if isinstance(func, cst.Attribute) and self.roles._is_module_path(func, scope):
+        if isinstance(func, cst.Name):
+            bindings = scope.lookup(func.value)
+            if any(b.kind in ("def", "class", "import") for b in bindings) or func.value[:1].isupper():
+                return False
+            return self.roles.of(func, scope) == MODEL
+        if isinstance(func, cst.Attribute):
+            if self.roles._is_module_path(func, scope) or func.attr.value[:1].isupper():
                 return False
             return self.roles.of(func, scope) == MODEL
         return False
