@@ -2,35 +2,39 @@
 
 A demo script is a complete program: it seeds its own RNGs, trains a tiny model on the CPU and
 prints one JSON object as the last line of its standard output. Every script runs in its own
-process, so nothing (RNG state, autograd mode, warnings filters, open files) leaks from one
-variant into the other.
+process, so nothing (RNG state, grad mode, warning filters, files) leaks between variants.
 
-Importing torch takes about two seconds, longer than any demo. So the processes are forked from
-a `forkserver` that has imported torch once (started from `sys.executable`; a child forked from
-it is as fresh as a new interpreter that has just run `import torch`). Where `forkserver` is not
-available the scripts are spawned instead, which is slower but the same.
+Importing torch takes seconds, longer than any demo. So one `zygote` process
+(`sys.executable -m trainlint.runtime.zygote`) imports torch once and forks a fresh child per
+script, `workers` of them at a time. Where `os.fork` does not exist, every script is started as its own
+`sys.executable` process instead: slower, same results.
 
-This module imports torch only inside those child processes.
+This process never imports torch.
 """
 
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 DEFAULT_WORKERS = 2
 DEFAULT_TIMEOUT = 120.0
 
 
+class TorchUnavailable(RuntimeError):
+    """torch cannot be imported by `sys.executable`; the message says why."""
+
+
 @dataclass(frozen=True)
 class Script:
-    """A program to run: `name` is used for its file name and in error messages."""
+    """A program to run; `name` names its folder and appears in error messages."""
 
     name: str
     source: str
@@ -44,85 +48,143 @@ class RunResult:
     seconds: float
 
 
-def _context():
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        ctx = multiprocessing.get_context("forkserver")
-        # Only torch: the default would re-import the caller's __main__ (pytest, the CLI).
-        ctx.set_forkserver_preload(["trainlint.runtime._preload"])
-        return ctx
-    return multiprocessing.get_context("spawn")
+def _environment() -> dict[str, str]:
+    env = dict(os.environ)
+    # One thread everywhere: repeatable CPU reductions, and two workers do not fight over cores.
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0", PYTHONWARNINGS="ignore")
+    package_root = str(Path(__file__).resolve().parents[2])  # the folder holding `trainlint/`
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    return env
 
 
-def _child(script_path: str, out_path: str, err_path: str) -> None:
-    """Body of a child process: stdout/stderr to files, one intra-op thread, run the script."""
-    out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    err = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(out, 1)
-    os.dup2(err, 2)
-    sys.stdout = open(1, "w", closefd=False, buffering=1)
-    sys.stderr = open(2, "w", closefd=False, buffering=1)
-    import runpy
+class _Zygote:
+    """The torch-loaded process that forks a child per script (see `zygote`)."""
 
-    from trainlint.runtime._preload import torch
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "trainlint.runtime.zygote"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_environment())
+        hello = self.answer()
+        if "torch" not in hello:
+            self.close()
+            raise TorchUnavailable(hello.get("error", "the demo runner did not start"))
+        self.torch_version: str = hello["torch"]
 
-    torch.set_num_threads(1)  # one thread: CPU reductions in a fixed order, bitwise repeatable
-    os.chdir(os.path.dirname(script_path))
+    def answer(self) -> dict:
+        line = self.process.stdout.readline()
+        try:
+            return json.loads(line) if line.strip() else {"error": "the demo runner exited"}
+        except ValueError:
+            return {"error": f"unexpected output from the demo runner: {line[:80]!r}"}
+
+    def submit(self, job_id: int, script: str, stdout: str, stderr: str, timeout: float) -> None:
+        request = {"id": job_id, "script": script, "stdout": stdout, "stderr": stderr, "timeout": timeout}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process.stdout.close()
+
+
+def _spawn(script: str, stdout: str, stderr: str, timeout: float) -> dict:
+    """Without fork: a new interpreter per script."""
+    with open(stdout, "w") as out, open(stderr, "w") as err:
+        try:
+            done = subprocess.run([sys.executable, script], stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                  cwd=os.path.dirname(script), env=_environment(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"exit": None, "timeout": True}
+    return {"exit": done.returncode}
+
+
+def _read(path: str) -> str:
     try:
-        runpy.run_path(script_path, run_name="__main__")
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
 
 
 def _last_line(text: str) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1].strip() if lines else ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
-def _run_one(ctx, script: Script, workdir: str, timeout: float) -> RunResult:
-    folder = os.path.join(workdir, script.name)
-    os.makedirs(folder)
-    path = os.path.join(folder, "demo.py")
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(script.source)
-    out_path, err_path = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
-    start = time.perf_counter()
-    process = ctx.Process(target=_child, args=(path, out_path, err_path), name=script.name)
-    process.start()
-    process.join(timeout)
-    if process.is_alive():
-        process.kill()
-        process.join()
-        return RunResult(script.name, None, f"timed out after {timeout:.0f} s", time.perf_counter() - start)
-    seconds = time.perf_counter() - start
-
-    def read(p: str) -> str:
-        try:
-            with open(p, encoding="utf-8", errors="replace") as handle:
-                return handle.read()
-        except OSError:
-            return ""
-
-    if process.exitcode != 0:
-        reason = _last_line(read(err_path)) or f"exit code {process.exitcode}"
-        return RunResult(script.name, None, reason, seconds)
-    last = _last_line(read(out_path))
+def _result(name: str, status: dict, out_path: str, err_path: str, seconds: float, timeout: float) -> RunResult:
+    if status.get("timeout"):
+        return RunResult(name, None, f"timed out after {timeout:.0f} s", seconds)
+    if "error" in status:
+        return RunResult(name, None, status["error"], seconds)
+    if status.get("exit") != 0:
+        return RunResult(name, None, _last_line(_read(err_path)) or f"exit code {status.get('exit')}", seconds)
+    last = _last_line(_read(out_path))
     try:
         measure = json.loads(last)
     except ValueError:
-        return RunResult(script.name, None, f"no JSON on the last line of output: {last[:80]!r}", seconds)
+        return RunResult(name, None, f"no JSON on the last line of output: {last[:80]!r}", seconds)
     if not isinstance(measure, dict):
-        return RunResult(script.name, None, "the last line of output is not a JSON object", seconds)
-    return RunResult(script.name, measure, None, seconds)
+        return RunResult(name, None, "the last line of output is not a JSON object", seconds)
+    return RunResult(name, measure, None, seconds)
 
 
 def run_scripts(scripts: list[Script], workers: int = DEFAULT_WORKERS,
-                timeout: float = DEFAULT_TIMEOUT) -> list[RunResult]:
-    """Run every script in a fresh process, at most `workers` at a time; results in input order."""
+                timeout: float = DEFAULT_TIMEOUT) -> tuple[str | None, list[RunResult]]:
+    """Run every script in a fresh process, at most `workers` at a time.
+
+    Returns the torch version the scripts ran with (None without fork) and the results in input
+    order. Raises `TorchUnavailable` when torch cannot be imported.
+    """
     names = [s.name for s in scripts]
     if len(set(names)) != len(names):
         raise ValueError("script names must be unique")
-    ctx = _context()
+    workers = max(1, workers)
     with tempfile.TemporaryDirectory(prefix="trainlint-confirm-") as workdir:
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            return list(pool.map(lambda s: _run_one(ctx, s, workdir, timeout), scripts))
+        paths = []
+        for number, script in enumerate(scripts):
+            folder = os.path.join(workdir, f"{number:03d}-{script.name}")
+            os.makedirs(folder)
+            path = os.path.join(folder, "demo.py")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(script.source)
+            paths.append((path, path + ".stdout", path + ".stderr"))
+
+        def result(number: int, status: dict, seconds: float) -> RunResult:
+            _, out_path, err_path = paths[number]
+            return _result(scripts[number].name, status, out_path, err_path, seconds, timeout)
+
+        if not hasattr(os, "fork"):
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                def spawn(number: int) -> RunResult:
+                    start = time.perf_counter()
+                    return result(number, _spawn(*paths[number], timeout), time.perf_counter() - start)
+                return None, list(pool.map(spawn, range(len(scripts))))
+
+        zygote = _Zygote()
+        started: dict[int, float] = {}
+        results: dict[int, RunResult] = {}
+        try:
+            waiting = iter(range(len(scripts)))
+            for number in waiting:
+                started[number] = time.perf_counter()
+                zygote.submit(number, *paths[number], timeout)
+                if len(started) - len(results) >= workers:
+                    break
+            while len(results) < len(started):
+                answer = zygote.answer()
+                if "id" not in answer:
+                    raise RuntimeError(f"the demo runner failed: {answer.get('error', answer)}")
+                number = answer["id"]
+                results[number] = result(number, answer, time.perf_counter() - started[number])
+                following = next(waiting, None)
+                if following is not None:
+                    started[following] = time.perf_counter()
+                    zygote.submit(following, *paths[following], timeout)
+        finally:
+            zygote.close()
+        return zygote.torch_version, [results[n] for n in range(len(scripts))]

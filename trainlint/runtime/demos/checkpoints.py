@@ -120,7 +120,7 @@ def build(seed):
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 1))
     opt = torch.optim.AdamW(model.parameters(), lr=0.01)
-    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1 - step / 10)  # linear decay
     return model, opt, sched
 
 

@@ -141,7 +141,7 @@ TL101 = Demo(
 
         lrs.append(opt.param_groups[0]["lr"])  # and after the last update
         floor = next(n for n, lr in enumerate(lrs) if lr <= 1e-12)
-        print(json.dumps({"floor_at": floor / updates, "k": K, "lrs": lrs}))
+        print(json.dumps({"floor_at": floor / updates, "k": K}))
         ''', imports="import math"),
     fix=(("        opt.zero_grad()\n    sched.step()\n", "        opt.zero_grad()\n        sched.step()\n"),),
     at="sched.step()",
