@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainlint.finding import Severity
-from trainlint.modes import CHOSEN, NEW, OFF, RESTORE, TRAINED, TRAINING_KINDS, modes
+from trainlint.modes import CHOSEN, NEW, OFF, RESTORE, TRAIN, TRAINED, TRAINING_KINDS, modes
 from trainlint.rule import Rule, bad, good
 
 
@@ -280,6 +280,18 @@ class NoGradEvalInTrainMode(Rule):
             """
             import torch
 
+
+            def evaluate_mc_dropout(model, loader, samples=20):
+                model.train()  # Monte Carlo dropout: train mode on purpose
+                with torch.no_grad():
+                    return [torch.stack([model(x).softmax(-1) for _ in range(samples)]).mean(0) for x, _ in loader]
+            """,
+            title="train mode chosen inside the evaluation itself (MC dropout)",
+        ),
+        good(
+            """
+            import torch
+
             model = load_model("checkpoint.pt")
             with torch.no_grad():
                 for xb, _ in test_loader:
@@ -300,7 +312,15 @@ class NoGradEvalInTrainMode(Rule):
                 continue
             function = forward.function
             group = (function.node if function else None, forward.key)
-            if group in reported or not model.is_evaluation_under_no_grad(forward):
+            if group in reported:
+                continue
+            region = model.no_grad_evaluation_region(forward)
+            if region is None:
+                continue
+            # `model.train()` inside the evaluation itself is deliberate (MC dropout, BatchNorm
+            # recalibration); only a train mode that comes from outside is a forgotten eval()
+            training = [f for f in training if not (f.kind == TRAIN and model.contains(region, f.site))]
+            if not training:
                 continue
             reported.add(group)
             yield self.report(forward.call, self._message(ctx, forward, training[0]))

@@ -237,7 +237,9 @@ class ModeModel:
         self._callers: dict[cst.FunctionDef, list] | None = None
         self._computes_grad: dict[cst.CSTNode, bool] = {}
         self._module_classes: dict[str, bool] = {}
-        self.trained_names = self._trained_names()
+        self._trained: frozenset[str] | None = None
+        self._frozen: frozenset[str] = frozenset()
+        self._function_names = {f.name for f in self.index.functions}
 
     # -- public queries ----------------------------------------------------------------------------
     def flow(self, function: FunctionInfo | None) -> Flow:
@@ -263,7 +265,7 @@ class ModeModel:
         # functions calling a switching helper run in the mode it leaves
         switching = set(wanted)
         for site in self.index.calls:
-            target = self.training.callee(site.node, site.scope)
+            target = self.callee(site.node, site.scope)
             if target is None:
                 continue
             if site.function is not None and site.function.node in switching or (
@@ -389,15 +391,21 @@ class ModeModel:
             return False
         return self.in_loop(forward.call, function) or self.is_evaluation_function(function)
 
-    def is_evaluation_under_no_grad(self, forward: Forward) -> bool:
-        """TL302's region: a validation/test loader loop, or a function named as an evaluation,
-        with no backward, optimizer step or `autograd.grad` in it."""
+    def no_grad_evaluation_region(self, forward: Forward) -> cst.CSTNode | None:
+        """TL302's region: a validation/test loader loop, or the body of a function named as an
+        evaluation, with no backward, optimizer step or `autograd.grad` in it (None: not an
+        evaluation)."""
         function = forward.function
         scope = self.scope_of(function)
         loop = self.evaluation_loop_of(forward.call, function)
         if loop is not None and not self.computes_grad(loop, scope):
-            return True
-        return self.is_evaluation_function(function) and not self.computes_grad(function.node.body, scope)
+            return loop
+        if self.is_evaluation_function(function) and not self.computes_grad(function.node.body, scope):
+            return function.node.body
+        return None
+
+    def contains(self, outer: cst.CSTNode, node: cst.CSTNode | None) -> bool:
+        return node is not None and (node is outer or outer in set(self.index.ancestors(node)))
 
     def common_ancestor(self, nodes: list) -> cst.CSTNode | None:
         """The innermost node holding all `nodes` (themselves included)."""
@@ -415,6 +423,25 @@ class ModeModel:
         `accelerator.prepare`, `fabric.setup` or DDP (and it is not frozen)."""
         return _last_component(key) in self.trained_names
 
+    @property
+    def trained_names(self) -> frozenset[str]:
+        if self._trained is None:
+            self._trained = self._trained_names()
+        return self._trained
+
+    @property
+    def frozen_names(self) -> frozenset[str]:
+        self.trained_names  # noqa: B018  (computes both)
+        return self._frozen
+
+    def callee(self, call: cst.Call, scope: Scope) -> FunctionInfo | None:
+        """`TrainingModel.callee`, skipping calls whose name no function of the file has."""
+        func = call.func
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+        if name not in self._function_names:
+            return None
+        return self.training.callee(call, scope)
+
     def key_of(self, expr: cst.BaseExpression, scope: Scope) -> str | None:
         return self._key(expr, Frame(None, scope, {}))
 
@@ -423,7 +450,7 @@ class ModeModel:
         if self._callers is None:
             self._callers = {}
             for site in self.index.calls:
-                target = self.training.callee(site.node, site.scope)
+                target = self.callee(site.node, site.scope)
                 if target is not None:
                     self._callers.setdefault(target.node, []).append(site)
         return self._callers.get(function.node, [])
@@ -630,8 +657,8 @@ class ModeModel:
                         isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
                         for t in n.targets) for n in walk(loop.body)):
                     frozen.update(owners)
-        self.frozen_names = frozenset(frozen - _train_called(index))
-        return frozenset(names - self.frozen_names)
+        self._frozen = frozenset(frozen - _train_called(index))
+        return frozenset(names - self._frozen)
 
 
 def modes(ctx) -> ModeModel:
@@ -818,7 +845,7 @@ class _Run:
     def _context_manager(self, expr, frame: Frame):
         if not isinstance(expr, cst.Call) or frame.depth >= _MAX_INLINE_DEPTH:
             return None
-        target = self.training.callee(expr, frame.scope)
+        target = self.model.callee(expr, frame.scope)
         if target is None or target.node in frame.active:
             return None
         if not any(self.index.resolve(_decorator_callee(d.decorator), target.scope.parent or target.scope)
@@ -870,7 +897,7 @@ class _Run:
             value = args[0].value if args else None
             grad = OFF if value is not None and _is_false(value) else ON if value is not None and _is_true(value) else COND
             return state.with_grad(frozenset({grad}))
-        target = self.training.callee(call, scope)
+        target = self.model.callee(call, scope)
         if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train") and (
                 target is None or _overrides_module_mode(target)):
             kind = self._mode_kind(call)
