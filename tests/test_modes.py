@@ -322,3 +322,60 @@ def test_a_budget_stops_runaway_interpretation(monkeypatch):
     function = ctx.index.functions[0]
     assert model.flow(function).complete is False
     assert list(model.forwards()) == []
+
+
+def test_conditional_restore_of_the_saved_mode():
+    source = """
+        import torch
+
+        def evaluate(model, x):
+            was_training = model.training
+            model.eval()
+            with torch.no_grad():
+                out = model(x)
+            if was_training:
+                model.train()
+            return out
+
+        def train(model, opt, loader):
+            for step, (x, y) in enumerate(loader):
+                opt.zero_grad()
+                model(x).sum().backward()
+                opt.step()
+                if step % 10 == 0:
+                    evaluate(model, x)
+        """
+    assert _unrestored(source) == []
+
+
+def test_an_imported_train_mode_helper_restores():
+    source = """
+        import torch
+        from utils import set_train_mode
+
+        def train(model, opt, loader):
+            for step, (x, y) in enumerate(loader):
+                opt.zero_grad()
+                model(x).sum().backward()
+                opt.step()
+                if step % 10 == 0:
+                    model.eval()
+                    set_train_mode(model)
+        """
+    assert _unrestored(source) == []
+
+
+def test_an_eval_on_one_branch_only_reaches_the_next_backward():
+    source = """
+        import torch
+
+        def train(model, opt, loader):
+            model.train()
+            for step, (x, y) in enumerate(loader):
+                opt.zero_grad()
+                model(x).sum().backward()
+                opt.step()
+                if step % 10 == 0:
+                    model.eval()
+        """
+    assert _unrestored(source) == [("model.eval()", "model")]

@@ -74,6 +74,11 @@ _PYTEST_NAME = re.compile(r"^test_(?!(?:epoch|loop|model|one_epoch|step|batch|da
 EVAL_LOADER_TEXT = re.compile(r"(?:^|[^a-z])(?:val|valid|validation|test|testing|eval|evaluation|dev|holdout)"
                               r"(?:[^a-z]|$)", re.IGNORECASE)
 
+# an `if` testing the mode (`if was_training:`, `if self.training:`, `if phase == "train":`)
+_MODE_TEST = re.compile(r"train|mode", re.IGNORECASE)
+# external helpers that (by their name) put a model they receive back in train mode
+_TRAIN_HELPER = re.compile(r"(^|_)train(_mode|ing_mode)?$|^set_train|^train_mode|^to_train", re.IGNORECASE)
+
 _MAX_INLINE_DEPTH = 3
 _MAX_ENTRY_DEPTH = 3
 _LOOP_ROUNDS = 4
@@ -774,13 +779,18 @@ class _Run:
         joined = join(a, b)
         if a is None or b is None or joined is None:
             return joined
-        for key in a.modes.keys() & b.modes.keys():
+        mode_test = _MODE_TEST.search(self.model.ctx.code_for(node.test)) is not None
+        for key in a.modes.keys() | b.modes.keys():
             fa, fb = a.facts(key), b.facts(key)
-            if fa == fb or fa == before.facts(key) or fb == before.facts(key):
+            if fa == fb:
                 continue
             kinds = {frozenset(f.kind for f in fa), frozenset(f.kind for f in fb)}
-            if kinds == {frozenset({TRAIN}), frozenset({EVAL})}:
+            if fa != before.facts(key) and fb != before.facts(key) and \
+                    kinds == {frozenset({TRAIN}), frozenset({EVAL})}:
                 joined = joined.set(key, frozenset({Fact(CHOSEN, node)}))
+            elif mode_test and frozenset({TRAIN}) in kinds and (fa == before.facts(key) or fb == before.facts(key)):
+                # `if was_training: model.train()` puts back the mode the model had
+                joined = joined.set(key, frozenset({Fact(RESTORE, node)}))
         return joined
 
     def loop(self, node, state: State, frame: Frame) -> Outcome:
@@ -909,6 +919,21 @@ class _Run:
         self._record_forward(call, state, frame)
         if target is not None and frame.depth < _MAX_INLINE_DEPTH and target.node not in frame.active:
             return self._inline(call, target, state, frame)
+        if target is None and call.args:
+            state = self._external_train_helper(call, name, state, frame)
+        return state
+
+    def _external_train_helper(self, call: cst.Call, name: str | None, state: State, frame: Frame) -> State:
+        """`set_train_mode(model)` / `utils.train_mode(model)` from another module: the model it
+        receives is taken as restored (its body cannot be seen)."""
+        func = call.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if not _TRAIN_HELPER.search(last) or (name or "").startswith("torch."):
+            return state
+        for arg in call.args:
+            key = self.model._key(arg.value, frame)
+            if key is not None and any(f.kind == EVAL for f in state.facts(key)):
+                state = state.set(key, frozenset({self._fact(RESTORE, call, frame)}))
         return state
 
     def _mode_kind(self, call: cst.Call) -> str | None:
