@@ -197,7 +197,7 @@ class NonAtomicCheckpointSave(Rule):
 
     def _message(self, model, save) -> str:
         where = f"`{model.text(save.dest)}`"
-        passed = model.caller_arguments(save)
+        passed = [p for p in model.caller_arguments(save) if p != model.text(save.dest)]
         if passed:
             where += " (callers pass " + ", ".join(f"`{p}`" for p in dict.fromkeys(passed)) + ")"
         reuse = model.path_reuse(save)

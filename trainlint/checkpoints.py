@@ -70,8 +70,14 @@ DATA_WORDS = re.compile(r"embed|feature|cache|dataset|(^|[^a-z])data([^a-z]|$)|t
                         r"pred|output|logit|activation|tensor|sample|batch|mask|label|target|input|buffer|"
                         r"grad|hidden|attention|prompt|image|audio|latent", re.I)
 TEMP_WORDS = re.compile(r"tmp|temp|partial|incomplete|\.part\b|staging", re.I)
-UNIQUE_PARTS = re.compile(r"step|epoch|iter|time|stamp|date|uuid|count|idx|index|num|global|\bi\b|\bn\b|"
-                          r"now|version|rank", re.I)
+# Pieces of a path that change from one save to the next (a loop index over models or ranks does not).
+UNIQUE_PARTS = re.compile(r"step|epoch|iter|time|stamp|date|uuid|global|now|version", re.I)
+# Names of objects that are checkpoints whatever their path.
+CHECKPOINT_OBJECT = re.compile(r"(^|[._])(\w*ckpt\w*|\w*checkpoint\w*|state_dict|save_state|train(ing)?_state|"
+                               r"full_state|client_state)$", re.I)
+# Objects that are configuration, not training state (`torch.save(args, "training_args.bin")`).
+CONFIG_OBJECT = re.compile(r"(^|[._])(args|config|cfg|conf|hparams|hyper_?params|options|opts|settings|"
+                           r"training_args|arguments)$", re.I)
 EXPORT_PATH = re.compile(r"best|final|export|inference|deploy|release|pretrained|weights", re.I)
 RESUME_PATH = re.compile(r"last|latest|resume|checkpoint|ckpt", re.I)
 
@@ -140,9 +146,12 @@ class CheckpointModel:
         self.roles = ctx.model(roles)
         self.order: dict[cst.Call, int] = {site.node: i for i, site in enumerate(self.index.calls)}
         self.saves: list[Save] = []
+        self._save_nodes: set[cst.Call] = set()
         self.loads: list[CallSite] = []
         # (scope, name) -> [(key, value)] from `name["key"] = value` and `name.update(...)`
         self.subscript_sets: dict[tuple[Scope, str], list[tuple[str | None, cst.BaseExpression]]] = {}
+        # (scope, name) of dicts handed to a call or aliased: someone else may fill them
+        self.escapes: set[tuple[Scope, str]] = set()
         self._callers: dict[cst.FunctionDef, list[CallSite]] | None = None
         self._build()
 
@@ -156,6 +165,7 @@ class CheckpointModel:
                 obj = args[0].value if args else _kw(site.node, "obj")
                 dest = args[1].value if len(args) > 1 else _kw(site.node, "f")
                 self.saves.append(Save(site, obj, dest))
+                self._save_nodes.add(site.node)
             elif name in LOAD_FUNCTIONS:
                 self.loads.append(site)
             func = site.node.func
@@ -167,6 +177,12 @@ class CheckpointModel:
                     else:
                         self.subscript_sets.setdefault(key, []).append((None, arg.value))
         for node, parent in index.parents.items():
+            if isinstance(node, cst.Name) and (
+                    (isinstance(parent, cst.Arg) and parent.value is node)
+                    or (isinstance(parent, cst.Assign) and parent.value is node)):
+                call = index.parent(parent) if isinstance(parent, cst.Arg) else None
+                if not (isinstance(call, cst.Call) and index.resolve(call.func, index.scope_at(call)) in SAVE_FUNCTIONS):
+                    self.escapes.add((index.scope_at(node), node.value))
             if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Subscript) \
                     and isinstance(parent, cst.Assign):
                 target = node.target
@@ -249,6 +265,8 @@ class CheckpointModel:
             if base is None:
                 return None
             owner = self.index.scope_at(bindings[0].node)
+            if (owner, expr.value) in self.escapes:
+                base.complete = False
             for key, value in self.subscript_sets.get((owner, expr.value), []):
                 if key is None:
                     inner = self.saved_dict(value, scope, depth + 1)
@@ -368,12 +386,20 @@ class CheckpointModel:
             return None
         content = self.saved_dict(obj, save.scope)
         if content is not None:
-            return self.holds(content)
+            kinds = self.holds(content)
+            return kinds if kinds or content.complete else None
         value = self.value_of(obj, save.scope)
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
                 and value.func.attr.value == "state_dict":
-            kinds = self.value_kinds(value.func.value, save.scope)
-            return kinds or {"model"}
+            receiver = value.func.value
+            kinds = self.value_kinds(receiver, save.scope)
+            if kinds:
+                return kinds
+            role = self.state_role(receiver, save.scope)
+            if role is not None or DATA_WORDS.search(self.text(receiver)) or \
+                    re.search(r"loader|sampler|dataset|callback|tokenizer", self.text(receiver), re.I):
+                return {"data"}  # a data loader's or sampler's state: part of a checkpoint, not a model
+            return {"model"}
         if isinstance(value, (cst.Name, cst.Attribute)):
             role = self.state_role(value, save.scope)
             if role == MODEL and isinstance(obj, cst.Name) and self.is_param(obj, save.scope):
@@ -417,19 +443,23 @@ class CheckpointModel:
     def is_checkpoint(self, save: Save) -> bool:
         kinds = self.object_kinds(save)
         if kinds:
-            return bool(kinds & {"model", "optimizer", "scheduler", "scaler"}) or \
+            return bool(kinds & {"model", "optimizer", "scheduler", "scaler", "rng"}) or \
                 ("step" in kinds and self.saved_dict(save.obj, save.scope) is not None)
         if kinds is not None:  # a dict we can read, holding nothing that is training state
             return False
         obj_text = self.text(save.obj)
-        if self._is_data_object(save):
+        if CONFIG_OBJECT.search(obj_text) or self._is_data_object(save):
             return False
         path = self.path_text(save)
-        if DATA_WORDS.search(_path_words(path)) or DATA_WORDS.search(obj_text):
-            return False
+        if DATA_WORDS.search(_path_words(path)):
+            return False  # "embeddings.pt", "predictions.pt": the file name says data
+        if CHECKPOINT_OBJECT.search(obj_text):
+            return True  # `torch.save(checkpoint, file)`
         function = save.site.function
         if function is not None and re.search(r"checkpoint|ckpt", function.name, re.I):
             return True  # `def save_checkpoint(state, filename)`: the helper says what it writes
+        if DATA_WORDS.search(obj_text):
+            return False
         return bool(path) and bool(CHECKPOINT_PATH.search(path))
 
     def _is_data_object(self, save: Save) -> bool:
@@ -565,6 +595,8 @@ class CheckpointModel:
             verdicts = [self._reuse(self.value_of(p, site.scope), site.scope, 0)
                         for p, site in zip(passed, self.callers(function)) if p is not None]
             return self._combine(verdicts) if verdicts and len(verdicts) == len(passed) else None
+        if isinstance(value, cst.Attribute):
+            return None  # `config.output_file`: a setting, but nothing says it is written more than once
         return self._reuse(value, save.scope, 0)
 
     def caller_arguments(self, save: Save) -> list[str]:
@@ -627,14 +659,18 @@ class CheckpointModel:
                 if re.search(r"time|uuid|now|date|random", name):
                     return "unique"
         if isinstance(expr, cst.Name):
-            value = self.value_of(expr, scope)
-            if value is not expr:
-                return self._reuse(value, scope, depth + 1)
-            if any(b.kind == "param" for b in scope.lookup(expr.value)):
+            bindings = scope.lookup(expr.value)
+            if not bindings:
                 return None
-            if all(b.kind in ("assign", "import") for b in scope.lookup(expr.value)) and scope.lookup(expr.value):
-                return "fixed"
-            return None
+            verdicts = []
+            for binding in bindings:
+                if binding.kind == "import":
+                    verdicts.append("fixed")  # a constant such as WEIGHTS_NAME
+                elif binding.kind == "assign" and binding.value is not None:
+                    verdicts.append(self._reuse(binding.value, scope, depth + 1))
+                else:
+                    verdicts.append(None)  # a parameter, a loop variable: not known here
+            return self._combine(verdicts)
         if isinstance(expr, cst.Attribute):
             return "fixed"  # args.output_dir, self.ckpt_dir, cfg.path: a setting
         if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
@@ -726,7 +762,10 @@ class CheckpointModel:
                     continue
             elif not content.complete:
                 continue
-            kinds = kinds | self._kinds_saved_beside(save)
+            beside = self._kinds_saved_beside(save)
+            if beside is None:
+                continue
+            kinds = kinds | beside
             if "model" not in kinds:
                 continue
             resumable = bool(kinds & {"optimizer", "step"}) or bool(RESUME_PATH.search(path))
@@ -738,12 +777,25 @@ class CheckpointModel:
             missing = {kind: available[kind] for kind in STATE_KINDS if kind in available and kind not in kinds}
             yield ResumeSave(save, kinds, available, missing)
 
-    def _kinds_saved_beside(self, save: Save) -> set[str]:
-        """State written by the other `torch.save` calls of the same function (one file per object)."""
+    def _kinds_saved_beside(self, save: Save) -> set[str] | None:
+        """State written by the other saves of the same function (one file per object). None when
+        one of them writes something we cannot see into, or goes through another save function."""
         kinds: set[str] = set()
         for other in self.saves:
             if other is not save and other.site.function is save.site.function and other.scope is save.scope:
-                kinds |= self.object_kinds(other) or set()
+                other_kinds = self.object_kinds(other)
+                if other_kinds is None:
+                    if self.is_checkpoint(other):
+                        return None
+                    continue
+                kinds |= other_kinds
+        body = save.site.function.node if save.site.function is not None else None
+        if body is not None:
+            for node in _walk_scope(body):
+                if isinstance(node, cst.Call) and node is not save.node and node not in self._save_nodes:
+                    name = dotted_name(node.func) or ""
+                    if re.search(r"(^|[._])(save|save_\w+|\w+_save)$", name, re.I):
+                        return None  # `save(state, file)`, `save_fsdp_optimizer(...)`: more files we cannot read
         return kinds
 
     def file_saved_kinds(self) -> set[str]:
