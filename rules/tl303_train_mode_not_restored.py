@@ -151,6 +151,33 @@ class TrainModeNotRestored(Rule):
                     return sum(F.cross_entropy(model(x), y, reduction="sum").item() for x, y in loader)
 
 
+            def train(model, optimizer, train_loader, val_loader, epochs, eval_every=200):
+                step = 0
+                for epoch in range(epochs):
+                    model.train()
+                    for x, y in train_loader:
+                        optimizer.zero_grad()
+                        F.cross_entropy(model(x), y).backward()
+                        optimizer.step()
+                        step += 1
+                        if step % eval_every == 0:
+                            print(step, evaluate(model, val_loader))
+                            model.train()
+            """,
+            title="back to train mode right after the evaluation",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def evaluate(model, loader):
+                model.eval()
+                with torch.no_grad():
+                    return sum(F.cross_entropy(model(x), y, reduction="sum").item() for x, y in loader)
+
+
             def train(model, optimizer, train_loader, val_loader, epochs):
                 for epoch in range(epochs):
                     model.train()
