@@ -6,6 +6,7 @@ import re
 
 import libcst as cst
 
+from trainlint.checkpoints import checkpoint_model
 from trainlint.finding import Severity
 from trainlint.index import keyword_arg, positional_args
 from trainlint.rule import FixSpec, Rule, bad, good
@@ -132,6 +133,41 @@ class UnsafeTorchLoad(Rule):
             line=4,
             title="weights_only from a parameter whose default is False",
         ),
+        bad(
+            """
+            import torch
+
+            def restore(path):
+                weights_only = False
+                return torch.load(path, map_location="cpu", weights_only=weights_only)
+            """,
+            line=5,
+            title="weights_only from a local variable assigned False",
+        ),
+        bad(
+            """
+            import torch
+
+            LOAD_KWARGS = {"map_location": "cpu", "weights_only": False}
+
+            def restore(path):
+                return torch.load(path, **LOAD_KWARGS)
+            """,
+            line=6,
+            title="weights_only=False through **kwargs",
+        ),
+        bad(
+            """
+            import torch
+
+            def restore(path, trust_remote=False):
+                kwargs = dict(map_location="cpu")
+                kwargs["weights_only"] = trust_remote
+                return torch.load(path, **kwargs)
+            """,
+            line=6,
+            title="**kwargs filled from a parameter whose default is False",
+        ),
         good(
             """
             import torch
@@ -139,6 +175,27 @@ class UnsafeTorchLoad(Rule):
             state = torch.load("checkpoint.pt", map_location="cpu", weights_only=True)
             """,
             title="weights_only=True",
+        ),
+        good(
+            """
+            import torch
+
+            LOAD_KWARGS = {"map_location": "cpu", "weights_only": True}
+
+            def restore(path):
+                return torch.load(path, **LOAD_KWARGS)
+            """,
+            title="weights_only=True through **kwargs",
+        ),
+        good(
+            """
+            import torch
+
+            def restore(path, trusted):
+                weights_only = False if trusted else True
+                return torch.load(path, weights_only=weights_only)
+            """,
+            title="a variable that is False only for trusted files",
         ),
         good(
             """
@@ -221,6 +278,15 @@ class UnsafeTorchLoad(Rule):
                     fix,
                 )
             return
+        spread = _spread_weights_only(ctx, site)
+        if spread is not None:
+            if _is_false(spread) or _false_by_default(ctx, site, spread):
+                yield self.report(
+                    call,
+                    "`torch.load` gets `weights_only=False` through `**` keyword arguments: it unpickles "
+                    "arbitrary objects, so a crafted checkpoint runs code on load; use `weights_only=True`",
+                )
+            return
         pickle_module = keyword_arg(call, "pickle_module")
         positional = positional_args(call)
         if pickle_module is not None or len(positional) >= 3:
@@ -245,6 +311,20 @@ class UnsafeTorchLoad(Rule):
             return False
         source = _opened_path_text(ctx, site, args[0].value)
         return source is not None and CHECKPOINT_PATH.search(source) is not None
+
+
+def _spread_weights_only(ctx, site) -> cst.BaseExpression | None:
+    """The `weights_only` value a `**kwargs` argument supplies, when the dict can be read."""
+    model = ctx.model(checkpoint_model)
+    for arg in site.node.args:
+        if arg.star == "**":
+            content = model.saved_dict(arg.value, site.scope)
+            if content is None:
+                continue
+            for key, value, _ in content.items:
+                if key == "weights_only":
+                    return value
+    return None
 
 
 def _is_false(expr: cst.BaseExpression) -> bool:
