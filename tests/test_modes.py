@@ -379,3 +379,18 @@ def test_an_eval_on_one_branch_only_reaches_the_next_backward():
                     model.eval()
         """
     assert _unrestored(source) == [("model.eval()", "model")]
+
+
+def test_test_functions_are_not_evaluations():
+    source = """
+        import torch
+
+        class TestInference:
+            def test_eval_mode_forward_is_deterministic(self, model, x):
+                model.eval()
+                outputs = [model(x) for _ in range(3)]
+                assert all(torch.equal(outputs[0], o) for o in outputs)
+        """
+    ctx, model = _model(source)
+    forwards = list(model.forwards())
+    assert forwards and not any(model.is_graph_free_evaluation(f) for f in forwards)

@@ -314,9 +314,12 @@ class ModeModel:
     def is_evaluation_function(self, function: FunctionInfo | None) -> bool:
         if function is None or not EVAL_FUNCTION_NAME.match(function.name):
             return False
-        if _PYTEST_NAME.match(function.name) and function.class_name is None:
-            return False
-        return True
+        return not self.is_test_function(function)
+
+    def is_test_function(self, function: FunctionInfo | None) -> bool:
+        """A pytest/unittest test (`test_forward_matches`): it checks behaviour, it does not
+        evaluate a model, and may run a configuration on purpose."""
+        return function is not None and _PYTEST_NAME.match(function.name) is not None
 
     def is_evaluation_loop(self, loop: cst.CSTNode) -> bool:
         """A loop over a validation/test loader (`for xb, yb in val_loader`, `enumerate(tqdm(test_dl))`)."""
@@ -383,6 +386,8 @@ class ModeModel:
         whole function when the mode comes from its callers), holding no backward, no optimizer
         step and no `autograd.grad`, and evaluating batches (in a loop) or named as an evaluation."""
         function = forward.function
+        if self.is_test_function(function):
+            return False
         scope = self.scope_of(function)
         loop = self.evaluation_loop_of(forward.call, function)
         if loop is not None and not self.computes_grad(loop, scope):
@@ -401,6 +406,8 @@ class ModeModel:
         evaluation, with no backward, optimizer step or `autograd.grad` in it (None: not an
         evaluation)."""
         function = forward.function
+        if self.is_test_function(function):
+            return None
         scope = self.scope_of(function)
         loop = self.evaluation_loop_of(forward.call, function)
         if loop is not None and not self.computes_grad(loop, scope):
