@@ -271,6 +271,43 @@ class GraphKeptAcrossIterations(Rule):
         ),
         good(
             """
+            import torch
+
+            def reinforce(policy, env, optimizer, episodes):
+                for _ in range(episodes):
+                    state, done, log_probs, rewards = env.reset(), False, [], []
+                    while not done:
+                        probs = policy(torch.as_tensor(state))
+                        action = torch.multinomial(probs, 1).item()
+                        log_probs.append(torch.log(probs[action]))
+                        state, reward, done, _ = env.step(action)
+                        rewards.append(reward)
+                    terms = [-lp * r for lp, r in zip(log_probs, discount(rewards))]
+                    optimizer.zero_grad()
+                    torch.stack(terms).sum().backward()
+                    optimizer.step()
+            """,
+            title="REINFORCE: an episode's log-probabilities are backpropagated at its end",
+        ),
+        good(
+            """
+            import torch
+
+            def collect(model, loader):
+                outputs = []
+                for x, _ in loader:
+                    outputs.append(model(x))
+                return outputs
+
+            def main(model, val_loader):
+                model.eval()
+                with torch.inference_mode():
+                    outputs = collect(model, val_loader)
+            """,
+            title="a helper that every caller runs under inference_mode",
+        ),
+        good(
+            """
             running_loss = 0.0
             for i, (inputs, labels) in enumerate(trainloader):
                 optimizer.zero_grad()

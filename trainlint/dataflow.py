@@ -250,10 +250,29 @@ class Dataflow:
                             value = self.bound_value(binding)
                             if value is not None:
                                 next_frontier.append(value)
+                            elif binding.kind == "for" and isinstance(binding.node, cst.For):
+                                next_frontier.append(binding.node.iter)  # `for lp in log_probs`
+                    # what was appended to a container flows on with it
+                    next_frontier.extend(self.appended_values(self._owner(at)).get(key, ()))
             if not next_frontier:
                 break
             frontier = next_frontier
         return found
+
+    def appended_values(self, owner: cst.CSTNode) -> dict[str, list[cst.BaseExpression]]:
+        """Container (dotted name) -> the values `.append`/`.extend`/`.insert`ed into it in a function."""
+        key = ("appended", owner)
+        if key not in self._roots:
+            found: dict[str, list[cst.BaseExpression]] = {}
+            for call in calls_in(owner):
+                func = call.func
+                if isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend", "insert", "appendleft"):
+                    container = dotted_name(func.value)
+                    args = positional_args(call)
+                    if container is not None and args:
+                        found.setdefault(container, []).append(args[-1].value)
+            self._roots[key] = found  # type: ignore[assignment]
+        return self._roots[key]  # type: ignore[return-value]
 
     def backwarded_names(self, owner: cst.CSTNode) -> set[str]:
         names = set()

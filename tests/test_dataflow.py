@@ -1,0 +1,131 @@
+"""The dataflow model: which values carry an autograd graph, and where recording is off."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from trainlint.context import FileContext
+from trainlint.dataflow import dataflow
+from trainlint.index import walk
+
+
+def _value_of(source: str, marker: str):
+    """The flow model of `source` and the expression appended to the list named `marker`."""
+    source = textwrap.dedent(source)
+    module = cst.parse_module(source)
+    ctx = FileContext("t.py", source, module, (2, 6))
+    flow = ctx.model(dataflow)
+    for node in walk(module):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+                and node.func.attr.value == "append" and ctx.code_for(node.func.value) == marker:
+            return flow, node.args[0].value
+    raise AssertionError(f"no {marker}.append(...) in source")
+
+
+LOOP = """
+import torch
+import torch.nn.functional as F
+
+def run(model, loader, opt, criterion):
+    for x, y in loader:
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+        loss.backward()
+        with torch.no_grad():
+            probe = model(x)
+        out.append({value})
+"""
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("loss", True),
+    ("logits", True),
+    ("logits.softmax(-1).cpu()", True),
+    ("loss * 2 + 1", True),
+    ("{'loss': loss}", True),
+    ("criterion(logits, y)", True),
+    ("loss.item()", False),
+    ("loss.detach()", False),
+    ("float(loss)", False),
+    ("loss.tolist()", False),
+    ("logits.cpu().numpy()", False),
+    ("logits.argmax(-1)", False),
+    ("(logits.argmax(-1) == y).sum()", False),
+    ("probe", False),
+    ("torch.zeros(3)", False),
+    ("loss.shape[0]", False),
+    ("x", None),
+    ("helper(x)", None),
+])
+def test_carries_graph(value, expected):
+    flow, expr = _value_of(LOOP.format(value=value), "out")
+    assert flow.carries_graph(expr) is expected
+
+
+def test_rebinding_to_a_number_detaches():
+    flow, expr = _value_of("""
+        def run(model, loader):
+            for x in loader:
+                loss = model(x).sum()
+                loss.backward()
+                loss = loss.item()
+                out.append(loss)
+        """, "out")
+    assert flow.carries_graph(expr) is False
+
+
+def test_callers_under_no_grad_and_decorators():
+    flow, expr = _value_of("""
+        import torch
+
+        def collect(model, loader):
+            for x in loader:
+                out.append(model(x))
+
+        @torch.no_grad()
+        def main(model, loader):
+            collect(model, loader)
+        """, "out")
+    assert flow.under_no_grad(expr)
+    assert flow.carries_graph(expr) is False
+
+
+def test_set_grad_enabled_with_a_condition_may_be_off():
+    flow, expr = _value_of("""
+        import torch
+
+        def run(model, loader, phase):
+            for x in loader:
+                with torch.set_grad_enabled(phase == "train"):
+                    out.append(model(x))
+        """, "out")
+    assert flow.under_no_grad(expr)
+
+
+def test_enable_grad_inside_no_grad_records():
+    flow, expr = _value_of("""
+        import torch
+
+        def run(model, loader):
+            with torch.no_grad():
+                for x in loader:
+                    with torch.enable_grad():
+                        out.append(model(x))
+        """, "out")
+    assert not flow.under_no_grad(expr)
+    assert flow.carries_graph(expr) is True
+
+
+def test_constructors_and_lookups_are_not_forwards():
+    flow, expr = _value_of("""
+        import timm
+
+        def build(names, loader):
+            for name in names:
+                out.append(timm.create_model(name))
+                other.append(get_model_config(name))
+        """, "out")
+    assert flow.carries_graph(expr) is None
