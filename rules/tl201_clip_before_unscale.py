@@ -25,7 +25,10 @@ class ClipBeforeUnscale(Rule):
         Clipping helpers that unscale by themselves are not flagged: Accelerate's
         `accelerator.clip_grad_norm_`/`clip_grad_value_`, Fabric's `fabric.clip_gradients` and a
         LightningModule's `self.clip_gradients`. A bf16 `torch.autocast` loop without a GradScaler has
-        nothing to unscale and is not flagged either; nor is a norm taken with `max_norm=inf` (it
+        nothing to unscale and is not flagged either. With an Accelerator created with
+        `mixed_precision="fp16"` (or a Fabric with `precision="16-mixed"`), `accelerator.backward(loss)`
+        scales the loss, so a plain `torch.nn.utils.clip_grad_norm_` after it is flagged too (use the
+        framework's clip, or `accelerator.unscale_gradients()` first). Not flagged either: nor is a norm taken with `max_norm=inf` (it
         clips nothing). When the clip is a statement of its own that runs once per update and the
         update steps one optimizer through the scaler, the fix inserts `scaler.unscale_(opt)` on the
         line above it (unsafe: it changes the update, as intended).
@@ -266,6 +269,39 @@ class ClipBeforeUnscale(Rule):
             """,
             title="Accelerate's clip_grad_norm_ unscales by itself",
         ),
+        bad(
+            """
+            from accelerate import Accelerator
+            from torch.nn.utils import clip_grad_norm_
+
+            accelerator = Accelerator(mixed_precision="fp16")
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                loss = model(**batch).loss
+                accelerator.backward(loss)
+                clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad()
+            """,
+            line=9,
+            title="torch's clip after an fp16 Accelerator's backward",
+        ),
+        good(
+            """
+            import torch
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(mixed_precision="bf16")
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                loss = model(**batch).loss
+                accelerator.backward(loss)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad()
+            """,
+            title="bf16 Accelerator: no loss scaling, torch's clip is fine",
+        ),
         good(
             """
             import torch
@@ -338,6 +374,15 @@ class ClipBeforeUnscale(Rule):
                     continue
                 found = unit.nearest_before(clip, UNSCALE, *OPTIMIZER_STEPS)
                 if found is not None and found.kind == UNSCALE:
+                    continue
+                if not unit.has(SCALED_BACKWARD):
+                    framework = unit.framework_scaler
+                    yield self.report(
+                        clip.node,
+                        f"`{describe(clip.node, ctx)}` clips gradients that `{framework}.backward(loss)` "
+                        f"scaled for fp16 and nothing has unscaled yet: use `{framework}.clip_grad_norm_(...)` "
+                        f"(or `{framework}.clip_grad_value_`/`clip_gradients`), which unscales first",
+                    )
                     continue
                 scaler = unit.of_kind(SCALED_BACKWARD)[0].subject
                 scaler_steps = unit.of_kind(SCALER_STEP)

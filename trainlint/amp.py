@@ -69,6 +69,8 @@ class Event:
     has_args: bool = False
     #: for STEP: the receiver also runs `.backward(loss)` (a DeepSpeed-style engine owning its gradients)
     engine: bool = False
+    #: for BACKWARD: the Accelerator/Fabric (created for fp16 here) whose `backward(loss)` scales the loss
+    scaled_by: str = ""
     #: nested loops (inside the unit) that enclose the event, outermost first
     loops: tuple[cst.CSTNode, ...] = ()
 
@@ -128,8 +130,14 @@ class Unit:
 
     @property
     def uses_scaler(self) -> bool:
-        """Backward runs on a GradScaler-scaled loss somewhere in this update."""
-        return self.has(SCALED_BACKWARD)
+        """Backward runs on a GradScaler-scaled loss somewhere in this update (our own GradScaler,
+        or the one inside an fp16 Accelerator/Fabric)."""
+        return self.has(SCALED_BACKWARD) or bool(self.framework_scaler)
+
+    @property
+    def framework_scaler(self) -> str:
+        """The fp16 Accelerator/Fabric whose `backward(loss)` scales the loss, or ""."""
+        return next((e.scaled_by for e in self.events if e.kind == BACKWARD and e.scaled_by), "")
 
 
 class AmpModel:
@@ -179,7 +187,10 @@ class AmpModel:
             scale = self._scale_call(receiver, scope)
             if scale is not None:  # subject: the scaler
                 return Event(SCALED_BACKWARD, call, scope, subject=self.ctx.code_for(scale.func.value))
-            return Event(BACKWARD, call, scope, subject=self.ctx.code_for(receiver))
+            scaled_by = ""
+            if attr == "backward" and positional_args(call) and self._fp16_framework(receiver, scope):
+                scaled_by = self.ctx.code_for(receiver)
+            return Event(BACKWARD, call, scope, subject=self.ctx.code_for(receiver), scaled_by=scaled_by)
         if attr == "zero_grad" or "zero_grad" in attr or attr in ("clear_grad", "clear_grads"):
             return Event(ZERO_GRAD, call, scope, subject=self.ctx.code_for(receiver))
         if attr in _GRAD_CLEARING_METHODS and _mentions_grad(receiver):
@@ -217,15 +228,36 @@ class AmpModel:
             return Event(SCHED_STEP, call, scope, subject=text, has_args=has_args)
         return None
 
-    def _instance_of_local_class(self, expr: cst.BaseExpression, scope: Scope) -> bool:
-        """`x` or `self.x` bound to `SomeClass(...)` where `SomeClass` is defined in this file."""
-        values: list[tuple[cst.BaseExpression, Scope]] = []
+    def _fp16_framework(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """An Accelerator created with `mixed_precision="fp16"` or a Fabric with a 16-bit mixed
+        precision, written as literals in this file: their `backward(loss)` runs a GradScaler."""
+        if self.roles.of(expr, scope) != ACCELERATOR:
+            return False
+        for value, value_scope in self._bound_values(expr, scope):
+            if not isinstance(value, cst.Call):
+                continue
+            name = (self.index.resolve(value.func, value_scope) or "").rsplit(".", 1)[-1]
+            if name == "Accelerator":
+                arg = keyword_arg(value, "mixed_precision")
+                return arg is not None and _literal(arg.value) == "fp16"
+            if name == "Fabric":
+                arg = keyword_arg(value, "precision")
+                return arg is not None and _literal(arg.value) in ("16-mixed", "16", 16)
+        return False
+
+    def _bound_values(self, expr: cst.BaseExpression, scope: Scope) -> list[tuple[cst.BaseExpression, Scope]]:
+        """What `x` or `self.x` was assigned, with the scope each value is written in."""
         if isinstance(expr, cst.Name):
-            values = [(b.value, scope) for b in scope.lookup(expr.value) if b.value is not None]
-        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            return [(b.value, scope) for b in scope.lookup(expr.value) if b.value is not None]
+        values = []
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
             for attrs in self.index.class_attributes.values():
                 values += [(v, self.index.scope_at(v)) for v in attrs.get(expr.attr.value, [])]
-        for value, value_scope in values:
+        return values
+
+    def _instance_of_local_class(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """`x` or `self.x` bound to `SomeClass(...)` where `SomeClass` is defined in this file."""
+        for value, value_scope in self._bound_values(expr, scope):
             if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
                 if any(b.kind == "class" for b in value_scope.lookup(value.func.value)):
                     return True
@@ -312,6 +344,15 @@ class AmpModel:
 def amp_model(ctx) -> AmpModel:
     """The file's gradient-event model, shared by the clipping/AMP rules: `ctx.model(amp_model)`."""
     return AmpModel(ctx)
+
+
+def _literal(expr: cst.BaseExpression):
+    """The value of a string or integer literal, else None."""
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value
+    if isinstance(expr, cst.Integer):
+        return int(expr.value)
+    return None
 
 
 def _mentions_grad(expr: cst.BaseExpression) -> bool:
