@@ -343,13 +343,11 @@ class GraphKeptAcrossIterations(Rule):
         key = dotted_name(container)
         if key is None or key == "self":
             return None
-        loop = _innermost_iteration(ctx.index, node)
+        loop = _batch_iteration(ctx, flow, node)
         if loop is None:
-            return None
+            return None  # loops over layers, configs or files: not an iteration over batches
         if not key.startswith("self.") and isinstance(loop, cst.FunctionDef):
             return None  # in a per-batch hook only attributes outlive the call
-        if not _data_iteration(ctx, flow, node, loop):
-            return None  # loops over layers, configs or files: not an iteration over batches
         if flow.carries_graph(value) is not True:
             return None
         if _reset_within(flow, loop, key, node):
@@ -410,18 +408,28 @@ def _constant_key(target: cst.Subscript) -> bool:
                for e in target.slice)
 
 
-def _innermost_iteration(index, node):
-    """The innermost loop holding `node` in its body (same function), or a per-batch hook."""
-    for ancestor in index.ancestors(node):
-        if isinstance(ancestor, (cst.For, cst.While)) and node is not ancestor:
+def _batch_iteration(ctx, flow, node):
+    """The loop whose one turn handles one batch, holding `node`: the innermost loop over a data
+    loader or innermost training loop around it (else any training loop around it), or a
+    per-batch framework hook. A container rebound inside it lives for one batch at most."""
+    training = {tl.node: tl for tl in ctx.model(training_model).loops}
+    fallback = None
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, (cst.For, cst.While)):
             if ancestor.orelse is not None and any(n is node for n in walk(ancestor.orelse)):
                 continue
-            return ancestor
-        if isinstance(ancestor, cst.FunctionDef):
-            return ancestor if ancestor.name.value in _PER_BATCH_HOOKS else None
-        if isinstance(ancestor, (cst.ClassDef, cst.Lambda)):
-            return None
-    return None
+            loop = training.get(ancestor)
+            if (loop is not None and loop.innermost) or _iterates_data(ctx, flow, ancestor):
+                return ancestor
+            if loop is not None and fallback is None:
+                fallback = ancestor
+        elif isinstance(ancestor, cst.FunctionDef):
+            if fallback is None and ancestor.name.value in _PER_BATCH_HOOKS:
+                return ancestor
+            return fallback
+        elif isinstance(ancestor, (cst.ClassDef, cst.Lambda)):
+            return fallback
+    return fallback
 
 
 def _reset_within(flow, loop, key, store) -> bool:
@@ -469,20 +477,6 @@ def _backpropagated_each_iteration(flow, loop, value) -> bool:
     names = {n.value for n in walk_expression(value) if isinstance(n, cst.Name)}
     for root in flow.backward_roots(loop.body if not isinstance(loop, cst.FunctionDef) else loop):
         if names & {n.value for n in walk_expression(root) if isinstance(n, cst.Name)}:
-            return True
-    return False
-
-
-def _data_iteration(ctx, flow, node, loop) -> bool:
-    """The store runs once per batch: inside a training loop, a loop over a data loader, or a
-    per-batch framework hook."""
-    if isinstance(loop, cst.FunctionDef):
-        return True
-    training = {tl.node for tl in ctx.model(training_model).loops}
-    for ancestor in ctx.index.ancestors(node):
-        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            return False
-        if ancestor in training or _iterates_data(ctx, flow, ancestor):
             return True
     return False
 
