@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import libcst as cst
+
 from trainlint.amp import OPTIMIZER_STEPS, STEP, ZERO_GRAD, amp_model, describe
 from trainlint.finding import Severity
+from trainlint.index import walk
 from trainlint.rule import Rule, bad, good
 
 
@@ -200,12 +203,28 @@ class MissingZeroGrad(Rule):
             """,
             title="model.zero_grad in a Trainer method the loop calls",
         ),
+        good(
+            """
+            import torch
+
+            for step in range(max_steps):
+                optimizer.zero_grad(set_to_none=True)
+                for micro_step in range(grad_accum):
+                    loss = model(*get_batch()) / grad_accum
+                    loss.backward()
+                    if micro_step == grad_accum - 1:
+                        optimizer.step()
+            """,
+            title="the inner loop is one update; the outer loop clears once per update",
+        ),
     )
 
     def check(self, ctx):
         model = ctx.model(amp_model)
         for unit in model.units:
             if unit.loop is None or unit.has(ZERO_GRAD):
+                continue
+            if _one_update_per_pass(ctx, unit) and _outer_loop_clears(ctx, model, unit):
                 continue
             reported = set()
             for step in unit.of_kind(*OPTIMIZER_STEPS):
@@ -220,6 +239,28 @@ class MissingZeroGrad(Rule):
                     f"backward adds into `.grad`, so every update applies the sum of all earlier "
                     f"gradients; call `{_clear_advice(step)}` once per update",
                 )
+
+
+def _one_update_per_pass(ctx, unit) -> bool:
+    """The loop steps only on its last micro-batch (`if micro == K - 1:`), so one pass of it is one
+    update, and a clear in the enclosing loop runs once per update."""
+    guard = unit.loop.guard
+    if guard is None or guard.kind != "branch" or not isinstance(guard.condition, cst.Comparison):
+        return False
+    condition = guard.condition
+    if not all(isinstance(c.operator, cst.Equal) for c in condition.comparisons):
+        return False
+    return not any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
+                   for n in walk(condition))
+
+
+def _outer_loop_clears(ctx, model, unit) -> bool:
+    ancestors = set(ctx.index.ancestors(unit.node))
+    for outer in model.units:
+        if outer.loop is not None and outer.node in ancestors:
+            if any(e.kind == ZERO_GRAD and unit.node not in ctx.index.ancestors(e.anchor) for e in outer.events):
+                return True
+    return False
 
 
 def _clear_advice(step) -> str:
