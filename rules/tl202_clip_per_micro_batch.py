@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainlint.amp import CLIP, amp_model, describe, measures_only, per_update
+from trainlint.amp import BACKWARDS, CLIP, OPTIMIZER_STEPS, amp_model, describe, measures_only, per_update
 from trainlint.finding import Severity
 from trainlint.rule import Rule, bad, good
 
@@ -131,6 +131,21 @@ class ClipPerMicroBatch(Rule):
             line=9,
             title="AMP: unscale_ and clip on every micro-batch",
         ),
+        bad(
+            """
+            import torch
+
+            def train_step(model, optimizer, micro_batches, max_norm=1.0):
+                optimizer.zero_grad(set_to_none=True)
+                for input_ids, labels in micro_batches:
+                    loss = model(input_ids, labels=labels).loss / len(micro_batches)
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                optimizer.step()
+            """,
+            line=8,
+            title="an update function that clips inside its micro-batch loop",
+        ),
         good(
             """
             import torch
@@ -213,7 +228,10 @@ class ClipPerMicroBatch(Rule):
         model = ctx.model(amp_model)
         for unit in model.units:
             loop = unit.loop
-            if loop is None or not loop.innermost or not loop.accumulates or loop.guard is None:
+            if loop is None:
+                yield from self._check_update_function(ctx, unit)
+                continue
+            if not loop.innermost or not loop.accumulates or loop.guard is None:
                 continue
             for clip in unit.of_kind(CLIP):
                 if measures_only(clip) or per_update(model, unit, clip):
@@ -224,6 +242,30 @@ class ClipPerMicroBatch(Rule):
                     f"{_window(ctx, loop.guard)}: it clips a partial sum of the window; "
                     f"{_advice(loop.guard)}",
                 )
+
+
+    def _check_update_function(self, ctx, unit):
+        """A function that runs one update: a clip inside its micro-batch loop (the loop that holds
+        the backward) while the step comes after that loop."""
+        steps = unit.of_kind(*OPTIMIZER_STEPS)
+        backwards = unit.of_kind(*BACKWARDS)
+        for clip in unit.of_kind(CLIP):
+            if not clip.loops or measures_only(clip):
+                continue
+            micro_loop = clip.loops[-1]
+            if not any(micro_loop in b.loops for b in backwards):
+                continue
+            if not steps or any(micro_loop in s.loops for s in steps):
+                continue
+            target = getattr(micro_loop, "target", None)
+            over = f"for {describe(target, ctx, 20)} in {describe(micro_loop.iter, ctx, 30)}" \
+                if target is not None else "the micro-batch loop"
+            yield self.report(
+                clip.node,
+                f"`{describe(clip.node, ctx)}` runs on every micro-batch but the optimizer steps once "
+                f"after the micro-batch loop (`{over}`): it clips a partial sum of the window; clip once "
+                f"after the micro-batch loop, before the step",
+            )
 
 
 def _window(ctx, guard) -> str:
