@@ -22,6 +22,7 @@ from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features  # 
 from trainlint.engine import lint_source  # noqa: E402
 from trainlint.lsp.actions import commentable_lines  # noqa: E402
 from trainlint.lsp.positions import Encoder, split_lines  # noqa: E402
+from trainlint.lsp.server import document_path  # noqa: E402
 from trainlint.rule import registry  # noqa: E402
 
 SERVER = [sys.executable, "-m", "trainlint", "lsp"]
@@ -385,8 +386,9 @@ async def test_pull_diagnostics_and_no_push_to_a_pull_client(tmp_path):
 
 @pytest.mark.asyncio
 async def test_settings_come_from_the_nearest_pyproject(tmp_path):
-    strict = tmp_path / "strict"
-    lenient = tmp_path / "lenient"
+    # folder names that a URI must percent-encode: the server decodes them to find the config
+    strict = tmp_path / "strict project #1"
+    lenient = tmp_path / "lenient 100%"
     for folder, table in ((strict, 'min-torch-version = "2.4"'), (lenient, 'ignore = ["TL401"]')):
         (folder / "src").mkdir(parents=True)
         (folder / "pyproject.toml").write_text(f"[project]\nname = 'x'\n\n[tool.trainlint]\n{table}\n")
@@ -394,6 +396,7 @@ async def test_settings_come_from_the_nearest_pyproject(tmp_path):
     implicit = 'import torch\n\nstate = torch.load("ckpt.pt")\n'
     try:
         strict_uri = (strict / "src" / "train.py").as_uri()
+        assert "%20" in strict_uri and "%23" in strict_uri
         open_document(client, strict_uri, implicit)
         [diagnostic] = (await published(client, strict_uri, 1)).diagnostics
         assert diagnostic.code == "TL401" and "2.4" in diagnostic.message
@@ -496,6 +499,12 @@ def test_encoder_round_trips_columns_in_every_encoding():
             assert encoder.from_client(position) == (0, column)
     # a position inside the emoji's surrogate pair rounds down to the emoji
     assert Encoder(lines, "utf-16").from_client(types.Position(line=0, character=7)) == (0, 6)
+
+
+def test_document_path_decodes_file_uris(tmp_path):
+    folder = tmp_path / "my project #2 (100%)"
+    assert document_path((folder / "train.py").as_uri()) == str(folder / "train.py")
+    assert document_path("untitled:Untitled-1") is None
 
 
 def test_commentable_lines_exclude_strings_and_continuations():

@@ -19,7 +19,8 @@ import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from urllib.parse import unquote, urlparse
+from urllib.request import url2pathname
 
 from cattrs.errors import ClassValidationError
 from cattrs.v import transform_error
@@ -27,7 +28,6 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
-from pygls.uris import to_fs_path
 
 from trainlint import __version__
 from trainlint.engine import lint_source
@@ -119,15 +119,19 @@ class TrainlintServer(LanguageServer):
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainlint-lint")
 
     # -- linting --------------------------------------------------------------------------
+    def is_open(self, uri: str) -> bool:
+        # pygls keys open documents by the percent-decoded URI
+        return unquote(uri) in self.workspace.text_documents
+
     def _open_version(self, uri: str) -> int | None:
-        document = self.workspace.text_documents.get(uri)
+        document = self.workspace.text_documents.get(unquote(uri))
         return document.version if document is not None else None
 
     def _lint(self, uri: str, version: int | None, text: str, settings: Settings,
               only_if_current: bool) -> Linted | None:
         if only_if_current and self._open_version(uri) != version:
             return None  # the document changed while this waited for the worker
-        result = lint_source(text, to_fs_path(uri) or uri, settings)
+        result = lint_source(text, document_path(uri) or uri, settings)
         for error in result.errors:
             logger.error("%s", error)
         return Linted(version, text, result.findings, split_lines(text))
@@ -143,11 +147,11 @@ class TrainlintServer(LanguageServer):
         if cached is not None and cached.version == version and cached.text == text:
             return cached
         # on this thread: a configuration error is shown to the user from here
-        settings = self.project.settings_for(to_fs_path(uri))
+        settings = self.project.settings_for(document_path(uri))
         loop = asyncio.get_running_loop()
         linted = await loop.run_in_executor(self._executor, self._lint, uri, version, text, settings,
                                             only_if_current)
-        if linted is not None and uri in self.workspace.text_documents:
+        if linted is not None and self.is_open(uri):
             self._results[uri] = linted
         return linted
 
@@ -173,12 +177,12 @@ class TrainlintServer(LanguageServer):
     async def _publish_after(self, uri: str, delay: float) -> None:
         if delay > 0:
             await asyncio.sleep(delay)
-        version = self._open_version(uri)
-        if uri not in self.workspace.text_documents:
+        if not self.is_open(uri):
             return
+        version = self._open_version(uri)
         linted = await self.lint(uri, only_if_current=True)
         # Never publish for an older version: the document may have changed during the lint.
-        if linted is None or uri not in self.workspace.text_documents or self._open_version(uri) != version:
+        if linted is None or not self.is_open(uri) or self._open_version(uri) != version:
             return
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=self.diagnostics(linted), version=version)
@@ -282,6 +286,18 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
         ls._executor.shutdown(wait=False, cancel_futures=True)
 
     return server
+
+
+def document_path(uri: str) -> str | None:
+    """The file system path of a `file:` URI, percent-decoded (`my%20project` is `my project`);
+    None for other schemes (an unsaved `untitled:` buffer)."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "file":
+        return None
+    path = url2pathname(parsed.path)
+    if parsed.netloc and parsed.netloc != "localhost":
+        path = f"//{parsed.netloc}{path}"  # a UNC path
+    return path
 
 
 def _start(finding: Finding) -> tuple[int, int]:
