@@ -252,7 +252,7 @@ class SchedulerStepPerMicroBatch(Rule):
 
     def check(self, ctx):
         model = ctx.model(training_model)
-        for loop in model.loops:
+        for loop in model.loops + model.window_functions:
             if not (loop.innermost and loop.accumulates):
                 continue
             accelerate = model.accelerate_accumulation(loop)

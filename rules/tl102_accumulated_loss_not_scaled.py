@@ -197,6 +197,18 @@ class AccumulatedLossNotScaled(Rule):
             """,
             title="manual accumulation around an Accelerator created without gradient_accumulation_steps",
         ),
+        bad(
+            """
+            def update_window(model, optimizer, micro_batches, loss_fn):
+                optimizer.zero_grad(set_to_none=True)
+                for inputs, target in micro_batches:
+                    loss = loss_fn(model(inputs), target)
+                    loss.backward()
+                optimizer.step()
+            """,
+            line=5,
+            title="a function that runs one accumulation window (its caller lives elsewhere)",
+        ),
         good(
             """
             import torch
@@ -290,7 +302,7 @@ class AccumulatedLossNotScaled(Rule):
 
     def check(self, ctx):
         model = ctx.model(training_model)
-        for loop in model.loops:
+        for loop in model.loops + model.window_functions:
             if not (loop.innermost and loop.accumulates):
                 continue
             tracer = LossTracer(model, loop)

@@ -217,7 +217,7 @@ class UnequalMicroBatchWeighting(Rule):
 
     def check(self, ctx):
         model = ctx.model(training_model)
-        for loop in model.loops:
+        for loop in model.loops + model.window_functions:
             if not (loop.innermost and loop.accumulates):
                 continue
             tracer = LossTracer(model, loop)

@@ -209,7 +209,7 @@ class ZeroGradPerMicroBatch(Rule):
 
     def check(self, ctx):
         model = ctx.model(training_model)
-        for loop in model.loops:
+        for loop in model.loops + model.window_functions:
             if not (loop.innermost and loop.accumulates):
                 continue
             k = describe_k(ctx, loop)

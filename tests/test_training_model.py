@@ -329,3 +329,46 @@ def test_plain_loop_update_is_the_whole_iteration():
     assert names == ["opt.zero_grad", "crit", "model", "scaler.scale(loss).backward", "scaler.scale",
                      "scaler.unscale_", "clip_grad_norm_", "model.parameters", "scaler.step", "scaler.update",
                      "sched.step"]
+
+
+def test_window_functions_without_a_driving_loop():
+    ctx, model = build("""
+        def update_window(model, optimizer, batches, loss_fn):
+            optimizer.zero_grad(set_to_none=True)
+            for inputs, target in batches:
+                (loss_fn(model(inputs), target) / len(batches)).backward()
+            optimizer.step()
+
+        def train_step(model, opt, batch, i, accum):
+            (model(**batch).loss / accum).backward()
+            if (i + 1) % accum == 0:
+                opt.step()
+                opt.zero_grad()
+
+        def plain_step(model, opt, batch):
+            opt.zero_grad()
+            model(**batch).loss.backward()
+            opt.step()
+        """)
+    assert model.loops == []
+    windows = {w.function.name: w for w in model.window_functions}
+    assert set(windows) == {"update_window", "train_step"}
+    assert windows["update_window"].guard.kind == "micro_loop"
+    assert windows["train_step"].guard.kind == "branch" and ctx.code_for(windows["train_step"].k) == "accum"
+    placed = per_update(ctx, model, windows["update_window"])
+    assert placed["optimizer.zero_grad(set_to_none=True)"] and placed["optimizer.step()"]
+    assert not placed["(loss_fn(model(inputs), target) / len(batches)).backward()"]
+
+
+def test_window_function_called_from_a_loop_is_not_repeated():
+    _, model = build("""
+        def update_window(model, optimizer, batches, loss_fn):
+            for inputs, target in batches:
+                (loss_fn(model(inputs), target) / len(batches)).backward()
+            optimizer.step()
+
+        for step in range(100):
+            update_window(model, optimizer, next(windows), loss_fn)
+        """)
+    assert model.window_functions == []
+    assert innermost(model).guard.kind == "micro_loop"

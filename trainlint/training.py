@@ -37,6 +37,14 @@ Public API (stable; other rules depend on it)
     the Accelerator's `gradient_accumulation_steps=` value), else None.
   - `scope`/`via`: where the guard node is written and the helper chain from the loop body to it.
 
+`TrainingModel.window_functions: list[TrainingLoop]`: functions that are one accumulation window or
+  one micro-batch of it, with the loop that drives them not in this file: the backward runs in a
+  micro-batch loop and the step after it (`def update_window(model, opt, batches): for ...:
+  loss.backward()` then `opt.step()`), or the step is guarded (`def train_step(batch, i): ...
+  loss.backward(); if (i + 1) % K == 0: opt.step()`). Their `node` is the `FunctionDef`; they
+  always accumulate and are innermost; they are not in `loops` (which holds only real loops) and
+  only exist when no training loop of the file covers their backward. All queries below accept them.
+
 `TrainingModel.runs_per_update(loop, node_or_ref) -> bool`: the node (a call of `loop.calls` or its
   `CallRef`, or any node written in the loop body) runs once per optimizer update: the loop does not
   accumulate; or the node is inside the guarded branch / after the continue guard / outside the
@@ -127,7 +135,7 @@ class Guard:
 
 @dataclass(eq=False)
 class TrainingLoop:
-    node: cst.For | cst.While
+    node: cst.For | cst.While | cst.FunctionDef  # a FunctionDef only for `window_functions`
     function: FunctionInfo | None
     scope: Scope
     backward_calls: list[CallRef] = field(default_factory=list)
@@ -166,6 +174,7 @@ class TrainingModel:
         self.index: FileIndex = ctx.index
         self.roles = ctx.model(roles)
         self.loops: list[TrainingLoop] = []
+        self.window_functions: list[TrainingLoop] = []
         self._accelerate: dict[int, AccelerateAccumulation | None] = {}
         self._prepared: dict[str, list[tuple[cst.Assign, Scope]]] | None = None
         self._body_calls: dict[cst.CSTNode, list[cst.Call]] | None = None
@@ -607,6 +616,28 @@ class TrainingModel:
             if tl.innermost:
                 tl.guard = self._find_guard(tl)
                 tl.accumulates = tl.guard is not None
+        self._build_window_functions()
+
+    def _build_window_functions(self) -> None:
+        covered = {id(ref.node) for tl in self.loops for ref in tl.backward_calls}
+        for function in self.index.functions:
+            direct = self._calls_under(function.node.body)
+            if not any(self.is_backward(c, function.scope) for c in direct if id(c) not in covered):
+                continue
+            backward, steps, calls = [], [], []
+            for ref in self.reachable_calls(function.node.body, function.scope):
+                calls.append(ref)
+                if self.is_backward(ref.node, ref.scope):
+                    backward.append(ref)
+                elif self.is_optimizer_step(ref.node, ref.scope):
+                    steps.append(ref)
+            if not steps or any(id(ref.node) in covered for ref in backward):
+                continue
+            window = TrainingLoop(function.node, function, function.scope, backward, steps, calls=calls)
+            window.guard = self._find_guard(window)
+            window.accumulates = window.guard is not None
+            if window.accumulates:
+                self.window_functions.append(window)
 
 
 def training_model(ctx) -> TrainingModel:
