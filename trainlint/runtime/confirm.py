@@ -163,34 +163,50 @@ def select(codes: list[str], demos: dict[str, Demo], fences: dict[str, Fence],
     return [demos[c] for c in available if c in chosen], [f for c, f in fences.items() if c in chosen]
 
 
-def _text(rows: list[Row], torch_version: str, notes: list[str], seconds: float) -> str:
-    def static_cell(row: Row) -> str:
-        if row.static_bad is None:
-            return "-"
-        if row.static_bad and row.static_good:
-            return "ok"
-        return "+".join(p for p, bad in (("missed", not row.static_bad), ("flags-fix", not row.static_good)) if bad)
+@dataclass
+class Report:
+    torch_version: str
+    rows: list[Row]
+    notes: list[str]
+    seconds: float
 
-    table = [("CODE", "STATIC", "BAD (the mistake)", "GOOD (the fix)", "VERDICT")]
-    table += [(r.code, static_cell(r), r.bad_text, r.good_text, r.verdict) for r in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(4)]
-    out = [f"trainlint confirm: torch {torch_version}, device cpu"]
-    out += ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[4] for line in table]
-    details = [f"  {r.code}: {note}" for r in rows for note in r.notes if r.verdict != CONFIRMED]
-    if details or notes:
-        out += ["", "notes:"] + details + [f"  {note}" for note in notes]
-    confirmed = sum(r.verdict == CONFIRMED for r in rows)
-    out += ["", f"{confirmed} of {len(rows)} rows confirmed in {seconds:.1f} s"]
-    return "\n".join(out)
+    @property
+    def exit_code(self) -> int:
+        return 0 if all(r.verdict == CONFIRMED for r in self.rows) else 1
+
+    def to_json(self) -> dict:
+        return {"torch": self.torch_version, "device": "cpu", "rows": [r.to_dict() for r in self.rows]}
+
+    def to_text(self) -> str:
+        table = [("CODE", "STATIC", "BAD (the mistake)", "GOOD (the fix)", "VERDICT")]
+        table += [(r.code, _static_cell(r), r.bad_text, r.good_text, r.verdict) for r in self.rows]
+        widths = [max(len(line[i]) for line in table) for i in range(4)]
+        out = [f"trainlint confirm: torch {self.torch_version}, device cpu"]
+        out += ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[4]
+                for line in table]
+        details = [f"  {r.code}: {note}" for r in self.rows for note in r.notes if r.verdict != CONFIRMED]
+        if details or self.notes:
+            out += ["", "notes:"] + details + [f"  {note}" for note in self.notes]
+        confirmed = sum(r.verdict == CONFIRMED for r in self.rows)
+        out += ["", f"{confirmed} of {len(self.rows)} rows confirmed in {self.seconds:.1f} s"]
+        return "\n".join(out)
 
 
-def run_confirm(codes: list[str], fmt: str = "text", *, demos: dict[str, Demo] | None = None,
-                fences: dict[str, Fence] | None = None, workers: int = DEFAULT_WORKERS) -> int:
-    """Run the selected demos and fences and print the report. Returns the exit code."""
+def _static_cell(row: Row) -> str:
+    if row.static_bad is None:
+        return "-"
+    if row.static_bad and row.static_good:
+        return "ok"
+    return "+".join(p for p, failed in (("missed", not row.static_bad), ("flags-fix", not row.static_good)) if failed)
+
+
+def confirm(codes: list[str], *, demos: dict[str, Demo] | None = None, fences: dict[str, Fence] | None = None,
+            workers: int = DEFAULT_WORKERS) -> Report:
+    """Lint and run the selected demos and fences.
+
+    Raises `SelectionError` for a code that names nothing and `TorchUnavailable` without torch.
+    """
     start = time.perf_counter()
-    if fmt not in ("text", "json"):
-        print(f"trainlint confirm: unknown format '{fmt}' (text, json)", file=sys.stderr)
-        return 2
     if demos is None:
         from trainlint.runtime.demos import all_demos
 
@@ -200,23 +216,15 @@ def run_confirm(codes: list[str], fmt: str = "text", *, demos: dict[str, Demo] |
 
         fences = {fence.code: fence for fence in FENCES}
     registered = set(registry())
-    try:
-        chosen, chosen_fences = select(list(codes), demos, fences, registered)
-    except SelectionError as err:
-        print(f"trainlint confirm: {err}", file=sys.stderr)
-        return 2
+    chosen, chosen_fences = select(list(codes), demos, fences, registered)
 
-    scripts = [Script(f"{d.code}-{kind}", source) for d in chosen for kind, source in (("bad", d.bad),
-                                                                                       ("good", d.good))]
+    scripts = [Script(f"{d.code}-{kind}", source) for d in chosen
+               for kind, source in (("bad", d.bad), ("good", d.good))]
     scripts += [Script(f.code, f.script) for f in chosen_fences]
-    with ThreadPoolExecutor(max_workers=1) as pool:  # lint while the workers import torch
+    with ThreadPoolExecutor(max_workers=1) as pool:  # lint while the runner imports torch
         settings = _settings()
         statics = [pool.submit(static_verdict, demo, settings) for demo in chosen]
-        try:
-            torch_version, results = run_scripts(scripts, workers=workers)
-        except TorchUnavailable as err:
-            print(f"{INSTALL_HINT} ({err})", file=sys.stderr)
-            return 2
+        torch_version, results = run_scripts(scripts, workers=workers)
         static_results = [s.result() for s in statics]
     if torch_version is None:
         from importlib.metadata import PackageNotFoundError, version
@@ -232,18 +240,34 @@ def run_confirm(codes: list[str], fmt: str = "text", *, demos: dict[str, Demo] |
     rows += [_fence_row(f, by_name[f.code]) for f in chosen_fences]
     notes = []
     if not codes:
-        missing = sorted(set(registered) - set(demos))
+        missing = sorted(registered - set(demos))
         if missing:
             notes.append(f"registered rules without a runtime demonstration: {', '.join(missing)}")
-        waiting = sorted(set(demos) - set(registered))
+        waiting = sorted(set(demos) - registered)
         if waiting:
             notes.append(f"demos whose rule is not registered (no row): {', '.join(waiting)}")
+    return Report(torch_version, rows, notes, time.perf_counter() - start)
 
+
+def run_confirm(codes: list[str], fmt: str = "text", *, demos: dict[str, Demo] | None = None,
+                fences: dict[str, Fence] | None = None, workers: int = DEFAULT_WORKERS) -> int:
+    """`trainlint confirm`: print the report in `fmt` (text or json) and return the exit code."""
+    if fmt not in ("text", "json"):
+        print(f"trainlint confirm: unknown format '{fmt}' (text, json)", file=sys.stderr)
+        return 2
+    try:
+        report = confirm(codes, demos=demos, fences=fences, workers=workers)
+    except SelectionError as err:
+        print(f"trainlint confirm: {err}", file=sys.stderr)
+        return 2
+    except TorchUnavailable as err:
+        print(f"{INSTALL_HINT} ({err})", file=sys.stderr)
+        return 2
     if fmt == "json":
-        print(json.dumps({"torch": torch_version, "device": "cpu", "rows": [r.to_dict() for r in rows]}, indent=2))
+        print(json.dumps(report.to_json(), indent=2))
     else:
-        print(_text(rows, torch_version, notes, time.perf_counter() - start))
-    return 0 if all(r.verdict == CONFIRMED for r in rows) else 1
+        print(report.to_text())
+    return report.exit_code
 
 
 def main(argv: list[str] | None = None) -> int:
