@@ -230,7 +230,8 @@ class LossTracer:
                         continue
                     traces.append(self.trace(binding.value, scope, via, depth + 1))
                 elif isinstance(binding.node, cst.Assign) and isinstance(binding.node.value, cst.Call):
-                    traces.append(Trace(MEAN, producers=[binding.node.value]))  # `logits, loss = model(x, y)`
+                    # `logits, loss = model(x, y)`; a same-file helper's returned tuple is read
+                    traces.append(self._trace_unpacked(binding.node, expr.value, scope, via, depth))
                 else:
                     traces.append(Trace(UNKNOWN))
             elif binding.kind == "param":
@@ -238,6 +239,25 @@ class LossTracer:
             else:
                 traces.append(Trace(UNKNOWN))
         return _combine(traces)
+
+    def _trace_unpacked(self, assign: cst.Assign, name: str, scope: Scope, via, depth: int) -> Trace:
+        call = assign.value
+        target_fn = self.model.callee(call, scope)
+        if target_fn is None:
+            return Trace(MEAN, producers=[call])
+        for target in assign.targets:
+            if not isinstance(target.target, (cst.Tuple, cst.List)):
+                continue
+            names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.target.elements]
+            if name not in names:
+                continue
+            position = names.index(name)
+            traces = [self.trace(node.value.elements[position].value, target_fn.scope, via + (call,), depth + 1)
+                      for node in walk(target_fn.node.body)
+                      if isinstance(node, cst.Return) and isinstance(node.value, cst.Tuple)
+                      and len(node.value.elements) == len(names)]
+            return _combine(traces)
+        return Trace(UNKNOWN)
 
     def _augassign_numerator(self, binding, expr: cst.Name, scope: Scope, via, depth: int) -> str:
         others = [b for b in scope.lookup(expr.value) if b is not binding and b.kind == "assign"]

@@ -699,17 +699,23 @@ def _k_of_comparison(test: cst.Comparison) -> cst.BaseExpression | None:
     return None
 
 
-_MICRO_ITER = re.compile(r"batch|chunk|micro|split|accum|shard|loader|\bmbs?\b|(^|_)mb_|window", re.I)
+_MICRO_ITER = re.compile(r"batch|chunk|micro|split|accum|shard|\bmbs?\b|(^|_)mb_|window|grad_acc|update_freq", re.I)
+_K_ARG = re.compile(r"^\s*(self\.|args\.|cfg\.|config\.)?[Kk]\s*$|\bga(_steps)?\b", re.I)
 
 
 def _iterates_micro_batches(node: cst.CSTNode, ctx) -> bool:
-    """A nested loop that walks micro-batches: `range(...)` or an iterable named like batches."""
+    """A nested loop that walks micro-batches: an iterable or loop variable named like micro-batches
+    (`for micro_step in range(n)`, `for _ in range(grad_accum)`, `for mb in micro_batches`), not
+    tasks, loaders or time steps."""
     if isinstance(node, cst.While):
         return bool(_MICRO_ITER.search(ctx.code_for(node.test)))
+    if _MICRO_ITER.search(ctx.code_for(node.target)):
+        return True
     iterable = node.iter
     if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range":
-        return True
-    return bool(_MICRO_ITER.search(ctx.code_for(iterable)) or _MICRO_ITER.search(ctx.code_for(node.target)))
+        text = ctx.code_for(iterable.args[-1].value) if iterable.args else ""
+        return bool(_MICRO_ITER.search(text) or _K_ARG.search(text))
+    return bool(_MICRO_ITER.search(ctx.code_for(iterable)))
 
 
 def _k_of_micro_loop(node: cst.CSTNode) -> cst.BaseExpression | None:
