@@ -38,8 +38,8 @@ FENCE1 = Fence(
                      "sum_total_error": max((a - b).abs().max().item() for a, b in zip(sum_over_total, full))},
         }))
         '''),
-    show_bad="no /K: {forgot_ratio:.4f}x; 12/12/8 mean/K off by {uneven_error:.1e}",
-    show_good="/K off by {scaled_error:.1e}; sum/total off by {sum_total_error:.1e}",
+    show_bad="no /K {forgot_ratio:.4f}x; 12/12/8 mean/K off {uneven_error:.1e}",
+    show_good="/K off {scaled_error:.1e}; sum/32 off {sum_total_error:.1e}",
     judge=lambda bad, good: (close(bad["forgot_ratio"], 4.0, 1e-5) and bad["forgot_vs_4x"] < 1e-5
                              and bad["uneven_error"] > 1e-4
                              and good["scaled_error"] < 1e-6 and good["sum_total_error"] < 1e-6),
@@ -90,7 +90,7 @@ FENCE2 = Fence(
         }))
         '''),
     show_bad="clip_grad_value_ cosine {value_clip_cosine:.3f}",
-    show_good="norm {pre_clip_norm:.2f} -> {after:.6f}, one factor, two-step equal: {two_step_equal}",
+    show_good="norm {pre_clip_norm:.1f} -> {after:.6f}; two-step equal: {two_step_equal}",
     judge=lambda bad, good: (bad["value_clip_cosine"] < 0.999 and good["pre_clip_norm"] > 1.0
                              and good["returned_error"] < 1e-5 and abs(good["after"] - 1.0) < 1e-5
                              and good["factor_spread"] < 1e-5 and good["large_unchanged"]
@@ -135,8 +135,8 @@ FENCE3 = Fence(
                      "allowed_in_scope": allowed, "scope_restored": scope_restored},
         }))
         ''', imports="import argparse\nimport os\nimport pickle\nimport tempfile"),
-    show_bad="view file {view_bytes} B; Namespace refused: {refused}",
-    show_good="clone file {clone_bytes} B; allowlisted load ok: {allowed_in_scope}",
+    show_bad="view {view_bytes} B; Namespace refused: {refused}",
+    show_good="clone {clone_bytes} B; allowlisted: {allowed_in_scope}",
     judge=lambda bad, good: (bad["view_bytes"] > 0.9 * bad["storage_bytes"]
                              and bad["view_bytes"] > 50 * good["clone_bytes"] and bad["refused"]
                              and good["shared_after_load"] and good["needs"] == ["argparse.Namespace"]
@@ -180,8 +180,8 @@ FENCE4 = Fence(
                      "grad_enabled_after": torch.is_grad_enabled()},
         }))
         '''),
-    show_bad="eval() builds a graph: {eval_builds_graph}; no_grad+train differs: {no_grad_train_differs}",
-    show_good="inference tensor refused: {inference_refused}; frozen layer no grad: {frozen_has_no_grad}",
+    show_bad="eval graph: {eval_builds_graph}; no_grad dropout: {no_grad_train_differs}",
+    show_good="inference refused: {inference_refused}; frozen no grad: {frozen_has_no_grad}",
     judge=lambda bad, good: all(bad.values()) and all(good.values()),
 )
 
@@ -246,9 +246,9 @@ RESUME = Fence(
         print(json.dumps({"bad": {f"without_{k}": v for k, v in diffs.items() if k != "nothing"},
                           "good": {"complete": diffs["nothing"]}}))
         ''', imports="import os\nimport tempfile"),
-    show_bad="max diff without optimizer {without_optimizer:.1e}, scheduler {without_scheduler:.1e}, "
-             "RNG {without_rng:.1e}, data position {without_step:.1e}",
-    show_good="complete checkpoint: max diff {complete:g}",
+    show_bad="w/o opt {without_optimizer:.0e}, sched {without_scheduler:.0e}, rng {without_rng:.0e}, "
+             "data {without_step:.0e}",
+    show_good="complete: max diff {complete:g}",
     judge=lambda bad, good: len(bad) == 4 and all(v > 0 for v in bad.values()) and good["complete"] == 0.0,
 )
 
@@ -289,8 +289,8 @@ WEIGHTING = Fence(
         print(json.dumps({"bad": {"mean_over_k_error": by_k[0]},
                           "good": {"by_count_error": max(by_count), "empty_refused": empty_refused}}))
         '''),
-    show_bad="12/12/8 window, mean/K off by {mean_over_k_error:.1e}",
-    show_good="n/total off by {by_count_error:.1e} (short final window included)",
+    show_bad="12/12/8, mean/K off {mean_over_k_error:.1e}",
+    show_good="n/total off {by_count_error:.1e} (incl. short window)",
     judge=lambda bad, good: (bad["mean_over_k_error"] > 1e-3 and good["by_count_error"] < 1e-5
                              and good["empty_refused"]),
 )

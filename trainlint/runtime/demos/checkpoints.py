@@ -34,7 +34,7 @@ TL401 = Demo(
         ''', imports="import os\nimport pickle\nimport tempfile"),
     fix=(("torch.load(path, weights_only=False)", "torch.load(path, weights_only=True)"),),
     at="torch.load(",
-    show="load ran the file's code: {code_ran}; load refused: {refused}",
+    show="file's code ran: {code_ran}; refused: {refused}",
     judge=lambda bad, good: bad["code_ran"] and not bad["refused"] and good["refused"] and not good["code_ran"],
 )
 
@@ -82,7 +82,7 @@ TL402 = Demo(
     fix=(("        torch.save(state, ckpt)\n",
           '        torch.save(state, ckpt + ".tmp")\n        os.replace(ckpt + ".tmp", ckpt)\n'),),
     at="torch.save(state, ckpt)",
-    show="last.pt byte-identical after the failed save: {previous_intact}; resumes from step {resumable_step}",
+    show="last.pt intact: {previous_intact}; resumable step: {resumable_step}",
     judge=lambda bad, good: (not bad["previous_intact"] and bad["resumable_step"] is None
                              and good["previous_intact"] and good["resumable_step"] == 2),
 )
@@ -102,7 +102,7 @@ TL403 = Demo(
         ''', imports="import os\nimport tempfile"),
     fix=(("torch.save(table[:2], path)", "torch.save(table[:2].clone(), path)"),),
     at="torch.save(",
-    show="{bytes} bytes written",
+    show="{bytes} B written",
     judge=lambda bad, good: (bad["bytes"] > 0.9 * bad["storage_bytes"]
                              and good["bytes"] * 50 < bad["bytes"]),
 )
@@ -179,7 +179,7 @@ TL404 = Demo(
                imports="import os\nimport shutil\nimport tempfile"),
     fix=(('    torch.save({"model": model.state_dict(), "step": step}, path + ".tmp")\n', _COMPLETE),),
     at="torch.save(",
-    show="resumed run bitwise equal to uninterrupted: {bitwise_equal} (max diff {max_diff:.1e})",
+    show="resume bitwise equal: {bitwise_equal} (max diff {max_diff:.1e})",
     judge=lambda bad, good: not bad["bitwise_equal"] and bad["max_diff"] > 0 and good["bitwise_equal"],
 )
 
@@ -192,7 +192,7 @@ TL701 = Demo(
                imports="import os\nimport shutil\nimport tempfile"),
     fix=(('"step": step},\n', '"step": step, "rng": torch.get_rng_state()},\n'),),
     at="torch.save(",
-    show="resumed run bitwise equal to uninterrupted: {bitwise_equal} (max diff {max_diff:.1e})",
+    show="resume bitwise equal: {bitwise_equal} (max diff {max_diff:.1e})",
     judge=lambda bad, good: not bad["bitwise_equal"] and bad["max_diff"] > 0 and good["bitwise_equal"],
 )
 

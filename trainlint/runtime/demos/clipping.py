@@ -49,7 +49,7 @@ TL201 = Demo(
         '''),
     fix=((f"    {_CLIP}\n", f"    scaler.unscale_(opt)\n    {_CLIP}\n"),),
     at="clip_grad_norm_",
-    show="step gradient norm {step_norm:.3g} (max_norm {max_norm:g})",
+    show="step grad norm {step_norm:.3g} (max_norm {max_norm:g})",
     judge=lambda bad, good: (close(bad["step_norm"] * bad["scale"], bad["max_norm"], 1e-3)
                              and close(good["step_norm"], good["max_norm"], 1e-3)),
 )
@@ -78,7 +78,7 @@ TL202 = Demo(
     fix=((f"    {_CLIP}\n    if", "    if"),
          ("        opt.step()\n", f"        {_CLIP}\n        opt.step()\n")),
     at="clip_grad_norm_",
-    show="step {error:.1e} away from the clipped window gradient",
+    show="step off the clipped window by {error:.1e}",
     judge=lambda bad, good: bad["error"] > 1e-2 and good["error"] < 1e-4 and good["window_norm"] > 1.0,
 )
 
@@ -107,7 +107,7 @@ TL203 = Demo(
         ''', imports="import copy"),
     fix=((f"    opt.step()\n    {_CLIP}\n", f"    {_CLIP}\n    opt.step()\n"),),
     at="clip_grad_norm_",
-    show="same params as no clipping: {same_as_unclipped}; step gradient norm {step_norm:.3g}",
+    show="same as unclipped: {same_as_unclipped}; norm {step_norm:.3g}",
     judge=lambda bad, good: (bad["same_as_unclipped"] and bad["step_norm"] > 1.5
                              and not good["same_as_unclipped"] and close(good["step_norm"], 1.0, 1e-3)),
 )
@@ -131,7 +131,7 @@ TL204 = Demo(
         '''),
     fix=(("    opt.step()\n", "    scaler.step(opt)\n    scaler.update()\n"),),
     at="opt.step()",
-    show="update = {ratio:.4g}x the true one",
+    show="update {ratio:.4g}x the true one",
     judge=lambda bad, good: close(bad["ratio"], bad["scale"], 1e-3) and close(good["ratio"], 1.0, 1e-3),
 )
 

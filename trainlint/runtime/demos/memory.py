@@ -57,7 +57,7 @@ TL501 = Demo(
         '''),
     fix=(("    losses.append(loss)\n", "    losses.append(loss.item())\n"),),
     at="losses.append(loss)",
-    show="graph nodes held after 1/5/10 iterations: {after_1}/{after_5}/{after_10}",
+    show="graph nodes held at 1/5/10: {after_1}/{after_5}/{after_10}",
     judge=lambda bad, good: (0 < bad["after_1"] < bad["after_5"] < bad["after_10"]
                              and good["after_1"] == good["after_5"] == good["after_10"] == 0),
 )
@@ -81,7 +81,7 @@ TL502 = Demo(
         '''),
     fix=(("loss.backward(retain_graph=True)", "loss.backward()"),),
     at="loss.backward(",
-    show="{saved_bytes} bytes still saved after backward",
+    show="{saved_bytes} B saved after backward",
     judge=lambda bad, good: bad["saved_bytes"] > 64 * 256 * 4 and good["saved_bytes"] == 0,
 )
 

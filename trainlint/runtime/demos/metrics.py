@@ -28,7 +28,7 @@ TL601 = Demo(
     fix=(("total += F.mse_loss(model(xb), yb).item()", 'total += F.mse_loss(model(xb), yb, reduction="sum").item()'),
          ("count += 1", "count += len(yb)")),
     at="val_loss = total / count",
-    show="metric {error:.1e} away from the true mean",
+    show="metric off the true mean by {error:.1e}",
     judge=lambda bad, good: bad["error"] > 1e-3 and good["error"] < 1e-5,
 )
 
@@ -57,7 +57,7 @@ TL602 = Demo(
         ''', imports="from torch.utils.data import DataLoader, TensorDataset"),
     fix=(("DataLoader(val_set, batch_size=16, shuffle=True, drop_last=True)", "DataLoader(val_set, batch_size=16)"),),
     at="DataLoader(val_set",
-    show="two evaluations: {first:.4f} / {second:.4f} over {examples} of {dataset} examples",
+    show="two evals {first:.4f}/{second:.4f}, {examples} of {dataset}",
     judge=lambda bad, good: (bad["first"] != bad["second"] and good["first"] == good["second"]
                              and good["examples"] == good["dataset"]),
 )

@@ -43,7 +43,7 @@ TL301 = Demo(
             total += F.mse_loss(out, yb, reduction="sum").item()
 '''),),
     at="out = model(xb)",
-    show="graph built: {graph}; {saved_bytes} bytes saved for backward",
+    show="graph built: {graph}; {saved_bytes} B saved",
     judge=lambda bad, good: (bad["graph"] and bad["saved_bytes"] > 0
                              and not good["graph"] and good["saved_bytes"] == 0),
 )
@@ -76,7 +76,7 @@ TL302 = Demo(
         '''),
     fix=(("outputs = []\nwith torch.no_grad():\n", "outputs = []\nmodel.eval()\nwith torch.no_grad():\n"),),
     at="outputs.append(model(xb))",
-    show="same batch twice gives equal outputs: {outputs_equal}; BatchNorm stats moved: {stats_moved}",
+    show="repeat equal: {outputs_equal}; BN stats moved: {stats_moved}",
     judge=lambda bad, good: (not bad["outputs_equal"] and bad["stats_moved"]
                              and good["outputs_equal"] and not good["stats_moved"]),
 )
@@ -121,7 +121,7 @@ TL303 = Demo(
     fix=(("        val_loss = evaluate(model, val_loader)\n",
           "        val_loss = evaluate(model, val_loader)\n        model.train()\n"),),
     at="val_loss = evaluate(model, val_loader)",
-    show="dropout active in {after:.0%} of training steps after the evaluation",
+    show="dropout on in {after:.0%} of steps after eval",
     judge=lambda bad, good: bad["before"] == 1.0 and bad["after"] == 0.0 and good["after"] == 1.0,
 )
 

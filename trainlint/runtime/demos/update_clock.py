@@ -35,7 +35,7 @@ TL102 = Demo(
         '''),
     fix=(("    loss = F.cross_entropy(model(xb), yb)\n", "    loss = F.cross_entropy(model(xb), yb) / K\n"),),
     at="loss.backward()",
-    show="update = {ratio:.3f}x the full-batch gradient",
+    show="update {ratio:.3f}x the full-batch gradient",
     judge=lambda bad, good: (close(bad["ratio"], bad["k"], 1e-4) and bad["error_vs_k"] < 1e-5
                              and good["error"] < 1e-5),
 )
@@ -60,7 +60,7 @@ TL103 = Demo(
     fix=(("    loss = F.cross_entropy(model(xb), yb) / K\n",
           '    loss = F.cross_entropy(model(xb), yb, reduction="sum") / total\n'),),
     at="loss = F.cross_entropy(model(xb), yb) / K",
-    show="update {error:.1e} away from the full-batch gradient",
+    show="update off the full-batch gradient by {error:.1e}",
     judge=lambda bad, good: bad["error"] > 1e-3 and good["error"] < 1e-5,
 )
 
@@ -83,7 +83,7 @@ TL104 = Demo(
     fix=(("    opt.zero_grad()\n    loss =", "    loss ="),
          ("        opt.step()\n", "        opt.step()\n        opt.zero_grad()\n")),
     at="    opt.zero_grad()",
-    show="update vs window {vs_window:.1e}, vs last micro-batch {vs_last:.1e}",
+    show="update off window {vs_window:.1e}, off last {vs_last:.1e}",
     judge=lambda bad, good: bad["vs_last"] < 1e-5 and bad["vs_window"] > 0.05 and good["vs_window"] < 1e-5,
 )
 
@@ -108,7 +108,7 @@ TL105 = Demo(
         '''),
     fix=(("    loss = F.mse_loss(model(xb), yb)\n", "    opt.zero_grad()\n    loss = F.mse_loss(model(xb), yb)\n"),),
     at="opt.step()",
-    show="last step's gradient vs its own {vs_own:.1e}, vs sum of {updates} {vs_sum:.1e}",
+    show="step grad off own {vs_own:.1e}, off sum {vs_sum:.1e}",
     judge=lambda bad, good: bad["vs_sum"] < 1e-5 and bad["vs_own"] > 0.1 and good["vs_own"] < 1e-6,
 )
 
@@ -145,7 +145,7 @@ TL101 = Demo(
         ''', imports="import math"),
     fix=(("        opt.zero_grad()\n    sched.step()\n", "        opt.zero_grad()\n        sched.step()\n"),),
     at="sched.step()",
-    show="LR at its floor after {floor_at:.0%} of the updates",
+    show="LR at its floor after {floor_at:.0%} of updates",
     judge=lambda bad, good: close(bad["floor_at"], 1 / bad["k"], 1e-9) and close(good["floor_at"], 1.0, 1e-9),
 )
 
@@ -174,7 +174,7 @@ TL106 = Demo(
         ''', imports="import warnings"),
     fix=(("        sched.step()\n        opt.step()\n", "        opt.step()\n        sched.step()\n"),),
     at="sched.step()",
-    show="torch warned: {warned}; first step at LR {first_lr:g}",
+    show="torch warned: {warned}; first LR used {first_lr:g}",
     judge=lambda bad, good: (bad["warned"] and bad["first_lr"] < bad["base_lr"]
                              and not good["warned"] and good["first_lr"] == good["base_lr"]),
 )
