@@ -71,7 +71,7 @@ DATA_WORDS = re.compile(r"embed|feature|cache|dataset|(^|[^a-z])data([^a-z]|$)|t
                         r"grad|hidden|attention|prompt|image|audio|latent", re.I)
 TEMP_WORDS = re.compile(r"tmp|temp|partial|incomplete|\.part\b|staging", re.I)
 # Pieces of a path that change from one save to the next (a loop index over models or ranks does not).
-UNIQUE_PARTS = re.compile(r"step|epoch|iter|time|stamp|date|uuid|global|now|version", re.I)
+UNIQUE_PARTS = re.compile(r"step|epoch|iter|time|stamp|date|uuid|now|version", re.I)
 # Names of objects that are checkpoints whatever their path.
 CHECKPOINT_OBJECT = re.compile(r"(^|[._])(\w*ckpt\w*|\w*checkpoint\w*|state_dict|save_state|train(ing)?_state|"
                                r"full_state|client_state)$", re.I)
@@ -153,6 +153,7 @@ class CheckpointModel:
         # (scope, name) of dicts handed to a call or aliased: someone else may fill them
         self.escapes: set[tuple[Scope, str]] = set()
         self._callers: dict[cst.FunctionDef, list[CallSite]] | None = None
+        self._node_order: dict[cst.CSTNode, int] | None = None
         self._build()
 
     # -- building ----------------------------------------------------------------------------------
@@ -193,15 +194,28 @@ class CheckpointModel:
                     self.subscript_sets.setdefault((scope, target.value.value), []).append((key, parent.value))
 
     # -- names and values --------------------------------------------------------------------------
-    def value_of(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> cst.BaseExpression | None:
-        """`expr`, or for a name with exactly one assigned value, that value (followed a few times)."""
+    def value_of(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0,
+                 at: cst.CSTNode | None = None) -> cst.BaseExpression | None:
+        """`expr`, or for a name its assigned value (followed a few times): the only one, or, given
+        the node `at` which the name is used, the last assignment before it in source order."""
         while isinstance(expr, cst.Name) and depth < 6:
             bindings = scope.lookup(expr.value)
+            if len(bindings) > 1 and at is not None:
+                where = self.node_order.get(at, -1)
+                before = [b for b in bindings if self.node_order.get(b.node, -1) < where]
+                bindings = before[-1:]
             if len(bindings) != 1 or bindings[0].kind not in ("assign", "with") or bindings[0].value is None:
                 return expr
             expr = bindings[0].value
             depth += 1
         return expr
+
+    @property
+    def node_order(self) -> dict[cst.CSTNode, int]:
+        """Every node's position in a source-order walk (built only when a name has several values)."""
+        if self._node_order is None:
+            self._node_order = {node: i for i, node in enumerate(walk(self.index.module))}
+        return self._node_order
 
     def binding_kinds(self, name: str, scope: Scope) -> set[str]:
         return {b.kind for b in scope.lookup(name)}
@@ -416,7 +430,7 @@ class CheckpointModel:
         if dest is None:
             return ""
         parts = [self.text(dest)]
-        value = self.value_of(dest, save.scope)
+        value = self.value_of(dest, save.scope, at=save.node)
         if isinstance(value, cst.Name):
             parts += [self.text(b.value) for b in save.scope.lookup(value.value)
                       if b.kind == "param" and b.value is not None]
@@ -482,7 +496,7 @@ class CheckpointModel:
     def _atomic_dest(self, dest, at: cst.Call, scope: Scope, function: FunctionInfo | None, depth: int) -> bool | None:
         if dest is None:
             return True
-        value = self.value_of(dest, scope)
+        value = self.value_of(dest, scope, at=at)
         if self._is_buffer(value, scope) or self._is_temporary(dest, value, scope):
             return True
         if self._renamed_after(dest, at, scope) or (value is not dest and self._renamed_after(value, at, scope)):
@@ -584,7 +598,7 @@ class CheckpointModel:
         """"fixed" when every save writes the same path, "unique" when the path varies per save,
         None when we cannot tell (a directory handed in by the caller, for example)."""
         dest = save.dest
-        value = self.value_of(dest, save.scope)
+        value = self.value_of(dest, save.scope, at=save.node)
         opened = self.opened_path(value, save.scope)
         if opened is not None:
             value = self.value_of(opened, save.scope)
@@ -773,9 +787,20 @@ class CheckpointModel:
                 continue
             if "optimizer" not in kinds and EXPORT_PATH.search(_path_words(path) or path):
                 continue  # best.pt / final weights with metadata: an export, not a resume point
+            if self._scratch_file(save):
+                continue
             available = self.available_state(save.scope, save.site.function)
             missing = {kind: available[kind] for kind in STATE_KINDS if kind in available and kind not in kinds}
             yield ResumeSave(save, kinds, available, missing)
+
+    def _scratch_file(self, save: Save) -> bool:
+        """A save into a temporary file that is never moved onto a real path (a test's scratch file)."""
+        dest = save.dest
+        value = self.value_of(dest, save.scope, at=save.node)
+        if not self._is_temporary(dest, value, save.scope):
+            return False
+        return not (self._renamed_after(dest, save.node, save.scope)
+                    or (value is not dest and self._renamed_after(value, save.node, save.scope)))
 
     def _kinds_saved_beside(self, save: Save) -> set[str] | None:
         """State written by the other saves of the same function (one file per object). None when
@@ -798,27 +823,27 @@ class CheckpointModel:
                         return None  # `save(state, file)`, `save_fsdp_optimizer(...)`: more files we cannot read
         return kinds
 
-    def file_saved_kinds(self) -> set[str]:
-        """State held by the dict checkpoints this file saves."""
+    def _saved_with_keys(self, keys: set[str]) -> set[str]:
+        """State held by the dicts this file saves that have every key a load reads."""
         kinds: set[str] = set()
         for save in self.saves:
             content = self.saved_dict(save.obj, save.scope)
-            if content is not None:
+            if content is not None and keys <= set(content.keys()):
                 kinds |= self.holds(content)
         return kinds
 
     def partial_restores(self) -> Iterator[tuple[CallSite, list[tuple[str, str]], set[str]]]:
         """Loads of a resumable checkpoint that restore the model but not state the code has:
         (the load, [(kind, name)] not restored, what the checkpoint is known to hold)."""
-        saved = self.file_saved_kinds()
         for site in self.loads:
             name = self._loaded_name(site)
             if name is None:
                 continue
             body = site.function.node if site.function is not None else self.index.module
-            read, restored, opaque = self._uses_of_checkpoint(name, body, site.scope)
+            read, restored, opaque, keys = self._uses_of_checkpoint(name, body, site.scope)
             if opaque or "model" not in restored or not read:  # no keys read: a bare state dict
                 continue
+            saved = self._saved_with_keys(keys)
             if not ("optimizer" in saved or "step" in read):
                 continue  # nothing says this checkpoint holds more than weights
             held = (saved | read) & {"optimizer", "scheduler", "scaler"}
@@ -837,10 +862,12 @@ class CheckpointModel:
             return parent.target.value
         return None
 
-    def _uses_of_checkpoint(self, name: str, body: cst.CSTNode, scope: Scope) -> tuple[set[str], set[str], bool]:
+    def _uses_of_checkpoint(self, name: str, body: cst.CSTNode,
+                            scope: Scope) -> tuple[set[str], set[str], bool, set[str]]:
         """How a function uses a loaded checkpoint: kinds of keys it reads, kinds of state it
         restores with `load_state_dict`, and whether it hands the whole checkpoint elsewhere."""
         read: set[str] = set()
+        keys: set[str] = set()
         restored: set[str] = set()
         opaque = False
         for node in _walk_scope(body):
@@ -850,12 +877,14 @@ class CheckpointModel:
                     opaque = True
                 else:
                     read |= self._key_kinds(key)
+                    keys.add(key)
             elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
                 receiver, method = node.func.value, node.func.attr.value
                 if isinstance(receiver, cst.Name) and receiver.value == name:
                     if method in ("get", "pop") and node.args:
                         key = string_value(node.args[0].value)
                         read |= self._key_kinds(key) if key else set()
+                        keys |= {key} if key else set()
                         opaque |= key is None
                     elif method not in ("keys", "items", "__contains__"):
                         opaque = True
@@ -867,7 +896,7 @@ class CheckpointModel:
                 for arg in node.args:
                     if isinstance(arg.value, cst.Name) and arg.value.value == name:
                         opaque = True  # the whole checkpoint goes to a helper we do not follow
-        return read, restored, opaque
+        return read, restored, opaque, keys
 
     @staticmethod
     def _key_kinds(key: str) -> set[str]:
