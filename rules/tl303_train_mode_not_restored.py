@@ -327,7 +327,8 @@ class TrainModeNotRestored(Rule):
         else:
             called = ctx.code_for(item.anchor.func) if isinstance(item.anchor, cst.Call) else "this call"
             inside = f" (`{switch}` in `{fact.via}()`)" if fact.via else ""
-            what = f"`{called}(...)` leaves `{item.key}` in eval mode{inside} and nothing restores it"
+            args = "(...)" if isinstance(item.anchor, cst.Call) and item.anchor.args else "()"
+            what = f"`{called}{args}` leaves `{item.key}` in eval mode{inside} and nothing restores it"
         return (f"{what}: the loop keeps training `{item.key}` (`{backward}`) with dropout off and BatchNorm "
                 f"frozen on its running statistics; call `{item.key}.train()` after the evaluation "
                 f"(or restore the saved mode at its end)")
