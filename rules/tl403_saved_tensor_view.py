@@ -17,13 +17,18 @@ class SavedTensorView(Rule):
     message = "`torch.save` of a view writes the whole storage behind it; save `.clone()` of the view"
     triggers = (("torch", "save"),)
     what_it_does = """
-        Flags `torch.save` of a tensor view without `.clone()`: a slice (`t[:n]`, `t[:, :k]`), an
-        element of a larger tensor (`weight[i]`), `.narrow()`, `.select()`, `.view()`, `.expand()`,
-        `.transpose()`/`.permute()`/`.T`, `.diagonal()`, a piece of `chunk`/`split`/`unbind`, and
-        `.detach()`/`.contiguous()` of any of those (both can hand back the same view). The view may
-        be the saved object, a value of a saved dict or an item of a saved list, written inline or
-        bound to a name first. Quiet on `.clone()`, whole tensors, state dicts, dict lookups and
-        slices of lists, tuples and strings.
+        Flags `torch.save` of a view of part of a tensor without `.clone()`: a slice (`t[:n]`,
+        `t[:, :k]`, `t[..., :4]`), an element of a larger tensor (`weight[3]`), `.narrow()`,
+        `.select()`, `.diagonal()`, `.as_strided()`, a piece of `chunk`/`split`/`unbind`, and any
+        reshaping of those (`.view()`, `.expand()`, `.T`, `.transpose()`, `.permute()`) or
+        `.detach()`/`.contiguous()` of them (both can hand back the same view). The view may be the
+        saved object, a value of a saved dict or an item of a saved list, written inline or bound to
+        a name first.
+
+        Quiet on `.clone()`, whole tensors, state dicts, dict lookups, slices of lists, tuples and
+        strings, and advanced indexing (`t[idx]` with a tensor or list index copies). A `.view()`,
+        `.T` or `.expand()` of a whole tensor is quiet too: the file then holds exactly that
+        tensor's storage, in another shape, and nothing extra is written.
 
         The fix appends `.clone()` to each view written inline in the `torch.save` call.
         """
@@ -108,6 +113,22 @@ class SavedTensorView(Rule):
             line=4,
             title="a split piece from a for loop",
         ),
+        bad(
+            """
+            import torch
+
+            def save_head(qkv: torch.Tensor, head_dim: int):
+                torch.save({"q_t": qkv[:head_dim].T}, "q_head.pt")
+            """,
+            line=4,
+            fixed="""
+            import torch
+
+            def save_head(qkv: torch.Tensor, head_dim: int):
+                torch.save({"q_t": qkv[:head_dim].T.clone()}, "q_head.pt")
+            """,
+            title="a transpose of a slice",
+        ),
         good(
             """
             import torch
@@ -150,8 +171,19 @@ class SavedTensorView(Rule):
 
             torch.save(model.state_dict(), "model.pt")
             torch.save(embedding.weight.detach(), "embeddings.pt")
+            torch.save(proj.weight.T, "proj_t.pt")
             """,
-            title="a state dict and a whole tensor",
+            title="a state dict, a whole tensor, a transpose of a whole tensor",
+        ),
+        good(
+            """
+            import torch
+
+            emb = torch.randn(50_000, 256)
+            keep = torch.tensor([3, 17, 42])
+            torch.save(emb[keep], "selected_rows.pt")
+            """,
+            title="advanced indexing with a tensor index copies",
         ),
     )
 

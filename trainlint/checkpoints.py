@@ -54,15 +54,16 @@ KEY_PATTERNS: dict[str, re.Pattern] = {
     "optimizer": re.compile(r"optim|^opt($|_)", re.I),
     "scheduler": re.compile(r"sched", re.I),
     "scaler": re.compile(r"scaler|^amp($|_)", re.I),
-    "step": re.compile(r"step|epoch|^iter|iteration|num_updates|^updates?$|^it$", re.I),
+    "step": re.compile(r"step|epoch|iter|num_updates|^updates?$|^it$", re.I),
     "rng": re.compile(r"rng|random|generator_state|seed_state|np_state|numpy_state|torch_state|cuda_state", re.I),
 }
 # Calls whose result is RNG state.
 RNG_STATE_CALLS = re.compile(r"(get_rng_state(_all)?|getstate|get_state)$")
 # Names of counters: a variable bound by `for epoch in ...`, `step += 1`, or a parameter.
-COUNTER_NAME = re.compile(r"^(global_)?(step|steps|epoch|epochs|iteration|iter|it|num_updates|update|updates|"
+# (Totals such as `epochs` or `total_steps` are settings, not counters.)
+COUNTER_NAME = re.compile(r"^(global_)?(step|epoch|iteration|iter|it|num_updates|update|"
                           r"completed_steps|train_step|cur_epoch|current_epoch|start_epoch|epoch_idx|step_idx|"
-                          r"total_steps|n_iter|num_iter)$", re.I)
+                          r"n_iter|cur_iter|current_step|global_step)$", re.I)
 
 CHECKPOINT_PATH = re.compile(r"ckpt|checkpoint|last|latest|best|resume|snapshot|weights|model|"
                              r"\.pth\b|\.ckpt\b|\.tar\b", re.I)
@@ -451,7 +452,10 @@ class CheckpointModel:
                 args = positional_args(value)
                 return args[0].value if args else None
             if isinstance(value.func, cst.Attribute) and value.func.attr.value == "open":
-                return value.func.value
+                args = positional_args(value)
+                if args and string_value(args[0].value) not in ("wb", "w+b", "ab", "xb", "rb", "r+b"):
+                    return args[0].value  # fs.open(path, "wb"), gcsfs/fsspec style
+                return value.func.value  # Path.open("wb")
         return None
 
     def is_checkpoint(self, save: Save) -> bool:
@@ -961,6 +965,8 @@ class CheckpointModel:
                 return f"a piece of `{self.text(base)}`"
             if self._is_sequence(base, scope):
                 return None
+            if not all(self._basic_index(i, scope) for i in indices):
+                return None  # a tensor or list index is advanced indexing: it copies
             if any(isinstance(i, cst.Slice) for i in indices) or len(indices) > 1:
                 return f"the slice `{self.text(expr)}`"
             if self._is_tensor(base, scope):
@@ -968,15 +974,30 @@ class CheckpointModel:
             return None
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in _VIEW_ATTRIBUTES:
-                return f"the view `{self.text(expr)}`"
+                return self.view_kind(expr.value, scope, depth + 1)
             return None
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
             method = expr.func.attr.value
-            if method in _VIEW_METHODS:
+            if method in _NARROWING_METHODS:
                 return f"the view `{self.text(expr)}`"
-            if method in ("detach", "contiguous", "requires_grad_", "detach_"):
+            if method in _RESHAPING_METHODS:  # `.detach()`/`.contiguous()` can hand back the same view
                 return self.view_kind(expr.func.value, scope, depth + 1)
         return None
+
+    def _basic_index(self, index, scope: Scope) -> bool:
+        """A slice, an int, `None` or `...`: basic indexing, which returns a view."""
+        if isinstance(index, cst.Slice):
+            return True
+        value = index.value
+        if isinstance(value, cst.UnaryOperation):
+            value = value.expression
+        if isinstance(value, (cst.Integer, cst.Ellipsis)) or (isinstance(value, cst.Name) and value.value == "None"):
+            return True
+        if isinstance(value, cst.Name):  # `for i in range(n)`
+            bindings = scope.lookup(value.value)
+            return len(bindings) == 1 and bindings[0].kind == "for" and isinstance(bindings[0].node, cst.For) \
+                and isinstance(bindings[0].node.iter, cst.Call) and dotted_name(bindings[0].node.iter.func) == "range"
+        return False
 
     def _is_split_result(self, name: cst.Name, scope: Scope) -> bool:
         value = self.value_of(name, scope)
@@ -1033,14 +1054,19 @@ def _is_none(expr: cst.BaseExpression | None) -> bool:
 
 
 def _is_counter_value(expr: cst.BaseExpression | None) -> bool:
-    return isinstance(expr, (cst.Integer, cst.BinaryOperation, cst.Subscript)) or (
-        isinstance(expr, cst.Call) and dotted_name(expr.func) in ("int",))
+    """`start_epoch = ckpt["epoch"] + 1`: a counter read back from a checkpoint."""
+    if isinstance(expr, cst.BinaryOperation):
+        expr = expr.left
+    return isinstance(expr, cst.Subscript)
 
 
-# Methods and attributes that return a view sharing the receiver's storage (squeeze/unsqueeze and
-# friends also do, but over the whole storage: nothing extra is written).
-_VIEW_METHODS = {"narrow", "select", "view", "view_as", "expand", "expand_as", "t", "transpose", "permute",
-                 "diagonal", "unfold", "as_strided", "swapaxes", "swapdims"}
+# Methods that return a view of part of the receiver's storage: saving it writes the rest too.
+_NARROWING_METHODS = {"narrow", "select", "diagonal", "as_strided"}
+# Methods and attributes that return a view of all of it, in another shape or order. Saving one writes
+# exactly the receiver's storage, so they matter only on top of a narrowing view (`w[:n].T`).
+_RESHAPING_METHODS = {"view", "view_as", "expand", "expand_as", "t", "transpose", "permute", "swapaxes",
+                      "swapdims", "detach", "contiguous", "requires_grad_", "detach_", "squeeze", "unsqueeze",
+                      "flatten", "reshape", "unflatten", "movedim"}
 _VIEW_ATTRIBUTES = {"T", "mT", "H", "mH"}
 _SPLITTING = {"chunk", "split", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit", "split_with_sizes"}
 
