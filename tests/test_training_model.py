@@ -372,3 +372,70 @@ def test_window_function_called_from_a_loop_is_not_repeated():
         """)
     assert model.window_functions == []
     assert innermost(model).guard.kind == "micro_loop"
+
+
+# -- how the backpropagated loss is scaled (trainlint.accumulation, read by TL102/TL103) ----------------
+
+LOSSES = [
+    pytest.param("loss = crit(model(x), y)\n    loss.backward()", "mean", None, id="plain-mean"),
+    pytest.param("loss = crit(model(x), y) / K\n    loss.backward()", "scaled", "mean", id="divided-inline"),
+    pytest.param("loss = crit(model(x), y)\n    loss = loss / K\n    loss.backward()", "scaled", "mean",
+                 id="divided-on-its-own-line"),
+    pytest.param("loss = crit(model(x), y)\n    loss /= K\n    loss.backward()", "scaled", "mean", id="augassign"),
+    pytest.param("loss = crit(model(x), y)\n    (loss / K).backward()", "scaled", "mean", id="at-backward"),
+    pytest.param("loss = crit(model(x), y)\n    scaler.scale(loss / K).backward()", "scaled", "mean",
+                 id="inside-scaler-scale"),
+    pytest.param("loss = crit(model(x), y)\n    (loss * len(y) / total).backward()", "scaled", None,
+                 id="weighted-by-window-count"),
+    pytest.param("loss = F.cross_entropy(model(x), y, reduction='sum')\n    loss.backward()", "sum", None,
+                 id="sum-reduction"),
+    pytest.param("loss = (tok * mask).sum() / mask.sum()\n    loss.backward()", "mean", None,
+                 id="token-mean-over-mask"),
+    pytest.param("loss = model(**batch).loss * weight\n    loss.backward()", "unknown", None,
+                 id="weighted-by-something-unknown"),
+    pytest.param("loss = sum(losses)\n    loss.backward()", "sum", None, id="builtin-sum"),
+    pytest.param("loss = crit(model(x), y) / micro_batch_size\n    loss.backward()", "mean", None,
+                 id="divided-by-a-micro-batch-size-is-still-a-mean"),
+]
+
+
+@pytest.mark.parametrize("body, kind, numerator", LOSSES)
+def test_loss_scaling_trace(body, kind, numerator):
+    from trainlint.accumulation import LossTracer
+
+    source = (f"for i, (x, y) in enumerate(loader):\n    {body}\n"
+              "    if (i + 1) % K == 0:\n        opt.step()\n        opt.zero_grad()\n")
+    ctx, model = build(source)
+    loop = innermost(model)
+    assert loop.accumulates
+    tracer = LossTracer(model, loop)
+    (ref,) = loop.backward_calls
+    backward = tracer.backward_loss(ref)
+    trace = tracer.trace(backward.loss, ref.scope, ref.via)
+    assert trace.kind == kind
+    assert trace.k_numerator == numerator
+
+
+def test_loss_scaling_through_helper_parameter_and_accelerator():
+    from trainlint.accumulation import LossTracer
+
+    ctx, model = build("""
+        from accelerate import Accelerator
+        accelerator = Accelerator(gradient_accumulation_steps=4)
+
+        class Trainer:
+            def backward(self, loss):
+                (loss / self.accum).backward()
+
+            def fit(self):
+                for it, batch in enumerate(self.loader):
+                    self.backward(self.model(**batch).loss)
+                    accelerator.backward(self.model(**batch).loss)
+                    if (it + 1) % self.accum == 0:
+                        self.opt.step()
+        """)
+    loop = innermost(model)
+    tracer = LossTracer(model, loop)
+    manual, accelerate = loop.backward_calls
+    assert tracer.trace(tracer.backward_loss(manual).loss, manual.scope, manual.via).kind == "scaled"
+    assert tracer.backward_loss(accelerate).accelerate_divides

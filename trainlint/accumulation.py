@@ -21,6 +21,8 @@ from trainlint.training import CallRef, TrainingLoop, TrainingModel
 # Divisors that are the number of micro-batches (or the accumulation factor) by their name.
 _K_WORDS = re.compile(r"accum|grad_acc|update_freq|micro|n_?chunks|num_chunks|sub_?batches|(^|\.)k$|^K$", re.I)
 _SIZE_WORDS = re.compile(r"size|len|tokens|count|numel|items", re.I)
+# Names of a micro-batch's own size: dividing by them still gives a per-micro-batch mean.
+_LOCAL_NAMES = re.compile(r"(^|_)batch_?size$|^(mb|micro)_?bs$|^bs$|^B$|^mbs$", re.I)
 # `len(...)` of these is the number of micro-batches in the window.
 _WINDOW_LISTS = re.compile(r"batches|chunks|micro|splits|shards|window", re.I)
 # A count taken from the current micro-batch alone: the loss becomes a per-micro-batch mean.
@@ -176,7 +178,7 @@ class LossTracer:
             return "local"
         if isinstance(divisor, (cst.Integer, cst.Float)):
             return "k" if self.k_text is not None and divisor.value == self.k_text else "other"
-        if isinstance(divisor, cst.Name) and divisor.value in ("batch_size", "bs", "B"):
+        if isinstance(divisor, (cst.Name, cst.Attribute)) and _LOCAL_NAMES.search(_name_text(divisor) or ""):
             return "local"
         if isinstance(divisor, cst.Name):
             # `n_tokens = (labels != -100).sum()` bound from the current micro-batch

@@ -184,7 +184,9 @@ class TrainingModel:
     def is_backward(self, call: cst.Call, scope: Scope) -> bool:
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "manual_backward"):
-            return True
+            # `self.backward(loss)` running a method of this file is a helper, not a backward:
+            # the backward inside it is reached through it
+            return self.callee(call, scope) is None
         return self.index.resolve(func, scope) == "torch.autograd.backward"
 
     def is_optimizer_step(self, call: cst.Call, scope: Scope) -> bool:
