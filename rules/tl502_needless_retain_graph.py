@@ -27,7 +27,10 @@ class NeedlessRetainGraph(Rule):
         helper of the same file, runs another backward, and the graph does not reach into the next
         iteration of the loop.
 
-        It stays quiet when a later backward may use the same graph (several losses sharing a
+        Only graphs built in the same function are judged (a forward or a loss computed there):
+        a tensor handed in by a caller or a closure may be backpropagated again elsewhere (a
+        `vjp_fn` that gradcheck calls once per row). It stays quiet when a later backward may use
+        the same graph (several losses sharing a
         trunk, GAN-style discriminator then generator updates, a gradient penalty), when the call
         also passes `create_graph=True` (higher-order gradients), when the backward runs once per
         element of a collection of losses built before the loop, and when the loop carries a
@@ -247,6 +250,8 @@ class NeedlessRetainGraph(Rule):
             create = keyword_value(call, "create_graph")
             if create is not None and not (isinstance(create, cst.Name) and create.value == "False"):
                 continue
+            if not flow.built_here(root, call):
+                continue  # the graph came from a caller or a closure: it may be backpropagated again there
             owner = flow._owner(call)
             if self._later_backward(flow, model, owner, call, site.scope):
                 continue

@@ -218,6 +218,8 @@ class Dataflow:
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("backward", "manual_backward"):
             return None
         receiver = func.value
+        if isinstance(receiver, (cst.Name, cst.Attribute)) and _is_import_path(receiver, scope):
+            return None  # `dist_autograd.backward(ctx, ...)`: some module's function, not Tensor.backward
         if func.attr.value == "manual_backward" or (args and self._backward_helper(receiver, scope)):
             return args[0].value if args else None
         # scaler.scale(loss).backward()
@@ -235,7 +237,26 @@ class Dataflow:
 
     def names_feeding(self, expressions: list[cst.BaseExpression], at: cst.CSTNode, limit: int = 6) -> set[str]:
         """Dotted names that flow into `expressions`, through assignments in the same function."""
+        return self._feeding(expressions, at, limit)[0]
+
+    def built_here(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """A forward or a loss function computed in this function feeds `expr`: its graph was
+        built here, not handed in by a caller or a closure."""
+        for fed in self._feeding([expr], at, 6)[1]:
+            for node in walk_expression(fed):
+                if isinstance(node, cst.Call):
+                    scope = self.scope_of(node)
+                    if self.is_model(node.func, scope) or self.is_loss_function(node.func, scope):
+                        return True
+                    if isinstance(node.func, cst.Attribute) and node.func.attr.value == "forward" \
+                            and self.is_model(node.func.value, scope):
+                        return True
+        return False
+
+    def _feeding(self, expressions: list[cst.BaseExpression], at: cst.CSTNode,
+                 limit: int) -> tuple[set[str], list[cst.BaseExpression]]:
         found: set[str] = set()
+        visited: list[cst.BaseExpression] = list(expressions)
         frontier = list(expressions)
         for _ in range(limit):
             next_frontier: list[cst.BaseExpression] = []
@@ -254,10 +275,11 @@ class Dataflow:
                                 next_frontier.append(binding.node.iter)  # `for lp in log_probs`
                     # what was appended to a container flows on with it
                     next_frontier.extend(self.appended_values(self._owner(at)).get(key, ()))
+            visited.extend(next_frontier)
             if not next_frontier:
                 break
             frontier = next_frontier
-        return found
+        return found, visited
 
     def appended_values(self, owner: cst.CSTNode) -> dict[str, list[cst.BaseExpression]]:
         """Container (dotted name) -> the values `.append`/`.extend`/`.insert`ed into it in a function."""
@@ -428,6 +450,17 @@ def walk_expression(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
         if current is not expr and isinstance(current, cst.Lambda):
             continue
         stack.extend(reversed(list(iter_children(current))))
+
+
+def _is_import_path(expr: cst.BaseExpression, scope: Scope) -> bool:
+    """`torch.autograd`, `dist_autograd`: a name (or attribute chain on one) bound by an import."""
+    base = expr
+    while isinstance(base, cst.Attribute):
+        base = base.value
+    if not isinstance(base, cst.Name):
+        return False
+    bindings = scope.lookup(base.value)
+    return bool(bindings) and all(b.kind == "import" for b in bindings)
 
 
 def _is_true(expr: cst.BaseExpression) -> bool:
