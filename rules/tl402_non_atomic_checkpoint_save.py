@@ -22,8 +22,12 @@ class NonAtomicCheckpointSave(Rule):
         checkpoint is training state: a `state_dict()`, a dict holding state dicts or keys such as
         model/optimizer/epoch/step, a whole model or optimizer object, or, when the object cannot be
         seen into, a path named like one (`ckpt`, `checkpoint`, `last`, `best`, `latest`, `resume`,
-        `weights`, `model`, `.pth`, `.ckpt`, `.tar`) or a helper named `save_checkpoint`. Tensors
-        and data artefacts (`embeddings.pt`, `features.pt`, a cache) are not checkpoints.
+        `weights`, `model`, `.pth`, `.ckpt`, `.tar`), an object named like one (`checkpoint`,
+        `ckpt`, `state_dict`) or a helper named `save_checkpoint`. A `.pt` or `.bin` suffix alone
+        is not enough: it is also the usual suffix of saved tensors. Tensors, data artefacts
+        (`embeddings.pt`, `features.pt`, `predictions.pt`, a cache) and configuration objects
+        (`torch.save(args, "training_args.bin")`) are not checkpoints; a crash while writing them
+        costs a recomputation, not a run.
 
         Quiet on the atomic patterns: saving to a temporary path or file (`*.tmp`, `tempfile`, an
         `atomic_*` context manager) that is then moved onto the final path with `os.replace`,
@@ -167,6 +171,16 @@ class NonAtomicCheckpointSave(Rule):
             torch.save(model.token_embedding.weight.detach().cpu(), "embeddings.pt")
             """,
             title="a data artefact, not a checkpoint",
+        ),
+        good(
+            """
+            import os
+            import torch
+
+            def save_run_config(args, output_dir):
+                torch.save(args, os.path.join(output_dir, "training_args.bin"))
+            """,
+            title="a configuration object, not training state",
         ),
         good(
             """

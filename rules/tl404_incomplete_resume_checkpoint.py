@@ -183,6 +183,20 @@ class IncompleteResumeCheckpoint(Rule):
         ),
         good(
             """
+            import os
+            import tempfile
+            import torch
+
+            def test_model_round_trip(model):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                path = os.path.join(tempfile.mkdtemp(), "checkpoint.pt")
+                torch.save({"model": model.state_dict()}, path)
+                assert torch.load(path, weights_only=True)["model"].keys() == model.state_dict().keys()
+            """,
+            title="a test's scratch file in a temporary directory",
+        ),
+        good(
+            """
             import torch
 
             model = Net()
