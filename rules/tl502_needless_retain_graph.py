@@ -224,6 +224,17 @@ class NeedlessRetainGraph(Rule):
         ),
         good(
             """
+            import torch
+
+            def jacobian_rows(output, inputs):
+                def vjp(v):
+                    return torch.autograd.grad(output, inputs, v, retain_graph=True)
+                return [vjp(row) for row in torch.eye(output.numel())]
+            """,
+            title="a graph handed in from outside, differentiated once per row",
+        ),
+        good(
+            """
             hidden = model.init_hidden(batch_size)
             for x, y in loader:
                 output, hidden = model(x, hidden)
