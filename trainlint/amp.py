@@ -176,7 +176,7 @@ class AmpModel:
             last = name.rsplit(".", 1)[-1]
             if last in _CLIP_NAMES and name.startswith(("torch.", "timm.", ".")):
                 return Event(CLIP, call, scope)
-            if "zero_grad" in last or last == "_foreach_zero_":
+            if _clears_by_name(last) or last == "_foreach_zero_":
                 return Event(ZERO_GRAD, call, scope)
             return None
         if not isinstance(func, cst.Attribute):
@@ -191,7 +191,7 @@ class AmpModel:
             if attr == "backward" and positional_args(call) and self._fp16_framework(receiver, scope):
                 scaled_by = self.ctx.code_for(receiver)
             return Event(BACKWARD, call, scope, subject=self.ctx.code_for(receiver), scaled_by=scaled_by)
-        if attr == "zero_grad" or "zero_grad" in attr or attr in ("clear_grad", "clear_grads"):
+        if _clears_by_name(attr):
             return Event(ZERO_GRAD, call, scope, subject=self.ctx.code_for(receiver))
         if attr in _GRAD_CLEARING_METHODS and _mentions_grad(receiver):
             return Event(ZERO_GRAD, call, scope, subject=self.ctx.code_for(receiver))
@@ -344,6 +344,12 @@ class AmpModel:
 def amp_model(ctx) -> AmpModel:
     """The file's gradient-event model, shared by the clipping/AMP rules: `ctx.model(amp_model)`."""
     return AmpModel(ctx)
+
+
+def _clears_by_name(name: str) -> bool:
+    """`zero_grad`, `zero_grads`, `_zero_grad`, `clear_grad(s)`, `clear_gradients`, `reset_grads`."""
+    lowered = name.lower()
+    return "zero_grad" in lowered or lowered.lstrip("_").startswith(("clear_grad", "reset_grad"))
 
 
 def _literal(expr: cst.BaseExpression):
