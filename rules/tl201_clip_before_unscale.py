@@ -28,10 +28,12 @@ class ClipBeforeUnscale(Rule):
         nothing to unscale and is not flagged either. With an Accelerator created with
         `mixed_precision="fp16"` (or a Fabric with `precision="16-mixed"`), `accelerator.backward(loss)`
         scales the loss, so a plain `torch.nn.utils.clip_grad_norm_` after it is flagged too (use the
-        framework's clip, or `accelerator.unscale_gradients()` first). Not flagged either: nor is a norm taken with `max_norm=inf` (it
-        clips nothing). When the clip is a statement of its own that runs once per update and the
-        update steps one optimizer through the scaler, the fix inserts `scaler.unscale_(opt)` on the
-        line above it (unsafe: it changes the update, as intended).
+        framework's clip, or `accelerator.unscale_gradients()` first). A norm taken with
+        `max_norm=inf` clips nothing and is not flagged.
+
+        When the clip is a statement of its own that runs once per update, and the update steps one
+        optimizer through the scaler, the fix inserts `scaler.unscale_(opt)` on the line above it
+        (unsafe: it changes the update, as intended).
         """
     why_bad = """
         With fp16 AMP the backward runs on the loss multiplied by the scaler's current scale (65536 at
