@@ -24,9 +24,13 @@ from trainlint.lsp.actions import commentable_lines  # noqa: E402
 from trainlint.lsp.positions import Encoder, split_lines  # noqa: E402
 from trainlint.lsp.server import document_path  # noqa: E402
 from trainlint.rule import registry  # noqa: E402
+from trainlint.settings import Settings, resolve_selection  # noqa: E402
 
 SERVER = [sys.executable, "-m", "trainlint", "lsp"]
 TIMEOUT = 15
+
+# the selection the tests' pyproject.toml makes (see `only_tl401`), for checking edited text here
+TL401_ONLY = Settings(select=resolve_selection(["TL401"], [], []))
 
 BUGGY = '''import torch
 
@@ -38,6 +42,13 @@ def restore(model, path):
 FIXED = BUGGY.replace("weights_only=False", "weights_only=True")
 # 0-based: line 4, from `torch.load` (character 12) to just after its closing parenthesis
 BUGGY_RANGE = types.Range(start=types.Position(line=4, character=12), end=types.Position(line=4, character=68))
+
+
+@pytest.fixture(autouse=True)
+def only_tl401(tmp_path):
+    """Documents live under tmp_path, whose configuration selects TL401 alone: the expected
+    diagnostics stay exact while other rules are added."""
+    (tmp_path / "pyproject.toml").write_text('[tool.trainlint]\nselect = ["TL401"]\n')
 
 
 # -- a client that keeps every publishDiagnostics, not only the last ------------------------------
@@ -228,11 +239,11 @@ async def test_code_actions_fix_and_noqa_give_clean_code(tmp_path, document_chan
 
         fixed = apply_workspace_edit(BUGGY, uri, fix.edit)
         assert fixed == FIXED
-        assert lint_source(fixed, "train.py").findings == []
+        assert lint_source(fixed, "train.py", TL401_ONLY).findings == []
 
         suppressed = apply_workspace_edit(BUGGY, uri, noqa.edit)
         assert suppressed.splitlines()[4].endswith('weights_only=False)  # noqa: TL401')
-        assert lint_source(suppressed, "train.py").findings == []
+        assert lint_source(suppressed, "train.py", TL401_ONLY).findings == []
 
         # the server agrees once the editor sends the edited buffer
         change_document(client, uri, suppressed, 2)
@@ -258,12 +269,13 @@ async def test_noqa_extends_an_existing_comment_and_skips_continued_lines(tmp_pa
         noqa = [a for a in on_a if "noqa" in a.title]
         edited = apply_workspace_edit(text, uri, noqa[0].edit)
         assert edited.splitlines()[1].endswith("# noqa: E501, TL401")
-        assert [f.line for f in lint_source(edited, "train.py").findings] == [3]
+        assert [f.line for f in lint_source(edited, "train.py", TL401_ONLY).findings] == [3]
 
         # line 3 ends in a backslash: no comment can go there, so only the fix is offered
         on_b = await code_actions(client, uri, params.diagnostics[1].range)
         assert [a.title for a in on_b] == ["Load with weights_only=True (TL401)"]
-        assert lint_source(apply_workspace_edit(text, uri, on_b[0].edit), "train.py").findings[0].line == 2
+        fixed_b = apply_workspace_edit(text, uri, on_b[0].edit)
+        assert [f.line for f in lint_source(fixed_b, "train.py", TL401_ONLY).findings] == [2]
     finally:
         assert await stop(client) == 0
 
@@ -295,7 +307,7 @@ async def test_non_ascii_line_positions_follow_the_negotiated_encoding(tmp_path,
         actions = await code_actions(client, uri, diagnostic.range, [diagnostic])
         for action in actions:
             edited = apply_workspace_edit(text, uri, action.edit, encoding)
-            assert lint_source(edited, "train.py").findings == [], action.title
+            assert lint_source(edited, "train.py", TL401_ONLY).findings == [], action.title
         assert apply_workspace_edit(text, uri, actions[0].edit, encoding) == text.replace("False", "True")
     finally:
         assert await stop(client) == 0
@@ -311,7 +323,7 @@ async def test_syntax_error_buffer_gives_tl000_and_the_server_keeps_going(tmp_pa
         [diagnostic] = (await published(client, uri, 1)).diagnostics
         assert diagnostic.code == "TL000"
         assert diagnostic.severity == types.DiagnosticSeverity.Error
-        [finding] = lint_source(broken, "train.py").findings  # the same place the CLI reports
+        [finding] = lint_source(broken, "train.py", TL401_ONLY).findings  # the same place the CLI reports
         assert (diagnostic.range.start.line, diagnostic.range.start.character) == (finding.line - 1,
                                                                                   finding.column - 1)
         # no per-line suppression for a file that does not parse
@@ -333,7 +345,6 @@ async def test_quick_edits_are_debounced_and_only_the_latest_version_is_publishe
         # a burst of edits, alternating buggy and clean, faster than the debounce
         for version in range(2, 12):
             change_document(client, uri, BUGGY if version % 2 else FIXED, version)
-            await asyncio.sleep(0.01)
         final = await published(client, uri, 11)
         assert final.version == 11 and [d.code for d in final.diagnostics] == ["TL401"]
         await asyncio.sleep(0.5)
@@ -418,7 +429,7 @@ async def test_settings_come_from_the_nearest_pyproject(tmp_path):
 
         # an edited pyproject.toml applies at the next check, without a restart
         time.sleep(0.01)
-        (lenient / "pyproject.toml").write_text("[tool.trainlint]\nselect = ['TL4']\n")
+        (lenient / "pyproject.toml").write_text("[tool.trainlint]\nselect = ['TL401']\n")
         change_document(client, lenient_uri, BUGGY + "\n", 2)
         assert [d.code for d in (await published(client, lenient_uri, 2)).diagnostics] == ["TL401"]
     finally:
