@@ -7,6 +7,8 @@ the tests below; it must finish within 90 seconds on two CPU cores.
 from __future__ import annotations
 
 import difflib
+import importlib.util
+import os
 import json
 import subprocess
 import sys
@@ -20,8 +22,10 @@ from trainlint.runtime.demo import Demo, Fence
 from trainlint.runtime.demos import all_demos
 from trainlint.runtime.demos.update_clock import TL102
 from trainlint.runtime.fences import FENCES
+from trainlint.runtime.runner import Script, run_scripts
 
-pytest.importorskip("torch")  # the runtime extra; the static path is tested without it elsewhere
+# The runtime extra. find_spec, not import: this process never needs torch itself.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs trainlint[runtime]")
 
 ROW_KEYS = {"code", "static_bad", "static_good", "bad", "good", "verdict"}
 BUDGET_SECONDS = 90
@@ -172,3 +176,15 @@ print("ok")
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_runner_without_fork(monkeypatch):
+    """Where os.fork is missing each script is its own interpreter; results and errors are the same."""
+    monkeypatch.delattr(os, "fork")
+    version, results = run_scripts([Script("prints", "import json\nprint('noise')\nprint(json.dumps({'x': 1}))\n"),
+                                    Script("exits", "import sys\nprint('oops', file=sys.stderr)\nsys.exit(3)\n"),
+                                    Script("silent", "pass\n")])
+    assert version is None
+    assert [r.measure for r in results] == [{"x": 1}, None, None]
+    assert results[1].error == "oops"
+    assert results[2].error.startswith("no JSON on the last line")
