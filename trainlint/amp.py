@@ -326,8 +326,9 @@ class AmpModel:
             events = list(self.events_in(tl.node.body, tl.scope, callees=reached))
             self.units.append(Unit(tl.node, tl.scope, tl, events))
             loop_nodes.add(tl.node)
+        candidates = self._may_run_an_update()
         for function in self.index.functions:
-            if function.node in reached:
+            if function.node in reached or function.node not in candidates:
                 continue
             if any(self.index.function_at(loop) is function for loop in loop_nodes):
                 continue
@@ -339,6 +340,38 @@ class AmpModel:
             if any(e.kind in BACKWARDS for e in events) and \
                     any(e.kind in OPTIMIZER_STEPS and not e.loops for e in events):
                 self.units.append(Unit(function.node, function.scope, None, events))
+
+
+    def _may_run_an_update(self) -> set:
+        """Functions that reach (themselves or through same-file helpers, as deep as `events_in`
+        goes) both a `.backward(...)` and a `.step(...)` call: a cheap filter before walking them."""
+        direct: dict = {}
+        callees: dict = {}
+        for site in self.index.calls:
+            if site.function is None:
+                continue
+            key = site.function.node
+            flags = direct.setdefault(key, [False, False])
+            func = site.node.func
+            if isinstance(func, cst.Attribute):
+                if func.attr.value in ("backward", "manual_backward"):
+                    flags[0] = True
+                elif func.attr.value == "step":
+                    flags[1] = True
+            target = self.training.callee(site.node, site.scope)
+            if target is not None:
+                callees.setdefault(key, set()).add(target.node)
+
+        def reach(node, depth: int, seen: frozenset) -> tuple[bool, bool]:
+            backward, step = direct.get(node, (False, False))
+            if depth < _MAX_DEPTH:
+                for callee in callees.get(node, ()):
+                    if callee not in seen:
+                        b, s = reach(callee, depth + 1, seen | {callee})
+                        backward, step = backward or b, step or s
+            return backward, step
+
+        return {node for node in direct if all(reach(node, 0, frozenset((node,))))}
 
 
 def amp_model(ctx) -> AmpModel:
