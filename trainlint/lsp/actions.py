@@ -56,7 +56,8 @@ class ActionBuilder:
     def _workspace_edit(self, edits: list[types.TextEdit]) -> types.WorkspaceEdit:
         if self.document_changes:
             document = types.OptionalVersionedTextDocumentIdentifier(uri=self.uri, version=self.version)
-            return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=document, edits=edits)])
+            change = types.TextDocumentEdit(text_document=document, edits=edits)
+            return types.WorkspaceEdit(document_changes=[change])
         return types.WorkspaceEdit(changes={self.uri: edits})
 
     def _fix_action(self, finding: Finding, diagnostic: types.Diagnostic) -> types.CodeAction:
@@ -64,8 +65,8 @@ class ActionBuilder:
         for edit in finding.fix.edits:
             line, character = to_lsp(edit.line, edit.column)
             end_line, end_character = to_lsp(edit.end_line, edit.end_column)
-            edits.append(types.TextEdit(range=self.encoder.range_to_client(line, character, end_line, end_character),
-                                        new_text=edit.content))
+            where = self.encoder.range_to_client(line, character, end_line, end_character)
+            edits.append(types.TextEdit(range=where, new_text=edit.content))
         return types.CodeAction(
             title=f"{finding.fix.title} ({finding.code})",
             kind=types.CodeActionKind.QuickFix,

@@ -75,7 +75,8 @@ class TrainlintProtocol(LanguageServerProtocol):
     logs a malformed notification in one line."""
 
     def structure_message(self, data):
-        if isinstance(data, dict) and "jsonrpc" in data and isinstance(data.get("method"), str) and "error" not in data:
+        is_call = isinstance(data, dict) and isinstance(data.get("method"), str) and "error" not in data
+        if is_call and "jsonrpc" in data:
             message_type = self.get_message_type(data["method"])
             msg_id = data.get("id")
             if message_type is not None and (msg_id is None or isinstance(msg_id, (int, str))):
@@ -172,7 +173,7 @@ class TrainlintServer(LanguageServer):
             previous.cancel()
         task = asyncio.ensure_future(self._publish_after(uri, delay))
         self._pending[uri] = task
-        task.add_done_callback(lambda done: self._pending.pop(uri, None) if self._pending.get(uri) is done else None)
+        task.add_done_callback(lambda done: self._pending.pop(uri) if self._pending.get(uri) is done else None)
 
     async def _publish_after(self, uri: str, delay: float) -> None:
         if delay > 0:
