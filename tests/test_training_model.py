@@ -439,3 +439,24 @@ def test_loss_scaling_through_helper_parameter_and_accelerator():
     manual, accelerate = loop.backward_calls
     assert tracer.trace(tracer.backward_loss(manual).loss, manual.scope, manual.via).kind == "scaled"
     assert tracer.backward_loss(accelerate).accelerate_divides
+
+
+def test_update_in_the_else_branch_and_condition_polarity():
+    ctx, model = build("""
+        for i, (x, y) in enumerate(loader):
+            if i % K == 0:
+                opt.zero_grad()
+            if i % K:
+                log_partial()
+            (crit(model(x), y) / K).backward()
+            if (i + 1) % K:
+                sched_between.step()
+            else:
+                opt.step()
+                sched.step()
+        """)
+    loop = innermost(model)
+    assert loop.guard.kind == "branch" and loop.guard.branch is loop.guard.node.orelse
+    placed = per_update(ctx, model, loop)
+    assert placed["opt.zero_grad()"] and placed["opt.step()"] and placed["sched.step()"]
+    assert not placed["log_partial()"] and not placed["sched_between.step()"]

@@ -23,7 +23,8 @@ Public API (stable; other rules depend on it)
   - kind "branch":     `if <update condition>:` whose branch holds the step, e.g.
                        `if (i + 1) % K == 0:`, `if (it + 1) % grad_accum == 0 or is_last_batch:`,
                        `if micro_step == accumulation_steps - 1:`, `if accelerator.sync_gradients:`;
-                       `node` is the `If`, `condition` its test.
+                       `node` is the `If`, `condition` its test, `branch` the block holding the
+                       update (the body, or the `else` of `if micro % K: ... else: opt.step()`).
   - kind "continue":   `if <not-update condition>: continue` (or `return` inside a helper) before
                        the step, e.g. `if micro % K: continue`, `if step % accum != 0: continue`;
                        the update is what follows the `If` in its block.
@@ -131,6 +132,9 @@ class Guard:
     k: cst.BaseExpression | None = None
     scope: Scope | None = None
     via: tuple[cst.Call, ...] = ()
+    #: for "branch": the block that holds the update (the `if` body, or its `else` for
+    #: `if micro % K: ... else: opt.step()`)
+    branch: cst.CSTNode | None = None
 
 
 @dataclass(eq=False)
@@ -342,7 +346,7 @@ class TrainingModel:
                 if isinstance(node, cst.If) and child is not node.test:
                     k = self._update_condition(node.test, scope)
                     if k is not False:
-                        return Guard(node, "branch", node.test, k or None, scope, seg_via)
+                        return Guard(node, "branch", node.test, k or None, scope, seg_via, branch=child)
                 if isinstance(node, cst.With) and self._accumulate_item(node, scope) is not None:
                     item = self._accumulate_item(node, scope)
                     known, k = self.accelerator_k(item.func.value, scope)
@@ -372,8 +376,7 @@ class TrainingModel:
         for segment in self.path(loop, ref):
             if guard.kind in ("branch", "accelerate", "micro_loop"):
                 for child, node in zip(segment, segment[1:]):
-                    if node is guard.node and (child is getattr(node, "body", None) or
-                                               (guard.kind == "branch" and child is node.orelse)):
+                    if node is guard.node and child is (guard.branch if guard.branch is not None else node.body):
                         return True
             elif guard.kind == "continue":
                 for child, node in zip(segment, segment[1:]):
@@ -572,10 +575,17 @@ class TrainingModel:
             scope = ref.scope if isinstance(ref, CallRef) and position == len(segments) - 1 else \
                 (loop.scope if position == 0 else self.index.scope_at(segment[0]))
             for child, node in zip(segment, segment[1:]):
-                if isinstance(node, cst.If) and child is not node.test and \
-                        self._update_condition(node.test, scope) is not False:
-                    if not any(self._holds(node, b, loop) for b in loop.backward_calls):
-                        return True
+                if not isinstance(node, cst.If) or child is node.test or \
+                        (loop.guard is not None and node is loop.guard.node):
+                    continue
+                if self._update_condition(node.test, scope) is False or \
+                        any(self._holds(node, b, loop) for b in loop.backward_calls):
+                    continue
+                # `if i % K == 0:` runs its body at window boundaries; `if i % K:` off them
+                at_boundary = _boundary_polarity(node.test)
+                in_body = child is node.body
+                if at_boundary is None or at_boundary == in_body:
+                    return True
         return False
 
     def _ref_for(self, loop: TrainingLoop, node: cst.CSTNode) -> CallRef | cst.CSTNode:
@@ -653,6 +663,32 @@ def _class_of_scope(scope: Scope | None) -> str | None:
         if current.kind == "class":
             return current.name
         current = current.parent
+    return None
+
+
+def _boundary_polarity(test: cst.BaseExpression) -> bool | None:
+    """True when the condition holds at window boundaries (`i % K == 0`, `sync_gradients`,
+    `do_step`), False when it holds between them (`i % K`, `i % K != 0`, `is_accumulating`),
+    None when it cannot be told."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _boundary_polarity(test.expression)
+        return None if inner is None else not inner
+    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
+        return False
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        operator = test.comparisons[0].operator
+        if isinstance(operator, (cst.Equal, cst.GreaterThanEqual, cst.GreaterThan)):
+            return True
+        if isinstance(operator, cst.NotEqual):
+            return False
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        left, right = _boundary_polarity(test.left), _boundary_polarity(test.right)
+        return left if left == right else None
+    name = _identifier(test)
+    if name:
+        if re.search(r"accumulating|skip", name, re.I):
+            return False
+        return True
     return None
 
 
