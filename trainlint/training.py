@@ -19,7 +19,7 @@ Public API (stable; other rules depend on it)
   Only innermost loops get a guard; outer loops (an epoch loop around the batch loop) have
   `accumulates == False` and `guard is None`.
 
-`Guard(node, kind, condition, k, scope, via)`:
+`Guard(node, kind, condition, k, scope, via, branch)`:
   - kind "branch":     `if <update condition>:` whose branch holds the step, e.g.
                        `if (i + 1) % K == 0:`, `if (it + 1) % grad_accum == 0 or is_last_batch:`,
                        `if micro_step == accumulation_steps - 1:`, `if accelerator.sync_gradients:`;
@@ -49,8 +49,8 @@ Public API (stable; other rules depend on it)
 `TrainingModel.runs_per_update(loop, node_or_ref) -> bool`: the node (a call of `loop.calls` or its
   `CallRef`, or any node written in the loop body) runs once per optimizer update: the loop does not
   accumulate; or the node is inside the guarded branch / after the continue guard / outside the
-  micro-batch loop; or it sits under another update-looking condition that does not hold the
-  backward (`if i % K == 0: opt.zero_grad()`); or, under Accelerate accumulation, it is
+  micro-batch loop; or it sits on the boundary side of another update-looking condition that does
+  not hold the backward (`if i % K == 0: opt.zero_grad()`, but not `if i % K: ...`); or, under Accelerate accumulation, it is
   `.step()`/`.zero_grad()` of an optimizer or scheduler that `accelerator.prepare` wrapped (Accelerate
   skips those on non-sync micro-batches) or inside `if accelerator.sync_gradients:`.
   For an outer (non-innermost) loop, nodes inside an inner training loop are answered for that
@@ -69,7 +69,8 @@ Public API (stable; other rules depend on it)
 `TrainingModel.accelerator_k(expr, scope) -> (known, k)`: the `gradient_accumulation_steps` an
   Accelerator was created with; `accelerator.backward(loss)` divides by it.
 
-Also: `is_backward`, `is_optimizer_step`, `is_scheduler_step`, `is_zero_grad`, `callee`,
+Also: `is_backward` (a same-file method that happens to be named `backward` is a helper, not a
+backward), `is_optimizer_step`, `is_scheduler_step`, `is_zero_grad`, `callee`,
 `reachable_calls`, `path(loop, ref)`, `own_calls(loop)`, `loop_of(node)`; module function `calls_in`.
 """
 
