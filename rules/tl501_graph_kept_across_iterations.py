@@ -28,7 +28,8 @@ class GraphKeptAcrossIterations(Rule):
         (or a model output, or anything computed from them without `.item()`, `.detach()`,
         `float()`, `.tolist()` or `.numpy()`) appended to a list, added to an accumulator, or stored
         in a dict, where the container was created before the loop (or is an attribute such as
-        `self.history`, also in a Lightning `training_step`).
+        `self.history`, also in a Lightning `training_step`); and a recurrent state fed back into
+        the model batch after batch (`output, hidden = model(x, hidden)`) without being detached.
 
         It stays quiet on detached values, on values computed under `torch.no_grad()` /
         `torch.inference_mode()` (also in a function every caller runs that way, and in
@@ -186,6 +187,19 @@ class GraphKeptAcrossIterations(Rule):
             line=10,
             title="a dict of per-epoch records holding the loss tensor",
         ),
+        bad(
+            """
+            hidden = model.init_hidden(batch_size)
+            for x, y in train_loader:
+                optimizer.zero_grad()
+                output, hidden = model(x, hidden)
+                loss = criterion(output, y)
+                loss.backward(retain_graph=True)
+                optimizer.step()
+            """,
+            line=4,
+            title="a recurrent state carried from batch to batch without detach",
+        ),
         good(
             """
             import torch.nn.functional as F
@@ -308,6 +322,22 @@ class GraphKeptAcrossIterations(Rule):
         ),
         good(
             """
+            def repackage(h):
+                return tuple(t.detach() for t in h) if isinstance(h, tuple) else h.detach()
+
+            hidden = model.init_hidden(batch_size)
+            for x, y in train_loader:
+                hidden = repackage(hidden)
+                optimizer.zero_grad()
+                output, hidden = model(x, hidden)
+                loss = criterion(output, y)
+                loss.backward()
+                optimizer.step()
+            """,
+            title="truncated backpropagation through time: the state is detached every batch",
+        ),
+        good(
+            """
             running_loss = 0.0
             for i, (inputs, labels) in enumerate(trainloader):
                 optimizer.zero_grad()
@@ -333,11 +363,43 @@ class GraphKeptAcrossIterations(Rule):
                     continue
                 store = _as_store(node)
                 if store is None:
+                    if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+                        seen.add(node)
+                        report = self._check_carried_state(ctx, flow, node)
+                        if report is not None:
+                            yield report
                     continue
                 seen.add(node)
                 report = self._check_store(ctx, flow, node, *store)
                 if report is not None:
                     yield report
+
+    def _check_carried_state(self, ctx, flow, node):
+        """`out, hidden = model(x, hidden)` with `hidden` from the previous batch, never detached."""
+        targets = {e.value for t in node.targets for e in walk(t.target) if isinstance(e, cst.Name)}
+        arguments = {n.value for n in walk_expression(node.value) if isinstance(n, cst.Name)}
+        scope = flow.scope_of(node)
+        if not flow.is_model(node.value.func, scope):
+            return None
+        for name in sorted(targets & arguments):
+            loop = _batch_iteration(ctx, flow, node)
+            if loop is None or isinstance(loop, cst.FunctionDef):
+                return None
+            if not any(flow.before(b.node, loop) for b in flow.bindings_in_function(name, node)):
+                continue  # created inside the batch loop: starts fresh every batch
+            if _state_cut_within(flow, loop, name, node):
+                continue
+            if flow.carries_graph(node.value) is not True:
+                return None
+            return self.report(
+                node,
+                f"`{name}` is fed back into `{ctx.code_for(node.value.func)}` on the next iteration of "
+                f"`{_loop_header(ctx, loop)}` without `.detach()`: every batch's graph stays attached to "
+                f"it, so memory grows and backward runs through all earlier batches (or fails without "
+                f"`retain_graph=True`); detach it at the start of each batch (`{name} = {name}.detach()`, "
+                "or a tuple of detached tensors for an LSTM)",
+            )
+        return None
 
     def _check_store(self, ctx, flow, node, container, value, verb):
         key = dotted_name(container)
@@ -492,6 +554,34 @@ def _iterates_data(ctx, flow, loop) -> bool:
             return True
         iterable = positional_args(iterable)[0].value
     return flow.is_loader(iterable, scope)
+
+
+def _state_cut_within(flow, loop, name, carry) -> bool:
+    """Inside the batch loop, `name` is rebound to something without a graph (`h.detach()`,
+    `repackage_hidden(h)`, `None`, zeros) or detached in place (`h.detach_()`)."""
+    for node in walk(loop.body):
+        if node is carry:
+            continue
+        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            if any(isinstance(e, cst.Name) and e.value == name for t in targets for e in walk(t)):
+                if node.value is None or flow.carries_graph(node.value) is not True:
+                    return True
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+                and node.func.attr.value == "detach_":
+            if any(isinstance(n, cst.Name) and n.value == name for n in walk(node.func.value)):
+                return True
+        elif isinstance(node, cst.For) and any(isinstance(n, cst.Name) and n.value == name for n in walk(node.iter)):
+            if any(isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value == "detach_"
+                   for c in walk(node.body)):
+                return True
+    return False
+
+
+def _loop_header(ctx, loop) -> str:
+    if isinstance(loop, cst.For):
+        return f"for {ctx.code_for(loop.target)} in {ctx.code_for(loop.iter)}"
+    return f"while {ctx.code_for(loop.test)}"
 
 
 def _describe_iteration(ctx, loop) -> str:
