@@ -16,6 +16,7 @@ import pytest
 
 pytest.importorskip("pygls")
 from lsprotocol import types  # noqa: E402
+from pygls.exceptions import JsonRpcException  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient  # noqa: E402
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features  # noqa: E402
 
@@ -391,6 +392,18 @@ async def test_pull_diagnostics_and_no_push_to_a_pull_client(tmp_path):
         assert list(report.items) == []
         await asyncio.sleep(0.3)
         assert client.published == []  # pushing too would show each finding twice
+
+        # a document that is neither open nor on disk: an error answer, and the server goes on
+        missing = (tmp_path / "missing.py").as_uri()
+        with pytest.raises(JsonRpcException) as error:
+            await asyncio.wait_for(client.text_document_diagnostic_async(types.DocumentDiagnosticParams(
+                text_document=types.TextDocumentIdentifier(uri=missing))), TIMEOUT)
+        assert error.value.code == -32602 and "missing.py" in error.value.message
+        # an unopened file on disk is read from disk
+        (tmp_path / "on_disk.py").write_text(BUGGY)
+        report = await asyncio.wait_for(client.text_document_diagnostic_async(types.DocumentDiagnosticParams(
+            text_document=types.TextDocumentIdentifier(uri=(tmp_path / "on_disk.py").as_uri()))), TIMEOUT)
+        assert [d.code for d in report.items] == ["TL401"]
     finally:
         assert await stop(client) == 0
 

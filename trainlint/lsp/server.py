@@ -142,8 +142,10 @@ class TrainlintServer(LanguageServer):
         try:
             document = self.workspace.get_text_document(uri)
             version, text = document.version, document.source
-        except OSError as err:  # a pull for a document that is neither open nor on disk
+        except OSError as err:  # a request for a document that is neither open nor on disk
             raise JsonRpcInvalidParams(message=f"cannot read {uri}: {err.strerror or err}") from None
+        except UnicodeDecodeError as err:
+            raise JsonRpcInvalidParams(message=f"cannot read {uri}: not UTF-8 ({err.reason})") from None
         cached = self._results.get(uri)
         if cached is not None and cached.version == version and cached.text == text:
             return cached
