@@ -394,6 +394,8 @@ LOSSES = [
     pytest.param("loss = model(**batch).loss * weight\n    loss.backward()", "unknown", None,
                  id="weighted-by-something-unknown"),
     pytest.param("loss = sum(losses)\n    loss.backward()", "sum", None, id="builtin-sum"),
+    pytest.param("out = model(**batch, num_items_in_batch=n_window)\n    out.loss.backward()", "scaled", None,
+                 id="transformers-loss-normalised-by-the-window-token-count"),
     pytest.param("loss = crit(model(x), y) / micro_batch_size\n    loss.backward()", "mean", None,
                  id="divided-by-a-micro-batch-size-is-still-a-mean"),
 ]

@@ -120,6 +120,8 @@ class LossTracer:
             return self._trace_call(expr, scope, via, depth)
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in ("loss", "total_loss"):
+                if self._window_normalised(expr.value, scope):
+                    return Trace(SCALED)
                 return Trace(MEAN, producers=[expr])
             if isinstance(expr.value, cst.Name) and expr.value.value == "self":
                 return Trace(UNKNOWN)
@@ -323,8 +325,18 @@ class LossTracer:
             return _combine(traces)
         return self._loss_call(call, scope)
 
+    def _window_normalised(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """`model(**batch, num_items_in_batch=n)` (directly or through the name holding its output):
+        a transformers loss already divided by the window's token count."""
+        if isinstance(expr, cst.Name):
+            return any(isinstance(b.value, cst.Call) and keyword_arg(b.value, "num_items_in_batch") is not None
+                       for b in scope.lookup(expr.value))
+        return isinstance(expr, cst.Call) and keyword_arg(expr, "num_items_in_batch") is not None
+
     def _loss_call(self, call: cst.Call, scope: Scope) -> Trace:
         """A call that computes a loss: its reduction, and whether it is token-level."""
+        if keyword_arg(call, "num_items_in_batch") is not None:
+            return Trace(SCALED)
         name = self.index.resolve(call.func, scope)
         if name in ("sum", "torch.sum", "math.fsum"):
             return Trace(SUM, producers=[call])
