@@ -202,7 +202,6 @@ def confirm(codes: tuple[str, ...], fmt: str) -> None:
     try:
         if importlib.util.find_spec("torch") is None:
             raise ImportError("torch")
-        import torch  # noqa: F401  (checked here so the message names the missing extra)
     except Exception:
         click.echo("trainlint confirm needs torch: pip install 'trainlint[runtime]'", err=True)
         raise SystemExit(EXIT_ERROR)
