@@ -253,7 +253,8 @@ class UnequalMicroBatchWeighting(Rule):
             return (f"the model's loss is a mean over valid tokens (the file uses `{evidence}`), and the "
                     "valid-token count differs between micro-batches: every window is misweighted")
         guard = tracer.loop.guard
-        if guard.kind == "micro_loop" and isinstance(guard.node, cst.For) and _unsized_window(guard.node):
+        if guard.kind == "micro_loop" and isinstance(guard.node, cst.For) and \
+                _unsized_window(guard.node.iter, guard.scope):
             return (f"the micro-batches come from `{ctx.code_for(guard.node.iter)}`, whose batches can differ in "
                     "size: every window with unequal micro-batches is misweighted")
         loader, loader_text = tracer.loader_of_loop()
@@ -276,16 +277,19 @@ def _is_model_loss(node: cst.CSTNode) -> bool:
     return False
 
 
-def _unsized_window(loop: cst.For) -> bool:
-    """A micro-batch loop over a list/window of batches (not `range(K)` with fixed-size sampling)."""
-    iterable = loop.iter
+def _unsized_window(iterable: cst.BaseExpression, scope, depth: int = 0) -> bool:
+    """Micro-batches from a list/window of batches of any size, not `range(K)` with fixed-size
+    sampling and not the `chunk`/`split` pieces of one batch (followed through one assignment)."""
     if isinstance(iterable, cst.Call):
         func = iterable.func
         name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
         if name in ("range", "chunk", "split", "tensor_split"):
             return False
-        if name in ("enumerate", "zip") and iterable.args:
-            inner = iterable.args[0].value
-            return not (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)
-                        and inner.func.attr.value in ("chunk", "split", "tensor_split"))
-    return isinstance(iterable, (cst.Name, cst.Attribute, cst.Subscript, cst.Call))
+        if name in ("enumerate", "zip", "list", "tuple") and iterable.args:
+            return _unsized_window(iterable.args[0].value, scope, depth + 1)
+        return True
+    if isinstance(iterable, cst.Name) and scope is not None and depth < 3:
+        values = [b.value for b in scope.lookup(iterable.value) if b.value is not None]
+        if values and all(isinstance(v, cst.Call) for v in values):
+            return any(_unsized_window(v, scope, depth + 1) for v in values)
+    return isinstance(iterable, (cst.Name, cst.Attribute, cst.Subscript))
