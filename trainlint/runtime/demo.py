@@ -7,9 +7,9 @@ stale line number behind. Both variants print one JSON object (the measurement) 
 line; `judge` decides from the two measurements whether the hazard showed, and `show` formats a
 measurement for the text report.
 
-A `Fence` is one script checking a fact the rules rest on (the update window, clipping, storage
+A `Fence` is one script measuring a fact the rules rest on (the update window, clipping, storage
 sharing, the mode switches, exact resume); it prints `{"bad": {...}, "good": {...}}`, the wrong
-way and the right way measured side by side, and fails (non-zero exit) if an assertion fails.
+way and the right way side by side, and its `judge` holds the assertions.
 """
 
 from __future__ import annotations
