@@ -188,3 +188,9 @@ def test_runner_without_fork(monkeypatch):
     assert [r.measure for r in results] == [{"x": 1}, None, None]
     assert results[1].error == "oops"
     assert results[2].error.startswith("no JSON on the last line")
+
+
+def test_runner_timeout_without_fork(monkeypatch):
+    monkeypatch.delattr(os, "fork")
+    _, results = run_scripts([Script("sleeps", "import time\ntime.sleep(60)\n")], timeout=1)
+    assert results[0].measure is None and results[0].error == "timed out after 1 s"
