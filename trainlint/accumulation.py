@@ -74,6 +74,8 @@ class LossTracer:
         call = ref.node
         func = call.func
         args = positional_args(call)
+        if any(a.star for a in call.args):  # `backward(**kwargs)` may pass a gradient
+            return BackwardLoss(ref, None, ref.scope, False)
         if isinstance(func, cst.Attribute) and func.attr.value == "backward" and not args and \
                 not any(a.keyword and a.keyword.value in ("gradient", "grad_tensors") for a in call.args):
             receiver = func.value
