@@ -107,6 +107,12 @@ GUARDS = [
                     self.micro += 1
                     self.step_if_ready()
         """, "continue", "self.accum", id="return-guard-in-helper"),
+    pytest.param("""
+        for batch in loader:
+            model(**batch).loss.backward()
+            if trainer.should_step():
+                opt.step()
+        """, "branch", None, id="predicate-call"),
 ]
 
 

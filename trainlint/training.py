@@ -423,6 +423,9 @@ class TrainingModel:
             return None if _UPDATE_WORDS.search(test.value) else False
         if isinstance(test, cst.Attribute):
             return None if _UPDATE_WORDS.search(test.attr.value) else False
+        if isinstance(test, cst.Call):  # `if self.should_step(i):`
+            name = _identifier(test.func)
+            return None if name and _UPDATE_WORDS.search(name) else False
         return False
 
     # -- Accelerate ------------------------------------------------------------------------------------
