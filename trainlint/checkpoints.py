@@ -68,7 +68,7 @@ COUNTER_NAME = re.compile(r"^(global_)?(step|epoch|iteration|iter|it|num_updates
 CHECKPOINT_PATH = re.compile(r"ckpt|checkpoint|last|latest|best|resume|snapshot|weights|model|"
                              r"\.pth\b|\.ckpt\b|\.tar\b", re.I)
 DATA_WORDS = re.compile(r"embed|feature|cache|dataset|(^|[^a-z])data([^a-z]|$)|token|vocab|index|stats\b|statistic|metric|result|"
-                        r"pred|output|logit|activation|tensor|sample|batch|mask|label|target|input|buffer|"
+                        r"pred|output|logit|activation|sample|batch|mask|label|target|input|buffer|"
                         r"grad|hidden|attention|prompt|image|audio|latent", re.I)
 TEMP_WORDS = re.compile(r"tmp|temp|partial|incomplete|\.part\b|staging", re.I)
 # Pieces of a path that change from one save to the next (a loop index over models or ranks does not).
@@ -1089,8 +1089,9 @@ def _kw(call: cst.Call, name: str) -> cst.BaseExpression | None:
 
 def _path_words(path: str) -> str:
     """The file-name part of a path text (data words in a directory name do not matter)."""
-    strings = re.findall(r"[\"']([^\"']*)[\"']", path)
-    return " ".join(s.rsplit("/", 1)[-1] for s in strings)
+    strings = [s.rsplit("/", 1)[-1] for s in re.findall(r"[\"']([^\"']*)[\"']", path)]
+    names = [s for s in strings if "." in s.strip(".")] or strings
+    return names[-1] if names else ""
 
 
 def checkpoint_model(ctx) -> CheckpointModel:
