@@ -40,7 +40,9 @@ class MeanOfBatchMeans(Rule):
         (`total += loss.item()` where the loss is a batch mean, `acc += correct / len(y)`,
         `losses.append(outputs.loss.item())`) and then divided by the number of batches
         (`len(loader)`, the `enumerate` counter, a counter incremented once per batch,
-        `len(losses)`, `np.mean(losses)`). The finding is at the division.
+        `len(losses)`, `np.mean(losses)`). The finding is at the division. A criterion handed in
+        as a parameter is taken to use PyTorch's default `reduction="mean"`; one built in the file
+        is read (`nn.CrossEntropyLoss(reduction="sum")` is a sum).
 
         It stays quiet on sums divided by a sample count (`reduction="sum"`,
         `loss.item() * x.size(0)` divided by `len(loader.dataset)`), on running averages weighted
