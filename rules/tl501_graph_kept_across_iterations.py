@@ -336,6 +336,32 @@ class GraphKeptAcrossIterations(Rule):
             """,
             title="truncated backpropagation through time: the state is detached every batch",
         ),
+        bad(
+            """
+            smoothed = None
+            for step, (x, y) in enumerate(loader):
+                loss = loss_fn(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                smoothed = loss if smoothed is None else 0.98 * smoothed + 0.02 * loss
+            """,
+            line=7,
+            title="an exponential moving average of the loss tensor",
+        ),
+        good(
+            """
+            smoothed = None
+            for step, (x, y) in enumerate(loader):
+                loss = loss_fn(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                value = loss.item()
+                smoothed = value if smoothed is None else 0.98 * smoothed + 0.02 * value
+            """,
+            title="the moving average of the Python number",
+        ),
         good(
             """
             running_loss = 0.0
@@ -428,11 +454,14 @@ class GraphKeptAcrossIterations(Rule):
         if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
             detached = cst.Call(cst.Attribute(value, cst.Name("detach")))
             fix = FixSpec(f"Keep `{what}.detach()` instead", safe=False, replacements=((value, detached),))
+        if fix is not None:
+            instead = f"keep `{what}.item()` for logging or `{what}.detach()` for a tensor"
+        else:
+            instead = "keep the loss's `.item()` for logging or its `.detach()` for a tensor"
         return self.report(
             node,
             f"`{key}` {verb} `{what}`, which carries its autograd graph, and outlives {where}: every "
-            f"step's graph stays reachable and memory grows; keep `{what}.item()` for logging or "
-            f"`{what}.detach()` for a tensor",
+            f"step's graph stays reachable and memory grows; {instead}",
             fix,
         )
 
@@ -459,6 +488,12 @@ def _as_store(node: cst.CSTNode):
             key = dotted_name(target)
             if key is not None and dotted_name(value.left) == key:
                 return target, value.right, "accumulates"
+        if isinstance(value, (cst.BinaryOperation, cst.IfExp)):
+            # `ema = 0.98 * ema + 0.02 * loss`: the running value chains every step's graph
+            key = dotted_name(target)
+            if key is not None and any(dotted_name(n) == key for n in walk_expression(value)
+                                       if isinstance(n, (cst.Name, cst.Attribute))):
+                return target, value, "accumulates"
         if isinstance(target, cst.Subscript) and not _constant_key(target):
             container = target.value
             return container, value, "stores"
