@@ -487,8 +487,9 @@ class CheckpointModel:
             return True
         if isinstance(value, cst.Call):
             name = self.index.resolve(value.func, save.scope) or ""
-            if name.startswith("torch.") and not name.startswith(("torch.nn", "torch.optim", "torch.jit")):
-                return True
+            if name.startswith("torch.") and not name.startswith(("torch.nn", "torch.optim", "torch.jit")) \
+                    and name not in LOAD_FUNCTIONS:
+                return True  # a tensor factory; what `torch.load` returns is whatever was saved
         return False
 
     # -- atomicity -----------------------------------------------------------------------------------
