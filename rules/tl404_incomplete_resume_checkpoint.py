@@ -133,6 +133,24 @@ class IncompleteResumeCheckpoint(Rule):
             line=5,
             title="the load side: a resume that restores only the model",
         ),
+        bad(
+            """
+            import torch
+
+            def resume(model, optimizer, scaler, path):
+                checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+                state_dict = checkpoint["model"]
+                model.load_state_dict(state_dict)
+                optimizer.load_state_dict(checkpoint["optimizer"])
+                return checkpoint["iter_num"]
+
+            def save(model, optimizer, scaler, iter_num, path):
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "scaler": scaler.state_dict(), "iter_num": iter_num}, path)
+            """,
+            line=4,
+            title="the load side: the checkpoint this file saves holds a scaler that is not restored",
+        ),
         good(
             """
             import torch

@@ -63,7 +63,7 @@ RNG_STATE_CALLS = re.compile(r"(get_rng_state(_all)?|getstate|get_state)$")
 # (Totals such as `epochs` or `total_steps` are settings, not counters.)
 COUNTER_NAME = re.compile(r"^(global_)?(step|epoch|iteration|iter|it|num_updates|update|"
                           r"completed_steps|train_step|cur_epoch|current_epoch|start_epoch|epoch_idx|step_idx|"
-                          r"n_iter|cur_iter|current_step|global_step)$", re.I)
+                          r"n_iter|cur_iter|current_step|global_step|iter_num|step_num|epoch_num)$", re.I)
 
 CHECKPOINT_PATH = re.compile(r"ckpt|checkpoint|last|latest|best|resume|snapshot|weights|model|"
                              r"\.pth\b|\.ckpt\b|\.tar\b", re.I)
@@ -900,8 +900,7 @@ class CheckpointModel:
                         opaque |= key is None
                     elif method not in ("keys", "items", "__contains__"):
                         opaque = True
-                elif method == "load_state_dict" and node.args and any(
-                        isinstance(n, cst.Name) and n.value == name for n in walk(node.args[0].value)):
+                elif method == "load_state_dict" and node.args and self._mentions(node.args[0].value, name, scope):
                     kinds = self.value_kinds(receiver, scope) & {"model", "optimizer", "scheduler", "scaler"}
                     restored |= kinds or {"model"}
             elif isinstance(node, cst.Call):
@@ -909,6 +908,18 @@ class CheckpointModel:
                     if isinstance(arg.value, cst.Name) and arg.value.value == name:
                         opaque = True  # the whole checkpoint goes to a helper we do not follow
         return read, restored, opaque, keys
+
+    def _mentions(self, expr: cst.BaseExpression, name: str, scope: Scope, depth: int = 0) -> bool:
+        """`expr` uses the name, directly or through a name assigned from it (`sd = ckpt["model"]`)."""
+        for node in walk(expr):
+            if isinstance(node, cst.Name):
+                if node.value == name:
+                    return True
+                value = self.value_of(node, scope, at=expr)
+                if depth < 3 and value is not node and value is not None and \
+                        self._mentions(value, name, scope, depth + 1):
+                    return True
+        return False
 
     @staticmethod
     def _key_kinds(key: str) -> set[str]:
