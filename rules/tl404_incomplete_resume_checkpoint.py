@@ -252,9 +252,10 @@ class IncompleteResumeCheckpoint(Rule):
             )
         for site, missing, _ in model.partial_restores():
             names = ", ".join(f"`{name}`" for _, name in missing)
+            what = "restores only the model" if missing[0][0] == "optimizer" else "restores the model"
             yield self.report(
                 site.node,
-                f"this resume loads a training checkpoint but restores only the model: {names} "
+                f"this resume loads a training checkpoint but {what}: {names} "
                 f"{'is' if len(missing) == 1 else 'are'} never restored with `load_state_dict`, so "
                 + "; ".join(_CONSEQUENCE[kind] for kind, _ in missing),
             )
