@@ -42,10 +42,10 @@ CLIP_FUNCTIONS = frozenset(
 ) | {"timm.utils.dispatch_clip_grad", "timm.utils.clip_grad.dispatch_clip_grad"}
 _CLIP_NAMES = frozenset(("clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "clip_grad_norm",
                          "dispatch_clip_grad"))
-# Clipping methods of frameworks that unscale the GradScaler's gradients themselves before clipping:
-# Accelerate's `accelerator.clip_grad_norm_`/`clip_grad_value_`, Fabric's `fabric.clip_gradients`,
-# and a LightningModule's `self.clip_gradients` (its precision plugin unscales first).
-_SELF_UNSCALING_METHODS = frozenset(("clip_grad_norm_", "clip_grad_value_", "clip_gradients"))
+# Clipping methods. Those of frameworks unscale the GradScaler's gradients themselves before
+# clipping: Accelerate's `accelerator.clip_grad_norm_`/`clip_grad_value_`, Fabric's
+# `fabric.clip_gradients` and a LightningModule's `self.clip_gradients` (its precision plugin
+# unscales first). A model's `clip_grad_norm_` (FSDP) does not.
 _CLIP_METHODS = frozenset(("clip_grad_norm_", "clip_grad_value_", "clip_gradients"))
 _MAX_DEPTH = 3
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
