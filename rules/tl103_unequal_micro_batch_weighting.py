@@ -142,6 +142,28 @@ class UnequalMicroBatchWeighting(Rule):
         good(
             """
             import torch
+            import torch.nn.functional as F
+
+            n_tokens = 0
+            for i, batch in enumerate(train_loader):
+                logits = model(batch["input_ids"], attention_mask=batch["attention_mask"])
+                loss = F.cross_entropy(logits.view(-1, logits.size(-1)), batch["labels"].view(-1),
+                                       ignore_index=-100, reduction="sum")
+                loss.backward()
+                n_tokens += int((batch["labels"] != -100).sum())
+                if (i + 1) % grad_accum == 0:
+                    for p in model.parameters():
+                        if p.grad is not None:
+                            p.grad.div_(n_tokens)
+                    opt.step()
+                    opt.zero_grad()
+                    n_tokens = 0
+            """,
+            title="summed token losses, gradients divided by the window's valid-token count",
+        ),
+        good(
+            """
+            import torch
             from torch.utils.data import DataLoader
 
             loader = DataLoader(train_set, batch_size=32, shuffle=True, drop_last=True)
