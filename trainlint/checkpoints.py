@@ -14,10 +14,13 @@ What it knows:
 
 The line between a checkpoint and a data artefact: training state (a `state_dict()`, a dict of
 state dicts or of keys such as model/optimizer/epoch/step, a whole model or optimizer object) is a
-checkpoint whatever its path. An object we cannot see into is a checkpoint only when its path says
-so (ckpt, checkpoint, last, best, latest, resume, snapshot, weights, model, `.ckpt`, `.pth`, `.tar`);
-`.pt`/`.bin` alone are not enough (they are the usual suffix of saved tensors), and a path or object
-named like data (embeddings, features, cache, dataset, tokens, predictions, ...) is never one.
+checkpoint whatever its path. An object we cannot see into is a checkpoint when its own name says so
+(`checkpoint`, `ckpt`, `state_dict`), when the function saving it is a `*checkpoint*` helper, or when
+its path says so (ckpt, checkpoint, last, best, latest, resume, snapshot, weights, model, `.ckpt`,
+`.pth`, `.tar`); `.pt`/`.bin` alone are not enough (they are the usual suffix of saved tensors). A
+file name or object named like data (embeddings, features, cache, dataset, tokens, predictions, ...),
+a tensor factory's result, a list or a slice, and configuration (`args`, `config`, `hparams`) are
+never checkpoints.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ _ROLE_KIND = {OPTIMIZER: "optimizer", SCHEDULER: "scheduler", SCALER: "scaler"}
 
 # Dict keys that say what a value is.
 KEY_PATTERNS: dict[str, re.Pattern] = {
-    "model": re.compile(r"model|state_dict|^net|network|weights|params|^ema|generator|discriminator|encoder|"
+    "model": re.compile(r"model|state_dict|^net|network|^weights|^params$|^ema|generator|discriminator|encoder|"
                         r"decoder|^module", re.I),
     "optimizer": re.compile(r"optim|^opt($|_)", re.I),
     "scheduler": re.compile(r"sched", re.I),
@@ -218,9 +221,6 @@ class CheckpointModel:
             self._node_order = {node: i for i, node in enumerate(walk(self.index.module))}
         return self._node_order
 
-    def binding_kinds(self, name: str, scope: Scope) -> set[str]:
-        return {b.kind for b in scope.lookup(name)}
-
     def is_param(self, expr: cst.BaseExpression | None, scope: Scope) -> bool:
         return isinstance(expr, cst.Name) and any(b.kind == "param" for b in scope.lookup(expr.value)) \
             and all(b.kind == "param" for b in scope.lookup(expr.value))
@@ -335,10 +335,7 @@ class CheckpointModel:
         kinds: set[str] = set()
         for key, value, scope in content.items:
             if key is not None:
-                if KEY_PATTERNS["rng"].search(key):
-                    kinds.add("rng")  # "generator_state" is RNG state, not a GAN's generator
-                else:
-                    kinds |= {kind for kind, pattern in KEY_PATTERNS.items() if pattern.search(key)}
+                kinds |= self._key_kinds(key)
             kinds |= self.value_kinds(value, scope)
             if depth < 3 and isinstance(value, (cst.Dict, cst.Call, cst.Name)):
                 nested = self.saved_dict(value, scope, 1)
@@ -923,9 +920,14 @@ class CheckpointModel:
 
     @staticmethod
     def _key_kinds(key: str) -> set[str]:
+        """What a key names: "generator_state" is RNG state, not a GAN's generator, and
+        "optimizer_state_dict" is optimizer state, not a model's."""
         if KEY_PATTERNS["rng"].search(key):
             return {"rng"}
-        return {kind for kind, pattern in KEY_PATTERNS.items() if pattern.search(key)}
+        kinds = {kind for kind, pattern in KEY_PATTERNS.items() if pattern.search(key)}
+        if kinds & {"optimizer", "scheduler", "scaler"}:
+            kinds.discard("model")
+        return kinds
 
     # -- views of tensors (TL403) --------------------------------------------------------------------
     def saved_views(self, save: Save) -> list[tuple[cst.BaseExpression, str, bool]]:
