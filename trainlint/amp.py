@@ -284,18 +284,13 @@ class AmpModel:
                   callees: set | None = None) -> Iterator[Event]:
         """Gradient events under `body` in execution order, entering same-file helpers where they
         are called (depth-limited), never entering nested defs, classes or lambdas."""
-        stack: list[tuple[cst.CSTNode, tuple]] = [(body, loops)]
+        # (node, enclosing loops, after_children): a call is pushed twice, so that its receiver and
+        # arguments run first (`scaler.scale(loss)` before its `.backward()`), then the call itself,
+        # then the body of a same-file callee; no recursion on expression depth
+        stack: list[tuple[cst.CSTNode, tuple, bool]] = [(body, loops, False)]
         while stack:
-            node, enclosing = stack.pop()
-            if node is not body and isinstance(node, _NESTED_SCOPES):
-                continue
-            if isinstance(node, cst.Call):
-                # the receiver and the arguments run before the call (`scaler.scale(loss)` before
-                # its `.backward()`), then the call, then the body of a same-file callee
-                for child in iter_children(node):
-                    if isinstance(child, _NESTED_SCOPES):
-                        continue
-                    yield from self.events_in(child, scope, via, enclosing, seen, callees)
+            node, enclosing, after_children = stack.pop()
+            if after_children:
                 target = self.training.callee(node, scope)
                 event = self.classify(node, scope) if target is None else None
                 if event is not None:
@@ -307,7 +302,11 @@ class AmpModel:
                     yield from self.events_in(target.node.body, target.scope, via + (node,), enclosing,
                                               seen | {target.node}, callees)
                 continue
-            if isinstance(node, (cst.Assign, cst.AnnAssign, cst.Del)):
+            if node is not body and isinstance(node, _NESTED_SCOPES):
+                continue
+            if isinstance(node, cst.Call):
+                stack.append((node, enclosing, True))
+            elif isinstance(node, (cst.Assign, cst.AnnAssign, cst.Del)):
                 for target_expr in _assigned_targets(node):
                     if isinstance(target_expr, cst.Attribute) and target_expr.attr.value == "grad":
                         yield Event(ZERO_GRAD, node, scope, via, subject=self.ctx.code_for(target_expr),
@@ -316,7 +315,7 @@ class AmpModel:
             inner_loops = enclosing + (node,) if node is not body and isinstance(node, (cst.For, cst.While)) \
                 else enclosing
             for child in reversed(list(iter_children(node))):
-                stack.append((child, inner_loops))
+                stack.append((child, inner_loops, False))
 
     # -- building ------------------------------------------------------------------------------
     def _build(self) -> None:
