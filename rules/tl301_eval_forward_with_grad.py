@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainlint.finding import Severity
-from trainlint.modes import EVAL, ON, modes
+from trainlint.modes import display_key, EVAL, ON, modes
 from trainlint.rule import Rule, bad, good
 
 
@@ -279,10 +279,11 @@ class EvalForwardWithGrad(Rule):
         function = forward.function
         where = f"`{function.name}()`" if function is not None else "this evaluation"
         switch = sorted({ctx.code_for(f.node) for f in forward.facts if f.node is not None})
-        source = f"`{switch[0]}`" if len(switch) == 1 else f"`{forward.key}.eval()`"
+        key = display_key(forward.key)
+        source = f"`{switch[0]}`" if len(switch) == 1 else f"`{key}.eval()`"
         if any(f.site is None for f in forward.facts):
             source += " in its callers"
-        return (f"{where} runs `{forward.key}` in eval mode ({source}) with grad recording on: "
+        return (f"{where} runs `{key}` in eval mode ({source}) with grad recording on: "
                 f"every batch builds an autograd graph and keeps its activations; wrap the evaluation "
                 f"in `with torch.no_grad():` or `torch.inference_mode()`"
                 + (f", or decorate `{function.name}` with `@torch.no_grad()`" if function is not None else ""))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainlint.finding import Severity
-from trainlint.modes import CHOSEN, NEW, OFF, RESTORE, TRAIN, TRAINED, TRAINING_KINDS, modes
+from trainlint.modes import display_key, CHOSEN, NEW, OFF, RESTORE, TRAIN, TRAINED, TRAINING_KINDS, modes
 from trainlint.rule import Rule, bad, good
 
 
@@ -326,7 +326,7 @@ class NoGradEvalInTrainMode(Rule):
             yield self.report(forward.call, self._message(ctx, forward, training[0]))
 
     def _message(self, ctx, forward, fact) -> str:
-        key = forward.key
+        key = display_key(forward.key)
         function = forward.function
         where = f"`{function.name}()`" if function is not None else "this evaluation"
         if fact.kind == NEW:

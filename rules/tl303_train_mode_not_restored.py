@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from trainlint.finding import Severity
-from trainlint.modes import modes
+from trainlint.modes import display_key, modes
 from trainlint.rule import Rule, bad, good
 
 
@@ -320,6 +320,7 @@ class TrainModeNotRestored(Rule):
 
     def _message(self, ctx, item) -> str:
         fact = item.fact
+        key = display_key(item.key)
         switch = ctx.code_for(fact.node)
         backward = _short_call(ctx, item.backward)
         if item.anchor is fact.node:
@@ -328,9 +329,9 @@ class TrainModeNotRestored(Rule):
             called = ctx.code_for(item.anchor.func) if isinstance(item.anchor, cst.Call) else "this call"
             inside = f" (`{switch}` in `{fact.via}()`)" if fact.via else ""
             args = "(...)" if isinstance(item.anchor, cst.Call) and item.anchor.args else "()"
-            what = f"`{called}{args}` leaves `{item.key}` in eval mode{inside} and nothing restores it"
-        return (f"{what}: the loop keeps training `{item.key}` (`{backward}`) with dropout off and BatchNorm "
-                f"frozen on its running statistics; call `{item.key}.train()` after the evaluation "
+            what = f"`{called}{args}` leaves `{key}` in eval mode{inside} and nothing restores it"
+        return (f"{what}: the loop keeps training `{key}` (`{backward}`) with dropout off and BatchNorm "
+                f"frozen on its running statistics; call `{key}.train()` after the evaluation "
                 f"(or restore the saved mode at its end)")
 
 

@@ -394,3 +394,27 @@ def test_test_functions_are_not_evaluations():
     ctx, model = _model(source)
     forwards = list(model.forwards())
     assert forwards and not any(model.is_graph_free_evaluation(f) for f in forwards)
+
+
+def test_unrestored_keys_are_named_as_in_the_loop_function():
+    source = """
+        import torch
+
+        def evaluate(net, loader):
+            net.eval()
+            with torch.no_grad():
+                return [net(x) for x in loader]
+
+        def main(loader):
+            model = build()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x in loader:
+                opt.zero_grad()
+                model(x).sum().backward()
+                opt.step()
+                evaluate(model, loader)
+
+        if __name__ == "__main__":
+            main(make_loader())
+        """
+    assert _unrestored(source) == [("evaluate(model, loader)", "model")]

@@ -300,7 +300,8 @@ class ModeModel:
     def unrestored(self) -> list[Unrestored]:
         """Eval calls in training loops that a later backward still sees, once per anchor."""
         found: dict[cst.CSTNode, Unrestored] = {}
-        functions = [None] + [loop.function for loop in self.training.loops if loop.function is not None]
+        # the loop's own function first: its keys are the names written there
+        functions = [loop.function for loop in self.training.loops if loop.function is not None] + [None]
         seen = set()
         for function in functions:
             key = function.node if function is not None else None
@@ -1235,6 +1236,11 @@ def _train_called(index) -> set[str]:
             if text:
                 names.add(_last_component(text))
     return names
+
+
+def display_key(key: str) -> str:
+    """A key as the code names it (without the `helper@2:` prefix of a helper's own locals)."""
+    return key.rsplit(":", 1)[-1]
 
 
 def _last_component(key: str) -> str:
