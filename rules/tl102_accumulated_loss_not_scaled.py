@@ -298,6 +298,21 @@ class AccumulatedLossNotScaled(Rule):
             """,
             title="division inside the autocast block, AMP backward",
         ),
+        good(
+            """
+            import torch.nn.functional as F
+
+            window = list(zip(x.split([12, 12, 8]), y.split([12, 12, 8])))
+            total = len(x)  # examples in the whole window, counted before the loop
+            for i, (xb, yb) in enumerate(window):
+                loss = F.cross_entropy(model(xb), yb, reduction="sum") / total
+                loss.backward()
+                if (i + 1) % len(window) == 0:
+                    opt.step()
+                    opt.zero_grad()
+            """,
+            title="summed loss divided by the window's example count",
+        ),
     )
 
     def check(self, ctx):

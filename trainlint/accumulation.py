@@ -173,13 +173,13 @@ class LossTracer:
         if isinstance(divisor, cst.Call) and isinstance(divisor.func, cst.Name) and divisor.func.value == "len":
             args = positional_args(divisor)
             return "local" if args and not any(isinstance(n, (cst.GeneratorExp, cst.ListComp)) for n in walk(divisor)) \
-                else "other"
+                and self._per_micro_batch(divisor, scope) else "other"
         if isinstance(divisor, cst.Call) and isinstance(divisor.func, cst.Attribute) and \
                 divisor.func.attr.value in _LOCAL_COUNT_METHODS:
-            return "local"
+            return "local" if self._per_micro_batch(divisor, scope) else "other"
         if isinstance(divisor, cst.Subscript) and isinstance(divisor.value, cst.Attribute) and \
                 divisor.value.attr.value == "shape":
-            return "local"
+            return "local" if self._per_micro_batch(divisor, scope) else "other"
         if isinstance(divisor, (cst.Integer, cst.Float)):
             return "k" if self.k_text is not None and divisor.value == self.k_text else "other"
         if isinstance(divisor, (cst.Name, cst.Attribute)) and _LOCAL_NAMES.search(_name_text(divisor) or ""):
@@ -192,6 +192,31 @@ class LossTracer:
                         not isinstance(binding.value, cst.Name):
                     return "local"
         return "other"
+
+    def _per_micro_batch(self, count: cst.BaseExpression, scope: Scope) -> bool:
+        """A count (`len(x)`, `y.numel()`, `x.shape[0]`) of data that changes every micro-batch.
+
+        In the loop's own scope that means it reads a name bound inside the loop (its target or an
+        assignment in its body); `total = len(x)` before the loop counts the whole window. Inside a
+        helper called per micro-batch, its names are taken as per micro-batch.
+        """
+        if scope is not self.loop.scope:
+            return True
+        loop = self.loop.node
+        bound_outside = False
+        not_data = {id(n.func) for n in walk(count) if isinstance(n, cst.Call)} | \
+            {id(n.attr) for n in walk(count) if isinstance(n, cst.Attribute)}
+        for node in walk(count):
+            if not isinstance(node, cst.Name) or id(node) in not_data:  # `len`, `.shape`: not data
+                continue
+            bindings = scope.lookup(node.value)
+            if not bindings:
+                return True  # bound nowhere in the file: cannot tell, keep the per-micro-batch reading
+            for binding in bindings:
+                if binding.node is loop or any(a is loop for a in self.index.ancestors(binding.node)):
+                    return True
+            bound_outside = True
+        return not bound_outside
 
     def _k_like(self, divisor: cst.BaseExpression) -> bool:
         """The number of micro-batches: a name like `grad_accum`, `len(micro_batches)`, `float(K)`."""
