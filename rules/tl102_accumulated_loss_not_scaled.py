@@ -302,6 +302,7 @@ class AccumulatedLossNotScaled(Rule):
             """
             import torch.nn.functional as F
 
+            x, y = next(windows)  # one update's worth of examples
             window = list(zip(x.split([12, 12, 8]), y.split([12, 12, 8])))
             total = len(x)  # examples in the whole window, counted before the loop
             for i, (xb, yb) in enumerate(window):
