@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import io
 import os
+import re
 import tokenize
 from concurrent.futures import ProcessPoolExecutor
 from typing import Iterable, Iterator
@@ -19,7 +20,7 @@ import libcst as cst
 from trainlint.cache import ResultCache
 from trainlint.context import FileContext
 from trainlint.finding import Edit, FileResult, Finding, Fix, Severity
-from trainlint.positions import Positions
+from trainlint.positions import Positions, split_lines
 from trainlint.rule import FixSpec, Report, Rule, registry
 from trainlint.settings import SYNTAX_ERROR_CODE, Settings
 from trainlint.suppress import file_disabled_codes, is_suppressed, noqa_codes
@@ -57,7 +58,17 @@ def _parse(source: str, path: str) -> tuple[cst.Module | None, Finding | None]:
     try:
         return cst.parse_module(source), None
     except cst.ParserSyntaxError as err:
-        return None, _syntax_error(path, err.raw_line, err.raw_column + 1, f"cannot parse: {err.message}")
+        # CPython's own message ("'(' was never closed", "Missing parentheses in call to 'print'")
+        # says more than LibCST's token list, and points where the user expects.
+        try:
+            ast.parse(source, filename=path)
+        except SyntaxError as py_err:
+            return None, _syntax_error(path, py_err.lineno or 1, max(py_err.offset or 1, 1),
+                                       f"cannot parse: {py_err.msg}")
+        except (ValueError, RecursionError, MemoryError):
+            pass
+        message = re.sub(r"^parser error: error at \d+:\d+: ", "", err.message)
+        return None, _syntax_error(path, err.raw_line, err.raw_column + 1, f"cannot parse: {message}")
     except RecursionError:
         return None, _syntax_error(path, 1, 1, "cannot parse: nesting too deep")
 
@@ -128,8 +139,8 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
     if not reports:
         return result
 
-    positions = Positions(module)
-    lines = source.splitlines()
+    positions = Positions(module, ctx.index.parents)
+    lines = split_lines(source)
     file_codes = file_disabled_codes(source)
     seen = set()
     for report in reports:
@@ -148,8 +159,9 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
         if key in seen:  # two paths through the model reaching the same node report once
             continue
         seen.add(key)
+        message = " ".join(report.message.split())  # quoted code may span lines; a message is one line
         result.findings.append(Finding(path, line, column, end_line, end_column, rule.code, rule.name,
-                                       rule.severity, report.message, fix))
+                                       rule.severity, message, fix))
     result.findings.sort(key=lambda f: f.sort_key)
     return result
 

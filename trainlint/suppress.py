@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:\s*,\s*[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
+NOQA_PATTERN = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:\s*,\s*[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
 _DISABLE_FILE = re.compile(
     r"^\s*#\s*trainlint:\s*disable-file(?:\s*=\s*(?P<codes>[A-Za-z0-9,\s]+?))?\s*$", re.MULTILINE
 )
@@ -13,7 +13,7 @@ ALL = frozenset({"*"})
 
 def noqa_codes(line_text: str) -> frozenset[str] | None:
     """Codes a line's `# noqa` suppresses: None if it has none, ALL for a bare `# noqa`."""
-    match = _NOQA.search(line_text)
+    match = NOQA_PATTERN.search(line_text)
     if match is None:
         return None
     codes = match.group("codes")

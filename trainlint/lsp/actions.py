@@ -12,7 +12,7 @@ from trainlint.lsp.diagnostics import to_diagnostic
 from trainlint.lsp.positions import Encoder
 from trainlint.positions import to_lsp
 from trainlint.settings import SYNTAX_ERROR_CODE
-from trainlint.suppress import _NOQA as NOQA_COMMENT  # the pattern the engine honours
+from trainlint.suppress import NOQA_PATTERN as NOQA_COMMENT  # the pattern the engine honours
 
 
 def commentable_lines(text: str) -> frozenset[int]:

@@ -7,20 +7,9 @@ supports. Only lines holding non-ASCII text need converting.
 
 from __future__ import annotations
 
-import re
-
 from lsprotocol import types
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines without their endings, split only at LSP line breaks (\\n, \\r\\n, \\r).
-
-    Not `str.splitlines`, which also splits at form feeds and U+2028 and so disagrees with the
-    editor's line numbers.
-    """
-    return _LINE_BREAK.split(text)
+from trainlint.positions import split_lines  # noqa: F401  (re-exported for the server)
 
 
 class Encoder:
