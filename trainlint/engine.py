@@ -11,6 +11,7 @@ import ast
 import io
 import os
 import re
+import sys
 import tokenize
 from concurrent.futures import ProcessPoolExecutor
 from typing import Iterable, Iterator
@@ -28,6 +29,18 @@ from trainlint.suppress import file_disabled_codes, is_suppressed, noqa_codes
 
 class UnreadableFile(Exception):
     """A path that cannot be read at all (missing, a directory, no permission)."""
+
+
+_RECURSION_LIMIT = 20_000
+
+
+def _describe(exc: BaseException) -> str:
+    """`Type: first line of the message`, safe even when str(exc) itself fails or is huge."""
+    try:
+        text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    except Exception:
+        text = ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _syntax_error(path: str, line: int, column: int, message: str) -> Finding:
@@ -132,13 +145,15 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
         try:
             reports.extend(rule.check(ctx))
         except Exception as exc:  # a rule's bug must not stop the other rules or files
-            result.errors.append(
-                f"internal error in {rule.code} ({rule.name}) while checking {path}: "
-                f"{type(exc).__name__}: {exc}"
-            )
+            result.errors.append(f"internal error in {rule.code} ({rule.name}) while checking {path}: "
+                                 f"{_describe(exc)}")
     if not reports:
         return result
 
+    # LibCST generates code recursively; deeply chained expressions need more than Python's default
+    # 1,000 frames. Python 3.11 frames of pure-Python calls do not grow the C stack.
+    if sys.getrecursionlimit() < _RECURSION_LIMIT:
+        sys.setrecursionlimit(_RECURSION_LIMIT)
     positions = Positions(module, ctx.index.parents)
     lines = split_lines(source)
     file_codes = file_disabled_codes(source)
@@ -150,7 +165,7 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
             fix = _to_fix(report.fix, module, positions) if report.fix else None
         except Exception as exc:
             result.errors.append(f"internal error in {rule.code} ({rule.name}) while checking {path}: "
-                                 f"cannot locate the reported node: {type(exc).__name__}: {exc}")
+                                 f"cannot locate the reported node: {_describe(exc)}")
             continue
         line_text = lines[line - 1] if line <= len(lines) else ""
         if is_suppressed(rule.code, noqa_codes(line_text), file_codes):
