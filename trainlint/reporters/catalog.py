@@ -104,6 +104,16 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def render_reference() -> str:
+    """docs/rules.md: every code's documentation, each under an anchor that `Rule.docs_url()` names."""
+    parts = ["# trainlint rules", "",
+             "Generated from the rule classes by `python scripts/update_readme.py`; do not edit by hand.", ""]
+    parts += [f"- [{info.code} `{info.name}`](#{info.code.lower()}) ({info.severity.value})" for info in catalog()]
+    for info in catalog():
+        parts += ["", f'<a id="{info.code.lower()}"></a>', "", info.documentation.rstrip()]
+    return "\n".join(parts) + "\n"
+
+
 def render_rules(fmt: str) -> str:
     """The rule listing as `table` (for a terminal), `json` or `md` (the README table)."""
     infos = catalog()
