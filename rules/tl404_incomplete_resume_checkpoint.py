@@ -77,6 +77,25 @@ class IncompleteResumeCheckpoint(Rule):
             """
             import torch
 
+            def build(cfg):
+                model = Net(cfg)
+                opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+                sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup(cfg))
+                return model, opt, sched
+
+            model, opt, sched = build(cfg)
+            for step in range(cfg.steps):
+                train_step(model, opt, sched)
+                if step % 1000 == 0:
+                    torch.save({"model": model.state_dict(), "step": step}, "checkpoint.pt")
+            """,
+            line=13,
+            title="objects built by a same-file factory",
+        ),
+        bad(
+            """
+            import torch
+
             class Trainer:
                 def __init__(self, model, lr):
                     self.model = model

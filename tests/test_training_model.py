@@ -468,3 +468,31 @@ def test_update_in_the_else_branch_and_condition_polarity():
     placed = per_update(ctx, model, loop)
     assert placed["opt.zero_grad()"] and placed["opt.step()"] and placed["sched.step()"]
     assert not placed["log_partial()"] and not placed["sched_between.step()"]
+
+
+def test_roles_follow_same_file_factories():
+    import libcst as cst
+
+    from trainlint.roles import roles
+
+    ctx, _ = build("""
+        import torch
+
+        def build_optimizer(model):
+            return torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def build(cfg):
+            model = Net(cfg)
+            opt = build_optimizer(model)
+            sched = torch.optim.lr_scheduler.StepLR(opt, 10)
+            def inner():
+                return 1, 2, 3
+            return model, opt, sched
+
+        net, optimizer, lr_policy = build(cfg)
+        other = build_optimizer(net)
+        """)
+    of = ctx.model(roles).of
+    scope = ctx.index.module_scope
+    assert [of(cst.Name(n), scope) for n in ("optimizer", "lr_policy", "other")] == \
+        ["optimizer", "scheduler", "optimizer"]

@@ -156,7 +156,6 @@ class CheckpointModel:
         self.subscript_sets: dict[tuple[Scope, str], list[tuple[str | None, cst.BaseExpression]]] = {}
         # (scope, name) of dicts handed to a call or aliased: someone else may fill them
         self.escapes: set[tuple[Scope, str]] = set()
-        self._callers: dict[cst.FunctionDef, list[CallSite]] | None = None
         self._node_order: dict[cst.CSTNode, int] | None = None
         self._build()
 
@@ -228,46 +227,6 @@ class CheckpointModel:
     def text(self, node: cst.CSTNode | None) -> str:
         return self.ctx.code_for(node).strip() if node is not None else ""
 
-    def callers(self, function: FunctionInfo) -> list[CallSite]:
-        """Same-file calls of a module-level function (by name) or a method (through `self.`)."""
-        if self._callers is None:
-            self._callers = {}
-            for site in self.index.calls:
-                target = self.callee(site.node, site.scope)
-                if target is not None:
-                    self._callers.setdefault(target.node, []).append(site)
-        return self._callers.get(function.node, [])
-
-    def callee(self, call: cst.Call, scope: Scope) -> FunctionInfo | None:
-        func = call.func
-        if isinstance(func, cst.Name):
-            if self.index.resolve(func, scope) is not None:
-                return None
-            found = [f for f in self.index.functions_named(func.value) if f.class_name is None]
-            return found[0] if len(found) == 1 else None
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-            current: Scope | None = scope
-            while current is not None and current.kind != "class":
-                current = current.parent
-            if current is not None:
-                found = self.index.functions_named(func.attr.value, current.name)
-                return found[0] if len(found) == 1 else None
-        return None
-
-    def argument_for(self, call: cst.Call, function: FunctionInfo, param: str) -> cst.BaseExpression | None:
-        """The expression a call passes for `param` of `function`."""
-        arg = keyword_arg(call, param)
-        if arg is not None:
-            return arg.value
-        params = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
-        if function.class_name and params and params[0] in ("self", "cls"):
-            params = params[1:]
-        positional = positional_args(call)
-        if param in params and params.index(param) < len(positional):
-            return positional[params.index(param)].value
-        return None
-
-    # -- what a saved object holds -----------------------------------------------------------------
     def saved_dict(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> SavedDict | None:
         """The dict a saved expression builds, or None when it is not (known to be) a dict."""
         if expr is None or depth > 4:
@@ -323,7 +282,7 @@ class CheckpointModel:
                             result.items += inner.items
                             result.complete &= inner.complete
                 return result
-            target = self.callee(expr, scope)
+            target = self.index.callee(expr, scope)
             if target is not None:
                 returns = [n for n in _walk_scope(target.node.body) if isinstance(n, cst.Return)]
                 if len(returns) == 1 and returns[0].value is not None:
@@ -511,12 +470,12 @@ class CheckpointModel:
             dest, value = opened, self.value_of(opened, scope)
         # a destination handed in by the caller: judge it where the helper is called
         if isinstance(value, cst.Name) and function is not None and self.is_param(value, scope):
-            callers = self.callers(function)
+            callers = self.index.callers(function)
             if not callers or depth >= 2:
                 return None
             verdicts = []
             for site in callers:
-                passed = self.argument_for(site.node, function, value.value)
+                passed = self.index.argument_for(site.node, function, value.value)
                 if passed is None:
                     return None
                 verdicts.append(self._atomic_dest(passed, site.node, site.scope, site.function, depth + 1))
@@ -547,7 +506,7 @@ class CheckpointModel:
                     name = self.index.resolve(node.func, scope) or dotted_name(node.func) or ""
                     if name.startswith(TEMPFILE_PREFIX) or "atomic" in name.lower():
                         return True
-                    target = self.callee(node, scope)
+                    target = self.index.callee(node, scope)
                     if target is not None and self._contains_rename(target, 0):
                         return True  # a same-file context manager that replaces on exit
             if TEMP_WORDS.search(self.text(expr)):
@@ -580,7 +539,7 @@ class CheckpointModel:
         if isinstance(func, cst.Attribute) and func.attr.value in ("replace", "rename") and len(call.args) == 1 \
                 and name not in ("os.replace", "os.rename"):
             return func.value  # Path.replace(target) / Path.rename(target); str.replace takes two
-        target = self.callee(call, scope)
+        target = self.index.callee(call, scope)
         if target is not None and args and self._contains_rename(target, depth):
             return args[0].value  # a same-file helper that commits its first argument
         return None
@@ -597,7 +556,7 @@ class CheckpointModel:
                 if isinstance(func, cst.Attribute) and func.attr.value in ("replace", "rename") \
                         and len(node.args) == 1:
                     return True
-                inner = self.callee(node, function.scope)
+                inner = self.index.callee(node, function.scope)
                 if inner is not None and inner is not function and self._contains_rename(inner, depth + 1):
                     return True
         return False
@@ -614,9 +573,9 @@ class CheckpointModel:
         function = save.site.function
         if isinstance(value, cst.Name) and function is not None and self.is_param(value, save.scope):
             # a path handed in: judge it by what the same-file callers pass
-            passed = [self.argument_for(site.node, function, value.value) for site in self.callers(function)]
+            passed = [self.index.argument_for(site.node, function, value.value) for site in self.index.callers(function)]
             verdicts = [self._reuse(self.value_of(p, site.scope), site.scope, 0)
-                        for p, site in zip(passed, self.callers(function)) if p is not None]
+                        for p, site in zip(passed, self.index.callers(function)) if p is not None]
             return self._combine(verdicts) if verdicts and len(verdicts) == len(passed) else None
         if isinstance(value, cst.Attribute):
             return None  # `config.output_file`: a setting, but nothing says it is written more than once
@@ -631,7 +590,7 @@ class CheckpointModel:
         function = save.site.function
         if not (isinstance(value, cst.Name) and function is not None and self.is_param(value, save.scope)):
             return []
-        passed = [self.argument_for(site.node, function, value.value) for site in self.callers(function)]
+        passed = [self.index.argument_for(site.node, function, value.value) for site in self.index.callers(function)]
         return [self.text(p) for p in passed if p is not None]
 
     def _reuse(self, expr, scope: Scope, depth: int) -> str | None:
@@ -728,7 +687,7 @@ class CheckpointModel:
                 scopes.append(current)
             current = current.parent
         if function is not None and function.class_name is None:
-            for site in self.callers(function):
+            for site in self.index.callers(function):
                 if site.scope not in scopes:
                     scopes.append(site.scope)
         for each in scopes:
@@ -761,6 +720,11 @@ class CheckpointModel:
                     return _ROLE_KIND[role]
             elif binding.kind in ("assign", "with") and isinstance(binding.value, (cst.Call, cst.Name)):
                 role = self.roles.of(binding.value, scope)
+                if role in _ROLE_KIND:
+                    return _ROLE_KIND[role]
+            elif binding.kind == "assign" and binding.value is None:
+                # unpacked: `model, opt, sched = build(cfg)` (roles follows the returned tuple)
+                role = self.roles.of(_NAME_CACHE.setdefault(name, cst.Name(name)), scope)
                 if role in _ROLE_KIND:
                     return _ROLE_KIND[role]
         if COUNTER_NAME.match(name) and any(

@@ -59,7 +59,6 @@ class Dataflow:
         self._graph_memo: dict[cst.CSTNode, bool | None] = {}
         self._no_grad_memo: dict[cst.CSTNode, bool] = {}
         self._roots: dict[cst.CSTNode | None, list[cst.BaseExpression]] = {}
-        self._callers: dict[cst.CSTNode, list[cst.Call]] | None = None
 
     # -- source order ---------------------------------------------------------------------------
     def _orders(self, node: cst.CSTNode) -> tuple[dict[cst.CSTNode, int], dict[cst.CSTNode, int]]:
@@ -181,20 +180,11 @@ class Dataflow:
         info = self.index.function_of_node.get(function)
         if not result and info is not None and info.class_name and info.name in NO_GRAD_HOOKS:
             result = True
-        if not result and depth < 3:
-            callers = self.callers().get(function, [])
+        if not result and depth < 3 and info is not None:
+            callers = [site.node for site in self.index.callers(info)]
             result = bool(callers) and all(self.under_no_grad(call) for call in callers)
         self._no_grad_memo[function] = result
         return result
-
-    def callers(self) -> dict[cst.CSTNode, list[cst.Call]]:
-        if self._callers is None:
-            self._callers = {}
-            for site in self.index.calls:
-                target = self.training.callee(site.node, site.scope)
-                if target is not None:
-                    self._callers.setdefault(target.node, []).append(site.node)
-        return self._callers
 
     # -- backward roots -------------------------------------------------------------------------
     def backward_roots(self, owner: cst.CSTNode) -> list[cst.BaseExpression]:

@@ -123,6 +123,8 @@ class FileIndex:
         self.class_attributes: dict[str, dict[str, list[cst.BaseExpression]]] = {}
         self.calls: list[CallSite] = []
         self.loops: list[cst.For | cst.While] = []
+        self._callers: dict[cst.CSTNode, list[CallSite]] | None = None
+        self._functions_by_name: dict[str, list[FunctionInfo]] | None = None
         self._build()
 
     # -- building ---------------------------------------------------------------------------
@@ -286,7 +288,71 @@ class FileIndex:
                 yield site
 
     def functions_named(self, name: str, class_name: str | None = None) -> list[FunctionInfo]:
-        return [f for f in self.functions if f.name == name and (class_name is None or f.class_name == class_name)]
+        if self._functions_by_name is None:
+            self._functions_by_name = {}
+            for function in self.functions:
+                self._functions_by_name.setdefault(function.name, []).append(function)
+        found = self._functions_by_name.get(name, [])
+        return found if class_name is None else [f for f in found if f.class_name == class_name]
+
+    # -- the same-file call graph ---------------------------------------------------------------
+    def callee(self, call: cst.Call, scope: Scope) -> FunctionInfo | None:
+        """The function or method of this file that `call` runs, when it can be told: `helper(...)`
+        bound by a module-level def (not shadowed by an import), or `self.method(...)` of the
+        enclosing class or a base class defined in this file."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            if not self.functions_named(func.value) or self.resolve(func, scope) is not None:
+                return None  # no such def here, or imported / a builtin: not ours
+            found = [f for f in self.functions_named(func.value) if f.class_name is None]
+            return found[0] if len(found) == 1 else None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            current: Scope | None = scope
+            while current is not None and current.kind != "class":
+                current = current.parent
+            if current is not None:
+                return self.method(current.name, func.attr.value)
+        return None
+
+    def method(self, class_name: str, name: str, _seen: frozenset = frozenset()) -> FunctionInfo | None:
+        """`name` as defined in class `class_name` or, failing that, its same-file base classes."""
+        found = self.functions_named(name, class_name)
+        if found:
+            return found[-1]  # a later def in the class body replaces an earlier one
+        node = self.classes.get(class_name)
+        if node is None or class_name in _seen:
+            return None
+        for base in node.bases:
+            base_name = dotted_name(base.value)
+            if base_name in self.classes:
+                hit = self.method(base_name, name, _seen | {class_name})
+                if hit is not None:
+                    return hit
+        return None
+
+    def callers(self, function: FunctionInfo) -> list[CallSite]:
+        """Same-file call sites of `function`."""
+        if self._callers is None:
+            self._callers = {}
+            for site in self.calls:
+                target = self.callee(site.node, site.scope)
+                if target is not None:
+                    self._callers.setdefault(target.node, []).append(site)
+        return self._callers.get(function.node, [])
+
+    @staticmethod
+    def argument_for(call: cst.Call, function: FunctionInfo, param: str) -> cst.BaseExpression | None:
+        """The expression `call` passes for parameter `param` of `function` (None if not passed)."""
+        arg = keyword_arg(call, param)
+        if arg is not None:
+            return arg.value
+        params = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
+        if function.class_name and params and params[0] in ("self", "cls"):
+            params = params[1:]
+        positional = positional_args(call)
+        if param in params and params.index(param) < len(positional):
+            return positional[params.index(param)].value
+        return None
 
 
 def dotted_name(expr: cst.CSTNode | None) -> str | None:

@@ -239,12 +239,10 @@ class ModeModel:
         self._flows: dict[object, Flow] = {}
         self._entries: dict[object, State] = {}
         self._in_progress: set = set()
-        self._callers: dict[cst.FunctionDef, list] | None = None
         self._computes_grad: dict[cst.CSTNode, bool] = {}
         self._module_classes: dict[str, bool] = {}
         self._trained: frozenset[str] | None = None
         self._frozen: frozenset[str] = frozenset()
-        self._function_names = {f.name for f in self.index.functions}
 
     # -- public queries ----------------------------------------------------------------------------
     def flow(self, function: FunctionInfo | None) -> Flow:
@@ -270,7 +268,7 @@ class ModeModel:
         # functions calling a switching helper run in the mode it leaves
         switching = set(wanted)
         for site in self.index.calls:
-            target = self.callee(site.node, site.scope)
+            target = self.index.callee(site.node, site.scope)
             if target is None:
                 continue
             if site.function is not None and site.function.node in switching or (
@@ -447,27 +445,10 @@ class ModeModel:
         self.trained_names  # noqa: B018  (computes both)
         return self._frozen
 
-    def callee(self, call: cst.Call, scope: Scope) -> FunctionInfo | None:
-        """`TrainingModel.callee`, skipping calls whose name no function of the file has."""
-        func = call.func
-        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
-        if name not in self._function_names:
-            return None
-        return self.training.callee(call, scope)
-
     def key_of(self, expr: cst.BaseExpression, scope: Scope) -> str | None:
         return self._key(expr, Frame(None, scope, {}))
 
     # -- entry states ------------------------------------------------------------------------------
-    def callers(self, function: FunctionInfo) -> list:
-        if self._callers is None:
-            self._callers = {}
-            for site in self.index.calls:
-                target = self.callee(site.node, site.scope)
-                if target is not None:
-                    self._callers.setdefault(target.node, []).append(site)
-        return self._callers.get(function.node, [])
-
     def entry_state(self, function: FunctionInfo | None, depth: int = 0) -> State:
         """The join of the states at the function's same-file call sites, translated to its
         parameters; with no known caller, nothing is known of modes and grad is on."""
@@ -476,7 +457,7 @@ class ModeModel:
             return default
         if function.node in self._entries:
             return self._entries[function.node]
-        sites = self.callers(function)
+        sites = self.index.callers(function)
         if not sites or depth >= _MAX_ENTRY_DEPTH:
             return default
         states = []
@@ -863,7 +844,7 @@ class _Run:
     def _context_manager(self, expr, frame: Frame):
         if not isinstance(expr, cst.Call) or frame.depth >= _MAX_INLINE_DEPTH:
             return None
-        target = self.model.callee(expr, frame.scope)
+        target = self.index.callee(expr, frame.scope)
         if target is None or target.node in frame.active:
             return None
         if not any(self.index.resolve(_decorator_callee(d.decorator), target.scope.parent or target.scope)
@@ -915,7 +896,7 @@ class _Run:
             value = args[0].value if args else None
             grad = OFF if value is not None and _is_false(value) else ON if value is not None and _is_true(value) else COND
             return state.with_grad(frozenset({grad}))
-        target = self.model.callee(call, scope)
+        target = self.index.callee(call, scope)
         if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train") and (
                 target is None or _overrides_module_mode(target)):
             kind = self._mode_kind(call)

@@ -12,7 +12,7 @@ import re
 
 import libcst as cst
 
-from trainlint.index import FileIndex, Scope, positional_args
+from trainlint.index import FileIndex, Scope, positional_args, walk
 
 OPTIMIZER, SCHEDULER, SCALER, MODEL, LOADER, ACCELERATOR = (
     "optimizer", "scheduler", "scaler", "model", "loader", "accelerator")
@@ -167,6 +167,27 @@ class Roles:
             return inner if inner == MODEL else None
         if isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_pretrained":
             return MODEL if "Model" in (dotted_tail(call.func.value) or "") else None
+        return self._from_returns(call, scope, depth, position=None)
+
+    def _from_returns(self, call: cst.Call, scope: Scope, depth: int, position: int | None) -> str | None:
+        """What a same-file function returns (`opt = build_optimizer(model)`), or the element at
+        `position` of the tuple it returns (`model, opt, sched = build(cfg)`)."""
+        target = self.index.callee(call, scope)
+        if target is None:
+            return None
+        for node in walk(target.node.body):
+            if not isinstance(node, cst.Return) or node.value is None:
+                continue
+            value = node.value
+            if position is not None:
+                if not (isinstance(value, (cst.Tuple, cst.List)) and position < len(value.elements)):
+                    continue
+                value = value.elements[position].value
+            if self.index.function_at(node) is not target:  # a return of a nested def
+                continue
+            role = self._infer(value, target.scope, depth + 1)
+            if role:
+                return role
         return None
 
     def _from_bindings(self, name: str, scope: Scope, depth: int) -> str | None:
@@ -181,12 +202,24 @@ class Roles:
                 value = binding.value
                 if value is None and isinstance(binding.node, cst.Assign):
                     value = _unpacked_prepare_argument(binding.node, name)
+                    if value is None:
+                        role = self._from_unpacked_return(binding.node, name, scope, depth)
                 if value is not None:
                     role = self._infer(value, scope, depth + 1)
                 if role is None and binding.annotation is not None:
                     role = _ANNOTATIONS.get(dotted_tail(_unwrap_optional(binding.annotation)) or "")
             if role:
                 return role
+        return None
+
+    def _from_unpacked_return(self, assign: cst.Assign, name: str, scope: Scope, depth: int) -> str | None:
+        if not isinstance(assign.value, cst.Call):
+            return None
+        for target in assign.targets:
+            if isinstance(target.target, (cst.Tuple, cst.List)):
+                names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.target.elements]
+                if name in names:
+                    return self._from_returns(assign.value, scope, depth, position=names.index(name))
         return None
 
     def _from_self_attribute(self, attr: str, scope: Scope, depth: int) -> str | None:

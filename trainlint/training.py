@@ -223,19 +223,8 @@ class TrainingModel:
 
     # -- same-file helpers -------------------------------------------------------------------------
     def callee(self, call: cst.Call, scope: Scope) -> FunctionInfo | None:
-        """The function or method of this file that `call` runs, when it can be told."""
-        func = call.func
-        if isinstance(func, cst.Name):
-            if self.index.resolve(func, scope) is not None:  # imported or a builtin, not ours
-                return None
-            candidates = [f for f in self.index.functions_named(func.value) if f.class_name is None]
-            return candidates[0] if len(candidates) == 1 else None
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-            class_name = _class_of_scope(scope)
-            if class_name:
-                candidates = self.index.functions_named(func.attr.value, class_name)
-                return candidates[0] if candidates else None
-        return None
+        """The function or method of this file that `call` runs (`FileIndex.callee`)."""
+        return self.index.callee(call, scope)
 
     def reachable_calls(self, node: cst.CSTNode, scope: Scope, via: tuple[cst.Call, ...] = (),
                         seen: frozenset = frozenset()) -> Iterator[CallRef]:
