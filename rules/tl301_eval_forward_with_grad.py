@@ -11,7 +11,7 @@ class EvalForwardWithGrad(Rule):
     code = "TL301"
     name = "eval-forward-with-grad"
     severity = Severity.WARNING
-    summary = "an evaluation after `model.eval()` runs its forward with grad recording on"
+    summary = "An evaluation after `model.eval()` runs its forward with grad recording on"
     message = "evaluation forward after `model.eval()` runs with grad recording on"
     triggers = (".eval(", "train(False", "train(mode=False")
     what_it_does = """

@@ -11,7 +11,7 @@ class NoGradEvalInTrainMode(Rule):
     code = "TL302"
     name = "no-grad-eval-in-train-mode"
     severity = Severity.WARNING
-    summary = "an evaluation under `no_grad`/`inference_mode` with the model still in train mode"
+    summary = "An evaluation under `no_grad`/`inference_mode` with the model still in train mode"
     message = "evaluation under no_grad runs the model in train mode"
     triggers = ("no_grad", "inference_mode", "set_grad_enabled")
     what_it_does = """

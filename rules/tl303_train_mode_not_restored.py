@@ -13,7 +13,7 @@ class TrainModeNotRestored(Rule):
     code = "TL303"
     name = "train-mode-not-restored"
     severity = Severity.ERROR
-    summary = "a training loop evaluates and keeps training without `model.train()`"
+    summary = "A training loop evaluates and keeps training without `model.train()`"
     message = "the training loop puts the model in eval mode and keeps training without `model.train()`"
     triggers = (".eval(", "train(False", "train(mode=False")
     what_it_does = """

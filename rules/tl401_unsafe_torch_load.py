@@ -255,7 +255,7 @@ class UnsafeTorchLoad(Rule):
             elif name in PICKLE_LOADS and self._loads_checkpoint(ctx, site):
                 yield self.report(
                     site.node,
-                    f"`{ctx.code_for(site.node.func)}` of a checkpoint runs arbitrary code from the file; "
+                    f"`{name}` of a checkpoint runs arbitrary code from the file; "
                     "store tensors and plain containers with `torch.save` and load them with "
                     "`weights_only=True` (or use safetensors for weights)",
                 )

@@ -22,7 +22,7 @@ class IncompleteResumeCheckpoint(Rule):
     code = "TL404"
     name = "incomplete-resume-checkpoint"
     severity = Severity.WARNING
-    summary = "a resume checkpoint leaves out optimizer, scheduler, scaler or step state the script has"
+    summary = "A resume checkpoint leaves out optimizer, scheduler, scaler or step state the script has"
     message = "this resume checkpoint leaves out training state the script has"
     triggers = (("torch", "save"), ("torch", "load"))
     what_it_does = """

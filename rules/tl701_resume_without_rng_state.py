@@ -12,7 +12,7 @@ class ResumeWithoutRngState(Rule):
     name = "resume-without-rng-state"
     severity = Severity.INFO
     enabled_by_default = False
-    summary = "a complete resume checkpoint of a seeded run leaves out the random-number-generator state"
+    summary = "A complete resume checkpoint of a seeded run leaves out the random-number-generator state"
     message = "this resume checkpoint of a seeded run leaves out the RNG state"
     triggers = (("torch", "save", "seed"),)
     what_it_does = """

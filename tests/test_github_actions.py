@@ -3,13 +3,15 @@ process prints workflow commands, escaped the way the runner parses them."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-# A file name with the property separators and the escape character in it; a parenthesised
-# `pickle.load` whose source text (quoted in the message) holds `%` and a CRLF line break.
+# A file name with the property separators and the escape character in it, CRLF line endings,
+# and a finding that spans two lines. (Messages are one line by construction; their escaping of
+# `%`, `\r` and `\n` is covered by the reporter's unit tests.)
 NAME = "run,1:50%.py"
 SOURCE = ('import pickle\r\n'
           '\r\n'
@@ -59,14 +61,14 @@ def test_runner_environment_gives_escaped_workflow_commands(tmp_path):
     # nothing the runner would read as a line break or separator is left raw
     assert "\r" not in command
     assert "run%2C1%3A50%25.py" in command
-    assert "100%25 legacy%0D%0A" in command
 
     level, properties, message = _parse(command)
     assert level == "error"
     assert properties == {"file": NAME, "line": "4", "col": "13", "endLine": "5", "endColumn": "23",
                           "title": "TL401 unsafe-torch-load"}
-    assert message.startswith("`(pickle  # 100% legacy\r\n")
-    assert "of a checkpoint runs arbitrary code" in message
+    assert message.startswith("`pickle.load` of a checkpoint runs arbitrary code")
+    as_json = _trainlint(tmp_path, NAME, "--format", "json", "--no-cache")
+    assert [f["message"] for f in json.loads(as_json.stdout)["findings"]] == [message]
 
 
 def test_clean_file_on_the_runner_prints_no_commands(tmp_path):
