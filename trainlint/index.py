@@ -32,16 +32,28 @@ def child_fields(cls: type) -> tuple[str, ...]:
     return fields
 
 
+_IS_NODE: dict[type, bool] = {}
+
+
+def _is_node_type(cls: type) -> bool:
+    # CSTNode is an ABC, and isinstance against an ABC is slow; this walk runs on every node.
+    known = _IS_NODE.get(cls)
+    if known is None:
+        known = _IS_NODE[cls] = issubclass(cls, cst.CSTNode)
+    return known
+
+
 def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Direct children that carry code (no whitespace, commas or parentheses), in source order."""
     for name in child_fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            yield value
-        elif isinstance(value, (tuple, list)):
+        kind = type(value)
+        if kind is tuple or kind is list:
             for item in value:
-                if isinstance(item, cst.CSTNode):
+                if _is_node_type(type(item)):
                     yield item
+        elif _is_node_type(kind):
+            yield value
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -51,6 +63,11 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         current = stack.pop()
         yield current
         stack.extend(reversed(list(iter_children(current))))
+
+
+# Node types that can bind a name (besides defs, classes, for-loops and parameters).
+_BINDING_NODES = frozenset({cst.Assign, cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.WithItem,
+                            cst.Import, cst.ImportFrom})
 
 
 @dataclass(eq=False)
@@ -137,7 +154,10 @@ class FileIndex:
         while stack:
             node, scope, function, class_name = stack.pop()
             child_scope, child_function, child_class = scope, function, class_name
-            if isinstance(node, cst.FunctionDef):
+            # `type(...) is` rather than isinstance: these node classes are concrete, and
+            # isinstance on LibCST nodes goes through ABCMeta, which is slow on every node
+            kind = type(node)
+            if kind is cst.FunctionDef:
                 child_scope = Scope("function", node, scope, node.name.value)
                 self.scopes.append(child_scope)
                 self.scope_of_node[node] = child_scope
@@ -147,20 +167,20 @@ class FileIndex:
                 scope.bind(Binding(node.name.value, "def", node))
                 self._bind_params(node.params, child_scope)
                 child_class = None
-            elif isinstance(node, cst.ClassDef):
+            elif kind is cst.ClassDef:
                 child_scope = Scope("class", node, scope, node.name.value)
                 self.scopes.append(child_scope)
                 self.scope_of_node[node] = child_scope
                 self.classes[node.name.value] = node
                 scope.bind(Binding(node.name.value, "class", node))
                 child_class = node.name.value
-            elif isinstance(node, cst.Call):
+            elif kind is cst.Call:
                 self.calls.append(CallSite(node, scope, function))
-            elif isinstance(node, (cst.For, cst.While)):
+            elif kind is cst.For or kind is cst.While:
                 self.loops.append(node)
-                if isinstance(node, cst.For):
+                if kind is cst.For:
                     self._bind_target(node.target, scope, "for", node, None, function)
-            else:
+            elif kind in _BINDING_NODES:
                 self._record_binding(node, scope, function)
             children = list(iter_children(node))
             for child in reversed(children):
