@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.dataflow import dataflow, walk_expression
+from trainlint.dataflow import dataflow
 from trainlint.finding import Severity
-from trainlint.index import dotted_name, positional_args, walk
+from trainlint.index import dotted_name, positional_args, walk, walk_expression
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.training import training_model
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.dataflow import dataflow, keyword_value, walk_expression
+from trainlint.dataflow import dataflow
 from trainlint.finding import Severity
-from trainlint.index import walk
+from trainlint.index import keyword_value, walk, walk_expression
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.training import calls_in, training_model
 

@@ -6,9 +6,9 @@ import re
 
 import libcst as cst
 
-from trainlint.dataflow import dataflow, keyword_value
+from trainlint.dataflow import dataflow
 from trainlint.finding import Severity
-from trainlint.index import dotted_name, positional_args, walk
+from trainlint.index import dotted_name, keyword_value, positional_args, walk
 from trainlint.modes import modes
 from trainlint.rule import FixSpec, Rule, bad, good
 

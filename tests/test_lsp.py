@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -22,7 +21,8 @@ from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features  # 
 
 from trainlint.engine import lint_source  # noqa: E402
 from trainlint.lsp.actions import commentable_lines  # noqa: E402
-from trainlint.lsp.positions import Encoder, split_lines  # noqa: E402
+from trainlint.lsp.positions import Encoder  # noqa: E402
+from trainlint.positions import split_lines  # noqa: E402
 from trainlint.lsp.server import document_path  # noqa: E402
 from trainlint.rule import registry  # noqa: E402
 from trainlint.settings import Settings, resolve_selection  # noqa: E402

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from trainlint.index import Scope, keyword_arg, positional_args, walk
+from trainlint.index import Scope, keyword_arg, positional_args, unpacked_position, walk
 from trainlint.roles import LOADER, _unpacked_prepare_argument
 from trainlint.training import CallRef, TrainingLoop, TrainingModel
 
@@ -276,17 +276,13 @@ class LossTracer:
         target_fn = self.model.callee(call, scope)
         if target_fn is None:
             return Trace(MEAN, producers=[call])
-        for target in assign.targets:
-            if not isinstance(target.target, (cst.Tuple, cst.List)):
-                continue
-            names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.target.elements]
-            if name not in names:
-                continue
-            position = names.index(name)
+        unpacked = unpacked_position(assign, name)
+        if unpacked is not None:
+            position, count = unpacked
             traces = [self.trace(node.value.elements[position].value, target_fn.scope, via + (call,), depth + 1)
                       for node in walk(target_fn.node.body)
                       if isinstance(node, cst.Return) and isinstance(node.value, cst.Tuple)
-                      and len(node.value.elements) == len(names)]
+                      and len(node.value.elements) == count]
             return _combine(traces)
         return Trace(UNKNOWN)
 
@@ -496,16 +492,12 @@ class LossTracer:
         target_fn = self.model.callee(assign.value, scope)
         if target_fn is None:
             return None
-        for target in assign.targets:
-            if not isinstance(target.target, (cst.Tuple, cst.List)):
-                continue
-            names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.target.elements]
-            if name not in names:
-                continue
-            position = names.index(name)
+        unpacked = unpacked_position(assign, name)
+        if unpacked is not None:
+            position, count = unpacked
             for node in walk(target_fn.node.body):
                 if isinstance(node, cst.Return) and isinstance(node.value, cst.Tuple) and \
-                        len(node.value.elements) == len(names):
+                        len(node.value.elements) == count:
                     found = self._loader_call(node.value.elements[position].value, target_fn.scope, depth + 1)
                     if found is not None:
                         return found

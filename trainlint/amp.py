@@ -15,7 +15,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from trainlint.index import Scope, iter_children, keyword_arg, positional_args
+from trainlint.index import Scope, iter_children, keyword_arg, positional_args, walk_expression
 from trainlint.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
 from trainlint.training import CallRef, TrainingLoop, TrainingModel, training_model
 
@@ -266,7 +266,7 @@ class AmpModel:
     def _scale_call(self, receiver: cst.BaseExpression, scope: Scope, depth: int = 0) -> cst.Call | None:
         """The `scaler.scale(...)` call that `receiver` is (or a name bound to it, or a conditional
         holding it), or None."""
-        for node in _walk_expression(receiver):
+        for node in walk_expression(receiver):
             if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
                     and node.func.attr.value == "scale" and self.roles.of(node.func.value, scope) == SCALER):
                 return node
@@ -423,15 +423,6 @@ def _flatten(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
             yield from _flatten(element.value)
     else:
         yield target
-
-
-def _walk_expression(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, _NESTED_SCOPES):
-            stack.extend(iter_children(node))
 
 
 def measures_only(clip: Event) -> bool:

@@ -22,7 +22,7 @@ import os
 import posixpath
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from trainlint.discovery import DEFAULT_EXCLUDES, Discovery

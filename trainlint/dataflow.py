@@ -11,11 +11,11 @@ Built once per file: `ctx.model(dataflow)`.
 from __future__ import annotations
 
 import re
-from typing import Iterator
 
 import libcst as cst
 
-from trainlint.index import Binding, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, positional_args
+from trainlint.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
+                             positional_args, walk_expression)
 from trainlint.roles import ACCELERATOR, LOADER, MODEL, roles
 from trainlint.training import calls_in, training_model
 
@@ -424,24 +424,6 @@ def dataflow(ctx) -> Dataflow:
 
 
 # -- helpers --------------------------------------------------------------------------------------
-def keyword_value(call: cst.Call, name: str) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    return None
-
-
-def walk_expression(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Nodes of an expression, not descending into lambdas or comprehensions' own scopes."""
-    stack = [expr]
-    while stack:
-        current = stack.pop()
-        yield current
-        if current is not expr and isinstance(current, cst.Lambda):
-            continue
-        stack.extend(reversed(list(iter_children(current))))
-
-
 def _is_import_path(expr: cst.BaseExpression, scope: Scope) -> bool:
     """`torch.autograd`, `dist_autograd`: a name (or attribute chain on one) bound by an import."""
     base = expr

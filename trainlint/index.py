@@ -392,5 +392,32 @@ def keyword_arg(call: cst.Call, name: str) -> cst.Arg | None:
     return None
 
 
+def keyword_value(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    """The value passed as keyword `name`, or None."""
+    arg = keyword_arg(call, name)
+    return arg.value if arg is not None else None
+
+
+def walk_expression(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Nodes of an expression in source order, not descending into lambdas (their own scope)."""
+    stack = [expr]
+    while stack:
+        current = stack.pop()
+        yield current
+        if current is not expr and isinstance(current, cst.Lambda):
+            continue
+        stack.extend(reversed(list(iter_children(current))))
+
+
+def unpacked_position(assign: cst.Assign, name: str) -> tuple[int, int] | None:
+    """For `a, b, c = value`: (position of `name` among the targets, number of targets)."""
+    for target in assign.targets:
+        if isinstance(target.target, (cst.Tuple, cst.List)):
+            names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.target.elements]
+            if name in names:
+                return names.index(name), len(names)
+    return None
+
+
 def positional_args(call: cst.Call) -> list[cst.Arg]:
     return [a for a in call.args if a.keyword is None and not a.star]

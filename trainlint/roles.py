@@ -12,7 +12,7 @@ import re
 
 import libcst as cst
 
-from trainlint.index import FileIndex, Scope, positional_args, walk
+from trainlint.index import FileIndex, Scope, positional_args, unpacked_position, walk
 
 OPTIMIZER, SCHEDULER, SCALER, MODEL, LOADER, ACCELERATOR = (
     "optimizer", "scheduler", "scaler", "model", "loader", "accelerator")
@@ -213,14 +213,10 @@ class Roles:
         return None
 
     def _from_unpacked_return(self, assign: cst.Assign, name: str, scope: Scope, depth: int) -> str | None:
-        if not isinstance(assign.value, cst.Call):
+        unpacked = unpacked_position(assign, name)
+        if not isinstance(assign.value, cst.Call) or unpacked is None:
             return None
-        for target in assign.targets:
-            if isinstance(target.target, (cst.Tuple, cst.List)):
-                names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.target.elements]
-                if name in names:
-                    return self._from_returns(assign.value, scope, depth, position=names.index(name))
-        return None
+        return self._from_returns(assign.value, scope, depth, position=unpacked[0])
 
     def _from_self_attribute(self, attr: str, scope: Scope, depth: int) -> str | None:
         class_scope = scope
@@ -270,9 +266,7 @@ def _unpacked_prepare_argument(assign: cst.Assign, name: str) -> cst.BaseExpress
             and value.func.attr.value in ("prepare", "setup")):
         return None
     args = positional_args(value)
-    for target in assign.targets:
-        if isinstance(target.target, (cst.Tuple, cst.List)):
-            names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.target.elements]
-            if name in names and len(names) == len(args):
-                return args[names.index(name)].value
-    return None
+    unpacked = unpacked_position(assign, name)
+    if unpacked is None or unpacked[1] != len(args):
+        return None
+    return args[unpacked[0]].value

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from trainlint.positions import split_lines  # noqa: F401  (re-exported for the server)
-
 
 class Encoder:
     """Converts code-point columns of one document to and from the negotiated encoding."""

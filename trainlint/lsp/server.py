@@ -34,7 +34,8 @@ from trainlint.engine import lint_source
 from trainlint.finding import Finding
 from trainlint.lsp.actions import ActionBuilder, commentable_lines
 from trainlint.lsp.diagnostics import SOURCE, hover_markdown, to_diagnostic
-from trainlint.lsp.positions import Encoder, split_lines
+from trainlint.lsp.positions import Encoder
+from trainlint.positions import split_lines
 from trainlint.lsp.project import ProjectSettings
 from trainlint.settings import Settings
 
