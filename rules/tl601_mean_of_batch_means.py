@@ -367,11 +367,7 @@ def _criterion_reduction(flow, func, scope) -> bool | None:
     if isinstance(func, cst.Name):
         values = [b.value for b in scope.lookup(func.value) if b.value is not None]
     elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-        current = scope
-        while current is not None and current.kind != "class":
-            current = current.parent
-        if current is not None:
-            values = flow.index.class_attributes.get(current.name, {}).get(func.attr.value, [])
+        values = flow.index.self_attribute_values(func.attr.value, scope)
     for value in values:
         if isinstance(value, cst.Call):
             name = flow.index.resolve(value.func, flow.index.scope_at(value)) or ""

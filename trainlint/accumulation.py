@@ -393,8 +393,7 @@ class LossTracer:
                 if isinstance(binding.value, cst.Call):
                     return binding.value
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-            cls = _class_of(scope)
-            for value in self.index.class_attributes.get(cls or "", {}).get(func.attr.value, []):
+            for value in self.index.self_attribute_values(func.attr.value, scope):
                 if isinstance(value, cst.Call):
                     return value
         return None
@@ -455,8 +454,7 @@ class LossTracer:
                         return found
             return None
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-            cls = _class_of(scope)
-            for value in self.index.class_attributes.get(cls or "", {}).get(expr.attr.value, []):
+            for value in self.index.self_attribute_values(expr.attr.value, scope):
                 found = self._loader_call(value, self.index.scope_at(value), depth + 1)
                 if found is not None:
                     return found
@@ -540,14 +538,6 @@ def _mentions_sync(guard, ctx) -> bool:
     return guard.condition is not None and "sync_gradients" in ctx.code_for(guard.condition)
 
 
-def _class_of(scope: Scope | None) -> str | None:
-    while scope is not None:
-        if scope.kind == "class":
-            return scope.name
-        scope = scope.parent
-    return None
-
-
 def describe_k(ctx, loop: TrainingLoop) -> str:
     """The accumulation factor as the message names it: `` `grad_accum` `` or K."""
     k = loop.k
@@ -566,7 +556,7 @@ def is_plateau_scheduler(model: TrainingModel, ref: CallRef) -> bool:
     if isinstance(receiver, cst.Name):
         values = [b.value for b in ref.scope.lookup(receiver.value) if b.value is not None]
     elif isinstance(receiver, cst.Attribute) and _is_self(receiver.value):
-        values = model.index.class_attributes.get(_class_of(ref.scope) or "", {}).get(receiver.attr.value, [])
+        values = model.index.self_attribute_values(receiver.attr.value, ref.scope)
     return any(isinstance(v, cst.Call) and "Plateau" in model.ctx.code_for(v.func) for v in values)
 
 

@@ -96,6 +96,14 @@ class SavedDict:
     def keys(self) -> list[str]:
         return [k for k, _, _ in self.items if k is not None]
 
+    def merge(self, inner: "SavedDict | None") -> None:
+        """Add what `**inner` contributes; an unknown inner dict makes this one incomplete."""
+        if inner is None:
+            self.complete = False
+        else:
+            self.items += inner.items
+            self.complete &= inner.complete
+
 
 @dataclass(eq=False)
 class ResumeSave:
@@ -243,12 +251,7 @@ class CheckpointModel:
                 base.complete = False
             for key, value in self.subscript_sets.get((owner, expr.value), []):
                 if key is None:
-                    inner = self.saved_dict(value, scope, depth + 1)
-                    if inner is None:
-                        base.complete = False
-                    else:
-                        base.items += inner.items
-                        base.complete &= inner.complete
+                    base.merge(self.saved_dict(value, scope, depth + 1))
                 else:
                     base.items.append((key, value, scope))
             return base
@@ -260,12 +263,7 @@ class CheckpointModel:
                     if string_value(element.key) is None:
                         result.complete = False
                 else:  # `**other`
-                    inner = self.saved_dict(element.value, scope, depth + 1)
-                    if inner is None:
-                        result.complete = False
-                    else:
-                        result.items += inner.items
-                        result.complete &= inner.complete
+                    result.merge(self.saved_dict(element.value, scope, depth + 1))
             return result
         if isinstance(expr, cst.Call):
             name = self.index.resolve(expr.func, scope)
@@ -275,12 +273,7 @@ class CheckpointModel:
                     if arg.keyword is not None:
                         result.items.append((arg.keyword.value, arg.value, scope))
                     elif arg.star == "**" or arg.star == "":
-                        inner = self.saved_dict(arg.value, scope, depth + 1)
-                        if inner is None:
-                            result.complete = False
-                        else:
-                            result.items += inner.items
-                            result.complete &= inner.complete
+                        result.merge(self.saved_dict(arg.value, scope, depth + 1))
                 return result
             target = self.index.callee(expr, scope)
             if target is not None:

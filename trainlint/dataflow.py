@@ -448,9 +448,7 @@ def _any_of(*values: bool | None) -> bool | None:
 
 
 def _in_module_class(index: FileIndex, scope: Scope) -> bool:
-    current: Scope | None = scope
-    while current is not None and current.kind != "class":
-        current = current.parent
+    current = scope.class_scope()
     if current is None or not isinstance(current.node, cst.ClassDef):
         return False
     for base in current.node.bases:
@@ -466,11 +464,7 @@ def _bound_to_loss_module(flow: Dataflow, func: cst.BaseExpression, scope: Scope
     if isinstance(func, cst.Name):
         values = [b.value for b in scope.lookup(func.value) if b.value is not None]
     elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-        current: Scope | None = scope
-        while current is not None and current.kind != "class":
-            current = current.parent
-        if current is not None:
-            values = flow.index.class_attributes.get(current.name, {}).get(func.attr.value, [])
+        values = flow.index.self_attribute_values(func.attr.value, scope)
     for value in values:
         if isinstance(value, cst.Call):
             name = flow.index.resolve(value.func, flow.index.scope_at(value)) or ""
@@ -509,11 +503,7 @@ def loader_constructor(flow: Dataflow, expr: cst.BaseExpression) -> cst.Call | N
             bindings = [binding] if binding is not None else scope.lookup(expr.value)
             values = [b.value for b in bindings if b is not None and b.value is not None]
         elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-            current: Scope | None = scope
-            while current is not None and current.kind != "class":
-                current = current.parent
-            if current is not None:
-                values = flow.index.class_attributes.get(current.name, {}).get(expr.attr.value, [])
+            values = flow.index.self_attribute_values(expr.attr.value, scope)
         if len(values) != 1:
             return None
         expr = values[0]

@@ -93,6 +93,18 @@ class Scope:
     def bind(self, binding: Binding) -> None:
         self.bindings.setdefault(binding.name, []).append(binding)
 
+    def class_scope(self) -> "Scope | None":
+        """The innermost class whose body holds this scope (for a method: its class)."""
+        scope: Scope | None = self
+        while scope is not None and scope.kind != "class":
+            scope = scope.parent
+        return scope
+
+    @property
+    def class_name(self) -> str | None:
+        found = self.class_scope()
+        return found.name if found is not None else None
+
     def lookup(self, name: str) -> list[Binding]:
         """Bindings of `name` as Python resolves it: this scope, enclosing functions, module."""
         scope: Scope | None = self
@@ -327,12 +339,17 @@ class FileIndex:
             found = [f for f in self.functions_named(func.value) if f.class_name is None]
             return found[0] if len(found) == 1 else None
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-            current: Scope | None = scope
-            while current is not None and current.kind != "class":
-                current = current.parent
-            if current is not None:
-                return self.method(current.name, func.attr.value)
+            class_scope = scope.class_scope()
+            if class_scope is not None:
+                return self.method(class_scope.name, func.attr.value)
         return None
+
+    def self_attribute_values(self, attr: str, scope: Scope) -> list[cst.BaseExpression]:
+        """What any method of the class enclosing `scope` assigns to `self.<attr>`."""
+        class_scope = scope.class_scope()
+        if class_scope is None:
+            return []
+        return self.class_attributes.get(class_scope.name, {}).get(attr, [])
 
     def method(self, class_name: str, name: str, _seen: frozenset = frozenset()) -> FunctionInfo | None:
         """`name` as defined in class `class_name` or, failing that, its same-file base classes."""

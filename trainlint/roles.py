@@ -219,12 +219,7 @@ class Roles:
         return self._from_returns(assign.value, scope, depth, position=unpacked[0])
 
     def _from_self_attribute(self, attr: str, scope: Scope, depth: int) -> str | None:
-        class_scope = scope
-        while class_scope is not None and class_scope.kind != "class":
-            class_scope = class_scope.parent
-        if class_scope is None:
-            return None
-        for value in self.index.class_attributes.get(class_scope.name, {}).get(attr, []):
+        for value in self.index.self_attribute_values(attr, scope):
             method_scope = self.index.scope_at(value)
             role = self._infer(value, method_scope, depth + 1)
             if role:

@@ -446,8 +446,7 @@ class TrainingModel:
         if isinstance(expr, cst.Name):
             values = [(b.value, scope) for b in scope.lookup(expr.value) if b.value is not None]
         elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-            class_name = _class_of_scope(scope)
-            for value in self.index.class_attributes.get(class_name or "", {}).get(expr.attr.value, []):
+            for value in self.index.self_attribute_values(expr.attr.value, scope):
                 values.append((value, self.index.scope_at(value)))
         for value, value_scope in values:
             if isinstance(value, cst.Call):
@@ -487,8 +486,7 @@ class TrainingModel:
         prepared = self._prepared_targets()
         if text in prepared:
             if text.startswith("self."):
-                cls = _class_of_scope(scope)
-                if any(_class_of_scope(s) == cls for _, s in prepared[text]):
+                if any(s.class_name == scope.class_name for _, s in prepared[text]):
                     return True
             elif isinstance(expr, cst.Name):
                 visible = {b.node for b in scope.lookup(expr.value)}
@@ -503,7 +501,7 @@ class TrainingModel:
                 return False
             return None
         if text.startswith("self."):
-            values = self.index.class_attributes.get(_class_of_scope(scope) or "", {}).get(text[5:], [])
+            values = self.index.self_attribute_values(text[5:], scope)
             if values and all(isinstance(v, cst.Call) for v in values):
                 return False
         return None
@@ -648,15 +646,6 @@ class TrainingModel:
 def training_model(ctx) -> TrainingModel:
     """The file's training-loop model, shared by every rule: `ctx.model(training_model)`."""
     return TrainingModel(ctx)
-
-
-def _class_of_scope(scope: Scope | None) -> str | None:
-    current: Scope | None = scope
-    while current is not None:
-        if current.kind == "class":
-            return current.name
-        current = current.parent
-    return None
 
 
 def _boundary_polarity(test: cst.BaseExpression) -> bool | None:
