@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from trainlint.finding import Severity
 from trainlint.rule import Rule, bad, good
-from trainlint.training import training_model
-from trainlint.accumulation import describe_k, is_plateau_scheduler
+from trainlint.model.training import training_model
+from trainlint.model.accumulation import describe_k, is_plateau_scheduler
 
 
 class SchedulerStepPerMicroBatch(Rule):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.accumulation import MEAN, LossTracer, describe_k
+from trainlint.model.accumulation import MEAN, LossTracer, describe_k
 from trainlint.finding import Severity
 from trainlint.rule import FixSpec, Rule, bad, good
-from trainlint.training import training_model
+from trainlint.model.training import training_model
 
 
 class AccumulatedLossNotScaled(Rule):

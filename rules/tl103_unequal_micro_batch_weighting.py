@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.accumulation import MEAN, LossTracer, Trace
+from trainlint.model.accumulation import MEAN, LossTracer, Trace
 from trainlint.finding import Severity
-from trainlint.index import keyword_arg
+from trainlint.model.index import keyword_arg
 from trainlint.rule import Rule, bad, good
-from trainlint.training import training_model
+from trainlint.model.training import training_model
 
 
 class UnequalMicroBatchWeighting(Rule):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.accumulation import describe_k
+from trainlint.model.accumulation import describe_k
 from trainlint.finding import Severity
 from trainlint.rule import Rule, bad, good
-from trainlint.training import CallRef, training_model
+from trainlint.model.training import CallRef, training_model
 
 
 class ZeroGradPerMicroBatch(Rule):
@@ -256,7 +256,7 @@ def _grad_none_assignments(model, loop) -> list[CallRef]:
 
 
 def _walk_no_defs(node: cst.CSTNode):
-    from trainlint.index import iter_children
+    from trainlint.model.index import iter_children
 
     stack = [node]
     while stack:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.amp import OPTIMIZER_STEPS, STEP, ZERO_GRAD, amp_model, describe
+from trainlint.model.amp import OPTIMIZER_STEPS, STEP, ZERO_GRAD, amp_model, describe
 from trainlint.finding import Severity
-from trainlint.index import walk
+from trainlint.model.index import walk
 from trainlint.rule import Rule, bad, good
 
 

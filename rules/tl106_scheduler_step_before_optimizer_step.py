@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.amp import OPTIMIZER_STEPS, SCHED_STEP, amp_model, describe, per_update
+from trainlint.model.amp import OPTIMIZER_STEPS, SCHED_STEP, amp_model, describe, per_update
 from trainlint.finding import Severity
 from trainlint.rule import FixSpec, Rule, bad, good
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.amp import (CLIP, OPTIMIZER_STEPS, SCALED_BACKWARD, SCALER_STEP, UNSCALE, amp_model, describe,
+from trainlint.model.amp import (CLIP, OPTIMIZER_STEPS, SCALED_BACKWARD, SCALER_STEP, UNSCALE, amp_model, describe,
                            measures_only, per_update)
 from trainlint.finding import Severity
 from trainlint.rule import FixSpec, Rule, bad, good

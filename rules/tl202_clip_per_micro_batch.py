@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainlint.amp import BACKWARDS, CLIP, OPTIMIZER_STEPS, amp_model, describe, measures_only, per_update
+from trainlint.model.amp import BACKWARDS, CLIP, OPTIMIZER_STEPS, amp_model, describe, measures_only, per_update
 from trainlint.finding import Severity
 from trainlint.rule import Rule, bad, good
 

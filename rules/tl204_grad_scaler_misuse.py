@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.amp import (BACKWARD, SCALE, SCALED_BACKWARD, SCALER_STEP, SCALER_UPDATE, STEP, amp_model,
+from trainlint.model.amp import (BACKWARD, SCALE, SCALED_BACKWARD, SCALER_STEP, SCALER_UPDATE, STEP, amp_model,
                            describe)
 from trainlint.finding import Severity
-from trainlint.index import positional_args
+from trainlint.model.index import positional_args
 from trainlint.rule import Rule, bad, good
 
 

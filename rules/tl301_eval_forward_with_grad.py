@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainlint.finding import Severity
-from trainlint.modes import display_key, EVAL, ON, modes
+from trainlint.model.modes import display_key, EVAL, ON, modes
 from trainlint.rule import Rule, bad, good
 
 

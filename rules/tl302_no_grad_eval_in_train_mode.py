@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainlint.finding import Severity
-from trainlint.modes import display_key, CHOSEN, NEW, OFF, RESTORE, TRAIN, TRAINED, TRAINING_KINDS, modes
+from trainlint.model.modes import display_key, CHOSEN, NEW, OFF, RESTORE, TRAIN, TRAINED, TRAINING_KINDS, modes
 from trainlint.rule import Rule, bad, good
 
 

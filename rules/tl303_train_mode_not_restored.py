@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from trainlint.finding import Severity
-from trainlint.modes import display_key, modes
+from trainlint.model.modes import display_key, modes
 from trainlint.rule import Rule, bad, good
 
 

@@ -6,9 +6,9 @@ import re
 
 import libcst as cst
 
-from trainlint.checkpoints import checkpoint_model
+from trainlint.model.checkpoints import checkpoint_model
 from trainlint.finding import Severity
-from trainlint.index import keyword_arg, positional_args
+from trainlint.model.index import keyword_arg, positional_args
 from trainlint.rule import FixSpec, Rule, bad, good
 
 TORCH_LOADS = ("torch.load", "torch.serialization.load")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.checkpoints import checkpoint_model
+from trainlint.model.checkpoints import checkpoint_model
 from trainlint.finding import Severity
 from trainlint.rule import FixSpec, Rule, bad, good
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainlint.checkpoints import STATE_KINDS, STATE_LABELS, checkpoint_model
+from trainlint.model.checkpoints import STATE_KINDS, STATE_LABELS, checkpoint_model
 from trainlint.finding import Severity
 from trainlint.rule import Rule, bad, good
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.dataflow import dataflow
+from trainlint.model.dataflow import dataflow
 from trainlint.finding import Severity
-from trainlint.index import dotted_name, positional_args, walk, walk_expression
+from trainlint.model.index import dotted_name, positional_args, walk, walk_expression
 from trainlint.rule import FixSpec, Rule, bad, good
-from trainlint.training import training_model
+from trainlint.model.training import training_model
 
 _STORE_METHODS = ("append", "extend", "insert", "appendleft")
 # Framework hooks that run once per training batch: their body is an iteration of a hidden loop.

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.dataflow import dataflow
+from trainlint.model.dataflow import dataflow
 from trainlint.finding import Severity
-from trainlint.index import keyword_value, walk, walk_expression
+from trainlint.model.index import keyword_value, walk, walk_expression
 from trainlint.rule import FixSpec, Rule, bad, good
-from trainlint.training import calls_in, training_model
+from trainlint.model.training import calls_in, training_model
 
 _AUTOGRAD = ("torch.autograd.backward", "torch.autograd.grad")
 

@@ -6,9 +6,9 @@ import re
 
 import libcst as cst
 
-from trainlint.dataflow import dataflow, loader_constructor, loader_of_loop
+from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
 from trainlint.finding import Severity
-from trainlint.index import dotted_name, keyword_value, positional_args, walk, walk_expression
+from trainlint.model.index import dotted_name, keyword_value, positional_args, walk, walk_expression
 from trainlint.rule import Rule, bad, good
 
 # torch.nn.functional losses whose default reduction is a mean over the batch

@@ -6,10 +6,10 @@ import re
 
 import libcst as cst
 
-from trainlint.dataflow import dataflow
+from trainlint.model.dataflow import dataflow
 from trainlint.finding import Severity
-from trainlint.index import dotted_name, keyword_value, positional_args, walk
-from trainlint.modes import modes
+from trainlint.model.index import dotted_name, keyword_value, positional_args, walk
+from trainlint.model.modes import modes
 from trainlint.rule import FixSpec, Rule, bad, good
 
 _EVAL_TOKEN = re.compile(r"^(val|valid|validation|eval|evaluation|test|testing|dev|holdout)"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainlint.checkpoints import checkpoint_model
+from trainlint.model.checkpoints import checkpoint_model
 from trainlint.finding import Severity
 from trainlint.rule import Rule, bad, good
 

@@ -8,8 +8,8 @@ import libcst as cst
 import pytest
 
 from trainlint.context import FileContext
-from trainlint.dataflow import dataflow
-from trainlint.index import walk
+from trainlint.model.dataflow import dataflow
+from trainlint.model.index import walk
 
 
 def _value_of(source: str, marker: str):

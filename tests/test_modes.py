@@ -10,7 +10,7 @@ import libcst as cst
 import pytest
 
 from trainlint.context import FileContext
-from trainlint.modes import CHOSEN, EVAL, NEW, OFF, ON, RESTORE, TRAIN, TRAINED, COND, modes
+from trainlint.model.modes import CHOSEN, EVAL, NEW, OFF, ON, RESTORE, TRAIN, TRAINED, COND, modes
 
 
 def _model(source: str):
@@ -304,7 +304,7 @@ def test_evaluation_regions():
 
 
 def test_a_budget_stops_runaway_interpretation(monkeypatch):
-    import trainlint.modes as modes_module
+    import trainlint.model.modes as modes_module
 
     monkeypatch.setattr(modes_module, "_BUDGET", 5)
     source = """

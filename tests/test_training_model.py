@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 
 from trainlint.context import FileContext
-from trainlint.training import TrainingModel, training_model
+from trainlint.model.training import TrainingModel, training_model
 
 
 def build(source: str) -> tuple[FileContext, TrainingModel]:
@@ -380,7 +380,7 @@ def test_window_function_called_from_a_loop_is_not_repeated():
     assert innermost(model).guard.kind == "micro_loop"
 
 
-# -- how the backpropagated loss is scaled (trainlint.accumulation, read by TL102/TL103) ----------------
+# -- how the backpropagated loss is scaled (trainlint.model.accumulation, read by TL102/TL103) ----------------
 
 LOSSES = [
     pytest.param("loss = crit(model(x), y)\n    loss.backward()", "mean", None, id="plain-mean"),
@@ -409,7 +409,7 @@ LOSSES = [
 
 @pytest.mark.parametrize("body, kind, numerator", LOSSES)
 def test_loss_scaling_trace(body, kind, numerator):
-    from trainlint.accumulation import LossTracer
+    from trainlint.model.accumulation import LossTracer
 
     source = (f"for i, (x, y) in enumerate(loader):\n    {body}\n"
               "    if (i + 1) % K == 0:\n        opt.step()\n        opt.zero_grad()\n")
@@ -425,7 +425,7 @@ def test_loss_scaling_trace(body, kind, numerator):
 
 
 def test_loss_scaling_through_helper_parameter_and_accelerator():
-    from trainlint.accumulation import LossTracer
+    from trainlint.model.accumulation import LossTracer
 
     ctx, model = build("""
         from accelerate import Accelerator
@@ -473,7 +473,7 @@ def test_update_in_the_else_branch_and_condition_polarity():
 def test_roles_follow_same_file_factories():
     import libcst as cst
 
-    from trainlint.roles import roles
+    from trainlint.model.roles import roles
 
     ctx, _ = build("""
         import torch

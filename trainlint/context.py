@@ -6,7 +6,7 @@ from typing import Any, Callable, TypeVar
 
 import libcst as cst
 
-from trainlint.index import CallSite, FileIndex
+from trainlint.model.index import CallSite, FileIndex
 
 T = TypeVar("T")
 

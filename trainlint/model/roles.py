@@ -12,7 +12,7 @@ import re
 
 import libcst as cst
 
-from trainlint.index import FileIndex, Scope, positional_args, unpacked_position, walk
+from trainlint.model.index import FileIndex, Scope, positional_args, unpacked_position, walk
 
 OPTIMIZER, SCHEDULER, SCALER, MODEL, LOADER, ACCELERATOR = (
     "optimizer", "scheduler", "scaler", "model", "loader", "accelerator")

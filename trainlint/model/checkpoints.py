@@ -10,7 +10,7 @@ What it knows:
   parameter is judged at its same-file callers;
 - whether a destination path is fixed (overwritten on every save) or unique per save;
 - what training state the code around a save has (optimizer, LR scheduler, GradScaler, step or
-  epoch counter, RNG seeding), by role (`trainlint.roles`), never by name alone for assignments.
+  epoch counter, RNG seeding), by role (`trainlint.model.roles`), never by name alone for assignments.
 
 The line between a checkpoint and a data artefact: training state (a `state_dict()`, a dict of
 state dicts or of keys such as model/optimizer/epoch/step, a whole model or optimizer object) is a
@@ -31,9 +31,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from trainlint.index import (CallSite, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_arg,
+from trainlint.model.index import (CallSite, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_arg,
                              positional_args, walk)
-from trainlint.roles import MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
+from trainlint.model.roles import MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
 
 SAVE_FUNCTIONS = ("torch.save", "torch.serialization.save")
 LOAD_FUNCTIONS = ("torch.load", "torch.serialization.load")

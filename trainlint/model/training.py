@@ -82,8 +82,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from trainlint.index import FileIndex, FunctionInfo, Scope, iter_children, keyword_arg, positional_args, walk
-from trainlint.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
+from trainlint.model.index import FileIndex, FunctionInfo, Scope, iter_children, keyword_arg, positional_args, walk
+from trainlint.model.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
 
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _MAX_CALL_DEPTH = 3

@@ -32,9 +32,9 @@ from typing import Iterable, Iterator, NamedTuple
 
 import libcst as cst
 
-from trainlint.index import FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args, walk
-from trainlint.roles import OPTIMIZER, role_of_callee
-from trainlint.training import TrainingModel, training_model
+from trainlint.model.index import FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args, walk
+from trainlint.model.roles import OPTIMIZER, role_of_callee
+from trainlint.model.training import TrainingModel, training_model
 
 # -- vocabulary ------------------------------------------------------------------------------------
 GRAD_OFF_CONTEXTS = frozenset({

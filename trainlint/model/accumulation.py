@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from trainlint.index import Scope, keyword_arg, positional_args, unpacked_position, walk
-from trainlint.roles import LOADER, _unpacked_prepare_argument
-from trainlint.training import CallRef, TrainingLoop, TrainingModel
+from trainlint.model.index import Scope, keyword_arg, positional_args, unpacked_position, walk
+from trainlint.model.roles import LOADER, _unpacked_prepare_argument
+from trainlint.model.training import CallRef, TrainingLoop, TrainingModel
 
 # Divisors that are the number of micro-batches (or the accumulation factor) by their name.
 _K_WORDS = re.compile(r"accum|grad_acc|update_freq|micro|n_?chunks|num_chunks|sub_?batches|(^|\.)k$|^K$", re.I)

@@ -1,7 +1,7 @@
 """The order of gradient events in one optimizer update: backward, unscale_, clip, step, scaler
 update, zero_grad and scheduler step.
 
-The update-clock model (`trainlint.training`) says which loops train and which code runs once per
+The update-clock model (`trainlint.model.training`) says which loops train and which code runs once per
 update. The clipping/AMP rules also need the *order* of these events and what each one is (a
 scaled backward, a clip that unscales by itself, a gradient clear written as `p.grad = None`).
 This module lays the events of a training loop (or of a function that runs one update by itself)
@@ -15,9 +15,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from trainlint.index import Scope, iter_children, keyword_arg, positional_args, walk_expression
-from trainlint.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
-from trainlint.training import CallRef, TrainingLoop, TrainingModel, training_model
+from trainlint.model.index import Scope, iter_children, keyword_arg, positional_args, walk_expression
+from trainlint.model.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
+from trainlint.model.training import CallRef, TrainingLoop, TrainingModel, training_model
 
 # Event kinds
 BACKWARD = "backward"                # loss.backward(), accelerator.backward(loss), ...

@@ -14,10 +14,10 @@ import re
 
 import libcst as cst
 
-from trainlint.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
+from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
                              positional_args, walk_expression)
-from trainlint.roles import ACCELERATOR, LOADER, MODEL, roles
-from trainlint.training import calls_in, training_model
+from trainlint.model.roles import ACCELERATOR, LOADER, MODEL, roles
+from trainlint.model.training import calls_in, training_model
 
 # methods whose result never carries a graph
 DETACHING_METHODS = frozenset({"item", "detach", "detach_", "tolist", "numpy"})
