@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trainlint.finding import Severity
+from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
 from trainlint.model.accumulation import describe_k, is_plateau_scheduler
@@ -15,6 +16,7 @@ class SchedulerStepPerMicroBatch(Rule):
     summary = "Under gradient accumulation, an LR scheduler steps on every micro-batch instead of once per update"
     message = "the LR scheduler steps on every micro-batch while the optimizer steps once per update"
     triggers = (("backward", "step(", "sched"),)
+    gate = named("backward") & named("^step$")  # a training loop: a backward and an optimizer step
     what_it_does = """
         Finds training loops that accumulate gradients (the backward runs on every iteration while
         the optimizer step is guarded by `if (i + 1) % K == 0:`, `if micro % K: continue`,

@@ -6,6 +6,7 @@ import libcst as cst
 
 from trainlint.model.accumulation import MEAN, LossTracer, describe_k
 from trainlint.finding import Severity
+from trainlint.gate import named
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.training import training_model
 
@@ -17,6 +18,7 @@ class AccumulatedLossNotScaled(Rule):
     summary = "Under gradient accumulation, backward on a per-micro-batch mean loss that is not divided by K"
     message = "the accumulated gradient is K times too large: the mean loss is not divided by K"
     triggers = (("backward", "step("),)
+    gate = named("backward") & named("^step$")  # a training loop: a backward and an optimizer step
     what_it_does = """
         Finds training loops that accumulate gradients over K micro-batches (the backward runs on
         every iteration while the optimizer step is guarded, or the backward runs in a nested

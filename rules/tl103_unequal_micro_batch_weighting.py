@@ -6,6 +6,7 @@ import libcst as cst
 
 from trainlint.model.accumulation import MEAN, LossTracer, Trace
 from trainlint.finding import Severity
+from trainlint.gate import named
 from trainlint.model.index import keyword_arg
 from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
@@ -18,6 +19,7 @@ class UnequalMicroBatchWeighting(Rule):
     summary = "A mean loss divided by the number of micro-batches where micro-batches can differ in size"
     message = "dividing each micro-batch mean by K misweights micro-batches of different sizes"
     triggers = (("backward", "step("),)
+    gate = named("backward") & named("^step$")  # a training loop: a backward and an optimizer step
     what_it_does = """
         Under gradient accumulation, flags the division of a per-micro-batch mean loss by a
         constant number of micro-batches (`loss / K`, `loss /= grad_accum`, `loss / len(batches)`)

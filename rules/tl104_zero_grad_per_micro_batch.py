@@ -6,6 +6,7 @@ import libcst as cst
 
 from trainlint.model.accumulation import describe_k
 from trainlint.finding import Severity
+from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
 from trainlint.model.training import CallRef, training_model
 
@@ -17,6 +18,7 @@ class ZeroGradPerMicroBatch(Rule):
     summary = "Under gradient accumulation, gradients are cleared on every micro-batch"
     message = "gradients are cleared on every micro-batch, so only the last micro-batch reaches the step"
     triggers = (("backward", "zero_grad"), ("backward", ".grad = None"), ("backward", ".grad=None"))
+    gate = named("backward") & named("^step$")  # a training loop: a backward and an optimizer step
     what_it_does = """
         Finds training loops that accumulate gradients over K micro-batches and flags a
         `zero_grad()` (on the optimizer or the model) or a `p.grad = None` that runs on every

@@ -6,6 +6,7 @@ import libcst as cst
 
 from trainlint.model.amp import OPTIMIZER_STEPS, STEP, ZERO_GRAD, amp_model, describe
 from trainlint.finding import Severity
+from trainlint.gate import named
 from trainlint.model.index import walk
 from trainlint.rule import Rule, bad, good
 
@@ -17,6 +18,7 @@ class MissingZeroGrad(Rule):
     summary = "A training loop that steps the optimizer but never clears gradients"
     message = "gradients are never cleared, so they add up across updates"
     triggers = (".step(",)
+    gate = named("^step$")  # what it reports is an optimizer step
     what_it_does = """
         Flags the optimizer step (`opt.step()` or `scaler.step(opt)`) of a training loop in which
         nothing clears gradients: no `opt.zero_grad()`/`model.zero_grad()` (with or without

@@ -6,6 +6,7 @@ import libcst as cst
 
 from trainlint.model.amp import OPTIMIZER_STEPS, SCHED_STEP, amp_model, describe, per_update
 from trainlint.finding import Severity
+from trainlint.gate import named
 from trainlint.rule import FixSpec, Rule, bad, good
 
 
@@ -16,6 +17,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
     summary = "Within one update, the LR scheduler steps before the optimizer"
     message = "the scheduler steps before the optimizer in the same update"
     triggers = (".step(",)
+    gate = named("^step$")  # an optimizer step and a scheduler step
     what_it_does = """
         Flags `sched.step()` when, within one update of a training loop (or of a function that runs
         one update), it runs before the optimizer's `opt.step()` / `scaler.step(opt)`: at the top

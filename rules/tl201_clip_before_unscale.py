@@ -6,7 +6,9 @@ import libcst as cst
 
 from trainlint.model.amp import (CLIP, OPTIMIZER_STEPS, SCALED_BACKWARD, SCALER_STEP, UNSCALE, amp_model, describe,
                            measures_only, per_update)
+from trainlint.model.amp import CLIP_NAMES
 from trainlint.finding import Severity
+from trainlint.gate import named
 from trainlint.rule import FixSpec, Rule, bad, good
 
 
@@ -17,6 +19,7 @@ class ClipBeforeUnscale(Rule):
     summary = "Gradient clipping on GradScaler-scaled gradients, with no `scaler.unscale_(opt)` before it"
     message = "gradients are clipped while still multiplied by the GradScaler's scale"
     triggers = ("clip_grad", "clip_gradients")
+    gate = named(CLIP_NAMES)
     what_it_does = """
         In a loop (or an update function) whose backward runs on `scaler.scale(loss)`, flags
         `torch.nn.utils.clip_grad_norm_`, `clip_grad_value_`, `clip_grads_with_norm_` (and an FSDP

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from trainlint.model.amp import BACKWARDS, CLIP, OPTIMIZER_STEPS, amp_model, describe, measures_only, per_update
+from trainlint.model.amp import CLIP_NAMES
 from trainlint.finding import Severity
+from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
 
 
@@ -14,6 +16,7 @@ class ClipPerMicroBatch(Rule):
     summary = "Under gradient accumulation, clipping on every micro-batch instead of once per update"
     message = "gradients are clipped on every micro-batch, on a partial sum of the window"
     triggers = ("clip_grad", "clip_gradients")
+    gate = named(CLIP_NAMES)
     what_it_does = """
         Under accumulation (the backward runs on every micro-batch while the optimizer step is
         guarded by `if (i + 1) % K == 0:`, `if micro % K: continue`, a nested micro-batch loop, or

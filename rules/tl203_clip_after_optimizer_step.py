@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from trainlint.model.amp import (BACKWARDS, CLIP, OPTIMIZER_STEPS, SCALER_STEP, amp_model, describe, measures_only,
                            per_update)
+from trainlint.model.amp import CLIP_NAMES
 from trainlint.finding import Severity
+from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
 
 
@@ -15,6 +17,7 @@ class ClipAfterOptimizerStep(Rule):
     summary = "Gradient clipping after the optimizer step of the same update: it changes nothing"
     message = "gradients are clipped after the optimizer has already applied them"
     triggers = ("clip_grad", "clip_gradients")
+    gate = named(CLIP_NAMES)
     what_it_does = """
         Flags a clipping call (`torch.nn.utils.clip_grad_norm_`, `clip_grad_value_`,
         `clip_grads_with_norm_`, `accelerator.clip_grad_norm_`, `fabric.clip_gradients`, a model's

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from trainlint.model.amp import (BACKWARD, SCALE, SCALED_BACKWARD, SCALER_STEP, SCALER_UPDATE, STEP, amp_model,
                            describe)
 from trainlint.finding import Severity
+from trainlint.gate import named
 from trainlint.model.index import positional_args
 from trainlint.rule import Rule, bad, good
 
@@ -18,6 +21,7 @@ class GradScalerMisuse(Rule):
     summary = "A GradScaler used half-way: `opt.step()` on scaled gradients, or `scaler.step` without `scaler.update()`"
     message = "the GradScaler is not used through scaler.step(opt) and scaler.update()"
     triggers = ("scaler", "Scaler")
+    gate = named("^step$") & named("scaler", re.IGNORECASE)  # a step and a GradScaler
     what_it_does = """
         In a training loop (or an update function) that uses a GradScaler, flags:
         - `opt.step()` called directly when the backward ran on `scaler.scale(loss)` and the update has

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trainlint.finding import Severity
+from trainlint.gate import named
 from trainlint.model.modes import display_key, EVAL, ON, modes
 from trainlint.rule import Rule, bad, good
 
@@ -14,6 +15,7 @@ class EvalForwardWithGrad(Rule):
     summary = "An evaluation after `model.eval()` runs its forward with grad recording on"
     message = "evaluation forward after `model.eval()` runs with grad recording on"
     triggers = (".eval(", "train(False", "train(mode=False")
+    gate = named("^(eval|train)$")  # an eval mode comes only from `.eval()` / `.train(False)`
     what_it_does = """
         Finds evaluations (a loop over a validation/test loader, a function named as an
         evaluation, or the batches evaluated after `model.eval()`) whose forward call runs with

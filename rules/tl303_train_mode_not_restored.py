@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from trainlint.finding import Severity
+from trainlint.gate import named
 from trainlint.model.modes import display_key, modes
 from trainlint.rule import Rule, bad, good
 
@@ -16,6 +17,7 @@ class TrainModeNotRestored(Rule):
     summary = "A training loop evaluates and keeps training without `model.train()`"
     message = "the training loop puts the model in eval mode and keeps training without `model.train()`"
     triggers = (".eval(", "train(False", "train(mode=False")
+    gate = named("^(eval|train)$")  # an eval mode comes only from `.eval()` / `.train(False)`
     what_it_does = """
         Follows module mode through a training loop (a loop that runs a backward and an optimizer
         step, directly or through functions and methods of the same file): a `model.eval()` /

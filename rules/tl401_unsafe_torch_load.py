@@ -8,6 +8,7 @@ import libcst as cst
 
 from trainlint.model.checkpoints import checkpoint_model
 from trainlint.finding import Severity
+from trainlint.gate import refers_to
 from trainlint.model.index import keyword_arg, positional_args
 from trainlint.rule import FixSpec, Rule, bad, good
 
@@ -25,6 +26,7 @@ class UnsafeTorchLoad(Rule):
     summary = "`torch.load` with the full unpickler, or `pickle.load` of a checkpoint"
     message = "`torch.load(..., weights_only=False)` runs arbitrary code from a crafted file"
     triggers = (("load", "torch"), "pickle", "dill")
+    gate = refers_to(*TORCH_LOADS, *PICKLE_LOADS)
     what_it_does = """
         Flags loads that unpickle a checkpoint with Python's full unpickler:
         `torch.load(..., weights_only=False)` (also when `weights_only` comes from a variable or a

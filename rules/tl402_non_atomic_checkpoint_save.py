@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from trainlint.model.checkpoints import checkpoint_model
+from trainlint.model.checkpoints import SAVE_FUNCTIONS
 from trainlint.finding import Severity
+from trainlint.gate import refers_to
 from trainlint.rule import Rule, bad, good
 
 _ADVICE = ("write to a temporary file next to it and `os.replace` it onto the final path "
@@ -17,6 +19,7 @@ class NonAtomicCheckpointSave(Rule):
     summary = "`torch.save` writes a checkpoint straight to its final path"
     message = f"`torch.save` writes this checkpoint straight to its final path: a crash mid-save leaves a truncated file; {_ADVICE}"
     triggers = (("torch", "save"),)
+    gate = refers_to(*SAVE_FUNCTIONS)
     what_it_does = """
         Flags `torch.save` of a checkpoint whose destination is the checkpoint's final path. A
         checkpoint is training state: a `state_dict()`, a dict holding state dicts or keys such as

@@ -5,7 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from trainlint.model.checkpoints import checkpoint_model
+from trainlint.model.checkpoints import SAVE_FUNCTIONS
 from trainlint.finding import Severity
+from trainlint.gate import refers_to
 from trainlint.rule import FixSpec, Rule, bad, good
 
 
@@ -16,6 +18,7 @@ class SavedTensorView(Rule):
     summary = "`torch.save` of a view or slice writes the whole storage behind it"
     message = "`torch.save` of a view writes the whole storage behind it; save `.clone()` of the view"
     triggers = (("torch", "save"),)
+    gate = refers_to(*SAVE_FUNCTIONS)
     what_it_does = """
         Flags `torch.save` of a view of part of a tensor without `.clone()`: a slice (`t[:n]`,
         `t[:, :k]`, `t[..., :4]`), an element of a larger tensor (`weight[3]`), `.narrow()`,

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from trainlint.model.dataflow import dataflow
+from trainlint.model.roles import LOADER_NAMES
 from trainlint.finding import Severity
+from trainlint.gate import named
 from trainlint.model.index import dotted_name, positional_args, walk, walk_expression
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.training import training_model
@@ -23,6 +27,7 @@ class GraphKeptAcrossIterations(Rule):
     message = "a tensor with an autograd graph is kept across iterations: memory grows every step"
     # the store must run once per batch: a training loop, a loop over a loader, a per-batch hook
     triggers = ("backward", "loader", "Loader", "training_step", "train_step", "_dl", "dl_", " dl", "(dl")
+    gate = named("backward|^(training_step|train_step)$") | named(LOADER_NAMES, re.IGNORECASE)  # a batch loop
     what_it_does = """
         Flags a loop that keeps a value carrying an autograd graph beyond its iteration: the loss
         (or a model output, or anything computed from them without `.item()`, `.detach()`,

@@ -6,6 +6,7 @@ import libcst as cst
 
 from trainlint.model.dataflow import dataflow
 from trainlint.finding import Severity
+from trainlint.gate import named
 from trainlint.model.index import keyword_value, walk, walk_expression
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.training import calls_in, training_model
@@ -20,6 +21,7 @@ class NeedlessRetainGraph(Rule):
     summary = "`backward(retain_graph=True)` with no second backward through the same graph"
     message = "`retain_graph=True` keeps the graph alive but nothing backpropagates through it again"
     triggers = (("retain_graph", "backward"), ("retain_graph", "grad("))
+    gate = named("^retain_graph$")
     what_it_does = """
         Flags `loss.backward(retain_graph=True)` (also `scaler.scale(loss).backward(...)`,
         `accelerator.backward(loss, retain_graph=True)`, `torch.autograd.backward` and

@@ -8,6 +8,7 @@ import libcst as cst
 
 from trainlint.model.dataflow import dataflow
 from trainlint.finding import Severity
+from trainlint.gate import named
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk
 from trainlint.model.modes import modes
 from trainlint.rule import FixSpec, Rule, bad, good
@@ -44,6 +45,7 @@ class EvalLoaderShufflesOrDrops(Rule):
     summary = "A validation/test `DataLoader` with `shuffle=True` or `drop_last=True`"
     message = "an evaluation DataLoader should neither shuffle nor drop the last batch"
     triggers = ("DataLoader",)
+    gate = named("^DataLoader$")
     what_it_does = """
         Flags a `DataLoader(...)` built with `shuffle=True` or `drop_last=True` when it is clearly
         for validation or test: its variable or dataset is named so (`val_loader`, `testloader`,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from trainlint.model.checkpoints import checkpoint_model
+from trainlint.model.checkpoints import SAVE_FUNCTIONS
 from trainlint.finding import Severity
+from trainlint.gate import named, refers_to
 from trainlint.rule import Rule, bad, good
 
 
@@ -15,6 +17,7 @@ class ResumeWithoutRngState(Rule):
     summary = "A complete resume checkpoint of a seeded run leaves out the random-number-generator state"
     message = "this resume checkpoint of a seeded run leaves out the RNG state"
     triggers = (("torch", "save", "seed"),)
+    gate = refers_to(*SAVE_FUNCTIONS) & named("seed|enable_full_determinism")
     what_it_does = """
         Flags a `torch.save` of a resume checkpoint that already holds everything TL404 asks for
         (model, optimizer, and the scheduler, scaler and step counter the code has) but no

@@ -18,6 +18,7 @@ from trainlint.finding import Severity
 
 if TYPE_CHECKING:
     from trainlint.context import FileContext
+    from trainlint.gate import Gate
 
 DOCS_URL = "https://github.com/trainlint/trainlint/blob/main/docs/rules.md#{code}"
 
@@ -87,6 +88,10 @@ class Rule:
     #: Text pre-filter: the rule runs only on files matching at least one trigger. A trigger is a
     #: string that must occur, or a tuple of strings that must all occur. Empty: always runs.
     triggers: ClassVar[tuple[str | tuple[str, ...], ...]] = ()
+    #: The gate (`trainlint.gate`), checked on Python's own parse of a file that passed the text
+    #: pre-filter: what the code (not its comments or strings) must hold for this rule to report
+    #: anything. It must be a necessary condition; None: the rule runs whenever a trigger occurs.
+    gate: ClassVar["Gate | None"] = None
 
     @classmethod
     def may_match(cls, source: str) -> bool:

@@ -47,6 +47,8 @@ _CLIP_NAMES = frozenset(("clip_grad_norm_", "clip_grad_value_", "clip_grads_with
 # `fabric.clip_gradients` and a LightningModule's `self.clip_gradients` (its precision plugin
 # unscales first). A model's `clip_grad_norm_` (FSDP) does not.
 _CLIP_METHODS = frozenset(("clip_grad_norm_", "clip_grad_value_", "clip_gradients"))
+# Every name a clip is called by (a `named` pattern for the rules' gate).
+CLIP_NAMES = "^(" + "|".join(sorted(_CLIP_NAMES | _CLIP_METHODS)) + ")$"
 _MAX_DEPTH = 3
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 # In-place methods that clear a gradient tensor when called on `p.grad`.

@@ -80,6 +80,9 @@ _NAMES: tuple[tuple[re.Pattern, str], ...] = (
                 r"critic|actor|policy)s?($|_)|^(g|d)_?net$", re.I), MODEL),
 )
 
+# Every way a loader is known (constructor, factory, annotation, name) mentions one of these words
+# (case-insensitive): a `named` pattern for the rules' gate.
+LOADER_NAMES = r"loader|(^|_)dl($|_)"
 
 def role_from_name(name: str) -> str | None:
     """The role a variable's name suggests (`lr_sched` -> scheduler), the last resort."""

@@ -1,0 +1,190 @@
+"""The gate: which selected rules can fire in a file, decided from Python's own parse.
+
+LibCST's parse and the models built on it cost most of a check, and most files of a project hold
+nothing a rule looks at. Python's `ast` parses the same file at about a tenth of LibCST's cost (and
+the engine needs that parse anyway: it is the syntax check of files no rule wants). From it the gate
+gathers two facts about the code, comments, docstrings and other strings left out:
+
+- `names`: every identifier (names, attribute names, parameters, keyword arguments, imported names,
+  defined functions and classes, and the parts of a string that is a dotted name, as a string
+  annotation is);
+- `references`: every dotted name a `Name`/`Attribute` chain may stand for, through the file's
+  imports, as `FileIndex.resolve` reads them (`t.load` after `import torch as t` is `torch.load`;
+  a chain whose root is not imported stands for itself). Scopes are ignored, so this is a superset
+  of what the index resolves in any one scope.
+
+A rule states with its `gate` what the code must hold for it to have anything to report
+(`refers_to("torch.save") & named("seed")`); the gate only ever narrows the rules that passed the
+text pre-filter, and a rule without a gate runs whenever its text triggers occur. A gate must be a
+necessary condition of the rule's findings: a test runs every rule's examples and every fixture
+with and without the gate and compares the findings.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+@dataclass(frozen=True)
+class Facts:
+    names: frozenset[str]
+    references: frozenset[str]
+
+    @property
+    def text(self) -> str:
+        """The names, one a line, for `named` patterns (`^`/`$` anchor one name)."""
+        text = self.__dict__.get("_text")
+        if text is None:
+            text = "\n".join(sorted(self.names))
+            object.__setattr__(self, "_text", text)
+        return text
+
+
+def facts(source: str, filename: str = "<unknown>") -> Facts:
+    """The gate's facts of a source text; raises SyntaxError (or ValueError, RecursionError,
+    MemoryError) when Python cannot parse it."""
+    return facts_of_tree(ast.parse(source, filename=filename))
+
+
+def facts_of_tree(tree: ast.AST) -> Facts:
+    names: set[str] = set()
+    chains: list[str] = []
+    imports: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is ast.Name:
+            names.add(node.id)
+            chains.append(node.id)
+        elif kind is ast.Attribute:
+            names.add(node.attr)
+            chain = _dotted(node)
+            if chain is not None:
+                chains.append(chain)
+        elif kind is ast.keyword:
+            if node.arg is not None:
+                names.add(node.arg)
+        elif kind is ast.arg:
+            names.add(node.arg)
+        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef or kind is ast.ClassDef:
+            names.add(node.name)
+        elif kind is ast.Import:
+            for alias in node.names:
+                names.update(alias.name.split("."))
+                if alias.asname is not None:
+                    names.add(alias.asname)
+                    imports.setdefault(alias.asname, set()).add(alias.name)
+                else:
+                    top = alias.name.split(".")[0]
+                    imports.setdefault(top, set()).add(top)
+        elif kind is ast.ImportFrom:
+            base = "." * node.level + (node.module or "")
+            if node.module:
+                names.update(node.module.split("."))
+            for alias in node.names:
+                if alias.name == "*":
+                    continue
+                names.add(alias.name)
+                local = alias.asname or alias.name
+                names.add(local)
+                qualname = f"{base}.{alias.name}" if base and not base.endswith(".") else f"{base}{alias.name}"
+                imports.setdefault(local, set()).add(qualname)
+        elif kind is ast.Global or kind is ast.Nonlocal:
+            names.update(node.names)
+        elif kind is ast.alias:
+            pass  # handled with its import
+        elif kind is ast.ExceptHandler or kind is ast.MatchAs or kind is ast.MatchStar:
+            if node.name:
+                names.add(node.name)
+        elif kind is ast.MatchMapping:
+            if node.rest:
+                names.add(node.rest)
+        elif kind is ast.Constant:
+            # a string that is a dotted name may be read as one: a string annotation ("DataLoader")
+            if type(node.value) is str and _DOTTED.fullmatch(node.value):
+                names.update(node.value.split("."))
+    references = set()
+    for chain in chains:
+        references.add(chain)
+        root, dot, rest = chain.partition(".")
+        for qualname in imports.get(root, ()):
+            references.add(qualname + dot + rest)
+    return Facts(frozenset(names), frozenset(references))
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while type(node) is ast.Attribute:
+        parts.append(node.attr)
+        node = node.value
+    if type(node) is not ast.Name:
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+class Gate:
+    """A condition on a file's `Facts`; `a & b` and `a | b` combine conditions."""
+
+    def __call__(self, facts: Facts) -> bool:
+        raise NotImplementedError
+
+    def __and__(self, other: "Gate") -> "Gate":
+        return _All((self, other))
+
+    def __or__(self, other: "Gate") -> "Gate":
+        return _Any((self, other))
+
+
+@dataclass(frozen=True)
+class _All(Gate):
+    parts: tuple[Gate, ...]
+
+    def __call__(self, facts: Facts) -> bool:
+        return all(part(facts) for part in self.parts)
+
+
+@dataclass(frozen=True)
+class _Any(Gate):
+    parts: tuple[Gate, ...]
+
+    def __call__(self, facts: Facts) -> bool:
+        return any(part(facts) for part in self.parts)
+
+
+@dataclass(frozen=True)
+class _RefersTo(Gate):
+    qualnames: frozenset[str]
+
+    def __call__(self, facts: Facts) -> bool:
+        return not self.qualnames.isdisjoint(facts.references)
+
+
+@dataclass(frozen=True)
+class _Named(Gate):
+    pattern: re.Pattern
+
+    def __call__(self, facts: Facts) -> bool:
+        return self.pattern.search(facts.text) is not None
+
+
+def refers_to(*qualnames: str) -> Gate:
+    """The code refers to one of these dotted names (through its imports, as the index resolves)."""
+    return _RefersTo(frozenset(qualnames))
+
+
+def named(pattern: str, flags: int = 0) -> Gate:
+    """Some identifier of the code matches `pattern` (searched; `^` and `$` anchor one name)."""
+    return _Named(re.compile(pattern, flags | re.MULTILINE))
+
+
+def gated(rules: list, tree: ast.AST) -> list:
+    """The rules (instances of `Rule`) whose gate this parse passes."""
+    if all(rule.gate is None for rule in rules):
+        return rules
+    found = facts_of_tree(tree)
+    return [rule for rule in rules if rule.gate is None or rule.gate(found)]
