@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from trainlint.model.modes import GRAD_OFF_CONTEXTS, GRAD_SETTERS
+import re
+
 from trainlint.finding import Severity
-from trainlint.gate import refers_to
-from trainlint.model.modes import display_key, CHOSEN, NEW, OFF, RESTORE, TRAIN, TRAINED, TRAINING_KINDS, modes
+from trainlint.gate import defines, loops_over, refers_to
+from trainlint.model.modes import (CHOSEN, EVAL_FUNCTION_NAME, EVAL_LOADER_TEXT, GRAD_OFF_CONTEXTS, GRAD_SETTERS, NEW, OFF,
+                                   RESTORE, TRAIN, TRAINED, TRAINING_KINDS, display_key, modes)
 from trainlint.rule import Rule, bad, good
 
 
@@ -16,7 +18,10 @@ class NoGradEvalInTrainMode(Rule):
     summary = "An evaluation under `no_grad`/`inference_mode` with the model still in train mode"
     message = "evaluation under no_grad runs the model in train mode"
     triggers = ("no_grad", "inference_mode", "set_grad_enabled")
-    gate = refers_to(*GRAD_OFF_CONTEXTS, *GRAD_SETTERS)  # grad off comes only from these
+    # grad off comes only from these; an evaluation is a function named so or a loop over a
+    # validation/test loader
+    gate = refers_to(*GRAD_OFF_CONTEXTS, *GRAD_SETTERS) & (
+        defines(EVAL_FUNCTION_NAME.pattern, re.IGNORECASE) | loops_over(EVAL_LOADER_TEXT.pattern, re.IGNORECASE))
     what_it_does = """
         Finds evaluations (a loop over a validation/test loader, or a function named as an
         evaluation, with no backward in it) that run a model's forward under `torch.no_grad()`,

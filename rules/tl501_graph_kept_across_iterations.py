@@ -27,7 +27,9 @@ class GraphKeptAcrossIterations(Rule):
     message = "a tensor with an autograd graph is kept across iterations: memory grows every step"
     # the store must run once per batch: a training loop, a loop over a loader, a per-batch hook
     triggers = ("backward", "loader", "Loader", "training_step", "train_step", "_dl", "dl_", " dl", "(dl")
-    gate = named("backward|^(training_step|train_step)$") | named(LOADER_NAMES, re.IGNORECASE)  # a batch loop
+    # a batch loop: a training loop (a backward and a step), a loop over a loader, a per-batch hook
+    gate = (named("backward") & named("^step$")) | named(LOADER_NAMES, re.IGNORECASE) | \
+        named("^(" + "|".join(_PER_BATCH_HOOKS) + ")$")
     what_it_does = """
         Flags a loop that keeps a value carrying an autograd graph beyond its iteration: the loss
         (or a model output, or anything computed from them without `.item()`, `.detach()`,

@@ -8,6 +8,9 @@ gathers two facts about the code, comments, docstrings and other strings left ou
 - `names`: every identifier (names, attribute names, parameters, keyword arguments, imported names,
   defined functions and classes, and the parts of a string that is a dotted name, as a string
   annotation is);
+- `functions`: the names of the functions and methods defined;
+- `loop_words`: the words (names, attributes, keywords, words of strings) of what each `for` loop
+  iterates, the text a loop over a validation loader is told by;
 - `references`: every dotted name a `Name`/`Attribute` chain may stand for, through the file's
   imports, as `FileIndex.resolve` reads them (`t.load` after `import torch as t` is `torch.load`;
   a chain whose root is not imported stands for itself). Scopes are ignored, so this is a superset
@@ -27,6 +30,7 @@ import re
 from dataclasses import dataclass
 
 
+_WORD = re.compile(r"[A-Za-z_]\w*")
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
@@ -34,14 +38,16 @@ _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 class Facts:
     names: frozenset[str]
     references: frozenset[str]
+    functions: frozenset[str]  # names of the defined functions and methods
+    loop_words: frozenset[str]  # the words of what `for` loops iterate (names, attributes, strings)
 
-    @property
-    def text(self) -> str:
-        """The names, one a line, for `named` patterns (`^`/`$` anchor one name)."""
-        text = self.__dict__.get("_text")
+    def text(self, field: str) -> str:
+        """A set of words, one a line, for patterns (`^`/`$` anchor one word)."""
+        key = "_text_" + field
+        text = self.__dict__.get(key)
         if text is None:
-            text = "\n".join(sorted(self.names))
-            object.__setattr__(self, "_text", text)
+            text = "\n".join(sorted(getattr(self, field)))
+            object.__setattr__(self, key, text)
         return text
 
 
@@ -53,6 +59,8 @@ def facts(source: str, filename: str = "<unknown>") -> Facts:
 
 def facts_of_tree(tree: ast.AST) -> Facts:
     names: set[str] = set()
+    functions: set[str] = set()
+    loop_words: set[str] = set()
     chains: list[str] = []
     imports: dict[str, set[str]] = {}
     for node in ast.walk(tree):
@@ -70,8 +78,13 @@ def facts_of_tree(tree: ast.AST) -> Facts:
                 names.add(node.arg)
         elif kind is ast.arg:
             names.add(node.arg)
-        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef or kind is ast.ClassDef:
+        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
             names.add(node.name)
+            functions.add(node.name)
+        elif kind is ast.ClassDef:
+            names.add(node.name)
+        elif kind is ast.For or kind is ast.AsyncFor:
+            loop_words.update(_words(node.iter))
         elif kind is ast.Import:
             for alias in node.names:
                 names.update(alias.name.split("."))
@@ -95,8 +108,6 @@ def facts_of_tree(tree: ast.AST) -> Facts:
                 imports.setdefault(local, set()).add(qualname)
         elif kind is ast.Global or kind is ast.Nonlocal:
             names.update(node.names)
-        elif kind is ast.alias:
-            pass  # handled with its import
         elif kind is ast.ExceptHandler or kind is ast.MatchAs or kind is ast.MatchStar:
             if node.name:
                 names.add(node.name)
@@ -113,7 +124,23 @@ def facts_of_tree(tree: ast.AST) -> Facts:
         root, dot, rest = chain.partition(".")
         for qualname in imports.get(root, ()):
             references.add(qualname + dot + rest)
-    return Facts(frozenset(names), frozenset(references))
+    return Facts(frozenset(names), frozenset(references), frozenset(functions), frozenset(loop_words))
+
+
+def _words(expr: ast.AST) -> set[str]:
+    """Every word of an expression's code but its numbers and operators."""
+    words = set()
+    for node in ast.walk(expr):
+        kind = type(node)
+        if kind is ast.Name:
+            words.add(node.id)
+        elif kind is ast.Attribute:
+            words.add(node.attr)
+        elif kind is ast.keyword and node.arg is not None:
+            words.add(node.arg)
+        elif kind is ast.Constant and type(node.value) is str:
+            words.update(_WORD.findall(node.value))
+    return words
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -165,11 +192,12 @@ class _RefersTo(Gate):
 
 
 @dataclass(frozen=True)
-class _Named(Gate):
+class _Matches(Gate):
+    field: str
     pattern: re.Pattern
 
     def __call__(self, facts: Facts) -> bool:
-        return self.pattern.search(facts.text) is not None
+        return self.pattern.search(facts.text(self.field)) is not None
 
 
 def refers_to(*qualnames: str) -> Gate:
@@ -179,7 +207,17 @@ def refers_to(*qualnames: str) -> Gate:
 
 def named(pattern: str, flags: int = 0) -> Gate:
     """Some identifier of the code matches `pattern` (searched; `^` and `$` anchor one name)."""
-    return _Named(re.compile(pattern, flags | re.MULTILINE))
+    return _Matches("names", re.compile(pattern, flags | re.MULTILINE))
+
+
+def defines(pattern: str, flags: int = 0) -> Gate:
+    """Some function or method the file defines has a name matching `pattern`."""
+    return _Matches("functions", re.compile(pattern, flags | re.MULTILINE))
+
+
+def loops_over(pattern: str, flags: int = 0) -> Gate:
+    """Some word of what a `for` loop iterates matches `pattern` (searched in each word)."""
+    return _Matches("loop_words", re.compile(pattern, flags | re.MULTILINE))
 
 
 def gated(rules: list, tree: ast.AST) -> list:
