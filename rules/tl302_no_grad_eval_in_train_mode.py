@@ -6,8 +6,9 @@ import re
 
 from trainlint.finding import Severity
 from trainlint.gate import defines, loops_over, refers_to
-from trainlint.model.modes import (CHOSEN, EVAL_FUNCTION_NAME, EVAL_LOADER_TEXT, GRAD_OFF_CONTEXTS, GRAD_SETTERS, NEW, OFF,
-                                   RESTORE, TRAIN, TRAINED, TRAINING_KINDS, display_key, modes)
+from trainlint.model.modes import (CHOSEN, EVAL_LOADER_TEXT, GRAD_OFF_CONTEXTS, GRAD_SETTERS, NEW, OFF,
+                                   RESTORE, TRAIN, TRAINED, TRAINING_KINDS, display_key,
+                                   is_evaluation_name, modes)
 from trainlint.rule import Rule, bad, good
 
 
@@ -21,7 +22,7 @@ class NoGradEvalInTrainMode(Rule):
     # grad off comes only from these; an evaluation is a function named so or a loop over a
     # validation/test loader
     gate = refers_to(*GRAD_OFF_CONTEXTS, *GRAD_SETTERS) & (
-        defines(EVAL_FUNCTION_NAME.pattern, re.IGNORECASE) | loops_over(EVAL_LOADER_TEXT.pattern, re.IGNORECASE))
+        defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT.pattern, re.IGNORECASE))
     what_it_does = """
         Finds evaluations (a loop over a validation/test loader, or a function named as an
         evaluation, with no backward in it) that run a model's forward under `torch.no_grad()`,

@@ -1,26 +1,46 @@
 """Time a full trainlint check against LibCST's bare parse of the same files, in one process.
 
-    python scripts/benchmark.py                 # the installed torch package's sources
-    python scripts/benchmark.py path/to/project --repeat 3
+    python scripts/benchmark.py                          # the installed torch package's sources
+    python scripts/benchmark.py DIR [DIR ...] --repeat 3 --json
 
-trainlint runs with every rule selected, no cache and one process (`lint_source` on each file's
-bytes); the baseline is `libcst.parse_module` on each file's text. Files are read into memory
-first so neither timing includes disk reads. torch is located with `importlib.util.find_spec`,
-never imported. The numbers are printed, never asserted.
+All times are CPU seconds of this process (on a shared machine wall time says more about the
+neighbours than about trainlint) and are reported as ratios to `libcst.parse_module` of the same
+files, timed in the same run:
+
+- cold: every rule, no cache, one process, `lint_source` on each file's bytes (files are read into
+  memory first, so no timing includes disk reads);
+- phases: a second, instrumented cold run split into the gate (Python's parse and the gate's
+  facts), LibCST's parse, the file index, the models, each rule's own checking, and the rest
+  (positions, fixes, suppression comments); plus the files the text pre-filter and the gate drop;
+- warm: `lint_paths` with a result cache filled by a first run (`warm / cold`);
+- jobs: `lint_paths` with `--jobs` 1, 2 and all CPUs (wall seconds and the speed-up over 1 job:
+  worker processes' CPU time is not this process's);
+- peak memory: the process's peak resident set during the cold runs.
+
+torch is located with `importlib.util.find_spec`, never imported. Nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
+import os
+import resource
 import sys
+import tempfile
 import time
+from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 
 import libcst
 
+import trainlint.context
+import trainlint.engine
+from trainlint.cache import ResultCache
 from trainlint.discovery import discover
-from trainlint.engine import decode_source, lint_source
+from trainlint.engine import decode_source, lint_paths, lint_source
 from trainlint.rule import registry
 from trainlint.settings import Settings, resolve_selection
 
@@ -32,87 +52,190 @@ def torch_sources() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def load(directory: Path) -> list[tuple[str, bytes]]:
-    return [(path, Path(path).read_bytes()) for path in discover([str(directory)])]
+def load(directories: list[Path]) -> list[tuple[str, bytes]]:
+    return [(path, Path(path).read_bytes()) for path in discover([str(d) for d in directories])]
 
 
-class Timer:
-    """Wall-clock and CPU seconds of this process (CPU time stays honest on a busy machine)."""
-
-    def __enter__(self) -> "Timer":
-        self._wall, self._cpu = time.perf_counter(), time.process_time()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.wall = time.perf_counter() - self._wall
-        self.cpu = time.process_time() - self._cpu
+def cpu_time(run) -> float:
+    start = time.process_time()
+    run()
+    return time.process_time() - start
 
 
-def time_trainlint(files: list[tuple[str, bytes]], settings: Settings) -> tuple[Timer, int, int]:
-    findings = errors = 0
-    with Timer() as timer:
-        for path, data in files:
-            result = lint_source(data, path, settings)
-            findings += len(result.findings)
-            errors += len(result.errors)
-    return timer, findings, errors
+def lint_all(files: list[tuple[str, bytes]], settings: Settings) -> int:
+    return sum(len(lint_source(data, path, settings).findings) for path, data in files)
 
 
-def time_libcst(texts: list[str]) -> tuple[Timer, int]:
-    failures = 0
-    with Timer() as timer:
-        for text in texts:
-            try:
-                libcst.parse_module(text)
-            except (libcst.ParserSyntaxError, RecursionError):
-                failures += 1
-    return timer, failures
+def parse_all(texts: list[str]) -> None:
+    for text in texts:
+        try:
+            libcst.parse_module(text)
+        except (libcst.ParserSyntaxError, RecursionError):
+            pass
+
+
+class PhaseClock:
+    """CPU time per phase; a phase's time excludes the phases nested in it (a model built while a
+    rule checks is the model's, not the rule's)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self._stack: list[list] = []  # [phase, start, time of nested phases]
+
+    @contextmanager
+    def phase(self, name: str):
+        start = time.process_time()
+        self._stack.append([name, start, 0.0])
+        try:
+            yield
+        finally:
+            _, _, nested = self._stack.pop()
+            elapsed = time.process_time() - start
+            self.seconds[name] += elapsed - nested
+            if self._stack:
+                self._stack[-1][2] += elapsed
+
+    def wrap(self, name, function):
+        def timed(*args, **kwargs):
+            with self.phase(name if isinstance(name, str) else name(*args)):
+                return function(*args, **kwargs)
+        return timed
+
+
+@contextmanager
+def instrumented(clock: PhaseClock):
+    """Wrap the engine's steps in the clock for one run, and unwrap them afterwards."""
+    patches = [
+        (trainlint.engine, "python_tree", clock.wrap("gate (ast parse)", trainlint.engine.python_tree)),
+        (trainlint.engine, "gated", clock.wrap("gate (facts)", trainlint.engine.gated)),
+        (trainlint.engine, "_parse", clock.wrap("parse", trainlint.engine._parse)),
+        (trainlint.context, "FileIndex", clock.wrap("index", trainlint.context.FileIndex)),
+        (trainlint.context.FileContext, "model", clock.wrap("models", trainlint.context.FileContext.model)),
+    ]
+    for code, rule in registry().items():
+        def check(self, ctx, _check=rule.check, _code=code):
+            with clock.phase(f"rule {_code}"):
+                return list(_check(self, ctx))  # the checks are generators: run them here
+        patches.append((rule, "check", check))
+    saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patches]
+    for owner, name, value in patches:
+        setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+
+def phases(files: list[tuple[str, bytes]], settings: Settings) -> dict[str, float]:
+    clock = PhaseClock()
+    with instrumented(clock):
+        with clock.phase("other"):
+            lint_all(files, settings)
+    return dict(clock.seconds)
+
+
+def wall_time(run) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("directory", nargs="?", type=Path, help="default: the installed torch package")
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each timing; the best is reported")
+    parser.add_argument("directories", nargs="*", type=Path, help="default: the installed torch package")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each timing; the best is taken")
+    parser.add_argument("--jobs", type=int, nargs="*", default=None,
+                        help="job counts for the scaling runs (default: 1, 2 and all CPUs; none to skip)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args(argv)
 
-    directory = args.directory or torch_sources()
-    files = load(directory)
+    directories = args.directories or [torch_sources()]
+    files = load(directories)
     if not files:
-        raise SystemExit(f"no Python files under {directory}")
-    texts = []
-    for path, data in files:
-        text, _ = decode_source(data, path)
-        if text is not None:
-            texts.append(text)
+        raise SystemExit(f"no Python files under {', '.join(map(str, directories))}")
+    texts = [text for path, data in files if (text := decode_source(data, path)[0]) is not None]
     settings = Settings(select=resolve_selection(["ALL"], [], []))
     rules = [rule for code, rule in registry().items() if code in settings.select]
-    prefiltered = sum(1 for text in texts if not any(rule.may_match(text) for rule in rules))
     lines = sum(text.count("\n") + (not text.endswith("\n") and bool(text)) for text in texts)
+    prefiltered = sum(1 for text in texts if not any(rule.may_match(text) for rule in rules))
 
-    # warm up imports and caches on one file so neither timing pays for them
-    lint_source(files[0][1], files[0][0], settings)
-    libcst.parse_module(texts[0] if texts else "")
+    # warm up imports and caches on one file so no timing pays for them
+    lint_all(files[:1], settings)
+    parse_all(texts[:1])
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
-    lint_runs, parse_runs = [], []
-    findings = errors = parse_failures = 0
-    for _ in range(max(1, args.repeat)):
-        timer, parse_failures = time_libcst(texts)
-        parse_runs.append(timer)
-        timer, findings, errors = time_trainlint(files, settings)
-        lint_runs.append(timer)
+    repeat = max(1, args.repeat)
+    parse_cpu = min(cpu_time(lambda: parse_all(texts)) for _ in range(repeat))
+    findings = lint_all(files, settings)
+    cold_cpu = min(cpu_time(lambda: lint_all(files, settings)) for _ in range(repeat))
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    phase_cpu = phases(files, settings)
 
-    lint = min(lint_runs, key=lambda t: t.cpu)
-    parse = min(parse_runs, key=lambda t: t.cpu)
-    print(f"directory:          {directory}")
-    print(f"files:              {len(files)} ({lines} lines)")
-    print(f"rules:              {len(rules)} (all selected), no cache, 1 process")
-    print(f"pre-filter skipped: {prefiltered} files (no rule's trigger words: LibCST never parses them)")
-    print(f"trainlint check:     {lint.cpu:8.2f} s CPU ({lint.wall:.2f} s wall)  "
-          f"{findings} findings, {errors} internal errors")
-    print(f"libcst.parse_module: {parse.cpu:8.2f} s CPU ({parse.wall:.2f} s wall)  "
-          f"{parse_failures} files failed to parse")
-    print(f"ratio:               {lint.cpu / parse.cpu:.2f}x the bare parse (CPU), "
-          f"{lint.wall / parse.wall:.2f}x (wall)")
+    # files that pass the text pre-filter but not the gate
+    parsed = [0]
+    counting = trainlint.engine._parse
+
+    def count(*a, **k):
+        parsed[0] += 1
+        return counting(*a, **k)
+
+    trainlint.engine._parse = count
+    try:
+        lint_all(files, settings)
+    finally:
+        trainlint.engine._parse = counting
+    gated_out = len(files) - prefiltered - parsed[0]
+
+    paths = [path for path, _ in files]
+    with tempfile.TemporaryDirectory() as folder:
+        cache = ResultCache(folder)
+        list(lint_paths(paths, settings, cache=cache))  # fills the cache
+        warm_cpu = min(cpu_time(lambda: list(lint_paths(paths, settings, cache=cache))) for _ in range(repeat))
+
+    job_counts = args.jobs if args.jobs is not None else sorted({1, 2, os.cpu_count() or 1})
+    jobs = {n: min(wall_time(lambda: list(lint_paths(paths, settings, jobs=n))) for _ in range(repeat))
+            for n in job_counts}
+
+    report = {
+        "directories": [str(d) for d in directories],
+        "files": len(files),
+        "lines": lines,
+        "rules": len(rules),
+        "findings": findings,
+        "prefiltered_files": prefiltered,
+        "gated_out_files": gated_out,
+        "libcst_parsed_files": parsed[0],
+        "libcst_parse_cpu_s": round(parse_cpu, 3),
+        "cold_cpu_s": round(cold_cpu, 3),
+        "cold_ratio": round(cold_cpu / parse_cpu, 3),
+        "warm_cpu_s": round(warm_cpu, 3),
+        "warm_to_cold": round(warm_cpu / cold_cpu, 4),
+        "phases_ratio": {name: round(seconds / parse_cpu, 4) for name, seconds in sorted(phase_cpu.items())},
+        "jobs_wall_s": {str(n): round(s, 3) for n, s in jobs.items()},
+        "jobs_speedup": {str(n): round(jobs[job_counts[0]] / s, 3) for n, s in jobs.items()} if jobs else {},
+        "peak_rss_mb": round(peak_mb, 1),
+        "peak_rss_before_lint_mb": round(rss_before / 1024, 1),
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"directories:    {', '.join(report['directories'])}")
+    print(f"files:          {len(files)} ({lines} lines), {len(rules)} rules, {findings} findings")
+    print(f"pre-filter:     {prefiltered} files hold no rule's trigger words; the gate drops {gated_out} more; "
+          f"LibCST parses {parsed[0]}")
+    print(f"bare parse:     {parse_cpu:.2f} s CPU (libcst.parse_module of every file): the unit below")
+    print(f"cold check:     {report['cold_ratio']:.3f}x  (every rule, no cache, 1 process)")
+    print(f"warm check:     {report['warm_to_cold']:.4f}x of cold (result cache)")
+    print("phases (x bare parse):")
+    ordered = sorted(phase_cpu.items(), key=lambda item: (item[0].startswith("rule "), item[0]))
+    for name, seconds in ordered:
+        print(f"  {name:<18}{seconds / parse_cpu:8.4f}")
+    if jobs:
+        print("jobs (wall, best of runs; speed-up over the first):")
+        for n, seconds in jobs.items():
+            print(f"  -j{n:<3} {seconds:8.2f} s  {report['jobs_speedup'][str(n)]:.2f}x")
+    print(f"peak memory:    {peak_mb:.0f} MB resident ({rss_before / 1024:.0f} MB before linting)")
     return 0
 
 

@@ -21,7 +21,7 @@ import libcst as cst
 from trainlint.cache import ResultCache
 from trainlint.context import FileContext
 from trainlint.finding import Edit, FileResult, Finding, Fix, Severity
-from trainlint.gate import gated
+from trainlint.gate import gated, python_tree
 from trainlint.positions import Positions, split_lines
 from trainlint.rule import FixSpec, Report, Rule, registry
 from trainlint.settings import SYNTAX_ERROR_CODE, Settings
@@ -132,10 +132,7 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
         # Python's own parse, at a tenth of LibCST's cost: the syntax check of a file no rule wants,
         # and the gate that drops the rules which cannot fire here. A file it cannot parse goes on to
         # LibCST, which has the last word where the grammars differ.
-        try:
-            tree = ast.parse(source, filename=path)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            tree = None
+        tree = python_tree(source, path)
         if tree is not None:
             if rules:
                 rules = gated(rules, tree)

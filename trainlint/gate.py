@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
@@ -200,6 +201,14 @@ class _Matches(Gate):
         return self.pattern.search(facts.text(self.field)) is not None
 
 
+@dataclass(frozen=True)
+class _Defines(Gate):
+    test: Callable[[str], bool]
+
+    def __call__(self, facts: Facts) -> bool:
+        return any(self.test(name) for name in facts.functions)
+
+
 def refers_to(*qualnames: str) -> Gate:
     """The code refers to one of these dotted names (through its imports, as the index resolves)."""
     return _RefersTo(frozenset(qualnames))
@@ -210,14 +219,22 @@ def named(pattern: str, flags: int = 0) -> Gate:
     return _Matches("names", re.compile(pattern, flags | re.MULTILINE))
 
 
-def defines(pattern: str, flags: int = 0) -> Gate:
-    """Some function or method the file defines has a name matching `pattern`."""
-    return _Matches("functions", re.compile(pattern, flags | re.MULTILINE))
+def defines(test: Callable[[str], bool]) -> Gate:
+    """Some function or method the file defines has a name that passes `test`."""
+    return _Defines(test)
 
 
 def loops_over(pattern: str, flags: int = 0) -> Gate:
     """Some word of what a `for` loop iterates matches `pattern` (searched in each word)."""
     return _Matches("loop_words", re.compile(pattern, flags | re.MULTILINE))
+
+
+def python_tree(source: str, filename: str) -> ast.Module | None:
+    """Python's own parse of a file, or None when Python cannot parse it."""
+    try:
+        return ast.parse(source, filename=filename)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
 
 
 def gated(rules: list, tree: ast.AST) -> list:

@@ -311,9 +311,7 @@ class ModeModel:
         return list(found.values())
 
     def is_evaluation_function(self, function: FunctionInfo | None) -> bool:
-        if function is None or not EVAL_FUNCTION_NAME.match(function.name):
-            return False
-        return not self.is_test_function(function)
+        return function is not None and is_evaluation_name(function.name)
 
     def is_test_function(self, function: FunctionInfo | None) -> bool:
         """A pytest/unittest test (`test_forward_matches`): it checks behaviour, it does not
@@ -1011,6 +1009,11 @@ class _Run:
 
 
 # -- helpers -------------------------------------------------------------------------------------------
+def is_evaluation_name(name: str) -> bool:
+    """A function named as an evaluation (`evaluate`, `val_epoch`), and not a pytest test."""
+    return EVAL_FUNCTION_NAME.match(name) is not None and _PYTEST_NAME.match(name) is None
+
+
 def context_grad(index, expr: cst.BaseExpression, scope: Scope) -> str | None:
     """The grad state a `with` item sets: on, off, cond (chosen at run time), or None (not a grad
     context)."""
