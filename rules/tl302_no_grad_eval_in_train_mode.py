@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from trainlint.finding import Severity
 from trainlint.gate import defines, loops_over, refers_to
 from trainlint.model.modes import (CHOSEN, EVAL_LOADER_TEXT, GRAD_OFF_CONTEXTS, GRAD_SETTERS, NEW, OFF,
@@ -22,7 +20,7 @@ class NoGradEvalInTrainMode(Rule):
     # grad off comes only from these; an evaluation is a function named so or a loop over a
     # validation/test loader
     gate = refers_to(*GRAD_OFF_CONTEXTS, *GRAD_SETTERS) & (
-        defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT.pattern, re.IGNORECASE))
+        defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT))
     what_it_does = """
         Finds evaluations (a loop over a validation/test loader, or a function named as an
         evaluation, with no backward in it) that run a model's forward under `torch.no_grad()`,

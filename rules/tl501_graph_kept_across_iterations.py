@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
 from trainlint.model.dataflow import dataflow
-from trainlint.model.roles import LOADER_NAMES
+from trainlint.model.roles import LOADER_NAME
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.index import dotted_name, positional_args, walk, walk_expression
@@ -28,7 +26,7 @@ class GraphKeptAcrossIterations(Rule):
     # the store must run once per batch: a training loop, a loop over a loader, a per-batch hook
     triggers = ("backward", "loader", "Loader", "training_step", "train_step", "_dl", "dl_", " dl", "(dl")
     # a batch loop: a training loop (a backward and a step), a loop over a loader, a per-batch hook
-    gate = (named("backward") & named("^step$")) | named(LOADER_NAMES, re.IGNORECASE) | \
+    gate = (named("backward") & named("^step$")) | named(LOADER_NAME) | \
         named("^(" + "|".join(_PER_BATCH_HOOKS) + ")$")
     what_it_does = """
         Flags a loop that keeps a value carrying an autograd graph beyond its iteration: the loss

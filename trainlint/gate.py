@@ -239,9 +239,9 @@ def refers_to(*qualnames: str) -> Gate:
     return _RefersTo(frozenset(qualnames))
 
 
-def named(pattern: str, flags: int = 0) -> Gate:
+def named(pattern: str | re.Pattern, flags: int = 0) -> Gate:
     """Some identifier of the code matches `pattern` (searched; `^` and `$` anchor one name)."""
-    return _Matches("names", re.compile(pattern, flags | re.MULTILINE))
+    return _Matches("names", _per_word(pattern, flags))
 
 
 def defines(test: Callable[[str], bool]) -> Gate:
@@ -249,9 +249,16 @@ def defines(test: Callable[[str], bool]) -> Gate:
     return _Defines(test)
 
 
-def loops_over(pattern: str, flags: int = 0) -> Gate:
-    """Some word of what a `for` loop iterates matches `pattern` (searched in each word)."""
-    return _Matches("loop_words", re.compile(pattern, flags | re.MULTILINE))
+def loops_over(pattern: str | re.Pattern, flags: int = 0) -> Gate:
+    """Some word of what a `for` loop iterates matches `pattern` (searched; `^`/`$` anchor one word)."""
+    return _Matches("loop_words", _per_word(pattern, flags))
+
+
+def _per_word(pattern: str | re.Pattern, flags: int) -> re.Pattern:
+    """`pattern` (a model's own compiled pattern keeps its flags) for words one a line."""
+    if isinstance(pattern, re.Pattern):
+        pattern, flags = pattern.pattern, pattern.flags | flags
+    return re.compile(pattern, flags | re.MULTILINE)
 
 
 def python_tree(source: str, filename: str) -> ast.Module | None:

@@ -70,19 +70,19 @@ _ANNOTATIONS = {
 # Calls that hand back (a wrapped) version of their first argument.
 _PASS_THROUGH_METHODS = {"to", "cuda", "cpu", "float", "half", "bfloat16", "train", "eval", "double"}
 _PASS_THROUGH_FUNCTIONS = {"torch.compile", "torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel"}
+# A loader's name. Every way a loader is known matches it: this name, or its constructor, factory or
+# annotation `DataLoader` (the rules' gate relies on that).
+LOADER_NAME = re.compile(r"(^|_)(data_?)?loader($|_)|(^|_)dl($|_)", re.I)
 _NAMES: tuple[tuple[re.Pattern, str], ...] = (
     (re.compile(r"(^|_)(lr_)?sched(uler)?s?($|_)|^lr_?sched", re.I), SCHEDULER),
     (re.compile(r"(^|_)(grad_?)?scaler($|_)", re.I), SCALER),
     (re.compile(r"(^|_)(opt|optim|optimi[sz]er)s?($|_)|^opt_?[a-z]$", re.I), OPTIMIZER),
-    (re.compile(r"(^|_)(data_?)?loader($|_)|(^|_)dl($|_)", re.I), LOADER),
+    (LOADER_NAME, LOADER),
     (re.compile(r"^accelerator$|^fabric$", re.I), ACCELERATOR),
     (re.compile(r"(^|_)(model|net|network|module|generator|discriminator|student|teacher|encoder|decoder|"
                 r"critic|actor|policy)s?($|_)|^(g|d)_?net$", re.I), MODEL),
 )
 
-# Every way a loader is known (constructor, factory, annotation, name) mentions one of these words
-# (case-insensitive): a `named` pattern for the rules' gate.
-LOADER_NAMES = r"loader|(^|_)dl($|_)"
 
 def role_from_name(name: str) -> str | None:
     """The role a variable's name suggests (`lr_sched` -> scheduler), the last resort."""
