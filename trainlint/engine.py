@@ -22,7 +22,7 @@ from trainlint.cache import ResultCache
 from trainlint.context import FileContext
 from trainlint.finding import Edit, FileResult, Finding, Fix, Severity
 from trainlint.gate import gated, python_tree
-from trainlint.positions import Positions, split_lines
+from trainlint.positions import Positions, first_lines, split_lines
 from trainlint.rule import FixSpec, Report, Rule, registry
 from trainlint.settings import SYNTAX_ERROR_CODE, Settings
 from trainlint.suppress import file_disabled_codes, is_suppressed, noqa_codes
@@ -128,6 +128,7 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
         return result
 
     rules = _rules_for(source, codes)
+    tree = None
     if not rules or gate:
         # Python's own parse, at a tenth of LibCST's cost: the syntax check of a file no rule wants,
         # and the gate that drops the rules which cannot fire here. A file it cannot parse goes on to
@@ -161,8 +162,8 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
     # 1,000 frames. Python 3.11 frames of pure-Python calls do not grow the C stack.
     if sys.getrecursionlimit() < _RECURSION_LIMIT:
         sys.setrecursionlimit(_RECURSION_LIMIT)
-    positions = Positions(module, ctx.index.parents)
     lines = split_lines(source)
+    positions = Positions(module, ctx.index.parents, first_lines(module, tree, lines) if tree else None)
     file_codes = file_disabled_codes(source)
     seen = set()
     for report in reports:

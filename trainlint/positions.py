@@ -9,6 +9,8 @@ the statements before it come from plain code generation.
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 from libcst.metadata.position_provider import NEWLINE_RE, PositionProvidingCodegenState
 
@@ -21,12 +23,13 @@ class _Ranges:
 
 
 class Positions:
-    def __init__(self, module: cst.Module, parents: dict[cst.CSTNode, cst.CSTNode]) -> None:
+    def __init__(self, module: cst.Module, parents: dict[cst.CSTNode, cst.CSTNode],
+                 first_lines: list[int] | None = None) -> None:
         self._module = module
         self._parents = parents
         self._ranges = _Ranges()
         self._done: set[int] = set()  # indexes of top-level statements already generated
-        self._first_lines: list[int] | None = None
+        self._first_lines = first_lines
 
     def _top_level_index(self, node: cst.CSTNode) -> int | None:
         """Index of the top-level statement holding `node`; None when it cannot be told."""
@@ -70,6 +73,29 @@ class Positions:
         code_range = self._ranges._computed[node]
         return (code_range.start.line, code_range.start.column + 1,
                 code_range.end.line, code_range.end.column + 1)
+
+
+def first_lines(module: cst.Module, tree: ast.Module, lines: list[str]) -> list[int] | None:
+    """The line where each top-level statement of `module` starts (its leading comments and blank
+    lines included), read from Python's own parse `tree` of the same source instead of generating
+    the code of every statement; None when the two parses do not line up."""
+    statements = tree.body
+    found = []
+    position = 0
+    for statement in module.body:
+        if position >= len(statements):
+            return None
+        node = statements[position]
+        start = node.lineno
+        decorators = getattr(node, "decorator_list", None)
+        if decorators:
+            # a decorator's expression may start below its `@` (`@(\n    wrap)`)
+            start = decorators[0].lineno
+            while start > 1 and not lines[start - 1].lstrip().startswith("@"):
+                start -= 1
+        found.append(start - len(statement.leading_lines))
+        position += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+    return found if position == len(statements) else None
 
 
 def split_lines(source: str) -> list[str]:
