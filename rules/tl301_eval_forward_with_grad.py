@@ -15,7 +15,7 @@ class EvalForwardWithGrad(Rule):
     summary = "An evaluation after `model.eval()` runs its forward with grad recording on"
     message = "evaluation forward after `model.eval()` runs with grad recording on"
     triggers = (".eval(", "train(False", "train(mode=False")
-    gate = named("^(eval|train)$")  # an eval mode comes only from `.eval()` / `.train(False)`
+    gate = named("^eval$") | (named("^train$") & named("^False$"))  # eval mode: `.eval()`, `.train(False)`
     what_it_does = """
         Finds evaluations (a loop over a validation/test loader, a function named as an
         evaluation, or the batches evaluated after `model.eval()`) whose forward call runs with

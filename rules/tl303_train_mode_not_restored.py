@@ -17,7 +17,8 @@ class TrainModeNotRestored(Rule):
     summary = "A training loop evaluates and keeps training without `model.train()`"
     message = "the training loop puts the model in eval mode and keeps training without `model.train()`"
     triggers = (".eval(", "train(False", "train(mode=False")
-    gate = named("^(eval|train)$")  # an eval mode comes only from `.eval()` / `.train(False)`
+    # an eval mode comes only from `.eval()` / `.train(False)`; what is reported is seen at a backward
+    gate = (named("^eval$") | (named("^train$") & named("^False$"))) & named("backward")
     what_it_does = """
         Follows module mode through a training loop (a loop that runs a backward and an optimizer
         step, directly or through functions and methods of the same file): a `model.eval()` /

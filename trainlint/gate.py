@@ -6,8 +6,8 @@ the engine needs that parse anyway: it is the syntax check of files no rule want
 gathers two facts about the code, comments, docstrings and other strings left out:
 
 - `names`: every identifier (names, attribute names, parameters, keyword arguments, imported names,
-  defined functions and classes, and the parts of a string that is a dotted name, as a string
-  annotation is);
+  defined functions and classes, `True`/`False`/`None`, and the parts of a string that is a dotted
+  name, as a string annotation is);
 - `functions`: the names of the functions and methods defined;
 - `loop_words`: the words (names, attributes, keywords, words of strings) of what each `for` loop
   iterates, the text a loop over a validation loader is told by;
@@ -117,8 +117,11 @@ def facts_of_tree(tree: ast.AST) -> Facts:
         elif kind is ast.Constant:
             # a string that is a dotted name may be read as one: a string annotation ("DataLoader")
             value = node.value
-            if type(value) is str and len(value) < 200 and value.replace(".", "_").isidentifier():
-                names.update(value.split("."))
+            if type(value) is str:
+                if len(value) < 200 and value.replace(".", "_").isidentifier():
+                    names.update(value.split("."))
+            elif value is False or value is True or value is None:
+                names.add(str(value))  # a literal, as LibCST reads it: a name
     references = set()
     for chain in chains:
         references.add(chain)
