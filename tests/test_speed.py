@@ -7,9 +7,11 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
+from libcst.metadata import PositionProvider
 from libcst.metadata.position_provider import NEWLINE_RE
 
-from trainlint.positions import first_lines, split_lines
+from trainlint.model.index import FileIndex, walk
+from trainlint.positions import Positions, first_lines, split_lines
 from trainlint.rule import registry
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -48,10 +50,14 @@ else:
 '''
 
 
-def _sources():
+def _files():
     yield pytest.param(TRICKY, id="tricky")
     for path in sorted(FIXTURES.rglob("*.py")):
         yield pytest.param(path.read_text(), id=str(path.relative_to(FIXTURES)))
+
+
+def _sources():
+    yield from _files()
     for code, rule in registry().items():
         for number, example in enumerate(rule.examples):
             yield pytest.param(example.code, id=f"{code}-{number}")
@@ -70,3 +76,23 @@ def _generated_first_lines(module: cst.Module) -> list[int]:
 def test_first_lines_from_python_parse_equal_generated_code(source):
     module = cst.parse_module(source)
     assert first_lines(module, ast.parse(source), split_lines(source)) == _generated_first_lines(module)
+
+
+@pytest.mark.parametrize("source", list(_files()))
+def test_spans_from_the_innermost_statement_equal_the_whole_module(source):
+    """The span of every call and statement (what rules report), generated from the statement
+    found through Python's parse, equals the span LibCST's PositionProvider gives in a generation
+    of the whole module."""
+    module = cst.parse_module(source)
+    wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
+    expected = wrapper.resolve(PositionProvider)
+    index = FileIndex(module)
+    tree = ast.parse(source)
+    lines = split_lines(source)
+    for node in walk(module):
+        if not isinstance(node, (cst.Call, cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            continue
+        positions = Positions(module, index.parents, tree, lines)  # fresh: nothing generated yet
+        code_range = expected[node]
+        assert positions.span(node) == (code_range.start.line, code_range.start.column + 1,
+                                        code_range.end.line, code_range.end.column + 1), node

@@ -22,7 +22,7 @@ from trainlint.cache import ResultCache
 from trainlint.context import FileContext
 from trainlint.finding import Edit, FileResult, Finding, Fix, Severity
 from trainlint.gate import gated, python_tree
-from trainlint.positions import Positions, first_lines, split_lines
+from trainlint.positions import Positions, split_lines
 from trainlint.rule import FixSpec, Report, Rule, registry
 from trainlint.settings import SYNTAX_ERROR_CODE, Settings
 from trainlint.suppress import file_disabled_codes, is_suppressed, noqa_codes
@@ -163,7 +163,7 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
     if sys.getrecursionlimit() < _RECURSION_LIMIT:
         sys.setrecursionlimit(_RECURSION_LIMIT)
     lines = split_lines(source)
-    positions = Positions(module, ctx.index.parents, first_lines(module, tree, lines) if tree else None)
+    positions = Positions(module, ctx.index.parents, tree, lines)
     file_codes = file_disabled_codes(source)
     seen = set()
     for report in reports:

@@ -1,15 +1,18 @@
-"""Source positions: computed only for the top-level statements that hold reported nodes, and
-converted between 1-based and LSP's 0-based coordinates in one place.
+"""Source positions: computed only for the statements that hold reported nodes, and converted
+between 1-based and LSP's 0-based coordinates in one place.
 
 LibCST's PositionProvider generates the code of the whole module while recording a range for every
-node, which costs several times the parse on a large file. Here each top-level statement that holds
-a finding is generated once with position tracking, starting at its own line; the line offsets of
-the statements before it come from plain code generation.
+node, which costs several times the parse on a large file. Here only the statement that holds a
+finding is generated, with position tracking, starting at its own line: the top-level statement,
+or, inside classes and functions, the innermost statement of their bodies. Where statements start
+comes from Python's own parse of the same source (the gate's) when it is given, else from plain
+code generation of the top-level statements before it.
 """
 
 from __future__ import annotations
 
 import ast
+from typing import Sequence
 
 import libcst as cst
 from libcst.metadata.position_provider import NEWLINE_RE, PositionProvidingCodegenState
@@ -24,68 +27,100 @@ class _Ranges:
 
 class Positions:
     def __init__(self, module: cst.Module, parents: dict[cst.CSTNode, cst.CSTNode],
-                 first_lines: list[int] | None = None) -> None:
+                 tree: ast.Module | None = None, lines: list[str] | None = None) -> None:
         self._module = module
         self._parents = parents
+        self._tree = tree
+        self._lines = lines
         self._ranges = _Ranges()
-        self._done: set[int] = set()  # indexes of top-level statements already generated
-        self._first_lines = first_lines
+        self._done: set[cst.CSTNode] = set()  # statements already generated
+        self._top: list[tuple[int, ast.stmt | None]] | None = None
 
-    def _top_level_index(self, node: cst.CSTNode) -> int | None:
-        """Index of the top-level statement holding `node`; None when it cannot be told."""
-        current = node
-        while True:
-            parent = self._parents.get(current)
-            if parent is None or parent is self._module:
-                break
-            current = parent
-        for index, statement in enumerate(self._module.body):
-            if statement is current:
-                return index
-        return None
-
-    def _first_line(self, index: int) -> int:
-        """1-based line where top-level statement `index` starts (its leading comments included)."""
-        if self._first_lines is None:
+    def _top_level(self) -> list[tuple[int, ast.stmt | None]]:
+        """(first line, Python's node) of each top-level statement."""
+        if self._top is None:
             module = self._module
-            line = 1 + len(module.header)
-            firsts = []
-            for statement in module.body:
-                firsts.append(line)
-                line += len(NEWLINE_RE.findall(module.code_for_node(statement)))
-            self._first_lines = firsts
-        return self._first_lines[index]
+            found = None
+            if self._tree is not None and self._lines is not None:
+                found = _starts(module.body, self._tree.body, self._lines)
+            if found is None:
+                line = 1 + len(module.header)
+                found = []
+                for statement in module.body:
+                    found.append((line, None))
+                    line += len(NEWLINE_RE.findall(module.code_for_node(statement)))
+            self._top = found
+        return self._top
+
+    def _unit(self, node: cst.CSTNode) -> tuple[cst.CSTNode, int, list[str]] | None:
+        """The statement to generate for `node`, its first line, and the indents of the blocks
+        around it; None when `node` is not under a statement of the module."""
+        chain = [node]
+        while chain[-1] is not self._module:
+            parent = self._parents.get(chain[-1])
+            if parent is None:
+                return None
+            chain.append(parent)
+        chain.reverse()  # module, top-level statement, ..., node
+        if len(chain) < 2:
+            return None
+        index = _index(self._module.body, chain[1])
+        if index is None:
+            return None
+        statement, depth, indents = chain[1], 1, []
+        line, python = self._top_level()[index]
+        # inside a class or function: go down to the statement of its body that holds the node
+        while python is not None and isinstance(statement, (cst.FunctionDef, cst.ClassDef)) \
+                and isinstance(statement.body, cst.IndentedBlock) and depth + 2 < len(chain) \
+                and chain[depth + 1] is statement.body:
+            body = statement.body
+            child = _index(body.body, chain[depth + 2])
+            starts = _starts(body.body, python.body, self._lines) if child is not None else None
+            if starts is None:
+                break
+            indents = indents + [body.indent if body.indent is not None else self._module.default_indent]
+            statement, depth = body.body[child], depth + 2
+            line, python = starts[child]
+        return statement, line, indents
 
     def span(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
         """(line, column, end_line, end_column), 1-based, end exclusive."""
         if node not in self._ranges._computed:
             module = self._module
-            index = self._top_level_index(node)
-            if index is None or index in self._done:  # not under a statement: the whole module
-                target, line = module, 1
+            unit = self._unit(node)
+            if unit is None or unit[0] in self._done:  # not under a statement: the whole module
+                target, line, indents = module, 1, []
             else:
-                target, line = module.body[index], self._first_line(index)
-                self._done.add(index)
+                target, line, indents = unit
+                self._done.add(target)
             state = PositionProvidingCodegenState(default_indent=module.default_indent,
                                                   default_newline=module.default_newline,
                                                   provider=self._ranges, line=line)
+            state.indent_tokens.extend(indents)
             target._codegen(state)
         code_range = self._ranges._computed[node]
         return (code_range.start.line, code_range.start.column + 1,
                 code_range.end.line, code_range.end.column + 1)
 
 
-def first_lines(module: cst.Module, tree: ast.Module, lines: list[str]) -> list[int] | None:
-    """The line where each top-level statement of `module` starts (its leading comments and blank
-    lines included), read from Python's own parse `tree` of the same source instead of generating
-    the code of every statement; None when the two parses do not line up."""
-    statements = tree.body
+def _index(statements: Sequence[cst.CSTNode], statement: cst.CSTNode) -> int | None:
+    for index, candidate in enumerate(statements):
+        if candidate is statement:
+            return index
+    return None
+
+
+def _starts(statements: Sequence[cst.CSTNode], nodes: list[ast.stmt],
+            lines: list[str]) -> list[tuple[int, ast.stmt]] | None:
+    """For each LibCST statement of a block, the line where it starts (its leading comments and
+    blank lines included) and Python's node for it, from Python's parse of the same block; None
+    when the two do not line up. LibCST holds `a; b` in one statement line, Python in two."""
     found = []
     position = 0
-    for statement in module.body:
-        if position >= len(statements):
+    for statement in statements:
+        if position >= len(nodes):
             return None
-        node = statements[position]
+        node = nodes[position]
         start = node.lineno
         decorators = getattr(node, "decorator_list", None)
         if decorators:
@@ -93,9 +128,15 @@ def first_lines(module: cst.Module, tree: ast.Module, lines: list[str]) -> list[
             start = decorators[0].lineno
             while start > 1 and not lines[start - 1].lstrip().startswith("@"):
                 start -= 1
-        found.append(start - len(statement.leading_lines))
+        found.append((start - len(statement.leading_lines), node))
         position += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
-    return found if position == len(statements) else None
+    return found if position == len(nodes) else None
+
+
+def first_lines(module: cst.Module, tree: ast.Module, lines: list[str]) -> list[int] | None:
+    """The line where each top-level statement of `module` starts, from Python's parse `tree`."""
+    found = _starts(module.body, tree.body, lines)
+    return [line for line, _ in found] if found is not None else None
 
 
 def split_lines(source: str) -> list[str]:
