@@ -13,9 +13,12 @@ files, timed in the same run:
   facts), LibCST's parse, the file index, the models, each rule's own checking, and the rest
   (positions, fixes, suppression comments); plus the files the text pre-filter and the gate drop;
 - warm: `lint_paths` with a result cache filled by a first run (`warm / cold`);
-- jobs: `lint_paths` with `--jobs` 1, 2 and all CPUs (wall seconds and the speed-up over 1 job:
-  worker processes' CPU time is not this process's);
-- peak memory: the process's peak resident set during the cold runs.
+- jobs: `lint_paths` with `--jobs` 1, 2 and all CPUs: wall seconds and the speed-up over the first
+  (meaningful only on an otherwise idle machine), and the CPU time of all processes against the
+  first run's (the cost of the workers: on N idle CPUs the speed-up is about N over this);
+- peak memory: this process's peak resident set during the cold runs, and the peak of fresh
+  processes that check nothing, only the largest file, and all files (bounded by the largest file,
+  not by the number of files, when no tree outlives its file).
 
 torch is located with `importlib.util.find_spec`, never imported. Nothing is asserted.
 """
@@ -27,6 +30,7 @@ import importlib.util
 import json
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -135,10 +139,35 @@ def phases(files: list[tuple[str, bytes]], settings: Settings) -> dict[str, floa
     return dict(clock.seconds)
 
 
-def wall_time(run) -> float:
-    start = time.perf_counter()
-    run()
-    return time.perf_counter() - start
+def jobs_run(paths: list[str], settings: Settings, jobs: int) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (this process and its finished workers) of one `lint_paths`."""
+    before, start = os.times(), time.perf_counter()
+    list(lint_paths(paths, settings, jobs=jobs))
+    wall, after = time.perf_counter() - start, os.times()
+    cpu = sum(getattr(after, f) - getattr(before, f) for f in ("user", "system", "children_user", "children_system"))
+    return wall, cpu
+
+
+_PEAK = """
+import resource, sys
+from trainlint.engine import lint_paths
+from trainlint.settings import Settings, resolve_selection
+settings = Settings(select=resolve_selection(["ALL"], [], []))
+for _ in lint_paths(sys.stdin.read().splitlines(), settings):
+    pass
+try:  # the high-water mark of this program (ru_maxrss may carry the parent's over the exec)
+    with open("/proc/self/status") as status:
+        print(next(line.split()[1] for line in status if line.startswith("VmHWM:")))
+except (OSError, StopIteration):
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def peak_rss_mb(paths: list[str]) -> float:
+    """Peak resident memory of a fresh process that checks `paths` one after the other."""
+    done = subprocess.run([sys.executable, "-c", _PEAK], input="\n".join(paths), capture_output=True,
+                          text=True, check=True)
+    return int(done.stdout.split()[-1]) / 1024
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,8 +223,11 @@ def main(argv: list[str] | None = None) -> int:
         warm_cpu = min(cpu_time(lambda: list(lint_paths(paths, settings, cache=cache))) for _ in range(repeat))
 
     job_counts = args.jobs if args.jobs is not None else sorted({1, 2, os.cpu_count() or 1})
-    jobs = {n: min(wall_time(lambda: list(lint_paths(paths, settings, jobs=n))) for _ in range(repeat))
+    jobs = {n: min((jobs_run(paths, settings, n) for _ in range(repeat)), key=lambda run: run[0])
             for n in job_counts}
+    largest = max(paths, key=os.path.getsize)
+    memory = {"largest_file": largest, "largest_file_mb": round(peak_rss_mb([largest]), 1),
+              "all_files_mb": round(peak_rss_mb(paths), 1), "nothing_mb": round(peak_rss_mb([]), 1)}
 
     report = {
         "directories": [str(d) for d in directories],
@@ -212,10 +244,12 @@ def main(argv: list[str] | None = None) -> int:
         "warm_cpu_s": round(warm_cpu, 3),
         "warm_to_cold": round(warm_cpu / cold_cpu, 4),
         "phases_ratio": {name: round(seconds / parse_cpu, 4) for name, seconds in sorted(phase_cpu.items())},
-        "jobs_wall_s": {str(n): round(s, 3) for n, s in jobs.items()},
-        "jobs_speedup": {str(n): round(jobs[job_counts[0]] / s, 3) for n, s in jobs.items()} if jobs else {},
+        "jobs_wall_s": {str(n): round(wall, 3) for n, (wall, _) in jobs.items()},
+        "jobs_speedup": {str(n): round(jobs[job_counts[0]][0] / wall, 3) for n, (wall, _) in jobs.items()},
+        "jobs_cpu_to_first": {str(n): round(cpu / jobs[job_counts[0]][1], 3) for n, (_, cpu) in jobs.items()},
         "peak_rss_mb": round(peak_mb, 1),
         "peak_rss_before_lint_mb": round(rss_before / 1024, 1),
+        "peak_rss_fresh_process_mb": memory,
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -232,10 +266,13 @@ def main(argv: list[str] | None = None) -> int:
     for name, seconds in ordered:
         print(f"  {name:<18}{seconds / parse_cpu:8.4f}")
     if jobs:
-        print("jobs (wall, best of runs; speed-up over the first):")
-        for n, seconds in jobs.items():
-            print(f"  -j{n:<3} {seconds:8.2f} s  {report['jobs_speedup'][str(n)]:.2f}x")
-    print(f"peak memory:    {peak_mb:.0f} MB resident ({rss_before / 1024:.0f} MB before linting)")
+        print("jobs (best wall of runs; speed-up over the first; CPU of all processes against the first's):")
+        for n, (wall, _) in jobs.items():
+            print(f"  -j{n:<3} {wall:8.2f} s wall  {report['jobs_speedup'][str(n)]:.2f}x  "
+                  f"CPU {report['jobs_cpu_to_first'][str(n)]:.2f}x")
+    print(f"peak memory:    {peak_mb:.0f} MB resident in this process ({rss_before / 1024:.0f} MB before linting); "
+          f"a fresh process: {memory['nothing_mb']:.0f} MB checking nothing, {memory['largest_file_mb']:.0f} MB "
+          f"the largest file alone, {memory['all_files_mb']:.0f} MB all {len(files)} files")
     return 0
 
 

@@ -201,9 +201,23 @@ def lint_path(path: str, settings: Settings | None = None) -> FileResult:
     return lint_source(data, path, settings)
 
 
-def _lint_many(args: tuple[list[str], Settings]) -> list[FileResult]:
-    paths, settings = args
-    return [lint_path(p, settings) for p in paths]
+_worker_settings: Settings | None = None
+
+
+def _start_worker(settings: Settings) -> None:
+    global _worker_settings
+    _worker_settings = settings
+
+
+def _lint_in_worker(path: str) -> FileResult:
+    return lint_path(path, _worker_settings)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int = 1,
@@ -226,10 +240,11 @@ def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int
     if jobs == 1 or len(todo) < 8:
         fresh = [lint_path(p, settings) for p in todo]
     else:
-        size = max(1, len(todo) // (jobs * 4))
-        chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            fresh = [r for batch in pool.map(_lint_many, [(c, settings) for c in chunks]) for r in batch]
+        # One file a task, largest first: the gate makes most files cheap and a few costly, and
+        # fixed chunks of paths would leave one worker with the costly ones at the end.
+        todo.sort(key=_size, reverse=True)
+        with ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker, initargs=(settings,)) as pool:
+            fresh = list(pool.map(_lint_in_worker, todo))
     for result in fresh:
         results[result.path] = result
         if cache and not result.errors:
