@@ -10,6 +10,7 @@ import pytest
 from libcst.metadata import PositionProvider
 from libcst.metadata.position_provider import NEWLINE_RE
 
+from trainlint.model.checkpoints import string_value
 from trainlint.model.index import FileIndex, walk
 from trainlint.positions import Positions, first_lines, split_lines
 from trainlint.rule import registry
@@ -96,3 +97,11 @@ def test_spans_from_the_innermost_statement_equal_the_whole_module(source):
         code_range = expected[node]
         assert positions.span(node) == (code_range.start.line, code_range.start.column + 1,
                                         code_range.end.line, code_range.end.column + 1), node
+
+
+@pytest.mark.parametrize("literal", ["''", '""', "'a'", '"a\'b"', "'''x'''", '""""""', '"""a"b"""', "'''a''b'''",
+                                     "r'x'", "b'x'", "u'x'", "'a\\nb'", "'\\''", "rb'x'"])
+def test_string_value_without_literal_eval_equals_evaluated_value(literal):
+    expr = cst.parse_expression(literal)
+    value = expr.evaluated_value
+    assert string_value(expr) == (value if isinstance(value, str) else None)

@@ -3,8 +3,8 @@ between 1-based and LSP's 0-based coordinates in one place.
 
 LibCST's PositionProvider generates the code of the whole module while recording a range for every
 node, which costs several times the parse on a large file. Here only the statement that holds a
-finding is generated, with position tracking, starting at its own line: the top-level statement,
-or, inside classes and functions, the innermost statement of their bodies. Where statements start
+finding is generated, with position tracking, starting at its own line: the innermost statement
+that holds it in the body of a class, function, loop, `with`, `if` or `try` (or at top level). Where statements start
 comes from Python's own parse of the same source (the gate's) when it is given, else from plain
 code generation of the top-level statements before it.
 """
@@ -16,6 +16,10 @@ from typing import Sequence
 
 import libcst as cst
 from libcst.metadata.position_provider import NEWLINE_RE, PositionProvidingCodegenState
+
+
+# Compound statements whose `body` Python's parse holds as `body` too (an `else:` is not followed).
+_BODIES = (cst.FunctionDef, cst.ClassDef, cst.For, cst.While, cst.With, cst.If, cst.Try, cst.TryStar)
 
 
 class _Ranges:
@@ -69,8 +73,9 @@ class Positions:
             return None
         statement, depth, indents = chain[1], 1, []
         line, python = self._top_level()[index]
-        # inside a class or function: go down to the statement of its body that holds the node
-        while python is not None and isinstance(statement, (cst.FunctionDef, cst.ClassDef)) \
+        # inside a class, function, loop, `with`, `if` or `try` body: go down to the statement of
+        # that body that holds the node (Python's node has the same body)
+        while python is not None and isinstance(statement, _BODIES) and hasattr(python, "body") \
                 and isinstance(statement.body, cst.IndentedBlock) and depth + 2 < len(chain) \
                 and chain[depth + 1] is statement.body:
             body = statement.body

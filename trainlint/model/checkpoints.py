@@ -145,7 +145,12 @@ def _walk_scope(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 
 def string_value(expr: cst.BaseExpression | None) -> str | None:
-    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+    if isinstance(expr, cst.SimpleString):
+        raw = expr.value
+        if raw[0] == raw[-1] and "\\" not in raw:  # no prefix, no escape: the text between the quotes
+            quotes = 3 if len(raw) >= 6 and raw[:3] == raw[0] * 3 else 1
+            return raw[quotes:-quotes]
+    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):  # evaluated_value runs literal_eval
         value = expr.evaluated_value
         return value if isinstance(value, str) else None
     return None
