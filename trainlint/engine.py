@@ -105,8 +105,23 @@ def _to_fix(spec: FixSpec, module: cst.Module, positions: Positions) -> Fix:
     return Fix(spec.title, spec.safe, tuple(edits))
 
 
+class Parser:
+    """How `lint_source` parses a source: from scratch, with Python's parser (the syntax check and
+    the gate) and LibCST's. The language server keeps one `trainlint.incremental.DocumentParser`
+    per open document instead, which re-parses only what an edit changed."""
+
+    def python_tree(self, source: str, path: str) -> ast.Module | None:
+        return python_tree(source, path)
+
+    def libcst_module(self, source: str, path: str) -> tuple[cst.Module | None, Finding | None]:
+        return _parse(source, path)
+
+
+_FRESH = Parser()
+
+
 def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings | None = None, *,
-                gate: bool = True) -> FileResult:
+                gate: bool = True, parser: Parser = _FRESH) -> FileResult:
     """Check one file's contents. Never raises for bad input or a failing rule.
 
     `gate=False` skips the gate (`trainlint.gate`): every rule whose text triggers occur runs, the
@@ -133,13 +148,13 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
         # Python's own parse, at a tenth of LibCST's cost: the syntax check of a file no rule wants,
         # and the gate that drops the rules which cannot fire here. A file it cannot parse goes on to
         # LibCST, which has the last word where the grammars differ.
-        tree = python_tree(source, path)
+        tree = parser.python_tree(source, path)
         if tree is not None:
             if rules:
                 rules = gated(rules, tree)
             if not rules:
                 return result
-    module, error = _parse(source, path)
+    module, error = parser.libcst_module(source, path)
     if error is not None:
         if SYNTAX_ERROR_CODE in codes:
             result.findings.append(error)

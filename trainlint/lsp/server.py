@@ -30,7 +30,8 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 
 from trainlint import __version__
-from trainlint.engine import lint_source
+from trainlint.engine import Parser, lint_source
+from trainlint.incremental import DocumentParser
 from trainlint.finding import Finding
 from trainlint.lsp.actions import ActionBuilder, commentable_lines
 from trainlint.lsp.diagnostics import SOURCE, hover_markdown, to_diagnostic
@@ -117,6 +118,8 @@ class TrainlintServer(LanguageServer):
         self.project = ProjectSettings(on_error=self._show_config_error)
         self._pending: dict[str, asyncio.Task] = {}
         self._results: dict[str, Linted] = {}
+        # Per open document: its last version's trees, so an edit re-parses only what it changed.
+        self._parsers: dict[str, DocumentParser] = {}
         # One worker: lints run one at a time, and a stale one is skipped before it starts.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainlint-lint")
 
@@ -133,7 +136,8 @@ class TrainlintServer(LanguageServer):
               only_if_current: bool) -> Linted | None:
         if only_if_current and self._open_version(uri) != version:
             return None  # the document changed while this waited for the worker
-        result = lint_source(text, document_path(uri) or uri, settings)
+        parser = self._parsers.setdefault(uri, DocumentParser()) if self.is_open(uri) else Parser()
+        result = lint_source(text, document_path(uri) or uri, settings, parser=parser)
         for error in result.errors:
             logger.error("%s", error)
         return Linted(version, text, result.findings, split_lines(text))
@@ -197,6 +201,7 @@ class TrainlintServer(LanguageServer):
         if task is not None:
             task.cancel()
         self._results.pop(uri, None)
+        self._parsers.pop(uri, None)
 
     def _show_config_error(self, message: str) -> None:
         self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error,

@@ -1,0 +1,96 @@
+"""The language server's incremental parse gives the trees and findings of a fresh parse, on every
+fixture and on a run of edits of each (the document parser sees every version in turn)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from test_speed import TRICKY
+from trainlint.engine import lint_source
+from trainlint.incremental import DocumentParser, split
+from trainlint.rule import registry
+from trainlint.settings import Settings, resolve_selection
+
+ALL = Settings(select=resolve_selection(["ALL"], [], []))
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _files():
+    yield pytest.param(TRICKY, id="tricky")
+    for path in sorted(FIXTURES.rglob("*.py")):
+        yield pytest.param(path.read_text(), id=str(path.relative_to(FIXTURES)))
+
+
+def _sources():
+    yield from _files()
+    for code, rule in registry().items():
+        for number, example in enumerate(rule.examples):
+            yield pytest.param(example.code, id=f"{code}-{number}")
+
+
+def _same_parse(parser: DocumentParser, source: str) -> None:
+    module, error = parser.libcst_module(source, "x.py")
+    assert error is None
+    assert module.code == source
+    assert module.deep_equals(cst.parse_module(source))
+    tree = parser.python_tree(source, "x.py")
+    assert ast.dump(tree, include_attributes=True) == ast.dump(ast.parse(source), include_attributes=True)
+
+
+@pytest.mark.parametrize("source", list(_sources()))
+def test_joined_parse_equals_a_parse_of_the_whole(source):
+    parser = DocumentParser()
+    _same_parse(parser, source)
+    assert len(split(source)) >= 1
+
+
+def test_pieces_are_top_level_statements():
+    pieces = [text for _, text in split(TRICKY)]
+    assert "".join(pieces) == TRICKY
+    assert any(text.startswith("@decorator\n# a comment between decorator and def\n@other(") for text in pieces)
+    assert any(text.startswith("if x:\n    pass\nelif y:\n    pass\nelse:\n") for text in pieces)
+    assert any(text.startswith("x = (1,\n     2); y = 3\n") for text in pieces)
+
+
+def _edits(source: str):
+    """Versions of a document as someone edits it: a changed line, added and removed lines, a new
+    function at the top, a syntax error and its repair, and back to the start."""
+    lines = source.splitlines(keepends=True)
+    middle = len(lines) // 2
+    yield source.replace("weights_only=True", "weights_only=False", 1).replace("zero_grad()", "zero_grad(set_to_none=True)", 1)
+    yield "".join(lines[:middle] + ["\n"] + lines[middle:])
+    yield "".join(lines[:middle] + lines[middle + 1:])
+    yield "import torch\n\n\ndef added(path):\n    return torch.load(path, weights_only=False)\n\n\n" + source
+    yield "".join(lines[:middle] + ["x = (\n"] + lines[middle:])
+    yield "".join(lines[:middle] + ["    # an indented comment\n"] + lines[middle:])
+    yield source.replace("\n\n\n", "\n\n# between two definitions\n\n", 1)
+    yield source
+
+
+def _findings(source: str, parser=None) -> list[tuple]:
+    kwargs = {"parser": parser} if parser is not None else {}
+    result = lint_source(source, "x.py", ALL, **kwargs)
+    assert result.errors == []
+    return [(f.code, f.line, f.column, f.end_line, f.end_column, f.message, f.fix) for f in result.findings]
+
+
+@pytest.mark.parametrize("source", list(_files()))
+def test_trees_and_findings_on_edits_equal_a_fresh_parse(source):
+    parser = DocumentParser()
+    for version in [source, *_edits(source)]:
+        try:
+            cst.parse_module(version)
+        except cst.ParserSyntaxError:
+            assert parser.libcst_module(version, "x.py")[0] is None  # the whole parse's TL000
+        else:
+            _same_parse(parser, version)
+        assert _findings(version, parser) == _findings(version)
+
+
+def test_a_mixed_indent_document_is_parsed_whole():
+    source = "def f():\n  return 1\n\n\ndef g():\n    return 2\n"
+    _same_parse(DocumentParser(), source)

@@ -1,0 +1,139 @@
+"""Parsing a document that changes a little at a time (the language server's open files).
+
+The source is split before each line that may start a top-level statement, and each piece is
+parsed on its own (by LibCST and by Python) and kept by its text, so an edit re-parses only the
+pieces whose text changed; the trees of the others are reused. The pieces' statements are joined
+into one `Module` equal to LibCST's parse of the whole source:
+
+- a split that is not between two top-level statements (inside a string, brackets, a decorated
+  definition, before an `else:`) leaves a piece that does not parse on its own, and the whole
+  source is parsed instead;
+- comments and blank lines at the end of a piece are the next statement's leading lines in a parse
+  of the whole source, and are moved there;
+- LibCST leaves out of each node what equals its module's default indent and newline, so pieces
+  whose defaults differ from the whole source's are parsed as a whole instead, and so is a piece
+  whose parse does not give back its text.
+
+The findings are the engine's, computed on the joined trees exactly as on a fresh parse (the tests
+compare both on edits of every fixture).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from trainlint.engine import Parser
+from trainlint.finding import Finding
+
+# A line that may start a top-level statement: not indented, not a comment or blank, not a closing
+# bracket, not a clause that continues the statement before it.
+_STATEMENT_START = re.compile(r"(?![ \t\f#\r\n)\]}])(?!(?:else|elif|except|finally)\b)")
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+@dataclass
+class _Piece:
+    """One piece of the source, parsed by LibCST on its own."""
+
+    module: cst.Module
+    has_indent: bool  # some line is indented: the piece's default indent may be the source's
+
+
+def split(source: str) -> list[tuple[int, str]]:
+    """The source in pieces: (0-based first line, text), split before lines that may start a
+    top-level statement (never between a decorator and what it decorates)."""
+    lines = _LINE.findall(source)
+    pieces: list[tuple[int, str]] = []
+    start = 0
+    decorated = False  # the last code line was a decorator
+    for number, line in enumerate(lines):
+        if number > start and not decorated and _STATEMENT_START.match(line) \
+                and not lines[number - 1].rstrip("\r\n").endswith("\\"):
+            pieces.append((start, "".join(lines[start:number])))
+            start = number
+        stripped = line.lstrip()
+        if stripped and not stripped.startswith("#"):
+            decorated = line.startswith("@")
+    if start < len(lines) or not pieces:
+        pieces.append((start, "".join(lines[start:])))
+    return pieces
+
+
+class DocumentParser(Parser):
+    """Parses successive versions of one document, re-parsing only the pieces whose text changed."""
+
+    def __init__(self) -> None:
+        self._pieces: dict[str, _Piece | None] = {}  # by text; None: does not parse on its own
+        self._python: dict[tuple[int, str], ast.Module | None] = {}  # by (first line, text)
+        self._joined: dict[str, tuple[ast.Module, cst.Module] | None] = {}  # the last version's
+
+    def _piece(self, text: str) -> _Piece | None:
+        if text not in self._pieces:
+            try:
+                module = cst.parse_module(text)
+            except (cst.ParserSyntaxError, RecursionError, MemoryError):
+                self._pieces[text] = None
+            else:
+                # LibCST drops blank lines before an indented comment at the end of a source:
+                # a piece it does not give back whole is parsed with the rest
+                has_indent = any(line[:1] in (" ", "\t") for line in _LINE.findall(text)[1:])
+                self._pieces[text] = _Piece(module, has_indent) if module.code == text else None
+        return self._pieces[text]
+
+    def _python_piece(self, line: int, text: str) -> ast.Module | None:
+        """Python's parse of a piece, its line numbers counted in the whole source."""
+        key = (line, text)
+        if key not in self._python:
+            try:
+                self._python[key] = ast.parse("\n" * line + text)  # blank lines: the lines before it
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                self._python[key] = None
+        return self._python[key]
+
+    def _join(self, source: str) -> tuple[ast.Module, cst.Module] | None:
+        """Both parses of `source` joined from its pieces, or None when they cannot be."""
+        if source not in self._joined:
+            pieces = split(source)
+            parsed = [self._piece(text) for _, text in pieces]
+            python = [self._python_piece(line, text) for line, text in pieces]
+            # keep only this version's pieces: memory follows the document, not its history
+            self._pieces = {text: piece for (_, text), piece in zip(pieces, parsed)}
+            self._python = {key: tree for key, tree in zip(pieces, python)}
+            self._joined = {source: _joined(parsed, python)}
+        return self._joined[source]
+
+    def python_tree(self, source: str, path: str) -> ast.Module | None:
+        joined = self._join(source)
+        return joined[0] if joined is not None else super().python_tree(source, path)
+
+    def libcst_module(self, source: str, path: str) -> tuple[cst.Module | None, Finding | None]:
+        joined = self._join(source)
+        return (joined[1], None) if joined is not None else super().libcst_module(source, path)
+
+
+def _joined(parsed: list[_Piece | None], python: list[ast.Module | None]) -> tuple[ast.Module, cst.Module] | None:
+    if any(piece is None for piece in parsed) or any(tree is None for tree in python):
+        return None
+    first = parsed[0].module
+    indents = {piece.module.default_indent for piece in parsed if piece.has_indent}
+    if len(indents) > 1 or any(piece.module.default_newline != first.default_newline for piece in parsed):
+        return None
+    statements: list[cst.BaseStatement] = []
+    carried: tuple[cst.EmptyLine, ...] = ()  # the previous piece's trailing comments and blank lines
+    for piece in parsed:
+        body = list(piece.module.body)
+        if body and carried:
+            body[0] = body[0].with_changes(leading_lines=(*carried, *body[0].leading_lines))
+            carried = ()
+        statements += body
+        carried += tuple(piece.module.footer)
+    module = cst.Module(body=statements, header=first.header, footer=carried, encoding=first.encoding,
+                        default_indent=indents.pop() if indents else first.default_indent,
+                        default_newline=first.default_newline,
+                        has_trailing_newline=parsed[-1].module.has_trailing_newline)
+    tree = ast.Module(body=[statement for part in python for statement in part.body], type_ignores=[])
+    return tree, module
