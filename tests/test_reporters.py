@@ -109,7 +109,9 @@ def test_json_contract():
         "code": "TL401", "name": "unsafe-torch-load", "severity": "error", "message": "unsafe load",
         "fix": {"title": "Load with weights_only=True", "safe": False,
                 "edits": [{"line": 3, "column": 30, "end_line": 3, "end_column": 35, "content": "True"}]},
+        "url": "https://github.com/trainlint/trainlint/blob/main/docs/rules.md#tl401",
     }
+    assert data["findings"][4]["url"] is None  # TL999 is no rule of trainlint's
     assert data["findings"][1]["fix"] is None
     assert [Finding.from_dict(f) for f in data["findings"]] == [f for r in RESULTS for f in r.findings]
 
