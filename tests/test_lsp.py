@@ -20,12 +20,12 @@ from pytest_lsp import ClientServerConfig, LanguageClient  # noqa: E402
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features  # noqa: E402
 
 from trainlint.engine import lint_source  # noqa: E402
-from trainlint.lsp.actions import commentable_lines  # noqa: E402
 from trainlint.lsp.positions import Encoder  # noqa: E402
 from trainlint.positions import split_lines  # noqa: E402
 from trainlint.lsp.server import document_path  # noqa: E402
 from trainlint.rule import registry  # noqa: E402
 from trainlint.settings import Settings, resolve_selection  # noqa: E402
+from trainlint.suppress import scan  # noqa: E402
 
 SERVER = [sys.executable, "-m", "trainlint", "lsp"]
 TIMEOUT = 15
@@ -533,4 +533,4 @@ def test_document_path_decodes_file_uris(tmp_path):
 
 def test_commentable_lines_exclude_strings_and_continuations():
     text = 'a = 1\nb = """x\ny"""\nc = (1,\n     2)  # note\nd = 1 + \\\n    2\n'
-    assert commentable_lines(text) == frozenset({0, 2, 3, 4, 6})
+    assert scan(text).commentable == frozenset({1, 3, 4, 5, 7})
