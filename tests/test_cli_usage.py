@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -309,3 +313,54 @@ def test_confirm_accepts_select(files):
     # --select is the same as naming codes; an unknown one is refused before torch is started
     result = tl("confirm", "--select", "TL999", cwd=files)
     assert result.returncode == 2 and "TL999" in result.stderr
+
+
+# -- --watch ------------------------------------------------------------------------------------------
+
+class _Lines:
+    """A process's stdout lines, read by a thread (a select() on the pipe would miss lines that
+    are already in Python's buffer)."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.lines: list[str] = []
+        self._queue: queue.Queue = queue.Queue()
+        threading.Thread(target=self._pump, args=(proc.stdout,), daemon=True).start()
+
+    def _pump(self, stream) -> None:
+        for line in stream:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def until(self, wanted: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(wanted in line for line in self.lines):
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no {wanted!r} within {timeout} s: {self.lines}") from None
+            assert line is not None, f"the process ended: {self.lines}"
+            self.lines.append(line)
+
+
+def test_watch_checks_again_when_a_file_changes(tmp_path):
+    target = write(tmp_path / "src" / "train.py", GOOD)
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_ACTIONS", "FORCE_COLOR")}
+    proc = subprocess.Popen([sys.executable, "-m", "trainlint", "check", "--watch", "--no-cache", "--isolated",
+                             "--select", "TL401", "src"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env)
+    try:
+        out = _Lines(proc)
+        out.until("All checks passed (1 file).")
+        time.sleep(0.5)  # the watcher starts after the first check
+        target.write_text(BAD)
+        out.until("Found 1 finding")
+        assert f"{os.path.join('src', 'train.py')}:3:9: TL401 [unsafe-torch-load]" in "\n".join(out.lines)
+        write(tmp_path / "src" / "new.py", GOOD)  # a new file is picked up too
+        out.until("in 1 file (2 checked).")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        assert "changed; checking again." in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
