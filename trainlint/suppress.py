@@ -211,6 +211,20 @@ def _noqa_finding(path: str, code: str, directive: Directive, message: str, fix:
                    rule.severity, message, fix)
 
 
+def _may_matter(source: str, any_findings: bool) -> bool:
+    """Whether the file's `# noqa` comments need the tokenizer: cheap text matching first, since
+    `# noqa: E501` for other tools is common and tokenizing costs as much as parsing."""
+    names = _rule_names()
+    for match in _DIRECTIVE.finditer(source):
+        line_end = min((i for i in (source.find("\n", match.end()), source.find("\r", match.end())) if i >= 0),
+                       default=len(source))
+        directive = parse_directive(source[match.start():line_end], names=names)
+        if directive.problem is not None or any(c.is_ours for c in directive.codes) \
+                or (directive.blanket and any_findings):
+            return True
+    return False
+
+
 def apply_suppressions(findings: list[Finding], source: str, path: str, codes: frozenset[str]) -> list[Finding]:
     """The findings that survive `# noqa` and `disable-file`, plus TL001/TL002 for the directives.
 
@@ -218,8 +232,7 @@ def apply_suppressions(findings: list[Finding], source: str, path: str, codes: f
     called unused (turning the rule on would need it).
     """
     file_codes = file_disabled_codes(source) if "disable-file" in source else frozenset()
-    has_noqa = "noqa" in source.lower()
-    if not has_noqa:
+    if not _may_matter(source, bool(findings)):
         return [f for f in findings if not _file_disabled(f.code, file_codes)]
     directives = scan(source).directives
     used: dict[int, set[str]] = {}
