@@ -25,7 +25,7 @@ from trainlint.gate import gated, python_tree
 from trainlint.positions import Positions, split_lines
 from trainlint.rule import FixSpec, Report, Rule, registry
 from trainlint.settings import SYNTAX_ERROR_CODE, Settings
-from trainlint.suppress import file_disabled_codes, is_suppressed, noqa_codes
+from trainlint.suppress import NOQA_CODES, apply_suppressions
 
 
 class UnreadableFile(Exception):
@@ -91,7 +91,7 @@ def _rules_for(source: str, codes: frozenset[str]) -> list[Rule]:
     """Selected rules whose trigger words occur in the text (the cheap pre-filter)."""
     rules = []
     for code, rule_cls in registry().items():
-        if code in codes and rule_cls.may_match(source):
+        if code in codes and code not in NOQA_CODES and rule_cls.may_match(source):
             rules.append(rule_cls())
     return rules
 
@@ -153,6 +153,7 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
             if rules:
                 rules = gated(rules, tree)
             if not rules:
+                result.findings = apply_suppressions([], source, path, codes)
                 return result
     module, error = parser.libcst_module(source, path)
     if error is not None:
@@ -160,6 +161,7 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
             result.findings.append(error)
         return result
     if not rules:
+        result.findings = apply_suppressions([], source, path, codes)
         return result
 
     ctx = FileContext(path, source, module, settings.min_torch_version)
@@ -168,19 +170,20 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
         try:
             reports.extend(rule.check(ctx))
         except Exception as exc:  # a rule's bug must not stop the other rules or files
+            codes = codes - {rule.code}  # its `# noqa` codes are not unused: it did not finish
             result.errors.append(f"internal error in {rule.code} ({rule.name}) while checking {path}: "
                                  f"{_describe(exc)}")
     if not reports:
+        result.findings = apply_suppressions([], source, path, codes)
         return result
 
     # LibCST generates code recursively; deeply chained expressions need more than Python's default
     # 1,000 frames. Python 3.11 frames of pure-Python calls do not grow the C stack.
     if sys.getrecursionlimit() < _RECURSION_LIMIT:
         sys.setrecursionlimit(_RECURSION_LIMIT)
-    lines = split_lines(source)
-    positions = Positions(module, ctx.index.parents, tree, lines)
-    file_codes = file_disabled_codes(source)
+    positions = Positions(module, ctx.index.parents, tree, split_lines(source))
     seen = set()
+    findings = []
     for report in reports:
         rule = report.rule
         try:
@@ -190,17 +193,15 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
             result.errors.append(f"internal error in {rule.code} ({rule.name}) while checking {path}: "
                                  f"cannot locate the reported node: {_describe(exc)}")
             continue
-        line_text = lines[line - 1] if line <= len(lines) else ""
-        if is_suppressed(rule.code, noqa_codes(line_text), file_codes):
-            continue
         key = (rule.code, line, column)
         if key in seen:  # two paths through the model reaching the same node report once
             continue
         seen.add(key)
         message = " ".join(report.message.split())  # quoted code may span lines; a message is one line
-        result.findings.append(Finding(path, line, column, end_line, end_column, rule.code, rule.name,
-                                       rule.severity, message, fix))
-    result.findings.sort(key=lambda f: f.sort_key)
+        findings.append(Finding(path, line, column, end_line, end_column, rule.code, rule.name,
+                                rule.severity, message, fix))
+    result.findings = sorted(apply_suppressions(findings, source, path, codes),
+                             key=lambda f: f.sort_key)
     return result
 
 
