@@ -170,6 +170,7 @@ class CheckpointModel:
         # (scope, name) of dicts handed to a call or aliased: someone else may fill them
         self.escapes: set[tuple[Scope, str]] = set()
         self._node_order: dict[cst.CSTNode, int] | None = None
+        self._saved_dicts: list[tuple[set[str], set[str]]] | None = None  # (keys, kinds held) per saved dict
         self._build()
 
     # -- building ----------------------------------------------------------------------------------
@@ -796,11 +797,16 @@ class CheckpointModel:
 
     def _saved_with_keys(self, keys: set[str]) -> set[str]:
         """State held by the dicts this file saves that have every key a load reads."""
+        if self._saved_dicts is None:  # read once: every load of the file asks
+            self._saved_dicts = []
+            for save in self.saves:
+                content = self.saved_dict(save.obj, save.scope)
+                if content is not None:
+                    self._saved_dicts.append((set(content.keys()), self.holds(content)))
         kinds: set[str] = set()
-        for save in self.saves:
-            content = self.saved_dict(save.obj, save.scope)
-            if content is not None and keys <= set(content.keys()):
-                kinds |= self.holds(content)
+        for saved_keys, held in self._saved_dicts:
+            if keys <= saved_keys:
+                kinds |= held
         return kinds
 
     def partial_restores(self) -> Iterator[tuple[CallSite, list[tuple[str, str]], set[str]]]:
