@@ -1102,9 +1102,10 @@ def _calls_post_order(node: cst.CSTNode) -> list[cst.Call]:
     result: list[cst.Call] = []
 
     def visit(current: cst.CSTNode) -> None:
-        if current is not node and isinstance(current, _NESTED):
+        kind = type(current)  # exact types: isinstance on LibCST nodes goes through ABCMeta
+        if current is not node and kind in _NESTED:
             return
-        if isinstance(current, cst.Call):
+        if kind is cst.Call:
             visit(current.func)
             for arg in current.args:
                 visit(arg.value)
