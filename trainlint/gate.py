@@ -3,11 +3,10 @@
 LibCST's parse and the models built on it cost most of a check, and most files of a project hold
 nothing a rule looks at. Python's `ast` parses the same file at about a tenth of LibCST's cost (and
 the engine needs that parse anyway: it is the syntax check of files no rule wants). From it the gate
-gathers two facts about the code, comments, docstrings and other strings left out:
+gathers these facts about the code (comments are never read; strings only where noted):
 
 - `names`: every identifier (names, attribute names, parameters, keyword arguments, imported names,
-  defined functions and classes, `True`/`False`/`None`, and the parts of a string that is a dotted
-  name, as a string annotation is);
+  defined functions and classes, `True`/`False`/`None`, and the words of string annotations);
 - `functions`: the names of the functions and methods defined;
 - `loop_words`: the words (names, attributes, keywords, words of strings) of what each `for` loop
   iterates, the text a loop over a validation loader is told by;
@@ -78,6 +77,10 @@ def facts_of_tree(tree: ast.AST) -> Facts:
                 names.add(node.arg)
         elif kind is ast.arg:
             names.add(node.arg)
+            if node.annotation is not None:
+                names.update(_string_words(node.annotation))
+        elif kind is ast.AnnAssign:
+            names.update(_string_words(node.annotation))
         elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
             names.add(node.name)
             functions.add(node.name)
@@ -115,12 +118,8 @@ def facts_of_tree(tree: ast.AST) -> Facts:
             if node.rest:
                 names.add(node.rest)
         elif kind is ast.Constant:
-            # a string that is a dotted name may be read as one: a string annotation ("DataLoader")
             value = node.value
-            if type(value) is str:
-                if len(value) < 200 and value.replace(".", "_").isidentifier():
-                    names.update(value.split("."))
-            elif value is False or value is True or value is None:
+            if value is False or value is True or value is None:
                 names.add(str(value))  # a literal, as LibCST reads it: a name
     references = set()
     for chain in chains:
@@ -129,6 +128,16 @@ def facts_of_tree(tree: ast.AST) -> Facts:
         for qualname in imports.get(root, ()):
             references.add(qualname + dot + rest)
     return Facts(frozenset(names), frozenset(references), frozenset(functions), frozenset(loop_words))
+
+
+def _string_words(annotation: ast.AST) -> set[str]:
+    """The words of the strings in an annotation (`"DataLoader"`, `Optional["torch.optim.Optimizer"]`),
+    which the role model reads as names."""
+    words = set()
+    for node in walk(annotation):
+        if type(node) is ast.Constant and type(node.value) is str:
+            words.update(_WORD.findall(node.value))
+    return words
 
 
 def _words(expr: ast.AST) -> set[str]:

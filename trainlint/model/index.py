@@ -45,15 +45,21 @@ def _is_node_type(cls: type) -> bool:
 
 def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Direct children that carry code (no whitespace, commas or parentheses), in source order."""
-    for name in child_fields(type(node)):
+    # every model walks with this: the lookups are inlined rather than called per child
+    known = _IS_NODE
+    fields = _CHILD_FIELDS.get(type(node))
+    for name in fields if fields is not None else child_fields(type(node)):
         value = getattr(node, name)
         kind = type(value)
         if kind is tuple or kind is list:
             for item in value:
-                if _is_node_type(type(item)):
+                is_node = known.get(type(item))
+                if is_node or (is_node is None and _is_node_type(type(item))):
                     yield item
-        elif _is_node_type(kind):
-            yield value
+        else:
+            is_node = known.get(kind)
+            if is_node or (is_node is None and _is_node_type(kind)):
+                yield value
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
