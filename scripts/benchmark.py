@@ -17,8 +17,8 @@ files, timed in the same run:
   (meaningful only on an otherwise idle machine), and the CPU time of all processes against the
   first run's (the cost of the workers: on N idle CPUs the speed-up is about N over this);
 - peak memory: this process's peak resident set during the cold runs, and the peak of fresh
-  processes that check nothing, only the largest file LibCST parses, and all files (bounded by the largest file,
-  not by the number of files, when no tree outlives its file).
+  processes that check nothing, only the largest file LibCST parses, and all files (bounded by the
+  largest file, not by the number of files, when no tree outlives its file).
 
 torch is located with `importlib.util.find_spec`, never imported. Nothing is asserted.
 """

@@ -105,3 +105,23 @@ def test_string_value_without_literal_eval_equals_evaluated_value(literal):
     expr = cst.parse_expression(literal)
     value = expr.evaluated_value
     assert string_value(expr) == (value if isinstance(value, str) else None)
+
+
+def test_every_fixture_gives_the_same_findings_at_any_jobs_and_from_the_cache(tmp_path):
+    """Worker processes (one file a task, largest first) and the result cache change nothing."""
+    from trainlint.cache import ResultCache
+    from trainlint.engine import lint_paths
+    from trainlint.settings import Settings, resolve_selection
+
+    settings = Settings(select=resolve_selection(["ALL"], [], []))
+    paths = [str(path) for path in sorted(FIXTURES.rglob("*.py"))]
+    assert len(paths) >= 8  # enough for the worker pool to be used
+
+    def run(**kwargs):
+        return [(r.path, [f.to_dict() for f in r.findings], r.errors) for r in lint_paths(paths, settings, **kwargs)]
+
+    serial = run()
+    assert run(jobs=2) == serial
+    cache = ResultCache(tmp_path / "cache")
+    assert run(cache=cache) == serial
+    assert run(cache=cache, jobs=2) == serial
