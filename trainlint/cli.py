@@ -55,6 +55,8 @@ def _split(values: tuple[str, ...]) -> list[str]:
 def _validate_selectors(option: str, selectors: list[str]) -> list[str]:
     from trainlint.settings import SelectorError, codes_for
 
+    if not selectors:  # `--select ''` would run nothing and report success
+        _fail(f"{option}: no rule codes given (see `trainlint rules`)")
     for selector in selectors:
         try:
             codes_for(selector)
@@ -102,6 +104,7 @@ def check(paths, select, extend_select, ignore, fmt, output, exit_zero, statisti
     from trainlint.engine import lint_paths, lint_source
     from trainlint.reporters import ReportOptions, render, render_statistics
     from trainlint.reporters.options import read_lines
+    from trainlint.positions import split_lines
     from trainlint.settings import SelectorError
 
     if config_file is not None and isolated:
@@ -112,8 +115,8 @@ def check(paths, select, extend_select, ignore, fmt, output, exit_zero, statisti
 
     selection = CliSelection(
         select=tuple(_validate_selectors("--select", _split(select))) if select else None,
-        extend_select=tuple(_validate_selectors("--extend-select", _split(extend_select))),
-        ignore=tuple(_validate_selectors("--ignore", _split(ignore))),
+        extend_select=tuple(_validate_selectors("--extend-select", _split(extend_select))) if extend_select else (),
+        ignore=tuple(_validate_selectors("--ignore", _split(ignore))) if ignore else (),
     )
     try:
         config = resolve_config(config_file, isolated)
@@ -141,9 +144,10 @@ def check(paths, select, extend_select, ignore, fmt, output, exit_zero, statisti
 
     def source_lines(path: str) -> list[str] | None:
         if stdin_text is not None and path == stdin_name:
-            return stdin_text.splitlines()
+            return split_lines(stdin_text)
         return read_lines(path)
 
+    checked = sum(result.checked for result in results)  # unreadable and skipped files are not
     color = _use_color(output)
     options = ReportOptions(color=color, show_source=show_source, source_lines=source_lines,
                             root=str(config.root))
@@ -152,9 +156,9 @@ def check(paths, select, extend_select, ignore, fmt, output, exit_zero, statisti
         if fmt == "text":
             from trainlint.reporters.text import summary
 
-            report += summary(results, len(results)) + "\n"
+            report += summary(results, checked) + "\n"
     else:
-        report = render(fmt, results, len(results), options)
+        report = render(fmt, results, checked, options)
 
     if output is not None:
         try:
@@ -164,6 +168,9 @@ def check(paths, select, extend_select, ignore, fmt, output, exit_zero, statisti
     else:
         click.echo(report, nl=False, color=color)
 
+    for result in results:
+        if result.skipped:
+            click.echo(f"trainlint: warning: {' '.join(result.skipped.split())}", err=True)
     errors = [error for result in results for error in result.errors]
     for error in errors:
         click.echo(f"trainlint: error: {' '.join(error.split())}", err=True)

@@ -13,6 +13,8 @@ from trainlint.rule import registry
 
 SYNTAX_ERROR_CODE = "TL000"
 DEFAULT_MIN_TORCH = (2, 6)
+#: Files larger than this are skipped (with a message), not read: generated or data files.
+DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
 
 
 class SelectorError(ValueError):
@@ -57,6 +59,8 @@ class Settings:
     #: (glob pattern, codes) pairs: codes ignored in files whose path matches the pattern
     per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
     min_torch_version: tuple[int, ...] = DEFAULT_MIN_TORCH
+    #: bytes; a larger file is skipped
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
 
     def codes_for_path(self, path: str) -> frozenset[str]:
         codes = self.select

@@ -298,17 +298,20 @@ class FileIndex:
         it (a local `def load` shadows `from torch import load`). A name bound nowhere is taken as
         a global or builtin of that name.
         """
-        if isinstance(expr, cst.Name):
-            bindings = scope.lookup(expr.value)
-            if not bindings:
-                return expr.value
-            if all(b.kind == "import" for b in bindings):
-                return bindings[-1].qualname
+        attributes = []  # a loop, not recursion: attribute chains can be thousands long
+        while isinstance(expr, cst.Attribute):
+            attributes.append(expr.attr.value)
+            expr = expr.value
+        if not isinstance(expr, cst.Name):
             return None
-        if isinstance(expr, cst.Attribute):
-            base = self.resolve(expr.value, scope)
-            return f"{base}.{expr.attr.value}" if base else None
-        return None
+        bindings = scope.lookup(expr.value)
+        if not bindings:
+            base = expr.value
+        elif all(b.kind == "import" for b in bindings):
+            base = bindings[-1].qualname
+        else:
+            return None
+        return ".".join([base, *reversed(attributes)]) if base else None
 
     def call_name(self, call: CallSite) -> str | None:
         return self.resolve(call.node.func, call.scope)

@@ -228,7 +228,12 @@ class TrainingModel:
 
     def reachable_calls(self, node: cst.CSTNode, scope: Scope, via: tuple[cst.Call, ...] = (),
                         seen: frozenset = frozenset()) -> Iterator[CallRef]:
-        """Calls under `node`, then the calls inside same-file helpers it calls (depth-limited)."""
+        """Calls under `node`, then the calls inside same-file helpers it calls (depth-limited).
+
+        A call back into a function that encloses `node` (recursion) is a cycle, not followed:
+        its calls are those already being listed."""
+        if not via:
+            seen = seen | {a for a in self.index.ancestors(node) if isinstance(a, cst.FunctionDef)}
         for call in self._calls_under(node):
             yield CallRef(call, scope, via)
             if len(via) >= _MAX_CALL_DEPTH:
@@ -529,9 +534,13 @@ class TrainingModel:
     # -- per-update queries ------------------------------------------------------------------------------
     def runs_per_update(self, loop: TrainingLoop, node: CallRef | cst.CSTNode) -> bool:
         ref = node if isinstance(node, CallRef) else self._ref_for(loop, node)
-        if not loop.innermost:
+        visited = set()  # loops nest through helpers; a loop met twice is a cycle (recursion)
+        while not loop.innermost:
+            visited.add(id(loop))
             inner = self._inner_loop(loop, ref)
-            return self.runs_per_update(inner, self._relative_ref(inner, ref)) if inner else False
+            if inner is None or id(inner) in visited:
+                return False
+            loop, ref = inner, self._relative_ref(inner, ref)
         if not loop.accumulates or loop.guard is None:
             return True
         guard = loop.guard
