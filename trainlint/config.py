@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainlint.discovery import DEFAULT_EXCLUDES, Discovery
-from trainlint.settings import DEFAULT_MIN_TORCH, SelectorError, Settings, codes_for, resolve_selection
+from trainlint.settings import DEFAULT_MAX_FILE_SIZE, DEFAULT_MIN_TORCH, SelectorError, Settings, codes_for, resolve_selection
 
-KEYS = ("select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude", "min-torch-version")
+KEYS = ("select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude", "min-torch-version",
+        "max-file-size")
 CACHE_DIR_NAME = ".trainlint_cache"
 _VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
 
@@ -49,6 +50,7 @@ class FileConfig:
     exclude: tuple[str, ...] | None = None
     extend_exclude: tuple[str, ...] = ()
     min_torch_version: tuple[int, ...] | None = None
+    max_file_size: int | None = None
 
     @property
     def root(self) -> Path:
@@ -159,6 +161,11 @@ def load_config(path: Path) -> FileConfig:
             values["min_torch_version"] = parse_version(raw)
         except ValueError as err:
             raise ConfigError(f"{path}: 'min-torch-version': {err}") from None
+    if "max-file-size" in table:
+        raw = table["max-file-size"]
+        if type(raw) is not int or raw < 1:
+            raise ConfigError(f"{path}: 'max-file-size' must be a number of bytes (at least 1), got {raw!r}")
+        values["max_file_size"] = raw
     return FileConfig(**values)
 
 
@@ -208,6 +215,7 @@ def build_settings(config: FileConfig, cli: CliSelection, cwd: Path | None = Non
         select=selection,
         per_file_ignores=tuple(per_file),
         min_torch_version=config.min_torch_version or DEFAULT_MIN_TORCH,
+        max_file_size=config.max_file_size or DEFAULT_MAX_FILE_SIZE,
     )
 
 
