@@ -179,6 +179,7 @@ class TrainingModel:
         self.index: FileIndex = ctx.index
         self.roles = ctx.model(roles)
         self.loops: list[TrainingLoop] = []
+        self._by_node: dict[cst.CSTNode, TrainingLoop] | None = None
         self.window_functions: list[TrainingLoop] = []
         self._accelerate: dict[int, AccelerateAccumulation | None] = {}
         self._prepared: dict[str, list[tuple[cst.Assign, Scope]]] | None = None
@@ -280,25 +281,32 @@ class TrainingModel:
 
     def loop_of(self, node: cst.CSTNode) -> TrainingLoop | None:
         """The innermost training loop whose body holds `node` syntactically."""
+        by_node = self._loops_by_node()
         for ancestor in self.index.ancestors(node):
-            if isinstance(ancestor, _LOOPS):
-                for tl in self.loops:
-                    if tl.node is ancestor:
-                        return tl
+            if isinstance(ancestor, _LOOPS) and ancestor in by_node:
+                return by_node[ancestor]
         return None
+
+    def _loops_by_node(self) -> dict[cst.CSTNode, TrainingLoop]:
+        """`loops` by their node, built once (and again only if loops were added since): a
+        lookup per call must not rebuild it, or a file of many loops takes quadratic time."""
+        if self._by_node is None or len(self._by_node) != len(self.loops):
+            self._by_node = {tl.node: tl for tl in self.loops}
+        return self._by_node
 
     def own_calls(self, loop: TrainingLoop) -> list[CallRef]:
         """The loop's calls that are not inside a training loop nested in it."""
         return [ref for ref in loop.calls if self._inner_loop(loop, ref) is None]
 
     def _inner_loop(self, loop: TrainingLoop, ref: CallRef | cst.CSTNode) -> TrainingLoop | None:
-        others = {tl.node: tl for tl in self.loops if tl is not loop}
-        if not others:
+        by_node = self._loops_by_node()
+        if len(by_node) < 2:
             return None
         for segment in self.path(loop, ref):
             for node in segment:
-                if node in others:
-                    return others[node]
+                other = by_node.get(node)
+                if other is not None and other is not loop:
+                    return other
         return None
 
     # -- the update guard ----------------------------------------------------------------------------
