@@ -429,3 +429,10 @@ def test_a_message_without_content_length_does_not_swallow_the_next(tmp_path):
         if client.process.poll() is None:
             client.process.kill()
             client.process.wait()
+
+
+def test_compiling_prints_no_python_warnings(project):
+    (project / "warns.py").write_text('import re\npattern = re.compile("\\d+")\nx = 1(2)\nassert (x, "why")\n')
+    done = trainlint("check", "--no-cache", "warns.py", cwd=project)
+    assert done.stderr == ""
+    assert done.returncode == 0

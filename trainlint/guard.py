@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
+import warnings
 from dataclasses import dataclass
 
 from trainlint.positions import split_lines
@@ -72,6 +73,14 @@ def _longest_logical_line(source: str) -> int:
 
 def check(source: str, path: str) -> Problem | None:
     """None if LibCST may parse `source`; else the TL000 to report instead."""
+    # CPython warns about the code it compiles (`"\d"`, `1()`, `assert (x, y)`) on stderr:
+    # not the linter's findings, and not to be printed among its output
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _check(source, path)
+
+
+def _check(source: str, path: str) -> Problem | None:
     try:
         tree = ast.parse(source, filename=path)
     except SyntaxError as err:
