@@ -381,7 +381,7 @@ class GraphKeptAcrossIterations(Rule):
         index = ctx.index
         # per loop and per function, computed once: a file of many stores must not re-walk them
         self._resets: dict[cst.CSTNode, dict[str, list[cst.CSTNode]]] = {}
-        self._returned: dict[cst.CSTNode, list[cst.BaseExpression]] = {}
+        self._returned: dict[cst.CSTNode, tuple[set[str], set[str]]] = {}
         seen: set[cst.CSTNode] = set()
         regions: list[cst.CSTNode] = list(index.loops)
         regions += [f.node for f in index.functions if f.class_name and f.name in _PER_BATCH_HOOKS]
@@ -446,13 +446,17 @@ class GraphKeptAcrossIterations(Rule):
         if any(reset is not node for reset in self._resets[loop].get(key, ())):
             return None  # rebound or cleared inside the iteration: it does not outlive it
         owner = flow._owner(node)
-        if key in flow.names_feeding(flow.backward_roots(owner), node):
-            return None  # the kept graph is backpropagated: the point of keeping it
         if owner not in self._returned:
-            self._returned[owner] = [n.value for n in walk(owner) if isinstance(n, (cst.Return, cst.Yield))
-                                     and n.value is not None and flow._owner(n) is owner]
-        returned = self._returned[owner]
-        if key in flow.names_feeding(returned, node) and not _backpropagated_each_iteration(flow, loop, value) \
+            # what feeds the function's backward calls and its return values is the same for every
+            # store in it (names are followed through the function's bindings): asked once
+            returned = [n.value for n in walk(owner) if isinstance(n, (cst.Return, cst.Yield))
+                        and n.value is not None and flow._owner(n) is owner]
+            self._returned[owner] = (flow.names_feeding(flow.backward_roots(owner), node),
+                                     flow.names_feeding(returned, node))
+        backpropagated, returned_names = self._returned[owner]
+        if key in backpropagated:
+            return None  # the kept graph is backpropagated: the point of keeping it
+        if key in returned_names and not _backpropagated_each_iteration(flow, loop, value) \
                 and not _iterates_data(ctx, flow, loop):
             return None  # a sum of loss terms handed to the caller, which backpropagates it
         what = ctx.code_for(value)
