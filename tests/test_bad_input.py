@@ -301,7 +301,7 @@ def test_special_files_are_skipped_never_read(special_tree, fmt):
         assert json.loads(done.stdout)["files_checked"] == 1  # only buggy.py was checked
     if fmt == "text":
         assert done.stdout.splitlines()[-1] == \
-            "Found 1 finding (1 error) in 1 file (1 checked); 2 files could not be checked fully (see the errors)."
+            "Found 1 finding (1 error; 1 with an unsafe fix) in 1 file (1 checked); 2 files could not be checked fully (see the errors)."
 
 
 # -- 11. misreported output ------------------------------------------------------------------------

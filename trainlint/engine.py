@@ -26,7 +26,7 @@ from trainlint.finding import Edit, FileResult, Finding, Fix, Severity
 from trainlint.positions import Positions, split_lines
 from trainlint.rule import FixSpec, Report, Rule, registry
 from trainlint.settings import SYNTAX_ERROR_CODE, Settings
-from trainlint.suppress import file_disabled_codes, is_suppressed, noqa_codes
+from trainlint.suppress import NOQA_CODES, apply_suppressions
 
 
 class UnreadableFile(Exception):
@@ -98,7 +98,7 @@ def _rules_for(source: str, codes: frozenset[str]) -> list[Rule]:
     """Selected rules whose trigger words occur in the text (the cheap pre-filter)."""
     rules = []
     for code, rule_cls in registry().items():
-        if code in codes and rule_cls.may_match(source):
+        if code in codes and code not in NOQA_CODES and rule_cls.may_match(source):
             rules.append(rule_cls())
     return rules
 
@@ -141,6 +141,7 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
                                                  source, problem.end_column))
         return result
     if not rules and problem is None:
+        result.findings = apply_suppressions([], source, path, codes)
         return result
     module, error = _parse(source, path, problem)
     if error is not None:
@@ -148,6 +149,7 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
             result.findings.append(error)
         return result
     if not rules:
+        result.findings = apply_suppressions([], source, path, codes)
         return result
 
     # LibCST generates code (rules quote it, positions are computed by it) recursively: the guard
@@ -161,15 +163,16 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
         try:
             reports.extend(rule.check(ctx))
         except Exception as exc:  # a rule's bug must not stop the other rules or files
+            codes = codes - {rule.code}  # its `# noqa` codes are not unused: it did not finish
             result.errors.append(f"internal error in {rule.code} ({rule.name}) while checking {path}: "
                                  f"{_describe(exc)}")
     if not reports:
+        result.findings = apply_suppressions([], source, path, codes)
         return result
 
     positions = Positions(module, ctx.index.parents)
-    lines = split_lines(source)
-    file_codes = file_disabled_codes(source)
     seen = set()
+    findings = []
     for report in reports:
         rule = report.rule
         try:
@@ -179,17 +182,15 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
             result.errors.append(f"internal error in {rule.code} ({rule.name}) while checking {path}: "
                                  f"cannot locate the reported node: {_describe(exc)}")
             continue
-        line_text = lines[line - 1] if line <= len(lines) else ""
-        if is_suppressed(rule.code, noqa_codes(line_text), file_codes):
-            continue
         key = (rule.code, line, column)
         if key in seen:  # two paths through the model reaching the same node report once
             continue
         seen.add(key)
         message = " ".join(report.message.split())  # quoted code may span lines; a message is one line
-        result.findings.append(Finding(path, line, column, end_line, end_column, rule.code, rule.name,
-                                       rule.severity, message, fix))
-    result.findings.sort(key=lambda f: f.sort_key)
+        findings.append(Finding(path, line, column, end_line, end_column, rule.code, rule.name,
+                                rule.severity, message, fix))
+    result.findings = sorted(apply_suppressions(findings, source, path, codes),
+                             key=lambda f: f.sort_key)
     return result
 
 
