@@ -152,3 +152,12 @@ def test_cache_directory_that_cannot_be_written_only_costs_time(project):
     (result,) = lint_paths(["bad.py"], TL401, cache=cache)
     assert [f.code for f in result.findings] == ["TL401"]
     assert stat.S_ISREG(blocked.stat().st_mode)
+
+
+def test_a_planted_fifo_in_the_cache_does_not_block(project):
+    key = cache_key(BAD.encode(), "bad.py", TL401)
+    target = project / ".trainlint_cache" / key[:2] / f"{key}.json"
+    target.parent.mkdir(parents=True)
+    os.mkfifo(target)
+    done = trainlint("check", "--select", "TL401", "bad.py", cwd=project)
+    assert done.returncode == 1 and " TL401 " in done.stdout

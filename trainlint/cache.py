@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from functools import lru_cache
 from pathlib import Path
 
@@ -86,6 +87,17 @@ def _finding(data, path: str) -> Finding | None:
                    data["name"], Severity(data["severity"]), data["message"], fix)
 
 
+def _read_regular(path: Path, limit: int = 1 << 24) -> bytes:
+    """A regular file's bytes, opened without blocking (a planted fifo would wait forever)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
 class ResultCache:
     def __init__(self, directory: str | os.PathLike) -> None:
         self.directory = Path(directory)
@@ -97,8 +109,7 @@ class ResultCache:
         """The cached result for these bytes of `path`, or None (a miss) unless a valid entry
         describes exactly them."""
         try:
-            with open(self._file(cache_key(data, path, settings)), "rb") as handle:
-                entry = json.loads(handle.read(1 << 24))
+            entry = json.loads(_read_regular(self._file(cache_key(data, path, settings))))
         except (OSError, ValueError, RecursionError):
             return None
         if not isinstance(entry, dict) or entry.get("binding") != _binding(data, path, settings):
