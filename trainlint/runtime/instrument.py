@@ -260,8 +260,9 @@ class Trace:
     def _leave(self, name: str) -> None:
         setattr(self._local, name, getattr(self._local, name, 1) - 1)
 
-    def stack(self, skip: int = 2):
-        return self.user.stack(sys._getframe(skip))
+    def stack(self):
+        """The user frames of the current call (trainlint's own frames are not user code)."""
+        return self.user.stack(sys._getframe(1))
 
     def find(self, code: str, stack, evidence: str) -> None:
         """A runtime finding at the innermost user frame; the first evidence for a site is kept."""
@@ -367,7 +368,7 @@ class Trace:
             self._leave("opt_step")
 
     def _scaler_step(self, original, scaler, optimizer, *args, **kwargs):
-        stack = self.stack(3)
+        stack = self.stack()
         state = self.scaler_state(scaler)
         if state.stepped and scaler.is_enabled():
             self.find("TL204", stack, f"scaler.step() at {_where(stack)} ran twice without scaler.update() "
@@ -504,7 +505,7 @@ class Trace:
             finally:
                 self._leave("backward")
         try:
-            stack = self.stack(3)
+            stack = self.stack()
             root = tensors if isinstance(tensors, torch.Tensor) else (tensors[0] if tensors else None)
             event = Event("backward", stack)
             if isinstance(root, torch.Tensor):
@@ -575,7 +576,7 @@ class Trace:
 
     def _scaler_unscale(self, original, scaler, optimizer, *args, **kwargs):
         self.scaler_state(scaler).unscaled = True
-        self.events.append(Event("unscale", self.stack(3)))
+        self.events.append(Event("unscale", self.stack()))
         return original(scaler, optimizer, *args, **kwargs)
 
     def _scaler_update(self, original, scaler, *args, **kwargs):
@@ -591,7 +592,7 @@ class Trace:
             finally:
                 self._leave("clip")
         try:
-            stack = self.stack(4)
+            stack = self.stack()
             scaled = [s for s in self.scalers.values() if s.pending and not s.unscaled]
             scale = next((e.data.get("scale") for e in reversed(self.events) if e.kind == "backward"), None)
             result = original(*args, **kwargs)
@@ -602,8 +603,11 @@ class Trace:
                 self.find("TL201", stack, f"{name} at {_where(stack)} ran on gradients still multiplied by the "
                                           f"GradScaler's scale ({scale:g}): {measured}; scaler.unscale_() had "
                                           f"not run")
+            elif any(s.pending for s in self.scalers.values()):
+                self.note("TL201", stack, "clipping ran after scaler.unscale_()")
             elif self.scalers:
-                self.note("TL201", stack, "clipping ran after scaler.unscale_() (or with the scaler disabled)")
+                self.note("TL201", stack, "no GradScaler-scaled gradients at the clip (the scaler is disabled, or "
+                                          "its step and update had already run)")
             else:
                 self.note("TL201", stack, "no GradScaler-scaled backward before the clip")
             last = next((e for e in reversed(self.events) if e.kind in ("step", "backward")), None)
@@ -623,7 +627,7 @@ class Trace:
         if sys._getframe(2).f_code.co_name == "_initial_step":  # the constructor's own first step
             return original(scheduler, *args, **kwargs)
         if self._enter("sched"):
-            stack = self.stack(3)
+            stack = self.stack()
             opt = _base_optimizer(getattr(scheduler, "optimizer", None))
             self.events.append(Event("sched", stack, opt=id(opt)))
             if stack and self.opt_state(opt).steps == 0:
@@ -636,7 +640,7 @@ class Trace:
 
     def _optimizer_zero_grad(self, original, opt, *args, **kwargs):
         if self._enter("zero_grad"):
-            self.events.append(Event("zero_grad", self.stack(3), opt=id(_base_optimizer(opt))))
+            self.events.append(Event("zero_grad", self.stack(), opt=id(_base_optimizer(opt))))
         try:
             return original(opt, *args, **kwargs)
         finally:
@@ -644,7 +648,7 @@ class Trace:
 
     def _module_zero_grad(self, original, module, *args, **kwargs):
         if self._enter("zero_grad"):
-            self.events.append(Event("zero_grad", self.stack(3), module=id(module)))
+            self.events.append(Event("zero_grad", self.stack(), module=id(module)))
         try:
             return original(module, *args, **kwargs)
         finally:
@@ -653,7 +657,7 @@ class Trace:
     # ----- module mode and forwards (TL301, TL302, TL303) ------------------------------------------------
     def _module_train(self, original, module, mode=True):
         if self._enter("mode"):
-            self.mode_switches[id(module)] = (weakref.ref(module), bool(mode), self.stack(3))
+            self.mode_switches[id(module)] = (weakref.ref(module), bool(mode), self.stack())
         try:
             return original(module, mode)
         finally:
@@ -850,7 +854,7 @@ class Trace:
     def _load(self, original, *args, **kwargs):
         if not self._direct_user_caller():
             return original(*args, **kwargs)
-        stack = self.stack(3)
+        stack = self.stack()
         flag = kwargs.get("weights_only")
         if flag is None:
             forced = os.environ.get("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0") not in ("0", "")
@@ -870,7 +874,7 @@ class Trace:
     def _pickle_load(self, original, *args, **kwargs):
         if not self._direct_user_caller():
             return original(*args, **kwargs)
-        stack = self.stack(3)
+        stack = self.stack()
         result = original(*args, **kwargs)
         tensors = sum(1 for _ in _tensors_in(result))
         if tensors:
@@ -885,7 +889,7 @@ class Trace:
             return original(*args, **kwargs)
         obj = args[0] if args else kwargs.get("obj")
         f = args[1] if len(args) > 1 else kwargs.get("f")
-        stack = self.stack(3)
+        stack = self.stack()
         if isinstance(f, (str, os.PathLike)):
             path = os.path.abspath(os.fspath(f))
             self.saves.append({"stack": stack, "path": path, "existed": os.path.exists(path)})
@@ -924,7 +928,7 @@ class Trace:
     # ----- data loaders (TL602; batch sizes for TL601) -----------------------------------------------
     def _loader_init(self, original, loader, *args, **kwargs):
         result = original(loader, *args, **kwargs)
-        stack = self.stack(3)
+        stack = self.stack()
         sampler = getattr(loader, "sampler", None)
         shuffles = isinstance(sampler, torch.utils.data.RandomSampler) or bool(getattr(sampler, "shuffle", False))
         try:
@@ -947,11 +951,15 @@ class Trace:
         return iterator
 
     def _loader_next(self, original, iterator, *args, **kwargs):
-        batch = original(iterator, *args, **kwargs)
         run = getattr(iterator, "_trainlint_pass", None)
+        try:
+            batch = original(iterator, *args, **kwargs)
+        except StopIteration:
+            if run is not None:  # the pass is over: what ran during it is known now
+                run["end"] = (self.backward_count, self.forward_count)
+            raise
         if run is not None:
             run["sizes"].append(_batch_size(batch))
-            run["backward_end"] = self.backward_count
             if run["where"] is None:
                 frame = sys._getframe(2)
                 while frame is not None and frame.f_code.co_filename not in self.user:
@@ -965,13 +973,12 @@ class Trace:
 
     def _check_loaders(self) -> None:
         for run in self.passes:
-            run["forward_end"] = run.get("forward_end", self.forward_count)
-        for index, run in enumerate(self.passes):
             info = run["loader"]
             if not run["sizes"] or run["where"] is None:
                 continue
-            following = self.passes[index + 1]["forward"] if index + 1 < len(self.passes) else self.forward_count
-            evaluation = run.get("backward_end", run["backward"]) == run["backward"] and following > run["forward"]
+            # a pass that did not run to its end (a break, the stop after --max-steps) ends now
+            backward_end, forward_end = run.get("end", (self.backward_count, self.forward_count))
+            evaluation = backward_end == run["backward"] and forward_end > run["forward"]
             where = f"{os.path.basename(run['where'][0])}:{run['where'][3]}"
             if not evaluation:
                 continue
