@@ -802,9 +802,9 @@ class Trace:
                 continue
             stack = ((path, line),)
             if growing:
-                self.find("TL501", stack, f"`{name}` kept autograd graphs across iterations: at step {steps[0]} it "
-                                          f"held {counts[0]} tensor(s) with {nodes[0]} graph nodes, at step "
-                                          f"{steps[-1]} {counts[-1]} with {nodes[-1]}")
+                self.find("TL501", stack, f"`{name}` kept autograd graphs across iterations: {counts[0]} "
+                                          f"graph-carrying tensor(s) and {nodes[0]} autograd nodes at step "
+                                          f"{steps[0]}, {counts[-1]} and {nodes[-1]} at step {steps[-1]}")
             else:
                 self.note("TL501", stack, f"`{name}` held a graph of constant size across steps")
 
