@@ -452,9 +452,10 @@ class Trace:
             elif e.data.get("reduction") != "mean":
                 self.note("TL102", e.stack, f"the loss uses reduction={e.data.get('reduction')!r}")
             elif abs(ratio - 1) < 1e-3:
-                self.find("TL102", e.stack, f"backward ran {count}x per optimizer step at {_where(e.stack)} on the "
-                                            f"un-divided mean loss (scale 1.0, expected 1/{count}): the "
-                                            f"accumulated gradient is {count}x too large")
+                what = f"the mean itself ({e.data['root']})" if "root" in e.data else "the un-divided mean loss"
+                self.find("TL102", e.stack, f"backward ran {count}x per optimizer step at {_where(e.stack)} on "
+                                            f"{what} (scale 1.0, expected 1/{count}): the accumulated gradient "
+                                            f"is {count}x too large")
             else:
                 self.note("TL102", e.stack, f"the loss was scaled by {ratio:.4g} for {count} backward calls "
                                             f"per optimizer step")
@@ -532,7 +533,16 @@ class Trace:
             base = loss_ref() if loss_ref() is not None else root
         losses = [ref() for ref, _ in self.loss_outputs if ref() is not None]
         reductions = {red for ref, red in self.loss_outputs if ref() is not None}
-        if base.numel() != 1 or not losses or base.grad_fn is None:
+        if base.numel() != 1 or base.grad_fn is None:
+            return
+        node = base.grad_fn
+        while type(node).__name__ == "NegBackward0" and node.next_functions:  # -(...).mean()
+            node = node.next_functions[0][0]
+        op = type(node).__name__
+        if op.startswith("Mean") or "LossBackward" in op:  # the root is a mean itself: nothing divides it
+            event.data.update(ratio=1.0, reduction="mean", root=op)
+            return
+        if not losses:
             return
         targets = {id(t.grad_fn): t for t in losses if t.grad_fn is not None}
         keep = [t.grad_fn for t in losses]
