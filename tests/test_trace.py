@@ -70,6 +70,7 @@ def reports(tmp_path_factory):
         for variant in ("bad", "good"):
             args = [str(folder / f"{style}_{variant}"), "2"] if style == "checkpoint" else []
             runs[f"{style}_{variant}"] = (SCRIPTS / f"{style}_{variant}.py", args, 8)
+    runs["amp_step_bad"] = (SCRIPTS / "amp_step_bad.py", [], 8)
     runs["not_reached"] = (SCRIPTS / "checkpoint_bad.py", [str(folder / "late"), "5"], 3)
     runs["callback"] = (SCRIPTS / "callback_runtime_only.py", [], 8)
     runs["evaluate_checkpoint"] = (EXAMPLES / "evaluate_checkpoint.py", [str(pickled)], 8)
@@ -113,6 +114,15 @@ def test_good_twin_confirms_nothing(reports, style):
     assert not [f for f in report.findings if f["status"] == CONFIRMED]
     assert report.runtime_only == []
     assert report.exit_code == 0
+
+
+def test_direct_optimizer_step_on_scaled_gradients_is_confirmed_and_the_crash_reported(reports):
+    """scaler.update() without scaler.step() raises in GradScaler: the report keeps what ran before."""
+    report = reports["amp_step_bad"]
+    assert report.error == ("AssertionError: No inf checks were recorded prior to update. "
+                            "(at amp_step_bad.py:22)")
+    assert report.steps == 1 and report.exit_code == 1
+    assert statuses(report) == {(line, code): CONFIRMED for line, code in expected(SCRIPTS / "amp_step_bad.py")}
 
 
 def test_evidence_has_the_numbers(reports):

@@ -196,7 +196,7 @@ class _ScalerState:
     def __init__(self) -> None:
         self.pending = False  # a scaled backward ran since the last update()
         self.unscaled = False  # unscale_() ran since that backward
-        self.stepped = False  # step() ran since the last update()
+        self.stepped: set[int] = set()  # optimizers whose step() ran since the last update()
 
 
 class _EvalForward:
@@ -238,7 +238,6 @@ class Trace:
         self.sched_first: dict[tuple, str] = {}  # TL106 candidates: site -> evidence
         # TL501: (file, function line, name) -> [(step, tensors, nodes)]
         self.kept: dict[tuple, list] = collections.defaultdict(list)
-        self.kept_where: dict[tuple, tuple] = {}
         # checkpoints and loaders
         self.saves: list[dict] = []
         self.moved: set[str] = set()
@@ -288,7 +287,6 @@ class Trace:
         state = self.optimizers.get(id(opt))
         if state is None:
             state = self.optimizers[id(opt)] = _OptimizerState()
-            state.start = 0
         return state
 
     def scaler_state(self, scaler) -> _ScalerState:
@@ -370,10 +368,10 @@ class Trace:
     def _scaler_step(self, original, scaler, optimizer, *args, **kwargs):
         stack = self.stack()
         state = self.scaler_state(scaler)
-        if state.stepped and scaler.is_enabled():
-            self.find("TL204", stack, f"scaler.step() at {_where(stack)} ran twice without scaler.update() "
-                                      f"between: the scale never adapts (GradScaler raises here)")
-        state.stepped = True
+        if id(optimizer) in state.stepped and scaler.is_enabled():
+            self.find("TL204", stack, f"scaler.step() at {_where(stack)} ran twice for one optimizer without "
+                                      f"scaler.update() between: the scale never adapts (GradScaler raises here)")
+        state.stepped.add(id(optimizer))
         self._begin_step(_base_optimizer(optimizer), stack, via_scaler=scaler)
         self._enter("scaler_step")
         try:
@@ -390,11 +388,10 @@ class Trace:
             self.stopping = True
             raise StopTrace(f"stopped after {self.max_steps} optimizer steps")
         if via_scaler is None:
-            for scaler_id, scaler in self.scalers.items():
-                if scaler.pending and not scaler.unscaled:
-                    self.find("TL204", stack, f"optimizer.step() at {_where(stack)} applied gradients still "
-                                              f"multiplied by the GradScaler's scale: the step is scale× too large "
-                                              f"and inf/NaN steps are not skipped")
+            if any(scaler.pending and not scaler.unscaled for scaler in self.scalers.values()):
+                self.find("TL204", stack, f"optimizer.step() at {_where(stack)} applied gradients still "
+                                          f"multiplied by the GradScaler's scale: the update is that many times "
+                                          f"too large and inf/NaN steps are not skipped")
         state.steps += 1
         self.steps = max(self.steps, state.steps)
         self.events.append(Event("step", stack, opt=id(opt), number=state.steps))
@@ -591,7 +588,8 @@ class Trace:
 
     def _scaler_update(self, original, scaler, *args, **kwargs):
         state = self.scaler_state(scaler)
-        state.pending = state.unscaled = state.stepped = False
+        state.pending = state.unscaled = False
+        state.stepped.clear()
         return original(scaler, *args, **kwargs)
 
     # ----- clipping -----------------------------------------------------------------------------------
@@ -796,7 +794,6 @@ class Trace:
                     if tensors:
                         key = (os.path.abspath(code.co_filename), code.co_firstlineno, name)
                         self.kept[key].append((step, len(tensors), _graph_size(tensors)))
-                        self.kept_where.setdefault(key, (code.co_name, frame.f_lineno))
             frame = frame.f_back
 
     def _check_kept(self) -> None:
