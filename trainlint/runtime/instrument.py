@@ -424,18 +424,16 @@ class Trace:
         number = state.steps + 1
         backward_sites = collections.Counter(e.site for e in window if e.kind == "backward")
         accumulated = {site for site, count in backward_sites.items() if count > 1}
-        # TL101: scheduler steps per optimizer step
-        scheds = [e for e in window if e.kind == "sched" and e.data["opt"] == id(opt)]
-        for site, count in collections.Counter(e.site for e in scheds).items():
-            stack = next(e.stack for e in scheds if e.site == site)
-            if state.steps == 0:
-                continue  # before the first step the window is partial (steps follow the scheduler)
-            if len(scheds) > 1:
-                self.find("TL101", stack, f"the LR scheduler stepped {len(scheds)}x per optimizer step at "
-                                          f"{_where(stack)} (update {number}): the schedule runs "
-                                          f"{len(scheds)}x too fast")
-            else:
-                self.note("TL101", stack, "the LR scheduler stepped once per optimizer step")
+        # TL101: steps of each LR scheduler of this optimizer per optimizer step
+        if state.steps >= 1:  # before the first step the window is partial (steps follow the scheduler)
+            scheds = [e for e in window if e.kind == "sched" and e.data["opt"] == id(opt)]
+            for scheduler, times in collections.Counter(e.data["sched"] for e in scheds).items():
+                stack = next(e.stack for e in scheds if e.data["sched"] == scheduler)
+                if times > 1:
+                    self.find("TL101", stack, f"the LR scheduler stepped {times}x per optimizer step at "
+                                              f"{_where(stack)}: the schedule runs {times}x too fast")
+                else:
+                    self.note("TL101", stack, "the LR scheduler stepped once per optimizer step")
         # TL102: backward calls per step and the loss's scale
         for e in window:
             if e.kind != "backward":
@@ -478,8 +476,7 @@ class Trace:
                                                     f"optimizer step only the last reached the step")
             seen_sites.add(arrival.site)
         for e in window:
-            if e.kind == "zero_grad" and not any(
-                    (code, *f) in self.findings for code in ("TL104",) for f in e.stack[:1]):
+            if e.kind == "zero_grad" and e.site and ("TL104", *e.site) not in self.findings:
                 self.note("TL104", e.stack, "zero_grad ran once per optimizer step, not between the "
                                             "micro-batches of one update")
         # TL202: clipping between two backward calls of one accumulation window
@@ -637,7 +634,7 @@ class Trace:
         if self._enter("sched"):
             stack = self.stack()
             opt = _base_optimizer(getattr(scheduler, "optimizer", None))
-            self.events.append(Event("sched", stack, opt=id(opt)))
+            self.events.append(Event("sched", stack, opt=id(opt), sched=id(scheduler)))
             if stack and self.opt_state(opt).steps == 0:
                 self.sched_first.setdefault(stack[0], f"the LR scheduler stepped at {_where(stack)} before the "
                                                       f"optimizer's first step: the first LR value was skipped")
