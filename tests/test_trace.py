@@ -154,9 +154,15 @@ def test_runtime_only_scheduler_in_a_callback_from_configuration(reports):
     assert report.exit_code == 1
 
 
-def test_runtime_only_in_place_save_the_static_pass_missed(reports):
+def test_runtime_only_where_the_static_pass_stops(reports):
+    """The slice saved in place (static sees only TL403 there) and a resume bundle without the
+    optimizer's state that the static pass does not take for a checkpoint."""
+    lines = (SCRIPTS / "checkpoint_bad.py").read_text().splitlines()
+    head = next(n for n, text in enumerate(lines, 1) if '"head.pt"' in text)
+    bundle = next(n for n, text in enumerate(lines, 1) if '"resume.pt"' in text)
     report = reports["checkpoint_bad"]
-    assert [(r["code"], r["line"]) for r in report.runtime_only] == [("TL402", next(line for line, code in expected(SCRIPTS / "checkpoint_bad.py") if code == "TL403"))]
+    assert [(r["code"], r["line"]) for r in report.runtime_only] == [("TL402", head), ("TL404", bundle)]
+    assert "not the state of the optimizer (2 steps taken)" in report.runtime_only[1]["evidence"]
 
 
 @pytest.mark.parametrize("name", ["evaluate_checkpoint", "finetune_accumulation", "train_amp"])
@@ -260,13 +266,13 @@ def test_join_statuses_and_runtime_only():
         "lines": {script: {"30": 5, "40": 5, "50": 20}},
         "loader_passes": [],
     }
-    static = [_finding(30, "TL102"), _finding(40, "TL303"), _finding(60, "TL404"), _finding(50, "TL404")]
+    static = [_finding(30, "TL102"), _finding(40, "TL303"), _finding(60, "TL103"), _finding(50, "TL103")]
     report = join(static, result, "train.py", max_steps=5)
     assert [(f["line"], f["code"], f["status"]) for f in report.findings] == [
-        (30, "TL102", NOT_CONFIRMED), (40, "TL303", CONFIRMED), (50, "TL404", NOT_CONFIRMED), (60, "TL404", NOT_REACHED)]
+        (30, "TL102", NOT_CONFIRMED), (40, "TL303", CONFIRMED), (50, "TL103", NOT_CONFIRMED), (60, "TL103", NOT_REACHED)]
     assert report.findings[0]["evidence"] == "the line ran 5x: one backward call per optimizer step"
     assert report.findings[1]["evidence"] == "eval at helpers.py:3"  # matched through the call stack
-    assert report.findings[2]["evidence"] == "the line ran 20x; trace has no runtime check for TL404"
+    assert report.findings[2]["evidence"] == "the line ran 20x; trace has no runtime check for TL103"
     assert [(r["code"], r["line"]) for r in report.runtime_only] == [("TL101", 50)]
     assert report.to_dict().keys() == {"version", "script", "steps", "error", "findings", "runtime_only"}
     assert report.exit_code == 1

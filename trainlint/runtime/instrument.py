@@ -197,6 +197,7 @@ class _ScalerState:
         self.pending = False  # a scaled backward ran since the last update()
         self.unscaled = False  # unscale_() ran since that backward
         self.stepped: set[int] = set()  # optimizers whose step() ran since the last update()
+        self.used = False  # a scaled backward ran at all (the checkpoint must hold the scaler)
 
 
 class _EvalForward:
@@ -234,6 +235,7 @@ class Trace:
         self.trained_modules: set[int] = set()  # modules a backward ran through in train mode
         self.mode_switches: dict[int, tuple] = {}  # id(module) -> (weakref, training, stack)
         self.eval_forwards: list[_EvalForward] = []
+        self.retained: list[dict] = []  # TL502: graphs kept with retain_graph=True in this update
         self._mode_dependent: dict[int, list[str]] = {}
         self.sched_first: dict[tuple, str] = {}  # TL106 candidates: site -> evidence
         # TL501: (file, function line, name) -> [(step, tensors, nodes)]
@@ -383,6 +385,7 @@ class Trace:
         state = self.opt_state(opt)
         window = self.events[state.start:]
         self._check_window(opt, state, window, stack)
+        self._check_retained()
         self._scan_kept(state.steps + 1)
         if self.stopping or state.steps >= self.max_steps:
             self.stopping = True
@@ -505,6 +508,8 @@ class Trace:
             event = Event("backward", stack)
             if isinstance(root, torch.Tensor):
                 self._describe_loss(root, event)
+                retain = args[1] if len(args) > 1 else kwargs.get("retain_graph")
+                self._follow_retained(root, event, bool(retain))
             self._check_train_mode(stack)
             self.events.append(event)
             self.backward_count += 1
@@ -515,6 +520,36 @@ class Trace:
             self.current_backward = None
             self._leave("backward")
 
+    def _follow_retained(self, root, event: Event, retain: bool) -> None:
+        """TL502: does a later backward go through a graph kept with retain_graph=True?"""
+        if not (retain or self.retained) or root.grad_fn is None:
+            return
+        nodes: dict[int, object] = {}  # the node objects are held, so their ids stay unique
+        todo = [root.grad_fn]
+        while todo and len(nodes) < _GRAPH_LIMIT:
+            node = todo.pop()
+            if node is None or id(node) in nodes:
+                continue
+            nodes[id(node)] = node
+            todo.extend(n for n, _ in getattr(node, "next_functions", ()))
+        for kept in self.retained:
+            if not kept["used"] and not kept["nodes"].keys().isdisjoint(nodes):
+                kept["used"] = True
+                kept["nodes"] = {}
+        if retain:
+            self.retained.append({"event": event, "nodes": nodes, "used": False})
+
+    def _check_retained(self) -> None:
+        """Graphs kept with retain_graph=True in the update that is ending (or at the end of the run)."""
+        for kept in self.retained:
+            stack = kept["event"].stack
+            if kept["used"]:
+                self.note("TL502", stack, "a later backward went through the retained graph")
+            else:
+                self.find("TL502", stack, f"backward(retain_graph=True) at {_where(stack)} kept the graph and its "
+                                          f"saved tensors alive, and no later backward went through it")
+        self.retained.clear()
+
     def _describe_loss(self, root, event: Event) -> None:
         """The root's value relative to the loss functions it came from (TL102), and its GradScaler."""
         base, scale = root, 1.0
@@ -522,6 +557,7 @@ class Trace:
         if entry is not None and entry[0]() is root:
             _, scaler_id, scale, loss_ref = entry
             self.scaler_state_by_id(scaler_id).pending = True
+            self.scaler_state_by_id(scaler_id).used = True
             self.scaler_state_by_id(scaler_id).unscaled = False
             event.data["scale"] = scale
             base = loss_ref() if loss_ref() is not None else root
@@ -908,7 +944,38 @@ class Trace:
                                           f"whose storage holds {_mb(storage)}: the whole storage is written "
                                           f"for {_mb(size)} of data")
                 break
+        self._check_resume_bundle(obj, stack)
         return original(*args, **kwargs)
+
+    def _check_resume_bundle(self, obj, stack) -> None:
+        """TL404: a checkpoint bundle (a dict holding model weights and more) that leaves out the state
+        of an optimizer, LR scheduler or GradScaler the run is using. A bare state_dict is an export."""
+        if not isinstance(obj, dict) or len(obj) < 2:
+            return
+        values = [v for v in obj.values() if isinstance(v, dict)]
+
+        def weights(v) -> bool:
+            return bool(v) and all(isinstance(t, torch.Tensor) for t in v.values())
+
+        if not any(weights(v) for v in values):
+            return
+        missing = []
+        stepped = [n for n in self.optimizers.values() if n.steps]
+        if stepped and not any({"state", "param_groups"} <= v.keys() for v in values):
+            missing.append(f"the optimizer ({max(n.steps for n in stepped)} steps taken)")
+        if any(e.kind == "sched" for e in self.events) and not any(
+                "last_epoch" in v and "base_lrs" in v for v in values):
+            missing.append("the LR scheduler")
+        if any(s.used for s in self.scalers.values()) and not any(
+                "scale" in v and "growth_factor" in v for v in values):
+            missing.append("the GradScaler")
+        if missing:
+            self.find("TL404", stack, f"torch.save at {_where(stack)} saved a checkpoint with the model's weights "
+                                      f"but not the state of {' or '.join(missing)}: a resume from it does not "
+                                      f"continue the run")
+        else:
+            self.note("TL404", stack, "the checkpoint holds the state of every optimizer, scheduler and scaler "
+                                      "the run used")
 
     def _move(self, original, src, dst, *args, **kwargs):
         try:
@@ -1003,7 +1070,8 @@ class Trace:
     def report(self, error: str | None, stopped: str) -> dict:
         sys.settrace(None)
         threading.settrace(None)
-        for check in (self._check_kept, self._check_saves, self._check_loaders, self._check_eval_forwards):
+        for check in (self._check_kept, self._check_saves, self._check_loaders, self._check_eval_forwards,
+                      self._check_retained):
             try:
                 check()
             except Exception as exc:  # noqa: BLE001 - one failing check must not lose the others
