@@ -61,6 +61,32 @@ def _make_checkpoints(folder: Path) -> tuple[Path, Path]:
     return pickled, out / "last.pt"
 
 
+TIMEOUT = 30  # seconds for the script that never ends (torch imports well within it)
+
+
+def _hanging_script(folder: Path) -> Path:
+    """Two optimizer steps, then it waits forever; `finally:` shows the stop reaches the script."""
+    path = folder / "hangs.py"
+    path.write_text(textwrap.dedent("""\
+        import os
+        import time
+
+        import torch
+
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        try:
+            for step in range(2):
+                model(torch.randn(8, 4)).pow(2).mean().backward()
+                optimizer.step()
+            while True:
+                time.sleep(0.05)
+        finally:
+            torch.save(model.state_dict(), os.path.join(os.path.dirname(__file__), "last.pt"))
+    """))
+    return path
+
+
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     folder = tmp_path_factory.mktemp("trace")
@@ -71,6 +97,7 @@ def reports(tmp_path_factory):
             args = [str(folder / f"{style}_{variant}"), "2"] if style == "checkpoint" else []
             runs[f"{style}_{variant}"] = (SCRIPTS / f"{style}_{variant}.py", args, 8)
     runs["amp_step_bad"] = (SCRIPTS / "amp_step_bad.py", [], 8)
+    runs["timeout"] = (_hanging_script(folder), [], 20)
     runs["not_reached"] = (SCRIPTS / "checkpoint_bad.py", [str(folder / "late"), "5"], 3)
     runs["callback"] = (SCRIPTS / "callback_runtime_only.py", [], 8)
     runs["evaluate_checkpoint"] = (EXAMPLES / "evaluate_checkpoint.py", [str(pickled)], 8)
@@ -83,7 +110,8 @@ def reports(tmp_path_factory):
 
     def run(item):
         name, (script, args, steps) = item
-        return name, trace_script(str(script), args, max_steps=steps, timeout=120, output=subprocess.DEVNULL)
+        timeout = TIMEOUT if name == "timeout" else 300
+        return name, trace_script(str(script), args, max_steps=steps, timeout=timeout, output=subprocess.DEVNULL)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(pool.map(run, runs.items()))
@@ -123,6 +151,16 @@ def test_direct_optimizer_step_on_scaled_gradients_is_confirmed_and_the_crash_re
                             "(at amp_step_bad.py:22)")
     assert report.steps == 1 and report.exit_code == 1
     assert statuses(report) == {(line, code): CONFIRMED for line, code in expected(SCRIPTS / "amp_step_bad.py")}
+
+
+def test_timeout_stops_the_script_and_still_reports(reports):
+    report = reports["timeout"]
+    assert report.stopped == "timeout" and report.steps == 2
+    assert report.error == "timed out: the script was stopped before it finished"
+    # what ran before the stop is reported, and the script's finally block ran after it
+    assert statuses(report) == {(11, "TL105"): CONFIRMED, (15, "TL402"): CONFIRMED,
+                                 (15, "TL404"): CONFIRMED}
+    assert report.runtime_only == []
 
 
 def test_evidence_has_the_numbers(reports):
@@ -261,6 +299,8 @@ def test_join_statuses_and_runtime_only():
             {"code": "TL303", "path": os.path.abspath("helpers.py"), "line": 3,
              "stack": [[os.path.abspath("helpers.py"), 3], [script, 40]], "evidence": "eval at helpers.py:3"},
             {"code": "TL101", "path": script, "line": 50, "stack": [[script, 50]], "evidence": "4x"},
+            {"code": "TL404", "path": script, "line": 70, "stack": [[script, 70]], "evidence": "weights alone",
+             "confirm_only": True},
         ],
         "notes": [{"code": "TL102", "path": script, "line": 30, "note": "one backward call per optimizer step"}],
         "lines": {script: {"30": 5, "40": 5, "50": 20}},

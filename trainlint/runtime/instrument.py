@@ -46,7 +46,7 @@ _GRAPH_LIMIT = 50_000  # autograd nodes counted per kept value before giving up 
 
 
 class StopTrace(BaseException):
-    """Raised into the script at the optimizer step after --max-steps (or on SIGTERM).
+    """Raised into the script at the optimizer step after --max-steps.
 
     A BaseException, so a script's `except Exception:` does not swallow it; `finally:` blocks run.
     """
@@ -265,15 +265,20 @@ class Trace:
         """The user frames of the current call (trainlint's own frames are not user code)."""
         return self.user.stack(sys._getframe(1))
 
-    def find(self, code: str, stack, evidence: str) -> None:
-        """A runtime finding at the innermost user frame; the first evidence for a site is kept."""
+    def find(self, code: str, stack, evidence: str, confirm_only: bool = False) -> None:
+        """A runtime finding at the innermost user frame; the first evidence for a site is kept.
+
+        `confirm_only`: evidence that confirms a static finding at that line but is too ambiguous
+        to report on its own (a bare state_dict saved: an export or a checkpoint?).
+        """
         if not stack:
             return
         key = (code, *stack[0])
         entry = self.findings.get(key)
         if entry is None:
             self.findings[key] = {"code": code, "path": stack[0][0], "line": stack[0][1],
-                                  "stack": [list(f) for f in stack], "evidence": evidence, "count": 1}
+                                  "stack": [list(f) for f in stack], "evidence": evidence, "count": 1,
+                                  "confirm_only": confirm_only}
         else:
             entry["count"] += 1
             for frame in stack:
@@ -389,7 +394,7 @@ class Trace:
         self._scan_kept(state.steps + 1)
         if self.stopping or state.steps >= self.max_steps:
             self.stopping = True
-            raise StopTrace(f"stopped after {self.max_steps} optimizer steps")
+            raise StopTrace(f"stopped before optimizer step {self.max_steps + 1}")
         if via_scaler is None:
             if any(scaler.pending and not scaler.unscaled for scaler in self.scalers.values()):
                 self.find("TL204", stack, f"optimizer.step() at {_where(stack)} applied gradients still "
@@ -950,17 +955,22 @@ class Trace:
     def _check_resume_bundle(self, obj, stack) -> None:
         """TL404: a checkpoint bundle (a dict holding model weights and more) that leaves out the state
         of an optimizer, LR scheduler or GradScaler the run is using. A bare state_dict is an export."""
-        if not isinstance(obj, dict) or len(obj) < 2:
+        def weights(v) -> bool:
+            return isinstance(v, dict) and bool(v) and all(isinstance(t, torch.Tensor) for t in v.values())
+
+        if not isinstance(obj, dict):
+            return
+        stepped = [n for n in self.optimizers.values() if n.steps]
+        if weights(obj):
+            if stepped:
+                self.find("TL404", stack, f"torch.save at {_where(stack)} saved the model's weights alone while the "
+                                          f"optimizer had taken {max(n.steps for n in stepped)} steps: a resume "
+                                          f"from this file restarts the optimizer", confirm_only=True)
             return
         values = [v for v in obj.values() if isinstance(v, dict)]
-
-        def weights(v) -> bool:
-            return bool(v) and all(isinstance(t, torch.Tensor) for t in v.values())
-
         if not any(weights(v) for v in values):
             return
         missing = []
-        stepped = [n for n in self.optimizers.values() if n.steps]
         if stepped and not any({"state", "param_groups"} <= v.keys() for v in values):
             missing.append(f"the optimizer ({max(n.steps for n in stepped)} steps taken)")
         if any(e.kind == "sched" for e in self.events) and not any(

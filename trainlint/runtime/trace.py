@@ -176,7 +176,8 @@ def join(static: list[Finding], result: dict, script: str, max_steps: int) -> Tr
                          "evidence": evidence})
     runtime_only = [{"code": item["code"], "path": _display(item["path"]), "line": item["line"],
                      "evidence": item["evidence"]}
-                    for items in runtime.values() for item in items if id(item) not in matched]
+                    for items in runtime.values() for item in items
+                    if id(item) not in matched and not item.get("confirm_only")]
     runtime_only.sort(key=lambda r: (r["path"], r["line"], r["code"]))
     return TraceReport(_display(script), result["steps"], stopped, result["error"], findings, runtime_only)
 

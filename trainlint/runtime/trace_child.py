@@ -43,31 +43,46 @@ def _script_path(script: str, package_root: str) -> None:
         site.addsitedir(site.getusersitepackages())
 
 
+class TimedOut(BaseException):
+    """SIGTERM from the parent's timeout: a BaseException, so the script's `except Exception:` lets
+    it through and its `finally:` blocks run."""
+
+
+def _on_term(signum, frame):
+    raise TimedOut
+
+
+def _write(result_file: str, result: dict) -> None:
+    with open(result_file, "w", encoding="utf-8") as handle:
+        json.dump(result, handle)
+
+
 def main(argv: list[str]) -> None:
     package_root, result_file, max_steps, script, *script_args = argv
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # e.g. "Failed to initialize NumPy" while importing torch
-        from trainlint.runtime.instrument import StopTrace, Trace
+    signal.signal(signal.SIGTERM, _on_term)  # first: a timeout during torch's import still reports
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "Failed to initialize NumPy" while importing torch
+            from trainlint.runtime.instrument import StopTrace, Trace
+    except TimedOut:
+        _write(result_file, {"steps": 0, "stopped": "timeout", "error": "timed out before the script started",
+                             "findings": [], "notes": [], "lines": {}, "loader_passes": []})
+        return
 
     trace = Trace(int(max_steps), script)
-
-    def on_term(signum, frame):
-        raise StopTrace("timed out")
-
-    signal.signal(signal.SIGTERM, on_term)
     _script_path(script, package_root)
     sys.argv = [script, *script_args]
     pid = os.getpid()
     error, stopped = None, "end"
     import runpy
 
-    trace.install()
     try:
+        trace.install()
         runpy.run_path(script, run_name="__main__")
-    except StopTrace as stop:
-        stopped = "timeout" if str(stop) == "timed out" else "max-steps"
-        if stopped == "timeout":
-            error = "timed out: the script was stopped before it finished"
+    except StopTrace:
+        stopped = "max-steps"
+    except TimedOut:
+        error, stopped = "timed out: the script was stopped before it finished", "timeout"
     except SystemExit as exc:
         if exc.code not in (None, 0):
             error, stopped = f"SystemExit: {exc.code}", "error"
@@ -76,6 +91,5 @@ def main(argv: list[str]) -> None:
         error, stopped = _error(exc, trace.user), "error"
     if os.getpid() != pid:  # a forked DataLoader worker or similar leaving through here
         os._exit(0)
-    result = trace.report(error, stopped)
-    with open(result_file, "w", encoding="utf-8") as handle:
-        json.dump(result, handle)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _write(result_file, trace.report(error, stopped))
