@@ -78,7 +78,8 @@ def main(argv: list[str]) -> None:
 
     try:
         trace.install()
-        runpy.run_path(script, run_name="__main__")
+        # an absolute path, so code locations stay right after the script changes directory
+        runpy.run_path(os.path.abspath(script), run_name="__main__")
     except StopTrace:
         stopped = "max-steps"
     except TimedOut:
