@@ -332,6 +332,28 @@ def confirm(codes: tuple[str, ...], select: tuple[str, ...], fmt: str) -> None:
 
 
 @cli.command()
+@click.argument("script", type=click.Path(exists=True, dir_okay=False))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- SCRIPT_ARGS...]")
+@click.option("--max-steps", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Stop after this many optimizer steps (or at the end of the script).")
+@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
+@click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True, metavar="SECONDS",
+              help="Stop the script after this long and report what it did until then.")
+def trace(script: str, script_args: tuple[str, ...], max_steps: int, fmt: str, timeout: float) -> None:
+    """RUN SCRIPT (your code) for a few optimizer steps and confirm or refute each finding.
+
+    This executes SCRIPT as `python SCRIPT SCRIPT_ARGS...` would, in a child process with torch
+    instrumented: only run scripts you trust. Each static finding is reported CONFIRMED (with the
+    evidence), NOT CONFIRMED or NOT REACHED, plus RUNTIME-ONLY findings the static pass missed.
+    The script's own output goes to stderr. Exit codes: 1 when anything is CONFIRMED or
+    RUNTIME-ONLY, 0 otherwise, 2 on a usage error or when the run produced no result.
+    """
+    from trainlint.runtime.trace import command
+
+    raise SystemExit(command(script, list(script_args), max_steps, fmt, timeout))
+
+
+@cli.command()
 @click.option("--stdio", is_flag=True, help="Talk over stdin/stdout (the default; accepted for editor clients).")
 def lsp(stdio: bool) -> None:
     """Run the language server over stdio."""
