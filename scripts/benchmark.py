@@ -10,7 +10,7 @@ files, timed in the same run:
 - cold: every rule, no cache, one process, `lint_source` on each file's bytes (files are read into
   memory first, so no timing includes disk reads);
 - phases: a second, instrumented cold run split into the gate (Python's parse and the gate's
-  facts), LibCST's parse, the file index, the models, each rule's own checking, and the rest
+  facts), the guard's compile (trainlint.guard), LibCST's parse, the file index, the models, each rule's own checking, and the rest
   (positions, fixes, suppression comments); plus the files the text pre-filter and the gate drop;
 - warm: `lint_paths` with a result cache filled by a first run (`warm / cold`);
 - jobs: `lint_paths` with `--jobs` 1, 2 and all CPUs: wall seconds and the speed-up over the first
@@ -42,6 +42,7 @@ import libcst
 
 import trainlint.context
 import trainlint.engine
+import trainlint.guard
 from trainlint.cache import ResultCache
 from trainlint.discovery import discover
 from trainlint.engine import _rules_for, decode_source, lint_paths, lint_source
@@ -112,6 +113,7 @@ def instrumented(clock: PhaseClock):
     """Wrap the engine's steps in the clock for one run, and unwrap them afterwards."""
     patches = [
         (trainlint.engine, "python_tree", clock.wrap("gate (ast parse)", trainlint.engine.python_tree)),
+        (trainlint.guard, "check", clock.wrap("guard (compile)", trainlint.guard.check)),
         (trainlint.engine, "gated", clock.wrap("gate (facts)", trainlint.engine.gated)),
         (trainlint.engine, "_parse", clock.wrap("parse", trainlint.engine._parse)),
         (trainlint.context, "FileIndex", clock.wrap("index", trainlint.context.FileIndex)),
@@ -206,9 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     parsed: list[str] = []
     counting = trainlint.engine._parse
 
-    def count(source, path):
+    def count(source, path, problem=None):
         parsed.append(path)
-        return counting(source, path)
+        return counting(source, path, problem)
 
     trainlint.engine._parse = count
     try:

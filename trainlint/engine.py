@@ -12,13 +12,16 @@ import gc
 import io
 import os
 import re
+import stat
 import sys
 import tokenize
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Iterable, Iterator
 
 import libcst as cst
 
+from trainlint import guard
 from trainlint.cache import ResultCache
 from trainlint.context import FileContext
 from trainlint.finding import Edit, FileResult, Finding, Fix, Severity
@@ -45,8 +48,17 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _syntax_error(path: str, line: int, column: int, message: str) -> Finding:
-    return Finding(path, line, column, line, column + 1, SYNTAX_ERROR_CODE, "syntax-error",
+def _syntax_error(path: str, line: int, column: int, message: str, source: str | None = None,
+                  end_column: int | None = None) -> Finding:
+    """TL000 at (line, column); the span stays within the line when the source is known (CPython
+    puts "unindent does not match" one past the line's end)."""
+    end = end_column if end_column and end_column > column else column + 1
+    if source is not None:
+        lines = split_lines(source)
+        length = len(lines[line - 1]) if 1 <= line <= len(lines) else 0
+        column = min(column, length + 1)
+        end = max(column, min(end, length + 1))
+    return Finding(path, line, column, line, end, SYNTAX_ERROR_CODE, "syntax-error",
                    Severity.ERROR, message)
 
 
@@ -69,23 +81,20 @@ def decode_source(data: bytes, path: str) -> tuple[str | None, Finding | None]:
                                    f"cannot decode byte 0x{data[err.start]:02x} as {err.encoding}")
 
 
-def _parse(source: str, path: str) -> tuple[cst.Module | None, Finding | None]:
+def _parse(source: str, path: str, problem: guard.Problem | None) -> tuple[cst.Module | None, Finding | None]:
+    """LibCST's tree; `problem` is CPython's objection, if any, reported if LibCST agrees."""
     try:
         return cst.parse_module(source), None
     except cst.ParserSyntaxError as err:
         # CPython's own message ("'(' was never closed", "Missing parentheses in call to 'print'")
         # says more than LibCST's token list, and points where the user expects.
-        try:
-            ast.parse(source, filename=path)
-        except SyntaxError as py_err:
-            return None, _syntax_error(path, py_err.lineno or 1, max(py_err.offset or 1, 1),
-                                       f"cannot parse: {py_err.msg}")
-        except (ValueError, RecursionError, MemoryError):
-            pass
+        if problem is not None:
+            return None, _syntax_error(path, problem.line, problem.column, problem.message, source,
+                                       problem.end_column)
         message = re.sub(r"^parser error: error at \d+:\d+: ", "", err.message)
-        return None, _syntax_error(path, err.raw_line, err.raw_column + 1, f"cannot parse: {message}")
+        return None, _syntax_error(path, err.raw_line, err.raw_column + 1, f"cannot parse: {message}", source)
     except RecursionError:
-        return None, _syntax_error(path, 1, 1, "cannot parse: nesting too deep")
+        return None, _syntax_error(path, 1, 1, guard.TOO_DEEP)
 
 
 def _rules_for(source: str, codes: frozenset[str]) -> list[Rule]:
@@ -114,8 +123,9 @@ class Parser:
     def python_tree(self, source: str, path: str) -> ast.Module | None:
         return python_tree(source, path)
 
-    def libcst_module(self, source: str, path: str) -> tuple[cst.Module | None, Finding | None]:
-        return _parse(source, path)
+    def libcst_module(self, source: str, path: str,
+                      problem: guard.Problem | None = None) -> tuple[cst.Module | None, Finding | None]:
+        return _parse(source, path, problem)
 
 
 _FRESH = Parser()
@@ -159,19 +169,24 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, gate
         return result
 
     rules = _rules_for(source, codes)
-    tree = None
-    if not rules or gate:
-        # Python's own parse, at a tenth of LibCST's cost: the syntax check of a file no rule wants,
-        # and the gate that drops the rules which cannot fire here. A file it cannot parse goes on to
-        # LibCST, which has the last word where the grammars differ.
-        tree = parser.python_tree(source, path)
-        if tree is not None:
-            if rules:
-                rules = gated(rules, tree)
-            if not rules:
-                result.findings = apply_suppressions([], source, path, codes)
-                return result
-    module, error = parser.libcst_module(source, path)
+    # CPython's parse first, at a tenth of LibCST's cost. The guard (trainlint.guard) checks it:
+    # CPython's compiler refuses what Python would not run, and nesting LibCST would crash on is a
+    # TL000 before any rule runs. Where only CPython's grammar objects (newer syntax than this
+    # interpreter's), LibCST has the last word. The same tree is the gate's: it drops the rules
+    # that cannot fire here, and a file no rule wants is not parsed by LibCST at all.
+    tree = parser.python_tree(source, path)
+    problem = guard.check(source, path, tree)
+    if problem is not None and problem.final:
+        if SYNTAX_ERROR_CODE in codes:
+            result.findings.append(_syntax_error(path, problem.line, problem.column, problem.message,
+                                                 source, problem.end_column))
+        return result
+    if rules and gate and tree is not None:
+        rules = gated(rules, tree)
+    if not rules and problem is None:
+        result.findings = apply_suppressions([], source, path, codes)
+        return result
+    module, error = parser.libcst_module(source, path, problem)
     if error is not None:
         if SYNTAX_ERROR_CODE in codes:
             result.findings.append(error)
@@ -180,6 +195,11 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, gate
         result.findings = apply_suppressions([], source, path, codes)
         return result
 
+    # LibCST generates code (rules quote it, positions are computed by it) recursively: the guard
+    # bounds nesting at guard.MAX_DEPTH, which needs more than Python's default 1,000 frames.
+    # Python 3.11 frames of pure-Python calls do not grow the C stack.
+    if sys.getrecursionlimit() < _RECURSION_LIMIT:
+        sys.setrecursionlimit(_RECURSION_LIMIT)
     ctx = FileContext(path, source, module, settings.min_torch_version)
     reports: list[Report] = []
     for rule in rules:
@@ -193,10 +213,6 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, gate
         result.findings = apply_suppressions([], source, path, codes)
         return result
 
-    # LibCST generates code recursively; deeply chained expressions need more than Python's default
-    # 1,000 frames. Python 3.11 frames of pure-Python calls do not grow the C stack.
-    if sys.getrecursionlimit() < _RECURSION_LIMIT:
-        sys.setrecursionlimit(_RECURSION_LIMIT)
     positions = Positions(module, ctx.index.parents, tree, split_lines(source))
     seen = set()
     findings = []
@@ -221,28 +237,100 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, gate
     return result
 
 
-def lint_path(path: str, settings: Settings | None = None) -> FileResult:
-    """Check one file on disk. An unreadable path is an error in the result, not an exception."""
+class SkippedFile(Exception):
+    """A path deliberately not read: not a regular file, or larger than the size limit."""
+
+
+def read_source(path: str, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most `max_bytes`.
+
+    Opened without blocking (a fifo named `*.py` would otherwise wait for a writer forever) and
+    checked with fstat on the opened descriptor (a symlink to /dev/zero never ends). Raises
+    UnreadableFile or SkippedFile with a one-line message.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        fd = os.open(path, flags)
     except OSError as err:
-        result = FileResult(path)
-        result.errors.append(f"cannot read {path}: {err.strerror or err}")
-        return result
-    return lint_source(data, path, settings)
+        raise UnreadableFile(f"cannot read {path}: {err.strerror or err}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SkippedFile(f"skipped {path}: not a regular file")
+        if info.st_size > max_bytes:
+            raise SkippedFile(f"skipped {path}: {info.st_size:,} bytes is over the size limit of "
+                              f"{max_bytes:,} (max-file-size)")
+        chunks, size = [], 0
+        while True:  # the file may grow while it is read
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                raise SkippedFile(f"skipped {path}: over the size limit of {max_bytes:,} bytes (max-file-size)")
+        return b"".join(chunks)
+    except OSError as err:
+        raise UnreadableFile(f"cannot read {path}: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
 
 
-_worker_settings: Settings | None = None
+def _unchecked(path: str, err: Exception) -> FileResult:
+    result = FileResult(path, checked=False)
+    if isinstance(err, SkippedFile):
+        result.skipped = str(err)
+    else:
+        result.errors.append(str(err))
+    return result
 
 
-def _start_worker(settings: Settings) -> None:
-    global _worker_settings
-    _worker_settings = settings
+def lint_path(path: str, settings: Settings | None = None, cache: ResultCache | None = None) -> FileResult:
+    """Check one file on disk. An unreadable or skipped path is said so in the result, not raised.
+
+    With a cache, the key is computed from exactly the bytes that are linted.
+    """
+    settings = settings or Settings()
+    try:
+        data = read_source(path, settings.max_file_size)
+    except (UnreadableFile, SkippedFile) as err:
+        return _unchecked(path, err)
+    if cache is not None:
+        cached = cache.get(data, path, settings)
+        if cached is not None:
+            return cached
+    result = lint_source(data, path, settings)
+    if cache is not None and not result.errors:
+        cache.put(data, path, settings, result)
+    return result
+
+
+# what a worker process checks with, sent once per worker rather than with every file
+_worker: tuple[Settings, ResultCache | None] = (Settings(), None)
+
+
+def _start_worker(settings: Settings, cache: ResultCache | None) -> None:
+    global _worker
+    _worker = (settings, cache)
 
 
 def _lint_in_worker(path: str) -> FileResult:
-    return lint_path(path, _worker_settings)
+    return lint_path(path, *_worker)
+
+
+def _crashed(path: str) -> FileResult:
+    result = FileResult(path)
+    result.errors.append(f"internal error while checking {path}: the worker process checking it crashed")
+    return result
+
+
+def _lint_alone(path: str, settings: Settings, cache: ResultCache | None) -> FileResult:
+    """`path` in a process of its own: if checking it crashes the process, only it is lost."""
+    try:
+        with ProcessPoolExecutor(max_workers=1, initializer=_start_worker, initargs=(settings, cache)) as pool:
+            return pool.submit(_lint_in_worker, path).result()
+    except BrokenProcessPool:
+        return _crashed(path)
 
 
 def _size(path: str) -> int:
@@ -256,31 +344,29 @@ def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int
                cache: ResultCache | None = None) -> Iterator[FileResult]:
     """Check many files, in `jobs` worker processes, reusing cached results when given a cache.
 
-    Results come back in the order of `paths`.
+    Results come back in the order of `paths`. A worker that dies (LibCST's native parser can
+    overflow its stack on input the guard did not foresee) loses no other file's result: the
+    files it took down with it are checked again, each in a process of its own.
     """
     settings = settings or Settings()
     paths = list(paths)
+    jobs = max(1, min(jobs, os.cpu_count() or 1, len(paths)))
+    if jobs == 1 or len(paths) < 8:
+        yield from (lint_path(p, settings, cache) for p in paths)
+        return
+    # One file a task, largest first: the gate makes most files cheap and a few costly, and fixed
+    # chunks of paths would leave one worker with the costly ones at the end.
+    todo = sorted(set(paths), key=_size, reverse=True)
     results: dict[str, FileResult] = {}
-    todo: list[str] = []
-    for path in paths:
-        cached = cache.get(path, settings) if cache else None
-        if cached is not None:
-            results[path] = cached
-        else:
-            todo.append(path)
-    jobs = max(1, min(jobs, os.cpu_count() or 1, len(todo)))
-    if jobs == 1 or len(todo) < 8:
-        fresh = [lint_path(p, settings) for p in todo]
-    else:
-        # One file a task, largest first: the gate makes most files cheap and a few costly, and
-        # fixed chunks of paths would leave one worker with the costly ones at the end.
-        todo.sort(key=_size, reverse=True)
-        with ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker, initargs=(settings,)) as pool:
-            fresh = list(pool.map(_lint_in_worker, todo))
-    for result in fresh:
-        results[result.path] = result
-        if cache and not result.errors:
-            cache.put(result.path, settings, result)
+    retry: list[str] = []
+    with ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker, initargs=(settings, cache)) as pool:
+        futures = [(path, pool.submit(_lint_in_worker, path)) for path in todo]
+        for path, future in futures:
+            try:
+                results[path] = future.result()
+            except BrokenProcessPool:
+                retry.append(path)
+    for path in retry:
+        results[path] = _lint_alone(path, settings, cache)
     for path in paths:
         yield results[path]
-

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -274,9 +275,12 @@ def _per_word(pattern: str | re.Pattern, flags: int) -> re.Pattern:
 
 
 def python_tree(source: str, filename: str) -> ast.Module | None:
-    """Python's own parse of a file, or None when Python cannot parse it."""
+    """Python's own parse of a file, or None when Python cannot parse it (`trainlint.guard` then
+    says why)."""
     try:
-        return ast.parse(source, filename=filename)
+        with warnings.catch_warnings():  # `"\d"` and the like: not the linter's findings
+            warnings.simplefilter("ignore")
+            return ast.parse(source, filename=filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 

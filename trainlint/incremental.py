@@ -14,6 +14,10 @@ into one `Module` equal to LibCST's parse of the whole source:
   whose defaults differ from the whole source's are parsed as a whole instead, and so is a piece
   whose parse does not give back its text.
 
+Python's pieces are joined the same way. The engine asks for Python's tree first and runs the
+guard (`trainlint.guard`: compiler errors, the nesting bound) on the whole source before it asks
+for LibCST's, so no piece reaches LibCST's parser in a file the guard refuses.
+
 The findings are the engine's, computed on the joined trees exactly as on a fresh parse (the tests
 compare both on edits of every fixture).
 """
@@ -26,8 +30,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from trainlint import guard
 from trainlint.engine import Parser
 from trainlint.finding import Finding
+from trainlint.gate import python_tree
 
 # A line that may start a top-level statement: not indented, not a comment or blank, not a closing
 # bracket, not a clause that continues the statement before it.
@@ -64,12 +70,22 @@ def split(source: str) -> list[tuple[int, str]]:
 
 
 class DocumentParser(Parser):
-    """Parses successive versions of one document, re-parsing only the pieces whose text changed."""
+    """Parses successive versions of one document, re-parsing only the pieces whose text changed.
+
+    Python's parse comes first and alone: the engine's guard checks the whole source before LibCST
+    parses any piece of it (LibCST's native parser crashes on what the guard refuses)."""
 
     def __init__(self) -> None:
+        self._split: tuple[str, list[tuple[int, str]]] = ("", [])  # the last version, in pieces
         self._pieces: dict[str, _Piece | None] = {}  # by text; None: does not parse on its own
         self._python: dict[tuple[int, str], ast.Module | None] = {}  # by (first line, text)
-        self._joined: dict[str, tuple[ast.Module, cst.Module] | None] = {}  # the last version's
+        self._trees: dict[str, ast.Module | None] = {}  # the last version's, joined
+        self._modules: dict[str, cst.Module | None] = {}  # the last version's, joined
+
+    def _pieces_of(self, source: str) -> list[tuple[int, str]]:
+        if self._split[0] != source or not self._split[1]:
+            self._split = (source, split(source))
+        return self._split[1]
 
     def _piece(self, text: str) -> _Piece | None:
         if text not in self._pieces:
@@ -87,36 +103,39 @@ class DocumentParser(Parser):
     def _python_piece(self, line: int, text: str) -> ast.Module | None:
         """Python's parse of a piece, its line numbers counted in the whole source."""
         key = (line, text)
-        if key not in self._python:
-            try:
-                self._python[key] = ast.parse("\n" * line + text)  # blank lines: the lines before it
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                self._python[key] = None
+        if key not in self._python:  # blank lines: the lines before it
+            self._python[key] = python_tree("\n" * line + text, "<piece>")
         return self._python[key]
 
-    def _join(self, source: str) -> tuple[ast.Module, cst.Module] | None:
-        """Both parses of `source` joined from its pieces, or None when they cannot be."""
-        if source not in self._joined:
-            pieces = split(source)
-            parsed = [self._piece(text) for _, text in pieces]
+    def python_tree(self, source: str, path: str) -> ast.Module | None:
+        if source not in self._trees:
+            pieces = self._pieces_of(source)
             python = [self._python_piece(line, text) for line, text in pieces]
             # keep only this version's pieces: memory follows the document, not its history
+            self._python = dict(zip(pieces, python))
+            self._trees = {source: _joined_tree(python)}
+        tree = self._trees[source]
+        return tree if tree is not None else super().python_tree(source, path)
+
+    def libcst_module(self, source: str, path: str,
+                      problem: guard.Problem | None = None) -> tuple[cst.Module | None, Finding | None]:
+        if source not in self._modules:
+            pieces = self._pieces_of(source)
+            parsed = [self._piece(text) for _, text in pieces]
             self._pieces = {text: piece for (_, text), piece in zip(pieces, parsed)}
-            self._python = {key: tree for key, tree in zip(pieces, python)}
-            self._joined = {source: _joined(parsed, python)}
-        return self._joined[source]
-
-    def python_tree(self, source: str, path: str) -> ast.Module | None:
-        joined = self._join(source)
-        return joined[0] if joined is not None else super().python_tree(source, path)
-
-    def libcst_module(self, source: str, path: str) -> tuple[cst.Module | None, Finding | None]:
-        joined = self._join(source)
-        return (joined[1], None) if joined is not None else super().libcst_module(source, path)
+            self._modules = {source: _joined_module(parsed)}
+        module = self._modules[source]
+        return (module, None) if module is not None else super().libcst_module(source, path, problem)
 
 
-def _joined(parsed: list[_Piece | None], python: list[ast.Module | None]) -> tuple[ast.Module, cst.Module] | None:
-    if any(piece is None for piece in parsed) or any(tree is None for tree in python):
+def _joined_tree(python: list[ast.Module | None]) -> ast.Module | None:
+    if any(tree is None for tree in python):
+        return None
+    return ast.Module(body=[statement for part in python for statement in part.body], type_ignores=[])
+
+
+def _joined_module(parsed: list[_Piece | None]) -> cst.Module | None:
+    if any(piece is None for piece in parsed):
         return None
     first = parsed[0].module
     indents = {piece.module.default_indent for piece in parsed if piece.has_indent}
@@ -131,9 +150,7 @@ def _joined(parsed: list[_Piece | None], python: list[ast.Module | None]) -> tup
             carried = ()
         statements += body
         carried += tuple(piece.module.footer)
-    module = cst.Module(body=statements, header=first.header, footer=carried, encoding=first.encoding,
-                        default_indent=indents.pop() if indents else first.default_indent,
-                        default_newline=first.default_newline,
-                        has_trailing_newline=parsed[-1].module.has_trailing_newline)
-    tree = ast.Module(body=[statement for part in python for statement in part.body], type_ignores=[])
-    return tree, module
+    return cst.Module(body=statements, header=first.header, footer=carried, encoding=first.encoding,
+                      default_indent=indents.pop() if indents else first.default_indent,
+                      default_newline=first.default_newline,
+                      has_trailing_newline=parsed[-1].module.has_trailing_newline)

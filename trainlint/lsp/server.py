@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
@@ -30,7 +31,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 
 from trainlint import __version__
-from trainlint.engine import Parser, lint_source
+from trainlint.engine import Parser, SkippedFile, UnreadableFile, decode_source, lint_source, read_source
 from trainlint.incremental import DocumentParser
 from trainlint.finding import Finding
 from trainlint.lsp.actions import ActionBuilder
@@ -145,19 +146,17 @@ class TrainlintServer(LanguageServer):
 
     async def lint(self, uri: str, only_if_current: bool = False) -> Linted | None:
         """The findings for the document's current text (cached per version)."""
-        try:
-            document = self.workspace.get_text_document(uri)
-            version, text = document.version, document.source
-        except OSError as err:  # a request for a document that is neither open nor on disk
-            raise JsonRpcInvalidParams(message=f"cannot read {uri}: {err.strerror or err}") from None
-        except UnicodeDecodeError as err:
-            raise JsonRpcInvalidParams(message=f"cannot read {uri}: not UTF-8 ({err.reason})") from None
-        cached = self._results.get(uri)
-        if cached is not None and cached.version == version and cached.text == text:
-            return cached
         # on this thread: a configuration error is shown to the user from here
         settings = self.project.settings_for(document_path(uri))
         loop = asyncio.get_running_loop()
+        document = self.workspace.text_documents.get(unquote(uri))
+        if document is not None:
+            version, text = document.version, document.source
+        else:  # not open: read from disk off the event loop (a fifo or a slow disk must not stall it)
+            version, text = None, await loop.run_in_executor(self._executor, _read_closed, uri, settings)
+        cached = self._results.get(uri)
+        if cached is not None and cached.version == version and cached.text == text:
+            return cached
         linted = await loop.run_in_executor(self._executor, self._lint, uri, version, text, settings,
                                             only_if_current)
         if linted is not None and self.is_open(uri):
@@ -310,6 +309,42 @@ def document_path(uri: str) -> str | None:
     return path
 
 
+def _read_closed(uri: str, settings: Settings) -> str:
+    """The text of a document that is not open, read as the CLI reads files (regular files only,
+    never blocking, within the size limit); a JsonRpcInvalidParams error says why not."""
+    path = document_path(uri)
+    if path is None:
+        raise JsonRpcInvalidParams(message=f"cannot read {uri}: not open and not a file: URI")
+    try:
+        data = read_source(path, settings.max_file_size)
+    except (UnreadableFile, SkippedFile) as err:
+        raise JsonRpcInvalidParams(message=str(err)) from None
+    text, error = decode_source(data, path)
+    if text is None:
+        raise JsonRpcInvalidParams(message=f"cannot read {uri}: {error.message}")
+    return text
+
+
+class _Framed:
+    """stdin as pygls reads it, finding the next `Content-Length:` header after a message that
+    came without one: pygls would otherwise read that message's body and the next header as one
+    line, and lose the next message too."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def readline(self) -> bytes:
+        line = self._stream.readline()
+        at = line.find(b"Content-Length:")
+        if at > 0:
+            logger.warning("skipped %d bytes of a message without a Content-Length header", at)
+            return line[at:]
+        return line
+
+    def read(self, size: int) -> bytes:
+        return self._stream.read(size)
+
+
 def _start(finding: Finding) -> tuple[int, int]:
     return finding.line - 1, finding.column - 1
 
@@ -321,4 +356,4 @@ def _end(finding: Finding) -> tuple[int, int]:
 def serve() -> None:
     """Run the language server on stdin/stdout until the client says exit."""
     logging.basicConfig(level=logging.WARNING, format="trainlint-lsp %(levelname)s: %(message)s")
-    create_server().start_io()
+    create_server().start_io(stdin=_Framed(sys.stdin.buffer))
