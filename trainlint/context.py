@@ -7,13 +7,16 @@ from typing import Any, Callable, TypeVar
 import libcst as cst
 
 from trainlint.model.index import CallSite, FileIndex
+from trainlint.model.project import Linker, Project
 
 T = TypeVar("T")
 
 
 class FileContext:
-    def __init__(self, path: str, source: str, module: cst.Module, min_torch_version: tuple[int, ...]) -> None:
+    def __init__(self, path: str, source: str, module: cst.Module, min_torch_version: tuple[int, ...],
+                 project: Project | None = None) -> None:
         self.path = path
+        self.project = project
         self.source = source
         self.module = module
         self.min_torch_version = min_torch_version
@@ -24,6 +27,7 @@ class FileContext:
     def index(self) -> FileIndex:
         if self._index is None:
             self._index = FileIndex(self.module)
+            self._index.linker = Linker(self.project, self.path)
         return self._index
 
     def model(self, build: Callable[["FileContext"], T]) -> T:

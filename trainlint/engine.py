@@ -21,6 +21,7 @@ import libcst as cst
 from trainlint.cache import ResultCache
 from trainlint.context import FileContext
 from trainlint.finding import Edit, FileResult, Finding, Fix, Severity
+from trainlint.model.project import Project
 from trainlint.positions import Positions, split_lines
 from trainlint.rule import FixSpec, Report, Rule, registry
 from trainlint.settings import SYNTAX_ERROR_CODE, Settings
@@ -104,8 +105,13 @@ def _to_fix(spec: FixSpec, module: cst.Module, positions: Positions) -> Fix:
     return Fix(spec.title, spec.safe, tuple(edits))
 
 
-def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings | None = None) -> FileResult:
-    """Check one file's contents. Never raises for bad input or a failing rule."""
+def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings | None = None,
+                project: Project | None = None) -> FileResult:
+    """Check one file's contents. Never raises for bad input or a failing rule.
+
+    With a `project`, names the file imports from the project's other files are looked up in
+    their summaries (those files are read, never reported on).
+    """
     settings = settings or Settings()
     codes = settings.codes_for_path(path)
     result = FileResult(path)
@@ -139,7 +145,7 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
     if not rules:
         return result
 
-    ctx = FileContext(path, source, module, settings.min_torch_version)
+    ctx = FileContext(path, source, module, settings.min_torch_version, project)
     reports: list[Report] = []
     for rule in rules:
         try:
@@ -181,7 +187,7 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
     return result
 
 
-def lint_path(path: str, settings: Settings | None = None) -> FileResult:
+def lint_path(path: str, settings: Settings | None = None, project: Project | None = None) -> FileResult:
     """Check one file on disk. An unreadable path is an error in the result, not an exception."""
     try:
         with open(path, "rb") as handle:
@@ -190,22 +196,25 @@ def lint_path(path: str, settings: Settings | None = None) -> FileResult:
         result = FileResult(path)
         result.errors.append(f"cannot read {path}: {err.strerror or err}")
         return result
-    return lint_source(data, path, settings)
+    return lint_source(data, path, settings, project)
 
 
-def _lint_many(args: tuple[list[str], Settings]) -> list[FileResult]:
-    paths, settings = args
-    return [lint_path(p, settings) for p in paths]
+def _lint_many(args: tuple[list[str], Settings, Project | None]) -> list[FileResult]:
+    paths, settings, project = args
+    return [lint_path(p, settings, project) for p in paths]
 
 
 def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int = 1,
-               cache: ResultCache | None = None) -> Iterator[FileResult]:
+               cache: ResultCache | None = None, project: Project | None = None) -> Iterator[FileResult]:
     """Check many files, in `jobs` worker processes, reusing cached results when given a cache.
 
-    Results come back in the order of `paths`.
+    The files are checked as one project (`Project.for_paths`, unless one is given). Results come
+    back in the order of `paths`.
     """
     settings = settings or Settings()
     paths = list(paths)
+    if project is None and paths:
+        project = Project.for_paths(paths)
     results: dict[str, FileResult] = {}
     todo: list[str] = []
     for path in paths:
@@ -216,12 +225,12 @@ def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int
             todo.append(path)
     jobs = max(1, min(jobs, os.cpu_count() or 1, len(todo)))
     if jobs == 1 or len(todo) < 8:
-        fresh = [lint_path(p, settings) for p in todo]
+        fresh = [lint_path(p, settings, project) for p in todo]
     else:
         size = max(1, len(todo) // (jobs * 4))
         chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            fresh = [r for batch in pool.map(_lint_many, [(c, settings) for c in chunks]) for r in batch]
+            fresh = [r for batch in pool.map(_lint_many, [(c, settings, project) for c in chunks]) for r in batch]
     for result in fresh:
         results[result.path] = result
         if cache and not result.errors:

@@ -154,6 +154,8 @@ class FileIndex:
         self.loops: list[cst.For | cst.While] = []
         self._callers: dict[cst.CSTNode, list[CallSite]] | None = None
         self._functions_by_name: dict[str, list[FunctionInfo]] | None = None
+        #: the file's view of its project (`trainlint.model.project.Linker`), set by whoever knows it
+        self.linker = None
         self._build()
 
     # -- building ---------------------------------------------------------------------------
@@ -309,6 +311,11 @@ class FileIndex:
             base = self.resolve(expr.value, scope)
             return f"{base}.{expr.attr.value}" if base else None
         return None
+
+    def summary_of(self, expr: cst.BaseExpression, scope: Scope):
+        """The summary (`trainlint.model.summaries`) of the function or class that `expr` names, when
+        it is defined at module level in this file or in a project file it imports; else None."""
+        return self.linker.summary_of(self, expr, scope) if self.linker is not None else None
 
     def call_name(self, call: CallSite) -> str | None:
         return self.resolve(call.node.func, call.scope)

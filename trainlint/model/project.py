@@ -1,0 +1,267 @@
+"""The project a checked file belongs to: its root, which project file an import names, and the
+summaries of those files.
+
+A training loop spans files (`main.py` calls `engine.evaluate`, whose decorator comes from
+`utils/torch_utils.py`), so a rule asking about a name imported from the project gets that file's
+summary (`trainlint.model.summaries`). Project files are read as text and parsed; nothing is ever
+imported or executed, and torch is never needed. Files an import names are summarised even when
+they were not named on the command line; they are not reported on.
+
+Summaries are kept per content hash, so a file summarised once is not summarised again while its
+bytes stay the same (in one process; worker processes each keep their own).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Iterable
+
+import libcst as cst
+
+from trainlint.model.index import FileIndex, Scope
+from trainlint.model.summaries import ClassSummary, FileSummary, FunctionSummary, summarise
+
+# Files that mark a project's root (the nearest one above the checked paths).
+ROOT_MARKERS = ("trainlint.toml", "pyproject.toml", "setup.cfg", "setup.py", ".git")
+_MAX_REEXPORTS = 4
+
+Summary = FunctionSummary | ClassSummary
+
+
+def _real(path: str | os.PathLike) -> Path:
+    """The absolute path with symlinks resolved where they can be (a symlink loop stays as it is)."""
+    return Path(os.path.realpath(path))
+
+
+def find_root(paths: Iterable[str | os.PathLike]) -> Path:
+    """The directory of the nearest root marker above the paths' common directory, else that
+    common directory itself."""
+    resolved = [_real(p) for p in paths]
+    if not resolved:
+        return _real(Path.cwd())
+    dirs = [p if p.is_dir() else p.parent for p in resolved]
+    try:
+        common = Path(os.path.commonpath([str(d) for d in dirs]))
+    except ValueError:  # paths on different drives
+        return dirs[0]
+    for directory in (common, *common.parents):
+        if any((directory / marker).exists() for marker in ROOT_MARKERS):
+            return directory
+    return common
+
+
+class Project:
+    """One project: where its modules are, and their summaries, computed on demand.
+
+    `overlay` holds texts that replace files on disk (the editor's unsaved documents).
+    """
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = _real(root)
+        self.overlay: dict[str, str] = {}
+        self._init_caches()
+
+    def _init_caches(self) -> None:
+        self._exists: dict[str, bool] = {}
+        self._hashes: dict[str, tuple[tuple[int, int], str]] = {}  # path -> (stat stamp, content hash)
+        self._by_hash: dict[str, FileSummary] = {}
+        self._in_progress: set[str] = set()
+
+    # worker processes get the root and the overlay, and build their own caches
+    def __getstate__(self) -> dict:
+        return {"root": self.root, "overlay": self.overlay}
+
+    def __setstate__(self, state: dict) -> None:
+        self.root, self.overlay = state["root"], state["overlay"]
+        self._init_caches()
+
+    @classmethod
+    def for_paths(cls, paths: Iterable[str | os.PathLike]) -> "Project":
+        return cls(find_root(paths))
+
+    # -- where modules are ------------------------------------------------------------------------
+    def contains(self, path: str | os.PathLike) -> bool:
+        try:
+            _real(path).relative_to(self.root)
+            return True
+        except (ValueError, OSError):
+            return False
+
+    def _search_bases(self, from_path: str) -> list[Path]:
+        """Where an absolute import may start: the importing file's folder (a script's sys.path[0]),
+        each folder above it up to the root, and the root's `src/` layout."""
+        here = _real(from_path).parent
+        if not self.contains(here):
+            return [here]
+        bases = [here]
+        while here != self.root:
+            here = here.parent
+            bases.append(here)
+        bases.append(self.root / "src")
+        return bases
+
+    def _is_file(self, path: Path) -> bool:
+        key = str(path)
+        known = self._exists.get(key)
+        if known is None:
+            known = self._exists[key] = key in self.overlay or path.is_file()
+        return known
+
+    def _module_file(self, base: Path, parts: list[str]) -> Path | None:
+        if not parts:
+            init = base / "__init__.py"
+            return init if self._is_file(init) else None
+        folder = base.joinpath(*parts[:-1])
+        for candidate in (folder / f"{parts[-1]}.py", folder / parts[-1] / "__init__.py"):
+            if self._is_file(candidate):
+                return candidate
+        return None
+
+    def find_module(self, qualname: str, from_path: str) -> tuple[Path, list[str]] | None:
+        """The project file a dotted name (as written in an import, relative ones with their dots)
+        lives in, and the attribute path that is left: `utils.ckpt.save` -> (utils/ckpt.py, [save])."""
+        dots = len(qualname) - len(qualname.lstrip("."))
+        parts = [p for p in qualname[dots:].split(".") if p]
+        if dots:
+            base = _real(from_path).parent
+            for _ in range(dots - 1):
+                base = base.parent
+            bases = [base]
+        else:
+            if not parts:
+                return None
+            bases = self._search_bases(from_path)
+        for base in bases:
+            for end in range(len(parts), -1 if dots else 0, -1):
+                found = self._module_file(base, parts[:end])
+                if found is not None and self.contains(found):
+                    return found, parts[end:]
+        return None
+
+    def module_files(self, imported: Iterable[str], from_path: str) -> set[Path]:
+        """The project files that the imported dotted names of a file resolve to."""
+        files = set()
+        for qualname in imported:
+            found = self.find_module(qualname, from_path)
+            if found is not None:
+                files.add(found[0])
+        return files
+
+    # -- summaries ------------------------------------------------------------------------------
+    def source(self, path: Path) -> str | None:
+        key = str(path)
+        if key in self.overlay:
+            return self.overlay[key]
+        try:
+            return path.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def content_hash(self, path: Path) -> str | None:
+        key = str(path)
+        if key in self.overlay:
+            return hashlib.sha256(self.overlay[key].encode("utf-8", "surrogatepass")).hexdigest()
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        known = self._hashes.get(key)
+        if known is not None and known[0] == stamp:
+            return known[1]
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            return None
+        self._hashes[key] = (stamp, digest)
+        return digest
+
+    def file_summary(self, path: Path) -> FileSummary | None:
+        digest = self.content_hash(path)
+        if digest is None:
+            return None
+        summary = self._by_hash.get(digest)
+        if summary is not None:
+            return summary
+        key = str(path)
+        if key in self._in_progress:  # two modules summarising each other
+            return None
+        text = self.source(path)
+        if text is None:
+            return None
+        self._in_progress.add(key)
+        try:
+            module = cst.parse_module(text)
+            index = FileIndex(module)
+            index.linker = Linker(self, key)
+            summary = index.linker.own(index)
+        except (cst.ParserSyntaxError, RecursionError, ValueError):
+            summary = FileSummary()
+        finally:
+            self._in_progress.discard(key)
+        self._by_hash[digest] = summary
+        return summary
+
+    def lookup(self, qualname: str, from_path: str, depth: int = 0) -> Summary | None:
+        """The summary of the project function, class or method that `qualname` (as resolved in the
+        file at `from_path`) names; None when it is not the project's."""
+        found = self.find_module(qualname, from_path)
+        if found is None:
+            return None
+        path, rest = found
+        if not rest:
+            return None
+        summary = self.file_summary(path)
+        if summary is None:
+            return None
+        hit = summary.member(rest)
+        if hit is not None:
+            return hit
+        reexport = summary.imports.get(rest[0])
+        if reexport is not None and depth < _MAX_REEXPORTS:
+            return self.lookup(".".join([reexport, *rest[1:]]), str(path), depth + 1)
+        return None
+
+
+class Linker:
+    """One file's view of its project: the summary of what a name in that file refers to."""
+
+    def __init__(self, project: Project | None, path: str) -> None:
+        self.project = project
+        self.path = path
+        self._own: FileSummary | None = None
+        self._summarising = False
+
+    def own(self, index: FileIndex) -> FileSummary:
+        """The summary of the linked file itself (empty while it is being computed)."""
+        if self._own is None:
+            if self._summarising:
+                return FileSummary()
+            self._summarising = True
+            try:
+                self._own = summarise(index)
+            finally:
+                self._summarising = False
+        return self._own
+
+    def summary_of(self, index: FileIndex, expr: cst.BaseExpression, scope: Scope) -> Summary | None:
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            if bindings and all(b.kind in ("def", "class") for b in bindings):
+                node = bindings[-1].node
+                if index.scope_of_node[node].parent is index.module_scope:  # a module-level def/class
+                    return self.own(index).member([expr.value])
+                return None
+        if self.project is None or not _head_is_import(expr, scope):
+            return None
+        qualname = index.resolve(expr, scope)
+        return self.project.lookup(qualname, self.path) if qualname else None
+
+
+def _head_is_import(expr: cst.BaseExpression, scope: Scope) -> bool:
+    """The leftmost name of `a.b.c` is bound by an import (so the dotted name is a module path)."""
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return isinstance(expr, cst.Name) and any(b.kind == "import" for b in scope.lookup(expr.value))

@@ -1,0 +1,442 @@
+"""What each function and class of a file does, as plain data that call sites in any file can use.
+
+Computed once per file from its `FileIndex` (and cached by the project per content hash):
+
+- `grad_off`: using the function turns autograd recording off: it returns `torch.no_grad()` /
+  `torch.inference_mode()` (or one of them chosen by a flag), it is a `@contextmanager` that yields
+  inside one, or it is a decorator (factory) whose wrapper runs under one
+  (`@smart_inference_mode()`, `@torch_no_grad_eval`); `body_grad_off`: its own body runs under one;
+- `modes`: which parameter or `self.<attr>` it calls `.eval()`/`.train()` on, first and last;
+- `detached`: which part of its result is detached (`.detach()`, `.item()`, computed without grad):
+  all of it, tuple positions, or dict keys;
+- `saves`: which parameter it writes with `torch.save`/`pickle.dump`/`safetensors`, and whether the
+  function moves the file into place afterwards (atomic);
+- `returns`: the role of what it returns (a factory of a model, optimizer, scheduler, loader);
+- for classes, the role their instances play, judged by what `step()` does (a warmup wrapper whose
+  `step()` calls an inner optimizer's `step()` is an optimizer; one that only sets learning rates
+  is a scheduler), and which `__init__` parameter each `self.<attr>` comes from.
+
+Summaries hold names and flags only (no syntax nodes), so they can be kept and shared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from trainlint.model.index import FileIndex, FunctionInfo, Scope, iter_children, keyword_value, positional_args, walk
+from trainlint.model.modes import OFF, context_grad, decorator_grad
+from trainlint.model.roles import MODEL, OPTIMIZER, SCHEDULER, Roles
+
+OTHER = "other"  # a project class that is none of the known roles (a logger, a meter, a profiler)
+
+GRAD_OFF_NAMES = frozenset({
+    "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode",
+    "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
+})
+_CONTEXTMANAGER = frozenset({"contextlib.contextmanager", "contextmanager"})
+_SAVERS = frozenset({"torch.save", "torch.serialization.save", "pickle.dump", "joblib.dump",
+                     "safetensors.torch.save_file", "safetensors.torch.save_model", "save_file"})
+_RENAMES = frozenset({"os.replace", "os.rename", "shutil.move"})
+_DETACHING_METHODS = frozenset({"detach", "item", "tolist", "numpy", "detach_"})
+_DETACHING_FUNCTIONS = frozenset({"float", "int", "bool", "round", "len", "str", "math.sqrt", "math.exp"})
+_SAME_GRAPH_METHODS = frozenset({"cpu", "cuda", "to", "float", "double", "half", "clone", "contiguous", "view",
+                                 "reshape", "squeeze", "unsqueeze", "mean", "sum", "flatten"})
+_SCHEDULER_BASES = ("LRScheduler", "_LRScheduler", "LambdaLR", "ReduceLROnPlateau", "Scheduler")
+_OPTIMIZER_BASES = ("Optimizer",)
+_MODEL_BASES = ("Module", "LightningModule", "PreTrainedModel", "Sequential", "ModuleDict", "ModuleList")
+
+
+@dataclass(frozen=True)
+class Detached:
+    """Which part of a function's result carries no graph."""
+
+    whole: bool = False
+    positions: frozenset[int] = frozenset()
+    keys: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class FunctionSummary:
+    name: str
+    params: tuple[str, ...] = ()  # positional parameters, without self/cls
+    grad_off: bool = False
+    body_grad_off: bool = False
+    modes: tuple[tuple[str, str, str], ...] = ()  # (param or self.attr, first mode, last mode)
+    detached: Detached = Detached()
+    saves: tuple[tuple[str, bool], ...] = ()  # (parameter written, atomic)
+    returns: str | None = None
+
+    def mode_effect(self, target: str) -> tuple[str, str] | None:
+        for name, first, last in self.modes:
+            if name == target:
+                return first, last
+        return None
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    name: str
+    bases: tuple[str, ...] = ()
+    role: str | None = None
+    grad_off: bool = False  # a context manager class whose `__enter__` turns recording off
+    methods: dict[str, FunctionSummary] = field(default_factory=dict)
+    init_attrs: dict[str, str] = field(default_factory=dict)  # self.<attr> -> __init__ parameter
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        init = self.methods.get("__init__")
+        return init.params if init is not None else ()
+
+
+@dataclass
+class FileSummary:
+    functions: dict[str, FunctionSummary] = field(default_factory=dict)
+    classes: dict[str, ClassSummary] = field(default_factory=dict)
+    imports: dict[str, str] = field(default_factory=dict)  # module-level name -> what it was imported as
+
+    def member(self, path: list[str]) -> FunctionSummary | ClassSummary | None:
+        if len(path) == 1:
+            return self.functions.get(path[0]) or self.classes.get(path[0])
+        if len(path) == 2 and path[0] in self.classes:
+            return self.classes[path[0]].methods.get(path[1])
+        return None
+
+
+def summarise(index: FileIndex) -> FileSummary:
+    return _Summariser(index).run()
+
+
+class _Summariser:
+    def __init__(self, index: FileIndex) -> None:
+        self.index = index
+        self.roles = Roles(index)
+        self._memo: dict[cst.CSTNode, FunctionSummary | None] = {}
+        self._classes: dict[cst.CSTNode, ClassSummary | None] = {}
+
+    def summary_of(self, expr: cst.BaseExpression, scope: Scope) -> FunctionSummary | ClassSummary | None:
+        """Like `FileIndex.summary_of`, but this file's own module-level defs are summarised here."""
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            if bindings and all(b.kind in ("def", "class") for b in bindings):
+                node = bindings[-1].node
+                if self.index.scope_of_node[node].parent is not self.index.module_scope:
+                    return None
+                if isinstance(node, cst.ClassDef):
+                    return self.klass(node)
+                return self.function(self.index.function_of_node[node])
+        return self.index.summary_of(expr, scope)
+
+    def run(self) -> FileSummary:
+        index = self.index
+        result = FileSummary()
+        for name, bindings in index.module_scope.bindings.items():
+            if bindings and bindings[-1].kind == "import" and bindings[-1].qualname:
+                result.imports[name] = bindings[-1].qualname
+        for function in index.functions:
+            if function.scope.parent is index.module_scope:
+                result.functions[function.name] = self.function(function)
+        for name, node in index.classes.items():
+            if index.scope_of_node[node].parent is index.module_scope:
+                result.classes[name] = self.klass(node)
+        return result
+
+    # -- functions ------------------------------------------------------------------------------
+    def function(self, function: FunctionInfo) -> FunctionSummary:
+        node = function.node
+        if node in self._memo:
+            return self._memo[node] or FunctionSummary(function.name)
+        self._memo[node] = None  # recursion through itself
+        params = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
+        if function.class_name and params and params[0] in ("self", "cls"):
+            params = params[1:]
+        body_off = self._body_grad_off(function)
+        summary = FunctionSummary(
+            name=function.name, params=tuple(params), grad_off=self._grad_off(function), body_grad_off=body_off,
+            modes=self._modes(function), detached=self._detached(function, body_off), saves=self._saves(function),
+            returns=self._returns(function))
+        self._memo[node] = summary
+        return summary
+
+    def _own_nodes(self, function: FunctionInfo):
+        """Nodes of the function's body, not those of nested defs or classes."""
+        stack = [function.node.body]
+        while stack:
+            node = stack.pop()
+            yield node
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            stack.extend(reversed(list(iter_children(node))))
+
+    def _returns_of(self, function: FunctionInfo) -> list[cst.BaseExpression]:
+        return [n.value for n in self._own_nodes(function) if isinstance(n, cst.Return) and n.value is not None]
+
+    def grad_of(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        """`expr` is (or makes) a context or decorator that turns recording off."""
+        if depth > 6:
+            return False
+        if isinstance(expr, cst.IfExp):
+            return self.grad_of(expr.body, scope, depth + 1) and self.grad_of(expr.orelse, scope, depth + 1)
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            if self.index.resolve(expr, scope) in GRAD_OFF_NAMES:
+                return True
+            if isinstance(expr, cst.Name):
+                for binding in scope.lookup(expr.value)[-1:]:
+                    target = self.index.function_of_node.get(binding.node)
+                    if target is not None and target.scope.parent is not self.index.module_scope:
+                        nested = self.function(target)  # a wrapper defined inside the factory
+                        return nested.grad_off or nested.body_grad_off
+            summary = self.summary_of(expr, scope)
+            return bool(summary is not None and getattr(summary, "grad_off", False))
+        if isinstance(expr, cst.Call):
+            if context_grad(self.index, expr, scope) == OFF:
+                return True
+            return self.grad_of(expr.func, scope, depth + 1)
+        return False
+
+    def _grad_off(self, function: FunctionInfo) -> bool:
+        scope = function.scope
+        decorators = {self.index.resolve(d.decorator, scope.parent or scope) for d in function.node.decorators}
+        if decorators & _CONTEXTMANAGER:
+            for node in self._own_nodes(function):
+                if isinstance(node, cst.Yield) and self._under_grad_off(node, function):
+                    return True
+        return any(self.grad_of(value, scope) for value in self._returns_of(function))
+
+    def _under_grad_off(self, node: cst.CSTNode, function: FunctionInfo) -> bool:
+        for ancestor in self.index.ancestors(node):
+            if ancestor is function.node:
+                return False
+            if isinstance(ancestor, cst.With):
+                if any(context_grad(self.index, item.item, function.scope) == OFF for item in ancestor.items):
+                    return True
+        return False
+
+    def _body_grad_off(self, function: FunctionInfo) -> bool:
+        if decorator_grad(self.index, function) == OFF:
+            return True
+        body = function.node.body
+        statements = list(body.body) if isinstance(body, cst.IndentedBlock) else []
+        if statements and _is_docstring(statements[0]):
+            statements = statements[1:]
+        return (len(statements) == 1 and isinstance(statements[0], cst.With)
+                and self._under_grad_off(statements[0].body, function))
+
+    # -- modes ----------------------------------------------------------------------------------
+    def _modes(self, function: FunctionInfo) -> tuple[tuple[str, str, str], ...]:
+        params = {p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params,
+                                         *function.node.params.kwonly_params)}
+        seen: dict[str, list[str]] = {}
+        for node in self._own_nodes(function):
+            if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                    and node.func.attr.value in ("eval", "train")):
+                continue
+            target = _target_name(node.func.value, params)
+            if target is None:
+                continue
+            seen.setdefault(target, []).append(_mode_of(node))
+        return tuple((target, kinds[0], kinds[-1]) for target, kinds in seen.items())
+
+    # -- detached results -----------------------------------------------------------------------
+    def _detached(self, function: FunctionInfo, body_off: bool) -> Detached:
+        returns = [n for n in self._own_nodes(function) if isinstance(n, cst.Return) and n.value is not None]
+        if not returns:
+            return Detached()
+        if body_off or all(self._under_grad_off(r, function) for r in returns):
+            return Detached(whole=True)
+        whole = True
+        positions: frozenset[int] | None = None
+        keys: frozenset[str] | None = None
+        for ret in returns:
+            off = self._under_grad_off(ret, function)
+            value = ret.value
+            if not (off or self.is_detached(value, function.scope)):
+                whole = False
+            if isinstance(value, (cst.Tuple, cst.List)):
+                found = frozenset(i for i, e in enumerate(value.elements)
+                                  if off or self.is_detached(e.value, function.scope))
+                positions = found if positions is None else positions & found
+            elif isinstance(value, cst.Dict):
+                found = frozenset(_string(e.key) for e in value.elements if isinstance(e, cst.DictElement)
+                                  and _string(e.key) and (off or self.is_detached(e.value, function.scope)))
+                keys = found if keys is None else keys & found
+        return Detached(whole, positions or frozenset(), keys or frozenset())
+
+    def is_detached(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        if depth > 6:
+            return False
+        if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString)):
+            return True
+        if isinstance(expr, cst.Name):
+            if expr.value in ("None", "True", "False"):
+                return True
+            bindings = scope.lookup(expr.value)
+            if not bindings or any(b.kind not in ("assign", "augassign") or b.value is None for b in bindings):
+                return False
+            return all(self.is_detached(b.value, scope, depth + 1) for b in bindings)
+        if isinstance(expr, cst.Attribute):
+            return expr.attr.value == "data"
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            return all(self.is_detached(e.value, scope, depth + 1) for e in expr.elements)
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute):
+                if func.attr.value in _DETACHING_METHODS:
+                    return True
+                if func.attr.value in _SAME_GRAPH_METHODS:
+                    return self.is_detached(func.value, scope, depth + 1)
+            if self.index.resolve(func, scope) in _DETACHING_FUNCTIONS:
+                return True
+            summary = self.summary_of(func, scope)
+            if isinstance(summary, FunctionSummary):
+                return summary.detached.whole or summary.body_grad_off
+        return False
+
+    # -- saves ----------------------------------------------------------------------------------
+    def _saves(self, function: FunctionInfo) -> tuple[tuple[str, bool], ...]:
+        params = set(_param_names(function))
+        written: list[str] = []
+        atomic = False
+        for node in self._own_nodes(function):
+            if not isinstance(node, cst.Call):
+                continue
+            name = self.index.resolve(node.func, function.scope)
+            if name in _RENAMES or (isinstance(node.func, cst.Attribute) and node.func.attr.value in ("replace", "rename")
+                                    and len(node.args) == 1):
+                atomic = True
+            if name in _SAVERS:
+                args = positional_args(node)
+                obj = args[0].value if args else keyword_value(node, "obj") or keyword_value(node, "tensors")
+                if obj is None:
+                    continue
+                for part in walk(obj):
+                    if isinstance(part, cst.Name) and part.value in params and part.value not in written:
+                        written.append(part.value)
+        return tuple((name, atomic) for name in written)
+
+    # -- factories ------------------------------------------------------------------------------
+    def _returns(self, function: FunctionInfo) -> str | None:
+        for value in self._returns_of(function):
+            if isinstance(value, cst.Name) and value.value in _param_names(function):
+                continue  # hands back what it was given
+            role = self.roles.of(value, function.scope)
+            if role:
+                return role
+        return None
+
+    # -- classes --------------------------------------------------------------------------------
+    def klass(self, node: cst.ClassDef) -> ClassSummary:
+        if node in self._classes:
+            return self._classes[node] or ClassSummary(node.name.value)
+        self._classes[node] = None  # a class whose base is itself (through a cycle)
+        self._classes[node] = summary = self._klass(node)
+        return summary
+
+    def _klass(self, node: cst.ClassDef) -> ClassSummary:
+        index = self.index
+        scope = index.scope_of_node[node]
+        methods = {f.name: self.function(f) for f in index.functions if f.scope.parent is scope}
+        bases = tuple(filter(None, (index.resolve(b.value, scope.parent or scope) for b in node.bases)))
+        init_attrs: dict[str, str] = {}
+        init = next((f for f in index.functions if f.scope.parent is scope and f.name == "__init__"), None)
+        if init is not None:
+            params = set(_param_names(init))
+            for attr, values in index.class_attributes.get(node.name.value, {}).items():
+                for value in values:
+                    root = value
+                    while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute):
+                        root = root.func.value  # `self.model = model.to(device)`
+                    if isinstance(root, cst.Name) and root.value in params and index.function_at(value) is init:
+                        init_attrs[attr] = root.value
+        grad_off = False
+        enter = next((f for f in index.functions if f.scope.parent is scope and f.name == "__enter__"), None)
+        if enter is not None:
+            grad_off = any(isinstance(n, cst.Call) and context_grad(index, n, enter.scope) == OFF
+                           for n in self._own_nodes(enter))
+        return ClassSummary(node.name.value, bases, self._class_role(node, scope, bases), grad_off, methods,
+                            init_attrs)
+
+    def _class_role(self, node: cst.ClassDef, scope: Scope, bases: tuple[str, ...]) -> str | None:
+        for base in bases:
+            last = base.rsplit(".", 1)[-1]
+            if base.startswith("torch.optim.lr_scheduler") or last in _SCHEDULER_BASES:
+                return SCHEDULER
+            if last in _OPTIMIZER_BASES and base.startswith(("torch.", "Optimizer")):
+                return OPTIMIZER
+            if last in _MODEL_BASES:
+                return MODEL
+        step = next((f for f in self.index.functions if f.scope.parent is scope and f.name == "step"), None)
+        if step is not None:
+            inner_role = None
+            for part in self._own_nodes(step):
+                if isinstance(part, cst.Call) and isinstance(part.func, cst.Attribute) and \
+                        part.func.attr.value == "step" and not _is_self_or_super(part.func.value):
+                    inner_role = inner_role or self.roles.of(part.func.value, step.scope) or OPTIMIZER
+            if any(_assigns_lr(part) for part in self._own_nodes(step)):
+                return SCHEDULER  # it sets learning rates (a warmup scheduler may step an inner one too)
+            if inner_role in (OPTIMIZER, SCHEDULER):
+                return inner_role  # a wrapper around an optimizer (or a scheduler) is one
+        for base in node.bases:  # a project base class, in this file or imported
+            summary = self.summary_of(base.value, scope.parent or scope)
+            if isinstance(summary, ClassSummary) and summary.role:
+                return summary.role
+        return OTHER
+
+
+def _is_self_or_super(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.Call):
+        expr = expr.func
+    return isinstance(expr, cst.Name) and expr.value in ("self", "super")
+
+
+def _assigns_lr(node: cst.CSTNode) -> bool:
+    """`group["lr"] = ...` / `g['lr'] *= ...`."""
+    if isinstance(node, cst.Assign):
+        targets = [t.target for t in node.targets]
+    elif isinstance(node, cst.AugAssign):
+        targets = [node.target]
+    else:
+        return False
+    return any(isinstance(t, cst.Subscript) and len(t.slice) == 1 and isinstance(t.slice[0].slice, cst.Index)
+               and _string(t.slice[0].slice.value) == "lr" for t in targets)
+
+
+def _param_names(function: FunctionInfo) -> list[str]:
+    params = function.node.params
+    return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+
+
+def _target_name(expr: cst.BaseExpression, params: set[str]) -> str | None:
+    """`model` for a parameter, `self.model` for an attribute of self; None for anything else."""
+    while isinstance(expr, cst.Attribute) and expr.attr.value in ("module", "_orig_mod"):
+        expr = expr.value
+    if isinstance(expr, cst.Name) and expr.value in params and expr.value not in ("self", "cls"):
+        return expr.value
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        return f"self.{expr.attr.value}"
+    return None
+
+
+def _mode_of(call: cst.Call) -> str:
+    if call.func.attr.value == "eval":
+        return "eval"
+    args = positional_args(call)
+    value = args[0].value if args else keyword_value(call, "mode")
+    if value is None or (isinstance(value, cst.Name) and value.value == "True"):
+        return "train"
+    if isinstance(value, cst.Name) and value.value == "False":
+        return "eval"
+    return "restore"
+
+
+def _string(expr: cst.CSTNode | None) -> str | None:
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString))
