@@ -135,7 +135,7 @@ class Dataflow:
         """False for a context manager that turns recording off, True for one that turns it on."""
         if not isinstance(item, cst.Call):
             name = self.index.resolve(item, scope)
-            return False if name in GRAD_OFF else None
+            return False if name in GRAD_OFF or self._project_grad_off(item, scope) else None
         name = self.index.resolve(item.func, scope)
         if name in GRAD_OFF:
             args = positional_args(item)
@@ -150,7 +150,12 @@ class Dataflow:
             value = args[0].value if args else keyword_value(item, "mode")
             # `set_grad_enabled(phase == "train")` may be off: treat anything but True as off
             return True if value is not None and _is_true(value) else False
-        return None
+        return False if self._project_grad_off(item.func, scope) else None
+
+    def _project_grad_off(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """A project function that turns recording off where it is used (`@smart_inference_mode()`)."""
+        summary = self.index.summary_of(expr, scope)
+        return summary is not None and summary.grad_off
 
     def under_no_grad(self, node: cst.CSTNode) -> bool:
         """Recording is (or may be) off where `node` runs: a `with` block, a decorator, a framework

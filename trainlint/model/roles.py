@@ -16,6 +16,12 @@ from trainlint.model.index import FileIndex, Scope, positional_args, unpacked_po
 
 OPTIMIZER, SCHEDULER, SCALER, MODEL, LOADER, ACCELERATOR = (
     "optimizer", "scheduler", "scaler", "model", "loader", "accelerator")
+# Known to be none of the above: its `.step()` is not an optimizer's (a profiler, a progress bar, a
+# logger, a project class whose `step()` does something else) ...
+OTHER = "other"
+# ... or configuration (`args = parser.parse_args()`, a dict of options): never an optimizer,
+# whatever it is called (`opt.lr`).
+CONFIG = "config"
 
 # (qualified-name prefix, role); the longest matching prefix wins.
 _CONSTRUCTORS: tuple[tuple[str, str], ...] = (
@@ -52,7 +58,22 @@ _CONSTRUCTORS: tuple[tuple[str, str], ...] = (
     ("torch.nn.parallel.DataParallel", MODEL),
     ("torchvision.models.", MODEL),
     ("timm.create_model", MODEL),
+    ("torch.profiler.profile", OTHER),
+    ("torch.autograd.profiler.profile", OTHER),
+    ("torch.utils.tensorboard.SummaryWriter", OTHER),
+    ("tensorboardX.SummaryWriter", OTHER),
+    ("tqdm", OTHER),
+    ("wandb", OTHER),
+    ("argparse.Namespace", CONFIG),
+    ("omegaconf.OmegaConf", CONFIG),
+    ("yaml.safe_load", CONFIG),
+    ("yaml.load", CONFIG),
+    ("json.load", CONFIG),
+    ("json.loads", CONFIG),
+    ("types.SimpleNamespace", CONFIG),
 )
+# Methods whose result is configuration (`parser.parse_args()`, `cfg.copy()` is not listed: unknown).
+_CONFIG_METHODS = frozenset({"parse_args", "parse_known_args", "parse_args_into_dataclasses"})
 # Bare factory names commonly imported from many places (`from transformers import get_scheduler`
 # resolves through the import; these cover star imports and re-exports).
 _FACTORY_NAMES = {
@@ -145,6 +166,8 @@ class Roles:
             return role_from_name(expr.attr.value)
         if isinstance(expr, cst.Call):
             return self._from_call(expr, scope, depth)
+        if isinstance(expr, cst.Dict):
+            return CONFIG
         return None
 
     def _is_module_path(self, expr: cst.Attribute, scope: Scope) -> bool:
@@ -154,10 +177,21 @@ class Roles:
         return isinstance(base, cst.Name) and any(b.kind == "import" for b in scope.lookup(base.value))
 
     def _from_call(self, call: cst.Call, scope: Scope, depth: int) -> str | None:
+        summary = self.index.summary_of(call.func, scope)
+        if summary is not None:
+            # a project class plays the role its code shows (a `WarmupScheduler` whose `step()`
+            # steps the optimizer is an optimizer); a project factory, the role of what it returns
+            role = summary.role if hasattr(summary, "methods") else summary.returns
+            if role:
+                return role
         qualname = self.index.resolve(call.func, scope)
         role = role_of_callee(qualname)
         if role:
             return role
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in _CONFIG_METHODS:
+            return CONFIG
+        if qualname == "vars" or qualname == "dict":
+            return CONFIG
         args = positional_args(call)
         if qualname in _PASS_THROUGH_FUNCTIONS or (
                 isinstance(call.func, cst.Attribute) and call.func.attr.value == "prepare" and len(args) == 1):

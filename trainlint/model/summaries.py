@@ -27,9 +27,7 @@ import libcst as cst
 
 from trainlint.model.index import FileIndex, FunctionInfo, Scope, iter_children, keyword_value, positional_args, walk
 from trainlint.model.modes import OFF, context_grad, decorator_grad
-from trainlint.model.roles import MODEL, OPTIMIZER, SCHEDULER, Roles
-
-OTHER = "other"  # a project class that is none of the known roles (a logger, a meter, a profiler)
+from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, SCHEDULER, Roles
 
 GRAD_OFF_NAMES = frozenset({
     "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode",
@@ -368,15 +366,14 @@ class _Summariser:
                 return MODEL
         step = next((f for f in self.index.functions if f.scope.parent is scope and f.name == "step"), None)
         if step is not None:
-            inner_role = None
-            for part in self._own_nodes(step):
-                if isinstance(part, cst.Call) and isinstance(part.func, cst.Attribute) and \
-                        part.func.attr.value == "step" and not _is_self_or_super(part.func.value):
-                    inner_role = inner_role or self.roles.of(part.func.value, step.scope) or OPTIMIZER
-            if any(_assigns_lr(part) for part in self._own_nodes(step)):
-                return SCHEDULER  # it sets learning rates (a warmup scheduler may step an inner one too)
-            if inner_role in (OPTIMIZER, SCHEDULER):
-                return inner_role  # a wrapper around an optimizer (or a scheduler) is one
+            inner = {self.roles.of(part.func.value, step.scope) or OPTIMIZER
+                     for part in self._own_nodes(step)
+                     if isinstance(part, cst.Call) and isinstance(part.func, cst.Attribute)
+                     and part.func.attr.value == "step" and not _is_self_or_super(part.func.value)}
+            if OPTIMIZER in inner:
+                return OPTIMIZER  # a wrapper that steps an optimizer is one, learning rates or not (NoamOpt)
+            if SCHEDULER in inner or any(_assigns_lr(part) for part in self._own_nodes(step)):
+                return SCHEDULER  # it only sets learning rates, or steps an inner scheduler
         for base in node.bases:  # a project base class, in this file or imported
             summary = self.summary_of(base.value, scope.parent or scope)
             if isinstance(summary, ClassSummary) and summary.role:
