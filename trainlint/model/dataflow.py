@@ -15,8 +15,9 @@ import re
 import libcst as cst
 
 from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
-                             positional_args, walk_expression)
+                             positional_args, unpacked_position, walk_expression)
 from trainlint.model.roles import ACCELERATOR, LOADER, MODEL, roles
+from trainlint.model.summaries import callable_summary
 from trainlint.model.training import calls_in, training_model
 
 # methods whose result never carries a graph
@@ -350,6 +351,8 @@ class Dataflow:
         if binding.kind in ("for", "import", "def", "class"):
             return None
         value = self.bound_value(binding)
+        if self._detached_element(binding, name.value):
+            return False
         result = self.carries_graph(value, depth + 1) if value is not None else None
         if binding.kind == "augassign" and result is not True:
             return None
@@ -359,9 +362,23 @@ class Dataflow:
             return True  # the loss that this function backpropagates
         return result
 
+    def _detached_element(self, binding: Binding, name: str) -> bool:
+        """`loss, items = compute_loss(pred, y)` where the project's loss returns `items` detached."""
+        node = binding.node
+        if binding.value is not None or not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
+            return False
+        position = unpacked_position(node, name)
+        if position is None:
+            return False
+        summary = callable_summary(self.index, node.value.func, self.scope_of(node))
+        return summary is not None and (position[0] in summary.detached.positions or summary.body_grad_off)
+
     def _call_graph(self, call: cst.Call, depth: int) -> bool | None:
         func = call.func
         scope = self.scope_of(call)
+        summary = callable_summary(self.index, func, scope)
+        if summary is not None and (summary.detached.whole or summary.body_grad_off):
+            return False  # a project function whose result is detached (`.item()`, computed without grad)
         args = [a.value for a in call.args]
         if isinstance(func, cst.Attribute):
             method = func.attr.value

@@ -437,3 +437,24 @@ def _string(expr: cst.CSTNode | None) -> str | None:
 def _is_docstring(statement: cst.CSTNode) -> bool:
     return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
             and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString))
+
+
+def callable_summary(index: FileIndex, func: cst.BaseExpression, scope: Scope) -> FunctionSummary | None:
+    """The summary of what calling `func` runs: a project function, or the `forward`/`__call__` of
+    an instance of a project class (`compute_loss = ComputeLoss(model)`, `self.criterion = ...`)."""
+    summary = index.summary_of(func, scope)
+    if isinstance(summary, FunctionSummary):
+        return summary
+    if summary is not None:
+        return None  # calling a class builds an instance
+    values: list[cst.BaseExpression] = []
+    if isinstance(func, cst.Name):
+        values = [b.value for b in scope.lookup(func.value) if b.kind == "assign" and b.value is not None]
+    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        values = index.self_attribute_values(func.attr.value, scope)
+    for value in values:
+        if isinstance(value, cst.Call):
+            built = index.summary_of(value.func, index.scope_at(value))
+            if isinstance(built, ClassSummary):
+                return built.methods.get("__call__") or built.methods.get("forward")
+    return None
