@@ -21,7 +21,7 @@ from typing import Iterable
 import libcst as cst
 
 from trainlint.model.index import FileIndex, Scope
-from trainlint.model.summaries import ClassSummary, FileSummary, FunctionSummary, summarise
+from trainlint.model.summaries import ClassSummary, Construction, FileSummary, FunctionSummary, summarise
 
 # Files that mark a project's root (the nearest one above the checked paths).
 ROOT_MARKERS = ("trainlint.toml", "pyproject.toml", "setup.cfg", "setup.py", ".git")
@@ -58,8 +58,10 @@ class Project:
     `overlay` holds texts that replace files on disk (the editor's unsaved documents).
     """
 
-    def __init__(self, root: str | os.PathLike) -> None:
+    def __init__(self, root: str | os.PathLike, paths: Iterable[str | os.PathLike] = ()) -> None:
         self.root = _real(root)
+        # the checked files, where constructions are looked for (all of the root's when not given)
+        self._paths = [_real(p) for p in paths] or None
         self.overlay: dict[str, str] = {}
         self._init_caches()
 
@@ -68,18 +70,28 @@ class Project:
         self._hashes: dict[str, tuple[tuple[int, int], str]] = {}  # path -> (stat stamp, content hash)
         self._by_hash: dict[str, FileSummary] = {}
         self._in_progress: set[str] = set()
+        self._constructions: dict[tuple[str, str], list[Construction]] = {}
 
     # worker processes get the root and the overlay, and build their own caches
     def __getstate__(self) -> dict:
-        return {"root": self.root, "overlay": self.overlay}
+        return {"root": self.root, "paths": self._paths, "overlay": self.overlay}
 
     def __setstate__(self, state: dict) -> None:
-        self.root, self.overlay = state["root"], state["overlay"]
+        self.root, self._paths, self.overlay = state["root"], state["paths"], state["overlay"]
         self._init_caches()
+
+    @property
+    def paths(self) -> list[Path]:
+        if self._paths is None:
+            from trainlint.discovery import discover  # the same excludes as a check of the root
+
+            self._paths = [_real(p) for p in discover([str(self.root)])]
+        return self._paths
 
     @classmethod
     def for_paths(cls, paths: Iterable[str | os.PathLike]) -> "Project":
-        return cls(find_root(paths))
+        paths = list(paths)
+        return cls(find_root(paths), paths)
 
     # -- where modules are ------------------------------------------------------------------------
     def contains(self, path: str | os.PathLike) -> bool:
@@ -204,9 +216,10 @@ class Project:
         self._by_hash[digest] = summary
         return summary
 
-    def lookup(self, qualname: str, from_path: str, depth: int = 0) -> Summary | None:
-        """The summary of the project function, class or method that `qualname` (as resolved in the
-        file at `from_path`) names; None when it is not the project's."""
+    def locate(self, qualname: str, from_path: str, depth: int = 0) -> tuple[Path, list[str], Summary] | None:
+        """Where the project function, class or method that `qualname` (as resolved in the file at
+        `from_path`) is defined, following re-exports, with its summary; None when it is not the
+        project's."""
         found = self.find_module(qualname, from_path)
         if found is None:
             return None
@@ -218,11 +231,39 @@ class Project:
             return None
         hit = summary.member(rest)
         if hit is not None:
-            return hit
+            return path, rest, hit
         reexport = summary.imports.get(rest[0])
         if reexport is not None and depth < _MAX_REEXPORTS:
-            return self.lookup(".".join([reexport, *rest[1:]]), str(path), depth + 1)
+            return self.locate(".".join([reexport, *rest[1:]]), str(path), depth + 1)
         return None
+
+    def lookup(self, qualname: str, from_path: str) -> Summary | None:
+        found = self.locate(qualname, from_path)
+        return found[2] if found is not None else None
+
+    def constructions(self, path: str, class_name: str) -> list[Construction]:
+        """Where the checked files build the class `class_name` of the file at `path` with arguments
+        (`Trainer(model, opt, sched)` in the script, for the roles of `self.model` & co.)."""
+        key = (str(_real(path)), class_name)
+        if key in self._constructions:
+            return self._constructions[key]
+        self._constructions[key] = found = []
+        needle = f"{class_name}("
+        for candidate in self.paths:
+            text = self.source(candidate)
+            if text is None or needle not in text:
+                continue
+            summary = self.file_summary(candidate)
+            for built in summary.constructions if summary is not None else ():
+                if built.callee.rsplit(".", 1)[-1] != class_name:
+                    continue
+                if "." not in built.callee and candidate == _real(path):
+                    found.append(built)  # built in its own file
+                    continue
+                where = self.locate(built.callee, str(candidate))
+                if where is not None and where[0] == _real(path) and where[1] == [class_name]:
+                    found.append(built)
+        return found
 
 
 class Linker:
@@ -258,6 +299,21 @@ class Linker:
             return None
         qualname = index.resolve(expr, scope)
         return self.project.lookup(qualname, self.path) if qualname else None
+
+
+    def constructor_role(self, index: FileIndex, class_name: str, attr: str) -> str | None:
+        """The role the callers that build `class_name` give the `__init__` parameter that
+        `self.<attr>` is set from, when they all agree."""
+        summary = self.own(index).classes.get(class_name)
+        param = summary.init_attrs.get(attr) if summary is not None else None
+        if param is None:
+            return None
+        if self.project is not None and self.project.contains(self.path):
+            built = self.project.constructions(self.path, class_name)
+        else:
+            built = [c for c in self.own(index).constructions if c.callee == class_name]
+        found = {c.role_for(summary.params, param) for c in built}
+        return found.pop() if len(found) == 1 else None
 
 
 def _head_is_import(expr: cst.BaseExpression, scope: Scope) -> bool:

@@ -253,6 +253,13 @@ class Roles:
         return self._from_returns(assign.value, scope, depth, position=unpacked[0])
 
     def _from_self_attribute(self, attr: str, scope: Scope, depth: int) -> str | None:
+        # `self.lr_policy = lr_policy` in `__init__`: what the callers building the class pass
+        # says more than the parameter's name
+        class_scope = scope.class_scope()
+        if class_scope is not None and self.index.linker is not None:
+            role = self.index.linker.constructor_role(self.index, class_scope.name, attr)
+            if role:
+                return role
         for value in self.index.self_attribute_values(attr, scope):
             method_scope = self.index.scope_at(value)
             role = self._infer(value, method_scope, depth + 1)

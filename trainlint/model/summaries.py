@@ -88,11 +88,28 @@ class ClassSummary:
         return init.params if init is not None else ()
 
 
+@dataclass(frozen=True)
+class Construction:
+    """`Trainer(model, opt, sched=...)`: a class built with arguments whose roles are known."""
+
+    callee: str  # the dotted name as resolved in the file (`lmtrain.trainer.Trainer`, `Trainer`)
+    positional: tuple[str | None, ...]
+    keywords: tuple[tuple[str, str], ...]
+
+    def role_for(self, params: tuple[str, ...], param: str) -> str | None:
+        for keyword, role in self.keywords:
+            if keyword == param:
+                return role
+        position = params.index(param) if param in params else len(self.positional)
+        return self.positional[position] if position < len(self.positional) else None
+
+
 @dataclass
 class FileSummary:
     functions: dict[str, FunctionSummary] = field(default_factory=dict)
     classes: dict[str, ClassSummary] = field(default_factory=dict)
     imports: dict[str, str] = field(default_factory=dict)  # module-level name -> what it was imported as
+    constructions: list[Construction] = field(default_factory=list)  # capitalised callees with arguments
 
     def member(self, path: list[str]) -> FunctionSummary | ClassSummary | None:
         if len(path) == 1:
@@ -138,7 +155,27 @@ class _Summariser:
         for name, node in index.classes.items():
             if index.scope_of_node[node].parent is index.module_scope:
                 result.classes[name] = self.klass(node)
+        result.constructions = self._constructions()
         return result
+
+    def _constructions(self) -> list[Construction]:
+        """Classes built with arguments of a known role, for the roles of `self.<attr>` set from
+        them in `__init__` (`Trainer(model, opt, build_schedule(...))`)."""
+        found = []
+        for site in self.index.calls:
+            func = site.node.func
+            last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            if not last[:1].isupper() or not site.node.args:
+                continue
+            callee = self.index.resolve(func, site.scope) or (func.value if isinstance(func, cst.Name) else None)
+            if callee is None:
+                continue
+            positional = tuple(self.roles.of(a.value, site.scope) for a in positional_args(site.node))
+            keywords = tuple((a.keyword.value, role) for a in site.node.args if a.keyword is not None
+                             for role in [self.roles.of(a.value, site.scope)] if role)
+            if any(positional) or keywords:
+                found.append(Construction(callee, positional, keywords))
+        return found
 
     # -- functions ------------------------------------------------------------------------------
     def function(self, function: FunctionInfo) -> FunctionSummary:
