@@ -87,11 +87,13 @@ def _parse(source: str, path: str) -> tuple[cst.Module | None, Finding | None]:
         return None, _syntax_error(path, 1, 1, "cannot parse: nesting too deep")
 
 
-def _rules_for(source: str, codes: frozenset[str]) -> list[Rule]:
-    """Selected rules whose trigger words occur in the text (the cheap pre-filter)."""
+def _rules_for(source: str, codes: frozenset[str], imported: Iterable[str] = ()) -> list[Rule]:
+    """Selected rules whose trigger words occur in the text, or in the text of a project file it
+    imports (the cheap pre-filter)."""
     rules = []
+    imported = list(imported)
     for code, rule_cls in registry().items():
-        if code in codes and rule_cls.may_match(source):
+        if code in codes and (rule_cls.may_match(source) or any(rule_cls.may_match(t) for t in imported)):
             rules.append(rule_cls())
     return rules
 
@@ -128,7 +130,7 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
             result.findings.append(error)
         return result
 
-    rules = _rules_for(source, codes)
+    rules = _rules_for(source, codes, project.imported_sources(path, source) if project is not None else ())
     if not rules:
         # Nothing to check, but a broken file is still reported; ast is far cheaper than LibCST,
         # and LibCST has the last word where the grammars differ.

@@ -277,6 +277,51 @@ class Dataflow:
             frontier = next_frontier
         return found, visited
 
+    def graph_sources(self, expr: cst.BaseExpression, at: cst.CSTNode, limit: int = 6) -> tuple[set[str], bool]:
+        """The variables whose graph flows into `expr` (a value cut off by `.detach()`, `.item()` or
+        a tensor factory does not; neither do the modules and functions called), and whether a
+        `.detach()` cut something off on the way."""
+        found: set[str] = set()
+        detached = False
+        frontier = [expr]
+        for _ in range(limit):
+            next_frontier: list[cst.BaseExpression] = []
+            for start in frontier:
+                stack: list[cst.CSTNode] = [start]
+                while stack:
+                    node = stack.pop()
+                    if isinstance(node, cst.Call):
+                        func = node.func
+                        if isinstance(func, cst.Attribute) and func.attr.value in DETACHING_METHODS:
+                            detached = True
+                            continue
+                        if isinstance(node, cst.BaseExpression) and self.carries_graph(node) is False:
+                            continue
+                        stack.extend(a.value for a in node.args)
+                        if isinstance(func, cst.Attribute) and not self.is_model(func, self.scope_of(node)):
+                            stack.append(func.value)  # a tensor method: its receiver's graph flows on
+                        continue
+                    if isinstance(node, cst.Name):
+                        if node.value in found:
+                            continue
+                        bindings = self.bindings_in_function(node.value, at)
+                        if any(b.kind in ("import", "def", "class") for b in bindings) or \
+                                self.carries_graph(node) is False:
+                            continue
+                        found.add(node.value)
+                        for binding in bindings:
+                            value = self.bound_value(binding)
+                            if value is not None:
+                                next_frontier.append(value)
+                        continue
+                    if isinstance(node, cst.Lambda):
+                        continue
+                    stack.extend(iter_children(node))
+            if not next_frontier:
+                break
+            frontier = next_frontier
+        return found, detached
+
     def appended_values(self, owner: cst.CSTNode) -> dict[str, list[cst.BaseExpression]]:
         """Container (dotted name) -> the values `.append`/`.extend`/`.insert`ed into it in a function."""
         key = ("appended", owner)

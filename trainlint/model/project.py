@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -28,6 +29,30 @@ ROOT_MARKERS = ("trainlint.toml", "pyproject.toml", "setup.cfg", "setup.py", ".g
 _MAX_REEXPORTS = 4
 
 Summary = FunctionSummary | ClassSummary
+
+
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(?P<base>\.*[\w.]*)[ \t]+import[ \t]+\(?(?P<names>[\w \t,.]*)"
+                     r"|import[ \t]+(?P<modules>[\w.]+(?:[ \t]+as[ \t]+\w+)?(?:[ \t]*,[ \t]*[\w.]+"
+                     r"(?:[ \t]+as[ \t]+\w+)?)*))", re.MULTILINE)
+
+
+def imported_names(source: str) -> list[str]:
+    """The dotted names a file's import statements name, read from its text (no parse): `from
+    .utils import ckpt` gives `.utils` and `.utils.ckpt`. Names continued on the next line of a
+    parenthesised import are missed; their module is not."""
+    found = []
+    for match in _IMPORT.finditer(source):
+        if match.group("modules"):
+            found.extend(part.split()[0] for part in match.group("modules").split(","))
+            continue
+        base = match.group("base")
+        found.append(base)
+        sep = "" if base.endswith(".") else "."
+        for name in (match.group("names") or "").split(","):
+            name = name.split()[0] if name.split() else ""
+            if name.isidentifier():
+                found.append(f"{base}{sep}{name}")
+    return found
 
 
 def _real(path: str | os.PathLike) -> Path:
@@ -160,6 +185,20 @@ class Project:
             if found is not None:
                 files.add(found[0])
         return files
+
+    def imported_files(self, path: str, source: str) -> list[Path]:
+        """The project files that the file at `path` (with text `source`) imports, in a stable order."""
+        return sorted(self.module_files(imported_names(source), path) - {_real(path)})
+
+    def imported_sources(self, path: str, source: str) -> list[str]:
+        """The texts of the project files the file imports (for the cheap text gate: a rule whose
+        trigger words are only in a helper the file calls still runs)."""
+        texts = []
+        for found in self.imported_files(path, source):
+            text = self.source(found)
+            if text is not None:
+                texts.append(text)
+        return texts
 
     # -- summaries ------------------------------------------------------------------------------
     def source(self, path: Path) -> str | None:

@@ -12,7 +12,7 @@ import re
 
 import libcst as cst
 
-from trainlint.model.index import FileIndex, Scope, positional_args, unpacked_position, walk
+from trainlint.model.index import FileIndex, Scope, dotted_name, positional_args, unpacked_position, walk
 
 OPTIMIZER, SCHEDULER, SCALER, MODEL, LOADER, ACCELERATOR = (
     "optimizer", "scheduler", "scaler", "model", "loader", "accelerator")
@@ -266,6 +266,28 @@ class Roles:
             if role:
                 return role
         return None
+
+
+    def optimized_modules(self, expr: cst.BaseExpression, scope: Scope) -> set[str] | None:
+        """The modules whose parameters an optimizer was built on (`Adam(netD.parameters())` ->
+        {"netD"}), as dotted names; None when it cannot be told."""
+        values: list[tuple[cst.BaseExpression, Scope]] = []
+        if isinstance(expr, cst.Name):
+            values = [(b.value, scope) for b in scope.lookup(expr.value) if b.kind == "assign" and b.value is not None]
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            values = [(v, self.index.scope_at(v)) for v in self.index.self_attribute_values(expr.attr.value, scope)]
+        found: set[str] = set()
+        for value, _ in values:
+            if not isinstance(value, cst.Call) or not value.args:
+                return None
+            for node in walk(value.args[0].value):
+                if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                        node.func.attr.value in ("parameters", "named_parameters"):
+                    name = dotted_name(node.func.value)
+                    if name is None:
+                        return None
+                    found.add(name)
+        return found or None
 
 
 def roles(ctx) -> Roles:
