@@ -1,7 +1,8 @@
 """A content-hash cache of per-file results.
 
 The key covers the file's bytes, the selected codes, the settings that change what rules report,
-and the source of trainlint itself, so editing a rule invalidates every entry.
+the source of trainlint itself, so editing a rule invalidates every entry, and the content hashes
+of the project files it imports (given by the caller), whose summaries its result depends on.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class ResultCache:
     def __init__(self, directory: str | os.PathLike) -> None:
         self.directory = Path(directory)
 
-    def _key(self, path: str, settings) -> str | None:
+    def _key(self, path: str, settings, depends: str = "") -> str | None:
         try:
             data = Path(path).read_bytes()
         except OSError:
@@ -39,13 +40,14 @@ class ResultCache:
         digest = hashlib.sha256(_code_fingerprint().encode())
         digest.update(repr((sorted(settings.codes_for_path(path)), settings.min_torch_version)).encode())
         digest.update(data)
+        digest.update(depends.encode())  # the content hashes of the project files it imports
         return digest.hexdigest()
 
     def _file(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
 
-    def get(self, path: str, settings) -> FileResult | None:
-        key = self._key(path, settings)
+    def get(self, path: str, settings, depends: str = "") -> FileResult | None:
+        key = self._key(path, settings, depends)
         if key is None:
             return None
         try:
@@ -55,8 +57,8 @@ class ResultCache:
         findings = [Finding.from_dict({**f, "path": path}) for f in payload]
         return FileResult(path, findings)
 
-    def put(self, path: str, settings, result: FileResult) -> None:
-        key = self._key(path, settings)
+    def put(self, path: str, settings, result: FileResult, depends: str = "") -> None:
+        key = self._key(path, settings, depends)
         if key is None:
             return
         target = self._file(key)

@@ -219,8 +219,9 @@ def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int
         project = Project.for_paths(paths)
     results: dict[str, FileResult] = {}
     todo: list[str] = []
+    depends = {p: project.dependency_digest(p) for p in paths} if cache and project else {}
     for path in paths:
-        cached = cache.get(path, settings) if cache else None
+        cached = cache.get(path, settings, depends.get(path, "")) if cache else None
         if cached is not None:
             results[path] = cached
         else:
@@ -236,7 +237,7 @@ def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int
     for result in fresh:
         results[result.path] = result
         if cache and not result.errors:
-            cache.put(result.path, settings, result)
+            cache.put(result.path, settings, result, depends.get(result.path, ""))
     for path in paths:
         yield results[path]
 

@@ -11,6 +11,10 @@ support. Pull requests are answered either way.
 Pushing: on open and save at once, on change after a short debounce (`debounceMs` in the
 initialization options, default 150). Linting runs in one worker thread; a result is published
 only if the document still has the version it was computed for.
+
+A document is checked as part of its project (the workspace folder that holds it, else the folder
+of its nearest configuration file): names it imports from other project files are read from
+their saved text. Saving such a helper re-checks the open documents that import it.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from trainlint.lsp.diagnostics import SOURCE, hover_markdown, to_diagnostic
 from trainlint.lsp.positions import Encoder
 from trainlint.positions import split_lines
 from trainlint.lsp.project import ProjectSettings
+from trainlint.model.project import Project, find_root
 from trainlint.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -117,6 +122,7 @@ class TrainlintServer(LanguageServer):
         self.project = ProjectSettings(on_error=self._show_config_error)
         self._pending: dict[str, asyncio.Task] = {}
         self._results: dict[str, Linted] = {}
+        self._projects: dict[str, Project] = {}
         # One worker: lints run one at a time, and a stale one is skipped before it starts.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainlint-lint")
 
@@ -133,7 +139,8 @@ class TrainlintServer(LanguageServer):
               only_if_current: bool) -> Linted | None:
         if only_if_current and self._open_version(uri) != version:
             return None  # the document changed while this waited for the worker
-        result = lint_source(text, document_path(uri) or uri, settings)
+        path = document_path(uri)
+        result = lint_source(text, path or uri, settings, self.project_for(path) if path else None)
         for error in result.errors:
             logger.error("%s", error)
         return Linted(version, text, result.findings, split_lines(text))
@@ -158,6 +165,35 @@ class TrainlintServer(LanguageServer):
         if linted is not None and self.is_open(uri):
             self._results[uri] = linted
         return linted
+
+    def project_for(self, path: str) -> Project:
+        """The project of a document: the innermost workspace folder holding it, else the folder of
+        the nearest configuration file (as for the command line)."""
+        folders = [document_path(f.uri) for f in self.workspace.folders.values()]
+        if self.workspace.root_uri:
+            folders.append(document_path(self.workspace.root_uri))
+        holding = [f for f in folders if f and Project(f).contains(path)]
+        root = str(max(holding, key=len)) if holding else str(find_root([path]))
+        project = self._projects.get(root)
+        if project is None:
+            project = self._projects[root] = Project(root)
+        return project
+
+    def importers_of(self, saved_uri: str) -> list[str]:
+        """Open documents (other than `saved_uri`) that import the file saved there."""
+        saved = document_path(saved_uri)
+        if saved is None:
+            return []
+        found = []
+        for uri, document in list(self.workspace.text_documents.items()):
+            path = document_path(uri)
+            if uri == unquote(saved_uri) or path is None:
+                continue
+            project = self.project_for(path)
+            if project.contains(saved) and any(str(f) == str(project.file_key(saved))
+                                               for f in project.imported_files(path, document.source)):
+                found.append(uri)
+        return found
 
     def encoder(self, linted: Linted) -> Encoder:
         return Encoder(linted.lines, self.workspace.position_encoding)
@@ -237,6 +273,11 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
     def did_save(ls: TrainlintServer, params: types.DidSaveTextDocumentParams) -> None:
         ls.schedule(params.text_document.uri, 0)
+        for project in ls._projects.values():
+            project.refresh()
+        for uri in ls.importers_of(params.text_document.uri):  # their summaries of it are stale
+            ls._results.pop(uri, None)
+            ls.schedule(uri, 0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TrainlintServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -247,7 +288,7 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
 
     @server.feature(
         types.TEXT_DOCUMENT_DIAGNOSTIC,
-        types.DiagnosticOptions(identifier=SOURCE, inter_file_dependencies=False, workspace_diagnostics=False),
+        types.DiagnosticOptions(identifier=SOURCE, inter_file_dependencies=True, workspace_diagnostics=False),
     )
     async def pull_diagnostics(ls: TrainlintServer, params: types.DocumentDiagnosticParams):
         linted = await ls.lint(params.text_document.uri)

@@ -80,14 +80,12 @@ def find_root(paths: Iterable[str | os.PathLike]) -> Path:
 class Project:
     """One project: where its modules are, and their summaries, computed on demand.
 
-    `overlay` holds texts that replace files on disk (the editor's unsaved documents).
     """
 
     def __init__(self, root: str | os.PathLike, paths: Iterable[str | os.PathLike] = ()) -> None:
         self.root = _real(root)
         # the checked files, where constructions are looked for (all of the root's when not given)
         self._paths = [_real(p) for p in paths] or None
-        self.overlay: dict[str, str] = {}
         self._init_caches()
 
     def _init_caches(self) -> None:
@@ -97,12 +95,12 @@ class Project:
         self._in_progress: set[str] = set()
         self._constructions: dict[tuple[str, str], list[Construction]] = {}
 
-    # worker processes get the root and the overlay, and build their own caches
+    # worker processes get the root and the paths, and build their own caches
     def __getstate__(self) -> dict:
-        return {"root": self.root, "paths": self._paths, "overlay": self.overlay}
+        return {"root": self.root, "paths": self._paths}
 
     def __setstate__(self, state: dict) -> None:
-        self.root, self._paths, self.overlay = state["root"], state["paths"], state["overlay"]
+        self.root, self._paths = state["root"], state["paths"]
         self._init_caches()
 
     @property
@@ -119,6 +117,17 @@ class Project:
         return cls(find_root(paths), paths)
 
     # -- where modules are ------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Forget which files exist and who builds which class (a long-lived project, in the editor,
+        after a file is saved); summaries stay cached by content."""
+        self._exists.clear()
+        self._constructions.clear()
+
+    @staticmethod
+    def file_key(path: str | os.PathLike) -> Path:
+        """How the project names a file (absolute, symlinks resolved)."""
+        return _real(path)
+
     def contains(self, path: str | os.PathLike) -> bool:
         try:
             _real(path).relative_to(self.root)
@@ -143,7 +152,7 @@ class Project:
         key = str(path)
         known = self._exists.get(key)
         if known is None:
-            known = self._exists[key] = key in self.overlay or path.is_file()
+            known = self._exists[key] = path.is_file()
         return known
 
     def _module_file(self, base: Path, parts: list[str]) -> Path | None:
@@ -200,11 +209,17 @@ class Project:
                 texts.append(text)
         return texts
 
+    def dependency_digest(self, path: str) -> str:
+        """The content hashes of the project files that the file at `path` imports (the part of a
+        cached result's key that changes when a helper it uses changes)."""
+        try:
+            source = Path(path).read_bytes().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        return " ".join(f"{found}:{self.content_hash(found)}" for found in self.imported_files(path, source))
+
     # -- summaries ------------------------------------------------------------------------------
     def source(self, path: Path) -> str | None:
-        key = str(path)
-        if key in self.overlay:
-            return self.overlay[key]
         try:
             return path.read_bytes().decode("utf-8")
         except (OSError, UnicodeDecodeError):
@@ -212,8 +227,6 @@ class Project:
 
     def content_hash(self, path: Path) -> str | None:
         key = str(path)
-        if key in self.overlay:
-            return hashlib.sha256(self.overlay[key].encode("utf-8", "surrogatepass")).hexdigest()
         try:
             stat = path.stat()
         except OSError:
