@@ -56,6 +56,39 @@ class GraphKeptAcrossIterations(Rule):
     examples = (
         bad(
             """
+            from collections import defaultdict
+
+            totals = defaultdict(float)
+            for images, targets in loader:
+                loss_dict = model(images, targets)
+                losses = sum(loss for loss in loss_dict.values())
+                optimizer.zero_grad()
+                losses.backward()
+                optimizer.step()
+                for name, value in loss_dict.items():
+                    totals[name] += value
+            """,
+            line=11,
+            title="a detection model's dict of losses summed per name for logging",
+        ),
+        good(
+            """
+            from collections import defaultdict
+
+            totals = defaultdict(float)
+            for images, targets in loader:
+                loss_dict = model(images, targets)
+                losses = sum(loss for loss in loss_dict.values())
+                optimizer.zero_grad()
+                losses.backward()
+                optimizer.step()
+                for name, value in loss_dict.items():
+                    totals[name] += value.item()
+            """,
+            title="the per-name totals keep numbers",
+        ),
+        bad(
+            """
             import torch.nn.functional as F
 
             def train(model, loader, opt):
@@ -480,7 +513,10 @@ def _as_store(node: cst.CSTNode):
                 return container, args[-1].value, "keeps"
         return None
     if isinstance(node, cst.AugAssign) and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
-        return node.target, node.value, "accumulates"
+        container = node.target
+        while isinstance(container, cst.Subscript):  # `totals[name] += value`: the dict keeps the sum
+            container = container.value
+        return container, node.value, "accumulates"
     if isinstance(node, cst.Assign) and len(node.targets) == 1:
         target = node.targets[0].target
         value = node.value

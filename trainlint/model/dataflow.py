@@ -393,7 +393,9 @@ class Dataflow:
         binding = self.reaching(name)
         if binding is None:
             return None
-        if binding.kind in ("for", "import", "def", "class"):
+        if binding.kind == "for" and isinstance(binding.node, cst.For):
+            return self._iterated_value_graph(binding.node, name.value, depth)
+        if binding.kind in ("import", "def", "class"):
             return None
         value = self.bound_value(binding)
         if self._detached_element(binding, name.value):
@@ -406,6 +408,22 @@ class Dataflow:
                 and name.value in self.backwarded_names(self._owner(name)):
             return True  # the loss that this function backpropagates
         return result
+
+    def _iterated_value_graph(self, loop: cst.For, name: str, depth: int) -> bool | None:
+        """`for k, v in loss_dict.items()` / `for v in losses.values()`: the values carry the graph
+        the dict's values carry (a dict of losses from a forward)."""
+        iterated = loop.iter
+        if not (isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Attribute)
+                and iterated.func.attr.value in ("items", "values") and not iterated.args):
+            return None
+        target = loop.target
+        if iterated.func.attr.value == "items":
+            if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
+                return None
+            target = target.elements[1].value
+        if not (isinstance(target, cst.Name) and target.value == name):
+            return None
+        return True if self.carries_graph(iterated.func.value, depth + 1) else None
 
     def _detached_element(self, binding: Binding, name: str) -> bool:
         """`loss, items = compute_loss(pred, y)` where the project's loss returns `items` detached."""
