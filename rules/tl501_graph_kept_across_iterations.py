@@ -69,6 +69,19 @@ class GraphKeptAcrossIterations(Rule):
                     totals[name] += value
             """,
             line=11,
+            fixed="""
+            from collections import defaultdict
+
+            totals = defaultdict(float)
+            for images, targets in loader:
+                loss_dict = model(images, targets)
+                losses = sum(loss for loss in loss_dict.values())
+                optimizer.zero_grad()
+                losses.backward()
+                optimizer.step()
+                for name, value in loss_dict.items():
+                    totals[name] += value.detach()
+            """,
             title="a detection model's dict of losses summed per name for logging",
         ),
         good(
