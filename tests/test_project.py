@@ -303,7 +303,7 @@ PER_FILE_FALSE_POSITIVES = {
 }
 PROJECT_ONLY_FINDINGS = {
     ("detector_bad", "engine.py"): {(23, "TL303")},  # evaluate() in eval.py leaves eval mode
-    ("trainer_bad", "src/lmtrain/trainer.py"): {(27, "TL101")},  # lr_policy is a LambdaLR built in main.py
+    ("trainer_bad", "src/lmtrain/trainer.py"): {(27, "TL101")},  # schedule is a LambdaLR built in main.py
     ("gan_bad", "train.py"): {(31, "TL303")},  # save_samples() in utils.py leaves netG in eval mode
 }
 

@@ -8,13 +8,15 @@ nothing about configuration files or output formats: it takes `Settings` and ret
 from __future__ import annotations
 
 import ast
+import functools
+import hashlib
 import io
 import os
 import re
 import sys
 import tokenize
 from concurrent.futures import ProcessPoolExecutor
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import libcst as cst
 
@@ -87,13 +89,13 @@ def _parse(source: str, path: str) -> tuple[cst.Module | None, Finding | None]:
         return None, _syntax_error(path, 1, 1, "cannot parse: nesting too deep")
 
 
-def _rules_for(source: str, codes: frozenset[str], imported: Iterable[str] = ()) -> list[Rule]:
+def _rules_for(source: str, codes: frozenset[str], imported: Callable[[], list[str]] = list) -> list[Rule]:
     """Selected rules whose trigger words occur in the text, or in the text of a project file it
     imports (the cheap pre-filter)."""
     rules = []
-    imported = list(imported)
     for code, rule_cls in registry().items():
-        if code in codes and (rule_cls.may_match(source) or any(rule_cls.may_match(t) for t in imported)):
+        if code in codes and (rule_cls.may_match(source) or rule_cls.imported_triggers and any(
+                rule_cls.may_match(text) for text in imported())):
             rules.append(rule_cls())
     return rules
 
@@ -117,6 +119,10 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
     settings = settings or Settings()
     codes = settings.codes_for_path(path)
     result = FileResult(path)
+    digest = None
+    if project is not None:  # the key of this content's summary, if an importer made one
+        raw = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
+        digest = hashlib.sha256(raw).hexdigest()
     if isinstance(source, bytes):
         text, error = decode_source(source, path)
         if error is not None:
@@ -130,7 +136,8 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
             result.findings.append(error)
         return result
 
-    rules = _rules_for(source, codes, project.imported_sources(path, source) if project is not None else ())
+    imported = functools.cache(lambda: project.imported_sources(path, source)) if project is not None else list
+    rules = _rules_for(source, codes, imported)
     if not rules:
         # Nothing to check, but a broken file is still reported; ast is far cheaper than LibCST,
         # and LibCST has the last word where the grammars differ.
@@ -139,7 +146,11 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
             return result
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             pass
-    module, error = _parse(source, path)
+    summary = project.cached_summary(digest) if project is not None else None
+    if summary is not None and summary.index is not None:
+        module, error = summary.index.module, None  # parsed already, when a file importing it was checked
+    else:
+        module, error = _parse(source, path)
     if error is not None:
         if SYNTAX_ERROR_CODE in codes:
             result.findings.append(error)
@@ -147,7 +158,7 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
     if not rules:
         return result
 
-    ctx = FileContext(path, source, module, settings.min_torch_version, project)
+    ctx = FileContext(path, source, module, settings.min_torch_version, project, summary)
     reports: list[Report] = []
     for rule in rules:
         try:
@@ -155,6 +166,8 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
         except Exception as exc:  # a rule's bug must not stop the other rules or files
             result.errors.append(f"internal error in {rule.code} ({rule.name}) while checking {path}: "
                                  f"{_describe(exc)}")
+    if project is not None and ctx.has_index:
+        project.adopt(path, digest, ctx.index)
     if not reports:
         return result
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections import OrderedDict
 from pathlib import Path
 from typing import Iterable
 
@@ -27,6 +28,7 @@ from trainlint.model.summaries import ClassSummary, Construction, FileSummary, F
 # Files that mark a project's root (the nearest one above the checked paths).
 ROOT_MARKERS = ("trainlint.toml", "pyproject.toml", "setup.cfg", "setup.py", ".git")
 _MAX_REEXPORTS = 4
+_KEPT_SUMMARIES = 128
 
 Summary = FunctionSummary | ClassSummary
 
@@ -89,10 +91,13 @@ class Project:
         self._init_caches()
 
     def _init_caches(self) -> None:
-        self._exists: dict[str, bool] = {}
-        self._hashes: dict[str, tuple[tuple[int, int], str]] = {}  # path -> (stat stamp, content hash)
-        self._by_hash: dict[str, FileSummary] = {}
-        self._in_progress: set[str] = set()
+        self._listings: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        self._bases: dict[str, list[Path]] = {}
+        self._root_prefix = str(self.root).rstrip(os.sep) + os.sep
+        self._found: dict[tuple[str, str], tuple[Path, list[str]] | None] = {}
+        self._files: dict[str, tuple[tuple[int, int], str, str]] = {}  # path -> (stat stamp, hash, text)
+        self._by_hash: OrderedDict[str, FileSummary] = OrderedDict()  # least recently used first
+        self._imported: set[Path] | None = None
         self._constructions: dict[tuple[str, str], list[Construction]] = {}
 
     # worker processes get the root and the paths, and build their own caches
@@ -120,8 +125,10 @@ class Project:
     def refresh(self) -> None:
         """Forget which files exist and who builds which class (a long-lived project, in the editor,
         after a file is saved); summaries stay cached by content."""
-        self._exists.clear()
+        self._listings.clear()
+        self._found.clear()
         self._constructions.clear()
+        self._imported = None
 
     @staticmethod
     def file_key(path: str | os.PathLike) -> Path:
@@ -138,36 +145,69 @@ class Project:
     def _search_bases(self, from_path: str) -> list[Path]:
         """Where an absolute import may start: the importing file's folder (a script's sys.path[0]),
         each folder above it up to the root, and the root's `src/` layout."""
-        here = _real(from_path).parent
-        if not self.contains(here):
-            return [here]
-        bases = [here]
-        while here != self.root:
-            here = here.parent
-            bases.append(here)
-        bases.append(self.root / "src")
+        folder = os.path.dirname(from_path)
+        bases = self._bases.get(folder)
+        if bases is None:
+            here = _real(from_path).parent
+            if not self._inside(here):
+                bases = [here]
+            else:
+                bases = [here]
+                while here != self.root:
+                    here = here.parent
+                    bases.append(here)
+                bases.append(self.root / "src")
+            self._bases[folder] = bases
         return bases
 
-    def _is_file(self, path: Path) -> bool:
-        key = str(path)
-        known = self._exists.get(key)
-        if known is None:
-            known = self._exists[key] = path.is_file()
-        return known
+    def _inside(self, path: Path) -> bool:
+        """`path` (already absolute and resolved) is in the project."""
+        return path == self.root or str(path).startswith(self._root_prefix)
+
+    def _listing(self, folder: Path) -> tuple[frozenset[str], frozenset[str]]:
+        """(files, folders) in a folder, listed once: most imports name no project file, and one
+        listing answers them all without a stat call each."""
+        key = str(folder)
+        found = self._listings.get(key)
+        if found is None:
+            files, folders = set(), set()
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        try:
+                            (folders if entry.is_dir() else files).add(entry.name)
+                        except OSError:
+                            continue
+            except OSError:
+                pass
+            found = self._listings[key] = (frozenset(files), frozenset(folders))
+        return found
 
     def _module_file(self, base: Path, parts: list[str]) -> Path | None:
+        folder = base
+        for part in parts[:-1]:
+            if part not in self._listing(folder)[1]:
+                return None
+            folder = folder / part
         if not parts:
-            init = base / "__init__.py"
-            return init if self._is_file(init) else None
-        folder = base.joinpath(*parts[:-1])
-        for candidate in (folder / f"{parts[-1]}.py", folder / parts[-1] / "__init__.py"):
-            if self._is_file(candidate):
-                return candidate
+            return base / "__init__.py" if "__init__.py" in self._listing(base)[0] else None
+        files, folders = self._listing(folder)
+        if f"{parts[-1]}.py" in files:
+            return folder / f"{parts[-1]}.py"
+        if parts[-1] in folders and "__init__.py" in self._listing(folder / parts[-1])[0]:
+            return folder / parts[-1] / "__init__.py"
         return None
 
     def find_module(self, qualname: str, from_path: str) -> tuple[Path, list[str]] | None:
         """The project file a dotted name (as written in an import, relative ones with their dots)
         lives in, and the attribute path that is left: `utils.ckpt.save` -> (utils/ckpt.py, [save])."""
+        key = (qualname, os.path.dirname(from_path))
+        if key not in self._found:
+            self._found[key] = self._find_module(qualname, from_path)
+        found = self._found[key]
+        return (found[0], list(found[1])) if found is not None else None
+
+    def _find_module(self, qualname: str, from_path: str) -> tuple[Path, list[str]] | None:
         dots = len(qualname) - len(qualname.lstrip("."))
         parts = [p for p in qualname[dots:].split(".") if p]
         if dots:
@@ -182,7 +222,7 @@ class Project:
         for base in bases:
             for end in range(len(parts), -1 if dots else 0, -1):
                 found = self._module_file(base, parts[:end])
-                if found is not None and self.contains(found):
+                if found is not None and self._inside(found):
                     return found, parts[end:]
         return None
 
@@ -218,54 +258,77 @@ class Project:
             return ""
         return " ".join(f"{found}:{self.content_hash(found)}" for found in self.imported_files(path, source))
 
-    # -- summaries ------------------------------------------------------------------------------
-    def source(self, path: Path) -> str | None:
-        try:
-            return path.read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
-
-    def content_hash(self, path: Path) -> str | None:
+    # -- reading and summarising files -------------------------------------------------------------
+    def _read(self, path: Path) -> tuple[str, str] | None:
+        """(content hash, text) of a file, read again only when its size or modification time changes."""
         key = str(path)
         try:
             stat = path.stat()
         except OSError:
             return None
         stamp = (stat.st_mtime_ns, stat.st_size)
-        known = self._hashes.get(key)
+        known = self._files.get(key)
         if known is not None and known[0] == stamp:
-            return known[1]
+            return known[1], known[2]
         try:
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            data = path.read_bytes()
         except OSError:
             return None
-        self._hashes[key] = (stamp, digest)
-        return digest
+        read = (hashlib.sha256(data).hexdigest(), data.decode("utf-8", "replace"))
+        self._files[key] = (stamp, *read)
+        return read
 
-    def file_summary(self, path: Path) -> FileSummary | None:
-        digest = self.content_hash(path)
-        if digest is None:
-            return None
+    def source(self, path: Path) -> str | None:
+        read = self._read(path)
+        return read[1] if read is not None else None
+
+    def content_hash(self, path: Path) -> str | None:
+        read = self._read(path)
+        return read[0] if read is not None else None
+
+    def is_imported(self, path: str | os.PathLike) -> bool:
+        """Another checked file imports this one (so its summary is worth keeping once parsed)."""
+        if self._imported is None:
+            self._imported = set()
+            for candidate in self.paths:
+                text = self.source(candidate)
+                if text is not None:
+                    self._imported |= set(self.imported_files(str(candidate), text))
+        return _real(path) in self._imported
+
+    def cached_summary(self, digest: str) -> FileSummary | None:
+        """The summary of a file with this content, if one was made (it holds the parsed file)."""
         summary = self._by_hash.get(digest)
         if summary is not None:
+            self._by_hash.move_to_end(digest)
+        return summary
+
+    def _keep(self, digest: str, summary: FileSummary) -> None:
+        self._by_hash[digest] = summary
+        while len(self._by_hash) > _KEPT_SUMMARIES:  # each holds a parsed file: bound the memory
+            self._by_hash.popitem(last=False)
+
+    def adopt(self, path: str, digest: str, index: FileIndex) -> None:
+        """A checked file, parsed for its own check: keep its summary for the files that import it,
+        so it is not parsed again."""
+        if digest not in self._by_hash and index.linker is not None and self.is_imported(path):
+            self._keep(digest, index.linker.own(index))
+
+    def file_summary(self, path: Path) -> FileSummary | None:
+        read = self._read(path)
+        if read is None:
+            return None
+        digest, text = read
+        summary = self.cached_summary(digest)
+        if summary is not None:
             return summary
-        key = str(path)
-        if key in self._in_progress:  # two modules summarising each other
-            return None
-        text = self.source(path)
-        if text is None:
-            return None
-        self._in_progress.add(key)
         try:
-            module = cst.parse_module(text)
-            index = FileIndex(module)
-            index.linker = Linker(self, key)
+            index = FileIndex(cst.parse_module(text))
+            index.linker = Linker(self, str(path))
             summary = index.linker.own(index)
         except (cst.ParserSyntaxError, RecursionError, ValueError):
             summary = FileSummary()
-        finally:
-            self._in_progress.discard(key)
-        self._by_hash[digest] = summary
+        self._keep(digest, summary)
         return summary
 
     def locate(self, qualname: str, from_path: str, depth: int = 0) -> tuple[Path, list[str], Summary] | None:
@@ -306,9 +369,7 @@ class Project:
             if text is None or needle not in text:
                 continue
             summary = self.file_summary(candidate)
-            for built in summary.constructions if summary is not None else ():
-                if built.callee.rsplit(".", 1)[-1] != class_name:
-                    continue
+            for built in summary.constructions_of(class_name) if summary is not None else ():
                 if "." not in built.callee and candidate == _real(path):
                     found.append(built)  # built in its own file
                     continue
@@ -321,22 +382,15 @@ class Project:
 class Linker:
     """One file's view of its project: the summary of what a name in that file refers to."""
 
-    def __init__(self, project: Project | None, path: str) -> None:
+    def __init__(self, project: Project | None, path: str, own: FileSummary | None = None) -> None:
         self.project = project
         self.path = path
-        self._own: FileSummary | None = None
-        self._summarising = False
+        self._own = own
 
     def own(self, index: FileIndex) -> FileSummary:
-        """The summary of the linked file itself (empty while it is being computed)."""
+        """The summary of the linked file itself (its members are summarised when asked for)."""
         if self._own is None:
-            if self._summarising:
-                return FileSummary()
-            self._summarising = True
-            try:
-                self._own = summarise(index)
-            finally:
-                self._summarising = False
+            self._own = summarise(index)
         return self._own
 
     def summary_of(self, index: FileIndex, expr: cst.BaseExpression, scope: Scope) -> Summary | None:
@@ -356,14 +410,14 @@ class Linker:
     def constructor_role(self, index: FileIndex, class_name: str, attr: str) -> str | None:
         """The role the callers that build `class_name` give the `__init__` parameter that
         `self.<attr>` is set from, when they all agree."""
-        summary = self.own(index).classes.get(class_name)
+        summary = self.own(index).klass(class_name)
         param = summary.init_attrs.get(attr) if summary is not None else None
         if param is None:
             return None
         if self.project is not None and self.project.contains(self.path):
             built = self.project.constructions(self.path, class_name)
         else:
-            built = [c for c in self.own(index).constructions if c.callee == class_name]
+            built = [c for c in self.own(index).constructions_of(class_name) if c.callee == class_name]
         found = {c.role_for(summary.params, param) for c in built}
         return found.pop() if len(found) == 1 else None
 

@@ -82,6 +82,9 @@ _FACTORY_NAMES = {
     "ShardedGradScaler": SCALER, "DataLoader": LOADER, "Accelerator": ACCELERATOR,
 }
 _SCHEDULE_FACTORY = re.compile(r"^get_\w*schedule\w*$")
+# project functions whose name says they build something (their returns are worth reading)
+_FACTORY_WORDS = re.compile(r"^_?(build|create|make|get|init|setup|configure|load|prepare|new)_|"
+                            r"optim|sched|model|loader|net", re.I)
 # Annotation names (last dotted component) that state a role.
 _ANNOTATIONS = {
     "Optimizer": OPTIMIZER, "LRScheduler": SCHEDULER, "_LRScheduler": SCHEDULER, "LambdaLR": SCHEDULER,
@@ -92,7 +95,7 @@ _ANNOTATIONS = {
 _PASS_THROUGH_METHODS = {"to", "cuda", "cpu", "float", "half", "bfloat16", "train", "eval", "double"}
 _PASS_THROUGH_FUNCTIONS = {"torch.compile", "torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel"}
 _NAMES: tuple[tuple[re.Pattern, str], ...] = (
-    (re.compile(r"(^|_)(lr_)?sched(uler)?s?($|_)|^lr_?sched", re.I), SCHEDULER),
+    (re.compile(r"(^|_)(lr_)?sched(uler)?s?($|_)|^lr_?(sched|policy|warmup|decay)", re.I), SCHEDULER),
     (re.compile(r"(^|_)(grad_?)?scaler($|_)", re.I), SCALER),
     (re.compile(r"(^|_)(opt|optim|optimi[sz]er)s?($|_)|^opt_?[a-z]$", re.I), OPTIMIZER),
     (re.compile(r"(^|_)(data_?)?loader($|_)|(^|_)dl($|_)", re.I), LOADER),
@@ -177,11 +180,13 @@ class Roles:
         return isinstance(base, cst.Name) and any(b.kind == "import" for b in scope.lookup(base.value))
 
     def _from_call(self, call: cst.Call, scope: Scope, depth: int) -> str | None:
-        summary = self.index.summary_of(call.func, scope)
-        if summary is not None:
+        tail = dotted_tail(call.func) or ""
+        if tail[:1].isupper() or _FACTORY_WORDS.search(tail):
             # a project class plays the role its code shows (a `WarmupScheduler` whose `step()`
-            # steps the optimizer is an optimizer); a project factory, the role of what it returns
-            role = summary.role if hasattr(summary, "methods") else summary.returns
+            # steps the optimizer is an optimizer); a project factory, the role of what it returns.
+            # (Other project functions are not read for this: that would parse most of a library.)
+            summary = self.index.summary_of(call.func, scope)
+            role = summary.produces if summary is not None else None
             if role:
                 return role
         qualname = self.index.resolve(call.func, scope)
@@ -253,18 +258,15 @@ class Roles:
         return self._from_returns(assign.value, scope, depth, position=unpacked[0])
 
     def _from_self_attribute(self, attr: str, scope: Scope, depth: int) -> str | None:
-        # `self.lr_policy = lr_policy` in `__init__`: what the callers building the class pass
-        # says more than the parameter's name
-        class_scope = scope.class_scope()
-        if class_scope is not None and self.index.linker is not None:
-            role = self.index.linker.constructor_role(self.index, class_scope.name, attr)
-            if role:
-                return role
         for value in self.index.self_attribute_values(attr, scope):
             method_scope = self.index.scope_at(value)
             role = self._infer(value, method_scope, depth + 1)
             if role:
                 return role
+        # `self.warmup = warmup` in `__init__`: what the callers building the class pass
+        class_scope = scope.class_scope()
+        if class_scope is not None and self.index.linker is not None:
+            return self.index.linker.constructor_role(self.index, class_scope.name, attr)
         return None
 
 

@@ -65,6 +65,12 @@ class FunctionSummary:
     detached: Detached = Detached()
     saves: tuple[tuple[str, bool], ...] = ()  # (parameter written, atomic)
     returns: str | None = None
+    returns_mean: bool = False  # a mean over its inputs (a Dice/IoU/RMSE helper: `.mean()`, `sqrt(mse)`)
+
+    @property
+    def produces(self) -> str | None:
+        """The role of what a call of it gives (a factory's product)."""
+        return self.returns
 
     def mode_effect(self, target: str) -> tuple[str, str] | None:
         for name, first, last in self.modes:
@@ -73,19 +79,35 @@ class FunctionSummary:
         return None
 
 
-@dataclass(frozen=True)
 class ClassSummary:
-    name: str
-    bases: tuple[str, ...] = ()
-    role: str | None = None
-    grad_off: bool = False  # a context manager class whose `__enter__` turns recording off
-    methods: dict[str, FunctionSummary] = field(default_factory=dict)
-    init_attrs: dict[str, str] = field(default_factory=dict)  # self.<attr> -> __init__ parameter
+    """A class of the project: the role its instances play, whether it is a no-grad context
+    manager, which `__init__` parameter each `self.<attr>` comes from; its methods' summaries are
+    computed when asked for."""
+
+    def __init__(self, name: str, bases: tuple[str, ...] = (), role: str | None = None, grad_off: bool = False,
+                 init_attrs: dict[str, str] | None = None, methods=None) -> None:
+        self.name = name
+        self.bases = bases
+        self.role = role
+        self.grad_off = grad_off  # a context manager class whose `__enter__` turns recording off
+        self.init_attrs = init_attrs or {}  # self.<attr> -> __init__ parameter
+        self._methods = methods or (lambda name: None)  # name -> FunctionSummary | None
+
+    def method(self, name: str) -> FunctionSummary | None:
+        return self._methods(name)
+
+    @property
+    def produces(self) -> str | None:
+        """The role of what a call of it gives: an instance."""
+        return self.role
 
     @property
     def params(self) -> tuple[str, ...]:
-        init = self.methods.get("__init__")
+        init = self.method("__init__")
         return init.params if init is not None else ()
+
+    def __repr__(self) -> str:
+        return f"ClassSummary({self.name!r}, role={self.role!r}, grad_off={self.grad_off})"
 
 
 @dataclass(frozen=True)
@@ -104,23 +126,66 @@ class Construction:
         return self.positional[position] if position < len(self.positional) else None
 
 
-@dataclass
 class FileSummary:
-    functions: dict[str, FunctionSummary] = field(default_factory=dict)
-    classes: dict[str, ClassSummary] = field(default_factory=dict)
-    imports: dict[str, str] = field(default_factory=dict)  # module-level name -> what it was imported as
-    constructions: list[Construction] = field(default_factory=list)  # capitalised callees with arguments
+    """The summary of one file. Its module-level functions and classes are summarised when first
+    asked for (a file is imported for one or two names, rarely for all), then kept."""
+
+    def __init__(self, index: FileIndex | None = None) -> None:
+        self.imports: dict[str, str] = {}  # module-level name -> what it was imported as
+        self._summariser = _Summariser(index) if index is not None else None
+        self._functions: dict[str, FunctionInfo] = {}
+        self._classes: dict[str, cst.ClassDef] = {}
+        self._constructions: dict[str, list[Construction]] = {}
+        if index is None:
+            return
+        for name, bindings in index.module_scope.bindings.items():
+            if bindings and bindings[-1].kind == "import" and bindings[-1].qualname:
+                self.imports[name] = bindings[-1].qualname
+        for function in index.functions:
+            if function.scope.parent is index.module_scope:
+                self._functions[function.name] = function
+        for name, node in index.classes.items():
+            if index.scope_of_node[node].parent is index.module_scope:
+                self._classes[name] = node
+
+    @property
+    def index(self) -> FileIndex | None:
+        return self._summariser.index if self._summariser is not None else None
+
+    def function(self, name: str) -> FunctionSummary | None:
+        found = self._functions.get(name)
+        return self._summariser.function(found) if found is not None else None
+
+    def klass(self, name: str) -> ClassSummary | None:
+        found = self._classes.get(name)
+        return self._summariser.klass(found) if found is not None else None
 
     def member(self, path: list[str]) -> FunctionSummary | ClassSummary | None:
         if len(path) == 1:
-            return self.functions.get(path[0]) or self.classes.get(path[0])
-        if len(path) == 2 and path[0] in self.classes:
-            return self.classes[path[0]].methods.get(path[1])
+            return self.function(path[0]) or self.klass(path[0])
+        if len(path) == 2:
+            found = self.klass(path[0])
+            return found.method(path[1]) if found is not None else None
         return None
+
+    @property
+    def functions(self) -> dict[str, FunctionSummary]:
+        return {name: self.function(name) for name in self._functions}
+
+    @property
+    def classes(self) -> dict[str, ClassSummary]:
+        return {name: self.klass(name) for name in self._classes}
+
+    def constructions_of(self, class_name: str) -> list[Construction]:
+        """Where this file builds a class called `class_name` with arguments of a known role."""
+        if class_name not in self._constructions:
+            self._constructions[class_name] = self._summariser.constructions(class_name) \
+                if self._summariser is not None else []
+        return self._constructions[class_name]
 
 
 def summarise(index: FileIndex) -> FileSummary:
-    return _Summariser(index).run()
+    return FileSummary(index)
 
 
 class _Summariser:
@@ -129,6 +194,7 @@ class _Summariser:
         self.roles = Roles(index)
         self._memo: dict[cst.CSTNode, FunctionSummary | None] = {}
         self._classes: dict[cst.CSTNode, ClassSummary | None] = {}
+        self._own: dict[cst.CSTNode, list[cst.CSTNode]] = {}
 
     def summary_of(self, expr: cst.BaseExpression, scope: Scope) -> FunctionSummary | ClassSummary | None:
         """Like `FileIndex.summary_of`, but this file's own module-level defs are summarised here."""
@@ -143,29 +209,14 @@ class _Summariser:
                 return self.function(self.index.function_of_node[node])
         return self.index.summary_of(expr, scope)
 
-    def run(self) -> FileSummary:
-        index = self.index
-        result = FileSummary()
-        for name, bindings in index.module_scope.bindings.items():
-            if bindings and bindings[-1].kind == "import" and bindings[-1].qualname:
-                result.imports[name] = bindings[-1].qualname
-        for function in index.functions:
-            if function.scope.parent is index.module_scope:
-                result.functions[function.name] = self.function(function)
-        for name, node in index.classes.items():
-            if index.scope_of_node[node].parent is index.module_scope:
-                result.classes[name] = self.klass(node)
-        result.constructions = self._constructions()
-        return result
-
-    def _constructions(self) -> list[Construction]:
-        """Classes built with arguments of a known role, for the roles of `self.<attr>` set from
-        them in `__init__` (`Trainer(model, opt, build_schedule(...))`)."""
+    def constructions(self, class_name: str) -> list[Construction]:
+        """`Trainer(model, opt, build_schedule(...))`: for the roles of the `self.<attr>` that the
+        class sets from its `__init__` parameters."""
         found = []
         for site in self.index.calls:
             func = site.node.func
             last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-            if not last[:1].isupper() or not site.node.args:
+            if last != class_name or not site.node.args:
                 continue
             callee = self.index.resolve(func, site.scope) or (func.value if isinstance(func, cst.Name) else None)
             if callee is None:
@@ -190,19 +241,23 @@ class _Summariser:
         summary = FunctionSummary(
             name=function.name, params=tuple(params), grad_off=self._grad_off(function), body_grad_off=body_off,
             modes=self._modes(function), detached=self._detached(function, body_off), saves=self._saves(function),
-            returns=self._returns(function))
+            returns=self._returns(function), returns_mean=self._returns_mean(function))
         self._memo[node] = summary
         return summary
 
-    def _own_nodes(self, function: FunctionInfo):
-        """Nodes of the function's body, not those of nested defs or classes."""
-        stack = [function.node.body]
-        while stack:
-            node = stack.pop()
-            yield node
-            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                continue
-            stack.extend(reversed(list(iter_children(node))))
+    def _own_nodes(self, function: FunctionInfo) -> list[cst.CSTNode]:
+        """Nodes of the function's body, not those of nested defs or classes (walked once)."""
+        found = self._own.get(function.node)
+        if found is None:
+            found = self._own[function.node] = []
+            stack = [function.node.body]
+            while stack:
+                node = stack.pop()
+                found.append(node)
+                if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                    continue
+                stack.extend(reversed(list(iter_children(node))))
+        return found
 
     def _returns_of(self, function: FunctionInfo) -> list[cst.BaseExpression]:
         return [n.value for n in self._own_nodes(function) if isinstance(n, cst.Return) and n.value is not None]
@@ -360,6 +415,38 @@ class _Summariser:
                 return role
         return None
 
+    def _returns_mean(self, function: FunctionInfo) -> bool:
+        values = self._returns_of(function)
+        return bool(values) and all(self.is_mean(v, function.scope) for v in values)
+
+    def is_mean(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        """`x.mean()` (over everything), `torch.mean(x)`, `F.mse_loss(a, b)`, `sqrt` of one, and
+        `.item()`/`float()` of one."""
+        if depth > 4:
+            return False
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            return len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None \
+                and self.is_mean(bindings[0].value, scope, depth + 1)
+        if not isinstance(expr, cst.Call):
+            return False
+        func = expr.func
+        if isinstance(func, cst.Attribute):
+            if func.attr.value == "mean":
+                return not expr.args
+            if func.attr.value in ("item", "sqrt", "detach", "cpu") and not expr.args:
+                return self.is_mean(func.value, scope, depth + 1)
+        name = self.index.resolve(func, scope) or ""
+        args = positional_args(expr)
+        if name in ("torch.mean", "numpy.mean") and len(expr.args) == 1:
+            return True
+        if name in ("math.sqrt", "torch.sqrt", "numpy.sqrt", "float") and len(args) == 1:
+            return self.is_mean(args[0].value, scope, depth + 1)
+        if name in ("torch.nn.functional.mse_loss", "torch.nn.functional.l1_loss") and \
+                keyword_value(expr, "reduction") is None:
+            return True
+        return False
+
     # -- classes --------------------------------------------------------------------------------
     def klass(self, node: cst.ClassDef) -> ClassSummary:
         if node in self._classes:
@@ -371,10 +458,10 @@ class _Summariser:
     def _klass(self, node: cst.ClassDef) -> ClassSummary:
         index = self.index
         scope = index.scope_of_node[node]
-        methods = {f.name: self.function(f) for f in index.functions if f.scope.parent is scope}
+        infos = {f.name: f for f in index.functions if f.scope.parent is scope}
         bases = tuple(filter(None, (index.resolve(b.value, scope.parent or scope) for b in node.bases)))
         init_attrs: dict[str, str] = {}
-        init = next((f for f in index.functions if f.scope.parent is scope and f.name == "__init__"), None)
+        init = infos.get("__init__")
         if init is not None:
             params = set(_param_names(init))
             for attr, values in index.class_attributes.get(node.name.value, {}).items():
@@ -385,14 +472,14 @@ class _Summariser:
                     if isinstance(root, cst.Name) and root.value in params and index.function_at(value) is init:
                         init_attrs[attr] = root.value
         grad_off = False
-        enter = next((f for f in index.functions if f.scope.parent is scope and f.name == "__enter__"), None)
+        enter = infos.get("__enter__")
         if enter is not None:
             grad_off = any(isinstance(n, cst.Call) and context_grad(index, n, enter.scope) == OFF
                            for n in self._own_nodes(enter))
-        return ClassSummary(node.name.value, bases, self._class_role(node, scope, bases), grad_off, methods,
-                            init_attrs)
+        return ClassSummary(node.name.value, bases, self._class_role(node, scope, bases, infos), grad_off,
+                            init_attrs, lambda name: self.function(infos[name]) if name in infos else None)
 
-    def _class_role(self, node: cst.ClassDef, scope: Scope, bases: tuple[str, ...]) -> str | None:
+    def _class_role(self, node: cst.ClassDef, scope: Scope, bases: tuple[str, ...], infos) -> str | None:
         for base in bases:
             last = base.rsplit(".", 1)[-1]
             if base.startswith("torch.optim.lr_scheduler") or last in _SCHEDULER_BASES:
@@ -401,7 +488,7 @@ class _Summariser:
                 return OPTIMIZER
             if last in _MODEL_BASES:
                 return MODEL
-        step = next((f for f in self.index.functions if f.scope.parent is scope and f.name == "step"), None)
+        step = infos.get("step")
         if step is not None:
             inner = {self.roles.of(part.func.value, step.scope) or OPTIMIZER
                      for part in self._own_nodes(step)
@@ -493,5 +580,5 @@ def callable_summary(index: FileIndex, func: cst.BaseExpression, scope: Scope) -
         if isinstance(value, cst.Call):
             built = index.summary_of(value.func, index.scope_at(value))
             if isinstance(built, ClassSummary):
-                return built.methods.get("__call__") or built.methods.get("forward")
+                return built.method("__call__") or built.method("forward")
     return None
