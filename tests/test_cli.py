@@ -40,7 +40,7 @@ def test_findings_exit_1_and_the_text_line(project, run):
         f"bad.py:{BAD_LINE}:{BAD_COLUMN}: TL401 [unsafe-torch-load] "
         + result.stdout.split("[unsafe-torch-load] ", 1)[1].splitlines()[0]
     ]
-    assert result.stdout.splitlines()[-1] == "Found 1 finding (1 error) in 1 file (2 checked)."
+    assert result.stdout.splitlines()[-1] == "Found 1 finding (1 error; 1 with an unsafe fix) in 1 file (2 checked)."
     assert "\x1b[" not in result.stdout  # no colour when not on a terminal
 
 
@@ -185,7 +185,7 @@ def test_statistics_text_and_json(project, run):
     lines = text.stdout.splitlines()
     assert lines[0].split() == ["3", "TL401", "unsafe-torch-load", "[error]"]
     assert lines[1].split() == ["1", "TL000", "syntax-error", "[error]"]
-    assert lines[2] == "Found 4 findings (4 errors) in 3 files (4 checked)."
+    assert lines[2] == "Found 4 findings (4 errors; 3 with an unsafe fix) in 3 files (4 checked)."
     as_json = run("check", "--statistics", "--format", "json", "--select", "TL401,TL000", "--no-cache", ".")
     assert json.loads(as_json.stdout) == [
         {"code": "TL401", "name": "unsafe-torch-load", "severity": "error", "count": 3},
@@ -342,7 +342,7 @@ def test_explain_prints_the_rule_documentation(run):
 def test_explain_unknown_code(run):
     result = run("explain", "TL999")
     assert result.exit_code == 2
-    assert result.stderr == "trainlint: error: unknown rule code 'TL999' (see `trainlint rules`)\n"
+    assert result.stderr == "trainlint: error: unknown rule code or name 'TL999' (see `trainlint rules`)\n"
 
 
 def test_version(run):
@@ -429,9 +429,12 @@ def test_examples_contract_json():
     assert list(report) == ["version", "files_checked", "findings"]
     assert report["version"] == __version__
     assert report["files_checked"] == len(list(EXAMPLES.glob("*.py")))
-    keys = ["path", "line", "column", "end_line", "end_column", "code", "name", "severity", "message", "fix"]
+    keys = ["path", "line", "column", "end_line", "end_column", "code", "name", "severity", "message", "fix", "url"]
+    help_uris = {rule["id"]: rule["helpUri"] for rule in json.loads(_subprocess(
+        "check", "--format", "sarif", "--no-cache", "examples/", cwd=REPO).stdout)["runs"][0]["tool"]["driver"]["rules"]}
     for finding in report["findings"]:
         assert list(finding) == keys
+        assert finding["url"] == help_uris[finding["code"]]
         assert finding["path"].startswith("examples/")
         assert finding["severity"] in ("error", "warning", "info")
         assert finding["fix"] is None or set(finding["fix"]) == {"title", "safe", "edits"}

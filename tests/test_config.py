@@ -90,14 +90,15 @@ min-torch-version = "2.4"
     assert config == FileConfig(
         path=path, select=("TL4", "TL000"), ignore=("TL401",), extend_select=("ALL",),
         per_file_ignores=(("tests/*", ("TL4",)),), exclude=("gen",), extend_exclude=("notebooks/*",),
-        min_torch_version=(2, 4),
+        min_torch_version=(2, 4), keys=frozenset({"select", "ignore", "extend-select", "exclude", "extend-exclude",
+                                                  "min-torch-version", "per-file-ignores"}),
     )
     assert config.root == tmp_path
 
 
 def test_empty_pyproject_table_is_valid(tmp_path):
     path = write(tmp_path / "pyproject.toml", "[tool.trainlint]\n")
-    assert load_config(path) == FileConfig(path=path)
+    assert load_config(path) == FileConfig(path=path, keys=frozenset())
 
 
 def test_load_config_error_type(tmp_path):

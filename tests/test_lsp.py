@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,12 +21,12 @@ from pytest_lsp import ClientServerConfig, LanguageClient  # noqa: E402
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features  # noqa: E402
 
 from trainlint.engine import lint_source  # noqa: E402
-from trainlint.lsp.actions import commentable_lines  # noqa: E402
 from trainlint.lsp.positions import Encoder  # noqa: E402
 from trainlint.positions import split_lines  # noqa: E402
 from trainlint.lsp.server import document_path  # noqa: E402
 from trainlint.rule import registry  # noqa: E402
 from trainlint.settings import Settings, resolve_selection  # noqa: E402
+from trainlint.suppress import scan  # noqa: E402
 
 SERVER = [sys.executable, "-m", "trainlint", "lsp"]
 TIMEOUT = 15
@@ -533,7 +534,34 @@ def test_document_path_decodes_file_uris(tmp_path):
 
 def test_commentable_lines_exclude_strings_and_continuations():
     text = 'a = 1\nb = """x\ny"""\nc = (1,\n     2)  # note\nd = 1 + \\\n    2\n'
-    assert commentable_lines(text) == frozenset({0, 2, 3, 4, 6})
+    assert scan(text).commentable == frozenset({1, 3, 4, 5, 7})
+
+
+@pytest.mark.asyncio
+async def test_server_and_cli_agree_per_file(tmp_path):
+    """Each file's own project configuration, in the editor and on the command line alike."""
+    project = tmp_path / "proj"
+    (project / "tests").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[tool.trainlint]\nselect = ["TL4", "TL001"]\n\n'
+                                            '[tool.trainlint.per-file-ignores]\n"tests/*" = ["TL401"]\n')
+    texts = {project / "train.py": BUGGY + "x = 1  # noqa: TL402\n", project / "tests" / "test_ckpt.py": BUGGY}
+    for path, text in texts.items():
+        path.write_text(text)
+    cli = subprocess.run([sys.executable, "-m", "trainlint", "check", "--format", "json", "--no-cache",
+                          *map(str, texts)], cwd=project / "tests", capture_output=True, text=True, timeout=60)
+    from_cli = {(Path(f["path"]).resolve(), f["line"] - 1, f["code"]) for f in json.loads(cli.stdout)["findings"]}
+    assert {code for _, _, code in from_cli} == {"TL401", "TL001"}, cli.stdout
+
+    client = await start()
+    try:
+        from_server = set()
+        for path, text in texts.items():
+            open_document(client, path.as_uri(), text)
+            params = await published(client, path.as_uri(), 1)
+            from_server |= {(path, d.range.start.line, d.code) for d in params.diagnostics}
+        assert from_server == from_cli
+    finally:
+        assert await stop(client) == 0
 
 
 @pytest.mark.asyncio

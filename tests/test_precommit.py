@@ -60,12 +60,18 @@ def _run(cmd: list[str], repo: Path, env: dict[str, str]) -> subprocess.Complete
 
 def test_try_repo_fails_on_the_buggy_script_only(project):
     repo, env = project
+    # pre-commit names every staged file: the hook's --force-exclude keeps the configured excludes
+    (repo / "vendor").mkdir()
+    (repo / "vendor" / "lib.py").write_text(BUGGY)
+    (repo / "pyproject.toml").write_text('[tool.trainlint]\nextend-exclude = ["vendor"]\n')
+    _git(repo, "add", "vendor/lib.py", "pyproject.toml")
     proc = _run([*_pre_commit(), "try-repo", str(ROOT), "trainlint", "--all-files"], repo, env)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
     assert "trainlint" in out and "Failed" in out
     assert "train.py:3:9: TL401 [unsafe-torch-load]" in out, out
     assert "evaluate.py:" not in out
+    assert "vendor/" not in out
 
 
 def test_configured_hook_passes_a_clean_script_and_fails_a_buggy_one(project):

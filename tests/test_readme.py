@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -88,3 +89,15 @@ def test_update_script_detects_a_stale_reference(tmp_path):
     assert result.returncode == 1 and "rules.md" in result.stderr
     assert run_script("--readme", str(readme), "--reference", str(reference)).returncode == 0
     assert reference.read_text() == render_reference()
+
+
+def test_every_check_option_is_in_the_options_table():
+    from trainlint.cli import check
+
+    table = README.read_text().split("| option | meaning |", 1)[1].split("\n\n", 1)[0]
+    first_column = [row.split("|")[1] for row in table.splitlines() if row.startswith("| ")]
+    documented = {name for cell in first_column for name in re.findall(r"(?<![\w-])(--?[a-z][-a-z]*)", cell)}
+    options = {name for param in check.params if param.param_type_name == "option"
+               for name in [*param.opts, *param.secondary_opts]}
+    missing = sorted(o for o in options - {"-h", "--help"} if o not in documented)
+    assert missing == [], f"options missing from the README's table: {missing}"

@@ -53,7 +53,7 @@ def test_text_lines_and_summary():
         "src/train.py:12:1: TL402 [non-atomic-checkpoint-save] save is not atomic",
         "eval.py:1:1: TL000 [syntax-error] cannot parse",
         "notes.py:2:3: TL999 [hygiene] a note",
-        "Found 5 findings (3 errors, 1 warning, 1 info) in 3 files (6 checked).",
+        "Found 5 findings (3 errors, 1 warning, 1 info; 1 with an unsafe fix) in 3 files (6 checked).",
     ]
     assert "\x1b[" not in out
 
@@ -61,8 +61,11 @@ def test_text_lines_and_summary():
 @pytest.mark.parametrize("results, checked, expected", [
     ([], 0, "All checks passed (0 files)."),
     ([FileResult("a.py")], 1, "All checks passed (1 file)."),
-    ([FileResult("a.py", [finding(severity=Severity.WARNING)])], 1,
+    ([FileResult("a.py", [finding(severity=Severity.WARNING, fix=None)])], 1,
      "Found 1 finding (1 warning) in 1 file (1 checked)."),
+    ([FileResult("a.py", [finding(fix=Fix("f", True, ())), finding(line=9, fix=None)]),
+      FileResult("b.py", [finding(path="b.py", severity=Severity.WARNING, fix=FIX)])], 2,
+     "Found 3 findings (2 errors, 1 warning; 1 fixable, 1 with an unsafe fix) in 2 files (2 checked)."),
 ])
 def test_text_summary_counts(results, checked, expected):
     assert render("text", results, checked).splitlines()[-1] == expected
@@ -106,7 +109,9 @@ def test_json_contract():
         "code": "TL401", "name": "unsafe-torch-load", "severity": "error", "message": "unsafe load",
         "fix": {"title": "Load with weights_only=True", "safe": False,
                 "edits": [{"line": 3, "column": 30, "end_line": 3, "end_column": 35, "content": "True"}]},
+        "url": "https://github.com/trainlint/trainlint/blob/main/docs/rules.md#tl401",
     }
+    assert data["findings"][4]["url"] is None  # TL999 is no rule of trainlint's
     assert data["findings"][1]["fix"] is None
     assert [Finding.from_dict(f) for f in data["findings"]] == [f for r in RESULTS for f in r.findings]
 

@@ -7,7 +7,7 @@ import pytest
 from conftest import BAD
 from trainlint.engine import lint_source
 from trainlint.settings import Settings, resolve_selection
-from trainlint.suppress import ALL, file_disabled_codes, noqa_codes
+from trainlint.suppress import ALL, file_disabled_codes, parse_directive
 
 TL401_ONLY = Settings(select=resolve_selection(["TL401"], [], []))
 LOAD = 'state = torch.load("checkpoint.pt", map_location="cpu", weights_only=False)'
@@ -85,9 +85,9 @@ def test_syntax_errors_are_not_suppressed_by_noqa_codes_elsewhere():
 
 
 def test_parsers():
-    assert noqa_codes("x = 1") is None
-    assert noqa_codes("x = 1  # noqa") is ALL
-    assert noqa_codes("x  # noqa: tl101 , TL202") == frozenset({"TL101", "TL202"})
+    assert parse_directive("# a comment") is None
+    assert parse_directive("# noqa").blanket
+    assert [c.code for c in parse_directive("# noqa: tl101 , TL202").codes] == ["TL101", "TL202"]
     assert file_disabled_codes("a\n# trainlint: disable-file=TL101\n# trainlint: disable-file=TL2\n") == \
         frozenset({"TL101", "TL2"})
     assert file_disabled_codes("# trainlint: disable-file\n") is ALL

@@ -13,7 +13,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import click
 
@@ -30,10 +32,10 @@ def _fail(message: str) -> None:
 
 
 class DefaultToCheck(click.Group):
-    """A group that runs `check` when the first argument is not a subcommand."""
+    """A group that runs `check` when the first argument is not a subcommand, or there is none."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ("-h", "--help", "--version"):
+        if not args or (args[0] not in self.commands and args[0] not in ("-h", "--help", "--version")):
             args = ["check", *args]
         return super().parse_args(ctx, args)
 
@@ -63,7 +65,10 @@ def _validate_selectors(option: str, selectors: list[str]) -> list[str]:
     return [s.upper() for s in selectors]
 
 
-def _use_color(output: str | None) -> bool:
+def _use_color(color: bool | None, output: str | None) -> bool:
+    """`--color/--no-color` if given; else colour only for a terminal (NO_COLOR, FORCE_COLOR)."""
+    if color is not None:
+        return color
     if output is not None or os.environ.get("NO_COLOR"):
         return False
     if os.environ.get("FORCE_COLOR"):
@@ -71,96 +76,173 @@ def _use_color(output: str | None) -> bool:
     return sys.stdout.isatty()
 
 
+def _apply(options: list):
+    """Decorate a command with a table of click parameters, in the table's order."""
+    def decorate(function):
+        for option in reversed(options):
+            function = option(function)
+        return function
+    return decorate
+
+
+#: Every option of `check`, in one table (the README's options table follows this order).
+CHECK_OPTIONS = [
+    click.argument("paths", nargs=-1, type=click.Path()),
+    # -- which rules
+    click.option("--select", multiple=True, metavar="CODES",
+                 help="Run exactly these rules: codes, prefixes (TL1) or ALL, comma-separated."),
+    click.option("--extend-select", multiple=True, metavar="CODES", help="Add rules to the selection."),
+    click.option("--ignore", multiple=True, metavar="CODES", help="Remove rules from the selection."),
+    # -- which files
+    click.option("--exclude", multiple=True, metavar="GLOBS",
+                 help="Also skip these globs when walking directories (relative to the current directory)."),
+    click.option("--force-exclude", is_flag=True,
+                 help="Apply the excludes to files named on the command line too (for pre-commit)."),
+    click.option("--stdin-filename", default=None, metavar="PATH",
+                 help="The name to report (and match per-file-ignores against) for `-` (stdin)."),
+    # -- configuration
+    click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+                 help="Read settings from FILE (pyproject.toml or trainlint.toml) for every file."),
+    click.option("--isolated", is_flag=True, help="Ignore all configuration files."),
+    click.option("--show-settings", is_flag=True,
+                 help="Print the settings that apply to the one PATH given, and where each comes from."),
+    # -- output
+    click.option("--format", "--output-format", "fmt", type=click.Choice(FORMATS), default=None,
+                 help="Output format [default: text; github when GITHUB_ACTIONS=true]."),
+    click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+                 help="Write the report to FILE instead of stdout."),
+    click.option("--show-source", is_flag=True,
+                 help="Text format: show the offending lines with carets, the fix and the rule's link."),
+    click.option("--statistics", is_flag=True,
+                 help="Print the number of findings per code instead of each finding."),
+    click.option("-q", "--quiet", is_flag=True, help="Text format: print the findings only, no summary."),
+    click.option("--color/--no-color", "color", default=None,
+                 help="Colour the text output [default: only on a terminal]."),
+    click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings."),
+    # -- running
+    click.option("--add-noqa", is_flag=True,
+                 help="Add `# noqa: CODE` to every line with a finding (adopting trainlint on old code)."),
+    click.option("--watch", is_flag=True, help="Check again whenever a Python or TOML file changes."),
+    click.option("--no-cache", is_flag=True, help="Do not read or write the result cache."),
+    click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
+                 help="Worker processes (0: one per CPU)."),
+]
+
+
 @cli.command()
-@click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--select", multiple=True, metavar="CODES",
-              help="Run exactly these rules: codes, prefixes (TL1) or ALL, comma-separated.")
-@click.option("--extend-select", multiple=True, metavar="CODES", help="Add rules to the selection.")
-@click.option("--ignore", multiple=True, metavar="CODES", help="Remove rules from the selection.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Output format [default: text; github when GITHUB_ACTIONS=true].")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Write the report to FILE instead of stdout.")
-@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
-@click.option("--statistics", is_flag=True, help="Print the number of findings per code instead of each finding.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
-              help="Read settings from FILE (pyproject.toml or trainlint.toml).")
-@click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
-@click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
-@click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True,
-              help="Worker processes (0: one per CPU).")
-@click.option("--show-source", is_flag=True, help="Text format: show the offending line with a caret.")
-@click.option("--stdin-filename", default=None, metavar="PATH",
-              help="The name to report (and match per-file-ignores against) for `-` (stdin).")
-def check(paths, select, extend_select, ignore, fmt, output, exit_zero, statistics, config_file,
-          isolated, no_cache, jobs, show_source, stdin_filename) -> None:
+@_apply(CHECK_OPTIONS)
+def check(**options) -> None:
     """Check PATHS (files or directories; `-` reads stdin). Default: the current directory."""
-    from trainlint.cache import ResultCache
-    from trainlint.config import (CliSelection, ConfigError, build_discovery, build_settings,
-                                  cache_directory, resolve_config)
-    from trainlint.discovery import MissingPath, discover
-    from trainlint.engine import lint_paths, lint_source
-    from trainlint.reporters import ReportOptions, render, render_statistics
-    from trainlint.reporters.options import read_lines
+    from trainlint.config import CliSelection, ConfigError, Resolver
     from trainlint.settings import SelectorError
 
-    if config_file is not None and isolated:
+    o = SimpleNamespace(**options)
+    if o.config_file is not None and o.isolated:
         _fail("--config and --isolated cannot be used together")
-    fmt = fmt or ("github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text")
-    if statistics and fmt not in ("text", "json"):
-        _fail(f"--statistics works with --format text or json, not {fmt}")
+    o.fmt = o.fmt or ("github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text")
+    if o.statistics and o.fmt not in ("text", "json"):
+        _fail(f"--statistics works with --format text or json, not {o.fmt}")
+    if o.stdin_filename is not None and o.paths and "-" not in o.paths:
+        _fail("--stdin-filename names what is read from stdin: add `-` to the paths")
+    o.paths = list(o.paths) or (["-"] if o.stdin_filename else ["."])
+    if "-" in o.paths and (o.watch or o.add_noqa):
+        _fail(f"{'--watch' if o.watch else '--add-noqa'} works on files, not on stdin (`-`)")
+    if o.show_settings and len(o.paths) != 1:
+        _fail("--show-settings takes exactly one path")
 
-    selection = CliSelection(
-        select=tuple(_validate_selectors("--select", _split(select))) if select else None,
-        extend_select=tuple(_validate_selectors("--extend-select", _split(extend_select))),
-        ignore=tuple(_validate_selectors("--ignore", _split(ignore))),
+    o.selection = CliSelection(
+        select=tuple(_validate_selectors("--select", _split(o.select))) if o.select else None,
+        extend_select=tuple(_validate_selectors("--extend-select", _split(o.extend_select))),
+        ignore=tuple(_validate_selectors("--ignore", _split(o.ignore))),
+        exclude=tuple(_split(o.exclude)),
+        force_exclude=o.force_exclude,
     )
     try:
-        config = resolve_config(config_file, isolated)
-        settings = build_settings(config, selection)
+        if o.show_settings:
+            from trainlint.show_settings import render_settings
+
+            resolver = Resolver(o.config_file, o.isolated, o.selection)
+            click.echo(render_settings(resolver, o.paths[0]), nl=False)
+            raise SystemExit(EXIT_CLEAN)
+        if o.watch:
+            raise SystemExit(_watch(o))
+        raise SystemExit(_check_once(o))
     except (ConfigError, SelectorError) as err:
         _fail(str(err))
 
-    paths = list(paths) or (["-"] if stdin_filename else ["."])
-    stdin_name = os.path.normpath(stdin_filename) if stdin_filename else "-"
-    on_disk = [p for p in paths if p != "-"]
+
+def _check_once(o: SimpleNamespace) -> int:
+    """One run of `check`: find the files, check each with its own settings, report; the exit code."""
+    from trainlint.cache import ResultCache
+    from trainlint.config import Resolver, cache_directory, resolve_config
+    from trainlint.discovery import MissingPath, discover
+    from trainlint.engine import lint_paths, lint_source
+    from trainlint.positions import split_lines
+    from trainlint.reporters import ReportOptions, render, render_statistics
+    from trainlint.reporters.options import read_lines
+
+    resolver = Resolver(o.config_file, o.isolated, o.selection)
+    here = resolve_config(o.config_file, o.isolated)  # the run's own: cache and SARIF root
+    stdin_name = os.path.normpath(o.stdin_filename) if o.stdin_filename else "-"
+    on_disk = [p for p in o.paths if p != "-"]
     try:
-        files = discover(on_disk, build_discovery(config))
+        files = discover(on_disk, resolver.discovery_for)
     except MissingPath as err:
         for missing in err.args[0]:
             click.echo(f"trainlint: error: no such file or directory: {missing}", err=True)
-        raise SystemExit(EXIT_ERROR)
+        return EXIT_ERROR
+    if o.force_exclude:
+        named = {os.path.normpath(p) for p in on_disk if not os.path.isdir(p)}
+        files = [f for f in files if f not in named or not resolver.is_force_excluded(f)]
 
-    cache = None if no_cache else ResultCache(cache_directory(config))
-    results = list(lint_paths(files, settings, jobs=jobs or (os.cpu_count() or 1), cache=cache))
+    # Files sharing a configuration share one Settings object: check them together.
+    groups: dict[int, tuple] = {}
+    for path in files:
+        settings = resolver.settings_for(path)
+        groups.setdefault(id(settings), (settings, []))[1].append(path)
+    cache = None if o.no_cache else ResultCache(cache_directory(here))
+    jobs = o.jobs or (os.cpu_count() or 1)
+    by_path = {}
+    for settings, paths in groups.values():
+        for result in lint_paths(paths, settings, jobs=jobs, cache=cache):
+            by_path[result.path] = result
+    results = [by_path[path] for path in files]
     stdin_text: str | None = None
-    if "-" in paths:
+    if "-" in o.paths and not (o.force_exclude and resolver.is_force_excluded(stdin_name)):
         data = sys.stdin.buffer.read()
         stdin_text = data.decode("utf-8", "replace")
-        results.append(lint_source(data, stdin_name, settings))
+        results.append(lint_source(data, stdin_name, resolver.settings_for(stdin_name)))
+
+    if o.add_noqa:
+        from trainlint.suppress import add_noqa_to_files
+
+        added, changed = add_noqa_to_files(results)
+        click.echo(f"Added {added} noqa directive{'' if added == 1 else 's'} to "
+                   f"{changed} file{'' if changed == 1 else 's'}.")
+        return EXIT_CLEAN
 
     def source_lines(path: str) -> list[str] | None:
         if stdin_text is not None and path == stdin_name:
-            return stdin_text.splitlines()
+            return split_lines(stdin_text)
         return read_lines(path)
 
-    color = _use_color(output)
-    options = ReportOptions(color=color, show_source=show_source, source_lines=source_lines,
-                            root=str(config.root))
-    if statistics:
-        report = render_statistics(fmt, results)
-        if fmt == "text":
+    color = _use_color(o.color, o.output)
+    options = ReportOptions(color=color, show_source=o.show_source, source_lines=source_lines,
+                            root=str(here.root), quiet=o.quiet)
+    if o.statistics:
+        report = render_statistics(o.fmt, results)
+        if o.fmt == "text" and not o.quiet:
             from trainlint.reporters.text import summary
 
             report += summary(results, len(results)) + "\n"
     else:
-        report = render(fmt, results, len(results), options)
+        report = render(o.fmt, results, len(results), options)
 
-    if output is not None:
+    if o.output is not None:
         try:
-            Path(output).write_text(report, encoding="utf-8")
+            Path(o.output).write_text(report, encoding="utf-8")
         except OSError as err:
-            _fail(f"cannot write {output}: {err.strerror or err}")
+            _fail(f"cannot write {o.output}: {err.strerror or err}")
     else:
         click.echo(report, nl=False, color=color)
 
@@ -168,9 +250,38 @@ def check(paths, select, extend_select, ignore, fmt, output, exit_zero, statisti
     for error in errors:
         click.echo(f"trainlint: error: {' '.join(error.split())}", err=True)
     if errors:
-        raise SystemExit(EXIT_ERROR)
+        return EXIT_ERROR
     found = any(result.findings for result in results)
-    raise SystemExit(EXIT_FINDINGS if found and not exit_zero else EXIT_CLEAN)
+    return EXIT_FINDINGS if found and not o.exit_zero else EXIT_CLEAN
+
+
+def _watch(o: SimpleNamespace) -> int:
+    """`--watch`: check, then check again after every change to a Python or TOML file under the
+    paths (watchfiles: OS file events, not polling). Ctrl-C ends it with exit code 0."""
+    try:
+        from watchfiles import PythonFilter, watch
+    except ImportError:
+        _fail("--watch needs watchfiles: pip install 'trainlint[watch]'")
+    roots = sorted({p if os.path.isdir(p) else os.path.dirname(os.path.abspath(p)) for p in o.paths})
+    from trainlint.config import ConfigError
+    from trainlint.settings import SelectorError
+
+    def check_reporting_errors() -> None:
+        try:
+            _check_once(o)
+        except (ConfigError, SelectorError) as err:  # fixing the file is what the watch waits for
+            click.echo(f"trainlint: error: {' '.join(str(err).split())}", err=True)
+
+    try:
+        check_reporting_errors()
+        click.echo("Watching for changes (Ctrl-C to stop).", err=True)
+        for changes in watch(*roots, watch_filter=PythonFilter(extra_extensions=(".toml",))):
+            changed = sorted({os.path.relpath(path) for _, path in changes})
+            click.echo(f"\n{time.strftime('%H:%M:%S')} {', '.join(changed)} changed; checking again.", err=True)
+            check_reporting_errors()
+    except KeyboardInterrupt:
+        pass
+    return EXIT_CLEAN
 
 
 @cli.command()
@@ -185,19 +296,21 @@ def rules(fmt: str) -> None:
 @cli.command()
 @click.argument("code")
 def explain(code: str) -> None:
-    """Print a rule's documentation, with its first bad example and the fixed/good version."""
+    """Print a rule's documentation (CODE is its code or its name), with its examples."""
     from trainlint.reporters.catalog import lookup
 
     info = lookup(code)
     if info is None:
-        _fail(f"unknown rule code '{code}' (see `trainlint rules`)")
+        _fail(f"unknown rule code or name '{code}' (see `trainlint rules`)")
     click.echo(info.documentation, nl=False)
 
 
 @cli.command()
 @click.argument("codes", nargs=-1)
+@click.option("--select", multiple=True, metavar="CODES",
+              help="Rows to run: codes, prefixes or fence names, comma-separated (same as CODES).")
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
-def confirm(codes: tuple[str, ...], fmt: str) -> None:
+def confirm(codes: tuple[str, ...], select: tuple[str, ...], fmt: str) -> None:
     """Show each hazard with torch: run the rules' bad/good pairs and print the numbers."""
     try:
         if importlib.util.find_spec("torch") is None:
@@ -209,7 +322,7 @@ def confirm(codes: tuple[str, ...], fmt: str) -> None:
         from trainlint.runtime.confirm import run_confirm
     except ImportError as err:
         _fail(f"trainlint confirm is not available in this installation: {err}")
-    raise SystemExit(run_confirm([c.upper() for c in codes], fmt))
+    raise SystemExit(run_confirm([c.upper() for c in [*codes, *_split(select)]], fmt))
 
 
 @cli.command()

@@ -1,34 +1,34 @@
 """Configuration: `[tool.trainlint]` in pyproject.toml (or a trainlint.toml), merged with the CLI.
 
-Where the configuration comes from:
-- `--config FILE`: a `pyproject.toml` (its `[tool.trainlint]` table) or any other TOML file with
-  the same keys at top level (e.g. `trainlint.toml`);
-- otherwise the nearest configuration walking up from the current directory: in each directory a
+Where the configuration comes from, as ruff does it, for each checked file on its own:
+- `--config FILE`: that file for every checked file: a `pyproject.toml` (its `[tool.trainlint]`
+  table) or any other TOML file with the same keys at top level (e.g. `trainlint.toml`);
+- otherwise the nearest configuration walking up from the file's directory: in each directory a
   `trainlint.toml`, then a `pyproject.toml` that has a `[tool.trainlint]` table (a pyproject.toml
-  without one is passed over);
+  without one is passed over); none found: the defaults;
 - `--isolated`: none at all.
 
 Precedence: the command line overrides the file. `--select` on the command line replaces the
 file's whole rule selection (`select`, `extend-select`, `ignore`); `--extend-select` and
 `--ignore` on the command line add to whatever selection is in force. `per-file-ignores` always
 apply. Globs in `exclude`, `extend-exclude` and `per-file-ignores` are relative to the directory
-holding the configuration file.
+holding the configuration file that applies; `--exclude` globs are relative to the current
+directory.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
-import posixpath
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from trainlint.discovery import DEFAULT_EXCLUDES, Discovery
 from trainlint.settings import DEFAULT_MIN_TORCH, SelectorError, Settings, codes_for, resolve_selection
 
-KEYS = ("select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude", "min-torch-version")
 CACHE_DIR_NAME = ".trainlint_cache"
 _VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
 
@@ -49,6 +49,8 @@ class FileConfig:
     exclude: tuple[str, ...] | None = None
     extend_exclude: tuple[str, ...] = ()
     min_torch_version: tuple[int, ...] | None = None
+    #: The keys the file sets (for `--show-settings`: where each setting came from).
+    keys: frozenset[str] = frozenset()
 
     @property
     def root(self) -> Path:
@@ -63,27 +65,61 @@ class CliSelection:
     select: tuple[str, ...] | None = None
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    #: `--exclude` globs (relative to the current directory) and `--force-exclude`.
+    exclude: tuple[str, ...] = ()
+    force_exclude: bool = False
+
+
+def _read_toml(path: Path) -> dict:
+    """A TOML file's data; ConfigError (one line naming the file) for anything that goes wrong."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ConfigError(f"cannot read configuration file {path}: {err.strerror or err}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: invalid TOML: {err}") from None
+    except RecursionError:  # tomllib recurses on nested arrays and tables
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
 
 
 def _has_table(pyproject: Path) -> bool:
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        # a broken pyproject.toml is reported when it is loaded, so do not pass over it here
-        return b"[tool.trainlint" in pyproject.read_bytes() if pyproject.is_file() else False
+        data = _read_toml(pyproject)
+    except ConfigError:
+        # A broken pyproject.toml that may be ours is reported when it is loaded, not passed over.
+        try:
+            return b"[tool.trainlint" in pyproject.read_bytes()
+        except OSError:
+            return True  # unreadable: loading it gives the one-line error
     return isinstance(data.get("tool"), dict) and "trainlint" in data["tool"]
 
 
-def find_config(start: Path) -> Path | None:
-    """The nearest trainlint.toml or pyproject.toml with `[tool.trainlint]`, from `start` up."""
+def find_config(start: Path, memo: dict[Path, Path | None] | None = None) -> Path | None:
+    """The nearest trainlint.toml or pyproject.toml with `[tool.trainlint]`, from `start` up.
+
+    `memo` remembers the answer for every directory passed on the way (one run asks for many).
+    """
+    memo = {} if memo is None else memo
+    passed = []
+    found: Path | None = None
     for directory in [start, *start.parents]:
+        if directory in memo:
+            found = memo[directory]
+            break
+        passed.append(directory)
         candidate = directory / "trainlint.toml"
         if candidate.is_file():
-            return candidate
+            found = candidate
+            break
         candidate = directory / "pyproject.toml"
         if candidate.is_file() and _has_table(candidate):
-            return candidate
-    return None
+            found = candidate
+            break
+    for directory in passed:
+        memo[directory] = found
+    return found
 
 
 def _string_list(path: Path, key: str, value) -> tuple[str, ...]:
@@ -108,17 +144,38 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.strip().split("."))
 
 
+def _per_file_ignores(path: Path, key: str, raw) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: '{key}' must be a table of glob = [codes], got {raw!r}")
+    return tuple((pattern, _selectors(path, f"{key}.{pattern}", codes)) for pattern, codes in raw.items())
+
+
+def _min_torch_version(path: Path, key: str, raw) -> tuple[int, ...]:
+    try:
+        if not isinstance(raw, str):
+            raise ValueError(f"{raw!r} is not a string such as \"2.4\"")
+        return parse_version(raw)
+    except ValueError as err:
+        raise ConfigError(f"{path}: '{key}': {err}") from None
+
+
+#: Every configuration key: the FileConfig field it fills and the function validating its value
+#: (called with the file, the key and the raw value; raises ConfigError naming both).
+SCHEMA: dict[str, tuple[str, Callable]] = {
+    "select": ("select", _selectors),
+    "ignore": ("ignore", _selectors),
+    "extend-select": ("extend_select", _selectors),
+    "per-file-ignores": ("per_file_ignores", _per_file_ignores),
+    "exclude": ("exclude", _string_list),
+    "extend-exclude": ("extend_exclude", _string_list),
+    "min-torch-version": ("min_torch_version", _min_torch_version),
+}
+KEYS = tuple(SCHEMA)
+
+
 def load_config(path: Path) -> FileConfig:
     """Read and validate one configuration file. Raises ConfigError naming the file and key."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError(f"cannot read configuration file {path}: {err.strerror or err}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path}: invalid TOML: {err}") from None
-
+    data = _read_toml(path)
     if path.name == "pyproject.toml":
         table = data.get("tool", {}).get("trainlint", {}) if isinstance(data.get("tool"), dict) else {}
         where = f"{path}: [tool.trainlint]"
@@ -127,71 +184,37 @@ def load_config(path: Path) -> FileConfig:
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table")
 
-    for key in table:
-        if key not in KEYS:
+    values: dict = {"path": path, "keys": frozenset(table)}
+    for key, raw in table.items():
+        if key not in SCHEMA:
             close = difflib.get_close_matches(key.replace("_", "-"), KEYS, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else f" (known keys: {', '.join(KEYS)})"
             raise ConfigError(f"{where}: unknown key '{key}'{hint}")
-
-    values: dict = {"path": path}
-    if "select" in table:
-        values["select"] = _selectors(path, "select", table["select"])
-    if "ignore" in table:
-        values["ignore"] = _selectors(path, "ignore", table["ignore"])
-    if "extend-select" in table:
-        values["extend_select"] = _selectors(path, "extend-select", table["extend-select"])
-    if "exclude" in table:
-        values["exclude"] = _string_list(path, "exclude", table["exclude"])
-    if "extend-exclude" in table:
-        values["extend_exclude"] = _string_list(path, "extend-exclude", table["extend-exclude"])
-    if "per-file-ignores" in table:
-        raw = table["per-file-ignores"]
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: 'per-file-ignores' must be a table of glob = [codes], got {raw!r}")
-        values["per_file_ignores"] = tuple(
-            (pattern, _selectors(path, f"per-file-ignores.{pattern}", codes)) for pattern, codes in raw.items()
-        )
-    if "min-torch-version" in table:
-        raw = table["min-torch-version"]
-        try:
-            if not isinstance(raw, str):
-                raise ValueError(f"{raw!r} is not a string such as \"2.4\"")
-            values["min_torch_version"] = parse_version(raw)
-        except ValueError as err:
-            raise ConfigError(f"{path}: 'min-torch-version': {err}") from None
+        name, parse = SCHEMA[key]
+        values[name] = parse(path, key, raw)
     return FileConfig(**values)
 
 
+def _explicit_config(config_file: str) -> FileConfig:
+    path = Path(config_file)
+    if not path.is_file():
+        raise ConfigError(f"configuration file not found: {config_file}")
+    return load_config(path.resolve())
+
+
 def resolve_config(config_file: str | None, isolated: bool, cwd: Path | None = None) -> FileConfig:
-    """The configuration a run uses (see the module docstring for where it comes from)."""
+    """The configuration found from the current directory (or `--config`, or none when isolated):
+    where the cache and SARIF's root are, and what a file without its own configuration uses."""
     if isolated:
         return FileConfig()
     if config_file is not None:
-        path = Path(config_file)
-        if not path.is_file():
-            raise ConfigError(f"configuration file not found: {config_file}")
-        return load_config(path.resolve())
+        return _explicit_config(config_file)
     found = find_config((cwd or Path.cwd()).resolve())
     return load_config(found) if found else FileConfig()
 
 
-def _anchor(pattern: str, root: Path, cwd: Path) -> list[str]:
-    """A glob written relative to the config's directory, as matched against the paths the engine
-    sees (relative to the current directory, or absolute)."""
-    pattern = pattern.replace("\\", "/")
-    if "/" not in pattern.strip("/"):
-        return [pattern.strip("/")]  # a bare name matches the file name anywhere
-    pattern = pattern.strip("/") if not os.path.isabs(pattern) else pattern
-    if os.path.isabs(pattern):
-        return [pattern]
-    absolute = posixpath.join(root.as_posix(), pattern)
-    relative = posixpath.normpath(posixpath.join(Path(os.path.relpath(root, cwd)).as_posix(), pattern))
-    return [relative, absolute]
-
-
-def build_settings(config: FileConfig, cli: CliSelection, cwd: Path | None = None) -> Settings:
+def build_settings(config: FileConfig, cli: CliSelection) -> Settings:
     """Settings for the engine. Raises SelectorError for a bad command-line selector."""
-    cwd = (cwd or Path.cwd()).resolve()
     if cli.select is not None:
         select, extend, ignore = list(cli.select), list(cli.extend_select), list(cli.ignore)
     else:
@@ -202,19 +225,86 @@ def build_settings(config: FileConfig, cli: CliSelection, cwd: Path | None = Non
     per_file = []
     for pattern, selectors in config.per_file_ignores:
         codes = frozenset().union(*(codes_for(s) for s in selectors)) if selectors else frozenset()
-        for anchored in _anchor(pattern, config.root, cwd):
-            per_file.append((anchored, codes))
+        pattern = pattern.replace("\\", "/")
+        per_file.append((pattern.removeprefix("./") if "/" in pattern.strip("/") else pattern.strip("/"), codes))
     return Settings(
         select=selection,
         per_file_ignores=tuple(per_file),
         min_torch_version=config.min_torch_version or DEFAULT_MIN_TORCH,
+        root=str(config.root) if config.path else None,
     )
 
 
-def build_discovery(config: FileConfig) -> Discovery:
+def build_discovery(config: FileConfig, cli: CliSelection | None = None) -> Discovery:
     excludes = config.exclude if config.exclude is not None else DEFAULT_EXCLUDES
-    return Discovery(excludes=tuple(excludes) + config.extend_exclude, root=str(config.root))
+    extra: tuple[str, ...] = ()
+    if cli is not None:  # command-line globs are relative to the current directory
+        extra = tuple(p if "/" not in p.strip("/") else os.path.join(os.getcwd(), p.strip("/")).replace("\\", "/")
+                      for p in cli.exclude)
+    return Discovery(excludes=tuple(excludes) + config.extend_exclude + extra, root=str(config.root))
 
 
 def cache_directory(config: FileConfig) -> Path:
     return config.root / CACHE_DIR_NAME
+
+
+@dataclass
+class Resolver:
+    """The configuration, settings and excludes that apply to each file and directory.
+
+    Configurations are looked up once per directory and loaded once per file; equal
+    configurations give the same Settings object, so files can be grouped by it.
+    """
+
+    config_file: str | None = None
+    isolated: bool = False
+    cli: CliSelection = field(default_factory=CliSelection)
+    _nearest: dict[Path, Path | None] = field(default_factory=dict, repr=False)
+    _configs: dict[Path | None, FileConfig] = field(default_factory=dict, repr=False)
+    _settings: dict[Path | None, Settings] = field(default_factory=dict, repr=False)
+    _discovery: dict[Path | None, Discovery] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._fixed: Path | None = None  # --config: one configuration for every file
+        if self.config_file is not None and not self.isolated:
+            explicit = _explicit_config(self.config_file)
+            self._configs[explicit.path] = explicit
+            self._fixed = explicit.path
+
+    def config_for(self, path: str) -> FileConfig:
+        """The configuration of a file (or of a directory's contents, given the directory)."""
+        if self.isolated:
+            key = None
+        elif self._fixed is not None:
+            key = self._fixed
+        else:
+            absolute = Path(os.path.abspath(path))
+            key = find_config(absolute if os.path.isdir(absolute) else absolute.parent, self._nearest)
+        if key not in self._configs:
+            self._configs[key] = load_config(key) if key is not None else FileConfig()
+        return self._configs[key]
+
+    def settings_for(self, path: str) -> Settings:
+        config = self.config_for(path)
+        if config.path not in self._settings:
+            self._settings[config.path] = build_settings(config, self.cli)
+        return self._settings[config.path]
+
+    def discovery_for(self, directory: str) -> Discovery:
+        """The excludes that apply to the entries of `directory`."""
+        config = self.config_for(directory)
+        if config.path not in self._discovery:
+            self._discovery[config.path] = build_discovery(config, self.cli)
+        return self._discovery[config.path]
+
+    def is_force_excluded(self, path: str) -> bool:
+        """`--force-exclude`: a file named on the command line that an exclude covers (by its
+        own name or a directory above it, up to its configuration's directory)."""
+        absolute = Path(os.path.abspath(path))
+        stop = self.config_for(path).root.resolve() if self.config_for(path).path else Path.cwd()
+        for current in [absolute, *absolute.parents]:
+            if current == stop or current == current.parent:
+                break
+            if self.discovery_for(str(current.parent)).is_excluded(str(current)):
+                return True
+        return False

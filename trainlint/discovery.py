@@ -13,6 +13,7 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 #: Directory (or file) names never walked into unless `exclude` is set, which replaces this list.
 DEFAULT_EXCLUDES: tuple[str, ...] = (
@@ -34,11 +35,13 @@ class Discovery:
     excludes: tuple[str, ...] = DEFAULT_EXCLUDES
     root: str = "."
     use_git: bool = True
-    #: Patterns matched against a path relative to `root` (those containing a `/`).
+    #: Patterns matched against a path relative to `root` (those containing a `/`), or against
+    #: the absolute path when they are absolute (`--exclude` globs, anchored at the current directory).
     _anchored: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
 
     def __post_init__(self) -> None:
-        anchored = tuple(p.strip("/") for p in self.excludes if "/" in p.strip("/"))
+        anchored = tuple(p.rstrip("/") if os.path.isabs(p) else p.strip("/")
+                         for p in self.excludes if "/" in p.strip("/"))
         object.__setattr__(self, "_anchored", anchored)
 
     def is_excluded(self, path: str) -> bool:
@@ -49,11 +52,13 @@ class Discovery:
             if "/" not in pattern.strip("/") and fnmatch.fnmatchcase(name, pattern.strip("/")):
                 return True
         if self._anchored:
+            absolute = Path(os.path.abspath(path))
             try:
-                relative = Path(os.path.abspath(path)).relative_to(os.path.abspath(self.root)).as_posix()
+                relative = absolute.relative_to(os.path.abspath(self.root)).as_posix()
             except ValueError:
                 relative = Path(path).as_posix()
-            return any(fnmatch.fnmatchcase(relative, p) for p in self._anchored)
+            return any(fnmatch.fnmatchcase(absolute.as_posix() if os.path.isabs(p) else relative, p)
+                       for p in self._anchored)
         return False
 
 
@@ -80,11 +85,12 @@ def git_ignored(directory: str) -> tuple[set[str], set[str]] | None:
     return dirs, files
 
 
-def _walk(directory: str, discovery: Discovery) -> list[str]:
-    ignored = git_ignored(directory) if discovery.use_git else None
+def _walk(directory: str, discovery_for: Callable[[str], Discovery]) -> list[str]:
+    ignored = git_ignored(directory) if discovery_for(directory).use_git else None
     ignored_dirs, ignored_files = ignored if ignored else (set(), set())
     found = []
     for current, dirnames, filenames in os.walk(directory):
+        discovery = discovery_for(current)  # each directory's entries follow its own configuration
         relative = os.path.relpath(current, directory)
         relative = "" if relative == "." else relative.replace(os.sep, "/") + "/"
         dirnames[:] = sorted(
@@ -101,19 +107,22 @@ def _walk(directory: str, discovery: Discovery) -> list[str]:
     return found
 
 
-def discover(paths: list[str], discovery: Discovery | None = None) -> list[str]:
+def discover(paths: list[str], discovery: Discovery | Callable[[str], Discovery] | None = None) -> list[str]:
     """The files to check, in a stable order, each once.
 
+    `discovery` is one Discovery for every directory, or a function giving the one that applies
+    to a directory's entries (per-directory configuration).
     Raises MissingPath (its `args[0]` lists every missing path) before walking anything.
     """
-    discovery = discovery or Discovery()
+    fixed = discovery if isinstance(discovery, Discovery) else Discovery()
+    discovery_for = discovery if callable(discovery) else (lambda directory: fixed)
     missing = [p for p in paths if not os.path.exists(p)]
     if missing:
         raise MissingPath(missing)
     files: list[str] = []
     seen: set[str] = set()
     for path in paths:
-        candidates = _walk(path, discovery) if os.path.isdir(path) else [os.path.normpath(path)]
+        candidates = _walk(path, discovery_for) if os.path.isdir(path) else [os.path.normpath(path)]
         for candidate in candidates:
             key = os.path.realpath(candidate)
             if key not in seen:

@@ -24,10 +24,10 @@ from trainlint.cache import ResultCache
 from trainlint.context import FileContext
 from trainlint.finding import Edit, FileResult, Finding, Fix, Severity
 from trainlint.model.project import Project
-from trainlint.positions import Positions, split_lines
+from trainlint.positions import Positions
 from trainlint.rule import FixSpec, Report, Rule, registry
 from trainlint.settings import SYNTAX_ERROR_CODE, Settings
-from trainlint.suppress import file_disabled_codes, is_suppressed, noqa_codes
+from trainlint.suppress import NOQA_CODES, apply_suppressions
 
 
 class UnreadableFile(Exception):
@@ -94,8 +94,8 @@ def _rules_for(source: str, codes: frozenset[str], imported: Callable[[], list[s
     imports (the cheap pre-filter)."""
     rules = []
     for code, rule_cls in registry().items():
-        if code in codes and (rule_cls.may_match(source) or rule_cls.imported_triggers and any(
-                rule_cls.may_match(text) for text in imported())):
+        if code in codes and code not in NOQA_CODES and (rule_cls.may_match(source) or rule_cls.imported_triggers
+                                                         and any(rule_cls.may_match(text) for text in imported())):
             rules.append(rule_cls())
     return rules
 
@@ -143,6 +143,7 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
         # and LibCST has the last word where the grammars differ.
         try:
             ast.parse(source, filename=path)
+            result.findings = apply_suppressions([], source, path, codes)
             return result
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             pass
@@ -156,6 +157,7 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
             result.findings.append(error)
         return result
     if not rules:
+        result.findings = apply_suppressions([], source, path, codes)
         return result
 
     ctx = FileContext(path, source, module, settings.min_torch_version, project, summary)
@@ -164,11 +166,13 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
         try:
             reports.extend(rule.check(ctx))
         except Exception as exc:  # a rule's bug must not stop the other rules or files
+            codes = codes - {rule.code}  # its `# noqa` codes are not unused: it did not finish
             result.errors.append(f"internal error in {rule.code} ({rule.name}) while checking {path}: "
                                  f"{_describe(exc)}")
     if project is not None and ctx.has_index:
         project.adopt(path, digest, ctx.index)
     if not reports:
+        result.findings = apply_suppressions([], source, path, codes)
         return result
 
     # LibCST generates code recursively; deeply chained expressions need more than Python's default
@@ -176,9 +180,8 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
     if sys.getrecursionlimit() < _RECURSION_LIMIT:
         sys.setrecursionlimit(_RECURSION_LIMIT)
     positions = Positions(module, ctx.index.parents)
-    lines = split_lines(source)
-    file_codes = file_disabled_codes(source)
     seen = set()
+    findings = []
     for report in reports:
         rule = report.rule
         try:
@@ -188,17 +191,15 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
             result.errors.append(f"internal error in {rule.code} ({rule.name}) while checking {path}: "
                                  f"cannot locate the reported node: {_describe(exc)}")
             continue
-        line_text = lines[line - 1] if line <= len(lines) else ""
-        if is_suppressed(rule.code, noqa_codes(line_text), file_codes):
-            continue
         key = (rule.code, line, column)
         if key in seen:  # two paths through the model reaching the same node report once
             continue
         seen.add(key)
         message = " ".join(report.message.split())  # quoted code may span lines; a message is one line
-        result.findings.append(Finding(path, line, column, end_line, end_column, rule.code, rule.name,
-                                       rule.severity, message, fix))
-    result.findings.sort(key=lambda f: f.sort_key)
+        findings.append(Finding(path, line, column, end_line, end_column, rule.code, rule.name,
+                                rule.severity, message, fix))
+    result.findings = sorted(apply_suppressions(findings, source, path, codes),
+                             key=lambda f: f.sort_key)
     return result
 
 

@@ -7,6 +7,7 @@ This module knows nothing about files or configuration syntax: `trainlint.config
 from __future__ import annotations
 
 import fnmatch
+import os
 from dataclasses import dataclass, field
 
 from trainlint.rule import registry
@@ -57,11 +58,23 @@ class Settings:
     #: (glob pattern, codes) pairs: codes ignored in files whose path matches the pattern
     per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
     min_torch_version: tuple[int, ...] = DEFAULT_MIN_TORCH
+    #: The directory per-file-ignores globs are relative to (the configuration file's); None: the
+    #: path is matched as given.
+    root: str | None = None
 
     def codes_for_path(self, path: str) -> frozenset[str]:
         codes = self.select
-        normalized = path.replace("\\", "/")
+        if not self.per_file_ignores:
+            return codes
+        candidates = {path.replace("\\", "/")}
+        if self.root is not None:  # relative to the configuration's directory, wherever the run is
+            absolute = os.path.abspath(path)
+            candidates = {absolute.replace("\\", "/")}
+            relative = os.path.relpath(absolute, self.root)
+            if relative != os.pardir and not relative.startswith(os.pardir + os.sep):
+                candidates.add(relative.replace("\\", "/"))
+        name = path.replace("\\", "/").rsplit("/", 1)[-1]
         for pattern, ignored in self.per_file_ignores:
-            if fnmatch.fnmatch(normalized, pattern) or fnmatch.fnmatch(normalized.rsplit("/", 1)[-1], pattern):
+            if fnmatch.fnmatch(name, pattern) or any(fnmatch.fnmatch(c, pattern) for c in candidates):
                 codes = codes - ignored
         return codes

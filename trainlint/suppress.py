@@ -1,25 +1,177 @@
-"""`# noqa` comments and `# trainlint: disable-file=...` directives."""
+"""`# noqa` comments and `# trainlint: disable-file=...` directives.
+
+A `# noqa` counts only in a real comment (the tokenizer's COMMENT tokens, on the line Python's
+tokenizer gives them): text in a string that looks like a comment suppresses nothing. The grammar:
+
+    # noqa                          every code on the line
+    # noqa: TL401                   these codes (or rule names: unsafe-torch-load), separated by
+    # noqa: TL401, TL402 TL403      commas and/or spaces
+    ...then nothing, another `# comment`, or a `(reason)`.
+
+Anything else after `noqa` (`# noqa TL401` without the colon, `# noqa:` without codes, words after
+the codes) is malformed: it suppresses nothing and is reported as TL002. A code that suppressed
+nothing on its line, or a TL code that does not exist, is reported as TL001 with a fix removing
+it. Codes of other tools (`# noqa: E501`) are left alone.
+"""
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
+from dataclasses import dataclass
+from typing import Iterable
 
-NOQA_PATTERN = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:\s*,\s*[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
+from trainlint.finding import Edit, FileResult, Finding, Fix
+from trainlint.positions import split_lines
+
+UNUSED_NOQA, MALFORMED_NOQA = "TL001", "TL002"
+#: Codes reported by the suppression pass below, not by a rule's check().
+NOQA_CODES = frozenset({UNUSED_NOQA, MALFORMED_NOQA})
+
+_DIRECTIVE = re.compile(r"#\s*noqa(?![\w-])", re.IGNORECASE)
+_CODE_LIKE = re.compile(r"[A-Za-z]+[0-9]+\Z")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+_SEPARATORS = re.compile(r"[\s,]*")
 _DISABLE_FILE = re.compile(
     r"^\s*#\s*trainlint:\s*disable-file(?:\s*=\s*(?P<codes>[A-Za-z0-9,\s]+?))?\s*$", re.MULTILINE
 )
 ALL = frozenset({"*"})
 
 
-def noqa_codes(line_text: str) -> frozenset[str] | None:
-    """Codes a line's `# noqa` suppresses: None if it has none, ALL for a bare `# noqa`."""
-    match = NOQA_PATTERN.search(line_text)
+def _rule_names() -> dict[str, str]:
+    from trainlint.rule import registry
+
+    return {rule.name: code for code, rule in registry().items()}
+
+
+def _known_codes() -> frozenset[str]:
+    from trainlint.rule import registry
+    from trainlint.settings import SYNTAX_ERROR_CODE
+
+    return frozenset(registry()) | {SYNTAX_ERROR_CODE}
+
+
+@dataclass(frozen=True)
+class Code:
+    """One code of a directive, as written and as understood."""
+
+    text: str
+    code: str  # TL401 for `unsafe-torch-load`; other tools' codes upper-cased
+    start: int  # 0-based columns in the line
+    end: int
+
+    @property
+    def is_ours(self) -> bool:
+        return self.code.startswith("TL")
+
+
+@dataclass(frozen=True)
+class Directive:
+    """A `# noqa` comment: where it is (0-based columns) and what it says."""
+
+    line: int  # 1-based
+    start: int  # the `#` of `# noqa`
+    end: int  # after `noqa` or the last code
+    comment_end: int  # the end of the comment token that holds it
+    codes: tuple[Code, ...] = ()
+    problem: str | None = None  # why it is malformed
+
+    @property
+    def blanket(self) -> bool:
+        return not self.codes and self.problem is None
+
+    def suppresses(self, code: str) -> bool:
+        return self.problem is None and (self.blanket or any(c.code == code for c in self.codes))
+
+    @property
+    def concerns_trainlint(self) -> bool:
+        """A malformed directive is reported when it could be meant for trainlint: one that names
+        no codes (it reads as a blanket `# noqa` to other tools) or names one of ours."""
+        return not self.codes or any(c.is_ours for c in self.codes)
+
+
+def _tail_is_allowed(tail: str) -> bool:
+    """After the codes: nothing, another comment, or a parenthesised reason."""
+    tail = tail.strip()
+    return not tail or tail[0] in "#("
+
+
+def parse_directive(comment: str, line: int = 1, offset: int = 0,
+                    names: dict[str, str] | None = None) -> Directive | None:
+    """The `# noqa` directive in one comment's text (None if it has none). `offset` is the
+    comment's column in its line, so that columns are the line's."""
+    match = _DIRECTIVE.search(comment)
     if match is None:
         return None
-    codes = match.group("codes")
+    names = _rule_names() if names is None else names
+    rest_at = match.end()
+    colon = re.match(r"\s*:", comment[rest_at:])
+    base = dict(line=line, start=offset + match.start(), comment_end=offset + len(comment))
+    if colon is None:
+        tail = comment[rest_at:]
+        if _tail_is_allowed(tail):
+            return Directive(end=offset + rest_at, **base)
+        word = _WORD.match(tail.strip())
+        if word and (_CODE_LIKE.match(word.group()) or word.group().lower() in names):
+            problem = f"missing `:` before `{word.group()}` (write `# noqa: {word.group()}`)"
+        else:
+            problem = "expected `# noqa` alone or `# noqa: CODE, ...`"
+        return Directive(end=offset + len(comment.rstrip()), problem=problem, **base)
+
+    at = rest_at + colon.end()
+    codes: list[Code] = []
+    end = at
+    while True:
+        at = at + _SEPARATORS.match(comment, at).end() - at
+        word = _WORD.match(comment, at)
+        if word is None:
+            break
+        text = word.group()
+        if _CODE_LIKE.match(text):
+            code = text.upper()
+        elif text.lower() in names:
+            code = names[text.lower()]
+        else:
+            break
+        codes.append(Code(text, code, offset + word.start(), offset + word.end()))
+        at = end = word.end()
+    tail = comment[end:]
     if not codes:
-        return ALL
-    return frozenset(c.strip().upper() for c in codes.split(","))
+        return Directive(end=offset + len(comment.rstrip()), codes=(),
+                         problem="no codes after `noqa:` (write `# noqa` or `# noqa: CODE`)", **base)
+    if not _tail_is_allowed(tail.lstrip(" ,")):
+        return Directive(end=offset + len(comment.rstrip()), codes=tuple(codes),
+                         problem=f"unexpected `{tail.strip()[:30]}` after the codes (codes are separated "
+                                 f"by commas or spaces; a reason goes in parentheses)", **base)
+    return Directive(end=offset + end, codes=tuple(codes), **base)
+
+
+@dataclass(frozen=True)
+class Comments:
+    """What the tokenizer says about a file's comments and line ends."""
+
+    directives: dict[int, Directive]  # by 1-based line
+    commentable: frozenset[int]  # 1-based lines whose end can take a comment
+
+
+def scan(source: str) -> Comments:
+    """Every `# noqa` directive, and the lines that can take one: not inside a string, not
+    continued by a backslash. Lines are Python's (\\n, \\r\\n, \\r; not form feeds)."""
+    names = _rule_names()
+    directives: dict[int, Directive] = {}
+    commentable: set[int] = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source, newline="").readline):
+            if token.type in (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT):
+                commentable.add(token.start[0])
+            if token.type == tokenize.COMMENT and token.start[0] not in directives:
+                found = parse_directive(token.string, token.start[0], token.start[1], names)
+                if found is not None:
+                    directives[token.start[0]] = found
+    except (tokenize.TokenError, SyntaxError):
+        pass  # what was read so far still counts
+    return Comments(directives, frozenset(commentable))
 
 
 def file_disabled_codes(source: str) -> frozenset[str]:
@@ -33,7 +185,160 @@ def file_disabled_codes(source: str) -> frozenset[str]:
     return frozenset(disabled)
 
 
-def is_suppressed(code: str, line_codes: frozenset[str] | None, file_codes: frozenset[str]) -> bool:
-    if file_codes is ALL or "*" in file_codes or code in file_codes:
-        return True
-    return line_codes is not None and (line_codes is ALL or "*" in line_codes or code in line_codes)
+def _file_disabled(code: str, file_codes: frozenset[str]) -> bool:
+    return "*" in file_codes or code in file_codes
+
+
+def _removal(directive: Directive, unused: set[Code], line_text: str) -> Edit:
+    """The edit taking `unused` codes out of the directive (the whole directive when none stay)."""
+    kept = [c.text for c in directive.codes if c not in unused]
+    if kept:
+        first, last = directive.codes[0], directive.codes[-1]
+        return Edit(directive.line, first.start + 1, directive.line, last.end + 1, ", ".join(kept))
+    after = line_text[directive.end:directive.comment_end]
+    if after.strip().startswith("#"):  # another comment follows: keep it
+        end = directive.end + after.index("#")
+        return Edit(directive.line, directive.start + 1, directive.line, end + 1, "")
+    start = len(line_text[:directive.start].rstrip())  # with the spaces before it
+    return Edit(directive.line, start + 1, directive.line, directive.comment_end + 1, "")
+
+
+def _noqa_finding(path: str, code: str, directive: Directive, message: str, fix: Fix | None) -> Finding:
+    from trainlint.rule import registry
+
+    rule = registry()[code]
+    return Finding(path, directive.line, directive.start + 1, directive.line, directive.end + 1, code, rule.name,
+                   rule.severity, message, fix)
+
+
+def _may_matter(source: str, any_findings: bool) -> bool:
+    """Whether the file's `# noqa` comments need the tokenizer: cheap text matching first, since
+    `# noqa: E501` for other tools is common and tokenizing costs as much as parsing."""
+    names = _rule_names()
+    for match in _DIRECTIVE.finditer(source):
+        line_end = min((i for i in (source.find("\n", match.end()), source.find("\r", match.end())) if i >= 0),
+                       default=len(source))
+        directive = parse_directive(source[match.start():line_end], names=names)
+        if directive.problem is not None or any(c.is_ours for c in directive.codes) \
+                or (directive.blanket and any_findings):
+            return True
+    return False
+
+
+def apply_suppressions(findings: list[Finding], source: str, path: str, codes: frozenset[str]) -> list[Finding]:
+    """The findings that survive `# noqa` and `disable-file`, plus TL001/TL002 for the directives.
+
+    `codes` are the codes run on this file: a directive's code for a rule that did not run is not
+    called unused (turning the rule on would need it).
+    """
+    file_codes = file_disabled_codes(source) if "disable-file" in source else frozenset()
+    if not _may_matter(source, bool(findings)):
+        return [f for f in findings if not _file_disabled(f.code, file_codes)]
+    directives = scan(source).directives
+    used: dict[int, set[str]] = {}
+    kept = []
+    for finding in findings:
+        directive = directives.get(finding.line)
+        if directive is not None and directive.suppresses(finding.code):
+            used.setdefault(finding.line, set()).add(finding.code)
+        elif not _file_disabled(finding.code, file_codes):
+            kept.append(finding)
+
+    known = _known_codes()
+    lines: list[str] | None = None
+    for line, directive in directives.items():
+        if directive.problem is not None:
+            if MALFORMED_NOQA in codes and directive.concerns_trainlint:
+                kept.append(_noqa_finding(path, MALFORMED_NOQA, directive,
+                                          f"malformed `# noqa`, it suppresses nothing: {directive.problem}", None))
+            continue
+        if UNUSED_NOQA not in codes or directive.suppresses(UNUSED_NOQA):
+            continue
+        unused: set[Code] = set()
+        unknown, idle = [], []
+        seen: set[str] = set()
+        for code in directive.codes:
+            if not code.is_ours:
+                continue
+            if code.code not in known:
+                unused.add(code)
+                unknown.append(code.text)
+            elif code.code in seen or (code.code in codes and code.code not in used.get(line, ())):
+                unused.add(code)
+                idle.append(code.text)
+            seen.add(code.code)
+        if not unused:
+            continue
+        parts = ([f"unknown code{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"] if unknown else []) + \
+                ([f"{', '.join(idle)} suppressed nothing here"] if idle else [])
+        if lines is None:
+            lines = split_lines(source)
+        line_text = lines[line - 1] if line <= len(lines) else ""
+        fix = Fix("Remove the unused `# noqa` code" + ("s" if len(unused) > 1 else ""), True,
+                  (_removal(directive, unused, line_text),))
+        kept.append(_noqa_finding(path, UNUSED_NOQA, directive, f"unused `# noqa`: {'; '.join(parts)}", fix))
+    return [f for f in kept if not (f.code in NOQA_CODES and _file_disabled(f.code, file_codes))]
+
+
+# -- adding `# noqa` ---------------------------------------------------------------------------
+
+def noqa_edit(line_text: str, directive: Directive | None, codes: Iterable[str]) -> tuple[int, int, str] | None:
+    """How to make a line's comment suppress `codes`: (start, end, text) to replace, 0-based columns;
+    None when nothing can or need be done (a blanket or malformed directive is left to its owner)."""
+    if directive is not None and (directive.blanket or directive.problem is not None):
+        return None
+    if directive is not None:
+        missing = [c for c in dict.fromkeys(codes) if not directive.suppresses(c)]
+        if not missing:
+            return None
+        return directive.end, directive.end, "".join(f", {c}" for c in missing)
+    end = len(line_text.rstrip("\r\n"))
+    start = len(line_text[:end].rstrip())
+    return start, end, f"  # noqa: {', '.join(dict.fromkeys(codes))}"
+
+
+_LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
+
+
+def add_noqa(source: str, codes_by_line: dict[int, set[str]]) -> tuple[str, int]:
+    """`source` with a `# noqa: CODE` for each line's codes; also the number of lines changed."""
+    comments = scan(source)
+    parts = _LINE_BREAK.split(source)  # line, break, line, break, ..., line
+    changed = 0
+    for line, codes in sorted(codes_by_line.items()):
+        index = 2 * (line - 1)
+        if line not in comments.commentable or index >= len(parts):
+            continue  # the line ends inside a string or with a `\`: no comment can go there
+        edit = noqa_edit(parts[index], comments.directives.get(line), sorted(codes))
+        if edit is not None:
+            start, end, text = edit
+            parts[index] = parts[index][:start] + text + parts[index][end:]
+            changed += 1
+    return "".join(parts), changed
+
+
+def add_noqa_to_files(results: Iterable[FileResult]) -> tuple[int, int]:
+    """`--add-noqa`: suppress every finding in place. Returns (directives added or extended, files)."""
+    from trainlint.settings import SYNTAX_ERROR_CODE
+
+    added = files = 0
+    for result in results:
+        codes_by_line: dict[int, set[str]] = {}
+        for finding in result.findings:
+            if finding.code != SYNTAX_ERROR_CODE and finding.code not in NOQA_CODES:
+                codes_by_line.setdefault(finding.line, set()).add(finding.code)
+        if not codes_by_line or result.path == "-":
+            continue
+        try:
+            with open(result.path, "rb") as handle:
+                data = handle.read()
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+            text, changed = add_noqa(data.decode(encoding), codes_by_line)
+            if changed:
+                with open(result.path, "wb") as handle:
+                    handle.write(text.encode(encoding))
+        except (OSError, SyntaxError, UnicodeError):
+            continue  # it was read a moment ago; a file that vanished or changed keeps its findings
+        added += changed
+        files += bool(changed)
+    return added, files

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import tokenize
-
 from lsprotocol import types
 
 from trainlint.finding import Finding
@@ -12,34 +9,19 @@ from trainlint.lsp.diagnostics import to_diagnostic
 from trainlint.lsp.positions import Encoder
 from trainlint.positions import to_lsp
 from trainlint.settings import SYNTAX_ERROR_CODE
-from trainlint.suppress import NOQA_PATTERN as NOQA_COMMENT  # the pattern the engine honours
-
-
-def commentable_lines(text: str) -> frozenset[int]:
-    """0-based lines whose end can take a comment: not inside a string, not continued by a backslash.
-
-    The engine reads `# noqa` on a finding's first line, so that line must end in real code.
-    """
-    lines = set()
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
-            if token.type in (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT):
-                lines.add(token.start[0] - 1)
-    except (tokenize.TokenError, SyntaxError):
-        pass  # the lines seen so far are still good
-    return frozenset(lines)
+from trainlint.suppress import NOQA_CODES, Comments, noqa_edit
 
 
 class ActionBuilder:
     """Builds the code actions of one document version."""
 
     def __init__(self, uri: str, version: int | None, text_lines: list[str], encoder: Encoder,
-                 commentable: frozenset[int], document_changes: bool) -> None:
+                 comments: Comments, document_changes: bool) -> None:
         self.uri = uri
         self.version = version
         self.lines = text_lines
         self.encoder = encoder
-        self.commentable = commentable
+        self.comments = comments
         self.document_changes = document_changes
 
     def actions(self, findings: list[Finding]) -> list[types.CodeAction]:
@@ -78,18 +60,13 @@ class ActionBuilder:
 
     def _noqa_action(self, finding: Finding, diagnostic: types.Diagnostic) -> types.CodeAction | None:
         line = finding.line - 1
-        if finding.code == SYNTAX_ERROR_CODE or line not in self.commentable or line >= len(self.lines):
+        if finding.code == SYNTAX_ERROR_CODE or finding.code in NOQA_CODES or line >= len(self.lines) \
+                or finding.line not in self.comments.commentable:
             return None  # TL000 cannot be suppressed per line; a string or `\` owns this line's end
-        text = self.lines[line]
-        match = NOQA_COMMENT.search(text)
-        if match is not None and match.group("codes") is None:
-            return None  # a bare `# noqa` already silences everything on the line
-        if match is not None:
-            at = match.end("codes")
-            new_text, start, end = f", {finding.code}", at, at
-        else:
-            start, end = len(text.rstrip()), len(text)
-            new_text = f"  # noqa: {finding.code}"
+        change = noqa_edit(self.lines[line], self.comments.directives.get(finding.line), [finding.code])
+        if change is None:
+            return None
+        start, end, new_text = change
         edit = types.TextEdit(range=self.encoder.range_to_client(line, start, line, end), new_text=new_text)
         return types.CodeAction(
             title=f"Suppress {finding.code} on this line with # noqa: {finding.code}",

@@ -37,7 +37,7 @@ class ProjectSettings:
         if cached is not None and cached[0] == stamp:
             return cached[1]
         try:
-            settings = build_settings(load_config(found), CliSelection(), cwd=found.parent)
+            settings = build_settings(load_config(found), CliSelection())
         except (ConfigError, SelectorError) as err:
             # Reported once per version of the file; the document is still checked with defaults.
             self._on_error(f"{err}; checking with the default settings until it is fixed")

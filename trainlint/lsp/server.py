@@ -36,12 +36,13 @@ from pygls.protocol import LanguageServerProtocol
 from trainlint import __version__
 from trainlint.engine import lint_source
 from trainlint.finding import Finding
-from trainlint.lsp.actions import ActionBuilder, commentable_lines
+from trainlint.lsp.actions import ActionBuilder
 from trainlint.lsp.diagnostics import SOURCE, hover_markdown, to_diagnostic
 from trainlint.lsp.positions import Encoder
 from trainlint.positions import split_lines
 from trainlint.lsp.project import ProjectSettings
 from trainlint.model.project import Project, find_root
+from trainlint.suppress import Comments, scan
 from trainlint.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -57,13 +58,13 @@ class Linted:
     text: str
     findings: list[Finding]
     lines: list[str]
-    _commentable: frozenset[int] | None = field(default=None, repr=False)
+    _comments: Comments | None = field(default=None, repr=False)
 
     @property
-    def commentable(self) -> frozenset[int]:
-        if self._commentable is None:  # tokenizing is only needed for code actions
-            self._commentable = commentable_lines(self.text)
-        return self._commentable
+    def comments(self) -> Comments:
+        if self._comments is None:  # tokenizing is only needed for code actions
+            self._comments = scan(self.text)
+        return self._comments
 
 
 @dataclass(frozen=True)
@@ -320,7 +321,7 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
         encoder = ls.encoder(linted)
         start, end = encoder.from_client(params.range.start), encoder.from_client(params.range.end)
         found = [f for f in linted.findings if _start(f) <= end and start <= _end(f)]
-        builder = ActionBuilder(uri, linted.version, linted.lines, encoder, linted.commentable,
+        builder = ActionBuilder(uri, linted.version, linted.lines, encoder, linted.comments,
                                 ls.document_changes)
         return builder.actions(found)
 

@@ -95,9 +95,15 @@ def catalog() -> list[RuleInfo]:
     return infos
 
 
-def lookup(code: str) -> RuleInfo | None:
-    code = code.strip().upper()
-    return next((info for info in catalog() if info.code == code), None)
+def lookup(code_or_name: str) -> RuleInfo | None:
+    """A rule by its code (`TL101`, any case) or its name (`scheduler-step-per-micro-batch`)."""
+    wanted = code_or_name.strip()
+    return next((info for info in catalog() if info.code == wanted.upper() or info.name == wanted.lower()), None)
+
+
+def docs_urls() -> dict[str, str]:
+    """Every code's documentation link (the JSON `url`, SARIF `helpUri`, LSP `codeDescription`)."""
+    return {info.code: info.docs_url for info in catalog()}
 
 
 def _md_cell(text: str) -> str:

@@ -7,14 +7,16 @@ from typing import Sequence
 
 from trainlint import __version__
 from trainlint.finding import FileResult
+from trainlint.reporters.catalog import docs_urls
 from trainlint.reporters.options import ReportOptions
 
 
 def to_contract(results: Sequence[FileResult], files_checked: int) -> dict:
+    urls = docs_urls()
     return {
         "version": __version__,
         "files_checked": files_checked,
-        "findings": [f.to_dict() for r in results for f in r.findings],
+        "findings": [{**f.to_dict(), "url": urls.get(f.code)} for r in results for f in r.findings],
     }
 
 

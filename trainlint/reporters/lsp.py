@@ -12,7 +12,7 @@ from typing import Sequence
 
 from trainlint.finding import FileResult, Finding, Severity
 from trainlint.positions import to_lsp
-from trainlint.reporters.catalog import catalog
+from trainlint.reporters.catalog import docs_urls
 from trainlint.reporters.options import ReportOptions
 
 #: LSP DiagnosticSeverity: Error = 1, Warning = 2, Information = 3.
@@ -42,8 +42,8 @@ def diagnostic(finding: Finding, docs_urls: dict[str, str]) -> dict:
 
 
 def to_diagnostics(results: Sequence[FileResult]) -> dict[str, list[dict]]:
-    docs_urls = {info.code: info.docs_url for info in catalog()}
-    return {file_uri(r.path): [diagnostic(f, docs_urls) for f in r.findings] for r in results}
+    urls = docs_urls()
+    return {file_uri(r.path): [diagnostic(f, urls) for f in r.findings] for r in results}
 
 
 def render(results: Sequence[FileResult], files_checked: int, options: ReportOptions) -> str:

@@ -26,3 +26,5 @@ class ReportOptions:
     source_lines: Callable[[str], list[str] | None] = read_lines
     #: Directory SARIF artifact URIs are relative to.
     root: str = os.curdir
+    #: Text format: the findings only, no summary line.
+    quiet: bool = False

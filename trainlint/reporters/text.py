@@ -7,6 +7,7 @@ from typing import Sequence
 import click
 
 from trainlint.finding import FileResult, Finding, Severity
+from trainlint.reporters.catalog import docs_urls
 from trainlint.reporters.options import ReportOptions
 
 _COLOURS = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "blue"}
@@ -20,28 +21,46 @@ def _style(text: str, options: ReportOptions, **style) -> str:
     return click.style(text, **style) if options.color else text
 
 
-def _source_excerpt(finding: Finding, lines: list[str] | None, options: ReportOptions) -> list[str]:
-    """The reported line with carets under the span (to the line's end for a multi-line span)."""
+#: A span longer than this many lines shows its first lines, then `...`.
+MAX_SOURCE_LINES = 8
+
+
+def _source_excerpt(finding: Finding, lines: list[str] | None, options: ReportOptions, url: str | None) -> list[str]:
+    """The reported lines with carets under the span, then the fix's title and the rule's link."""
     if not lines or not 1 <= finding.line <= len(lines):
         return []
-    text = lines[finding.line - 1]
-    start = min(finding.column - 1, len(text))
-    end = finding.end_column - 1 if finding.end_line == finding.line else len(text)
-    end = max(start + 1, min(end, len(text)))
-    # keep tabs in the padding so the caret lines up however the terminal expands them
-    padding = "".join(c if c == "\t" else " " for c in text[:start])
-    gutter = " " * len(str(finding.line))
-    carets = _style("^" * (end - start), options, fg=_COLOURS[finding.severity], bold=True)
-    excerpt = [f"{gutter} |", f"{finding.line} | {text}", f"{gutter} | {padding}{carets}"]
+    last = min(finding.end_line, len(lines), finding.line + MAX_SOURCE_LINES - 1)
+    gutter = " " * len(str(last))
+    excerpt = [f"{gutter} |"]
+    for number in range(finding.line, last + 1):
+        text = lines[number - 1]
+        start = min(finding.column - 1, len(text)) if number == finding.line else len(text) - len(text.lstrip())
+        end = finding.end_column - 1 if number == finding.end_line else len(text)
+        end = max(start + 1, min(end, len(text)))
+        # keep tabs in the padding so the caret lines up however the terminal expands them
+        padding = "".join(c if c == "\t" else " " for c in text[:start])
+        carets = _style("^" * (end - start), options, fg=_COLOURS[finding.severity], bold=True)
+        excerpt += [f"{number:>{len(gutter)}} | {text}", f"{gutter} | {padding}{carets}"]
+    if last < finding.end_line:
+        excerpt.append(f"{gutter} | ...")
     if finding.fix is not None:
         safety = "" if finding.fix.safe else " (unsafe)"
         excerpt.append(f"{gutter} = fix{safety}: {finding.fix.title}")
+    if url:
+        excerpt.append(f"{gutter} = docs: {url}")
     return excerpt + [""]
 
 
-def format_finding(finding: Finding, options: ReportOptions) -> str:
+def _link(text: str, url: str | None, options: ReportOptions) -> str:
+    """An OSC 8 terminal hyperlink (only with colour: a terminal that understands escapes)."""
+    if not options.color or not url:
+        return text
+    return f"\x1b]8;;{url}\x1b\\{text}\x1b]8;;\x1b\\"
+
+
+def format_finding(finding: Finding, options: ReportOptions, url: str | None = None) -> str:
     location = _style(f"{finding.path}:{finding.line}:{finding.column}:", options, bold=True)
-    code = _style(finding.code, options, fg=_COLOURS[finding.severity], bold=True)
+    code = _link(_style(finding.code, options, fg=_COLOURS[finding.severity], bold=True), url, options)
     return f"{location} {code} [{finding.name}] {finding.message}"
 
 
@@ -49,25 +68,31 @@ def summary(results: Sequence[FileResult], files_checked: int) -> str:
     findings = [f for r in results for f in r.findings]
     if not findings:
         return f"All checks passed ({_plural(files_checked, 'file')})."
-    by_severity = [
+    counts = [
         _plural(sum(f.severity is severity for f in findings), word)
         for severity, word in ((Severity.ERROR, "error"), (Severity.WARNING, "warning"), (Severity.INFO, "info"))
         if any(f.severity is severity for f in findings)
     ]
+    safe = sum(1 for f in findings if f.fix is not None and f.fix.safe)
+    unsafe = sum(1 for f in findings if f.fix is not None and not f.fix.safe)
+    fixable = [text for count, text in ((safe, f"{safe} fixable"), (unsafe, f"{unsafe} with an unsafe fix")) if count]
+    details = ", ".join(counts) + ("; " + ", ".join(fixable) if fixable else "")
     files_with = sum(1 for r in results if r.findings)
-    return (f"Found {_plural(len(findings), 'finding')} ({', '.join(by_severity)}) in "
+    return (f"Found {_plural(len(findings), 'finding')} ({details}) in "
             f"{_plural(files_with, 'file')} ({files_checked} checked).")
 
 
 def render(results: Sequence[FileResult], files_checked: int, options: ReportOptions) -> str:
+    urls = docs_urls()
     out: list[str] = []
     for result in results:
         lines = None
         for finding in result.findings:
-            out.append(format_finding(finding, options))
+            out.append(format_finding(finding, options, urls.get(finding.code)))
             if options.show_source:
                 if lines is None:
                     lines = options.source_lines(result.path) or []
-                out.extend(_source_excerpt(finding, lines, options))
-    out.append(summary(results, files_checked))
-    return "\n".join(out) + "\n"
+                out.extend(_source_excerpt(finding, lines, options, urls.get(finding.code)))
+    if not options.quiet:
+        out.append(summary(results, files_checked))
+    return "".join(line + "\n" for line in out)

@@ -1,0 +1,107 @@
+"""TL002 malformed-noqa: reported by the engine's suppression pass (`trainlint.suppress`)."""
+
+from __future__ import annotations
+
+from trainlint.finding import Severity
+from trainlint.rule import Rule, bad, good
+
+
+class MalformedNoqa(Rule):
+    code = "TL002"
+    name = "malformed-noqa"
+    severity = Severity.WARNING
+    summary = "A `# noqa` comment that is neither `# noqa` alone nor `# noqa: CODE, ...`"
+    message = "malformed `# noqa`, it suppresses nothing"
+    what_it_does = """
+        Flags a `# noqa` comment that trainlint cannot read: the colon missing before the codes
+        (`# noqa TL401`), a colon with no codes after it (`# noqa:`), words after the codes that
+        are not a code (`# noqa: TL401 trusted`), or other text after `noqa`. Codes are rule codes
+        (`TL401`) or rule names (`unsafe-torch-load`) separated by commas and/or spaces; after
+        them may come another `# comment` or a `(reason)`. A malformed comment suppresses nothing.
+        Comments that name only other tools' codes (`# noqa: E501 long line`) are left alone.
+        """
+    why_bad = """
+        Tools disagree on what such a comment means: flake8 reads `# noqa TL401` as a bare
+        `# noqa` that silences every rule on the line, so a comment written to silence one code
+        hides every other finding there too, without anyone seeing it. trainlint reads it as
+        nothing and says so, so that the comment is fixed instead of guessed at.
+        """
+    references = (
+        "https://flake8.pycqa.org/en/latest/user/violations.html#in-line-ignoring-errors",
+        "https://docs.astral.sh/ruff/linter/#error-suppression",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+
+            state = torch.load("ckpt.pt", map_location="cpu", weights_only=False)  # noqa TL401
+            """,
+            line=3,
+            title="the colon is missing",
+        ),
+        bad(
+            """
+            import torch
+
+            torch.save(model.state_dict(), "last.pt")  # noqa:
+            """,
+            line=3,
+            title="a colon and no codes",
+        ),
+        bad(
+            """
+            import torch
+
+            state = torch.load(path, map_location="cpu", weights_only=False)  # noqa: TL401 trusted files
+            """,
+            line=3,
+            title="a reason without parentheses",
+        ),
+        bad(
+            """
+            for x, y in loader:
+                loss = criterion(model(x), y)  # noqa because the loss is logged
+                loss.backward()
+            """,
+            line=2,
+            title="words after a bare noqa",
+        ),
+        good(
+            """
+            import torch
+
+            state = torch.load(path, map_location="cpu", weights_only=False)  # noqa: TL401  (trusted files)
+            """,
+            title="a reason in parentheses",
+        ),
+        good(
+            """
+            import torch
+
+            state = torch.load(path, map_location="cpu", weights_only=False)  # noqa:TL401,unsafe-torch-load
+            """,
+            title="codes and names, no spaces",
+        ),
+        good(
+            """
+            x = compute()  # noqa: E501 line too long
+            """,
+            title="another tool's comment",
+        ),
+        good(
+            '''
+            print("write `# noqa TL401` like this")
+            ''',
+            title="text in a string is not a comment",
+        ),
+        good(
+            """
+            x = compute()  # type: ignore  # noqa
+            """,
+            title="a bare noqa after another comment",
+        ),
+    )
+
+    def check(self, ctx):
+        return ()  # reported after suppression, where the comments are read
