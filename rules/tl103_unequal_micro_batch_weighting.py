@@ -6,7 +6,8 @@ import libcst as cst
 
 from trainlint.model.accumulation import MEAN, LossTracer, Trace
 from trainlint.finding import Severity
-from trainlint.model.index import keyword_arg
+from trainlint.model.index import keyword_arg, positional_args
+from trainlint.model.roles import MODEL, roles
 from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
 
@@ -49,6 +50,35 @@ class UnequalMicroBatchWeighting(Rule):
         "https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader",
     )
     examples = (
+        bad(
+            """
+            def train(model, loader, optimizer, accum):
+                for step, batch in enumerate(loader):
+                    labels = batch["input_ids"].clone()
+                    labels[batch["attention_mask"] == 0] = -100
+                    loss = model(batch["input_ids"], labels)
+                    (loss / accum).backward()
+                    if (step + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            line=6,
+            title="a model that returns its own loss over the labels it is given, padding masked with -100",
+        ),
+        good(
+            """
+            def train(model, get_batch, optimizer, accum, max_iters):
+                for it in range(max_iters):
+                    for micro_step in range(accum):
+                        X, Y = get_batch("train")
+                        logits, loss = model(X, Y)
+                        loss = loss / accum
+                        loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+            """,
+            title="fixed-length blocks with no padding: every micro-batch has the same token count",
+        ),
         bad(
             """
             import torch
@@ -271,7 +301,7 @@ class UnequalMicroBatchWeighting(Rule):
             return (f"this is a token-level loss (`{trace.token_level}`) whose valid-token count differs "
                     "between micro-batches: every window is misweighted")
         evidence = tracer.file_token_evidence()
-        if evidence and any(_is_model_loss(p) for p in trace.producers):
+        if evidence and any(_is_model_loss(p) or _model_called_with_targets(ctx, p) for p in trace.producers):
             return (f"the model's loss is a mean over valid tokens (the file uses `{evidence}`), and the "
                     "valid-token count differs between micro-batches: every window is misweighted")
         guard = tracer.loop.guard
@@ -297,6 +327,16 @@ def _is_model_loss(node: cst.CSTNode) -> bool:
     if isinstance(node, cst.Subscript):
         return True
     return False
+
+
+def _model_called_with_targets(ctx, node: cst.CSTNode) -> bool:
+    """`model(input_ids, labels)` / `model(x, targets=y)`: a model that computes its own loss from the
+    targets it is given (nanoGPT-style `logits, loss = model(X, Y)` included)."""
+    if not isinstance(node, cst.Call):
+        return False
+    targets = len(positional_args(node)) >= 2 or any(
+        a.keyword is not None and a.keyword.value in ("labels", "targets", "target", "y") for a in node.args)
+    return targets and ctx.model(roles).of(node.func, ctx.index.scope_at(node)) == MODEL
 
 
 def _unsized_window(iterable: cst.BaseExpression, scope, depth: int = 0) -> bool:

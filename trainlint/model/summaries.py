@@ -64,6 +64,7 @@ class FunctionSummary:
     modes: tuple[tuple[str, str, str], ...] = ()  # (param or self.attr, first mode, last mode)
     detached: Detached = Detached()
     saves: tuple[tuple[str, bool], ...] = ()  # (parameter written, atomic)
+    save_path: str | None = None  # the parameter naming the file it writes
     returns: str | None = None
     returns_mean: bool = False  # a mean over its inputs (a Dice/IoU/RMSE helper: `.mean()`, `sqrt(mse)`)
 
@@ -241,6 +242,7 @@ class _Summariser:
         summary = FunctionSummary(
             name=function.name, params=tuple(params), grad_off=self._grad_off(function), body_grad_off=body_off,
             modes=self._modes(function), detached=self._detached(function, body_off), saves=self._saves(function),
+            save_path=self._save_path(function),
             returns=self._returns(function), returns_mean=self._returns_mean(function))
         self._memo[node] = summary
         return summary
@@ -404,6 +406,18 @@ class _Summariser:
                     if isinstance(part, cst.Name) and part.value in params and part.value not in written:
                         written.append(part.value)
         return tuple((name, atomic) for name in written)
+
+    def _save_path(self, function: FunctionInfo) -> str | None:
+        """The parameter that the destination of its `torch.save`/`pickle.dump` comes from."""
+        params = set(_param_names(function))
+        for node in self._own_nodes(function):
+            if isinstance(node, cst.Call) and self.index.resolve(node.func, function.scope) in _SAVERS:
+                args = positional_args(node)
+                dest = args[1].value if len(args) > 1 else keyword_value(node, "f") or keyword_value(node, "filename")
+                for part in walk(dest) if dest is not None else ():
+                    if isinstance(part, cst.Name) and part.value in params:
+                        return part.value
+        return None
 
     # -- factories ------------------------------------------------------------------------------
     def _returns(self, function: FunctionInfo) -> str | None:
