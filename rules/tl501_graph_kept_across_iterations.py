@@ -54,6 +54,32 @@ class GraphKeptAcrossIterations(Rule):
         "https://pytorch.org/docs/stable/generated/torch.Tensor.item.html",
     )
     examples = (
+        good(
+            """
+            import torch
+
+
+            class ComputeLoss:
+                def __init__(self, bce):
+                    self.bce = bce
+
+                def __call__(self, preds, targets):
+                    lbox = (preds[..., :4] - targets[..., :4]).abs().mean()
+                    lcls = self.bce(preds[..., 4:], targets[..., 4:])
+                    return lbox + lcls, torch.stack((lbox, lcls)).detach()
+
+
+            compute_loss = ComputeLoss(torch.nn.BCEWithLogitsLoss())
+            mloss = torch.zeros(2)
+            for i, (images, targets) in enumerate(loader):
+                loss, loss_items = compute_loss(model(images), targets)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                mloss = (mloss * i + loss_items) / (i + 1)
+            """,
+            title="a loss class returns its parts detached for logging (in another module too)",
+        ),
         bad(
             """
             from collections import defaultdict
