@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from trainlint.model.accumulation import MEAN, LossTracer, Trace
@@ -50,6 +52,40 @@ class UnequalMicroBatchWeighting(Rule):
         "https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader",
     )
     examples = (
+        bad(
+            """
+            import torch.nn.functional as F
+
+
+            def train(model, loader, optimizer, accum):
+                for i, (x, y) in enumerate(loader):
+                    loss = F.cross_entropy(model(x), y) / accum
+                    loss.backward()
+                    if (i + 1) % accum == 0 or i == len(loader) - 1:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            line=6,
+            title="the guard flushes a short last window, whose micro-batches are still divided by K",
+        ),
+        good(
+            """
+            import torch.nn.functional as F
+
+
+            def train(model, loader, optimizer, accum):
+                n_batches = len(loader)
+                for i, (x, y) in enumerate(loader):
+                    window_start = i - i % accum
+                    window = min(accum, n_batches - window_start)
+                    loss = F.cross_entropy(model(x), y) / window
+                    loss.backward()
+                    if (i + 1) % accum == 0 or i == n_batches - 1:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            title="the divisor is the size of the current window, short last window included",
+        ),
         bad(
             """
             def train(model, loader, optimizer, accum):
@@ -305,6 +341,10 @@ class UnequalMicroBatchWeighting(Rule):
             return (f"the model's loss is a mean over valid tokens (the file uses `{evidence}`), and the "
                     "valid-token count differs between micro-batches: every window is misweighted")
         guard = tracer.loop.guard
+        flush = _flush_disjunct(guard.condition) if guard.kind in ("branch", "continue") else None
+        if flush is not None:
+            return (f"the update guard also fires on `{ctx.code_for(flush).strip()}`, so the last window of an "
+                    "epoch is short and its micro-batches, each divided by the full K, are underweighted")
         if guard.kind == "micro_loop" and isinstance(guard.node, cst.For) and \
                 _unsized_window(guard.node.iter, guard.scope):
             return (f"the micro-batches come from `{ctx.code_for(guard.node.iter)}`, whose batches can differ in "
@@ -327,6 +367,26 @@ def _is_model_loss(node: cst.CSTNode) -> bool:
     if isinstance(node, cst.Subscript):
         return True
     return False
+
+
+_LAST_WORDS = re.compile(r"last|final|end|len\(|num_batches|n_batches|steps_per_epoch|total", re.I)
+
+
+def _flush_disjunct(condition: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """`n >= K or i == len(loader) - 1` / `(i + 1) % K == 0 or is_last_batch`: the part of an
+    update guard that flushes a short final window."""
+    if not (isinstance(condition, cst.BooleanOperation) and isinstance(condition.operator, cst.Or)):
+        return None
+    for part in (condition.left, condition.right):
+        if isinstance(part, cst.BooleanOperation):
+            found = _flush_disjunct(part)
+            if found is not None:
+                return found
+            continue
+        text = cst.Module([]).code_for_node(part)
+        if "%" not in text and _LAST_WORDS.search(text):
+            return part
+    return None
 
 
 def _model_called_with_targets(ctx, node: cst.CSTNode) -> bool:
