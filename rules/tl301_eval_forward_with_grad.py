@@ -14,7 +14,7 @@ class EvalForwardWithGrad(Rule):
     summary = "An evaluation after `model.eval()` runs its forward with grad recording on"
     message = "evaluation forward after `model.eval()` runs with grad recording on"
     triggers = (".eval(", "train(False", "train(mode=False")
-    imported_triggers = True  # the `.eval()` may be in a project helper the file calls
+    imported_triggers = ("loader", "Loader")  # `.eval()` in a helper, then an evaluation loop here
     what_it_does = """
         Finds evaluations (a loop over a validation/test loader, a function named as an
         evaluation, or the batches evaluated after `model.eval()`) whose forward call runs with

@@ -14,7 +14,7 @@ class NoGradEvalInTrainMode(Rule):
     summary = "An evaluation under `no_grad`/`inference_mode` with the model still in train mode"
     message = "evaluation under no_grad runs the model in train mode"
     triggers = ("no_grad", "inference_mode", "set_grad_enabled")
-    imported_triggers = True  # the `.eval()` may be in a project helper the file calls
+    imported_triggers = ("loader", "Loader")  # a no-grad decorator from a helper, an evaluation loop here
     what_it_does = """
         Finds evaluations (a loop over a validation/test loader, or a function named as an
         evaluation, with no backward in it) that run a model's forward under `torch.no_grad()`,

@@ -16,7 +16,7 @@ class TrainModeNotRestored(Rule):
     summary = "A training loop evaluates and keeps training without `model.train()`"
     message = "the training loop puts the model in eval mode and keeps training without `model.train()`"
     triggers = (".eval(", "train(False", "train(mode=False")
-    imported_triggers = True  # the `.eval()` may be in a project helper the file calls
+    imported_triggers = ("backward",)  # `.eval()` in a helper the training loop here calls
     what_it_does = """
         Follows module mode through a training loop (a loop that runs a backward and an optimizer
         step, directly or through functions and methods of the same file): a `model.eval()` /

@@ -9,7 +9,7 @@ import libcst as cst
 from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
 from trainlint.finding import Severity
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk, walk_expression
-from trainlint.model.summaries import callable_summary
+from trainlint.model.summaries import MEAN_WORDS, callable_summary
 from trainlint.rule import Rule, bad, good
 
 # torch.nn.functional losses whose default reduction is a mean over the batch
@@ -396,7 +396,7 @@ def _batch_mean(flow, expr, depth) -> str | None:
         return "a mean-reduced loss" if _mean_reduction(reduction) else None
     if _criterion_reduction(flow, func, scope) is not None:
         return "a mean-reduced loss" if _criterion_reduction(flow, func, scope) else None
-    summary = callable_summary(flow.index, func, scope)
+    summary = callable_summary(flow.index, func, scope, MEAN_WORDS)
     if summary is not None and summary.returns_mean:
         return f"a mean: `{summary.name}()` returns one"  # a Dice/IoU/RMSE helper of the project
     tail = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""

@@ -27,10 +27,6 @@ class FileContext:
         self._models: dict[Any, Any] = {}
 
     @property
-    def has_index(self) -> bool:
-        return self._index is not None
-
-    @property
     def index(self) -> FileIndex:
         if self._index is None:
             if self._summary is not None and self._summary.index is not None:

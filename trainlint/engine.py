@@ -94,8 +94,9 @@ def _rules_for(source: str, codes: frozenset[str], imported: Callable[[], list[s
     imports (the cheap pre-filter)."""
     rules = []
     for code, rule_cls in registry().items():
-        if code in codes and code not in NOQA_CODES and (rule_cls.may_match(source) or rule_cls.imported_triggers
-                                                         and any(rule_cls.may_match(text) for text in imported())):
+        if code in codes and code not in NOQA_CODES and (rule_cls.may_match(source) or (
+                any(word in source for word in rule_cls.imported_triggers)
+                and any(rule_cls.may_match(text) for text in imported()))):
             rules.append(rule_cls())
     return rules
 
@@ -169,8 +170,6 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
             codes = codes - {rule.code}  # its `# noqa` codes are not unused: it did not finish
             result.errors.append(f"internal error in {rule.code} ({rule.name}) while checking {path}: "
                                  f"{_describe(exc)}")
-    if project is not None and ctx.has_index:
-        project.adopt(path, digest, ctx.index)
     if not reports:
         result.findings = apply_suppressions([], source, path, codes)
         return result

@@ -87,9 +87,10 @@ class Rule:
     #: Text pre-filter: the rule runs only on files matching at least one trigger. A trigger is a
     #: string that must occur, or a tuple of strings that must all occur. Empty: always runs.
     triggers: ClassVar[tuple[str | tuple[str, ...], ...]] = ()
-    #: the trigger words may sit in a project file that the checked file imports rather than in the
-    #: file itself (`evaluate(model)` from engine.py, whose body calls `model.eval()`)
-    imported_triggers: ClassVar[bool] = False
+    #: the trigger words may also sit in a project file that the checked file imports (`evaluate(model)`
+    #: from engine.py, whose body calls `model.eval()`), provided the file itself holds one of these
+    #: words (what the rule needs to find in the file for such a helper to matter)
+    imported_triggers: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def may_match(cls, source: str) -> bool:

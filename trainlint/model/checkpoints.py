@@ -34,7 +34,7 @@ import libcst as cst
 from trainlint.model.index import (CallSite, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_arg,
                              positional_args, walk)
 from trainlint.model.roles import MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
-from trainlint.model.summaries import callable_summary
+from trainlint.model.summaries import SAVE_WORDS, callable_summary
 
 SAVE_FUNCTIONS = ("torch.save", "torch.serialization.save")
 # project helpers worth reading for what they save (`save_checkpoint`, `save_ckpt`, `dump_state`)
@@ -214,7 +214,7 @@ class CheckpointModel:
     def _helper_save(self, site: CallSite) -> None:
         """`save_checkpoint(state, path)` where a project helper in another file `torch.save`s its
         `state` parameter: a save of the argument (same-file helpers are followed at their own save)."""
-        summary = callable_summary(self.index, site.node.func, site.scope)
+        summary = callable_summary(self.index, site.node.func, site.scope, SAVE_WORDS)
         if summary is None or not summary.saves or self.index.callee(site.node, site.scope) is not None:
             return
         def argument(param: str | None) -> cst.BaseExpression | None:

@@ -17,7 +17,8 @@ import libcst as cst
 from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
                              positional_args, unpacked_position, walk_expression)
 from trainlint.model.roles import ACCELERATOR, LOADER, MODEL, roles
-from trainlint.model.summaries import callable_summary
+from trainlint.model.modes import GRAD_WORDS
+from trainlint.model.summaries import DETACH_WORDS, callable_summary
 from trainlint.model.training import calls_in, training_model
 
 # methods whose result never carries a graph
@@ -155,7 +156,7 @@ class Dataflow:
 
     def _project_grad_off(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         """A project function that turns recording off where it is used (`@smart_inference_mode()`)."""
-        summary = self.index.summary_of(expr, scope)
+        summary = self.index.summary_of(expr, scope, GRAD_WORDS)
         return summary is not None and summary.grad_off
 
     def under_no_grad(self, node: cst.CSTNode) -> bool:
@@ -433,13 +434,13 @@ class Dataflow:
         position = unpacked_position(node, name)
         if position is None:
             return False
-        summary = callable_summary(self.index, node.value.func, self.scope_of(node))
+        summary = callable_summary(self.index, node.value.func, self.scope_of(node), DETACH_WORDS)
         return summary is not None and (position[0] in summary.detached.positions or summary.body_grad_off)
 
     def _call_graph(self, call: cst.Call, depth: int) -> bool | None:
         func = call.func
         scope = self.scope_of(call)
-        summary = callable_summary(self.index, func, scope)
+        summary = callable_summary(self.index, func, scope, DETACH_WORDS)
         if summary is not None and (summary.detached.whole or summary.body_grad_off):
             return False  # a project function whose result is detached (`.item()`, computed without grad)
         args = [a.value for a in call.args]

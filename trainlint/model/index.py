@@ -312,10 +312,12 @@ class FileIndex:
             return f"{base}.{expr.attr.value}" if base else None
         return None
 
-    def summary_of(self, expr: cst.BaseExpression, scope: Scope):
+    def summary_of(self, expr: cst.BaseExpression, scope: Scope, words: tuple[str, ...] = ()):
         """The summary (`trainlint.model.summaries`) of the function or class that `expr` names, when
-        it is defined at module level in this file or in a project file it imports; else None."""
-        return self.linker.summary_of(self, expr, scope) if self.linker is not None else None
+        it is defined at module level in this file or in a project file it imports; else None.
+        `words`: a project file whose text has none of them is not read for it (the question cannot
+        be answered there), which saves parsing most of a library."""
+        return self.linker.summary_of(self, expr, scope, words) if self.linker is not None else None
 
     def call_name(self, call: CallSite) -> str | None:
         return self.resolve(call.node.func, call.scope)

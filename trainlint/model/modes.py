@@ -41,6 +41,9 @@ GRAD_OFF_CONTEXTS = frozenset({
     "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode",
     "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
 })
+# the words a project file must hold to be read for grad-mode or module-mode effects (summaries.py)
+GRAD_WORDS = ("no_grad", "inference_mode", "set_grad_enabled", "grad_mode")
+MODE_WORDS = (".eval(", ".train(")
 GRAD_ON_CONTEXTS = frozenset({"torch.enable_grad", "torch.autograd.enable_grad",
                               "torch.autograd.grad_mode.enable_grad"})
 GRAD_SETTERS = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
@@ -909,7 +912,7 @@ class _Run:
         if target is not None and frame.depth < _MAX_INLINE_DEPTH and target.node not in frame.active:
             return self._inline(call, target, state, frame)
         if target is None and call.args:
-            summary = self.index.summary_of(func, scope)
+            summary = self.index.summary_of(func, scope, MODE_WORDS)
             if summary is not None and hasattr(summary, "mode_effect"):
                 return self._project_mode_effects(call, summary, state, frame)
             state = self._external_train_helper(call, name, state, frame)
@@ -1070,7 +1073,7 @@ def context_grad(index, expr: cst.BaseExpression, scope: Scope) -> str | None:
 def _project_grad(index, expr: cst.BaseExpression, scope: Scope) -> str | None:
     """OFF for a project function (or context manager class) that turns recording off where it is
     used: `with autocast_eval():`, `@smart_inference_mode()`, `@torch_no_grad_eval`."""
-    summary = index.summary_of(expr, scope)
+    summary = index.summary_of(expr, scope, GRAD_WORDS)
     return OFF if summary is not None and summary.grad_off else None
 
 

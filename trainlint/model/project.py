@@ -97,7 +97,6 @@ class Project:
         self._found: dict[tuple[str, str], tuple[Path, list[str]] | None] = {}
         self._files: dict[str, tuple[tuple[int, int], str, str]] = {}  # path -> (stat stamp, hash, text)
         self._by_hash: OrderedDict[str, FileSummary] = OrderedDict()  # least recently used first
-        self._imported: set[Path] | None = None
         self._constructions: dict[tuple[str, str], list[Construction]] = {}
 
     # worker processes get the root and the paths, and build their own caches
@@ -128,7 +127,6 @@ class Project:
         self._listings.clear()
         self._found.clear()
         self._constructions.clear()
-        self._imported = None
 
     @staticmethod
     def file_key(path: str | os.PathLike) -> Path:
@@ -286,16 +284,6 @@ class Project:
         read = self._read(path)
         return read[0] if read is not None else None
 
-    def is_imported(self, path: str | os.PathLike) -> bool:
-        """Another checked file imports this one (so its summary is worth keeping once parsed)."""
-        if self._imported is None:
-            self._imported = set()
-            for candidate in self.paths:
-                text = self.source(candidate)
-                if text is not None:
-                    self._imported |= set(self.imported_files(str(candidate), text))
-        return _real(path) in self._imported
-
     def cached_summary(self, digest: str) -> FileSummary | None:
         """The summary of a file with this content, if one was made (it holds the parsed file)."""
         summary = self._by_hash.get(digest)
@@ -307,12 +295,6 @@ class Project:
         self._by_hash[digest] = summary
         while len(self._by_hash) > _KEPT_SUMMARIES:  # each holds a parsed file: bound the memory
             self._by_hash.popitem(last=False)
-
-    def adopt(self, path: str, digest: str, index: FileIndex) -> None:
-        """A checked file, parsed for its own check: keep its summary for the files that import it,
-        so it is not parsed again."""
-        if digest not in self._by_hash and index.linker is not None and self.is_imported(path):
-            self._keep(digest, index.linker.own(index))
 
     def file_summary(self, path: Path) -> FileSummary | None:
         read = self._read(path)
@@ -331,15 +313,24 @@ class Project:
         self._keep(digest, summary)
         return summary
 
-    def locate(self, qualname: str, from_path: str, depth: int = 0) -> tuple[Path, list[str], Summary] | None:
+    def locate(self, qualname: str, from_path: str, depth: int = 0,
+               words: tuple[str, ...] = ()) -> tuple[Path, list[str], Summary] | None:
         """Where the project function, class or method that `qualname` (as resolved in the file at
         `from_path`) is defined, following re-exports, with its summary; None when it is not the
-        project's."""
+        project's. With `words`, a module whose text has none of them is not parsed: what is
+        asked about cannot be there (a re-export in it is still followed)."""
         found = self.find_module(qualname, from_path)
         if found is None:
             return None
         path, rest = found
-        if not rest:
+        if not rest or depth > _MAX_REEXPORTS:
+            return None
+        text = self.source(path)
+        if words and text is not None and not any(word in text for word in words):
+            tail = f".{rest[0]}"
+            for name in imported_names(text):
+                if name.endswith(tail) and name != tail:
+                    return self.locate(".".join([name, *rest[1:]]), str(path), depth + 1, words)
             return None
         summary = self.file_summary(path)
         if summary is None:
@@ -348,12 +339,12 @@ class Project:
         if hit is not None:
             return path, rest, hit
         reexport = summary.imports.get(rest[0])
-        if reexport is not None and depth < _MAX_REEXPORTS:
-            return self.locate(".".join([reexport, *rest[1:]]), str(path), depth + 1)
+        if reexport is not None:
+            return self.locate(".".join([reexport, *rest[1:]]), str(path), depth + 1, words)
         return None
 
-    def lookup(self, qualname: str, from_path: str) -> Summary | None:
-        found = self.locate(qualname, from_path)
+    def lookup(self, qualname: str, from_path: str, words: tuple[str, ...] = ()) -> Summary | None:
+        found = self.locate(qualname, from_path, words=words)
         return found[2] if found is not None else None
 
     def constructions(self, path: str, class_name: str) -> list[Construction]:
@@ -393,7 +384,8 @@ class Linker:
             self._own = summarise(index)
         return self._own
 
-    def summary_of(self, index: FileIndex, expr: cst.BaseExpression, scope: Scope) -> Summary | None:
+    def summary_of(self, index: FileIndex, expr: cst.BaseExpression, scope: Scope,
+                   words: tuple[str, ...] = ()) -> Summary | None:
         if isinstance(expr, cst.Name):
             bindings = scope.lookup(expr.value)
             if bindings and all(b.kind in ("def", "class") for b in bindings):
@@ -404,16 +396,16 @@ class Linker:
         if self.project is None or not _head_is_import(expr, scope):
             return None
         qualname = index.resolve(expr, scope)
-        return self.project.lookup(qualname, self.path) if qualname else None
+        return self.project.lookup(qualname, self.path, words) if qualname else None
 
 
     def constructor_role(self, index: FileIndex, class_name: str, attr: str) -> str | None:
         """The role the callers that build `class_name` give the `__init__` parameter that
         `self.<attr>` is set from, when they all agree."""
         summary = self.own(index).klass(class_name)
-        param = summary.init_attrs.get(attr) if summary is not None else None
+        param = summary.init_attrs.get(attr) if summary is not None and summary.trains else None
         if param is None:
-            return None
+            return None  # only classes that drive training are worth finding every construction of
         if self.project is not None and self.project.contains(self.path):
             built = self.project.constructions(self.path, class_name)
         else:

@@ -72,6 +72,8 @@ _CONSTRUCTORS: tuple[tuple[str, str], ...] = (
     ("json.loads", CONFIG),
     ("types.SimpleNamespace", CONFIG),
 )
+# Words a project file must hold to be read for the role of what it builds (see summaries.py)
+ROLE_WORDS = ("step", "optim", "sched", "Module", "model", "DataLoader", "Optimizer", "GradScaler", "parse_args")
 # Methods whose result is configuration (`parser.parse_args()`, `cfg.copy()` is not listed: unknown).
 _CONFIG_METHODS = frozenset({"parse_args", "parse_known_args", "parse_args_into_dataclasses"})
 # Bare factory names commonly imported from many places (`from transformers import get_scheduler`
@@ -185,7 +187,7 @@ class Roles:
             # a project class plays the role its code shows (a `WarmupScheduler` whose `step()`
             # steps the optimizer is an optimizer); a project factory, the role of what it returns.
             # (Other project functions are not read for this: that would parse most of a library.)
-            summary = self.index.summary_of(call.func, scope)
+            summary = self.index.summary_of(call.func, scope, ROLE_WORDS)
             role = summary.produces if summary is not None else None
             if role:
                 return role

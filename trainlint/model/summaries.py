@@ -26,8 +26,15 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from trainlint.model.index import FileIndex, FunctionInfo, Scope, iter_children, keyword_value, positional_args, walk
-from trainlint.model.modes import OFF, context_grad, decorator_grad
-from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, SCHEDULER, Roles
+from trainlint.model.modes import GRAD_WORDS, OFF, context_grad, decorator_grad
+from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCHEDULER, Roles
+
+# Words a project file must hold for its summaries to answer a question: one without them is not
+# parsed for it (the answer cannot be there), which keeps a whole-library check close to per-file cost
+# (GRAD_WORDS and MODE_WORDS live in modes.py, ROLE_WORDS in roles.py).
+DETACH_WORDS = ("detach", ".item(", ".tolist(", ".numpy(", "no_grad", "inference_mode")
+SAVE_WORDS = ("save", "dump")
+MEAN_WORDS = ("mean", "mse_loss", "l1_loss")
 
 GRAD_OFF_NAMES = frozenset({
     "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode",
@@ -86,8 +93,9 @@ class ClassSummary:
     computed when asked for."""
 
     def __init__(self, name: str, bases: tuple[str, ...] = (), role: str | None = None, grad_off: bool = False,
-                 init_attrs: dict[str, str] | None = None, methods=None) -> None:
+                 init_attrs: dict[str, str] | None = None, methods=None, trains: bool = False) -> None:
         self.name = name
+        self.trains = trains  # its methods run `.backward()`/`.step()`/`.zero_grad()` (a Trainer, a Runner)
         self.bases = bases
         self.role = role
         self.grad_off = grad_off  # a context manager class whose `__enter__` turns recording off
@@ -197,7 +205,8 @@ class _Summariser:
         self._classes: dict[cst.CSTNode, ClassSummary | None] = {}
         self._own: dict[cst.CSTNode, list[cst.CSTNode]] = {}
 
-    def summary_of(self, expr: cst.BaseExpression, scope: Scope) -> FunctionSummary | ClassSummary | None:
+    def summary_of(self, expr: cst.BaseExpression, scope: Scope,
+                   words: tuple[str, ...] = ()) -> FunctionSummary | ClassSummary | None:
         """Like `FileIndex.summary_of`, but this file's own module-level defs are summarised here."""
         if isinstance(expr, cst.Name):
             bindings = scope.lookup(expr.value)
@@ -208,7 +217,7 @@ class _Summariser:
                 if isinstance(node, cst.ClassDef):
                     return self.klass(node)
                 return self.function(self.index.function_of_node[node])
-        return self.index.summary_of(expr, scope)
+        return self.index.summary_of(expr, scope, words)
 
     def constructions(self, class_name: str) -> list[Construction]:
         """`Trainer(model, opt, build_schedule(...))`: for the roles of the `self.<attr>` that the
@@ -279,7 +288,7 @@ class _Summariser:
                     if target is not None and target.scope.parent is not self.index.module_scope:
                         nested = self.function(target)  # a wrapper defined inside the factory
                         return nested.grad_off or nested.body_grad_off
-            summary = self.summary_of(expr, scope)
+            summary = self.summary_of(expr, scope, GRAD_WORDS)
             return bool(summary is not None and getattr(summary, "grad_off", False))
         if isinstance(expr, cst.Call):
             if context_grad(self.index, expr, scope) == OFF:
@@ -380,7 +389,7 @@ class _Summariser:
                     return self.is_detached(func.value, scope, depth + 1)
             if self.index.resolve(func, scope) in _DETACHING_FUNCTIONS:
                 return True
-            summary = self.summary_of(func, scope)
+            summary = self.summary_of(func, scope, DETACH_WORDS)
             if isinstance(summary, FunctionSummary):
                 return summary.detached.whole or summary.body_grad_off
         return False
@@ -490,8 +499,10 @@ class _Summariser:
         if enter is not None:
             grad_off = any(isinstance(n, cst.Call) and context_grad(index, n, enter.scope) == OFF
                            for n in self._own_nodes(enter))
+        trains = any(isinstance(n, cst.Attribute) and n.attr.value in ("backward", "step", "zero_grad")
+                     for n in walk(node.body))
         return ClassSummary(node.name.value, bases, self._class_role(node, scope, bases, infos), grad_off,
-                            init_attrs, lambda name: self.function(infos[name]) if name in infos else None)
+                            init_attrs, lambda name: self.function(infos[name]) if name in infos else None, trains)
 
     def _class_role(self, node: cst.ClassDef, scope: Scope, bases: tuple[str, ...], infos) -> str | None:
         for base in bases:
@@ -513,7 +524,7 @@ class _Summariser:
             if SCHEDULER in inner or any(_assigns_lr(part) for part in self._own_nodes(step)):
                 return SCHEDULER  # it only sets learning rates, or steps an inner scheduler
         for base in node.bases:  # a project base class, in this file or imported
-            summary = self.summary_of(base.value, scope.parent or scope)
+            summary = self.summary_of(base.value, scope.parent or scope, ROLE_WORDS)
             if isinstance(summary, ClassSummary) and summary.role:
                 return summary.role
         return OTHER
@@ -577,10 +588,11 @@ def _is_docstring(statement: cst.CSTNode) -> bool:
             and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString))
 
 
-def callable_summary(index: FileIndex, func: cst.BaseExpression, scope: Scope) -> FunctionSummary | None:
+def callable_summary(index: FileIndex, func: cst.BaseExpression, scope: Scope,
+                     words: tuple[str, ...] = ()) -> FunctionSummary | None:
     """The summary of what calling `func` runs: a project function, or the `forward`/`__call__` of
     an instance of a project class (`compute_loss = ComputeLoss(model)`, `self.criterion = ...`)."""
-    summary = index.summary_of(func, scope)
+    summary = index.summary_of(func, scope, words)
     if isinstance(summary, FunctionSummary):
         return summary
     if summary is not None:
@@ -592,7 +604,7 @@ def callable_summary(index: FileIndex, func: cst.BaseExpression, scope: Scope) -
         values = index.self_attribute_values(func.attr.value, scope)
     for value in values:
         if isinstance(value, cst.Call):
-            built = index.summary_of(value.func, index.scope_at(value))
+            built = index.summary_of(value.func, index.scope_at(value), words)
             if isinstance(built, ClassSummary):
                 return built.method("__call__") or built.method("forward")
     return None
