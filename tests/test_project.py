@@ -367,3 +367,18 @@ def test_a_cached_result_is_stale_when_an_imported_helper_changes(tmp_path):
     (tmp_path / "helpers.py").write_text("import contextlib\n\ndef inference():\n    return contextlib.nullcontext()\n")
     codes = [f.code for f in list(lint_paths(target, ALL, cache=cache))[0].findings]
     assert codes == ["TL301"]
+
+
+def test_the_command_line_checks_a_directory_as_one_project():
+    """A real `trainlint check DIR` run: the correct twin is clean only because the helpers in other
+    files are read; the bad twin's findings include those that need them."""
+    good = subprocess.run([sys.executable, "-m", "trainlint", "check", "--select", "ALL", "--no-cache",
+                           "--format", "json", str(PROJECTS / "detector_good")], capture_output=True, text=True)
+    assert good.returncode == 0, good.stdout + good.stderr
+    bad = subprocess.run([sys.executable, "-m", "trainlint", "check", "--select", "ALL", "--no-cache",
+                          "--format", "json", str(PROJECTS / "detector_bad")], capture_output=True, text=True)
+    assert bad.returncode == 1
+    import json
+
+    found = {(Path(f["path"]).name, f["line"], f["code"]) for f in json.loads(bad.stdout)["findings"]}
+    assert {("engine.py", 23, "TL303"), ("engine.py", 21, "TL501"), ("main.py", 27, "TL404")} <= found
