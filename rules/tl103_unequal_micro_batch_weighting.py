@@ -58,6 +58,43 @@ class UnequalMicroBatchWeighting(Rule):
 
 
             def train(model, loader, optimizer, accum):
+                n = 0
+                for x, y in loader:
+                    loss = F.cross_entropy(model(x), y)
+                    n += 1
+                    (loss / n).backward()
+                    if n == accum:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        n = 0
+            """,
+            line=9,
+            title="the divisor is the running micro-batch counter of the window",
+        ),
+        good(
+            """
+            import torch.nn.functional as F
+
+
+            def train(model, loader, optimizer, accum):
+                n = 0
+                for x, y in loader:
+                    loss = F.cross_entropy(model(x), y)
+                    n += 1
+                    (loss / accum).backward()
+                    if n == accum:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        n = 0
+            """,
+            title="the counter decides when to step; the divisor is K",
+        ),
+        bad(
+            """
+            import torch.nn.functional as F
+
+
+            def train(model, loader, optimizer, accum):
                 for i, (x, y) in enumerate(loader):
                     loss = F.cross_entropy(model(x), y) / accum
                     loss.backward()
@@ -316,6 +353,14 @@ class UnequalMicroBatchWeighting(Rule):
                 backward = tracer.backward_loss(ref)
                 if backward.loss is None:
                     continue
+                counter = _running_count_division(ctx, loop, backward.loss, ref.scope)
+                if counter is not None and id(counter) not in reported:
+                    reported.add(id(counter))
+                    yield self.report(counter, (
+                        f"`{ctx.code_for(counter.with_changes(lpar=(), rpar=())).strip()}` divides by a running count of the window's "
+                        "micro-batches, not by K: the first micro-batch of each window weighs 1, the second "
+                        "1/2, the third 1/3, ...; divide every micro-batch's loss by the window size (K)"))
+                    continue
                 trace = tracer.trace(backward.loss, ref.scope, ref.via)
                 if trace.k_division is None or trace.k_numerator != MEAN or id(trace.k_division) in reported:
                     continue
@@ -367,6 +412,29 @@ def _is_model_loss(node: cst.CSTNode) -> bool:
     if isinstance(node, cst.Subscript):
         return True
     return False
+
+
+def _running_count_division(ctx, loop, loss: cst.BaseExpression, scope) -> cst.BinaryOperation | None:
+    """`loss / n` (or `loss = loss / n` before the backward) where `n += 1` runs in the loop body: a
+    divisor that grows through the window."""
+    candidates = [loss]
+    if isinstance(loss, cst.Name):
+        candidates += [b.value for b in scope.lookup(loss.value) if b.kind == "assign" and b.value is not None]
+    for expr in candidates:
+        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide)
+                and isinstance(expr.right, cst.Name)):
+            continue
+        name = expr.right.value
+        for binding in scope.lookup(name):
+            node = binding.node
+            if binding.kind == "augassign" and isinstance(node, cst.AugAssign) and \
+                    isinstance(node.operator, cst.AddAssign) and isinstance(node.value, cst.Integer) and \
+                    any(a is loop.node for a in ctx.index.ancestors(node)) and \
+                    ctx.index.function_at(node) is ctx.index.function_at(expr):
+                return expr
+    return None
 
 
 _LAST_WORDS = re.compile(r"last|final|end|len\(|num_batches|n_batches|steps_per_epoch|total", re.I)
