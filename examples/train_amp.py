@@ -4,14 +4,25 @@ This script has bugs trainlint reports (the `# expect:` comments mark them):
 gradients are clipped while still multiplied by the GradScaler's scale, every step's loss
 tensor (and with it the autograd graph) is kept in a list, validation runs with grad recording
 on, and after the first validation the model keeps training in eval mode.
+
+Random images stand in for a real dataset, so it runs anywhere (on the CPU too):
+`python train_amp.py --epochs 1 --eval-every 4 --num-images 700`.
 """
 
-import os
+import argparse
 
 import torch
 import torch.nn.functional as F
-import torchvision
-from torch.utils.data import DataLoader
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def build_model(num_classes: int = 10) -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(), nn.Dropout(0.2), nn.Linear(32, num_classes),
+    )
 
 
 def evaluate(model, loader, device):
@@ -26,15 +37,14 @@ def evaluate(model, loader, device):
     return total_loss / seen, total_correct / seen
 
 
-def train(data_dir: str, epochs: int = 10, eval_every: int = 500) -> None:
+def train(epochs: int, eval_every: int, num_images: int) -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    transform = torchvision.transforms.ToTensor()
-    train_set = torchvision.datasets.CIFAR10(data_dir, train=True, download=True, transform=transform)
-    val_set = torchvision.datasets.CIFAR10(data_dir, train=False, download=True, transform=transform)
-    train_loader = DataLoader(train_set, batch_size=128, shuffle=True, num_workers=4)
-    val_loader = DataLoader(val_set, batch_size=512, shuffle=False, num_workers=4)
+    train_set = TensorDataset(torch.randn(num_images, 3, 32, 32), torch.randint(0, 10, (num_images,)))
+    val_set = TensorDataset(torch.randn(512, 3, 32, 32), torch.randint(0, 10, (512,)))
+    train_loader = DataLoader(train_set, batch_size=128, shuffle=True)
+    val_loader = DataLoader(val_set, batch_size=256, shuffle=False)
 
-    model = torchvision.models.resnet18(num_classes=10).to(device)
+    model = build_model().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
     scaler = torch.amp.GradScaler(device.type)
     losses = []
@@ -58,8 +68,12 @@ def train(data_dir: str, epochs: int = 10, eval_every: int = 500) -> None:
                 print(f"step {step}: val loss {val_loss:.3f}, acc {val_acc:.3f}")
 
     print("mean train loss", torch.stack(losses).mean().item())  # expect: TL601
-    os.makedirs("runs", exist_ok=True)
 
 
 if __name__ == "__main__":
-    train("data")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--eval-every", type=int, default=500)
+    parser.add_argument("--num-images", type=int, default=4096)
+    args = parser.parse_args()
+    train(args.epochs, args.eval_every, args.num_images)

@@ -451,6 +451,9 @@ class GraphKeptAcrossIterations(Rule):
     def check(self, ctx):
         flow = ctx.model(dataflow)
         index = ctx.index
+        # per loop and per function, computed once: a file of many stores must not re-walk them
+        self._resets: dict[cst.CSTNode, dict[str, list[cst.CSTNode]]] = {}
+        self._returned: dict[cst.CSTNode, tuple[set[str], set[str]]] = {}
         seen: set[cst.CSTNode] = set()
         regions: list[cst.CSTNode] = list(index.loops)
         regions += [f.node for f in index.functions if f.class_name and f.name in _PER_BATCH_HOOKS]
@@ -510,14 +513,22 @@ class GraphKeptAcrossIterations(Rule):
             return None  # in a per-batch hook only attributes outlive the call
         if flow.carries_graph(value) is not True:
             return None
-        if _reset_within(flow, loop, key, node):
-            return None
+        if loop not in self._resets:
+            self._resets[loop] = _resets_in(loop)
+        if any(reset is not node for reset in self._resets[loop].get(key, ())):
+            return None  # rebound or cleared inside the iteration: it does not outlive it
         owner = flow._owner(node)
-        if key in flow.names_feeding(flow.backward_roots(owner), node):
+        if owner not in self._returned:
+            # what feeds the function's backward calls and its return values is the same for every
+            # store in it (names are followed through the function's bindings): asked once
+            returned = [n.value for n in walk(owner) if isinstance(n, (cst.Return, cst.Yield))
+                        and n.value is not None and flow._owner(n) is owner]
+            self._returned[owner] = (flow.names_feeding(flow.backward_roots(owner), node),
+                                     flow.names_feeding(returned, node))
+        backpropagated, returned_names = self._returned[owner]
+        if key in backpropagated:
             return None  # the kept graph is backpropagated: the point of keeping it
-        returned = [n.value for n in walk(owner) if isinstance(n, (cst.Return, cst.Yield)) and n.value is not None
-                    and flow._owner(n) is owner]
-        if key in flow.names_feeding(returned, node) and not _backpropagated_each_iteration(flow, loop, value) \
+        if key in returned_names and not _backpropagated_each_iteration(flow, loop, value) \
                 and not _iterates_data(ctx, flow, loop):
             return None  # a sum of loss terms handed to the caller, which backpropagates it
         what = ctx.code_for(value)
@@ -584,7 +595,7 @@ def _batch_iteration(ctx, flow, node):
     """The loop whose one turn handles one batch, holding `node`: the innermost loop over a data
     loader or innermost training loop around it (else any training loop around it), or a
     per-batch framework hook. A container rebound inside it lives for one batch at most."""
-    training = {tl.node: tl for tl in ctx.model(training_model).loops}
+    training = ctx.model(_training_loops)
     fallback = None
     for ancestor in ctx.index.ancestors(node):
         if isinstance(ancestor, (cst.For, cst.While)):
@@ -604,28 +615,37 @@ def _batch_iteration(ctx, flow, node):
     return fallback
 
 
-def _reset_within(flow, loop, key, store) -> bool:
-    """The container is rebound (or cleared) inside the iteration: it does not outlive it."""
+def _training_loops(ctx) -> dict[cst.CSTNode, object]:
+    return {tl.node: tl for tl in ctx.model(training_model).loops}
+
+
+def _resets_in(loop) -> dict[str, list[cst.CSTNode]]:
+    """Containers rebound (not from themselves) or cleared inside the iteration, by dotted name,
+    with the nodes that do it: such a container does not outlive the iteration."""
+    resets: dict[str, list[cst.CSTNode]] = {}
+
+    def add(key, node):
+        if key is not None:
+            resets.setdefault(key, []).append(node)
+
     for node in walk(loop.body):
-        if node is store:
-            continue
         if isinstance(node, (cst.Assign, cst.AnnAssign)):
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             for target in targets:
                 for element in _flatten(target):
-                    if dotted_name(element) == key and not _self_referential(node, key):
-                        return True
+                    key = dotted_name(element)
+                    if key is not None and not _self_referential(node, key):
+                        add(key, node)
         elif isinstance(node, cst.With):
             for item in node.items:
-                if item.asname is not None and dotted_name(item.asname.name) == key:
-                    return True
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
-                and node.func.attr.value == "clear" and dotted_name(node.func.value) == key:
-            return True
+                if item.asname is not None:
+                    add(dotted_name(item.asname.name), node)
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "clear":
+            add(dotted_name(node.func.value), node)
         elif isinstance(node, cst.Del):
-            if any(dotted_name(n) == key for n in walk(node.target)):
-                return True
-    return False
+            for target in walk(node.target):
+                add(dotted_name(target), node)
+    return resets
 
 
 def _flatten(target):

@@ -283,6 +283,7 @@ class MeanOfBatchMeans(Rule):
 
     def check(self, ctx):
         flow = ctx.model(dataflow)
+        divisions: dict[cst.CSTNode, dict[str, list[tuple[int, cst.CSTNode]]]] = {}
         for loop in ctx.index.loops:
             loader = loader_of_loop(flow, loop)
             if loader is None or _equal_batches(flow, loader):
@@ -292,7 +293,11 @@ class MeanOfBatchMeans(Rule):
             if not accumulators:
                 continue
             counts = _batch_counts(flow, loop, loader)
-            for node in walk(owner.body if isinstance(owner, cst.FunctionDef) else owner):
+            if owner not in divisions:  # one walk per function, not one per loop in it
+                divisions[owner] = _divisions_by_name(owner)
+            candidates = sorted({entry for key in accumulators for entry in divisions[owner].get(key, ())},
+                                key=lambda entry: entry[0])
+            for _, node in candidates:
                 if not flow.before(loop, node):
                     continue
                 found = _division(flow, node, accumulators, counts)
@@ -508,6 +513,26 @@ def _accumulated(expr, accumulators) -> str | None:
         if key in accumulators:
             return key
     return None
+
+
+def _divisions_by_name(owner) -> dict[str, list[tuple[int, cst.CSTNode]]]:
+    """The nodes of `owner` that `_division` may match, by the names they would divide, each
+    with its place in walk order."""
+    found: dict[str, list[tuple[int, cst.CSTNode]]] = {}
+    for order, node in enumerate(walk(owner.body if isinstance(owner, cst.FunctionDef) else owner)):
+        keys: set[str | None] = set()
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+            keys = {dotted_name(n) for n in walk_expression(node.left) if isinstance(n, (cst.Name, cst.Attribute))}
+        elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.DivideAssign):
+            keys = {dotted_name(node.target)}
+        elif isinstance(node, cst.Call) and len(node.args) == 1:
+            keys = {dotted_name(node.args[0].value)}
+        elif isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute) \
+                and isinstance(node.func.value, cst.Call) and len(node.func.value.args) == 1:
+            keys = {dotted_name(node.func.value.args[0].value)}
+        for key in keys - {None}:
+            found.setdefault(key, []).append((order, node))
+    return found
 
 
 def _division(flow, node, accumulators, counts):

@@ -119,17 +119,17 @@ def test_results_with_errors_are_not_cached(failing_rule, tmp_path):
     settings = Settings(select=resolve_selection(["TL998", "TL401"], [], []))
     cache = ResultCache(tmp_path / "cache")
     list(lint_paths([str(tmp_path / "one.py")], settings, cache=cache))
-    assert cache.get(str(tmp_path / "one.py"), settings) is None
+    assert cache.get((tmp_path / "one.py").read_bytes(), str(tmp_path / "one.py"), settings) is None
 
 
 def test_cache_round_trip(tmp_path):
     (tmp_path / "one.py").write_text(BAD)
     cache = ResultCache(tmp_path / "cache")
     first = list(lint_paths([str(tmp_path / "one.py")], ALL, cache=cache))
-    cached = cache.get(str(tmp_path / "one.py"), ALL)
+    cached = cache.get((tmp_path / "one.py").read_bytes(), str(tmp_path / "one.py"), ALL)
     assert cached is not None and cached.findings == first[0].findings
     (tmp_path / "one.py").write_text(GOOD)  # new content, new key
-    assert cache.get(str(tmp_path / "one.py"), ALL) is None
+    assert cache.get((tmp_path / "one.py").read_bytes(), str(tmp_path / "one.py"), ALL) is None
 
 
 # -- selection --------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ FILES = sorted(FIXTURES.rglob("*.py"))
 def test_fixture(path):
     parts = path.relative_to(FIXTURES).parts
     project = Project(FIXTURES / "projects" / parts[1]) if parts[0] == "projects" else None
-    result = lint_path(str(path), ALL, project)
+    result = lint_path(str(path), ALL, project=project)
     assert result.errors == []
     actual = Counter((f.line, f.code) for f in result.findings)
     expected = expected_findings(path)

@@ -3,6 +3,7 @@ says, and that the checked project is read, never imported."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -320,7 +321,7 @@ def test_the_project_silences_what_one_file_cannot_tell(case):
     name, file = case
     path = str(PROJECTS / name / file)
     alone = _codes(lint_path(path, ALL))
-    together = _codes(lint_path(path, ALL, Project(PROJECTS / name)))
+    together = _codes(lint_path(path, ALL, project=Project(PROJECTS / name)))
     assert PER_FILE_FALSE_POSITIVES[case] <= alone
     assert not (PER_FILE_FALSE_POSITIVES[case] & together)
 
@@ -330,7 +331,7 @@ def test_the_project_finds_what_one_file_cannot_see(case):
     name, file = case
     path = str(PROJECTS / name / file)
     alone = _codes(lint_path(path, ALL))
-    together = _codes(lint_path(path, ALL, Project(PROJECTS / name)))
+    together = _codes(lint_path(path, ALL, project=Project(PROJECTS / name)))
     assert not (PROJECT_ONLY_FINDINGS[case] & alone)
     assert PROJECT_ONLY_FINDINGS[case] <= together
 
@@ -384,3 +385,97 @@ def test_the_command_line_checks_a_directory_as_one_project():
 
     found = {(Path(f["path"]).name, f["line"], f["code"]) for f in json.loads(bad.stdout)["findings"]}
     assert {("engine.py", 23, "TL303"), ("engine.py", 21, "TL501"), ("main.py", 27, "TL404")} <= found
+
+
+# -- safety: the root, symlinks, and helpers that cannot be summarised ------------------------------
+EVALUATE = """
+    from helpers import inference
+
+    @inference()
+    def evaluate(model, loader):
+        model.eval()
+        return [model(x).argmax(-1) for x, _ in loader]
+    """
+NO_GRAD_HELPER = "import torch\n\ndef inference():\n    return torch.no_grad()\n"
+
+
+def test_the_root_is_the_folder_of_the_configuration_the_resolver_gives(tmp_path):
+    """A nearer pyproject.toml without `[tool.trainlint]` is not the configuration, so not the root."""
+    from trainlint.config import Resolver
+
+    write(tmp_path, {"repo/trainlint.toml": "", "repo/sub/pyproject.toml": "[project]\nname = 'x'\n",
+                     "repo/sub/a.py": ""})
+    path = tmp_path / "repo/sub/a.py"
+    assert find_root([path]) == (tmp_path / "repo").resolve()
+    assert find_root([path]) == Path(Resolver().config_for(str(path)).root).resolve()
+
+
+def test_an_import_never_follows_a_symlink_out_of_the_project(tmp_path):
+    write(tmp_path, {"outside/helpers.py": NO_GRAD_HELPER, "outside/pkg/__init__.py": "",
+                     "outside/pkg/util.py": NO_GRAD_HELPER, "proj/pyproject.toml": "", "proj/evaluate.py": EVALUATE,
+                     "inside/pyproject.toml": "", "inside/evaluate.py": EVALUATE, "inside/helpers.py": NO_GRAD_HELPER})
+    (tmp_path / "proj/helpers.py").symlink_to(tmp_path / "outside/helpers.py")
+    (tmp_path / "proj/pkg").symlink_to(tmp_path / "outside/pkg", target_is_directory=True)
+    project = Project(tmp_path / "proj")
+    evaluate = str(tmp_path / "proj/evaluate.py")
+    assert project.find_module("helpers.inference", evaluate) is None
+    assert project.find_module("pkg.util.inference", evaluate) is None
+    assert project.lookup("helpers.inference", evaluate) is None
+    # the outside helper would make the evaluation clean: it was not read, so TL301 stays
+    (followed,) = lint_paths([str(tmp_path / "inside/evaluate.py")], ALL)
+    assert followed.findings == []
+    (refused,) = lint_paths([evaluate], ALL)
+    assert [f.code for f in refused.findings] == ["TL301"]
+    # inside the project, a symlink is followed to its real file
+    (tmp_path / "proj/real.py").write_text(NO_GRAD_HELPER)
+    (tmp_path / "proj/alias.py").symlink_to(tmp_path / "proj/real.py")
+    project.refresh()  # its folder listings were read before these files existed
+    assert project.find_module("alias.inference", evaluate) == ((tmp_path / "proj/real.py").resolve(), ["inference"])
+
+
+HELPERS_THAT_CANNOT_BE_SUMMARISED = {
+    "too-deep": NO_GRAD_HELPER + "f = " + "lambda: " * 4000 + "1\n",
+    "too-big": NO_GRAD_HELPER + "#" * 4000 + "\n",
+    "unparsable": NO_GRAD_HELPER + "def broken(:\n",
+    "nul-byte": NO_GRAD_HELPER + "x = 1\0\n",
+    "fifo": None,
+}
+
+
+@pytest.mark.parametrize("name", list(HELPERS_THAT_CANNOT_BE_SUMMARISED))
+def test_a_helper_that_cannot_be_summarised_is_skipped_and_never_reported(tmp_path, name):
+    """Through the real CLI (a crash would kill the process): the helper is treated as unknown (the
+    evaluation keeps its TL301), it is not reported, and nothing fails."""
+    write(tmp_path, {"trainlint.toml": "max-file-size = 2000\n", "evaluate.py": EVALUATE})
+    helper = tmp_path / "helpers.py"
+    if HELPERS_THAT_CANNOT_BE_SUMMARISED[name] is None:
+        os.mkfifo(helper)  # opened without a writer, it would block a reader forever
+    else:
+        helper.write_text(HELPERS_THAT_CANNOT_BE_SUMMARISED[name])
+    done = subprocess.run([sys.executable, "-m", "trainlint", "check", "--select", "ALL", "--no-cache",
+                           "--format", "json", "evaluate.py"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr
+    import json
+
+    report = json.loads(done.stdout)
+    assert [(Path(f["path"]).name, f["code"]) for f in report["findings"]] == [("evaluate.py", "TL301")]
+    assert report["files_checked"] == 1
+
+
+def test_the_imported_files_hashes_are_part_of_the_cache_key(tmp_path):
+    from trainlint.cache import ResultCache, cache_key
+    from trainlint.finding import FileResult
+
+    data = b"from helpers import inference\n"
+    assert cache_key(data, "a.py", ALL, "helpers.py:1") != cache_key(data, "a.py", ALL, "helpers.py:2")
+    cache = ResultCache(tmp_path)
+    cache.put(data, "a.py", ALL, FileResult("a.py"), "helpers.py:1")
+    assert cache.get(data, "a.py", ALL, "helpers.py:1") is not None
+    assert cache.get(data, "a.py", ALL, "helpers.py:2") is None
+    # an entry copied under the other key is refused: it says which imports it was made with
+    forged = cache._file(cache_key(data, "a.py", ALL, "helpers.py:2"))
+    forged.parent.mkdir(parents=True, exist_ok=True)
+    forged.write_text(cache._file(cache_key(data, "a.py", ALL, "helpers.py:1")).read_text())
+    assert cache.get(data, "a.py", ALL, "helpers.py:2") is None

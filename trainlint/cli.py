@@ -57,6 +57,8 @@ def _split(values: tuple[str, ...]) -> list[str]:
 def _validate_selectors(option: str, selectors: list[str]) -> list[str]:
     from trainlint.settings import SelectorError, codes_for
 
+    if not selectors:  # `--select ''` would run nothing and report success
+        _fail(f"{option}: no rule codes given (see `trainlint rules`)")
     for selector in selectors:
         try:
             codes_for(selector)
@@ -152,8 +154,8 @@ def check(**options) -> None:
 
     o.selection = CliSelection(
         select=tuple(_validate_selectors("--select", _split(o.select))) if o.select else None,
-        extend_select=tuple(_validate_selectors("--extend-select", _split(o.extend_select))),
-        ignore=tuple(_validate_selectors("--ignore", _split(o.ignore))),
+        extend_select=tuple(_validate_selectors("--extend-select", _split(o.extend_select))) if o.extend_select else (),
+        ignore=tuple(_validate_selectors("--ignore", _split(o.ignore))) if o.ignore else (),
         exclude=tuple(_split(o.exclude)),
         force_exclude=o.force_exclude,
     )
@@ -226,6 +228,7 @@ def _check_once(o: SimpleNamespace) -> int:
             return split_lines(stdin_text)
         return read_lines(path)
 
+    checked = sum(result.checked for result in results)  # unreadable and skipped files are not
     color = _use_color(o.color, o.output)
     options = ReportOptions(color=color, show_source=o.show_source, source_lines=source_lines,
                             root=str(here.root), quiet=o.quiet)
@@ -234,9 +237,9 @@ def _check_once(o: SimpleNamespace) -> int:
         if o.fmt == "text" and not o.quiet:
             from trainlint.reporters.text import summary
 
-            report += summary(results, len(results)) + "\n"
+            report += summary(results, checked) + "\n"
     else:
-        report = render(o.fmt, results, len(results), options)
+        report = render(o.fmt, results, checked, options)
 
     if o.output is not None:
         try:
@@ -246,6 +249,9 @@ def _check_once(o: SimpleNamespace) -> int:
     else:
         click.echo(report, nl=False, color=color)
 
+    for result in results:
+        if result.skipped:
+            click.echo(f"trainlint: warning: {' '.join(result.skipped.split())}", err=True)
     errors = [error for result in results for error in result.errors]
     for error in errors:
         click.echo(f"trainlint: error: {' '.join(error.split())}", err=True)
@@ -323,6 +329,28 @@ def confirm(codes: tuple[str, ...], select: tuple[str, ...], fmt: str) -> None:
     except ImportError as err:
         _fail(f"trainlint confirm is not available in this installation: {err}")
     raise SystemExit(run_confirm([c.upper() for c in [*codes, *_split(select)]], fmt))
+
+
+@cli.command()
+@click.argument("script", type=click.Path(exists=True, dir_okay=False))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- SCRIPT_ARGS...]")
+@click.option("--max-steps", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Stop after this many optimizer steps (or at the end of the script).")
+@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
+@click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True, metavar="SECONDS",
+              help="Stop the script after this long and report what it did until then.")
+def trace(script: str, script_args: tuple[str, ...], max_steps: int, fmt: str, timeout: float) -> None:
+    """RUN SCRIPT (your code) for a few optimizer steps and confirm or refute each finding.
+
+    This executes SCRIPT as `python SCRIPT SCRIPT_ARGS...` would, in a child process with torch
+    instrumented: only run scripts you trust. Each static finding is reported CONFIRMED (with the
+    evidence), NOT CONFIRMED or NOT REACHED, plus RUNTIME-ONLY findings the static pass missed.
+    The script's own output goes to stderr. Exit codes: 1 when anything is CONFIRMED or
+    RUNTIME-ONLY, 0 otherwise, 2 on a usage error or when the run produced no result.
+    """
+    from trainlint.runtime.trace import command
+
+    raise SystemExit(command(script, list(script_args), max_steps, fmt, timeout))
 
 
 @cli.command()

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from trainlint.discovery import DEFAULT_EXCLUDES, Discovery
-from trainlint.settings import DEFAULT_MIN_TORCH, SelectorError, Settings, codes_for, resolve_selection
+from trainlint.settings import DEFAULT_MAX_FILE_SIZE, DEFAULT_MIN_TORCH, SelectorError, Settings, codes_for, resolve_selection
 
 CACHE_DIR_NAME = ".trainlint_cache"
 _VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
@@ -49,6 +49,7 @@ class FileConfig:
     exclude: tuple[str, ...] | None = None
     extend_exclude: tuple[str, ...] = ()
     min_torch_version: tuple[int, ...] | None = None
+    max_file_size: int | None = None
     #: The keys the file sets (for `--show-settings`: where each setting came from).
     keys: frozenset[str] = frozenset()
 
@@ -159,6 +160,12 @@ def _min_torch_version(path: Path, key: str, raw) -> tuple[int, ...]:
         raise ConfigError(f"{path}: '{key}': {err}") from None
 
 
+def _max_file_size(path: Path, key: str, raw) -> int:
+    if type(raw) is not int or raw < 1:
+        raise ConfigError(f"{path}: '{key}' must be a number of bytes (at least 1), got {raw!r}")
+    return raw
+
+
 #: Every configuration key: the FileConfig field it fills and the function validating its value
 #: (called with the file, the key and the raw value; raises ConfigError naming both).
 SCHEMA: dict[str, tuple[str, Callable]] = {
@@ -169,6 +176,7 @@ SCHEMA: dict[str, tuple[str, Callable]] = {
     "exclude": ("exclude", _string_list),
     "extend-exclude": ("extend_exclude", _string_list),
     "min-torch-version": ("min_torch_version", _min_torch_version),
+    "max-file-size": ("max_file_size", _max_file_size),
 }
 KEYS = tuple(SCHEMA)
 
@@ -231,6 +239,7 @@ def build_settings(config: FileConfig, cli: CliSelection) -> Settings:
         select=selection,
         per_file_ignores=tuple(per_file),
         min_torch_version=config.min_torch_version or DEFAULT_MIN_TORCH,
+        max_file_size=config.max_file_size or DEFAULT_MAX_FILE_SIZE,
         root=str(config.root) if config.path else None,
     )
 

@@ -1,4 +1,5 @@
-"""Which files a run checks: walk directories for `*.py`, skip excluded and git-ignored paths.
+"""Which files a run checks: walk directories for `*.py`, skip excluded and git-ignored paths
+(read from `.gitignore` files: git itself is never run on a checked tree).
 
 Files named on the command line are always checked (whatever their suffix, whatever the
 excludes say): naming a file is a stronger statement than a glob in a config file. Directories
@@ -10,10 +11,11 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+
+from pathspec import GitIgnoreSpec
 
 #: Directory (or file) names never walked into unless `exclude` is set, which replaces this list.
 DEFAULT_EXCLUDES: tuple[str, ...] = (
@@ -22,6 +24,10 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
     ".mypy_cache", ".pytest_cache", ".ruff_cache", ".trainlint_cache", ".ipynb_checkpoints",
     "*.egg-info",
 )
+
+
+#: Bytes read of one ignore file; a larger one is read up to this much.
+_MAX_IGNORE_FILE = 1 << 20
 
 
 class MissingPath(Exception):
@@ -62,46 +68,90 @@ class Discovery:
         return False
 
 
-def git_ignored(directory: str) -> tuple[set[str], set[str]] | None:
-    """Git-ignored (directories, files) under `directory`, relative to it, in one git call.
+def _repository_root(directory: str) -> str | None:
+    """The nearest folder at or above `directory` holding `.git` (a folder, or a file in a worktree)."""
+    current = os.path.abspath(directory)
+    while True:
+        if os.path.lexists(os.path.join(current, ".git")):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
 
-    None when git is missing, `directory` is not in a work tree, or `directory` itself is ignored
-    (it was named explicitly, so it is checked anyway).
-    """
+
+def _read_patterns(path: str) -> GitIgnoreSpec | None:
     try:
-        proc = subprocess.run(
-            ["git", "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
-            cwd=directory, capture_output=True, stdin=subprocess.DEVNULL, timeout=60,
-        )
-    except (OSError, subprocess.SubprocessError):
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read(_MAX_IGNORE_FILE).splitlines()
+    except (OSError, ValueError):
         return None
-    if proc.returncode != 0:
-        return None
-    entries = [e for e in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if e]
-    if "./" in entries:
-        return None
-    dirs = {e.rstrip("/") for e in entries if e.endswith("/")}
-    files = {e for e in entries if not e.endswith("/")}
-    return dirs, files
+    return GitIgnoreSpec.from_lines(lines) if lines else None
+
+
+class GitIgnore:
+    """Git's ignore rules for a walk, read from `.gitignore` files (and `.git/info/exclude`)
+    without running git: git would run programs the repository configures (`core.fsmonitor`,
+    hooks), and a linter checks repositories its user did not write.
+
+    A deeper `.gitignore` overrides a shallower one; within one file the last matching pattern
+    wins (both as in git). Outside a git work tree nothing is ignored.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self._specs: dict[str, GitIgnoreSpec | None] = {}  # folder (relative to root) -> its rules
+        info = os.path.join(root, ".git", "info", "exclude")
+        self._exclude = _read_patterns(info) if os.path.isfile(info) else None
+
+    @classmethod
+    def for_directory(cls, directory: str) -> "GitIgnore | None":
+        root = _repository_root(directory)
+        return cls(root) if root is not None else None
+
+    def _spec(self, folder: str) -> GitIgnoreSpec | None:
+        if folder not in self._specs:
+            self._specs[folder] = _read_patterns(os.path.join(self.root, folder, ".gitignore"))
+        return self._specs[folder]
+
+    def ignored(self, path: str, is_dir: bool) -> bool:
+        """True if git would ignore `path` (a walked file or folder)."""
+        relative = os.path.relpath(os.path.abspath(path), self.root).replace(os.sep, "/")
+        if relative.startswith("../") or relative == "..":
+            return False
+        parts = relative.split("/")
+        candidates = []  # (folder of the rules, the rules), deepest first
+        for depth in range(len(parts) - 1, -1, -1):
+            folder = "/".join(parts[:depth])
+            candidates.append((folder, self._spec(folder)))
+        candidates.append(("", self._exclude))
+        for folder, spec in candidates:
+            if spec is None:
+                continue
+            inside = "/".join(parts[len(folder.split("/")) if folder else 0:])
+            result = spec.check_file(inside + "/" if is_dir else inside)
+            if result.include is not None:
+                return result.include
+        return False
 
 
 def _walk(directory: str, discovery_for: Callable[[str], Discovery]) -> list[str]:
-    ignored = git_ignored(directory) if discovery_for(directory).use_git else None
-    ignored_dirs, ignored_files = ignored if ignored else (set(), set())
+    gitignore = GitIgnore.for_directory(directory) if discovery_for(directory).use_git else None
+    if gitignore is not None and gitignore.ignored(directory, is_dir=True):
+        gitignore = None  # named explicitly: checked anyway, as are its contents
     found = []
     for current, dirnames, filenames in os.walk(directory):
         discovery = discovery_for(current)  # each directory's entries follow its own configuration
-        relative = os.path.relpath(current, directory)
-        relative = "" if relative == "." else relative.replace(os.sep, "/") + "/"
         dirnames[:] = sorted(
             d for d in dirnames
-            if not discovery.is_excluded(os.path.join(current, d)) and relative + d not in ignored_dirs
+            if not discovery.is_excluded(os.path.join(current, d))
+            and not (gitignore and gitignore.ignored(os.path.join(current, d), is_dir=True))
         )
         for filename in sorted(filenames):
             if not filename.endswith(".py"):
                 continue
             path = os.path.join(current, filename)
-            if relative + filename in ignored_files or discovery.is_excluded(path):
+            if discovery.is_excluded(path) or (gitignore and gitignore.ignored(path, is_dir=False)):
                 continue
             found.append(os.path.normpath(path))
     return found

@@ -7,24 +7,26 @@ nothing about configuration files or output formats: it takes `Settings` and ret
 
 from __future__ import annotations
 
-import ast
 import functools
 import hashlib
 import io
 import os
 import re
+import stat
 import sys
 import tokenize
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator
 
 import libcst as cst
 
+from trainlint import guard
 from trainlint.cache import ResultCache
 from trainlint.context import FileContext
 from trainlint.finding import Edit, FileResult, Finding, Fix, Severity
 from trainlint.model.project import Project
-from trainlint.positions import Positions
+from trainlint.positions import Positions, split_lines
 from trainlint.rule import FixSpec, Report, Rule, registry
 from trainlint.settings import SYNTAX_ERROR_CODE, Settings
 from trainlint.suppress import NOQA_CODES, apply_suppressions
@@ -34,7 +36,6 @@ class UnreadableFile(Exception):
     """A path that cannot be read at all (missing, a directory, no permission)."""
 
 
-_RECURSION_LIMIT = 20_000
 
 
 def _describe(exc: BaseException) -> str:
@@ -46,8 +47,17 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _syntax_error(path: str, line: int, column: int, message: str) -> Finding:
-    return Finding(path, line, column, line, column + 1, SYNTAX_ERROR_CODE, "syntax-error",
+def _syntax_error(path: str, line: int, column: int, message: str, source: str | None = None,
+                  end_column: int | None = None) -> Finding:
+    """TL000 at (line, column); the span stays within the line when the source is known (CPython
+    puts "unindent does not match" one past the line's end)."""
+    end = end_column if end_column and end_column > column else column + 1
+    if source is not None:
+        lines = split_lines(source)
+        length = len(lines[line - 1]) if 1 <= line <= len(lines) else 0
+        column = min(column, length + 1)
+        end = max(column, min(end, length + 1))
+    return Finding(path, line, column, line, end, SYNTAX_ERROR_CODE, "syntax-error",
                    Severity.ERROR, message)
 
 
@@ -70,23 +80,20 @@ def decode_source(data: bytes, path: str) -> tuple[str | None, Finding | None]:
                                    f"cannot decode byte 0x{data[err.start]:02x} as {err.encoding}")
 
 
-def _parse(source: str, path: str) -> tuple[cst.Module | None, Finding | None]:
+def _parse(source: str, path: str, problem: guard.Problem | None) -> tuple[cst.Module | None, Finding | None]:
+    """LibCST's tree; `problem` is CPython's objection, if any, reported if LibCST agrees."""
     try:
         return cst.parse_module(source), None
     except cst.ParserSyntaxError as err:
         # CPython's own message ("'(' was never closed", "Missing parentheses in call to 'print'")
         # says more than LibCST's token list, and points where the user expects.
-        try:
-            ast.parse(source, filename=path)
-        except SyntaxError as py_err:
-            return None, _syntax_error(path, py_err.lineno or 1, max(py_err.offset or 1, 1),
-                                       f"cannot parse: {py_err.msg}")
-        except (ValueError, RecursionError, MemoryError):
-            pass
+        if problem is not None:
+            return None, _syntax_error(path, problem.line, problem.column, problem.message, source,
+                                       problem.end_column)
         message = re.sub(r"^parser error: error at \d+:\d+: ", "", err.message)
-        return None, _syntax_error(path, err.raw_line, err.raw_column + 1, f"cannot parse: {message}")
+        return None, _syntax_error(path, err.raw_line, err.raw_column + 1, f"cannot parse: {message}", source)
     except RecursionError:
-        return None, _syntax_error(path, 1, 1, "cannot parse: nesting too deep")
+        return None, _syntax_error(path, 1, 1, guard.TOO_DEEP)
 
 
 def _rules_for(source: str, codes: frozenset[str], imported: Callable[[], list[str]] = list) -> list[Rule]:
@@ -139,20 +146,23 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
 
     imported = functools.cache(lambda: project.imported_sources(path, source)) if project is not None else list
     rules = _rules_for(source, codes, imported)
-    if not rules:
-        # Nothing to check, but a broken file is still reported; ast is far cheaper than LibCST,
-        # and LibCST has the last word where the grammars differ.
-        try:
-            ast.parse(source, filename=path)
-            result.findings = apply_suppressions([], source, path, codes)
-            return result
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            pass
+    # CPython's compiler first: far cheaper than LibCST, it refuses what Python would not run,
+    # and it keeps from LibCST what would crash it. Where only CPython's grammar objects (newer
+    # syntax than this interpreter's), LibCST has the last word.
+    problem = guard.check(source, path)
+    if problem is not None and problem.final:
+        if SYNTAX_ERROR_CODE in codes:
+            result.findings.append(_syntax_error(path, problem.line, problem.column, problem.message,
+                                                 source, problem.end_column))
+        return result
+    if not rules and problem is None:
+        result.findings = apply_suppressions([], source, path, codes)
+        return result
     summary = project.cached_summary(digest) if project is not None else None
     if summary is not None and summary.index is not None:
         module, error = summary.index.module, None  # parsed already, when a file importing it was checked
     else:
-        module, error = _parse(source, path)
+        module, error = _parse(source, path, problem)
     if error is not None:
         if SYNTAX_ERROR_CODE in codes:
             result.findings.append(error)
@@ -161,6 +171,11 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
         result.findings = apply_suppressions([], source, path, codes)
         return result
 
+    # LibCST generates code (rules quote it, positions are computed by it) recursively: the guard
+    # bounds nesting at guard.MAX_DEPTH, which needs more than Python's default 1,000 frames.
+    # Python 3.11 frames of pure-Python calls do not grow the C stack.
+    if sys.getrecursionlimit() < guard.RECURSION_LIMIT:
+        sys.setrecursionlimit(guard.RECURSION_LIMIT)
     ctx = FileContext(path, source, module, settings.min_torch_version, project, summary)
     reports: list[Report] = []
     for rule in rules:
@@ -174,10 +189,6 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
         result.findings = apply_suppressions([], source, path, codes)
         return result
 
-    # LibCST generates code recursively; deeply chained expressions need more than Python's default
-    # 1,000 frames. Python 3.11 frames of pure-Python calls do not grow the C stack.
-    if sys.getrecursionlimit() < _RECURSION_LIMIT:
-        sys.setrecursionlimit(_RECURSION_LIMIT)
     positions = Positions(module, ctx.index.parents)
     seen = set()
     findings = []
@@ -202,21 +213,96 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
     return result
 
 
-def lint_path(path: str, settings: Settings | None = None, project: Project | None = None) -> FileResult:
-    """Check one file on disk. An unreadable path is an error in the result, not an exception."""
+class SkippedFile(Exception):
+    """A path deliberately not read: not a regular file, or larger than the size limit."""
+
+
+def read_source(path: str, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most `max_bytes`.
+
+    Opened without blocking (a fifo named `*.py` would otherwise wait for a writer forever) and
+    checked with fstat on the opened descriptor (a symlink to /dev/zero never ends). Raises
+    UnreadableFile or SkippedFile with a one-line message.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        fd = os.open(path, flags)
     except OSError as err:
-        result = FileResult(path)
-        result.errors.append(f"cannot read {path}: {err.strerror or err}")
-        return result
-    return lint_source(data, path, settings, project)
+        raise UnreadableFile(f"cannot read {path}: {err.strerror or err}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SkippedFile(f"skipped {path}: not a regular file")
+        if info.st_size > max_bytes:
+            raise SkippedFile(f"skipped {path}: {info.st_size:,} bytes is over the size limit of "
+                              f"{max_bytes:,} (max-file-size)")
+        chunks, size = [], 0
+        while True:  # the file may grow while it is read
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                raise SkippedFile(f"skipped {path}: over the size limit of {max_bytes:,} bytes (max-file-size)")
+        return b"".join(chunks)
+    except OSError as err:
+        raise UnreadableFile(f"cannot read {path}: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
 
 
-def _lint_many(args: tuple[list[str], Settings, Project | None]) -> list[FileResult]:
-    paths, settings, project = args
-    return [lint_path(p, settings, project) for p in paths]
+def _unchecked(path: str, err: Exception) -> FileResult:
+    result = FileResult(path, checked=False)
+    if isinstance(err, SkippedFile):
+        result.skipped = str(err)
+    else:
+        result.errors.append(str(err))
+    return result
+
+
+def lint_path(path: str, settings: Settings | None = None, cache: ResultCache | None = None,
+              project: Project | None = None) -> FileResult:
+    """Check one file on disk. An unreadable or skipped path is said so in the result, not raised.
+
+    With a cache, the key is computed from exactly the bytes that are linted and, in a project,
+    the content hashes of the project files those bytes import.
+    """
+    settings = settings or Settings()
+    try:
+        data = read_source(path, settings.max_file_size)
+    except (UnreadableFile, SkippedFile) as err:
+        return _unchecked(path, err)
+    depends = ""
+    if cache is not None:
+        depends = project.dependency_digest(path, data) if project is not None else ""
+        cached = cache.get(data, path, settings, depends)
+        if cached is not None:
+            return cached
+    result = lint_source(data, path, settings, project)
+    if cache is not None and not result.errors:
+        cache.put(data, path, settings, result, depends)
+    return result
+
+
+def _lint_many(paths: list[str], settings: Settings, cache: ResultCache | None,
+               project: Project | None) -> list[FileResult]:
+    return [lint_path(p, settings, cache, project) for p in paths]
+
+
+def _crashed(path: str) -> FileResult:
+    result = FileResult(path)
+    result.errors.append(f"internal error while checking {path}: the worker process checking it crashed")
+    return result
+
+
+def _lint_alone(path: str, settings: Settings, cache: ResultCache | None, project: Project | None) -> FileResult:
+    """`path` in a process of its own: if checking it crashes the process, only it is lost."""
+    try:
+        with ProcessPoolExecutor(max_workers=1) as pool:
+            return pool.submit(_lint_many, [path], settings, cache, project).result()[0]
+    except BrokenProcessPool:
+        return _crashed(path)
 
 
 def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int = 1,
@@ -224,33 +310,30 @@ def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int
     """Check many files, in `jobs` worker processes, reusing cached results when given a cache.
 
     The files are checked as one project (`Project.for_paths`, unless one is given). Results come
-    back in the order of `paths`.
+    back in the order of `paths`. A worker that dies (LibCST's native parser can overflow its
+    stack on input the guard did not foresee) loses no other file's result: the files of the
+    chunks it took down are checked again, each in a process of its own.
     """
     settings = settings or Settings()
     paths = list(paths)
     if project is None and paths:
-        project = Project.for_paths(paths)
+        project = Project.for_paths(paths, settings.max_file_size)
+    jobs = max(1, min(jobs, os.cpu_count() or 1, len(paths)))
+    if jobs == 1 or len(paths) < 8:
+        yield from (lint_path(p, settings, cache, project) for p in paths)
+        return
+    size = max(1, len(paths) // (jobs * 4))
+    chunks = [paths[i:i + size] for i in range(0, len(paths), size)]
     results: dict[str, FileResult] = {}
-    todo: list[str] = []
-    depends = {p: project.dependency_digest(p) for p in paths} if cache and project else {}
-    for path in paths:
-        cached = cache.get(path, settings, depends.get(path, "")) if cache else None
-        if cached is not None:
-            results[path] = cached
-        else:
-            todo.append(path)
-    jobs = max(1, min(jobs, os.cpu_count() or 1, len(todo)))
-    if jobs == 1 or len(todo) < 8:
-        fresh = [lint_path(p, settings, project) for p in todo]
-    else:
-        size = max(1, len(todo) // (jobs * 4))
-        chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            fresh = [r for batch in pool.map(_lint_many, [(c, settings, project) for c in chunks]) for r in batch]
-    for result in fresh:
-        results[result.path] = result
-        if cache and not result.errors:
-            cache.put(result.path, settings, result, depends.get(result.path, ""))
+    retry: list[str] = []
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [(chunk, pool.submit(_lint_many, chunk, settings, cache, project)) for chunk in chunks]
+        for chunk, future in futures:
+            try:
+                results.update((r.path, r) for r in future.result())
+            except BrokenProcessPool:
+                retry.extend(chunk)
+    for path in retry:
+        results[path] = _lint_alone(path, settings, cache, project)
     for path in paths:
         yield results[path]
-

@@ -101,3 +101,7 @@ class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: why the file was not checked (too large, not a regular file); it is not an error
+    skipped: str | None = None
+    #: False when the file could not be read or was skipped: it does not count as checked
+    checked: bool = True

@@ -14,6 +14,8 @@ from trainlint.rule import registry
 
 SYNTAX_ERROR_CODE = "TL000"
 DEFAULT_MIN_TORCH = (2, 6)
+#: Files larger than this are skipped (with a message), not read: generated or data files.
+DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
 
 
 class SelectorError(ValueError):
@@ -61,6 +63,8 @@ class Settings:
     #: The directory per-file-ignores globs are relative to (the configuration file's); None: the
     #: path is matched as given.
     root: str | None = None
+    #: bytes; a larger file is skipped
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
 
     def codes_for_path(self, path: str) -> frozenset[str]:
         codes = self.select

@@ -8,6 +8,7 @@ edit to pyproject.toml applies at the next check without restarting the server.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -23,11 +24,11 @@ class ProjectSettings:
 
     def settings_for(self, path: str | None) -> Settings:
         """Settings for the document at `path` (None for an unsaved buffer: the server's folder)."""
-        start = Path(path).parent if path else Path.cwd()
         try:
-            found = find_config(start.resolve())
+            start = Path(os.path.realpath(Path(path).parent if path else Path.cwd()))
+            found = find_config(start)
             stamp = found.stat().st_mtime_ns if found else 0
-        except OSError:
+        except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Path.resolve)
             found = None
         if found is None:
             if self._default is None:

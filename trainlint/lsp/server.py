@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
@@ -34,7 +35,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 
 from trainlint import __version__
-from trainlint.engine import lint_source
+from trainlint.engine import SkippedFile, UnreadableFile, decode_source, lint_source, read_source
 from trainlint.finding import Finding
 from trainlint.lsp.actions import ActionBuilder
 from trainlint.lsp.diagnostics import SOURCE, hover_markdown, to_diagnostic
@@ -43,7 +44,7 @@ from trainlint.positions import split_lines
 from trainlint.lsp.project import ProjectSettings
 from trainlint.model.project import Project, find_root
 from trainlint.suppress import Comments, scan
-from trainlint.settings import Settings
+from trainlint.settings import DEFAULT_MAX_FILE_SIZE, Settings
 
 logger = logging.getLogger(__name__)
 
@@ -141,35 +142,35 @@ class TrainlintServer(LanguageServer):
         if only_if_current and self._open_version(uri) != version:
             return None  # the document changed while this waited for the worker
         path = document_path(uri)
-        result = lint_source(text, path or uri, settings, self.project_for(path) if path else None)
+        project = self.project_for(path, settings.max_file_size) if path else None
+        result = lint_source(text, path or uri, settings, project)
         for error in result.errors:
             logger.error("%s", error)
         return Linted(version, text, result.findings, split_lines(text))
 
     async def lint(self, uri: str, only_if_current: bool = False) -> Linted | None:
         """The findings for the document's current text (cached per version)."""
-        try:
-            document = self.workspace.get_text_document(uri)
-            version, text = document.version, document.source
-        except OSError as err:  # a request for a document that is neither open nor on disk
-            raise JsonRpcInvalidParams(message=f"cannot read {uri}: {err.strerror or err}") from None
-        except UnicodeDecodeError as err:
-            raise JsonRpcInvalidParams(message=f"cannot read {uri}: not UTF-8 ({err.reason})") from None
-        cached = self._results.get(uri)
-        if cached is not None and cached.version == version and cached.text == text:
-            return cached
         # on this thread: a configuration error is shown to the user from here
         settings = self.project.settings_for(document_path(uri))
         loop = asyncio.get_running_loop()
+        document = self.workspace.text_documents.get(unquote(uri))
+        if document is not None:
+            version, text = document.version, document.source
+        else:  # not open: read from disk off the event loop (a fifo or a slow disk must not stall it)
+            version, text = None, await loop.run_in_executor(self._executor, _read_closed, uri, settings)
+        cached = self._results.get(uri)
+        if cached is not None and cached.version == version and cached.text == text:
+            return cached
         linted = await loop.run_in_executor(self._executor, self._lint, uri, version, text, settings,
                                             only_if_current)
         if linted is not None and self.is_open(uri):
             self._results[uri] = linted
         return linted
 
-    def project_for(self, path: str) -> Project:
+    def project_for(self, path: str, max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> Project:
         """The project of a document: the innermost workspace folder holding it, else the folder of
-        the nearest configuration file (as for the command line)."""
+        the nearest configuration file (as for the command line). Reads the disk: call it on the
+        lint worker, never on the event loop."""
         folders = [document_path(f.uri) for f in self.workspace.folders.values()]
         if self.workspace.root_uri:
             folders.append(document_path(self.workspace.root_uri))
@@ -177,22 +178,38 @@ class TrainlintServer(LanguageServer):
         root = str(max(holding, key=len)) if holding else str(find_root([path]))
         project = self._projects.get(root)
         if project is None:
-            project = self._projects[root] = Project(root)
+            project = self._projects[root] = Project(root, max_file_size=max_file_size)
+        project.max_file_size = max_file_size
         return project
 
-    def importers_of(self, saved_uri: str) -> list[str]:
-        """Open documents (other than `saved_uri`) that import the file saved there."""
+    async def saved(self, saved_uri: str) -> None:
+        """After a save: forget what the projects knew of the disk, and re-check the open documents
+        that import the saved file (their summaries of it are stale). Finding them reads the
+        disk, so it runs on the lint worker, never on the event loop."""
+        self.schedule(saved_uri, 0)
+        documents = [(uri, d.source) for uri, d in list(self.workspace.text_documents.items())]
+        loop = asyncio.get_running_loop()
+        importers = await loop.run_in_executor(self._executor, self.importers_of, saved_uri, documents)
+        for uri in importers:
+            self._results.pop(uri, None)
+            self.schedule(uri, 0)
+
+    def importers_of(self, saved_uri: str, documents: list[tuple[str, str]]) -> list[str]:
+        """Of the open `documents` (uri, text), those other than `saved_uri` that import the file
+        saved there (after forgetting what the projects knew of the disk)."""
+        for project in list(self._projects.values()):
+            project.refresh()
         saved = document_path(saved_uri)
         if saved is None:
             return []
         found = []
-        for uri, document in list(self.workspace.text_documents.items()):
+        for uri, source in documents:
             path = document_path(uri)
             if uri == unquote(saved_uri) or path is None:
                 continue
             project = self.project_for(path)
             if project.contains(saved) and any(str(f) == str(project.file_key(saved))
-                                               for f in project.imported_files(path, document.source)):
+                                               for f in project.imported_files(path, source)):
                 found.append(uri)
         return found
 
@@ -272,13 +289,8 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
         ls.schedule(params.text_document.uri, ls.debounce)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
-    def did_save(ls: TrainlintServer, params: types.DidSaveTextDocumentParams) -> None:
-        ls.schedule(params.text_document.uri, 0)
-        for project in ls._projects.values():
-            project.refresh()
-        for uri in ls.importers_of(params.text_document.uri):  # their summaries of it are stale
-            ls._results.pop(uri, None)
-            ls.schedule(uri, 0)
+    async def did_save(ls: TrainlintServer, params: types.DidSaveTextDocumentParams) -> None:
+        await ls.saved(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TrainlintServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -346,6 +358,42 @@ def document_path(uri: str) -> str | None:
     return path
 
 
+def _read_closed(uri: str, settings: Settings) -> str:
+    """The text of a document that is not open, read as the CLI reads files (regular files only,
+    never blocking, within the size limit); a JsonRpcInvalidParams error says why not."""
+    path = document_path(uri)
+    if path is None:
+        raise JsonRpcInvalidParams(message=f"cannot read {uri}: not open and not a file: URI")
+    try:
+        data = read_source(path, settings.max_file_size)
+    except (UnreadableFile, SkippedFile) as err:
+        raise JsonRpcInvalidParams(message=str(err)) from None
+    text, error = decode_source(data, path)
+    if text is None:
+        raise JsonRpcInvalidParams(message=f"cannot read {uri}: {error.message}")
+    return text
+
+
+class _Framed:
+    """stdin as pygls reads it, finding the next `Content-Length:` header after a message that
+    came without one: pygls would otherwise read that message's body and the next header as one
+    line, and lose the next message too."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def readline(self) -> bytes:
+        line = self._stream.readline()
+        at = line.find(b"Content-Length:")
+        if at > 0:
+            logger.warning("skipped %d bytes of a message without a Content-Length header", at)
+            return line[at:]
+        return line
+
+    def read(self, size: int) -> bytes:
+        return self._stream.read(size)
+
+
 def _start(finding: Finding) -> tuple[int, int]:
     return finding.line - 1, finding.column - 1
 
@@ -357,4 +405,4 @@ def _end(finding: Finding) -> tuple[int, int]:
 def serve() -> None:
     """Run the language server on stdin/stdout until the client says exit."""
     logging.basicConfig(level=logging.WARNING, format="trainlint-lsp %(levelname)s: %(message)s")
-    create_server().start_io()
+    create_server().start_io(stdin=_Framed(sys.stdin.buffer))

@@ -237,7 +237,7 @@ class LossTracer:
         return False
 
     def _trace_name(self, expr: cst.Name, scope: Scope, via, depth: int) -> Trace:
-        bindings = scope.lookup(expr.value)
+        bindings = self.index.reaching_bindings(expr, expr.value, scope)
         if not bindings:
             return Trace(UNKNOWN)
         traces = []
@@ -400,8 +400,7 @@ class LossTracer:
 
     # -- window sizes (TL103) -------------------------------------------------------------------------
     def file_token_evidence(self) -> str | None:
-        match = _TOKEN_EVIDENCE.search(self.ctx.source)
-        return match.group(0) if match else None
+        return self.ctx.model(_file_token_evidence)  # once per file, not once per loop
 
     def loader_of_loop(self) -> tuple[cst.Call | None, str | None]:
         """The DataLoader call feeding the loop's micro-batches (through enumerate/tqdm/zip, `iter`
@@ -465,19 +464,10 @@ class LossTracer:
         function = self.index.function_of_node.get(scope.node) if scope.kind == "function" else None
         if function is None:
             return None
-        params = [p.name.value for p in function.node.params.params]
-        if function.class_name and params and params[0] in ("self", "cls"):
-            params = params[1:]
-        for site in self.index.calls:
-            if self.model.callee(site.node, site.scope) is not function:
-                continue
-            arg = keyword_arg(site.node, binding.name)
-            if arg is None and binding.name in params:
-                positional = positional_args(site.node)
-                position = params.index(binding.name)
-                arg = positional[position] if position < len(positional) else None
+        for site in self.index.callers(function):  # not a scan of every call: once per loop
+            arg = self.index.argument_for(site.node, function, binding.name)
             if arg is not None:
-                found = self._loader_call(arg.value, site.scope, depth + 1)
+                found = self._loader_call(arg, site.scope, depth + 1)
                 if found is not None:
                     return found
         return None
@@ -503,6 +493,11 @@ class LossTracer:
 
     def is_loader(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         return self.model.roles.of(expr, scope) == LOADER
+
+
+def _file_token_evidence(ctx) -> str | None:
+    match = _TOKEN_EVIDENCE.search(ctx.source)
+    return match.group(0) if match else None
 
 
 def _combine(traces: list[Trace]) -> Trace:

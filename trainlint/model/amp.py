@@ -326,10 +326,11 @@ class AmpModel:
             self.units.append(Unit(tl.node, tl.scope, tl, events))
             loop_nodes.add(tl.node)
         candidates = self._may_run_an_update()
+        holding_loops = {id(self.index.function_at(loop)) for loop in loop_nodes}
         for function in self.index.functions:
             if function.node in reached or function.node not in candidates:
                 continue
-            if any(self.index.function_at(loop) is function for loop in loop_nodes):
+            if id(function) in holding_loops:
                 continue
             events = list(self.events_in(function.node.body, function.scope))
             # one update per call: it steps outside any loop, and no training loop runs inside it

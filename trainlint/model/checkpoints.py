@@ -170,6 +170,7 @@ class CheckpointModel:
         # (scope, name) of dicts handed to a call or aliased: someone else may fill them
         self.escapes: set[tuple[Scope, str]] = set()
         self._node_order: dict[cst.CSTNode, int] | None = None
+        self._kinds_by_scope: dict[int, tuple[Scope, list[tuple[str, str]]]] = {}
         self._build()
 
     # -- building ----------------------------------------------------------------------------------
@@ -711,10 +712,8 @@ class CheckpointModel:
                 if site.scope not in scopes:
                     scopes.append(site.scope)
         for each in scopes:
-            for name, bindings in each.bindings.items():
-                kind = self._binding_kind(name, bindings, each)
-                if kind:
-                    add(kind, name)
+            for name, kind in self._scope_kinds(each):
+                add(kind, name)
         class_name = function.class_name if function is not None else None
         if class_name:
             for attr, values in self.index.class_attributes.get(class_name, {}).items():
@@ -729,6 +728,16 @@ class CheckpointModel:
                 if kind:
                     add(kind, f"self.{attr}")
         return found
+
+    def _scope_kinds(self, scope: Scope) -> list[tuple[str, str]]:
+        """(name, kind) of the scope's names that hold training state, once per scope: a module's
+        names are asked about at every save in it."""
+        cached = self._kinds_by_scope.get(id(scope))
+        if cached is None or cached[0] is not scope:
+            kinds = [(name, kind) for name, bindings in scope.bindings.items()
+                     if (kind := self._binding_kind(name, bindings, scope))]
+            cached = self._kinds_by_scope[id(scope)] = (scope, kinds)
+        return cached[1]
 
     def _binding_kind(self, name: str, bindings, scope: Scope) -> str | None:
         for binding in bindings:

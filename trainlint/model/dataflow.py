@@ -61,6 +61,10 @@ class Dataflow:
         self._graph_memo: dict[cst.CSTNode, bool | None] = {}
         self._no_grad_memo: dict[cst.CSTNode, bool] = {}
         self._roots: dict[cst.CSTNode | None, list[cst.BaseExpression]] = {}
+        # asked once per node and per (scope, name, function): a name bound hundreds of times in
+        # one function must not cost a walk of every binding's ancestors at every use
+        self._owners: dict[cst.CSTNode, cst.CSTNode] = {}
+        self._function_bindings: dict[tuple[int, str, cst.CSTNode], list[Binding]] = {}
 
     # -- source order ---------------------------------------------------------------------------
     def _orders(self, node: cst.CSTNode) -> tuple[dict[cst.CSTNode, int], dict[cst.CSTNode, int]]:
@@ -84,10 +88,15 @@ class Dataflow:
         return self._order[owner]
 
     def _owner(self, node: cst.CSTNode) -> cst.CSTNode:
-        function = node if isinstance(node, cst.FunctionDef) else self.index.function_at(node)
-        if isinstance(function, FunctionInfo):
-            return function.node
-        return function if function is not None else self.index.module
+        owner = self._owners.get(node)
+        if owner is None:
+            function = node if isinstance(node, cst.FunctionDef) else self.index.function_at(node)
+            if isinstance(function, FunctionInfo):
+                owner = function.node
+            else:
+                owner = function if function is not None else self.index.module
+            self._owners[node] = owner
+        return owner
 
     def position(self, node: cst.CSTNode) -> int:
         return self._orders(node)[0].get(node, -1)
@@ -110,7 +119,11 @@ class Dataflow:
     def bindings_in_function(self, name: str, at: cst.CSTNode) -> list[Binding]:
         """Bindings of `name` in the scope that resolves it at `at`, limited to the same function."""
         owner = self._owner(at)
-        return [b for b in self.scope_of(at).lookup(name) if self._owner(b.node) is owner]
+        scope = self.scope_of(at)
+        key = (id(scope), name, owner)
+        if key not in self._function_bindings:
+            self._function_bindings[key] = [b for b in scope.lookup(name) if self._owner(b.node) is owner]
+        return self._function_bindings[key]
 
     def reaching(self, name: cst.Name) -> Binding | None:
         """The last binding of `name` written before its use (straight-line approximation)."""

@@ -70,6 +70,13 @@ _BINDING_NODES = frozenset({cst.Assign, cst.AnnAssign, cst.AugAssign, cst.NamedE
                             cst.Import, cst.ImportFrom})
 
 
+# Where a name's scope ends, and the nodes that run whatever they hold each time they run.
+_SCOPE_BOUNDARIES = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp,
+                     cst.GeneratorExp)
+_STRAIGHT_LINE = (cst.Assign, cst.AnnAssign, cst.AssignTarget, cst.WithItem, cst.With, cst.SimpleStatementLine,
+                  cst.IndentedBlock, cst.Tuple, cst.List, cst.Element, cst.StarredElement)
+
+
 @dataclass(eq=False)
 class Binding:
     """One way a name got a value in a scope."""
@@ -156,6 +163,7 @@ class FileIndex:
         self._functions_by_name: dict[str, list[FunctionInfo]] | None = None
         #: the file's view of its project (`trainlint.model.project.Linker`), set by whoever knows it
         self.linker = None
+        self._loop_bindings: dict[int, tuple[list[Binding], dict]] = {}
         self._build()
 
     # -- building ---------------------------------------------------------------------------
@@ -300,17 +308,74 @@ class FileIndex:
         it (a local `def load` shadows `from torch import load`). A name bound nowhere is taken as
         a global or builtin of that name.
         """
-        if isinstance(expr, cst.Name):
-            bindings = scope.lookup(expr.value)
-            if not bindings:
-                return expr.value
-            if all(b.kind == "import" for b in bindings):
-                return bindings[-1].qualname
+        attributes = []  # a loop, not recursion: attribute chains can be thousands long
+        while isinstance(expr, cst.Attribute):
+            attributes.append(expr.attr.value)
+            expr = expr.value
+        if not isinstance(expr, cst.Name):
             return None
-        if isinstance(expr, cst.Attribute):
-            base = self.resolve(expr.value, scope)
-            return f"{base}.{expr.attr.value}" if base else None
-        return None
+        bindings = scope.lookup(expr.value)
+        if not bindings:
+            base = expr.value
+        elif all(b.kind == "import" for b in bindings):
+            base = bindings[-1].qualname
+        else:
+            return None
+        return ".".join([base, *reversed(attributes)]) if base else None
+
+    def reaching_bindings(self, use: cst.CSTNode, name: str, scope: Scope) -> list[Binding]:
+        """`scope.lookup(name)` narrowed to the bindings that can reach `use` through loops: when
+        the innermost loop around `use` assigns the name unconditionally before `use` in its body,
+        the bindings outside that loop are overwritten on every iteration before `use` runs.
+        (Without this, a file of N loops that each assign `loss` follows N bindings at each use.)"""
+        bindings = scope.lookup(name)
+        if len(bindings) < 2:
+            return bindings
+        loop, position = self._loop_position(use)
+        if loop is None:
+            return bindings
+        inside = self._bindings_by_loop(bindings).get(loop)
+        if not inside or not any(kills and at < position for _, at, kills in inside):
+            return bindings
+        return [binding for binding, _, _ in inside]
+
+    def _loop_position(self, node: cst.CSTNode) -> tuple[cst.For | cst.While | None, int]:
+        """The innermost loop whose body holds `node` (in the same scope) and the index, in that
+        body, of the statement holding `node`."""
+        child = node
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.IndentedBlock) and isinstance(self.parents.get(ancestor), (cst.For, cst.While)) \
+                    and self.parents[ancestor].body is ancestor:
+                return self.parents[ancestor], next(i for i, s in enumerate(ancestor.body) if s is child)
+            if isinstance(ancestor, _SCOPE_BOUNDARIES):
+                break
+            child = ancestor
+        return None, -1
+
+    def _bindings_by_loop(self, bindings: list[Binding]) -> dict[cst.CSTNode, list[tuple[Binding, int, bool]]]:
+        """For each loop around some of `bindings`: (binding, index of its statement in the loop's
+        body, whether it assigns the name on every pass through that statement)."""
+        cached = self._loop_bindings.get(id(bindings))
+        if cached is not None and cached[0] is bindings:
+            return cached[1]
+        by_loop: dict[cst.CSTNode, list[tuple[Binding, int, bool]]] = {}
+        for binding in bindings:
+            kills = isinstance(binding.node, (cst.Assign, cst.WithItem)) or \
+                (isinstance(binding.node, cst.AnnAssign) and binding.node.value is not None)
+            child = binding.node
+            for ancestor in self.ancestors(binding.node):
+                parent = self.parents.get(ancestor)
+                if isinstance(ancestor, cst.IndentedBlock) and isinstance(parent, (cst.For, cst.While)) \
+                        and parent.body is ancestor:
+                    at = next(i for i, s in enumerate(ancestor.body) if s is child)
+                    by_loop.setdefault(parent, []).append((binding, at, kills))
+                if isinstance(ancestor, _SCOPE_BOUNDARIES):
+                    break
+                if not isinstance(ancestor, _STRAIGHT_LINE):
+                    kills = False  # under an if, a loop, a try: it may not run
+                child = ancestor
+        self._loop_bindings[id(bindings)] = (bindings, by_loop)
+        return by_loop
 
     def summary_of(self, expr: cst.BaseExpression, scope: Scope, words: tuple[str, ...] = ()):
         """The summary (`trainlint.model.summaries`) of the function or class that `expr` names, when

@@ -7,6 +7,11 @@ summary (`trainlint.model.summaries`). Project files are read as text and parsed
 imported or executed, and torch is never needed. Files an import names are summarised even when
 they were not named on the command line; they are not reported on.
 
+Safety: an import is resolved only to a file whose real path (symlinks resolved) is inside the
+root; such a file is read only if it is a regular file within the size limit, and summarised only
+if the nesting guard lets LibCST parse it. A helper that fails any of these has an empty summary:
+it is never a crash, and never a finding (only files named to the checker are reported on).
+
 Summaries are kept per content hash, so a file summarised once is not summarised again while its
 bytes stay the same (in one process; worker processes each keep their own).
 """
@@ -14,19 +19,25 @@ bytes stay the same (in one process; worker processes each keep their own).
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
+import sys
+import tokenize
 from collections import OrderedDict
 from pathlib import Path
 from typing import Iterable
 
 import libcst as cst
 
+from trainlint import guard
+from trainlint.config import find_config
 from trainlint.model.index import FileIndex, Scope
+from trainlint.settings import DEFAULT_MAX_FILE_SIZE
 from trainlint.model.summaries import ClassSummary, Construction, FileSummary, FunctionSummary, summarise
 
-# Files that mark a project's root (the nearest one above the checked paths).
-ROOT_MARKERS = ("trainlint.toml", "pyproject.toml", "setup.cfg", "setup.py", ".git")
+# Files that mark a project's root when no configuration file does (see `find_root`).
+ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 _MAX_REEXPORTS = 4
 _KEPT_SUMMARIES = 128
 
@@ -63,8 +74,9 @@ def _real(path: str | os.PathLike) -> Path:
 
 
 def find_root(paths: Iterable[str | os.PathLike]) -> Path:
-    """The directory of the nearest root marker above the paths' common directory, else that
-    common directory itself."""
+    """The directory of the nearest configuration file above the paths' common directory (the one
+    `config.Resolver` gives them: a trainlint.toml, or a pyproject.toml with `[tool.trainlint]`);
+    without one, of the nearest other root marker; else that common directory itself."""
     resolved = [_real(p) for p in paths]
     if not resolved:
         return _real(Path.cwd())
@@ -73,6 +85,9 @@ def find_root(paths: Iterable[str | os.PathLike]) -> Path:
         common = Path(os.path.commonpath([str(d) for d in dirs]))
     except ValueError:  # paths on different drives
         return dirs[0]
+    config = find_config(common)
+    if config is not None:
+        return _real(config.parent)
     for directory in (common, *common.parents):
         if any((directory / marker).exists() for marker in ROOT_MARKERS):
             return directory
@@ -84,10 +99,12 @@ class Project:
 
     """
 
-    def __init__(self, root: str | os.PathLike, paths: Iterable[str | os.PathLike] = ()) -> None:
+    def __init__(self, root: str | os.PathLike, paths: Iterable[str | os.PathLike] = (),
+                 max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> None:
         self.root = _real(root)
         # the checked files, where constructions are looked for (all of the root's when not given)
         self._paths = [_real(p) for p in paths] or None
+        self.max_file_size = max_file_size  # a larger project file is not read
         self._init_caches()
 
     def _init_caches(self) -> None:
@@ -101,24 +118,28 @@ class Project:
 
     # worker processes get the root and the paths, and build their own caches
     def __getstate__(self) -> dict:
-        return {"root": self.root, "paths": self._paths}
+        return {"root": self.root, "paths": self._paths, "max_file_size": self.max_file_size}
 
     def __setstate__(self, state: dict) -> None:
-        self.root, self._paths = state["root"], state["paths"]
+        self.root, self._paths, self.max_file_size = state["root"], state["paths"], state["max_file_size"]
         self._init_caches()
 
     @property
     def paths(self) -> list[Path]:
         if self._paths is None:
-            from trainlint.discovery import discover  # the same excludes as a check of the root
+            from trainlint.config import ConfigError, Resolver  # the same excludes as a check of the root
+            from trainlint.discovery import MissingPath, discover
 
-            self._paths = [_real(p) for p in discover([str(self.root)])]
+            try:
+                self._paths = [_real(p) for p in discover([str(self.root)], Resolver().discovery_for)]
+            except (ConfigError, MissingPath, OSError):
+                self._paths = []
         return self._paths
 
     @classmethod
-    def for_paths(cls, paths: Iterable[str | os.PathLike]) -> "Project":
+    def for_paths(cls, paths: Iterable[str | os.PathLike], max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> "Project":
         paths = list(paths)
-        return cls(find_root(paths), paths)
+        return cls(find_root(paths), paths, max_file_size)
 
     # -- where modules are ------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -220,8 +241,10 @@ class Project:
         for base in bases:
             for end in range(len(parts), -1 if dots else 0, -1):
                 found = self._module_file(base, parts[:end])
-                if found is not None and self._inside(found):
-                    return found, parts[end:]
+                if found is not None:
+                    found = _real(found)  # a symlink is followed only to a file inside the project
+                    if self._inside(found):
+                        return found, parts[end:]
         return None
 
     def module_files(self, imported: Iterable[str], from_path: str) -> set[Path]:
@@ -247,13 +270,10 @@ class Project:
                 texts.append(text)
         return texts
 
-    def dependency_digest(self, path: str) -> str:
-        """The content hashes of the project files that the file at `path` imports (the part of a
-        cached result's key that changes when a helper it uses changes)."""
-        try:
-            source = Path(path).read_bytes().decode("utf-8", "replace")
-        except OSError:
-            return ""
+    def dependency_digest(self, path: str, data: bytes) -> str:
+        """The content hashes of the project files that `data`, the bytes of the file at `path`,
+        imports (the part of a cached result's key that changes when a helper it uses changes)."""
+        source = _decode(data)
         return " ".join(f"{found}:{self.content_hash(found)}" for found in self.imported_files(path, source))
 
     # -- reading and summarising files -------------------------------------------------------------
@@ -268,11 +288,13 @@ class Project:
         known = self._files.get(key)
         if known is not None and known[0] == stamp:
             return known[1], known[2]
-        try:
-            data = path.read_bytes()
-        except OSError:
+        from trainlint.engine import SkippedFile, UnreadableFile, read_source
+
+        try:  # as a checked file is read: regular files only, never blocking, within the size limit
+            data = read_source(key, self.max_file_size)
+        except (UnreadableFile, SkippedFile):
             return None
-        read = (hashlib.sha256(data).hexdigest(), data.decode("utf-8", "replace"))
+        read = (hashlib.sha256(data).hexdigest(), _decode(data))
         self._files[key] = (stamp, *read)
         return read
 
@@ -304,12 +326,17 @@ class Project:
         summary = self.cached_summary(digest)
         if summary is not None:
             return summary
-        try:
-            index = FileIndex(cst.parse_module(text))
-            index.linker = Linker(self, str(path))
-            summary = index.linker.own(index)
-        except (cst.ParserSyntaxError, RecursionError, ValueError):
-            summary = FileSummary()
+        summary = FileSummary()  # a file LibCST must not or cannot parse answers nothing
+        problem = guard.check(text, str(path))
+        if problem is None or not problem.final:
+            if sys.getrecursionlimit() < guard.RECURSION_LIMIT:
+                sys.setrecursionlimit(guard.RECURSION_LIMIT)
+            try:
+                index = FileIndex(cst.parse_module(text))
+                index.linker = Linker(self, str(path))
+                summary = index.linker.own(index)
+            except (cst.ParserSyntaxError, RecursionError, ValueError, MemoryError):
+                summary = FileSummary()
         self._keep(digest, summary)
         return summary
 
@@ -368,6 +395,16 @@ class Project:
                 if where is not None and where[0] == _real(path) and where[1] == [class_name]:
                     found.append(built)
         return found
+
+
+def _decode(data: bytes) -> str:
+    """A project file's text as the engine decodes it (its PEP 263 coding cookie, else UTF-8);
+    undecodable bytes are replaced (such a file is never parsed for a checked one)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return data.decode("utf-8", "replace")
 
 
 class Linker:

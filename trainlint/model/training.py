@@ -182,6 +182,7 @@ class TrainingModel:
         self.index: FileIndex = ctx.index
         self.roles = ctx.model(roles)
         self.loops: list[TrainingLoop] = []
+        self._by_node: dict[cst.CSTNode, TrainingLoop] | None = None
         self.window_functions: list[TrainingLoop] = []
         self._accelerate: dict[int, AccelerateAccumulation | None] = {}
         self._prepared: dict[str, list[tuple[cst.Assign, Scope]]] | None = None
@@ -231,7 +232,12 @@ class TrainingModel:
 
     def reachable_calls(self, node: cst.CSTNode, scope: Scope, via: tuple[cst.Call, ...] = (),
                         seen: frozenset = frozenset()) -> Iterator[CallRef]:
-        """Calls under `node`, then the calls inside same-file helpers it calls (depth-limited)."""
+        """Calls under `node`, then the calls inside same-file helpers it calls (depth-limited).
+
+        A call back into a function that encloses `node` (recursion) is a cycle, not followed:
+        its calls are those already being listed."""
+        if not via:
+            seen = seen | {a for a in self.index.ancestors(node) if isinstance(a, cst.FunctionDef)}
         for call in self._calls_under(node):
             yield CallRef(call, scope, via)
             if len(via) >= _MAX_CALL_DEPTH:
@@ -278,25 +284,32 @@ class TrainingModel:
 
     def loop_of(self, node: cst.CSTNode) -> TrainingLoop | None:
         """The innermost training loop whose body holds `node` syntactically."""
+        by_node = self._loops_by_node()
         for ancestor in self.index.ancestors(node):
-            if isinstance(ancestor, _LOOPS):
-                for tl in self.loops:
-                    if tl.node is ancestor:
-                        return tl
+            if isinstance(ancestor, _LOOPS) and ancestor in by_node:
+                return by_node[ancestor]
         return None
+
+    def _loops_by_node(self) -> dict[cst.CSTNode, TrainingLoop]:
+        """`loops` by their node, built once (and again only if loops were added since): a
+        lookup per call must not rebuild it, or a file of many loops takes quadratic time."""
+        if self._by_node is None or len(self._by_node) != len(self.loops):
+            self._by_node = {tl.node: tl for tl in self.loops}
+        return self._by_node
 
     def own_calls(self, loop: TrainingLoop) -> list[CallRef]:
         """The loop's calls that are not inside a training loop nested in it."""
         return [ref for ref in loop.calls if self._inner_loop(loop, ref) is None]
 
     def _inner_loop(self, loop: TrainingLoop, ref: CallRef | cst.CSTNode) -> TrainingLoop | None:
-        others = {tl.node: tl for tl in self.loops if tl is not loop}
-        if not others:
+        by_node = self._loops_by_node()
+        if len(by_node) < 2:
             return None
         for segment in self.path(loop, ref):
             for node in segment:
-                if node in others:
-                    return others[node]
+                other = by_node.get(node)
+                if other is not None and other is not loop:
+                    return other
         return None
 
     # -- the update guard ----------------------------------------------------------------------------
@@ -548,9 +561,13 @@ class TrainingModel:
     # -- per-update queries ------------------------------------------------------------------------------
     def runs_per_update(self, loop: TrainingLoop, node: CallRef | cst.CSTNode) -> bool:
         ref = node if isinstance(node, CallRef) else self._ref_for(loop, node)
-        if not loop.innermost:
+        visited = set()  # loops nest through helpers; a loop met twice is a cycle (recursion)
+        while not loop.innermost:
+            visited.add(id(loop))
             inner = self._inner_loop(loop, ref)
-            return self.runs_per_update(inner, self._relative_ref(inner, ref)) if inner else False
+            if inner is None or id(inner) in visited:
+                return False
+            loop, ref = inner, self._relative_ref(inner, ref)
         if not loop.accumulates or loop.guard is None:
             return True
         guard = loop.guard

@@ -7,6 +7,7 @@ become 0-based through `trainlint.positions.to_lsp`, the one place that conversi
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -20,7 +21,8 @@ SEVERITIES = {Severity.ERROR: 1, Severity.WARNING: 2, Severity.INFO: 3}
 
 
 def file_uri(path: str) -> str:
-    return Path(path).resolve().as_uri()
+    # realpath, not Path.resolve: it raises RuntimeError on a symlink loop
+    return Path(os.path.realpath(path)).as_uri()
 
 
 def diagnostic(finding: Finding, docs_urls: dict[str, str]) -> dict:

@@ -6,12 +6,14 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
+from trainlint.positions import split_lines
+
 
 def read_lines(path: str) -> list[str] | None:
     """A file's lines for `--show-source`, or None when it cannot be read now."""
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read().splitlines()
+            return split_lines(handle.read())
     except OSError:
         return None
 

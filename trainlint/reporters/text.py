@@ -51,6 +51,13 @@ def _source_excerpt(finding: Finding, lines: list[str] | None, options: ReportOp
     return excerpt + [""]
 
 
+def _printable(path: str) -> str:
+    """A path on one line: control characters (a newline in a file name) escaped as in Python."""
+    if path.isprintable():
+        return path
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in path)
+
+
 def _link(text: str, url: str | None, options: ReportOptions) -> str:
     """An OSC 8 terminal hyperlink (only with colour: a terminal that understands escapes)."""
     if not options.color or not url:
@@ -59,14 +66,19 @@ def _link(text: str, url: str | None, options: ReportOptions) -> str:
 
 
 def format_finding(finding: Finding, options: ReportOptions, url: str | None = None) -> str:
-    location = _style(f"{finding.path}:{finding.line}:{finding.column}:", options, bold=True)
+    location = _style(f"{_printable(finding.path)}:{finding.line}:{finding.column}:", options, bold=True)
     code = _link(_style(finding.code, options, fg=_COLOURS[finding.severity], bold=True), url, options)
     return f"{location} {code} [{finding.name}] {finding.message}"
 
 
 def summary(results: Sequence[FileResult], files_checked: int) -> str:
     findings = [f for r in results for f in r.findings]
+    failed = sum(1 for r in results if r.errors)
+    # a file a rule failed on, or that could not be read, has not passed its checks
+    failures = f"; {_plural(failed, 'file')} could not be checked fully (see the errors)" if failed else ""
     if not findings:
+        if failed:
+            return f"No findings in {_plural(files_checked, 'file')} checked{failures}."
         return f"All checks passed ({_plural(files_checked, 'file')})."
     counts = [
         _plural(sum(f.severity is severity for f in findings), word)
@@ -79,7 +91,7 @@ def summary(results: Sequence[FileResult], files_checked: int) -> str:
     details = ", ".join(counts) + ("; " + ", ".join(fixable) if fixable else "")
     files_with = sum(1 for r in results if r.findings)
     return (f"Found {_plural(len(findings), 'finding')} ({details}) in "
-            f"{_plural(files_with, 'file')} ({files_checked} checked).")
+            f"{_plural(files_with, 'file')} ({files_checked} checked){failures}.")
 
 
 def render(results: Sequence[FileResult], files_checked: int, options: ReportOptions) -> str:

@@ -53,8 +53,17 @@ def _environment() -> dict[str, str]:
     # One thread everywhere: repeatable CPU reductions, and two workers do not fight over cores.
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0", PYTHONWARNINGS="ignore")
     package_root = str(Path(__file__).resolve().parents[2])  # the folder holding `trainlint/`
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    # An empty PYTHONPATH entry means the working directory: drop those (see `_PYTHON`).
+    entries = [package_root, *env.get("PYTHONPATH", "").split(os.pathsep)]
+    env["PYTHONPATH"] = os.pathsep.join(e for e in entries if e)
+    env.pop("PYTHONSTARTUP", None)
     return env
+
+
+# `-P`: do not put the working directory (or a script's folder) first on sys.path, so a `torch.py`
+# in the directory confirm is run from is never imported in its place. `-E` is not used: the
+# package root comes through PYTHONPATH, and the user's torch may be found through it too.
+_PYTHON = (sys.executable, "-P")
 
 
 class _Zygote:
@@ -62,7 +71,7 @@ class _Zygote:
 
     def __init__(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "trainlint.runtime.zygote"], stdin=subprocess.PIPE,
+            [*_PYTHON, "-m", "trainlint.runtime.zygote"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_environment())
         hello = self.answer()
         if "torch" not in hello:
@@ -96,7 +105,7 @@ def _spawn(script: str, stdout: str, stderr: str, timeout: float) -> dict:
     """Without fork: a new interpreter per script."""
     with open(stdout, "w") as out, open(stderr, "w") as err:
         try:
-            done = subprocess.run([sys.executable, script], stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+            done = subprocess.run([*_PYTHON, script], stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                   cwd=os.path.dirname(script), env=_environment(), timeout=timeout)
         except subprocess.TimeoutExpired:
             return {"exit": None, "timeout": True}

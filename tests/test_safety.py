@@ -1,0 +1,163 @@
+"""Issue 11's security items: checking code its user did not write must never run that code's
+programs (git's repository-configured commands, a planted `torch.py`) nor let it hide findings
+(a planted or racing cache). Each test plants a marker the attack would create, or a finding the
+attack would hide."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import BAD, BAD_LINE, GOOD
+from trainlint import engine
+from trainlint.cache import ResultCache, cache_key
+from trainlint.engine import lint_paths
+from trainlint.settings import Settings, resolve_selection
+
+TL401 = Settings(select=resolve_selection(["TL401"], [], []))
+
+
+def trainlint(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trainlint", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+# -- 1. git ---------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_repository_fsmonitor_command_is_never_run(tmp_path):
+    repo, marker = tmp_path / "repo", tmp_path / "PWNED"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "config", "core.fsmonitor", f"touch {marker}; false"], check=True)
+    (repo / ".gitignore").write_text("ignored.py\n")
+    (repo / "ignored.py").write_text(BAD)
+    (repo / "train.py").write_text(BAD)
+    done = trainlint("check", "--no-cache", "--select", "TL401", "repo", cwd=tmp_path)
+    assert not marker.exists()
+    assert done.returncode == 1
+    assert [line.split(":")[0] for line in done.stdout.splitlines() if " TL401 " in line] == [
+        os.path.join("repo", "train.py")]  # .gitignore is still honoured
+
+
+def test_discovery_never_starts_git(tmp_path):
+    """Whatever git is configured to run, git itself is not started: a `git` first on PATH that
+    leaves a marker is never called."""
+    bin_dir, marker = tmp_path / "bin", tmp_path / "git-ran"
+    bin_dir.mkdir()
+    fake = bin_dir / "git"
+    fake.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    fake.chmod(0o755)
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "sub").mkdir()
+    (repo / ".gitignore").write_text("build_*.py\n!build_keep.py\n")
+    (repo / "sub" / ".gitignore").write_text("local.py\n")
+    for name in ("a.py", "build_x.py", "build_keep.py", "sub/local.py", "sub/b.py"):
+        (repo / name).write_text(BAD)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = trainlint("check", "--no-cache", "--select", "TL401", ".", cwd=repo, env=env)
+    assert not marker.exists()
+    paths = sorted(line.split(":")[0] for line in done.stdout.splitlines() if " TL401 " in line)
+    assert paths == ["a.py", "build_keep.py", os.path.join("sub", "b.py")]
+
+
+# -- 2. confirm's helper process --------------------------------------------------------------------
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs trainlint[runtime]")
+def test_confirm_helper_never_imports_torch_from_the_working_directory(tmp_path):
+    marker = tmp_path / "IMPORTED"
+    (tmp_path / "torch.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise SystemExit(3)\n")
+    program = ("from trainlint.runtime.runner import _Zygote\n"
+               "z = _Zygote()\nprint(z.torch_version)\nz.close()\n")
+    # -P here too: this process must find trainlint, not the planted torch
+    done = subprocess.run([sys.executable, "-P", "-c", program], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert not marker.exists()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()[0].isdigit()  # the real torch's version
+
+
+# -- 3. planted or corrupt cache entries ----------------------------------------------------------
+
+@pytest.mark.parametrize("entry", [
+    {}, None, [1], [], "x", {"findings": []},
+    [{"path": "bad.py", "line": 3, "column": 9, "end_line": 3, "end_column": 20, "code": "TL401",
+      "name": "x", "severity": "fatal", "message": "m", "fix": None}],
+], ids=["empty-object", "null", "list-of-int", "empty-list", "string", "unbound-findings", "bad-severity"])
+def test_a_planted_cache_entry_never_hides_or_breaks_a_finding(project, entry):
+    key = cache_key(BAD.encode(), "bad.py", Settings(select=resolve_selection(["TL401"], [], [])))
+    target = project / ".trainlint_cache" / key[:2] / f"{key}.json"
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps(entry))
+    done = trainlint("check", "--select", "TL401", "--format", "json", "bad.py", cwd=project)
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 1
+    assert [(f["code"], f["line"]) for f in json.loads(done.stdout)["findings"]] == [("TL401", BAD_LINE)]
+
+
+def test_a_forged_entry_for_other_content_is_a_miss(project):
+    """An entry copied from another file (a clean one) under this file's key is not used."""
+    cache = ResultCache(project / ".trainlint_cache")
+    good, bad = GOOD.encode(), BAD.encode()
+    cache.put(good, "bad.py", TL401, engine.lint_source(good, "bad.py", TL401))
+    forged = cache._file(cache_key(good, "bad.py", TL401)).read_text()
+    target = cache._file(cache_key(bad, "bad.py", TL401))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(forged)
+    assert cache.get(bad, "bad.py", TL401) is None
+    (result,) = lint_paths(["bad.py"], TL401, cache=cache)
+    assert [f.code for f in result.findings] == ["TL401"]
+
+
+def test_entries_are_bound_to_settings(project):
+    cache = ResultCache(project / ".trainlint_cache")
+    (first,) = lint_paths(["bad.py"], TL401, cache=cache)
+    other = Settings(select=resolve_selection(["TL401"], [], []), min_torch_version=(2, 0))
+    assert cache.get(BAD.encode(), "bad.py", other) is None
+    assert cache.get(BAD.encode(), "bad.py", TL401).findings == first.findings
+
+
+# -- 4. a file edited while it is checked -----------------------------------------------------------
+
+def test_a_file_edited_during_a_run_is_cached_under_the_bytes_that_were_linted(project, monkeypatch):
+    (project / "train.py").write_text(GOOD)
+    cache = ResultCache(project / ".trainlint_cache")
+    real = engine.lint_source
+
+    def lint_then_edit(source, path="<stdin>", settings=None, project=None):
+        result = real(source, path, settings, project)
+        Path(path).write_text(BAD)  # the user saves a new version while this run is going
+        return result
+
+    monkeypatch.setattr(engine, "lint_source", lint_then_edit)
+    (during,) = lint_paths(["train.py"], TL401, cache=cache)
+    assert during.findings == []  # the version that was read was clean
+    monkeypatch.setattr(engine, "lint_source", real)
+    (later,) = lint_paths(["train.py"], TL401, cache=cache)
+    assert [(f.code, f.line) for f in later.findings] == [("TL401", BAD_LINE)]
+
+
+def test_cache_directory_that_cannot_be_written_only_costs_time(project):
+    blocked = project / "blocked"
+    blocked.write_text("a file where the cache directory should be")
+    cache = ResultCache(blocked)
+    (result,) = lint_paths(["bad.py"], TL401, cache=cache)
+    assert [f.code for f in result.findings] == ["TL401"]
+    assert stat.S_ISREG(blocked.stat().st_mode)
+
+
+def test_a_planted_fifo_in_the_cache_does_not_block(project):
+    key = cache_key(BAD.encode(), "bad.py", TL401)
+    target = project / ".trainlint_cache" / key[:2] / f"{key}.json"
+    target.parent.mkdir(parents=True)
+    os.mkfifo(target)
+    done = trainlint("check", "--select", "TL401", "bad.py", cwd=project)
+    assert done.returncode == 1 and " TL401 " in done.stdout

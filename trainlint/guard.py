@@ -1,0 +1,117 @@
+"""What a file must pass before LibCST parses it: CPython's own compiler, and a nesting bound.
+
+LibCST's native parser overflows its stack (a segfault that kills the process, not an exception)
+on deep nesting such as 1,500 `(` or a 4,000-deep `lambda:` chain, and takes quadratic time on long
+operator chains. CPython's parser refuses more than 200 nested brackets and runs out of stack
+gracefully (MemoryError) on deeper expressions; what it accepts is then measured on its tree, and a
+file nested deeper than `MAX_DEPTH` is a TL000 ("too deeply nested to analyse") instead of a crash.
+
+`compile()` (never executing anything) also reports what the grammar allows but Python refuses:
+`return` or `yield` outside a function, `break` outside a loop, `nonlocal` at module level.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+import warnings
+from dataclasses import dataclass
+
+from trainlint.positions import split_lines
+
+#: Deepest syntax tree a file may have (in `ast` nodes). LibCST parses 2,000-deep chains of every
+#: expression kind without crashing; real code stays below 100.
+MAX_DEPTH = 1500
+
+TOO_DEEP = "too deeply nested to analyse"
+
+#: Python frames that LibCST needs to generate code for (and trainlint to walk) a tree MAX_DEPTH
+#: deep; Python 3.11 frames of pure-Python calls do not grow the C stack.
+RECURSION_LIMIT = 20_000
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a file is not handed to LibCST: 1-based line and column, and the message."""
+
+    line: int
+    column: int
+    message: str
+    #: where the span ends on `line` (CPython gives one for some errors), else None
+    end_column: int | None = None
+    #: False when CPython's parser rejected the file: LibCST, whose grammar may accept newer
+    #: syntax than this interpreter's, may still parse it (see `check`).
+    final: bool = True
+
+
+def _too_deep(tree: ast.AST) -> ast.AST | None:
+    """The first node deeper than MAX_DEPTH, or None. An expression on one line that is shorter
+    than the depth still allowed below it cannot exceed it (every level takes a character), so
+    such subtrees are not walked: this visits statements and long expressions only."""
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr) and child.end_lineno == child.lineno \
+                    and child.end_col_offset - child.col_offset < MAX_DEPTH - depth:
+                continue
+            stack.append((child, depth + 1))
+    return None
+
+
+def _longest_logical_line(source: str) -> int:
+    """Tokens in the longest logical line: a bound on nesting that needs no parse."""
+    longest = count = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            count += 1
+            if token.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
+                longest, count = max(longest, count), 0
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return max(longest, count)
+
+
+def check(source: str, path: str) -> Problem | None:
+    """None if LibCST may parse `source`; else the TL000 to report instead."""
+    # CPython warns about the code it compiles (`"\d"`, `1()`, `assert (x, y)`) on stderr:
+    # not the linter's findings, and not to be printed among its output
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _check(source, path)
+
+
+def _check(source: str, path: str) -> Problem | None:
+    try:
+        tree = ast.parse(source, filename=path)
+    except SyntaxError as err:
+        if "too many nested" in (err.msg or ""):
+            return Problem(err.lineno or 1, max(err.offset or 1, 1), f"{TOO_DEEP}: {err.msg}")
+        message = f"cannot parse: {err.msg}"
+        line, column = err.lineno or 1, max(err.offset or 1, 1)
+        # Grammars differ: LibCST may accept what this Python does not, if it is safe to try.
+        return Problem(line, column, message, final=_longest_logical_line(source) > MAX_DEPTH)
+    except (MemoryError, RecursionError):
+        return Problem(1, 1, TOO_DEEP)
+    except ValueError as err:  # e.g. a NUL byte (the engine reports those before this)
+        return Problem(1, 1, f"cannot parse: {err}")
+    deep = _too_deep(tree)
+    if deep is not None:
+        line = getattr(deep, "lineno", 1)
+        lines = split_lines(source)
+        text = lines[line - 1] if line <= len(lines) else ""
+        column = len(text.encode("utf-8")[:getattr(deep, "col_offset", 0)].decode("utf-8", "ignore")) + 1
+        return Problem(line, column, TOO_DEEP)
+    try:
+        # from the text: converting the tree back to CPython's AST is bounded by Python's
+        # recursion limit, the compiler's own bound is three times that
+        compile(source, path, "exec", dont_inherit=True)
+    except SyntaxError as err:
+        end = err.end_offset if err.end_lineno == err.lineno and (err.end_offset or 0) > (err.offset or 0) else None
+        return Problem(err.lineno or 1, max(err.offset or 1, 1), f"cannot compile: {err.msg}", end_column=end)
+    except (MemoryError, RecursionError):
+        return Problem(1, 1, TOO_DEEP)
+    return None
