@@ -47,6 +47,54 @@ class SchedulerStepPerMicroBatch(Rule):
         bad(
             """
             import torch
+
+            for i, (x, y) in enumerate(loader):
+                if use_amp:
+                    with torch.autocast("cuda"):
+                        loss = criterion(model(x), y) / accum
+                    scaler.scale(loss).backward()
+                    if (i + 1) % accum == 0:
+                        scaler.step(optimizer)
+                        scaler.update()
+                        optimizer.zero_grad()
+                else:
+                    loss = criterion(model(x), y) / accum
+                    loss.backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                scheduler.step()
+            """,
+            line=18,
+            title="the same update guard on the AMP and the full-precision path",
+        ),
+        good(
+            """
+            import torch
+
+            for i, (x, y) in enumerate(loader):
+                if use_amp:
+                    with torch.autocast("cuda"):
+                        loss = criterion(model(x), y) / accum
+                    scaler.scale(loss).backward()
+                    if (i + 1) % accum == 0:
+                        scaler.step(optimizer)
+                        scaler.update()
+                        optimizer.zero_grad()
+                        scheduler.step()
+                else:
+                    loss = criterion(model(x), y) / accum
+                    loss.backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        scheduler.step()
+            """,
+            title="each path steps the scheduler inside its update guard",
+        ),
+        bad(
+            """
+            import torch
             from torch.optim.lr_scheduler import CosineAnnealingLR
 
             optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)

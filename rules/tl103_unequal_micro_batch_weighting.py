@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from trainlint.model.accumulation import MEAN, LossTracer, Trace
 from trainlint.finding import Severity
 from trainlint.gate import named
-from trainlint.model.index import keyword_arg
+from trainlint.model.index import keyword_arg, positional_args
+from trainlint.model.roles import MODEL, roles
 from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
 
@@ -51,6 +54,106 @@ class UnequalMicroBatchWeighting(Rule):
         "https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader",
     )
     examples = (
+        bad(
+            """
+            import torch.nn.functional as F
+
+
+            def train(model, loader, optimizer, accum):
+                n = 0
+                for x, y in loader:
+                    loss = F.cross_entropy(model(x), y)
+                    n += 1
+                    (loss / n).backward()
+                    if n == accum:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        n = 0
+            """,
+            line=9,
+            title="the divisor is the running micro-batch counter of the window",
+        ),
+        good(
+            """
+            import torch.nn.functional as F
+
+
+            def train(model, loader, optimizer, accum):
+                n = 0
+                for x, y in loader:
+                    loss = F.cross_entropy(model(x), y)
+                    n += 1
+                    (loss / accum).backward()
+                    if n == accum:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        n = 0
+            """,
+            title="the counter decides when to step; the divisor is K",
+        ),
+        bad(
+            """
+            import torch.nn.functional as F
+
+
+            def train(model, loader, optimizer, accum):
+                for i, (x, y) in enumerate(loader):
+                    loss = F.cross_entropy(model(x), y) / accum
+                    loss.backward()
+                    if (i + 1) % accum == 0 or i == len(loader) - 1:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            line=6,
+            title="the guard flushes a short last window, whose micro-batches are still divided by K",
+        ),
+        good(
+            """
+            import torch.nn.functional as F
+
+
+            def train(model, loader, optimizer, accum):
+                n_batches = len(loader)
+                for i, (x, y) in enumerate(loader):
+                    window_start = i - i % accum
+                    window = min(accum, n_batches - window_start)
+                    loss = F.cross_entropy(model(x), y) / window
+                    loss.backward()
+                    if (i + 1) % accum == 0 or i == n_batches - 1:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            title="the divisor is the size of the current window, short last window included",
+        ),
+        bad(
+            """
+            def train(model, loader, optimizer, accum):
+                for step, batch in enumerate(loader):
+                    labels = batch["input_ids"].clone()
+                    labels[batch["attention_mask"] == 0] = -100
+                    loss = model(batch["input_ids"], labels)
+                    (loss / accum).backward()
+                    if (step + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            line=6,
+            title="a model that returns its own loss over the labels it is given, padding masked with -100",
+        ),
+        good(
+            """
+            def train(model, get_batch, optimizer, accum, max_iters):
+                for it in range(max_iters):
+                    for micro_step in range(accum):
+                        X, Y = get_batch("train")
+                        logits, loss = model(X, Y)
+                        loss = loss / accum
+                        loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+            """,
+            title="fixed-length blocks with no padding: every micro-batch has the same token count",
+        ),
         bad(
             """
             import torch
@@ -252,6 +355,14 @@ class UnequalMicroBatchWeighting(Rule):
                 backward = tracer.backward_loss(ref)
                 if backward.loss is None:
                     continue
+                counter = _running_count_division(ctx, loop, backward.loss, ref.scope)
+                if counter is not None and id(counter) not in reported:
+                    reported.add(id(counter))
+                    yield self.report(counter, (
+                        f"`{ctx.code_for(counter.with_changes(lpar=(), rpar=())).strip()}` divides by a running count of the window's "
+                        "micro-batches, not by K: the first micro-batch of each window weighs 1, the second "
+                        "1/2, the third 1/3, ...; divide every micro-batch's loss by the window size (K)"))
+                    continue
                 trace = tracer.trace(backward.loss, ref.scope, ref.via)
                 if trace.k_division is None or trace.k_numerator != MEAN or id(trace.k_division) in reported:
                     continue
@@ -273,10 +384,14 @@ class UnequalMicroBatchWeighting(Rule):
             return (f"this is a token-level loss (`{trace.token_level}`) whose valid-token count differs "
                     "between micro-batches: every window is misweighted")
         evidence = tracer.file_token_evidence()
-        if evidence and any(_is_model_loss(p) for p in trace.producers):
+        if evidence and any(_is_model_loss(p) or _model_called_with_targets(ctx, p) for p in trace.producers):
             return (f"the model's loss is a mean over valid tokens (the file uses `{evidence}`), and the "
                     "valid-token count differs between micro-batches: every window is misweighted")
         guard = tracer.loop.guard
+        flush = _flush_disjunct(guard.condition) if guard.kind in ("branch", "continue") else None
+        if flush is not None:
+            return (f"the update guard also fires on `{ctx.code_for(flush).strip()}`, so the last window of an "
+                    "epoch is short and its micro-batches, each divided by the full K, are underweighted")
         if guard.kind == "micro_loop" and isinstance(guard.node, cst.For) and \
                 _unsized_window(guard.node.iter, guard.scope):
             return (f"the micro-batches come from `{ctx.code_for(guard.node.iter)}`, whose batches can differ in "
@@ -299,6 +414,59 @@ def _is_model_loss(node: cst.CSTNode) -> bool:
     if isinstance(node, cst.Subscript):
         return True
     return False
+
+
+def _running_count_division(ctx, loop, loss: cst.BaseExpression, scope) -> cst.BinaryOperation | None:
+    """`loss / n` (or `loss = loss / n` before the backward) where `n += 1` runs in the loop body: a
+    divisor that grows through the window."""
+    candidates = [loss]
+    if isinstance(loss, cst.Name):
+        candidates += [b.value for b in scope.lookup(loss.value) if b.kind == "assign" and b.value is not None]
+    for expr in candidates:
+        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide)
+                and isinstance(expr.right, cst.Name)):
+            continue
+        name = expr.right.value
+        for binding in scope.lookup(name):
+            node = binding.node
+            if binding.kind == "augassign" and isinstance(node, cst.AugAssign) and \
+                    isinstance(node.operator, cst.AddAssign) and isinstance(node.value, cst.Integer) and \
+                    any(a is loop.node for a in ctx.index.ancestors(node)) and \
+                    ctx.index.function_at(node) is ctx.index.function_at(expr):
+                return expr
+    return None
+
+
+_LAST_WORDS = re.compile(r"last|final|end|len\(|num_batches|n_batches|steps_per_epoch|total", re.I)
+
+
+def _flush_disjunct(condition: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """`n >= K or i == len(loader) - 1` / `(i + 1) % K == 0 or is_last_batch`: the part of an
+    update guard that flushes a short final window."""
+    if not (isinstance(condition, cst.BooleanOperation) and isinstance(condition.operator, cst.Or)):
+        return None
+    for part in (condition.left, condition.right):
+        if isinstance(part, cst.BooleanOperation):
+            found = _flush_disjunct(part)
+            if found is not None:
+                return found
+            continue
+        text = cst.Module([]).code_for_node(part)
+        if "%" not in text and _LAST_WORDS.search(text):
+            return part
+    return None
+
+
+def _model_called_with_targets(ctx, node: cst.CSTNode) -> bool:
+    """`model(input_ids, labels)` / `model(x, targets=y)`: a model that computes its own loss from the
+    targets it is given (nanoGPT-style `logits, loss = model(X, Y)` included)."""
+    if not isinstance(node, cst.Call):
+        return False
+    targets = len(positional_args(node)) >= 2 or any(
+        a.keyword is not None and a.keyword.value in ("labels", "targets", "target", "y") for a in node.args)
+    return targets and ctx.model(roles).of(node.func, ctx.index.scope_at(node)) == MODEL
 
 
 def _unsized_window(iterable: cst.BaseExpression, scope, depth: int = 0) -> bool:

@@ -8,7 +8,32 @@ from trainlint.model.accumulation import describe_k
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
+from trainlint.model.index import walk
 from trainlint.model.training import CallRef, training_model
+
+_CLIPS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "unscale_")
+
+
+def _clip_only_guard(ctx, loop) -> cst.If | None:
+    """An `if ... % K ...:` in the loop body that clips gradients but does not step, in a loop whose
+    loss is divided by that same K (written to accumulate; a clip every N steps to log the gradient
+    norm divides nothing)."""
+    steps = {id(ref.anchor) for ref in loop.step_calls}
+    divisors = {ctx.code_for(n.right) for n in walk(loop.node.body)
+                if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Divide)}
+    for statement in loop.node.body.body if isinstance(loop.node.body, cst.IndentedBlock) else ():
+        if not isinstance(statement, cst.If):
+            continue
+        if not any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
+                   and ctx.code_for(n.right) in divisors for n in walk(statement.test)):
+            continue
+        inside = list(walk(statement.body))
+        clips = any(isinstance(n, cst.Call) and isinstance(n.func, (cst.Attribute, cst.Name))
+                    and (n.func.attr.value if isinstance(n.func, cst.Attribute) else n.func.value) in _CLIPS
+                    for n in inside)
+        if clips and not any(id(n) in steps for n in inside):
+            return statement
+    return None
 
 
 class ZeroGradPerMicroBatch(Rule):
@@ -43,6 +68,43 @@ class ZeroGradPerMicroBatch(Rule):
         "https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation",
     )
     examples = (
+        bad(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, scheduler, accum):
+                global_step = 0
+                for i, batch in enumerate(loader):
+                    loss = model(**batch).loss / accum
+                    loss.backward()
+                    if (i + 1) % accum == 0:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                        global_step += 1
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+            """,
+            line=14,
+            title="the accumulation guard holds the clip and the counter, but not the step",
+        ),
+        good(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, log_every):
+                for i, batch in enumerate(loader):
+                    loss = model(**batch).loss
+                    loss.backward()
+                    if i % log_every == 0:
+                        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+                        print(f"step {i}: grad norm {norm:.2f}")
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="measuring the gradient norm every N steps is not an accumulation guard",
+        ),
         bad(
             """
             import torch
@@ -232,6 +294,26 @@ class ZeroGradPerMicroBatch(Rule):
             for ref in _grad_none_assignments(model, loop):
                 if not model.runs_per_update(loop, ref):
                     yield self.report(ref.node, self._message(f"`{ctx.code_for(ref.node)}`", k))
+        yield from self._update_left_outside_its_guard(ctx, model)
+
+    def _update_left_outside_its_guard(self, ctx, model):
+        """`if (i + 1) % K == 0:` holds the clip (and a step counter) but not the optimizer step and
+        the clear after it: the loop updates on every micro-batch although it was written to
+        accumulate K of them."""
+        for loop in model.loops:
+            if loop.accumulates or not loop.innermost or not loop.step_calls or not isinstance(loop.node, cst.For):
+                continue
+            guard = _clip_only_guard(ctx, loop)
+            if guard is None:
+                continue
+            for ref in model.own_calls(loop):
+                if model.is_zero_grad(ref.node, ref.scope) and ref.anchor not in walk(guard):
+                    yield self.report(ref.node, (
+                        f"`{ctx.code_for(ref.node.func.value)}.zero_grad()` and the optimizer step run on every "
+                        f"micro-batch, outside `if {ctx.code_for(guard.test)}:`, which holds only the clip: every "
+                        "micro-batch is an update, not one every window; move the step and the clear into "
+                        "that branch"))
+                    break
 
     @staticmethod
     def _message(what: str, k: str) -> str:

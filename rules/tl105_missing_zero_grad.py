@@ -7,7 +7,8 @@ import libcst as cst
 from trainlint.model.amp import OPTIMIZER_STEPS, STEP, ZERO_GRAD, amp_model, describe
 from trainlint.finding import Severity
 from trainlint.gate import named
-from trainlint.model.index import walk
+from trainlint.model.index import positional_args, walk
+from trainlint.model.roles import roles as roles_model
 from trainlint.rule import Rule, bad, good
 
 
@@ -219,28 +220,117 @@ class MissingZeroGrad(Rule):
             """,
             title="the inner loop is one update; the outer loop clears once per update",
         ),
+        bad(
+            """
+            import torch
+
+            opt_d = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            opt_g = torch.optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            for real, _ in loader:
+                fake = netG(torch.randn(real.size(0), 100, 1, 1))
+                loss_d = bce(netD(real), ones) + bce(netD(fake.detach()), zeros)
+                loss_d.backward()
+                opt_d.step()
+                netG.zero_grad()
+                loss_g = bce(netD(fake), ones)
+                loss_g.backward()
+                opt_g.step()
+            """,
+            line=9,
+            title="a GAN clears the generator only; the discriminator's gradients pile up",
+        ),
+        good(
+            """
+            import torch
+
+            opt_d = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            opt_g = torch.optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            for real, _ in loader:
+                fake = netG(torch.randn(real.size(0), 100, 1, 1))
+                netD.zero_grad()
+                loss_d = bce(netD(real), ones) + bce(netD(fake.detach()), zeros)
+                loss_d.backward()
+                opt_d.step()
+                opt_g.zero_grad()
+                loss_g = bce(netD(fake), ones)
+                loss_g.backward()
+                opt_g.step()
+            """,
+            title="each of the two optimizers is cleared, one by its network, one by itself",
+        ),
+        good(
+            """
+            import torch
+
+            opt_d = torch.optim.Adam(netD.parameters(), lr=2e-4)
+            opt_g = torch.optim.Adam(netG.parameters(), lr=2e-4)
+            for real, _ in loader:
+                for p in params_to_reset:
+                    p.grad = None
+                loss_d = critic_loss(netD, netG, real)
+                loss_d.backward()
+                opt_d.step()
+                loss_g = generator_loss(netD, netG, real)
+                loss_g.backward()
+                opt_g.step()
+            """,
+            title="a clear whose reach cannot be told counts for every optimizer",
+        ),
     )
 
     def check(self, ctx):
         model = ctx.model(amp_model)
         for unit in model.units:
-            if unit.loop is None or unit.has(ZERO_GRAD):
+            if unit.loop is None:
                 continue
-            if _one_update_per_pass(ctx, unit) and _outer_loop_clears(ctx, model, unit):
+            cleared = _cleared_optimizers(ctx, unit) if unit.has(ZERO_GRAD) else set()
+            if cleared is None:
+                continue  # something clears that we cannot attribute: every optimizer may be cleared
+            if not cleared and _one_update_per_pass(ctx, unit) and _outer_loop_clears(ctx, model, unit):
                 continue
             reported = set()
             for step in unit.of_kind(*OPTIMIZER_STEPS):
                 if step.has_args and step.kind == STEP:
                     continue  # `opt.step(closure)`: the closure clears
-                if step.engine or step.subject in reported:
+                if step.engine or step.subject in reported or step.subject in cleared:
                     continue
                 reported.add(step.subject)
+                what = "never clears gradients"
+                if cleared:
+                    others = ", ".join(f"`{c.subject}`" for c in unit.of_kind(ZERO_GRAD))
+                    what = f"never clears `{step.subject}`'s gradients (it clears only {others})"
                 yield self.report(
                     step.node,
-                    f"`{describe(step.node, ctx)}` runs in a loop that never clears gradients: each "
+                    f"`{describe(step.node, ctx)}` runs in a loop that {what}: each "
                     f"backward adds into `.grad`, so every update applies the sum of all earlier "
                     f"gradients; call `{_clear_advice(step)}` once per update",
                 )
+
+
+def _cleared_optimizers(ctx, unit) -> set[str] | None:
+    """With several optimizers in one loop (a GAN), which of them the loop's clears reach: an
+    optimizer's own `zero_grad()`, or `net.zero_grad()` of a network it was built on. None when
+    any clear may reach all of them (one optimizer, or a clear of unknown reach)."""
+    steps = [e for e in unit.of_kind(*OPTIMIZER_STEPS)]
+    subjects = {e.subject for e in steps}
+    if len(subjects) < 2:
+        return None
+    roles = ctx.model(roles_model)
+    modules = {}
+    for step in steps:
+        receiver = step.node.func.value if step.kind == STEP else positional_args(step.node)[0].value \
+            if positional_args(step.node) else None
+        found = roles.optimized_modules(receiver, step.scope) if receiver is not None else None
+        if found is None:
+            return None
+        modules[step.subject] = found
+    cleared = set()
+    for clear in unit.of_kind(ZERO_GRAD):
+        owners = {s for s, mods in modules.items() if clear.subject == s or clear.subject in mods}
+        if not owners:
+            return None  # `p.grad = None`, `model.zero_grad()` of a model we cannot tie to one
+        cleared |= owners
+    return cleared
 
 
 def _one_update_per_pass(ctx, unit) -> bool:

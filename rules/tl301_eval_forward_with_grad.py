@@ -16,6 +16,7 @@ class EvalForwardWithGrad(Rule):
     message = "evaluation forward after `model.eval()` runs with grad recording on"
     triggers = (".eval(", "train(False", "train(mode=False")
     gate = named("^eval$") | (named("^train$") & named("^False$"))  # eval mode: `.eval()`, `.train(False)`
+    imported_triggers = ("loader", "Loader")  # `.eval()` in a helper, then an evaluation loop here
     what_it_does = """
         Finds evaluations (a loop over a validation/test loader, a function named as an
         evaluation, or the batches evaluated after `model.eval()`) whose forward call runs with
@@ -41,6 +42,49 @@ class EvalForwardWithGrad(Rule):
         "https://pytorch.org/docs/stable/generated/torch.autograd.grad_mode.inference_mode.html",
     )
     examples = (
+        good(
+            """
+            import torch
+
+
+            def smart_inference_mode(torch_1_9=True):
+                def decorate(fn):
+                    return (torch.inference_mode if torch_1_9 else torch.no_grad)()(fn)
+                return decorate
+
+
+            @smart_inference_mode()
+            def evaluate(model, loader):
+                model.eval()
+                correct = 0
+                for images, labels in loader:
+                    correct += (model(images).argmax(-1) == labels).sum().item()
+                return correct
+            """,
+            title="a decorator factory that applies inference_mode or no_grad (in another module too)",
+        ),
+        good(
+            """
+            import functools
+
+            import torch
+
+
+            def torch_no_grad_eval(fn):
+                @functools.wraps(fn)
+                def wrapper(*args, **kwargs):
+                    with torch.no_grad():
+                        return fn(*args, **kwargs)
+                return wrapper
+
+
+            @torch_no_grad_eval
+            def predict(model, loader):
+                model.eval()
+                return [model(x).argmax(-1) for x, _ in loader]
+            """,
+            title="a plain decorator whose wrapper runs the function under no_grad",
+        ),
         bad(
             """
             import torch

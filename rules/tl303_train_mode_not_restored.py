@@ -19,6 +19,7 @@ class TrainModeNotRestored(Rule):
     triggers = (".eval(", "train(False", "train(mode=False")
     # an eval mode comes only from `.eval()` / `.train(False)`; what is reported is seen at a backward
     gate = (named("^eval$") | (named("^train$") & named("^False$"))) & named("backward")
+    imported_triggers = ("backward",)  # `.eval()` in a helper the training loop here calls
     what_it_does = """
         Follows module mode through a training loop (a loop that runs a backward and an optimizer
         step, directly or through functions and methods of the same file): a `model.eval()` /
@@ -326,11 +327,13 @@ class TrainModeNotRestored(Rule):
         key = display_key(item.key)
         switch = ctx.code_for(fact.node)
         backward = _short_call(ctx, item.backward)
-        if item.anchor is fact.node:
+        switches = isinstance(fact.node, cst.Call) and isinstance(fact.node.func, cst.Attribute) and \
+            fact.node.func.attr.value in ("eval", "train")
+        if item.anchor is fact.node and switches:
             what = f"`{switch}` in the training loop is never undone"
         else:
             called = ctx.code_for(item.anchor.func) if isinstance(item.anchor, cst.Call) else "this call"
-            inside = f" (`{switch}` in `{fact.via}()`)" if fact.via else ""
+            inside = f" (`{switch}` in `{fact.via}()`)" if fact.via and switches else ""
             args = "(...)" if isinstance(item.anchor, cst.Call) and item.anchor.args else "()"
             what = f"`{called}{args}` leaves `{key}` in eval mode{inside} and nothing restores it"
         return (f"{what}: the loop keeps training `{key}` (`{backward}`) with dropout off and BatchNorm "

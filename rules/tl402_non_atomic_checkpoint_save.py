@@ -205,8 +205,8 @@ class NonAtomicCheckpointSave(Rule):
     def check(self, ctx):
         model = ctx.model(checkpoint_model)
         for save in model.saves:
-            if not model.is_checkpoint(save):
-                continue
+            if save.helper or not model.is_checkpoint(save):
+                continue  # a helper's save is judged at its own `torch.save`, in its file
             verdict = model.is_atomic(save)
             if verdict is True:
                 continue

@@ -59,6 +59,78 @@ class GraphKeptAcrossIterations(Rule):
         "https://pytorch.org/docs/stable/generated/torch.Tensor.item.html",
     )
     examples = (
+        good(
+            """
+            import torch
+
+
+            class ComputeLoss:
+                def __init__(self, bce):
+                    self.bce = bce
+
+                def __call__(self, preds, targets):
+                    lbox = (preds[..., :4] - targets[..., :4]).abs().mean()
+                    lcls = self.bce(preds[..., 4:], targets[..., 4:])
+                    return lbox + lcls, torch.stack((lbox, lcls)).detach()
+
+
+            compute_loss = ComputeLoss(torch.nn.BCEWithLogitsLoss())
+            mloss = torch.zeros(2)
+            for i, (images, targets) in enumerate(loader):
+                loss, loss_items = compute_loss(model(images), targets)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                mloss = (mloss * i + loss_items) / (i + 1)
+            """,
+            title="a loss class returns its parts detached for logging (in another module too)",
+        ),
+        bad(
+            """
+            from collections import defaultdict
+
+            totals = defaultdict(float)
+            for images, targets in loader:
+                loss_dict = model(images, targets)
+                losses = sum(loss for loss in loss_dict.values())
+                optimizer.zero_grad()
+                losses.backward()
+                optimizer.step()
+                for name, value in loss_dict.items():
+                    totals[name] += value
+            """,
+            line=11,
+            fixed="""
+            from collections import defaultdict
+
+            totals = defaultdict(float)
+            for images, targets in loader:
+                loss_dict = model(images, targets)
+                losses = sum(loss for loss in loss_dict.values())
+                optimizer.zero_grad()
+                losses.backward()
+                optimizer.step()
+                for name, value in loss_dict.items():
+                    totals[name] += value.detach()
+            """,
+            title="a detection model's dict of losses summed per name for logging",
+        ),
+        good(
+            """
+            from collections import defaultdict
+
+            totals = defaultdict(float)
+            for images, targets in loader:
+                loss_dict = model(images, targets)
+                losses = sum(loss for loss in loss_dict.values())
+                optimizer.zero_grad()
+                losses.backward()
+                optimizer.step()
+                for name, value in loss_dict.items():
+                    totals[name] += value.item()
+            """,
+            title="the per-name totals keep numbers",
+        ),
         bad(
             """
             import torch.nn.functional as F
@@ -496,7 +568,10 @@ def _as_store(node: cst.CSTNode):
                 return container, args[-1].value, "keeps"
         return None
     if isinstance(node, cst.AugAssign) and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
-        return node.target, node.value, "accumulates"
+        container = node.target
+        while isinstance(container, cst.Subscript):  # `totals[name] += value`: the dict keeps the sum
+            container = container.value
+        return container, node.value, "accumulates"
     if isinstance(node, cst.Assign) and len(node.targets) == 1:
         target = node.targets[0].target
         value = node.value

@@ -56,6 +56,62 @@ class NeedlessRetainGraph(Rule):
     examples = (
         bad(
             """
+            import torch
+
+            criterion = torch.nn.BCEWithLogitsLoss()
+            for real in loader:
+                ones, zeros = torch.ones(real.size(0), 1), torch.zeros(real.size(0), 1)
+                fake = generator(torch.randn(real.size(0), nz, 1, 1))
+                opt_d.zero_grad()
+                loss_d = criterion(discriminator(real), ones) + criterion(discriminator(fake.detach()), zeros)
+                loss_d.backward(retain_graph=True)
+                opt_d.step()
+                opt_g.zero_grad()
+                loss_g = criterion(discriminator(fake), ones)
+                loss_g.backward()
+                opt_g.step()
+            """,
+            line=9,
+            fixed="""
+            import torch
+
+            criterion = torch.nn.BCEWithLogitsLoss()
+            for real in loader:
+                ones, zeros = torch.ones(real.size(0), 1), torch.zeros(real.size(0), 1)
+                fake = generator(torch.randn(real.size(0), nz, 1, 1))
+                opt_d.zero_grad()
+                loss_d = criterion(discriminator(real), ones) + criterion(discriminator(fake.detach()), zeros)
+                loss_d.backward()
+                opt_d.step()
+                opt_g.zero_grad()
+                loss_g = criterion(discriminator(fake), ones)
+                loss_g.backward()
+                opt_g.step()
+            """,
+            title="a discriminator loss on `fake.detach()`; the generator loss runs a fresh forward",
+        ),
+        good(
+            """
+            import torch
+
+            criterion = torch.nn.BCEWithLogitsLoss()
+            for real in loader:
+                ones, zeros = torch.ones(real.size(0), 1), torch.zeros(real.size(0), 1)
+                fake = generator(torch.randn(real.size(0), nz, 1, 1))
+                opt_d.zero_grad()
+                d_fake = discriminator(fake)
+                loss_d = criterion(discriminator(real), ones) + criterion(d_fake, zeros)
+                loss_d.backward(retain_graph=True)
+                opt_d.step()
+                opt_g.zero_grad()
+                loss_g = criterion(d_fake, ones)
+                loss_g.backward()
+                opt_g.step()
+            """,
+            title="the generator loss reuses the discriminator's output on the undetached fake",
+        ),
+        bad(
+            """
             for x, y in loader:
                 optimizer.zero_grad()
                 loss = criterion(model(x), y)
@@ -266,7 +322,7 @@ class NeedlessRetainGraph(Rule):
             if not flow.built_here(root, call):
                 continue  # the graph came from a caller or a closure: it may be backpropagated again there
             owner = flow._owner(call)
-            if self._later_backward(flow, model, owner, call, site.scope):
+            if self._later_backward(flow, model, owner, call, site.scope, root):
                 continue
             loop = _innermost_loop(ctx.index, call)
             if loop is not None and (_root_from_before_loop(flow, loop, root) or _carried_state(flow, loop)):
@@ -280,18 +336,33 @@ class NeedlessRetainGraph(Rule):
                 FixSpec("Remove `retain_graph=True`", safe=False, replacements=((call, _without(call, "retain_graph")),)),
             )
 
-    def _later_backward(self, flow, model, owner, call, scope) -> bool:
+    def _later_backward(self, flow, model, owner, call, scope, root) -> bool:
         body = owner.body if isinstance(owner, cst.FunctionDef) else owner
+        retained = None
         for later in calls_in(body):
             if later is call or not flow.before(call, later):
                 continue
             later_scope = flow.scope_of(later)
-            if flow.backward_root(later, later_scope) is not None:
-                return True
+            later_root = flow.backward_root(later, later_scope)
+            if later_root is not None:
+                if retained is None:
+                    retained = flow.graph_sources(root, call)
+                if not _separate_graphs(flow, retained, later_root, later):
+                    return True
+                continue
             for ref in model.reachable_calls(later, later_scope):
                 if ref.node is not later and flow.backward_root(ref.node, ref.scope) is not None:
                     return True
         return False
+
+
+def _separate_graphs(flow, retained: tuple[set[str], bool], later_root, later) -> bool:
+    """The later backward's graph shares nothing with the retained one, which was cut off from the
+    rest with `.detach()`: a discriminator loss on `fake.detach()` and a generator loss on a fresh
+    discriminator forward."""
+    names, detached = retained
+    later_names, _ = flow.graph_sources(later_root, later)
+    return detached and bool(names) and bool(later_names) and not (names & later_names)
 
 
 def _innermost_loop(index, node):

@@ -11,6 +11,7 @@ from trainlint.model.roles import LOADER_NAME
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk, walk_expression
+from trainlint.model.summaries import MEAN_WORDS, callable_summary
 from trainlint.rule import Rule, bad, good
 
 # torch.nn.functional losses whose default reduction is a mean over the batch
@@ -69,6 +70,53 @@ class MeanOfBatchMeans(Rule):
         "https://github.com/pytorch/examples/blob/main/imagenet/main.py (AverageMeter.update(val, n))",
     )
     examples = (
+        bad(
+            """
+            import torch
+
+
+            def dice_score(pred, target, eps=1e-6):
+                inter = (pred * target).sum(dim=(1, 2))
+                union = pred.sum(dim=(1, 2)) + target.sum(dim=(1, 2))
+                return ((2 * inter + eps) / (union + eps)).mean()
+
+
+            @torch.no_grad()
+            def evaluate(model, loader):
+                model.eval()
+                total = 0.0
+                for images, masks in loader:
+                    preds = (model(images).sigmoid() > 0.5).float()
+                    total += dice_score(preds, masks).item()
+                return total / len(loader)
+            """,
+            line=17,
+            title="a Dice helper that returns the batch mean, averaged over batches",
+        ),
+        good(
+            """
+            import torch
+
+
+            def dice_per_image(pred, target, eps=1e-6):
+                inter = (pred * target).sum(dim=(1, 2))
+                union = pred.sum(dim=(1, 2)) + target.sum(dim=(1, 2))
+                return (2 * inter + eps) / (union + eps)
+
+
+            @torch.no_grad()
+            def evaluate(model, loader):
+                model.eval()
+                total, count = 0.0, 0
+                for images, masks in loader:
+                    preds = (model(images).sigmoid() > 0.5).float()
+                    scores = dice_per_image(preds, masks)
+                    total += scores.sum().item()
+                    count += scores.numel()
+                return total / count
+            """,
+            title="per-image scores summed and divided by the number of images",
+        ),
         bad(
             """
             import torch
@@ -356,6 +404,9 @@ def _batch_mean(flow, expr, depth) -> str | None:
         return "a mean-reduced loss" if _mean_reduction(reduction) else None
     if _criterion_reduction(flow, func, scope) is not None:
         return "a mean-reduced loss" if _criterion_reduction(flow, func, scope) else None
+    summary = callable_summary(flow.index, func, scope, MEAN_WORDS)
+    if summary is not None and summary.returns_mean:
+        return f"a mean: `{summary.name}()` returns one"  # a Dice/IoU/RMSE helper of the project
     tail = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
     if _CRITERION_NAME.match(tail) and _unknown_binding(flow, func, scope):
         return "a loss with the default mean reduction"

@@ -2,6 +2,9 @@
 
 A line ending in `# expect: TL101` (or `# expect: TL101, TL202`) must get exactly those codes;
 every other line must get none. All rules are selected.
+
+Files under `projects/<name>/` are checked as one project (imports between them are followed),
+like `trainlint check projects/<name>` would.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from trainlint.engine import lint_path
+from trainlint.model.project import Project
 from trainlint.settings import Settings, resolve_selection
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -35,7 +39,9 @@ FILES = sorted(FIXTURES.rglob("*.py"))
 
 @pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(FIXTURES)) for p in FILES])
 def test_fixture(path):
-    result = lint_path(str(path), ALL)
+    parts = path.relative_to(FIXTURES).parts
+    project = Project(FIXTURES / "projects" / parts[1]) if parts[0] == "projects" else None
+    result = lint_path(str(path), ALL, project=project)
     assert result.errors == []
     actual = Counter((f.line, f.code) for f in result.findings)
     expected = expected_findings(path)

@@ -562,3 +562,36 @@ async def test_server_and_cli_agree_per_file(tmp_path):
         assert from_server == from_cli
     finally:
         assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+async def test_saving_a_helper_rechecks_the_open_documents_that_import_it(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.trainlint]\nselect = ["TL301"]\n')
+    helper = tmp_path / "helpers.py"
+    helper.write_text("import contextlib\n\n\ndef inference():\n    return contextlib.nullcontext()\n")
+    evaluate = (
+        "from helpers import inference\n\n\n"
+        "@inference()\n"
+        "def evaluate(model, loader):\n"
+        "    model.eval()\n"
+        "    return [model(x).argmax(-1) for x, _ in loader]\n"
+    )
+    (tmp_path / "evaluate.py").write_text(evaluate)
+    uri = (tmp_path / "evaluate.py").as_uri()
+    client = await start()
+    try:
+        open_document(client, uri, evaluate)
+        first = await published(client, uri, 1)
+        assert [d.code for d in first.diagnostics] == ["TL301"]  # the helper does not disable grad
+        before = len([p for p in client.published if p.uri == uri])
+
+        helper.write_text("import torch\n\n\ndef inference():\n    return torch.no_grad()\n")
+        client.text_document_did_save(types.DidSaveTextDocumentParams(
+            text_document=types.TextDocumentIdentifier(uri=helper.as_uri())))
+        deadline = time.monotonic() + TIMEOUT
+        while len([p for p in client.published if p.uri == uri]) == before and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        latest = [p for p in client.published if p.uri == uri][-1]
+        assert list(latest.diagnostics) == []  # re-checked with the saved helper, which now disables grad
+    finally:
+        assert await stop(client) == 0

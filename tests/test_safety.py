@@ -132,8 +132,8 @@ def test_a_file_edited_during_a_run_is_cached_under_the_bytes_that_were_linted(p
     cache = ResultCache(project / ".trainlint_cache")
     real = engine.lint_source
 
-    def lint_then_edit(source, path="<stdin>", settings=None):
-        result = real(source, path, settings)
+    def lint_then_edit(source, path="<stdin>", settings=None, project=None):
+        result = real(source, path, settings, project)
         Path(path).write_text(BAD)  # the user saves a new version while this run is going
         return result
 

@@ -1,7 +1,8 @@
 """A content-hash cache of per-file results.
 
 An entry is found by its key (`cache_key`: trainlint's own code, the settings that change what
-rules report, and the exact bytes that were linted) and is used only if it says so itself: it
+rules report, the exact bytes that were linted, and the content hashes of the project files they
+import, whose summaries the result depends on) and is used only if it says so itself: it
 records the trainlint version, the settings digest and the content hash it describes, and every
 finding in it must have the shape of a finding. Anything else (a planted `{}`, JSON of the wrong
 shape, an entry for other content) is a miss, never an error: a repository can ship its own
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from trainlint.finding import Edit, FileResult, Finding, Fix, Severity
 
-_FORMAT = 2  # bumped when the entry layout changes
+_FORMAT = 3  # bumped when the entry layout changes
 
 
 @lru_cache(maxsize=1)
@@ -39,22 +40,25 @@ def _settings_digest(path: str, settings) -> str:
     return hashlib.sha256(repr(selected).encode()).hexdigest()
 
 
-def cache_key(data: bytes, path: str, settings) -> str:
+def cache_key(data: bytes, path: str, settings, depends: str = "") -> str:
     """The one place a result's key is computed: everything the result depends on.
 
     `data` must be exactly the bytes that were (or will be) linted, never a second read of the
-    file, which may have changed in between.
+    file, which may have changed in between. `depends` names the project files those bytes import
+    with their content hashes (`Project.dependency_digest`).
     """
     digest = hashlib.sha256(f"{_FORMAT}\0{_code_fingerprint()}\0{_settings_digest(path, settings)}\0".encode())
     digest.update(hashlib.sha256(data).digest())
+    digest.update(hashlib.sha256(depends.encode("utf-8", "surrogatepass")).digest())
     return digest.hexdigest()
 
 
-def _binding(data: bytes, path: str, settings) -> dict:
+def _binding(data: bytes, path: str, settings, depends: str) -> dict:
     from trainlint import __version__
 
     return {"format": _FORMAT, "trainlint": __version__, "settings": _settings_digest(path, settings),
-            "content": hashlib.sha256(data).hexdigest()}
+            "content": hashlib.sha256(data).hexdigest(),
+            "imports": hashlib.sha256(depends.encode("utf-8", "surrogatepass")).hexdigest()}
 
 
 def _int(value) -> bool:
@@ -105,14 +109,14 @@ class ResultCache:
     def _file(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
 
-    def get(self, data: bytes, path: str, settings) -> FileResult | None:
-        """The cached result for these bytes of `path`, or None (a miss) unless a valid entry
-        describes exactly them."""
+    def get(self, data: bytes, path: str, settings, depends: str = "") -> FileResult | None:
+        """The cached result for these bytes of `path` (importing the project files `depends`
+        names), or None (a miss) unless a valid entry describes exactly them."""
         try:
-            entry = json.loads(_read_regular(self._file(cache_key(data, path, settings))))
+            entry = json.loads(_read_regular(self._file(cache_key(data, path, settings, depends))))
         except (OSError, ValueError, RecursionError):
             return None
-        if not isinstance(entry, dict) or entry.get("binding") != _binding(data, path, settings):
+        if not isinstance(entry, dict) or entry.get("binding") != _binding(data, path, settings, depends):
             return None
         raw = entry.get("findings")
         if not isinstance(raw, list):
@@ -122,10 +126,11 @@ class ResultCache:
             return None
         return FileResult(path, findings)
 
-    def put(self, data: bytes, path: str, settings, result: FileResult) -> None:
-        """Store `result`, which must have been computed from exactly `data`."""
-        target = self._file(cache_key(data, path, settings))
-        entry = {"binding": _binding(data, path, settings),
+    def put(self, data: bytes, path: str, settings, result: FileResult, depends: str = "") -> None:
+        """Store `result`, which must have been computed from exactly `data` (and the project
+        files `depends` names)."""
+        target = self._file(cache_key(data, path, settings, depends))
+        entry = {"binding": _binding(data, path, settings, depends),
                  "findings": [{k: v for k, v in f.to_dict().items() if k != "path"} for f in result.findings]}
         try:
             target.parent.mkdir(parents=True, exist_ok=True)

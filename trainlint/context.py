@@ -7,13 +7,19 @@ from typing import Any, Callable, TypeVar
 import libcst as cst
 
 from trainlint.model.index import CallSite, FileIndex
+from trainlint.model.project import Linker, Project
+from trainlint.model.summaries import FileSummary
 
 T = TypeVar("T")
 
 
 class FileContext:
-    def __init__(self, path: str, source: str, module: cst.Module, min_torch_version: tuple[int, ...]) -> None:
+    def __init__(self, path: str, source: str, module: cst.Module, min_torch_version: tuple[int, ...],
+                 project: Project | None = None, summary: FileSummary | None = None) -> None:
         self.path = path
+        self.project = project
+        # a summary made when another file imported this one holds its index: reuse both
+        self._summary = summary
         self.source = source
         self.module = module
         self.min_torch_version = min_torch_version
@@ -23,7 +29,11 @@ class FileContext:
     @property
     def index(self) -> FileIndex:
         if self._index is None:
-            self._index = FileIndex(self.module)
+            if self._summary is not None and self._summary.index is not None:
+                self._index = self._summary.index
+            else:
+                self._index = FileIndex(self.module)
+                self._index.linker = Linker(self.project, self.path)
         return self._index
 
     def model(self, build: Callable[["FileContext"], T]) -> T:

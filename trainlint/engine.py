@@ -8,7 +8,9 @@ nothing about configuration files or output formats: it takes `Settings` and ret
 from __future__ import annotations
 
 import ast
+import functools
 import gc
+import hashlib
 import io
 import os
 import re
@@ -17,7 +19,7 @@ import sys
 import tokenize
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import libcst as cst
 
@@ -26,6 +28,7 @@ from trainlint.cache import ResultCache
 from trainlint.context import FileContext
 from trainlint.finding import Edit, FileResult, Finding, Fix, Severity
 from trainlint.gate import gated, python_tree
+from trainlint.model.project import Project
 from trainlint.positions import Positions, split_lines
 from trainlint.rule import FixSpec, Report, Rule, registry
 from trainlint.settings import SYNTAX_ERROR_CODE, Settings
@@ -36,7 +39,6 @@ class UnreadableFile(Exception):
     """A path that cannot be read at all (missing, a directory, no permission)."""
 
 
-_RECURSION_LIMIT = 20_000
 
 
 def _describe(exc: BaseException) -> str:
@@ -97,13 +99,21 @@ def _parse(source: str, path: str, problem: guard.Problem | None) -> tuple[cst.M
         return None, _syntax_error(path, 1, 1, guard.TOO_DEEP)
 
 
-def _rules_for(source: str, codes: frozenset[str]) -> list[Rule]:
-    """Selected rules whose trigger words occur in the text (the cheap pre-filter)."""
-    rules = []
+def _rules_for(source: str, codes: frozenset[str],
+               imported: Callable[[], list[str]] = list) -> tuple[list[Rule], list[Rule]]:
+    """The cheap pre-filter: selected rules whose trigger words occur in the text, and apart those
+    that may also draw on a project file it imports (their words occur in such a file). The gate
+    reads this file's parse alone, so only the first list may be gated."""
+    own, via_imports = [], []
     for code, rule_cls in registry().items():
-        if code in codes and code not in NOQA_CODES and rule_cls.may_match(source):
-            rules.append(rule_cls())
-    return rules
+        if code not in codes or code in NOQA_CODES:
+            continue
+        if (any(word in source for word in rule_cls.imported_triggers)
+                and any(rule_cls.may_match(text) for text in imported())):
+            via_imports.append(rule_cls())
+        elif rule_cls.may_match(source):
+            own.append(rule_cls())
+    return own, via_imports
 
 
 def _to_fix(spec: FixSpec, module: cst.Module, positions: Positions) -> Fix:
@@ -131,9 +141,12 @@ class Parser:
 _FRESH = Parser()
 
 
-def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings | None = None, *,
-                gate: bool = True, parser: Parser = _FRESH) -> FileResult:
+def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings | None = None,
+                project: Project | None = None, *, gate: bool = True, parser: Parser = _FRESH) -> FileResult:
     """Check one file's contents. Never raises for bad input or a failing rule.
+
+    With a `project`, names the file imports from the project's other files are looked up in
+    their summaries (those files are read, never reported on).
 
     `gate=False` skips the gate (`trainlint.gate`): every rule whose text triggers occur runs, the
     reference the gate is tested against."""
@@ -144,17 +157,21 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _lint_source(source, path, settings, gate, parser)
+        return _lint_source(source, path, settings, project, gate, parser)
     finally:
         if collecting:
             gc.enable()
 
 
-def _lint_source(source: str | bytes, path: str, settings: Settings | None, gate: bool,
-                 parser: Parser) -> FileResult:
+def _lint_source(source: str | bytes, path: str, settings: Settings | None, project: Project | None,
+                 gate: bool, parser: Parser) -> FileResult:
     settings = settings or Settings()
     codes = settings.codes_for_path(path)
     result = FileResult(path)
+    digest = None
+    if project is not None:  # the key of this content's summary, if an importer made one
+        raw = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
+        digest = hashlib.sha256(raw).hexdigest()
     if isinstance(source, bytes):
         text, error = decode_source(source, path)
         if error is not None:
@@ -168,7 +185,8 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, gate
             result.findings.append(error)
         return result
 
-    rules = _rules_for(source, codes)
+    imported = functools.cache(lambda: project.imported_sources(path, source)) if project is not None else list
+    rules, via_imports = _rules_for(source, codes, imported)
     # CPython's parse first, at a tenth of LibCST's cost. The guard (trainlint.guard) checks it:
     # CPython's compiler refuses what Python would not run, and nesting LibCST would crash on is a
     # TL000 before any rule runs. Where only CPython's grammar objects (newer syntax than this
@@ -182,11 +200,16 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, gate
                                                  source, problem.end_column))
         return result
     if rules and gate and tree is not None:
-        rules = gated(rules, tree)
+        rules = gated(rules, tree)  # a gate reads this file only
+    rules += via_imports
     if not rules and problem is None:
         result.findings = apply_suppressions([], source, path, codes)
         return result
-    module, error = parser.libcst_module(source, path, problem)
+    summary = project.cached_summary(digest) if project is not None else None
+    if summary is not None and summary.index is not None:
+        module, error = summary.index.module, None  # parsed already, when a file importing it was checked
+    else:
+        module, error = parser.libcst_module(source, path, problem)
     if error is not None:
         if SYNTAX_ERROR_CODE in codes:
             result.findings.append(error)
@@ -198,9 +221,9 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, gate
     # LibCST generates code (rules quote it, positions are computed by it) recursively: the guard
     # bounds nesting at guard.MAX_DEPTH, which needs more than Python's default 1,000 frames.
     # Python 3.11 frames of pure-Python calls do not grow the C stack.
-    if sys.getrecursionlimit() < _RECURSION_LIMIT:
-        sys.setrecursionlimit(_RECURSION_LIMIT)
-    ctx = FileContext(path, source, module, settings.min_torch_version)
+    if sys.getrecursionlimit() < guard.RECURSION_LIMIT:
+        sys.setrecursionlimit(guard.RECURSION_LIMIT)
+    ctx = FileContext(path, source, module, settings.min_torch_version, project, summary)
     reports: list[Report] = []
     for rule in rules:
         try:
@@ -285,33 +308,37 @@ def _unchecked(path: str, err: Exception) -> FileResult:
     return result
 
 
-def lint_path(path: str, settings: Settings | None = None, cache: ResultCache | None = None) -> FileResult:
+def lint_path(path: str, settings: Settings | None = None, cache: ResultCache | None = None,
+              project: Project | None = None) -> FileResult:
     """Check one file on disk. An unreadable or skipped path is said so in the result, not raised.
 
-    With a cache, the key is computed from exactly the bytes that are linted.
+    With a cache, the key is computed from exactly the bytes that are linted and, in a project,
+    the content hashes of the project files those bytes import.
     """
     settings = settings or Settings()
     try:
         data = read_source(path, settings.max_file_size)
     except (UnreadableFile, SkippedFile) as err:
         return _unchecked(path, err)
+    depends = ""
     if cache is not None:
-        cached = cache.get(data, path, settings)
+        depends = project.dependency_digest(path, data) if project is not None else ""
+        cached = cache.get(data, path, settings, depends)
         if cached is not None:
             return cached
-    result = lint_source(data, path, settings)
+    result = lint_source(data, path, settings, project)
     if cache is not None and not result.errors:
-        cache.put(data, path, settings, result)
+        cache.put(data, path, settings, result, depends)
     return result
 
 
 # what a worker process checks with, sent once per worker rather than with every file
-_worker: tuple[Settings, ResultCache | None] = (Settings(), None)
+_worker: tuple[Settings, ResultCache | None, Project | None] = (Settings(), None, None)
 
 
-def _start_worker(settings: Settings, cache: ResultCache | None) -> None:
+def _start_worker(settings: Settings, cache: ResultCache | None, project: Project | None) -> None:
     global _worker
-    _worker = (settings, cache)
+    _worker = (settings, cache, project)
 
 
 def _lint_in_worker(path: str) -> FileResult:
@@ -324,10 +351,10 @@ def _crashed(path: str) -> FileResult:
     return result
 
 
-def _lint_alone(path: str, settings: Settings, cache: ResultCache | None) -> FileResult:
+def _lint_alone(path: str, settings: Settings, cache: ResultCache | None, project: Project | None) -> FileResult:
     """`path` in a process of its own: if checking it crashes the process, only it is lost."""
     try:
-        with ProcessPoolExecutor(max_workers=1, initializer=_start_worker, initargs=(settings, cache)) as pool:
+        with ProcessPoolExecutor(max_workers=1, initializer=_start_worker, initargs=(settings, cache, project)) as pool:
             return pool.submit(_lint_in_worker, path).result()
     except BrokenProcessPool:
         return _crashed(path)
@@ -341,25 +368,28 @@ def _size(path: str) -> int:
 
 
 def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int = 1,
-               cache: ResultCache | None = None) -> Iterator[FileResult]:
+               cache: ResultCache | None = None, project: Project | None = None) -> Iterator[FileResult]:
     """Check many files, in `jobs` worker processes, reusing cached results when given a cache.
 
-    Results come back in the order of `paths`. A worker that dies (LibCST's native parser can
-    overflow its stack on input the guard did not foresee) loses no other file's result: the
-    files it took down with it are checked again, each in a process of its own.
+    The files are checked as one project (`Project.for_paths`, unless one is given). Results come
+    back in the order of `paths`. A worker that dies (LibCST's native parser can overflow its
+    stack on input the guard did not foresee) loses no other file's result: the files it
+    took down are checked again, each in a process of its own.
     """
     settings = settings or Settings()
     paths = list(paths)
+    if project is None and paths:
+        project = Project.for_paths(paths, settings.max_file_size)
     jobs = max(1, min(jobs, os.cpu_count() or 1, len(paths)))
     if jobs == 1 or len(paths) < 8:
-        yield from (lint_path(p, settings, cache) for p in paths)
+        yield from (lint_path(p, settings, cache, project) for p in paths)
         return
     # One file a task, largest first: the gate makes most files cheap and a few costly, and fixed
     # chunks of paths would leave one worker with the costly ones at the end.
     todo = sorted(set(paths), key=_size, reverse=True)
     results: dict[str, FileResult] = {}
     retry: list[str] = []
-    with ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker, initargs=(settings, cache)) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker, initargs=(settings, cache, project)) as pool:
         futures = [(path, pool.submit(_lint_in_worker, path)) for path in todo]
         for path, future in futures:
             try:
@@ -367,6 +397,6 @@ def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int
             except BrokenProcessPool:
                 retry.append(path)
     for path in retry:
-        results[path] = _lint_alone(path, settings, cache)
+        results[path] = _lint_alone(path, settings, cache, project)
     for path in paths:
         yield results[path]

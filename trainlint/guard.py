@@ -26,6 +26,10 @@ MAX_DEPTH = 1500
 
 TOO_DEEP = "too deeply nested to analyse"
 
+#: Python frames that LibCST needs to generate code for (and trainlint to walk) a tree MAX_DEPTH
+#: deep; Python 3.11 frames of pure-Python calls do not grow the C stack.
+RECURSION_LIMIT = 20_000
+
 
 @dataclass(frozen=True)
 class Problem:

@@ -92,6 +92,10 @@ class Rule:
     #: pre-filter: what the code (not its comments or strings) must hold for this rule to report
     #: anything. It must be a necessary condition; None: the rule runs whenever a trigger occurs.
     gate: ClassVar["Gate | None"] = None
+    #: the trigger words may also sit in a project file that the checked file imports (`evaluate(model)`
+    #: from engine.py, whose body calls `model.eval()`), provided the file itself holds one of these
+    #: words (what the rule needs to find in the file for such a helper to matter)
+    imported_triggers: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def may_match(cls, source: str) -> bool:

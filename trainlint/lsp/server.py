@@ -11,6 +11,10 @@ support. Pull requests are answered either way.
 Pushing: on open and save at once, on change after a short debounce (`debounceMs` in the
 initialization options, default 150). Linting runs in one worker thread; a result is published
 only if the document still has the version it was computed for.
+
+A document is checked as part of its project (the workspace folder that holds it, else the folder
+of its nearest configuration file): names it imports from other project files are read from
+their saved text. Saving such a helper re-checks the open documents that import it.
 """
 
 from __future__ import annotations
@@ -39,8 +43,9 @@ from trainlint.lsp.diagnostics import SOURCE, hover_markdown, to_diagnostic
 from trainlint.lsp.positions import Encoder
 from trainlint.positions import split_lines
 from trainlint.lsp.project import ProjectSettings
+from trainlint.model.project import Project, find_root
 from trainlint.suppress import Comments, scan
-from trainlint.settings import Settings
+from trainlint.settings import DEFAULT_MAX_FILE_SIZE, Settings
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +127,7 @@ class TrainlintServer(LanguageServer):
         self._results: dict[str, Linted] = {}
         # Per open document: its last version's trees, so an edit re-parses only what it changed.
         self._parsers: dict[str, DocumentParser] = {}
+        self._projects: dict[str, Project] = {}
         # One worker: lints run one at a time, and a stale one is skipped before it starts.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainlint-lint")
 
@@ -139,7 +145,9 @@ class TrainlintServer(LanguageServer):
         if only_if_current and self._open_version(uri) != version:
             return None  # the document changed while this waited for the worker
         parser = self._parsers.setdefault(uri, DocumentParser()) if self.is_open(uri) else Parser()
-        result = lint_source(text, document_path(uri) or uri, settings, parser=parser)
+        path = document_path(uri)
+        project = self.project_for(path, settings.max_file_size) if path else None
+        result = lint_source(text, path or uri, settings, project, parser=parser)
         for error in result.errors:
             logger.error("%s", error)
         return Linted(version, text, result.findings, split_lines(text))
@@ -162,6 +170,52 @@ class TrainlintServer(LanguageServer):
         if linted is not None and self.is_open(uri):
             self._results[uri] = linted
         return linted
+
+    def project_for(self, path: str, max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> Project:
+        """The project of a document: the innermost workspace folder holding it, else the folder of
+        the nearest configuration file (as for the command line). Reads the disk: call it on the
+        lint worker, never on the event loop."""
+        folders = [document_path(f.uri) for f in self.workspace.folders.values()]
+        if self.workspace.root_uri:
+            folders.append(document_path(self.workspace.root_uri))
+        holding = [f for f in folders if f and Project(f).contains(path)]
+        root = str(max(holding, key=len)) if holding else str(find_root([path]))
+        project = self._projects.get(root)
+        if project is None:
+            project = self._projects[root] = Project(root, max_file_size=max_file_size)
+        project.max_file_size = max_file_size
+        return project
+
+    async def saved(self, saved_uri: str) -> None:
+        """After a save: forget what the projects knew of the disk, and re-check the open documents
+        that import the saved file (their summaries of it are stale). Finding them reads the
+        disk, so it runs on the lint worker, never on the event loop."""
+        self.schedule(saved_uri, 0)
+        documents = [(uri, d.source) for uri, d in list(self.workspace.text_documents.items())]
+        loop = asyncio.get_running_loop()
+        importers = await loop.run_in_executor(self._executor, self.importers_of, saved_uri, documents)
+        for uri in importers:
+            self._results.pop(uri, None)
+            self.schedule(uri, 0)
+
+    def importers_of(self, saved_uri: str, documents: list[tuple[str, str]]) -> list[str]:
+        """Of the open `documents` (uri, text), those other than `saved_uri` that import the file
+        saved there (after forgetting what the projects knew of the disk)."""
+        for project in list(self._projects.values()):
+            project.refresh()
+        saved = document_path(saved_uri)
+        if saved is None:
+            return []
+        found = []
+        for uri, source in documents:
+            path = document_path(uri)
+            if uri == unquote(saved_uri) or path is None:
+                continue
+            project = self.project_for(path)
+            if project.contains(saved) and any(str(f) == str(project.file_key(saved))
+                                               for f in project.imported_files(path, source)):
+                found.append(uri)
+        return found
 
     def encoder(self, linted: Linted) -> Encoder:
         return Encoder(linted.lines, self.workspace.position_encoding)
@@ -240,8 +294,8 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
         ls.schedule(params.text_document.uri, ls.debounce)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
-    def did_save(ls: TrainlintServer, params: types.DidSaveTextDocumentParams) -> None:
-        ls.schedule(params.text_document.uri, 0)
+    async def did_save(ls: TrainlintServer, params: types.DidSaveTextDocumentParams) -> None:
+        await ls.saved(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TrainlintServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -252,7 +306,7 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
 
     @server.feature(
         types.TEXT_DOCUMENT_DIAGNOSTIC,
-        types.DiagnosticOptions(identifier=SOURCE, inter_file_dependencies=False, workspace_diagnostics=False),
+        types.DiagnosticOptions(identifier=SOURCE, inter_file_dependencies=True, workspace_diagnostics=False),
     )
     async def pull_diagnostics(ls: TrainlintServer, params: types.DocumentDiagnosticParams):
         linted = await ls.lint(params.text_document.uri)

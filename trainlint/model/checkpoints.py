@@ -34,8 +34,11 @@ import libcst as cst
 from trainlint.model.index import (CallSite, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_arg,
                              positional_args, walk)
 from trainlint.model.roles import MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
+from trainlint.model.summaries import SAVE_WORDS, callable_summary
 
 SAVE_FUNCTIONS = ("torch.save", "torch.serialization.save")
+# project helpers worth reading for what they save (`save_checkpoint`, `save_ckpt`, `dump_state`)
+_SAVE_HELPER_NAME = re.compile(r"save|checkpoint|ckpt|dump|snapshot", re.I)
 LOAD_FUNCTIONS = ("torch.load", "torch.serialization.load")
 RENAME_FUNCTIONS = ("os.replace", "os.rename", "shutil.move")
 BYTES_BUFFERS = ("io.BytesIO", "_io.BytesIO")
@@ -120,6 +123,8 @@ class Save:
     site: CallSite
     obj: cst.BaseExpression | None
     dest: cst.BaseExpression | None
+    #: a project helper of another file that does the `torch.save` (`save_checkpoint(state, path)`)
+    helper: str | None = None
 
     @property
     def node(self) -> cst.Call:
@@ -187,6 +192,8 @@ class CheckpointModel:
                 self._save_nodes.add(site.node)
             elif name in LOAD_FUNCTIONS:
                 self.loads.append(site)
+            elif name is not None and _SAVE_HELPER_NAME.search(name.rsplit(".", 1)[-1]):
+                self._helper_save(site)
             func = site.node.func
             if isinstance(func, cst.Attribute) and func.attr.value == "update" and isinstance(func.value, cst.Name):
                 key = (site.scope, func.value.value)
@@ -210,6 +217,26 @@ class CheckpointModel:
                     scope = index.scope_at(parent)
                     key = string_value(target.slice[0].slice.value)
                     self.subscript_sets.setdefault((scope, target.value.value), []).append((key, parent.value))
+
+    def _helper_save(self, site: CallSite) -> None:
+        """`save_checkpoint(state, path)` where a project helper in another file `torch.save`s its
+        `state` parameter: a save of the argument (same-file helpers are followed at their own save)."""
+        summary = callable_summary(self.index, site.node.func, site.scope, SAVE_WORDS)
+        if summary is None or not summary.saves or self.index.callee(site.node, site.scope) is not None:
+            return
+        def argument(param: str | None) -> cst.BaseExpression | None:
+            if param is None:
+                return None
+            found = keyword_arg(site.node, param)
+            if found is not None:
+                return found.value
+            args = positional_args(site.node)
+            position = summary.params.index(param) if param in summary.params else len(args)
+            return args[position].value if position < len(args) else None
+        obj = argument(summary.saves[0][0])
+        if obj is not None:
+            self.saves.append(Save(site, obj, argument(summary.save_path), summary.name))
+            self._save_nodes.add(site.node)
 
     # -- names and values --------------------------------------------------------------------------
     def value_of(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0,

@@ -15,8 +15,10 @@ import re
 import libcst as cst
 
 from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
-                             positional_args, walk_expression)
+                             positional_args, unpacked_position, walk_expression)
 from trainlint.model.roles import ACCELERATOR, LOADER, MODEL, roles
+from trainlint.model.modes import GRAD_WORDS
+from trainlint.model.summaries import DETACH_WORDS, callable_summary
 from trainlint.model.training import calls_in, training_model
 
 # methods whose result never carries a graph
@@ -148,7 +150,7 @@ class Dataflow:
         """False for a context manager that turns recording off, True for one that turns it on."""
         if not isinstance(item, cst.Call):
             name = self.index.resolve(item, scope)
-            return False if name in GRAD_OFF else None
+            return False if name in GRAD_OFF or self._project_grad_off(item, scope) else None
         name = self.index.resolve(item.func, scope)
         if name in GRAD_OFF:
             args = positional_args(item)
@@ -163,7 +165,12 @@ class Dataflow:
             value = args[0].value if args else keyword_value(item, "mode")
             # `set_grad_enabled(phase == "train")` may be off: treat anything but True as off
             return True if value is not None and _is_true(value) else False
-        return None
+        return False if self._project_grad_off(item.func, scope) else None
+
+    def _project_grad_off(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """A project function that turns recording off where it is used (`@smart_inference_mode()`)."""
+        summary = self.index.summary_of(expr, scope, GRAD_WORDS)
+        return summary is not None and summary.grad_off
 
     def under_no_grad(self, node: cst.CSTNode) -> bool:
         """Recording is (or may be) off where `node` runs: a `with` block, a decorator, a framework
@@ -284,6 +291,51 @@ class Dataflow:
             frontier = next_frontier
         return found, visited
 
+    def graph_sources(self, expr: cst.BaseExpression, at: cst.CSTNode, limit: int = 6) -> tuple[set[str], bool]:
+        """The variables whose graph flows into `expr` (a value cut off by `.detach()`, `.item()` or
+        a tensor factory does not; neither do the modules and functions called), and whether a
+        `.detach()` cut something off on the way."""
+        found: set[str] = set()
+        detached = False
+        frontier = [expr]
+        for _ in range(limit):
+            next_frontier: list[cst.BaseExpression] = []
+            for start in frontier:
+                stack: list[cst.CSTNode] = [start]
+                while stack:
+                    node = stack.pop()
+                    if isinstance(node, cst.Call):
+                        func = node.func
+                        if isinstance(func, cst.Attribute) and func.attr.value in DETACHING_METHODS:
+                            detached = True
+                            continue
+                        if isinstance(node, cst.BaseExpression) and self.carries_graph(node) is False:
+                            continue
+                        stack.extend(a.value for a in node.args)
+                        if isinstance(func, cst.Attribute) and not self.is_model(func, self.scope_of(node)):
+                            stack.append(func.value)  # a tensor method: its receiver's graph flows on
+                        continue
+                    if isinstance(node, cst.Name):
+                        if node.value in found:
+                            continue
+                        bindings = self.bindings_in_function(node.value, at)
+                        if any(b.kind in ("import", "def", "class") for b in bindings) or \
+                                self.carries_graph(node) is False:
+                            continue
+                        found.add(node.value)
+                        for binding in bindings:
+                            value = self.bound_value(binding)
+                            if value is not None:
+                                next_frontier.append(value)
+                        continue
+                    if isinstance(node, cst.Lambda):
+                        continue
+                    stack.extend(iter_children(node))
+            if not next_frontier:
+                break
+            frontier = next_frontier
+        return found, detached
+
     def appended_values(self, owner: cst.CSTNode) -> dict[str, list[cst.BaseExpression]]:
         """Container (dotted name) -> the values `.append`/`.extend`/`.insert`ed into it in a function."""
         key = ("appended", owner)
@@ -355,9 +407,13 @@ class Dataflow:
         binding = self.reaching(name)
         if binding is None:
             return None
-        if binding.kind in ("for", "import", "def", "class"):
+        if binding.kind == "for" and isinstance(binding.node, cst.For):
+            return self._iterated_value_graph(binding.node, name.value, depth)
+        if binding.kind in ("import", "def", "class"):
             return None
         value = self.bound_value(binding)
+        if self._detached_element(binding, name.value):
+            return False
         result = self.carries_graph(value, depth + 1) if value is not None else None
         if binding.kind == "augassign" and result is not True:
             return None
@@ -367,9 +423,39 @@ class Dataflow:
             return True  # the loss that this function backpropagates
         return result
 
+    def _iterated_value_graph(self, loop: cst.For, name: str, depth: int) -> bool | None:
+        """`for k, v in loss_dict.items()` / `for v in losses.values()`: the values carry the graph
+        the dict's values carry (a dict of losses from a forward)."""
+        iterated = loop.iter
+        if not (isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Attribute)
+                and iterated.func.attr.value in ("items", "values") and not iterated.args):
+            return None
+        target = loop.target
+        if iterated.func.attr.value == "items":
+            if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
+                return None
+            target = target.elements[1].value
+        if not (isinstance(target, cst.Name) and target.value == name):
+            return None
+        return True if self.carries_graph(iterated.func.value, depth + 1) else None
+
+    def _detached_element(self, binding: Binding, name: str) -> bool:
+        """`loss, items = compute_loss(pred, y)` where the project's loss returns `items` detached."""
+        node = binding.node
+        if binding.value is not None or not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
+            return False
+        position = unpacked_position(node, name)
+        if position is None:
+            return False
+        summary = callable_summary(self.index, node.value.func, self.scope_of(node), DETACH_WORDS)
+        return summary is not None and (position[0] in summary.detached.positions or summary.body_grad_off)
+
     def _call_graph(self, call: cst.Call, depth: int) -> bool | None:
         func = call.func
         scope = self.scope_of(call)
+        summary = callable_summary(self.index, func, scope, DETACH_WORDS)
+        if summary is not None and (summary.detached.whole or summary.body_grad_off):
+            return False  # a project function whose result is detached (`.item()`, computed without grad)
         args = [a.value for a in call.args]
         if isinstance(func, cst.Attribute):
             method = func.attr.value

@@ -167,6 +167,8 @@ class FileIndex:
         self.loops: list[cst.For | cst.While] = []
         self._callers: dict[cst.CSTNode, list[CallSite]] | None = None
         self._functions_by_name: dict[str, list[FunctionInfo]] | None = None
+        #: the file's view of its project (`trainlint.model.project.Linker`), set by whoever knows it
+        self.linker = None
         self._loop_bindings: dict[int, tuple[list[Binding], dict]] = {}
         self._build()
 
@@ -380,6 +382,13 @@ class FileIndex:
                 child = ancestor
         self._loop_bindings[id(bindings)] = (bindings, by_loop)
         return by_loop
+
+    def summary_of(self, expr: cst.BaseExpression, scope: Scope, words: tuple[str, ...] = ()):
+        """The summary (`trainlint.model.summaries`) of the function or class that `expr` names, when
+        it is defined at module level in this file or in a project file it imports; else None.
+        `words`: a project file whose text has none of them is not read for it (the question cannot
+        be answered there), which saves parsing most of a library."""
+        return self.linker.summary_of(self, expr, scope, words) if self.linker is not None else None
 
     def call_name(self, call: CallSite) -> str | None:
         return self.resolve(call.node.func, call.scope)

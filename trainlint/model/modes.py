@@ -41,6 +41,9 @@ GRAD_OFF_CONTEXTS = frozenset({
     "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode",
     "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
 })
+# the words a project file must hold to be read for grad-mode or module-mode effects (summaries.py)
+GRAD_WORDS = ("no_grad", "inference_mode", "set_grad_enabled", "grad_mode")
+MODE_WORDS = (".eval(", ".train(")
 GRAD_ON_CONTEXTS = frozenset({"torch.enable_grad", "torch.autograd.enable_grad",
                               "torch.autograd.grad_mode.enable_grad"})
 GRAD_SETTERS = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
@@ -907,7 +910,32 @@ class _Run:
         if target is not None and frame.depth < _MAX_INLINE_DEPTH and target.node not in frame.active:
             return self._inline(call, target, state, frame)
         if target is None and call.args:
+            summary = self.index.summary_of(func, scope, MODE_WORDS)
+            if summary is not None and hasattr(summary, "mode_effect"):
+                return self._project_mode_effects(call, summary, state, frame)
             state = self._external_train_helper(call, name, state, frame)
+        return state
+
+    def _project_mode_effects(self, call: cst.Call, summary, state: State, frame: Frame) -> State:
+        """A function of another project file that calls `.eval()`/`.train()` on a parameter: the
+        argument is left the way the function leaves it (`evaluate(model, loader)` that never
+        calls `model.train()` again leaves `model` in eval mode, set at this call)."""
+        positional = positional_args(call)
+        for position, param in enumerate(summary.params):
+            effect = summary.mode_effect(param)
+            if effect is None:
+                continue
+            arg = keyword_arg(call, param)
+            value = arg.value if arg is not None else positional[position].value if position < len(positional) else None
+            key = self.model._key(value, frame) if value is not None else None
+            if key is None:
+                continue
+            first, last = effect
+            kind = RESTORE if last == "restore" or (first == EVAL and last == TRAIN) else \
+                EVAL if last == "eval" else TRAIN
+            if kind == RESTORE and not any(f.kind == EVAL for f in state.facts(key)):
+                continue  # put back the way it was: nothing changes for the caller
+            state = state.set(key, frozenset({self._fact(kind, call, frame)}))
         return state
 
     def _external_train_helper(self, call: cst.Call, name: str | None, state: State, frame: Frame) -> State:
@@ -1042,7 +1070,14 @@ def context_grad(index, expr: cst.BaseExpression, scope: Scope) -> str | None:
         if value is not None and _is_true(value):
             return ON
         return COND
-    return None
+    return _project_grad(index, expr.func, scope)
+
+
+def _project_grad(index, expr: cst.BaseExpression, scope: Scope) -> str | None:
+    """OFF for a project function (or context manager class) that turns recording off where it is
+    used: `with autocast_eval():`, `@smart_inference_mode()`, `@torch_no_grad_eval`."""
+    summary = index.summary_of(expr, scope, GRAD_WORDS)
+    return OFF if summary is not None and summary.grad_off else None
 
 
 def decorator_grad(index, function: FunctionInfo) -> str | None:
@@ -1055,6 +1090,8 @@ def decorator_grad(index, function: FunctionInfo) -> str | None:
         else:
             name = index.resolve(expr, scope)
             grad = OFF if name in GRAD_OFF_CONTEXTS else ON if name in GRAD_ON_CONTEXTS else None
+            if grad is None and isinstance(expr, (cst.Name, cst.Attribute)):
+                grad = _project_grad(index, expr, scope)
         if grad is not None:
             return grad
     return None

@@ -12,10 +12,16 @@ import re
 
 import libcst as cst
 
-from trainlint.model.index import FileIndex, Scope, positional_args, unpacked_position, walk
+from trainlint.model.index import FileIndex, Scope, dotted_name, positional_args, unpacked_position, walk
 
 OPTIMIZER, SCHEDULER, SCALER, MODEL, LOADER, ACCELERATOR = (
     "optimizer", "scheduler", "scaler", "model", "loader", "accelerator")
+# Known to be none of the above: its `.step()` is not an optimizer's (a profiler, a progress bar, a
+# logger, a project class whose `step()` does something else) ...
+OTHER = "other"
+# ... or configuration (`args = parser.parse_args()`, a dict of options): never an optimizer,
+# whatever it is called (`opt.lr`).
+CONFIG = "config"
 
 # (qualified-name prefix, role); the longest matching prefix wins.
 _CONSTRUCTORS: tuple[tuple[str, str], ...] = (
@@ -52,7 +58,24 @@ _CONSTRUCTORS: tuple[tuple[str, str], ...] = (
     ("torch.nn.parallel.DataParallel", MODEL),
     ("torchvision.models.", MODEL),
     ("timm.create_model", MODEL),
+    ("torch.profiler.profile", OTHER),
+    ("torch.autograd.profiler.profile", OTHER),
+    ("torch.utils.tensorboard.SummaryWriter", OTHER),
+    ("tensorboardX.SummaryWriter", OTHER),
+    ("tqdm", OTHER),
+    ("wandb", OTHER),
+    ("argparse.Namespace", CONFIG),
+    ("omegaconf.OmegaConf", CONFIG),
+    ("yaml.safe_load", CONFIG),
+    ("yaml.load", CONFIG),
+    ("json.load", CONFIG),
+    ("json.loads", CONFIG),
+    ("types.SimpleNamespace", CONFIG),
 )
+# Words a project file must hold to be read for the role of what it builds (see summaries.py)
+ROLE_WORDS = ("step", "optim", "sched", "Module", "model", "DataLoader", "Optimizer", "GradScaler", "parse_args")
+# Methods whose result is configuration (`parser.parse_args()`, `cfg.copy()` is not listed: unknown).
+_CONFIG_METHODS = frozenset({"parse_args", "parse_known_args", "parse_args_into_dataclasses"})
 # Bare factory names commonly imported from many places (`from transformers import get_scheduler`
 # resolves through the import; these cover star imports and re-exports).
 _FACTORY_NAMES = {
@@ -61,6 +84,9 @@ _FACTORY_NAMES = {
     "ShardedGradScaler": SCALER, "DataLoader": LOADER, "Accelerator": ACCELERATOR,
 }
 _SCHEDULE_FACTORY = re.compile(r"^get_\w*schedule\w*$")
+# project functions whose name says they build something (their returns are worth reading)
+_FACTORY_WORDS = re.compile(r"^_?(build|create|make|get|init|setup|configure|load|prepare|new)_|"
+                            r"optim|sched|model|loader|net", re.I)
 # Annotation names (last dotted component) that state a role.
 _ANNOTATIONS = {
     "Optimizer": OPTIMIZER, "LRScheduler": SCHEDULER, "_LRScheduler": SCHEDULER, "LambdaLR": SCHEDULER,
@@ -74,7 +100,7 @@ _PASS_THROUGH_FUNCTIONS = {"torch.compile", "torch.nn.parallel.DistributedDataPa
 # annotation `DataLoader` (the rules' gate relies on that).
 LOADER_NAME = re.compile(r"(^|_)(data_?)?loader($|_)|(^|_)dl($|_)", re.I)
 _NAMES: tuple[tuple[re.Pattern, str], ...] = (
-    (re.compile(r"(^|_)(lr_)?sched(uler)?s?($|_)|^lr_?sched", re.I), SCHEDULER),
+    (re.compile(r"(^|_)(lr_)?sched(uler)?s?($|_)|^lr_?(sched|policy|warmup|decay)", re.I), SCHEDULER),
     (re.compile(r"(^|_)(grad_?)?scaler($|_)", re.I), SCALER),
     (re.compile(r"(^|_)(opt|optim|optimi[sz]er)s?($|_)|^opt_?[a-z]$", re.I), OPTIMIZER),
     (LOADER_NAME, LOADER),
@@ -148,6 +174,8 @@ class Roles:
             return role_from_name(expr.attr.value)
         if isinstance(expr, cst.Call):
             return self._from_call(expr, scope, depth)
+        if isinstance(expr, cst.Dict):
+            return CONFIG
         return None
 
     def _is_module_path(self, expr: cst.Attribute, scope: Scope) -> bool:
@@ -157,10 +185,23 @@ class Roles:
         return isinstance(base, cst.Name) and any(b.kind == "import" for b in scope.lookup(base.value))
 
     def _from_call(self, call: cst.Call, scope: Scope, depth: int) -> str | None:
+        tail = dotted_tail(call.func) or ""
+        if tail[:1].isupper() or _FACTORY_WORDS.search(tail):
+            # a project class plays the role its code shows (a `WarmupScheduler` whose `step()`
+            # steps the optimizer is an optimizer); a project factory, the role of what it returns.
+            # (Other project functions are not read for this: that would parse most of a library.)
+            summary = self.index.summary_of(call.func, scope, ROLE_WORDS)
+            role = summary.produces if summary is not None else None
+            if role:
+                return role
         qualname = self.index.resolve(call.func, scope)
         role = role_of_callee(qualname)
         if role:
             return role
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in _CONFIG_METHODS:
+            return CONFIG
+        if qualname == "vars" or qualname == "dict":
+            return CONFIG
         args = positional_args(call)
         if qualname in _PASS_THROUGH_FUNCTIONS or (
                 isinstance(call.func, cst.Attribute) and call.func.attr.value == "prepare" and len(args) == 1):
@@ -227,7 +268,33 @@ class Roles:
             role = self._infer(value, method_scope, depth + 1)
             if role:
                 return role
+        # `self.warmup = warmup` in `__init__`: what the callers building the class pass
+        class_scope = scope.class_scope()
+        if class_scope is not None and self.index.linker is not None:
+            return self.index.linker.constructor_role(self.index, class_scope.name, attr)
         return None
+
+
+    def optimized_modules(self, expr: cst.BaseExpression, scope: Scope) -> set[str] | None:
+        """The modules whose parameters an optimizer was built on (`Adam(netD.parameters())` ->
+        {"netD"}), as dotted names; None when it cannot be told."""
+        values: list[tuple[cst.BaseExpression, Scope]] = []
+        if isinstance(expr, cst.Name):
+            values = [(b.value, scope) for b in scope.lookup(expr.value) if b.kind == "assign" and b.value is not None]
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            values = [(v, self.index.scope_at(v)) for v in self.index.self_attribute_values(expr.attr.value, scope)]
+        found: set[str] = set()
+        for value, _ in values:
+            if not isinstance(value, cst.Call) or not value.args:
+                return None
+            for node in walk(value.args[0].value):
+                if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                        node.func.attr.value in ("parameters", "named_parameters"):
+                    name = dotted_name(node.func.value)
+                    if name is None:
+                        return None
+                    found.add(name)
+        return found or None
 
 
 def roles(ctx) -> Roles:

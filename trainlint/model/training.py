@@ -136,6 +136,9 @@ class Guard:
     #: for "branch": the block that holds the update (the `if` body, or its `else` for
     #: `if micro % K: ... else: opt.step()`)
     branch: cst.CSTNode | None = None
+    #: for "branch": the same test guarding the same update on another path, as (`if`, block)
+    #: (`if use_amp: ... if i % K == 0: scaler.step(opt)` / `else: ... if i % K == 0: opt.step()`)
+    equivalents: tuple[tuple[cst.CSTNode, cst.CSTNode], ...] = ()
 
 
 @dataclass(eq=False)
@@ -320,6 +323,8 @@ class TrainingModel:
         if guard is not None:
             if guard.kind == "accelerate":
                 return guard
+            if guard.kind == "branch":
+                guard.equivalents = self._equivalent_guards(loop, guard, steps)
             # another optimizer stepping on every iteration (a GAN's critic) is not accumulation
             if any(not self._under_guard(loop, ref, guard) for ref in steps):
                 return None
@@ -368,6 +373,18 @@ class TrainingModel:
                     break  # a continue/guard beyond a nested loop is not about this step
         return None
 
+    def _equivalent_guards(self, loop: TrainingLoop, guard: Guard, steps: list[CallRef]):
+        """Guards of the other steps that test the same condition, written the same way: one update
+        on two paths (the AMP and the full-precision branch), not a step on every iteration."""
+        text = self.ctx.code_for(guard.condition)
+        found = []
+        for ref in steps:
+            other = self._guard_around(loop, ref)
+            if other is not None and other.kind == "branch" and other.node is not guard.node and \
+                    self.ctx.code_for(other.condition) == text:
+                found.append((other.node, other.branch))
+        return tuple(found)
+
     def _segment_scope(self, loop: TrainingLoop, ref: CallRef, position: int) -> Scope:
         if position == 0:
             return loop.scope
@@ -380,6 +397,8 @@ class TrainingModel:
             if guard.kind in ("branch", "accelerate", "micro_loop"):
                 for child, node in zip(segment, segment[1:]):
                     if node is guard.node and child is (guard.branch if guard.branch is not None else node.body):
+                        return True
+                    if any(node is other and child is branch for other, branch in guard.equivalents):
                         return True
             elif guard.kind == "continue":
                 for child, node in zip(segment, segment[1:]):

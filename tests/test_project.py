@@ -1,0 +1,481 @@
+"""The project index: its root, how imports resolve to project files, what each file's summary
+says, and that the checked project is read, never imported."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from trainlint.engine import lint_path, lint_paths
+from trainlint.model.index import FileIndex
+from trainlint.model.project import Project, find_root, imported_names
+from trainlint.model.roles import CONFIG, MODEL, OPTIMIZER, OTHER, SCHEDULER
+from trainlint.model.summaries import summarise
+from trainlint.settings import Settings, resolve_selection
+
+ALL = Settings(select=resolve_selection(["ALL"], [], []))
+PROJECTS = Path(__file__).parent / "fixtures" / "projects"
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def summary_of(source: str):
+    return summarise(FileIndex(cst.parse_module(textwrap.dedent(source))))
+
+
+# -- root and resolution ------------------------------------------------------------------------------
+def test_root_is_the_nearest_configuration_folder_else_the_common_folder(tmp_path):
+    write(tmp_path, {"repo/pyproject.toml": "", "repo/pkg/a.py": "", "repo/pkg/sub/b.py": "",
+                     "loose/x/c.py": "", "loose/y/d.py": ""})
+    assert find_root([tmp_path / "repo/pkg/a.py", tmp_path / "repo/pkg/sub/b.py"]) == (tmp_path / "repo").resolve()
+    # no marker anywhere up to the filesystem root: the paths' common folder
+    loose = [tmp_path / "loose/x/c.py", tmp_path / "loose/y/d.py"]
+    found = find_root(loose)
+    assert found == (tmp_path / "loose").resolve() or (found / ".git").exists() or any(
+        (found / marker).exists() for marker in ("pyproject.toml", "setup.cfg", "setup.py", "trainlint.toml"))
+
+
+def test_imports_resolve_to_project_files(tmp_path):
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "src/pkg/__init__.py": "from .helpers import save_checkpoint\n",
+        "src/pkg/helpers.py": "def save_checkpoint(state, path): ...\n",
+        "src/pkg/train/loop.py": "",
+        "scripts/run.py": "",
+        "scripts/local_util.py": "def f(): ...\n",
+    })
+    project = Project(tmp_path)
+    loop = str(tmp_path / "src/pkg/train/loop.py")
+    run = str(tmp_path / "scripts/run.py")
+    root = tmp_path.resolve()
+    # absolute from a src/ layout, with the attribute that is left
+    assert project.find_module("pkg.helpers.save_checkpoint", loop) == (root / "src/pkg/helpers.py", ["save_checkpoint"])
+    # relative
+    assert project.find_module("..helpers.save_checkpoint", loop) == (root / "src/pkg/helpers.py", ["save_checkpoint"])
+    assert project.find_module("..", loop) == (root / "src/pkg/__init__.py", [])
+    # a script's own folder (sys.path[0])
+    assert project.find_module("local_util.f", run) == (root / "scripts/local_util.py", ["f"])
+    # not the project's
+    assert project.find_module("torch.nn.functional", run) is None
+    # a re-export through a package __init__ reaches the definition
+    assert project.lookup("pkg.save_checkpoint", run).name == "save_checkpoint"
+
+
+def test_imported_names_from_text():
+    source = "import os, torch.nn as nn\nfrom . import engine, utils as u\nfrom ..utils.ckpt import (save,\n  load)\n"
+    assert imported_names(source) == ["os", "torch.nn", ".", ".engine", ".utils", "..utils.ckpt",
+                                      "..utils.ckpt.save"]
+
+
+def test_the_checked_project_is_never_imported(tmp_path):
+    """A module whose import would write a marker file: checking the project that imports it (with a
+    warm and a cold cache, in this process and through the CLI) never writes the marker."""
+    marker = tmp_path / "IMPORTED"
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "side_effect.py": f"""
+            from pathlib import Path
+            Path({str(marker)!r}).write_text("imported")
+
+            import torch
+
+            def smart_inference_mode():
+                return torch.no_grad()
+            """,
+        "train.py": """
+            import side_effect
+            from side_effect import smart_inference_mode
+
+            @smart_inference_mode()
+            def evaluate(model, loader):
+                model.eval()
+                return [model(x).argmax(-1) for x, _ in loader]
+            """,
+    })
+    results = list(lint_paths([str(tmp_path / "train.py")], ALL))
+    assert results[0].findings == [] and results[0].errors == []  # the decorator was read, not run
+    subprocess.run([sys.executable, "-m", "trainlint", "check", "--select", "ALL", str(tmp_path)],
+                   capture_output=True, cwd=tmp_path, check=False)
+    assert not marker.exists()
+    assert "side_effect" not in sys.modules
+
+
+# -- summaries -----------------------------------------------------------------------------------------
+def test_no_grad_helpers_in_their_usual_shapes():
+    summary = summary_of("""
+        import contextlib
+        import functools
+        import torch
+
+        def smart_inference_mode(torch_1_9=True):
+            def decorate(fn):
+                return (torch.inference_mode if torch_1_9 else torch.no_grad)()(fn)
+            return decorate
+
+        def torch_no_grad_eval(fn):
+            @functools.wraps(fn)
+            def wrapper(*args, **kwargs):
+                with torch.no_grad():
+                    return fn(*args, **kwargs)
+            return wrapper
+
+        def no_grad_ctx(inference=False):
+            return torch.inference_mode() if inference else torch.no_grad()
+
+        @contextlib.contextmanager
+        def evaluating(model):
+            was = model.training
+            model.eval()
+            with torch.no_grad():
+                yield model
+            model.train(was)
+
+        @torch.no_grad()
+        def predict(model, x):
+            return model(x)
+
+        def timed(fn):
+            @functools.wraps(fn)
+            def wrapper(*args, **kwargs):
+                return fn(*args, **kwargs)
+            return wrapper
+
+        def maybe(flag):
+            return torch.no_grad() if flag else contextlib.nullcontext()
+        """)
+    functions = summary.functions
+    for name in ("smart_inference_mode", "torch_no_grad_eval", "no_grad_ctx", "evaluating"):
+        assert functions[name].grad_off, name
+    assert functions["predict"].body_grad_off and functions["predict"].detached.whole
+    assert not functions["timed"].grad_off
+    assert not functions["maybe"].grad_off  # off only on one branch
+    assert functions["evaluating"].mode_effect("model") == ("eval", "restore")
+
+
+def test_mode_effects_detached_results_saves_and_factories():
+    summary = summary_of("""
+        import os
+        import torch
+        from torch.optim.lr_scheduler import LambdaLR
+
+        def evaluate(model, loader):
+            model.eval()
+            return sum(model(x).sum().item() for x in loader)
+
+        def evaluate_and_restore(model, loader):
+            model.eval()
+            out = [model(x).detach() for x in loader]
+            model.train()
+            return out
+
+        def loss_and_parts(pred, target):
+            box = (pred - target).abs().mean()
+            cls = pred.sigmoid().mean()
+            return box + cls, torch.stack((box, cls)).detach()
+
+        def losses(pred, target):
+            loss = (pred - target).pow(2).mean()
+            return {"loss": loss, "mse": loss.item()}
+
+        def save_checkpoint(state, path):
+            tmp = path + ".tmp"
+            torch.save(state, tmp)
+            os.replace(tmp, path)
+
+        def save_weights(model, path):
+            torch.save({"model": model.state_dict()}, path)
+
+        def build_optimizer(model, lr):
+            return torch.optim.AdamW(model.parameters(), lr=lr)
+
+        def build_schedule(optimizer, total):
+            return LambdaLR(optimizer, lambda step: 1 - step / total)
+        """)
+    f = summary.functions
+    assert f["evaluate"].mode_effect("model") == ("eval", "eval")
+    assert f["evaluate_and_restore"].mode_effect("model") == ("eval", "train")
+    assert f["loss_and_parts"].detached.positions == frozenset({1})
+    assert f["losses"].detached.keys == frozenset({"mse"})
+    assert f["save_checkpoint"].saves == (("state", True),)
+    assert f["save_weights"].saves == (("model", False),)
+    assert f["build_optimizer"].returns == OPTIMIZER
+    assert f["build_schedule"].returns == SCHEDULER
+
+
+def test_classes_play_the_role_their_step_shows():
+    summary = summary_of("""
+        import torch
+        import torch.nn as nn
+
+        class NoamOpt:
+            "steps the optimizer and sets its learning rate: an optimizer, whatever it is called"
+            def __init__(self, optimizer, warmup):
+                self.optimizer = optimizer
+                self.warmup = warmup
+                self._step = 0
+
+            def step(self):
+                self._step += 1
+                for p in self.optimizer.param_groups:
+                    p["lr"] = self._step ** -0.5
+                self.optimizer.step()
+
+        class WarmupLR:
+            def __init__(self, optimizer, warmup):
+                self.optimizer = optimizer
+                self.warmup = warmup
+                self.n = 0
+
+            def step(self):
+                self.n += 1
+                for group in self.optimizer.param_groups:
+                    group["lr"] = min(1.0, self.n / self.warmup) * group["initial_lr"]
+
+        class GradualWarmupScheduler(torch.optim.lr_scheduler._LRScheduler):
+            pass
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2, 2)
+
+        class AverageMeter:
+            def __init__(self):
+                self.sum = 0
+
+            def update(self, value):
+                self.sum += value
+
+        class Environment:
+            def step(self, action):
+                return action, 0.0, False
+
+        class Trainer:
+            def __init__(self, model, optimizer, lr_policy):
+                self.model = model.to("cuda")
+                self.optimizer = optimizer
+                self.lr_policy = lr_policy
+        """)
+    c = summary.classes
+    assert c["NoamOpt"].role == OPTIMIZER
+    assert c["WarmupLR"].role == SCHEDULER
+    assert c["GradualWarmupScheduler"].role == SCHEDULER
+    assert c["Net"].role == MODEL
+    assert c["AverageMeter"].role == OTHER and c["Environment"].role == OTHER
+    assert c["Trainer"].init_attrs == {"model": "model", "optimizer": "optimizer", "lr_policy": "lr_policy"}
+
+
+def test_configuration_is_never_an_optimizer():
+    from trainlint.context import FileContext
+    from trainlint.model.roles import roles
+
+    source = textwrap.dedent("""
+        import argparse
+        import yaml
+
+        parser = argparse.ArgumentParser()
+        opt = parser.parse_args()
+        optim_cfg = yaml.safe_load(open("optim.yaml"))
+        optimizer_kwargs = {"lr": 0.1, "momentum": 0.9}
+        """)
+    ctx = FileContext("x.py", source, cst.parse_module(source), (2, 0))
+    model = ctx.model(roles)
+    scope = ctx.index.module_scope
+    for name in ("opt", "optim_cfg", "optimizer_kwargs"):
+        assert model.of(cst.Name(name), scope) == CONFIG, name
+
+
+# -- fixture projects: what the index changes ----------------------------------------------------------
+PER_FILE_FALSE_POSITIVES = {
+    # (project, file): findings a per-file check reports that the project check knows are wrong
+    ("detector_good", "eval.py"): {(12, "TL301")},  # @smart_inference_mode() from utils/
+    ("detector_good", "engine.py"): {(21, "TL501"), (33, "TL501"), (33, "TL301")},  # detached parts, decorator
+}
+PROJECT_ONLY_FINDINGS = {
+    ("detector_bad", "engine.py"): {(23, "TL303")},  # evaluate() in eval.py leaves eval mode
+    ("trainer_bad", "src/lmtrain/trainer.py"): {(27, "TL101")},  # schedule is a LambdaLR built in main.py
+    # `sched = ScheduledOptim(...)` steps the inner optimizer: an optimizer, whatever its name says
+    ("trainer_bad", "src/lmtrain/transformer.py"): {(15, "TL104")},
+    ("gan_bad", "train.py"): {(31, "TL303")},  # save_samples() in utils.py leaves netG in eval mode
+    ("detector_bad", "main.py"): {(27, "TL404")},  # save_checkpoint() in utils/ saves this dict
+}
+
+
+def _codes(result):
+    return {(f.line, f.code) for f in result.findings}
+
+
+@pytest.mark.parametrize("case", sorted(PER_FILE_FALSE_POSITIVES), ids="/".join)
+def test_the_project_silences_what_one_file_cannot_tell(case):
+    name, file = case
+    path = str(PROJECTS / name / file)
+    alone = _codes(lint_path(path, ALL))
+    together = _codes(lint_path(path, ALL, project=Project(PROJECTS / name)))
+    assert PER_FILE_FALSE_POSITIVES[case] <= alone
+    assert not (PER_FILE_FALSE_POSITIVES[case] & together)
+
+
+@pytest.mark.parametrize("case", sorted(PROJECT_ONLY_FINDINGS), ids="/".join)
+def test_the_project_finds_what_one_file_cannot_see(case):
+    name, file = case
+    path = str(PROJECTS / name / file)
+    alone = _codes(lint_path(path, ALL))
+    together = _codes(lint_path(path, ALL, project=Project(PROJECTS / name)))
+    assert not (PROJECT_ONLY_FINDINGS[case] & alone)
+    assert PROJECT_ONLY_FINDINGS[case] <= together
+
+
+def test_files_outside_the_checked_paths_are_read_but_not_reported():
+    files = [str(PROJECTS / "detector_bad" / "engine.py")]
+    results = list(lint_paths(files, ALL))
+    assert [r.path for r in results] == files
+    # losses.py (not named) was summarised: the attached loss parts make line 21 a TL501
+    assert (21, "TL501") in _codes(results[0])
+
+
+def test_a_cached_result_is_stale_when_an_imported_helper_changes(tmp_path):
+    from trainlint.cache import ResultCache
+
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "helpers.py": """
+            import torch
+
+            def inference():
+                return torch.no_grad()
+            """,
+        "evaluate.py": """
+            from helpers import inference
+
+            @inference()
+            def evaluate(model, loader):
+                model.eval()
+                return [model(x).argmax(-1) for x, _ in loader]
+            """,
+    })
+    cache = ResultCache(tmp_path / ".cache")
+    target = [str(tmp_path / "evaluate.py")]
+    assert list(lint_paths(target, ALL, cache=cache))[0].findings == []
+    (tmp_path / "helpers.py").write_text("import contextlib\n\ndef inference():\n    return contextlib.nullcontext()\n")
+    codes = [f.code for f in list(lint_paths(target, ALL, cache=cache))[0].findings]
+    assert codes == ["TL301"]
+
+
+def test_the_command_line_checks_a_directory_as_one_project():
+    """A real `trainlint check DIR` run: the correct twin is clean only because the helpers in other
+    files are read; the bad twin's findings include those that need them."""
+    good = subprocess.run([sys.executable, "-m", "trainlint", "check", "--select", "ALL", "--no-cache",
+                           "--format", "json", str(PROJECTS / "detector_good")], capture_output=True, text=True)
+    assert good.returncode == 0, good.stdout + good.stderr
+    bad = subprocess.run([sys.executable, "-m", "trainlint", "check", "--select", "ALL", "--no-cache",
+                          "--format", "json", str(PROJECTS / "detector_bad")], capture_output=True, text=True)
+    assert bad.returncode == 1
+    import json
+
+    found = {(Path(f["path"]).name, f["line"], f["code"]) for f in json.loads(bad.stdout)["findings"]}
+    assert {("engine.py", 23, "TL303"), ("engine.py", 21, "TL501"), ("main.py", 27, "TL404")} <= found
+
+
+# -- safety: the root, symlinks, and helpers that cannot be summarised ------------------------------
+EVALUATE = """
+    from helpers import inference
+
+    @inference()
+    def evaluate(model, loader):
+        model.eval()
+        return [model(x).argmax(-1) for x, _ in loader]
+    """
+NO_GRAD_HELPER = "import torch\n\ndef inference():\n    return torch.no_grad()\n"
+
+
+def test_the_root_is_the_folder_of_the_configuration_the_resolver_gives(tmp_path):
+    """A nearer pyproject.toml without `[tool.trainlint]` is not the configuration, so not the root."""
+    from trainlint.config import Resolver
+
+    write(tmp_path, {"repo/trainlint.toml": "", "repo/sub/pyproject.toml": "[project]\nname = 'x'\n",
+                     "repo/sub/a.py": ""})
+    path = tmp_path / "repo/sub/a.py"
+    assert find_root([path]) == (tmp_path / "repo").resolve()
+    assert find_root([path]) == Path(Resolver().config_for(str(path)).root).resolve()
+
+
+def test_an_import_never_follows_a_symlink_out_of_the_project(tmp_path):
+    write(tmp_path, {"outside/helpers.py": NO_GRAD_HELPER, "outside/pkg/__init__.py": "",
+                     "outside/pkg/util.py": NO_GRAD_HELPER, "proj/pyproject.toml": "", "proj/evaluate.py": EVALUATE,
+                     "inside/pyproject.toml": "", "inside/evaluate.py": EVALUATE, "inside/helpers.py": NO_GRAD_HELPER})
+    (tmp_path / "proj/helpers.py").symlink_to(tmp_path / "outside/helpers.py")
+    (tmp_path / "proj/pkg").symlink_to(tmp_path / "outside/pkg", target_is_directory=True)
+    project = Project(tmp_path / "proj")
+    evaluate = str(tmp_path / "proj/evaluate.py")
+    assert project.find_module("helpers.inference", evaluate) is None
+    assert project.find_module("pkg.util.inference", evaluate) is None
+    assert project.lookup("helpers.inference", evaluate) is None
+    # the outside helper would make the evaluation clean: it was not read, so TL301 stays
+    (followed,) = lint_paths([str(tmp_path / "inside/evaluate.py")], ALL)
+    assert followed.findings == []
+    (refused,) = lint_paths([evaluate], ALL)
+    assert [f.code for f in refused.findings] == ["TL301"]
+    # inside the project, a symlink is followed to its real file
+    (tmp_path / "proj/real.py").write_text(NO_GRAD_HELPER)
+    (tmp_path / "proj/alias.py").symlink_to(tmp_path / "proj/real.py")
+    project.refresh()  # its folder listings were read before these files existed
+    assert project.find_module("alias.inference", evaluate) == ((tmp_path / "proj/real.py").resolve(), ["inference"])
+
+
+HELPERS_THAT_CANNOT_BE_SUMMARISED = {
+    "too-deep": NO_GRAD_HELPER + "f = " + "lambda: " * 4000 + "1\n",
+    "too-big": NO_GRAD_HELPER + "#" * 4000 + "\n",
+    "unparsable": NO_GRAD_HELPER + "def broken(:\n",
+    "nul-byte": NO_GRAD_HELPER + "x = 1\0\n",
+    "fifo": None,
+}
+
+
+@pytest.mark.parametrize("name", list(HELPERS_THAT_CANNOT_BE_SUMMARISED))
+def test_a_helper_that_cannot_be_summarised_is_skipped_and_never_reported(tmp_path, name):
+    """Through the real CLI (a crash would kill the process): the helper is treated as unknown (the
+    evaluation keeps its TL301), it is not reported, and nothing fails."""
+    write(tmp_path, {"trainlint.toml": "max-file-size = 2000\n", "evaluate.py": EVALUATE})
+    helper = tmp_path / "helpers.py"
+    if HELPERS_THAT_CANNOT_BE_SUMMARISED[name] is None:
+        os.mkfifo(helper)  # opened without a writer, it would block a reader forever
+    else:
+        helper.write_text(HELPERS_THAT_CANNOT_BE_SUMMARISED[name])
+    done = subprocess.run([sys.executable, "-m", "trainlint", "check", "--select", "ALL", "--no-cache",
+                           "--format", "json", "evaluate.py"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr
+    import json
+
+    report = json.loads(done.stdout)
+    assert [(Path(f["path"]).name, f["code"]) for f in report["findings"]] == [("evaluate.py", "TL301")]
+    assert report["files_checked"] == 1
+
+
+def test_the_imported_files_hashes_are_part_of_the_cache_key(tmp_path):
+    from trainlint.cache import ResultCache, cache_key
+    from trainlint.finding import FileResult
+
+    data = b"from helpers import inference\n"
+    assert cache_key(data, "a.py", ALL, "helpers.py:1") != cache_key(data, "a.py", ALL, "helpers.py:2")
+    cache = ResultCache(tmp_path)
+    cache.put(data, "a.py", ALL, FileResult("a.py"), "helpers.py:1")
+    assert cache.get(data, "a.py", ALL, "helpers.py:1") is not None
+    assert cache.get(data, "a.py", ALL, "helpers.py:2") is None
+    # an entry copied under the other key is refused: it says which imports it was made with
+    forged = cache._file(cache_key(data, "a.py", ALL, "helpers.py:2"))
+    forged.parent.mkdir(parents=True, exist_ok=True)
+    forged.write_text(cache._file(cache_key(data, "a.py", ALL, "helpers.py:1")).read_text())
+    assert cache.get(data, "a.py", ALL, "helpers.py:2") is None

@@ -1,0 +1,458 @@
+"""The project a checked file belongs to: its root, which project file an import names, and the
+summaries of those files.
+
+A training loop spans files (`main.py` calls `engine.evaluate`, whose decorator comes from
+`utils/torch_utils.py`), so a rule asking about a name imported from the project gets that file's
+summary (`trainlint.model.summaries`). Project files are read as text and parsed; nothing is ever
+imported or executed, and torch is never needed. Files an import names are summarised even when
+they were not named on the command line; they are not reported on.
+
+Safety: an import is resolved only to a file whose real path (symlinks resolved) is inside the
+root; such a file is read only if it is a regular file within the size limit, and summarised only
+if the nesting guard lets LibCST parse it. A helper that fails any of these has an empty summary:
+it is never a crash, and never a finding (only files named to the checker are reported on).
+
+Summaries are kept per content hash, so a file summarised once is not summarised again while its
+bytes stay the same (in one process; worker processes each keep their own).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import sys
+import tokenize
+from collections import OrderedDict
+from pathlib import Path
+from typing import Iterable
+
+import libcst as cst
+
+from trainlint import guard
+from trainlint.config import find_config
+from trainlint.model.index import FileIndex, Scope
+from trainlint.settings import DEFAULT_MAX_FILE_SIZE
+from trainlint.model.summaries import ClassSummary, Construction, FileSummary, FunctionSummary, summarise
+
+# Files that mark a project's root when no configuration file does (see `find_root`).
+ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
+_MAX_REEXPORTS = 4
+_KEPT_SUMMARIES = 128
+
+Summary = FunctionSummary | ClassSummary
+
+
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(?P<base>\.*[\w.]*)[ \t]+import[ \t]+\(?(?P<names>[\w \t,.]*)"
+                     r"|import[ \t]+(?P<modules>[\w.]+(?:[ \t]+as[ \t]+\w+)?(?:[ \t]*,[ \t]*[\w.]+"
+                     r"(?:[ \t]+as[ \t]+\w+)?)*))", re.MULTILINE)
+
+
+def imported_names(source: str) -> list[str]:
+    """The dotted names a file's import statements name, read from its text (no parse): `from
+    .utils import ckpt` gives `.utils` and `.utils.ckpt`. Names continued on the next line of a
+    parenthesised import are missed; their module is not."""
+    found = []
+    for match in _IMPORT.finditer(source):
+        if match.group("modules"):
+            found.extend(part.split()[0] for part in match.group("modules").split(","))
+            continue
+        base = match.group("base")
+        found.append(base)
+        sep = "" if base.endswith(".") else "."
+        for name in (match.group("names") or "").split(","):
+            name = name.split()[0] if name.split() else ""
+            if name.isidentifier():
+                found.append(f"{base}{sep}{name}")
+    return found
+
+
+def _real(path: str | os.PathLike) -> Path:
+    """The absolute path with symlinks resolved where they can be (a symlink loop stays as it is)."""
+    return Path(os.path.realpath(path))
+
+
+def find_root(paths: Iterable[str | os.PathLike]) -> Path:
+    """The directory of the nearest configuration file above the paths' common directory (the one
+    `config.Resolver` gives them: a trainlint.toml, or a pyproject.toml with `[tool.trainlint]`);
+    without one, of the nearest other root marker; else that common directory itself."""
+    resolved = [_real(p) for p in paths]
+    if not resolved:
+        return _real(Path.cwd())
+    dirs = [p if p.is_dir() else p.parent for p in resolved]
+    try:
+        common = Path(os.path.commonpath([str(d) for d in dirs]))
+    except ValueError:  # paths on different drives
+        return dirs[0]
+    config = find_config(common)
+    if config is not None:
+        return _real(config.parent)
+    for directory in (common, *common.parents):
+        if any((directory / marker).exists() for marker in ROOT_MARKERS):
+            return directory
+    return common
+
+
+class Project:
+    """One project: where its modules are, and their summaries, computed on demand.
+
+    """
+
+    def __init__(self, root: str | os.PathLike, paths: Iterable[str | os.PathLike] = (),
+                 max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> None:
+        self.root = _real(root)
+        # the checked files, where constructions are looked for (all of the root's when not given)
+        self._paths = [_real(p) for p in paths] or None
+        self.max_file_size = max_file_size  # a larger project file is not read
+        self._init_caches()
+
+    def _init_caches(self) -> None:
+        self._listings: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        self._bases: dict[str, list[Path]] = {}
+        self._root_prefix = str(self.root).rstrip(os.sep) + os.sep
+        self._found: dict[tuple[str, str], tuple[Path, list[str]] | None] = {}
+        self._files: dict[str, tuple[tuple[int, int], str, str]] = {}  # path -> (stat stamp, hash, text)
+        self._by_hash: OrderedDict[str, FileSummary] = OrderedDict()  # least recently used first
+        self._constructions: dict[tuple[str, str], list[Construction]] = {}
+
+    # worker processes get the root and the paths, and build their own caches
+    def __getstate__(self) -> dict:
+        return {"root": self.root, "paths": self._paths, "max_file_size": self.max_file_size}
+
+    def __setstate__(self, state: dict) -> None:
+        self.root, self._paths, self.max_file_size = state["root"], state["paths"], state["max_file_size"]
+        self._init_caches()
+
+    @property
+    def paths(self) -> list[Path]:
+        if self._paths is None:
+            from trainlint.config import ConfigError, Resolver  # the same excludes as a check of the root
+            from trainlint.discovery import MissingPath, discover
+
+            try:
+                self._paths = [_real(p) for p in discover([str(self.root)], Resolver().discovery_for)]
+            except (ConfigError, MissingPath, OSError):
+                self._paths = []
+        return self._paths
+
+    @classmethod
+    def for_paths(cls, paths: Iterable[str | os.PathLike], max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> "Project":
+        paths = list(paths)
+        return cls(find_root(paths), paths, max_file_size)
+
+    # -- where modules are ------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Forget which files exist and who builds which class (a long-lived project, in the editor,
+        after a file is saved); summaries stay cached by content."""
+        self._listings.clear()
+        self._found.clear()
+        self._constructions.clear()
+
+    @staticmethod
+    def file_key(path: str | os.PathLike) -> Path:
+        """How the project names a file (absolute, symlinks resolved)."""
+        return _real(path)
+
+    def contains(self, path: str | os.PathLike) -> bool:
+        try:
+            _real(path).relative_to(self.root)
+            return True
+        except (ValueError, OSError):
+            return False
+
+    def _search_bases(self, from_path: str) -> list[Path]:
+        """Where an absolute import may start: the importing file's folder (a script's sys.path[0]),
+        each folder above it up to the root, and the root's `src/` layout."""
+        folder = os.path.dirname(from_path)
+        bases = self._bases.get(folder)
+        if bases is None:
+            here = _real(from_path).parent
+            if not self._inside(here):
+                bases = [here]
+            else:
+                bases = [here]
+                while here != self.root:
+                    here = here.parent
+                    bases.append(here)
+                bases.append(self.root / "src")
+            self._bases[folder] = bases
+        return bases
+
+    def _inside(self, path: Path) -> bool:
+        """`path` (already absolute and resolved) is in the project."""
+        return path == self.root or str(path).startswith(self._root_prefix)
+
+    def _listing(self, folder: Path) -> tuple[frozenset[str], frozenset[str]]:
+        """(files, folders) in a folder, listed once: most imports name no project file, and one
+        listing answers them all without a stat call each."""
+        key = str(folder)
+        found = self._listings.get(key)
+        if found is None:
+            files, folders = set(), set()
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        try:
+                            (folders if entry.is_dir() else files).add(entry.name)
+                        except OSError:
+                            continue
+            except OSError:
+                pass
+            found = self._listings[key] = (frozenset(files), frozenset(folders))
+        return found
+
+    def _module_file(self, base: Path, parts: list[str]) -> Path | None:
+        folder = base
+        for part in parts[:-1]:
+            if part not in self._listing(folder)[1]:
+                return None
+            folder = folder / part
+        if not parts:
+            return base / "__init__.py" if "__init__.py" in self._listing(base)[0] else None
+        files, folders = self._listing(folder)
+        if f"{parts[-1]}.py" in files:
+            return folder / f"{parts[-1]}.py"
+        if parts[-1] in folders and "__init__.py" in self._listing(folder / parts[-1])[0]:
+            return folder / parts[-1] / "__init__.py"
+        return None
+
+    def find_module(self, qualname: str, from_path: str) -> tuple[Path, list[str]] | None:
+        """The project file a dotted name (as written in an import, relative ones with their dots)
+        lives in, and the attribute path that is left: `utils.ckpt.save` -> (utils/ckpt.py, [save])."""
+        key = (qualname, os.path.dirname(from_path))
+        if key not in self._found:
+            self._found[key] = self._find_module(qualname, from_path)
+        found = self._found[key]
+        return (found[0], list(found[1])) if found is not None else None
+
+    def _find_module(self, qualname: str, from_path: str) -> tuple[Path, list[str]] | None:
+        dots = len(qualname) - len(qualname.lstrip("."))
+        parts = [p for p in qualname[dots:].split(".") if p]
+        if dots:
+            base = _real(from_path).parent
+            for _ in range(dots - 1):
+                base = base.parent
+            bases = [base]
+        else:
+            if not parts:
+                return None
+            bases = self._search_bases(from_path)
+        for base in bases:
+            for end in range(len(parts), -1 if dots else 0, -1):
+                found = self._module_file(base, parts[:end])
+                if found is not None:
+                    found = _real(found)  # a symlink is followed only to a file inside the project
+                    if self._inside(found):
+                        return found, parts[end:]
+        return None
+
+    def module_files(self, imported: Iterable[str], from_path: str) -> set[Path]:
+        """The project files that the imported dotted names of a file resolve to."""
+        files = set()
+        for qualname in imported:
+            found = self.find_module(qualname, from_path)
+            if found is not None:
+                files.add(found[0])
+        return files
+
+    def imported_files(self, path: str, source: str) -> list[Path]:
+        """The project files that the file at `path` (with text `source`) imports, in a stable order."""
+        return sorted(self.module_files(imported_names(source), path) - {_real(path)})
+
+    def imported_sources(self, path: str, source: str) -> list[str]:
+        """The texts of the project files the file imports (for the cheap text gate: a rule whose
+        trigger words are only in a helper the file calls still runs)."""
+        texts = []
+        for found in self.imported_files(path, source):
+            text = self.source(found)
+            if text is not None:
+                texts.append(text)
+        return texts
+
+    def dependency_digest(self, path: str, data: bytes) -> str:
+        """The content hashes of the project files that `data`, the bytes of the file at `path`,
+        imports (the part of a cached result's key that changes when a helper it uses changes)."""
+        source = _decode(data)
+        return " ".join(f"{found}:{self.content_hash(found)}" for found in self.imported_files(path, source))
+
+    # -- reading and summarising files -------------------------------------------------------------
+    def _read(self, path: Path) -> tuple[str, str] | None:
+        """(content hash, text) of a file, read again only when its size or modification time changes."""
+        key = str(path)
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        known = self._files.get(key)
+        if known is not None and known[0] == stamp:
+            return known[1], known[2]
+        from trainlint.engine import SkippedFile, UnreadableFile, read_source
+
+        try:  # as a checked file is read: regular files only, never blocking, within the size limit
+            data = read_source(key, self.max_file_size)
+        except (UnreadableFile, SkippedFile):
+            return None
+        read = (hashlib.sha256(data).hexdigest(), _decode(data))
+        self._files[key] = (stamp, *read)
+        return read
+
+    def source(self, path: Path) -> str | None:
+        read = self._read(path)
+        return read[1] if read is not None else None
+
+    def content_hash(self, path: Path) -> str | None:
+        read = self._read(path)
+        return read[0] if read is not None else None
+
+    def cached_summary(self, digest: str) -> FileSummary | None:
+        """The summary of a file with this content, if one was made (it holds the parsed file)."""
+        summary = self._by_hash.get(digest)
+        if summary is not None:
+            self._by_hash.move_to_end(digest)
+        return summary
+
+    def _keep(self, digest: str, summary: FileSummary) -> None:
+        self._by_hash[digest] = summary
+        while len(self._by_hash) > _KEPT_SUMMARIES:  # each holds a parsed file: bound the memory
+            self._by_hash.popitem(last=False)
+
+    def file_summary(self, path: Path) -> FileSummary | None:
+        read = self._read(path)
+        if read is None:
+            return None
+        digest, text = read
+        summary = self.cached_summary(digest)
+        if summary is not None:
+            return summary
+        summary = FileSummary()  # a file LibCST must not or cannot parse answers nothing
+        problem = guard.check(text, str(path))
+        if problem is None or not problem.final:
+            if sys.getrecursionlimit() < guard.RECURSION_LIMIT:
+                sys.setrecursionlimit(guard.RECURSION_LIMIT)
+            try:
+                index = FileIndex(cst.parse_module(text))
+                index.linker = Linker(self, str(path))
+                summary = index.linker.own(index)
+            except (cst.ParserSyntaxError, RecursionError, ValueError, MemoryError):
+                summary = FileSummary()
+        self._keep(digest, summary)
+        return summary
+
+    def locate(self, qualname: str, from_path: str, depth: int = 0,
+               words: tuple[str, ...] = ()) -> tuple[Path, list[str], Summary] | None:
+        """Where the project function, class or method that `qualname` (as resolved in the file at
+        `from_path`) is defined, following re-exports, with its summary; None when it is not the
+        project's. With `words`, a module whose text has none of them is not parsed: what is
+        asked about cannot be there (a re-export in it is still followed)."""
+        found = self.find_module(qualname, from_path)
+        if found is None:
+            return None
+        path, rest = found
+        if not rest or depth > _MAX_REEXPORTS:
+            return None
+        text = self.source(path)
+        if words and text is not None and not any(word in text for word in words):
+            tail = f".{rest[0]}"
+            for name in imported_names(text):
+                if name.endswith(tail) and name != tail:
+                    return self.locate(".".join([name, *rest[1:]]), str(path), depth + 1, words)
+            return None
+        summary = self.file_summary(path)
+        if summary is None:
+            return None
+        hit = summary.member(rest)
+        if hit is not None:
+            return path, rest, hit
+        reexport = summary.imports.get(rest[0])
+        if reexport is not None:
+            return self.locate(".".join([reexport, *rest[1:]]), str(path), depth + 1, words)
+        return None
+
+    def lookup(self, qualname: str, from_path: str, words: tuple[str, ...] = ()) -> Summary | None:
+        found = self.locate(qualname, from_path, words=words)
+        return found[2] if found is not None else None
+
+    def constructions(self, path: str, class_name: str) -> list[Construction]:
+        """Where the checked files build the class `class_name` of the file at `path` with arguments
+        (`Trainer(model, opt, sched)` in the script, for the roles of `self.model` & co.)."""
+        key = (str(_real(path)), class_name)
+        if key in self._constructions:
+            return self._constructions[key]
+        self._constructions[key] = found = []
+        needle = f"{class_name}("
+        for candidate in self.paths:
+            text = self.source(candidate)
+            if text is None or needle not in text:
+                continue
+            summary = self.file_summary(candidate)
+            for built in summary.constructions_of(class_name) if summary is not None else ():
+                if "." not in built.callee and candidate == _real(path):
+                    found.append(built)  # built in its own file
+                    continue
+                where = self.locate(built.callee, str(candidate))
+                if where is not None and where[0] == _real(path) and where[1] == [class_name]:
+                    found.append(built)
+        return found
+
+
+def _decode(data: bytes) -> str:
+    """A project file's text as the engine decodes it (its PEP 263 coding cookie, else UTF-8);
+    undecodable bytes are replaced (such a file is never parsed for a checked one)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return data.decode("utf-8", "replace")
+
+
+class Linker:
+    """One file's view of its project: the summary of what a name in that file refers to."""
+
+    def __init__(self, project: Project | None, path: str, own: FileSummary | None = None) -> None:
+        self.project = project
+        self.path = path
+        self._own = own
+
+    def own(self, index: FileIndex) -> FileSummary:
+        """The summary of the linked file itself (its members are summarised when asked for)."""
+        if self._own is None:
+            self._own = summarise(index)
+        return self._own
+
+    def summary_of(self, index: FileIndex, expr: cst.BaseExpression, scope: Scope,
+                   words: tuple[str, ...] = ()) -> Summary | None:
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            if bindings and all(b.kind in ("def", "class") for b in bindings):
+                node = bindings[-1].node
+                if index.scope_of_node[node].parent is index.module_scope:  # a module-level def/class
+                    return self.own(index).member([expr.value])
+                return None
+        if self.project is None or not _head_is_import(expr, scope):
+            return None
+        qualname = index.resolve(expr, scope)
+        return self.project.lookup(qualname, self.path, words) if qualname else None
+
+
+    def constructor_role(self, index: FileIndex, class_name: str, attr: str) -> str | None:
+        """The role the callers that build `class_name` give the `__init__` parameter that
+        `self.<attr>` is set from, when they all agree."""
+        summary = self.own(index).klass(class_name)
+        param = summary.init_attrs.get(attr) if summary is not None and summary.trains else None
+        if param is None:
+            return None  # only classes that drive training are worth finding every construction of
+        if self.project is not None and self.project.contains(self.path):
+            built = self.project.constructions(self.path, class_name)
+        else:
+            built = [c for c in self.own(index).constructions_of(class_name) if c.callee == class_name]
+        found = {c.role_for(summary.params, param) for c in built}
+        return found.pop() if len(found) == 1 else None
+
+
+def _head_is_import(expr: cst.BaseExpression, scope: Scope) -> bool:
+    """The leftmost name of `a.b.c` is bound by an import (so the dotted name is a module path)."""
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return isinstance(expr, cst.Name) and any(b.kind == "import" for b in scope.lookup(expr.value))

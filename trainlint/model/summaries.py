@@ -1,0 +1,610 @@
+"""What each function and class of a file does, as plain data that call sites in any file can use.
+
+Computed once per file from its `FileIndex` (and cached by the project per content hash):
+
+- `grad_off`: using the function turns autograd recording off: it returns `torch.no_grad()` /
+  `torch.inference_mode()` (or one of them chosen by a flag), it is a `@contextmanager` that yields
+  inside one, or it is a decorator (factory) whose wrapper runs under one
+  (`@smart_inference_mode()`, `@torch_no_grad_eval`); `body_grad_off`: its own body runs under one;
+- `modes`: which parameter or `self.<attr>` it calls `.eval()`/`.train()` on, first and last;
+- `detached`: which part of its result is detached (`.detach()`, `.item()`, computed without grad):
+  all of it, tuple positions, or dict keys;
+- `saves`: which parameter it writes with `torch.save`/`pickle.dump`/`safetensors`, and whether the
+  function moves the file into place afterwards (atomic);
+- `returns`: the role of what it returns (a factory of a model, optimizer, scheduler, loader);
+- for classes, the role their instances play, judged by what `step()` does (a warmup wrapper whose
+  `step()` calls an inner optimizer's `step()` is an optimizer; one that only sets learning rates
+  is a scheduler), and which `__init__` parameter each `self.<attr>` comes from.
+
+Summaries hold names and flags only (no syntax nodes), so they can be kept and shared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from trainlint.model.index import FileIndex, FunctionInfo, Scope, iter_children, keyword_value, positional_args, walk
+from trainlint.model.modes import GRAD_WORDS, OFF, context_grad, decorator_grad
+from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCHEDULER, Roles
+
+# Words a project file must hold for its summaries to answer a question: one without them is not
+# parsed for it (the answer cannot be there), which keeps a whole-library check close to per-file cost
+# (GRAD_WORDS and MODE_WORDS live in modes.py, ROLE_WORDS in roles.py).
+DETACH_WORDS = ("detach", ".item(", ".tolist(", ".numpy(", "no_grad", "inference_mode")
+SAVE_WORDS = ("save", "dump")
+MEAN_WORDS = ("mean", "mse_loss", "l1_loss")
+
+GRAD_OFF_NAMES = frozenset({
+    "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode",
+    "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
+})
+_CONTEXTMANAGER = frozenset({"contextlib.contextmanager", "contextmanager"})
+_SAVERS = frozenset({"torch.save", "torch.serialization.save", "pickle.dump", "joblib.dump",
+                     "safetensors.torch.save_file", "safetensors.torch.save_model", "save_file"})
+_RENAMES = frozenset({"os.replace", "os.rename", "shutil.move"})
+_DETACHING_METHODS = frozenset({"detach", "item", "tolist", "numpy", "detach_"})
+_DETACHING_FUNCTIONS = frozenset({"float", "int", "bool", "round", "len", "str", "math.sqrt", "math.exp"})
+_SAME_GRAPH_METHODS = frozenset({"cpu", "cuda", "to", "float", "double", "half", "clone", "contiguous", "view",
+                                 "reshape", "squeeze", "unsqueeze", "mean", "sum", "flatten"})
+_SCHEDULER_BASES = ("LRScheduler", "_LRScheduler", "LambdaLR", "ReduceLROnPlateau", "Scheduler")
+_OPTIMIZER_BASES = ("Optimizer",)
+_MODEL_BASES = ("Module", "LightningModule", "PreTrainedModel", "Sequential", "ModuleDict", "ModuleList")
+
+
+@dataclass(frozen=True)
+class Detached:
+    """Which part of a function's result carries no graph."""
+
+    whole: bool = False
+    positions: frozenset[int] = frozenset()
+    keys: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class FunctionSummary:
+    name: str
+    params: tuple[str, ...] = ()  # positional parameters, without self/cls
+    grad_off: bool = False
+    body_grad_off: bool = False
+    modes: tuple[tuple[str, str, str], ...] = ()  # (param or self.attr, first mode, last mode)
+    detached: Detached = Detached()
+    saves: tuple[tuple[str, bool], ...] = ()  # (parameter written, atomic)
+    save_path: str | None = None  # the parameter naming the file it writes
+    returns: str | None = None
+    returns_mean: bool = False  # a mean over its inputs (a Dice/IoU/RMSE helper: `.mean()`, `sqrt(mse)`)
+
+    @property
+    def produces(self) -> str | None:
+        """The role of what a call of it gives (a factory's product)."""
+        return self.returns
+
+    def mode_effect(self, target: str) -> tuple[str, str] | None:
+        for name, first, last in self.modes:
+            if name == target:
+                return first, last
+        return None
+
+
+class ClassSummary:
+    """A class of the project: the role its instances play, whether it is a no-grad context
+    manager, which `__init__` parameter each `self.<attr>` comes from; its methods' summaries are
+    computed when asked for."""
+
+    def __init__(self, name: str, bases: tuple[str, ...] = (), role: str | None = None, grad_off: bool = False,
+                 init_attrs: dict[str, str] | None = None, methods=None, trains: bool = False) -> None:
+        self.name = name
+        self.trains = trains  # its methods run `.backward()`/`.step()`/`.zero_grad()` (a Trainer, a Runner)
+        self.bases = bases
+        self.role = role
+        self.grad_off = grad_off  # a context manager class whose `__enter__` turns recording off
+        self.init_attrs = init_attrs or {}  # self.<attr> -> __init__ parameter
+        self._methods = methods or (lambda name: None)  # name -> FunctionSummary | None
+
+    def method(self, name: str) -> FunctionSummary | None:
+        return self._methods(name)
+
+    @property
+    def produces(self) -> str | None:
+        """The role of what a call of it gives: an instance."""
+        return self.role
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        init = self.method("__init__")
+        return init.params if init is not None else ()
+
+    def __repr__(self) -> str:
+        return f"ClassSummary({self.name!r}, role={self.role!r}, grad_off={self.grad_off})"
+
+
+@dataclass(frozen=True)
+class Construction:
+    """`Trainer(model, opt, sched=...)`: a class built with arguments whose roles are known."""
+
+    callee: str  # the dotted name as resolved in the file (`lmtrain.trainer.Trainer`, `Trainer`)
+    positional: tuple[str | None, ...]
+    keywords: tuple[tuple[str, str], ...]
+
+    def role_for(self, params: tuple[str, ...], param: str) -> str | None:
+        for keyword, role in self.keywords:
+            if keyword == param:
+                return role
+        position = params.index(param) if param in params else len(self.positional)
+        return self.positional[position] if position < len(self.positional) else None
+
+
+class FileSummary:
+    """The summary of one file. Its module-level functions and classes are summarised when first
+    asked for (a file is imported for one or two names, rarely for all), then kept."""
+
+    def __init__(self, index: FileIndex | None = None) -> None:
+        self.imports: dict[str, str] = {}  # module-level name -> what it was imported as
+        self._summariser = _Summariser(index) if index is not None else None
+        self._functions: dict[str, FunctionInfo] = {}
+        self._classes: dict[str, cst.ClassDef] = {}
+        self._constructions: dict[str, list[Construction]] = {}
+        if index is None:
+            return
+        for name, bindings in index.module_scope.bindings.items():
+            if bindings and bindings[-1].kind == "import" and bindings[-1].qualname:
+                self.imports[name] = bindings[-1].qualname
+        for function in index.functions:
+            if function.scope.parent is index.module_scope:
+                self._functions[function.name] = function
+        for name, node in index.classes.items():
+            if index.scope_of_node[node].parent is index.module_scope:
+                self._classes[name] = node
+
+    @property
+    def index(self) -> FileIndex | None:
+        return self._summariser.index if self._summariser is not None else None
+
+    def function(self, name: str) -> FunctionSummary | None:
+        found = self._functions.get(name)
+        return self._summariser.function(found) if found is not None else None
+
+    def klass(self, name: str) -> ClassSummary | None:
+        found = self._classes.get(name)
+        return self._summariser.klass(found) if found is not None else None
+
+    def member(self, path: list[str]) -> FunctionSummary | ClassSummary | None:
+        if len(path) == 1:
+            return self.function(path[0]) or self.klass(path[0])
+        if len(path) == 2:
+            found = self.klass(path[0])
+            return found.method(path[1]) if found is not None else None
+        return None
+
+    @property
+    def functions(self) -> dict[str, FunctionSummary]:
+        return {name: self.function(name) for name in self._functions}
+
+    @property
+    def classes(self) -> dict[str, ClassSummary]:
+        return {name: self.klass(name) for name in self._classes}
+
+    def constructions_of(self, class_name: str) -> list[Construction]:
+        """Where this file builds a class called `class_name` with arguments of a known role."""
+        if class_name not in self._constructions:
+            self._constructions[class_name] = self._summariser.constructions(class_name) \
+                if self._summariser is not None else []
+        return self._constructions[class_name]
+
+
+def summarise(index: FileIndex) -> FileSummary:
+    return FileSummary(index)
+
+
+class _Summariser:
+    def __init__(self, index: FileIndex) -> None:
+        self.index = index
+        self.roles = Roles(index)
+        self._memo: dict[cst.CSTNode, FunctionSummary | None] = {}
+        self._classes: dict[cst.CSTNode, ClassSummary | None] = {}
+        self._own: dict[cst.CSTNode, list[cst.CSTNode]] = {}
+
+    def summary_of(self, expr: cst.BaseExpression, scope: Scope,
+                   words: tuple[str, ...] = ()) -> FunctionSummary | ClassSummary | None:
+        """Like `FileIndex.summary_of`, but this file's own module-level defs are summarised here."""
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            if bindings and all(b.kind in ("def", "class") for b in bindings):
+                node = bindings[-1].node
+                if self.index.scope_of_node[node].parent is not self.index.module_scope:
+                    return None
+                if isinstance(node, cst.ClassDef):
+                    return self.klass(node)
+                return self.function(self.index.function_of_node[node])
+        return self.index.summary_of(expr, scope, words)
+
+    def constructions(self, class_name: str) -> list[Construction]:
+        """`Trainer(model, opt, build_schedule(...))`: for the roles of the `self.<attr>` that the
+        class sets from its `__init__` parameters."""
+        found = []
+        for site in self.index.calls:
+            func = site.node.func
+            last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            if last != class_name or not site.node.args:
+                continue
+            callee = self.index.resolve(func, site.scope) or (func.value if isinstance(func, cst.Name) else None)
+            if callee is None:
+                continue
+            positional = tuple(self.roles.of(a.value, site.scope) for a in positional_args(site.node))
+            keywords = tuple((a.keyword.value, role) for a in site.node.args if a.keyword is not None
+                             for role in [self.roles.of(a.value, site.scope)] if role)
+            if any(positional) or keywords:
+                found.append(Construction(callee, positional, keywords))
+        return found
+
+    # -- functions ------------------------------------------------------------------------------
+    def function(self, function: FunctionInfo) -> FunctionSummary:
+        node = function.node
+        if node in self._memo:
+            return self._memo[node] or FunctionSummary(function.name)
+        self._memo[node] = None  # recursion through itself
+        params = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
+        if function.class_name and params and params[0] in ("self", "cls"):
+            params = params[1:]
+        body_off = self._body_grad_off(function)
+        summary = FunctionSummary(
+            name=function.name, params=tuple(params), grad_off=self._grad_off(function), body_grad_off=body_off,
+            modes=self._modes(function), detached=self._detached(function, body_off), saves=self._saves(function),
+            save_path=self._save_path(function),
+            returns=self._returns(function), returns_mean=self._returns_mean(function))
+        self._memo[node] = summary
+        return summary
+
+    def _own_nodes(self, function: FunctionInfo) -> list[cst.CSTNode]:
+        """Nodes of the function's body, not those of nested defs or classes (walked once)."""
+        found = self._own.get(function.node)
+        if found is None:
+            found = self._own[function.node] = []
+            stack = [function.node.body]
+            while stack:
+                node = stack.pop()
+                found.append(node)
+                if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                    continue
+                stack.extend(reversed(list(iter_children(node))))
+        return found
+
+    def _returns_of(self, function: FunctionInfo) -> list[cst.BaseExpression]:
+        return [n.value for n in self._own_nodes(function) if isinstance(n, cst.Return) and n.value is not None]
+
+    def grad_of(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        """`expr` is (or makes) a context or decorator that turns recording off."""
+        if depth > 6:
+            return False
+        if isinstance(expr, cst.IfExp):
+            return self.grad_of(expr.body, scope, depth + 1) and self.grad_of(expr.orelse, scope, depth + 1)
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            if self.index.resolve(expr, scope) in GRAD_OFF_NAMES:
+                return True
+            if isinstance(expr, cst.Name):
+                for binding in scope.lookup(expr.value)[-1:]:
+                    target = self.index.function_of_node.get(binding.node)
+                    if target is not None and target.scope.parent is not self.index.module_scope:
+                        nested = self.function(target)  # a wrapper defined inside the factory
+                        return nested.grad_off or nested.body_grad_off
+            summary = self.summary_of(expr, scope, GRAD_WORDS)
+            return bool(summary is not None and getattr(summary, "grad_off", False))
+        if isinstance(expr, cst.Call):
+            if context_grad(self.index, expr, scope) == OFF:
+                return True
+            return self.grad_of(expr.func, scope, depth + 1)
+        return False
+
+    def _grad_off(self, function: FunctionInfo) -> bool:
+        scope = function.scope
+        decorators = {self.index.resolve(d.decorator, scope.parent or scope) for d in function.node.decorators}
+        if decorators & _CONTEXTMANAGER:
+            for node in self._own_nodes(function):
+                if isinstance(node, cst.Yield) and self._under_grad_off(node, function):
+                    return True
+        return any(self.grad_of(value, scope) for value in self._returns_of(function))
+
+    def _under_grad_off(self, node: cst.CSTNode, function: FunctionInfo) -> bool:
+        for ancestor in self.index.ancestors(node):
+            if ancestor is function.node:
+                return False
+            if isinstance(ancestor, cst.With):
+                if any(context_grad(self.index, item.item, function.scope) == OFF for item in ancestor.items):
+                    return True
+        return False
+
+    def _body_grad_off(self, function: FunctionInfo) -> bool:
+        if decorator_grad(self.index, function) == OFF:
+            return True
+        body = function.node.body
+        statements = list(body.body) if isinstance(body, cst.IndentedBlock) else []
+        if statements and _is_docstring(statements[0]):
+            statements = statements[1:]
+        return (len(statements) == 1 and isinstance(statements[0], cst.With)
+                and self._under_grad_off(statements[0].body, function))
+
+    # -- modes ----------------------------------------------------------------------------------
+    def _modes(self, function: FunctionInfo) -> tuple[tuple[str, str, str], ...]:
+        params = {p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params,
+                                         *function.node.params.kwonly_params)}
+        seen: dict[str, list[str]] = {}
+        for node in self._own_nodes(function):
+            if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                    and node.func.attr.value in ("eval", "train")):
+                continue
+            target = _target_name(node.func.value, params)
+            if target is None:
+                continue
+            seen.setdefault(target, []).append(_mode_of(node))
+        return tuple((target, kinds[0], kinds[-1]) for target, kinds in seen.items())
+
+    # -- detached results -----------------------------------------------------------------------
+    def _detached(self, function: FunctionInfo, body_off: bool) -> Detached:
+        returns = [n for n in self._own_nodes(function) if isinstance(n, cst.Return) and n.value is not None]
+        if not returns:
+            return Detached()
+        if body_off or all(self._under_grad_off(r, function) for r in returns):
+            return Detached(whole=True)
+        whole = True
+        positions: frozenset[int] | None = None
+        keys: frozenset[str] | None = None
+        for ret in returns:
+            off = self._under_grad_off(ret, function)
+            value = ret.value
+            if not (off or self.is_detached(value, function.scope)):
+                whole = False
+            if isinstance(value, (cst.Tuple, cst.List)):
+                found = frozenset(i for i, e in enumerate(value.elements)
+                                  if off or self.is_detached(e.value, function.scope))
+                positions = found if positions is None else positions & found
+            elif isinstance(value, cst.Dict):
+                found = frozenset(_string(e.key) for e in value.elements if isinstance(e, cst.DictElement)
+                                  and _string(e.key) and (off or self.is_detached(e.value, function.scope)))
+                keys = found if keys is None else keys & found
+        return Detached(whole, positions or frozenset(), keys or frozenset())
+
+    def is_detached(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        if depth > 6:
+            return False
+        if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString)):
+            return True
+        if isinstance(expr, cst.Name):
+            if expr.value in ("None", "True", "False"):
+                return True
+            bindings = scope.lookup(expr.value)
+            if not bindings or any(b.kind not in ("assign", "augassign") or b.value is None for b in bindings):
+                return False
+            return all(self.is_detached(b.value, scope, depth + 1) for b in bindings)
+        if isinstance(expr, cst.Attribute):
+            return expr.attr.value == "data"
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            return all(self.is_detached(e.value, scope, depth + 1) for e in expr.elements)
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute):
+                if func.attr.value in _DETACHING_METHODS:
+                    return True
+                if func.attr.value in _SAME_GRAPH_METHODS:
+                    return self.is_detached(func.value, scope, depth + 1)
+            if self.index.resolve(func, scope) in _DETACHING_FUNCTIONS:
+                return True
+            summary = self.summary_of(func, scope, DETACH_WORDS)
+            if isinstance(summary, FunctionSummary):
+                return summary.detached.whole or summary.body_grad_off
+        return False
+
+    # -- saves ----------------------------------------------------------------------------------
+    def _saves(self, function: FunctionInfo) -> tuple[tuple[str, bool], ...]:
+        params = set(_param_names(function))
+        written: list[str] = []
+        atomic = False
+        for node in self._own_nodes(function):
+            if not isinstance(node, cst.Call):
+                continue
+            name = self.index.resolve(node.func, function.scope)
+            if name in _RENAMES or (isinstance(node.func, cst.Attribute) and node.func.attr.value in ("replace", "rename")
+                                    and len(node.args) == 1):
+                atomic = True
+            if name in _SAVERS:
+                args = positional_args(node)
+                obj = args[0].value if args else keyword_value(node, "obj") or keyword_value(node, "tensors")
+                if obj is None:
+                    continue
+                for part in walk(obj):
+                    if isinstance(part, cst.Name) and part.value in params and part.value not in written:
+                        written.append(part.value)
+        return tuple((name, atomic) for name in written)
+
+    def _save_path(self, function: FunctionInfo) -> str | None:
+        """The parameter that the destination of its `torch.save`/`pickle.dump` comes from."""
+        params = set(_param_names(function))
+        for node in self._own_nodes(function):
+            if isinstance(node, cst.Call) and self.index.resolve(node.func, function.scope) in _SAVERS:
+                args = positional_args(node)
+                dest = args[1].value if len(args) > 1 else keyword_value(node, "f") or keyword_value(node, "filename")
+                for part in walk(dest) if dest is not None else ():
+                    if isinstance(part, cst.Name) and part.value in params:
+                        return part.value
+        return None
+
+    # -- factories ------------------------------------------------------------------------------
+    def _returns(self, function: FunctionInfo) -> str | None:
+        for value in self._returns_of(function):
+            if isinstance(value, cst.Name) and value.value in _param_names(function):
+                continue  # hands back what it was given
+            role = self.roles.of(value, function.scope)
+            if role:
+                return role
+        return None
+
+    def _returns_mean(self, function: FunctionInfo) -> bool:
+        values = self._returns_of(function)
+        return bool(values) and all(self.is_mean(v, function.scope) for v in values)
+
+    def is_mean(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        """`x.mean()` (over everything), `torch.mean(x)`, `F.mse_loss(a, b)`, `sqrt` of one, and
+        `.item()`/`float()` of one."""
+        if depth > 4:
+            return False
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            return len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None \
+                and self.is_mean(bindings[0].value, scope, depth + 1)
+        if not isinstance(expr, cst.Call):
+            return False
+        func = expr.func
+        if isinstance(func, cst.Attribute):
+            if func.attr.value == "mean":
+                return not expr.args
+            if func.attr.value in ("item", "sqrt", "detach", "cpu") and not expr.args:
+                return self.is_mean(func.value, scope, depth + 1)
+        name = self.index.resolve(func, scope) or ""
+        args = positional_args(expr)
+        if name in ("torch.mean", "numpy.mean") and len(expr.args) == 1:
+            return True
+        if name in ("math.sqrt", "torch.sqrt", "numpy.sqrt", "float") and len(args) == 1:
+            return self.is_mean(args[0].value, scope, depth + 1)
+        if name in ("torch.nn.functional.mse_loss", "torch.nn.functional.l1_loss") and \
+                keyword_value(expr, "reduction") is None:
+            return True
+        return False
+
+    # -- classes --------------------------------------------------------------------------------
+    def klass(self, node: cst.ClassDef) -> ClassSummary:
+        if node in self._classes:
+            return self._classes[node] or ClassSummary(node.name.value)
+        self._classes[node] = None  # a class whose base is itself (through a cycle)
+        self._classes[node] = summary = self._klass(node)
+        return summary
+
+    def _klass(self, node: cst.ClassDef) -> ClassSummary:
+        index = self.index
+        scope = index.scope_of_node[node]
+        infos = {f.name: f for f in index.functions if f.scope.parent is scope}
+        bases = tuple(filter(None, (index.resolve(b.value, scope.parent or scope) for b in node.bases)))
+        init_attrs: dict[str, str] = {}
+        init = infos.get("__init__")
+        if init is not None:
+            params = set(_param_names(init))
+            for attr, values in index.class_attributes.get(node.name.value, {}).items():
+                for value in values:
+                    root = value
+                    while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute):
+                        root = root.func.value  # `self.model = model.to(device)`
+                    if isinstance(root, cst.Name) and root.value in params and index.function_at(value) is init:
+                        init_attrs[attr] = root.value
+        grad_off = False
+        enter = infos.get("__enter__")
+        if enter is not None:
+            grad_off = any(isinstance(n, cst.Call) and context_grad(index, n, enter.scope) == OFF
+                           for n in self._own_nodes(enter))
+        trains = any(isinstance(n, cst.Attribute) and n.attr.value in ("backward", "step", "zero_grad")
+                     for n in walk(node.body))
+        return ClassSummary(node.name.value, bases, self._class_role(node, scope, bases, infos), grad_off,
+                            init_attrs, lambda name: self.function(infos[name]) if name in infos else None, trains)
+
+    def _class_role(self, node: cst.ClassDef, scope: Scope, bases: tuple[str, ...], infos) -> str | None:
+        for base in bases:
+            last = base.rsplit(".", 1)[-1]
+            if base.startswith("torch.optim.lr_scheduler") or last in _SCHEDULER_BASES:
+                return SCHEDULER
+            if last in _OPTIMIZER_BASES and base.startswith(("torch.", "Optimizer")):
+                return OPTIMIZER
+            if last in _MODEL_BASES:
+                return MODEL
+        step = infos.get("step")
+        if step is not None:
+            inner = {self.roles.of(part.func.value, step.scope) or OPTIMIZER
+                     for part in self._own_nodes(step)
+                     if isinstance(part, cst.Call) and isinstance(part.func, cst.Attribute)
+                     and part.func.attr.value == "step" and not _is_self_or_super(part.func.value)}
+            if OPTIMIZER in inner:
+                return OPTIMIZER  # a wrapper that steps an optimizer is one, learning rates or not (NoamOpt)
+            if SCHEDULER in inner or any(_assigns_lr(part) for part in self._own_nodes(step)):
+                return SCHEDULER  # it only sets learning rates, or steps an inner scheduler
+        for base in node.bases:  # a project base class, in this file or imported
+            summary = self.summary_of(base.value, scope.parent or scope, ROLE_WORDS)
+            if isinstance(summary, ClassSummary) and summary.role:
+                return summary.role
+        return OTHER
+
+
+def _is_self_or_super(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.Call):
+        expr = expr.func
+    return isinstance(expr, cst.Name) and expr.value in ("self", "super")
+
+
+def _assigns_lr(node: cst.CSTNode) -> bool:
+    """`group["lr"] = ...` / `g['lr'] *= ...`."""
+    if isinstance(node, cst.Assign):
+        targets = [t.target for t in node.targets]
+    elif isinstance(node, cst.AugAssign):
+        targets = [node.target]
+    else:
+        return False
+    return any(isinstance(t, cst.Subscript) and len(t.slice) == 1 and isinstance(t.slice[0].slice, cst.Index)
+               and _string(t.slice[0].slice.value) == "lr" for t in targets)
+
+
+def _param_names(function: FunctionInfo) -> list[str]:
+    params = function.node.params
+    return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+
+
+def _target_name(expr: cst.BaseExpression, params: set[str]) -> str | None:
+    """`model` for a parameter, `self.model` for an attribute of self; None for anything else."""
+    while isinstance(expr, cst.Attribute) and expr.attr.value in ("module", "_orig_mod"):
+        expr = expr.value
+    if isinstance(expr, cst.Name) and expr.value in params and expr.value not in ("self", "cls"):
+        return expr.value
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        return f"self.{expr.attr.value}"
+    return None
+
+
+def _mode_of(call: cst.Call) -> str:
+    if call.func.attr.value == "eval":
+        return "eval"
+    args = positional_args(call)
+    value = args[0].value if args else keyword_value(call, "mode")
+    if value is None or (isinstance(value, cst.Name) and value.value == "True"):
+        return "train"
+    if isinstance(value, cst.Name) and value.value == "False":
+        return "eval"
+    return "restore"
+
+
+def _string(expr: cst.CSTNode | None) -> str | None:
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString))
+
+
+def callable_summary(index: FileIndex, func: cst.BaseExpression, scope: Scope,
+                     words: tuple[str, ...] = ()) -> FunctionSummary | None:
+    """The summary of what calling `func` runs: a project function, or the `forward`/`__call__` of
+    an instance of a project class (`compute_loss = ComputeLoss(model)`, `self.criterion = ...`)."""
+    summary = index.summary_of(func, scope, words)
+    if isinstance(summary, FunctionSummary):
+        return summary
+    if summary is not None:
+        return None  # calling a class builds an instance
+    values: list[cst.BaseExpression] = []
+    if isinstance(func, cst.Name):
+        values = [b.value for b in scope.lookup(func.value) if b.kind == "assign" and b.value is not None]
+    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        values = index.self_attribute_values(func.attr.value, scope)
+    for value in values:
+        if isinstance(value, cst.Call):
+            built = index.summary_of(value.func, index.scope_at(value), words)
+            if isinstance(built, ClassSummary):
+                return built.method("__call__") or built.method("forward")
+    return None
