@@ -34,7 +34,7 @@ import libcst as cst
 from trainlint.model.index import (CallSite, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_arg,
                              positional_args, walk)
 from trainlint.model.roles import MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
-from trainlint.model.summaries import SAVE_WORDS, callable_summary
+from trainlint.model.summaries import SAVE_WORDS, ClassSummary, callable_summary
 
 SAVE_FUNCTIONS = ("torch.save", "torch.serialization.save")
 # project helpers worth reading for what they save (`save_checkpoint`, `save_ckpt`, `dump_state`)
@@ -192,7 +192,7 @@ class CheckpointModel:
                 self._save_nodes.add(site.node)
             elif name in LOAD_FUNCTIONS:
                 self.loads.append(site)
-            elif name is not None and _SAVE_HELPER_NAME.search(name.rsplit(".", 1)[-1]):
+            elif _SAVE_HELPER_NAME.search((name or dotted_name(site.node.func) or "").rsplit(".", 1)[-1]):
                 self._helper_save(site)
             func = site.node.func
             if isinstance(func, cst.Attribute) and func.attr.value == "update" and isinstance(func.value, cst.Name):
@@ -219,10 +219,10 @@ class CheckpointModel:
                     self.subscript_sets.setdefault((scope, target.value.value), []).append((key, parent.value))
 
     def _helper_save(self, site: CallSite) -> None:
-        """`save_checkpoint(state, path)` where a project helper in another file `torch.save`s its
-        `state` parameter: a save of the argument (same-file helpers are followed at their own save)."""
+        """`save_checkpoint(state, path)` where a project helper, of this file or another, `torch.save`s
+        its `state` parameter: a save of the argument (TL402 judges the helper's own `torch.save`)."""
         summary = callable_summary(self.index, site.node.func, site.scope, SAVE_WORDS)
-        if summary is None or not summary.saves or self.index.callee(site.node, site.scope) is not None:
+        if summary is None or not summary.saves:
             return
         def argument(param: str | None) -> cst.BaseExpression | None:
             if param is None:
@@ -310,11 +310,31 @@ class CheckpointModel:
                         result.merge(self.saved_dict(arg.value, scope, depth + 1))
                 return result
             target = self.index.callee(expr, scope)
+            if target is None and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "state_dict":
+                target = self._state_dict_override(expr.func.value, scope)
+                if isinstance(target, SavedDict):
+                    return target
             if target is not None:
                 returns = [n for n in _walk_scope(target.node.body) if isinstance(n, cst.Return)]
                 if len(returns) == 1 and returns[0].value is not None:
                     return self.saved_dict(returns[0].value, target.scope, depth + 1)
         return None
+
+    def _state_dict_override(self, receiver: cst.BaseExpression, scope: Scope) -> FunctionInfo | SavedDict | None:
+        """`trainer.state_dict()` where `trainer` is built from a class that overrides `state_dict()`:
+        the override of this file, or, for a class of another project file, the keys of the dict
+        its override returns (what its values are is that file's business)."""
+        built = self.value_of(receiver, scope)
+        if not isinstance(built, cst.Call):
+            return None
+        name = dotted_name(built.func)
+        if name in self.index.classes:
+            return self.index.method(name, "state_dict")
+        summary = self.index.summary_of(built.func, scope, ("state_dict",))
+        method = summary.method("state_dict") if isinstance(summary, ClassSummary) else None
+        if method is None or method.returned_keys is None:
+            return None
+        return SavedDict([(key, cst.Name("None"), scope) for key in method.returned_keys])
 
     def holds(self, content: SavedDict, depth: int = 0) -> set[str]:
         """Kinds of state a saved dict holds: model, optimizer, scheduler, scaler, step, rng."""

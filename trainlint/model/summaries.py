@@ -74,6 +74,9 @@ class FunctionSummary:
     save_path: str | None = None  # the parameter naming the file it writes
     returns: str | None = None
     returns_mean: bool = False  # a mean over its inputs (a Dice/IoU/RMSE helper: `.mean()`, `sqrt(mse)`)
+    # the keys of the one dict literal it returns (a `state_dict()` override: `{"model": ...,
+    # "optimizer": ..., "step": ...}`), None when it returns anything else
+    returned_keys: tuple[str, ...] | None = None
 
     @property
     def produces(self) -> str | None:
@@ -252,7 +255,8 @@ class _Summariser:
             name=function.name, params=tuple(params), grad_off=self._grad_off(function), body_grad_off=body_off,
             modes=self._modes(function), detached=self._detached(function, body_off), saves=self._saves(function),
             save_path=self._save_path(function),
-            returns=self._returns(function), returns_mean=self._returns_mean(function))
+            returns=self._returns(function), returns_mean=self._returns_mean(function),
+            returned_keys=self._returned_keys(function))
         self._memo[node] = summary
         return summary
 
@@ -437,6 +441,18 @@ class _Summariser:
             if role:
                 return role
         return None
+
+    def _returned_keys(self, function: FunctionInfo) -> tuple[str, ...] | None:
+        values = self._returns_of(function)
+        if len(values) != 1 or not isinstance(values[0], cst.Dict):
+            return None
+        keys = []
+        for element in values[0].elements:
+            key = element.key if isinstance(element, cst.DictElement) else None
+            if not isinstance(key, cst.SimpleString) or not isinstance(key.evaluated_value, str):
+                return None  # `**other` or a computed key: not all of what it holds is known
+            keys.append(key.evaluated_value)
+        return tuple(keys)
 
     def _returns_mean(self, function: FunctionInfo) -> bool:
         values = self._returns_of(function)
