@@ -224,18 +224,21 @@ class CheckpointModel:
         summary = callable_summary(self.index, site.node.func, site.scope, SAVE_WORDS)
         if summary is None or not summary.saves:
             return
-        def argument(param: str | None) -> cst.BaseExpression | None:
+        def argument(param: str | None, keyword: str) -> cst.BaseExpression | None:
             if param is None:
                 return None
-            found = keyword_arg(site.node, param)
+            args = positional_args(site.node)
+            if param.startswith("*"):  # forwarded through `*args` (see summaries._forwarded_position)
+                position, found = int(param[1:]), keyword_arg(site.node, keyword)
+            else:
+                position, found = summary.params.index(param) if param in summary.params else len(args), \
+                    keyword_arg(site.node, param)
             if found is not None:
                 return found.value
-            args = positional_args(site.node)
-            position = summary.params.index(param) if param in summary.params else len(args)
             return args[position].value if position < len(args) else None
-        obj = argument(summary.saves[0][0])
+        obj = argument(summary.saves[0][0], "obj")
         if obj is not None:
-            self.saves.append(Save(site, obj, argument(summary.save_path), summary.name))
+            self.saves.append(Save(site, obj, argument(summary.save_path, "f"), summary.name))
             self._save_nodes.add(site.node)
 
     # -- names and values --------------------------------------------------------------------------

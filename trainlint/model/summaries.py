@@ -411,6 +411,9 @@ class _Summariser:
                                     and len(node.args) == 1):
                 atomic = True
             if name in _SAVERS:
+                passed = _forwarded_position(function, node, 0)
+                if passed is not None and passed not in written:
+                    written.append(passed)
                 args = positional_args(node)
                 obj = args[0].value if args else keyword_value(node, "obj") or keyword_value(node, "tensors")
                 if obj is None:
@@ -425,6 +428,9 @@ class _Summariser:
         params = set(_param_names(function))
         for node in self._own_nodes(function):
             if isinstance(node, cst.Call) and self.index.resolve(node.func, function.scope) in _SAVERS:
+                passed = _forwarded_position(function, node, 1)
+                if passed is not None:
+                    return passed
                 args = positional_args(node)
                 dest = args[1].value if len(args) > 1 else keyword_value(node, "f") or keyword_value(node, "filename")
                 for part in walk(dest) if dest is not None else ():
@@ -562,6 +568,20 @@ def _assigns_lr(node: cst.CSTNode) -> bool:
         return False
     return any(isinstance(t, cst.Subscript) and len(t.slice) == 1 and isinstance(t.slice[0].slice, cst.Index)
                and _string(t.slice[0].slice.value) == "lr" for t in targets)
+
+
+def _forwarded_position(function: FunctionInfo, call: cst.Call, position: int) -> str | None:
+    """`torch.save(*args, **kwargs)` in `def save_on_master(*args, **kwargs)`: the save's argument
+    at `position` is the caller's positional argument at `position` past the named ones, written
+    `*N` (a parameter name cannot start with `*`)."""
+    star = function.node.params.star_arg
+    if not call.args or call.args[0].star != "*" or not isinstance(star, cst.Param) \
+            or not isinstance(call.args[0].value, cst.Name) or call.args[0].value.value != star.name.value:
+        return None
+    named = len(function.node.params.posonly_params) + len(function.node.params.params)
+    if function.class_name is not None and named:
+        named -= 1  # self
+    return f"*{named + position}"
 
 
 def _param_names(function: FunctionInfo) -> list[str]:
