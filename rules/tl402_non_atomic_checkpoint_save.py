@@ -213,7 +213,7 @@ class NonAtomicCheckpointSave(Rule):
             yield self.report(save.node, self._message(model, save))
 
     def _message(self, model, save) -> str:
-        where = f"`{model.text(save.dest)}`"
+        where = f"`{model.text(save.dest)}`" if save.dest is not None else "the path its callers give"
         passed = [p for p in model.caller_arguments(save) if p != model.text(save.dest)]
         if passed:
             where += " (callers pass " + ", ".join(f"`{p}`" for p in dict.fromkeys(passed)) + ")"

@@ -481,3 +481,36 @@ def test_the_imported_files_hashes_are_part_of_the_cache_key(tmp_path):
     forged.parent.mkdir(parents=True, exist_ok=True)
     forged.write_text(cache._file(cache_key(data, "a.py", ALL, "helpers.py:1")).read_text())
     assert cache.get(data, "a.py", ALL, "helpers.py:2") is None
+
+
+def test_a_cached_helper_result_is_stale_when_a_caller_changes(tmp_path):
+    """What a save helper writes is what its callers in other files hand it: editing the caller
+    changes the helper's findings, cached or not."""
+    from trainlint.cache import ResultCache
+
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "dist_utils.py": """
+            import torch
+
+            def save_on_master(*args, **kwargs):
+                torch.save(*args, **kwargs)
+            """,
+        "train.py": """
+            from dist_utils import save_on_master
+
+            def main(model, out):
+                save_on_master(model.state_dict(), out + "/embeddings.pt")
+            """,
+    })
+    cache = ResultCache(tmp_path / ".cache")
+    paths = [str(tmp_path / "dist_utils.py"), str(tmp_path / "train.py")]
+
+    def helper_codes():
+        return [f.code for f in list(lint_paths(paths, ALL, cache=cache))[0].findings]
+
+    assert helper_codes() == []
+    (tmp_path / "train.py").write_text(
+        "from dist_utils import save_on_master\n\n\ndef main(model, out):\n"
+        "    save_on_master({'model': model.state_dict()}, out + '/checkpoint.pth')\n")
+    assert helper_codes() == ["TL402"]

@@ -188,7 +188,8 @@ class TrainlintServer(LanguageServer):
 
     async def saved(self, saved_uri: str) -> None:
         """After a save: forget what the projects knew of the disk, and re-check the open documents
-        that import the saved file (their summaries of it are stale). Finding them reads the
+        that import the saved file (their summaries of it are stale) or that it imports (what it
+        hands their helpers changed). Finding them reads the
         disk, so it runs on the lint worker, never on the event loop."""
         self.schedule(saved_uri, 0)
         documents = [(uri, d.source) for uri, d in list(self.workspace.text_documents.items())]
@@ -200,20 +201,26 @@ class TrainlintServer(LanguageServer):
 
     def importers_of(self, saved_uri: str, documents: list[tuple[str, str]]) -> list[str]:
         """Of the open `documents` (uri, text), those other than `saved_uri` that import the file
-        saved there (after forgetting what the projects knew of the disk)."""
+        saved there, or that it imports (a helper's findings depend on what its callers hand it),
+        after forgetting what the projects knew of the disk."""
         for project in list(self._projects.values()):
             project.refresh()
         saved = document_path(saved_uri)
         if saved is None:
             return []
+        saved_source = next((source for uri, source in documents if uri == unquote(saved_uri)), None)
         found = []
         for uri, source in documents:
             path = document_path(uri)
             if uri == unquote(saved_uri) or path is None:
                 continue
             project = self.project_for(path)
-            if project.contains(saved) and any(str(f) == str(project.file_key(saved))
-                                               for f in project.imported_files(path, source)):
+            if not project.contains(saved):
+                continue
+            imports_saved = any(str(f) == str(project.file_key(saved)) for f in project.imported_files(path, source))
+            imported_by_saved = saved_source is not None and any(
+                str(f) == str(project.file_key(path)) for f in project.imported_files(saved, saved_source))
+            if imports_saved or imported_by_saved:
                 found.append(uri)
         return found
 

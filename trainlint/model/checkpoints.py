@@ -471,6 +471,12 @@ class CheckpointModel:
                 ("step" in kinds and self.saved_dict(save.obj, save.scope) is not None)
         if kinds is not None:  # a dict we can read, holding nothing that is training state
             return False
+        if save.obj is None or self.is_param(save.obj, save.scope):
+            for obj, dest in self.project_callers(save):
+                if obj and CONFIG_OBJECT.search(obj) or dest and DATA_WORDS.search(_path_words(dest)):
+                    continue
+                if obj and CHECKPOINT_OBJECT.search(obj) or dest and CHECKPOINT_PATH.search(dest):
+                    return True  # `save_on_master(checkpoint, ".../checkpoint.pth")` in main.py
         obj_text = self.text(save.obj)
         if CONFIG_OBJECT.search(obj_text) or self._is_data_object(save):
             return False
@@ -502,7 +508,25 @@ class CheckpointModel:
     def is_atomic(self, save: Save, depth: int = 0) -> bool | None:
         """True: the save cannot leave a truncated final file. False: it writes the final path.
         None: the destination is a parameter whose callers we cannot see."""
+        if save.dest is None and save.obj is None and _forwards_arguments(save.node):
+            # `torch.save(*args, **kwargs)`: where it writes is what the callers pass
+            passed = [dest for _, dest in self.project_callers(save)]
+            return True if passed and all(dest and TEMP_WORDS.search(dest) for dest in passed) else None
         return self._atomic_dest(save.dest, save.node, save.scope, save.site.function, depth)
+
+    def project_callers(self, save: Save) -> list[tuple[str | None, str | None]]:
+        """(object, destination) texts that calls in the project's other files hand the module-level
+        helper holding this save, when what it saves comes from its parameters."""
+        function = save.site.function
+        linker = self.index.linker
+        if function is None or linker is None or function.scope.parent is not self.index.module_scope:
+            return []
+        summary = linker.own(self.index).function(function.name)
+        if summary is None or not summary.saves:
+            return []
+        return [(call.argument(summary.params, summary.saves[0][0], "obj"),
+                 call.argument(summary.params, summary.save_path, "f"))
+                for call in linker.callers(function.name)]
 
     def _atomic_dest(self, dest, at: cst.Call, scope: Scope, function: FunctionInfo | None, depth: int) -> bool | None:
         if dest is None:
@@ -638,10 +662,12 @@ class CheckpointModel:
         if opened is not None:
             value = self.value_of(opened, save.scope)
         function = save.site.function
+        elsewhere = [dest for _, dest in self.project_callers(save) if dest] \
+            if save.dest is None or self.is_param(value, save.scope) else []
         if not (isinstance(value, cst.Name) and function is not None and self.is_param(value, save.scope)):
-            return []
+            return elsewhere
         passed = [self.index.argument_for(site.node, function, value.value) for site in self.index.callers(function)]
-        return [self.text(p) for p in passed if p is not None]
+        return [self.text(p) for p in passed if p is not None] + elsewhere
 
     def _reuse(self, expr, scope: Scope, depth: int) -> str | None:
         if expr is None or depth > 5:
@@ -1095,6 +1121,11 @@ _NAME_CACHE: dict[str, cst.Name] = {}
 _PASS_THROUGH_METHODS = {"state_dict", "cpu", "to", "copy", "clone", "detach", "float", "half", "get_state"}
 _PASS_THROUGH_CALLS = {"deepcopy", "unwrap_model", "unwrap", "get_state_dict", "get_model_state_dict",
                        "de_parallel", "unwrap_module"}
+
+
+def _forwards_arguments(call: cst.Call) -> bool:
+    """`torch.save(*args, **kwargs)`: every argument comes from the caller."""
+    return bool(call.args) and call.args[0].star == "*"
 
 
 def _is_none(expr: cst.BaseExpression | None) -> bool:

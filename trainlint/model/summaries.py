@@ -138,6 +138,28 @@ class Construction:
         return self.positional[position] if position < len(self.positional) else None
 
 
+@dataclass(frozen=True)
+class CallArguments:
+    """`save_on_master(checkpoint, os.path.join(out, "checkpoint.pth"))` in some file: the callee as
+    resolved there, and the source text of each argument (what a helper is handed)."""
+
+    callee: str
+    positional: tuple[str, ...]
+    keywords: tuple[tuple[str, str], ...]
+
+    def argument(self, params: tuple[str, ...], param: str | None, keyword: str) -> str | None:
+        """The text passed for `param` (a name of `params`, or `*N` for the N-th positional argument
+        forwarded through `*args`); `keyword` is the name the forwarded argument may go by."""
+        if param is None:
+            return None
+        name = keyword if param.startswith("*") else param
+        for passed, text in self.keywords:
+            if passed == name:
+                return text
+        position = int(param[1:]) if param.startswith("*") else params.index(param) if param in params else -1
+        return self.positional[position] if 0 <= position < len(self.positional) else None
+
+
 class FileSummary:
     """The summary of one file. Its module-level functions and classes are summarised when first
     asked for (a file is imported for one or two names, rarely for all), then kept."""
@@ -148,6 +170,7 @@ class FileSummary:
         self._functions: dict[str, FunctionInfo] = {}
         self._classes: dict[str, cst.ClassDef] = {}
         self._constructions: dict[str, list[Construction]] = {}
+        self._calls: dict[str, list[CallArguments]] = {}
         if index is None:
             return
         for name, bindings in index.module_scope.bindings.items():
@@ -188,6 +211,13 @@ class FileSummary:
     def classes(self) -> dict[str, ClassSummary]:
         return {name: self.klass(name) for name in self._classes}
 
+    def calls_of(self, function_name: str) -> list[CallArguments]:
+        """Where this file calls a function named `function_name`, with the arguments' text."""
+        if function_name not in self._calls:
+            self._calls[function_name] = self._summariser.calls(function_name) \
+                if self._summariser is not None else []
+        return self._calls[function_name]
+
     def constructions_of(self, class_name: str) -> list[Construction]:
         """Where this file builds a class called `class_name` with arguments of a known role."""
         if class_name not in self._constructions:
@@ -221,6 +251,22 @@ class _Summariser:
                     return self.klass(node)
                 return self.function(self.index.function_of_node[node])
         return self.index.summary_of(expr, scope, words)
+
+    def calls(self, function_name: str) -> list[CallArguments]:
+        found = []
+        for site in self.index.calls:
+            func = site.node.func
+            last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            if last != function_name:
+                continue
+            callee = self.index.resolve(func, site.scope) or (func.value if isinstance(func, cst.Name) else None)
+            if callee is None or any(a.star for a in site.node.args):
+                continue
+            text = self.index.module.code_for_node
+            found.append(CallArguments(callee, tuple(text(a.value) for a in positional_args(site.node)),
+                                       tuple((a.keyword.value, text(a.value)) for a in site.node.args
+                                             if a.keyword is not None)))
+        return found
 
     def constructions(self, class_name: str) -> list[Construction]:
         """`Trainer(model, opt, build_schedule(...))`: for the roles of the `self.<attr>` that the
