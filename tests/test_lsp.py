@@ -595,3 +595,35 @@ async def test_saving_a_helper_rechecks_the_open_documents_that_import_it(tmp_pa
         assert list(latest.diagnostics) == []  # re-checked with the saved helper, which now disables grad
     finally:
         assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+async def test_saving_a_caller_rechecks_the_open_helpers_it_imports(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.trainlint]\nselect = ["TL402"]\n')
+    helper_text = "import torch\n\n\ndef save_on_master(*args, **kwargs):\n    torch.save(*args, **kwargs)\n"
+    helper = tmp_path / "dist_utils.py"
+    helper.write_text(helper_text)
+    caller = tmp_path / "train.py"
+    caller.write_text("from dist_utils import save_on_master\n\n\ndef main(model, out):\n"
+                      "    save_on_master(model.state_dict(), out + '/embeddings.pt')\n")
+    uri = helper.as_uri()
+    client = await start()
+    try:
+        open_document(client, uri, helper_text)
+        first = await published(client, uri, 1)
+        assert list(first.diagnostics) == []  # its one caller writes data, not a checkpoint
+        before = len([p for p in client.published if p.uri == uri])
+
+        caller_text = ("from dist_utils import save_on_master\n\n\ndef main(model, out):\n"
+                       "    save_on_master({'model': model.state_dict()}, out + '/checkpoint.pth')\n")
+        caller.write_text(caller_text)
+        open_document(client, caller.as_uri(), caller_text)
+        client.text_document_did_save(types.DidSaveTextDocumentParams(
+            text_document=types.TextDocumentIdentifier(uri=caller.as_uri())))
+        deadline = time.monotonic() + TIMEOUT
+        while len([p for p in client.published if p.uri == uri]) == before and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        latest = [p for p in client.published if p.uri == uri][-1]
+        assert [d.code for d in latest.diagnostics] == ["TL402"]  # re-checked with what the caller now hands it
+    finally:
+        assert await stop(client) == 0
