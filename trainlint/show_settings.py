@@ -19,6 +19,10 @@ def _show(key: str, value) -> str:
         return '"' + ".".join(map(str, value or DEFAULT_MIN_TORCH)) + '"'
     if key == "per-file-ignores":
         return "{" + ", ".join(f"{json.dumps(p)} = {json.dumps(list(c))}" for p, c in value) + "}"
+    if value is None and key in ("fix", "unsafe-fixes"):
+        return "false"
+    if value is None and key == "fixable":
+        return '["ALL"]'
     if isinstance(value, tuple):
         return json.dumps(list(value))
     return json.dumps(value)
