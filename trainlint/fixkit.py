@@ -1,0 +1,95 @@
+"""What rules need to state a fix that moves or adds whole statements (see `FixSpec.lines`).
+
+A rule asks here whether a call is a statement of its own, which block holds it, and what its line
+says; it then builds `before`/`after`/`delete`/`rewrite` line edits. Each helper answers None when
+the code is not in the plain shape a mechanical fix needs, and the rule then offers no fix.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from trainlint.model.index import FileIndex
+
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*(\.[A-Za-z_][A-Za-z_0-9]*)*$")
+
+
+def own_line(index: FileIndex, call: cst.CSTNode, assign: bool = False) -> cst.SimpleStatementLine | None:
+    """The statement line that is just `call` (`sched.step()`), or with `assign` also `x = call`,
+    as the only statement on its line, in an indented block."""
+    statement = index.parent(call)
+    if isinstance(statement, cst.Expr) and statement.value is call:
+        pass
+    elif assign and isinstance(statement, cst.Assign) and statement.value is call:
+        pass
+    else:
+        return None
+    line = index.parent(statement)
+    if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+        return None
+    if not isinstance(index.parent(line), cst.IndentedBlock):
+        return None
+    return line
+
+
+def line_holding(index: FileIndex, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
+    """The statement line (alone in an indented block, one statement) whose statement holds `node`."""
+    statement = index.enclosing_statement(node)
+    line = index.parent(statement)
+    if not isinstance(statement, cst.BaseSmallStatement) or not isinstance(line, cst.SimpleStatementLine) \
+            or len(line.body) != 1 or not isinstance(index.parent(line), cst.IndentedBlock):
+        return None
+    return line
+
+
+def block_of(index: FileIndex, statement: cst.CSTNode) -> cst.IndentedBlock | None:
+    block = index.parent(statement)
+    return block if isinstance(block, cst.IndentedBlock) else None
+
+
+def position_in(block: cst.IndentedBlock, statement: cst.CSTNode) -> int | None:
+    for number, candidate in enumerate(block.body):
+        if candidate is statement:
+            return number
+    return None
+
+
+def line_text(module: cst.Module, line: cst.SimpleStatementLine) -> str | None:
+    """The line as written (its trailing comment included, no indentation, no newline); None when
+    it spans several lines (moving it would re-indent its continuation lines) or has comment
+    lines above it (they would stay behind, describing another line)."""
+    if any(empty.comment for empty in line.leading_lines):
+        return None
+    text = module.code_for_node(line.with_changes(leading_lines=())).rstrip("\r\n")
+    return None if "\n" in text or "\r" in text else text
+
+
+def dotted(module: cst.Module, expr: cst.CSTNode) -> str | None:
+    """`model` / `self.model`: an expression that can be named again in new code."""
+    text = module.code_for_node(expr)
+    return text if _DOTTED.match(text) else None
+
+
+def has_multiline_string(node: cst.CSTNode) -> bool:
+    """Any string literal spanning lines under `node` (re-indenting its lines would change it)."""
+    from trainlint.model.index import walk
+
+    return any(isinstance(n, (cst.SimpleString, cst.FormattedString)) and "\n" in _code(n) for n in walk(node))
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def module_name(index: FileIndex, scope, module: str) -> str | None:
+    """How the code names an imported module where `scope` is: `torch`, or `t` after
+    `import torch as t`; None when it is not imported (new code would need an import)."""
+    candidates = [module] + [name for name, bindings in index.module_scope.bindings.items() if name != module
+                             and bindings and bindings[-1].kind == "import" and bindings[-1].qualname == module]
+    for name in candidates:
+        bindings = scope.lookup(name)
+        if bindings and all(b.kind == "import" and b.qualname == module for b in bindings):
+            return name
+    return None
