@@ -93,3 +93,19 @@ def module_name(index: FileIndex, scope, module: str) -> str | None:
         if bindings and all(b.kind == "import" and b.qualname == module for b in bindings):
             return name
     return None
+
+
+def wrap_in(module: cst.Module, statement: cst.CSTNode, header: str) -> str | None:
+    """Code for `rewrite(statement, ...)` that puts `statement` in the block of `header`
+    (`with torch.no_grad():`), one indentation deeper; None when a string literal spans lines
+    (its lines cannot move) or a block ends in comment lines of its own (they would move twice)."""
+    from trainlint.model.index import walk
+
+    if has_multiline_string(statement):
+        return None
+    if any(isinstance(n, cst.IndentedBlock) and n.footer for n in walk(statement)):
+        return None
+    code = module.code_for_node(statement.with_changes(leading_lines=())).rstrip("\r\n")
+    indent = module.default_indent
+    body = "\n".join(indent + line if line.strip() else "" for line in code.splitlines())
+    return f"{header}\n{body}"
