@@ -109,3 +109,73 @@ def wrap_in(module: cst.Module, statement: cst.CSTNode, header: str) -> str | No
     indent = module.default_indent
     body = "\n".join(indent + line if line.strip() else "" for line in code.splitlines())
     return f"{header}\n{body}"
+
+
+def position_of(index: FileIndex, block: cst.IndentedBlock, node: cst.CSTNode) -> int | None:
+    """Which statement of `block` holds `node` (None: not under `block`)."""
+    current = node
+    while current is not None:
+        parent = index.parent(current)
+        if parent is block:
+            return position_in(block, current)
+        current = parent
+    return None
+
+
+def update_anchor(index: FileIndex, loop) -> cst.SimpleStatementLine | None:
+    """Where code that must run once per update goes in an accumulating loop (a
+    `trainlint.model.training.TrainingLoop`): right after the optimizer step (after
+    `scaler.update()` when that is the next line). Only for one optimizer step, on a line of its
+    own in the loop's body, under one update guard (`if (i + 1) % K == 0:` or
+    `if ...: continue`); None otherwise (Accelerate, a micro-batch loop, a step in a helper)."""
+    guard = loop.guard
+    if guard is None or guard.kind not in ("branch", "continue") or guard.via or guard.equivalents \
+            or not isinstance(loop.node, (cst.For, cst.While)):
+        return None
+    if len(loop.step_calls) != 1 or loop.step_calls[0].via:
+        return None
+    line = own_line(index, loop.step_calls[0].node)
+    block = block_of(index, line) if line is not None else None
+    if block is None:
+        return None
+    position = position_in(block, line)
+    if position + 1 < len(block.body):
+        following = block.body[position + 1]
+        call = following.body[0].value if isinstance(following, cst.SimpleStatementLine) \
+            and len(following.body) == 1 and isinstance(following.body[0], cst.Expr) else None
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
+                and call.func.attr.value == "update" and not call.args:
+            line = following  # `scaler.step(opt)` then `scaler.update()`
+    return line
+
+
+def loop_body_line(index: FileIndex, loop, call: cst.CSTNode) -> cst.SimpleStatementLine | None:
+    """`call`'s own line when it sits directly in the body of `loop` (not under an `if`, a
+    `with` or a nested loop: moving it would drop that condition)."""
+    line = own_line(index, call)
+    if line is None or index.parent(block_of(index, line)) is not loop.node:
+        return None
+    return line
+
+
+def move_line(module: cst.Module, index: FileIndex, line: cst.SimpleStatementLine,
+              anchor: cst.CSTNode, where: str, title: str, safe: bool, same_block: bool = True):
+    """A fix moving `line` (its comment with it) to just `where` ("before"/"after") `anchor`.
+    With `same_block`, both must be in one block with only calls (no assignments, no compound
+    statements) between them, so that nothing the moved line reads or writes changes order."""
+    from trainlint.rule import FixSpec, after, before, delete
+
+    text = line_text(module, line)
+    if text is None or line is anchor:
+        return None
+    if same_block:
+        block = block_of(index, line)
+        if block is None or block_of(index, anchor) is not block:
+            return None
+        first, second = sorted((position_in(block, line), position_in(block, anchor)))
+        for between in block.body[first + 1:second]:
+            if not (isinstance(between, cst.SimpleStatementLine)
+                    and all(isinstance(s, cst.Expr) and isinstance(s.value, cst.Call) for s in between.body)):
+                return None
+    edit = after(anchor, text) if where == "after" else before(anchor, text)
+    return FixSpec(title, safe, lines=(delete(line), edit))
