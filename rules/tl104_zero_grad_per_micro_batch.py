@@ -7,7 +7,8 @@ import libcst as cst
 from trainlint.model.accumulation import describe_k
 from trainlint.finding import Severity
 from trainlint.gate import named
-from trainlint.rule import Rule, bad, good
+from trainlint.fixkit import loop_body_line, move_line, update_anchor
+from trainlint.rule import FixSpec, Rule, bad, good, delete
 from trainlint.model.index import walk
 from trainlint.model.training import CallRef, training_model
 
@@ -117,6 +118,16 @@ class ZeroGradPerMicroBatch(Rule):
                     optimizer.step()
             """,
             line=4,
+            fixed="""
+            import torch
+
+            for i, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x), y) / accum_steps
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
             title="zero_grad at the top of every iteration",
         ),
         bad(
@@ -132,6 +143,17 @@ class ZeroGradPerMicroBatch(Rule):
                     sched.step()
             """,
             line=5,
+            fixed="""
+            def train(model, loader, opt, sched, grad_accum):
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / grad_accum
+                    loss.backward()
+                    if step % grad_accum != 0:
+                        continue
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+                    sched.step()
+            """,
             title="zero_grad before the continue guard",
         ),
         bad(
@@ -283,14 +305,15 @@ class ZeroGradPerMicroBatch(Rule):
             for ref in model.own_calls(loop):
                 if model.is_zero_grad(ref.node, ref.scope) and not model.runs_per_update(loop, ref):
                     name = f"`{ctx.code_for(ref.node.func.value)}.zero_grad()`"
+                    fix = _fix(ctx, model, loop, ref)
                     if last_backward >= 0 and last_backward < order[id(ref.node)] < first_step:
                         yield self.report(ref.node, (
                             f"{name} runs on every micro-batch, between the backward and the optimizer step, which "
                             f"runs once every {k} micro-batches: the gradients are cleared before the step can use "
                             "them, so the optimizer steps on nothing; clear once per update, after the "
-                            "optimizer step"))
+                            "optimizer step"), fix)
                     else:
-                        yield self.report(ref.node, self._message(name, k))
+                        yield self.report(ref.node, self._message(name, k), fix)
             for ref in _grad_none_assignments(model, loop):
                 if not model.runs_per_update(loop, ref):
                     yield self.report(ref.node, self._message(f"`{ctx.code_for(ref.node)}`", k))
@@ -349,3 +372,19 @@ def _walk_no_defs(node: cst.CSTNode):
         if current is not node and isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
         stack.extend(reversed(list(iter_children(current))))
+
+
+def _fix(ctx, model, loop, ref) -> FixSpec | None:
+    """Move the clear from the loop body into the update, right after the optimizer step; when
+    the update clears already, only remove the per-micro-batch one."""
+    if ref.via:
+        return None
+    line = loop_body_line(ctx.index, loop, ref.node)
+    anchor = update_anchor(ctx.index, loop)
+    if line is None or anchor is None:
+        return None
+    if any(model.is_zero_grad(other.node, other.scope) for other in model.update_calls(loop)):
+        return FixSpec("Remove the per-micro-batch clear (the update clears already)", safe=False,
+                       lines=(delete(line),))
+    return move_line(ctx.module, ctx.index, line, anchor, "after",
+                     "Move the clear into the update, after the optimizer step", safe=False, same_block=False)
