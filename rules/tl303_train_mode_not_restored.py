@@ -446,7 +446,9 @@ def _fix(ctx, item) -> FixSpec | None:
         return None
     index = ctx.index
     fact = item.fact
-    if item.anchor is fact.node:  # the switch itself is in the loop
+    anchor = item.anchor
+    if anchor is fact.node and isinstance(anchor, cst.Call) and isinstance(anchor.func, cst.Attribute) \
+            and anchor.func.attr.value in ("eval", "train"):  # the switch itself is in the loop
         line = own_line(index, item.anchor)
         block = block_of(index, line) if line is not None else None
         if block is None or not isinstance(index.parent(block), cst.If) or index.parent(block).body is not block:
