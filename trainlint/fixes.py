@@ -43,7 +43,7 @@ class FixPolicy:
                 and finding.code not in self.unfixable)
 
 
-def _line_starts(source: str) -> list[int]:
+def line_starts(source: str) -> list[int]:
     """Offset of each line's start, lines counted as `split_lines` counts them, plus the end."""
     starts, offset = [], 0
     for line in split_lines(source):
@@ -56,7 +56,7 @@ def _line_starts(source: str) -> list[int]:
 
 
 def _spans(source: str, fix: Fix, starts: list[int] | None = None) -> list[tuple[int, int, str]]:
-    starts = starts or _line_starts(source)
+    starts = starts or line_starts(source)
 
     def offset(line: int, column: int) -> int:
         return min(starts[min(line, len(starts)) - 1] + column - 1, len(source))
@@ -85,7 +85,7 @@ def _overlap(a: tuple[int, int, str], b: tuple[int, int, str]) -> bool:
 def apply_fixes(source: str, fixes: list[Fix]) -> tuple[str, list[int]]:
     """The source with as many of `fixes` applied as do not overlap one taken before them (in
     the order given), and the indices of those applied."""
-    starts = _line_starts(source)
+    starts = line_starts(source)
     taken: list[tuple[int, int, str]] = []
     applied = []
     for number, fix in enumerate(fixes):
