@@ -143,6 +143,13 @@ class NonAtomicCheckpointSave(Rule):
             T.save(net, "model_best.pth")
             """,
             line=3,
+            fixed="""
+            import os
+            import torch as T
+
+            T.save(net, "model_best.pth.tmp")
+            os.replace("model_best.pth.tmp", "model_best.pth")
+            """,
             title="a whole model pickled to its final path",
         ),
         good(

@@ -18,7 +18,7 @@ _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*(\.[A-Za-z_][A-Za-z_0-9]*)*$")
 
 def own_line(index: FileIndex, call: cst.CSTNode, assign: bool = False) -> cst.SimpleStatementLine | None:
     """The statement line that is just `call` (`sched.step()`), or with `assign` also `x = call`,
-    as the only statement on its line, in an indented block."""
+    as the only statement on its line (in a block or at top level)."""
     statement = index.parent(call)
     if isinstance(statement, cst.Expr) and statement.value is call:
         pass
@@ -29,24 +29,25 @@ def own_line(index: FileIndex, call: cst.CSTNode, assign: bool = False) -> cst.S
     line = index.parent(statement)
     if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
         return None
-    if not isinstance(index.parent(line), cst.IndentedBlock):
+    if not isinstance(index.parent(line), (cst.IndentedBlock, cst.Module)):
         return None
     return line
 
 
 def line_holding(index: FileIndex, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
-    """The statement line (alone in an indented block, one statement) whose statement holds `node`."""
+    """The statement line (one statement, in a block or at top level) whose statement holds `node`."""
     statement = index.enclosing_statement(node)
     line = index.parent(statement)
     if not isinstance(statement, cst.BaseSmallStatement) or not isinstance(line, cst.SimpleStatementLine) \
-            or len(line.body) != 1 or not isinstance(index.parent(line), cst.IndentedBlock):
+            or len(line.body) != 1 or not isinstance(index.parent(line), (cst.IndentedBlock, cst.Module)):
         return None
     return line
 
 
-def block_of(index: FileIndex, statement: cst.CSTNode) -> cst.IndentedBlock | None:
+def block_of(index: FileIndex, statement: cst.CSTNode) -> cst.IndentedBlock | cst.Module | None:
+    """The block (or the module) whose statements `statement` is one of."""
     block = index.parent(statement)
-    return block if isinstance(block, cst.IndentedBlock) else None
+    return block if isinstance(block, (cst.IndentedBlock, cst.Module)) else None
 
 
 def position_in(block: cst.IndentedBlock, statement: cst.CSTNode) -> int | None:
