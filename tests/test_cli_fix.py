@@ -130,3 +130,12 @@ def test_fix_in_a_real_process(project):
     assert (project / "both.py").read_text() == ALL_FIXED
     assert (project / "bad.py").read_text() == GOOD
     assert "broken.py:1:1: TL000" in done.stdout and "Fixed 3 findings (1 remaining)." in done.stdout
+
+
+def test_show_settings_names_the_fix_keys_and_their_origin(project, run):
+    (project / "pyproject.toml").write_text('[tool.trainlint]\nfix = true\nunfixable = ["TL4"]\n')
+    text = run("check", "--show-settings", "--no-unsafe-fixes", "bad.py").stdout
+    rows = {line.split()[0]: line for line in text.splitlines()[1:] if line.strip()}
+    assert rows["fix"].split()[1] == "true" and "pyproject.toml" in rows["fix"]
+    assert rows["unsafe-fixes"].split()[1] == "false" and "command line" in rows["unsafe-fixes"]
+    assert '["TL4"]' in rows["unfixable"] and '["ALL"]' in rows["fixable"]
