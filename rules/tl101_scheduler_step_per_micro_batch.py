@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import libcst as cst
+
 from trainlint.finding import Severity
 from trainlint.gate import named
-from trainlint.fixkit import loop_body_line, move_line, update_anchor
+from trainlint.fixkit import loop_body_line, move_line, prepare_with, update_anchor
 from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
 from trainlint.model.accumulation import describe_k, is_plateau_scheduler
@@ -205,6 +207,23 @@ class SchedulerStepPerMicroBatch(Rule):
                     opt.zero_grad()
             """,
             line=14,
+            fixed="""
+            import torch
+            from accelerate import Accelerator
+            from transformers import get_cosine_schedule_with_warmup
+
+            accelerator = Accelerator(gradient_accumulation_steps=4)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            sched = get_cosine_schedule_with_warmup(opt, 500, 10_000)
+            model, opt, train_dl, sched = accelerator.prepare(model, opt, train_dl, sched)
+            for batch in train_dl:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    opt.step()
+                    sched.step()
+                    opt.zero_grad()
+            """,
             title="Accelerate: a scheduler that was not passed to accelerator.prepare",
         ),
         bad(
@@ -354,7 +373,11 @@ class SchedulerStepPerMicroBatch(Rule):
                                f"{k} micro-batches: the schedule advances {k} times per update (a cosine/linear "
                                "schedule ends that many times early); step it once per update, after the "
                                "optimizer step")
-                yield self.report(ref.node, message, _fix(ctx, loop, ref, name))
+                fix = _fix(ctx, loop, ref, name)
+                if accelerate is not None and loop.guard.kind == "accelerate" and not ref.via \
+                        and isinstance(ref.node.func.value, cst.Name):
+                    fix = prepare_with(ctx.index, ctx.module, accelerate.accelerator, name, ref.scope)
+                yield self.report(ref.node, message, fix)
 
 
 def _fix(ctx, loop, ref, name):

@@ -428,6 +428,8 @@ def _fix(ctx, unit, step) -> FixSpec | None:
         if anchor is None or loop.step_calls[0].node is not step.node:
             return None
         return FixSpec(title, safe=False, lines=(after(anchor, f"{subject}.zero_grad()"),))
+    if _window_guard_without_step(loop):
+        return None  # `if (i + 1) % K == 0:` holding the clip, the step outside it: which clock is meant?
     first = None
     for event in unit.events:
         if event is step:
@@ -442,3 +444,14 @@ def _fix(ctx, unit, step) -> FixSpec | None:
     if where is None or where <= position_of(index, block, line):
         return None
     return FixSpec(title, safe=False, lines=(before(line, f"{subject}.zero_grad()"),))
+
+
+def _window_guard_without_step(loop) -> bool:
+    """The loop body has an `if ... % ...:` that does not hold the optimizer step."""
+    body = getattr(loop.node, "body", None)
+    for statement in getattr(body, "body", ()):
+        if isinstance(statement, cst.If) and any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
+                                                 for n in walk(statement.test)):
+            if not any(n is ref.node for ref in loop.step_calls for n in walk(statement.body)):
+                return True
+    return False

@@ -174,3 +174,15 @@ def test_write_fixed_through_a_symlink_fixes_its_target(tmp_path):
     link.symlink_to(real)
     write_fixed(str(link), b"a = 1\n", "a = 2\n")
     assert link.is_symlink() and real.read_text() == "a = 2\n"
+
+
+def test_no_zero_grad_fix_where_it_would_uncover_another_rule():
+    # the clip is guarded by the window, the step is not: clearing before each backward would only
+    # make TL104's "update outside its guard" fire; which clock was meant is not mechanical
+    source = ("import torch\n\n\ndef train(model, loader, optimizer, scheduler, accum):\n"
+              "    for i, batch in enumerate(loader):\n        loss = model(**batch).loss / accum\n"
+              "        loss.backward()\n        if (i + 1) % accum == 0:\n"
+              "            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+              "        optimizer.step()\n        scheduler.step()\n")
+    findings = lint_source(source, "x.py", ALL).findings
+    assert [(f.code, f.fix) for f in findings] == [("TL105", None)]

@@ -180,3 +180,45 @@ def move_line(module: cst.Module, index: FileIndex, line: cst.SimpleStatementLin
                 return None
     edit = after(anchor, text) if where == "after" else before(anchor, text)
     return FixSpec(title, safe, lines=(delete(line), edit))
+
+
+def prepare_with(index: FileIndex, module: cst.Module, accelerator: cst.CSTNode, name: str, scope):
+    """A fix passing `name` to the one `a, b = accelerator.prepare(a, b)` of the file as well
+    (`a, b, name = accelerator.prepare(a, b, name)`), when `name` is bound once, before it, in the
+    same block; None for any other shape."""
+    from trainlint.rule import FixSpec
+
+    receiver = module.code_for_node(accelerator)
+    found = []
+    for site in index.calls:
+        func = site.node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "prepare" \
+                and module.code_for_node(func.value) == receiver:
+            found.append(site.node)
+    if len(found) != 1:
+        return None
+    call = found[0]
+    assign = index.parent(call)
+    if not (isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Tuple)):
+        return None
+    targets = [e.value for e in assign.targets[0].target.elements]
+    args = list(call.args)
+    if len(targets) != len(args) or any(a.keyword is not None or a.star or not isinstance(a.value, cst.Name)
+                                        for a in args) or not all(isinstance(t, cst.Name) for t in targets):
+        return None
+    if name in {t.value for t in targets} or name in {a.value.value for a in args}:
+        return None
+    bindings = scope.lookup(name)
+    if len(bindings) != 1 or bindings[0].kind != "assign" or scope.lookup(targets[0].value) is None:
+        return None
+    bound, prepared = index.parent(index.enclosing_statement(bindings[0].node)), index.parent(assign)
+    block = block_of(index, prepared) if prepared is not None else None
+    if block is None or block_of(index, bound) is not block or position_in(block, bound) >= position_in(block, prepared):
+        return None
+    target = assign.targets[0].target
+    new_target = target.with_changes(elements=[*target.elements, cst.Element(cst.Name(name))])
+    new_call = call.with_changes(args=[*args[:-1], args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT),
+                                       cst.Arg(cst.Name(name))])
+    return FixSpec(f"Pass `{name}` to `{receiver}.prepare`", safe=False,
+                   replacements=((target, new_target), (call, new_call)))
