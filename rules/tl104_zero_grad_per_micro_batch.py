@@ -7,8 +7,8 @@ import libcst as cst
 from trainlint.model.accumulation import describe_k
 from trainlint.finding import Severity
 from trainlint.gate import named
-from trainlint.fixkit import loop_body_line, move_line, update_anchor
-from trainlint.rule import FixSpec, Rule, bad, good, delete
+from trainlint.fixkit import block_of, line_text, loop_body_line, move_line, own_line, position_in, update_anchor
+from trainlint.rule import FixSpec, Rule, after, bad, good, delete
 from trainlint.model.index import walk
 from trainlint.model.training import CallRef, training_model
 
@@ -212,6 +212,18 @@ class ZeroGradPerMicroBatch(Rule):
                     optimizer.step()
             """,
             line=7,
+            fixed="""
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=4)
+            model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+            for batch in dl:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
             title="Accelerate skips the prepared optimizer's zero_grad, not model.zero_grad()",
         ),
         good(
@@ -379,6 +391,8 @@ def _fix(ctx, model, loop, ref) -> FixSpec | None:
     the update clears already, only remove the per-micro-batch one."""
     if ref.via:
         return None
+    if loop.guard is not None and loop.guard.kind == "accelerate":
+        return _clear_prepared_optimizer(ctx, model, loop, ref)
     line = loop_body_line(ctx.index, loop, ref.node)
     anchor = update_anchor(ctx.index, loop)
     if line is None or anchor is None:
@@ -388,3 +402,28 @@ def _fix(ctx, model, loop, ref) -> FixSpec | None:
                        lines=(delete(line),))
     return move_line(ctx.module, ctx.index, line, anchor, "after",
                      "Move the clear into the update, after the optimizer step", safe=False, same_block=False)
+
+
+def _clear_prepared_optimizer(ctx, model, loop, ref) -> FixSpec | None:
+    """Under `accelerator.accumulate`, clear through the one prepared optimizer instead, after its
+    step (Accelerate runs a prepared optimizer's `zero_grad()` only when the gradients sync, which
+    is the whole last micro-batch of the window: before the step it would clear the window)."""
+    steps = [r for r in loop.step_calls if not r.via]
+    if len(steps) != 1 or len(loop.step_calls) != 1 or not isinstance(steps[0].node.func, cst.Attribute):
+        return None
+    optimizer = steps[0].node.func.value
+    receiver = ref.node.func.value if isinstance(ref.node.func, cst.Attribute) else None
+    if receiver is None or model.is_prepared(optimizer, steps[0].scope) is not True \
+            or not isinstance(optimizer, (cst.Name, cst.Attribute)) or ctx.code_for(receiver) == ctx.code_for(optimizer):
+        return None
+    index, name = ctx.index, ctx.code_for(optimizer)
+    line, anchor = own_line(index, ref.node), own_line(index, steps[0].node)
+    block = block_of(index, line) if line is not None else None
+    if block is None or anchor is None or block_of(index, anchor) is not block:
+        return None
+    title = f"Clear through the prepared `{name}` after its step (Accelerate holds it back while accumulating)"
+    if position_in(block, line) > position_in(block, anchor):
+        return FixSpec(title, safe=False, replacements=((receiver, name),))
+    call = ref.node.with_changes(func=ref.node.func.with_changes(value=cst.parse_expression(name)))
+    text = line_text(ctx.module, line.with_changes(body=[line.body[0].with_changes(value=call)]))
+    return FixSpec(title, safe=False, lines=(delete(line), after(anchor, text))) if text else None
