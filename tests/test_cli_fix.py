@@ -139,3 +139,12 @@ def test_show_settings_names_the_fix_keys_and_their_origin(project, run):
     assert rows["fix"].split()[1] == "true" and "pyproject.toml" in rows["fix"]
     assert rows["unsafe-fixes"].split()[1] == "false" and "command line" in rows["unsafe-fixes"]
     assert '["TL4"]' in rows["unfixable"] and '["ALL"]' in rows["fixable"]
+
+
+def test_json_report_after_fixing_counts_the_fixes(project, run):
+    import json
+
+    (project / "both.py").write_text(BOTH)
+    data = json.loads(run("check", "--fix", "--format", "json", *SELECT, "both.py").stdout)
+    assert data["fixed"] == 1 and [f["code"] for f in data["findings"]] == ["TL401"]
+    assert "fixed" not in json.loads(run("check", "--format", "json", *SELECT, "both.py").stdout)
