@@ -456,8 +456,8 @@ def _fix(ctx, item) -> FixSpec | None:
         anchor = block.body[-1]
     else:
         anchor = line_holding(index, item.anchor)
-        if anchor is None:
-            return None
+        if anchor is None or isinstance(anchor.body[0], (cst.Return, cst.Raise, cst.Break, cst.Continue)):
+            return None  # nothing after that line runs
     return FixSpec(f"Call `{key}.train()` after the evaluation", safe=True,
                    lines=(after(anchor, f"{key}.train()"),))
 
