@@ -454,6 +454,9 @@ def _fix(ctx, item) -> FixSpec | None:
         if block is None or not isinstance(index.parent(block), cst.If) or index.parent(block).body is not block:
             return None
         anchor = block.body[-1]
+        if isinstance(anchor, cst.SimpleStatementLine) and \
+                any(isinstance(s, (cst.Return, cst.Raise, cst.Break, cst.Continue)) for s in anchor.body):
+            return None
     else:
         anchor = line_holding(index, item.anchor)
         if anchor is None or isinstance(anchor.body[0], (cst.Return, cst.Raise, cst.Break, cst.Continue)):
