@@ -186,3 +186,99 @@ def test_no_zero_grad_fix_where_it_would_uncover_another_rule():
               "        optimizer.step()\n        scheduler.step()\n")
     findings = lint_source(source, "x.py", ALL).findings
     assert [(f.code, f.fix) for f in findings] == [("TL105", None)]
+
+
+# -- shapes the examples do not show: where a fix goes, and where there is none -------------------
+
+def _fixed(source: str, code: str) -> str | None:
+    """The source after `code`'s fixes alone, or None when its findings offer none."""
+    findings = [f for f in lint_source(source, "x.py", ALL).findings if f.code == code]
+    assert findings, f"{code} does not fire"
+    if all(f.fix is None for f in findings):
+        return None
+    return fix_source(source, lint("x.py"), FixPolicy(unsafe=True, fixable=frozenset({code}))).source
+
+
+TRAIN_THEN_VALIDATE = '''import torch
+import torch.nn.functional as F
+
+
+def train(model, optimizer, train_loader, val_loader, epochs):
+    for epoch in range(epochs):
+        model.train()
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        model.eval()
+        correct = 0
+        # validation
+        for x, y in val_loader:
+            correct += (model(x).argmax(-1) == y).sum().item()  # per batch
+        print(epoch, correct)
+'''
+
+
+def test_tl301_wraps_the_validation_loop_of_a_function_that_also_trains():
+    assert _fixed(TRAIN_THEN_VALIDATE, "TL301") == TRAIN_THEN_VALIDATE.replace(
+        "        for x, y in val_loader:\n            correct += (model(x).argmax(-1) == y).sum().item()  # per batch\n",
+        "        with torch.no_grad():\n            for x, y in val_loader:\n"
+        "                correct += (model(x).argmax(-1) == y).sum().item()  # per batch\n")
+
+
+def test_tl301_offers_no_wrap_that_would_change_a_multiline_string():
+    source = TRAIN_THEN_VALIDATE.replace("  # per batch\n", '  # per batch\n            log("""a\nb""")\n')
+    assert _fixed(source, "TL301") is None
+
+
+def test_tl402_leaves_a_save_into_an_open_file_alone():
+    source = ('import torch\n\n\ndef save(model, path):\n    with open(path, "wb") as f:\n'
+              '        torch.save(model.state_dict(), f)\n')
+    assert _fixed(source, "TL402") is None
+
+
+def test_tl303_puts_nothing_after_a_return():
+    source = '''import torch
+import torch.nn.functional as F
+
+
+def evaluate(model, loader):
+    model.eval()
+    with torch.no_grad():
+        return sum(F.cross_entropy(model(x), y).item() for x, y in loader)
+
+
+def train(model, optimizer, loader, val_loader):
+    for step, (x, y) in enumerate(loader):
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        if step == 100:
+            evaluate(model, val_loader)
+        if step % 10 == 0:
+            print(evaluate(model, val_loader))
+'''
+    fixed = _fixed(source, "TL303")
+    assert fixed is not None and parses(fixed)
+    assert [f for f in lint_source(fixed, "x.py", ALL).findings if f.code == "TL303"] == []
+    assert fixed.count("model.train()") == 2
+
+
+def test_tl101_no_move_when_the_update_has_two_guarded_paths():
+    source = '''import torch
+
+for i, (x, y) in enumerate(loader):
+    if use_amp:
+        scaler.scale(criterion(model(x), y) / accum).backward()
+        if (i + 1) % accum == 0:
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+    else:
+        (criterion(model(x), y) / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    scheduler.step()
+'''
+    assert _fixed(source, "TL101") is None
