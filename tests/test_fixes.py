@@ -282,3 +282,18 @@ for i, (x, y) in enumerate(loader):
     scheduler.step()
 '''
     assert _fixed(source, "TL101") is None
+
+
+def test_tl501_detaches_a_running_average():
+    source = '''import torch
+
+mloss = torch.zeros(3)
+for i, (x, y) in enumerate(loader):
+    loss, parts = criterion(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    mloss = (mloss * i + parts) / (i + 1)  # running mean of the parts
+'''
+    assert _fixed(source, "TL501") == source.replace("mloss = (mloss * i + parts) / (i + 1)",
+                                                     "mloss = ((mloss * i + parts) / (i + 1)).detach()")
