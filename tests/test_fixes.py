@@ -297,3 +297,25 @@ for i, (x, y) in enumerate(loader):
 '''
     assert _fixed(source, "TL501") == source.replace("mloss = (mloss * i + parts) / (i + 1)",
                                                      "mloss = ((mloss * i + parts) / (i + 1)).detach()")
+
+
+def test_tl102_divides_by_a_factor_held_in_the_trainers_config():
+    source = '''import torch
+import torch.nn.functional as F
+
+
+class Trainer:
+    def __init__(self, model, loader, cfg):
+        self.model, self.loader, self.cfg = model, loader, cfg
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def fit(self):
+        for i, (x, y) in enumerate(self.loader):
+            loss = F.cross_entropy(self.model(x), y)
+            loss.backward()
+            if (i + 1) % self.cfg.accum_steps == 0:
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+'''
+    assert _fixed(source, "TL102") == source.replace("            loss.backward()",
+                                                     "            (loss / self.cfg.accum_steps).backward()")
