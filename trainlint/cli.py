@@ -1,7 +1,8 @@
 """The `trainlint` command line.
 
 `trainlint PATH...` is `trainlint check PATH...`: a first argument that is not a subcommand runs
-`check`. Exit codes: 0 no findings, 1 findings, 2 a usage, configuration or internal error.
+`check`. Exit codes: 0 no findings, 1 findings, 2 a usage, configuration or internal error
+(`--fix`: the findings that remain; `--diff`: 1 when a fix would change something).
 Errors are one line each on stderr, never a traceback.
 
 `confirm` (torch) and `lsp` (pygls) import their modules inside the command body, so neither
