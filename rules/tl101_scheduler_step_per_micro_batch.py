@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import libcst as cst
+
 from trainlint.finding import Severity
 from trainlint.gate import named
+from trainlint.fixkit import loop_body_line, move_line, prepare_with, update_anchor
 from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
 from trainlint.model.accumulation import describe_k, is_plateau_scheduler
@@ -108,6 +111,20 @@ class SchedulerStepPerMicroBatch(Rule):
                     optimizer.zero_grad()
             """,
             line=9,
+            fixed="""
+            import torch
+            from torch.optim.lr_scheduler import CosineAnnealingLR
+
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            scheduler = CosineAnnealingLR(optimizer, T_max=num_updates)
+            for i, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x), y) / accum_steps
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+            """,
             title="plain loop: the scheduler steps outside the update branch",
         ),
         bad(
@@ -128,6 +145,22 @@ class SchedulerStepPerMicroBatch(Rule):
                     optim.zero_grad()
             """,
             line=10,
+            fixed="""
+            import torch
+            from transformers import get_linear_schedule_with_warmup
+
+            def train(model, loader, grad_accum=8):
+                optim = torch.optim.AdamW(model.parameters(), lr=5e-5)
+                lr_sched = get_linear_schedule_with_warmup(optim, 100, len(loader) // grad_accum)
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / grad_accum
+                    loss.backward()
+                    if step % grad_accum != 0:
+                        continue
+                    optim.step()
+                    lr_sched.step()
+                    optim.zero_grad()
+            """,
             title="HF-style train() with a continue guard",
         ),
         bad(
@@ -174,6 +207,23 @@ class SchedulerStepPerMicroBatch(Rule):
                     opt.zero_grad()
             """,
             line=14,
+            fixed="""
+            import torch
+            from accelerate import Accelerator
+            from transformers import get_cosine_schedule_with_warmup
+
+            accelerator = Accelerator(gradient_accumulation_steps=4)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            sched = get_cosine_schedule_with_warmup(opt, 500, 10_000)
+            model, opt, train_dl, sched = accelerator.prepare(model, opt, train_dl, sched)
+            for batch in train_dl:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    opt.step()
+                    sched.step()
+                    opt.zero_grad()
+            """,
             title="Accelerate: a scheduler that was not passed to accelerator.prepare",
         ),
         bad(
@@ -323,4 +373,21 @@ class SchedulerStepPerMicroBatch(Rule):
                                f"{k} micro-batches: the schedule advances {k} times per update (a cosine/linear "
                                "schedule ends that many times early); step it once per update, after the "
                                "optimizer step")
-                yield self.report(ref.node, message)
+                fix = _fix(ctx, loop, ref, name)
+                if accelerate is not None and loop.guard.kind == "accelerate" and not ref.via \
+                        and isinstance(ref.node.func.value, cst.Name):
+                    fix = prepare_with(ctx.index, ctx.module, accelerate.accelerator, name, ref.scope)
+                yield self.report(ref.node, message, fix)
+
+
+def _fix(ctx, loop, ref, name):
+    """Move `sched.step()` from the loop body into the update, right after the optimizer step.
+    Not under Accelerate (the fix there is preparing the scheduler) nor through helpers."""
+    if ref.via:
+        return None
+    line = loop_body_line(ctx.index, loop, ref.node)
+    anchor = update_anchor(ctx.index, loop)
+    if line is None or anchor is None:
+        return None
+    return move_line(ctx.module, ctx.index, line, anchor, "after",
+                     f"Move `{name}.step()` into the update, after the optimizer step", safe=False, same_block=False)

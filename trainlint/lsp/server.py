@@ -38,7 +38,8 @@ from trainlint import __version__
 from trainlint.engine import Parser, SkippedFile, UnreadableFile, decode_source, lint_source, read_source
 from trainlint.incremental import DocumentParser
 from trainlint.finding import Finding
-from trainlint.lsp.actions import ActionBuilder
+from trainlint.fixes import fix_source
+from trainlint.lsp.actions import FIX_ALL_KIND, ActionBuilder
 from trainlint.lsp.diagnostics import SOURCE, hover_markdown, to_diagnostic
 from trainlint.lsp.positions import Encoder
 from trainlint.positions import split_lines
@@ -170,6 +171,23 @@ class TrainlintServer(LanguageServer):
         if linted is not None and self.is_open(uri):
             self._results[uri] = linted
         return linted
+
+    async def fix_all(self, uri: str, linted: Linted) -> str | None:
+        """The document's text with every fix its configuration allows applied (safe ones unless
+        `unsafe-fixes`), as `check --fix` would; None when there is nothing to fix."""
+        path = document_path(uri)
+        policy = self.project.fix_policy_for(path)
+        if not any(policy.allows(finding) for finding in linted.findings):
+            return None
+        settings = self.project.settings_for(path)
+
+        def fix() -> str:
+            project = self.project_for(path, settings.max_file_size) if path else None
+            # a fresh parse per round: the document's incremental parser keeps the editor's text
+            outcome = fix_source(linted.text, lambda text: lint_source(text, path or uri, settings, project), policy)
+            return outcome.source
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fix)
 
     def project_for(self, path: str, max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> Project:
         """The project of a document: the innermost workspace folder holding it, else the folder of
@@ -334,20 +352,31 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND]),
     )
     async def code_action(ls: TrainlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         only = params.context.only
-        if only and not any(types.CodeActionKind.QuickFix.value.startswith(kind) for kind in only):
+        quick = not only or any(types.CodeActionKind.QuickFix.value.startswith(kind) for kind in only)
+        fix_all = not only or any(FIX_ALL_KIND.startswith(kind) for kind in only)
+        if not (quick or fix_all):
             return []
         uri = params.text_document.uri
         linted = await ls.lint(uri)
+        if linted is None:
+            return []
         encoder = ls.encoder(linted)
-        start, end = encoder.from_client(params.range.start), encoder.from_client(params.range.end)
-        found = [f for f in linted.findings if _start(f) <= end and start <= _end(f)]
         builder = ActionBuilder(uri, linted.version, linted.lines, encoder, linted.comments,
                                 ls.document_changes)
-        return builder.actions(found)
+        actions = []
+        if quick:
+            start, end = encoder.from_client(params.range.start), encoder.from_client(params.range.end)
+            actions += builder.actions([f for f in linted.findings if _start(f) <= end and start <= _end(f)])
+        if fix_all:
+            fixed = await ls.fix_all(uri, linted)
+            action = builder.fix_all_action(fixed) if fixed is not None else None
+            if action is not None:
+                actions.append(action)
+        return actions
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: TrainlintServer, params: None) -> None:
