@@ -222,8 +222,8 @@ class CheckpointModel:
         """`save_checkpoint(state, path)` where a project helper, of this file or another, `torch.save`s
         its `state` parameter: a save of the argument (TL402 judges the helper's own `torch.save`)."""
         summary = callable_summary(self.index, site.node.func, site.scope, SAVE_WORDS)
-        if summary is None or not summary.saves:
-            return
+        if summary is None or len(summary.saves) != 1:
+            return  # a dict the helper builds from several parameters is judged at its own save
         def argument(param: str | None, keyword: str) -> cst.BaseExpression | None:
             if param is None:
                 return None
@@ -522,7 +522,7 @@ class CheckpointModel:
         if function is None or linker is None or function.scope.parent is not self.index.module_scope:
             return []
         summary = linker.own(self.index).function(function.name)
-        if summary is None or not summary.saves:
+        if summary is None or len(summary.saves) != 1:
             return []
         return [(call.argument(summary.params, summary.saves[0][0], "obj"),
                  call.argument(summary.params, summary.save_path, "f"))
