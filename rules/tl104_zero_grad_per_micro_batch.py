@@ -269,6 +269,72 @@ class ZeroGradPerMicroBatch(Rule):
             """,
             title="p.grad = None after the continue guard",
         ),
+        good(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, scheduler, args):
+                model.train()
+                num_batches = len(loader)
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / args.gradient_accumulation_steps
+                    loss.backward()
+                    last_batch = step == num_batches - 1
+                    do_step = last_batch or (step + 1) % args.gradient_accumulation_steps == 0
+                    if not do_step:
+                        continue
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+            """,
+            title="a named boolean guard: `if not do_step: continue` before the clear",
+        ),
+        good(
+            """
+            import torch
+
+
+            def main(model, loader, optimizer, lr_scheduler, accum):
+                def optimizer_step():
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    optimizer.step()
+                    lr_scheduler.step()
+
+                for epoch in range(3):
+                    for i, batch in enumerate(loader):
+                        loss = model(batch) / accum
+                        loss.backward()
+                        do_step = (i + 1) % accum == 0 or i == len(loader) - 1
+                        if do_step:
+                            optimizer_step()
+                            optimizer.zero_grad()
+            """,
+            title="the step in a nested helper called under `if do_step:`, the clear beside it",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, scheduler, args):
+                model.train()
+                num_batches = len(loader)
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / args.gradient_accumulation_steps
+                    loss.backward()
+                    last_batch = step == num_batches - 1
+                    do_step = last_batch or (step + 1) % args.gradient_accumulation_steps == 0
+                    optimizer.zero_grad()
+                    if not do_step:
+                        continue
+                    optimizer.step()
+                    scheduler.step()
+            """,
+            line=12,
+            title="a named boolean guard, but the clear comes before its `continue`",
+        ),
     )
 
     def check(self, ctx):
