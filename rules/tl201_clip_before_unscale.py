@@ -32,7 +32,9 @@ class ClipBeforeUnscale(Rule):
         `mixed_precision="fp16"` (or a Fabric with `precision="16-mixed"`), `accelerator.backward(loss)`
         scales the loss, so a plain `torch.nn.utils.clip_grad_norm_` after it is flagged too (use the
         framework's clip, or `accelerator.unscale_gradients()` first). A norm taken with
-        `max_norm=inf` clips nothing and is not flagged.
+        `max_norm=inf` clips nothing and is not flagged. A clip on the other branch of the `if` that
+        holds every scaled backward (`if scaler: scaler.scale(loss).backward() ... else:
+        loss.backward(); clip_grad_norm_(...)`) runs only without the scaler and is not flagged.
 
         When the clip is a statement of its own that runs once per update, and the update steps one
         optimizer through the scaler, the fix inserts `scaler.unscale_(opt)` on the line above it
@@ -367,6 +369,71 @@ class ClipBeforeUnscale(Rule):
             """,
             title="Fabric's clip_gradients unscales by itself",
         ),
+        good(
+            """
+            import torch
+
+            def train(model, loader, opt, scaler, args):
+                for x, y in loader:
+                    opt.zero_grad()
+                    with torch.autocast("cuda", enabled=scaler is not None):
+                        loss = model(x, y)
+                    if scaler:
+                        scaler.scale(loss).backward()
+                        scaler.unscale_(opt)
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+                        scaler.step(opt)
+                        scaler.update()
+                    else:
+                        loss.backward()
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+                        opt.step()
+            """,
+            title="the clip in the non-AMP branch clips unscaled gradients",
+        ),
+        good(
+            """
+            import torch
+
+            def train(model, loader, opt, scaler, args):
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = model(x, y)
+                    if scaler is not None:
+                        scaler.scale(loss).backward()
+                        scaler.step(opt)
+                        scaler.update()
+                    else:
+                        loss.backward()
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+                        opt.step()
+            """,
+            title="only the fp32 branch clips; the AMP branch does not",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, scaler, max_norm):
+                for x, y in loader:
+                    optimizer.zero_grad(set_to_none=True)
+                    with torch.autocast("cuda", dtype=torch.float16, enabled=scaler is not None):
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                    if scaler is not None:
+                        scaler.scale(loss).backward()
+                    else:
+                        loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                    if scaler is not None:
+                        scaler.step(optimizer)
+                        scaler.update()
+                    else:
+                        optimizer.step()
+            """,
+            line=13,
+            title="AMP optional: the clip after both branches sees scaled gradients when the scaler is on",
+        ),
     )
 
     def check(self, ctx):
@@ -380,6 +447,9 @@ class ClipBeforeUnscale(Rule):
                 found = unit.nearest_before(clip, UNSCALE, *OPTIMIZER_STEPS)
                 if found is not None and found.kind == UNSCALE:
                     continue
+                scaled = unit.of_kind(SCALED_BACKWARD)
+                if scaled and all(unit.exclusive(ctx.index, clip, event) for event in scaled):
+                    continue  # the non-AMP branch: its backward and its clip see true gradients
                 if not unit.has(SCALED_BACKWARD):
                     framework = unit.framework_scaler
                     yield self.report(
@@ -394,7 +464,7 @@ class ClipBeforeUnscale(Rule):
                 optimizer = scaler_steps[0].subject if scaler_steps else "optimizer"
                 fix = None
                 if len(scaler_steps) == 1 and scaler_steps[0].has_args and not unit.has(UNSCALE) \
-                        and per_update(model, unit, clip):
+                        and per_update(model, unit, clip) and not _scaler_optional(ctx, clip, scaled):
                     fix = _insert_unscale(ctx, clip, f"{scaler}.unscale_({optimizer})")
                 yield self.report(
                     clip.node,
@@ -403,6 +473,14 @@ class ClipBeforeUnscale(Rule):
                     f"in the update, so the threshold applies to the true gradients",
                     fix,
                 )
+
+
+def _scaler_optional(ctx, clip, scaled) -> bool:
+    """The scaled backward sits under an `if` that the clip is not under (`if scaler is not None:`):
+    an unconditional `scaler.unscale_` there would fail when the scaler is off."""
+    around_clip = set(ctx.index.ancestors(clip.anchor))
+    return any(isinstance(a, cst.If) and a not in around_clip
+               for event in scaled for a in ctx.index.ancestors(event.anchor) if a is not clip.node)
 
 
 def _insert_unscale(ctx, clip, unscale: str) -> FixSpec | None:

@@ -130,6 +130,20 @@ class Unit:
                 return later
         return None
 
+    def exclusive(self, index, a: Event, b: Event) -> bool:
+        """`a` and `b` run on different branches of one `if` (`if scaler: scaler.scale(loss).backward()
+        ... else: loss.backward(); clip(...)`): never in the same update."""
+        x, y = (a.node, b.node) if a.via == b.via else (a.anchor, b.anchor)
+        chain = {node: child for child, node in zip([x, *index.ancestors(x)], index.ancestors(x))}
+        child = y
+        for ancestor in index.ancestors(y):
+            if ancestor in chain:
+                if isinstance(ancestor, cst.If):
+                    return {chain[ancestor], child} == {ancestor.body, ancestor.orelse}
+                return False
+            child = ancestor
+        return False
+
     @property
     def uses_scaler(self) -> bool:
         """Backward runs on a GradScaler-scaled loss somewhere in this update (our own GradScaler,
