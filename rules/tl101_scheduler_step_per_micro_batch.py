@@ -6,7 +6,7 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
-from trainlint.model.accumulation import describe_k, is_plateau_scheduler
+from trainlint.model.accumulation import describe_k, is_plateau_scheduler, micro_batch_horizon
 
 
 class SchedulerStepPerMicroBatch(Rule):
@@ -27,7 +27,10 @@ class SchedulerStepPerMicroBatch(Rule):
         only advances when gradients sync), so stepping it inside `with accelerator.accumulate(...)`
         is fine; a scheduler that was not prepared is flagged. Per-epoch schedulers stepped outside
         the batch loop and `ReduceLROnPlateau.step(metric)` are not about the update clock and are
-        left alone.
+        left alone. So is a scheduler built on the micro-batch clock: when every length argument
+        of its construction (`num_warmup_steps=warmup * K`, `num_training_steps=total * K`, `T_max`,
+        `total_steps`, positional lengths after the optimizer) is multiplied by the loop's K,
+        stepping it every micro-batch ends it on time.
         """
     why_bad = """
         A training run has three clocks: micro-batches, optimizer updates, and data seen. The LR
@@ -298,6 +301,95 @@ class SchedulerStepPerMicroBatch(Rule):
             """,
             title="the scheduler steps after the continue guard",
         ),
+        good(
+            """
+            import math
+
+            import torch
+            from accelerate import Accelerator
+            from transformers import get_scheduler
+
+
+            def main(args, model, train_dataloader):
+                accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps)
+                optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
+                updates_per_epoch = math.ceil(len(train_dataloader) / args.gradient_accumulation_steps)
+                max_train_steps = args.num_train_epochs * updates_per_epoch
+                lr_scheduler = get_scheduler(
+                    "cosine",
+                    optimizer=optimizer,
+                    num_warmup_steps=args.num_warmup_steps * args.gradient_accumulation_steps,
+                    num_training_steps=max_train_steps * args.gradient_accumulation_steps,
+                )
+                model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)
+                for epoch in range(args.num_train_epochs):
+                    model.train()
+                    for batch in train_dataloader:
+                        with accelerator.accumulate(model):
+                            loss = model(**batch).loss
+                            accelerator.backward(loss)
+                            optimizer.step()
+                            lr_scheduler.step()
+                            optimizer.zero_grad()
+            """,
+            title="a scheduler built on the micro-batch clock (warmup and length times K), not prepared, stepped every micro-batch",
+        ),
+        good(
+            """
+            import torch
+            from transformers import get_cosine_schedule_with_warmup
+
+            def main(model, loader, args):
+                opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
+                total = args.epochs * len(loader) // args.grad_accum
+                sched = get_cosine_schedule_with_warmup(
+                    opt, num_warmup_steps=args.warmup * args.grad_accum,
+                    num_training_steps=total * args.grad_accum)
+                for epoch in range(args.epochs):
+                    for i, batch in enumerate(loader):
+                        loss = model(**batch).loss / args.grad_accum
+                        loss.backward()
+                        if (i + 1) % args.grad_accum == 0:
+                            opt.step()
+                            opt.zero_grad()
+                        sched.step()
+            """,
+            title="a manual loop whose schedule lengths are multiplied by K",
+        ),
+        bad(
+            """
+            import math
+
+            import torch
+            from accelerate import Accelerator
+            from transformers import get_scheduler
+
+
+            def main(args, model, train_dataloader):
+                accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps)
+                optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
+                updates_per_epoch = math.ceil(len(train_dataloader) / args.gradient_accumulation_steps)
+                max_train_steps = args.num_train_epochs * updates_per_epoch
+                lr_scheduler = get_scheduler(
+                    "cosine",
+                    optimizer=optimizer,
+                    num_warmup_steps=args.num_warmup_steps,
+                    num_training_steps=max_train_steps,
+                )
+                model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)
+                for epoch in range(args.num_train_epochs):
+                    model.train()
+                    for batch in train_dataloader:
+                        with accelerator.accumulate(model):
+                            loss = model(**batch).loss
+                            accelerator.backward(loss)
+                            optimizer.step()
+                            lr_scheduler.step()
+                            optimizer.zero_grad()
+            """,
+            line=27,
+            title="only the warmup is on the micro-batch clock; the schedule length counts updates",
+        ),
     )
 
     def check(self, ctx):
@@ -309,7 +401,7 @@ class SchedulerStepPerMicroBatch(Rule):
             for ref in model.own_calls(loop):
                 if not model.is_scheduler_step(ref.node, ref.scope) or is_plateau_scheduler(model, ref):
                     continue
-                if model.runs_per_update(loop, ref):
+                if model.runs_per_update(loop, ref) or micro_batch_horizon(model, loop, ref):
                     continue
                 name = ctx.code_for(ref.node.func.value)
                 k = describe_k(ctx, loop)
