@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from trainlint.model.checkpoints import checkpoint_model
-from trainlint.model.checkpoints import SAVE_FUNCTIONS
+import libcst as cst
+
+from trainlint.model.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS, checkpoint_model
 from trainlint.finding import Severity
 from trainlint.gate import refers_to
 from trainlint.rule import Rule, bad, good
@@ -43,6 +44,13 @@ class NonAtomicCheckpointSave(Rule):
         The message says which failure to expect: a fixed name (`last.pt`) is overwritten on every
         save, so a crash leaves no checkpoint at all; a name that is unique per save
         (`ckpt_{step}.pt`) leaves a truncated newest file that a resume will pick up.
+
+        Severity: a warning where a crash mid-save loses state a run needs: a save inside a loop
+        (or in a function called from one, or a helper whose callers are not all in the file), a
+        save holding optimizer/scheduler/scaler state, and the file a `torch.load` of the same
+        path resumes from. A single save of final weights after training (model state only, not in
+        a loop, every caller of its function seen and none in a loop) is reported at **info**, and
+        the message says so: a crash then truncates that one file but loses no training state.
         """
     why_bad = """
         `torch.save` opens the destination for writing, which truncates it, then streams a ZIP
@@ -112,7 +120,43 @@ class NonAtomicCheckpointSave(Rule):
             T.save(net, "model_best.pth")
             """,
             line=3,
-            title="a whole model pickled to its final path",
+            title="a whole model pickled to its final path, once (info)",
+            severity=Severity.INFO,
+        ),
+        bad(
+            """
+            import torch
+
+
+            def main(args):
+                model = build_model(args)
+                optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+                for epoch in range(args.epochs):
+                    train_one_epoch(model, optimizer, args)
+                torch.save(model.state_dict(), f"{args.out_dir}/final.pt")
+
+
+            if __name__ == "__main__":
+                main(parse_args())
+            """,
+            line=9,
+            title="final weights saved once after training: reported at info",
+            severity=Severity.INFO,
+        ),
+        bad(
+            """
+            import os
+            import torch
+
+            ckpt = "weights/model.pt"
+            if os.path.exists(ckpt):
+                model.load_state_dict(torch.load(ckpt, weights_only=True))
+            for epoch in range(10):
+                train_one_epoch(model, loader, optimizer)
+            torch.save(model.state_dict(), ckpt)
+            """,
+            line=9,
+            title="a single save to the file the script resumes from",
         ),
         good(
             """
@@ -210,7 +254,47 @@ class NonAtomicCheckpointSave(Rule):
             verdict = model.is_atomic(save)
             if verdict is True:
                 continue
+            if self._single_final_save(ctx, model, save):
+                yield self.report(save.node, self._final_message(model, save), severity=Severity.INFO)
+                continue
             yield self.report(save.node, self._message(model, save))
+
+    @staticmethod
+    def _single_final_save(ctx, model, save) -> bool:
+        """A save of final weights (model state, no optimizer state) that runs once, after training,
+        to a file nothing here resumes from: not in a
+        loop (nor are the same-file callers of its function), its function either the module's code
+        or one whose callers are all seen; and no `torch.load` of the same file. A helper nobody in
+        the file calls (`save_checkpoint`) is taken to run during training."""
+        kinds = model.object_kinds(save)
+        if not kinds or not kinds <= {"model", "step"}:
+            return False  # optimizer state (or what is saved is not seen): a point to resume from
+        index = ctx.index
+        dest = model.text(save.dest)
+        for site in index.calls:
+            if index.resolve(site.node.func, site.scope) in LOAD_FUNCTIONS and site.node.args and \
+                    model.text(site.node.args[0].value) == dest:
+                return False  # the file a resume reads
+        frontier, seen = [(save.node, save.site.function)], set()
+        while frontier:
+            node, function = frontier.pop()
+            if _in_loop(index, node, function):
+                return False
+            if function is None:
+                continue
+            if function.node in seen:
+                continue
+            seen.add(function.node)
+            callers = index.callers(function)
+            if not callers or len(seen) > 4:
+                return False
+            frontier += [(site.node, site.function) for site in callers]
+        return True
+
+    def _final_message(self, model, save) -> str:
+        return (f"`torch.save` writes `{model.text(save.dest)}` straight to its final path in a single save "
+                f"after training: a crash mid-save leaves a truncated file, though no training state a run "
+                f"resumes from is lost (reported at info); {_ADVICE}")
 
     def _message(self, model, save) -> str:
         where = f"`{model.text(save.dest)}`"
@@ -226,3 +310,14 @@ class NonAtomicCheckpointSave(Rule):
                     f"truncated newest checkpoint that a resume will pick up; {_ADVICE}")
         return (f"`torch.save` writes the checkpoint straight to {where}: a crash mid-save leaves a "
                 f"truncated file (and no checkpoint at all if the path is reused); {_ADVICE}")
+
+
+def _in_loop(index, node, function) -> bool:
+    """`node` runs inside a loop of its own function (or of the module's code)."""
+    stop = function.node if function is not None else None
+    for ancestor in index.ancestors(node):
+        if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        if isinstance(ancestor, (cst.For, cst.While)):
+            return True
+    return False

@@ -35,14 +35,16 @@ class Example:
     line: int | None = None
     fixed: str | None = None
     title: str = ""
+    #: the severity the finding is reported at, when lower than the rule's (a documented case)
+    severity: Severity | None = None
 
     @property
     def is_bad(self) -> bool:
         return self.line is not None
 
 
-def bad(code: str, line: int, fixed: str | None = None, title: str = "") -> Example:
-    return Example(_clean(code), line, _clean(fixed) if fixed is not None else None, title)
+def bad(code: str, line: int, fixed: str | None = None, title: str = "", severity: Severity | None = None) -> Example:
+    return Example(_clean(code), line, _clean(fixed) if fixed is not None else None, title, severity)
 
 
 def good(code: str, title: str = "") -> Example:
@@ -57,6 +59,9 @@ class Report:
     node: cst.CSTNode
     message: str
     fix: "FixSpec | None" = None
+    #: lower than the rule's own in a documented case (a hazard real only under a setting that is
+    #: not the default, a training-loss log); None: the rule's severity
+    severity: Severity | None = None
 
 
 @dataclass(frozen=True)
@@ -120,8 +125,9 @@ class Rule:
     def check(self, ctx: "FileContext") -> Iterable[Report]:
         raise NotImplementedError
 
-    def report(self, node: cst.CSTNode, message: str | None = None, fix: FixSpec | None = None) -> Report:
-        return Report(self, node, message or self.message, fix)
+    def report(self, node: cst.CSTNode, message: str | None = None, fix: FixSpec | None = None,
+               severity: Severity | None = None) -> Report:
+        return Report(self, node, message or self.message, fix, severity)
 
     # -- documentation ----------------------------------------------------------------------
     @classmethod
