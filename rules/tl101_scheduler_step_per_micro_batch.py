@@ -7,6 +7,7 @@ from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
 from trainlint.model.accumulation import describe_k, is_plateau_scheduler, micro_batch_horizon
+from trainlint.model.shipped import conditional_report
 
 
 class SchedulerStepPerMicroBatch(Rule):
@@ -31,6 +32,11 @@ class SchedulerStepPerMicroBatch(Rule):
         of its construction (`num_warmup_steps=warmup * K`, `num_training_steps=total * K`, `T_max`,
         `total_steps`, positional lengths after the optimizer) is multiplied by the loop's K,
         stepping it every micro-batch ends it on time.
+
+        When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
+        that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
+        raises it: the finding then says it holds only when K is set above 1 and is reported one
+        severity lower (warning).
         """
     why_bad = """
         A training run has three clocks: micro-batches, optimizer updates, and data seen. The LR
@@ -390,6 +396,33 @@ class SchedulerStepPerMicroBatch(Rule):
             line=27,
             title="only the warmup is on the micro-batch clock; the schedule length counts updates",
         ),
+        bad(
+            """
+            import argparse
+
+            import torch
+
+
+            def parse_args():
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--lr", type=float, default=3e-4)
+                parser.add_argument("--gradient-accumulation-steps", type=int, default=1)
+                return parser.parse_args()
+
+
+            def train(args, model, loader, optimizer, scheduler):
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / args.gradient_accumulation_steps
+                    loss.backward()
+                    if (step + 1) % args.gradient_accumulation_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    scheduler.step()
+            """,
+            line=20,
+            title="K from an argparse option that defaults to 1: reported as conditional on K > 1",
+            severity=Severity.WARNING,
+        ),
     )
 
     def check(self, ctx):
@@ -415,4 +448,4 @@ class SchedulerStepPerMicroBatch(Rule):
                                f"{k} micro-batches: the schedule advances {k} times per update (a cosine/linear "
                                "schedule ends that many times early); step it once per update, after the "
                                "optimizer step")
-                yield self.report(ref.node, message)
+                yield conditional_report(self, ctx, loop, ref.node, message)

@@ -10,6 +10,7 @@ from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
 from trainlint.model.index import walk
 from trainlint.model.training import CallRef, training_model
+from trainlint.model.shipped import conditional_report
 
 _CLIPS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "unscale_")
 
@@ -54,6 +55,11 @@ class ZeroGradPerMicroBatch(Rule):
         inside `with accelerator.accumulate(model):` (Accelerate skips it between gradient syncs)
         is correct and not flagged. `model.zero_grad()` inside the Accelerate block is flagged:
         only the prepared optimizer's `zero_grad` is skipped.
+
+        When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
+        that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
+        raises it: the finding then says it holds only when K is set above 1 and is reported one
+        severity lower (warning).
         """
     why_bad = """
         Accumulation relies on `backward()` adding into `.grad` across the K micro-batches of a
@@ -335,6 +341,31 @@ class ZeroGradPerMicroBatch(Rule):
             line=12,
             title="a named boolean guard, but the clear comes before its `continue`",
         ),
+        bad(
+            """
+            from dataclasses import dataclass
+
+            import torch
+
+
+            @dataclass
+            class TrainConfig:
+                lr: float = 3e-4
+                grad_accum: int = 1
+
+
+            def train(cfg: TrainConfig, model, loader, optimizer):
+                for i, (x, y) in enumerate(loader):
+                    optimizer.zero_grad()
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / cfg.grad_accum
+                    loss.backward()
+                    if (i + 1) % cfg.grad_accum == 0:
+                        optimizer.step()
+            """,
+            line=14,
+            title="K from a config dataclass field that defaults to 1: reported as conditional on K > 1",
+            severity=Severity.WARNING,
+        ),
     )
 
     def check(self, ctx):
@@ -350,16 +381,16 @@ class ZeroGradPerMicroBatch(Rule):
                 if model.is_zero_grad(ref.node, ref.scope) and not model.runs_per_update(loop, ref):
                     name = f"`{ctx.code_for(ref.node.func.value)}.zero_grad()`"
                     if last_backward >= 0 and last_backward < order[id(ref.node)] < first_step:
-                        yield self.report(ref.node, (
+                        yield conditional_report(self, ctx, loop, ref.node, (
                             f"{name} runs on every micro-batch, between the backward and the optimizer step, which "
                             f"runs once every {k} micro-batches: the gradients are cleared before the step can use "
                             "them, so the optimizer steps on nothing; clear once per update, after the "
                             "optimizer step"))
                     else:
-                        yield self.report(ref.node, self._message(name, k))
+                        yield conditional_report(self, ctx, loop, ref.node, self._message(name, k))
             for ref in _grad_none_assignments(model, loop):
                 if not model.runs_per_update(loop, ref):
-                    yield self.report(ref.node, self._message(f"`{ctx.code_for(ref.node)}`", k))
+                    yield conditional_report(self, ctx, loop, ref.node, self._message(f"`{ctx.code_for(ref.node)}`", k))
         yield from self._update_left_outside_its_guard(ctx, model)
 
     def _update_left_outside_its_guard(self, ctx, model):
