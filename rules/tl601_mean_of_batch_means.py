@@ -7,6 +7,7 @@ import re
 import libcst as cst
 
 from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
+from trainlint.model.training import training_model
 from trainlint.model.roles import LOADER_NAME
 from trainlint.finding import Severity
 from trainlint.gate import named
@@ -53,6 +54,10 @@ class MeanOfBatchMeans(Rule):
         by batch size (`AverageMeter.update(val, n)`), on running displays inside the loop, and
         when the loader is built in the same file with `drop_last=True` or `batch_size=1`: every
         batch then has the same size and the mean of means is exact.
+
+        An average taken inside a training loop (the loop runs the backward and the step) is a
+        logged training loss, not a metric a model is chosen or reported by: it is reported at
+        **info**, and the message says so. Averages over validation/test loaders stay warnings.
         """
     why_bad = """
         A mean-reduced loss is already an average over its batch. Averaging those averages gives
@@ -194,7 +199,8 @@ class MeanOfBatchMeans(Rule):
                 print(epoch, epoch_loss / len(train_loader))
             """,
             line=9,
-            title="training loss averaged per batch",
+            title="training loss averaged per batch: a log, reported at info",
+            severity=Severity.INFO,
         ),
         good(
             """
@@ -287,6 +293,7 @@ class MeanOfBatchMeans(Rule):
     def check(self, ctx):
         flow = ctx.model(dataflow)
         divisions: dict[cst.CSTNode, dict[str, list[tuple[int, cst.CSTNode]]]] = {}
+        training_loops = {loop.node for loop in ctx.model(training_model).loops}
         for loop in ctx.index.loops:
             loader = loader_of_loop(flow, loop)
             if loader is None or _equal_batches(flow, loader):
@@ -306,13 +313,17 @@ class MeanOfBatchMeans(Rule):
                 found = _division(flow, node, accumulators, counts)
                 if found is not None:
                     key, what = found
-                    yield self.report(
-                        node,
+                    message = (
                         f"`{ctx.code_for(node).strip()}` averages per-batch means ({what}) over the number of "
                         f"batches of `{ctx.code_for(loader)}`: every batch weighs the same, so a short last "
                         "batch is overweighted; sum per-sample values (`loss.item() * len(y)` or "
-                        "`reduction=\"sum\"`) and divide by the number of samples",
-                    )
+                        "`reduction=\"sum\"`) and divide by the number of samples")
+                    if loop in training_loops:
+                        # a logged training loss, not a metric a model is chosen by
+                        yield self.report(node, f"a logged training-loss average, reported at info: {message}",
+                                          severity=Severity.INFO)
+                    else:
+                        yield self.report(node, message)
 
 
 def _equal_batches(flow, loader) -> bool:
