@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Callable
 
 from trainlint.discovery import DEFAULT_EXCLUDES, Discovery
-from trainlint.settings import DEFAULT_MAX_FILE_SIZE, DEFAULT_MIN_TORCH, SelectorError, Settings, codes_for, resolve_selection
+from trainlint.settings import (DEFAULT_MAX_FILE_SIZE, DEFAULT_MIN_TORCH, DEFAULT_TEST_CODE_IGNORE, SelectorError, Settings,
+                                codes_for, resolve_selection)
 
 CACHE_DIR_NAME = ".trainlint_cache"
 _VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
@@ -50,6 +51,7 @@ class FileConfig:
     extend_exclude: tuple[str, ...] = ()
     min_torch_version: tuple[int, ...] | None = None
     max_file_size: int | None = None
+    test_code_ignore: tuple[str, ...] | None = None
     #: The keys the file sets (for `--show-settings`: where each setting came from).
     keys: frozenset[str] = frozenset()
 
@@ -177,6 +179,7 @@ SCHEMA: dict[str, tuple[str, Callable]] = {
     "extend-exclude": ("extend_exclude", _string_list),
     "min-torch-version": ("min_torch_version", _min_torch_version),
     "max-file-size": ("max_file_size", _max_file_size),
+    "test-code-ignore": ("test_code_ignore", _selectors),
 }
 KEYS = tuple(SCHEMA)
 
@@ -241,7 +244,13 @@ def build_settings(config: FileConfig, cli: CliSelection) -> Settings:
         min_torch_version=config.min_torch_version or DEFAULT_MIN_TORCH,
         max_file_size=config.max_file_size or DEFAULT_MAX_FILE_SIZE,
         root=str(config.root) if config.path else None,
+        test_code_ignore=_codes(config.test_code_ignore if config.test_code_ignore is not None
+                                else DEFAULT_TEST_CODE_IGNORE),
     )
+
+
+def _codes(selectors) -> frozenset[str]:
+    return frozenset().union(*(codes_for(s) for s in selectors)) if selectors else frozenset()
 
 
 def build_discovery(config: FileConfig, cli: CliSelection | None = None) -> Discovery:

@@ -16,6 +16,27 @@ SYNTAX_ERROR_CODE = "TL000"
 DEFAULT_MIN_TORCH = (2, 6)
 #: Files larger than this are skipped (with a message), not read: generated or data files.
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
+#: Rules not reported in test code unless configured (`test-code-ignore`): the hazards of files a
+#: test writes and reads back itself (a load of its own scratch file is not a security hole, a
+#: truncated temporary checkpoint costs nothing, a partial checkpoint may be the point of the test),
+#: memory held through a few iterations, and a test's own loaders. A test's training loop is still
+#: checked for wrong gradients, schedules and modes (TL1, TL2, TL302, TL303, TL601).
+DEFAULT_TEST_CODE_IGNORE = ("TL301", "TL401", "TL402", "TL403", "TL404", "TL501", "TL502", "TL602", "TL701")
+_TEST_DIRECTORIES = frozenset({"tests", "test", "testing"})
+
+
+def is_test_code(path: str, root: str | None = None) -> bool:
+    """A file of a test suite: under a `tests/`/`test/` directory (below the configuration's
+    directory, or the current one), or named `test_*.py`, `*_test.py`, `conftest.py`."""
+    name = os.path.basename(path)
+    if name == "conftest.py" or (name.startswith("test_") or name.endswith("_test.py")) and name.endswith(".py"):
+        return True
+    absolute = os.path.abspath(path)
+    base = root if root is not None else os.getcwd()
+    relative = os.path.relpath(absolute, base)
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return False  # outside: its folders above are not the project's
+    return any(part in _TEST_DIRECTORIES for part in relative.replace("\\", "/").split("/")[:-1])
 
 
 class SelectorError(ValueError):
@@ -65,9 +86,14 @@ class Settings:
     root: str | None = None
     #: bytes; a larger file is skipped
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    #: codes not reported in test code (`is_test_code`); the configuration's default is
+    #: DEFAULT_TEST_CODE_IGNORE, the engine's (a Settings built in code) none
+    test_code_ignore: frozenset[str] = frozenset()
 
     def codes_for_path(self, path: str) -> frozenset[str]:
         codes = self.select
+        if self.test_code_ignore and path != "<stdin>" and is_test_code(path, self.root):
+            codes = codes - self.test_code_ignore
         if not self.per_file_ignores:
             return codes
         candidates = {path.replace("\\", "/")}
