@@ -520,8 +520,9 @@ class ModeModel:
         computes. False only when every construction of it is known and each builds a mode-free
         module (a loss criterion, a GroupNorm-only net; `layers.py`) or a library class not known to
         hold dropout/batch norm; a `NEW` fact names the construction a caller made."""
-        calls = [(f.node.value, self.index.scope_at(f.node)) for f in facts
-                 if f.kind == NEW and isinstance(f.node, (cst.Assign, cst.AnnAssign)) and isinstance(f.node.value, cst.Call)]
+        calls = [(_strip_wrappers(f.node.value), self.index.scope_at(f.node)) for f in facts
+                 if f.kind == NEW and isinstance(f.node, (cst.Assign, cst.AnnAssign))
+                 and isinstance(_strip_wrappers(f.node.value), cst.Call)]
         if not calls or any(f.kind not in (NEW, ENTRY) for f in facts):
             own = self._constructions(receiver, scope)
             if own is None:
@@ -551,6 +552,9 @@ class ModeModel:
             if not isinstance(value, cst.Call):
                 return None
             inner = _strip_wrappers(value)
+            if isinstance(inner, cst.Call):  # `nn.CrossEntropyLoss().to(device)`
+                found.append((inner, self.index.scope_at(inner)))
+                continue
             if inner is not value:  # `model = model.to(device)`: the same module
                 if dotted_name(inner) == dotted_name(expr):
                     continue
