@@ -33,11 +33,12 @@ class TrainModeNotRestored(Rule):
         when evaluation runs every N steps inside the step loop. Models that are never trained
         (a frozen teacher, an EMA copy) may stay in eval mode, and so may a module whose mode
         changes nothing (a loss criterion such as `nn.CrossEntropyLoss()` or a project loss class
-        without dropout/BatchNorm, as in TL302). Alternating phases are not evaluations: a GAN
+        without dropout/BatchNorm, a GroupNorm-only network, a library class not known to hold
+        dropout or BatchNorm: the same judgement as TL302's). Alternating phases are not evaluations: a GAN
         loop that starts each phase with `D.train(); G.eval()` or `G.train(); D.eval()` freezes the
         partner network and the other phase undoes it; that is left alone when the loop calls the
-        network's `train()` before coming back to the `eval()` and no optimizer stepped in between
-        holds its parameters (known from `Adam(D.parameters())`; when the optimizers' contents are
+        network's `train()` before coming back to the `eval()`, another phase's optimizer steps in
+        between, and no optimizer stepped in between holds its parameters (known from `Adam(D.parameters())`; when the optimizers' contents are
         not seen, the loop must step two or more optimizers). Reported at the call in the loop
         that switches to eval mode or calls the evaluation function.
         """
@@ -410,6 +411,32 @@ class TrainModeNotRestored(Rule):
                             print(step, validate(model, criterion, val_loader))
             """,
             title="a loss criterion left in eval mode (a loss has no mode-dependent layers)",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def train_gan(generator, discriminator, loader, epochs, z_dim=128):
+                opt_g = torch.optim.Adam(generator.parameters(), lr=2e-4)
+                opt_d = torch.optim.Adam(discriminator.parameters(), lr=2e-4)
+                for epoch in range(epochs):
+                    for real, _ in loader:
+                        z = torch.randn(real.size(0), z_dim)
+                        discriminator.eval()
+                        opt_d.zero_grad()
+                        d_loss = F.softplus(discriminator(generator(z).detach())).mean() + F.softplus(-discriminator(real)).mean()
+                        d_loss.backward()
+                        discriminator.train()
+                        opt_d.step()
+                        opt_g.zero_grad()
+                        g_loss = F.softplus(-discriminator(generator(z))).mean()
+                        g_loss.backward()
+                        opt_g.step()
+            """,
+            line=11,
+            title="train() after the discriminator's own backward: its gradients were computed in eval mode",
         ),
     )
 

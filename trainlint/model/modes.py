@@ -318,9 +318,10 @@ class ModeModel:
         """Alternating phases (a GAN: `D.train(); G.eval()` for the discriminator's phase, `G.train();
         D.eval()` for the generator's): the `eval()` freezes a partner network for one phase, not an
         evaluation. It is undone when the loop calls `train()` on that network before coming back
-        to the eval (later in the iteration or at the top of the next), and no optimizer stepped in
-        between holds its parameters (known from the optimizer's construction; when that is not
-        known, the loop must step two or more optimizers, one per phase)."""
+        to the eval (later in the iteration or at the top of the next), an optimizer steps in between
+        (the other phase's update), and none stepped in between holds its parameters (known from the
+        optimizer's construction; when that is not known, the loop must step two or more optimizers,
+        one per phase)."""
         loop = self.training_loops.get(item.loop)
         if loop is None:
             return False
@@ -342,6 +343,8 @@ class ModeModel:
         if not any(ref.node is item.backward for ref in between):
             return False
         steps = [ref for ref in between if self.training.is_optimizer_step(ref.node, ref.scope)]
+        if not steps:
+            return False  # no phase update happens while it is frozen: its own backward ran in eval mode
         stepped_receivers = {dotted_name(ref.node.func.value) for ref in loop.step_calls}
         for ref in steps:
             owners = self._optimizer_owners(ref.node, ref.scope)
