@@ -36,8 +36,9 @@ class NoGradEvalInTrainMode(Rule):
         Only modules whose mode changes what they compute count. A module is left alone when
         every construction of it that the file shows builds a mode-free one: a torch.nn loss
         (`nn.CrossEntropyLoss()`, `nn.BCEWithLogitsLoss()`, ...) or layer without dropout/batch
-        statistics (`nn.Linear`, `nn.GroupNorm`, `nn.LayerNorm`, ...), or a same-file `nn.Module`
-        subclass that builds only such layers and never reads `self.training`. A class imported
+        statistics (`nn.Linear`, `nn.GroupNorm`, `nn.LayerNorm`, ...), or an `nn.Module` subclass of
+        this file or another project file that builds only such layers and never reads
+        `self.training`. A class imported
         from a package outside the project (its source is not there to read) is left alone too,
         unless its family is known to hold dropout or BatchNorm (torchvision and timm models,
         transformers, segmentation_models_pytorch, torch.nn Dropout/BatchNorm/RNN/Transformer

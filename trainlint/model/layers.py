@@ -8,8 +8,9 @@ so a "train mode" evaluation of it, or an `eval()` left on it, changes nothing.
 
 `verdict(index, call, scope)` judges the call that built a module:
 
-- FREE: known to compute the same in both modes (a torch.nn loss or mode-free layer, a same-file
-  `nn.Module` subclass whose layers are all mode-free and that never reads its mode);
+- FREE: known to compute the same in both modes (a torch.nn loss or mode-free layer, an
+  `nn.Module` subclass of this file or another project file whose layers are all mode-free and
+  that never reads its mode);
 - DEPENDENT: known to hold mode-dependent layers (torch.nn Dropout/BatchNorm/RNN/Transformer...,
   torchvision/timm/transformers/segmentation_models_pytorch models, a same-file class holding one);
 - LIBRARY: a class from a package whose source is not in the project and whose family is not known
@@ -54,6 +55,10 @@ def verdict(index: FileIndex, call: cst.Call, scope: Scope, depth: int = 0) -> s
         return class_verdict(index, func.value, depth + 1)
     if not name:
         return None
+    if not name.startswith("torch.") and (isinstance(func, (cst.Name, cst.Attribute))):
+        summary = index.summary_of(func, scope, ("Module",))  # a class of another project file
+        if summary is not None:
+            return getattr(summary, "mode_dependence", None)
     if name.startswith("torch.nn."):
         last = name.rsplit(".", 1)[-1]
         if last in _NN_UNKNOWN or name.startswith(("torch.nn.parallel", "torch.nn.functional")):
