@@ -438,6 +438,40 @@ class TrainModeNotRestored(Rule):
             line=11,
             title="train() after the discriminator's own backward: its gradients were computed in eval mode",
         ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def discriminator_step(G, D, real, z, opt_d):
+                D.train()
+                G.eval()
+                with torch.no_grad():
+                    fake = G(z)
+                opt_d.zero_grad()
+                loss = F.softplus(D(fake)).mean() + F.softplus(-D(real)).mean()
+                loss.backward()
+                opt_d.step()
+
+
+            def generator_step(G, D, z, opt_g):
+                G.train()
+                D.eval()
+                opt_g.zero_grad()
+                loss = F.softplus(-D(G(z))).mean()
+                loss.backward()
+                opt_g.step()
+
+
+            def train(generator, discriminator, loader, opt_g, opt_d, z_dim=128):
+                for real in loader:
+                    z = torch.randn(real.size(0), z_dim)
+                    discriminator_step(generator, discriminator, real, z, opt_d)
+                    generator_step(generator, discriminator, z, opt_g)
+            """,
+            title="GAN phases in helpers, each setting both networks' modes at its start",
+        ),
     )
 
     def check(self, ctx):

@@ -30,6 +30,7 @@ FREE, DEPENDENT, LIBRARY = "free", "dependent", "library"
 
 # torch.nn classes whose forward depends on `self.training`
 _MODE_DEPENDENT_NN = re.compile(r"Dropout|BatchNorm|InstanceNorm|RNN|LSTM|GRU|Transformer|MultiheadAttention|RReLU")
+_LOSS_NAME = re.compile(r"(Loss|Criterion|CrossEntropy)$")
 _NN_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 _NN_UNKNOWN = frozenset({"Module", "DataParallel"})
 # packages whose models are known to hold dropout or batch norm
@@ -68,7 +69,10 @@ def verdict(index: FileIndex, call: cst.Call, scope: Scope, depth: int = 0) -> s
         if last[:1].isupper():
             return DEPENDENT if _MODE_DEPENDENT_NN.search(last) else FREE
         return None
-    if name.startswith(_DEPENDENT_PACKAGES):
+    last = name.rsplit(".", 1)[-1]
+    if _LOSS_NAME.search(last):
+        return FREE  # a library's loss criterion (`timm.loss.LabelSmoothingCrossEntropy`)
+    if any(name == package or name.startswith(package + ".") for package in _DEPENDENT_PACKAGES):
         return DEPENDENT
     if _from_library(index, func, scope) and name.rsplit(".", 1)[-1][:1].isupper() or (
             name.endswith(".from_pretrained") and _from_library(index, func, scope)):

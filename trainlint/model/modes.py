@@ -335,7 +335,7 @@ class ModeModel:
         for ref in order:
             call = ref.node
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "train" and self._is_train_of(call, name):
+            if isinstance(func, cst.Attribute) and func.attr.value == "train" and self._is_train_of(call, name, ref):
                 break
             between.append(ref)
         else:
@@ -355,11 +355,23 @@ class ModeModel:
                 return False
         return True
 
-    def _is_train_of(self, call: cst.Call, name: str) -> bool:
+    def _is_train_of(self, call: cst.Call, name: str, ref) -> bool:
+        """`call` is `<name>.train()`, in the loop or in a helper it calls (`G.train()` in
+        `generator_step(generator, ...)`, its parameter standing for the loop's argument)."""
         args = positional_args(call)
         if len(call.args) > 1 or (args and not _is_true(args[0].value)):
             return False
         receiver = dotted_name(_strip_wrappers(call.func.value))
+        for site in reversed(ref.via):  # innermost helper first, back to the loop's own call
+            if receiver is None:
+                return False
+            target = self.index.callee(site, self.index.scope_at(site))
+            if target is None:
+                return False
+            caller = Frame(self.index.function_at(site), self.index.scope_at(site), {})
+            mapping = self._argument_keys(site, target, caller)
+            head = receiver.split(".")[0]
+            receiver = mapping[head] + receiver[len(head):] if head in mapping else None
         return receiver is not None and _last_component(receiver) == name
 
     def _optimizer_owners(self, step: cst.Call, scope: Scope) -> set[str] | None:
