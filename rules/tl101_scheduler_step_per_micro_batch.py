@@ -30,8 +30,9 @@ class SchedulerStepPerMicroBatch(Rule):
         the batch loop and `ReduceLROnPlateau.step(metric)` are not about the update clock and are
         left alone. So is a scheduler built on the micro-batch clock: when every length argument
         of its construction (`num_warmup_steps=warmup * K`, `num_training_steps=total * K`, `T_max`,
-        `total_steps`, positional lengths after the optimizer) is multiplied by the loop's K,
-        stepping it every micro-batch ends it on time.
+        `total_steps`, positional lengths after the optimizer; a warmup of 0 aside) is multiplied
+        by the loop's K, or counts the loop's micro-batches with K nowhere in it
+        (`total_steps=epochs * len(train_loader)`), stepping it every micro-batch ends it on time.
 
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
@@ -422,6 +423,47 @@ class SchedulerStepPerMicroBatch(Rule):
             line=20,
             title="K from an argparse option that defaults to 1: reported as conditional on K > 1",
             severity=Severity.WARNING,
+        ),
+        good(
+            """
+            import torch
+            from torch.optim.lr_scheduler import OneCycleLR
+
+
+            def train(model, train_loader, epochs, accum_steps=4):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                scheduler = OneCycleLR(optimizer, max_lr=1e-3, total_steps=epochs * len(train_loader))
+                for epoch in range(epochs):
+                    for i, (x, y) in enumerate(train_loader):
+                        loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
+                        loss.backward()
+                        if (i + 1) % accum_steps == 0:
+                            optimizer.step()
+                            optimizer.zero_grad()
+                        scheduler.step()
+            """,
+            title="a schedule as long as the loader's micro-batches (epochs * len(train_loader)), stepped per micro-batch",
+        ),
+        bad(
+            """
+            import torch
+            from torch.optim.lr_scheduler import OneCycleLR
+
+
+            def train(model, train_loader, epochs, accum_steps=4):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                scheduler = OneCycleLR(optimizer, max_lr=1e-3, total_steps=epochs * len(train_loader) // accum_steps)
+                for epoch in range(epochs):
+                    for i, (x, y) in enumerate(train_loader):
+                        loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
+                        loss.backward()
+                        if (i + 1) % accum_steps == 0:
+                            optimizer.step()
+                            optimizer.zero_grad()
+                        scheduler.step()
+            """,
+            line=15,
+            title="a schedule counted in updates (len(train_loader) // K), stepped per micro-batch",
         ),
     )
 
