@@ -296,6 +296,32 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             title="the step counter saved in the file name, parsed back on resume",
         ),
+        good(
+            """
+            import os
+
+            import torch
+
+
+            def save_checkpoint(model, optimizer, path):
+                tmp = path + ".tmp"
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, tmp)
+                os.replace(tmp, path)
+
+
+            def train(model, optimizer, loader, out_dir, save_every=1000):
+                step = 0
+                for x, y in loader:
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    step += 1
+                    if step % save_every == 0:
+                        save_checkpoint(model, optimizer, os.path.join(out_dir, f"step_{step:08d}.pt"))
+            """,
+            title="a save helper whose callers put the step counter in the file name",
+        ),
     )
 
     def check(self, ctx):

@@ -820,6 +820,18 @@ class CheckpointModel:
                     seen.add(node.value)  # `final + ".tmp"` with `final = f"{out}/{step}.pt"`
                     expressions += [(b.value, depth + 1) for b in save.scope.lookup(node.value)
                                     if b.kind == "assign" and b.value is not None]
+        # `def save_checkpoint(model, opt, path)` called with `f"{out}/{step}.pt"`: what every
+        # same-file caller passes for a parameter the path is made of
+        function = save.site.function
+        if function is None:
+            return False
+        for name in seen:
+            if not self.is_param(cst.Name(name), save.scope):
+                continue
+            passed = [self.index.argument_for(site.node, function, name) for site in self.index.callers(function)]
+            if passed and all(p is not None and any(isinstance(n, (cst.Name, cst.Attribute)) and
+                                                    dotted_name(n) in wanted for n in walk(p)) for p in passed):
+                return True
         return False
 
     def _scratch_file(self, save: Save) -> bool:
