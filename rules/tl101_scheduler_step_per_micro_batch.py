@@ -7,7 +7,7 @@ from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
 from trainlint.model.accumulation import describe_k, is_plateau_scheduler, micro_batch_horizon
-from trainlint.model.shipped import conditional_report
+from trainlint.model.shipped import k_condition
 
 
 class SchedulerStepPerMicroBatch(Rule):
@@ -490,4 +490,4 @@ class SchedulerStepPerMicroBatch(Rule):
                                f"{k} micro-batches: the schedule advances {k} times per update (a cosine/linear "
                                "schedule ends that many times early); step it once per update, after the "
                                "optimizer step")
-                yield conditional_report(self, ctx, loop, ref.node, message)
+                yield self.report_if(k_condition(ctx, loop), ref.node, message)

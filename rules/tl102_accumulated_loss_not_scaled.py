@@ -9,7 +9,7 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.training import training_model
-from trainlint.model.shipped import conditional_report
+from trainlint.model.shipped import k_condition
 
 
 class AccumulatedLossNotScaled(Rule):
@@ -373,7 +373,7 @@ class AccumulatedLossNotScaled(Rule):
                 message = (f"`{loss_text}` is a per-micro-batch mean, but gradients of {k} micro-batches add up "
                            f"before each optimizer step: the update's gradient is {k} times too large; divide the "
                            f"loss by {k} (or weight it by the micro-batch's share of the window's samples/tokens)")
-                yield conditional_report(self, ctx, loop, ref.node, message, self._fix(ctx, loop, ref, backward))
+                yield self.report_if(k_condition(ctx, loop), ref.node, message, self._fix(ctx, loop, ref, backward))
 
     def _fix(self, ctx, loop, ref, backward) -> FixSpec | None:
         """`(loss / K)` in place of the loss, when K is a name or number readable where backward is."""

@@ -13,7 +13,7 @@ from trainlint.model.index import keyword_arg, positional_args
 from trainlint.model.roles import MODEL, roles
 from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
-from trainlint.model.shipped import conditional_report
+from trainlint.model.shipped import k_condition
 
 
 class UnequalMicroBatchWeighting(Rule):
@@ -364,7 +364,7 @@ class UnequalMicroBatchWeighting(Rule):
                 counter = _running_count_division(ctx, loop, backward.loss, ref.scope)
                 if counter is not None and id(counter) not in reported:
                     reported.add(id(counter))
-                    yield conditional_report(self, ctx, loop, counter, (
+                    yield self.report_if(k_condition(ctx, loop), counter, (
                         f"`{ctx.code_for(counter.with_changes(lpar=(), rpar=())).strip()}` divides by a running count of the window's "
                         "micro-batches, not by K: the first micro-batch of each window weighs 1, the second "
                         "1/2, the third 1/3, ...; divide every micro-batch's loss by the window size (K)"))
@@ -380,7 +380,7 @@ class UnequalMicroBatchWeighting(Rule):
                 if isinstance(node, cst.BinaryOperation):
                     node = node.with_changes(lpar=(), rpar=())
                 division = ctx.code_for(node).strip()
-                yield conditional_report(self, ctx, loop, trace.k_division, (
+                yield self.report_if(k_condition(ctx, loop), trace.k_division, (
                     f"`{division}` gives every micro-batch of a window the same weight, but {why}; sum the "
                     "losses and divide by the window's total example/valid-token count (or weight each "
                     "micro-batch mean by its share of the window)"))

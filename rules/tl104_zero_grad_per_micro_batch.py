@@ -10,7 +10,7 @@ from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
 from trainlint.model.index import walk
 from trainlint.model.training import CallRef, training_model
-from trainlint.model.shipped import conditional_report
+from trainlint.model.shipped import k_condition
 
 _CLIPS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "unscale_")
 
@@ -381,16 +381,16 @@ class ZeroGradPerMicroBatch(Rule):
                 if model.is_zero_grad(ref.node, ref.scope) and not model.runs_per_update(loop, ref):
                     name = f"`{ctx.code_for(ref.node.func.value)}.zero_grad()`"
                     if last_backward >= 0 and last_backward < order[id(ref.node)] < first_step:
-                        yield conditional_report(self, ctx, loop, ref.node, (
+                        yield self.report_if(k_condition(ctx, loop), ref.node, (
                             f"{name} runs on every micro-batch, between the backward and the optimizer step, which "
                             f"runs once every {k} micro-batches: the gradients are cleared before the step can use "
                             "them, so the optimizer steps on nothing; clear once per update, after the "
                             "optimizer step"))
                     else:
-                        yield conditional_report(self, ctx, loop, ref.node, self._message(name, k))
+                        yield self.report_if(k_condition(ctx, loop), ref.node, self._message(name, k))
             for ref in _grad_none_assignments(model, loop):
                 if not model.runs_per_update(loop, ref):
-                    yield conditional_report(self, ctx, loop, ref.node, self._message(f"`{ctx.code_for(ref.node)}`", k))
+                    yield self.report_if(k_condition(ctx, loop), ref.node, self._message(f"`{ctx.code_for(ref.node)}`", k))
         yield from self._update_left_outside_its_guard(ctx, model)
 
     def _update_left_outside_its_guard(self, ctx, model):

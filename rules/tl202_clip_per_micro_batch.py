@@ -7,7 +7,7 @@ from trainlint.model.amp import CLIP_NAMES
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
-from trainlint.model.shipped import conditional_report
+from trainlint.model.shipped import k_condition
 
 
 class ClipPerMicroBatch(Rule):
@@ -245,8 +245,8 @@ class ClipPerMicroBatch(Rule):
             for clip in unit.of_kind(CLIP):
                 if measures_only(clip) or per_update(model, unit, clip):
                     continue
-                yield conditional_report(
-                    self, ctx, loop,
+                yield self.report_if(
+                    k_condition(ctx, loop),
                     clip.node,
                     f"`{describe(clip.node, ctx)}` runs on every micro-batch but the optimizer steps "
                     f"{_window(ctx, loop.guard)}: it clips a partial sum of the window; "

@@ -74,6 +74,7 @@ class FixSpec:
 
 
 _REGISTRY: dict[str, type["Rule"]] = {}
+_LOWER = {Severity.ERROR: Severity.WARNING, Severity.WARNING: Severity.INFO, Severity.INFO: Severity.INFO}
 
 
 class Rule:
@@ -128,6 +129,14 @@ class Rule:
     def report(self, node: cst.CSTNode, message: str | None = None, fix: FixSpec | None = None,
                severity: Severity | None = None) -> Report:
         return Report(self, node, message or self.message, fix, severity)
+
+    def report_if(self, condition: str | None, node: cst.CSTNode, message: str, fix: FixSpec | None = None) -> Report:
+        """A finding that holds only under `condition` (a setting that is not the default, such as
+        K > 1 where K defaults to 1): said first in the message, and one severity lower. With no
+        condition, a plain report."""
+        if condition is None:
+            return self.report(node, message, fix)
+        return self.report(node, f"if {condition}: {message}", fix, severity=_LOWER[self.severity])
 
     # -- documentation ----------------------------------------------------------------------
     @classmethod

@@ -6,18 +6,16 @@ default=1)`), a config/dataclass field `gradient_accumulation_steps: int = 1`, a
 `accum_steps=1`, `cfg.get("grad_accum", 1)`, or a plain `ACCUM = 1`: as shipped the loop does not
 accumulate at all, so a per-micro-batch scheduler step or `zero_grad()` is right until K changes.
 The accumulation rules then report the finding with that condition in the message, one severity
-lower (`conditional_report`).
+lower (`k_condition`, `Rule.report_if`).
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.finding import Severity
 from trainlint.model.index import keyword_value, positional_args
 from trainlint.model.training import TrainingLoop
 
-_LOWER = {Severity.ERROR: Severity.WARNING, Severity.WARNING: Severity.INFO, Severity.INFO: Severity.INFO}
 _MAX_DEPTH = 4
 
 
@@ -30,13 +28,12 @@ def k_defaults_to_one(ctx, loop: TrainingLoop) -> str | None:
     return ctx.code_for(k) if _is_one_by_default(ctx, k, scope, 0) else None
 
 
-def conditional_report(rule, ctx, loop: TrainingLoop, node: cst.CSTNode, message: str, fix=None):
-    """`rule.report(...)`, stated as conditional on K > 1 when K is 1 as shipped."""
+def k_condition(ctx, loop: TrainingLoop) -> str | None:
+    """The condition an accumulation finding holds under when K is 1 as shipped, else None."""
     k = k_defaults_to_one(ctx, loop)
     if k is None:
-        return rule.report(node, message, fix)
-    return rule.report(node, f"if `{k}` is set above 1 (it defaults to 1, where nothing accumulates and this is "
-                             f"correct): {message}", fix, severity=_LOWER[rule.severity])
+        return None
+    return f"`{k}` is set above 1 (it defaults to 1, where nothing accumulates and this is correct)"
 
 
 def _is_one_by_default(ctx, expr: cst.BaseExpression, scope, depth: int) -> bool:
