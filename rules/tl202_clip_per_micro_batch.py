@@ -231,6 +231,24 @@ class ClipPerMicroBatch(Rule):
             """,
             title="nanoGPT style: clip after the micro-batch loop",
         ),
+        bad(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, accum_steps=1, max_norm=1.0):
+                for i, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                    if (i + 1) % accum_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            line=8,
+            title="K a parameter that defaults to 1: reported as conditional on K > 1",
+            severity=Severity.WARNING,
+        ),
     )
 
     def check(self, ctx):
