@@ -366,6 +366,33 @@ class ZeroGradPerMicroBatch(Rule):
             title="K from a config dataclass field that defaults to 1: reported as conditional on K > 1",
             severity=Severity.WARNING,
         ),
+        good(
+            """
+            import torch
+
+
+            def train_one_epoch(model, loader, optimizer, accum_steps, max_norm=None):
+                last_idx = len(loader) - 1
+                optimizer.zero_grad()
+                for idx, (images, labels) in enumerate(loader):
+                    is_last = idx == last_idx
+                    do_update = is_last or (idx + 1) % accum_steps == 0
+
+                    def backward_and_step(loss):
+                        loss.backward()
+                        if do_update:
+                            if max_norm is not None:
+                                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                            optimizer.step()
+
+                    loss = torch.nn.functional.cross_entropy(model(images), labels) / accum_steps
+                    backward_and_step(loss)
+                    if not do_update:
+                        continue
+                    optimizer.zero_grad()
+            """,
+            title="the step under `if do_update:` in a nested helper, the clear after `if not do_update: continue`",
+        ),
     )
 
     def check(self, ctx):
