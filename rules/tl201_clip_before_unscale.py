@@ -34,7 +34,10 @@ class ClipBeforeUnscale(Rule):
         framework's clip, or `accelerator.unscale_gradients()` first). A norm taken with
         `max_norm=inf` clips nothing and is not flagged. A clip on the other branch of the `if` that
         holds every scaled backward (`if scaler: scaler.scale(loss).backward() ... else:
-        loss.backward(); clip_grad_norm_(...)`) runs only without the scaler and is not flagged.
+        loss.backward(); clip_grad_norm_(...)`) runs only without the scaler and is not flagged; so
+        does a clip under the opposite of the test that guards every scaled backward, written the
+        same way (`backward(loss, scaler)` scaling under `if scaler is not None:`, the clip under
+        `if scaler is None:`).
 
         When the clip is a statement of its own that runs once per update, and the update steps one
         optimizer through the scaler, the fix inserts `scaler.unscale_(opt)` on the line above it
@@ -433,6 +436,74 @@ class ClipBeforeUnscale(Rule):
             """,
             line=13,
             title="AMP optional: the clip after both branches sees scaled gradients when the scaler is on",
+        ),
+        good(
+            """
+            import torch
+
+
+            class Trainer:
+                def __init__(self, model, optimizer, cfg):
+                    self.model = model
+                    self.optimizer = optimizer
+                    self.cfg = cfg
+                    self.scaler = torch.amp.GradScaler("cuda") if cfg.amp else None
+
+                def run_batch(self, x, y, train=True):
+                    with torch.set_grad_enabled(train):
+                        loss = torch.nn.functional.cross_entropy(self.model(x), y)
+                    if train:
+                        self.optimizer.zero_grad(set_to_none=True)
+                        if self.scaler is not None:
+                            self.scaler.scale(loss).backward()
+                            self.scaler.unscale_(self.optimizer)
+                            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
+                            self.scaler.step(self.optimizer)
+                            self.scaler.update()
+                        else:
+                            loss.backward()
+                            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
+                            self.optimizer.step()
+                    return loss.item()
+
+                def run_epoch(self, loader, train=True):
+                    return [self.run_batch(x, y, train) for x, y in loader]
+
+                def fit(self, train_loader, val_loader, epochs):
+                    for epoch in range(epochs):
+                        self.run_epoch(train_loader)
+                        self.run_epoch(val_loader, train=False)
+            """,
+            title="a Trainer's batch helper run for training and evaluation: the clip in its non-AMP branch",
+        ),
+        good(
+            """
+            import torch
+
+
+            def backward(loss, scaler):
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+
+
+            def train_one_epoch(model, loader, optimizer, scaler, clip_norm):
+                for images, texts in loader:
+                    optimizer.zero_grad()
+                    with torch.autocast("cuda", enabled=scaler is not None):
+                        loss = model(images, texts)
+                    backward(loss, scaler)
+                    if scaler is None:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+                        optimizer.step()
+                    else:
+                        scaler.unscale_(optimizer)
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+                        scaler.step(optimizer)
+                        scaler.update()
+            """,
+            title="the scaled backward in a helper under `if scaler is not None:`, the clip under `if scaler is None:`",
         ),
     )
 
