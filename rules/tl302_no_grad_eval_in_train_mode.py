@@ -484,6 +484,37 @@ class NoGradEvalInTrainMode(Rule):
             line=17,
             title="a torchvision model (BatchNorm) evaluated in train mode",
         ),
+        good(
+            """
+            import torch
+            from accelerate import Accelerator
+            from diffusers import AutoencoderKL
+
+
+            @torch.no_grad()
+            def log_validation(vae, accelerator, images):
+                vae = accelerator.unwrap_model(vae)
+                return [vae(image[None]).sample for image in images]
+
+
+            def main(args, train_dataloader, validation_images):
+                accelerator = Accelerator(mixed_precision=args.mixed_precision)
+                vae = AutoencoderKL.from_pretrained(args.pretrained_model, subfolder="vae")
+                optimizer = torch.optim.AdamW(vae.parameters(), lr=args.learning_rate)
+                vae, optimizer, train_dataloader = accelerator.prepare(vae, optimizer, train_dataloader)
+                for epoch in range(args.epochs):
+                    vae.train()
+                    for step, batch in enumerate(train_dataloader):
+                        reconstruction = vae(batch["pixel_values"]).sample
+                        loss = torch.nn.functional.mse_loss(reconstruction, batch["pixel_values"])
+                        accelerator.backward(loss)
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        if step % args.validation_steps == 0:
+                            log_validation(vae, accelerator, validation_images)
+            """,
+            title="a diffusers VAE (GroupNorm, no dropout) validated in train mode through unwrap_model and accelerator.prepare",
+        ),
     )
 
     def check(self, ctx):

@@ -48,10 +48,12 @@ def verdict(index: FileIndex, call: cst.Call, scope: Scope, depth: int = 0) -> s
     """How the module built by `call` depends on its mode (see the module docstring)."""
     if depth > _MAX_DEPTH:
         return None
-    name = index.resolve(call.func, scope)
     func = call.func
-    if name is None and isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained":
-        name = index.resolve(func.value, scope)
+    # `AutoencoderKL.from_pretrained(...)`, `Model.from_config(cfg)`: the class's own constructor
+    if isinstance(func, cst.Attribute) and func.attr.value.startswith("from_") and \
+            (dotted_name(func.value) or "").rsplit(".", 1)[-1][:1].isupper():
+        func = func.value
+    name = index.resolve(func, scope)
     if isinstance(func, cst.Name) and func.value in index.classes and _bound_to_class(func.value, scope):
         return class_verdict(index, func.value, depth + 1)
     if not name:
@@ -74,8 +76,7 @@ def verdict(index: FileIndex, call: cst.Call, scope: Scope, depth: int = 0) -> s
         return FREE  # a library's loss criterion (`timm.loss.LabelSmoothingCrossEntropy`)
     if any(name == package or name.startswith(package + ".") for package in _DEPENDENT_PACKAGES):
         return DEPENDENT
-    if _from_library(index, func, scope) and name.rsplit(".", 1)[-1][:1].isupper() or (
-            name.endswith(".from_pretrained") and _from_library(index, func, scope)):
+    if last[:1].isupper() and _from_library(index, func, scope):
         return LIBRARY
     return None
 

@@ -32,7 +32,8 @@ from typing import Iterable, Iterator, NamedTuple
 
 import libcst as cst
 
-from trainlint.model.index import FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args, walk
+from trainlint.model.index import (FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args,
+                                   unpacked_position, walk)
 from trainlint.model.layers import FREE, LIBRARY, verdict
 from trainlint.model.roles import OPTIMIZER, SCALER, role_of_callee
 from trainlint.model.training import TrainingModel, training_model
@@ -553,20 +554,52 @@ class ModeModel:
         expr = _strip_wrappers(expr)
         if depth > 3:
             return None
+        found: list = []
         if isinstance(expr, cst.Name):
             bindings = scope.lookup(expr.value)
-            values = [b.value for b in bindings if b.kind == "assign"]
-            if len(values) != len(bindings):
+            values = [b.value if b.value is not None else _prepared_argument(b.node, expr.value)
+                      for b in bindings if b.kind == "assign"]
+            params = [b for b in bindings if b.kind == "param"]
+            if len(values) + len(params) != len(bindings):
                 return None
+            if params:  # what the same-file callers pass for it
+                function = self.index.function_at(params[0].node)
+                sites = self.index.callers(function) if function is not None else []
+                if not sites:
+                    return None
+                for site in sites:
+                    arg = self.index.argument_for(site.node, function, expr.value)
+                    more = self._constructions(arg, site.scope, depth + 1) if arg is not None else None
+                    if more is None:
+                        return None
+                    found += more
         elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
             values = self.index.self_attribute_values(expr.attr.value, scope)
         else:
             return None
-        found = []
         for value in values:
+            if isinstance(value, (cst.Name, cst.Attribute)):
+                if dotted_name(value) == dotted_name(expr):
+                    continue  # `vae, opt = accelerator.prepare(vae, opt)`: the module it already was
+                more = self._constructions(value, scope, depth + 1)  # another name for the same module
+                if more is None:
+                    return None
+                found += more
+                continue
             if not isinstance(value, cst.Call):
                 return None
             inner = _strip_wrappers(value)
+            func = inner.func if isinstance(inner, cst.Call) else None
+            last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            if last in _UNWRAPPERS and positional_args(inner):  # `accelerator.unwrap_model(vae)`: the same module
+                wrapped = positional_args(inner)[0].value
+                if dotted_name(wrapped) == dotted_name(expr):
+                    continue  # `vae = unwrap_model(vae)`: its other bindings say what it is
+                more = self._constructions(wrapped, scope, depth + 1)
+                if more is None:
+                    return None
+                found += more
+                continue
             if isinstance(inner, cst.Call):  # `nn.CrossEntropyLoss().to(device)`
                 found.append((inner, self.index.scope_at(inner)))
                 continue
@@ -1354,6 +1387,21 @@ def _unwrap_iterable(expr: cst.BaseExpression) -> cst.BaseExpression:
         else:
             break
     return expr
+
+
+def _prepared_argument(assign: cst.CSTNode, name: str) -> cst.BaseExpression | None:
+    """`model, opt, loader = accelerator.prepare(model, opt, loader)`: the argument standing where
+    `name` is unpacked (the same object, wrapped), as `unwrap_model(model)` stands for `model`."""
+    if not (isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call)):
+        return None
+    func = assign.value.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "prepare"):
+        return None
+    position = unpacked_position(assign, name)
+    args = positional_args(assign.value)
+    if position is None or position[1] != len(args) or any(a.star for a in assign.value.args):
+        return None
+    return args[position[0]].value
 
 
 def _strip_wrappers(expr: cst.BaseExpression) -> cst.BaseExpression:
