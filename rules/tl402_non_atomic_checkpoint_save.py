@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
-from trainlint.model.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS, checkpoint_model
+from trainlint.model.checkpoints import COUNTER_NAME, LOAD_FUNCTIONS, SAVE_FUNCTIONS, checkpoint_model
+from trainlint.model.index import dotted_name, walk
+from trainlint.model.training import training_model
 from trainlint.finding import Severity
 from trainlint.gate import refers_to
 from trainlint.rule import Rule, bad, good
 
+_TRAINING_CALL = re.compile(r"train|fit|step|backward|epoch", re.IGNORECASE)
+_CHECKPOINT_HELPER = re.compile(r"checkpoint|ckpt|resume|snapshot|save_state", re.IGNORECASE)
 _ADVICE = ("write to a temporary file next to it and `os.replace` it onto the final path "
            "(readers then see the old file or the new one, never half of one)")
 
@@ -50,7 +56,10 @@ class NonAtomicCheckpointSave(Rule):
         save holding optimizer/scheduler/scaler state, and the file a `torch.load` of the same
         path resumes from. A single save of final weights after training (model state only, not in
         a loop, every caller of its function seen and none in a loop) is reported at **info**, and
-        the message says so: a crash then truncates that one file but loses no training state.
+        the message says so: a crash then truncates that one file but loses no training state. So
+        is a save in a file that runs no training loop at all (a conversion, merge or export
+        script), of no optimizer/scheduler/scaler state, outside loops over epochs or steps and
+        functions named for checkpointing, when every caller of its function is seen.
         """
     why_bad = """
         `torch.save` opens the destination for writing, which truncates it, then streams a ZIP
@@ -244,6 +253,32 @@ class NonAtomicCheckpointSave(Rule):
             """,
             title="the rename happens in a helper of the same file",
         ),
+        bad(
+            """
+            import argparse
+            import os
+
+            import torch
+
+
+            def convert(checkpoint_path, output_dir):
+                state_dict = torch.load(checkpoint_path, map_location="cpu", weights_only=True)["model"]
+                state_dict = {key.removeprefix("module."): value for key, value in state_dict.items()}
+                os.makedirs(output_dir, exist_ok=True)
+                torch.save(state_dict, os.path.join(output_dir, "pytorch_model.bin"))
+
+
+            if __name__ == "__main__":
+                parser = argparse.ArgumentParser()
+                parser.add_argument("checkpoint")
+                parser.add_argument("output_dir")
+                args = parser.parse_args()
+                convert(args.checkpoint, args.output_dir)
+            """,
+            line=11,
+            title="a conversion script that trains nothing: reported at info",
+            severity=Severity.INFO,
+        ),
     )
 
     def check(self, ctx):
@@ -254,47 +289,63 @@ class NonAtomicCheckpointSave(Rule):
             verdict = model.is_atomic(save)
             if verdict is True:
                 continue
-            if self._single_final_save(ctx, model, save):
-                yield self.report(save.node, self._final_message(model, save), severity=Severity.INFO)
+            case = self._one_off_case(ctx, model, save)
+            if case is not None:
+                yield self.report(save.node, self._one_off_message(model, save, case), severity=Severity.INFO)
                 continue
             yield self.report(save.node, self._message(model, save))
 
     @staticmethod
-    def _single_final_save(ctx, model, save) -> bool:
-        """A save of final weights (model state, no optimizer state) that runs once, after training,
-        to a file nothing here resumes from: not in a
-        loop (nor are the same-file callers of its function), its function either the module's code
-        or one whose callers are all seen; and no `torch.load` of the same file. A helper nobody in
-        the file calls (`save_checkpoint`) is taken to run during training."""
+    def _one_off_case(ctx, model, save) -> str | None:
+        """Why a crash mid-save would lose no training state, or None:
+
+        - "final": a save of final weights (model state, no optimizer state) that runs once, after
+          training: not in a loop, nor are the same-file callers of its function;
+        - "export": a save in a file that runs no training loop at all (a conversion, merge or
+          export script), of no optimizer/scheduler/scaler state, not in a loop that looks like
+          training, and not in a function named for checkpointing (`save_checkpoint`).
+
+        Either way every caller of its function must be seen (a helper nobody in the file calls,
+        `save_checkpoint`, is taken to run during training) and no `torch.load` in the file reads
+        the same path (the file a resume reads)."""
         kinds = model.object_kinds(save)
-        if not kinds or not kinds <= {"model", "step"}:
-            return False  # optimizer state (or what is saved is not seen): a point to resume from
+        if kinds and kinds & {"optimizer", "scheduler", "scaler", "rng"}:
+            return None  # a point to resume from
+        training = ctx.model(training_model)
+        trains = bool(training.loops or training.window_functions)
+        if trains and (not kinds or not kinds <= {"model", "step"}):
+            return None  # what is saved is not seen: it may be training state
         index = ctx.index
         dest = model.text(save.dest)
         for site in index.calls:
             if index.resolve(site.node.func, site.scope) in LOAD_FUNCTIONS and site.node.args and \
                     model.text(site.node.args[0].value) == dest:
-                return False  # the file a resume reads
+                return None  # the file a resume reads
         frontier, seen = [(save.node, save.site.function)], set()
         while frontier:
             node, function = frontier.pop()
-            if _in_loop(index, node, function):
-                return False
+            loop = _enclosing_loop(index, node, function)
+            if loop is not None and (trains or _training_like(index, loop)):
+                return None
             if function is None:
                 continue
+            if not trains and _CHECKPOINT_HELPER.search(function.name):
+                return None  # `save_checkpoint()`: the checkpointing of a run that trains elsewhere
             if function.node in seen:
                 continue
             seen.add(function.node)
             callers = index.callers(function)
             if not callers or len(seen) > 4:
-                return False
+                return None
             frontier += [(site.node, site.function) for site in callers]
-        return True
+        return "final" if trains else "export"
 
-    def _final_message(self, model, save) -> str:
-        return (f"`torch.save` writes `{model.text(save.dest)}` straight to its final path in a single save "
-                f"after training: a crash mid-save leaves a truncated file, though no training state a run "
-                f"resumes from is lost (reported at info); {_ADVICE}")
+    def _one_off_message(self, model, save, case) -> str:
+        when = "in a single save after training" if case == "final" else \
+            "in a script that runs no training (an export or conversion)"
+        return (f"`torch.save` writes `{model.text(save.dest)}` straight to its final path {when}: a crash "
+                f"mid-save leaves a truncated file, though no training state a run resumes from is lost "
+                f"(reported at info); {_ADVICE}")
 
     def _message(self, model, save) -> str:
         where = f"`{model.text(save.dest)}`"
@@ -312,12 +363,24 @@ class NonAtomicCheckpointSave(Rule):
                 f"truncated file (and no checkpoint at all if the path is reused); {_ADVICE}")
 
 
-def _in_loop(index, node, function) -> bool:
-    """`node` runs inside a loop of its own function (or of the module's code)."""
+def _enclosing_loop(index, node, function):
+    """The innermost loop of its own function (or of the module's code) that `node` runs in."""
     stop = function.node if function is not None else None
     for ancestor in index.ancestors(node):
         if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-            return False
+            return None
         if isinstance(ancestor, (cst.For, cst.While)):
-            return True
-    return False
+            return ancestor
+    return None
+
+
+def _training_like(index, loop) -> bool:
+    """A loop that looks like it trains through helpers of other files: a `while`, a loop over
+    epochs/steps, or one calling something named like training (`train_one_epoch()`, `trainer.fit()`);
+    not a loop over the tensors or shards a conversion writes."""
+    if not isinstance(loop, cst.For):
+        return True
+    if any(isinstance(n, cst.Name) and COUNTER_NAME.match(n.value) for n in walk(loop.target)):
+        return True
+    return any(isinstance(n, cst.Call) and _TRAINING_CALL.search(dotted_name(n.func) or "")
+               for n in walk(loop.body))
