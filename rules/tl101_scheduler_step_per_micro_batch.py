@@ -9,7 +9,8 @@ from trainlint.gate import named
 from trainlint.fixkit import loop_body_line, move_line, prepare_with, update_anchor
 from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
-from trainlint.model.accumulation import describe_k, is_plateau_scheduler
+from trainlint.model.accumulation import describe_k, is_plateau_scheduler, micro_batch_horizon
+from trainlint.model.shipped import k_condition
 
 
 class SchedulerStepPerMicroBatch(Rule):
@@ -30,7 +31,16 @@ class SchedulerStepPerMicroBatch(Rule):
         only advances when gradients sync), so stepping it inside `with accelerator.accumulate(...)`
         is fine; a scheduler that was not prepared is flagged. Per-epoch schedulers stepped outside
         the batch loop and `ReduceLROnPlateau.step(metric)` are not about the update clock and are
-        left alone.
+        left alone. So is a scheduler built on the micro-batch clock: when every length argument
+        of its construction (`num_warmup_steps=warmup * K`, `num_training_steps=total * K`, `T_max`,
+        `total_steps`, positional lengths after the optimizer; a warmup of 0 aside) is multiplied
+        by the loop's K, or counts the loop's micro-batches with K nowhere in it
+        (`total_steps=epochs * len(train_loader)`), stepping it every micro-batch ends it on time.
+
+        When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
+        that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
+        raises it: the finding then says it holds only when K is set above 1 and is reported one
+        severity lower (warning).
         """
     why_bad = """
         A training run has three clocks: micro-batches, optimizer updates, and data seen. The LR
@@ -348,6 +358,232 @@ class SchedulerStepPerMicroBatch(Rule):
             """,
             title="the scheduler steps after the continue guard",
         ),
+        good(
+            """
+            import math
+
+            import torch
+            from accelerate import Accelerator
+            from transformers import get_scheduler
+
+
+            def main(args, model, train_dataloader):
+                accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps)
+                optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
+                updates_per_epoch = math.ceil(len(train_dataloader) / args.gradient_accumulation_steps)
+                max_train_steps = args.num_train_epochs * updates_per_epoch
+                lr_scheduler = get_scheduler(
+                    "cosine",
+                    optimizer=optimizer,
+                    num_warmup_steps=args.num_warmup_steps * args.gradient_accumulation_steps,
+                    num_training_steps=max_train_steps * args.gradient_accumulation_steps,
+                )
+                model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)
+                for epoch in range(args.num_train_epochs):
+                    model.train()
+                    for batch in train_dataloader:
+                        with accelerator.accumulate(model):
+                            loss = model(**batch).loss
+                            accelerator.backward(loss)
+                            optimizer.step()
+                            lr_scheduler.step()
+                            optimizer.zero_grad()
+            """,
+            title="a scheduler built on the micro-batch clock (warmup and length times K), not prepared, stepped every micro-batch",
+        ),
+        good(
+            """
+            import torch
+            from transformers import get_cosine_schedule_with_warmup
+
+            def main(model, loader, args):
+                opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
+                total = args.epochs * len(loader) // args.grad_accum
+                sched = get_cosine_schedule_with_warmup(
+                    opt, num_warmup_steps=args.warmup * args.grad_accum,
+                    num_training_steps=total * args.grad_accum)
+                for epoch in range(args.epochs):
+                    for i, batch in enumerate(loader):
+                        loss = model(**batch).loss / args.grad_accum
+                        loss.backward()
+                        if (i + 1) % args.grad_accum == 0:
+                            opt.step()
+                            opt.zero_grad()
+                        sched.step()
+            """,
+            title="a manual loop whose schedule lengths are multiplied by K",
+        ),
+        bad(
+            """
+            import math
+
+            import torch
+            from accelerate import Accelerator
+            from transformers import get_scheduler
+
+
+            def main(args, model, train_dataloader):
+                accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps)
+                optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
+                updates_per_epoch = math.ceil(len(train_dataloader) / args.gradient_accumulation_steps)
+                max_train_steps = args.num_train_epochs * updates_per_epoch
+                lr_scheduler = get_scheduler(
+                    "cosine",
+                    optimizer=optimizer,
+                    num_warmup_steps=args.num_warmup_steps,
+                    num_training_steps=max_train_steps,
+                )
+                model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)
+                for epoch in range(args.num_train_epochs):
+                    model.train()
+                    for batch in train_dataloader:
+                        with accelerator.accumulate(model):
+                            loss = model(**batch).loss
+                            accelerator.backward(loss)
+                            optimizer.step()
+                            lr_scheduler.step()
+                            optimizer.zero_grad()
+            """,
+            line=27,
+            fixed="""
+            import math
+
+            import torch
+            from accelerate import Accelerator
+            from transformers import get_scheduler
+
+
+            def main(args, model, train_dataloader):
+                accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps)
+                optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
+                updates_per_epoch = math.ceil(len(train_dataloader) / args.gradient_accumulation_steps)
+                max_train_steps = args.num_train_epochs * updates_per_epoch
+                lr_scheduler = get_scheduler(
+                    "cosine",
+                    optimizer=optimizer,
+                    num_warmup_steps=args.num_warmup_steps,
+                    num_training_steps=max_train_steps,
+                )
+                model, optimizer, train_dataloader, lr_scheduler = accelerator.prepare(model, optimizer, train_dataloader, lr_scheduler)
+                for epoch in range(args.num_train_epochs):
+                    model.train()
+                    for batch in train_dataloader:
+                        with accelerator.accumulate(model):
+                            loss = model(**batch).loss
+                            accelerator.backward(loss)
+                            optimizer.step()
+                            lr_scheduler.step()
+                            optimizer.zero_grad()
+            """,
+            title="only the warmup is on the micro-batch clock; the schedule length counts updates",
+        ),
+        bad(
+            """
+            import argparse
+
+            import torch
+
+
+            def parse_args():
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--lr", type=float, default=3e-4)
+                parser.add_argument("--gradient-accumulation-steps", type=int, default=1)
+                return parser.parse_args()
+
+
+            def train(args, model, loader, optimizer, scheduler):
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / args.gradient_accumulation_steps
+                    loss.backward()
+                    if (step + 1) % args.gradient_accumulation_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    scheduler.step()
+            """,
+            line=20,
+            fixed="""
+            import argparse
+
+            import torch
+
+
+            def parse_args():
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--lr", type=float, default=3e-4)
+                parser.add_argument("--gradient-accumulation-steps", type=int, default=1)
+                return parser.parse_args()
+
+
+            def train(args, model, loader, optimizer, scheduler):
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / args.gradient_accumulation_steps
+                    loss.backward()
+                    if (step + 1) % args.gradient_accumulation_steps == 0:
+                        optimizer.step()
+                        scheduler.step()
+                        optimizer.zero_grad()
+            """,
+            title="K from an argparse option that defaults to 1: reported as conditional on K > 1",
+            severity=Severity.WARNING,
+        ),
+        good(
+            """
+            import torch
+            from torch.optim.lr_scheduler import OneCycleLR
+
+
+            def train(model, train_loader, epochs, accum_steps=4):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                scheduler = OneCycleLR(optimizer, max_lr=1e-3, total_steps=epochs * len(train_loader))
+                for epoch in range(epochs):
+                    for i, (x, y) in enumerate(train_loader):
+                        loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
+                        loss.backward()
+                        if (i + 1) % accum_steps == 0:
+                            optimizer.step()
+                            optimizer.zero_grad()
+                        scheduler.step()
+            """,
+            title="a schedule as long as the loader's micro-batches (epochs * len(train_loader)), stepped per micro-batch",
+        ),
+        bad(
+            """
+            import torch
+            from torch.optim.lr_scheduler import OneCycleLR
+
+
+            def train(model, train_loader, epochs, accum_steps=4):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                scheduler = OneCycleLR(optimizer, max_lr=1e-3, total_steps=epochs * len(train_loader) // accum_steps)
+                for epoch in range(epochs):
+                    for i, (x, y) in enumerate(train_loader):
+                        loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
+                        loss.backward()
+                        if (i + 1) % accum_steps == 0:
+                            optimizer.step()
+                            optimizer.zero_grad()
+                        scheduler.step()
+            """,
+            line=15,
+            fixed="""
+            import torch
+            from torch.optim.lr_scheduler import OneCycleLR
+
+
+            def train(model, train_loader, epochs, accum_steps=4):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                scheduler = OneCycleLR(optimizer, max_lr=1e-3, total_steps=epochs * len(train_loader) // accum_steps)
+                for epoch in range(epochs):
+                    for i, (x, y) in enumerate(train_loader):
+                        loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
+                        loss.backward()
+                        if (i + 1) % accum_steps == 0:
+                            optimizer.step()
+                            scheduler.step()
+                            optimizer.zero_grad()
+            """,
+            title="a schedule counted in updates (len(train_loader) // K), stepped per micro-batch",
+        ),
     )
 
     def check(self, ctx):
@@ -359,7 +595,7 @@ class SchedulerStepPerMicroBatch(Rule):
             for ref in model.own_calls(loop):
                 if not model.is_scheduler_step(ref.node, ref.scope) or is_plateau_scheduler(model, ref):
                     continue
-                if model.runs_per_update(loop, ref):
+                if model.runs_per_update(loop, ref) or micro_batch_horizon(model, loop, ref):
                     continue
                 name = ctx.code_for(ref.node.func.value)
                 k = describe_k(ctx, loop)
@@ -377,7 +613,7 @@ class SchedulerStepPerMicroBatch(Rule):
                 if accelerate is not None and loop.guard.kind == "accelerate" and not ref.via \
                         and isinstance(ref.node.func.value, cst.Name):
                     fix = prepare_with(ctx.index, ctx.module, accelerate.accelerator, name, ref.scope)
-                yield self.report(ref.node, message, fix)
+                yield self.report_if(k_condition(ctx, loop), ref.node, message, fix)
 
 
 def _fix(ctx, loop, ref, name):

@@ -9,6 +9,7 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.training import training_model
+from trainlint.model.shipped import k_condition
 
 
 class AccumulatedLossNotScaled(Rule):
@@ -31,6 +32,11 @@ class AccumulatedLossNotScaled(Rule):
         `accelerator.backward(loss)` on an Accelerator created with `gradient_accumulation_steps`
         divides by K itself and is not flagged; sum-reduced losses and losses weighted by
         anything the rule cannot read are left alone.
+
+        When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
+        that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
+        raises it: the finding then says it holds only when K is set above 1 and is reported one
+        severity lower (warning).
         """
     why_bad = """
         `backward()` adds into `.grad`. Over a window of K micro-batches the accumulated gradient is
@@ -316,6 +322,35 @@ class AccumulatedLossNotScaled(Rule):
             """,
             title="summed loss divided by the window's example count",
         ),
+        bad(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, accum_steps=1):
+                for i, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    loss.backward()
+                    if (i + 1) % accum_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            line=7,
+            fixed="""
+            import torch
+
+
+            def train(model, loader, optimizer, accum_steps=1):
+                for i, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    (loss / accum_steps).backward()
+                    if (i + 1) % accum_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            title="K a parameter that defaults to 1: reported as conditional on K > 1",
+            severity=Severity.WARNING,
+        ),
     )
 
     def check(self, ctx):
@@ -338,7 +373,7 @@ class AccumulatedLossNotScaled(Rule):
                 message = (f"`{loss_text}` is a per-micro-batch mean, but gradients of {k} micro-batches add up "
                            f"before each optimizer step: the update's gradient is {k} times too large; divide the "
                            f"loss by {k} (or weight it by the micro-batch's share of the window's samples/tokens)")
-                yield self.report(ref.node, message, self._fix(ctx, loop, ref, backward))
+                yield self.report_if(k_condition(ctx, loop), ref.node, message, self._fix(ctx, loop, ref, backward))
 
     def _fix(self, ctx, loop, ref, backward) -> FixSpec | None:
         """`(loss / K)` in place of the loss, when K is a name or number readable where backward is."""

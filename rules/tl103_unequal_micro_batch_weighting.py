@@ -13,6 +13,7 @@ from trainlint.model.index import keyword_arg, positional_args
 from trainlint.model.roles import MODEL, roles
 from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
+from trainlint.model.shipped import k_condition
 
 
 class UnequalMicroBatchWeighting(Rule):
@@ -37,6 +38,11 @@ class UnequalMicroBatchWeighting(Rule):
 
         Equal micro-batches (a loader with `drop_last=True`, fixed-size sampling such as
         `get_batch`, per-example losses) make `loss / K` exact and are not flagged.
+
+        When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
+        that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
+        raises it: the finding then says it holds only when K is set above 1 and is reported one
+        severity lower (info).
         """
     why_bad = """
         Dividing each micro-batch's mean by K gives every micro-batch the same weight in the
@@ -358,7 +364,7 @@ class UnequalMicroBatchWeighting(Rule):
                 counter = _running_count_division(ctx, loop, backward.loss, ref.scope)
                 if counter is not None and id(counter) not in reported:
                     reported.add(id(counter))
-                    yield self.report(counter, (
+                    yield self.report_if(k_condition(ctx, loop), counter, (
                         f"`{ctx.code_for(counter.with_changes(lpar=(), rpar=())).strip()}` divides by a running count of the window's "
                         "micro-batches, not by K: the first micro-batch of each window weighs 1, the second "
                         "1/2, the third 1/3, ...; divide every micro-batch's loss by the window size (K)"))
@@ -374,7 +380,7 @@ class UnequalMicroBatchWeighting(Rule):
                 if isinstance(node, cst.BinaryOperation):
                     node = node.with_changes(lpar=(), rpar=())
                 division = ctx.code_for(node).strip()
-                yield self.report(trace.k_division, (
+                yield self.report_if(k_condition(ctx, loop), trace.k_division, (
                     f"`{division}` gives every micro-batch of a window the same weight, but {why}; sum the "
                     "losses and divide by the window's total example/valid-token count (or weight each "
                     "micro-batch mean by its share of the window)"))

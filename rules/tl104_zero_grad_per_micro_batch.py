@@ -11,6 +11,7 @@ from trainlint.fixkit import block_of, line_text, loop_body_line, move_line, own
 from trainlint.rule import FixSpec, Rule, after, bad, good, delete
 from trainlint.model.index import walk
 from trainlint.model.training import CallRef, training_model
+from trainlint.model.shipped import k_condition
 
 _CLIPS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "unscale_")
 
@@ -55,6 +56,11 @@ class ZeroGradPerMicroBatch(Rule):
         inside `with accelerator.accumulate(model):` (Accelerate skips it between gradient syncs)
         is correct and not flagged. `model.zero_grad()` inside the Accelerate block is flagged:
         only the prepared optimizer's `zero_grad` is skipped.
+
+        When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
+        that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
+        raises it: the finding then says it holds only when K is set above 1 and is reported one
+        severity lower (warning).
         """
     why_bad = """
         Accumulation relies on `backward()` adding into `.grad` across the K micro-batches of a
@@ -303,6 +309,162 @@ class ZeroGradPerMicroBatch(Rule):
             """,
             title="p.grad = None after the continue guard",
         ),
+        good(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, scheduler, args):
+                model.train()
+                num_batches = len(loader)
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / args.gradient_accumulation_steps
+                    loss.backward()
+                    last_batch = step == num_batches - 1
+                    do_step = last_batch or (step + 1) % args.gradient_accumulation_steps == 0
+                    if not do_step:
+                        continue
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+            """,
+            title="a named boolean guard: `if not do_step: continue` before the clear",
+        ),
+        good(
+            """
+            import torch
+
+
+            def main(model, loader, optimizer, lr_scheduler, accum):
+                def optimizer_step():
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    optimizer.step()
+                    lr_scheduler.step()
+
+                for epoch in range(3):
+                    for i, batch in enumerate(loader):
+                        loss = model(batch) / accum
+                        loss.backward()
+                        do_step = (i + 1) % accum == 0 or i == len(loader) - 1
+                        if do_step:
+                            optimizer_step()
+                            optimizer.zero_grad()
+            """,
+            title="the step in a nested helper called under `if do_step:`, the clear beside it",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, scheduler, args):
+                model.train()
+                num_batches = len(loader)
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / args.gradient_accumulation_steps
+                    loss.backward()
+                    last_batch = step == num_batches - 1
+                    do_step = last_batch or (step + 1) % args.gradient_accumulation_steps == 0
+                    optimizer.zero_grad()
+                    if not do_step:
+                        continue
+                    optimizer.step()
+                    scheduler.step()
+            """,
+            line=12,
+            fixed="""
+            import torch
+
+
+            def train(model, loader, optimizer, scheduler, args):
+                model.train()
+                num_batches = len(loader)
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / args.gradient_accumulation_steps
+                    loss.backward()
+                    last_batch = step == num_batches - 1
+                    do_step = last_batch or (step + 1) % args.gradient_accumulation_steps == 0
+                    if not do_step:
+                        continue
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    scheduler.step()
+            """,
+            title="a named boolean guard, but the clear comes before its `continue`",
+        ),
+        bad(
+            """
+            from dataclasses import dataclass
+
+            import torch
+
+
+            @dataclass
+            class TrainConfig:
+                lr: float = 3e-4
+                grad_accum: int = 1
+
+
+            def train(cfg: TrainConfig, model, loader, optimizer):
+                for i, (x, y) in enumerate(loader):
+                    optimizer.zero_grad()
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / cfg.grad_accum
+                    loss.backward()
+                    if (i + 1) % cfg.grad_accum == 0:
+                        optimizer.step()
+            """,
+            line=14,
+            fixed="""
+            from dataclasses import dataclass
+
+            import torch
+
+
+            @dataclass
+            class TrainConfig:
+                lr: float = 3e-4
+                grad_accum: int = 1
+
+
+            def train(cfg: TrainConfig, model, loader, optimizer):
+                for i, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / cfg.grad_accum
+                    loss.backward()
+                    if (i + 1) % cfg.grad_accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            title="K from a config dataclass field that defaults to 1: reported as conditional on K > 1",
+            severity=Severity.WARNING,
+        ),
+        good(
+            """
+            import torch
+
+
+            def train_one_epoch(model, loader, optimizer, accum_steps, max_norm=None):
+                last_idx = len(loader) - 1
+                optimizer.zero_grad()
+                for idx, (images, labels) in enumerate(loader):
+                    is_last = idx == last_idx
+                    do_update = is_last or (idx + 1) % accum_steps == 0
+
+                    def backward_and_step(loss):
+                        loss.backward()
+                        if do_update:
+                            if max_norm is not None:
+                                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                            optimizer.step()
+
+                    loss = torch.nn.functional.cross_entropy(model(images), labels) / accum_steps
+                    backward_and_step(loss)
+                    if not do_update:
+                        continue
+                    optimizer.zero_grad()
+            """,
+            title="the step under `if do_update:` in a nested helper, the clear after `if not do_update: continue`",
+        ),
     )
 
     def check(self, ctx):
@@ -319,16 +481,16 @@ class ZeroGradPerMicroBatch(Rule):
                     name = f"`{ctx.code_for(ref.node.func.value)}.zero_grad()`"
                     fix = _fix(ctx, model, loop, ref)
                     if last_backward >= 0 and last_backward < order[id(ref.node)] < first_step:
-                        yield self.report(ref.node, (
+                        yield self.report_if(k_condition(ctx, loop), ref.node, (
                             f"{name} runs on every micro-batch, between the backward and the optimizer step, which "
                             f"runs once every {k} micro-batches: the gradients are cleared before the step can use "
                             "them, so the optimizer steps on nothing; clear once per update, after the "
                             "optimizer step"), fix)
                     else:
-                        yield self.report(ref.node, self._message(name, k), fix)
+                        yield self.report_if(k_condition(ctx, loop), ref.node, self._message(name, k), fix)
             for ref in _grad_none_assignments(model, loop):
                 if not model.runs_per_update(loop, ref):
-                    yield self.report(ref.node, self._message(f"`{ctx.code_for(ref.node)}`", k))
+                    yield self.report_if(k_condition(ctx, loop), ref.node, self._message(f"`{ctx.code_for(ref.node)}`", k))
         yield from self._update_left_outside_its_guard(ctx, model)
 
     def _update_left_outside_its_guard(self, ctx, model):

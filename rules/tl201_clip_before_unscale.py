@@ -34,7 +34,12 @@ class ClipBeforeUnscale(Rule):
         `mixed_precision="fp16"` (or a Fabric with `precision="16-mixed"`), `accelerator.backward(loss)`
         scales the loss, so a plain `torch.nn.utils.clip_grad_norm_` after it is flagged too (use the
         framework's clip, or `accelerator.unscale_gradients()` first). A norm taken with
-        `max_norm=inf` clips nothing and is not flagged.
+        `max_norm=inf` clips nothing and is not flagged. A clip on the other branch of the `if` that
+        holds every scaled backward (`if scaler: scaler.scale(loss).backward() ... else:
+        loss.backward(); clip_grad_norm_(...)`) runs only without the scaler and is not flagged; so
+        does a clip under the opposite of the test that guards every scaled backward, written the
+        same way (`backward(loss, scaler)` scaling under `if scaler is not None:`, the clip under
+        `if scaler is None:`).
 
         When the clip is a statement of its own that runs once per update, and the update steps one
         optimizer through the scaler, the fix inserts `scaler.unscale_(opt)` on the line above it
@@ -382,6 +387,139 @@ class ClipBeforeUnscale(Rule):
             """,
             title="Fabric's clip_gradients unscales by itself",
         ),
+        good(
+            """
+            import torch
+
+            def train(model, loader, opt, scaler, args):
+                for x, y in loader:
+                    opt.zero_grad()
+                    with torch.autocast("cuda", enabled=scaler is not None):
+                        loss = model(x, y)
+                    if scaler:
+                        scaler.scale(loss).backward()
+                        scaler.unscale_(opt)
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+                        scaler.step(opt)
+                        scaler.update()
+                    else:
+                        loss.backward()
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+                        opt.step()
+            """,
+            title="the clip in the non-AMP branch clips unscaled gradients",
+        ),
+        good(
+            """
+            import torch
+
+            def train(model, loader, opt, scaler, args):
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = model(x, y)
+                    if scaler is not None:
+                        scaler.scale(loss).backward()
+                        scaler.step(opt)
+                        scaler.update()
+                    else:
+                        loss.backward()
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+                        opt.step()
+            """,
+            title="only the fp32 branch clips; the AMP branch does not",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, scaler, max_norm):
+                for x, y in loader:
+                    optimizer.zero_grad(set_to_none=True)
+                    with torch.autocast("cuda", dtype=torch.float16, enabled=scaler is not None):
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                    if scaler is not None:
+                        scaler.scale(loss).backward()
+                    else:
+                        loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                    if scaler is not None:
+                        scaler.step(optimizer)
+                        scaler.update()
+                    else:
+                        optimizer.step()
+            """,
+            line=13,
+            title="AMP optional: the clip after both branches sees scaled gradients when the scaler is on",
+        ),
+        good(
+            """
+            import torch
+
+
+            class Trainer:
+                def __init__(self, model, optimizer, cfg):
+                    self.model = model
+                    self.optimizer = optimizer
+                    self.cfg = cfg
+                    self.scaler = torch.amp.GradScaler("cuda") if cfg.amp else None
+
+                def run_batch(self, x, y, train=True):
+                    with torch.set_grad_enabled(train):
+                        loss = torch.nn.functional.cross_entropy(self.model(x), y)
+                    if train:
+                        self.optimizer.zero_grad(set_to_none=True)
+                        if self.scaler is not None:
+                            self.scaler.scale(loss).backward()
+                            self.scaler.unscale_(self.optimizer)
+                            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
+                            self.scaler.step(self.optimizer)
+                            self.scaler.update()
+                        else:
+                            loss.backward()
+                            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
+                            self.optimizer.step()
+                    return loss.item()
+
+                def run_epoch(self, loader, train=True):
+                    return [self.run_batch(x, y, train) for x, y in loader]
+
+                def fit(self, train_loader, val_loader, epochs):
+                    for epoch in range(epochs):
+                        self.run_epoch(train_loader)
+                        self.run_epoch(val_loader, train=False)
+            """,
+            title="a Trainer's batch helper run for training and evaluation: the clip in its non-AMP branch",
+        ),
+        good(
+            """
+            import torch
+
+
+            def backward(loss, scaler):
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+
+
+            def train_one_epoch(model, loader, optimizer, scaler, clip_norm):
+                for images, texts in loader:
+                    optimizer.zero_grad()
+                    with torch.autocast("cuda", enabled=scaler is not None):
+                        loss = model(images, texts)
+                    backward(loss, scaler)
+                    if scaler is None:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+                        optimizer.step()
+                    else:
+                        scaler.unscale_(optimizer)
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+                        scaler.step(optimizer)
+                        scaler.update()
+            """,
+            title="the scaled backward in a helper under `if scaler is not None:`, the clip under `if scaler is None:`",
+        ),
     )
 
     def check(self, ctx):
@@ -395,6 +533,9 @@ class ClipBeforeUnscale(Rule):
                 found = unit.nearest_before(clip, UNSCALE, *OPTIMIZER_STEPS)
                 if found is not None and found.kind == UNSCALE:
                     continue
+                scaled = unit.of_kind(SCALED_BACKWARD)
+                if scaled and all(unit.exclusive(ctx.index, clip, event) for event in scaled):
+                    continue  # the non-AMP branch: its backward and its clip see true gradients
                 if not unit.has(SCALED_BACKWARD):
                     framework = unit.framework_scaler
                     yield self.report(
@@ -410,7 +551,7 @@ class ClipBeforeUnscale(Rule):
                 optimizer = scaler_steps[0].subject if scaler_steps else "optimizer"
                 fix = None
                 if len(scaler_steps) == 1 and scaler_steps[0].has_args and not unit.has(UNSCALE) \
-                        and per_update(model, unit, clip):
+                        and per_update(model, unit, clip) and not _scaler_optional(ctx, clip, scaled):
                     fix = _insert_unscale(ctx, clip, f"{scaler}.unscale_({optimizer})")
                 yield self.report(
                     clip.node,
@@ -419,6 +560,14 @@ class ClipBeforeUnscale(Rule):
                     f"in the update, so the threshold applies to the true gradients",
                     fix,
                 )
+
+
+def _scaler_optional(ctx, clip, scaled) -> bool:
+    """The scaled backward sits under an `if` that the clip is not under (`if scaler is not None:`):
+    an unconditional `scaler.unscale_` there would fail when the scaler is off."""
+    around_clip = set(ctx.index.ancestors(clip.anchor))
+    return any(isinstance(a, cst.If) and a not in around_clip
+               for event in scaled for a in ctx.index.ancestors(event.anchor) if a is not clip.node)
 
 
 def _insert_unscale(ctx, clip, unscale: str) -> FixSpec | None:

@@ -7,6 +7,7 @@ from trainlint.model.amp import CLIP_NAMES
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
+from trainlint.model.shipped import k_condition
 
 
 class ClipPerMicroBatch(Rule):
@@ -24,6 +25,11 @@ class ClipPerMicroBatch(Rule):
         rather than once per update: outside the guarded branch, before the `continue` guard, inside
         the micro-batch loop, or inside `accelerator.accumulate` without
         `if accelerator.sync_gradients:`.
+
+        When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
+        that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
+        raises it: the finding then says it holds only when K is set above 1 and is reported one
+        severity lower (warning).
         """
     why_bad = """
         `clip_grad_norm_` rescales the whole `.grad`, which at that point holds the sum of the window
@@ -225,6 +231,24 @@ class ClipPerMicroBatch(Rule):
             """,
             title="nanoGPT style: clip after the micro-batch loop",
         ),
+        bad(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, accum_steps=1, max_norm=1.0):
+                for i, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                    if (i + 1) % accum_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            line=8,
+            title="K a parameter that defaults to 1: reported as conditional on K > 1",
+            severity=Severity.WARNING,
+        ),
     )
 
     def check(self, ctx):
@@ -239,7 +263,8 @@ class ClipPerMicroBatch(Rule):
             for clip in unit.of_kind(CLIP):
                 if measures_only(clip) or per_update(model, unit, clip):
                     continue
-                yield self.report(
+                yield self.report_if(
+                    k_condition(ctx, loop),
                     clip.node,
                     f"`{describe(clip.node, ctx)}` runs on every micro-batch but the optimizer steps "
                     f"{_window(ctx, loop.guard)}: it clips a partial sum of the window; "

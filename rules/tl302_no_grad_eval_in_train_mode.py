@@ -32,6 +32,19 @@ class NoGradEvalInTrainMode(Rule):
         that are part of training (an EMA or frozen teacher, DQN target values, a bootstrap value)
         are not evaluations and are left alone. Reported at the first forward of that model in
         the evaluation.
+
+        Only modules whose mode changes what they compute count. A module is left alone when
+        every construction of it that the file shows builds a mode-free one: a torch.nn loss
+        (`nn.CrossEntropyLoss()`, `nn.BCEWithLogitsLoss()`, ...) or layer without dropout/batch
+        statistics (`nn.Linear`, `nn.GroupNorm`, `nn.LayerNorm`, ...), or an `nn.Module` subclass of
+        this file or another project file that builds only such layers and never reads
+        `self.training`. A class imported
+        from a package outside the project (its source is not there to read) is left alone too,
+        unless its family is known to hold dropout or BatchNorm (torchvision and timm models,
+        transformers, segmentation_models_pytorch, torch.nn Dropout/BatchNorm/RNN/Transformer
+        layers): a quiet miss on an unknown library model is preferred to a warning that is false
+        for the GroupNorm-only, dropout-0 models common in diffusion code. A model whose
+        construction is not seen (a parameter, a factory) is still reported.
         """
     why_bad = """
         `no_grad()` only stops autograd from recording; it does not change how modules behave.
@@ -307,6 +320,201 @@ class NoGradEvalInTrainMode(Rule):
             """,
             title="an inference script that never trains (the model's mode is not known here)",
         ),
+        good(
+            """
+            import torch
+            import torch.nn as nn
+
+
+            @torch.no_grad()
+            def evaluate(model, criterion, loader):
+                model.eval()
+                total, count = 0.0, 0
+                for images, targets in loader:
+                    total += criterion(model(images), targets).item() * targets.size(0)
+                    count += targets.size(0)
+                model.train()
+                return total / count
+
+
+            def main(model, train_loader, val_loader, epochs):
+                criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+                for epoch in range(epochs):
+                    for images, targets in train_loader:
+                        optimizer.zero_grad()
+                        criterion(model(images), targets).backward()
+                        optimizer.step()
+                    print(epoch, evaluate(model, criterion, val_loader))
+            """,
+            title="a loss criterion in its default train mode (a loss has no mode-dependent layers)",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+
+            class FocalLoss(nn.Module):
+                def __init__(self, gamma=2.0, weight=None):
+                    super().__init__()
+                    self.gamma = gamma
+                    self.register_buffer("weight", torch.as_tensor(weight) if weight is not None else None)
+
+                def forward(self, logits, target):
+                    ce = F.cross_entropy(logits, target, weight=self.weight, reduction="none")
+                    return ((1 - torch.exp(-ce)) ** self.gamma * ce).mean()
+
+
+            class Trainer:
+                def __init__(self, model, optimizer, train_loader, val_loader):
+                    self.model = model
+                    self.criterion = FocalLoss(gamma=2.0)
+                    self.optimizer = optimizer
+                    self.train_loader = train_loader
+                    self.val_loader = val_loader
+
+                def validate(self):
+                    self.model.eval()
+                    with torch.no_grad():
+                        losses = [self.criterion(self.model(x), y).item() for x, y in self.val_loader]
+                    return sum(losses) / len(losses)
+
+                def fit(self, epochs):
+                    for epoch in range(epochs):
+                        self.model.train()
+                        self.criterion.train()
+                        for x, y in self.train_loader:
+                            self.optimizer.zero_grad()
+                            self.criterion(self.model(x), y).backward()
+                            self.optimizer.step()
+                        print(epoch, self.validate())
+            """,
+            title="a project loss class without dropout/BatchNorm, switched with train() by its Trainer",
+        ),
+        good(
+            """
+            import torch
+            from diffusers import UNet2DModel
+
+
+            def train(loader, val_loader, epochs):
+                unet = UNet2DModel(sample_size=64, in_channels=3, out_channels=3, norm_num_groups=32)
+                optimizer = torch.optim.AdamW(unet.parameters(), lr=1e-4)
+                for epoch in range(epochs):
+                    unet.train()
+                    for noisy, t, noise in loader:
+                        loss = torch.nn.functional.mse_loss(unet(noisy, t).sample, noise)
+                        loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    with torch.no_grad():
+                        val = 0.0
+                        for x, t, n in val_loader:
+                            val += torch.nn.functional.mse_loss(unet(x, t).sample, n).item()
+                    print(epoch, val)
+            """,
+            title="a library model whose layers are not known to depend on the mode (diffusers UNet: GroupNorm, dropout 0)",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn as nn
+
+
+            class Block(nn.Module):
+                def __init__(self, channels):
+                    super().__init__()
+                    self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+                    self.norm = nn.GroupNorm(8, channels)
+                    self.act = nn.SiLU()
+
+                def forward(self, x):
+                    return x + self.act(self.norm(self.conv(x)))
+
+
+            class Denoiser(nn.Module):
+                def __init__(self, channels=64, depth=4):
+                    super().__init__()
+                    self.stem = nn.Conv2d(3, channels, 3, padding=1)
+                    self.blocks = nn.Sequential(*[Block(channels) for _ in range(depth)])
+                    self.head = nn.Conv2d(channels, 3, 3, padding=1)
+
+                def forward(self, x):
+                    return self.head(self.blocks(self.stem(x)))
+
+
+            def fit(loader, val_loader, epochs):
+                model = Denoiser()
+                opt = torch.optim.Adam(model.parameters(), lr=2e-4)
+                for epoch in range(epochs):
+                    model.train()
+                    for noisy, clean in loader:
+                        opt.zero_grad()
+                        (model(noisy) - clean).pow(2).mean().backward()
+                        opt.step()
+                    with torch.no_grad():
+                        for noisy, clean in val_loader:
+                            print((model(noisy) - clean).pow(2).mean().item())
+            """,
+            title="a same-file GroupNorm-only network: train and eval mode compute the same",
+        ),
+        bad(
+            """
+            import torch
+            import torchvision
+
+
+            def train(loader, val_loader, epochs):
+                net = torchvision.models.resnet18(num_classes=10)
+                optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+                for epoch in range(epochs):
+                    net.train()
+                    for x, y in loader:
+                        optimizer.zero_grad()
+                        torch.nn.functional.cross_entropy(net(x), y).backward()
+                        optimizer.step()
+                    with torch.no_grad():
+                        correct = 0
+                        for x, y in val_loader:
+                            correct += (net(x).argmax(1) == y).sum().item()
+                    print(epoch, correct)
+            """,
+            line=17,
+            title="a torchvision model (BatchNorm) evaluated in train mode",
+        ),
+        good(
+            """
+            import torch
+            from accelerate import Accelerator
+            from diffusers import AutoencoderKL
+
+
+            @torch.no_grad()
+            def log_validation(vae, accelerator, images):
+                vae = accelerator.unwrap_model(vae)
+                return [vae(image[None]).sample for image in images]
+
+
+            def main(args, train_dataloader, validation_images):
+                accelerator = Accelerator(mixed_precision=args.mixed_precision)
+                vae = AutoencoderKL.from_pretrained(args.pretrained_model, subfolder="vae")
+                optimizer = torch.optim.AdamW(vae.parameters(), lr=args.learning_rate)
+                vae, optimizer, train_dataloader = accelerator.prepare(vae, optimizer, train_dataloader)
+                for epoch in range(args.epochs):
+                    vae.train()
+                    for step, batch in enumerate(train_dataloader):
+                        reconstruction = vae(batch["pixel_values"]).sample
+                        loss = torch.nn.functional.mse_loss(reconstruction, batch["pixel_values"])
+                        accelerator.backward(loss)
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        if step % args.validation_steps == 0:
+                            log_validation(vae, accelerator, validation_images)
+            """,
+            title="a diffusers VAE (GroupNorm, no dropout) validated in train mode through unwrap_model and accelerator.prepare",
+        ),
     )
 
     def check(self, ctx):
@@ -329,6 +537,10 @@ class NoGradEvalInTrainMode(Rule):
             # recalibration); only a train mode that comes from outside is a forgotten eval()
             training = [f for f in training if not (f.kind == TRAIN and model.contains(region, f.site))]
             if not training:
+                continue
+            # a loss criterion or a GroupNorm-only net computes the same in both modes
+            receiver = forward.call.func.value if forward.method else forward.call.func
+            if not model.mode_matters(receiver, ctx.index.scope_at(forward.call), training):
                 continue
             reported.add(group)
             yield self.report(forward.call, self._message(ctx, forward, training[0]))

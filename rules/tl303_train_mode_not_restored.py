@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from trainlint.finding import Severity
@@ -30,7 +32,15 @@ class TrainModeNotRestored(Rule):
         iteration or in the next ones) can run before any `model.train()`. `model.train()` at the
         top of each epoch is enough when evaluation runs only at the end of the epoch, but not
         when evaluation runs every N steps inside the step loop. Models that are never trained
-        (a frozen teacher, an EMA copy) may stay in eval mode. Reported at the call in the loop
+        (a frozen teacher, an EMA copy) may stay in eval mode, and so may a module whose mode
+        changes nothing (a loss criterion such as `nn.CrossEntropyLoss()` or a project loss class
+        without dropout/BatchNorm, a GroupNorm-only network, a library class not known to hold
+        dropout or BatchNorm: the same judgement as TL302's). Alternating phases are not evaluations: a GAN
+        loop that starts each phase with `D.train(); G.eval()` or `G.train(); D.eval()` freezes the
+        partner network and the other phase undoes it; that is left alone when the loop calls the
+        network's `train()` before coming back to the `eval()`, another phase's optimizer steps in
+        between, and no optimizer stepped in between holds its parameters (known from `Adam(D.parameters())`; when the optimizers' contents are
+        not seen, the loop must step two or more optimizers). Reported at the call in the loop
         that switches to eval mode or calls the evaluation function.
         """
     why_bad = """
@@ -402,12 +412,172 @@ class TrainModeNotRestored(Rule):
             """,
             title="train() at the top of every step",
         ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def train_gan(generator, discriminator, loader, epochs, z_dim=128):
+                opt_g = torch.optim.Adam(generator.parameters(), lr=2e-4, betas=(0.5, 0.999))
+                opt_d = torch.optim.Adam(discriminator.parameters(), lr=2e-4, betas=(0.5, 0.999))
+                for epoch in range(epochs):
+                    for real, _ in loader:
+                        z = torch.randn(real.size(0), z_dim)
+                        # discriminator phase: the generator only produces samples
+                        discriminator.train()
+                        generator.eval()
+                        with torch.no_grad():
+                            fake = generator(z)
+                        opt_d.zero_grad()
+                        d_loss = F.softplus(discriminator(fake)).mean() + F.softplus(-discriminator(real)).mean()
+                        d_loss.backward()
+                        opt_d.step()
+                        # generator phase: the discriminator is a fixed critic
+                        generator.train()
+                        discriminator.eval()
+                        opt_g.zero_grad()
+                        g_loss = F.softplus(-discriminator(generator(z))).mean()
+                        g_loss.backward()
+                        opt_g.step()
+            """,
+            title="alternating GAN phases: each phase sets both networks' modes at its start",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def train_gan(generator, discriminator, loader, epochs, z_dim=128):
+                opt_g = torch.optim.Adam(generator.parameters(), lr=2e-4)
+                opt_d = torch.optim.Adam(discriminator.parameters(), lr=2e-4)
+                for epoch in range(epochs):
+                    for real, _ in loader:
+                        z = torch.randn(real.size(0), z_dim)
+                        generator.train()
+                        discriminator.eval()
+                        opt_d.zero_grad()
+                        fake = generator(z)
+                        d_loss = F.softplus(discriminator(fake.detach())).mean() + F.softplus(-discriminator(real)).mean()
+                        d_loss.backward()
+                        opt_d.step()
+                        opt_g.zero_grad()
+                        g_loss = F.softplus(-discriminator(fake)).mean()
+                        g_loss.backward()
+                        opt_g.step()
+                        discriminator.train()
+            """,
+            line=12,
+            title="a GAN loop whose discriminator steps while frozen for the generator (restored only after its own step)",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn as nn
+
+
+            def validate(model, criterion, loader):
+                model.eval()
+                criterion.eval()
+                with torch.no_grad():
+                    total = sum(criterion(model(x), y).item() for x, y in loader)
+                model.train()
+                return total / len(loader)
+
+
+            def fit(model, train_loader, val_loader, epochs):
+                criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(3.0))
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                for epoch in range(epochs):
+                    for step, (x, y) in enumerate(train_loader):
+                        optimizer.zero_grad()
+                        criterion(model(x), y).backward()
+                        optimizer.step()
+                        if step % 500 == 0:
+                            print(step, validate(model, criterion, val_loader))
+            """,
+            title="a loss criterion left in eval mode (a loss has no mode-dependent layers)",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def train_gan(generator, discriminator, loader, epochs, z_dim=128):
+                opt_g = torch.optim.Adam(generator.parameters(), lr=2e-4)
+                opt_d = torch.optim.Adam(discriminator.parameters(), lr=2e-4)
+                for epoch in range(epochs):
+                    for real, _ in loader:
+                        z = torch.randn(real.size(0), z_dim)
+                        discriminator.eval()
+                        opt_d.zero_grad()
+                        d_loss = F.softplus(discriminator(generator(z).detach())).mean() + F.softplus(-discriminator(real)).mean()
+                        d_loss.backward()
+                        discriminator.train()
+                        opt_d.step()
+                        opt_g.zero_grad()
+                        g_loss = F.softplus(-discriminator(generator(z))).mean()
+                        g_loss.backward()
+                        opt_g.step()
+            """,
+            line=11,
+            title="train() after the discriminator's own backward: its gradients were computed in eval mode",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def discriminator_step(G, D, real, z, opt_d):
+                D.train()
+                G.eval()
+                with torch.no_grad():
+                    fake = G(z)
+                opt_d.zero_grad()
+                loss = F.softplus(D(fake)).mean() + F.softplus(-D(real)).mean()
+                loss.backward()
+                opt_d.step()
+
+
+            def generator_step(G, D, z, opt_g):
+                G.train()
+                D.eval()
+                opt_g.zero_grad()
+                loss = F.softplus(-D(G(z))).mean()
+                loss.backward()
+                opt_g.step()
+
+
+            def train(generator, discriminator, loader, opt_g, opt_d, z_dim=128):
+                for real in loader:
+                    z = torch.randn(real.size(0), z_dim)
+                    discriminator_step(generator, discriminator, real, z, opt_d)
+                    generator_step(generator, discriminator, z, opt_g)
+            """,
+            title="GAN phases in helpers, each setting both networks' modes at its start",
+        ),
     )
 
     def check(self, ctx):
         model = ctx.model(modes)
         for item in model.unrestored():
+            if model.undone_by_next_phase(item) or not self._mode_matters(ctx, model, item):
+                continue
             yield self.report(item.anchor, self._message(ctx, item), _fix(ctx, item))
+
+    @staticmethod
+    def _mode_matters(ctx, model, item) -> bool:
+        """False for a module whose mode changes nothing (a loss criterion; see TL302)."""
+        node = item.fact.node
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and item.anchor is node:
+            return model.mode_matters(node.func.value, ctx.index.scope_at(node))
+        key = display_key(item.key)  # left in eval mode by a helper: the key names it in the loop
+        if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)?", key):
+            return True
+        return model.mode_matters(cst.parse_expression(key), ctx.index.scope_at(item.anchor))
 
     def _message(self, ctx, item) -> str:
         fact = item.fact

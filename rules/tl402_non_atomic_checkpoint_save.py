@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
-from trainlint.model.checkpoints import checkpoint_model
-from trainlint.model.checkpoints import SAVE_FUNCTIONS
+from trainlint.model.checkpoints import COUNTER_NAME, LOAD_FUNCTIONS, SAVE_FUNCTIONS, checkpoint_model
+from trainlint.model.index import dotted_name, walk
+from trainlint.model.training import training_model
 from trainlint.finding import Severity
 from trainlint.gate import refers_to
 from trainlint.fixkit import module_name, own_line
 from trainlint.rule import FixSpec, Rule, after, bad, before, good
 
+_TRAINING_CALL = re.compile(r"train|fit|step|backward|epoch", re.IGNORECASE)
+_CHECKPOINT_HELPER = re.compile(r"checkpoint|ckpt|resume|snapshot|save_state", re.IGNORECASE)
 _ADVICE = ("write to a temporary file next to it and `os.replace` it onto the final path "
            "(readers then see the old file or the new one, never half of one)")
 
@@ -46,6 +51,16 @@ class NonAtomicCheckpointSave(Rule):
         The message says which failure to expect: a fixed name (`last.pt`) is overwritten on every
         save, so a crash leaves no checkpoint at all; a name that is unique per save
         (`ckpt_{step}.pt`) leaves a truncated newest file that a resume will pick up.
+
+        Severity: a warning where a crash mid-save loses state a run needs: a save inside a loop
+        (or in a function called from one, or a helper whose callers are not all in the file), a
+        save holding optimizer/scheduler/scaler state, and the file a `torch.load` of the same
+        path resumes from. A single save of final weights after training (model state only, not in
+        a loop, every caller of its function seen and none in a loop) is reported at **info**, and
+        the message says so: a crash then truncates that one file but loses no training state. So
+        is a save in a file that runs no training loop at all (a conversion, merge or export
+        script), of no optimizer/scheduler/scaler state, outside loops over epochs or steps and
+        functions named for checkpointing, when every caller of its function is seen.
         """
     why_bad = """
         `torch.save` opens the destination for writing, which truncates it, then streams a ZIP
@@ -150,7 +165,72 @@ class NonAtomicCheckpointSave(Rule):
             T.save(net, "model_best.pth.tmp")
             os.replace("model_best.pth.tmp", "model_best.pth")
             """,
-            title="a whole model pickled to its final path",
+                        title="a whole model pickled to its final path, once (info)",
+            severity=Severity.INFO,
+        ),
+        bad(
+            """
+            import torch
+
+
+            def main(args):
+                model = build_model(args)
+                optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+                for epoch in range(args.epochs):
+                    train_one_epoch(model, optimizer, args)
+                torch.save(model.state_dict(), f"{args.out_dir}/final.pt")
+
+
+            if __name__ == "__main__":
+                main(parse_args())
+            """,
+            line=9,
+            fixed="""
+            import os
+            import torch
+
+
+            def main(args):
+                model = build_model(args)
+                optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+                for epoch in range(args.epochs):
+                    train_one_epoch(model, optimizer, args)
+                torch.save(model.state_dict(), f"{args.out_dir}/final.pt.tmp")
+                os.replace(f"{args.out_dir}/final.pt.tmp", f"{args.out_dir}/final.pt")
+
+
+            if __name__ == "__main__":
+                main(parse_args())
+            """,
+            title="final weights saved once after training: reported at info",
+            severity=Severity.INFO,
+        ),
+        bad(
+            """
+            import os
+            import torch
+
+            ckpt = "weights/model.pt"
+            if os.path.exists(ckpt):
+                model.load_state_dict(torch.load(ckpt, weights_only=True))
+            for epoch in range(10):
+                train_one_epoch(model, loader, optimizer)
+            torch.save(model.state_dict(), ckpt)
+            """,
+            line=9,
+            fixed="""
+            import os
+            import torch
+
+            ckpt = "weights/model.pt"
+            if os.path.exists(ckpt):
+                model.load_state_dict(torch.load(ckpt, weights_only=True))
+            for epoch in range(10):
+                train_one_epoch(model, loader, optimizer)
+            torch.save(model.state_dict(), f"{ckpt}.tmp")
+            os.replace(f"{ckpt}.tmp", ckpt)
+            """,
+            title="a single save to the file the script resumes from",
         ),
         good(
             """
@@ -238,6 +318,54 @@ class NonAtomicCheckpointSave(Rule):
             """,
             title="the rename happens in a helper of the same file",
         ),
+        bad(
+            """
+            import argparse
+            import os
+
+            import torch
+
+
+            def convert(checkpoint_path, output_dir):
+                state_dict = torch.load(checkpoint_path, map_location="cpu", weights_only=True)["model"]
+                state_dict = {key.removeprefix("module."): value for key, value in state_dict.items()}
+                os.makedirs(output_dir, exist_ok=True)
+                torch.save(state_dict, os.path.join(output_dir, "pytorch_model.bin"))
+
+
+            if __name__ == "__main__":
+                parser = argparse.ArgumentParser()
+                parser.add_argument("checkpoint")
+                parser.add_argument("output_dir")
+                args = parser.parse_args()
+                convert(args.checkpoint, args.output_dir)
+            """,
+            line=11,
+            fixed="""
+            import argparse
+            import os
+
+            import torch
+
+
+            def convert(checkpoint_path, output_dir):
+                state_dict = torch.load(checkpoint_path, map_location="cpu", weights_only=True)["model"]
+                state_dict = {key.removeprefix("module."): value for key, value in state_dict.items()}
+                os.makedirs(output_dir, exist_ok=True)
+                torch.save(state_dict, os.path.join(output_dir, "pytorch_model.bin") + ".tmp")
+                os.replace(os.path.join(output_dir, "pytorch_model.bin") + ".tmp", os.path.join(output_dir, "pytorch_model.bin"))
+
+
+            if __name__ == "__main__":
+                parser = argparse.ArgumentParser()
+                parser.add_argument("checkpoint")
+                parser.add_argument("output_dir")
+                args = parser.parse_args()
+                convert(args.checkpoint, args.output_dir)
+            """,
+            title="a conversion script that trains nothing: reported at info",
+            severity=Severity.INFO,
+        ),
     )
 
     def check(self, ctx):
@@ -248,7 +376,63 @@ class NonAtomicCheckpointSave(Rule):
             verdict = model.is_atomic(save)
             if verdict is True:
                 continue
+            case = self._one_off_case(ctx, model, save)
+            if case is not None:
+                yield self.report(save.node, self._one_off_message(model, save, case), fix=_fix(ctx, save), severity=Severity.INFO)
+                continue
             yield self.report(save.node, self._message(model, save), _fix(ctx, save))
+
+    @staticmethod
+    def _one_off_case(ctx, model, save) -> str | None:
+        """Why a crash mid-save would lose no training state, or None:
+
+        - "final": a save of final weights (model state, no optimizer state) that runs once, after
+          training: not in a loop, nor are the same-file callers of its function;
+        - "export": a save in a file that runs no training loop at all (a conversion, merge or
+          export script), of no optimizer/scheduler/scaler state, not in a loop that looks like
+          training, and not in a function named for checkpointing (`save_checkpoint`).
+
+        Either way every caller of its function must be seen (a helper nobody in the file calls,
+        `save_checkpoint`, is taken to run during training) and no `torch.load` in the file reads
+        the same path (the file a resume reads)."""
+        kinds = model.object_kinds(save)
+        if kinds and kinds & {"optimizer", "scheduler", "scaler", "rng"}:
+            return None  # a point to resume from
+        training = ctx.model(training_model)
+        trains = bool(training.loops or training.window_functions)
+        if trains and (not kinds or not kinds <= {"model", "step"}):
+            return None  # what is saved is not seen: it may be training state
+        index = ctx.index
+        dest = model.text(save.dest)
+        for site in index.calls:
+            if index.resolve(site.node.func, site.scope) in LOAD_FUNCTIONS and site.node.args and \
+                    model.text(site.node.args[0].value) == dest:
+                return None  # the file a resume reads
+        frontier, seen = [(save.node, save.site.function)], set()
+        while frontier:
+            node, function = frontier.pop()
+            loop = _enclosing_loop(index, node, function)
+            if loop is not None and (trains or _training_like(index, loop)):
+                return None
+            if function is None:
+                continue
+            if not trains and _CHECKPOINT_HELPER.search(function.name):
+                return None  # `save_checkpoint()`: the checkpointing of a run that trains elsewhere
+            if function.node in seen:
+                continue
+            seen.add(function.node)
+            callers = index.callers(function)
+            if not callers or len(seen) > 4:
+                return None
+            frontier += [(site.node, site.function) for site in callers]
+        return "final" if trains else "export"
+
+    def _one_off_message(self, model, save, case) -> str:
+        when = "in a single save after training" if case == "final" else \
+            "in a script that runs no training (an export or conversion)"
+        return (f"`torch.save` writes `{model.text(save.dest)}` straight to its final path {when}: a crash "
+                f"mid-save leaves a truncated file, though no training state a run resumes from is lost "
+                f"(reported at info); {_ADVICE}")
 
     def _message(self, model, save) -> str:
         where = f"`{model.text(save.dest)}`" if save.dest is not None else "the path its callers give"
@@ -323,3 +507,26 @@ _PATH_CALLS = {"join", "Path", "str", "format", "with_suffix", "with_name", "joi
 def _callee(call: cst.Call) -> str | None:
     func = call.func
     return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+
+
+def _enclosing_loop(index, node, function):
+    """The innermost loop of its own function (or of the module's code) that `node` runs in."""
+    stop = function.node if function is not None else None
+    for ancestor in index.ancestors(node):
+        if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            return None
+        if isinstance(ancestor, (cst.For, cst.While)):
+            return ancestor
+    return None
+
+
+def _training_like(index, loop) -> bool:
+    """A loop that looks like it trains through helpers of other files: a `while`, a loop over
+    epochs/steps, or one calling something named like training (`train_one_epoch()`, `trainer.fit()`);
+    not a loop over the tensors or shards a conversion writes."""
+    if not isinstance(loop, cst.For):
+        return True
+    if any(isinstance(n, cst.Name) and COUNTER_NAME.match(n.value) for n in walk(loop.target)):
+        return True
+    return any(isinstance(n, cst.Call) and _TRAINING_CALL.search(dotted_name(n.func) or "")
+               for n in walk(loop.body))

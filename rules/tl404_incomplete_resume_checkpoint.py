@@ -37,7 +37,8 @@ class IncompleteResumeCheckpoint(Rule):
         helper. Optimizers, LR schedulers and GradScalers are known by what built them
         (`torch.optim.AdamW(...)`, `get_cosine_schedule_with_warmup(...)`, `GradScaler()`) or by a
         parameter's name or annotation; a counter by `for epoch in ...` or `step += 1`. State written
-        by another `torch.save` in the same function (one file per object) counts as saved.
+        by another `torch.save` in the same function (one file per object) counts as saved, and so
+        does a counter written into the file name (`f"{out}/{step:07d}.pt"`): a resume parses it back.
 
         Also flags the load side: a `torch.load` of a resumable checkpoint (one the same file saves
         with optimizer state, or one whose step/epoch the code reads back) after which only the model
@@ -258,6 +259,68 @@ class IncompleteResumeCheckpoint(Rule):
             start_epoch = ckpt["epoch"] + 1
             """,
             title="the load side restores the optimizer too",
+        ),
+        good(
+            """
+            import glob
+            import os
+
+            import torch
+
+
+            def latest_checkpoint(out_dir):
+                paths = sorted(glob.glob(os.path.join(out_dir, "*.pt")))
+                return paths[-1] if paths else None
+
+
+            def train(model, optimizer, loader, out_dir, max_steps, save_every=1000):
+                step = 0
+                path = latest_checkpoint(out_dir)
+                if path is not None:
+                    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+                    model.load_state_dict(ckpt["model"])
+                    optimizer.load_state_dict(ckpt["optimizer"])
+                    step = int(os.path.basename(path).split(".")[0])
+                while step < max_steps:
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                        step += 1
+                        if step % save_every == 0:
+                            state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+                            final = f"{out_dir}/{step:07d}.pt"
+                            torch.save(state, final + ".tmp")
+                            os.replace(final + ".tmp", final)
+            """,
+            title="the step counter saved in the file name, parsed back on resume",
+        ),
+        good(
+            """
+            import os
+
+            import torch
+
+
+            def save_checkpoint(model, optimizer, path):
+                tmp = path + ".tmp"
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, tmp)
+                os.replace(tmp, path)
+
+
+            def train(model, optimizer, loader, out_dir, save_every=1000):
+                step = 0
+                for x, y in loader:
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    step += 1
+                    if step % save_every == 0:
+                        save_checkpoint(model, optimizer, os.path.join(out_dir, f"step_{step:08d}.pt"))
+            """,
+            title="a save helper whose callers put the step counter in the file name",
         ),
     )
 

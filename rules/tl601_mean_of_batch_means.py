@@ -7,6 +7,7 @@ import re
 import libcst as cst
 
 from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
+from trainlint.model.training import training_model
 from trainlint.model.roles import LOADER_NAME
 from trainlint.finding import Severity
 from trainlint.gate import named
@@ -53,6 +54,11 @@ class MeanOfBatchMeans(Rule):
         by batch size (`AverageMeter.update(val, n)`), on running displays inside the loop, and
         when the loader is built in the same file with `drop_last=True` or `batch_size=1`: every
         batch then has the same size and the mean of means is exact.
+
+        An average taken inside a training loop (the loop runs the backward and the step) is a
+        logged training loss, not a metric a model is chosen or reported by: it is reported at
+        **info**, and the message says so, unless it divides by the length of another loader
+        (a wrong count, not only a weighting). Averages over validation/test loaders stay warnings.
         """
     why_bad = """
         A mean-reduced loss is already an average over its batch. Averaging those averages gives
@@ -194,7 +200,8 @@ class MeanOfBatchMeans(Rule):
                 print(epoch, epoch_loss / len(train_loader))
             """,
             line=9,
-            title="training loss averaged per batch",
+            title="training loss averaged per batch: a log, reported at info",
+            severity=Severity.INFO,
         ),
         good(
             """
@@ -282,11 +289,33 @@ class MeanOfBatchMeans(Rule):
             """,
             title="a running display inside the loop",
         ),
+        bad(
+            """
+            import torch
+
+
+            def train(model, train_dataloader, eval_dataloader, optimizer, epochs):
+                for epoch in range(epochs):
+                    model.train()
+                    total_loss = 0.0
+                    for batch in train_dataloader:
+                        loss = model(**batch).loss
+                        loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        total_loss += loss.detach().float()
+                    train_epoch_loss = total_loss / len(eval_dataloader)
+                    print(epoch, train_epoch_loss)
+            """,
+            line=14,
+            title="a training-loss average divided by the other split's loader length: a warning, not a log",
+        ),
     )
 
     def check(self, ctx):
         flow = ctx.model(dataflow)
         divisions: dict[cst.CSTNode, dict[str, list[tuple[int, cst.CSTNode]]]] = {}
+        training_loops = {loop.node for loop in ctx.model(training_model).loops}
         for loop in ctx.index.loops:
             loader = loader_of_loop(flow, loop)
             if loader is None or _equal_batches(flow, loader):
@@ -306,13 +335,28 @@ class MeanOfBatchMeans(Rule):
                 found = _division(flow, node, accumulators, counts)
                 if found is not None:
                     key, what = found
-                    yield self.report(
-                        node,
+                    message = (
                         f"`{ctx.code_for(node).strip()}` averages per-batch means ({what}) over the number of "
                         f"batches of `{ctx.code_for(loader)}`: every batch weighs the same, so a short last "
                         "batch is overweighted; sum per-sample values (`loss.item() * len(y)` or "
-                        "`reduction=\"sum\"`) and divide by the number of samples",
-                    )
+                        "`reduction=\"sum\"`) and divide by the number of samples")
+                    if loop in training_loops and not _counts_another_loader(node, loader):
+                        # a logged training loss, not a metric a model is chosen by
+                        yield self.report(node, f"a logged training-loss average, reported at info: {message}",
+                                          severity=Severity.INFO)
+                    else:
+                        yield self.report(node, message)
+
+
+def _counts_another_loader(division: cst.CSTNode, loader: cst.BaseExpression) -> bool:
+    """The divisor is the length of a loader other than the one averaged over
+    (`total_loss / len(eval_dataloader)` after a loop over the training loader): a wrong number,
+    not only an unequal weighting, so it is no mere log."""
+    divisor = division.right if isinstance(division, cst.BinaryOperation) else None
+    averaged = dotted_name(loader)
+    return divisor is not None and any(
+        isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "len" and n.args
+        and dotted_name(n.args[0].value) not in (None, averaged) for n in walk(divisor))
 
 
 def _equal_batches(flow, loader) -> bool:

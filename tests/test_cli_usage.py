@@ -48,7 +48,8 @@ def found(proc: subprocess.CompletedProcess) -> list[tuple[str, int, str]]:
 def proj(tmp_path: Path) -> Path:
     """proj/ with per-file-ignores for tests/; a TL401 in proj/train.py and proj/tests/test_ckpt.py."""
     root = tmp_path / "proj"
-    write(root / "pyproject.toml", '[tool.trainlint]\nselect = ["TL4"]\n\n'
+    # test-code-ignore = []: these files stand for any code; what is tested here is the globbing
+    write(root / "pyproject.toml", '[tool.trainlint]\nselect = ["TL4"]\ntest-code-ignore = []\n\n'
                                    '[tool.trainlint.per-file-ignores]\n"tests/*" = ["TL4"]\n')
     write(root / "train.py", BAD)
     write(root / "tests" / "test_ckpt.py", BAD)
@@ -68,7 +69,7 @@ def test_each_file_uses_its_own_projects_configuration(proj, tmp_path):
                 str(proj / "train.py"), cwd=elsewhere)
     assert found(result) == [(str(proj / "train.py"), 3, "TL401")]
     # a nested project with its own configuration, walked from the outer one
-    write(proj / "sub" / "trainlint.toml", 'select = ["TL401"]\nextend-exclude = ["gen"]\n'
+    write(proj / "sub" / "trainlint.toml", 'select = ["TL401"]\nextend-exclude = ["gen"]\ntest-code-ignore = []\n'
                                            '[per-file-ignores]\n"legacy/*" = ["TL401"]\n')
     write(proj / "sub" / "tests" / "t.py", BAD)  # the outer tests/* glob does not reach here
     write(proj / "sub" / "legacy" / "old.py", BAD)
@@ -80,7 +81,7 @@ def test_each_file_uses_its_own_projects_configuration(proj, tmp_path):
 
 
 def test_config_option_overrides_every_file(proj, tmp_path):
-    write(tmp_path / "strict.toml", 'select = ["TL401"]\n')
+    write(tmp_path / "strict.toml", 'select = ["TL401"]\ntest-code-ignore = []\n')
     result = tl("check", "--format", "json", "--no-cache", "--config", str(tmp_path / "strict.toml"), ".", cwd=proj)
     assert sorted(found(result)) == [("tests/test_ckpt.py", 3, "TL401"), ("train.py", 3, "TL401")]
 

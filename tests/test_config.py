@@ -37,6 +37,8 @@ def write(path: Path, text: str) -> Path:
     ('min-torch-version = "two"', "min-torch-version", "is not a version"),
     ('per-file-ignores = ["tests/*"]', "per-file-ignores", "must be a table"),
     ('[per-file-ignores]\n"tests/*" = ["TL4x"]', "per-file-ignores.tests/*", "unknown rule selector 'TL4X'"),
+    ('test-code-ignore = ["TL9"]', "test-code-ignore", "unknown rule selector 'TL9'"),
+    ('test-code-ignore = true', "test-code-ignore", "must be a list of strings"),
 ])
 def test_bad_configuration_exits_2_naming_key_and_file(project, run, body, key, detail):
     body = body.replace("[per-file-ignores]", "[tool.trainlint.per-file-ignores]")
@@ -220,3 +222,63 @@ def test_cache_lives_next_to_the_config(project, run, monkeypatch):
     run("check", "train.py")
     assert (project / ".trainlint_cache").is_dir()
     assert not (project / "src" / ".trainlint_cache").exists()
+
+
+# -- test code -------------------------------------------------------------------------------------
+# A test that writes a checkpoint and loads it back, with a training loop that clears gradients on
+# every micro-batch: the load is the test's own scratch file (TL401 not reported in test code by
+# default), the accumulation bug is a wrong gradient wherever it runs (TL104 still reported).
+TEST_FILE = """\
+import torch
+
+
+def test_roundtrip(tmp_path, model, loader, optimizer):
+    for i, (x, y) in enumerate(loader):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y) / 4
+        loss.backward()
+        if (i + 1) % 4 == 0:
+            optimizer.step()
+    torch.save(model, tmp_path / "m.pt")
+    assert torch.load(tmp_path / "m.pt", weights_only=False) is not None
+"""
+
+
+@pytest.mark.parametrize("name", ["tests/test_ckpt.py", "tests/unit/helpers.py", "test/io.py", "conftest.py",
+                                  "pkg/ckpt_test.py", "src/test_ckpt.py"])
+def test_test_code_skips_the_scratch_file_rules_by_default(project, run, name):
+    write(project / name, TEST_FILE)
+    found = {code for _, code in codes(run("check", "--format", "json", "--no-cache", "--select", "ALL", name))}
+    assert "TL104" in found
+    assert not found & {"TL401", "TL402"}
+
+
+def test_test_code_ignore_is_configurable(project, run):
+    write(project / "tests" / "test_ckpt.py", TEST_FILE)
+    write(project / "train.py", TEST_FILE)  # not test code: everything is reported
+    everything = {code for _, code in codes(run("check", "--format", "json", "--no-cache", "--select", "ALL",
+                                                "train.py"))}
+    assert {"TL104", "TL401"} <= everything
+    write(project / "pyproject.toml", '[tool.trainlint]\ntest-code-ignore = []\n')
+    full = {code for _, code in codes(run("check", "--format", "json", "--no-cache", "--select", "ALL",
+                                          "tests/test_ckpt.py"))}
+    assert full == everything
+    write(project / "pyproject.toml", '[tool.trainlint]\ntest-code-ignore = ["TL1"]\n')
+    chosen = {code for _, code in codes(run("check", "--format", "json", "--no-cache", "--select", "ALL",
+                                            "tests/test_ckpt.py"))}
+    assert chosen == everything - {"TL104"}
+    shown = run("check", "--show-settings", "tests/test_ckpt.py").stdout
+    assert "test code: test-code-ignore" in shown and '"TL1"' in shown
+
+
+def test_a_folder_above_the_project_named_tests_does_not_make_test_code(tmp_path, monkeypatch):
+    from trainlint.settings import is_test_code
+
+    root = tmp_path / "tests" / "proj"
+    root.mkdir(parents=True)
+    assert not is_test_code(str(root / "train.py"), str(root))
+    assert is_test_code(str(root / "tests" / "helpers.py"), str(root))
+    assert is_test_code(str(root / "conftest.py"), str(root))
+    monkeypatch.chdir(root)  # without a configuration: relative to the current directory
+    assert not is_test_code(str(root / "train.py"), None)
+    assert is_test_code(str(root / "tests" / "helpers.py"), None)

@@ -556,3 +556,94 @@ def test_a_helper_that_builds_the_checkpoint_from_several_parameters_is_judged_a
         """)
     found = [(f.code, f.line) for f in lint_source(source, "train.py", ALL).findings]
     assert found == [("TL404", 33)]  # save_state(...), never save_checkpoint(...)
+
+
+MODELS_PY = """
+import torch.nn as nn
+
+
+class ResBlock(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+        self.norm = nn.GroupNorm(8, channels)
+
+    def forward(self, x):
+        return x + self.norm(self.conv(x)).relu()
+
+
+class UNet(nn.Module):
+    def __init__(self, channels=64):
+        super().__init__()
+        self.inp = nn.Conv2d(3, channels, 3, padding=1)
+        self.blocks = nn.ModuleList([ResBlock(channels) for _ in range(4)])
+        self.out = nn.Conv2d(channels, 3, 3, padding=1)
+
+    def forward(self, x):
+        h = self.inp(x)
+        for block in self.blocks:
+            h = block(h)
+        return self.out(h)
+
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(10, 10), nn.Dropout(0.1))
+
+    def forward(self, x):
+        return self.body(x)
+"""
+TRAIN_PY = """
+import torch
+
+from models import Classifier, UNet
+
+
+def fit(loader, val_loader, epochs):
+    model = UNet()
+    opt = torch.optim.Adam(model.parameters(), lr=2e-4)
+    for epoch in range(epochs):
+        model.train()
+        for noisy, clean in loader:
+            opt.zero_grad()
+            (model(noisy) - clean).pow(2).mean().backward()
+            opt.step()
+        with torch.no_grad():
+            for noisy, clean in val_loader:
+                print((model(noisy) - clean).pow(2).mean().item())
+
+
+def fit_classifier(loader, val_loader, epochs):
+    clf = Classifier()
+    opt = torch.optim.Adam(clf.parameters(), lr=2e-4)
+    for epoch in range(epochs):
+        clf.train()
+        for x, y in loader:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(clf(x), y).backward()
+            opt.step()
+        with torch.no_grad():
+            for x, y in val_loader:
+                print(clf(x).argmax(-1).eq(y).float().mean().item())
+"""
+
+
+def test_a_project_model_class_is_judged_by_its_own_layers(tmp_path):
+    """TL302: `UNet()` from models.py (GroupNorm only) computes the same in train and eval mode, so
+    its no_grad evaluation in train mode is not reported; `Classifier()` there holds Dropout, and is."""
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "models.py": MODELS_PY,
+        "train.py": TRAIN_PY,
+    })
+    lines = (tmp_path / "train.py").read_text().splitlines()
+    unet = next(n for n, text in enumerate(lines, 1) if "print((model(noisy)" in text)
+    clf = next(n for n, text in enumerate(lines, 1) if "print(clf(x)" in text)
+    found = {line for line, code in _codes(lint_path(str(tmp_path / "train.py"), ALL, project=Project(tmp_path)))
+             if code == "TL302"}
+    assert found == {clf}  # the Dropout classifier, not the GroupNorm UNet
+    # checked without its project, `models` is a package like any other, its classes not known to
+    # hold dropout or BatchNorm: neither is reported
+    assert not {line for line, code in _codes(lint_path(str(tmp_path / "train.py"), ALL)) if code == "TL302"}
+    assert unet < clf

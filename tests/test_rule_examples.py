@@ -30,6 +30,8 @@ def test_example(rule, example):
         assert mine == [], f"{rule.code} fired on a good example: {mine}"
         return
     assert [f.line for f in mine] == [example.line], f"expected one {rule.code} at line {example.line}: {mine}"
+    # a finding is reported below the rule's severity only in the documented cases its examples state
+    assert mine[0].severity == (example.severity or rule.severity), mine[0].message
     fix = mine[0].fix
     if example.fixed is None:
         assert fix is None, f"{rule.code} offers a fix but the example states no `fixed`"

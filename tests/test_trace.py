@@ -326,7 +326,11 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_cli_json_report_and_exit_code(tmp_path):
-    done = _cli("trace", str(SCRIPTS / "checkpoint_bad.py"), "--max-steps", "4", "--format", "json", "--",
+    # the fixture stands for a user's training script: under this repository's tests/ it is test
+    # code, where the checkpoint rules are not reported by default (`test-code-ignore`)
+    script = tmp_path / "checkpoint_bad.py"
+    script.write_text((SCRIPTS / "checkpoint_bad.py").read_text())
+    done = _cli("trace", str(script), "--max-steps", "4", "--format", "json", "--",
                 str(tmp_path / "out"), "2", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)

@@ -496,3 +496,49 @@ def test_roles_follow_same_file_factories():
     scope = ctx.index.module_scope
     assert [of(cst.Name(n), scope) for n in ("optimizer", "lr_policy", "other")] == \
         ["optimizer", "scheduler", "optimizer"]
+
+
+# -- K as shipped (model/shipped.py) -----------------------------------------------------------------
+SHIPPED_LOOP = """
+import argparse
+import os
+from dataclasses import dataclass, field
+
+{setup}
+
+def train(model, loader, optimizer, cfg, args{params}):
+    {bind}
+    for i, (x, y) in enumerate(loader):
+        loss = model(x, y) / K
+        loss.backward()
+        if (i + 1) % K == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+@pytest.mark.parametrize("setup, params, bind, one", [
+    ('parser = argparse.ArgumentParser()\nparser.add_argument("--grad-accum", type=int, default=1)', "",
+     "K = args.grad_accum", True),
+    ('parser = argparse.ArgumentParser()\nparser.add_argument("--grad-accum", type=int, default=8)', "",
+     "K = args.grad_accum", False),
+    ('parser = argparse.ArgumentParser()\nparser.add_argument("-k", dest="grad_accum", type=int, default=1)', "",
+     "K = args.grad_accum", True),
+    ("@dataclass\nclass Config:\n    grad_accum: int = field(default=1)", "", "K = cfg.grad_accum", True),
+    ("@dataclass\nclass Config:\n    grad_accum: int = 4", "", "K = cfg.grad_accum", False),
+    ("", ", accum=1", "K = accum", True),
+    ("", ", accum=2", "K = accum", False),
+    ("", "", 'K = cfg.get("grad_accum", 1)', True),
+    ("", "", 'K = int(os.environ.get("GRAD_ACCUM", "1"))', True),
+    ("", "", 'K = max(1, getattr(args, "grad_accum", 1))', True),
+    ("ACCUM = 1", "", "K = ACCUM", True),
+    ("", "", "K = args.grad_accum", False),  # nothing says what it defaults to
+    ("", "", "K = 4", False),
+])
+def test_k_is_one_as_shipped(setup, params, bind, one):
+    from trainlint.model.shipped import k_defaults_to_one
+
+    ctx, model = build(SHIPPED_LOOP.format(setup=setup, params=params, bind=bind))
+    loop = innermost(model)
+    assert loop.accumulates
+    assert (k_defaults_to_one(ctx, loop) is not None) is one

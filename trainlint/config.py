@@ -28,7 +28,8 @@ from typing import Callable
 
 from trainlint.discovery import DEFAULT_EXCLUDES, Discovery
 from trainlint.fixes import FixPolicy
-from trainlint.settings import DEFAULT_MAX_FILE_SIZE, DEFAULT_MIN_TORCH, SelectorError, Settings, codes_for, resolve_selection
+from trainlint.settings import (DEFAULT_MAX_FILE_SIZE, DEFAULT_MIN_TORCH, DEFAULT_TEST_CODE_IGNORE, SelectorError, Settings,
+                                codes_for, resolve_selection)
 
 CACHE_DIR_NAME = ".trainlint_cache"
 _VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
@@ -57,6 +58,7 @@ class FileConfig:
     #: codes whose fixes may be applied (None: all) and codes whose fixes never are
     fixable: tuple[str, ...] | None = None
     unfixable: tuple[str, ...] = ()
+    test_code_ignore: tuple[str, ...] | None = None
     #: The keys the file sets (for `--show-settings`: where each setting came from).
     keys: frozenset[str] = frozenset()
 
@@ -197,6 +199,7 @@ SCHEMA: dict[str, tuple[str, Callable]] = {
     "unsafe-fixes": ("unsafe_fixes", _bool),
     "fixable": ("fixable", _selectors),
     "unfixable": ("unfixable", _selectors),
+    "test-code-ignore": ("test_code_ignore", _selectors),
 }
 KEYS = tuple(SCHEMA)
 
@@ -261,17 +264,20 @@ def build_settings(config: FileConfig, cli: CliSelection) -> Settings:
         min_torch_version=config.min_torch_version or DEFAULT_MIN_TORCH,
         max_file_size=config.max_file_size or DEFAULT_MAX_FILE_SIZE,
         root=str(config.root) if config.path else None,
+        test_code_ignore=_codes(config.test_code_ignore if config.test_code_ignore is not None
+                                else DEFAULT_TEST_CODE_IGNORE),
     )
+
+
+def _codes(selectors) -> frozenset[str]:
+    return frozenset().union(*(codes_for(s) for s in selectors)) if selectors else frozenset()
 
 
 def build_fix_policy(config: FileConfig, cli: CliSelection) -> FixPolicy:
     """Which fixes `--fix` may apply to a file under `config`; the command line overrides."""
     unsafe = cli.unsafe_fixes if cli.unsafe_fixes is not None else bool(config.unsafe_fixes)
-    fixable = None
-    if config.fixable is not None:
-        fixable = frozenset().union(*(codes_for(s) for s in config.fixable)) if config.fixable else frozenset()
-    unfixable = frozenset().union(*(codes_for(s) for s in config.unfixable)) if config.unfixable else frozenset()
-    return FixPolicy(unsafe, fixable, unfixable)
+    fixable = _codes(config.fixable) if config.fixable is not None else None
+    return FixPolicy(unsafe, fixable, _codes(config.unfixable))
 
 
 def build_discovery(config: FileConfig, cli: CliSelection | None = None) -> Discovery:

@@ -276,7 +276,7 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
         seen.add(key)
         message = " ".join(report.message.split())  # quoted code may span lines; a message is one line
         findings.append(Finding(path, line, column, end_line, end_column, rule.code, rule.name,
-                                rule.severity, message, fix))
+                                report.severity or rule.severity, message, fix))
     result.findings = sorted(apply_suppressions(findings, source, path, codes),
                              key=lambda f: f.sort_key)
     return result

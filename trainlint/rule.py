@@ -35,14 +35,16 @@ class Example:
     line: int | None = None
     fixed: str | None = None
     title: str = ""
+    #: the severity the finding is reported at, when lower than the rule's (a documented case)
+    severity: Severity | None = None
 
     @property
     def is_bad(self) -> bool:
         return self.line is not None
 
 
-def bad(code: str, line: int, fixed: str | None = None, title: str = "") -> Example:
-    return Example(_clean(code), line, _clean(fixed) if fixed is not None else None, title)
+def bad(code: str, line: int, fixed: str | None = None, title: str = "", severity: Severity | None = None) -> Example:
+    return Example(_clean(code), line, _clean(fixed) if fixed is not None else None, title, severity)
 
 
 def good(code: str, title: str = "") -> Example:
@@ -57,6 +59,9 @@ class Report:
     node: cst.CSTNode
     message: str
     fix: "FixSpec | None" = None
+    #: lower than the rule's own in a documented case (a hazard real only under a setting that is
+    #: not the default, a training-loss log); None: the rule's severity
+    severity: Severity | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,7 @@ def rewrite(statement: cst.CSTNode, code: str) -> tuple[str, cst.CSTNode, str]:
 
 
 _REGISTRY: dict[str, type["Rule"]] = {}
+_LOWER = {Severity.ERROR: Severity.WARNING, Severity.WARNING: Severity.INFO, Severity.INFO: Severity.INFO}
 
 
 class Rule:
@@ -146,8 +152,17 @@ class Rule:
     def check(self, ctx: "FileContext") -> Iterable[Report]:
         raise NotImplementedError
 
-    def report(self, node: cst.CSTNode, message: str | None = None, fix: FixSpec | None = None) -> Report:
-        return Report(self, node, message or self.message, fix)
+    def report(self, node: cst.CSTNode, message: str | None = None, fix: FixSpec | None = None,
+               severity: Severity | None = None) -> Report:
+        return Report(self, node, message or self.message, fix, severity)
+
+    def report_if(self, condition: str | None, node: cst.CSTNode, message: str, fix: FixSpec | None = None) -> Report:
+        """A finding that holds only under `condition` (a setting that is not the default, such as
+        K > 1 where K defaults to 1): said first in the message, and one severity lower. With no
+        condition, a plain report."""
+        if condition is None:
+            return self.report(node, message, fix)
+        return self.report(node, f"if {condition}: {message}", fix, severity=_LOWER[self.severity])
 
     # -- documentation ----------------------------------------------------------------------
     @classmethod

@@ -7,6 +7,7 @@ This module knows nothing about files or configuration syntax: `trainlint.config
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 from dataclasses import dataclass, field
 
@@ -16,6 +17,30 @@ SYNTAX_ERROR_CODE = "TL000"
 DEFAULT_MIN_TORCH = (2, 6)
 #: Files larger than this are skipped (with a message), not read: generated or data files.
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
+#: Rules not reported in test code unless configured (`test-code-ignore`): the hazards of files a
+#: test writes and reads back itself (a load of its own scratch file is not a security hole, a
+#: truncated temporary checkpoint costs nothing, a partial checkpoint may be the point of the test),
+#: memory held through a few iterations, and a test's own loaders. A test's training loop is still
+#: checked for wrong gradients, schedules and modes (TL1, TL2, TL302, TL303, TL601).
+DEFAULT_TEST_CODE_IGNORE = ("TL301", "TL401", "TL402", "TL403", "TL404", "TL501", "TL502", "TL602", "TL701")
+_TEST_DIRECTORIES = frozenset({"tests", "test", "testing"})
+# Files that mark a project's root when no configuration file does (`project.find_root`).
+ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
+
+
+def is_test_code(path: str, root: str | None = None) -> bool:
+    """A file of a test suite: under a `tests/`/`test/`/`testing/` directory below its project's
+    root (the configuration's directory; without one, the nearest folder holding a root marker,
+    else the current directory), or named `test_*.py`, `*_test.py`, `conftest.py`."""
+    name = os.path.basename(path)
+    if name == "conftest.py" or (name.startswith("test_") or name.endswith("_test.py")) and name.endswith(".py"):
+        return True
+    absolute = os.path.abspath(path)
+    base = root if root is not None else (_marked_root(os.path.dirname(absolute)) or os.getcwd())
+    relative = os.path.relpath(absolute, base)
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return False  # outside: its folders above are not the project's
+    return any(part in _TEST_DIRECTORIES for part in relative.replace("\\", "/").split("/")[:-1])
 
 
 class SelectorError(ValueError):
@@ -65,9 +90,14 @@ class Settings:
     root: str | None = None
     #: bytes; a larger file is skipped
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    #: codes not reported in test code (`is_test_code`); the configuration's default is
+    #: DEFAULT_TEST_CODE_IGNORE, the engine's (a Settings built in code) none
+    test_code_ignore: frozenset[str] = frozenset()
 
     def codes_for_path(self, path: str) -> frozenset[str]:
         codes = self.select
+        if self.test_code_ignore and path != "<stdin>" and is_test_code(path, self.root):
+            codes = codes - self.test_code_ignore
         if not self.per_file_ignores:
             return codes
         candidates = {path.replace("\\", "/")}
@@ -82,3 +112,16 @@ class Settings:
             if fnmatch.fnmatch(name, pattern) or any(fnmatch.fnmatch(c, pattern) for c in candidates):
                 codes = codes - ignored
         return codes
+
+
+@functools.lru_cache(maxsize=1024)
+def _marked_root(directory: str) -> str | None:
+    """The nearest directory at or above `directory` holding a root marker."""
+    current = directory
+    while True:
+        if any(os.path.exists(os.path.join(current, marker)) for marker in ROOT_MARKERS):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent

@@ -7,7 +7,7 @@ import os
 from dataclasses import fields
 
 from trainlint.config import SCHEMA, FileConfig, Resolver
-from trainlint.settings import DEFAULT_MIN_TORCH
+from trainlint.settings import DEFAULT_MIN_TORCH, DEFAULT_TEST_CODE_IGNORE, is_test_code
 
 _DEFAULTS = FileConfig()
 #: Command-line options that override or extend a configuration key.
@@ -53,6 +53,8 @@ def render_settings(resolver: Resolver, path: str) -> str:
         source = where if key in config.keys else "default"
         if key == "exclude" and value is None:
             value = _show_default_excludes()
+        if key == "test-code-ignore" and value is None:
+            value = DEFAULT_TEST_CODE_IGNORE
         shown = value if isinstance(value, str) else _show(key, value)
         if key in _FLAGS and getattr(cli, field_name) is not None:  # --fix/--no-fix, --unsafe-fixes/...
             rows.append((key, json.dumps(getattr(cli, field_name)), f"command line ({_FLAGS[key]})"))
@@ -69,7 +71,10 @@ def render_settings(resolver: Resolver, path: str) -> str:
         rows.append((key, shown, source))
 
     ignored_here = sorted(settings.select - settings.codes_for_path(path))
-    rows.append(("ignored in this file", ", ".join(ignored_here) or "-", "per-file-ignores" if ignored_here else ""))
+    why = " and ".join(w for w, on in (("per-file-ignores", bool(settings.per_file_ignores)),
+                                        ("test code: test-code-ignore",
+                                         is_test_code(path, settings.root) and bool(settings.test_code_ignore))) if on)
+    rows.append(("ignored in this file", ", ".join(ignored_here) or "-", why if ignored_here else ""))
     rows.append(("rules run on this file", ", ".join(sorted(settings.codes_for_path(path))), ""))
     parent = os.path.dirname(os.path.abspath(path))
     excluded = resolver.discovery_for(parent).is_excluded(path) or resolver.is_force_excluded(path)

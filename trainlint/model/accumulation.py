@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from trainlint.model.index import Scope, keyword_arg, positional_args, unpacked_position, walk
+from trainlint.model.index import Scope, dotted_name, keyword_arg, positional_args, unpacked_position, walk
 from trainlint.model.roles import LOADER, _unpacked_prepare_argument
 from trainlint.model.training import CallRef, TrainingLoop, TrainingModel
 
@@ -553,6 +553,119 @@ def is_plateau_scheduler(model: TrainingModel, ref: CallRef) -> bool:
     elif isinstance(receiver, cst.Attribute) and _is_self(receiver.value):
         values = model.index.self_attribute_values(receiver.attr.value, ref.scope)
     return any(isinstance(v, cst.Call) and "Plateau" in model.ctx.code_for(v.func) for v in values)
+
+
+# a scheduler's length arguments (transformers, timm and torch names)
+_HORIZON_KEYWORDS = frozenset({"num_training_steps", "num_warmup_steps", "T_max", "total_steps", "total_iters",
+                               "max_steps", "num_steps", "t_initial", "warmup_t", "warmup_steps", "step_size",
+                               "T_0", "num_cycles_steps"})
+
+
+def micro_batch_horizon(model: TrainingModel, loop: TrainingLoop, ref: CallRef) -> bool:
+    """The scheduler stepped at `ref` was built on the micro-batch clock: every length argument of its
+    construction (`num_warmup_steps=warmup * K, num_training_steps=total * K`, positional ones after
+    the optimizer too; a warmup of 0 aside) is multiplied by the loop's K or counts the loop's
+    micro-batches (`epochs * len(train_loader)`, K nowhere in it). Stepped every micro-batch, it ends
+    on time."""
+    k = _k_names(model.ctx, loop)
+    if not k:
+        return False
+    constructions = [v for v in _scheduler_values(model, ref) if isinstance(v, cst.Call)]
+    if not constructions:
+        return False
+    loaders = _loop_loaders(model.ctx, loop)
+    for call in constructions:
+        lengths = [a.value for a in call.args if a.keyword is not None and a.keyword.value in _HORIZON_KEYWORDS]
+        lengths += [a.value for a in positional_args(call)[1:]
+                    if not isinstance(a.value, (cst.Integer, cst.Float, cst.SimpleString, cst.Lambda))]
+        lengths = [e for e in lengths if not (isinstance(e, cst.Integer) and e.value == "0")]  # no warmup
+        if not lengths or not all(_times_k(e, k, ref.scope) or _counts_micro_batches(e, k, loaders, ref.scope)
+                                  for e in lengths):
+            return False
+    return True
+
+
+def _loop_loaders(ctx, loop: TrainingLoop) -> set[str]:
+    """The loader a `for` loop iterates (`enumerate(tqdm(train_loader))` -> `train_loader`)."""
+    node = loop.node
+    if not isinstance(node, cst.For):
+        return set()
+    expr = node.iter
+    while isinstance(expr, cst.Call) and positional_args(expr):
+        expr = positional_args(expr)[0].value
+    text = ctx.code_for(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+    return {text} if text else set()
+
+
+def _counts_micro_batches(expr: cst.BaseExpression, k: set[str], loaders: set[str], scope: Scope,
+                          depth: int = 0) -> bool:
+    """`epochs * len(train_loader)`: a length counted in the loop's micro-batches, with K nowhere in it
+    (`math.ceil(len(loader) / K)` counts updates)."""
+    if not loaders or depth > 2:
+        return False
+    found = False
+    for node in walk(expr):
+        if isinstance(node, (cst.Name, cst.Attribute)) and _factor_name(node) in k:
+            return False
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len" and \
+                node.args and dotted_name(node.args[0].value) in loaders:
+            found = True
+        elif isinstance(node, cst.Name) and not found:
+            values = [b.value for b in scope.lookup(node.value) if b.kind == "assign" and b.value is not None]
+            if len(values) == 1 and any(isinstance(n, (cst.Name, cst.Attribute)) and _factor_name(n) in k
+                                        for n in walk(values[0])):
+                return False
+            if len(values) == 1 and _counts_micro_batches(values[0], k, loaders, scope, depth + 1):
+                found = True
+    return found
+
+
+def _scheduler_values(model: TrainingModel, ref: CallRef) -> list[cst.BaseExpression]:
+    receiver = ref.node.func.value if isinstance(ref.node.func, cst.Attribute) else None
+    if isinstance(receiver, cst.Name):
+        return [b.value for b in ref.scope.lookup(receiver.value) if b.value is not None]
+    if isinstance(receiver, cst.Attribute) and _is_self(receiver.value):
+        return model.index.self_attribute_values(receiver.attr.value, ref.scope)
+    return []
+
+
+def _k_names(ctx, loop: TrainingLoop) -> set[str]:
+    """How K is written: its code and its last name (`args.grad_accum`, `grad_accum`)."""
+    k = loop.k
+    names = {"gradient_accumulation_steps"} if loop.guard is not None and loop.guard.kind == "accelerate" else set()
+    if k is None:
+        return names
+    names.add(ctx.code_for(k))
+    last = k.attr.value if isinstance(k, cst.Attribute) else k.value if isinstance(k, cst.Name) else None
+    if last:
+        names.add(last)
+    return names
+
+
+def _times_k(expr: cst.BaseExpression, k: set[str], scope: Scope, depth: int = 0) -> bool:
+    """`expr` is a product with K as a factor, directly or through a variable assigned one."""
+    if isinstance(expr, cst.Name) and depth < 2:
+        values = [b.value for b in scope.lookup(expr.value) if b.kind == "assign" and b.value is not None]
+        return bool(values) and all(_times_k(v, k, scope, depth + 1) for v in values)
+    return any(_factor_name(f) in k for f in _factors(expr))
+
+
+def _factors(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The factors of a product (`a * b * c`); empty when `expr` is not one."""
+    if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply)):
+        return []
+    found = []
+    for side in (expr.left, expr.right):
+        found += _factors(side) or [side]
+    return found
+
+
+def _factor_name(expr: cst.BaseExpression) -> str | None:
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return None
 
 
 def _loader_name(ctx, expr: cst.BaseExpression) -> str:

@@ -130,6 +130,26 @@ class Unit:
                 return later
         return None
 
+    def exclusive(self, index, a: Event, b: Event) -> bool:
+        """`a` and `b` run on different branches of one `if` (`if scaler: scaler.scale(loss).backward()
+        ... else: loss.backward(); clip(...)`): never in the same update."""
+        # written in one function (reached through the same helper, or through two calls of it):
+        # its `if`; else the calls in the unit that lead to them
+        same = a.via == b.via or index.function_at(a.node) is index.function_at(b.node)
+        x, y = (a.node, b.node) if same else (a.anchor, b.anchor)
+        chain = {node: child for child, node in zip([x, *index.ancestors(x)], index.ancestors(x))}
+        child = y
+        for ancestor in index.ancestors(y):
+            if ancestor in chain:
+                if isinstance(ancestor, cst.If) and {chain[ancestor], child} == {ancestor.body, ancestor.orelse}:
+                    return True
+                break
+            child = ancestor
+        # two `if`s testing the same condition (`backward(loss, scaler)` scales when `scaler is not
+        # None`; the update clips in the `else` of `if scaler is not None:`)
+        theirs = _conditions(index, b)
+        return any((test, not holds) in theirs for test, holds in _conditions(index, a))
+
     @property
     def uses_scaler(self) -> bool:
         """Backward runs on a GradScaler-scaled loss somewhere in this update (our own GradScaler,
@@ -374,6 +394,41 @@ class AmpModel:
             return backward, step
 
         return {node for node in direct if all(reach(node, 0, frozenset((node,))))}
+
+
+def _conditions(index, event: Event) -> set[tuple[str, bool]]:
+    """The `if` tests that hold (True) or fail (False) where the event runs, in its function and at
+    the calls leading to it, as normalised text: `not x` is `x` failing, `x is None` is
+    `x is not None` failing."""
+    found: set[tuple[str, bool]] = set()
+    for node in (event.node, *event.via):
+        child = node
+        for ancestor in index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if isinstance(ancestor, cst.If) and child is not ancestor.test:
+                test, holds = _normalised(ancestor.test)
+                found.add((test, holds if child is ancestor.body else not holds))
+            child = ancestor
+    return found
+
+
+def _normalised(test: cst.BaseExpression) -> tuple[str, bool]:
+    holds = True
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, holds = test.expression, not holds
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and \
+            isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None":
+        operator = test.comparisons[0].operator
+        if isinstance(operator, cst.IsNot):
+            return _code(test.left), holds
+        if isinstance(operator, cst.Is):
+            return _code(test.left), not holds
+    return _code(test), holds
+
+
+def _code(expr: cst.BaseExpression) -> str:
+    return cst.Module(body=[]).code_for_node(expr)
 
 
 def amp_model(ctx) -> AmpModel:

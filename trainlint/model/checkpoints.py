@@ -443,6 +443,12 @@ class CheckpointModel:
                       if b.kind == "param" and b.value is not None]
         if value is not dest and value is not None:
             parts.append(self.text(value))
+        if isinstance(value, cst.FormattedString):  # `f"{ckpt}.tmp"`: the path `ckpt` holds
+            for part in value.parts:
+                if isinstance(part, cst.FormattedStringExpression) and isinstance(part.expression, cst.Name):
+                    named = self.value_of(part.expression, save.scope, at=save.node)
+                    if named is not part.expression and named is not None:
+                        parts.append(self.text(named))
         opened = self.opened_path(value, save.scope)
         if opened is not None:
             parts.append(self.text(opened))
@@ -848,7 +854,40 @@ class CheckpointModel:
                 continue
             available = self.available_state(save.scope, save.site.function)
             missing = {kind: available[kind] for kind in STATE_KINDS if kind in available and kind not in kinds}
+            if "step" in missing and self._counter_in_path(save, missing["step"]):
+                del missing["step"]  # `f"{out}/{step:07d}.pt"`: the file name holds the counter
             yield ResumeSave(save, kinds, available, missing)
+
+    def _counter_in_path(self, save: Save, counters: list[str]) -> bool:
+        """The save's path names one of the step/epoch counters, directly or through the variable
+        holding the path: a resume reads the counter back from the file name."""
+        dest = save.dest
+        if dest is None:
+            return False
+        wanted = set(counters)
+        expressions, seen = [(dest, 0)], set()
+        while expressions:
+            expr, depth = expressions.pop()
+            for node in walk(expr):
+                if isinstance(node, (cst.Name, cst.Attribute)) and dotted_name(node) in wanted:
+                    return True
+                if isinstance(node, cst.Name) and depth < 2 and node.value not in seen:
+                    seen.add(node.value)  # `final + ".tmp"` with `final = f"{out}/{step}.pt"`
+                    expressions += [(b.value, depth + 1) for b in save.scope.lookup(node.value)
+                                    if b.kind == "assign" and b.value is not None]
+        # `def save_checkpoint(model, opt, path)` called with `f"{out}/{step}.pt"`: what every
+        # same-file caller passes for a parameter the path is made of
+        function = save.site.function
+        if function is None:
+            return False
+        for name in seen:
+            if not self.is_param(cst.Name(name), save.scope):
+                continue
+            passed = [self.index.argument_for(site.node, function, name) for site in self.index.callers(function)]
+            if passed and all(p is not None and any(isinstance(n, (cst.Name, cst.Attribute)) and
+                                                    dotted_name(n) in wanted for n in walk(p)) for p in passed):
+                return True
+        return False
 
     def _scratch_file(self, save: Save) -> bool:
         """A save into a temporary file that is never moved onto a real path (a test's scratch file)."""

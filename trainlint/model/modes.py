@@ -32,8 +32,10 @@ from typing import Iterable, Iterator, NamedTuple
 
 import libcst as cst
 
-from trainlint.model.index import FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args, walk
-from trainlint.model.roles import OPTIMIZER, role_of_callee
+from trainlint.model.index import (FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args,
+                                   unpacked_position, walk)
+from trainlint.model.layers import FREE, LIBRARY, verdict
+from trainlint.model.roles import OPTIMIZER, SCALER, role_of_callee
 from trainlint.model.training import TrainingModel, training_model
 
 # -- vocabulary ------------------------------------------------------------------------------------
@@ -314,6 +316,89 @@ class ModeModel:
                 found.setdefault(item.anchor, item)
         return list(found.values())
 
+    def undone_by_next_phase(self, item: Unrestored) -> bool:
+        """Alternating phases (a GAN: `D.train(); G.eval()` for the discriminator's phase, `G.train();
+        D.eval()` for the generator's): the `eval()` freezes a partner network for one phase, not an
+        evaluation. It is undone when the loop calls `train()` on that network before coming back
+        to the eval (later in the iteration or at the top of the next), an optimizer steps in between
+        (the other phase's update), and none stepped in between holds its parameters (known from the
+        optimizer's construction; when that is not known, the loop must step two or more optimizers,
+        one per phase)."""
+        loop = self.training_loops.get(item.loop)
+        if loop is None:
+            return False
+        refs = loop.calls
+        start = next((i for i, ref in enumerate(refs) if ref.anchor is item.anchor), None)
+        if start is None:
+            return False
+        name = _last_component(item.key)
+        order = refs[start + 1:] + refs[:start]
+        between = []
+        for ref in order:
+            call = ref.node
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "train" and self._is_train_of(call, name, ref):
+                break
+            between.append(ref)
+        else:
+            return False
+        if not any(ref.node is item.backward for ref in between):
+            return False
+        steps = [ref for ref in between if self.training.is_optimizer_step(ref.node, ref.scope)]
+        if not steps:
+            return False  # no phase update happens while it is frozen: its own backward ran in eval mode
+        stepped_receivers = {dotted_name(ref.node.func.value) for ref in loop.step_calls}
+        for ref in steps:
+            owners = self._optimizer_owners(ref.node, ref.scope)
+            if owners is None:
+                if len(stepped_receivers) < 2:
+                    return False
+            elif name in owners:
+                return False
+        return True
+
+    def _is_train_of(self, call: cst.Call, name: str, ref) -> bool:
+        """`call` is `<name>.train()`, in the loop or in a helper it calls (`G.train()` in
+        `generator_step(generator, ...)`, its parameter standing for the loop's argument)."""
+        args = positional_args(call)
+        if len(call.args) > 1 or (args and not _is_true(args[0].value)):
+            return False
+        receiver = dotted_name(_strip_wrappers(call.func.value))
+        for site in reversed(ref.via):  # innermost helper first, back to the loop's own call
+            if receiver is None:
+                return False
+            target = self.index.callee(site, self.index.scope_at(site))
+            if target is None:
+                return False
+            caller = Frame(self.index.function_at(site), self.index.scope_at(site), {})
+            mapping = self._argument_keys(site, target, caller)
+            head = receiver.split(".")[0]
+            receiver = mapping[head] + receiver[len(head):] if head in mapping else None
+        return receiver is not None and _last_component(receiver) == name
+
+    def _optimizer_owners(self, step: cst.Call, scope: Scope) -> set[str] | None:
+        """The modules whose parameters the optimizer of `opt.step()` / `scaler.step(opt)` holds,
+        from its construction (`Adam(D.parameters())`); None when that is not seen."""
+        func = step.func
+        args = positional_args(step)
+        receiver = args[0].value if args and self.training.roles.of(func.value, scope) == SCALER else func.value
+        if isinstance(receiver, cst.Name):
+            values = [b.value for b in scope.lookup(receiver.value) if b.kind == "assign"]
+        elif isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and \
+                receiver.value.value == "self":
+            values = self.index.self_attribute_values(receiver.attr.value, scope)
+        else:
+            return None
+        owners: set[str] = set()
+        for value in values:
+            if value is None:
+                return None
+            found = _parameter_owners(value, scope)
+            if not found:
+                return None
+            owners |= found
+        return owners or None
+
     def is_evaluation_function(self, function: FunctionInfo | None) -> bool:
         return function is not None and is_evaluation_name(function.name)
 
@@ -446,6 +531,89 @@ class ModeModel:
     def frozen_names(self) -> frozenset[str]:
         self.trained_names  # noqa: B018  (computes both)
         return self._frozen
+
+    def mode_matters(self, receiver: cst.BaseExpression, scope: Scope, facts: Iterable[Fact] = ()) -> bool:
+        """Whether switching the module `receiver` names between train and eval changes what it
+        computes. False only when every construction of it is known and each builds a mode-free
+        module (a loss criterion, a GroupNorm-only net; `layers.py`) or a library class not known to
+        hold dropout/batch norm; a `NEW` fact names the construction a caller made."""
+        calls = [(_strip_wrappers(f.node.value), self.index.scope_at(f.node)) for f in facts
+                 if f.kind == NEW and isinstance(f.node, (cst.Assign, cst.AnnAssign))
+                 and isinstance(_strip_wrappers(f.node.value), cst.Call)]
+        if not calls or any(f.kind not in (NEW, ENTRY) for f in facts):
+            own = self._constructions(receiver, scope)
+            if own is None:
+                return True
+            calls += own
+        if not calls:
+            return True
+        return any(verdict(self.index, call, call_scope) not in (FREE, LIBRARY) for call, call_scope in calls)
+
+    def _constructions(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> list | None:
+        """The calls that bind `expr` (a name or `self.<attr>`), or None when some binding is not a
+        call (a parameter, an item of a dict, ...)."""
+        expr = _strip_wrappers(expr)
+        if depth > 3:
+            return None
+        found: list = []
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            values = [b.value if b.value is not None else _prepared_argument(b.node, expr.value)
+                      for b in bindings if b.kind == "assign"]
+            params = [b for b in bindings if b.kind == "param"]
+            if len(values) + len(params) != len(bindings):
+                return None
+            if params:  # what the same-file callers pass for it
+                function = self.index.function_at(params[0].node)
+                sites = self.index.callers(function) if function is not None else []
+                if not sites:
+                    return None
+                for site in sites:
+                    arg = self.index.argument_for(site.node, function, expr.value)
+                    more = self._constructions(arg, site.scope, depth + 1) if arg is not None else None
+                    if more is None:
+                        return None
+                    found += more
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            values = self.index.self_attribute_values(expr.attr.value, scope)
+        else:
+            return None
+        for value in values:
+            if isinstance(value, (cst.Name, cst.Attribute)):
+                if dotted_name(value) == dotted_name(expr):
+                    continue  # `vae, opt = accelerator.prepare(vae, opt)`: the module it already was
+                more = self._constructions(value, scope, depth + 1)  # another name for the same module
+                if more is None:
+                    return None
+                found += more
+                continue
+            if not isinstance(value, cst.Call):
+                return None
+            inner = _strip_wrappers(value)
+            func = inner.func if isinstance(inner, cst.Call) else None
+            last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            if last in _UNWRAPPERS and positional_args(inner):  # `accelerator.unwrap_model(vae)`: the same module
+                wrapped = positional_args(inner)[0].value
+                if dotted_name(wrapped) == dotted_name(expr):
+                    continue  # `vae = unwrap_model(vae)`: its other bindings say what it is
+                more = self._constructions(wrapped, scope, depth + 1)
+                if more is None:
+                    return None
+                found += more
+                continue
+            if isinstance(inner, cst.Call):  # `nn.CrossEntropyLoss().to(device)`
+                found.append((inner, self.index.scope_at(inner)))
+                continue
+            if inner is not value:  # `model = model.to(device)`: the same module
+                if dotted_name(inner) == dotted_name(expr):
+                    continue
+                more = self._constructions(inner, scope, depth + 1)
+                if more is None:
+                    return None
+                found += more
+                continue
+            found.append((value, self.index.scope_at(value)))
+        return found
 
     def key_of(self, expr: cst.BaseExpression, scope: Scope) -> str | None:
         return self._key(expr, Frame(None, scope, {}))
@@ -1239,6 +1407,21 @@ def _unwrap_iterable(expr: cst.BaseExpression) -> cst.BaseExpression:
         else:
             break
     return expr
+
+
+def _prepared_argument(assign: cst.CSTNode, name: str) -> cst.BaseExpression | None:
+    """`model, opt, loader = accelerator.prepare(model, opt, loader)`: the argument standing where
+    `name` is unpacked (the same object, wrapped), as `unwrap_model(model)` stands for `model`."""
+    if not (isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call)):
+        return None
+    func = assign.value.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "prepare"):
+        return None
+    position = unpacked_position(assign, name)
+    args = positional_args(assign.value)
+    if position is None or position[1] != len(args) or any(a.star for a in assign.value.args):
+        return None
+    return args[position[0]].value
 
 
 def _strip_wrappers(expr: cst.BaseExpression) -> cst.BaseExpression:

@@ -33,12 +33,9 @@ import libcst as cst
 from trainlint import guard
 from trainlint.config import find_config
 from trainlint.model.index import FileIndex, Scope
-from trainlint.settings import DEFAULT_MAX_FILE_SIZE
+from trainlint.settings import DEFAULT_MAX_FILE_SIZE, ROOT_MARKERS
 from trainlint.model.summaries import (CallArguments, ClassSummary, Construction, FileSummary, FunctionSummary,
                                        summarise)
-
-# Files that mark a project's root when no configuration file does (see `find_root`).
-ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 _MAX_REEXPORTS = 4
 _KEPT_SUMMARIES = 128
 

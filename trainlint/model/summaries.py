@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from trainlint.model.index import FileIndex, FunctionInfo, Scope, iter_children, keyword_value, positional_args, walk
+from trainlint.model.layers import class_verdict
 from trainlint.model.modes import GRAD_WORDS, OFF, context_grad, decorator_grad
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCHEDULER, Roles
 
@@ -96,7 +97,7 @@ class ClassSummary:
     computed when asked for."""
 
     def __init__(self, name: str, bases: tuple[str, ...] = (), role: str | None = None, grad_off: bool = False,
-                 init_attrs: dict[str, str] | None = None, methods=None, trains: bool = False) -> None:
+                 init_attrs: dict[str, str] | None = None, methods=None, trains: bool = False, mode=None) -> None:
         self.name = name
         self.trains = trains  # its methods run `.backward()`/`.step()`/`.zero_grad()` (a Trainer, a Runner)
         self.bases = bases
@@ -104,9 +105,20 @@ class ClassSummary:
         self.grad_off = grad_off  # a context manager class whose `__enter__` turns recording off
         self.init_attrs = init_attrs or {}  # self.<attr> -> __init__ parameter
         self._methods = methods or (lambda name: None)  # name -> FunctionSummary | None
+        self._mode = mode or (lambda: None)  # () -> how its instances depend on their mode (layers.py)
+        self._mode_dependence: tuple[str | None] | None = None
 
     def method(self, name: str) -> FunctionSummary | None:
         return self._methods(name)
+
+    @property
+    def mode_dependence(self) -> str | None:
+        """`layers.FREE` / `layers.DEPENDENT` / None: whether `train()`/`eval()` changes what an
+        instance computes, judged from the class's own source (computed when first asked)."""
+        if self._mode_dependence is None:
+            self._mode_dependence = (None,)  # a class built from itself, through other files
+            self._mode_dependence = (self._mode(),)
+        return self._mode_dependence[0]
 
     @property
     def produces(self) -> str | None:
@@ -569,8 +581,10 @@ class _Summariser:
                            for n in self._own_nodes(enter))
         trains = any(isinstance(n, cst.Attribute) and n.attr.value in ("backward", "step", "zero_grad")
                      for n in walk(node.body))
+        module_level = scope.parent is index.module_scope
         return ClassSummary(node.name.value, bases, self._class_role(node, scope, bases, infos), grad_off,
-                            init_attrs, lambda name: self.function(infos[name]) if name in infos else None, trains)
+                            init_attrs, lambda name: self.function(infos[name]) if name in infos else None, trains,
+                            (lambda: class_verdict(index, node.name.value)) if module_level else None)
 
     def _class_role(self, node: cst.ClassDef, scope: Scope, bases: tuple[str, ...], infos) -> str | None:
         for base in bases:

@@ -602,6 +602,8 @@ class TrainingModel:
             scope = ref.scope if isinstance(ref, CallRef) and position == len(segments) - 1 else \
                 (loop.scope if position == 0 else self.index.scope_at(segment[0]))
             for child, node in zip(segment, segment[1:]):
+                if isinstance(node, cst.IndentedBlock) and self._after_skip_guard(loop, node, child, scope, position):
+                    return True
                 if not isinstance(node, cst.If) or child is node.test or \
                         (loop.guard is not None and node is loop.guard.node):
                     continue
@@ -613,6 +615,23 @@ class TrainingModel:
                 in_body = child is node.body
                 if at_boundary is None or at_boundary == in_body:
                     return True
+        return False
+
+    def _after_skip_guard(self, loop: TrainingLoop, block: cst.IndentedBlock, child: cst.CSTNode, scope: Scope,
+                          position: int) -> bool:
+        """`child` comes after an `if not do_step: continue` (a `return` in a helper) of `block` that
+        leaves the iteration between window boundaries: the update's own guard, written a second
+        time for the code after it (the step itself sits under `if do_step:` elsewhere)."""
+        jump = cst.Continue if position == 0 else cst.Return
+        for statement in block.body:
+            if statement is child:
+                return False
+            if not (isinstance(statement, cst.If) and _jumps(statement, jump)):
+                continue
+            if self._update_condition(statement.test, scope) is False:
+                continue
+            if _boundary_polarity(statement.test) is False:  # it skips what is not a boundary
+                return True
         return False
 
     def _ref_for(self, loop: TrainingLoop, node: cst.CSTNode) -> CallRef | cst.CSTNode:

@@ -1,0 +1,199 @@
+"""Whether a module's mode can change what it computes: what `train()`/`eval()` would switch.
+
+Only dropout, batch statistics (BatchNorm, InstanceNorm with running stats), recurrent/attention
+layers with a dropout argument, RReLU and code that reads `self.training` behave differently in
+train and eval mode. A loss criterion (`nn.CrossEntropyLoss()`, a project loss class computing on
+its inputs), a GroupNorm/LayerNorm-only network or a plain `nn.Linear` computes the same in both,
+so a "train mode" evaluation of it, or an `eval()` left on it, changes nothing.
+
+`verdict(index, call, scope)` judges the call that built a module:
+
+- FREE: known to compute the same in both modes (a torch.nn loss or mode-free layer, an
+  `nn.Module` subclass of this file or another project file whose layers are all mode-free and
+  that never reads its mode);
+- DEPENDENT: known to hold mode-dependent layers (torch.nn Dropout/BatchNorm/RNN/Transformer...,
+  torchvision/timm/transformers/segmentation_models_pytorch models, a same-file class holding one);
+- LIBRARY: a class from a package whose source is not in the project and whose family is not known
+  to hold such layers (`diffusers.UNet2DModel`): nothing says its mode matters;
+- None: not known (a factory, a parameter, a class whose submodules come from unknown calls).
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from trainlint.model.index import FileIndex, Scope, dotted_name, walk
+
+FREE, DEPENDENT, LIBRARY = "free", "dependent", "library"
+
+# torch.nn classes whose forward depends on `self.training`
+_MODE_DEPENDENT_NN = re.compile(r"Dropout|BatchNorm|InstanceNorm|RNN|LSTM|GRU|Transformer|MultiheadAttention|RReLU")
+_LOSS_NAME = re.compile(r"(Loss|Criterion|CrossEntropy)$")
+_NN_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+_NN_UNKNOWN = frozenset({"Module", "DataParallel"})
+# packages whose models are known to hold dropout or batch norm
+_DEPENDENT_PACKAGES = ("torchvision.models", "timm", "transformers", "segmentation_models_pytorch",
+                       "torch.hub", "lightning", "pytorch_lightning")
+_NN_BASES = re.compile(r"^(torch\.)?nn\.(Module|modules\.loss\._Loss|modules\.loss\._WeightedLoss)$"
+                       r"|^torch\.nn\.(Module|modules\.module\.Module)$|^(Module|_Loss|_WeightedLoss)$")
+_SAFE_CALL_ROOTS = ("torch", "math", "numpy", "np", "F", "functools", "itertools", "collections")
+_BUILTINS = frozenset({"float", "int", "bool", "str", "list", "tuple", "dict", "set", "len", "range", "max",
+                       "min", "abs", "sum", "super", "getattr", "isinstance", "zip", "enumerate", "sorted"})
+_MAX_DEPTH = 5
+
+
+def verdict(index: FileIndex, call: cst.Call, scope: Scope, depth: int = 0) -> str | None:
+    """How the module built by `call` depends on its mode (see the module docstring)."""
+    if depth > _MAX_DEPTH:
+        return None
+    func = call.func
+    # `AutoencoderKL.from_pretrained(...)`, `Model.from_config(cfg)`: the class's own constructor
+    if isinstance(func, cst.Attribute) and func.attr.value.startswith("from_") and \
+            (dotted_name(func.value) or "").rsplit(".", 1)[-1][:1].isupper():
+        func = func.value
+    name = index.resolve(func, scope)
+    if isinstance(func, cst.Name) and func.value in index.classes and _bound_to_class(func.value, scope):
+        return class_verdict(index, func.value, depth + 1)
+    if not name:
+        return None
+    if not name.startswith("torch.") and (isinstance(func, (cst.Name, cst.Attribute))):
+        summary = index.summary_of(func, scope, ("Module",))  # a class of another project file
+        if summary is not None:
+            return getattr(summary, "mode_dependence", None)
+    if name.startswith("torch.nn."):
+        last = name.rsplit(".", 1)[-1]
+        if last in _NN_UNKNOWN or name.startswith(("torch.nn.parallel", "torch.nn.functional")):
+            return None
+        if last in _NN_CONTAINERS:
+            return _container_verdict(index, call, scope, depth)
+        if last[:1].isupper():
+            return DEPENDENT if _MODE_DEPENDENT_NN.search(last) else FREE
+        return None
+    last = name.rsplit(".", 1)[-1]
+    if _LOSS_NAME.search(last):
+        return FREE  # a library's loss criterion (`timm.loss.LabelSmoothingCrossEntropy`)
+    if any(name == package or name.startswith(package + ".") for package in _DEPENDENT_PACKAGES):
+        return DEPENDENT
+    if last[:1].isupper() and _from_library(index, func, scope):
+        return LIBRARY
+    return None
+
+
+def class_verdict(index: FileIndex, class_name: str, depth: int = 0) -> str | None:
+    """A same-file class: FREE when it is an `nn.Module` (or loss) subclass whose bases are
+    mode-free, that never reads or switches its mode, and whose every built submodule is mode-free."""
+    node = index.classes.get(class_name)
+    if node is None or depth > _MAX_DEPTH:
+        return None
+    scope = index.scope_of_node.get(node) or index.module_scope
+    outer = scope.parent or index.module_scope
+    module_like = False
+    for base in node.bases:
+        text = dotted_name(base.value) or ""
+        resolved = index.resolve(base.value, outer) or text
+        if text in index.classes and text != class_name:
+            inner = class_verdict(index, text, depth + 1)
+            if inner != FREE:
+                return inner
+            module_like = True
+        elif _NN_BASES.search(resolved) or (resolved.startswith("torch.nn.") and resolved.endswith("Loss")):
+            module_like = True
+        else:
+            return None
+    if not module_like:
+        return None
+    for inner in walk(node.body):
+        if isinstance(inner, cst.Attribute) and inner.attr.value == "training":
+            return DEPENDENT  # it reads its own mode
+        if isinstance(inner, cst.Call):
+            func = inner.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("train", "eval", "add_module",
+                                                                        "register_module"):
+                return None
+    for values in index.class_attributes.get(class_name, {}).values():
+        for value in values:
+            result = _submodule_verdict(index, value, index.scope_at(value), depth)
+            if result != FREE:
+                return result
+    return FREE
+
+
+def _submodule_verdict(index: FileIndex, value: cst.BaseExpression, scope: Scope, depth: int) -> str | None:
+    """What a `self.<attr> = value` adds to its class: FREE unless it builds a module that is not."""
+    for inner in walk(value):
+        if not isinstance(inner, cst.Call):
+            continue
+        result = verdict(index, inner, scope, depth + 1)
+        if result in (DEPENDENT, LIBRARY):
+            return DEPENDENT if result == DEPENDENT else None
+        if result is None and not _harmless_call(index, inner, scope):
+            return None
+    return FREE
+
+
+def _harmless_call(index: FileIndex, call: cst.Call, scope: Scope) -> bool:
+    """A call that does not build a module: a torch/math function, a builtin, a method of a value."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        if func.value in _BUILTINS:
+            return True
+        if func.value in index.classes and _bound_to_class(func.value, scope):
+            return class_verdict(index, func.value) == FREE or not _is_module_class(index, func.value)
+        return False
+    name = index.resolve(func, scope) or ""
+    if name.split(".", 1)[0] in _SAFE_CALL_ROOTS and not name.startswith("torch.nn.") or name.startswith(
+            ("torch.nn.functional", "torch.nn.init", "torch.nn.Parameter")):
+        return True
+    # `weight.float()`, `torch.tensor(w).view(-1)`: a method of a value, not a constructor
+    return isinstance(func, cst.Attribute) and not name
+
+
+def _container_verdict(index: FileIndex, call: cst.Call, scope: Scope, depth: int) -> str | None:
+    """`nn.Sequential(conv, nn.GroupNorm(...))`, `nn.ModuleList([Block(c) for _ in range(n)])`: FREE
+    when every module built in its arguments is, None when an argument is a module built elsewhere."""
+    modules = 0
+    for arg in call.args:
+        calls = [n for n in walk(arg.value) if isinstance(n, cst.Call)]
+        if not calls:
+            return None  # `nn.Sequential(*layers)`: built somewhere else
+        for inner in calls:
+            result = verdict(index, inner, scope, depth + 1)
+            if result is None and _harmless_call(index, inner, scope):
+                continue
+            if result != FREE:
+                return result
+            modules += 1
+    return FREE if modules or not call.args else None
+
+
+def _bound_to_class(name: str, scope: Scope) -> bool:
+    bindings = scope.lookup(name)
+    return bool(bindings) and all(b.kind == "class" for b in bindings)
+
+
+def _is_module_class(index: FileIndex, name: str) -> bool:
+    node = index.classes.get(name)
+    return node is not None and any(
+        re.search(r"(^|\.)(Module|Loss|_Loss|Sequential)$", dotted_name(b.value) or "") for b in node.bases)
+
+
+def _from_library(index: FileIndex, func: cst.BaseExpression, scope: Scope) -> bool:
+    """The callee is imported from a package that is not part of the project."""
+    head = func
+    while isinstance(head, cst.Attribute):
+        head = head.value
+    if not isinstance(head, cst.Name):
+        return False
+    bindings = scope.lookup(head.value)
+    if not bindings or not all(b.kind == "import" for b in bindings):
+        return False
+    qualname = bindings[-1].qualname or ""
+    if qualname.startswith(".") or not qualname:
+        return False
+    linker = index.linker
+    project = getattr(linker, "project", None)
+    if project is not None and project.find_module(qualname, linker.path) is not None:
+        return False
+    return True

@@ -1,0 +1,126 @@
+"""Whether an accumulation factor K is 1 as the code ships: the hazard is then real only when
+someone sets it higher.
+
+`accum_steps` that an argparse option defaults to 1 (`add_argument("--accum-steps", type=int,
+default=1)`), a config/dataclass field `gradient_accumulation_steps: int = 1`, a parameter
+`accum_steps=1`, `cfg.get("grad_accum", 1)`, or a plain `ACCUM = 1`: as shipped the loop does not
+accumulate at all, so a per-micro-batch scheduler step or `zero_grad()` is right until K changes.
+The accumulation rules then report the finding with that condition in the message, one severity
+lower (`k_condition`, `Rule.report_if`).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from trainlint.model.index import keyword_value, positional_args
+from trainlint.model.training import TrainingLoop
+
+_MAX_DEPTH = 4
+
+
+def k_defaults_to_one(ctx, loop: TrainingLoop) -> str | None:
+    """The K expression's text when every value the file gives it by default is 1, else None."""
+    k = loop.k
+    if k is None or isinstance(k, cst.Integer):
+        return None  # a literal K (`% 4`) is what it says
+    scope = loop.guard.scope if loop.guard is not None and loop.guard.scope is not None else loop.scope
+    return ctx.code_for(k) if _is_one_by_default(ctx, k, scope, 0) else None
+
+
+def k_condition(ctx, loop: TrainingLoop) -> str | None:
+    """The condition an accumulation finding holds under when K is 1 as shipped, else None."""
+    k = k_defaults_to_one(ctx, loop)
+    if k is None:
+        return None
+    return f"`{k}` is set above 1 (it defaults to 1, where nothing accumulates and this is correct)"
+
+
+def _is_one_by_default(ctx, expr: cst.BaseExpression, scope, depth: int) -> bool:
+    if depth > _MAX_DEPTH:
+        return False
+    index = ctx.index
+    if isinstance(expr, cst.Integer):
+        return expr.value == "1"
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value == "1"
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        args = positional_args(expr)
+        if name == "int" and len(args) == 1:
+            return _is_one_by_default(ctx, args[0].value, scope, depth + 1)
+        if name in ("get", "getattr", "getenv", "pop") and len(args) >= 2:  # cfg.get("accum", 1)
+            return _is_one_by_default(ctx, args[-1].value, scope, depth + 1)
+        if name == "max" and len(args) == 2:  # max(1, args.accum)
+            return any(isinstance(a.value, cst.Integer) and a.value.value == "1" for a in args) and any(
+                _is_one_by_default(ctx, a.value, scope, depth + 1) for a in args if not isinstance(a.value, cst.Integer))
+        return False
+    if isinstance(expr, cst.Name):
+        bindings = scope.lookup(expr.value)
+        if not bindings:
+            return False
+        for binding in bindings:
+            if binding.kind == "param":
+                default = _param_default(binding.node)
+                if default is None or not _is_one_by_default(ctx, default, scope, depth + 1):
+                    return False
+            elif binding.kind == "assign" and binding.value is not None:
+                if not _is_one_by_default(ctx, binding.value, index.scope_at(binding.value), depth + 1):
+                    return False
+            else:
+                return False
+        return True
+    if isinstance(expr, cst.Attribute):
+        return _attribute_defaults_to_one(ctx, expr, scope, depth)
+    return False
+
+
+def _param_default(node: cst.CSTNode) -> cst.BaseExpression | None:
+    return node.default if isinstance(node, cst.Param) else None
+
+
+def _attribute_defaults_to_one(ctx, expr: cst.Attribute, scope, depth: int) -> bool:
+    """`args.accum_steps`, `cfg.train.grad_accum`, `self.accum`: what the file's declarations of that
+    name say: argparse options, class fields, `self.<name> = ...` assignments. Every one found must
+    give 1, and at least one must be found."""
+    index = ctx.index
+    name = expr.attr.value
+    found = []
+    for site in index.calls:
+        call = site.node
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "add_argument" and _names_option(call, name):
+            default = keyword_value(call, "default")
+            found.append(default is not None and _is_one_by_default(ctx, default, site.scope, depth + 1))
+    for node in index.classes.values():  # dataclass / config class fields
+        for line in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
+            for statement in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+                if isinstance(statement, cst.AnnAssign) and isinstance(statement.target, cst.Name) and \
+                        statement.target.value == name and statement.value is not None:
+                    found.append(_field_default_is_one(ctx, statement.value, depth))
+    for attrs in index.class_attributes.values():
+        for value in attrs.get(name, []):
+            found.append(_is_one_by_default(ctx, value, index.scope_at(value), depth + 1))
+    return bool(found) and all(found)
+
+
+def _field_default_is_one(ctx, value: cst.BaseExpression, depth: int) -> bool:
+    """`accum: int = 1` or `accum: int = field(default=1)`."""
+    if isinstance(value, cst.Call):
+        default = keyword_value(value, "default")
+        return default is not None and _is_one_by_default(ctx, default, ctx.index.module_scope, depth + 1)
+    return _is_one_by_default(ctx, value, ctx.index.module_scope, depth + 1)
+
+
+def _names_option(call: cst.Call, name: str) -> bool:
+    """`add_argument("--accum-steps", ...)` / `("--accum_steps")` / `dest="accum_steps"` declares `name`."""
+    dest = keyword_value(call, "dest")
+    if isinstance(dest, cst.SimpleString):
+        return dest.evaluated_value == name
+    for arg in positional_args(call):
+        if isinstance(arg.value, cst.SimpleString):
+            text = arg.value.evaluated_value
+            if isinstance(text, str) and text.lstrip("-").replace("-", "_") == name and text.startswith("--"):
+                return True
+    return False
