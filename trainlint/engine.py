@@ -105,13 +105,14 @@ def _rules_for(source: str, codes: frozenset[str],
     that may also draw on a project file it imports (their words occur in such a file). The gate
     reads this file's parse alone, so only the first list may be gated."""
     own, via_imports = [], []
+    found: dict[str, bool] = {}  # the words searched for in `source` so far
     for code, rule_cls in registry().items():
         if code not in codes or code in NOQA_CODES:
             continue
         if (any(word in source for word in rule_cls.imported_triggers)
                 and any(rule_cls.may_match(text) for text in imported())):
             via_imports.append(rule_cls())
-        elif rule_cls.may_match(source):
+        elif rule_cls.may_match(source, found):
             own.append(rule_cls())
     return own, via_imports
 

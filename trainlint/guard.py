@@ -45,21 +45,48 @@ class Problem:
     final: bool = True
 
 
-def _too_deep(tree: ast.AST) -> ast.AST | None:
-    """The first node deeper than MAX_DEPTH, or None. An expression on one line that is shorter
-    than the depth still allowed below it cannot exceed it (every level takes a character), so
-    such subtrees are not walked: this visits statements and long expressions only."""
+def _too_deep(tree: ast.AST, source: str = "") -> ast.AST | None:
+    """The first node deeper than MAX_DEPTH, or None.
+
+    A subtree cannot be deeper than twice the characters of its code, plus one: every level below
+    a node takes at least one character of its own (an operator, a bracket, a name), except a
+    wrapper without code of its own (`Expr`, `arguments`, `Load`), whose child then does. So a node
+    whose code fits in fewer characters than that with the depth still allowed below it is not
+    walked: this visits the statements and expressions that span many lines only. A node's code is
+    bounded by its lines (a decorated definition's begin at its first decorator) times the
+    longest line of the file."""
+    longest = max(map(len, source.split("\n"))) + 1 if source else MAX_DEPTH  # the newline included
     stack: list[tuple[ast.AST, int]] = [(tree, 0)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
             return node
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.expr) and child.end_lineno == child.lineno \
-                    and child.end_col_offset - child.col_offset < MAX_DEPTH - depth:
-                continue
+        allowed = MAX_DEPTH - depth
+        for child in _children(node):
+            first = getattr(child, "lineno", None)
+            if first is not None:
+                if isinstance(child, ast.expr) and child.end_lineno == first \
+                        and child.end_col_offset - child.col_offset < allowed:
+                    continue
+                decorators = getattr(child, "decorator_list", None)
+                if decorators:
+                    first = min(first, *(d.lineno for d in decorators))
+                if 2 * (child.end_lineno - first + 1) * longest + 2 < allowed:
+                    continue
             stack.append((child, depth + 1))
     return None
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    """`ast.iter_child_nodes(node)` as a list, in the same order, without its generators."""
+    children = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if type(value) is list:
+            children += [item for item in value if isinstance(item, ast.AST)]
+        elif isinstance(value, ast.AST):
+            children.append(value)
+    return children
 
 
 def _longest_logical_line(source: str) -> int:
@@ -102,7 +129,7 @@ def _check(source: str, path: str, tree: ast.Module | None) -> Problem | None:
         return Problem(1, 1, TOO_DEEP)
     except ValueError as err:  # e.g. a NUL byte (the engine reports those before this)
         return Problem(1, 1, f"cannot parse: {err}")
-    deep = _too_deep(tree)
+    deep = _too_deep(tree, source)
     if deep is not None:
         line = getattr(deep, "lineno", 1)
         lines = split_lines(source)
