@@ -117,6 +117,7 @@ class Project:
         self._constructions: dict[tuple[str, str], list[Construction]] = {}
         self._modules: dict[tuple[str, tuple[str, ...]], Path | None] = {}
         self._reals: dict[str, Path] = {}  # realpath of each path asked about (a few stat calls each)
+        self._names: dict[str, list[str]] = {}  # content hash -> imported_names of that text
 
     # worker processes get the root and the paths, and build their own caches
     def __getstate__(self) -> dict:
@@ -322,6 +323,17 @@ class Project:
         read = self._read(path)
         return read[1] if read is not None else None
 
+    def imported_names_of(self, path: Path) -> list[str]:
+        """`imported_names` of a project file's text, found once per content: lookups through a
+        package's `__init__` re-exports read the same files again and again."""
+        read = self._read(path)
+        if read is None:
+            return []
+        names = self._names.get(read[0])
+        if names is None:
+            names = self._names[read[0]] = imported_names(read[1])
+        return names
+
     def content_hash(self, path: Path) -> str | None:
         read = self._read(path)
         return read[0] if read is not None else None
@@ -375,7 +387,7 @@ class Project:
         text = self.source(path)
         if words and text is not None and not any(word in text for word in words):
             tail = f".{rest[0]}"
-            for name in imported_names(text):
+            for name in self.imported_names_of(path):
                 if name.endswith(tail) and name != tail:
                     return self.locate(".".join([name, *rest[1:]]), str(path), depth + 1, words)
             return None
