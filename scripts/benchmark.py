@@ -9,9 +9,7 @@ files, timed in the same run:
 
 - cold: every rule, no cache, one process, `lint_source` on each file's bytes with a project
   index built cold inside the timing, as `trainlint check DIR` builds it (`--per-file`: each file
-  alone); files are read into memory first, so no timing includes disk reads. Timed twice: all
-  parses then all checks, and interleaved (each file's parse, then its check), which on a shared
-  machine keeps a change of load between the two runs out of the ratio;
+  alone); files are read into memory first, so no timing includes disk reads;
 - phases: a second, instrumented cold run split into the gate (Python's parse and the gate's
   facts), the guard's compile (trainlint.guard), LibCST's parse, the file index, the models, each rule's own checking, and the rest
   (positions, fixes, suppression comments); plus the files the text pre-filter and the gate drop;
@@ -29,7 +27,6 @@ torch is located with `importlib.util.find_spec`, never imported. Nothing is ass
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib.util
 import json
 import os
@@ -82,42 +79,10 @@ def lint_all(files: list[tuple[str, bytes]], settings: Settings, as_project: boo
 
 def parse_all(texts: list[str]) -> None:
     for text in texts:
-        parse_one(text)
-
-
-def parse_one(text: str | None) -> None:
-    if text is None:
-        return
-    try:
-        libcst.parse_module(text)
-    except (libcst.ParserSyntaxError, RecursionError):
-        pass
-
-
-def interleaved(files: list[tuple[str, bytes]], texts: list[str | None], settings: Settings,
-                as_project: bool = True) -> tuple[float, float]:
-    """CPU seconds of the bare parse and of the cold check, timed file by file in turn (the parse
-    of a file, then its check): on a machine shared with other work, both see the same load,
-    where two runs a minute apart may not. The project index is built inside the check's time.
-    Each parse runs with the cyclic collector paused (the cheapest a parse gets, so the ratio is
-    not flattered by collections the project's summaries would cost a parse here)."""
-    clock = time.process_time
-    start = clock()
-    project = Project.for_paths([path for path, _ in files]) if as_project else None
-    check = clock() - start
-    parse = 0.0
-    for (path, data), text in zip(files, texts):
-        # the parse without the cyclic collector, as lint_source checks a file: the collector
-        # would otherwise traverse the project's summaries during the parse, and flatter the ratio
-        gc.disable()
-        start = clock()
-        parse_one(text)
-        middle = clock()
-        gc.enable()
-        lint_source(data, path, settings, project)
-        parse += middle - start
-        check += clock() - middle
-    return parse, check
+        try:
+            libcst.parse_module(text)
+        except (libcst.ParserSyntaxError, RecursionError):
+            pass
 
 
 class PhaseClock:
@@ -229,8 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     files = load(directories)
     if not files:
         raise SystemExit(f"no Python files under {', '.join(map(str, directories))}")
-    decoded = [decode_source(data, path)[0] for path, data in files]
-    texts = [text for text in decoded if text is not None]
+    texts = [text for path, data in files if (text := decode_source(data, path)[0]) is not None]
     settings = Settings(select=resolve_selection(["ALL"], [], []))
     rules = [rule for code, rule in registry().items() if code in settings.select and code not in NOQA_CODES]
     lines = sum(text.count("\n") + (not text.endswith("\n") and bool(text)) for text in texts)
@@ -246,8 +210,6 @@ def main(argv: list[str] | None = None) -> int:
     findings = lint_all(files, settings, as_project)
     cold_cpu = min(cpu_time(lambda: lint_all(files, settings, as_project)) for _ in range(repeat))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    paired = [interleaved(files, decoded, settings, as_project) for _ in range(repeat)]
-    paired_ratio = min(check / parse for parse, check in paired)
     phase_cpu = phases(files, settings, as_project)
 
     # files that pass the text pre-filter but not the gate
@@ -291,7 +253,6 @@ def main(argv: list[str] | None = None) -> int:
         "libcst_parse_cpu_s": round(parse_cpu, 3),
         "cold_cpu_s": round(cold_cpu, 3),
         "cold_ratio": round(cold_cpu / parse_cpu, 3),
-        "cold_ratio_interleaved": round(paired_ratio, 3),
         "warm_cpu_s": round(warm_cpu, 3),
         "warm_to_cold": round(warm_cpu / cold_cpu, 4),
         "phases_ratio": {name: round(seconds / parse_cpu, 4) for name, seconds in sorted(phase_cpu.items())},
@@ -312,7 +273,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bare parse:     {parse_cpu:.2f} s CPU (libcst.parse_module of every file): the unit below")
     print(f"cold check:     {report['cold_ratio']:.3f}x  (every rule, no cache, 1 process, "
           f"{'project index built inside the timing' if as_project else 'each file alone'})")
-    print(f"  interleaved:  {paired_ratio:.3f}x  (each file's parse and check timed in turn: the same load on both)")
     print(f"warm check:     {report['warm_to_cold']:.4f}x of cold (result cache)")
     print("phases (x bare parse):")
     ordered = sorted(phase_cpu.items(), key=lambda item: (item[0].startswith("rule "), item[0]))
