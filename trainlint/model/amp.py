@@ -316,7 +316,7 @@ class AmpModel:
                         break
             inner_loops = enclosing + (node,) if node is not body and isinstance(node, (cst.For, cst.While)) \
                 else enclosing
-            for child in reversed(list(iter_children(node))):
+            for child in reversed(iter_children(node)):
                 stack.append((child, inner_loops, False))
 
     # -- building ------------------------------------------------------------------------------

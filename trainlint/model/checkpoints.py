@@ -146,7 +146,7 @@ def _walk_scope(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield current
         if current is not node and isinstance(current, _NESTED):
             continue
-        stack.extend(reversed(list(iter_children(current))))
+        stack.extend(reversed(iter_children(current)))
 
 
 def string_value(expr: cst.BaseExpression | None) -> str | None:

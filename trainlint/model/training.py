@@ -105,7 +105,7 @@ def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
             yield current
         if current is not node and isinstance(current, _NESTED_SCOPES):
             continue
-        stack.extend(reversed(list(iter_children(current))))
+        stack.extend(reversed(iter_children(current)))
 
 
 @dataclass(eq=False)
