@@ -17,6 +17,7 @@ import io
 import tokenize
 import warnings
 from dataclasses import dataclass
+from typing import Callable
 
 from trainlint.positions import split_lines
 
@@ -102,19 +103,23 @@ def _longest_logical_line(source: str) -> int:
     return max(longest, count)
 
 
-def check(source: str, path: str, tree: ast.Module | None = None) -> Problem | None:
+def check(source: str, path: str, tree: ast.Module | None = None,
+          compiled: "Callable[[str, str], Problem | None] | None" = None) -> Problem | None:
     """None if LibCST may parse `source`; else the TL000 to report instead.
 
     `tree` is Python's parse of `source` when the caller has it already (the engine parses once
-    for the guard and the gate); without it the source is parsed here."""
+    for the guard and the gate); without it the source is parsed here. `compiled` replaces the
+    compiler's check (`compile_problem`) with one that gives the same answer (the language
+    server's, which compiles only the changed pieces of a document)."""
     # CPython warns about the code it compiles (`"\d"`, `1()`, `assert (x, y)`) on stderr:
     # not the linter's findings, and not to be printed among its output
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return _check(source, path, tree)
+        return _check(source, path, tree, compiled or compile_problem)
 
 
-def _check(source: str, path: str, tree: ast.Module | None) -> Problem | None:
+def _check(source: str, path: str, tree: ast.Module | None,
+           compiled: "Callable[[str, str], Problem | None]") -> Problem | None:
     try:
         if tree is None:
             tree = ast.parse(source, filename=path)
@@ -136,6 +141,11 @@ def _check(source: str, path: str, tree: ast.Module | None) -> Problem | None:
         text = lines[line - 1] if line <= len(lines) else ""
         column = len(text.encode("utf-8")[:getattr(deep, "col_offset", 0)].decode("utf-8", "ignore")) + 1
         return Problem(line, column, TOO_DEEP)
+    return compiled(source, path)
+
+
+def compile_problem(source: str, path: str) -> Problem | None:
+    """What CPython's compiler (never executing anything) refuses in a source that parses."""
     try:
         # from the text: converting the tree back to CPython's AST is bounded by Python's
         # recursion limit, the compiler's own bound is three times that
