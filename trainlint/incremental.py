@@ -18,6 +18,10 @@ Python's pieces are joined the same way. The engine asks for Python's tree first
 guard (`trainlint.guard`: compiler errors, the nesting bound) on the whole source before it asks
 for LibCST's, so no piece reaches LibCST's parser in a file the guard refuses.
 
+The guard's compile and the gate's facts are also taken piece by piece: a piece is compiled and
+its facts gathered once per text (see `DocumentParser._compile` for when a module compiles exactly
+when its pieces do), so an edit compiles and walks only what it changed.
+
 The findings are the engine's, computed on the joined trees exactly as on a fresh parse (the tests
 compare both on edits of every fixture).
 """
