@@ -545,7 +545,7 @@ def _walk_no_defs(node: cst.CSTNode):
         yield current
         if current is not node and isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
-        stack.extend(reversed(list(iter_children(current))))
+        stack.extend(reversed(iter_children(current)))
 
 
 def _fix(ctx, model, loop, ref) -> FixSpec | None:

@@ -94,3 +94,27 @@ def test_trees_and_findings_on_edits_equal_a_fresh_parse(source):
 def test_a_mixed_indent_document_is_parsed_whole():
     source = "def f():\n  return 1\n\n\ndef g():\n    return 2\n"
     _same_parse(DocumentParser(), source)
+
+
+COMPILE_ACROSS_STATEMENTS = {
+    "global-after-binding": "import torch\n\nx = 1\n\n\ndef f():\n    return x\n\n\nglobal x\n",
+    "global-in-module-if": "x = 1\nif True:\n    global x\n",
+    "future-annotations": "from __future__ import annotations\n\nimport torch\n\n\nx: (yield) = 1\n",
+    "future-not-first": "import torch\nfrom __future__ import annotations\n",
+    "return-outside-function": "import torch\n\n\ndef f():\n    pass\n\n\nreturn 1\n",
+    "nonlocal-at-module-level": "import torch\nnonlocal x\n",
+    "two-errors": "import torch\n\n\ndef f(a, a):\n    pass\n\n\nbreak\n",
+}
+
+
+@pytest.mark.parametrize("name", list(COMPILE_ACROSS_STATEMENTS))
+def test_compiling_the_pieces_gives_the_compilers_answer_for_the_whole(name):
+    """The document parser compiles only changed pieces; what CPython refuses only across
+    statements (`global` after a binding, `__future__` imports) is still refused, at the place and
+    with the message the compiler gives for the whole source."""
+    source = COMPILE_ACROSS_STATEMENTS[name]
+    clean = "import torch\n\n\ndef g(path):\n    return torch.load(path, weights_only=False)\n"
+    parser = DocumentParser()
+    for version in [clean, source, clean + source, clean]:
+        assert _findings(version, parser) == _findings(version)
+    assert any(code == "TL000" for code, *_ in _findings(source, DocumentParser()))

@@ -125,3 +125,49 @@ def test_every_fixture_gives_the_same_findings_at_any_jobs_and_from_the_cache(tm
     cache = ResultCache(tmp_path / "cache")
     assert run(cache=cache) == serial
     assert run(cache=cache, jobs=2) == serial
+
+
+def _deepest_first(tree: ast.AST):
+    """The first node deeper than MAX_DEPTH in the guard's walk order, walking every node."""
+    from trainlint.guard import MAX_DEPTH
+
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return node
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return None
+
+
+def _nested(depth: int) -> dict[str, str]:
+    """Deep code of many shapes, on one line and over many lines (a decorator's included)."""
+    return {
+        "sum-lines": "x = (\n" + " +\n".join(["a"] * depth) + ")\n",
+        "attribute-lines": "x = (a\n" + "".join(f" .b{i}\n" for i in range(depth)) + ")\n",
+        "subscript-lines": "x = (a" + "".join(f"\n[{i}]" for i in range(depth)) + ")\n",
+        "lambda-lines": "f = (" + "lambda:\n " * depth + "1)\n",
+        "ifexp-lines": "x = (" + "\n".join(["a if b else"] * depth) + " c)\n",
+        "not-lines": "x = (" + "\n".join(["not"] * depth) + " c)\n",
+        "unary": "x = " + "-" * depth + "1\n",
+        "decorator-lines": "@d(" + "\n + ".join(["a"] * depth) + ")\ndef f():\n    pass\n",
+        "in-blocks": "".join(" " * i + "if x:\n" for i in range(60)) + " " * 60 + "y = (" + " +\n".join(["a"] * (depth - 60)) + ")\n",
+        "after-a-long-line": "z = 1  # " + "x" * 3000 + "\nx = (\n" + " +\n".join(["a"] * depth) + ")\n",
+    }
+
+
+@pytest.mark.parametrize("depth", [1400, 1497, 1499, 1501, 1600])
+def test_the_depth_guard_skips_only_subtrees_too_short_to_be_too_deep(depth):
+    from trainlint.guard import _too_deep
+
+    for name, source in _nested(depth).items():
+        tree = ast.parse(source)
+        assert _too_deep(tree, source) is _deepest_first(tree), name
+
+
+@pytest.mark.parametrize("source", list(_files()))
+def test_the_depth_guard_on_fixtures(source):
+    from trainlint.guard import _too_deep
+
+    tree = ast.parse(source)
+    assert _too_deep(tree, source) is _deepest_first(tree) is None

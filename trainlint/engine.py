@@ -105,13 +105,14 @@ def _rules_for(source: str, codes: frozenset[str],
     that may also draw on a project file it imports (their words occur in such a file). The gate
     reads this file's parse alone, so only the first list may be gated."""
     own, via_imports = [], []
+    found: dict[str, bool] = {}  # the words searched for in `source` so far
     for code, rule_cls in registry().items():
         if code not in codes or code in NOQA_CODES:
             continue
         if (any(word in source for word in rule_cls.imported_triggers)
                 and any(rule_cls.may_match(text) for text in imported())):
             via_imports.append(rule_cls())
-        elif rule_cls.may_match(source):
+        elif rule_cls.may_match(source, found):
             own.append(rule_cls())
     return own, via_imports
 
@@ -148,11 +149,18 @@ def _to_fix(spec: FixSpec, module: cst.Module, positions: Positions, lines: list
 
 class Parser:
     """How `lint_source` parses a source: from scratch, with Python's parser (the syntax check and
-    the gate) and LibCST's. The language server keeps one `trainlint.incremental.DocumentParser`
-    per open document instead, which re-parses only what an edit changed."""
+    the gate) and LibCST's, and checks it with the guard and the gate. The language server keeps
+    one `trainlint.incremental.DocumentParser` per open document instead, which re-parses,
+    compiles and gathers the gate's facts of only what an edit changed."""
 
     def python_tree(self, source: str, path: str) -> ast.Module | None:
         return python_tree(source, path)
+
+    def guard_check(self, source: str, path: str, tree: ast.Module | None) -> guard.Problem | None:
+        return guard.check(source, path, tree)
+
+    def gated(self, rules: list[Rule], tree: ast.Module) -> list[Rule]:
+        return gated(rules, tree)
 
     def libcst_module(self, source: str, path: str,
                       problem: guard.Problem | None = None) -> tuple[cst.Module | None, Finding | None]:
@@ -214,14 +222,14 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
     # interpreter's), LibCST has the last word. The same tree is the gate's: it drops the rules
     # that cannot fire here, and a file no rule wants is not parsed by LibCST at all.
     tree = parser.python_tree(source, path)
-    problem = guard.check(source, path, tree)
+    problem = parser.guard_check(source, path, tree)
     if problem is not None and problem.final:
         if SYNTAX_ERROR_CODE in codes:
             result.findings.append(_syntax_error(path, problem.line, problem.column, problem.message,
                                                  source, problem.end_column))
         return result
     if rules and gate and tree is not None:
-        rules = gated(rules, tree)  # a gate reads this file only
+        rules = parser.gated(rules, tree)  # a gate reads this file only
     rules += via_imports
     if not rules and problem is None:
         result.findings = apply_suppressions([], source, path, codes)

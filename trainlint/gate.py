@@ -58,6 +58,38 @@ def facts(source: str, filename: str = "<unknown>") -> Facts:
 
 
 def facts_of_tree(tree: ast.AST) -> Facts:
+    return facts_of_parts([gather(tree)])
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """What one tree (a whole file, or one top-level piece of it) holds for the facts; the facts
+    of a file are those of its pieces' `Gathered` together (`facts_of_parts`)."""
+
+    names: frozenset[str]
+    functions: frozenset[str]
+    loop_words: frozenset[str]
+    chains: frozenset[str]  # the dotted Name/Attribute chains used
+    imports: tuple[tuple[str, frozenset[str]], ...]  # local name -> the qualnames it imports
+
+
+def facts_of_parts(parts: list[Gathered]) -> Facts:
+    imports: dict[str, set[str]] = {}
+    for part in parts:
+        for local, qualnames in part.imports:
+            imports.setdefault(local, set()).update(qualnames)
+    references = set()
+    for chain in frozenset().union(*(part.chains for part in parts)):
+        references.add(chain)
+        root, dot, rest = chain.partition(".")
+        for qualname in imports.get(root, ()):
+            references.add(qualname + dot + rest)
+    union = frozenset().union
+    return Facts(union(*(p.names for p in parts)), frozenset(references),
+                 union(*(p.functions for p in parts)), union(*(p.loop_words for p in parts)))
+
+
+def gather(tree: ast.AST) -> Gathered:
     names: set[str] = set()
     functions: set[str] = set()
     loop_words: set[str] = set()
@@ -122,13 +154,8 @@ def facts_of_tree(tree: ast.AST) -> Facts:
             value = node.value
             if value is False or value is True or value is None:
                 names.add(str(value))  # a literal, as LibCST reads it: a name
-    references = set()
-    for chain in chains:
-        references.add(chain)
-        root, dot, rest = chain.partition(".")
-        for qualname in imports.get(root, ()):
-            references.add(qualname + dot + rest)
-    return Facts(frozenset(names), frozenset(references), frozenset(functions), frozenset(loop_words))
+    return Gathered(frozenset(names), frozenset(functions), frozenset(loop_words), frozenset(chains),
+                    tuple((local, frozenset(qualnames)) for local, qualnames in imports.items()))
 
 
 def _string_words(annotation: ast.AST) -> set[str]:
@@ -285,9 +312,10 @@ def python_tree(source: str, filename: str) -> ast.Module | None:
         return None
 
 
-def gated(rules: list, tree: ast.AST) -> list:
-    """The rules (instances of `Rule`) whose gate this parse passes."""
+def gated(rules: list, tree: ast.AST, facts: Callable[[], Facts] | None = None) -> list:
+    """The rules (instances of `Rule`) whose gate this parse passes; `facts` gives the tree's
+    facts when the caller has them (the language server's, from the pieces of a document)."""
     if all(rule.gate is None for rule in rules):
         return rules
-    found = facts_of_tree(tree)
+    found = facts() if facts is not None else facts_of_tree(tree)
     return [rule for rule in rules if rule.gate is None or rule.gate(found)]

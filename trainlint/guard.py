@@ -17,6 +17,7 @@ import io
 import tokenize
 import warnings
 from dataclasses import dataclass
+from typing import Callable
 
 from trainlint.positions import split_lines
 
@@ -45,21 +46,48 @@ class Problem:
     final: bool = True
 
 
-def _too_deep(tree: ast.AST) -> ast.AST | None:
-    """The first node deeper than MAX_DEPTH, or None. An expression on one line that is shorter
-    than the depth still allowed below it cannot exceed it (every level takes a character), so
-    such subtrees are not walked: this visits statements and long expressions only."""
+def _too_deep(tree: ast.AST, source: str = "") -> ast.AST | None:
+    """The first node deeper than MAX_DEPTH, or None.
+
+    A subtree cannot be deeper than twice the characters of its code, plus one: every level below
+    a node takes at least one character of its own (an operator, a bracket, a name), except a
+    wrapper without code of its own (`Expr`, `arguments`, `Load`), whose child then does. So a node
+    whose code fits in fewer characters than that with the depth still allowed below it is not
+    walked: this visits the statements and expressions that span many lines only. A node's code is
+    bounded by its lines (a decorated definition's begin at its first decorator) times the
+    longest line of the file."""
+    longest = max(map(len, source.split("\n"))) + 1 if source else MAX_DEPTH  # the newline included
     stack: list[tuple[ast.AST, int]] = [(tree, 0)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
             return node
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.expr) and child.end_lineno == child.lineno \
-                    and child.end_col_offset - child.col_offset < MAX_DEPTH - depth:
-                continue
+        allowed = MAX_DEPTH - depth
+        for child in _children(node):
+            first = getattr(child, "lineno", None)
+            if first is not None:
+                if isinstance(child, ast.expr) and child.end_lineno == first \
+                        and child.end_col_offset - child.col_offset < allowed:
+                    continue
+                decorators = getattr(child, "decorator_list", None)
+                if decorators:
+                    first = min(first, *(d.lineno for d in decorators))
+                if 2 * (child.end_lineno - first + 1) * longest + 2 < allowed:
+                    continue
             stack.append((child, depth + 1))
     return None
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    """`ast.iter_child_nodes(node)` as a list, in the same order, without its generators."""
+    children = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if type(value) is list:
+            children += [item for item in value if isinstance(item, ast.AST)]
+        elif isinstance(value, ast.AST):
+            children.append(value)
+    return children
 
 
 def _longest_logical_line(source: str) -> int:
@@ -75,19 +103,23 @@ def _longest_logical_line(source: str) -> int:
     return max(longest, count)
 
 
-def check(source: str, path: str, tree: ast.Module | None = None) -> Problem | None:
+def check(source: str, path: str, tree: ast.Module | None = None,
+          compiled: "Callable[[str, str], Problem | None] | None" = None) -> Problem | None:
     """None if LibCST may parse `source`; else the TL000 to report instead.
 
     `tree` is Python's parse of `source` when the caller has it already (the engine parses once
-    for the guard and the gate); without it the source is parsed here."""
+    for the guard and the gate); without it the source is parsed here. `compiled` replaces the
+    compiler's check (`compile_problem`) with one that gives the same answer (the language
+    server's, which compiles only the changed pieces of a document)."""
     # CPython warns about the code it compiles (`"\d"`, `1()`, `assert (x, y)`) on stderr:
     # not the linter's findings, and not to be printed among its output
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return _check(source, path, tree)
+        return _check(source, path, tree, compiled or compile_problem)
 
 
-def _check(source: str, path: str, tree: ast.Module | None) -> Problem | None:
+def _check(source: str, path: str, tree: ast.Module | None,
+           compiled: "Callable[[str, str], Problem | None]") -> Problem | None:
     try:
         if tree is None:
             tree = ast.parse(source, filename=path)
@@ -102,13 +134,18 @@ def _check(source: str, path: str, tree: ast.Module | None) -> Problem | None:
         return Problem(1, 1, TOO_DEEP)
     except ValueError as err:  # e.g. a NUL byte (the engine reports those before this)
         return Problem(1, 1, f"cannot parse: {err}")
-    deep = _too_deep(tree)
+    deep = _too_deep(tree, source)
     if deep is not None:
         line = getattr(deep, "lineno", 1)
         lines = split_lines(source)
         text = lines[line - 1] if line <= len(lines) else ""
         column = len(text.encode("utf-8")[:getattr(deep, "col_offset", 0)].decode("utf-8", "ignore")) + 1
         return Problem(line, column, TOO_DEEP)
+    return compiled(source, path)
+
+
+def compile_problem(source: str, path: str) -> Problem | None:
+    """What CPython's compiler (never executing anything) refuses in a source that parses."""
     try:
         # from the text: converting the tree back to CPython's AST is bounded by Python's
         # recursion limit, the compiler's own bound is three times that

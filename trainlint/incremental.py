@@ -18,6 +18,10 @@ Python's pieces are joined the same way. The engine asks for Python's tree first
 guard (`trainlint.guard`: compiler errors, the nesting bound) on the whole source before it asks
 for LibCST's, so no piece reaches LibCST's parser in a file the guard refuses.
 
+The guard's compile and the gate's facts are also taken piece by piece: a piece is compiled and
+its facts gathered once per text (see `DocumentParser._compile` for when a module compiles exactly
+when its pieces do), so an edit compiles and walks only what it changed.
+
 The findings are the engine's, computed on the joined trees exactly as on a fresh parse (the tests
 compare both on edits of every fixture).
 """
@@ -33,7 +37,7 @@ import libcst as cst
 from trainlint import guard
 from trainlint.engine import Parser
 from trainlint.finding import Finding
-from trainlint.gate import python_tree
+from trainlint.gate import Facts, Gathered, facts_of_parts, gather, gated, python_tree
 
 # A line that may start a top-level statement: not indented, not a comment or blank, not a closing
 # bracket, not a clause that continues the statement before it.
@@ -81,6 +85,8 @@ class DocumentParser(Parser):
         self._python: dict[tuple[int, str], ast.Module | None] = {}  # by (first line, text)
         self._trees: dict[str, ast.Module | None] = {}  # the last version's, joined
         self._modules: dict[str, cst.Module | None] = {}  # the last version's, joined
+        self._compiles: dict[str, bool] = {}  # by text: the piece compiles on its own
+        self._gathered: dict[str, Gathered] = {}  # by text: the gate's facts of the piece
 
     def _pieces_of(self, source: str) -> list[tuple[int, str]]:
         if self._split[0] != source or not self._split[1]:
@@ -117,6 +123,53 @@ class DocumentParser(Parser):
         tree = self._trees[source]
         return tree if tree is not None else super().python_tree(source, path)
 
+    def _joined(self, tree: ast.Module | None) -> tuple[str, list[tuple[int, str]]] | None:
+        """The version and its pieces when `tree` is this parser's joined tree of that version."""
+        source, pieces = self._split
+        return (source, pieces) if tree is not None and self._trees.get(source) is tree else None
+
+    def guard_check(self, source: str, path: str, tree: ast.Module | None) -> guard.Problem | None:
+        joined = self._joined(tree)
+        if joined is None or joined[0] != source:
+            return super().guard_check(source, path, tree)
+        return guard.check(source, path, tree, lambda text, name: self._compile(joined[1], text, name))
+
+    def _compile(self, pieces: list[tuple[int, str]], source: str, path: str) -> guard.Problem | None:
+        """`guard.compile_problem(source, path)`, compiling only the pieces not compiled before.
+
+        Without `__future__` imports (which change how what follows compiles) and without a
+        `global` statement at module level (which refuses a name bound before it in another
+        statement), a module compiles exactly when each of its top-level statements does. When
+        some piece does not, the whole source is compiled for the compiler's own first error."""
+        if "__future__" in source or any("global" in text and _global_at_module_level(self._python[(line, text)])
+                                         for line, text in pieces):
+            return guard.compile_problem(source, path)
+        compiles = {}
+        for _, text in pieces:
+            ok = self._compiles.get(text)
+            if ok is None:
+                ok = guard.compile_problem(text, path) is None
+            compiles[text] = ok
+            if not ok:
+                return guard.compile_problem(source, path)
+        self._compiles = compiles  # only this version's pieces: memory follows the document
+        return None
+
+    def gated(self, rules: list, tree: ast.Module) -> list:
+        joined = self._joined(tree)
+        if joined is None:
+            return super().gated(rules, tree)
+        return gated(rules, tree, lambda: self._facts(joined[1]))
+
+    def _facts(self, pieces: list[tuple[int, str]]) -> Facts:
+        """The gate's facts of the joined tree, gathered only from the pieces not seen before."""
+        parts = {}
+        for line, text in pieces:
+            part = self._gathered.get(text)
+            parts[text] = part if part is not None else gather(self._python[(line, text)])
+        self._gathered = parts
+        return facts_of_parts(list(parts.values()))
+
     def libcst_module(self, source: str, path: str,
                       problem: guard.Problem | None = None) -> tuple[cst.Module | None, Finding | None]:
         if source not in self._modules:
@@ -126,6 +179,18 @@ class DocumentParser(Parser):
             self._modules = {source: _joined_module(parsed)}
         module = self._modules[source]
         return (module, None) if module is not None else super().libcst_module(source, path, problem)
+
+
+def _global_at_module_level(tree: ast.Module) -> bool:
+    """A `global` statement in module-level code (not in a function or class body)."""
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Global):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _joined_tree(python: list[ast.Module | None]) -> ast.Module | None:

@@ -130,14 +130,21 @@ class Rule:
     imported_triggers: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def may_match(cls, source: str) -> bool:
+    def may_match(cls, source: str, found: dict[str, bool] | None = None) -> bool:
+        """Some trigger occurs in `source`. `found` remembers, across the rules checked on one
+        text, which words occur (rules share words: each is searched for once)."""
         if not cls.triggers:
             return True
+        if found is None:
+            found = {}
         for trigger in cls.triggers:
-            if isinstance(trigger, str):
-                if trigger in source:
-                    return True
-            elif all(word in source for word in trigger):
+            for word in (trigger,) if isinstance(trigger, str) else trigger:
+                present = found.get(word)
+                if present is None:
+                    present = found[word] = word in source
+                if not present:
+                    break
+            else:
                 return True
         return False
 

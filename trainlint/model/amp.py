@@ -51,6 +51,10 @@ _CLIP_METHODS = frozenset(("clip_grad_norm_", "clip_grad_value_", "clip_gradient
 CLIP_NAMES = "^(" + "|".join(sorted(_CLIP_NAMES | _CLIP_METHODS)) + ")$"
 _MAX_DEPTH = 3
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+# LibCST's node classes are concrete: `type(x) in` these skips ABCMeta's isinstance on every node
+_NESTED_TYPES = frozenset(_NESTED_SCOPES)
+_ASSIGN_TYPES = frozenset((cst.Assign, cst.AnnAssign, cst.Del))
+_LOOP_TYPES = frozenset((cst.For, cst.While))
 # In-place methods that clear a gradient tensor when called on `p.grad`.
 _GRAD_CLEARING_METHODS = frozenset(("zero_", "fill_", "mul_", "detach_", "requires_grad_"))
 
@@ -324,19 +328,19 @@ class AmpModel:
                     yield from self.events_in(target.node.body, target.scope, via + (node,), enclosing,
                                               seen | {target.node}, callees)
                 continue
-            if node is not body and isinstance(node, _NESTED_SCOPES):
+            kind = type(node)
+            if node is not body and kind in _NESTED_TYPES:
                 continue
-            if isinstance(node, cst.Call):
+            if kind is cst.Call:
                 stack.append((node, enclosing, True))
-            elif isinstance(node, (cst.Assign, cst.AnnAssign, cst.Del)):
+            elif kind in _ASSIGN_TYPES:
                 for target_expr in _assigned_targets(node):
                     if isinstance(target_expr, cst.Attribute) and target_expr.attr.value == "grad":
                         yield Event(ZERO_GRAD, node, scope, via, subject=self.ctx.code_for(target_expr),
                                     loops=enclosing)
                         break
-            inner_loops = enclosing + (node,) if node is not body and isinstance(node, (cst.For, cst.While)) \
-                else enclosing
-            for child in reversed(list(iter_children(node))):
+            inner_loops = enclosing + (node,) if node is not body and kind in _LOOP_TYPES else enclosing
+            for child in reversed(iter_children(node)):
                 stack.append((child, inner_loops, False))
 
     # -- building ------------------------------------------------------------------------------

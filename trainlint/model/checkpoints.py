@@ -138,15 +138,18 @@ class Save:
 _NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
 
+_NESTED_TYPES = frozenset(_NESTED)  # concrete node classes: `type(x) in` skips ABCMeta's isinstance
+
+
 def _walk_scope(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Nodes under `node`, not descending into nested defs, classes or lambdas."""
     stack = [node]
     while stack:
         current = stack.pop()
         yield current
-        if current is not node and isinstance(current, _NESTED):
+        if current is not node and type(current) in _NESTED_TYPES:
             continue
-        stack.extend(reversed(list(iter_children(current))))
+        stack.extend(reversed(iter_children(current)))
 
 
 def string_value(expr: cst.BaseExpression | None) -> str | None:
@@ -202,14 +205,16 @@ class CheckpointModel:
                         self.subscript_sets.setdefault(key, []).append((arg.keyword.value, arg.value))
                     else:
                         self.subscript_sets.setdefault(key, []).append((None, arg.value))
+        # every node of the file: `type(...) is` on LibCST's concrete classes, not ABCMeta's isinstance
         for node, parent in index.parents.items():
-            if isinstance(node, cst.Name) and (
-                    (isinstance(parent, cst.Arg) and parent.value is node)
-                    or (isinstance(parent, cst.Assign) and parent.value is node)):
+            kind = type(node)
+            if kind is cst.Name and (
+                    (type(parent) is cst.Arg and parent.value is node)
+                    or (type(parent) is cst.Assign and parent.value is node)):
                 call = index.parent(parent) if isinstance(parent, cst.Arg) else None
                 if not (isinstance(call, cst.Call) and index.resolve(call.func, index.scope_at(call)) in SAVE_FUNCTIONS):
                     self.escapes.add((index.scope_at(node), node.value))
-            if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Subscript) \
+            if kind is cst.AssignTarget and isinstance(node.target, cst.Subscript) \
                     and isinstance(parent, cst.Assign):
                 target = node.target
                 if isinstance(target.value, cst.Name) and len(target.slice) == 1 \

@@ -83,7 +83,7 @@ class Dataflow:
                 enter[current] = counter
                 counter += 1
                 stack.append((current, True))
-                stack.extend((child, False) for child in reversed(list(iter_children(current))))
+                stack.extend((child, False) for child in reversed(iter_children(current)))
             self._order[owner] = (enter, exit_)
         return self._order[owner]
 

@@ -43,11 +43,14 @@ def _is_node_type(cls: type) -> bool:
     return known
 
 
-def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Direct children that carry code (no whitespace, commas or parentheses), in source order."""
-    # every model walks with this: the lookups are inlined rather than called per child
+def iter_children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """Direct children that carry code (no whitespace, commas or parentheses), in source order.
+
+    A list rather than a generator: every model walks with this, and a generator's resumption per
+    child cost more than the list; the lookups are inlined rather than called per child."""
     known = _IS_NODE
     fields = _CHILD_FIELDS.get(type(node))
+    children = []
     for name in fields if fields is not None else child_fields(type(node)):
         value = getattr(node, name)
         kind = type(value)
@@ -55,11 +58,12 @@ def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             for item in value:
                 is_node = known.get(type(item))
                 if is_node or (is_node is None and _is_node_type(type(item))):
-                    yield item
+                    children.append(item)
         else:
             is_node = known.get(kind)
             if is_node or (is_node is None and _is_node_type(kind)):
-                yield value
+                children.append(value)
+    return children
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -68,7 +72,7 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(reversed(list(iter_children(current))))
+        stack.extend(reversed(iter_children(current)))
 
 
 # Node types that can bind a name (besides defs, classes, for-loops and parameters).
@@ -210,7 +214,7 @@ class FileIndex:
                     self._bind_target(node.target, scope, "for", node, None, function)
             elif kind in _BINDING_NODES:
                 self._record_binding(node, scope, function)
-            children = list(iter_children(node))
+            children = iter_children(node)
             for child in reversed(children):
                 parents[child] = node
                 stack.append((child, child_scope, child_function, child_class))
@@ -503,7 +507,7 @@ def walk_expression(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield current
         if current is not expr and isinstance(current, cst.Lambda):
             continue
-        stack.extend(reversed(list(iter_children(current))))
+        stack.extend(reversed(iter_children(current)))
 
 
 def unpacked_position(assign: cst.Assign, name: str) -> tuple[int, int] | None:

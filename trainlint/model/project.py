@@ -115,6 +115,9 @@ class Project:
         self._constructions: dict[tuple[str, str], list[Construction]] = {}
         self._callers: dict[tuple[str, str], list[CallArguments]] = {}
         self._importers: dict[Path, list[Path]] | None = None  # file -> the checked files importing it
+        self._modules: dict[tuple[str, tuple[str, ...]], Path | None] = {}
+        self._reals: dict[str, Path] = {}  # realpath of each path asked about (a few stat calls each)
+        self._names: dict[str, list[str]] = {}  # content hash -> imported_names of that text
 
     # worker processes get the root and the paths, and build their own caches
     def __getstate__(self) -> dict:
@@ -150,6 +153,8 @@ class Project:
         self._constructions.clear()
         self._callers.clear()
         self._importers = None
+        self._reals.clear()
+        self._modules.clear()
 
     @staticmethod
     def file_key(path: str | os.PathLike) -> Path:
@@ -169,7 +174,7 @@ class Project:
         folder = os.path.dirname(from_path)
         bases = self._bases.get(folder)
         if bases is None:
-            here = _real(from_path).parent
+            here = self._real(from_path).parent
             if not self._inside(here):
                 bases = [here]
             else:
@@ -181,11 +186,20 @@ class Project:
             self._bases[folder] = bases
         return bases
 
+    def _real(self, path: str | os.PathLike) -> Path:
+        """`_real(path)`, remembered until `refresh`: every file of a folder resolves its folder's
+        relative imports, and realpath costs a system call per path component."""
+        key = str(path)
+        found = self._reals.get(key)
+        if found is None:
+            found = self._reals[key] = _real(key)
+        return found
+
     def _inside(self, path: Path) -> bool:
         """`path` (already absolute and resolved) is in the project."""
         return path == self.root or str(path).startswith(self._root_prefix)
 
-    def _listing(self, folder: Path) -> tuple[frozenset[str], frozenset[str]]:
+    def _listing(self, folder: str | Path) -> tuple[frozenset[str], frozenset[str]]:
         """(files, folders) in a folder, listed once: most imports name no project file, and one
         listing answers them all without a stat call each."""
         key = str(folder)
@@ -205,18 +219,25 @@ class Project:
         return found
 
     def _module_file(self, base: Path, parts: list[str]) -> Path | None:
-        folder = base
+        key = (str(base), tuple(parts))  # files of sibling folders share their search bases
+        if key not in self._modules:
+            self._modules[key] = self._locate_module_file(base, parts)
+        return self._modules[key]
+
+    def _locate_module_file(self, base: Path, parts: list[str]) -> Path | None:
+        # folders as strings: this runs for every prefix of every import in every search base
+        folder = str(base)
         for part in parts[:-1]:
             if part not in self._listing(folder)[1]:
                 return None
-            folder = folder / part
+            folder = os.path.join(folder, part)
         if not parts:
-            return base / "__init__.py" if "__init__.py" in self._listing(base)[0] else None
+            return base / "__init__.py" if "__init__.py" in self._listing(folder)[0] else None
         files, folders = self._listing(folder)
         if f"{parts[-1]}.py" in files:
-            return folder / f"{parts[-1]}.py"
-        if parts[-1] in folders and "__init__.py" in self._listing(folder / parts[-1])[0]:
-            return folder / parts[-1] / "__init__.py"
+            return Path(folder, f"{parts[-1]}.py")
+        if parts[-1] in folders and "__init__.py" in self._listing(os.path.join(folder, parts[-1]))[0]:
+            return Path(folder, parts[-1], "__init__.py")
         return None
 
     def find_module(self, qualname: str, from_path: str) -> tuple[Path, list[str]] | None:
@@ -232,7 +253,7 @@ class Project:
         dots = len(qualname) - len(qualname.lstrip("."))
         parts = [p for p in qualname[dots:].split(".") if p]
         if dots:
-            base = _real(from_path).parent
+            base = self._real(from_path).parent
             for _ in range(dots - 1):
                 base = base.parent
             bases = [base]
@@ -244,7 +265,7 @@ class Project:
             for end in range(len(parts), -1 if dots else 0, -1):
                 found = self._module_file(base, parts[:end])
                 if found is not None:
-                    found = _real(found)  # a symlink is followed only to a file inside the project
+                    found = self._real(found)  # a symlink is followed only to a file inside the project
                     if self._inside(found):
                         return found, parts[end:]
         return None
@@ -260,7 +281,7 @@ class Project:
 
     def imported_files(self, path: str, source: str) -> list[Path]:
         """The project files that the file at `path` (with text `source`) imports, in a stable order."""
-        return sorted(self.module_files(imported_names(source), path) - {_real(path)})
+        return sorted(self.module_files(imported_names(source), path) - {self._real(path)})
 
     def imported_sources(self, path: str, source: str) -> list[str]:
         """The texts of the project files the file imports (for the cheap text gate: a rule whose
@@ -326,6 +347,17 @@ class Project:
         read = self._read(path)
         return read[1] if read is not None else None
 
+    def imported_names_of(self, path: Path) -> list[str]:
+        """`imported_names` of a project file's text, found once per content: lookups through a
+        package's `__init__` re-exports read the same files again and again."""
+        read = self._read(path)
+        if read is None:
+            return []
+        names = self._names.get(read[0])
+        if names is None:
+            names = self._names[read[0]] = imported_names(read[1])
+        return names
+
     def content_hash(self, path: Path) -> str | None:
         read = self._read(path)
         return read[0] if read is not None else None
@@ -379,7 +411,7 @@ class Project:
         text = self.source(path)
         if words and text is not None and not any(word in text for word in words):
             tail = f".{rest[0]}"
-            for name in imported_names(text):
+            for name in self.imported_names_of(path):
                 if name.endswith(tail) and name != tail:
                     return self.locate(".".join([name, *rest[1:]]), str(path), depth + 1, words)
             return None

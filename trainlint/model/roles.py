@@ -8,6 +8,7 @@ parameter annotations and defaults. Only when nothing is known is the variable's
 
 from __future__ import annotations
 
+import functools
 import re
 
 import libcst as cst
@@ -118,6 +119,7 @@ def role_from_name(name: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)  # asked for every call of every model; a pure function of the name
 def role_of_callee(qualname: str | None) -> str | None:
     if not qualname:
         return None

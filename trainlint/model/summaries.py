@@ -329,7 +329,7 @@ class _Summariser:
                 found.append(node)
                 if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                     continue
-                stack.extend(reversed(list(iter_children(node))))
+                stack.extend(reversed(iter_children(node)))
         return found
 
     def _returns_of(self, function: FunctionInfo) -> list[cst.BaseExpression]:

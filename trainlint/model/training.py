@@ -86,6 +86,8 @@ from trainlint.model.index import FileIndex, FunctionInfo, Scope, iter_children,
 from trainlint.model.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
 
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_NESTED_TYPES = frozenset(_NESTED_SCOPES)
+_BODY_OWNERS = frozenset((cst.For, cst.While, cst.FunctionDef))
 _MAX_CALL_DEPTH = 3
 _LOOPS = (cst.For, cst.While)
 
@@ -105,7 +107,7 @@ def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
             yield current
         if current is not node and isinstance(current, _NESTED_SCOPES):
             continue
-        stack.extend(reversed(list(iter_children(current))))
+        stack.extend(reversed(iter_children(current)))
 
 
 @dataclass(eq=False)
@@ -256,10 +258,11 @@ class TrainingModel:
             for site in self.index.calls:
                 child: cst.CSTNode = site.node
                 parent = parents.get(child)
-                while parent is not None:
-                    if isinstance(parent, (cst.For, cst.While, cst.FunctionDef)) and child is parent.body:
+                while parent is not None:  # `type(...) in`: LibCST's classes are concrete
+                    kind = type(parent)
+                    if kind in _BODY_OWNERS and child is parent.body:
                         self._body_calls.setdefault(child, []).append(site.node)
-                    if isinstance(parent, _NESTED_SCOPES):
+                    if kind in _NESTED_TYPES:
                         break
                     child, parent = parent, parents.get(parent)
         calls = self._body_calls.get(body)
