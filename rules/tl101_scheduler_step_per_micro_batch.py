@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import libcst as cst
+
 from trainlint.finding import Severity
 from trainlint.gate import named
+from trainlint.fixkit import loop_body_line, move_line, prepare_with, update_anchor
 from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
 from trainlint.model.accumulation import describe_k, is_plateau_scheduler, micro_batch_horizon
@@ -118,6 +121,20 @@ class SchedulerStepPerMicroBatch(Rule):
                     optimizer.zero_grad()
             """,
             line=9,
+            fixed="""
+            import torch
+            from torch.optim.lr_scheduler import CosineAnnealingLR
+
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            scheduler = CosineAnnealingLR(optimizer, T_max=num_updates)
+            for i, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x), y) / accum_steps
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+            """,
             title="plain loop: the scheduler steps outside the update branch",
         ),
         bad(
@@ -138,6 +155,22 @@ class SchedulerStepPerMicroBatch(Rule):
                     optim.zero_grad()
             """,
             line=10,
+            fixed="""
+            import torch
+            from transformers import get_linear_schedule_with_warmup
+
+            def train(model, loader, grad_accum=8):
+                optim = torch.optim.AdamW(model.parameters(), lr=5e-5)
+                lr_sched = get_linear_schedule_with_warmup(optim, 100, len(loader) // grad_accum)
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / grad_accum
+                    loss.backward()
+                    if step % grad_accum != 0:
+                        continue
+                    optim.step()
+                    lr_sched.step()
+                    optim.zero_grad()
+            """,
             title="HF-style train() with a continue guard",
         ),
         bad(
@@ -184,6 +217,23 @@ class SchedulerStepPerMicroBatch(Rule):
                     opt.zero_grad()
             """,
             line=14,
+            fixed="""
+            import torch
+            from accelerate import Accelerator
+            from transformers import get_cosine_schedule_with_warmup
+
+            accelerator = Accelerator(gradient_accumulation_steps=4)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            sched = get_cosine_schedule_with_warmup(opt, 500, 10_000)
+            model, opt, train_dl, sched = accelerator.prepare(model, opt, train_dl, sched)
+            for batch in train_dl:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    opt.step()
+                    sched.step()
+                    opt.zero_grad()
+            """,
             title="Accelerate: a scheduler that was not passed to accelerator.prepare",
         ),
         bad(
@@ -395,6 +445,36 @@ class SchedulerStepPerMicroBatch(Rule):
                             optimizer.zero_grad()
             """,
             line=27,
+            fixed="""
+            import math
+
+            import torch
+            from accelerate import Accelerator
+            from transformers import get_scheduler
+
+
+            def main(args, model, train_dataloader):
+                accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps)
+                optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
+                updates_per_epoch = math.ceil(len(train_dataloader) / args.gradient_accumulation_steps)
+                max_train_steps = args.num_train_epochs * updates_per_epoch
+                lr_scheduler = get_scheduler(
+                    "cosine",
+                    optimizer=optimizer,
+                    num_warmup_steps=args.num_warmup_steps,
+                    num_training_steps=max_train_steps,
+                )
+                model, optimizer, train_dataloader, lr_scheduler = accelerator.prepare(model, optimizer, train_dataloader, lr_scheduler)
+                for epoch in range(args.num_train_epochs):
+                    model.train()
+                    for batch in train_dataloader:
+                        with accelerator.accumulate(model):
+                            loss = model(**batch).loss
+                            accelerator.backward(loss)
+                            optimizer.step()
+                            lr_scheduler.step()
+                            optimizer.zero_grad()
+            """,
             title="only the warmup is on the micro-batch clock; the schedule length counts updates",
         ),
         bad(
@@ -421,6 +501,28 @@ class SchedulerStepPerMicroBatch(Rule):
                     scheduler.step()
             """,
             line=20,
+            fixed="""
+            import argparse
+
+            import torch
+
+
+            def parse_args():
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--lr", type=float, default=3e-4)
+                parser.add_argument("--gradient-accumulation-steps", type=int, default=1)
+                return parser.parse_args()
+
+
+            def train(args, model, loader, optimizer, scheduler):
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / args.gradient_accumulation_steps
+                    loss.backward()
+                    if (step + 1) % args.gradient_accumulation_steps == 0:
+                        optimizer.step()
+                        scheduler.step()
+                        optimizer.zero_grad()
+            """,
             title="K from an argparse option that defaults to 1: reported as conditional on K > 1",
             severity=Severity.WARNING,
         ),
@@ -463,6 +565,23 @@ class SchedulerStepPerMicroBatch(Rule):
                         scheduler.step()
             """,
             line=15,
+            fixed="""
+            import torch
+            from torch.optim.lr_scheduler import OneCycleLR
+
+
+            def train(model, train_loader, epochs, accum_steps=4):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                scheduler = OneCycleLR(optimizer, max_lr=1e-3, total_steps=epochs * len(train_loader) // accum_steps)
+                for epoch in range(epochs):
+                    for i, (x, y) in enumerate(train_loader):
+                        loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
+                        loss.backward()
+                        if (i + 1) % accum_steps == 0:
+                            optimizer.step()
+                            scheduler.step()
+                            optimizer.zero_grad()
+            """,
             title="a schedule counted in updates (len(train_loader) // K), stepped per micro-batch",
         ),
     )
@@ -490,4 +609,21 @@ class SchedulerStepPerMicroBatch(Rule):
                                f"{k} micro-batches: the schedule advances {k} times per update (a cosine/linear "
                                "schedule ends that many times early); step it once per update, after the "
                                "optimizer step")
-                yield self.report_if(k_condition(ctx, loop), ref.node, message)
+                fix = _fix(ctx, loop, ref, name)
+                if accelerate is not None and loop.guard.kind == "accelerate" and not ref.via \
+                        and isinstance(ref.node.func.value, cst.Name):
+                    fix = prepare_with(ctx.index, ctx.module, accelerate.accelerator, name, ref.scope)
+                yield self.report_if(k_condition(ctx, loop), ref.node, message, fix)
+
+
+def _fix(ctx, loop, ref, name):
+    """Move `sched.step()` from the loop body into the update, right after the optimizer step.
+    Not under Accelerate (the fix there is preparing the scheduler) nor through helpers."""
+    if ref.via:
+        return None
+    line = loop_body_line(ctx.index, loop, ref.node)
+    anchor = update_anchor(ctx.index, loop)
+    if line is None or anchor is None:
+        return None
+    return move_line(ctx.module, ctx.index, line, anchor, "after",
+                     f"Move `{name}.step()` into the update, after the optimizer step", safe=False, same_block=False)

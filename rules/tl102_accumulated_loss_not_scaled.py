@@ -397,7 +397,10 @@ def _readable_at(ctx, loop, k: cst.BaseExpression, ref) -> bool:
         return True
     if loop.guard is None or loop.guard.scope is None:
         return False
-    if isinstance(k, cst.Attribute) and isinstance(k.value, cst.Name) and k.value.value == "self":
+    root = k
+    while isinstance(root, cst.Attribute):  # `self.accum` or `self.cfg.accum_steps`
+        root = root.value
+    if isinstance(k, cst.Attribute) and isinstance(root, cst.Name) and root.value == "self":
         return any(s.kind == "class" for s in _scopes(ref.scope)) and \
             any(s.kind == "class" for s in _scopes(loop.guard.scope))
     if isinstance(k, (cst.Name, cst.Attribute)):

@@ -7,7 +7,8 @@ import libcst as cst
 from trainlint.model.accumulation import describe_k
 from trainlint.finding import Severity
 from trainlint.gate import named
-from trainlint.rule import Rule, bad, good
+from trainlint.fixkit import block_of, line_text, loop_body_line, move_line, own_line, position_in, update_anchor
+from trainlint.rule import FixSpec, Rule, after, bad, good, delete
 from trainlint.model.index import walk
 from trainlint.model.training import CallRef, training_model
 from trainlint.model.shipped import k_condition
@@ -123,6 +124,16 @@ class ZeroGradPerMicroBatch(Rule):
                     optimizer.step()
             """,
             line=4,
+            fixed="""
+            import torch
+
+            for i, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x), y) / accum_steps
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
             title="zero_grad at the top of every iteration",
         ),
         bad(
@@ -138,6 +149,17 @@ class ZeroGradPerMicroBatch(Rule):
                     sched.step()
             """,
             line=5,
+            fixed="""
+            def train(model, loader, opt, sched, grad_accum):
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / grad_accum
+                    loss.backward()
+                    if step % grad_accum != 0:
+                        continue
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+                    sched.step()
+            """,
             title="zero_grad before the continue guard",
         ),
         bad(
@@ -196,6 +218,18 @@ class ZeroGradPerMicroBatch(Rule):
                     optimizer.step()
             """,
             line=7,
+            fixed="""
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=4)
+            model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+            for batch in dl:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
             title="Accelerate skips the prepared optimizer's zero_grad, not model.zero_grad()",
         ),
         good(
@@ -339,6 +373,24 @@ class ZeroGradPerMicroBatch(Rule):
                     scheduler.step()
             """,
             line=12,
+            fixed="""
+            import torch
+
+
+            def train(model, loader, optimizer, scheduler, args):
+                model.train()
+                num_batches = len(loader)
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / args.gradient_accumulation_steps
+                    loss.backward()
+                    last_batch = step == num_batches - 1
+                    do_step = last_batch or (step + 1) % args.gradient_accumulation_steps == 0
+                    if not do_step:
+                        continue
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    scheduler.step()
+            """,
             title="a named boolean guard, but the clear comes before its `continue`",
         ),
         bad(
@@ -363,6 +415,26 @@ class ZeroGradPerMicroBatch(Rule):
                         optimizer.step()
             """,
             line=14,
+            fixed="""
+            from dataclasses import dataclass
+
+            import torch
+
+
+            @dataclass
+            class TrainConfig:
+                lr: float = 3e-4
+                grad_accum: int = 1
+
+
+            def train(cfg: TrainConfig, model, loader, optimizer):
+                for i, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / cfg.grad_accum
+                    loss.backward()
+                    if (i + 1) % cfg.grad_accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
             title="K from a config dataclass field that defaults to 1: reported as conditional on K > 1",
             severity=Severity.WARNING,
         ),
@@ -407,14 +479,15 @@ class ZeroGradPerMicroBatch(Rule):
             for ref in model.own_calls(loop):
                 if model.is_zero_grad(ref.node, ref.scope) and not model.runs_per_update(loop, ref):
                     name = f"`{ctx.code_for(ref.node.func.value)}.zero_grad()`"
+                    fix = _fix(ctx, model, loop, ref)
                     if last_backward >= 0 and last_backward < order[id(ref.node)] < first_step:
                         yield self.report_if(k_condition(ctx, loop), ref.node, (
                             f"{name} runs on every micro-batch, between the backward and the optimizer step, which "
                             f"runs once every {k} micro-batches: the gradients are cleared before the step can use "
                             "them, so the optimizer steps on nothing; clear once per update, after the "
-                            "optimizer step"))
+                            "optimizer step"), fix)
                     else:
-                        yield self.report_if(k_condition(ctx, loop), ref.node, self._message(name, k))
+                        yield self.report_if(k_condition(ctx, loop), ref.node, self._message(name, k), fix)
             for ref in _grad_none_assignments(model, loop):
                 if not model.runs_per_update(loop, ref):
                     yield self.report_if(k_condition(ctx, loop), ref.node, self._message(f"`{ctx.code_for(ref.node)}`", k))
@@ -473,3 +546,46 @@ def _walk_no_defs(node: cst.CSTNode):
         if current is not node and isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
         stack.extend(reversed(list(iter_children(current))))
+
+
+def _fix(ctx, model, loop, ref) -> FixSpec | None:
+    """Move the clear from the loop body into the update, right after the optimizer step; when
+    the update clears already, only remove the per-micro-batch one."""
+    if ref.via:
+        return None
+    if loop.guard is not None and loop.guard.kind == "accelerate":
+        return _clear_prepared_optimizer(ctx, model, loop, ref)
+    line = loop_body_line(ctx.index, loop, ref.node)
+    anchor = update_anchor(ctx.index, loop)
+    if line is None or anchor is None:
+        return None
+    if any(model.is_zero_grad(other.node, other.scope) for other in model.update_calls(loop)):
+        return FixSpec("Remove the per-micro-batch clear (the update clears already)", safe=False,
+                       lines=(delete(line),))
+    return move_line(ctx.module, ctx.index, line, anchor, "after",
+                     "Move the clear into the update, after the optimizer step", safe=False, same_block=False)
+
+
+def _clear_prepared_optimizer(ctx, model, loop, ref) -> FixSpec | None:
+    """Under `accelerator.accumulate`, clear through the one prepared optimizer instead, after its
+    step (Accelerate runs a prepared optimizer's `zero_grad()` only when the gradients sync, which
+    is the whole last micro-batch of the window: before the step it would clear the window)."""
+    steps = [r for r in loop.step_calls if not r.via]
+    if len(steps) != 1 or len(loop.step_calls) != 1 or not isinstance(steps[0].node.func, cst.Attribute):
+        return None
+    optimizer = steps[0].node.func.value
+    receiver = ref.node.func.value if isinstance(ref.node.func, cst.Attribute) else None
+    if receiver is None or model.is_prepared(optimizer, steps[0].scope) is not True \
+            or not isinstance(optimizer, (cst.Name, cst.Attribute)) or ctx.code_for(receiver) == ctx.code_for(optimizer):
+        return None
+    index, name = ctx.index, ctx.code_for(optimizer)
+    line, anchor = own_line(index, ref.node), own_line(index, steps[0].node)
+    block = block_of(index, line) if line is not None else None
+    if block is None or anchor is None or block_of(index, anchor) is not block:
+        return None
+    title = f"Clear through the prepared `{name}` after its step (Accelerate holds it back while accumulating)"
+    if position_in(block, line) > position_in(block, anchor):
+        return FixSpec(title, safe=False, replacements=((receiver, name),))
+    call = ref.node.with_changes(func=ref.node.func.with_changes(value=cst.parse_expression(name)))
+    text = line_text(ctx.module, line.with_changes(body=[line.body[0].with_changes(value=call)]))
+    return FixSpec(title, safe=False, lines=(delete(line), after(anchor, text))) if text else None

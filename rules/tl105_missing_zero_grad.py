@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.model.amp import OPTIMIZER_STEPS, STEP, ZERO_GRAD, amp_model, describe
+from trainlint.model.amp import BACKWARDS, OPTIMIZER_STEPS, STEP, ZERO_GRAD, amp_model, describe
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.index import positional_args, walk
 from trainlint.model.roles import roles as roles_model
-from trainlint.rule import Rule, bad, good
+from trainlint.fixkit import block_of, dotted, line_holding, position_of, update_anchor
+from trainlint.rule import FixSpec, Rule, after, bad, before, good
 
 
 class MissingZeroGrad(Rule):
@@ -55,6 +56,16 @@ class MissingZeroGrad(Rule):
                 optimizer.step()
             """,
             line=7,
+            fixed="""
+            import torch
+
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            """,
             title="plain loop without zero_grad",
         ),
         bad(
@@ -71,6 +82,19 @@ class MissingZeroGrad(Rule):
                         opt.step()
             """,
             line=10,
+            fixed="""
+            import torch
+
+            def train(model, loader, epochs):
+                opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+                opt.zero_grad()
+                for epoch in range(epochs):
+                    for batch in loader:
+                        loss = model(**batch).loss
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+            """,
             title="cleared once before training",
         ),
         bad(
@@ -113,6 +137,20 @@ class MissingZeroGrad(Rule):
                 model.zero_grad()
             """,
             line=9,
+            fixed="""
+            import torch
+
+            grad_accum = 8
+            for epoch in range(num_epochs):
+                for it, (x, y) in enumerate(loader):
+                    loss = criterion(model(x), y) / grad_accum
+                    loss.backward()
+                    if (it + 1) % grad_accum == 0:
+                        optim.step()
+                        optim.zero_grad()
+                        sched.step()
+                model.zero_grad()
+            """,
             title="cleared only once per epoch",
         ),
         good(
@@ -237,6 +275,22 @@ class MissingZeroGrad(Rule):
                 opt_g.step()
             """,
             line=9,
+            fixed="""
+            import torch
+
+            opt_d = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            opt_g = torch.optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            for real, _ in loader:
+                fake = netG(torch.randn(real.size(0), 100, 1, 1))
+                loss_d = bce(netD(real), ones) + bce(netD(fake.detach()), zeros)
+                opt_d.zero_grad()
+                loss_d.backward()
+                opt_d.step()
+                netG.zero_grad()
+                loss_g = bce(netD(fake), ones)
+                loss_g.backward()
+                opt_g.step()
+            """,
             title="a GAN clears the generator only; the discriminator's gradients pile up",
         ),
         good(
@@ -304,6 +358,7 @@ class MissingZeroGrad(Rule):
                     f"`{describe(step.node, ctx)}` runs in a loop that {what}: each "
                     f"backward adds into `.grad`, so every update applies the sum of all earlier "
                     f"gradients; call `{_clear_advice(step)}` once per update",
+                    _fix(ctx, unit, step),
                 )
 
 
@@ -357,3 +412,46 @@ def _outer_loop_clears(ctx, model, unit) -> bool:
 
 def _clear_advice(step) -> str:
     return f"{step.subject}.zero_grad(set_to_none=True)"
+
+
+def _fix(ctx, unit, step) -> FixSpec | None:
+    """`opt.zero_grad()` on its own line before the first backward of the update (the first since
+    the previous optimizer step, in the block that holds the step); under accumulation, right
+    after the optimizer step instead."""
+    subject = step.subject
+    if step.via or not subject or dotted(ctx.module, cst.parse_expression(subject)) != subject:
+        return None
+    index, loop = ctx.index, unit.loop
+    title = f"Call `{subject}.zero_grad()` once per update"
+    if loop.accumulates:
+        anchor = update_anchor(index, loop)
+        if anchor is None or loop.step_calls[0].node is not step.node:
+            return None
+        return FixSpec(title, safe=False, lines=(after(anchor, f"{subject}.zero_grad()"),))
+    if _window_guard_without_step(loop):
+        return None  # `if (i + 1) % K == 0:` holding the clip, the step outside it: which clock is meant?
+    first = None
+    for event in unit.events:
+        if event is step:
+            break
+        if event.kind in OPTIMIZER_STEPS:
+            first = None  # the backward of an earlier update (a GAN's other network)
+        elif event.kind in BACKWARDS and first is None and not event.via:
+            first = event
+    line = line_holding(index, first.node) if first is not None else None
+    block = block_of(index, line) if line is not None else None
+    where = position_of(index, block, step.node) if block is not None else None
+    if where is None or where <= position_of(index, block, line):
+        return None
+    return FixSpec(title, safe=False, lines=(before(line, f"{subject}.zero_grad()"),))
+
+
+def _window_guard_without_step(loop) -> bool:
+    """The loop body has an `if ... % ...:` that does not hold the optimizer step."""
+    body = getattr(loop.node, "body", None)
+    for statement in getattr(body, "body", ()):
+        if isinstance(statement, cst.If) and any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
+                                                 for n in walk(statement.test)):
+            if not any(n is ref.node for ref in loop.step_calls for n in walk(statement.body)):
+                return True
+    return False

@@ -7,6 +7,7 @@ import libcst as cst
 from trainlint.model.amp import OPTIMIZER_STEPS, SCHED_STEP, amp_model, describe, per_update
 from trainlint.finding import Severity
 from trainlint.gate import named
+from trainlint.fixkit import block_of, move_line, own_line, position_in
 from trainlint.rule import FixSpec, Rule, bad, good
 
 
@@ -113,8 +114,8 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                     scaler.scale(loss).backward()
                     if (it + 1) % grad_accum == 0:
                         scaler.step(optim)
-                        sched.step()
                         scaler.update()
+                        sched.step()
                         optim.zero_grad(set_to_none=True)
             """,
             title="inside the accumulation guard, before scaler.step",
@@ -301,33 +302,23 @@ def _skips_first_iteration(ctx, unit, sched) -> bool:
 
 
 def _swap_fix(ctx, sched, step) -> FixSpec | None:
-    """Swap the scheduler's line with the optimizer's when they are adjacent, one statement each,
-    in the same block, without comments that would end up describing the other line."""
-    if sched.via != step.via:
+    """Move the scheduler's line (with its comment) to just after the optimizer's step (after
+    `scaler.update()` when that follows), when both are lines of their own in one block with
+    only calls between them."""
+    if sched.via or step.via:
         return None
     index = ctx.index
-    sched_stmt, step_stmt = index.enclosing_statement(sched.node), index.enclosing_statement(step.node)
-    if not (isinstance(sched_stmt, cst.Expr) and isinstance(step_stmt, cst.Expr)):
+    line, anchor = own_line(index, sched.node), own_line(index, step.node)
+    if line is None or anchor is None:
         return None
-    if sched_stmt.value is not sched.node or step_stmt.value is not step.node:
-        return None
-    sched_line, step_line = index.parent(sched_stmt), index.parent(step_stmt)
-    if not (isinstance(sched_line, cst.SimpleStatementLine) and isinstance(step_line, cst.SimpleStatementLine)):
-        return None
-    if len(sched_line.body) != 1 or len(step_line.body) != 1:
-        return None
-    if sched_line.trailing_whitespace.comment or step_line.trailing_whitespace.comment:
-        return None
-    if any(line.comment for line in step_line.leading_lines):
-        return None
-    block = index.parent(sched_line)
-    if block is None or index.parent(step_line) is not block:
-        return None
-    body = list(block.body)
-    if body.index(step_line) != body.index(sched_line) + 1:
-        return None
-    return FixSpec(
-        f"Move `{describe(sched.node, ctx)}` after `{describe(step.node, ctx)}`",
-        safe=False,
-        replacements=((sched_stmt, ctx.code_for(step_stmt)), (step_stmt, ctx.code_for(sched_stmt))),
-    )
+    block = block_of(index, anchor)
+    position = position_in(block, anchor) if block is not None else None
+    if position is not None and position + 1 < len(block.body):
+        following = block.body[position + 1]
+        value = following.body[0].value if isinstance(following, cst.SimpleStatementLine) \
+            and len(following.body) == 1 and isinstance(following.body[0], cst.Expr) else None
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                and value.func.attr.value == "update" and not value.args:
+            anchor = following  # scaler.step(opt); scaler.update(); then the scheduler
+    return move_line(ctx.module, index, line, anchor, "after",
+                     f"Move `{describe(sched.node, ctx)}` after `{describe(step.node, ctx)}`", safe=False)

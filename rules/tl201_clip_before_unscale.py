@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from trainlint.model.amp import (CLIP, OPTIMIZER_STEPS, SCALED_BACKWARD, SCALER_STEP, UNSCALE, amp_model, describe,
@@ -294,6 +296,19 @@ class ClipBeforeUnscale(Rule):
                 optimizer.zero_grad()
             """,
             line=9,
+            fixed="""
+            from accelerate import Accelerator
+            from torch.nn.utils import clip_grad_norm_
+
+            accelerator = Accelerator(mixed_precision="fp16")
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                loss = model(**batch).loss
+                accelerator.backward(loss)
+                accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad()
+            """,
             title="torch's clip after an fp16 Accelerator's backward",
         ),
         good(
@@ -528,6 +543,7 @@ class ClipBeforeUnscale(Rule):
                         f"`{describe(clip.node, ctx)}` clips gradients that `{framework}.backward(loss)` "
                         f"scaled for fp16 and nothing has unscaled yet: use `{framework}.clip_grad_norm_(...)` "
                         f"(or `{framework}.clip_grad_value_`/`clip_gradients`), which unscales first",
+                        _accelerator_clip(ctx, clip, framework),
                     )
                     continue
                 scaler = unit.of_kind(SCALED_BACKWARD)[0].subject
@@ -574,3 +590,23 @@ def _insert_unscale(ctx, clip, unscale: str) -> FixSpec | None:
     return FixSpec(f"Call `{unscale}` before clipping", safe=False,
                    replacements=((statement, f"{unscale}\n{indent}{ctx.code_for(statement)}"),))
 
+
+
+def _accelerator_clip(ctx, clip, framework: str | None) -> FixSpec | None:
+    """`accelerator.clip_grad_norm_(...)` in place of `torch.nn.utils.clip_grad_norm_(...)` (same
+    arguments; Accelerate unscales first). Only for Accelerate: Fabric's `clip_gradients` takes
+    other arguments."""
+    func = clip.node.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+    if not framework or name not in ("clip_grad_norm_", "clip_grad_value_") or clip.via:
+        return None
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*(\.[A-Za-z_][A-Za-z_0-9]*)*", framework):
+        return None
+    bindings = ctx.index.module_scope.bindings.values()
+    if not any(b.kind == "import" and (b.qualname or "").startswith("accelerate") for group in bindings for b in group):
+        return None
+    resolved = ctx.index.resolve(func, clip.scope) or ""
+    if not resolved.startswith("torch.nn.utils"):
+        return None
+    return FixSpec(f"Clip with `{framework}.{name}`, which unscales first", safe=False,
+                   replacements=((func, f"{framework}.{name}"),))

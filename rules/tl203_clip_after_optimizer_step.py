@@ -7,6 +7,7 @@ from trainlint.model.amp import (BACKWARDS, CLIP, OPTIMIZER_STEPS, SCALER_STEP, 
 from trainlint.model.amp import CLIP_NAMES
 from trainlint.finding import Severity
 from trainlint.gate import named
+from trainlint.fixkit import move_line, own_line
 from trainlint.rule import Rule, bad, good
 
 
@@ -55,6 +56,16 @@ class ClipAfterOptimizerStep(Rule):
                 torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
             """,
             line=8,
+            fixed="""
+            import torch
+
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+                optimizer.step()
+            """,
             title="clip after the step, before the next iteration's zero_grad",
         ),
         bad(
@@ -74,6 +85,21 @@ class ClipAfterOptimizerStep(Rule):
                         print(it, loss.item(), gnorm.item())
             """,
             line=10,
+            fixed="""
+            import torch
+
+            def train(model, loader, opt, sched):
+                model.train()
+                for it, batch in enumerate(loader):
+                    loss = model(**batch).loss
+                    loss.backward()
+                    gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    opt.step()
+                    sched.step()
+                    opt.zero_grad(set_to_none=True)
+                    if it % 100 == 0:
+                        print(it, loss.item(), gnorm.item())
+            """,
             title="norm computed for logging after the step",
         ),
         bad(
@@ -108,6 +134,18 @@ class ClipAfterOptimizerStep(Rule):
                 accelerator.clip_grad_norm_(model.parameters(), 1.0)
             """,
             line=10,
+            fixed="""
+            from accelerate import Accelerator
+
+            accelerator = Accelerator()
+            model, opt, loader = accelerator.prepare(model, opt, loader)
+            for batch in loader:
+                outputs = model(**batch)
+                accelerator.backward(outputs.loss)
+                accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                opt.zero_grad()
+            """,
             title="Accelerate: clip after step and zero_grad",
         ),
         bad(
@@ -265,4 +303,17 @@ class ClipAfterOptimizerStep(Rule):
                     clip.node,
                     f"`{describe(clip.node, ctx)}` runs after `{step}` in the same update: the step has "
                     f"already applied the unclipped gradients, so this clip changes nothing; clip {advice}",
+                    _fix(ctx, clip, found),
                 )
+
+
+def _fix(ctx, clip, step):
+    """Move the clip's line to just above `opt.step()` (the same block, only calls between).
+    Not for `scaler.step(opt)`: the clip would then also need `scaler.unscale_(opt)` first."""
+    if step.kind == SCALER_STEP or clip.via or step.via:
+        return None
+    line, anchor = own_line(ctx.index, clip.node, assign=True), own_line(ctx.index, step.node)
+    if line is None or anchor is None:
+        return None
+    return move_line(ctx.module, ctx.index, line, anchor, "before",
+                     f"Move the clip before `{describe(step.node, ctx)}`", safe=False)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import libcst as cst
+
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.modes import display_key, EVAL, ON, modes
-from trainlint.rule import Rule, bad, good
+from trainlint.fixkit import line_holding, module_name, wrap_in
+from trainlint.rule import FixSpec, Rule, bad, before, good, rewrite
 
 
 class EvalForwardWithGrad(Rule):
@@ -102,6 +105,22 @@ class EvalForwardWithGrad(Rule):
                 return correct / total
             """,
             line=9,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+
+            @torch.no_grad()
+            def evaluate(model, loader):
+                model.eval()
+                total, correct = 0, 0
+                for xb, yb in loader:
+                    logits = model(xb)
+                    correct += (logits.argmax(-1) == yb).sum().item()
+                    total += yb.numel()
+                model.train()
+                return correct / total
+            """,
             title="an evaluate() function that forgets no_grad",
         ),
         bad(
@@ -127,6 +146,28 @@ class EvalForwardWithGrad(Rule):
                     return loss_sum / count
             """,
             line=15,
+            fixed="""
+            import torch
+            import torch.nn as nn
+
+
+            class Trainer:
+                def __init__(self, model, val_loader):
+                    self.model = model
+                    self.val_loader = val_loader
+                    self.criterion = nn.CrossEntropyLoss(reduction="sum")
+
+                @torch.no_grad()
+                def validate(self):
+                    self.model.eval()
+                    loss_sum, count = 0.0, 0
+                    for batch in self.val_loader:
+                        out = self.model(batch["x"])
+                        loss_sum += self.criterion(out, batch["y"]).item()
+                        count += len(batch["y"])
+                    self.model.train()
+                    return loss_sum / count
+            """,
             title="a Trainer's validate() method",
         ),
         bad(
@@ -145,6 +186,21 @@ class EvalForwardWithGrad(Rule):
                     model.train()
             """,
             line=11,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+            for step, (xb, yb) in enumerate(train_loader):
+                loss = F.cross_entropy(model(xb), yb)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                if step % 500 == 0:
+                    model.eval()
+                    with torch.no_grad():
+                        val = sum(F.cross_entropy(model(xv), yv, reduction="sum").item() for xv, yv in val_loader)
+                    model.train()
+            """,
             title="evaluation inlined in the training loop",
         ),
         bad(
@@ -162,6 +218,20 @@ class EvalForwardWithGrad(Rule):
                 return metric.compute()
             """,
             line=7,
+            fixed="""
+            import torch
+
+
+            @torch.no_grad()
+            def run_eval(model, eval_dataloader, metric, accelerator):
+                model.eval()
+                for batch in eval_dataloader:
+                    outputs = model(**batch)
+                    predictions = outputs.logits.argmax(dim=-1)
+                    predictions, references = accelerator.gather_for_metrics((predictions, batch["labels"]))
+                    metric.add_batch(predictions=predictions, references=references)
+                return metric.compute()
+            """,
             title="Hugging Face / Accelerate evaluation loop",
         ),
         bad(
@@ -319,7 +389,7 @@ class EvalForwardWithGrad(Rule):
             if group in reported or not model.is_graph_free_evaluation(forward):
                 continue
             reported.add(group)
-            yield self.report(forward.call, self._message(ctx, forward))
+            yield self.report(forward.call, self._message(ctx, forward), _fix(ctx, model, forward))
 
     def _message(self, ctx, forward) -> str:
         function = forward.function
@@ -333,3 +403,30 @@ class EvalForwardWithGrad(Rule):
                 f"every batch builds an autograd graph and keeps its activations; wrap the evaluation "
                 f"in `with torch.no_grad():` or `torch.inference_mode()`"
                 + (f", or decorate `{function.name}` with `@torch.no_grad()`" if function is not None else ""))
+
+
+def _fix(ctx, model, forward) -> FixSpec | None:
+    """`@torch.no_grad()` on an evaluation function that computes no gradient anywhere; else
+    `with torch.no_grad():` around the validation loop, or around the forward's statement when it
+    sits in the block that switched to eval mode."""
+    function = forward.function
+    scope = model.scope_of(function)
+    torch = module_name(ctx.index, scope, "torch")
+    if torch is None or not forward.facts or any(fact.site is None for fact in forward.facts):
+        return None  # the mode comes from callers: the helper may also be called while training
+    if function is not None and function.node.asynchronous is None and isinstance(function.node, cst.FunctionDef) \
+            and not model.computes_grad(function.node.body, function.scope):
+        return FixSpec(f"Decorate `{function.name}` with `@{torch}.no_grad()`", safe=False,
+                       lines=(before(function.node, f"@{torch}.no_grad()"),))
+    target = model.evaluation_loop_of(forward.call, function)
+    if target is None:
+        target = line_holding(ctx.index, forward.call)
+        blocks = {id(ctx.index.parent(line_holding(ctx.index, fact.site) or fact.site)) for fact in forward.facts}
+        if target is None or id(ctx.index.parent(target)) not in blocks:
+            return None
+    if model.computes_grad(target, scope):
+        return None
+    code = wrap_in(ctx.module, target, f"with {torch}.no_grad():")
+    if code is None:
+        return None
+    return FixSpec(f"Run the evaluation under `with {torch}.no_grad():`", safe=False, lines=(rewrite(target, code),))

@@ -9,7 +9,8 @@ import libcst as cst
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.modes import display_key, modes
-from trainlint.rule import Rule, bad, good
+from trainlint.fixkit import block_of, dotted, line_holding, own_line
+from trainlint.rule import FixSpec, Rule, after, bad, good
 
 
 class TrainModeNotRestored(Rule):
@@ -80,6 +81,30 @@ class TrainModeNotRestored(Rule):
                             print(step, evaluate(model, val_loader))
             """,
             line=21,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+
+            def evaluate(model, loader):
+                model.eval()
+                with torch.no_grad():
+                    return sum(F.cross_entropy(model(x), y, reduction="sum").item() for x, y in loader)
+
+
+            def train(model, optimizer, train_loader, val_loader, epochs, eval_every=200):
+                step = 0
+                for epoch in range(epochs):
+                    model.train()
+                    for x, y in train_loader:
+                        optimizer.zero_grad()
+                        F.cross_entropy(model(x), y).backward()
+                        optimizer.step()
+                        step += 1
+                        if step % eval_every == 0:
+                            print(step, evaluate(model, val_loader))
+                            model.train()
+            """,
             title="evaluation every N steps, train() only at the top of the epoch",
         ),
         bad(
@@ -98,6 +123,21 @@ class TrainModeNotRestored(Rule):
                     print(step, acc)
             """,
             line=9,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+            for step, (xb, yb) in enumerate(train_loader):
+                optimizer.zero_grad()
+                F.cross_entropy(model(xb), yb).backward()
+                optimizer.step()
+                if step % 1000 == 0:
+                    model.eval()
+                    with torch.no_grad():
+                        acc = (model(val_x).argmax(-1) == val_y).float().mean().item()
+                    print(step, acc)
+                    model.train()
+            """,
             title="eval() inlined in the loop",
         ),
         bad(
@@ -127,6 +167,32 @@ class TrainModeNotRestored(Rule):
                         print(epoch, self.validate())
             """,
             line=23,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+
+            class Trainer:
+                def __init__(self, model, train_loader, val_loader):
+                    self.model = model
+                    self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+                    self.train_loader = train_loader
+                    self.val_loader = val_loader
+
+                @torch.no_grad()
+                def validate(self):
+                    self.model.eval()
+                    return sum(F.cross_entropy(self.model(x), y).item() for x, y in self.val_loader)
+
+                def fit(self, epochs):
+                    for epoch in range(epochs):
+                        for x, y in self.train_loader:
+                            self.optimizer.zero_grad()
+                            F.cross_entropy(self.model(x), y).backward()
+                            self.optimizer.step()
+                        print(epoch, self.validate())
+                        self.model.train()
+            """,
             title="a Trainer that relies on the default train mode",
         ),
         bad(
@@ -151,6 +217,27 @@ class TrainModeNotRestored(Rule):
                         accelerator.print(step, torch.cat(losses).mean().item())
             """,
             line=13,
+            fixed="""
+            import torch
+
+
+            def train_loop(model, optimizer, train_dataloader, eval_dataloader, accelerator, eval_steps):
+                model.train()
+                for step, batch in enumerate(train_dataloader):
+                    with accelerator.accumulate(model):
+                        loss = model(**batch).loss
+                        accelerator.backward(loss)
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    if step % eval_steps == 0:
+                        model.train(False)
+                        losses = []
+                        for eval_batch in eval_dataloader:
+                            with torch.no_grad():
+                                losses.append(accelerator.gather_for_metrics(model(**eval_batch).loss))
+                        accelerator.print(step, torch.cat(losses).mean().item())
+                        model.train()
+            """,
             title="Accelerate style with model.train(False)",
         ),
         good(
@@ -479,7 +566,7 @@ class TrainModeNotRestored(Rule):
         for item in model.unrestored():
             if model.undone_by_next_phase(item) or not self._mode_matters(ctx, model, item):
                 continue
-            yield self.report(item.anchor, self._message(ctx, item))
+            yield self.report(item.anchor, self._message(ctx, item), _fix(ctx, item))
 
     @staticmethod
     def _mode_matters(ctx, model, item) -> bool:
@@ -521,3 +608,38 @@ def _short_call(ctx, call: cst.Call) -> str:
         prefix = f"{receiver}." if len(receiver) <= 30 else "..."
         return f"{prefix}{func.attr.value}({'...' if call.args else ''})"
     return f"{ctx.code_for(func)}(...)"
+
+
+def _fix(ctx, item) -> FixSpec | None:
+    """`model.train()` on the line after the evaluation call's statement; for an inlined
+    `model.eval()` in an `if` branch of the loop, at the end of that branch."""
+    key = display_key(item.key)
+    if dotted(ctx.module, cst.parse_expression(key) if _parses(key) else cst.Name("_")) != key:
+        return None
+    index = ctx.index
+    fact = item.fact
+    anchor = item.anchor
+    if anchor is fact.node and isinstance(anchor, cst.Call) and isinstance(anchor.func, cst.Attribute) \
+            and anchor.func.attr.value in ("eval", "train"):  # the switch itself is in the loop
+        line = own_line(index, item.anchor)
+        block = block_of(index, line) if line is not None else None
+        if block is None or not isinstance(index.parent(block), cst.If) or index.parent(block).body is not block:
+            return None
+        anchor = block.body[-1]
+        if isinstance(anchor, cst.SimpleStatementLine) and \
+                any(isinstance(s, (cst.Return, cst.Raise, cst.Break, cst.Continue)) for s in anchor.body):
+            return None
+    else:
+        anchor = line_holding(index, item.anchor)
+        if anchor is None or isinstance(anchor.body[0], (cst.Return, cst.Raise, cst.Break, cst.Continue)):
+            return None  # nothing after that line runs
+    return FixSpec(f"Call `{key}.train()` after the evaluation", safe=True,
+                   lines=(after(anchor, f"{key}.train()"),))
+
+
+def _parses(text: str) -> bool:
+    try:
+        cst.parse_expression(text)
+    except Exception:
+        return False
+    return True

@@ -11,7 +11,8 @@ from trainlint.model.index import dotted_name, walk
 from trainlint.model.training import training_model
 from trainlint.finding import Severity
 from trainlint.gate import refers_to
-from trainlint.rule import Rule, bad, good
+from trainlint.fixkit import module_name, own_line
+from trainlint.rule import FixSpec, Rule, after, bad, before, good
 
 _TRAINING_CALL = re.compile(r"train|fit|step|backward|epoch", re.IGNORECASE)
 _CHECKPOINT_HELPER = re.compile(r"checkpoint|ckpt|resume|snapshot|save_state", re.IGNORECASE)
@@ -82,6 +83,15 @@ class NonAtomicCheckpointSave(Rule):
                             "epoch": epoch}, "checkpoints/last.pt")
             """,
             line=4,
+            fixed="""
+            import os
+            import torch
+
+            def save(model, optimizer, epoch):
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch}, "checkpoints/last.pt.tmp")
+                os.replace("checkpoints/last.pt.tmp", "checkpoints/last.pt")
+            """,
             title="a fixed path overwritten on every save",
         ),
         bad(
@@ -94,6 +104,15 @@ class NonAtomicCheckpointSave(Rule):
                 torch.save(model.state_dict(), os.path.join(args.out_dir, f"epoch_{epoch}.pth"))
             """,
             line=6,
+            fixed="""
+            import os
+            import torch
+
+            for epoch in range(10):
+                train_one_epoch()
+                torch.save(model.state_dict(), os.path.join(args.out_dir, f"epoch_{epoch}.pth") + ".tmp")
+                os.replace(os.path.join(args.out_dir, f"epoch_{epoch}.pth") + ".tmp", os.path.join(args.out_dir, f"epoch_{epoch}.pth"))
+            """,
             title="a unique name per save",
         ),
         bad(
@@ -120,6 +139,16 @@ class NonAtomicCheckpointSave(Rule):
             save_checkpoint({"model": model.state_dict()}, os.path.join(out, "ckpt.pth.tar"))
             """,
             line=5,
+            fixed="""
+            import os
+            import torch
+
+            def save_checkpoint(state, filename="checkpoint.pth.tar"):
+                torch.save(state, f"{filename}.tmp")
+                os.replace(f"{filename}.tmp", filename)
+
+            save_checkpoint({"model": model.state_dict()}, os.path.join(out, "ckpt.pth.tar"))
+            """,
             title="a helper whose caller passes the final path",
         ),
         bad(
@@ -129,7 +158,14 @@ class NonAtomicCheckpointSave(Rule):
             T.save(net, "model_best.pth")
             """,
             line=3,
-            title="a whole model pickled to its final path, once (info)",
+            fixed="""
+            import os
+            import torch as T
+
+            T.save(net, "model_best.pth.tmp")
+            os.replace("model_best.pth.tmp", "model_best.pth")
+            """,
+                        title="a whole model pickled to its final path, once (info)",
             severity=Severity.INFO,
         ),
         bad(
@@ -149,6 +185,23 @@ class NonAtomicCheckpointSave(Rule):
                 main(parse_args())
             """,
             line=9,
+            fixed="""
+            import os
+            import torch
+
+
+            def main(args):
+                model = build_model(args)
+                optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+                for epoch in range(args.epochs):
+                    train_one_epoch(model, optimizer, args)
+                torch.save(model.state_dict(), f"{args.out_dir}/final.pt.tmp")
+                os.replace(f"{args.out_dir}/final.pt.tmp", f"{args.out_dir}/final.pt")
+
+
+            if __name__ == "__main__":
+                main(parse_args())
+            """,
             title="final weights saved once after training: reported at info",
             severity=Severity.INFO,
         ),
@@ -165,6 +218,18 @@ class NonAtomicCheckpointSave(Rule):
             torch.save(model.state_dict(), ckpt)
             """,
             line=9,
+            fixed="""
+            import os
+            import torch
+
+            ckpt = "weights/model.pt"
+            if os.path.exists(ckpt):
+                model.load_state_dict(torch.load(ckpt, weights_only=True))
+            for epoch in range(10):
+                train_one_epoch(model, loader, optimizer)
+            torch.save(model.state_dict(), f"{ckpt}.tmp")
+            os.replace(f"{ckpt}.tmp", ckpt)
+            """,
             title="a single save to the file the script resumes from",
         ),
         good(
@@ -276,6 +341,28 @@ class NonAtomicCheckpointSave(Rule):
                 convert(args.checkpoint, args.output_dir)
             """,
             line=11,
+            fixed="""
+            import argparse
+            import os
+
+            import torch
+
+
+            def convert(checkpoint_path, output_dir):
+                state_dict = torch.load(checkpoint_path, map_location="cpu", weights_only=True)["model"]
+                state_dict = {key.removeprefix("module."): value for key, value in state_dict.items()}
+                os.makedirs(output_dir, exist_ok=True)
+                torch.save(state_dict, os.path.join(output_dir, "pytorch_model.bin") + ".tmp")
+                os.replace(os.path.join(output_dir, "pytorch_model.bin") + ".tmp", os.path.join(output_dir, "pytorch_model.bin"))
+
+
+            if __name__ == "__main__":
+                parser = argparse.ArgumentParser()
+                parser.add_argument("checkpoint")
+                parser.add_argument("output_dir")
+                args = parser.parse_args()
+                convert(args.checkpoint, args.output_dir)
+            """,
             title="a conversion script that trains nothing: reported at info",
             severity=Severity.INFO,
         ),
@@ -291,9 +378,9 @@ class NonAtomicCheckpointSave(Rule):
                 continue
             case = self._one_off_case(ctx, model, save)
             if case is not None:
-                yield self.report(save.node, self._one_off_message(model, save, case), severity=Severity.INFO)
+                yield self.report(save.node, self._one_off_message(model, save, case), fix=_fix(ctx, save), severity=Severity.INFO)
                 continue
-            yield self.report(save.node, self._message(model, save))
+            yield self.report(save.node, self._message(model, save), _fix(ctx, save))
 
     @staticmethod
     def _one_off_case(ctx, model, save) -> str | None:
@@ -348,7 +435,7 @@ class NonAtomicCheckpointSave(Rule):
                 f"(reported at info); {_ADVICE}")
 
     def _message(self, model, save) -> str:
-        where = f"`{model.text(save.dest)}`"
+        where = f"`{model.text(save.dest)}`" if save.dest is not None else "the path its callers give"
         passed = [p for p in model.caller_arguments(save) if p != model.text(save.dest)]
         if passed:
             where += " (callers pass " + ", ".join(f"`{p}`" for p in dict.fromkeys(passed)) + ")"
@@ -361,6 +448,65 @@ class NonAtomicCheckpointSave(Rule):
                     f"truncated newest checkpoint that a resume will pick up; {_ADVICE}")
         return (f"`torch.save` writes the checkpoint straight to {where}: a crash mid-save leaves a "
                 f"truncated file (and no checkpoint at all if the path is reused); {_ADVICE}")
+
+
+def _fix(ctx, save) -> FixSpec | None:
+    """`torch.save(obj, <dest>.tmp)` then `os.replace(<dest>.tmp, dest)` on the next line, with
+    `import os` added when the module has no `os`. Safe when the destination is written as a
+    path (a string, an f-string, `os.path.join`); unsafe for a name, which could hold a file."""
+    dest = save.dest
+    line = own_line(ctx.index, save.node)
+    if dest is None or line is None or not any(arg.value is dest and arg.keyword is None for arg in save.node.args):
+        return None
+    code = ctx.code_for(dest)
+    if isinstance(dest, cst.SimpleString) and dest.value[-3:] not in ('"""', "'''") \
+            and "b" not in dest.prefix.lower():
+        quote = dest.value[-1]
+        tmp, path_like = dest.value[:-1] + ".tmp" + quote, True
+    elif isinstance(dest, cst.FormattedString) and len(dest.end) == 1:
+        tmp, path_like = ctx.code_for(dest.with_changes(parts=[*dest.parts, cst.FormattedStringText(".tmp")])), True
+    elif isinstance(dest, cst.Attribute) or (isinstance(dest, cst.Name) and _path_name(save.scope.lookup(dest.value))):
+        tmp, path_like = f'f"{{{code}}}.tmp"', False
+    elif isinstance(dest, cst.Call) and ctx.index.resolve(dest.func, save.scope) == "os.path.join" and "\n" not in code:
+        tmp, path_like = f'{code} + ".tmp"', True
+    else:
+        return None
+    if "\n" in code:
+        return None
+    os_name = module_name(ctx.index, save.scope, "os")
+    lines = []
+    if os_name is None:
+        first_import = next((s for s in ctx.module.body if isinstance(s, cst.SimpleStatementLine)
+                             and isinstance(s.body[0], (cst.Import, cst.ImportFrom))
+                             and not (isinstance(s.body[0], cst.ImportFrom) and isinstance(s.body[0].module, cst.Name)
+                                      and s.body[0].module.value == "__future__")), None)
+        if first_import is None or save.scope.lookup("os"):
+            return None  # nowhere to put `import os`, or `os` means something else here
+        os_name = "os"
+        lines.append(before(first_import, "import os"))
+    lines.append(after(line, f"{os_name}.replace({tmp}, {code})"))
+    return FixSpec("Save to a temporary file next to it, then `os.replace` it", safe=path_like,
+                   replacements=((dest, tmp),), lines=tuple(lines))
+
+
+def _path_name(bindings) -> bool:
+    """A name that holds a path, not an open file: a parameter, or assigned a string or a join."""
+    return bool(bindings) and all(b.kind == "param" or (b.kind == "assign" and _path_value(b.value))
+                                  for b in bindings)
+
+
+def _path_value(value) -> bool:
+    if isinstance(value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.BinaryOperation)):
+        return True
+    return isinstance(value, cst.Call) and _callee(value) in _PATH_CALLS
+
+
+_PATH_CALLS = {"join", "Path", "str", "format", "with_suffix", "with_name", "joinpath", "expanduser", "resolve"}
+
+
+def _callee(call: cst.Call) -> str | None:
+    func = call.func
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
 
 
 def _enclosing_loop(index, node, function):

@@ -8,6 +8,7 @@ from trainlint.model.checkpoints import checkpoint_model
 from trainlint.model.checkpoints import SAVE_FUNCTIONS
 from trainlint.finding import Severity
 from trainlint.gate import refers_to
+from trainlint.model.index import walk
 from trainlint.rule import FixSpec, Rule, bad, good
 
 
@@ -88,6 +89,12 @@ class SavedTensorView(Rule):
             torch.save(q, "q_proj.pt")
             """,
             line=4,
+            fixed="""
+            import torch
+
+            q, k, v = attn.qkv.weight.chunk(3, dim=0)
+            torch.save(q.clone(), "q_proj.pt")
+            """,
             title="a chunk piece bound to a name (no fix: the name may be used elsewhere)",
         ),
         bad(
@@ -114,6 +121,12 @@ class SavedTensorView(Rule):
                 torch.save(shard, f"shard_{i}.pt")
             """,
             line=4,
+            fixed="""
+            import torch
+
+            for i, shard in enumerate(torch.randn(8, 1024).split(2)):
+                torch.save(shard.clone(), f"shard_{i}.pt")
+            """,
             title="a split piece from a for loop",
         ),
         bad(
@@ -198,7 +211,8 @@ class SavedTensorView(Rule):
                 continue
             described = ", ".join(dict.fromkeys(kind for _, kind, _ in views))
             fix = None
-            if all(inline for _, _, inline in views):
+            written = set(walk(save.node))  # a name bound to a view, written in the call, is cloned there
+            if all(inline or (isinstance(expr, cst.Name) and expr in written) for expr, _, inline in views):
                 safe = all(_safe(model, expr, save) for expr, _, _ in views)
                 fix = FixSpec("Save `.clone()` of the view", safe=safe,
                               replacements=tuple((expr, ctx.code_for(expr) + ".clone()") for expr, _, _ in views))

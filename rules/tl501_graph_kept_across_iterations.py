@@ -542,6 +542,11 @@ class GraphKeptAcrossIterations(Rule):
         if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
             detached = cst.Call(cst.Attribute(value, cst.Name("detach")))
             fix = FixSpec(f"Keep `{what}.detach()` instead", safe=False, replacements=((value, detached),))
+        elif isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)) and "\n" not in what:
+            # a running average of graph-carrying tensors: detach the result
+            inner = what if value.lpar else f"({what})"
+            fix = FixSpec(f"Keep `{inner}.detach()` instead", safe=False,
+                          replacements=((value, f"{inner}.detach()"),))
         if fix is not None:
             instead = f"keep `{what}.item()` for logging or `{what}.detach()` for a tensor"
         else:

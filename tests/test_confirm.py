@@ -27,7 +27,7 @@ from trainlint.runtime.runner import Script, run_scripts
 # The runtime extra. find_spec, not import: this process never needs torch itself.
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs trainlint[runtime]")
 
-ROW_KEYS = {"code", "static_bad", "static_good", "bad", "good", "verdict"}
+ROW_KEYS = {"code", "static_bad", "static_good", "bad", "good", "fixed", "verdict"}
 BUDGET_SECONDS = 90
 
 
@@ -84,6 +84,35 @@ def test_measurements_distinguish_bad_from_good(report):
     resume = rows["RESUME"]
     assert resume["good"]["complete"] == 0.0
     assert all(diff > 0 for diff in resume["bad"].values())
+
+
+def test_fixed_column_confirms_every_fixable_rule(report):
+    """A rule with a fix: its demo's bad variant after `--fix` measures like the good variant."""
+    _, data, _ = report
+    rows = {r["code"]: r for r in data["rows"]}
+    fixable = {code for code, rule in registry().items() if any(e.fixed for e in rule.bad_examples())}
+    with_demo = fixable & set(all_demos())
+    assert len(with_demo) >= 15
+    for code in sorted(with_demo):
+        assert isinstance(rows[code]["fixed"], dict) and set(rows[code]["fixed"]) != {"error"}, code
+        assert rows[code]["verdict"] == CONFIRMED, code
+    assert rows["TL303"]["fixed"] == rows["TL303"]["good"]
+    assert all(rows[code]["fixed"] is None for code in set(all_demos()) - fixable if code in rows)
+    assert all(r["fixed"] is None for r in data["rows"] if r["static_bad"] is None)  # fences
+
+
+def test_a_fix_that_leaves_the_hazard_is_not_confirmed():
+    # the fix (weights_only=True) does not touch what the judge measures: only the good variant does
+    script = ('import json\nimport torch\n\nif False:\n    torch.load("x.pt", weights_only=False)\n'
+              'print(json.dumps({"v": 0}))\n')
+    demo = Demo("TL401", "v becomes 1", script, (('{"v": 0}', '{"v": 1}'),), "torch.load", "v={v}",
+                lambda bad, good: good["v"] == 1)
+    report = confirm(["TL401"], demos={"TL401": demo}, fences={})
+    row = report.rows[0]
+    assert row.fixed == {"v": 0} and row.fixed_text == "v=0"
+    assert row.verdict == NOT_CONFIRMED
+    assert "runtime: the fixed variant does not measure like the good one (v becomes 1)" in row.notes
+    assert "FIXED (after --fix)" in report.to_text()
 
 
 @pytest.fixture(scope="module")

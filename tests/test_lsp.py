@@ -159,7 +159,8 @@ async def test_initialize_advertises_features_and_negotiates_encoding():
         assert result.server_info.name == "trainlint"
         assert caps.position_encoding == "utf-32"  # the client's first choice: no conversion at all
         assert caps.hover_provider
-        assert list(caps.code_action_provider.code_action_kinds) == [types.CodeActionKind.QuickFix]
+        assert list(caps.code_action_provider.code_action_kinds) == [types.CodeActionKind.QuickFix,
+                                                                     "source.fixAll.trainlint"]
         assert caps.diagnostic_provider.identifier == "trainlint"
         assert caps.text_document_sync.change == types.TextDocumentSyncKind.Full
         assert caps.text_document_sync.save is not None
@@ -593,5 +594,115 @@ async def test_saving_a_helper_rechecks_the_open_documents_that_import_it(tmp_pa
             await asyncio.sleep(0.01)
         latest = [p for p in client.published if p.uri == uri][-1]
         assert list(latest.diagnostics) == []  # re-checked with the saved helper, which now disables grad
+    finally:
+        assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+async def test_saving_a_caller_rechecks_the_open_helpers_it_imports(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.trainlint]\nselect = ["TL402"]\n')
+    helper_text = "import torch\n\n\ndef save_on_master(*args, **kwargs):\n    torch.save(*args, **kwargs)\n"
+    helper = tmp_path / "dist_utils.py"
+    helper.write_text(helper_text)
+    caller = tmp_path / "train.py"
+    caller.write_text("from dist_utils import save_on_master\n\n\ndef main(model, out):\n"
+                      "    save_on_master(model.state_dict(), out + '/embeddings.pt')\n")
+    uri = helper.as_uri()
+    client = await start()
+    try:
+        open_document(client, uri, helper_text)
+        first = await published(client, uri, 1)
+        assert list(first.diagnostics) == []  # its one caller writes data, not a checkpoint
+        before = len([p for p in client.published if p.uri == uri])
+
+        caller_text = ("from dist_utils import save_on_master\n\n\ndef main(model, out):\n"
+                       "    save_on_master({'model': model.state_dict()}, out + '/checkpoint.pth')\n")
+        caller.write_text(caller_text)
+        open_document(client, caller.as_uri(), caller_text)
+        client.text_document_did_save(types.DidSaveTextDocumentParams(
+            text_document=types.TextDocumentIdentifier(uri=caller.as_uri())))
+        deadline = time.monotonic() + TIMEOUT
+        while len([p for p in client.published if p.uri == uri]) == before and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        latest = [p for p in client.published if p.uri == uri][-1]
+        assert [d.code for d in latest.diagnostics] == ["TL402"]  # re-checked with what the caller now hands it
+    finally:
+        assert await stop(client) == 0
+
+
+# -- fixes: a line-moving quick fix and "Fix all trainlint issues" --------------------------------
+SAVES = '''import torch
+
+
+def save(model, step):
+    torch.save(model.state_dict(), "checkpoints/last.pt")  # every 1000 steps
+    torch.save({"model": model.state_dict(), "step": step}, f"checkpoints/step_{step}.pt")
+'''
+SAVES_FIXED = '''import os
+import torch
+
+
+def save(model, step):
+    torch.save(model.state_dict(), "checkpoints/last.pt.tmp")  # every 1000 steps
+    os.replace("checkpoints/last.pt.tmp", "checkpoints/last.pt")
+    torch.save({"model": model.state_dict(), "step": step}, f"checkpoints/step_{step}.pt.tmp")
+    os.replace(f"checkpoints/step_{step}.pt.tmp", f"checkpoints/step_{step}.pt")
+'''
+
+
+@pytest.mark.asyncio
+async def test_quick_fix_that_adds_lines_applies_through_the_client(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.trainlint]\nselect = ["TL402"]\n')
+    client = await start()
+    uri = (tmp_path / "save.py").as_uri()
+    try:
+        open_document(client, uri, SAVES)
+        params = await published(client, uri, 1)
+        assert [d.range.start.line for d in params.diagnostics] == [4, 5]
+        cursor = types.Range(start=types.Position(line=4, character=8), end=types.Position(line=4, character=8))
+        actions = await code_actions(client, uri, cursor, params.diagnostics[:1])
+        quick = [a for a in actions if a.kind == types.CodeActionKind.QuickFix and "TL402" in a.title
+                 and not a.title.startswith("Suppress")]
+        assert len(quick) == 1 and quick[0].is_preferred  # a safe fix
+        once = apply_workspace_edit(SAVES, uri, quick[0].edit)
+        assert once.splitlines() == SAVES_FIXED.splitlines()[:7] + [SAVES.splitlines()[5]]
+        change_document(client, uri, once, 2)
+        assert len((await published(client, uri, 2)).diagnostics) == 1  # the other save is left
+    finally:
+        assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("document_changes", [True, False])
+async def test_fix_all_applies_every_allowed_fix(tmp_path, document_changes):
+    (tmp_path / "pyproject.toml").write_text('[tool.trainlint]\nselect = ["TL401", "TL402"]\n')
+    client = await start(document_changes=document_changes)
+    uri = (tmp_path / "save.py").as_uri()
+    text = SAVES + "\n\ndef load(path):\n    return torch.load(path, weights_only=False)\n"
+    try:
+        open_document(client, uri, text)
+        await published(client, uri, 1)
+        anywhere = types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0))
+        only = types.CodeActionContext(diagnostics=[], only=[types.CodeActionKind.SourceFixAll])
+        actions = await asyncio.wait_for(client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), range=anywhere, context=only)), TIMEOUT)
+        assert [(a.title, a.kind) for a in actions] == [("Fix all trainlint issues", "source.fixAll.trainlint")]
+        fixed = apply_workspace_edit(text, uri, actions[0].edit)
+        # the safe fixes only: TL401's weights_only=True may refuse a checkpoint that loaded before
+        assert fixed == SAVES_FIXED + "\n\ndef load(path):\n    return torch.load(path, weights_only=False)\n"
+
+        (tmp_path / "pyproject.toml").write_text(
+            '[tool.trainlint]\nselect = ["TL401", "TL402"]\nunsafe-fixes = true\n')
+        change_document(client, uri, fixed, 2)
+        await published(client, uri, 2)
+        actions = await asyncio.wait_for(client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), range=anywhere, context=only)), TIMEOUT)
+        again = apply_workspace_edit(fixed, uri, actions[0].edit)
+        assert again == fixed.replace("weights_only=False", "weights_only=True")
+        change_document(client, uri, again, 3)
+        assert list((await published(client, uri, 3)).diagnostics) == []
+        actions = await asyncio.wait_for(client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), range=anywhere, context=only)), TIMEOUT)
+        assert not actions  # nothing left to fix
     finally:
         assert await stop(client) == 0

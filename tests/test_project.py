@@ -12,7 +12,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from trainlint.engine import lint_path, lint_paths
+from trainlint.engine import lint_path, lint_paths, lint_source
 from trainlint.model.index import FileIndex
 from trainlint.model.project import Project, find_root, imported_names
 from trainlint.model.roles import CONFIG, MODEL, OPTIMIZER, OTHER, SCHEDULER
@@ -309,6 +309,8 @@ PROJECT_ONLY_FINDINGS = {
     ("trainer_bad", "src/lmtrain/transformer.py"): {(15, "TL104")},
     ("gan_bad", "train.py"): {(31, "TL303")},  # save_samples() in utils.py leaves netG in eval mode
     ("detector_bad", "main.py"): {(27, "TL404")},  # save_checkpoint() in utils/ saves this dict
+    ("resume_bad", "seg/main.py"): {(26, "TL404")},  # SegTrainer.state_dict() in trainer.py leaves out the scheduler
+    ("references_bad", "main.py"): {(46, "TL404")},  # save_on_master(*args, **kwargs) in utils/ forwards to torch.save
 }
 
 
@@ -479,6 +481,81 @@ def test_the_imported_files_hashes_are_part_of_the_cache_key(tmp_path):
     forged.parent.mkdir(parents=True, exist_ok=True)
     forged.write_text(cache._file(cache_key(data, "a.py", ALL, "helpers.py:1")).read_text())
     assert cache.get(data, "a.py", ALL, "helpers.py:2") is None
+
+
+def test_a_cached_helper_result_is_stale_when_a_caller_changes(tmp_path):
+    """What a save helper writes is what its callers in other files hand it: editing the caller
+    changes the helper's findings, cached or not."""
+    from trainlint.cache import ResultCache
+
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "dist_utils.py": """
+            import torch
+
+            def save_on_master(*args, **kwargs):
+                torch.save(*args, **kwargs)
+            """,
+        "train.py": """
+            from dist_utils import save_on_master
+
+            def main(model, out):
+                save_on_master(model.state_dict(), out + "/embeddings.pt")
+            """,
+    })
+    cache = ResultCache(tmp_path / ".cache")
+    paths = [str(tmp_path / "dist_utils.py"), str(tmp_path / "train.py")]
+
+    def helper_codes():
+        return [f.code for f in list(lint_paths(paths, ALL, cache=cache))[0].findings]
+
+    assert helper_codes() == []
+    (tmp_path / "train.py").write_text(
+        "from dist_utils import save_on_master\n\n\ndef main(model, out):\n"
+        "    save_on_master({'model': model.state_dict()}, out + '/checkpoint.pth')\n")
+    assert helper_codes() == ["TL402"]
+
+
+def test_a_helper_that_builds_the_checkpoint_from_several_parameters_is_judged_at_its_own_save():
+    """`save_checkpoint(path, model, opt, sched, step)` writes a dict it builds itself: the call is
+    not a save of `model` alone (a false TL404), and a helper that saves the one dict it is handed
+    makes the call a save of that dict."""
+    source = textwrap.dedent("""
+        import os
+        import torch
+
+        def save_checkpoint(path, model, optimizer, scheduler, step):
+            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                        "scheduler": scheduler.state_dict(), "step": step}, path + ".tmp")
+            os.replace(path + ".tmp", path)
+
+        def save_state(state, path):
+            torch.save(state, path + ".tmp")
+            os.replace(path + ".tmp", path)
+
+        def train(model, loader, steps, helper_builds_the_dict=True):
+            opt = torch.optim.AdamW(model.parameters())
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+            for step, (x, y) in enumerate(loader):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                sched.step()
+                if helper_builds_the_dict:
+                    save_checkpoint("last.pt", model, opt, sched, step)
+
+        def train_and_save_state(model, loader, steps):
+            opt = torch.optim.AdamW(model.parameters())
+            for step, (x, y) in enumerate(loader):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                save_state({"model": model.state_dict(), "step": step}, "resume.pt")
+        """)
+    found = [(f.code, f.line) for f in lint_source(source, "train.py", ALL).findings]
+    assert found == [("TL404", 33)]  # save_state(...), never save_checkpoint(...)
 
 
 MODELS_PY = """

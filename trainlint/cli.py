@@ -1,7 +1,8 @@
 """The `trainlint` command line.
 
 `trainlint PATH...` is `trainlint check PATH...`: a first argument that is not a subcommand runs
-`check`. Exit codes: 0 no findings, 1 findings, 2 a usage, configuration or internal error.
+`check`. Exit codes: 0 no findings, 1 findings, 2 a usage, configuration or internal error
+(`--fix`: the findings that remain; `--diff`: 1 when a fix would change something).
 Errors are one line each on stderr, never a traceback.
 
 `confirm` (torch) and `lsp` (pygls) import their modules inside the command body, so neither
@@ -121,6 +122,13 @@ CHECK_OPTIONS = [
     click.option("--color/--no-color", "color", default=None,
                  help="Colour the text output [default: only on a terminal]."),
     click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings."),
+    # -- fixing
+    click.option("--fix/--no-fix", "fix", default=None,
+                 help="Apply the safe fixes in place, then report what remains [default: the `fix` setting]."),
+    click.option("--unsafe-fixes/--no-unsafe-fixes", "unsafe_fixes", default=None,
+                 help="With --fix or --diff, apply the unsafe fixes too (they may change behaviour; review them)."),
+    click.option("--diff", is_flag=True,
+                 help="Print a unified diff of what --fix would change and write nothing (exit 1 when there is a change)."),
     # -- running
     click.option("--add-noqa", is_flag=True,
                  help="Add `# noqa: CODE` to every line with a finding (adopting trainlint on old code)."),
@@ -149,6 +157,10 @@ def check(**options) -> None:
     o.paths = list(o.paths) or (["-"] if o.stdin_filename else ["."])
     if "-" in o.paths and (o.watch or o.add_noqa):
         _fail(f"{'--watch' if o.watch else '--add-noqa'} works on files, not on stdin (`-`)")
+    if o.add_noqa and (o.fix or o.diff):
+        _fail(f"--add-noqa and {'--diff' if o.diff else '--fix'} cannot be used together")
+    if o.diff and o.watch:
+        _fail("--diff and --watch cannot be used together")
     if o.show_settings and len(o.paths) != 1:
         _fail("--show-settings takes exactly one path")
 
@@ -158,6 +170,8 @@ def check(**options) -> None:
         ignore=tuple(_validate_selectors("--ignore", _split(o.ignore))) if o.ignore else (),
         exclude=tuple(_split(o.exclude)),
         force_exclude=o.force_exclude,
+        fix=o.fix,
+        unsafe_fixes=o.unsafe_fixes,
     )
     try:
         if o.show_settings:
@@ -179,6 +193,7 @@ def _check_once(o: SimpleNamespace) -> int:
     from trainlint.config import Resolver, cache_directory, resolve_config
     from trainlint.discovery import MissingPath, discover
     from trainlint.engine import lint_paths, lint_source
+    from trainlint.model.project import Project
     from trainlint.positions import split_lines
     from trainlint.reporters import ReportOptions, render, render_statistics
     from trainlint.reporters.options import read_lines
@@ -205,15 +220,27 @@ def _check_once(o: SimpleNamespace) -> int:
     cache = None if o.no_cache else ResultCache(cache_directory(here))
     jobs = o.jobs or (os.cpu_count() or 1)
     by_path = {}
+    projects = {}  # fixing checks each fixed file again, in the same project
     for settings, paths in groups.values():
-        for result in lint_paths(paths, settings, jobs=jobs, cache=cache):
+        projects[id(settings)] = Project.for_paths(paths, settings.max_file_size) if paths else None
+        for result in lint_paths(paths, settings, jobs=jobs, cache=cache, project=projects[id(settings)]):
             by_path[result.path] = result
     results = [by_path[path] for path in files]
+    fixing = FixRun(o.diff)
+    results = [fixing.fix_file(result, resolver, projects) for result in results]
     stdin_text: str | None = None
+    stdin_fixed: bytes | None = None  # --fix on stdin: the fixed source goes to stdout
     if "-" in o.paths and not (o.force_exclude and resolver.is_force_excluded(stdin_name)):
         data = sys.stdin.buffer.read()
         stdin_text = data.decode("utf-8", "replace")
-        results.append(lint_source(data, stdin_name, resolver.settings_for(stdin_name)))
+        result = lint_source(data, stdin_name, resolver.settings_for(stdin_name))
+        if o.diff or resolver.fixing(stdin_name):
+            result, stdin_fixed = fixing.fix_stdin(data, result, resolver)
+            stdin_text = stdin_fixed.decode("utf-8", "replace")
+        results.append(result)
+
+    if o.diff:
+        return _report_diff(o, fixing, results)
 
     if o.add_noqa:
         from trainlint.suppress import add_noqa_to_files
@@ -230,24 +257,28 @@ def _check_once(o: SimpleNamespace) -> int:
 
     checked = sum(result.checked for result in results)  # unreadable and skipped files are not
     color = _use_color(o.color, o.output)
+    fixed = fixing.total if fixing.active else None
     options = ReportOptions(color=color, show_source=o.show_source, source_lines=source_lines,
-                            root=str(here.root), quiet=o.quiet)
+                            root=str(here.root), quiet=o.quiet, fixed=fixed)
     if o.statistics:
         report = render_statistics(o.fmt, results)
         if o.fmt == "text" and not o.quiet:
             from trainlint.reporters.text import summary
 
-            report += summary(results, checked) + "\n"
+            report += summary(results, checked, fixed) + "\n"
     else:
         report = render(o.fmt, results, checked, options)
 
+    if stdin_fixed is not None:
+        sys.stdout.buffer.write(stdin_fixed)
+        sys.stdout.buffer.flush()
     if o.output is not None:
         try:
             Path(o.output).write_text(report, encoding="utf-8")
         except OSError as err:
             _fail(f"cannot write {o.output}: {err.strerror or err}")
-    else:
-        click.echo(report, nl=False, color=color)
+    else:  # with the fixed source of stdin on stdout, the report goes to stderr
+        click.echo(report, nl=False, color=color, err=stdin_fixed is not None)
 
     for result in results:
         if result.skipped:
@@ -259,6 +290,106 @@ def _check_once(o: SimpleNamespace) -> int:
         return EXIT_ERROR
     found = any(result.findings for result in results)
     return EXIT_FINDINGS if found and not o.exit_zero else EXIT_CLEAN
+
+
+class FixRun:
+    """`--fix` and `--diff` over one run's results: each file with a fix its configuration allows
+    is read again, fixed until stable (`trainlint.fixes.fix_source`), and written atomically, or
+    for `--diff` only compared."""
+
+    def __init__(self, diff: bool) -> None:
+        self.diff = diff
+        self.active = False  # some file was to be fixed
+        self.total = 0  # fixes applied (or, for --diff, that would be)
+        self.diffs: list[str] = []
+
+    def _fixes(self, path: str, resolver) -> bool:
+        wanted = self.diff or resolver.fixing(path)
+        self.active = self.active or wanted
+        return wanted
+
+    def fix_file(self, result, resolver, projects: dict):
+        from trainlint.engine import SkippedFile, UnreadableFile, decode_source, lint_source, read_source
+        from trainlint.fixes import WriteError, fix_source, write_fixed
+
+        path = result.path
+        if not self._fixes(path, resolver) or not result.checked:
+            return result
+        policy = resolver.fix_policy_for(path)
+        if not any(policy.allows(finding) for finding in result.findings):
+            return result
+        settings = resolver.settings_for(path)
+        try:
+            data = read_source(path, settings.max_file_size)
+        except (UnreadableFile, SkippedFile):
+            return result
+        text, _ = decode_source(data, path)
+        if text is None:
+            return result
+        project = projects.get(id(settings))
+        outcome = fix_source(text, lambda source: lint_source(source, path, settings, project), policy)
+        if not outcome.changed:
+            return outcome.result
+        if self.diff:
+            self.diffs.append(_unified_diff(path, text, outcome.source))
+        else:
+            try:
+                write_fixed(path, data, outcome.source)
+            except WriteError as err:
+                result.errors.append(str(err))
+                return result
+        self.total += sum(outcome.fixed.values())
+        return outcome.result
+
+    def fix_stdin(self, data: bytes, result, resolver):
+        """(what remains, the fixed source as bytes) for stdin; undecodable input is passed through."""
+        from trainlint.engine import decode_source, lint_source
+        from trainlint.fixes import encoding_of, fix_source
+
+        path = result.path
+        self._fixes(path, resolver)
+        text, _ = decode_source(data, path)
+        if text is None:
+            return result, data
+        settings = resolver.settings_for(path)
+        outcome = fix_source(text, lambda source: lint_source(source, path, settings),
+                             resolver.fix_policy_for(path), result)
+        self.total += sum(outcome.fixed.values())
+        if self.diff and outcome.changed:
+            self.diffs.append(_unified_diff(path, text, outcome.source))
+        return outcome.result, outcome.source.encode(encoding_of(data), "surrogateescape")
+
+
+def _unified_diff(path: str, before: str, after: str) -> str:
+    import difflib
+
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                 fromfile=path, tofile=path)
+    return "".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n"
+                   for line in lines)
+
+
+def _report_diff(o: SimpleNamespace, fixing: FixRun, results) -> int:
+    """`--diff`: the diffs on stdout (or --output), a one-line count on stderr; exit 1 when
+    anything would change, 0 when nothing would, 2 on errors."""
+    report = "".join(fixing.diffs)
+    if o.output is not None:
+        try:
+            Path(o.output).write_text(report, encoding="utf-8")
+        except OSError as err:
+            _fail(f"cannot write {o.output}: {err.strerror or err}")
+    else:
+        click.echo(report, nl=False)
+    if not o.quiet:
+        count = fixing.total
+        click.echo(f"Would fix {count} finding{'' if count == 1 else 's'}." if count else "No fixes to apply.",
+                   err=True)
+    errors = [error for result in results for error in result.errors]
+    for error in errors:
+        click.echo(f"trainlint: error: {' '.join(error.split())}", err=True)
+    if errors:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if fixing.diffs else EXIT_CLEAN
 
 
 def _watch(o: SimpleNamespace) -> int:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from trainlint.discovery import DEFAULT_EXCLUDES, Discovery
+from trainlint.fixes import FixPolicy
 from trainlint.settings import (DEFAULT_MAX_FILE_SIZE, DEFAULT_MIN_TORCH, DEFAULT_TEST_CODE_IGNORE, SelectorError, Settings,
                                 codes_for, resolve_selection)
 
@@ -51,6 +52,12 @@ class FileConfig:
     extend_exclude: tuple[str, ...] = ()
     min_torch_version: tuple[int, ...] | None = None
     max_file_size: int | None = None
+    #: `fix = true`: `check` applies fixes as if `--fix` were given; `unsafe-fixes` adds the unsafe ones
+    fix: bool | None = None
+    unsafe_fixes: bool | None = None
+    #: codes whose fixes may be applied (None: all) and codes whose fixes never are
+    fixable: tuple[str, ...] | None = None
+    unfixable: tuple[str, ...] = ()
     test_code_ignore: tuple[str, ...] | None = None
     #: The keys the file sets (for `--show-settings`: where each setting came from).
     keys: frozenset[str] = frozenset()
@@ -71,6 +78,9 @@ class CliSelection:
     #: `--exclude` globs (relative to the current directory) and `--force-exclude`.
     exclude: tuple[str, ...] = ()
     force_exclude: bool = False
+    #: `--fix/--no-fix` and `--unsafe-fixes/--no-unsafe-fixes`; None: the configuration decides
+    fix: bool | None = None
+    unsafe_fixes: bool | None = None
 
 
 def _read_toml(path: Path) -> dict:
@@ -168,6 +178,12 @@ def _max_file_size(path: Path, key: str, raw) -> int:
     return raw
 
 
+def _bool(path: Path, key: str, raw) -> bool:
+    if not isinstance(raw, bool):
+        raise ConfigError(f"{path}: '{key}' must be true or false, got {raw!r}")
+    return raw
+
+
 #: Every configuration key: the FileConfig field it fills and the function validating its value
 #: (called with the file, the key and the raw value; raises ConfigError naming both).
 SCHEMA: dict[str, tuple[str, Callable]] = {
@@ -179,6 +195,10 @@ SCHEMA: dict[str, tuple[str, Callable]] = {
     "extend-exclude": ("extend_exclude", _string_list),
     "min-torch-version": ("min_torch_version", _min_torch_version),
     "max-file-size": ("max_file_size", _max_file_size),
+    "fix": ("fix", _bool),
+    "unsafe-fixes": ("unsafe_fixes", _bool),
+    "fixable": ("fixable", _selectors),
+    "unfixable": ("unfixable", _selectors),
     "test-code-ignore": ("test_code_ignore", _selectors),
 }
 KEYS = tuple(SCHEMA)
@@ -253,6 +273,13 @@ def _codes(selectors) -> frozenset[str]:
     return frozenset().union(*(codes_for(s) for s in selectors)) if selectors else frozenset()
 
 
+def build_fix_policy(config: FileConfig, cli: CliSelection) -> FixPolicy:
+    """Which fixes `--fix` may apply to a file under `config`; the command line overrides."""
+    unsafe = cli.unsafe_fixes if cli.unsafe_fixes is not None else bool(config.unsafe_fixes)
+    fixable = _codes(config.fixable) if config.fixable is not None else None
+    return FixPolicy(unsafe, fixable, _codes(config.unfixable))
+
+
 def build_discovery(config: FileConfig, cli: CliSelection | None = None) -> Discovery:
     excludes = config.exclude if config.exclude is not None else DEFAULT_EXCLUDES
     extra: tuple[str, ...] = ()
@@ -281,6 +308,7 @@ class Resolver:
     _configs: dict[Path | None, FileConfig] = field(default_factory=dict, repr=False)
     _settings: dict[Path | None, Settings] = field(default_factory=dict, repr=False)
     _discovery: dict[Path | None, Discovery] = field(default_factory=dict, repr=False)
+    _policies: dict[Path | None, FixPolicy] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._fixed: Path | None = None  # --config: one configuration for every file
@@ -307,6 +335,16 @@ class Resolver:
         if config.path not in self._settings:
             self._settings[config.path] = build_settings(config, self.cli)
         return self._settings[config.path]
+
+    def fixing(self, path: str) -> bool:
+        """Whether `check` fixes `path`: `--fix`/`--no-fix`, else the configuration's `fix`."""
+        return self.cli.fix if self.cli.fix is not None else bool(self.config_for(path).fix)
+
+    def fix_policy_for(self, path: str) -> FixPolicy:
+        config = self.config_for(path)
+        if config.path not in self._policies:
+            self._policies[config.path] = build_fix_policy(config, self.cli)
+        return self._policies[config.path]
 
     def discovery_for(self, directory: str) -> Discovery:
         """The excludes that apply to the entries of `directory`."""

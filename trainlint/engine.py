@@ -116,12 +116,33 @@ def _rules_for(source: str, codes: frozenset[str],
     return own, via_imports
 
 
-def _to_fix(spec: FixSpec, module: cst.Module, positions: Positions) -> Fix:
+def _to_fix(spec: FixSpec, module: cst.Module, positions: Positions, lines: list[str]) -> Fix | None:
+    """The edits of a rule's fix; None when a line edit's statement does not stand alone on its
+    lines (`if x: a()`, `a(); b()`): no fix rather than a wrong one."""
     edits = []
     for node, replacement in spec.replacements:
         line, column, end_line, end_column = positions.span(node)
         content = replacement if isinstance(replacement, str) else module.code_for_node(replacement)
         edits.append(Edit(line, column, end_line, end_column, content))
+    newline = module.default_newline
+    for kind, statement, code in spec.lines:
+        line, column, end_line, end_column = positions.span(statement)
+        indent, tail = lines[line - 1][:column - 1], lines[end_line - 1][end_column - 1:].strip()
+        if indent.strip() or (tail and not tail.startswith("#")):
+            return None
+        text = "".join(f"{indent}{part}{newline}" if part.strip() else newline for part in code.splitlines())
+        at_end = end_line >= len(lines)  # the statement's line is the last and has no newline
+        if kind == "before":
+            edits.append(Edit(line, 1, line, 1, text))
+        elif kind == "after" and at_end:
+            end = len(lines[end_line - 1]) + 1
+            edits.append(Edit(end_line, end, end_line, end, newline + text.removesuffix(newline)))
+        elif kind == "after":
+            edits.append(Edit(end_line + 1, 1, end_line + 1, 1, text))
+        elif at_end:
+            edits.append(Edit(line, 1, end_line, len(lines[end_line - 1]) + 1, text.removesuffix(newline)))
+        else:
+            edits.append(Edit(line, 1, end_line + 1, 1, text))
     return Fix(spec.title, spec.safe, tuple(edits))
 
 
@@ -236,14 +257,15 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
         result.findings = apply_suppressions([], source, path, codes)
         return result
 
-    positions = Positions(module, ctx.index.parents, tree, split_lines(source))
+    lines = split_lines(source)
+    positions = Positions(module, ctx.index.parents, tree, lines)
     seen = set()
     findings = []
     for report in reports:
         rule = report.rule
         try:
             line, column, end_line, end_column = positions.span(report.node)
-            fix = _to_fix(report.fix, module, positions) if report.fix else None
+            fix = _to_fix(report.fix, module, positions, lines) if report.fix else None
         except Exception as exc:
             result.errors.append(f"internal error in {rule.code} ({rule.name}) while checking {path}: "
                                  f"cannot locate the reported node: {_describe(exc)}")

@@ -66,11 +66,37 @@ class Report:
 
 @dataclass(frozen=True)
 class FixSpec:
-    """A fix as a rule states it: replace `node` with `replacement` (a node or source text)."""
+    """A fix as a rule states it: replace `node` with `replacement` (a node or source text), and
+    line edits of whole statements (`before`, `after`, `delete`, `rewrite` below).
+
+    A line edit needs its statement to stand alone on its lines (nothing before it but
+    indentation, nothing after it but a comment); where it does not, the finding gets no fix.
+    Its code is written at the statement's indentation, one line per line of `code`."""
 
     title: str
     safe: bool
-    replacements: tuple[tuple[cst.CSTNode, "cst.CSTNode | str"], ...]
+    replacements: tuple[tuple[cst.CSTNode, "cst.CSTNode | str"], ...] = ()
+    lines: tuple[tuple[str, cst.CSTNode, str], ...] = ()
+
+
+def before(statement: cst.CSTNode, code: str) -> tuple[str, cst.CSTNode, str]:
+    """A line edit: `code` on lines of its own just above `statement` (below its comments)."""
+    return ("before", statement, code)
+
+
+def after(statement: cst.CSTNode, code: str) -> tuple[str, cst.CSTNode, str]:
+    """A line edit: `code` on lines of its own just below `statement` (a compound one's whole block)."""
+    return ("after", statement, code)
+
+
+def delete(statement: cst.CSTNode) -> tuple[str, cst.CSTNode, str]:
+    """A line edit: remove the lines of `statement`, its trailing comment included."""
+    return ("rewrite", statement, "")
+
+
+def rewrite(statement: cst.CSTNode, code: str) -> tuple[str, cst.CSTNode, str]:
+    """A line edit: the lines of `statement` replaced by `code` (relative to its indentation)."""
+    return ("rewrite", statement, code)
 
 
 _REGISTRY: dict[str, type["Rule"]] = {}

@@ -12,6 +12,8 @@ from trainlint.settings import DEFAULT_MIN_TORCH, DEFAULT_TEST_CODE_IGNORE, is_t
 _DEFAULTS = FileConfig()
 #: Command-line options that override or extend a configuration key.
 _CLI = {"select": "--select", "extend-select": "--extend-select", "ignore": "--ignore", "exclude": "--exclude"}
+#: Command-line switches that replace a boolean key.
+_FLAGS = {"fix": "--fix/--no-fix", "unsafe-fixes": "--unsafe-fixes/--no-unsafe-fixes"}
 
 
 def _show(key: str, value) -> str:
@@ -19,6 +21,10 @@ def _show(key: str, value) -> str:
         return '"' + ".".join(map(str, value or DEFAULT_MIN_TORCH)) + '"'
     if key == "per-file-ignores":
         return "{" + ", ".join(f"{json.dumps(p)} = {json.dumps(list(c))}" for p, c in value) + "}"
+    if value is None and key in ("fix", "unsafe-fixes"):
+        return "false"
+    if value is None and key == "fixable":
+        return '["ALL"]'
     if isinstance(value, tuple):
         return json.dumps(list(value))
     return json.dumps(value)
@@ -50,6 +56,9 @@ def render_settings(resolver: Resolver, path: str) -> str:
         if key == "test-code-ignore" and value is None:
             value = DEFAULT_TEST_CODE_IGNORE
         shown = value if isinstance(value, str) else _show(key, value)
+        if key in _FLAGS and getattr(cli, field_name) is not None:  # --fix/--no-fix, --unsafe-fixes/...
+            rows.append((key, json.dumps(getattr(cli, field_name)), f"command line ({_FLAGS[key]})"))
+            continue
         given = getattr(cli, field_name, None) if key in _CLI else None
         if key in ("select", "extend-select", "ignore") and cli.select is not None:
             if key == "select":

@@ -1,15 +1,22 @@
-"""Code actions: a rule's own fix, and suppressing a finding with `# noqa: CODE` on its line."""
+"""Code actions: a rule's own fix, suppressing a finding with `# noqa: CODE` on its line, and
+"Fix all trainlint issues" (the fixes `check --fix` would apply, from `trainlint.fixes`)."""
 
 from __future__ import annotations
 
 from lsprotocol import types
 
 from trainlint.finding import Finding
+from trainlint.fixes import line_starts
 from trainlint.lsp.diagnostics import to_diagnostic
 from trainlint.lsp.positions import Encoder
-from trainlint.positions import to_lsp
+from trainlint.positions import split_lines, to_lsp
 from trainlint.settings import SYNTAX_ERROR_CODE
 from trainlint.suppress import NOQA_CODES, Comments, noqa_edit
+
+
+#: the kind of the "fix all" source action (`source.fixAll` is what editors run on save)
+FIX_ALL_KIND = f"{types.CodeActionKind.SourceFixAll.value}.trainlint"
+FIX_ALL_TITLE = "Fix all trainlint issues"
 
 
 class ActionBuilder:
@@ -73,4 +80,29 @@ class ActionBuilder:
             kind=types.CodeActionKind.QuickFix,
             diagnostics=[diagnostic],
             edit=self._workspace_edit([edit]),
+        )
+
+    def fix_all_action(self, fixed: str) -> types.CodeAction | None:
+        """One edit turning the document into `fixed`, spanning only the lines that differ."""
+        old, new = self.lines, split_lines(fixed)
+        if old == new:
+            return None
+        first = 0
+        while first < min(len(old), len(new)) and old[first] == new[first]:
+            first += 1
+        last = 0  # lines equal at the end
+        while last < min(len(old), len(new)) - first and old[-1 - last] == new[-1 - last]:
+            last += 1
+        starts = line_starts(fixed)
+        if last:  # whole lines: from the start of `first` to the start of the first equal line at the end
+            end_line, end_character = len(old) - last, 0
+            new_text = fixed[starts[first]:starts[len(new) - last]]
+        else:
+            end_line, end_character = len(old) - 1, len(old[-1])
+            new_text = fixed[starts[first]:]
+        where = self.encoder.range_to_client(first, 0, end_line, end_character)
+        return types.CodeAction(
+            title=FIX_ALL_TITLE,
+            kind=FIX_ALL_KIND,
+            edit=self._workspace_edit([types.TextEdit(range=where, new_text=new_text)]),
         )

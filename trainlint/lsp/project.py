@@ -12,18 +12,27 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from trainlint.config import CliSelection, ConfigError, build_settings, find_config, load_config
+from trainlint.config import CliSelection, ConfigError, build_fix_policy, build_settings, find_config, load_config
+from trainlint.fixes import FixPolicy
 from trainlint.settings import SelectorError, Settings
 
 
 class ProjectSettings:
     def __init__(self, on_error: Callable[[str], None]) -> None:
         self._on_error = on_error
-        self._loaded: dict[Path, tuple[int, Settings]] = {}
+        self._loaded: dict[Path, tuple[int, Settings, FixPolicy]] = {}
         self._default: Settings | None = None
 
     def settings_for(self, path: str | None) -> Settings:
         """Settings for the document at `path` (None for an unsaved buffer: the server's folder)."""
+        return self._load(path)[0]
+
+    def fix_policy_for(self, path: str | None) -> FixPolicy:
+        """Which fixes "Fix all" applies: the safe ones, or what the configuration's `unsafe-fixes`,
+        `fixable` and `unfixable` say."""
+        return self._load(path)[1]
+
+    def _load(self, path: str | None) -> tuple[Settings, FixPolicy]:
         try:
             start = Path(os.path.realpath(Path(path).parent if path else Path.cwd()))
             found = find_config(start)
@@ -33,15 +42,16 @@ class ProjectSettings:
         if found is None:
             if self._default is None:
                 self._default = Settings()
-            return self._default
+            return self._default, FixPolicy()
         cached = self._loaded.get(found)
         if cached is not None and cached[0] == stamp:
-            return cached[1]
+            return cached[1], cached[2]
         try:
-            settings = build_settings(load_config(found), CliSelection())
+            config = load_config(found)
+            settings, policy = build_settings(config, CliSelection()), build_fix_policy(config, CliSelection())
         except (ConfigError, SelectorError) as err:
             # Reported once per version of the file; the document is still checked with defaults.
             self._on_error(f"{err}; checking with the default settings until it is fixed")
-            settings = Settings()
-        self._loaded[found] = (stamp, settings)
-        return settings
+            settings, policy = Settings(), FixPolicy()
+        self._loaded[found] = (stamp, settings, policy)
+        return settings, policy

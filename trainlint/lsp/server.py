@@ -38,7 +38,8 @@ from trainlint import __version__
 from trainlint.engine import Parser, SkippedFile, UnreadableFile, decode_source, lint_source, read_source
 from trainlint.incremental import DocumentParser
 from trainlint.finding import Finding
-from trainlint.lsp.actions import ActionBuilder
+from trainlint.fixes import fix_source
+from trainlint.lsp.actions import FIX_ALL_KIND, ActionBuilder
 from trainlint.lsp.diagnostics import SOURCE, hover_markdown, to_diagnostic
 from trainlint.lsp.positions import Encoder
 from trainlint.positions import split_lines
@@ -171,6 +172,23 @@ class TrainlintServer(LanguageServer):
             self._results[uri] = linted
         return linted
 
+    async def fix_all(self, uri: str, linted: Linted) -> str | None:
+        """The document's text with every fix its configuration allows applied (safe ones unless
+        `unsafe-fixes`), as `check --fix` would; None when there is nothing to fix."""
+        path = document_path(uri)
+        policy = self.project.fix_policy_for(path)
+        if not any(policy.allows(finding) for finding in linted.findings):
+            return None
+        settings = self.project.settings_for(path)
+
+        def fix() -> str:
+            project = self.project_for(path, settings.max_file_size) if path else None
+            # a fresh parse per round: the document's incremental parser keeps the editor's text
+            outcome = fix_source(linted.text, lambda text: lint_source(text, path or uri, settings, project), policy)
+            return outcome.source
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fix)
+
     def project_for(self, path: str, max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> Project:
         """The project of a document: the innermost workspace folder holding it, else the folder of
         the nearest configuration file (as for the command line). Reads the disk: call it on the
@@ -188,7 +206,8 @@ class TrainlintServer(LanguageServer):
 
     async def saved(self, saved_uri: str) -> None:
         """After a save: forget what the projects knew of the disk, and re-check the open documents
-        that import the saved file (their summaries of it are stale). Finding them reads the
+        that import the saved file (their summaries of it are stale) or that it imports (what it
+        hands their helpers changed). Finding them reads the
         disk, so it runs on the lint worker, never on the event loop."""
         self.schedule(saved_uri, 0)
         documents = [(uri, d.source) for uri, d in list(self.workspace.text_documents.items())]
@@ -200,20 +219,26 @@ class TrainlintServer(LanguageServer):
 
     def importers_of(self, saved_uri: str, documents: list[tuple[str, str]]) -> list[str]:
         """Of the open `documents` (uri, text), those other than `saved_uri` that import the file
-        saved there (after forgetting what the projects knew of the disk)."""
+        saved there, or that it imports (a helper's findings depend on what its callers hand it),
+        after forgetting what the projects knew of the disk."""
         for project in list(self._projects.values()):
             project.refresh()
         saved = document_path(saved_uri)
         if saved is None:
             return []
+        saved_source = next((source for uri, source in documents if uri == unquote(saved_uri)), None)
         found = []
         for uri, source in documents:
             path = document_path(uri)
             if uri == unquote(saved_uri) or path is None:
                 continue
             project = self.project_for(path)
-            if project.contains(saved) and any(str(f) == str(project.file_key(saved))
-                                               for f in project.imported_files(path, source)):
+            if not project.contains(saved):
+                continue
+            imports_saved = any(str(f) == str(project.file_key(saved)) for f in project.imported_files(path, source))
+            imported_by_saved = saved_source is not None and any(
+                str(f) == str(project.file_key(path)) for f in project.imported_files(saved, saved_source))
+            if imports_saved or imported_by_saved:
                 found.append(uri)
         return found
 
@@ -327,20 +352,31 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND]),
     )
     async def code_action(ls: TrainlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         only = params.context.only
-        if only and not any(types.CodeActionKind.QuickFix.value.startswith(kind) for kind in only):
+        quick = not only or any(types.CodeActionKind.QuickFix.value.startswith(kind) for kind in only)
+        fix_all = not only or any(FIX_ALL_KIND.startswith(kind) for kind in only)
+        if not (quick or fix_all):
             return []
         uri = params.text_document.uri
         linted = await ls.lint(uri)
+        if linted is None:
+            return []
         encoder = ls.encoder(linted)
-        start, end = encoder.from_client(params.range.start), encoder.from_client(params.range.end)
-        found = [f for f in linted.findings if _start(f) <= end and start <= _end(f)]
         builder = ActionBuilder(uri, linted.version, linted.lines, encoder, linted.comments,
                                 ls.document_changes)
-        return builder.actions(found)
+        actions = []
+        if quick:
+            start, end = encoder.from_client(params.range.start), encoder.from_client(params.range.end)
+            actions += builder.actions([f for f in linted.findings if _start(f) <= end and start <= _end(f)])
+        if fix_all:
+            fixed = await ls.fix_all(uri, linted)
+            action = builder.fix_all_action(fixed) if fixed is not None else None
+            if action is not None:
+                actions.append(action)
+        return actions
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: TrainlintServer, params: None) -> None:

@@ -34,7 +34,7 @@ import libcst as cst
 from trainlint.model.index import (CallSite, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_arg,
                              positional_args, walk)
 from trainlint.model.roles import MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
-from trainlint.model.summaries import SAVE_WORDS, callable_summary
+from trainlint.model.summaries import SAVE_WORDS, ClassSummary, callable_summary
 
 SAVE_FUNCTIONS = ("torch.save", "torch.serialization.save")
 # project helpers worth reading for what they save (`save_checkpoint`, `save_ckpt`, `dump_state`)
@@ -192,7 +192,7 @@ class CheckpointModel:
                 self._save_nodes.add(site.node)
             elif name in LOAD_FUNCTIONS:
                 self.loads.append(site)
-            elif name is not None and _SAVE_HELPER_NAME.search(name.rsplit(".", 1)[-1]):
+            elif _SAVE_HELPER_NAME.search((name or dotted_name(site.node.func) or "").rsplit(".", 1)[-1]):
                 self._helper_save(site)
             func = site.node.func
             if isinstance(func, cst.Attribute) and func.attr.value == "update" and isinstance(func.value, cst.Name):
@@ -219,23 +219,26 @@ class CheckpointModel:
                     self.subscript_sets.setdefault((scope, target.value.value), []).append((key, parent.value))
 
     def _helper_save(self, site: CallSite) -> None:
-        """`save_checkpoint(state, path)` where a project helper in another file `torch.save`s its
-        `state` parameter: a save of the argument (same-file helpers are followed at their own save)."""
+        """`save_checkpoint(state, path)` where a project helper, of this file or another, `torch.save`s
+        its `state` parameter: a save of the argument (TL402 judges the helper's own `torch.save`)."""
         summary = callable_summary(self.index, site.node.func, site.scope, SAVE_WORDS)
-        if summary is None or not summary.saves or self.index.callee(site.node, site.scope) is not None:
-            return
-        def argument(param: str | None) -> cst.BaseExpression | None:
+        if summary is None or len(summary.saves) != 1:
+            return  # a dict the helper builds from several parameters is judged at its own save
+        def argument(param: str | None, keyword: str) -> cst.BaseExpression | None:
             if param is None:
                 return None
-            found = keyword_arg(site.node, param)
+            args = positional_args(site.node)
+            if param.startswith("*"):  # forwarded through `*args` (see summaries._forwarded_position)
+                position, found = int(param[1:]), keyword_arg(site.node, keyword)
+            else:
+                position, found = summary.params.index(param) if param in summary.params else len(args), \
+                    keyword_arg(site.node, param)
             if found is not None:
                 return found.value
-            args = positional_args(site.node)
-            position = summary.params.index(param) if param in summary.params else len(args)
             return args[position].value if position < len(args) else None
-        obj = argument(summary.saves[0][0])
+        obj = argument(summary.saves[0][0], "obj")
         if obj is not None:
-            self.saves.append(Save(site, obj, argument(summary.save_path), summary.name))
+            self.saves.append(Save(site, obj, argument(summary.save_path, "f"), summary.name))
             self._save_nodes.add(site.node)
 
     # -- names and values --------------------------------------------------------------------------
@@ -310,11 +313,31 @@ class CheckpointModel:
                         result.merge(self.saved_dict(arg.value, scope, depth + 1))
                 return result
             target = self.index.callee(expr, scope)
+            if target is None and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "state_dict":
+                target = self._state_dict_override(expr.func.value, scope)
+                if isinstance(target, SavedDict):
+                    return target
             if target is not None:
                 returns = [n for n in _walk_scope(target.node.body) if isinstance(n, cst.Return)]
                 if len(returns) == 1 and returns[0].value is not None:
                     return self.saved_dict(returns[0].value, target.scope, depth + 1)
         return None
+
+    def _state_dict_override(self, receiver: cst.BaseExpression, scope: Scope) -> FunctionInfo | SavedDict | None:
+        """`trainer.state_dict()` where `trainer` is built from a class that overrides `state_dict()`:
+        the override of this file, or, for a class of another project file, the keys of the dict
+        its override returns (what its values are is that file's business)."""
+        built = self.value_of(receiver, scope)
+        if not isinstance(built, cst.Call):
+            return None
+        name = dotted_name(built.func)
+        if name in self.index.classes:
+            return self.index.method(name, "state_dict")
+        summary = self.index.summary_of(built.func, scope, ("state_dict",))
+        method = summary.method("state_dict") if isinstance(summary, ClassSummary) else None
+        if method is None or method.returned_keys is None:
+            return None
+        return SavedDict([(key, cst.Name("None"), scope) for key in method.returned_keys])
 
     def holds(self, content: SavedDict, depth: int = 0) -> set[str]:
         """Kinds of state a saved dict holds: model, optimizer, scheduler, scaler, step, rng."""
@@ -420,6 +443,12 @@ class CheckpointModel:
                       if b.kind == "param" and b.value is not None]
         if value is not dest and value is not None:
             parts.append(self.text(value))
+        if isinstance(value, cst.FormattedString):  # `f"{ckpt}.tmp"`: the path `ckpt` holds
+            for part in value.parts:
+                if isinstance(part, cst.FormattedStringExpression) and isinstance(part.expression, cst.Name):
+                    named = self.value_of(part.expression, save.scope, at=save.node)
+                    if named is not part.expression and named is not None:
+                        parts.append(self.text(named))
         opened = self.opened_path(value, save.scope)
         if opened is not None:
             parts.append(self.text(opened))
@@ -448,6 +477,12 @@ class CheckpointModel:
                 ("step" in kinds and self.saved_dict(save.obj, save.scope) is not None)
         if kinds is not None:  # a dict we can read, holding nothing that is training state
             return False
+        if save.obj is None or self.is_param(save.obj, save.scope):
+            for obj, dest in self.project_callers(save):
+                if obj and CONFIG_OBJECT.search(obj) or dest and DATA_WORDS.search(_path_words(dest)):
+                    continue
+                if obj and CHECKPOINT_OBJECT.search(obj) or dest and CHECKPOINT_PATH.search(dest):
+                    return True  # `save_on_master(checkpoint, ".../checkpoint.pth")` in main.py
         obj_text = self.text(save.obj)
         if CONFIG_OBJECT.search(obj_text) or self._is_data_object(save):
             return False
@@ -479,7 +514,25 @@ class CheckpointModel:
     def is_atomic(self, save: Save, depth: int = 0) -> bool | None:
         """True: the save cannot leave a truncated final file. False: it writes the final path.
         None: the destination is a parameter whose callers we cannot see."""
+        if save.dest is None and save.obj is None and _forwards_arguments(save.node):
+            # `torch.save(*args, **kwargs)`: where it writes is what the callers pass
+            passed = [dest for _, dest in self.project_callers(save)]
+            return True if passed and all(dest and TEMP_WORDS.search(dest) for dest in passed) else None
         return self._atomic_dest(save.dest, save.node, save.scope, save.site.function, depth)
+
+    def project_callers(self, save: Save) -> list[tuple[str | None, str | None]]:
+        """(object, destination) texts that calls in the project's other files hand the module-level
+        helper holding this save, when what it saves comes from its parameters."""
+        function = save.site.function
+        linker = self.index.linker
+        if function is None or linker is None or function.scope.parent is not self.index.module_scope:
+            return []
+        summary = linker.own(self.index).function(function.name)
+        if summary is None or len(summary.saves) != 1:
+            return []
+        return [(call.argument(summary.params, summary.saves[0][0], "obj"),
+                 call.argument(summary.params, summary.save_path, "f"))
+                for call in linker.callers(function.name)]
 
     def _atomic_dest(self, dest, at: cst.Call, scope: Scope, function: FunctionInfo | None, depth: int) -> bool | None:
         if dest is None:
@@ -615,10 +668,12 @@ class CheckpointModel:
         if opened is not None:
             value = self.value_of(opened, save.scope)
         function = save.site.function
+        elsewhere = [dest for _, dest in self.project_callers(save) if dest] \
+            if save.dest is None or self.is_param(value, save.scope) else []
         if not (isinstance(value, cst.Name) and function is not None and self.is_param(value, save.scope)):
-            return []
+            return elsewhere
         passed = [self.index.argument_for(site.node, function, value.value) for site in self.index.callers(function)]
-        return [self.text(p) for p in passed if p is not None]
+        return [self.text(p) for p in passed if p is not None] + elsewhere
 
     def _reuse(self, expr, scope: Scope, depth: int) -> str | None:
         if expr is None or depth > 5:
@@ -1105,6 +1160,11 @@ _NAME_CACHE: dict[str, cst.Name] = {}
 _PASS_THROUGH_METHODS = {"state_dict", "cpu", "to", "copy", "clone", "detach", "float", "half", "get_state"}
 _PASS_THROUGH_CALLS = {"deepcopy", "unwrap_model", "unwrap", "get_state_dict", "get_model_state_dict",
                        "de_parallel", "unwrap_module"}
+
+
+def _forwards_arguments(call: cst.Call) -> bool:
+    """`torch.save(*args, **kwargs)`: every argument comes from the caller."""
+    return bool(call.args) and call.args[0].star == "*"
 
 
 def _is_none(expr: cst.BaseExpression | None) -> bool:

@@ -192,6 +192,7 @@ class Frame:
     prefix: str = ""
     chain: tuple[cst.Call, ...] = ()
     active: frozenset = frozenset()
+    flags: dict = field(default_factory=dict)  # parameters this call binds to a literal True/False
 
     @property
     def depth(self) -> int:
@@ -922,18 +923,25 @@ class _Run:
 
     def if_(self, node: cst.If, state: State, frame: Frame) -> Outcome:
         state = self.expression(node.test, state, frame)
+        chosen = _flag_value(node.test, frame)
+        if chosen is False:  # `if train:` in `_run_batch(x, train=False)`: only the other branch runs
+            return self._else(node, state, frame)
         then = self.block(_body(node.body), state, frame)
-        if isinstance(node.orelse, cst.If):
-            other = self.if_(node.orelse, state, frame)
-        elif isinstance(node.orelse, cst.Else):
-            other = self.block(_body(node.orelse.body), state, frame)
-        else:
-            other = Outcome(fall=state)
+        if chosen is True:
+            return then
+        other = self._else(node, state, frame)
         outcome = Outcome()
         outcome.absorb(then)
         outcome.absorb(other)
         outcome.fall = self._join_branches(node, state, then.fall, other.fall)
         return outcome
+
+    def _else(self, node: cst.If, state: State, frame: Frame) -> Outcome:
+        if isinstance(node.orelse, cst.If):
+            return self.if_(node.orelse, state, frame)
+        if isinstance(node.orelse, cst.Else):
+            return self.block(_body(node.orelse.body), state, frame)
+        return Outcome(fall=state)
 
     def _join_branches(self, node: cst.If, before: State, a: State | None, b: State | None) -> State | None:
         """Join two branches; a model put in train mode on one and eval mode on the other is in the
@@ -988,7 +996,7 @@ class _Run:
         exits: list[tuple[list, Frame]] = []
         for item in node.items:
             call = item.item
-            grad = context_grad(self.index, call, frame.scope)
+            grad = self._flag_grad(call, frame) or context_grad(self.index, call, frame.scope)
             if grad is not None:
                 if isinstance(call, cst.Call):
                     for arg in call.args:
@@ -1013,6 +1021,14 @@ class _Run:
         restore = lambda s: s.with_grad(grad_before) if s is not None else None  # noqa: E731
         return Outcome(fall=restore(fall), ret=restore(result.ret), brk=restore(result.brk),
                        cont=restore(result.cont))
+
+    def _flag_grad(self, expr: cst.BaseExpression, frame: Frame) -> str | None:
+        """`with torch.set_grad_enabled(train):` where this call binds `train` to a literal."""
+        if not frame.flags or not isinstance(expr, cst.Call) or len(expr.args) != 1 or \
+                self.index.resolve(expr.func, frame.scope) not in GRAD_SETTERS:
+            return None
+        flag = _flag_value(expr.args[0].value, frame)
+        return None if flag is None else ON if flag else OFF
 
     def _context_manager(self, expr, frame: Frame):
         if not isinstance(expr, cst.Call) or frame.depth >= _MAX_INLINE_DEPTH:
@@ -1067,6 +1083,9 @@ class _Run:
         if name in GRAD_SETTERS:
             args = positional_args(call) or [a for a in call.args if a.keyword is not None]
             value = args[0].value if args else None
+            flag = _flag_value(value, frame) if value is not None else None
+            if flag is not None:
+                return state.with_grad(frozenset({ON if flag else OFF}))
             grad = OFF if value is not None and _is_false(value) else ON if value is not None and _is_true(value) else COND
             return state.with_grad(frozenset({grad}))
         target = self.index.callee(call, scope)
@@ -1205,7 +1224,8 @@ class _Run:
     def _callee_frame(self, call: cst.Call, target: FunctionInfo, frame: Frame) -> Frame:
         subst = self.model._argument_keys(call, target, frame)
         prefix = f"{target.qualname}@{frame.depth + 1}:"
-        return Frame(target, target.scope, subst, prefix, frame.chain + (call,), frame.active | {target.node})
+        return Frame(target, target.scope, subst, prefix, frame.chain + (call,), frame.active | {target.node},
+                     _literal_flags(call, target))
 
 
 # -- helpers -------------------------------------------------------------------------------------------
@@ -1477,6 +1497,37 @@ def _precedes(index, first: cst.CSTNode, second: cst.CSTNode) -> bool:
                 return False
             return statements.index(a) < statements.index(b)
     return False
+
+
+def _literal_flags(call: cst.Call, target: FunctionInfo) -> dict[str, bool]:
+    """The parameters of `target` that `call` binds to a literal True/False, passed or by default,
+    and that the body never rebinds: `self._run_batch(x, train=False)` is analysed with `train`
+    false, not joined over both values its callers pass."""
+    if any(arg.star for arg in call.args):
+        return {}
+    params = target.node.params
+    positional = [*params.posonly_params, *params.params]
+    if target.class_name is not None and positional and positional[0].name.value in ("self", "cls"):
+        positional = positional[1:]
+    values = {p.name.value: p.default for p in (*positional, *params.kwonly_params) if p.default is not None}
+    values.update((p.name.value, arg.value) for p, arg in zip(positional, positional_args(call)))
+    values.update((arg.keyword.value, arg.value) for arg in call.args if arg.keyword is not None)
+    bindings = target.scope.bindings
+    return {name: _is_true(value) for name, value in values.items()
+            if (_is_true(value) or _is_false(value))
+            and all(binding.kind == "param" for binding in bindings.get(name, ()))}
+
+
+def _flag_value(expr: cst.BaseExpression, frame: Frame) -> bool | None:
+    """What a test on a literal-bound parameter evaluates to in this frame (`train`, `not train`)."""
+    if not frame.flags:
+        return None
+    if isinstance(expr, cst.Name):
+        return frame.flags.get(expr.value)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        inner = _flag_value(expr.expression, frame)
+        return None if inner is None else not inner
+    return None
 
 
 def _is_false(expr: cst.BaseExpression) -> bool:

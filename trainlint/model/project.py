@@ -34,7 +34,8 @@ from trainlint import guard
 from trainlint.config import find_config
 from trainlint.model.index import FileIndex, Scope
 from trainlint.settings import DEFAULT_MAX_FILE_SIZE, ROOT_MARKERS
-from trainlint.model.summaries import ClassSummary, Construction, FileSummary, FunctionSummary, summarise
+from trainlint.model.summaries import (CallArguments, ClassSummary, Construction, FileSummary, FunctionSummary,
+                                       summarise)
 _MAX_REEXPORTS = 4
 _KEPT_SUMMARIES = 128
 
@@ -112,6 +113,8 @@ class Project:
         self._files: dict[str, tuple[tuple[int, int], str, str]] = {}  # path -> (stat stamp, hash, text)
         self._by_hash: OrderedDict[str, FileSummary] = OrderedDict()  # least recently used first
         self._constructions: dict[tuple[str, str], list[Construction]] = {}
+        self._callers: dict[tuple[str, str], list[CallArguments]] = {}
+        self._importers: dict[Path, list[Path]] | None = None  # file -> the checked files importing it
 
     # worker processes get the root and the paths, and build their own caches
     def __getstate__(self) -> dict:
@@ -145,6 +148,8 @@ class Project:
         self._listings.clear()
         self._found.clear()
         self._constructions.clear()
+        self._callers.clear()
+        self._importers = None
 
     @staticmethod
     def file_key(path: str | os.PathLike) -> Path:
@@ -267,11 +272,33 @@ class Project:
                 texts.append(text)
         return texts
 
+    def importers(self, path: str | os.PathLike) -> list[Path]:
+        """The checked files that import the file at `path`, directly or through a package's
+        `__init__.py` that imports it (how a class is built and a helper is called there counts for
+        the file: `Trainer(model, opt, sched)`, `save_on_master(checkpoint, path)`)."""
+        if self._importers is None:
+            self._importers = {}
+            for candidate in self.paths:
+                text = self.source(candidate)
+                for found in self.imported_files(str(candidate), text) if text is not None else ():
+                    self._importers.setdefault(found, []).append(candidate)
+        found, queue = set(), [_real(path)]
+        while queue:
+            for importer in self._importers.get(queue.pop(), ()):
+                if importer not in found:
+                    found.add(importer)
+                    if importer.name == "__init__.py":
+                        queue.append(importer)
+        return sorted(found - {_real(path)})
+
     def dependency_digest(self, path: str, data: bytes) -> str:
         """The content hashes of the project files that `data`, the bytes of the file at `path`,
-        imports (the part of a cached result's key that changes when a helper it uses changes)."""
+        imports, and of the checked files that import it (the part of a cached result's key that
+        changes when a helper it uses, or a caller that hands it its objects, changes)."""
         source = _decode(data)
-        return " ".join(f"{found}:{self.content_hash(found)}" for found in self.imported_files(path, source))
+        imported = " ".join(f"{found}:{self.content_hash(found)}" for found in self.imported_files(path, source))
+        importers = " ".join(f"{found}:{self.content_hash(found)}" for found in self.importers(path))
+        return f"{imported} | {importers}" if importers else imported
 
     # -- reading and summarising files -------------------------------------------------------------
     def _read(self, path: Path) -> tuple[str, str] | None:
@@ -371,6 +398,27 @@ class Project:
         found = self.locate(qualname, from_path, words=words)
         return found[2] if found is not None else None
 
+    def callers(self, path: str, function_name: str) -> list[CallArguments]:
+        """Where the other checked files call the module-level function `function_name` of the file
+        at `path` (`save_on_master(checkpoint, path)` in main.py, for what the helper writes)."""
+        key = (str(_real(path)), function_name)
+        if key in self._callers:
+            return self._callers[key]
+        self._callers[key] = found = []
+        needle = f"{function_name}("
+        for candidate in self.paths:
+            if candidate == _real(path):
+                continue  # the file's own callers are its index's business
+            text = self.source(candidate)
+            if text is None or needle not in text:
+                continue
+            summary = self.file_summary(candidate)
+            for call in summary.calls_of(function_name) if summary is not None else ():
+                where = self.locate(call.callee, str(candidate))
+                if where is not None and where[0] == _real(path) and where[1] == [function_name]:
+                    found.append(call)
+        return found
+
     def constructions(self, path: str, class_name: str) -> list[Construction]:
         """Where the checked files build the class `class_name` of the file at `path` with arguments
         (`Trainer(model, opt, sched)` in the script, for the roles of `self.model` & co.)."""
@@ -432,6 +480,12 @@ class Linker:
         qualname = index.resolve(expr, scope)
         return self.project.lookup(qualname, self.path, words) if qualname else None
 
+
+    def callers(self, function_name: str) -> list[CallArguments]:
+        """Calls of this file's module-level function `function_name` in the project's other files."""
+        if self.project is None or not self.project.contains(self.path):
+            return []
+        return self.project.callers(self.path, function_name)
 
     def constructor_role(self, index: FileIndex, class_name: str, attr: str) -> str | None:
         """The role the callers that build `class_name` give the `__init__` parameter that

@@ -75,6 +75,9 @@ class FunctionSummary:
     save_path: str | None = None  # the parameter naming the file it writes
     returns: str | None = None
     returns_mean: bool = False  # a mean over its inputs (a Dice/IoU/RMSE helper: `.mean()`, `sqrt(mse)`)
+    # the keys of the one dict literal it returns (a `state_dict()` override: `{"model": ...,
+    # "optimizer": ..., "step": ...}`), None when it returns anything else
+    returned_keys: tuple[str, ...] | None = None
 
     @property
     def produces(self) -> str | None:
@@ -147,6 +150,28 @@ class Construction:
         return self.positional[position] if position < len(self.positional) else None
 
 
+@dataclass(frozen=True)
+class CallArguments:
+    """`save_on_master(checkpoint, os.path.join(out, "checkpoint.pth"))` in some file: the callee as
+    resolved there, and the source text of each argument (what a helper is handed)."""
+
+    callee: str
+    positional: tuple[str, ...]
+    keywords: tuple[tuple[str, str], ...]
+
+    def argument(self, params: tuple[str, ...], param: str | None, keyword: str) -> str | None:
+        """The text passed for `param` (a name of `params`, or `*N` for the N-th positional argument
+        forwarded through `*args`); `keyword` is the name the forwarded argument may go by."""
+        if param is None:
+            return None
+        name = keyword if param.startswith("*") else param
+        for passed, text in self.keywords:
+            if passed == name:
+                return text
+        position = int(param[1:]) if param.startswith("*") else params.index(param) if param in params else -1
+        return self.positional[position] if 0 <= position < len(self.positional) else None
+
+
 class FileSummary:
     """The summary of one file. Its module-level functions and classes are summarised when first
     asked for (a file is imported for one or two names, rarely for all), then kept."""
@@ -157,6 +182,7 @@ class FileSummary:
         self._functions: dict[str, FunctionInfo] = {}
         self._classes: dict[str, cst.ClassDef] = {}
         self._constructions: dict[str, list[Construction]] = {}
+        self._calls: dict[str, list[CallArguments]] = {}
         if index is None:
             return
         for name, bindings in index.module_scope.bindings.items():
@@ -197,6 +223,13 @@ class FileSummary:
     def classes(self) -> dict[str, ClassSummary]:
         return {name: self.klass(name) for name in self._classes}
 
+    def calls_of(self, function_name: str) -> list[CallArguments]:
+        """Where this file calls a function named `function_name`, with the arguments' text."""
+        if function_name not in self._calls:
+            self._calls[function_name] = self._summariser.calls(function_name) \
+                if self._summariser is not None else []
+        return self._calls[function_name]
+
     def constructions_of(self, class_name: str) -> list[Construction]:
         """Where this file builds a class called `class_name` with arguments of a known role."""
         if class_name not in self._constructions:
@@ -231,6 +264,22 @@ class _Summariser:
                 return self.function(self.index.function_of_node[node])
         return self.index.summary_of(expr, scope, words)
 
+    def calls(self, function_name: str) -> list[CallArguments]:
+        found = []
+        for site in self.index.calls:
+            func = site.node.func
+            last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            if last != function_name:
+                continue
+            callee = self.index.resolve(func, site.scope) or (func.value if isinstance(func, cst.Name) else None)
+            if callee is None or any(a.star for a in site.node.args):
+                continue
+            text = self.index.module.code_for_node
+            found.append(CallArguments(callee, tuple(text(a.value) for a in positional_args(site.node)),
+                                       tuple((a.keyword.value, text(a.value)) for a in site.node.args
+                                             if a.keyword is not None)))
+        return found
+
     def constructions(self, class_name: str) -> list[Construction]:
         """`Trainer(model, opt, build_schedule(...))`: for the roles of the `self.<attr>` that the
         class sets from its `__init__` parameters."""
@@ -264,7 +313,8 @@ class _Summariser:
             name=function.name, params=tuple(params), grad_off=self._grad_off(function), body_grad_off=body_off,
             modes=self._modes(function), detached=self._detached(function, body_off), saves=self._saves(function),
             save_path=self._save_path(function),
-            returns=self._returns(function), returns_mean=self._returns_mean(function))
+            returns=self._returns(function), returns_mean=self._returns_mean(function),
+            returned_keys=self._returned_keys(function))
         self._memo[node] = summary
         return summary
 
@@ -419,6 +469,9 @@ class _Summariser:
                                     and len(node.args) == 1):
                 atomic = True
             if name in _SAVERS:
+                passed = _forwarded_position(function, node, 0)
+                if passed is not None and passed not in written:
+                    written.append(passed)
                 args = positional_args(node)
                 obj = args[0].value if args else keyword_value(node, "obj") or keyword_value(node, "tensors")
                 if obj is None:
@@ -433,6 +486,9 @@ class _Summariser:
         params = set(_param_names(function))
         for node in self._own_nodes(function):
             if isinstance(node, cst.Call) and self.index.resolve(node.func, function.scope) in _SAVERS:
+                passed = _forwarded_position(function, node, 1)
+                if passed is not None:
+                    return passed
                 args = positional_args(node)
                 dest = args[1].value if len(args) > 1 else keyword_value(node, "f") or keyword_value(node, "filename")
                 for part in walk(dest) if dest is not None else ():
@@ -449,6 +505,18 @@ class _Summariser:
             if role:
                 return role
         return None
+
+    def _returned_keys(self, function: FunctionInfo) -> tuple[str, ...] | None:
+        values = self._returns_of(function)
+        if len(values) != 1 or not isinstance(values[0], cst.Dict):
+            return None
+        keys = []
+        for element in values[0].elements:
+            key = element.key if isinstance(element, cst.DictElement) else None
+            if not isinstance(key, cst.SimpleString) or not isinstance(key.evaluated_value, str):
+                return None  # `**other` or a computed key: not all of what it holds is known
+            keys.append(key.evaluated_value)
+        return tuple(keys)
 
     def _returns_mean(self, function: FunctionInfo) -> bool:
         values = self._returns_of(function)
@@ -560,6 +628,20 @@ def _assigns_lr(node: cst.CSTNode) -> bool:
         return False
     return any(isinstance(t, cst.Subscript) and len(t.slice) == 1 and isinstance(t.slice[0].slice, cst.Index)
                and _string(t.slice[0].slice.value) == "lr" for t in targets)
+
+
+def _forwarded_position(function: FunctionInfo, call: cst.Call, position: int) -> str | None:
+    """`torch.save(*args, **kwargs)` in `def save_on_master(*args, **kwargs)`: the save's argument
+    at `position` is the caller's positional argument at `position` past the named ones, written
+    `*N` (a parameter name cannot start with `*`)."""
+    star = function.node.params.star_arg
+    if not call.args or call.args[0].star != "*" or not isinstance(star, cst.Param) \
+            or not isinstance(call.args[0].value, cst.Name) or call.args[0].value.value != star.name.value:
+        return None
+    named = len(function.node.params.posonly_params) + len(function.node.params.params)
+    if function.class_name is not None and named:
+        named -= 1  # self
+    return f"*{named + position}"
 
 
 def _param_names(function: FunctionInfo) -> list[str]:

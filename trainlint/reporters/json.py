@@ -21,4 +21,7 @@ def to_contract(results: Sequence[FileResult], files_checked: int) -> dict:
 
 
 def render(results: Sequence[FileResult], files_checked: int, options: ReportOptions) -> str:
-    return json.dumps(to_contract(results, files_checked), indent=2) + "\n"
+    contract = to_contract(results, files_checked)
+    if options.fixed is not None:  # `check --fix`: how many fixes were applied; `findings` is what remains
+        contract["fixed"] = options.fixed
+    return json.dumps(contract, indent=2) + "\n"

@@ -30,3 +30,5 @@ class ReportOptions:
     root: str = os.curdir
     #: Text format: the findings only, no summary line.
     quiet: bool = False
+    #: `check --fix`: how many fixes were applied (None: not fixing); the summary says so.
+    fixed: int | None = None

@@ -71,7 +71,15 @@ def format_finding(finding: Finding, options: ReportOptions, url: str | None = N
     return f"{location} {code} [{finding.name}] {finding.message}"
 
 
-def summary(results: Sequence[FileResult], files_checked: int) -> str:
+def summary(results: Sequence[FileResult], files_checked: int, fixed: int | None = None) -> str:
+    line = _summary(results, files_checked)
+    if fixed is None:
+        return line
+    remaining = sum(len(r.findings) for r in results)
+    return f"{line} Fixed {_plural(fixed, 'finding')} ({remaining} remaining)."
+
+
+def _summary(results: Sequence[FileResult], files_checked: int) -> str:
     findings = [f for r in results for f in r.findings]
     failed = sum(1 for r in results if r.errors)
     # a file a rule failed on, or that could not be read, has not passed its checks
@@ -106,5 +114,5 @@ def render(results: Sequence[FileResult], files_checked: int, options: ReportOpt
                     lines = options.source_lines(result.path) or []
                 out.extend(_source_excerpt(finding, lines, options, urls.get(finding.code)))
     if not options.quiet:
-        out.append(summary(results, files_checked))
+        out.append(summary(results, files_checked, options.fixed))
     return "".join(line + "\n" for line in out)

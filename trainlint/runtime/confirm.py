@@ -4,8 +4,12 @@ For every registered rule that has a demo (a runnable bad/good pair, see `demo.p
 1. lint both variants with every rule: the bad one must get the rule's finding at the stated
    line, the good one must get none of it;
 2. run both variants under torch on the CPU, each in a fresh process with fixed seeds;
-3. judge the two measurements with the rule's criterion.
-A row is CONFIRMED only when the static and the runtime verdicts agree. The fences (facts the
+3. judge the two measurements with the rule's criterion;
+4. for a rule with a fix: apply it to the bad variant as `check --fix --unsafe-fixes` would
+   (`trainlint.fixes`), lint the result (the finding must be gone) and run it: the FIXED column
+   must measure like the good variant (the rule's criterion holds between bad and fixed).
+A row is CONFIRMED only when the static and the runtime verdicts agree (and the fix removes the
+hazard, where the rule has one). The fences (facts the
 rules rest on: accumulation, clipping, storage, the mode switches, exact resume, weighting by
 sample count) follow as rows of their own, with no static column.
 
@@ -22,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from trainlint.engine import lint_source
+from trainlint.fixes import FixPolicy, fix_source
 from trainlint.rule import registry
 from trainlint.runtime.demo import Demo, Fence, show
 from trainlint.runtime.runner import DEFAULT_WORKERS, RunResult, Script, TorchUnavailable, run_scripts
@@ -54,10 +59,13 @@ class Row:
     bad_text: str
     good_text: str
     notes: list[str] = field(default_factory=list)
+    #: the bad variant after the rule's fix, measured (None: the rule has no fix there)
+    fixed: dict | None = None
+    fixed_text: str = "-"
 
     def to_dict(self) -> dict:
         return {"code": self.code, "static_bad": self.static_bad, "static_good": self.static_good,
-                "bad": self.bad, "good": self.good, "verdict": self.verdict}
+                "bad": self.bad, "good": self.good, "fixed": self.fixed, "verdict": self.verdict}
 
 
 def _settings() -> Settings:
@@ -88,6 +96,29 @@ def static_verdict(demo: Demo, settings: Settings | None = None) -> StaticVerdic
     return StaticVerdict(line in bad_lines and not bad.errors, not good_lines and not good.errors, notes)
 
 
+@dataclass
+class FixedVariant:
+    """The bad variant with the rule's own fix applied, and whether the finding is gone."""
+
+    source: str
+    finding_gone: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def fixed_variant(demo: Demo, settings: Settings | None = None) -> FixedVariant | None:
+    """The demo's bad variant after `--fix --unsafe-fixes` of its rule alone; None when the rule
+    offers no fix there."""
+    settings = settings or _settings()
+    path = f"{demo.code.lower()}_fixed.py"
+    outcome = fix_source(demo.bad, lambda source: lint_source(source, path, settings),
+                         FixPolicy(unsafe=True, fixable=frozenset({demo.code})))
+    if not outcome.changed:
+        return None
+    left = [f.line for f in outcome.result.findings if f.code == demo.code]
+    notes = [f"static: the fixed variant still gets {demo.code} at line(s) {', '.join(map(str, left))}"] if left else []
+    return FixedVariant(outcome.source, not left and not outcome.result.errors, notes)
+
+
 def _judge(judge, bad: dict | None, good: dict | None) -> tuple[bool, str | None]:
     if bad is None or good is None:
         return False, None
@@ -101,20 +132,31 @@ def _measure_or_error(result: RunResult) -> dict:
     return result.measure if result.measure is not None else {"error": result.error}
 
 
-def _demo_row(demo: Demo, static: StaticVerdict, bad: RunResult, good: RunResult) -> Row:
+def _demo_row(demo: Demo, static: StaticVerdict, bad: RunResult, good: RunResult,
+              variant: FixedVariant | None = None, fixed: RunResult | None = None) -> Row:
     shown, problem = _judge(demo.judge, bad.measure, good.measure)
     notes = list(static.notes)
-    for variant, result in (("bad", bad), ("good", good)):
-        if result.measure is None:
-            notes.append(f"runtime: the {variant} variant failed: {result.error}")
+    for name, result in (("bad", bad), ("good", good), ("fixed", fixed)):
+        if result is not None and result.measure is None:
+            notes.append(f"runtime: the {name} variant failed: {result.error}")
     if problem:
         notes.append(problem)
     elif bad.measure is not None and good.measure is not None and not shown:
         notes.append(f"runtime: the measurements do not show the hazard ({demo.hazard})")
-    ok = static.bad_ok and static.good_ok and shown
+    fix_ok = True
+    if variant is not None and fixed is not None:
+        # the fix removes the hazard when it measures like the good variant against the bad one
+        gone, fixed_problem = _judge(demo.judge, bad.measure, fixed.measure)
+        notes += variant.notes + ([fixed_problem] if fixed_problem else [])
+        if fixed.measure is not None and not gone and not fixed_problem:
+            notes.append(f"runtime: the fixed variant does not measure like the good one ({demo.hazard})")
+        fix_ok = variant.finding_gone and gone
+    ok = static.bad_ok and static.good_ok and shown and fix_ok
     return Row(demo.code, static.bad_ok, static.good_ok, _measure_or_error(bad), _measure_or_error(good),
                CONFIRMED if ok else NOT_CONFIRMED, show(demo.show, bad.measure, bad.error),
-               show(demo.show, good.measure, good.error), notes)
+               show(demo.show, good.measure, good.error), notes,
+               _measure_or_error(fixed) if fixed is not None else None,
+               show(demo.show, fixed.measure, fixed.error) if fixed is not None else "-")
 
 
 def _fence_row(fence: Fence, result: RunResult) -> Row:
@@ -178,11 +220,11 @@ class Report:
         return {"torch": self.torch_version, "device": "cpu", "rows": [r.to_dict() for r in self.rows]}
 
     def to_text(self) -> str:
-        table = [("CODE", "STATIC", "BAD (the mistake)", "GOOD (the fix)", "VERDICT")]
-        table += [(r.code, _static_cell(r), r.bad_text, r.good_text, r.verdict) for r in self.rows]
-        widths = [max(len(line[i]) for line in table) for i in range(4)]
+        table = [("CODE", "STATIC", "BAD (the mistake)", "GOOD (the fix)", "FIXED (after --fix)", "VERDICT")]
+        table += [(r.code, _static_cell(r), r.bad_text, r.good_text, r.fixed_text, r.verdict) for r in self.rows]
+        widths = [max(len(line[i]) for line in table) for i in range(5)]
         out = [f"trainlint confirm: torch {self.torch_version}, device cpu"]
-        out += ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[4]
+        out += ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[5]
                 for line in table]
         details = [f"  {r.code}: {note}" for r in self.rows for note in r.notes if r.verdict != CONFIRMED]
         if details or self.notes:
@@ -218,11 +260,13 @@ def confirm(codes: list[str], *, demos: dict[str, Demo] | None = None, fences: d
     registered = set(registry())
     chosen, chosen_fences = select(list(codes), demos, fences, registered)
 
+    settings = _settings()
+    variants = {d.code: fixed_variant(d, settings) for d in chosen}
     scripts = [Script(f"{d.code}-{kind}", source) for d in chosen
                for kind, source in (("bad", d.bad), ("good", d.good))]
+    scripts += [Script(f"{code}-fixed", variant.source) for code, variant in variants.items() if variant]
     scripts += [Script(f.code, f.script) for f in chosen_fences]
     with ThreadPoolExecutor(max_workers=1) as pool:  # lint while the runner imports torch
-        settings = _settings()
         statics = [pool.submit(static_verdict, demo, settings) for demo in chosen]
         torch_version, results = run_scripts(scripts, workers=workers)
         static_results = [s.result() for s in statics]
@@ -235,7 +279,8 @@ def confirm(codes: list[str], *, demos: dict[str, Demo] | None = None, fences: d
             torch_version = "unknown"
 
     by_name = {result.name: result for result in results}
-    rows = [_demo_row(d, s, by_name[f"{d.code}-bad"], by_name[f"{d.code}-good"])
+    rows = [_demo_row(d, s, by_name[f"{d.code}-bad"], by_name[f"{d.code}-good"], variants[d.code],
+                      by_name.get(f"{d.code}-fixed"))
             for d, s in zip(chosen, static_results)]
     rows += [_fence_row(f, by_name[f.code]) for f in chosen_fences]
     notes = []
