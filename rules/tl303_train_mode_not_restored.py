@@ -587,7 +587,9 @@ class TrainModeNotRestored(Rule):
         switches = isinstance(fact.node, cst.Call) and isinstance(fact.node.func, cst.Attribute) and \
             fact.node.func.attr.value in ("eval", "train")
         if item.anchor is fact.node and switches:
-            what = f"`{switch}` in the training loop is never undone"
+            late = ctx.model(modes).until_train(item)
+            what = f"`{switch}` in the training loop is undone only after `{backward}`" if late else \
+                f"`{switch}` in the training loop is never undone"
         else:
             called = ctx.code_for(item.anchor.func) if isinstance(item.anchor, cst.Call) else "this call"
             inside = f" (`{switch}` in `{fact.via}()`)" if fact.via and switches else ""

@@ -324,26 +324,11 @@ class ModeModel:
         (the other phase's update), and none stepped in between holds its parameters (known from the
         optimizer's construction; when that is not known, the loop must step two or more optimizers,
         one per phase)."""
-        loop = self.training_loops.get(item.loop)
-        if loop is None:
+        between = self.until_train(item)
+        if between is None or not any(ref.node is item.backward for ref in between):
             return False
-        refs = loop.calls
-        start = next((i for i, ref in enumerate(refs) if ref.anchor is item.anchor), None)
-        if start is None:
-            return False
+        loop = self.training_loops[item.loop]
         name = _last_component(item.key)
-        order = refs[start + 1:] + refs[:start]
-        between = []
-        for ref in order:
-            call = ref.node
-            func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "train" and self._is_train_of(call, name, ref):
-                break
-            between.append(ref)
-        else:
-            return False
-        if not any(ref.node is item.backward for ref in between):
-            return False
         steps = [ref for ref in between if self.training.is_optimizer_step(ref.node, ref.scope)]
         if not steps:
             return False  # no phase update happens while it is frozen: its own backward ran in eval mode
@@ -356,6 +341,25 @@ class ModeModel:
             elif name in owners:
                 return False
         return True
+
+    def until_train(self, item: Unrestored) -> list | None:
+        """The loop's calls from the `eval()` of `item` up to the next `train()` of the same module
+        (later in the iteration or, wrapping, earlier in the next one); None when there is none."""
+        loop = self.training_loops.get(item.loop)
+        if loop is None:
+            return None
+        refs = loop.calls
+        start = next((i for i, ref in enumerate(refs) if ref.anchor is item.anchor), None)
+        if start is None:
+            return None
+        name = _last_component(item.key)
+        between = []
+        for ref in refs[start + 1:] + refs[:start]:
+            func = ref.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "train" and self._is_train_of(ref.node, name, ref):
+                return between
+            between.append(ref)
+        return None
 
     def _is_train_of(self, call: cst.Call, name: str, ref) -> bool:
         """`call` is `<name>.train()`, in the loop or in a helper it calls (`G.train()` in
