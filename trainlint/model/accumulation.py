@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from trainlint.model.index import Scope, keyword_arg, positional_args, unpacked_position, walk
-from trainlint.model.roles import LOADER, _unpacked_prepare_argument
+from trainlint.model.roles import _PASS_THROUGH_FUNCTIONS, _PASS_THROUGH_METHODS, LOADER, \
+    _unpacked_prepare_argument
 from trainlint.model.training import CallRef, TrainingLoop, TrainingModel
 
 # Divisors that are the number of micro-batches (or the accumulation factor) by their name.
@@ -274,9 +275,11 @@ class LossTracer:
     def _trace_unpacked(self, assign: cst.Assign, name: str, scope: Scope, via, depth: int) -> Trace:
         call = assign.value
         target_fn = self.model.callee(call, scope)
-        if target_fn is None:
-            return Trace(MEAN, producers=[call])
         unpacked = unpacked_position(assign, name)
+        if target_fn is None:
+            if unpacked is not None and self._forward_sums(call, scope, via, depth, unpacked):
+                return Trace(SUM, producers=[call])
+            return Trace(MEAN, producers=[call])
         if unpacked is not None:
             position, count = unpacked
             traces = [self.trace(node.value.elements[position].value, target_fn.scope, via + (call,), depth + 1)
@@ -346,7 +349,104 @@ class LossTracer:
                     value = value.elements[0].value
                 traces.append(self.trace(value, target.scope, via + (call,), depth + 1))
             return _combine(traces)
+        if self._forward_sums(call, scope, via, depth, None):
+            return Trace(SUM, producers=[call])
         return self._loss_call(call, scope)
+
+    # -- the gradients divided by K after the window ----------------------------------------------
+    def gradients_divided_by_k(self) -> bool:
+        """The loop divides the accumulated gradients by K itself before stepping:
+        `for p in model.parameters(): p.grad /= K` (also `p.grad.div_(K)`, `p.grad.mul_(1 / K)`,
+        `torch._foreach_div_(grads, K)`), so the loss need not be."""
+        loop = self.loop
+        for node in walk(loop.node.body):
+            if isinstance(node, cst.AugAssign) and _is_grad(node.target):
+                if isinstance(node.operator, cst.DivideAssign) and self._divisor_kind(node.value, loop.scope) == "k":
+                    return True
+                if isinstance(node.operator, cst.MultiplyAssign) and self._reciprocal_of_k(node.value, loop.scope):
+                    return True
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                method, args = node.func.attr.value, positional_args(node)
+                if method in ("div_", "mul_") and _is_grad(node.func.value) and args:
+                    value = args[0].value
+                    if (method == "div_" and self._divisor_kind(value, loop.scope) == "k") or \
+                            (method == "mul_" and self._reciprocal_of_k(value, loop.scope)):
+                        return True
+                if method in ("_foreach_div_", "_foreach_mul_") and len(args) == 2:
+                    value = args[1].value
+                    if (method == "_foreach_div_" and self._divisor_kind(value, loop.scope) == "k") or \
+                            (method == "_foreach_mul_" and self._reciprocal_of_k(value, loop.scope)):
+                        return True
+        return False
+
+    def _reciprocal_of_k(self, value: cst.BaseExpression, scope: Scope) -> bool:
+        """`1 / K`, `1.0 / K`."""
+        return isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide) and \
+            isinstance(value.left, (cst.Integer, cst.Float)) and float(value.left.value) == 1.0 and \
+            self._divisor_kind(value.right, scope) == "k"
+
+    # -- a model of this file whose forward returns the loss ----------------------------------------
+    def _forward_sums(self, call: cst.Call, scope: Scope, via, depth: int,
+                      unpacked: tuple[int, int] | None) -> bool:
+        """`model(x, y)` where `model` is an instance of a module class of this file whose forward
+        returns a sum-reduced loss (`F.cross_entropy(..., reduction="sum")`; at `unpacked`'s
+        position of a returned tuple). Only a sum changes the reading: any other forward keeps
+        the default reading of a model's loss, a mean."""
+        forward = self._forward_of(call.func, scope)
+        if forward is None:
+            return False
+        traces = []
+        for node in walk(forward.node.body):
+            if not isinstance(node, cst.Return) or node.value is None:
+                continue
+            value = node.value
+            if unpacked is not None:
+                position, count = unpacked
+                if not (isinstance(value, cst.Tuple) and len(value.elements) == count):
+                    return False
+                value = value.elements[position].value
+            traces.append(self.trace(value, forward.scope, via + (call,), depth + 1))
+        return bool(traces) and all(t.kind == SUM for t in traces)
+
+    def _forward_of(self, func: cst.BaseExpression, scope: Scope):
+        if not isinstance(func, cst.Name):
+            return None
+        found = self._class_of(func, scope, 0)
+        return self.index.method(found, "forward") if found is not None else None
+
+    def _class_of(self, value: cst.BaseExpression, scope: Scope, depth: int) -> str | None:
+        """The class of this file that `value` builds: `GPT(cfg)`, `GPT(cfg).cuda()`,
+        `torch.compile(model)` / `DDP(model)` of a name bound to one."""
+        if depth > 4:
+            return None
+        if isinstance(value, cst.Name):
+            # every binding must build the same class; `model = torch.compile(model)` wraps what is there
+            found = {self._class_of(b.value, scope, depth + 1) if b.kind == "assign" and b.value is not None else None
+                     for b in scope.lookup(value.value) if not self._wraps_itself(b.value, value.value, scope)}
+            return found.pop() if len(found) == 1 else None
+        if not isinstance(value, cst.Call):
+            return None
+        func = value.func
+        if isinstance(func, cst.Name) and func.value in self.index.classes and self.index.resolve(func, scope) is None:
+            return func.value
+        if isinstance(func, cst.Attribute) and func.attr.value in _PASS_THROUGH_METHODS:
+            return self._class_of(func.value, scope, depth + 1)
+        args = positional_args(value)
+        if args and self._wrapper(func, scope):
+            return self._class_of(args[0].value, scope, depth + 1)
+        return None
+
+    def _wrapper(self, func: cst.BaseExpression, scope: Scope) -> bool:
+        """`torch.compile`, `DistributedDataParallel`, `DataParallel` (by name when imported so)."""
+        name = self.index.resolve(func, scope) or ""
+        return name in _PASS_THROUGH_FUNCTIONS or name.rsplit(".", 1)[-1] in ("DDP", "DistributedDataParallel",
+                                                                          "DataParallel")
+
+    def _wraps_itself(self, value: cst.BaseExpression | None, name: str, scope: Scope) -> bool:
+        if isinstance(value, cst.Call) and self._wrapper(value.func, scope):
+            args = positional_args(value)
+            return bool(args) and isinstance(args[0].value, cst.Name) and args[0].value.value == name
+        return False
 
     def _window_normalised(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         """`model(**batch, num_items_in_batch=n)` (directly or through the name holding its output):
@@ -511,6 +611,13 @@ def _combine(traces: list[Trace]) -> Trace:
     producers = [p for t in traces for p in t.producers]
     return Trace(kind, divided.k_division if divided else None, token, producers,
                  divided.k_numerator if divided else None)
+
+
+def _is_grad(expr: cst.BaseExpression) -> bool:
+    """`p.grad` or `p.grad.data`."""
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+        expr = expr.value
+    return isinstance(expr, cst.Attribute) and expr.attr.value == "grad"
 
 
 def _name_text(node: cst.CSTNode) -> str | None:
