@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from trainlint.model.index import Scope, keyword_arg, positional_args, unpacked_position, walk
+from trainlint.model.index import Scope, dotted_name, keyword_arg, positional_args, unpacked_position, walk
 from trainlint.model.roles import _PASS_THROUGH_FUNCTIONS, _PASS_THROUGH_METHODS, LOADER, \
     _unpacked_prepare_argument
 from trainlint.model.training import CallRef, TrainingLoop, TrainingModel
@@ -431,6 +431,11 @@ class LossTracer:
             return func.value
         if isinstance(func, cst.Attribute) and func.attr.value in _PASS_THROUGH_METHODS:
             return self._class_of(func.value, scope, depth + 1)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and \
+                func.value.value in self.index.classes and self.index.resolve(func.value, scope) is None:
+            method = self.index.method(func.value.value, func.attr.value)  # `GPT.from_pretrained(name)`
+            if method is not None and any(dotted_name(d.decorator) == "classmethod" for d in method.node.decorators):
+                return func.value.value
         args = positional_args(value)
         if args and self._wrapper(func, scope):
             return self._class_of(args[0].value, scope, depth + 1)
@@ -501,6 +506,14 @@ class LossTracer:
     # -- window sizes (TL103) -------------------------------------------------------------------------
     def file_token_evidence(self) -> str | None:
         return self.ctx.model(_file_token_evidence)  # once per file, not once per loop
+
+    def file_masks_labels(self) -> bool:
+        """The file passes `ignore_index` to a loss and a label can hold its value."""
+        return "ignore_index" in self.ctx.source and self.ctx.model(_ignored_labels_possible)
+
+    def own_module(self, call: cst.Call) -> bool:
+        """`call` runs the forward of a module class of this file (`model = GPT(cfg)`; `model(x, y)`)."""
+        return self._forward_of(call.func, self.index.scope_at(call)) is not None
 
     def loader_of_loop(self) -> tuple[cst.Call | None, str | None]:
         """The DataLoader call feeding the loop's micro-batches (through enumerate/tqdm/zip, `iter`
@@ -596,8 +609,51 @@ class LossTracer:
 
 
 def _file_token_evidence(ctx) -> str | None:
-    match = _TOKEN_EVIDENCE.search(ctx.source)
-    return match.group(0) if match else None
+    found = [m.group(0) for m in _TOKEN_EVIDENCE.finditer(ctx.source)]
+    if not found:
+        return None
+    if all(word == "ignore_index" for word in found) and not _ignored_labels_possible(ctx):
+        return None  # `ignore_index=-1` as a loss's default, and nothing in the file ever writes -1
+    return found[0]
+
+
+_FILLING_CALLS = {"masked_fill", "masked_fill_", "fill_", "full", "full_like", "new_full", "where", "pad",
+                  "index_fill_", "index_fill", "scatter_", "fill_diagonal_"}
+
+
+def _ignored_labels_possible(ctx) -> bool:
+    """Whether a label can hold the `ignore_index` value: it is not a plain integer (a name, an
+    attribute: set elsewhere), or this file writes that integer somewhere (`y[pad] = -1`,
+    `masked_fill(mask, -1)`, `F.pad(y, ..., value=-1)`, `torch.where(keep, y, -1)`)."""
+    values = set()
+    for node in walk(ctx.module):
+        if isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value == "ignore_index":
+            value = _int_literal(node.value)
+            if value is None:
+                return True
+            values.add(value)
+    if not values:
+        return True
+    for node in walk(ctx.module):
+        if isinstance(node, cst.Assign) and _int_literal(node.value) in values and \
+                any(isinstance(t.target, cst.Subscript) for t in node.targets):
+            return True
+        if isinstance(node, cst.Call):
+            func = node.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            if name in _FILLING_CALLS and any(_int_literal(a.value) in values for a in node.args
+                                              if a.keyword is None or a.keyword.value in ("value", "fill_value")):
+                return True
+    return False
+
+
+def _int_literal(expr: cst.BaseExpression) -> int | None:
+    if isinstance(expr, cst.Integer):
+        return int(expr.evaluated_value)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus) and \
+            isinstance(expr.expression, cst.Integer):
+        return -int(expr.expression.evaluated_value)
+    return None
 
 
 def _combine(traces: list[Trace]) -> Trace:
