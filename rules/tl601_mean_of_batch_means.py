@@ -120,6 +120,20 @@ class MeanOfBatchMeans(Rule):
         bad(
             """
             import torch
+
+            model.eval()
+            val_loss = 0.0
+            for batch in val_loader:
+                with torch.no_grad():
+                    val_loss += model(**batch).loss.item()
+            print("val ppl", torch.exp(torch.tensor(val_loss / len(train_loader))))
+            """,
+            line=8,
+            title="the sum runs over the validation batches, the count is the training loader's",
+        ),
+        bad(
+            """
+            import torch
             import torch.nn.functional as F
 
             @torch.no_grad()
@@ -306,6 +320,16 @@ class MeanOfBatchMeans(Rule):
                 found = _division(flow, node, accumulators, counts)
                 if found is not None:
                     key, what = found
+                    other = _other_split_loader(node, ctx.code_for(loader))
+                    if other is not None:
+                        yield self.report(
+                            node,
+                            f"`{ctx.code_for(node).strip()}` sums per-batch means ({what}) over the batches of "
+                            f"`{ctx.code_for(loader)}` but divides by the number of batches of `{other}`, another "
+                            "split: the average is off by the ratio of their lengths; divide by the batches "
+                            "actually summed, or better sum per-sample values and divide by the number of samples",
+                        )
+                        continue
                     yield self.report(
                         node,
                         f"`{ctx.code_for(node).strip()}` averages per-batch means ({what}) over the number of "
@@ -313,6 +337,31 @@ class MeanOfBatchMeans(Rule):
                         "batch is overweighted; sum per-sample values (`loss.item() * len(y)` or "
                         "`reduction=\"sum\"`) and divide by the number of samples",
                     )
+
+
+_TRAIN_SPLIT = re.compile(r"train", re.I)
+_EVAL_SPLIT = re.compile(r"eval|val|test|dev", re.I)
+
+
+def _split(name: str) -> str | None:
+    if _TRAIN_SPLIT.search(name):
+        return None if _EVAL_SPLIT.search(name) else "train"
+    return "eval" if _EVAL_SPLIT.search(name) else None
+
+
+def _other_split_loader(node: cst.CSTNode, loader_text: str) -> str | None:
+    """`eval_loss / len(train_dataloader)` for a sum over `eval_dataloader`: the divisor counts the
+    batches of a loader of the other split (told by the names), whose text is returned."""
+    divisor = node.right if isinstance(node, cst.BinaryOperation) else node.value if isinstance(node, cst.AugAssign) \
+        else None
+    if not (isinstance(divisor, cst.Call) and isinstance(divisor.func, cst.Name) and divisor.func.value == "len"
+            and len(divisor.args) == 1):
+        return None
+    counted = dotted_name(divisor.args[0].value)
+    if counted is None or counted == loader_text:
+        return None
+    here, there = _split(loader_text), _split(counted)
+    return counted if here is not None and there is not None and here != there else None
 
 
 def _equal_batches(flow, loader) -> bool:
