@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -187,11 +186,17 @@ def print_report(summary: dict, pairs, unjudged, gone, stale: list[str], show_al
     for warning in stale:
         print(f"\nWARNING: {warning}")
     if gone:
-        print(f"\nJudged findings that no longer appear ({len(gone)}):")
+        print(f"\nJudged findings that no longer appear ({len(gone)}), by verdict and reason:")
+        groups: dict[tuple, list[dict]] = defaultdict(list)
         for item in gone:
-            flag = "  <-- a true finding was lost" if item["verdict"] == "TP" else ""
-            print(f"  {item['verdict']:5} {item['repository']} {item['path']}:{item['line']} {item['code']}"
-                  f"  {item['reason']}{flag}")
+            groups[(VERDICTS.index(item["verdict"]), item["code"], item["reason"])].append(item)
+        for (verdict, code, reason), items in sorted(groups.items()):
+            flag = "  <-- TRUE FINDINGS LOST" if VERDICTS[verdict] == "TP" else ""
+            print(f"  {len(items):3} {VERDICTS[verdict]:5} {code}  {reason}{flag}")
+            for item in items[:3] if VERDICTS[verdict] != "TP" else items:
+                print(f"        {item['repository']} {item['path']}:{item['line']}")
+            if VERDICTS[verdict] != "TP" and len(items) > 3:
+                print(f"        ... and {len(items) - 3} more")
     if unjudged:
         print(f"\nUNJUDGED findings ({len(unjudged)}): read each one and add a judgment to {JUDGMENTS.relative_to(ROOT)}"
               " (or run with --template for the entries to fill in):")
@@ -203,6 +208,38 @@ def print_report(summary: dict, pairs, unjudged, gone, stale: list[str], show_al
         print("\nJudged findings:")
         for f, j in pairs:
             print(f"  {j['verdict']:5} {f.repository} {f.path}:{f.line} {f.code}  {j['reason']}")
+
+
+@dataclass
+class Review:
+    manifest: dict[str, dict]
+    summary: dict
+    pairs: list[tuple[Finding, dict]]
+    unjudged: list[Finding]
+    gone: list[dict]
+    stale: list[str]
+
+
+def evaluate(directory: Path, judgments: list[dict], repos: list[str] | tuple = (), jobs: int = 1) -> Review:
+    """Check every exported repository of `directory` (or only `repos`) and match the findings."""
+    manifest = read_manifest(directory, judgments)
+    if repos:
+        manifest = {k: v for k, v in manifest.items() if v["repository"] in repos}
+    if not manifest:
+        raise SystemExit(f"no exported repository found in {directory}")
+    findings: list[Finding] = []
+    stale: list[str] = []
+    commits = {(j["repository"], j["commit"]) for j in judgments}
+    for folder, entry in manifest.items():
+        repository, commit = entry["repository"], entry["commit"]
+        judged_commits = {c for r, c in commits if r == repository}
+        if judged_commits and commit not in judged_commits:
+            stale.append(f"{repository} is exported at {commit[:12]} but judged at "
+                         f"{', '.join(sorted(c[:12] for c in judged_commits))}: its judgments may not apply")
+        findings += run_trainlint(directory / folder, repository, jobs)
+    checked = {entry["repository"] for entry in manifest.values()}
+    pairs, unjudged, gone = match(findings, [j for j in judgments if j["repository"] in checked])
+    return Review(manifest, summarise(pairs, unjudged, gone), pairs, unjudged, gone, stale)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,25 +260,10 @@ def main(argv: list[str] | None = None) -> int:
     problems = validate(judgments)
     if problems:
         raise SystemExit("invalid judgments:\n  " + "\n  ".join(problems))
-    manifest = read_manifest(args.directory, judgments)
-    if args.repo:
-        manifest = {k: v for k, v in manifest.items() if v["repository"] in args.repo}
-    if not manifest:
-        raise SystemExit(f"no exported repository found in {args.directory}")
-
-    findings: list[Finding] = []
-    stale: list[str] = []
-    commits = {(j["repository"], j["commit"]) for j in judgments}
-    for folder, entry in manifest.items():
-        repository, commit = entry["repository"], entry["commit"]
-        judged_commits = {c for r, c in commits if r == repository}
-        if judged_commits and commit not in judged_commits:
-            stale.append(f"{repository} is exported at {commit[:12]} but judged at "
-                         f"{', '.join(sorted(c[:12] for c in judged_commits))}: its judgments may not apply")
-        findings += run_trainlint(args.directory / folder, repository, args.jobs)
-    checked = {entry["repository"] for entry in manifest.values()}
-    pairs, unjudged, gone = match(findings, [j for j in judgments if j["repository"] in checked])
-    summary = summarise(pairs, unjudged, gone)
+    review = evaluate(args.directory, judgments, args.repo, args.jobs)
+    summary, pairs, unjudged, gone, stale = (review.summary, review.pairs, review.unjudged, review.gone,
+                                             review.stale)
+    manifest = review.manifest
 
     if args.template:
         commit_of = {e["repository"]: e["commit"] for e in manifest.values()}
