@@ -46,6 +46,7 @@ class Finding:
     code: str
     message: str
     text: str  # the reported line, stripped
+    severity: str = "warning"
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -128,7 +129,7 @@ def run_trainlint(folder: Path, repository: str, jobs: int) -> list[Finding]:
     for item in json.loads(done.stdout)["findings"]:
         path = item["path"].removeprefix("./")
         findings.append(Finding(repository, path, item["line"], item["code"], item["message"],
-                                line_text(folder / path, item["line"])))
+                                line_text(folder / path, item["line"]), item.get("severity", "warning")))
     return findings
 
 
@@ -170,7 +171,18 @@ def summarise(pairs, unjudged, gone) -> dict:
                 "gone": {v: counts[f"gone_{v}"] for v in VERDICTS if counts[f"gone_{v}"]}}
 
     total = sum(rules.values(), Counter())
-    return {"rules": {code: row(rules[code]) for code in sorted(rules)}, "total": row(total)}
+    # a finding reported at info (a documented lower severity) asks for less than an error/warning
+    by_severity: dict[str, Counter] = defaultdict(Counter)
+    for finding, judgment in pairs:
+        group = "info" if finding.severity == "info" else "error/warning"
+        by_severity[group][judgment["verdict"]] += 1
+        by_severity[group]["findings"] += 1
+    for finding in unjudged:
+        group = "info" if finding.severity == "info" else "error/warning"
+        by_severity[group]["unjudged"] += 1
+        by_severity[group]["findings"] += 1
+    return {"rules": {code: row(rules[code]) for code in sorted(rules)}, "total": row(total),
+            "by_severity": {group: row(by_severity[group]) for group in sorted(by_severity)}}
 
 
 def _percent(value) -> str:
@@ -183,6 +195,9 @@ def print_report(summary: dict, pairs, unjudged, gone, stale: list[str], show_al
         disappeared = ", ".join(f"{n} {v}" for v, n in row["gone"].items()) or "-"
         print(f"{code:6} {row['findings']:8} {row['TP']:5} {row['minor']:5} {row['FP']:5} {row['unjudged']:8}"
               f"  {_percent(row['precision']):>20}  {_percent(row['strict_precision']):>7}  {disappeared}")
+    for group, row in summary["by_severity"].items():
+        print(f"  at {group}: {row['findings']} findings, {_percent(row['precision']).strip()} true, "
+              f"{_percent(row['strict_precision']).strip()} TP")
     for warning in stale:
         print(f"\nWARNING: {warning}")
     if gone:
