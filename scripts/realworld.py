@@ -17,7 +17,7 @@ findings that no longer appear (a fix removed them: welcome for an FP, a regress
 findings nobody has judged yet, which must be read and judged before the numbers mean anything.
 
 The commit of each folder comes from DIR/manifest.json ({"repositories": {folder: {"repository",
-"commit"}}}), else from the judgments. A folder whose commit differs from its judgments' is reported:
+"commit"}}}), else from tests/realworld/manifest.json (the review set as judged), else from the judgments. A folder whose commit differs from its judgments' is reported:
 its judgments describe other code. Exit status: 0, or 1 with --strict when a finding is unjudged or a
 judged TP disappeared.
 """
@@ -34,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 JUDGMENTS = ROOT / "tests" / "realworld" / "judgments.json"
+MANIFEST = ROOT / "tests" / "realworld" / "manifest.json"  # the repositories and commits of the review set
 VERDICTS = ("TP", "minor", "FP")
 FIELDS = ("repository", "commit", "path", "line", "code", "text", "verdict", "reason")
 
@@ -99,6 +100,8 @@ def folder_of(repository: str) -> str:
 def read_manifest(directory: Path, judgments: list[dict]) -> dict[str, dict]:
     """folder -> {"repository", "commit"} for the folders present in `directory`."""
     manifest_path = directory / "manifest.json"
+    if not manifest_path.is_file():
+        manifest_path = MANIFEST
     entries: dict[str, dict] = {}
     if manifest_path.is_file():
         entries = json.loads(manifest_path.read_text(encoding="utf-8")).get("repositories", {})
