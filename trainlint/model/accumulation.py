@@ -382,7 +382,7 @@ class LossTracer:
     def _reciprocal_of_k(self, value: cst.BaseExpression, scope: Scope) -> bool:
         """`1 / K`, `1.0 / K`."""
         return isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide) and \
-            isinstance(value.left, (cst.Integer, cst.Float)) and float(value.left.value) == 1.0 and \
+            isinstance(value.left, (cst.Integer, cst.Float)) and value.left.evaluated_value == 1 and \
             self._divisor_kind(value.right, scope) == "k"
 
     # -- a model of this file whose forward returns the loss ----------------------------------------
