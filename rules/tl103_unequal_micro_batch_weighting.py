@@ -36,7 +36,10 @@ class UnequalMicroBatchWeighting(Rule):
           so the last window of each epoch is misweighted.
 
         Equal micro-batches (a loader with `drop_last=True`, fixed-size sampling such as
-        `get_batch`, per-example losses) make `loss / K` exact and are not flagged.
+        `get_batch`, per-example losses) make `loss / K` exact and are not flagged. An
+        `ignore_index=-1` that nothing in the file ever writes into the labels (a packed token
+        stream) is no evidence of padding, and when the loss comes from a module class of the same
+        file, `transformers` model names elsewhere in the file are none either.
         """
     why_bad = """
         Dividing each micro-batch's mean by K gives every micro-batch the same weight in the

@@ -42,7 +42,9 @@ class GraphKeptAcrossIterations(Rule):
         comparisons, on an accumulator reset inside the iteration, and on accumulators that are
         meant to carry the graph: a sum or list of losses that is backpropagated afterwards
         (`total = total + loss_i` then `total.backward()`, `torch.stack(losses).mean().backward()`)
-        or returned to a caller that does so.
+        or returned to a caller that does so. A state is a name the assignment rebinds
+        (`pipeline.unet = accelerator.unwrap_model(unet)` stores a module, it feeds nothing back),
+        and calls named for what they do to a model (`unwrap_model`, `get_model`) run no forward.
         """
     why_bad = """
         A tensor produced by differentiable operations holds a reference to the node that made it,

@@ -46,7 +46,10 @@ class MeanOfBatchMeans(Rule):
         (`len(loader)`, the `enumerate` counter, a counter incremented once per batch,
         `len(losses)`, `np.mean(losses)`). The finding is at the division. A criterion handed in
         as a parameter is taken to use PyTorch's default `reduction="mean"`; one built in the file
-        is read (`nn.CrossEntropyLoss(reduction="sum")` is a sum).
+        is read (`nn.CrossEntropyLoss(reduction="sum")` is a sum). When the divisor counts the
+        batches of the other split's loader (`eval_loss / len(train_dataloader)` for a sum over
+        the evaluation loader), the message says so: that average is wrong by the ratio of the two
+        lengths.
 
         It stays quiet on sums divided by a sample count (`reduction="sum"`,
         `loss.item() * x.size(0)` divided by `len(loader.dataset)`), on running averages weighted

@@ -55,7 +55,8 @@ class EvalLoaderShufflesOrDrops(Rule):
         evaluation function, or it is only iterated by evaluation loops (no backward, grad off).
 
         Training loaders, samplers (shuffling through `sampler=` is the sampler's business) and
-        loaders whose names say nothing are left alone.
+        loaders whose names say nothing are left alone, and so is `drop_last=True` on batches of
+        one sample (`batch_size=1`, or no batch size at all), which leave no partial batch.
         """
     why_bad = """
         `drop_last=True` silently leaves the tail of the validation or test set out of every
