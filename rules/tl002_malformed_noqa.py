@@ -18,7 +18,9 @@ class MalformedNoqa(Rule):
         are not a code (`# noqa: TL401 trusted`), or other text after `noqa`. Codes are rule codes
         (`TL401`) or rule names (`unsafe-torch-load`) separated by commas and/or spaces; after
         them may come another `# comment` or a `(reason)`. A malformed comment suppresses nothing.
-        Comments that name only other tools' codes (`# noqa: E501 long line`) are left alone.
+        Comments that name only other tools' codes (`# noqa: E501 long line`, also without the colon:
+        `# noqa F401`) are left alone, and so is a quoted `"# noqa"` (text in a comment, such as a
+        commented-out line of code).
         """
     why_bad = """
         Tools disagree on what such a comment means: flake8 reads `# noqa TL401` as a bare
@@ -89,11 +91,34 @@ class MalformedNoqa(Rule):
             """,
             title="another tool's comment",
         ),
+        bad(
+            """
+            import torch
+
+            ckpt = torch.load(path, weights_only=False)  # noqa E501, unsafe-torch-load
+            """,
+            line=3,
+            title="the colon is missing before another tool's code and one of ours",
+        ),
         good(
             '''
             print("write `# noqa TL401` like this")
             ''',
             title="text in a string is not a comment",
+        ),
+        good(
+            """
+            from .registry import build_trainer, TRAINER_REGISTRY  # noqa F401
+            """,
+            title="the colon is missing, but only another tool's code is named: that tool's business",
+        ),
+        good(
+            """
+            # generated with:
+            # TABLE = repr(rows) + "  # noqa"
+            TABLE = [1, 2, 3]
+            """,
+            title="a quoted `# noqa` in a commented-out line is text, not a directive",
         ),
         good(
             """

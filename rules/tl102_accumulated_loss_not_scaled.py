@@ -30,8 +30,10 @@ class AccumulatedLossNotScaled(Rule):
         The loss is followed through its assignments (`loss = loss / K`, `loss /= K`,
         `(loss / K).backward()`, `scaler.scale(loss / K)`) and into same-file helpers.
         `accelerator.backward(loss)` on an Accelerator created with `gradient_accumulation_steps`
-        divides by K itself and is not flagged; sum-reduced losses and losses weighted by
-        anything the rule cannot read are left alone.
+        divides by K itself and is not flagged; sum-reduced losses (also a model of this file whose
+        `forward` returns one) and losses weighted by anything the rule cannot read are left alone,
+        and so is a loop that divides the accumulated gradients by K itself before the step
+        (`p.grad /= K`).
 
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
@@ -217,6 +219,98 @@ class AccumulatedLossNotScaled(Rule):
             line=5,
             title="a function that runs one accumulation window (its caller lives elsewhere)",
         ),
+        bad(
+            """
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            class TinyLM(nn.Module):
+                def forward(self, idx, targets):
+                    logits = self.head(self.body(idx))
+                    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+            lm = TinyLM().cuda()
+            for step in range(total_steps):
+                for micro in range(grad_accum_steps):
+                    idx, targets = next(batches)
+                    lm(idx, targets).backward()
+                optim.step()
+                optim.zero_grad(set_to_none=True)
+            """,
+            line=13,
+            fixed="""
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            class TinyLM(nn.Module):
+                def forward(self, idx, targets):
+                    logits = self.head(self.body(idx))
+                    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+            lm = TinyLM().cuda()
+            for step in range(total_steps):
+                for micro in range(grad_accum_steps):
+                    idx, targets = next(batches)
+                    (lm(idx, targets) / grad_accum_steps).backward()
+                optim.step()
+                optim.zero_grad(set_to_none=True)
+            """,
+            title="a model of this file whose forward returns a mean loss",
+        ),
+        bad(
+            """
+            import torch.distributed as dist
+
+            for it in range(iters):
+                for x, y in micro_batches(it):
+                    loss = criterion(net(x), y)
+                    loss.backward()
+                for p in net.parameters():
+                    dist.all_reduce(p.grad)
+                    p.grad /= world_size
+                opt.step()
+                opt.zero_grad()
+            """,
+            line=6,
+            title="the gradients are averaged over ranks, not over the window's micro-batches",
+        ),
+        good(
+            """
+            for step in range(num_steps):
+                for micro in range(1, accumulation_steps + 1):
+                    x, y = loader.next_batch()
+                    loss = model(x, y)
+                    loss.backward()
+                for p in model.parameters():
+                    p.grad /= accumulation_steps
+                optimizer.step()
+                model.zero_grad(set_to_none=True)
+            """,
+            title="the accumulated gradients are divided by K after the window, before the step",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            class Decoder(nn.Module):
+                def forward(self, tokens, labels):
+                    logits = self.out(self.blocks(self.embed(tokens)))
+                    return F.cross_entropy(logits.view(labels.numel(), -1), labels.view(-1), reduction="sum")
+
+            decoder = Decoder(vocab, width).cuda()
+            decoder = torch.compile(decoder)
+            for step in range(steps):
+                tokens, labels = next(stream)
+                for i in range(len(tokens) // mbs):
+                    decoder(tokens[i * mbs:(i + 1) * mbs], labels[i * mbs:(i + 1) * mbs]).backward()
+                for opt in optimizers:
+                    opt.step()
+                decoder.zero_grad(set_to_none=True)
+            """,
+            title="the model's own forward returns a summed loss: the window's gradient is a sum by design",
+        ),
         good(
             """
             import torch
@@ -359,6 +453,8 @@ class AccumulatedLossNotScaled(Rule):
             if not (loop.innermost and loop.accumulates):
                 continue
             tracer = LossTracer(model, loop)
+            if tracer.gradients_divided_by_k():
+                continue
             for ref in loop.backward_calls:
                 if model._inner_loop(loop, ref) is not None or model.runs_per_update(loop, ref):
                     continue

@@ -37,7 +37,10 @@ class UnequalMicroBatchWeighting(Rule):
           so the last window of each epoch is misweighted.
 
         Equal micro-batches (a loader with `drop_last=True`, fixed-size sampling such as
-        `get_batch`, per-example losses) make `loss / K` exact and are not flagged.
+        `get_batch`, per-example losses) make `loss / K` exact and are not flagged. An
+        `ignore_index=-1` that nothing in the file ever writes into the labels (a packed token
+        stream) is no evidence of padding, and when the loss comes from a module class of the same
+        file, `transformers` model names elsewhere in the file are none either.
 
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
@@ -159,6 +162,63 @@ class UnequalMicroBatchWeighting(Rule):
                     optimizer.zero_grad(set_to_none=True)
             """,
             title="fixed-length blocks with no padding: every micro-batch has the same token count",
+        ),
+        good(
+            """
+            import torch.nn as nn
+            import torch.nn.functional as F
+            from transformers import GPT2LMHeadModel, AutoModelForCausalLM
+
+            class GPT(nn.Module):
+                def forward(self, idx, targets):
+                    logits = self.lm_head(self.transformer(idx))
+                    loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+                    return logits, loss
+
+                @classmethod
+                def from_pretrained(cls, name):
+                    hf = AutoModelForCausalLM.from_pretrained(name)
+                    return cls.convert(hf)
+
+            class TokenStream:
+                def next_batch(self):
+                    buf = self.tokens[self.pos:self.pos + B * T + 1]
+                    self.pos += B * T
+                    return buf[:-1].view(B, T), buf[1:].view(B, T)
+
+            model = GPT.from_pretrained("gpt2")
+            for step in range(num_iterations):
+                for micro_step in range(grad_accum_steps):
+                    x, y = stream.next_batch()
+                    _, loss = model(x, y)
+                    loss = loss / grad_accum_steps
+                    loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            """,
+            title="ignore_index=-1 is the model's default, but the packed token stream never holds -1",
+        ),
+        bad(
+            """
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            class Seq2Seq(nn.Module):
+                def forward(self, src, tgt):
+                    logits = self.decoder(self.encoder(src), tgt[:, :-1])
+                    return F.cross_entropy(logits.transpose(1, 2), tgt[:, 1:], ignore_index=-1)
+
+            net = Seq2Seq(cfg).cuda()
+            for it, (src, tgt) in enumerate(pairs_loader):
+                tgt = tgt.masked_fill(tgt == pad_id, -1)
+                loss = net(src, tgt) / accum
+                loss.backward()
+                if (it + 1) % accum == 0:
+                    opt.step()
+                    opt.zero_grad()
+            """,
+            line=12,
+            title="a model of this file ignoring -1, and padding turned into -1 before the forward",
         ),
         bad(
             """
@@ -390,7 +450,12 @@ class UnequalMicroBatchWeighting(Rule):
             return (f"this is a token-level loss (`{trace.token_level}`) whose valid-token count differs "
                     "between micro-batches: every window is misweighted")
         evidence = tracer.file_token_evidence()
-        if evidence and any(_is_model_loss(p) or _model_called_with_targets(ctx, p) for p in trace.producers):
+        models = [p for p in trace.producers if _is_model_loss(p) or _model_called_with_targets(ctx, p)]
+        if evidence and models and all(isinstance(p, cst.Call) and tracer.own_module(p) for p in models):
+            # a module class of this file computes the loss: `transformers` names elsewhere in the
+            # file say nothing about it, only masked labels would
+            evidence = "ignore_index" if tracer.file_masks_labels() else None
+        if evidence and models:
             return (f"the model's loss is a mean over valid tokens (the file uses `{evidence}`), and the "
                     "valid-token count differs between micro-batches: every window is misweighted")
         guard = tracer.loop.guard

@@ -69,6 +69,35 @@ class GradScalerMisuse(Rule):
         bad(
             """
             import torch
+            from accelerate import Accelerator
+
+            def baseline(model, optimizer, loader):
+                scaler = torch.amp.GradScaler("cuda")
+                for batch in loader:
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = model(**batch).loss
+                    scaler.scale(loss).backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+            def with_accelerate(model, optimizer, loader):
+                accelerator = Accelerator(mixed_precision="fp16")
+                model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+                for batch in loader:
+                    accelerator.backward(model(**batch).loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+            for trial in range(3):
+                baseline(*make_run(trial))
+                with_accelerate(*make_run(trial))
+            """,
+            line=10,
+            title="a sweep over two training functions: only the one that scales without the scaler's step is wrong",
+        ),
+        bad(
+            """
+            import torch
             from torch.cuda.amp import GradScaler, autocast
 
             class Trainer:

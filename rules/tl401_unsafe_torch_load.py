@@ -63,6 +63,30 @@ class UnsafeTorchLoad(Rule):
         ),
         bad(
             """
+            import pickle
+            import torch
+
+            def read_encoder(path):
+                try:
+                    return torch.load(path, map_location="cpu", weights_only=True)
+                except pickle.UnpicklingError:
+                    return torch.load(path, map_location="cpu", weights_only=False)
+            """,
+            line=8,
+            fixed="""
+            import pickle
+            import torch
+
+            def read_encoder(path):
+                try:
+                    return torch.load(path, map_location="cpu", weights_only=True)
+                except pickle.UnpicklingError:
+                    return torch.load(path, map_location="cpu", weights_only=True)
+            """,
+            title="a retry without weights_only when the safe load refuses the file",
+        ),
+        bad(
+            """
             import torch as t
 
             def restore(model, path):

@@ -42,7 +42,9 @@ class GraphKeptAcrossIterations(Rule):
         comparisons, on an accumulator reset inside the iteration, and on accumulators that are
         meant to carry the graph: a sum or list of losses that is backpropagated afterwards
         (`total = total + loss_i` then `total.backward()`, `torch.stack(losses).mean().backward()`)
-        or returned to a caller that does so.
+        or returned to a caller that does so. A state is a name the assignment rebinds
+        (`pipeline.unet = accelerator.unwrap_model(unet)` stores a module, it feeds nothing back),
+        and calls named for what they do to a model (`unwrap_model`, `get_model`) run no forward.
         """
     why_bad = """
         A tensor produced by differentiable operations holds a reference to the node that made it,
@@ -277,6 +279,49 @@ class GraphKeptAcrossIterations(Rule):
             line=4,
             title="a recurrent state carried from batch to batch without detach",
         ),
+        bad(
+            """
+            h, c = encoder.zero_state(batch_size)
+            for step, (tokens, targets) in enumerate(train_loader):
+                logits, (h, c) = lstm_model(tokens, (h, c))
+                loss = criterion(logits.flatten(0, 1), targets.flatten())
+                opt.zero_grad()
+                loss.backward(retain_graph=True)
+                opt.step()
+            """,
+            line=3,
+            title="an LSTM's (h, c) pair unpacked and fed back every batch",
+        ),
+        good(
+            """
+            from diffusers import UNet2DConditionModel
+
+            unet = UNet2DConditionModel.from_pretrained(base_model, subfolder="unet")
+            unet, optimizer, train_dataloader = accelerator.prepare(unet, optimizer, train_dataloader)
+            for step, batch in enumerate(train_dataloader):
+                loss = unet(batch["latents"], batch["t"]).sample.pow(2).mean()
+                accelerator.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+                if step % validation_every == 0:
+                    pipeline.unet = accelerator.unwrap_model(unet)
+                    images = pipeline(prompt).images
+            """,
+            title="a module handed to a pipeline's attribute: no tensor is fed back",
+        ),
+        good(
+            """
+            model = build_model(cfg)
+            for it, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                if it == swap_at:
+                    model = accelerator.unwrap_model(model)
+            """,
+            title="unwrap_model hands the module back; it runs no forward",
+        ),
         good(
             """
             import torch.nn.functional as F
@@ -482,8 +527,8 @@ class GraphKeptAcrossIterations(Rule):
 
     def _check_carried_state(self, ctx, flow, node):
         """`out, hidden = model(x, hidden)` with `hidden` from the previous batch, never detached."""
-        targets = {e.value for t in node.targets for e in walk(t.target) if isinstance(e, cst.Name)}
-        arguments = {n.value for n in walk_expression(node.value) if isinstance(n, cst.Name)}
+        targets = {name for t in node.targets for name in _bound_names(t.target)}
+        arguments = _names_read(node.value)
         scope = flow.scope_of(node)
         if not flow.is_model(node.value.func, scope):
             return None
@@ -694,6 +739,29 @@ def _iterates_data(ctx, flow, loop) -> bool:
             return True
         iterable = positional_args(iterable)[0].value
     return flow.is_loader(iterable, scope)
+
+
+def _bound_names(target: cst.BaseExpression) -> set[str]:
+    """The names an assignment target rebinds: `h`, `out, h`, `*rest`; not `pipe.unet` or `d[k]`,
+    which store into an object (their `unet`, `k` are no variables of this scope)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {name for element in target.elements for name in _bound_names(element.value)}
+    if isinstance(target, cst.StarredElement):
+        return _bound_names(target.value)
+    return set()
+
+
+def _names_read(expr: cst.BaseExpression) -> set[str]:
+    """The variables an expression reads: not attribute names (`x.hidden`) nor keyword names."""
+    not_variables = set()
+    for node in walk_expression(expr):
+        if isinstance(node, cst.Attribute):
+            not_variables.add(id(node.attr))
+        elif isinstance(node, cst.Arg) and node.keyword is not None:
+            not_variables.add(id(node.keyword))
+    return {n.value for n in walk_expression(expr) if isinstance(n, cst.Name) and id(n) not in not_variables}
 
 
 def _state_cut_within(flow, loop, name, carry) -> bool:

@@ -47,7 +47,10 @@ class MeanOfBatchMeans(Rule):
         (`len(loader)`, the `enumerate` counter, a counter incremented once per batch,
         `len(losses)`, `np.mean(losses)`). The finding is at the division. A criterion handed in
         as a parameter is taken to use PyTorch's default `reduction="mean"`; one built in the file
-        is read (`nn.CrossEntropyLoss(reduction="sum")` is a sum).
+        is read (`nn.CrossEntropyLoss(reduction="sum")` is a sum). When the divisor counts the
+        batches of the other split's loader (`eval_loss / len(train_dataloader)` for a sum over
+        the evaluation loader), the message says so: that average is wrong by the ratio of the two
+        lengths.
 
         It stays quiet on sums divided by a sample count (`reduction="sum"`,
         `loss.item() * x.size(0)` divided by `len(loader.dataset)`), on running averages weighted
@@ -122,6 +125,20 @@ class MeanOfBatchMeans(Rule):
                 return total / count
             """,
             title="per-image scores summed and divided by the number of images",
+        ),
+        bad(
+            """
+            import torch
+
+            model.eval()
+            val_loss = 0.0
+            for batch in val_loader:
+                with torch.no_grad():
+                    val_loss += model(**batch).loss.item()
+            print("val ppl", torch.exp(torch.tensor(val_loss / len(train_loader))))
+            """,
+            line=8,
+            title="the sum runs over the validation batches, the count is the training loader's",
         ),
         bad(
             """
@@ -335,6 +352,16 @@ class MeanOfBatchMeans(Rule):
                 found = _division(flow, node, accumulators, counts)
                 if found is not None:
                     key, what = found
+                    other = _other_split_loader(node, ctx.code_for(loader))
+                    if other is not None:
+                        yield self.report(
+                            node,
+                            f"`{ctx.code_for(node).strip()}` sums per-batch means ({what}) over the batches of "
+                            f"`{ctx.code_for(loader)}` but divides by the number of batches of `{other}`, another "
+                            "split: the average is off by the ratio of their lengths; divide by the batches "
+                            "actually summed, or better sum per-sample values and divide by the number of samples",
+                        )
+                        continue
                     message = (
                         f"`{ctx.code_for(node).strip()}` averages per-batch means ({what}) over the number of "
                         f"batches of `{ctx.code_for(loader)}`: every batch weighs the same, so a short last "
@@ -357,6 +384,31 @@ def _counts_another_loader(division: cst.CSTNode, loader: cst.BaseExpression) ->
     return divisor is not None and any(
         isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "len" and n.args
         and dotted_name(n.args[0].value) not in (None, averaged) for n in walk(divisor))
+
+
+_TRAIN_SPLIT = re.compile(r"train", re.I)
+_EVAL_SPLIT = re.compile(r"eval|val|test|dev", re.I)
+
+
+def _split(name: str) -> str | None:
+    if _TRAIN_SPLIT.search(name):
+        return None if _EVAL_SPLIT.search(name) else "train"
+    return "eval" if _EVAL_SPLIT.search(name) else None
+
+
+def _other_split_loader(node: cst.CSTNode, loader_text: str) -> str | None:
+    """`eval_loss / len(train_dataloader)` for a sum over `eval_dataloader`: the divisor counts the
+    batches of a loader of the other split (told by the names), whose text is returned."""
+    divisor = node.right if isinstance(node, cst.BinaryOperation) else node.value if isinstance(node, cst.AugAssign) \
+        else None
+    if not (isinstance(divisor, cst.Call) and isinstance(divisor.func, cst.Name) and divisor.func.value == "len"
+            and len(divisor.args) == 1):
+        return None
+    counted = dotted_name(divisor.args[0].value)
+    if counted is None or counted == loader_text:
+        return None
+    here, there = _split(loader_text), _split(counted)
+    return counted if here is not None and there is not None and here != there else None
 
 
 def _equal_batches(flow, loader) -> bool:

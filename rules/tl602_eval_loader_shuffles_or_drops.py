@@ -55,7 +55,8 @@ class EvalLoaderShufflesOrDrops(Rule):
         evaluation function, or it is only iterated by evaluation loops (no backward, grad off).
 
         Training loaders, samplers (shuffling through `sampler=` is the sampler's business) and
-        loaders whose names say nothing are left alone.
+        loaders whose names say nothing are left alone, and so is `drop_last=True` on batches of
+        one sample (`batch_size=1`, or no batch size at all), which leave no partial batch.
         """
     why_bad = """
         `drop_last=True` silently leaves the tail of the validation or test set out of every
@@ -104,6 +105,29 @@ class EvalLoaderShufflesOrDrops(Rule):
             loader = torch.utils.data.DataLoader(testset, batch_size=128, drop_last=False)
             """,
             title="a held-out split that drops its tail",
+        ),
+        bad(
+            """
+            from torch.utils.data import DataLoader
+
+            valid_loader = DataLoader(valid_clips, batch_size=1, shuffle=True, drop_last=True)
+            """,
+            line=3,
+            fixed="""
+            from torch.utils.data import DataLoader
+
+            valid_loader = DataLoader(valid_clips, batch_size=1, shuffle=False, drop_last=True)
+            """,
+            title="one clip per batch drops nothing, but the order still changes",
+        ),
+        good(
+            """
+            from torch.utils.data import DataLoader
+
+            validation_loader = DataLoader(validset, num_workers=1, shuffle=False, batch_size=1,
+                                           pin_memory=True, drop_last=True)
+            """,
+            title="drop_last=True with batches of one sample: no partial batch exists",
         ),
         bad(
             """
@@ -238,6 +262,8 @@ class EvalLoaderShufflesOrDrops(Rule):
             if shuffle is None and len(positional_args(call)) >= 3:
                 shuffle = positional_args(call)[2].value
             drop = keyword_value(call, "drop_last")
+            if _one_sample_batches(call):
+                drop = None  # batches of one sample: there is no partial batch to drop
             bad_args = [(word, value) for word, value in (("shuffle", shuffle), ("drop_last", drop))
                         if isinstance(value, cst.Name) and value.value == "True"]
             if not bad_args:
@@ -372,3 +398,15 @@ def _only_evaluated(ctx, call, holder: str) -> bool:
         return False
     scope = flow.scope_of(call)
     return all(flow.under_no_grad(loop.body) and not mode_model.computes_grad(loop, scope) for loop in loops)
+
+
+def _one_sample_batches(call: cst.Call) -> bool:
+    """`batch_size=1`, written or left at DataLoader's default (with no batch sampler, no `**kwargs`)."""
+    if any(a.star for a in call.args):
+        return False
+    size = keyword_value(call, "batch_size")
+    if size is None and len(positional_args(call)) >= 2:
+        size = positional_args(call)[1].value
+    if size is None:
+        return keyword_value(call, "batch_sampler") is None
+    return isinstance(size, cst.Integer) and size.evaluated_value == 1

@@ -98,3 +98,18 @@ def test_noqa_through_the_cli(project, run):
     result = run("check", "--select", "TL401", "--no-cache", "quiet.py", "bad.py")
     assert result.exit_code == 1
     assert [line.split(":")[0] for line in result.stdout.splitlines() if " TL401 " in line] == ["bad.py"]
+
+
+def test_a_quoted_noqa_is_text_and_the_directive_after_it_still_counts():
+    assert parse_directive('# TABLE = repr(rows) + "  # noqa"') is None
+    directive = parse_directive('# see "# noqa" in the docs  # noqa: TL401')
+    assert directive is not None and [c.code for c in directive.codes] == ["TL401"]
+    assert directive.problem is None
+
+
+def test_a_missing_colon_before_only_other_tools_codes_is_not_ours():
+    other = parse_directive("# noqa F401 isort:skip")
+    assert other.problem is not None and not other.concerns_trainlint
+    ours = parse_directive("# noqa F401, unsafe-torch-load")
+    assert ours.problem is not None and ours.concerns_trainlint
+    assert parse_directive("# noqa because of reasons").concerns_trainlint  # reads as a bare noqa elsewhere

@@ -33,6 +33,7 @@ _DIRECTIVE = re.compile(r"#\s*noqa(?![\w-])", re.IGNORECASE)
 _CODE_LIKE = re.compile(r"[A-Za-z]+[0-9]+\Z")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _SEPARATORS = re.compile(r"[\s,]*")
+_QUOTES = ("\"", "'", "`")
 _DISABLE_FILE = re.compile(
     r"^\s*#\s*trainlint:\s*disable-file(?:\s*=\s*(?P<codes>[A-Za-z0-9,\s]+?))?\s*$", re.MULTILINE
 )
@@ -97,29 +98,9 @@ def _tail_is_allowed(tail: str) -> bool:
     return not tail or tail[0] in "#("
 
 
-def parse_directive(comment: str, line: int = 1, offset: int = 0,
-                    names: dict[str, str] | None = None) -> Directive | None:
-    """The `# noqa` directive in one comment's text (None if it has none). `offset` is the
-    comment's column in its line, so that columns are the line's."""
-    match = _DIRECTIVE.search(comment)
-    if match is None:
-        return None
-    names = _rule_names() if names is None else names
-    rest_at = match.end()
-    colon = re.match(r"\s*:", comment[rest_at:])
-    base = dict(line=line, start=offset + match.start(), comment_end=offset + len(comment))
-    if colon is None:
-        tail = comment[rest_at:]
-        if _tail_is_allowed(tail):
-            return Directive(end=offset + rest_at, **base)
-        word = _WORD.match(tail.strip())
-        if word and (_CODE_LIKE.match(word.group()) or word.group().lower() in names):
-            problem = f"missing `:` before `{word.group()}` (write `# noqa: {word.group()}`)"
-        else:
-            problem = "expected `# noqa` alone or `# noqa: CODE, ...`"
-        return Directive(end=offset + len(comment.rstrip()), problem=problem, **base)
-
-    at = rest_at + colon.end()
+def _read_codes(comment: str, at: int, offset: int, names: dict[str, str]) -> tuple[list[Code], int]:
+    """The codes and rule names written from `at` on (separated by commas and/or spaces), and
+    where the last one ends (`at` when there is none)."""
     codes: list[Code] = []
     end = at
     while True:
@@ -136,6 +117,35 @@ def parse_directive(comment: str, line: int = 1, offset: int = 0,
             break
         codes.append(Code(text, code, offset + word.start(), offset + word.end()))
         at = end = word.end()
+    return codes, end
+
+
+def parse_directive(comment: str, line: int = 1, offset: int = 0,
+                    names: dict[str, str] | None = None) -> Directive | None:
+    """The `# noqa` directive in one comment's text (None if it has none). `offset` is the
+    comment's column in its line, so that columns are the line's."""
+    # `"# noqa"` in quotes (a commented-out line of code, a note on usage) is text, not a directive
+    match = next((m for m in _DIRECTIVE.finditer(comment) if comment[m.end():m.end() + 1] not in _QUOTES), None)
+    if match is None:
+        return None
+    names = _rule_names() if names is None else names
+    rest_at = match.end()
+    colon = re.match(r"\s*:", comment[rest_at:])
+    base = dict(line=line, start=offset + match.start(), comment_end=offset + len(comment))
+    if colon is None:
+        tail = comment[rest_at:]
+        if _tail_is_allowed(tail):
+            return Directive(end=offset + rest_at, **base)
+        word = _WORD.match(tail.strip())
+        codes, _ = _read_codes(comment, rest_at, offset, names)
+        if word and (_CODE_LIKE.match(word.group()) or word.group().lower() in names):
+            problem = f"missing `:` before `{word.group()}` (write `# noqa: {word.group()}`)"
+        else:
+            problem = "expected `# noqa` alone or `# noqa: CODE, ...`"
+        # the codes it names tell whose comment it is: `# noqa F401` is flake8's, not ours to judge
+        return Directive(end=offset + len(comment.rstrip()), codes=tuple(codes), problem=problem, **base)
+
+    codes, end = _read_codes(comment, rest_at + colon.end(), offset, names)
     tail = comment[end:]
     if not codes:
         return Directive(end=offset + len(comment.rstrip()), codes=(),
@@ -219,7 +229,9 @@ def _may_matter(source: str, any_findings: bool) -> bool:
         line_end = min((i for i in (source.find("\n", match.end()), source.find("\r", match.end())) if i >= 0),
                        default=len(source))
         directive = parse_directive(source[match.start():line_end], names=names)
-        if directive.problem is not None or any(c.is_ours for c in directive.codes) \
+        if directive is None:  # a quoted `"# noqa"`
+            continue
+        if (directive.problem is not None and directive.concerns_trainlint) or any(c.is_ours for c in directive.codes) \
                 or (directive.blanket and any_findings):
             return True
     return False

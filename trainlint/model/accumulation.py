@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from trainlint.model.index import Scope, dotted_name, keyword_arg, positional_args, unpacked_position, walk
-from trainlint.model.roles import LOADER, _unpacked_prepare_argument
+from trainlint.model.roles import _PASS_THROUGH_FUNCTIONS, _PASS_THROUGH_METHODS, LOADER, \
+    _unpacked_prepare_argument
 from trainlint.model.training import CallRef, TrainingLoop, TrainingModel
 
 # Divisors that are the number of micro-batches (or the accumulation factor) by their name.
@@ -274,9 +275,11 @@ class LossTracer:
     def _trace_unpacked(self, assign: cst.Assign, name: str, scope: Scope, via, depth: int) -> Trace:
         call = assign.value
         target_fn = self.model.callee(call, scope)
-        if target_fn is None:
-            return Trace(MEAN, producers=[call])
         unpacked = unpacked_position(assign, name)
+        if target_fn is None:
+            if unpacked is not None and self._forward_sums(call, scope, via, depth, unpacked):
+                return Trace(SUM, producers=[call])
+            return Trace(MEAN, producers=[call])
         if unpacked is not None:
             position, count = unpacked
             traces = [self.trace(node.value.elements[position].value, target_fn.scope, via + (call,), depth + 1)
@@ -346,7 +349,109 @@ class LossTracer:
                     value = value.elements[0].value
                 traces.append(self.trace(value, target.scope, via + (call,), depth + 1))
             return _combine(traces)
+        if self._forward_sums(call, scope, via, depth, None):
+            return Trace(SUM, producers=[call])
         return self._loss_call(call, scope)
+
+    # -- the gradients divided by K after the window ----------------------------------------------
+    def gradients_divided_by_k(self) -> bool:
+        """The loop divides the accumulated gradients by K itself before stepping:
+        `for p in model.parameters(): p.grad /= K` (also `p.grad.div_(K)`, `p.grad.mul_(1 / K)`,
+        `torch._foreach_div_(grads, K)`), so the loss need not be."""
+        loop = self.loop
+        for node in walk(loop.node.body):
+            if isinstance(node, cst.AugAssign) and _is_grad(node.target):
+                if isinstance(node.operator, cst.DivideAssign) and self._divisor_kind(node.value, loop.scope) == "k":
+                    return True
+                if isinstance(node.operator, cst.MultiplyAssign) and self._reciprocal_of_k(node.value, loop.scope):
+                    return True
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                method, args = node.func.attr.value, positional_args(node)
+                if method in ("div_", "mul_") and _is_grad(node.func.value) and args:
+                    value = args[0].value
+                    if (method == "div_" and self._divisor_kind(value, loop.scope) == "k") or \
+                            (method == "mul_" and self._reciprocal_of_k(value, loop.scope)):
+                        return True
+                if method in ("_foreach_div_", "_foreach_mul_") and len(args) == 2:
+                    value = args[1].value
+                    if (method == "_foreach_div_" and self._divisor_kind(value, loop.scope) == "k") or \
+                            (method == "_foreach_mul_" and self._reciprocal_of_k(value, loop.scope)):
+                        return True
+        return False
+
+    def _reciprocal_of_k(self, value: cst.BaseExpression, scope: Scope) -> bool:
+        """`1 / K`, `1.0 / K`."""
+        return isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide) and \
+            isinstance(value.left, (cst.Integer, cst.Float)) and value.left.evaluated_value == 1 and \
+            self._divisor_kind(value.right, scope) == "k"
+
+    # -- a model of this file whose forward returns the loss ----------------------------------------
+    def _forward_sums(self, call: cst.Call, scope: Scope, via, depth: int,
+                      unpacked: tuple[int, int] | None) -> bool:
+        """`model(x, y)` where `model` is an instance of a module class of this file whose forward
+        returns a sum-reduced loss (`F.cross_entropy(..., reduction="sum")`; at `unpacked`'s
+        position of a returned tuple). Only a sum changes the reading: any other forward keeps
+        the default reading of a model's loss, a mean."""
+        forward = self._forward_of(call.func, scope)
+        if forward is None:
+            return False
+        traces = []
+        for node in walk(forward.node.body):
+            if not isinstance(node, cst.Return) or node.value is None:
+                continue
+            value = node.value
+            if unpacked is not None:
+                position, count = unpacked
+                if not (isinstance(value, cst.Tuple) and len(value.elements) == count):
+                    return False
+                value = value.elements[position].value
+            traces.append(self.trace(value, forward.scope, via + (call,), depth + 1))
+        return bool(traces) and all(t.kind == SUM for t in traces)
+
+    def _forward_of(self, func: cst.BaseExpression, scope: Scope):
+        if not isinstance(func, cst.Name):
+            return None
+        found = self._class_of(func, scope, 0)
+        return self.index.method(found, "forward") if found is not None else None
+
+    def _class_of(self, value: cst.BaseExpression, scope: Scope, depth: int) -> str | None:
+        """The class of this file that `value` builds: `GPT(cfg)`, `GPT(cfg).cuda()`,
+        `torch.compile(model)` / `DDP(model)` of a name bound to one."""
+        if depth > 4:
+            return None
+        if isinstance(value, cst.Name):
+            # every binding must build the same class; `model = torch.compile(model)` wraps what is there
+            found = {self._class_of(b.value, scope, depth + 1) if b.kind == "assign" and b.value is not None else None
+                     for b in scope.lookup(value.value) if not self._wraps_itself(b.value, value.value, scope)}
+            return found.pop() if len(found) == 1 else None
+        if not isinstance(value, cst.Call):
+            return None
+        func = value.func
+        if isinstance(func, cst.Name) and func.value in self.index.classes and self.index.resolve(func, scope) is None:
+            return func.value
+        if isinstance(func, cst.Attribute) and func.attr.value in _PASS_THROUGH_METHODS:
+            return self._class_of(func.value, scope, depth + 1)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and \
+                func.value.value in self.index.classes and self.index.resolve(func.value, scope) is None:
+            method = self.index.method(func.value.value, func.attr.value)  # `GPT.from_pretrained(name)`
+            if method is not None and any(dotted_name(d.decorator) == "classmethod" for d in method.node.decorators):
+                return func.value.value
+        args = positional_args(value)
+        if args and self._wrapper(func, scope):
+            return self._class_of(args[0].value, scope, depth + 1)
+        return None
+
+    def _wrapper(self, func: cst.BaseExpression, scope: Scope) -> bool:
+        """`torch.compile`, `DistributedDataParallel`, `DataParallel` (by name when imported so)."""
+        name = self.index.resolve(func, scope) or ""
+        return name in _PASS_THROUGH_FUNCTIONS or name.rsplit(".", 1)[-1] in ("DDP", "DistributedDataParallel",
+                                                                          "DataParallel")
+
+    def _wraps_itself(self, value: cst.BaseExpression | None, name: str, scope: Scope) -> bool:
+        if isinstance(value, cst.Call) and self._wrapper(value.func, scope):
+            args = positional_args(value)
+            return bool(args) and isinstance(args[0].value, cst.Name) and args[0].value.value == name
+        return False
 
     def _window_normalised(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         """`model(**batch, num_items_in_batch=n)` (directly or through the name holding its output):
@@ -401,6 +506,14 @@ class LossTracer:
     # -- window sizes (TL103) -------------------------------------------------------------------------
     def file_token_evidence(self) -> str | None:
         return self.ctx.model(_file_token_evidence)  # once per file, not once per loop
+
+    def file_masks_labels(self) -> bool:
+        """The file passes `ignore_index` to a loss and a label can hold its value."""
+        return "ignore_index" in self.ctx.source and self.ctx.model(_ignored_labels_possible)
+
+    def own_module(self, call: cst.Call) -> bool:
+        """`call` runs the forward of a module class of this file (`model = GPT(cfg)`; `model(x, y)`)."""
+        return self._forward_of(call.func, self.index.scope_at(call)) is not None
 
     def loader_of_loop(self) -> tuple[cst.Call | None, str | None]:
         """The DataLoader call feeding the loop's micro-batches (through enumerate/tqdm/zip, `iter`
@@ -496,8 +609,51 @@ class LossTracer:
 
 
 def _file_token_evidence(ctx) -> str | None:
-    match = _TOKEN_EVIDENCE.search(ctx.source)
-    return match.group(0) if match else None
+    found = [m.group(0) for m in _TOKEN_EVIDENCE.finditer(ctx.source)]
+    if not found:
+        return None
+    if all(word == "ignore_index" for word in found) and not _ignored_labels_possible(ctx):
+        return None  # `ignore_index=-1` as a loss's default, and nothing in the file ever writes -1
+    return found[0]
+
+
+_FILLING_CALLS = {"masked_fill", "masked_fill_", "fill_", "full", "full_like", "new_full", "where", "pad",
+                  "index_fill_", "index_fill", "scatter_", "fill_diagonal_"}
+
+
+def _ignored_labels_possible(ctx) -> bool:
+    """Whether a label can hold the `ignore_index` value: it is not a plain integer (a name, an
+    attribute: set elsewhere), or this file writes that integer somewhere (`y[pad] = -1`,
+    `masked_fill(mask, -1)`, `F.pad(y, ..., value=-1)`, `torch.where(keep, y, -1)`)."""
+    values = set()
+    for node in walk(ctx.module):
+        if isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value == "ignore_index":
+            value = _int_literal(node.value)
+            if value is None:
+                return True
+            values.add(value)
+    if not values:
+        return True
+    for node in walk(ctx.module):
+        if isinstance(node, cst.Assign) and _int_literal(node.value) in values and \
+                any(isinstance(t.target, cst.Subscript) for t in node.targets):
+            return True
+        if isinstance(node, cst.Call):
+            func = node.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            if name in _FILLING_CALLS and any(_int_literal(a.value) in values for a in node.args
+                                              if a.keyword is None or a.keyword.value in ("value", "fill_value")):
+                return True
+    return False
+
+
+def _int_literal(expr: cst.BaseExpression) -> int | None:
+    if isinstance(expr, cst.Integer):
+        return int(expr.evaluated_value)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus) and \
+            isinstance(expr.expression, cst.Integer):
+        return -int(expr.expression.evaluated_value)
+    return None
 
 
 def _combine(traces: list[Trace]) -> Trace:
@@ -511,6 +667,13 @@ def _combine(traces: list[Trace]) -> Trace:
     producers = [p for t in traces for p in t.producers]
     return Trace(kind, divided.k_division if divided else None, token, producers,
                  divided.k_numerator if divided else None)
+
+
+def _is_grad(expr: cst.BaseExpression) -> bool:
+    """`p.grad` or `p.grad.data`."""
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+        expr = expr.value
+    return isinstance(expr, cst.Attribute) and expr.attr.value == "grad"
 
 
 def _name_text(node: cst.CSTNode) -> str | None:

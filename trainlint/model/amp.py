@@ -347,8 +347,13 @@ class AmpModel:
     def _build(self) -> None:
         reached: set = set()
         loop_nodes = set()
+        training_loops = {tl.node for tl in self.training.loops}
         for tl in self.training.loops:
             events = list(self.events_in(tl.node.body, tl.scope, callees=reached))
+            if not tl.innermost:
+                # an outer loop (epochs, or a sweep calling two training functions in turn): the
+                # events of the training loops it runs belong to their own units, not to one update
+                events = [e for e in events if not (set(e.loops) & (training_loops - {tl.node}))]
             self.units.append(Unit(tl.node, tl.scope, tl, events))
             loop_nodes.add(tl.node)
         candidates = self._may_run_an_update()

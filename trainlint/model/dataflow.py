@@ -40,6 +40,8 @@ NON_GRAPH_TORCH = frozenset({
     "isfinite", "numel", "count_nonzero", "bincount", "unique", "no_grad", "inference_mode",
     "multinomial", "bernoulli", "manual_seed", "device", "Generator", "LongTensor", "FloatTensor",
 })
+# Functions named for what they do to a model (unwrap it, build it, load it): no forward.
+_MODEL_VERB = re.compile(r"_?(unwrap|wrap|build|create|make|get|init|setup|load|prepare|save|copy|export|convert)_", re.I)
 _LOSS_CALLEE = re.compile(r"(^|_)(criterion|criteria|crit|loss|losses|loss_?fn|loss_?func|lossfn)($|_)|loss$",
                           re.IGNORECASE)
 GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
@@ -492,6 +494,9 @@ class Dataflow:
         `get_module_class(...)`, `Model(cfg)` build or look up, they do not run a forward)."""
         if isinstance(func, cst.Name) and func.value == "self":
             return _in_module_class(self.index, scope)
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+        if _MODEL_VERB.match(name):
+            return False  # `accelerator.unwrap_model(unet)`, `get_model(cfg)`: they hand a model over
         if isinstance(func, cst.Name):
             bindings = scope.lookup(func.value)
             if any(b.kind in ("def", "class", "import") for b in bindings) or func.value[:1].isupper():
