@@ -114,7 +114,8 @@ class Project:
         self._by_hash: OrderedDict[str, FileSummary] = OrderedDict()  # least recently used first
         self._constructions: dict[tuple[str, str], list[Construction]] = {}
         self._callers: dict[tuple[str, str], list[CallArguments]] = {}
-        self._importers: dict[Path, list[Path]] | None = None  # file -> the checked files importing it
+        self._importers: dict[Path, list[tuple[Path, str]]] | None = None  # file -> (importer, its hash)
+        self._imports: dict[tuple[str, int, int], list[Path]] = {}  # (path, text) -> imported_files
         self._modules: dict[tuple[str, tuple[str, ...]], Path | None] = {}
         self._reals: dict[str, Path] = {}  # realpath of each path asked about (a few stat calls each)
         self._names: dict[str, list[str]] = {}  # content hash -> imported_names of that text
@@ -153,6 +154,7 @@ class Project:
         self._constructions.clear()
         self._callers.clear()
         self._importers = None
+        self._imports.clear()
         self._reals.clear()
         self._modules.clear()
 
@@ -280,8 +282,13 @@ class Project:
         return files
 
     def imported_files(self, path: str, source: str) -> list[Path]:
-        """The project files that the file at `path` (with text `source`) imports, in a stable order."""
-        return sorted(self.module_files(imported_names(source), path) - {self._real(path)})
+        """The project files that the file at `path` (with text `source`) imports, in a stable order
+        (found once per path and text until `refresh`: the cache key and the importers ask too)."""
+        key = (str(path), len(source), hash(source))
+        found = self._imports.get(key)
+        if found is None:
+            found = self._imports[key] = sorted(self.module_files(imported_names(source), path) - {self._real(path)})
+        return found
 
     def imported_sources(self, path: str, source: str) -> list[str]:
         """The texts of the project files the file imports (for the cheap text gate: a rule whose
@@ -297,20 +304,27 @@ class Project:
         """The checked files that import the file at `path`, directly or through a package's
         `__init__.py` that imports it (how a class is built and a helper is called there counts for
         the file: `Trainer(model, opt, sched)`, `save_on_master(checkpoint, path)`)."""
+        return sorted(self._importers_with_hashes(path))
+
+    def _importers_with_hashes(self, path: str | os.PathLike) -> dict[Path, str]:
+        """`importers`, each with the content hash it had when the map was built (once per run, or
+        per `refresh` in the editor)."""
         if self._importers is None:
             self._importers = {}
             for candidate in self.paths:
-                text = self.source(candidate)
-                for found in self.imported_files(str(candidate), text) if text is not None else ():
-                    self._importers.setdefault(found, []).append(candidate)
-        found, queue = set(), [_real(path)]
+                read = self._read(candidate)
+                for found in self.imported_files(str(candidate), read[1]) if read is not None else ():
+                    self._importers.setdefault(found, []).append((candidate, read[0]))
+        own = self._real(path)
+        found: dict[Path, str] = {}
+        queue = [own]
         while queue:
-            for importer in self._importers.get(queue.pop(), ()):
-                if importer not in found:
-                    found.add(importer)
+            for importer, digest in self._importers.get(queue.pop(), ()):
+                if importer not in found and importer != own:
+                    found[importer] = digest
                     if importer.name == "__init__.py":
                         queue.append(importer)
-        return sorted(found - {_real(path)})
+        return found
 
     def dependency_digest(self, path: str, data: bytes) -> str:
         """The content hashes of the project files that `data`, the bytes of the file at `path`,
@@ -318,7 +332,7 @@ class Project:
         changes when a helper it uses, or a caller that hands it its objects, changes)."""
         source = _decode(data)
         imported = " ".join(f"{found}:{self.content_hash(found)}" for found in self.imported_files(path, source))
-        importers = " ".join(f"{found}:{self.content_hash(found)}" for found in self.importers(path))
+        importers = " ".join(f"{found}:{digest}" for found, digest in sorted(self._importers_with_hashes(path).items()))
         return f"{imported} | {importers}" if importers else imported
 
     # -- reading and summarising files -------------------------------------------------------------
