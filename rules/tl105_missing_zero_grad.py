@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from trainlint.model.amp import BACKWARDS, OPTIMIZER_STEPS, STEP, ZERO_GRAD, amp_model, describe
 from trainlint.finding import Severity
 from trainlint.gate import named
-from trainlint.model.index import positional_args, walk
+from trainlint.model.index import dotted_name, positional_args, walk
 from trainlint.model.roles import roles as roles_model
 from trainlint.fixkit import block_of, dotted, line_holding, position_of, update_anchor
 from trainlint.rule import FixSpec, Rule, after, bad, before, good
@@ -447,11 +449,19 @@ def _fix(ctx, unit, step) -> FixSpec | None:
 
 
 def _window_guard_without_step(loop) -> bool:
-    """The loop body has an `if ... % ...:` that does not hold the optimizer step."""
+    """The loop body has an `if ... % ...:` that handles gradients (a clip, an unscale) but does
+    not hold the optimizer step: an accumulation window left without its update. A periodic
+    `if i % 500 == 0:` that logs or saves samples is no window."""
     body = getattr(loop.node, "body", None)
     for statement in getattr(body, "body", ()):
         if isinstance(statement, cst.If) and any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
                                                  for n in walk(statement.test)):
-            if not any(n is ref.node for ref in loop.step_calls for n in walk(statement.body)):
+            inside = list(walk(statement.body))
+            handles_gradients = any(isinstance(n, cst.Call) and _GRADIENT_CALL.search(dotted_name(n.func) or "")
+                                    for n in inside)
+            if handles_gradients and not any(n is ref.node for ref in loop.step_calls for n in inside):
                 return True
     return False
+
+
+_GRADIENT_CALL = re.compile(r"clip_grad|unscale_|zero_grad")
