@@ -647,3 +647,14 @@ def test_a_project_model_class_is_judged_by_its_own_layers(tmp_path):
     # hold dropout or BatchNorm: neither is reported
     assert not {line for line, code in _codes(lint_path(str(tmp_path / "train.py"), ALL)) if code == "TL302"}
     assert unet < clf
+
+
+def test_k_is_what_the_callers_in_other_files_pass_not_the_parameter_default():
+    """`train_one_epoch(..., accum_iter=1)` is called from main.py with `args.accum_iter` (default
+    4): the accumulation finding is a certain one, not "if accum_iter is set above 1"."""
+    path = str(PROJECTS / "references_bad" / "engine.py")
+    alone = [f for f in lint_path(path, ALL).findings if f.code == "TL101"]
+    together = [f for f in lint_path(path, ALL, project=Project(PROJECTS / "references_bad")).findings
+                if f.code == "TL101"]
+    assert [f.severity.value for f in alone] == ["warning"] and alone[0].message.startswith("if `accum_iter`")
+    assert [f.severity.value for f in together] == ["error"] and not together[0].message.startswith("if ")

@@ -65,6 +65,8 @@ def _is_one_by_default(ctx, expr: cst.BaseExpression, scope, depth: int) -> bool
                 default = _param_default(binding.node)
                 if default is None or not _is_one_by_default(ctx, default, scope, depth + 1):
                     return False
+                if _a_caller_passes_another(ctx, binding, depth):
+                    return False
             elif binding.kind == "assign" and binding.value is not None:
                 if not _is_one_by_default(ctx, binding.value, index.scope_at(binding.value), depth + 1):
                     return False
@@ -74,6 +76,27 @@ def _is_one_by_default(ctx, expr: cst.BaseExpression, scope, depth: int) -> bool
     if isinstance(expr, cst.Attribute):
         return _attribute_defaults_to_one(ctx, expr, scope, depth)
     return False
+
+
+def _a_caller_passes_another(ctx, binding, depth: int) -> bool:
+    """`def train_one_epoch(..., accum_iter=1)` called as `train_one_epoch(..., args.accum_iter)`
+    (in this file or another file of the project): K is what the caller gives, not the default."""
+    index = ctx.index
+    node = next((a for a in index.ancestors(binding.node) if isinstance(a, cst.FunctionDef)), None)
+    function = index.function_of_node.get(node) if node is not None else None
+    if function is None:
+        return False
+    for site in index.callers(function):
+        passed = index.argument_for(site.node, function, binding.name)
+        if passed is not None and not _is_one_by_default(ctx, passed, site.scope, depth + 1):
+            return True
+    linker = index.linker
+    if linker is None or function.scope.parent is not index.module_scope:
+        return False
+    summary = linker.own(index).function(function.name)
+    params = summary.params if summary is not None else ()
+    return any(text is not None and text.strip() != "1"
+               for text in (call.argument(params, binding.name, binding.name) for call in linker.callers(function.name)))
 
 
 def _param_default(node: cst.CSTNode) -> cst.BaseExpression | None:
