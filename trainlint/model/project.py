@@ -114,7 +114,7 @@ class Project:
         self._by_hash: OrderedDict[str, FileSummary] = OrderedDict()  # least recently used first
         self._constructions: dict[tuple[str, str], list[Construction]] = {}
         self._callers: dict[tuple[str, str], list[CallArguments]] = {}
-        self._importers: dict[Path, list[tuple[Path, str]]] | None = None  # file -> (importer, its hash)
+        self._importer_map: dict[Path, list[tuple[Path, str]]] | None = None  # file -> (importer, its hash)
         self._imports: dict[tuple[str, int, int], list[Path]] = {}  # (path, text) -> imported_files
         self._modules: dict[tuple[str, tuple[str, ...]], Path | None] = {}
         self._reals: dict[str, Path] = {}  # realpath of each path asked about (a few stat calls each)
@@ -153,7 +153,7 @@ class Project:
         self._found.clear()
         self._constructions.clear()
         self._callers.clear()
-        self._importers = None
+        self._importer_map = None
         self._imports.clear()
         self._reals.clear()
         self._modules.clear()
@@ -300,26 +300,22 @@ class Project:
                 texts.append(text)
         return texts
 
-    def importers(self, path: str | os.PathLike) -> list[Path]:
+    def _importers(self, path: str | os.PathLike) -> dict[Path, str]:
         """The checked files that import the file at `path`, directly or through a package's
         `__init__.py` that imports it (how a class is built and a helper is called there counts for
-        the file: `Trainer(model, opt, sched)`, `save_on_master(checkpoint, path)`)."""
-        return sorted(self._importers_with_hashes(path))
-
-    def _importers_with_hashes(self, path: str | os.PathLike) -> dict[Path, str]:
-        """`importers`, each with the content hash it had when the map was built (once per run, or
-        per `refresh` in the editor)."""
-        if self._importers is None:
-            self._importers = {}
+        the file: `Trainer(model, opt, sched)`, `save_on_master(checkpoint, path)`), each with the
+        content hash it had when the map was built (once per run, or per `refresh` in the editor)."""
+        if self._importer_map is None:
+            self._importer_map = {}
             for candidate in self.paths:
                 read = self._read(candidate)
                 for found in self.imported_files(str(candidate), read[1]) if read is not None else ():
-                    self._importers.setdefault(found, []).append((candidate, read[0]))
+                    self._importer_map.setdefault(found, []).append((candidate, read[0]))
         own = self._real(path)
         found: dict[Path, str] = {}
         queue = [own]
         while queue:
-            for importer, digest in self._importers.get(queue.pop(), ()):
+            for importer, digest in self._importer_map.get(queue.pop(), ()):
                 if importer not in found and importer != own:
                     found[importer] = digest
                     if importer.name == "__init__.py":
@@ -332,7 +328,7 @@ class Project:
         changes when a helper it uses, or a caller that hands it its objects, changes)."""
         source = _decode(data)
         imported = " ".join(f"{found}:{self.content_hash(found)}" for found in self.imported_files(path, source))
-        importers = " ".join(f"{found}:{digest}" for found, digest in sorted(self._importers_with_hashes(path).items()))
+        importers = " ".join(f"{found}:{digest}" for found, digest in sorted(self._importers(path).items()))
         return f"{imported} | {importers}" if importers else imported
 
     # -- reading and summarising files -------------------------------------------------------------
@@ -446,45 +442,44 @@ class Project:
 
     def callers(self, path: str, function_name: str) -> list[CallArguments]:
         """Where the other checked files call the module-level function `function_name` of the file
-        at `path` (`save_on_master(checkpoint, path)` in main.py, for what the helper writes)."""
-        key = (str(_real(path)), function_name)
-        if key in self._callers:
-            return self._callers[key]
-        self._callers[key] = found = []
-        needle = f"{function_name}("
-        for candidate in self.paths:
-            if candidate == _real(path):
-                continue  # the file's own callers are its index's business
-            text = self.source(candidate)
-            if text is None or needle not in text:
-                continue
-            summary = self.file_summary(candidate)
-            for call in summary.calls_of(function_name) if summary is not None else ():
-                where = self.locate(call.callee, str(candidate))
-                if where is not None and where[0] == _real(path) and where[1] == [function_name]:
-                    found.append(call)
-        return found
+        at `path` (`save_on_master(checkpoint, path)` in main.py, for what the helper writes); the
+        file's own calls are its index's business."""
+        key = (str(self._real(path)), function_name)
+        if key not in self._callers:
+            self._callers[key] = self._uses(path, function_name, lambda summary: summary.calls_of(function_name),
+                                            own_file=False)
+        return self._callers[key]
 
     def constructions(self, path: str, class_name: str) -> list[Construction]:
         """Where the checked files build the class `class_name` of the file at `path` with arguments
         (`Trainer(model, opt, sched)` in the script, for the roles of `self.model` & co.)."""
-        key = (str(_real(path)), class_name)
-        if key in self._constructions:
-            return self._constructions[key]
-        self._constructions[key] = found = []
-        needle = f"{class_name}("
+        key = (str(self._real(path)), class_name)
+        if key not in self._constructions:
+            self._constructions[key] = self._uses(path, class_name,
+                                                  lambda summary: summary.constructions_of(class_name), own_file=True)
+        return self._constructions[key]
+
+    def _uses(self, path: str, name: str, found_in, own_file: bool) -> list:
+        """What `found_in(summary)` finds (calls with a `callee`) in the checked files whose text
+        calls `name`, kept when the callee is the module-level `name` of the file at `path`; in that
+        file itself (with `own_file`), an undotted callee is its own definition."""
+        target = self._real(path)
+        needle = f"{name}("
+        found = []
         for candidate in self.paths:
+            if candidate == target and not own_file:
+                continue
             text = self.source(candidate)
             if text is None or needle not in text:
                 continue
             summary = self.file_summary(candidate)
-            for built in summary.constructions_of(class_name) if summary is not None else ():
-                if "." not in built.callee and candidate == _real(path):
-                    found.append(built)  # built in its own file
+            for use in found_in(summary) if summary is not None else ():
+                if candidate == target and "." not in use.callee:
+                    found.append(use)
                     continue
-                where = self.locate(built.callee, str(candidate))
-                if where is not None and where[0] == _real(path) and where[1] == [class_name]:
-                    found.append(built)
+                where = self.locate(use.callee, str(candidate))
+                if where is not None and where[0] == target and where[1] == [name]:
+                    found.append(use)
         return found
 
 

@@ -264,33 +264,30 @@ class _Summariser:
                 return self.function(self.index.function_of_node[node])
         return self.index.summary_of(expr, scope, words)
 
-    def calls(self, function_name: str) -> list[CallArguments]:
-        found = []
+    def _calls_named(self, name: str):
+        """(call site, callee as resolved here) of the calls in this file whose callee is `name`
+        or ends in `.name`."""
         for site in self.index.calls:
             func = site.node.func
             last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-            if last != function_name:
+            if last != name:
                 continue
             callee = self.index.resolve(func, site.scope) or (func.value if isinstance(func, cst.Name) else None)
-            if callee is None or any(a.star for a in site.node.args):
-                continue
-            text = self.index.module.code_for_node
-            found.append(CallArguments(callee, tuple(text(a.value) for a in positional_args(site.node)),
-                                       tuple((a.keyword.value, text(a.value)) for a in site.node.args
-                                             if a.keyword is not None)))
-        return found
+            if callee is not None:
+                yield site, callee
+
+    def calls(self, function_name: str) -> list[CallArguments]:
+        text = self.index.module.code_for_node
+        return [CallArguments(callee, tuple(text(a.value) for a in positional_args(site.node)),
+                              tuple((a.keyword.value, text(a.value)) for a in site.node.args if a.keyword is not None))
+                for site, callee in self._calls_named(function_name) if not any(a.star for a in site.node.args)]
 
     def constructions(self, class_name: str) -> list[Construction]:
         """`Trainer(model, opt, build_schedule(...))`: for the roles of the `self.<attr>` that the
         class sets from its `__init__` parameters."""
         found = []
-        for site in self.index.calls:
-            func = site.node.func
-            last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-            if last != class_name or not site.node.args:
-                continue
-            callee = self.index.resolve(func, site.scope) or (func.value if isinstance(func, cst.Name) else None)
-            if callee is None:
+        for site, callee in self._calls_named(class_name):
+            if not site.node.args:
                 continue
             positional = tuple(self.roles.of(a.value, site.scope) for a in positional_args(site.node))
             keywords = tuple((a.keyword.value, role) for a in site.node.args if a.keyword is not None
