@@ -22,6 +22,7 @@ class NoGradEvalInTrainMode(Rule):
     gate = refers_to(*GRAD_OFF_CONTEXTS, *GRAD_SETTERS) & (
         defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT))
     imported_triggers = ("loader", "Loader")  # a no-grad decorator from a helper, an evaluation loop here
+    imported_gate = defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT)
     what_it_does = """
         Finds evaluations (a loop over a validation/test loader, or a function named as an
         evaluation, with no backward in it) that run a model's forward under `torch.no_grad()`,

@@ -23,6 +23,7 @@ class TrainModeNotRestored(Rule):
     # an eval mode comes only from `.eval()` / `.train(False)`; what is reported is seen at a backward
     gate = (named("^eval$") | (named("^train$") & named("^False$"))) & named("backward")
     imported_triggers = ("backward",)  # `.eval()` in a helper the training loop here calls
+    imported_gate = named("backward")  # the training loop is here
     what_it_does = """
         Follows module mode through a training loop (a loop that runs a backward and an optimizer
         step, directly or through functions and methods of the same file): a `model.eval()` /

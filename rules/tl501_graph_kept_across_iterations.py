@@ -5,9 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from trainlint.model.dataflow import dataflow
-from trainlint.model.roles import LOADER_NAME
 from trainlint.finding import Severity
-from trainlint.gate import named
+from trainlint.gate import iterates_loader, named
 from trainlint.model.index import dotted_name, positional_args, walk, walk_expression
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.training import training_model
@@ -26,7 +25,7 @@ class GraphKeptAcrossIterations(Rule):
     # the store must run once per batch: a training loop, a loop over a loader, a per-batch hook
     triggers = ("backward", "loader", "Loader", "training_step", "train_step", "_dl", "dl_", " dl", "(dl")
     # a batch loop: a training loop (a backward and a step), a loop over a loader, a per-batch hook
-    gate = (named("backward") & named("^step$")) | named(LOADER_NAME) | \
+    gate = (named("backward") & named("^step$")) | iterates_loader() | \
         named("^(" + "|".join(_PER_BATCH_HOOKS) + ")$")
     what_it_does = """
         Flags a loop that keeps a value carrying an autograd graph beyond its iteration: the loss

@@ -8,9 +8,8 @@ import libcst as cst
 
 from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
 from trainlint.model.training import training_model
-from trainlint.model.roles import LOADER_NAME
 from trainlint.finding import Severity
-from trainlint.gate import named
+from trainlint.gate import iterates_loader
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk, walk_expression
 from trainlint.model.summaries import MEAN_WORDS, callable_summary
 from trainlint.rule import Rule, bad, good
@@ -39,7 +38,7 @@ class MeanOfBatchMeans(Rule):
     message = "a mean of per-batch means overweights a short last batch: accumulate sums and counts"
     # the accumulation must run in a loop over a data loader
     triggers = ("loader", "Loader", "_dl", "dl_", " dl", "(dl")
-    gate = named(LOADER_NAME)  # a loop over a data loader
+    gate = iterates_loader()  # a loop over a data loader
     what_it_does = """
         Flags a loss or accuracy accumulated over a data loader as per-batch means
         (`total += loss.item()` where the loss is a batch mean, `acc += correct / len(y)`,

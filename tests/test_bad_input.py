@@ -436,3 +436,17 @@ def test_compiling_prints_no_python_warnings(project):
     done = trainlint("check", "--no-cache", "warns.py", cwd=project)
     assert done.stderr == ""
     assert done.returncode == 0
+
+
+def test_deep_nesting_in_a_file_no_rule_reads_is_not_reported(fresh_recursion_limit):
+    """The nesting bound protects LibCST; a file no rule reads is only compiled, and a chain
+    deeper than the bound that CPython compiles is no finding there, in any process state."""
+    source = "x = a" + ".b" * (MAX_DEPTH + 100) + "\n"
+    assert lint_source(source, "chain.py", ALL).findings == []
+    sys.setrecursionlimit(30_000)  # what an earlier check of a deep file leaves
+    assert lint_source(source, "chain.py", ALL).findings == []
+    deep_sum = "x = " + " + ".join(["a"] * 8000) + "\n"  # beyond the compiler's bound at the default limit
+    assert [f.code for f in lint_source(deep_sum, "sum.py", ALL).findings] == ["TL000"]
+    read = "import torch\nx = torch.load(a" + ".b" * (MAX_DEPTH + 100) + ")\n"  # TL401 reads this one
+    [finding] = lint_source(read, "load.py", ALL).findings
+    assert (finding.code, finding.message) == ("TL000", TOO_DEEP)

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from trainlint import gate
 from trainlint.engine import _rules_for, lint_source
 from trainlint.gate import facts, gated
+from trainlint.model import roles
+from trainlint.model.project import Project
 from trainlint.rule import registry
 from trainlint.settings import Settings, resolve_selection
 
@@ -108,3 +111,49 @@ def test_aliased_calls_pass(source, code):
 def test_a_syntax_error_is_still_reported():
     result = lint_source("import torch\ntorch.load(\n", "x.py", ALL)
     assert [f.code for f in result.findings] == ["TL000"]
+
+
+@pytest.mark.parametrize("project", sorted(p.name for p in (FIXTURES / "projects").iterdir() if p.is_dir()))
+def test_same_findings_with_and_without_the_gate_in_a_project(project):
+    """Each file of a fixture project, checked with its project (imports followed, callers read)."""
+    paths = [str(p) for p in sorted((FIXTURES / "projects" / project).rglob("*.py"))]
+    index = Project.for_paths(paths)
+    for path in paths:
+        source = Path(path).read_bytes()
+        found = [lint_source(source, path, ALL, index, gate=use) for use in (True, False)]
+        assert found[0].errors == found[1].errors == []
+        assert found[0].findings == found[1].findings, path
+
+
+def test_the_gate_reads_a_loader_name_as_the_role_model_does():
+    assert gate.LOADER_NAME.pattern == roles.LOADER_NAME.pattern
+    assert gate.LOADER_NAME.flags == roles.LOADER_NAME.flags
+
+
+@pytest.mark.parametrize("source, iterates", [
+    ("for batch in train_loader:\n    pass\n", True),
+    ("for i, batch in enumerate(tqdm(self.val_dataloader())):\n    pass\n", True),
+    ("batches = DataLoader(ds)\nfor b in batches:\n    pass\n", True),
+    ("from torch.utils.data import DataLoader as Feeder\nfor b in Feeder(ds):\n    pass\n", True),
+    ("def make(ds):\n    return DataLoader(ds)\n\nfor b in make(ds):\n    pass\n", True),
+    ("def run(data: DataLoader):\n    for b in data:\n        pass\n", True),
+    ("class T:\n    def __init__(self):\n        self.data = make_loader()\n"
+     "    def run(self):\n        for b in self.data:\n            pass\n", True),
+    ("with open_loader(p) as stream:\n    for b in stream:\n        pass\n", True),
+    # a loader's name elsewhere, but no loop over anything bound from one
+    ("dataloader_idx = 0\nfor layer in self.layers:\n    pass\n", False),
+    ("def set_loader_cfg(cfg):\n    pass\n\nfor key in cfg:\n    pass\n", False),
+    ("loader = DataLoader(ds)\nx = [b for b in loader]\n", False),
+])
+def test_a_loop_over_a_loader(source, iterates):
+    assert facts(source).iterates_loader() is iterates
+
+
+@pytest.mark.parametrize("source", list(_sources()))
+def test_a_gate_implies_the_rules_imported_gate(source):
+    """A rule run because of an imported file is gated by `imported_gate`, which must let through
+    every file its own gate does (the file may hold what the helper would)."""
+    found = facts(source)
+    for rule in registry().values():
+        if rule.gate is not None and rule.imported_gate is not None and rule.gate(found):
+            assert rule.imported_gate(found), rule.code

@@ -103,7 +103,8 @@ def _rules_for(source: str, codes: frozenset[str],
                imported: Callable[[], list[str]] = list) -> tuple[list[Rule], list[Rule]]:
     """The cheap pre-filter: selected rules whose trigger words occur in the text, and apart those
     that may also draw on a project file it imports (their words occur in such a file). The gate
-    reads this file's parse alone, so only the first list may be gated."""
+    reads this file's parse alone: the second list is gated by what this file must hold even so
+    (`Rule.imported_gate`)."""
     own, via_imports = [], []
     found: dict[str, bool] = {}  # the words searched for in `source` so far
     for code, rule_cls in registry().items():
@@ -111,7 +112,9 @@ def _rules_for(source: str, codes: frozenset[str],
             continue
         if (any(word in source for word in rule_cls.imported_triggers)
                 and any(rule_cls.may_match(text) for text in imported())):
-            via_imports.append(rule_cls())
+            rule = rule_cls()
+            rule.via_imports = True
+            via_imports.append(rule)
         elif rule_cls.may_match(source, found):
             own.append(rule_cls())
     return own, via_imports
@@ -155,6 +158,9 @@ class Parser:
 
     def python_tree(self, source: str, path: str) -> ast.Module | None:
         return python_tree(source, path)
+
+    def compiles(self, source: str, path: str) -> bool:
+        return guard.compiles(source, path)
 
     def guard_check(self, source: str, path: str, tree: ast.Module | None) -> guard.Problem | None:
         return guard.check(source, path, tree)
@@ -216,21 +222,28 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
 
     imported = functools.cache(lambda: project.imported_sources(path, source)) if project is not None else list
     rules, via_imports = _rules_for(source, codes, imported)
-    # CPython's parse first, at a tenth of LibCST's cost. The guard (trainlint.guard) checks it:
-    # CPython's compiler refuses what Python would not run, and nesting LibCST would crash on is a
-    # TL000 before any rule runs. Where only CPython's grammar objects (newer syntax than this
-    # interpreter's), LibCST has the last word. The same tree is the gate's: it drops the rules
-    # that cannot fire here, and a file no rule wants is not parsed by LibCST at all.
+    rules += via_imports
+    # A file no rule reads (after the text pre-filter, or after the gate) is only compiled: the
+    # nesting bound guards LibCST, which is not run on it. The others take CPython's parse first,
+    # at a tenth of LibCST's cost: it is the gate's, which drops the rules that cannot fire here,
+    # and the guard's (trainlint.guard), which makes a TL000 of what CPython's compiler refuses
+    # and of nesting LibCST would crash on, before any rule runs. Where only CPython's grammar
+    # objects (newer syntax than this interpreter's), LibCST has the last word.
+    if not rules and parser.compiles(source, path):
+        result.findings = apply_suppressions([], source, path, codes)
+        return result
     tree = parser.python_tree(source, path)
+    if rules and gate and tree is not None:
+        rules = parser.gated(rules, tree)  # a gate reads this file only
+        if not rules and parser.compiles(source, path):
+            result.findings = apply_suppressions([], source, path, codes)
+            return result
     problem = parser.guard_check(source, path, tree)
     if problem is not None and problem.final:
         if SYNTAX_ERROR_CODE in codes:
             result.findings.append(_syntax_error(path, problem.line, problem.column, problem.message,
                                                  source, problem.end_column))
         return result
-    if rules and gate and tree is not None:
-        rules = parser.gated(rules, tree)  # a gate reads this file only
-    rules += via_imports
     if not rules and problem is None:
         result.findings = apply_suppressions([], source, path, codes)
         return result

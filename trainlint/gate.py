@@ -13,7 +13,14 @@ gathers these facts about the code (comments are never read; strings only where 
 - `references`: every dotted name a `Name`/`Attribute` chain may stand for, through the file's
   imports, as `FileIndex.resolve` reads them (`t.load` after `import torch as t` is `torch.load`;
   a chain whose root is not imported stands for itself). Scopes are ignored, so this is a superset
-  of what the index resolves in any one scope.
+  of what the index resolves in any one scope;
+- `iterates_loader()`: whether some `for` loop may iterate a data loader, as the role model
+  (`trainlint.model.roles`) tells one: by a name matching `LOADER_NAME`, or through assignments,
+  parameters, imports and same-file returns from something so named (`batches = DataLoader(ds)`,
+  `def make(): return DataLoader(ds)`), scopes ignored. A binding's value is read as the role model
+  reads it: a name, an attribute's name, a call's callee and positional arguments; strings and
+  subscripts have no role. (A loader made by a project function in another file whose name says
+  nothing of loaders is not followed.)
 
 A rule states with its `gate` what the code must hold for it to have anything to report
 (`refers_to("torch.save") & named("seed")`); the gate only ever narrows the rules that passed the
@@ -25,6 +32,7 @@ with and without the gate and compares the findings.
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 import warnings
 from dataclasses import dataclass
@@ -34,12 +42,26 @@ from typing import Callable, Iterator
 _WORD = re.compile(r"[A-Za-z_]\w*")
 
 
+#: A loader's name, as the role model reads one (`trainlint.model.roles.LOADER_NAME`: kept equal by a
+#: test; the gate must not import the models).
+LOADER_NAME = re.compile(r"(^|_)(data_?)?loader($|_)|(^|_)dl($|_)", re.I)
+
+
 @dataclass(frozen=True)
 class Facts:
     names: frozenset[str]
     references: frozenset[str]
     functions: frozenset[str]  # names of the defined functions and methods
     loop_words: frozenset[str]  # the words of what `for` loops iterate (names, attributes, strings)
+    parts: tuple["Gathered", ...] = ()  # what the facts were made of, for the facts found on demand
+
+    def iterates_loader(self) -> bool:
+        """Some `for` loop may iterate a data loader (see the module's docstring)."""
+        found = self.__dict__.get("_iterates_loader")
+        if found is None:
+            found = _iterates_loader(self.parts)
+            object.__setattr__(self, "_iterates_loader", found)
+        return found
 
     def text(self, field: str) -> str:
         """A set of words, one a line, for patterns (`^`/`$` anchor one word)."""
@@ -71,6 +93,10 @@ class Gathered:
     loop_words: frozenset[str]
     chains: frozenset[str]  # the dotted Name/Attribute chains used
     imports: tuple[tuple[str, frozenset[str]], ...]  # local name -> the qualnames it imports
+    loops: tuple[frozenset[str], ...] = ()  # the words of each `for` loop's iterable
+    # (bound words, words of the value): assignments, `with ... as`, parameters, imports, and a
+    # function's name with the words of the values it returns
+    bindings: tuple[tuple[frozenset[str], frozenset[str]], ...] = ()
 
 
 def facts_of_parts(parts: list[Gathered]) -> Facts:
@@ -86,7 +112,25 @@ def facts_of_parts(parts: list[Gathered]) -> Facts:
             references.add(qualname + dot + rest)
     union = frozenset().union
     return Facts(union(*(p.names for p in parts)), frozenset(references),
-                 union(*(p.functions for p in parts)), union(*(p.loop_words for p in parts)))
+                 union(*(p.functions for p in parts)), union(*(p.loop_words for p in parts)), tuple(parts))
+
+
+def _iterates_loader(parts: tuple[Gathered, ...]) -> bool:
+    """Whether a loop's iterable holds a word that is, or is bound from, a loader's name."""
+    loops = [words for part in parts for words in part.loops if words]
+    if not loops:
+        return False
+    bindings = [binding for part in parts for binding in part.bindings]
+    words = set().union(*loops, *(value for _, value in bindings))
+    loaders = {word for word in words if LOADER_NAME.search(word)}
+    changed = True
+    while changed:  # until no binding adds a name: each round adds one at least, or ends
+        changed = False
+        for bound, value in bindings:
+            if not bound <= loaders and not value.isdisjoint(loaders):
+                loaders |= bound
+                changed = True
+    return any(not words.isdisjoint(loaders) for words in loops)
 
 
 def gather(tree: ast.AST) -> Gathered:
@@ -95,6 +139,10 @@ def gather(tree: ast.AST) -> Gathered:
     loop_words: set[str] = set()
     chains: list[str] = []
     imports: dict[str, set[str]] = {}
+    loops: list[frozenset[str]] = []
+    bindings: list[tuple[frozenset[str], frozenset[str]]] = []
+    spans: list[tuple[str, int, int]] = []  # (function name, first line, last line)
+    returns: list[tuple[int, frozenset[str]]] = []  # (line, words of the returned value)
     for node in walk(tree):
         kind = type(node)
         if kind is ast.Name:
@@ -112,21 +160,41 @@ def gather(tree: ast.AST) -> Gathered:
             names.add(node.arg)
             if node.annotation is not None:
                 names.update(_string_words(node.annotation))
-        elif kind is ast.AnnAssign:
-            names.update(_string_words(node.annotation))
+        elif kind is ast.Assign:
+            value = frozenset(_heads(node.value))
+            for target in node.targets:
+                bindings.append((frozenset(_bound(target)), value))
+        elif kind is ast.AnnAssign or kind is ast.NamedExpr:
+            value = _heads(node.value) if node.value is not None else set()
+            if kind is ast.AnnAssign:
+                names.update(_string_words(node.annotation))
+                value |= _words(node.annotation)
+            bindings.append((frozenset(_bound(node.target)), frozenset(value)))
+        elif kind is ast.withitem:
+            if node.optional_vars is not None:
+                bindings.append((frozenset(_bound(node.optional_vars)), frozenset(_heads(node.context_expr))))
+        elif kind is ast.Return:
+            if node.value is not None:
+                value = node.value
+                elements = value.elts if type(value) is ast.Tuple or type(value) is ast.List else [value]
+                returns.append((node.lineno, frozenset().union(*map(_heads, elements))))
         elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
             names.add(node.name)
             functions.add(node.name)
+            spans.append((node.name, node.lineno, node.end_lineno))
+            bindings.extend(_parameters(node.args))
         elif kind is ast.ClassDef:
             names.add(node.name)
         elif kind is ast.For or kind is ast.AsyncFor:
             loop_words.update(_words(node.iter))
+            loops.append(frozenset(_heads(node.iter)))
         elif kind is ast.Import:
             for alias in node.names:
                 names.update(alias.name.split("."))
                 if alias.asname is not None:
                     names.add(alias.asname)
                     imports.setdefault(alias.asname, set()).add(alias.name)
+                    bindings.append((frozenset({alias.asname}), frozenset(alias.name.split("."))))
                 else:
                     top = alias.name.split(".")[0]
                     imports.setdefault(top, set()).add(top)
@@ -142,6 +210,8 @@ def gather(tree: ast.AST) -> Gathered:
                 names.add(local)
                 qualname = f"{base}.{alias.name}" if base and not base.endswith(".") else f"{base}{alias.name}"
                 imports.setdefault(local, set()).add(qualname)
+                if alias.asname is not None:
+                    bindings.append((frozenset({local}), frozenset({alias.name})))
         elif kind is ast.Global or kind is ast.Nonlocal:
             names.update(node.names)
         elif kind is ast.ExceptHandler or kind is ast.MatchAs or kind is ast.MatchStar:
@@ -154,8 +224,76 @@ def gather(tree: ast.AST) -> Gathered:
             value = node.value
             if value is False or value is True or value is None:
                 names.add(str(value))  # a literal, as LibCST reads it: a name
+    bindings.extend(_returned(spans, returns))
     return Gathered(frozenset(names), frozenset(functions), frozenset(loop_words), frozenset(chains),
-                    tuple((local, frozenset(qualnames)) for local, qualnames in imports.items()))
+                    tuple((local, frozenset(qualnames)) for local, qualnames in imports.items()),
+                    tuple(loops), tuple(bindings))
+
+
+def _heads(expr: ast.AST) -> set[str]:
+    """The words the role model reads an expression's role from: a name; an attribute's name;
+    a call's callee and (a wrapper such as `enumerate(loader)`, `prepare(loader)`) its positional
+    arguments. Other expressions (subscripts, literals, operators) have no role."""
+    kind = type(expr)
+    if kind is ast.Name:
+        return {expr.id}
+    if kind is ast.Attribute:
+        return {expr.attr}
+    if kind is ast.Call:
+        heads = _heads(expr.func)
+        for arg in expr.args:
+            heads |= _heads(arg)
+        return heads
+    return set()
+
+
+def _bound(target: ast.AST) -> set[str]:
+    """The words an assignment target binds, as the role model looks them up: a name, the
+    attribute of `self.x`, each name of an unpacking (a subscript binds no name)."""
+    kind = type(target)
+    if kind is ast.Name:
+        return {target.id}
+    if kind is ast.Attribute:
+        return {target.attr}
+    if kind is ast.Tuple or kind is ast.List:
+        return set().union(*(_bound(element) for element in target.elts))
+    if kind is ast.Starred:
+        return _bound(target.value)
+    return set()
+
+
+def _parameters(args: ast.arguments) -> list[tuple[frozenset[str], frozenset[str]]]:
+    """Each parameter with the words of its annotation and default."""
+    positional = args.posonlyargs + args.args
+    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    pairs = list(zip(positional, defaults)) + list(zip(args.kwonlyargs, args.kw_defaults))
+    pairs += [(arg, None) for arg in (args.vararg, args.kwarg) if arg is not None]
+    found = []
+    for arg, default in pairs:
+        words = set()
+        if arg.annotation is not None:
+            words |= _words(arg.annotation)
+        if default is not None:
+            words |= _heads(default)
+        if words:
+            found.append((frozenset({arg.arg}), frozenset(words)))
+    return found
+
+
+def _returned(spans: list[tuple[str, int, int]],
+              returns: list[tuple[int, frozenset[str]]]) -> list[tuple[frozenset[str], frozenset[str]]]:
+    """A function's name bound from the words of the values returned within its lines (a nested
+    function's returns included: a superset)."""
+    if not spans or not returns:
+        return []
+    returns.sort(key=lambda item: item[0])
+    lines = [line for line, _ in returns]
+    found = []
+    for name, first, last in spans:
+        start, end = bisect.bisect_left(lines, first), bisect.bisect_right(lines, last)
+        if start < end:
+            found.append((frozenset({name}), frozenset().union(*(words for _, words in returns[start:end]))))
+    return found
 
 
 def _string_words(annotation: ast.AST) -> set[str]:
@@ -274,6 +412,17 @@ class _Defines(Gate):
         return any(self.test(name) for name in facts.functions)
 
 
+@dataclass(frozen=True)
+class _IteratesLoader(Gate):
+    def __call__(self, facts: Facts) -> bool:
+        return facts.iterates_loader()
+
+
+def iterates_loader() -> Gate:
+    """Some `for` loop may iterate a data loader (see `Facts.iterates_loader`)."""
+    return _IteratesLoader()
+
+
 def refers_to(*qualnames: str) -> Gate:
     """The code refers to one of these dotted names (through its imports, as the index resolves)."""
     return _RefersTo(frozenset(qualnames))
@@ -315,7 +464,8 @@ def python_tree(source: str, filename: str) -> ast.Module | None:
 def gated(rules: list, tree: ast.AST, facts: Callable[[], Facts] | None = None) -> list:
     """The rules (instances of `Rule`) whose gate this parse passes; `facts` gives the tree's
     facts when the caller has them (the language server's, from the pieces of a document)."""
-    if all(rule.gate is None for rule in rules):
+    tests = [rule.imported_gate if rule.via_imports else rule.gate for rule in rules]
+    if all(test is None for test in tests):
         return rules
     found = facts() if facts is not None else facts_of_tree(tree)
-    return [rule for rule in rules if rule.gate is None or rule.gate(found)]
+    return [rule for rule, test in zip(rules, tests) if test is None or test(found)]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import io
+import sys
 import tokenize
 import warnings
 from dataclasses import dataclass
@@ -142,6 +143,28 @@ def _check(source: str, path: str, tree: ast.Module | None,
         column = len(text.encode("utf-8")[:getattr(deep, "col_offset", 0)].decode("utf-8", "ignore")) + 1
         return Problem(line, column, TOO_DEEP)
     return compiled(source, path)
+
+
+#: The recursion limit `compiles` runs the compiler under (Python's default): the same answer in
+#: every process, whatever limit an earlier check left (the compiler's nesting bound follows it).
+_COMPILES_LIMIT = 1000
+
+
+def compiles(source: str, path: str) -> bool:
+    """CPython compiles `source` (never executing it). For a file no rule reads this is the whole
+    check: the nesting bound and Python's tree exist for LibCST and the gate. False sends the
+    file through `check`, which says why."""
+    limit = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(_COMPILES_LIMIT)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(source, path, "exec", dont_inherit=True)
+        return True
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def compile_problem(source: str, path: str) -> Problem | None:

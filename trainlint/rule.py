@@ -128,6 +128,12 @@ class Rule:
     #: from engine.py, whose body calls `model.eval()`), provided the file itself holds one of these
     #: words (what the rule needs to find in the file for such a helper to matter)
     imported_triggers: ClassVar[tuple[str, ...]] = ()
+    #: The gate when the rule runs because of such an imported file: what this file must still
+    #: hold (the evaluation or the training loop the helper's effect reaches). It must be implied
+    #: by `gate`; None: the rule then runs ungated.
+    imported_gate: ClassVar["Gate | None"] = None
+    #: set on an instance that runs because of an imported file (`imported_triggers`)
+    via_imports: bool = False
 
     @classmethod
     def may_match(cls, source: str, found: dict[str, bool] | None = None) -> bool:
