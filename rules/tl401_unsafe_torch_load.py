@@ -8,7 +8,7 @@ import libcst as cst
 
 from trainlint.model.checkpoints import checkpoint_model
 from trainlint.finding import Severity
-from trainlint.gate import refers_to
+from trainlint.gate import reference_text, refers_to
 from trainlint.model.index import keyword_arg, positional_args
 from trainlint.rule import FixSpec, Rule, bad, good
 
@@ -25,7 +25,7 @@ class UnsafeTorchLoad(Rule):
     severity = Severity.ERROR
     summary = "`torch.load` with the full unpickler, or `pickle.load` of a checkpoint"
     message = "`torch.load(..., weights_only=False)` runs arbitrary code from a crafted file"
-    triggers = (("load", "torch"), "pickle", "dill")
+    triggers = (("torch", reference_text(*TORCH_LOADS)), "pickle", "dill")
     gate = refers_to(*TORCH_LOADS, *PICKLE_LOADS)
     what_it_does = """
         Flags loads that unpickle a checkpoint with Python's full unpickler:

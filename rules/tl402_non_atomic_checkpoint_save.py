@@ -10,7 +10,7 @@ from trainlint.model.checkpoints import COUNTER_NAME, LOAD_FUNCTIONS, SAVE_FUNCT
 from trainlint.model.index import dotted_name, walk
 from trainlint.model.training import training_model
 from trainlint.finding import Severity
-from trainlint.gate import refers_to
+from trainlint.gate import reference_text, refers_to
 from trainlint.fixkit import module_name, own_line
 from trainlint.rule import FixSpec, Rule, after, bad, before, good
 
@@ -26,7 +26,7 @@ class NonAtomicCheckpointSave(Rule):
     severity = Severity.WARNING
     summary = "`torch.save` writes a checkpoint straight to its final path"
     message = f"`torch.save` writes this checkpoint straight to its final path: a crash mid-save leaves a truncated file; {_ADVICE}"
-    triggers = (("torch", "save"),)
+    triggers = (("torch", reference_text(*SAVE_FUNCTIONS)),)
     gate = refers_to(*SAVE_FUNCTIONS)
     what_it_does = """
         Flags `torch.save` of a checkpoint whose destination is the checkpoint's final path. A

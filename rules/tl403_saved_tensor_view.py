@@ -7,7 +7,7 @@ import libcst as cst
 from trainlint.model.checkpoints import checkpoint_model
 from trainlint.model.checkpoints import SAVE_FUNCTIONS
 from trainlint.finding import Severity
-from trainlint.gate import refers_to
+from trainlint.gate import reference_text, refers_to
 from trainlint.model.index import walk
 from trainlint.rule import FixSpec, Rule, bad, good
 
@@ -18,7 +18,7 @@ class SavedTensorView(Rule):
     severity = Severity.WARNING
     summary = "`torch.save` of a view or slice writes the whole storage behind it"
     message = "`torch.save` of a view writes the whole storage behind it; save `.clone()` of the view"
-    triggers = (("torch", "save"),)
+    triggers = (("torch", reference_text(*SAVE_FUNCTIONS)),)
     gate = refers_to(*SAVE_FUNCTIONS)
     what_it_does = """
         Flags `torch.save` of a view of part of a tensor without `.clone()`: a slice (`t[:n]`,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from trainlint.model.checkpoints import STATE_KINDS, STATE_LABELS, checkpoint_model
 from trainlint.model.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS
 from trainlint.finding import Severity
-from trainlint.gate import refers_to
+from trainlint.gate import reference_text, refers_to
 from trainlint.rule import Rule, bad, good
 
 _CONSEQUENCE = {
@@ -26,7 +26,7 @@ class IncompleteResumeCheckpoint(Rule):
     severity = Severity.WARNING
     summary = "A resume checkpoint leaves out optimizer, scheduler, scaler or step state the script has"
     message = "this resume checkpoint leaves out training state the script has"
-    triggers = (("torch", "save"), ("torch", "load"))
+    triggers = (("torch", reference_text(*SAVE_FUNCTIONS, *LOAD_FUNCTIONS)),)
     gate = refers_to(*SAVE_FUNCTIONS, *LOAD_FUNCTIONS)
     what_it_does = """
         Flags a `torch.save` of a checkpoint meant for resuming that omits state the surrounding code

@@ -5,7 +5,7 @@ from __future__ import annotations
 from trainlint.model.checkpoints import checkpoint_model
 from trainlint.model.checkpoints import SAVE_FUNCTIONS
 from trainlint.finding import Severity
-from trainlint.gate import named, refers_to
+from trainlint.gate import named, reference_text, refers_to
 from trainlint.rule import Rule, bad, good
 
 
@@ -16,7 +16,7 @@ class ResumeWithoutRngState(Rule):
     enabled_by_default = False
     summary = "A complete resume checkpoint of a seeded run leaves out the random-number-generator state"
     message = "this resume checkpoint of a seeded run leaves out the RNG state"
-    triggers = (("torch", "save", "seed"),)
+    triggers = (("torch", "seed", reference_text(*SAVE_FUNCTIONS)),)
     gate = refers_to(*SAVE_FUNCTIONS) & named("seed|enable_full_determinism")
     what_it_does = """
         Flags a `torch.save` of a resume checkpoint that already holds everything TL404 asks for

@@ -118,8 +118,9 @@ class Rule:
     references: ClassVar[tuple[str, ...]] = ()
     examples: ClassVar[tuple[Example, ...]] = ()
     #: Text pre-filter: the rule runs only on files matching at least one trigger. A trigger is a
-    #: string that must occur, or a tuple of strings that must all occur. Empty: always runs.
-    triggers: ClassVar[tuple[str | tuple[str, ...], ...]] = ()
+    #: string that must occur (or a text test with a `search(source)` method, as a compiled pattern
+    #: or `trainlint.gate.reference_text`), or a tuple of them that must all occur. Empty: always runs.
+    triggers: ClassVar[tuple] = ()
     #: The gate (`trainlint.gate`), checked on Python's own parse of a file that passed the text
     #: pre-filter: what the code (not its comments or strings) must hold for this rule to report
     #: anything. It must be a necessary condition; None: the rule runs whenever a trigger occurs.
@@ -144,10 +145,11 @@ class Rule:
         if found is None:
             found = {}
         for trigger in cls.triggers:
-            for word in (trigger,) if isinstance(trigger, str) else trigger:
+            for word in (trigger,) if not isinstance(trigger, tuple) else trigger:
                 present = found.get(word)
                 if present is None:
-                    present = found[word] = word in source
+                    present = found[word] = word in source if isinstance(word, str) else \
+                        word.search(source) is not None
                 if not present:
                     break
             else:
