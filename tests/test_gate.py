@@ -186,3 +186,15 @@ def test_the_text_prefilter_passes_every_file_a_rule_reports_in():
 ])
 def test_reference_text(source, matches):
     assert (gate.reference_text("torch.load", "torch.serialization.load").search(source) is not None) is matches
+
+
+def test_a_file_the_gate_leaves_no_rule_takes_the_whole_guard():
+    """A chain deeper than LibCST may parse is the same TL000 with and without the gate, also where
+    the text pre-filter passes rules that the gate then drops (a name in a string)."""
+    from trainlint.guard import MAX_DEPTH, TOO_DEEP
+
+    source = 'import torch\nNOTE = "torch.load"\nx = a' + ".b" * (MAX_DEPTH + 100) + "\n"
+    assert _triggered(source) and not _gated_codes(source)
+    found = [lint_source(source, "deep.py", ALL, gate=use).findings for use in (True, False)]
+    assert found[0] == found[1]
+    assert [(f.code, f.message) for f in found[0]] == [("TL000", TOO_DEEP)]

@@ -223,8 +223,8 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
     imported = functools.cache(lambda: project.imported_sources(path, source)) if project is not None else list
     rules, via_imports = _rules_for(source, codes, imported)
     rules += via_imports
-    # A file no rule reads (after the text pre-filter, or after the gate) is only compiled: the
-    # nesting bound guards LibCST, which is not run on it. The others take CPython's parse first,
+    # A file no rule's trigger words occur in is only compiled: the nesting bound guards LibCST,
+    # which is not run on it. The others take CPython's parse first,
     # at a tenth of LibCST's cost: it is the gate's, which drops the rules that cannot fire here,
     # and the guard's (trainlint.guard), which makes a TL000 of what CPython's compiler refuses
     # and of nesting LibCST would crash on, before any rule runs. Where only CPython's grammar
@@ -234,10 +234,9 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
         return result
     tree = parser.python_tree(source, path)
     if rules and gate and tree is not None:
-        rules = parser.gated(rules, tree)  # a gate reads this file only
-        if not rules and parser.compiles(source, path):
-            result.findings = apply_suppressions([], source, path, codes)
-            return result
+        # a gate reads this file only; a file it leaves no rule still takes the whole guard, as
+        # without the gate (a chain nested too deep for LibCST is the same TL000 either way)
+        rules = parser.gated(rules, tree)
     problem = parser.guard_check(source, path, tree)
     if problem is not None and problem.final:
         if SYNTAX_ERROR_CODE in codes:

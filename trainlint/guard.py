@@ -142,7 +142,7 @@ def _check(source: str, path: str, tree: ast.Module | None,
         text = lines[line - 1] if line <= len(lines) else ""
         column = len(text.encode("utf-8")[:getattr(deep, "col_offset", 0)].decode("utf-8", "ignore")) + 1
         return Problem(line, column, TOO_DEEP)
-    return compiled(source, path)
+    return compiled(source, path) if compiled is not compile_problem else compile_problem(source, path, tree)
 
 
 #: The recursion limit `compiles` runs the compiler under (Python's default): the same answer in
@@ -167,15 +167,25 @@ def compiles(source: str, path: str) -> bool:
         sys.setrecursionlimit(limit)
 
 
-def compile_problem(source: str, path: str) -> Problem | None:
-    """What CPython's compiler (never executing anything) refuses in a source that parses."""
+def compile_problem(source: str, path: str, tree: ast.Module | None = None) -> Problem | None:
+    """What CPython's compiler (never executing anything) refuses in a source that parses.
+
+    With `tree`, Python's parse of `source` already measured within `MAX_DEPTH`, that tree is
+    compiled instead of parsing the text again; converting it back to CPython's own tree counts
+    one level of Python's recursion limit per node, so the limit is raised for it (the compiler's
+    own bound is three times the limit)."""
+    limit = sys.getrecursionlimit()
     try:
-        # from the text: converting the tree back to CPython's AST is bounded by Python's
-        # recursion limit, the compiler's own bound is three times that
-        compile(source, path, "exec", dont_inherit=True)
+        if tree is not None:
+            sys.setrecursionlimit(max(limit, RECURSION_LIMIT))
+            compile(tree, path, "exec", dont_inherit=True)
+        else:
+            compile(source, path, "exec", dont_inherit=True)
     except SyntaxError as err:
         end = err.end_offset if err.end_lineno == err.lineno and (err.end_offset or 0) > (err.offset or 0) else None
         return Problem(err.lineno or 1, max(err.offset or 1, 1), f"cannot compile: {err.msg}", end_column=end)
     except (MemoryError, RecursionError):
         return Problem(1, 1, TOO_DEEP)
+    finally:
+        sys.setrecursionlimit(limit)
     return None
