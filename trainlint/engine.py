@@ -224,11 +224,11 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
     rules, via_imports = _rules_for(source, codes, imported)
     rules += via_imports
     # A file no rule's trigger words occur in is only compiled: the nesting bound guards LibCST,
-    # which is not run on it. The others take CPython's parse first,
-    # at a tenth of LibCST's cost: it is the gate's, which drops the rules that cannot fire here,
-    # and the guard's (trainlint.guard), which makes a TL000 of what CPython's compiler refuses
-    # and of nesting LibCST would crash on, before any rule runs. Where only CPython's grammar
-    # objects (newer syntax than this interpreter's), LibCST has the last word.
+    # which is not run on it. The others take CPython's parse first, at a tenth of LibCST's cost:
+    # it is the gate's, which drops the rules that cannot fire here, and the guard's
+    # (trainlint.guard), which makes a TL000 of what CPython's compiler refuses and of nesting
+    # LibCST would crash on, before any rule runs. Where only CPython's grammar objects (newer
+    # syntax than this interpreter's), LibCST has the last word.
     if not rules and parser.compiles(source, path):
         result.findings = apply_suppressions([], source, path, codes)
         return result
