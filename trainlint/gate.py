@@ -426,28 +426,28 @@ def iterates_loader() -> Gate:
 def reference_text(*qualnames: str) -> "ReferenceText":
     """A text test that every source `refers_to(*qualnames)` passes also passes (a trigger for the
     text pre-filter; see `ReferenceText`)."""
-    return ReferenceText(frozenset(qualnames))
+    bare = {q for q in qualnames if "." not in q}
+    tails = {q.rsplit(".", 1)[-1] for q in qualnames}
+    return ReferenceText(tuple(sorted((tail, tail not in bare) for tail in tails)))
 
 
 @dataclass(frozen=True)
 class ReferenceText:
-    """Whether a source may refer to one of `qualnames`: the last part of a dotted name occurs as
-    a word after a dot (`torch.load`, `t . load`), or as a name an import statement binds
-    (`from torch import load as read`, also over lines in brackets or after a backslash); an
-    undotted name, anywhere as a word. Found with `str.find`, much faster than a regex that tries
-    alternatives at every position."""
+    """Whether a source may refer to a dotted name: its last part occurs as a word after a dot
+    (`torch.load`, `t . load`), or as a name an import statement binds (`from torch import load as
+    read`, also over lines in brackets or after a backslash); an undotted name, anywhere as a word.
+    Found with `str.find`, much faster than a regex that tries alternatives at every position."""
 
-    qualnames: frozenset[str]
+    tails: tuple[tuple[str, bool], ...]  # (last part, whether only dotted names end in it)
 
     def search(self, source: str) -> bool | None:
         """True when the source may refer to a name; None when it cannot (as `re.search`)."""
-        for qualname in sorted(self.qualnames):
-            tail = qualname.rsplit(".", 1)[-1]
+        for tail, dotted in self.tails:
             start = source.find(tail)
             while start >= 0:
                 end = start + len(tail)
                 if not (_is_word_char(source, start - 1) or _is_word_char(source, end)) \
-                        and ("." not in qualname or _after_dot(source, start) or _imported(source, start)):
+                        and (not dotted or _after_dot(source, start) or _imported(source, start)):
                     return True
                 start = source.find(tail, end)
         return None

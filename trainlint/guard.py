@@ -154,17 +154,13 @@ def compiles(source: str, path: str) -> bool:
     """CPython compiles `source` (never executing it). For a file no rule reads this is the whole
     check: the nesting bound and Python's tree exist for LibCST and the gate. False sends the
     file through `check`, which says why."""
-    limit = sys.getrecursionlimit()
     try:
-        sys.setrecursionlimit(_COMPILES_LIMIT)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            compile(source, path, "exec", dont_inherit=True)
+            _compile(source, path, None, _COMPILES_LIMIT)
         return True
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
-    finally:
-        sys.setrecursionlimit(limit)
 
 
 def compile_problem(source: str, path: str, tree: ast.Module | None = None) -> Problem | None:
@@ -176,16 +172,20 @@ def compile_problem(source: str, path: str, tree: ast.Module | None = None) -> P
     own bound is three times the limit)."""
     limit = sys.getrecursionlimit()
     try:
-        if tree is not None:
-            sys.setrecursionlimit(max(limit, RECURSION_LIMIT))
-            compile(tree, path, "exec", dont_inherit=True)
-        else:
-            compile(source, path, "exec", dont_inherit=True)
+        _compile(source, path, tree, max(limit, RECURSION_LIMIT) if tree is not None else limit)
     except SyntaxError as err:
         end = err.end_offset if err.end_lineno == err.lineno and (err.end_offset or 0) > (err.offset or 0) else None
         return Problem(err.lineno or 1, max(err.offset or 1, 1), f"cannot compile: {err.msg}", end_column=end)
     except (MemoryError, RecursionError):
         return Problem(1, 1, TOO_DEEP)
-    finally:
-        sys.setrecursionlimit(limit)
     return None
+
+
+def _compile(source: str, path: str, tree: ast.Module | None, recursion_limit: int) -> None:
+    """`compile()` of `tree` (else of the text) under `recursion_limit`, restored afterwards."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(recursion_limit)
+    try:
+        compile(tree if tree is not None else source, path, "exec", dont_inherit=True)
+    finally:
+        sys.setrecursionlimit(before)
