@@ -32,6 +32,7 @@ import libcst as cst
 
 from trainlint import guard
 from trainlint.config import find_config
+from trainlint.model import import_store
 from trainlint.model.index import FileIndex, Scope
 from trainlint.settings import DEFAULT_MAX_FILE_SIZE, ROOT_MARKERS
 from trainlint.model.summaries import (CallArguments, ClassSummary, Construction, FileSummary, FunctionSummary,
@@ -71,11 +72,32 @@ def _real(path: str | os.PathLike) -> Path:
     return Path(os.path.realpath(path))
 
 
+def _real_in(path: str | os.PathLike, folders: dict[str, str]) -> Path:
+    """`_real(path)`, with the real paths of folders already resolved in `folders` (and adding its
+    own): realpath costs a system call per path component, and files share their folders. A path
+    with a `..` part (which realpath applies after the links before it) is resolved whole, and
+    so is one that is itself a symlink."""
+    text = os.path.abspath(path)
+    folder, name = os.path.split(text)
+    if not name or ".." in os.fspath(path).split(os.sep):
+        return _real(text)
+    real_folder = folders.get(folder)
+    if real_folder is None:
+        real_folder = folders[folder] = os.path.realpath(folder)
+    candidate = os.path.join(real_folder, name)
+    return _real(candidate) if os.path.islink(candidate) else Path(candidate)
+
+
+def _reals(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    folders: dict[str, str] = {}
+    return [_real_in(path, folders) for path in paths]
+
+
 def find_root(paths: Iterable[str | os.PathLike]) -> Path:
     """The directory of the nearest configuration file above the paths' common directory (the one
     `config.Resolver` gives them: a trainlint.toml, or a pyproject.toml with `[tool.trainlint]`);
     without one, of the nearest other root marker; else that common directory itself."""
-    resolved = [_real(p) for p in paths]
+    resolved = _reals(paths)
     if not resolved:
         return _real(Path.cwd())
     dirs = [p if p.is_dir() else p.parent for p in resolved]
@@ -101,7 +123,7 @@ class Project:
                  max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> None:
         self.root = _real(root)
         # the checked files, where constructions are looked for (all of the root's when not given)
-        self._paths = [_real(p) for p in paths] or None
+        self._paths = _reals(paths) or None
         self.max_file_size = max_file_size  # a larger project file is not read
         self._init_caches()
 
@@ -118,15 +140,24 @@ class Project:
         self._imports: dict[tuple[str, int, int], list[Path]] = {}  # (path, text) -> imported_files
         self._modules: dict[tuple[str, tuple[str, ...]], Path | None] = {}
         self._reals: dict[str, Path] = {}  # realpath of each path asked about (a few stat calls each)
+        self._real_folders: dict[str, str] = {}  # realpath of their folders
         self._names: dict[str, list[str]] = {}  # content hash -> imported_names of that text
+        # what a file's bytes import, kept between runs (`import_store`): real path -> (content
+        # hash, imported_files), and each listed folder's (modification time, when listed)
+        self._resolved: dict[str, tuple[str, list[Path]]] = {}
+        self._stamps: dict[str, tuple[int | None, int]] = {}
+        self._resolved_changed = False
 
-    # worker processes get the root and the paths, and build their own caches
+    # worker processes get the root, the paths and what the imports resolve to, and build their
+    # own caches
     def __getstate__(self) -> dict:
-        return {"root": self.root, "paths": self._paths, "max_file_size": self.max_file_size}
+        return {"root": self.root, "paths": self._paths, "max_file_size": self.max_file_size,
+                "resolved": self._resolved, "stamps": self._stamps}
 
     def __setstate__(self, state: dict) -> None:
         self.root, self._paths, self.max_file_size = state["root"], state["paths"], state["max_file_size"]
         self._init_caches()
+        self._resolved, self._stamps = state["resolved"], state["stamps"]
 
     @property
     def paths(self) -> list[Path]:
@@ -135,14 +166,14 @@ class Project:
             from trainlint.discovery import MissingPath, discover
 
             try:
-                self._paths = [_real(p) for p in discover([str(self.root)], Resolver().discovery_for)]
+                self._paths = _reals(discover([str(self.root)], Resolver().discovery_for))
             except (ConfigError, MissingPath, OSError):
                 self._paths = []
         return self._paths
 
     @classmethod
     def for_paths(cls, paths: Iterable[str | os.PathLike], max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> "Project":
-        paths = list(paths)
+        paths = _reals(paths)
         return cls(find_root(paths), paths, max_file_size)
 
     # -- where modules are ------------------------------------------------------------------------
@@ -156,7 +187,10 @@ class Project:
         self._importer_map = None
         self._imports.clear()
         self._reals.clear()
+        self._real_folders.clear()
         self._modules.clear()
+        self._resolved.clear()
+        self._stamps.clear()
 
     @staticmethod
     def file_key(path: str | os.PathLike) -> Path:
@@ -194,7 +228,7 @@ class Project:
         key = str(path)
         found = self._reals.get(key)
         if found is None:
-            found = self._reals[key] = _real(key)
+            found = self._reals[key] = _real_in(key, self._real_folders)
         return found
 
     def _inside(self, path: Path) -> bool:
@@ -207,6 +241,7 @@ class Project:
         key = str(folder)
         found = self._listings.get(key)
         if found is None:
+            self._stamps[key] = import_store.folder_stamp(key)  # before listing: a later change shows
             files, folders = set(), set()
             try:
                 with os.scandir(folder) as entries:
@@ -305,31 +340,68 @@ class Project:
         `__init__.py` that imports it (how a class is built and a helper is called there counts for
         the file: `Trainer(model, opt, sched)`, `save_on_master(checkpoint, path)`), each with the
         content hash it had when the map was built (once per run, or per `refresh` in the editor)."""
-        if self._importer_map is None:
-            self._importer_map = {}
-            for candidate in self.paths:
-                read = self._read(candidate)
-                for found in self.imported_files(str(candidate), read[1]) if read is not None else ():
-                    self._importer_map.setdefault(found, []).append((candidate, read[0]))
+        importer_map = self.importer_map()
         own = self._real(path)
         found: dict[Path, str] = {}
         queue = [own]
         while queue:
-            for importer, digest in self._importer_map.get(queue.pop(), ()):
+            for importer, digest in importer_map.get(queue.pop(), ()):
                 if importer not in found and importer != own:
                     found[importer] = digest
                     if importer.name == "__init__.py":
                         queue.append(importer)
         return found
 
+    def importer_map(self) -> dict[Path, list[tuple[Path, str]]]:
+        """Each project file -> the checked files that import it, with their content hashes
+        (built once per run, or per `refresh`; called before worker processes start, they get it
+        resolved with the project instead of each resolving it again)."""
+        if self._importer_map is None:
+            self._importer_map = {}
+            for candidate in self.paths:
+                read = self._read(candidate)
+                for found in self._resolved_imports(candidate, read[0], read[1]) if read is not None else ():
+                    self._importer_map.setdefault(found, []).append((candidate, read[0]))
+        return self._importer_map
+
     def dependency_digest(self, path: str, data: bytes) -> str:
         """The content hashes of the project files that `data`, the bytes of the file at `path`,
         imports, and of the checked files that import it (the part of a cached result's key that
         changes when a helper it uses, or a caller that hands it its objects, changes)."""
-        source = _decode(data)
-        imported = " ".join(f"{found}:{self.content_hash(found)}" for found in self.imported_files(path, source))
-        importers = " ".join(f"{found}:{digest}" for found, digest in sorted(self._importers(path).items()))
+        imported = " ".join(f"{found}:{self.content_hash(found)}"
+                            for found in self._resolved_imports(path, hashlib.sha256(data).hexdigest(), data))
+        importers = " ".join(f"{found}:{digest}" for found, digest in sorted(
+            self._importers(path).items(), key=lambda item: str(item[0])))
         return f"{imported} | {importers}" if importers else imported
+
+    def _resolved_imports(self, path: str | os.PathLike, digest: str, source: str | bytes) -> list[Path]:
+        """`imported_files` of the file at `path` whose content hash is `digest`, from the store
+        when it has them for that content."""
+        key = str(self._real(path))
+        known = self._resolved.get(key)
+        if known is not None and known[0] == digest:
+            return known[1]
+        found = self.imported_files(path, source if isinstance(source, str) else _decode(source))
+        self._resolved[key] = (digest, found)
+        self._resolved_changed = True
+        return found
+
+    def load_imports(self, directory: str | os.PathLike) -> None:
+        """Take what the imports resolve to from the store in the cache folder `directory`, if it
+        is there and no folder it depends on changed."""
+        loaded = import_store.load(self._store(directory), lambda p: self._inside(p))
+        if loaded is not None:
+            stamps, resolved = loaded
+            self._stamps.update(stamps)
+            self._resolved.update(resolved)
+
+    def save_imports(self, directory: str | os.PathLike) -> None:
+        """Write what the imports resolved to into the store, when this run resolved any."""
+        if self._resolved_changed and import_store.save(self._store(directory), self._stamps, self._resolved):
+            self._resolved_changed = False
+
+    def _store(self, directory: str | os.PathLike) -> Path:
+        return import_store.store_file(directory, self.root, self.paths, self.max_file_size)
 
     # -- reading and summarising files -------------------------------------------------------------
     def _read(self, path: Path) -> tuple[str, str] | None:

@@ -1,0 +1,108 @@
+"""The project's import resolution, kept next to the result cache between runs.
+
+A warm run looks up every file's result by a key that holds the content hashes of the project
+files it imports and of the checked files that import it (`Project.dependency_digest`). Finding
+those means resolving every import of every checked file: on a few hundred files that was most
+of a warm run. What a file's imports resolve to depends only on its bytes and on the listings of
+the folders the resolution looked in, so it is stored per file with its content hash, together
+with the modification time of every folder listed, and used again while each folder's time is
+unchanged (adding, removing or renaming an entry changes its folder's time).
+
+A folder whose time was less than `_RACY_NS` before it was listed could change again within the
+same clock tick without its time moving (as git's "racy" index entries): a store that depends on
+one is not written.
+
+The store is read as untrusted input (a repository can ship its cache folder): anything not of
+the exact shape, or naming a file outside the project, is ignored as a whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+_FORMAT = 1
+_RACY_NS = 2_000_000_000  # FAT stores times to 2 s; other file systems are finer
+
+
+def folder_stamp(folder: str) -> tuple[int | None, int]:
+    """(modification time of the folder or None if it cannot be read, when it was stamped)."""
+    now = time.time_ns()
+    try:
+        return os.stat(folder).st_mtime_ns, now
+    except OSError:
+        return None, now
+
+
+def _current(folder: str) -> int | None:
+    try:
+        return os.stat(folder).st_mtime_ns
+    except OSError:
+        return None
+
+
+def store_file(directory: str | os.PathLike, root: Path, paths: list[Path], max_file_size: int) -> Path:
+    """Where the store of this project (root, checked files, size limit) and this trainlint lives."""
+    from trainlint.cache import _code_fingerprint
+
+    digest = hashlib.sha256(f"{_FORMAT}\0{_code_fingerprint()}\0{root}\0{max_file_size}\0".encode(
+        "utf-8", "surrogatepass"))
+    for path in sorted(map(str, paths)):
+        digest.update(path.encode("utf-8", "surrogatepass") + b"\0")
+    return Path(directory, "imports", f"{digest.hexdigest()}.json")
+
+
+def load(file: Path, inside) -> tuple[dict[str, tuple[int | None, int]], dict[str, tuple[str, list[Path]]]] | None:
+    """(folder stamps, file -> (content hash, imported files)) from a store, or None when there is
+    none, it is not exactly a store's shape, names a file for which `inside` is false, or a folder
+    it depends on changed since."""
+    try:
+        with open(file, "rb") as handle:
+            data = json.loads(handle.read())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != _FORMAT:
+        return None
+    folders, files = data.get("folders"), data.get("files")
+    if not isinstance(folders, dict) or not isinstance(files, dict):
+        return None
+    stamps = {}
+    for folder, stamp in folders.items():
+        if not (isinstance(stamp, list) and len(stamp) == 2 and type(stamp[1]) is int
+                and (stamp[0] is None or type(stamp[0]) is int)):
+            return None
+        if _current(folder) != stamp[0]:
+            return None
+        stamps[folder] = (stamp[0], stamp[1])
+    resolved = {}
+    for path, entry in files.items():
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
+                and isinstance(entry[1], list) and all(isinstance(p, str) for p in entry[1])):
+            return None
+        imported = [Path(p) for p in entry[1]]
+        if not all(inside(p) for p in imported):
+            return None
+        resolved[path] = (entry[0], imported)
+    return stamps, resolved
+
+
+def save(file: Path, stamps: dict[str, tuple[int | None, int]],
+         resolved: dict[str, tuple[str, list[Path]]]) -> bool:
+    """Write the store atomically; False (and nothing written) when a folder it depends on was
+    modified too shortly before it was listed to be trusted (a missing folder is a state too: it
+    is stamped None, and its creation makes the store stale)."""
+    if any(mtime is not None and mtime > listed - _RACY_NS for mtime, listed in stamps.values()):
+        return False
+    data = {"format": _FORMAT, "folders": {folder: list(stamp) for folder, stamp in stamps.items()},
+            "files": {path: [digest, [str(p) for p in imported]] for path, (digest, imported) in resolved.items()}}
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, file)
+    except OSError:
+        return False  # a store that cannot be written only costs time
+    return True
