@@ -524,7 +524,9 @@ class NoGradEvalInTrainMode(Rule):
         for forward in model.forwards():
             if forward.grad != frozenset({OFF}):
                 continue
-            training = [f for f in forward.facts if f.kind in TRAINING_KINDS]
+            # facts are a set: the one the message names is chosen by what they say, not by hash order
+            training = sorted((f for f in forward.facts if f.kind in TRAINING_KINDS),
+                              key=lambda f: (f.kind, f.via or "", ctx.code_for(f.node) if f.node is not None else ""))
             if not training or any(f.kind in (RESTORE, CHOSEN) for f in forward.facts):
                 continue
             function = forward.function

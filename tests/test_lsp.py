@@ -706,3 +706,86 @@ async def test_fix_all_applies_every_allowed_fix(tmp_path, document_changes):
         assert not actions  # nothing left to fix
     finally:
         assert await stop(client) == 0
+
+
+# -- edits checked as slices of the document --------------------------------------------------------
+def _functions(count: int, unsafe: int | None = None) -> str:
+    """A module of `count` restore functions; the one numbered `unsafe` loads unsafely."""
+    parts = ["import torch\n"]
+    for n in range(count):
+        flag = "False" if n == unsafe else "True"
+        parts.append(f"\n\ndef restore_{n}(model, path):\n    state = torch.load(path, weights_only={flag})\n"
+                     f"    model.load_state_dict(state)\n")
+    return "".join(parts)
+
+
+def _load_line(n: int) -> int:
+    """The 0-based line of `restore_n`'s torch.load in `_functions`."""
+    return 1 + 5 * n + 3
+
+
+@pytest.mark.asyncio
+async def test_edits_are_checked_as_slices_with_exact_positions(tmp_path):
+    """Each edit moves the finding to another function, and one adds lines above the rest: the
+    findings kept from the last version move with their lines."""
+    client = await start(debounce_ms=0)
+    uri = (tmp_path / "restore.py").as_uri()
+    try:
+        open_document(client, uri, _functions(12, unsafe=3))
+        assert [d.range.start.line for d in (await published(client, uri, 1)).diagnostics] == [_load_line(3)]
+        text = _functions(12, unsafe=3).replace("def restore_1(model, path):\n",
+                                                "def restore_1(model, path):\n    # two\n    # lines\n", 1)
+        change_document(client, uri, text, 2)
+        assert [d.range.start.line for d in (await published(client, uri, 2)).diagnostics] == [_load_line(3) + 2]
+        text = text.replace("weights_only=True", "weights_only=False", 8)  # restore_0 .. restore_8, not 3
+        change_document(client, uri, text, 3)
+        lines = [d.range.start.line for d in (await published(client, uri, 3)).diagnostics]
+        expected = [_load_line(n) + (2 if n >= 1 else 0) for n in range(9)]
+        assert lines == expected
+        assert lines == [f.line - 1 for f in lint_source(text, "restore.py", TL401_ONLY).findings]
+    finally:
+        assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+async def test_the_whole_file_check_after_an_edit_corrects_a_wrong_slice(tmp_path):
+    """A server whose sliced checks are wrong (they keep the last findings) still settles on the
+    whole file's findings once the document is idle for `confirmMs`; it publishes them for the
+    same version."""
+    server = [sys.executable, str(Path(__file__).parent / "lsp_wrong_slices.py")]
+    client = await ClientServerConfig(server_command=server, client_factory=_make_client).start()
+    await asyncio.wait_for(client.initialize_session(types.InitializeParams(
+        capabilities=types.ClientCapabilities(), initialization_options={"debounceMs": 0, "confirmMs": 200})),
+        TIMEOUT)
+    uri = (tmp_path / "restore.py").as_uri()
+    try:
+        open_document(client, uri, _functions(12))
+        assert list((await published(client, uri, 1)).diagnostics) == []
+        change_document(client, uri, _functions(12, unsafe=5), 2)
+        first = await published(client, uri, 2)
+        assert list(first.diagnostics) == []  # the wrong slice's answer
+        deadline = time.monotonic() + TIMEOUT
+        while sum(p.version == 2 for p in client.published) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        confirmed = [p for p in client.published if p.version == 2][-1]
+        assert [d.range.start.line for d in confirmed.diagnostics] == [_load_line(5)]
+    finally:
+        assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+async def test_a_confirmation_that_agrees_publishes_nothing_more(tmp_path):
+    client = await ClientServerConfig(server_command=SERVER, client_factory=_make_client).start()
+    await asyncio.wait_for(client.initialize_session(types.InitializeParams(
+        capabilities=types.ClientCapabilities(), initialization_options={"debounceMs": 0, "confirmMs": 50})),
+        TIMEOUT)
+    uri = (tmp_path / "restore.py").as_uri()
+    try:
+        open_document(client, uri, _functions(12))
+        await published(client, uri, 1)
+        change_document(client, uri, _functions(12, unsafe=5), 2)
+        assert [d.range.start.line for d in (await published(client, uri, 2)).diagnostics] == [_load_line(5)]
+        await asyncio.sleep(1.0)  # the confirmation ran (50 ms after the edit) and agreed
+        assert sum(p.version == 2 for p in client.published) == 1
+    finally:
+        assert await stop(client) == 0

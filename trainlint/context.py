@@ -15,7 +15,8 @@ T = TypeVar("T")
 
 class FileContext:
     def __init__(self, path: str, source: str, module: cst.Module, min_torch_version: tuple[int, ...],
-                 project: Project | None = None, summary: FileSummary | None = None) -> None:
+                 project: Project | None = None, summary: FileSummary | None = None,
+                 document: str | None = None, outside_facts: dict[str, list] | None = None) -> None:
         self.path = path
         self.project = project
         # a summary made when another file imported this one holds its index: reuse both
@@ -25,6 +26,14 @@ class FileContext:
         self.min_torch_version = min_torch_version
         self._index: FileIndex | None = None
         self._models: dict[Any, Any] = {}
+        # A slice of an open document (`trainlint.document`) is checked with the whole document's
+        # text, for facts read from the text, and the file facts (`model.file_facts`) that the
+        # rest of the document contributed.
+        self.document = document if document is not None else source
+        self.outside_facts = outside_facts or {}
+        self.fact_items: dict[str, list[tuple[int, Any]]] = {}  # fact -> (top-level statement, value)
+        self.fact_values: dict[str, list] = {}
+        self._top_level: dict[int, int] | None = None
 
     @property
     def index(self) -> FileIndex:
@@ -41,6 +50,15 @@ class FileContext:
         if build not in self._models:
             self._models[build] = build(self)
         return self._models[build]
+
+    def top_level(self, node: cst.CSTNode) -> int:
+        """The position in the module's body of the top-level statement that holds `node`."""
+        if self._top_level is None:
+            self._top_level = {id(statement): number for number, statement in enumerate(self.module.body)}
+        parents = self.index.parents
+        while id(node) not in self._top_level:
+            node = parents[node]
+        return self._top_level[id(node)]
 
     # shortcuts used by most rules
     def call_name(self, site: CallSite) -> str | None:

@@ -177,14 +177,19 @@ _FRESH = Parser()
 
 
 def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings | None = None,
-                project: Project | None = None, *, gate: bool = True, parser: Parser = _FRESH) -> FileResult:
+                project: Project | None = None, *, gate: bool = True, parser: Parser = _FRESH,
+                view=None) -> FileResult:
     """Check one file's contents. Never raises for bad input or a failing rule.
 
     With a `project`, names the file imports from the project's other files are looked up in
     their summaries (those files are read, never reported on).
 
     `gate=False` skips the gate (`trainlint.gate`): every rule whose text triggers occur runs, the
-    reference the gate is tested against."""
+    reference the gate is tested against.
+
+    `view`: `source` is a slice of an open document (`trainlint.document.View`): the rules see the
+    whole document's text and the file facts the rest of it contributed, and the view observes
+    the check's context once the rules ran."""
     # One file's trees (Python's, LibCST's, the index) are hundreds of thousands of objects without
     # cycles, freed by reference counting when the check ends; the cyclic collector would traverse
     # them again and again while they are built (a tenth of a check). It pauses for one file, and
@@ -192,14 +197,14 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _lint_source(source, path, settings, project, gate, parser)
+        return _lint_source(source, path, settings, project, gate, parser, view)
     finally:
         if collecting:
             gc.enable()
 
 
 def _lint_source(source: str | bytes, path: str, settings: Settings | None, project: Project | None,
-                 gate: bool, parser: Parser) -> FileResult:
+                 gate: bool, parser: Parser, view) -> FileResult:
     settings = settings or Settings()
     codes = settings.codes_for_path(path)
     result = FileResult(path)
@@ -220,9 +225,13 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
             result.findings.append(error)
         return result
 
-    imported = functools.cache(lambda: project.imported_sources(path, source)) if project is not None else list
-    rules, via_imports = _rules_for(source, codes, imported)
-    rules += via_imports
+    chosen = view.rules if view is not None else None  # a slice runs its document's (`document_rules`)
+    if chosen is not None:
+        rules = list(chosen)
+    else:
+        imported = functools.cache(lambda: project.imported_sources(path, source)) if project is not None else list
+        rules, via_imports = _rules_for(source, codes, imported)
+        rules += via_imports
     # A file no rule's trigger words occur in is only compiled: the nesting bound guards LibCST,
     # which is not run on it. The others take CPython's parse first, at a tenth of LibCST's cost:
     # it is the gate's, which drops the rules that cannot fire here, and the guard's
@@ -233,7 +242,7 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
         result.findings = apply_suppressions([], source, path, codes)
         return result
     tree = parser.python_tree(source, path)
-    if rules and gate and tree is not None:
+    if rules and gate and tree is not None and chosen is None:
         # a gate reads this file only; a file it leaves no rule still takes the whole guard, as
         # without the gate (a chain nested too deep for LibCST is the same TL000 either way)
         rules = parser.gated(rules, tree)
@@ -264,7 +273,8 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
     # Python 3.11 frames of pure-Python calls do not grow the C stack.
     if sys.getrecursionlimit() < guard.RECURSION_LIMIT:
         sys.setrecursionlimit(guard.RECURSION_LIMIT)
-    ctx = FileContext(path, source, module, settings.min_torch_version, project, summary)
+    ctx = FileContext(path, source, module, settings.min_torch_version, project, summary,
+                      *((view.document, view.outside_facts) if view is not None else ()))
     reports: list[Report] = []
     for rule in rules:
         try:
@@ -273,6 +283,11 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
             codes = codes - {rule.code}  # its `# noqa` codes are not unused: it did not finish
             result.errors.append(f"internal error in {rule.code} ({rule.name}) while checking {path}: "
                                  f"{_describe(exc)}")
+    if view is not None:
+        try:
+            view.observe(ctx)
+        except Exception as exc:
+            result.errors.append(f"internal error while gathering the file facts of {path}: {_describe(exc)}")
     if not reports:
         result.findings = apply_suppressions([], source, path, codes)
         return result
@@ -300,6 +315,17 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
     result.findings = sorted(apply_suppressions(findings, source, path, codes),
                              key=lambda f: f.sort_key)
     return result
+
+
+def document_rules(source: str, path: str, settings: Settings, project: Project | None, parser: Parser) -> list[Rule]:
+    """The rules a check of the whole `source` runs after the pre-filter and the gate: a check of
+    a slice of it runs these (what a rule needs may be in the rest of the document)."""
+    codes = settings.codes_for_path(path)
+    imported = functools.cache(lambda: project.imported_sources(path, source)) if project is not None else list
+    rules, via_imports = _rules_for(source, codes, imported)
+    rules += via_imports
+    tree = parser.python_tree(source, path)
+    return parser.gated(rules, tree) if rules and tree is not None else rules
 
 
 class SkippedFile(Exception):

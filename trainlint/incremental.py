@@ -79,7 +79,10 @@ class DocumentParser(Parser):
     Python's parse comes first and alone: the engine's guard checks the whole source before LibCST
     parses any piece of it (LibCST's native parser crashes on what the guard refuses)."""
 
-    def __init__(self) -> None:
+    def __init__(self, borrow: "DocumentParser | None" = None) -> None:
+        # another document parser whose LibCST pieces this one may use (a document's slices use
+        # the whole document's: `trainlint.document`)
+        self._borrow = borrow
         self._split: tuple[str, list[tuple[int, str]]] = ("", [])  # the last version, in pieces
         self._pieces: dict[str, _Piece | None] = {}  # by text; None: does not parse on its own
         self._python: dict[tuple[int, str], ast.Module | None] = {}  # by (first line, text)
@@ -87,13 +90,24 @@ class DocumentParser(Parser):
         self._modules: dict[str, cst.Module | None] = {}  # the last version's, joined
         self._compiles: dict[str, bool] = {}  # by text: the piece compiles on its own
         self._gathered: dict[str, Gathered] = {}  # by text: the gate's facts of the piece
+        self._counts: list[int] | None = None  # the statements of each piece of the joined module
 
     def _pieces_of(self, source: str) -> list[tuple[int, str]]:
         if self._split[0] != source or not self._split[1]:
             self._split = (source, split(source))
         return self._split[1]
 
+    def pieces(self, source: str) -> list[tuple[int, str]]:
+        """`split(source)`, split once per version."""
+        return list(self._pieces_of(source))
+
+    def piece_tree(self, line: int, text: str) -> ast.Module | None:
+        """Python's parse of one piece that starts at 0-based `line` (None if it does not parse)."""
+        return self._python_piece(line, text)
+
     def _piece(self, text: str) -> _Piece | None:
+        if text not in self._pieces and self._borrow is not None and self._borrow._pieces.get(text) is not None:
+            self._pieces[text] = self._borrow._pieces[text]
         if text not in self._pieces:
             try:
                 module = cst.parse_module(text)
@@ -177,8 +191,15 @@ class DocumentParser(Parser):
             parsed = [self._piece(text) for _, text in pieces]
             self._pieces = {text: piece for (_, text), piece in zip(pieces, parsed)}
             self._modules = {source: _joined_module(parsed)}
+            self._counts = [len(piece.module.body) for piece in parsed] if self._modules[source] else None
         module = self._modules[source]
         return (module, None) if module is not None else super().libcst_module(source, path, problem)
+
+    def statement_counts(self, module: cst.Module) -> list[int] | None:
+        """How many of `module`'s top-level statements each piece holds, when `module` is this
+        parser's joined module of its last version (None otherwise)."""
+        joined = any(known is module for known in self._modules.values())
+        return list(self._counts) if self._counts is not None and joined else None
 
 
 def _global_at_module_level(tree: ast.Module) -> bool:

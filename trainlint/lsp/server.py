@@ -12,6 +12,12 @@ Pushing: on open and save at once, on change after a short debounce (`debounceMs
 initialization options, default 150). Linting runs in one worker thread; a result is published
 only if the document still has the version it was computed for.
 
+An edit is checked as a slice: the definitions it changed, what they can reach, and the module's
+own code; the other definitions keep their findings (`trainlint.document`). Once the document has
+been left alone for a while (`confirmMs`, default 2000), the whole file is checked again; if its findings differ
+from the slice's, they are published (or, to a pull client, announced with a diagnostic refresh)
+and a warning is logged.
+
 A document is checked as part of its project (the workspace folder that holds it, else the folder
 of its nearest configuration file): names it imports from other project files are read from
 their saved text. Saving such a helper re-checks the open documents that import it.
@@ -36,7 +42,7 @@ from pygls.protocol import LanguageServerProtocol
 
 from trainlint import __version__
 from trainlint.engine import Parser, SkippedFile, UnreadableFile, decode_source, lint_source, read_source
-from trainlint.incremental import DocumentParser
+from trainlint.document import DocumentLinter
 from trainlint.finding import Finding
 from trainlint.fixes import fix_source
 from trainlint.lsp.actions import FIX_ALL_KIND, ActionBuilder
@@ -51,6 +57,7 @@ from trainlint.settings import DEFAULT_MAX_FILE_SIZE, Settings
 logger = logging.getLogger(__name__)
 
 DEFAULT_DEBOUNCE_SECONDS = 0.150
+DEFAULT_CONFIRM_SECONDS = 2.0  # idle time before the whole file is checked after a sliced check
 
 
 @dataclass
@@ -61,6 +68,7 @@ class Linted:
     text: str
     findings: list[Finding]
     lines: list[str]
+    sliced: bool = False  # checked as a slice of the document (`trainlint.document`)
     _comments: Comments | None = field(default=None, repr=False)
 
     @property
@@ -121,13 +129,17 @@ class TrainlintServer(LanguageServer):
         super().__init__("trainlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full,
                          protocol_cls=TrainlintProtocol)
         self.debounce = debounce
+        self.confirm_delay = DEFAULT_CONFIRM_SECONDS
         self.push_diagnostics = True
+        self.diagnostic_refresh = False  # the client takes `workspace/diagnostic/refresh`
         self.document_changes = False
         self.project = ProjectSettings(on_error=self._show_config_error)
         self._pending: dict[str, asyncio.Task] = {}
         self._results: dict[str, Linted] = {}
-        # Per open document: its last version's trees, so an edit re-parses only what it changed.
-        self._parsers: dict[str, DocumentParser] = {}
+        # Per open document: its last version's trees and findings, so an edit re-checks only what
+        # it can reach.
+        self._documents: dict[str, DocumentLinter] = {}
+        self._confirming: dict[str, asyncio.Task] = {}
         self._projects: dict[str, Project] = {}
         # One worker: lints run one at a time, and a stale one is skipped before it starts.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainlint-lint")
@@ -142,16 +154,22 @@ class TrainlintServer(LanguageServer):
         return document.version if document is not None else None
 
     def _lint(self, uri: str, version: int | None, text: str, settings: Settings,
-              only_if_current: bool) -> Linted | None:
+              only_if_current: bool, whole: bool = False) -> Linted | None:
         if only_if_current and self._open_version(uri) != version:
             return None  # the document changed while this waited for the worker
-        parser = self._parsers.setdefault(uri, DocumentParser()) if self.is_open(uri) else Parser()
         path = document_path(uri)
         project = self.project_for(path, settings.max_file_size) if path else None
-        result = lint_source(text, path or uri, settings, project, parser=parser)
+        sliced = False
+        if self.is_open(uri):
+            linter = self._documents.setdefault(uri, DocumentLinter())
+            before = linter.sliced
+            result = linter.lint(text, path or uri, settings, project, whole=whole)
+            sliced = linter.sliced > before
+        else:
+            result = lint_source(text, path or uri, settings, project, parser=Parser())
         for error in result.errors:
             logger.error("%s", error)
-        return Linted(version, text, result.findings, split_lines(text))
+        return Linted(version, text, result.findings, split_lines(text), sliced)
 
     async def lint(self, uri: str, only_if_current: bool = False) -> Linted | None:
         """The findings for the document's current text (cached per version)."""
@@ -170,7 +188,42 @@ class TrainlintServer(LanguageServer):
                                             only_if_current)
         if linted is not None and self.is_open(uri):
             self._results[uri] = linted
+            if linted.sliced:
+                self._confirm_later(uri, linted)
         return linted
+
+    def _confirm_later(self, uri: str, sliced: Linted) -> None:
+        previous = self._confirming.pop(uri, None)
+        if previous is not None:
+            previous.cancel()
+        task = asyncio.ensure_future(self._confirm(uri, sliced))
+        self._confirming[uri] = task
+        task.add_done_callback(lambda done: self._confirming.pop(uri) if self._confirming.get(uri) is done else None)
+
+    def _still(self, uri: str, linted: Linted) -> bool:
+        """The document is open at the version `linted` was computed for, and it is the latest result."""
+        return self.is_open(uri) and self._open_version(uri) == linted.version and self._results.get(uri) is linted
+
+    async def _confirm(self, uri: str, sliced: Linted) -> None:
+        """Check the whole file once the document has been idle, and publish what differs from
+        the sliced check."""
+        await asyncio.sleep(self.confirm_delay)
+        if not self._still(uri, sliced):
+            return
+        settings = self.project.settings_for(document_path(uri))
+        linted = await asyncio.get_running_loop().run_in_executor(
+            self._executor, self._lint, uri, sliced.version, sliced.text, settings, True, True)
+        if linted is None or not self._still(uri, sliced):
+            return
+        self._results[uri] = linted
+        if linted.findings == sliced.findings:
+            return
+        logger.warning("the sliced check of %s differed from the whole file's; the whole file's findings hold", uri)
+        if self.push_diagnostics:
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+                uri=uri, diagnostics=self.diagnostics(linted), version=linted.version))
+        elif self.diagnostic_refresh:
+            self.workspace_diagnostic_refresh(None)
 
     async def fix_all(self, uri: str, linted: Linted) -> str | None:
         """The document's text with every fix its configuration allows applied (safe ones unless
@@ -223,6 +276,8 @@ class TrainlintServer(LanguageServer):
         after forgetting what the projects knew of the disk."""
         for project in list(self._projects.values()):
             project.refresh()
+        for linter in list(self._documents.values()):
+            linter.forget()  # what a document's definitions read of other files may have changed
         saved = document_path(saved_uri)
         if saved is None:
             return []
@@ -280,21 +335,25 @@ class TrainlintServer(LanguageServer):
         if task is not None:
             task.cancel()
         self._results.pop(uri, None)
-        self._parsers.pop(uri, None)
+        self._documents.pop(uri, None)
+        confirming = self._confirming.pop(uri, None)
+        if confirming is not None:
+            confirming.cancel()
 
     def _show_config_error(self, message: str) -> None:
         self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error,
                                                          message=f"trainlint: {message}"))
 
 
-def _debounce_option(options, default: float) -> float:
-    """`debounceMs` from the client's initialization options, if it is a sane number."""
+def _milliseconds_option(options, key: str, default: float) -> float:
+    """A delay in milliseconds from the client's initialization options (`debounceMs`,
+    `confirmMs`), in seconds, if it is a sane number."""
     if isinstance(options, dict):
-        value = options.get("debounceMs")
+        value = options.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 10_000:
             return value / 1000
         if value is not None:
-            logger.warning("ignoring initialization option debounceMs=%r (want milliseconds, 0-10000)", value)
+            logger.warning("ignoring initialization option %s=%r (want milliseconds, 0-10000)", key, value)
     return default
 
 
@@ -303,10 +362,13 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: TrainlintServer, params: types.InitializeParams) -> None:
-        ls.debounce = _debounce_option(params.initialization_options, ls.debounce)
+        ls.debounce = _milliseconds_option(params.initialization_options, "debounceMs", ls.debounce)
+        ls.confirm_delay = _milliseconds_option(params.initialization_options, "confirmMs", ls.confirm_delay)
         capabilities = params.capabilities
         text_document = capabilities.text_document
         ls.push_diagnostics = text_document is None or text_document.diagnostic is None
+        diagnostics = capabilities.workspace.diagnostics if capabilities.workspace else None
+        ls.diagnostic_refresh = bool(diagnostics and diagnostics.refresh_support)
         workspace_edit = capabilities.workspace.workspace_edit if capabilities.workspace else None
         ls.document_changes = bool(workspace_edit and workspace_edit.document_changes)
 
@@ -380,7 +442,7 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: TrainlintServer, params: None) -> None:
-        for uri in list(ls._pending):
+        for uri in list(ls._pending) + list(ls._confirming):
             ls.forget(uri)
         ls._executor.shutdown(wait=False, cancel_futures=True)
 

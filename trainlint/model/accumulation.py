@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import libcst as cst
 
+from trainlint.model import file_facts
+from trainlint.model.file_facts import file_fact
 from trainlint.model.index import Scope, dotted_name, keyword_arg, positional_args, unpacked_position, walk
 from trainlint.model.roles import _PASS_THROUGH_FUNCTIONS, _PASS_THROUGH_METHODS, LOADER, \
     _unpacked_prepare_argument
@@ -509,7 +512,7 @@ class LossTracer:
 
     def file_masks_labels(self) -> bool:
         """The file passes `ignore_index` to a loss and a label can hold its value."""
-        return "ignore_index" in self.ctx.source and self.ctx.model(_ignored_labels_possible)
+        return "ignore_index" in self.ctx.document and self.ctx.model(_ignored_labels_possible)
 
     def own_module(self, call: cst.Call) -> bool:
         """`call` runs the forward of a module class of this file (`model = GPT(cfg)`; `model(x, y)`)."""
@@ -609,7 +612,7 @@ class LossTracer:
 
 
 def _file_token_evidence(ctx) -> str | None:
-    found = [m.group(0) for m in _TOKEN_EVIDENCE.finditer(ctx.source)]
+    found = [m.group(0) for m in _TOKEN_EVIDENCE.finditer(ctx.document)]
     if not found:
         return None
     if all(word == "ignore_index" for word in found) and not _ignored_labels_possible(ctx):
@@ -625,26 +628,33 @@ def _ignored_labels_possible(ctx) -> bool:
     """Whether a label can hold the `ignore_index` value: it is not a plain integer (a name, an
     attribute: set elsewhere), or this file writes that integer somewhere (`y[pad] = -1`,
     `masked_fill(mask, -1)`, `F.pad(y, ..., value=-1)`, `torch.where(keep, y, -1)`)."""
-    values = set()
+    ignored, written = set(), set()
+    for kind, value in file_facts.values(ctx, "accumulation.label_values"):
+        if kind == "ignore" and value is None:
+            return True
+        (ignored if kind == "ignore" else written).add(value)
+    return not ignored or bool(ignored & written)
+
+
+@file_fact("accumulation.label_values")
+def _label_value_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple[str, int | None]]]:
+    """("ignore", v) for each `ignore_index=v` (None when v is not an integer literal), and
+    ("written", v) for each integer literal written into a tensor (`y[pad] = v`, a filling call)."""
     for node in walk(ctx.module):
         if isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value == "ignore_index":
+            yield node, ("ignore", _int_literal(node.value))
+        elif isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Subscript) for t in node.targets):
             value = _int_literal(node.value)
-            if value is None:
-                return True
-            values.add(value)
-    if not values:
-        return True
-    for node in walk(ctx.module):
-        if isinstance(node, cst.Assign) and _int_literal(node.value) in values and \
-                any(isinstance(t.target, cst.Subscript) for t in node.targets):
-            return True
-        if isinstance(node, cst.Call):
+            if value is not None:
+                yield node, ("written", value)
+        elif isinstance(node, cst.Call):
             func = node.func
             name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-            if name in _FILLING_CALLS and any(_int_literal(a.value) in values for a in node.args
-                                              if a.keyword is None or a.keyword.value in ("value", "fill_value")):
-                return True
-    return False
+            if name in _FILLING_CALLS:
+                for arg in node.args:
+                    value = _int_literal(arg.value)
+                    if value is not None and (arg.keyword is None or arg.keyword.value in ("value", "fill_value")):
+                        yield node, ("written", value)
 
 
 def _int_literal(expr: cst.BaseExpression) -> int | None:

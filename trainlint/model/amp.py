@@ -15,6 +15,8 @@ from typing import Iterator
 
 import libcst as cst
 
+from trainlint.model import file_facts
+from trainlint.model.file_facts import file_fact
 from trainlint.model.index import Scope, iter_children, keyword_arg, positional_args, walk_expression
 from trainlint.model.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
 from trainlint.model.training import CallRef, TrainingLoop, TrainingModel, training_model
@@ -183,12 +185,7 @@ class AmpModel:
         """Receivers of `x.backward(loss)` with an argument: objects (DeepSpeed engines, custom
         wrappers) that own backward, step and gradient clearing together."""
         if self._engines is None:
-            self._engines = set()
-            for site in self.index.calls:
-                func = site.node.func
-                if (isinstance(func, cst.Attribute) and func.attr.value == "backward"
-                        and positional_args(site.node)):
-                    self._engines.add(self.ctx.code_for(func.value))
+            self._engines = set(file_facts.values(self.ctx, "amp.engines"))
         return self._engines
 
     def classify(self, call: cst.Call, scope: Scope) -> Event | None:
@@ -526,3 +523,12 @@ def per_update(model: AmpModel, unit: Unit, event: Event) -> bool:
     if unit.loop is None:
         return True
     return model.training.runs_per_update(unit.loop, CallRef(event.node, event.scope, event.via))
+
+
+@file_fact("amp.engines")
+def _engine_facts(ctx) -> Iterator[tuple[cst.CSTNode, str]]:
+    """The receiver of each `x.backward(loss)` with an argument (see `AmpModel.engines`)."""
+    for site in ctx.index.calls:
+        func = site.node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "backward" and positional_args(site.node):
+            yield site.node, ctx.code_for(func.value)

@@ -31,6 +31,8 @@ from typing import Iterator
 
 import libcst as cst
 
+from trainlint.model import file_facts
+from trainlint.model.file_facts import file_fact
 from trainlint.model.index import (CallSite, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_arg,
                              positional_args, walk)
 from trainlint.model.roles import MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
@@ -178,7 +180,6 @@ class CheckpointModel:
         # (scope, name) of dicts handed to a call or aliased: someone else may fill them
         self.escapes: set[tuple[Scope, str]] = set()
         self._node_order: dict[cst.CSTNode, int] | None = None
-        self._saved_dicts: list[tuple[set[str], set[str]]] | None = None  # (keys, kinds held) per saved dict
         self._kinds_by_scope: dict[int, tuple[Scope, list[tuple[str, str]]]] = {}
         self._build()
 
@@ -926,14 +927,8 @@ class CheckpointModel:
 
     def _saved_with_keys(self, keys: set[str]) -> set[str]:
         """State held by the dicts this file saves that have every key a load reads."""
-        if self._saved_dicts is None:  # read once: every load of the file asks
-            self._saved_dicts = []
-            for save in self.saves:
-                content = self.saved_dict(save.obj, save.scope)
-                if content is not None:
-                    self._saved_dicts.append((set(content.keys()), self.holds(content)))
         kinds: set[str] = set()
-        for saved_keys, held in self._saved_dicts:
+        for saved_keys, held in file_facts.values(self.ctx, "checkpoints.saved_dicts"):
             if keys <= saved_keys:
                 kinds |= held
         return kinds
@@ -1153,11 +1148,27 @@ class CheckpointModel:
         return False
 
     def seeds_rng(self) -> bool:
-        for site in self.index.calls:
-            name = self.index.call_name(site) or dotted_name(site.node.func) or ""
-            if SEED_FUNCTIONS.search(name):
-                return True
-        return False
+        return bool(file_facts.values(self.ctx, "checkpoints.seeds"))
+
+
+@file_fact("checkpoints.saved_dicts")
+def _saved_dict_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple[frozenset, frozenset]]]:
+    """(keys, kinds of state held) of each dict the file saves."""
+    model = ctx.model(checkpoint_model)
+    for save in model.saves:
+        content = model.saved_dict(save.obj, save.scope)
+        if content is not None:
+            yield save.node, (frozenset(content.keys()), frozenset(model.holds(content)))
+
+
+@file_fact("checkpoints.seeds")
+def _seed_facts(ctx) -> Iterator[tuple[cst.CSTNode, bool]]:
+    """Each call that seeds a random generator."""
+    index = ctx.index
+    for site in index.calls:
+        name = index.call_name(site) or dotted_name(site.node.func) or ""
+        if SEED_FUNCTIONS.search(name):
+            yield site.node, True
 
 
 _NAME_CACHE: dict[str, cst.Name] = {}

@@ -34,6 +34,8 @@ import libcst as cst
 
 from trainlint.model.index import (FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args,
                                    unpacked_position, walk)
+from trainlint.model import file_facts
+from trainlint.model.file_facts import file_fact
 from trainlint.model.layers import FREE, LIBRARY, verdict
 from trainlint.model.roles import OPTIMIZER, SCALER, role_of_callee
 from trainlint.model.training import TrainingModel, training_model
@@ -790,42 +792,10 @@ class ModeModel:
 
     def _trained_names(self) -> frozenset[str]:
         """Last components of the models the file trains (see `is_trained`)."""
-        names: set[str] = set()
-        frozen: set[str] = set()
-        index = self.index
-        for site in index.calls:
-            func = site.node.func
-            if isinstance(func, cst.Attribute):
-                attr = func.attr.value
-                receiver = dotted_name(_strip_wrappers(func.value))
-                if attr == "train" and receiver and len(site.node.args) <= 1:
-                    args = positional_args(site.node)
-                    if not args or not _is_false(args[0].value):
-                        names.add(_last_component(receiver))
-                elif attr == "requires_grad_" and receiver:
-                    args = positional_args(site.node)
-                    if args and _is_false(args[0].value):
-                        frozen.add(_last_component(receiver))
-                elif attr in ("prepare", "setup", "prepare_model") and receiver:
-                    for arg in site.node.args:
-                        text = dotted_name(_strip_wrappers(arg.value))
-                        if text:
-                            names.add(_last_component(text))
-            qualname = index.resolve(func, site.scope)
-            last = (qualname or dotted_name(func) or "").rsplit(".", 1)[-1]
-            if role_of_callee(qualname) == OPTIMIZER or last.endswith("Optimizer") or last in (
-                    "DistributedDataParallel", "DDP", "FSDP", "FullyShardedDataParallel"):
-                for arg in site.node.args:
-                    names.update(_parameter_owners(arg.value, site.scope))
-        # `for p in teacher.parameters(): p.requires_grad = False`
-        for loop in index.loops:
-            if isinstance(loop, cst.For):
-                owners = _parameter_owners(loop.iter, None)
-                if owners and any(isinstance(n, cst.Assign) and _is_false(n.value) and any(
-                        isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
-                        for t in n.targets) for n in walk(loop.body)):
-                    frozen.update(owners)
-        self._frozen = frozenset(frozen - _train_called(index))
+        names, frozen, called = set(), set(), set()
+        for kind, name in file_facts.values(self.ctx, "modes.trained"):
+            (names if kind == "train" else frozen if kind == "frozen" else called).add(name)
+        self._frozen = frozenset(frozen - called)
         return frozenset(names - self._frozen)
 
 
@@ -1456,15 +1426,49 @@ def _parameter_owners(expr: cst.BaseExpression, scope: Scope | None, depth: int 
     return owners
 
 
-def _train_called(index) -> set[str]:
-    names = set()
+@file_fact("modes.trained")
+def _trained_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple[str, str]]]:
+    """What says a model is trained somewhere in the file: ("train", name) for `name.train()`,
+    `accelerator.prepare(name)`, an optimizer or DDP over its parameters; ("frozen", name) for
+    `name.requires_grad_(False)` or its parameters' `requires_grad = False`; ("called", name) for
+    a bare `name.train()`, which unfreezes its mode."""
+    index = ctx.index
     for site in index.calls:
         func = site.node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "train" and not site.node.args:
-            text = dotted_name(_strip_wrappers(func.value))
-            if text:
-                names.add(_last_component(text))
-    return names
+        if isinstance(func, cst.Attribute):
+            attr = func.attr.value
+            receiver = dotted_name(_strip_wrappers(func.value))
+            if attr == "train" and receiver and len(site.node.args) <= 1:
+                args = positional_args(site.node)
+                if not args or not _is_false(args[0].value):
+                    yield site.node, ("train", _last_component(receiver))
+                if not site.node.args:
+                    yield site.node, ("called", _last_component(receiver))
+            elif attr == "requires_grad_" and receiver:
+                args = positional_args(site.node)
+                if args and _is_false(args[0].value):
+                    yield site.node, ("frozen", _last_component(receiver))
+            elif attr in ("prepare", "setup", "prepare_model") and receiver:
+                for arg in site.node.args:
+                    text = dotted_name(_strip_wrappers(arg.value))
+                    if text:
+                        yield site.node, ("train", _last_component(text))
+        qualname = index.resolve(func, site.scope)
+        last = (qualname or dotted_name(func) or "").rsplit(".", 1)[-1]
+        if role_of_callee(qualname) == OPTIMIZER or last.endswith("Optimizer") or last in (
+                "DistributedDataParallel", "DDP", "FSDP", "FullyShardedDataParallel"):
+            for arg in site.node.args:
+                for owner in _parameter_owners(arg.value, site.scope):
+                    yield site.node, ("train", owner)
+    # `for p in teacher.parameters(): p.requires_grad = False`
+    for loop in index.loops:
+        if isinstance(loop, cst.For):
+            owners = _parameter_owners(loop.iter, None)
+            if owners and any(isinstance(n, cst.Assign) and _is_false(n.value) and any(
+                    isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
+                    for t in n.targets) for n in walk(loop.body)):
+                for owner in owners:
+                    yield loop, ("frozen", owner)
 
 
 def display_key(key: str) -> str:
