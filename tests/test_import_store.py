@@ -15,18 +15,11 @@ from trainlint.engine import lint_paths
 from trainlint.model import import_store, project
 from trainlint.model.project import Project
 from trainlint.settings import Settings, resolve_selection
+from test_project import EVALUATE, NO_GRAD_HELPER
 
 ALL = Settings(select=resolve_selection(["ALL"], [], []))
 PAST = 1_500_000_000 * 10**9  # 2017: long before any listing, so the folders are not "racy"
 
-EVALUATE = """
-    from helpers import inference
-
-    @inference()
-    def evaluate(model, loader):
-        model.eval()
-        return [model(x).argmax(-1) for x, _ in loader]
-    """
 NULL_CONTEXT = "import contextlib\n\ndef inference():\n    return contextlib.nullcontext()\n"
 
 
@@ -80,7 +73,7 @@ def test_a_module_created_after_the_store_was_written_is_found(tmp_path):
     paths = [str(tmp_path / "evaluate.py")]
     assert [f["code"] for f in _results(paths, cache=ResultCache(cache_dir))[0][1]] == ["TL301"]
     assert len(_stores(cache_dir)) == 1
-    (tmp_path / "helpers.py").write_text("import torch\n\ndef inference():\n    return torch.no_grad()\n")
+    (tmp_path / "helpers.py").write_text(NO_GRAD_HELPER)
     fresh = _results(paths)
     assert fresh == [(paths[0], [])]
     assert _results(paths, cache=ResultCache(cache_dir)) == fresh

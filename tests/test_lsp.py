@@ -69,8 +69,9 @@ def _make_client() -> LanguageClient:
     return client
 
 
-async def start(encodings=None, pull=False, debounce_ms=None, document_changes=True) -> LanguageClient:
-    client = await ClientServerConfig(server_command=SERVER, client_factory=_make_client).start()
+async def start(encodings=None, pull=False, debounce_ms=None, document_changes=True, confirm_ms=None,
+                server=SERVER) -> LanguageClient:
+    client = await ClientServerConfig(server_command=server, client_factory=_make_client).start()
     capabilities = types.ClientCapabilities(
         general=types.GeneralClientCapabilities(position_encodings=encodings) if encodings else None,
         text_document=types.TextDocumentClientCapabilities(
@@ -80,7 +81,8 @@ async def start(encodings=None, pull=False, debounce_ms=None, document_changes=T
             workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=document_changes),
         ),
     )
-    options = {"debounceMs": debounce_ms} if debounce_ms is not None else None
+    options = {key: value for key, value in (("debounceMs", debounce_ms), ("confirmMs", confirm_ms))
+               if value is not None} or None
     await asyncio.wait_for(client.initialize_session(
         types.InitializeParams(capabilities=capabilities, initialization_options=options)), TIMEOUT)
     return client
@@ -752,11 +754,8 @@ async def test_the_whole_file_check_after_an_edit_corrects_a_wrong_slice(tmp_pat
     """A server whose sliced checks are wrong (they keep the last findings) still settles on the
     whole file's findings once the document is idle for `confirmMs`; it publishes them for the
     same version."""
-    server = [sys.executable, str(Path(__file__).parent / "lsp_wrong_slices.py")]
-    client = await ClientServerConfig(server_command=server, client_factory=_make_client).start()
-    await asyncio.wait_for(client.initialize_session(types.InitializeParams(
-        capabilities=types.ClientCapabilities(), initialization_options={"debounceMs": 0, "confirmMs": 200})),
-        TIMEOUT)
+    client = await start(debounce_ms=0, confirm_ms=200,
+                         server=[sys.executable, str(Path(__file__).parent / "lsp_wrong_slices.py")])
     uri = (tmp_path / "restore.py").as_uri()
     try:
         open_document(client, uri, _functions(12))
@@ -775,10 +774,7 @@ async def test_the_whole_file_check_after_an_edit_corrects_a_wrong_slice(tmp_pat
 
 @pytest.mark.asyncio
 async def test_a_confirmation_that_agrees_publishes_nothing_more(tmp_path):
-    client = await ClientServerConfig(server_command=SERVER, client_factory=_make_client).start()
-    await asyncio.wait_for(client.initialize_session(types.InitializeParams(
-        capabilities=types.ClientCapabilities(), initialization_options={"debounceMs": 0, "confirmMs": 50})),
-        TIMEOUT)
+    client = await start(debounce_ms=0, confirm_ms=50)
     uri = (tmp_path / "restore.py").as_uri()
     try:
         open_document(client, uri, _functions(12))

@@ -193,12 +193,7 @@ class TrainlintServer(LanguageServer):
         return linted
 
     def _confirm_later(self, uri: str, sliced: Linted) -> None:
-        previous = self._confirming.pop(uri, None)
-        if previous is not None:
-            previous.cancel()
-        task = asyncio.ensure_future(self._confirm(uri, sliced))
-        self._confirming[uri] = task
-        task.add_done_callback(lambda done: self._confirming.pop(uri) if self._confirming.get(uri) is done else None)
+        _restart(self._confirming, uri, self._confirm(uri, sliced))
 
     def _still(self, uri: str, linted: Linted) -> bool:
         """The document is open at the version `linted` was computed for, and it is the latest result."""
@@ -309,12 +304,7 @@ class TrainlintServer(LanguageServer):
         """(Re)start the publish of `uri` after `delay` seconds; a newer edit cancels it."""
         if not self.push_diagnostics:
             return
-        previous = self._pending.pop(uri, None)
-        if previous is not None:
-            previous.cancel()
-        task = asyncio.ensure_future(self._publish_after(uri, delay))
-        self._pending[uri] = task
-        task.add_done_callback(lambda done: self._pending.pop(uri) if self._pending.get(uri) is done else None)
+        _restart(self._pending, uri, self._publish_after(uri, delay))
 
     async def _publish_after(self, uri: str, delay: float) -> None:
         if delay > 0:
@@ -343,6 +333,16 @@ class TrainlintServer(LanguageServer):
     def _show_config_error(self, message: str) -> None:
         self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error,
                                                          message=f"trainlint: {message}"))
+
+
+def _restart(tasks: dict[str, asyncio.Task], uri: str, coroutine) -> None:
+    """Run `coroutine` as the task of `uri` in `tasks`, cancelling the one it replaces; the entry
+    goes when its task is done."""
+    previous = tasks.pop(uri, None)
+    if previous is not None:
+        previous.cancel()
+    task = tasks[uri] = asyncio.ensure_future(coroutine)
+    task.add_done_callback(lambda done: tasks.pop(uri) if tasks.get(uri) is done else None)
 
 
 def _milliseconds_option(options, key: str, default: float) -> float:
