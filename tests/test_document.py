@@ -83,3 +83,17 @@ def test_a_changed_module_level_statement_is_a_whole_file_check():
     assert linter.sliced == 1
     linter.lint(source.replace("LIMIT = 3", "LIMIT = 4"), "x.py", ALL)
     assert linter.sliced == 1
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_sliced_checks_keep_positions_with_other_line_endings(newline):
+    """CRLF documents are sliced; a document of bare CRs (which the incremental parse reads
+    whole) is checked whole, with the same findings."""
+    source = "\n".join(f"def restore_{n}(model, path):\n    state = torch.load(path, weights_only=True)\n"
+                       f"    model.load_state_dict(state)\n\n" for n in range(6))
+    source = ("import torch\n\n\n" + source).replace("\n", newline)
+    linter = DocumentLinter(largest_slice=1.0)
+    linter.lint(source, "x.py", ALL)
+    for version in _versions(source):
+        assert _findings(linter.lint(version, "x.py", ALL)) == _findings(lint_source(version, "x.py", ALL))
+    assert (linter.sliced > 0) == (newline == "\r\n")

@@ -7,24 +7,32 @@ new, and the definitions they can reach, are linted together with the file's mod
 definitions outside it keep the findings they had, moved with their lines.
 
 What an edit can reach, read from the text of the definitions (a function or class is one piece):
-- two definitions are linked when either's text holds the other's name (a call, a construction, a
-  subclass, a reference in a string), or both hold a name the module-level code binds (the shared
-  `model = Net()` two functions use);
-- module-level code is in every slice, with every definition linked to it, and so is a piece with
-  a `disable-file` directive;
+- two definitions are linked when either's text holds a word the other declares: its name (a
+  call, a construction, a subclass, a reference in a string), a class-level field, a command-line
+  option it adds (`--grad-accum` declares `grad_accum`); or when one reads an attribute (`cfg.x`,
+  not `self.x`) that the other assigns as `self.x`; or when both hold a name the module-level
+  code binds (the shared `model = Net()` two functions use);
+- module-level code is in every slice, with the definitions it names, and so is a piece with a
+  `disable-file` directive;
 - the slice holds the changed definitions, the definitions linked to what the old text of the
-  changed or removed ones defined, and everything linked to those, transitively.
+  changed or removed ones declared, and everything linked to those, transitively.
 
 Everything else is a full check, on the whole file: the first version, a changed module-level
 statement, a file the guard refuses, a slice that would hold most of the file anyway, a different
 configuration or project, a rule's internal error, and any version whose text did not change
 (after a helper was saved, the same text can give other findings).
 
-The rules read more than names: a few facts are gathered over the whole file (which names are
-ever put in train mode, the words that say gradient accumulation happens). The tests compare the
-findings of every version of edits of every fixture with a full check's; the language server
-also checks the whole file again when the editor has been idle for a moment, and publishes the
-difference, if any (`TrainlintServer`).
+A few facts are gathered over the whole file rather than read through names (which names are
+ever put in train mode, the dicts the file saves, whether it seeds a generator): they are file
+facts (`trainlint.model.file_facts`), recorded per piece at each check. A slice is checked with
+the values the pieces outside it contributed last time, and the rules the whole document passes
+the pre-filter and the gate with; text facts read the whole document (`FileContext.document`).
+The findings outside the slice are kept only if every file fact has the same values over the
+whole file as before (else the whole file is checked).
+
+The tests compare the findings of every version of edits of every example and fixture with a
+full check's; the language server also checks the whole file again when the editor has been idle
+for a moment, and publishes the difference, if any (`TrainlintServer`).
 """
 
 from __future__ import annotations
@@ -132,14 +140,14 @@ class DocumentLinter:
         trees = [self.parser.piece_tree(line, text) for line, text in pieces]
         if any(tree is None for tree in trees):
             return None  # a piece that is not whole statements (a split inside a decorator)
-        old = {}
+        by_text: dict[str, list[int]] = {}  # the last version's pieces not yet matched, by text
         for number, (_, text) in enumerate(last.pieces):
-            old.setdefault(text, []).append(number)
+            by_text.setdefault(text, []).append(number)
         kept: dict[int, int] = {}
         for number, (_, text) in enumerate(pieces):
-            if old.get(text):
-                kept[number] = old[text].pop(0)
-        removed = [number for numbers in old.values() for number in numbers]
+            if by_text.get(text):
+                kept[number] = by_text[text].pop(0)
+        removed = [number for numbers in by_text.values() for number in numbers]
         changed = [number for number in range(len(pieces)) if number not in kept]
         names = [_defined_name(tree, text) for tree, (_, text) in zip(trees, pieces)]
         if not changed or any(names[number] is None for number in changed):
@@ -159,8 +167,8 @@ class DocumentLinter:
         if sum(lines[number] for number in linted) > self.largest_slice * sum(lines):
             return None
         inside = set(linted)
-        return Slice(linted, {n: old for n, old in kept.items() if n not in inside},
-                     {old: n for n, old in kept.items()})
+        return Slice(linted, {n: was for n, was in kept.items() if n not in inside},
+                     {was: n for n, was in kept.items()})
 
     # -- linting the slice -----------------------------------------------------------------------
     def _lint_slice(self, source: str, path: str, pieces: list[tuple[int, str]], plan: Slice,
