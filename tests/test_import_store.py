@@ -60,6 +60,13 @@ def test_a_warm_run_resolves_no_import_again(tmp_path, monkeypatch):
 
     monkeypatch.setattr(project, "imported_names", refuse)
     assert _results(paths, cache=ResultCache(cache_dir)) == cold
+    # a run of one file (pre-commit's; its result has another key there: no checked file imports it)
+    # keeps the others' entries: one store per project
+    monkeypatch.undo()
+    assert _results(paths[:1], cache=ResultCache(cache_dir)) == cold[:1]
+    assert len(_stores(cache_dir)) == 1
+    monkeypatch.setattr(project, "imported_names", refuse)
+    assert _results(paths, cache=ResultCache(cache_dir)) == cold
     assert _results(paths, cache=ResultCache(cache_dir), jobs=2) == cold
 
 
@@ -118,7 +125,7 @@ def test_a_store_of_the_wrong_shape_or_naming_a_file_outside_the_project_is_igno
     _age(tmp_path)
     paths = [str(tmp_path / "evaluate.py")]
     checked = Project.for_paths(paths)
-    store = import_store.store_file(tmp_path / ".cache", checked.root, checked.paths, checked.max_file_size)
+    store = import_store.store_file(tmp_path / ".cache", checked.root, checked.max_file_size)
     store.parent.mkdir(parents=True)
     store.write_text(json.dumps(planted))
     assert import_store.load(store, checked._inside) is None

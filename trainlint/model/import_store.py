@@ -44,14 +44,13 @@ def _current(folder: str) -> int | None:
         return None
 
 
-def store_file(directory: str | os.PathLike, root: Path, paths: list[Path], max_file_size: int) -> Path:
-    """Where the store of this project (root, checked files, size limit) and this trainlint lives."""
+def store_file(directory: str | os.PathLike, root: Path, max_file_size: int) -> Path:
+    """Where the store of this project (its root and size limit) and this trainlint lives: one
+    per project, whichever of its files a run checks (each run adds the files it resolved)."""
     from trainlint.cache import _code_fingerprint
 
-    digest = hashlib.sha256(f"{_FORMAT}\0{_code_fingerprint()}\0{root}\0{max_file_size}\0".encode(
+    digest = hashlib.sha256(f"{_FORMAT}\0{_code_fingerprint()}\0{root}\0{max_file_size}".encode(
         "utf-8", "surrogatepass"))
-    for path in sorted(map(str, paths)):
-        digest.update(path.encode("utf-8", "surrogatepass") + b"\0")
     return Path(directory, "imports", f"{digest.hexdigest()}.json")
 
 

@@ -396,12 +396,13 @@ class Project:
             self._resolved.update(resolved)
 
     def save_imports(self, directory: str | os.PathLike) -> None:
-        """Write what the imports resolved to into the store, when this run resolved any."""
+        """Write what the imports resolved to into the store, when this run resolved any (with
+        what it loaded from there: a run that checks a few files keeps the others' entries)."""
         if self._resolved_changed and import_store.save(self._store(directory), self._stamps, self._resolved):
             self._resolved_changed = False
 
     def _store(self, directory: str | os.PathLike) -> Path:
-        return import_store.store_file(directory, self.root, self.paths, self.max_file_size)
+        return import_store.store_file(directory, self.root, self.max_file_size)
 
     # -- reading and summarising files -------------------------------------------------------------
     def _read(self, path: Path) -> tuple[str, str] | None:
