@@ -70,7 +70,7 @@ def _make_client() -> LanguageClient:
 
 
 async def start(encodings=None, pull=False, debounce_ms=None, document_changes=True, confirm_ms=None,
-                server=SERVER) -> LanguageClient:
+                server=SERVER, refresh=False) -> LanguageClient:
     client = await ClientServerConfig(server_command=server, client_factory=_make_client).start()
     capabilities = types.ClientCapabilities(
         general=types.GeneralClientCapabilities(position_encodings=encodings) if encodings else None,
@@ -79,6 +79,7 @@ async def start(encodings=None, pull=False, debounce_ms=None, document_changes=T
         ),
         workspace=types.WorkspaceClientCapabilities(
             workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=document_changes),
+            diagnostics=types.DiagnosticWorkspaceClientCapabilities(refresh_support=True) if refresh else None,
         ),
     )
     options = {key: value for key, value in (("debounceMs", debounce_ms), ("confirmMs", confirm_ms))
@@ -783,5 +784,29 @@ async def test_a_confirmation_that_agrees_publishes_nothing_more(tmp_path):
         assert [d.range.start.line for d in (await published(client, uri, 2)).diagnostics] == [_load_line(5)]
         await asyncio.sleep(1.0)  # the confirmation ran (50 ms after the edit) and agreed
         assert sum(p.version == 2 for p in client.published) == 1
+    finally:
+        assert await stop(client) == 0
+
+
+@pytest.mark.asyncio
+async def test_a_pull_client_is_asked_to_pull_again_when_the_whole_file_check_differs(tmp_path):
+    client = await start(pull=True, refresh=True, confirm_ms=200,
+                         server=[sys.executable, str(Path(__file__).parent / "lsp_wrong_slices.py")])
+    uri = (tmp_path / "restore.py").as_uri()
+
+    async def pull():
+        return await asyncio.wait_for(client.text_document_diagnostic_async(types.DocumentDiagnosticParams(
+            text_document=types.TextDocumentIdentifier(uri=uri))), TIMEOUT)
+
+    try:
+        open_document(client, uri, _functions(12))
+        assert list((await pull()).items) == []
+        change_document(client, uri, _functions(12, unsafe=5), 2)
+        assert list((await pull()).items) == []  # the wrong slice's answer
+        deadline = time.monotonic() + TIMEOUT
+        while client.diagnostic_refresh_count == 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert client.diagnostic_refresh_count == 1
+        assert [d.range.start.line for d in (await pull()).items] == [_load_line(5)]
     finally:
         assert await stop(client) == 0
