@@ -465,8 +465,15 @@ def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int
     todo = sorted(set(paths), key=_size, reverse=True)
     results: dict[str, FileResult] = {}
     retry: list[str] = []
+    # The workers are forked while the tasks are submitted. What this process holds then is frozen
+    # for the collector: a worker's collections would otherwise walk (and copy, page by page) the
+    # whole inherited heap again and again.
     with ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker, initargs=(settings, cache, project)) as pool:
-        futures = [(path, pool.submit(_lint_in_worker, path)) for path in todo]
+        gc.freeze()
+        try:
+            futures = [(path, pool.submit(_lint_in_worker, path)) for path in todo]
+        finally:
+            gc.unfreeze()
         for path, future in futures:
             try:
                 results[path] = future.result()
