@@ -162,7 +162,7 @@ class DocumentLinter:
         said = {text: self._said.get(text) or _names(text, tree, name)
                 for (_, text), tree, name in zip(pieces, trees, names)}
         self._said = said  # this version's pieces only: memory follows the document
-        linted = _reach(pieces, trees, names, changed, old, [said[text] for _, text in pieces])
+        linted = _reach(trees, names, changed, old, [said[text] for _, text in pieces])
         lines = [_line_count(pieces, number) for number in range(len(pieces))]
         if sum(lines[number] for number in linted) > self.largest_slice * sum(lines):
             return None
@@ -331,8 +331,8 @@ def _names(text: str, tree: ast.Module, name: str | None) -> _Names:
     return _Names(set(_WORD.findall(text.replace("-", "_"))), declared, attributes, uses)
 
 
-def _reach(pieces: list[tuple[int, str]], trees: list, names: list[str | None], changed: list[int],
-           old: list[_Names], said: list[_Names]) -> list[int]:
+def _reach(trees: list, names: list[str | None], changed: list[int], old: list[_Names],
+           said: list[_Names]) -> list[int]:
     """The pieces a sliced check lints, in document order (see the module's docstring); `old`
     are what the last version's pieces that this one changed or removed said, `said` what this
     one's say."""

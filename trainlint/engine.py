@@ -226,12 +226,7 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
         return result
 
     chosen = view.rules if view is not None else None  # a slice runs its document's (`document_rules`)
-    if chosen is not None:
-        rules = list(chosen)
-    else:
-        imported = functools.cache(lambda: project.imported_sources(path, source)) if project is not None else list
-        rules, via_imports = _rules_for(source, codes, imported)
-        rules += via_imports
+    rules = list(chosen) if chosen is not None else _prefiltered(source, path, codes, project)
     # A file no rule's trigger words occur in is only compiled: the nesting bound guards LibCST,
     # which is not run on it. The others take CPython's parse first, at a tenth of LibCST's cost:
     # it is the gate's, which drops the rules that cannot fire here, and the guard's
@@ -317,13 +312,17 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
     return result
 
 
+def _prefiltered(source: str, path: str, codes: frozenset[str], project: Project | None) -> list[Rule]:
+    """The rules `_rules_for` lets through for the file at `path`, with those its imports draw in."""
+    imported = functools.cache(lambda: project.imported_sources(path, source)) if project is not None else list
+    rules, via_imports = _rules_for(source, codes, imported)
+    return rules + via_imports
+
+
 def document_rules(source: str, path: str, settings: Settings, project: Project | None, parser: Parser) -> list[Rule]:
     """The rules a check of the whole `source` runs after the pre-filter and the gate: a check of
     a slice of it runs these (what a rule needs may be in the rest of the document)."""
-    codes = settings.codes_for_path(path)
-    imported = functools.cache(lambda: project.imported_sources(path, source)) if project is not None else list
-    rules, via_imports = _rules_for(source, codes, imported)
-    rules += via_imports
+    rules = _prefiltered(source, path, settings.codes_for_path(path), project)
     tree = parser.python_tree(source, path)
     return parser.gated(rules, tree) if rules and tree is not None else rules
 
