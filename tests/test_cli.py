@@ -107,9 +107,17 @@ def test_bad_selector_is_one_line(project, run, option):
     ]
 
 
+@pytest.mark.parametrize("selector", ["tl999", "Unsafe-Torch-Lod"])
+def test_bad_selector_is_echoed_as_written(project, run, selector):
+    result = run("check", "--ignore", selector, "bad.py")
+    assert result.exit_code == 2
+    assert f"unknown rule selector '{selector}'" in result.stderr
+
+
 # -- selection ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("selector", ["TL401", "TL4", "tl40", "ALL", "TL000,TL401"])
+@pytest.mark.parametrize("selector", ["TL401", "TL4", "tl40", "ALL", "TL000,TL401", "unsafe-torch-load",
+                                      "TL000,Unsafe-Torch-Load"])
 def test_selectors_that_include_tl401(project, run, selector):
     result = run("check", "--select", selector, "--no-cache", "bad.py")
     assert result.exit_code == 1 and "TL401" in result.stdout
@@ -121,6 +129,8 @@ def test_selectors_that_include_tl401(project, run, selector):
     ["--ignore", "TL4"],
     ["--select", "ALL", "--ignore", "TL401"],
     ["--select", "TL0", "--extend-select", "TL000"],
+    ["--ignore", "unsafe-torch-load"],
+    ["--select", "TL0", "--extend-select", "non-atomic-checkpoint-save"],
 ])
 def test_selections_that_exclude_tl401(project, run, args):
     result = run("check", *args, "--no-cache", "bad.py")

@@ -36,7 +36,8 @@ def write(path: Path, text: str) -> Path:
     ('min-torch-version = 2.4', "min-torch-version", "is not a string"),
     ('min-torch-version = "two"', "min-torch-version", "is not a version"),
     ('per-file-ignores = ["tests/*"]', "per-file-ignores", "must be a table"),
-    ('[per-file-ignores]\n"tests/*" = ["TL4x"]', "per-file-ignores.tests/*", "unknown rule selector 'TL4X'"),
+    ('[per-file-ignores]\n"tests/*" = ["TL4x"]', "per-file-ignores.tests/*", "unknown rule selector 'TL4x'"),
+    ('ignore = ["Unsafe-Torch-Lod"]', "ignore", "unknown rule selector 'Unsafe-Torch-Lod'"),
     ('test-code-ignore = ["TL9"]', "test-code-ignore", "unknown rule selector 'TL9'"),
     ('test-code-ignore = true', "test-code-ignore", "must be a list of strings"),
 ])
@@ -50,6 +51,28 @@ def test_bad_configuration_exits_2_naming_key_and_file(project, run, body, key, 
     assert str(project / "pyproject.toml") in lines[0]
     assert f"'{key}'" in lines[0] and detail in lines[0]
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("body", [
+    'select = ["TL0", "non-atomic-checkpoint-save"]',
+    'ignore = ["unsafe-torch-load"]',
+    'extend-select = ["TL0"]\nignore = ["Unsafe-Torch-Load"]',
+    '[tool.trainlint.per-file-ignores]\n"bad.py" = ["unsafe-torch-load"]',
+])
+def test_rule_names_work_wherever_a_code_does(project, run, body):
+    write(project / "pyproject.toml", body if body.startswith("[") else f"[tool.trainlint]\n{body}\n")
+    result = run("check", "--format", "json", "--no-cache", "bad.py")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert codes(result) == []
+
+
+def test_rule_names_in_fixable_and_unfixable(project, run):
+    write(project / "pyproject.toml", '[tool.trainlint]\nunfixable = ["unsafe-torch-load"]\n')
+    result = run("check", "--fix", "--unsafe-fixes", "--no-cache", "bad.py")
+    assert result.exit_code == 1 and (project / "bad.py").read_text() == BAD
+    write(project / "pyproject.toml", '[tool.trainlint]\nfixable = ["unsafe-torch-load"]\n')
+    result = run("check", "--fix", "--unsafe-fixes", "--no-cache", "bad.py")
+    assert result.exit_code == 0 and "weights_only=True" in (project / "bad.py").read_text()
 
 
 def test_invalid_toml_names_the_file(project, run):

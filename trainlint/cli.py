@@ -56,16 +56,14 @@ def _split(values: tuple[str, ...]) -> list[str]:
 
 
 def _validate_selectors(option: str, selectors: list[str]) -> list[str]:
-    from trainlint.settings import SelectorError, codes_for
+    from trainlint.settings import SelectorError, canonical_selector
 
     if not selectors:  # `--select ''` would run nothing and report success
         _fail(f"{option}: no rule codes given (see `trainlint rules`)")
-    for selector in selectors:
-        try:
-            codes_for(selector)
-        except SelectorError as err:
-            _fail(f"{option}: {err} (see `trainlint rules`)")
-    return [s.upper() for s in selectors]
+    try:
+        return [canonical_selector(selector) for selector in selectors]
+    except SelectorError as err:
+        _fail(f"{option}: {err} (see `trainlint rules`)")
 
 
 def _use_color(color: bool | None, output: str | None) -> bool:

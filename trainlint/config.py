@@ -29,7 +29,7 @@ from typing import Callable
 from trainlint.discovery import DEFAULT_EXCLUDES, Discovery
 from trainlint.fixes import FixPolicy
 from trainlint.settings import (DEFAULT_MAX_FILE_SIZE, DEFAULT_MIN_TORCH, DEFAULT_TEST_CODE_IGNORE, SelectorError, Settings,
-                                codes_for, resolve_selection)
+                                canonical_selector, codes_for, resolve_selection)
 
 CACHE_DIR_NAME = ".trainlint_cache"
 _VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
@@ -142,13 +142,10 @@ def _string_list(path: Path, key: str, value) -> tuple[str, ...]:
 
 
 def _selectors(path: Path, key: str, value) -> tuple[str, ...]:
-    selectors = _string_list(path, key, value)
-    for selector in selectors:
-        try:
-            codes_for(selector)
-        except SelectorError as err:
-            raise ConfigError(f"{path}: '{key}': {err}") from None
-    return tuple(s.strip().upper() for s in selectors)
+    try:
+        return tuple(canonical_selector(selector) for selector in _string_list(path, key, value))
+    except SelectorError as err:
+        raise ConfigError(f"{path}: '{key}': {err}") from None
 
 
 def parse_version(text: str) -> tuple[int, ...]:

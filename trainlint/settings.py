@@ -1,4 +1,4 @@
-"""Settings the engine runs with, and turning rule selectors (`TL1`, `TL101`, `ALL`) into codes.
+"""Settings the engine runs with, and turning rule selectors (`TL1`, `TL101`, `ALL`, rule names) into codes.
 
 This module knows nothing about files or configuration syntax: `trainlint.config` builds a
 `Settings` from pyproject.toml and the command line.
@@ -47,16 +47,29 @@ class SelectorError(ValueError):
     """An unknown rule selector; the message names it."""
 
 
+def canonical_selector(selector: str) -> str:
+    """A selector as its code form: `TL401` for `unsafe-torch-load` (a rule name, in any case),
+    upper case for codes and prefixes (`tl1` -> `TL1`); raises SelectorError, naming the selector
+    as it was written, when it names no rule."""
+    written = selector.strip()
+    names = {rule.name: code for code, rule in registry().items()}
+    if written.lower() in names:
+        return names[written.lower()]
+    upper = written.upper()
+    if upper != "ALL":
+        codes = set(registry()) | {SYNTAX_ERROR_CODE}
+        if not upper.startswith("TL") or not any(code.startswith(upper) for code in codes):
+            raise SelectorError(f"unknown rule selector '{written}'")
+    return upper
+
+
 def codes_for(selector: str) -> set[str]:
-    """The rule codes a selector names: `ALL`, a code, or a code prefix such as `TL1`."""
-    selector = selector.strip().upper()
+    """The rule codes a selector names: `ALL`, a code, a code prefix such as `TL1`, or a rule name."""
+    selector = canonical_selector(selector)
     codes = set(registry()) | {SYNTAX_ERROR_CODE}
     if selector == "ALL":
         return codes
-    matched = {code for code in codes if code.startswith(selector)}
-    if not selector.startswith("TL") or not matched:
-        raise SelectorError(f"unknown rule selector '{selector}'")
-    return matched
+    return {code for code in codes if code.startswith(selector)}
 
 
 def resolve_selection(select: list[str] | None, extend_select: list[str], ignore: list[str]) -> frozenset[str]:
