@@ -18,9 +18,15 @@ class MalformedNoqa(Rule):
         are not a code (`# noqa: TL401 trusted`), or other text after `noqa`. Codes are rule codes
         (`TL401`) or rule names (`unsafe-torch-load`) separated by commas and/or spaces; after
         them may come another `# comment` or a `(reason)`. A malformed comment suppresses nothing.
-        Comments that name only other tools' codes (`# noqa: E501 long line`, also without the colon:
-        `# noqa F401`) are left alone, and so is a quoted `"# noqa"` (text in a comment, such as a
-        commented-out line of code).
+        Only comments that could be meant for trainlint are judged: those naming a TL code (`TL`
+        and digits) or a rule name, and those naming no code at all (`# noqa:`, a bare `# noqa`
+        followed by words). Other tools' comments are left alone: their codes (`# noqa: E501 long
+        line`, also without the colon: `# noqa F401`) and words that are no code of ours
+        (`# noqa: GB_REGISTRY`, `# noqa: set_linter`, a sentence for another linter). So is a
+        quoted `"# noqa"` (text in a comment, such as a commented-out line of code). A second
+        `# noqa` in the same comment is read when the first is another tool's
+        (`# noqa: E501 long line  # noqa: TL401`, what `--add-noqa` writes there). The message
+        says what is wrong: the missing colon, the empty code list, or the word that is not a code.
         """
     why_bad = """
         Tools disagree on what such a comment means: flake8 reads `# noqa TL401` as a bare
@@ -99,6 +105,22 @@ class MalformedNoqa(Rule):
             """,
             line=3,
             title="the colon is missing before another tool's code and one of ours",
+        ),
+        good(
+            """
+            from .backends import nccl  # noqa: GB_REGISTRY
+            import setuptools  # noqa: set_linter
+            import readline  # noqa: imported for its side effect on input()
+            """,
+            title="other tools' codes and words that are no code of ours",
+        ),
+        good(
+            """
+            import torch
+
+            state = torch.load(path, weights_only=False)  # noqa: E501  trusted source  # noqa: TL401
+            """,
+            title="a trainlint `# noqa` after another tool's comment",
         ),
         good(
             '''

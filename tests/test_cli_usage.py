@@ -365,3 +365,31 @@ def test_watch_checks_again_when_a_file_changes(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_add_noqa_after_other_tools_comments_and_reports_what_it_cannot_change(tmp_path):
+    target = write(tmp_path / "t.py", "import torch\n\n"
+                   f"{LOAD}  # noqa: E501  trusted source\n"
+                   f"{LOAD}  # noqa: set_linter\n"
+                   f"{LOAD}  # noqa: TL401 trusted\n")
+    added = tl("check", "--add-noqa", "--no-cache", "--isolated", "--select", "TL4", "t.py", cwd=tmp_path)
+    assert added.returncode == 0, added.stderr
+    assert added.stdout == "Added 2 noqa directives to 1 file.\n"
+    assert added.stderr.splitlines() == [
+        "trainlint: warning: t.py:5: no `# noqa` added: its `# noqa` is malformed: unexpected `trusted` after "
+        "the codes (codes are separated by commas or spaces; a reason goes in parentheses)"]
+    assert target.read_text().splitlines()[2:] == [
+        f"{LOAD}  # noqa: E501  trusted source  # noqa: TL401",
+        f"{LOAD}  # noqa: set_linter  # noqa: TL401",
+        f"{LOAD}  # noqa: TL401 trusted",
+    ]
+    again = tl("check", "--format", "json", "--no-cache", "--isolated", "--select", "TL4,TL0", "t.py", cwd=tmp_path)
+    assert sorted((line, code) for _, line, code in found(again)) == [(5, "TL002"), (5, "TL401")]
+
+
+def test_add_noqa_reports_a_line_ending_inside_a_string(tmp_path):
+    write(tmp_path / "t.py", 'import torch\n\nnote = """\n""" + str(torch.load(p, weights_only=False)) + """\n"""\n')
+    added = tl("check", "--add-noqa", "--no-cache", "--isolated", "--select", "TL4", "t.py", cwd=tmp_path)
+    assert added.stdout == "Added 0 noqa directives to 0 files.\n"
+    assert added.stderr.splitlines() == [
+        "trainlint: warning: t.py:4: no `# noqa` added: it ends inside a string or with a `\\`, where no comment can go"]

@@ -113,3 +113,46 @@ def test_a_missing_colon_before_only_other_tools_codes_is_not_ours():
     ours = parse_directive("# noqa F401, unsafe-torch-load")
     assert ours.problem is not None and ours.concerns_trainlint
     assert parse_directive("# noqa because of reasons").concerns_trainlint  # reads as a bare noqa elsewhere
+
+
+ALL_NOQA = Settings(select=resolve_selection(["ALL"], [], []))
+
+
+@pytest.mark.parametrize("comment", [
+    "# noqa: GB_REGISTRY",
+    "# noqa: set_linter",
+    "# noqa: this import registers the backends for flake8",
+    "# noqa: E501",
+    "# noqa: E501  trusted source",
+    "# noqa F401",
+])
+def test_other_tools_noqa_comments_are_left_alone(comment):
+    result = lint_source(f"import torch\n\nx = compute()  {comment}\n", "train.py", ALL_NOQA)
+    assert [f.code for f in result.findings] == []
+
+
+@pytest.mark.parametrize("comment, problem", [
+    ("# noqa:", "no codes after `noqa:`"),
+    ("# noqa: trusted TL401", "`trusted` is not a rule code or name"),
+    ("# noqa: trusted, unsafe-torch-load", "`trusted` is not a rule code or name"),
+    ("# noqa TL401", "missing `:` before `TL401`"),
+    ("# noqa because the loss is logged", "`because the loss is logged` after a bare `# noqa`"),
+])
+def test_malformed_noqa_meant_for_trainlint_names_the_problem(comment, problem):
+    result = lint_source(f"import torch\n\nx = compute()  {comment}\n", "train.py", ALL_NOQA)
+    (finding,) = result.findings
+    assert finding.code == "TL002" and problem in finding.message, finding.message
+
+
+def test_a_trainlint_noqa_after_another_tools_is_read():
+    directive = parse_directive("# noqa: E501  trusted source  # noqa: TL401")
+    assert [c.code for c in directive.codes] == ["TL401"] and directive.problem is None
+    assert tl401_lines(script(f"{LOAD}  # noqa: set_linter  # noqa: TL401")) == []
+    assert tl401_lines(script(f"{LOAD}  # noqa: set_linter")) == [3]
+
+
+def test_only_tl_and_digits_are_our_codes():
+    result = lint_source("x = compute()  # noqa: TLX1\n", "train.py", ALL_NOQA)
+    assert result.findings == []  # another tool's code, not an unknown one of ours
+    result = lint_source("x = compute()  # noqa: TL999\n", "train.py", ALL_NOQA)
+    assert [f.code for f in result.findings] == ["TL001"]

@@ -243,9 +243,12 @@ def _check_once(o: SimpleNamespace) -> int:
     if o.add_noqa:
         from trainlint.suppress import add_noqa_to_files
 
-        added, changed = add_noqa_to_files(results)
+        added, changed, left = add_noqa_to_files(results)
         click.echo(f"Added {added} noqa directive{'' if added == 1 else 's'} to "
                    f"{changed} file{'' if changed == 1 else 's'}.")
+        for path, line, why in left:
+            where = f"{path}:{line}" if line else path
+            click.echo(f"trainlint: warning: {where}: no `# noqa` added: {why}", err=True)
         return EXIT_CLEAN
 
     def source_lines(path: str) -> list[str] | None:

@@ -9,9 +9,13 @@ tokenizer gives them): text in a string that looks like a comment suppresses not
     ...then nothing, another `# comment`, or a `(reason)`.
 
 Anything else after `noqa` (`# noqa TL401` without the colon, `# noqa:` without codes, words after
-the codes) is malformed: it suppresses nothing and is reported as TL002. A code that suppressed
-nothing on its line, or a TL code that does not exist, is reported as TL001 with a fix removing
-it. Codes of other tools (`# noqa: E501`) are left alone.
+the codes) is malformed: it suppresses nothing and is reported as TL002 when it could be meant for
+trainlint (it names a TL code or a rule name, or no code at all). Comments of other tools are left
+alone: other codes (`# noqa: E501`, `# noqa F401`, `# noqa: E501  trusted source`) and words that
+are no code of ours (`# noqa: GB_REGISTRY`, `# noqa: set_linter`, prose). A later `# noqa` in the
+same comment (`# noqa: E501 long  # noqa: TL401`) is read when the first is another tool's.
+A code that suppressed nothing on its line, or a TL code that does not exist, is reported as TL001
+with a fix removing it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ NOQA_CODES = frozenset({UNUSED_NOQA, MALFORMED_NOQA})
 
 _DIRECTIVE = re.compile(r"#\s*noqa(?![\w-])", re.IGNORECASE)
 _CODE_LIKE = re.compile(r"[A-Za-z]+[0-9]+\Z")
+_OUR_CODE = re.compile(r"TL[0-9]+\Z")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _SEPARATORS = re.compile(r"[\s,]*")
 _QUOTES = ("\"", "'", "`")
@@ -64,7 +69,7 @@ class Code:
 
     @property
     def is_ours(self) -> bool:
-        return self.code.startswith("TL")
+        return _OUR_CODE.match(self.code) is not None
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,8 @@ class Directive:
     comment_end: int  # the end of the comment token that holds it
     codes: tuple[Code, ...] = ()
     problem: str | None = None  # why it is malformed
+    #: malformed for trainlint, but naming only what is not ours (`# noqa: set_linter`): another tool's
+    foreign: bool = False
 
     @property
     def blanket(self) -> bool:
@@ -89,7 +96,15 @@ class Directive:
     def concerns_trainlint(self) -> bool:
         """A malformed directive is reported when it could be meant for trainlint: one that names
         no codes (it reads as a blanket `# noqa` to other tools) or names one of ours."""
-        return not self.codes or any(c.is_ours for c in self.codes)
+        return not self.foreign and (not self.codes or any(c.is_ours for c in self.codes))
+
+    @property
+    def mine(self) -> bool:
+        """Whether it says anything to trainlint: a blanket `# noqa`, one of our codes, or a
+        malformed comment that could be meant for trainlint."""
+        if self.problem is not None:
+            return self.concerns_trainlint
+        return self.blanket or any(c.is_ours for c in self.codes)
 
 
 def _tail_is_allowed(tail: str) -> bool:
@@ -120,15 +135,31 @@ def _read_codes(comment: str, at: int, offset: int, names: dict[str, str]) -> tu
     return codes, end
 
 
+def _looks_ours(text: str, names: dict[str, str]) -> bool:
+    """Some word of `text` is a TL code or a rule name."""
+    return any(_OUR_CODE.match(word.upper()) or word.lower() in names
+               for word in re.findall(r"[A-Za-z0-9_-]+", text))
+
+
 def parse_directive(comment: str, line: int = 1, offset: int = 0,
                     names: dict[str, str] | None = None) -> Directive | None:
-    """The `# noqa` directive in one comment's text (None if it has none). `offset` is the
-    comment's column in its line, so that columns are the line's."""
-    # `"# noqa"` in quotes (a commented-out line of code, a note on usage) is text, not a directive
-    match = next((m for m in _DIRECTIVE.finditer(comment) if comment[m.end():m.end() + 1] not in _QUOTES), None)
-    if match is None:
-        return None
+    """The `# noqa` directive in one comment's text (None if it has none): the first that says
+    something to trainlint, else the first. `offset` is the comment's column in its line, so that
+    columns are the line's."""
     names = _rule_names() if names is None else names
+    first = None
+    # `"# noqa"` in quotes (a commented-out line of code, a note on usage) is text, not a directive
+    for match in _DIRECTIVE.finditer(comment):
+        if comment[match.end():match.end() + 1] in _QUOTES:
+            continue
+        directive = _directive_at(comment, match, line, offset, names)
+        if directive.mine:
+            return directive
+        first = first or directive
+    return first
+
+
+def _directive_at(comment: str, match: re.Match, line: int, offset: int, names: dict[str, str]) -> Directive:
     rest_at = match.end()
     colon = re.match(r"\s*:", comment[rest_at:])
     base = dict(line=line, start=offset + match.start(), comment_end=offset + len(comment))
@@ -141,15 +172,27 @@ def parse_directive(comment: str, line: int = 1, offset: int = 0,
         if word and (_CODE_LIKE.match(word.group()) or word.group().lower() in names):
             problem = f"missing `:` before `{word.group()}` (write `# noqa: {word.group()}`)"
         else:
-            problem = "expected `# noqa` alone or `# noqa: CODE, ...`"
+            problem = (f"`{tail.strip()[:30]}` after a bare `# noqa` (it takes only a `# comment` or a "
+                       f"`(reason)` after it; codes go after a colon: `# noqa: CODE`)")
         # the codes it names tell whose comment it is: `# noqa F401` is flake8's, not ours to judge
         return Directive(end=offset + len(comment.rstrip()), codes=tuple(codes), problem=problem, **base)
 
-    codes, end = _read_codes(comment, rest_at + colon.end(), offset, names)
+    codes_at = rest_at + colon.end()
+    codes, end = _read_codes(comment, codes_at, offset, names)
     tail = comment[end:]
     if not codes:
+        text = comment[codes_at:].split("#", 1)[0].strip()
+        if not text:
+            return Directive(end=offset + len(comment.rstrip()), codes=(),
+                             problem="no codes after `noqa:` (write `# noqa` for every code, or `# noqa: CODE`)",
+                             **base)
+        word = text.split()[0].rstrip(",")
+        if not _looks_ours(text, names):  # `# noqa: GB_REGISTRY`, `# noqa: set_linter`: another tool's
+            return Directive(end=offset + len(comment.rstrip()), problem=f"`{word}` is not a trainlint code",
+                             foreign=True, **base)
         return Directive(end=offset + len(comment.rstrip()), codes=(),
-                         problem="no codes after `noqa:` (write `# noqa` or `# noqa: CODE`)", **base)
+                         problem=f"`{word[:30]}` is not a rule code or name (the codes come first after "
+                                 f"`noqa:`; a reason goes in parentheses after them)", **base)
     if not _tail_is_allowed(tail.lstrip(" ,")):
         return Directive(end=offset + len(comment.rstrip()), codes=tuple(codes),
                          problem=f"unexpected `{tail.strip()[:30]}` after the codes (codes are separated "
@@ -296,44 +339,64 @@ def apply_suppressions(findings: list[Finding], source: str, path: str, codes: f
 
 def noqa_edit(line_text: str, directive: Directive | None, codes: Iterable[str]) -> tuple[int, int, str] | None:
     """How to make a line's comment suppress `codes`: (start, end, text) to replace, 0-based columns;
-    None when nothing can or need be done (a blanket or malformed directive is left to its owner)."""
-    if directive is not None and (directive.blanket or directive.problem is not None):
+    None when nothing can or need be done (a blanket directive suppresses them already; a malformed
+    one meant for trainlint is left to its owner: `cannot_add_noqa` says why)."""
+    if directive is not None and (directive.blanket or directive.concerns_trainlint and directive.problem):
         return None
-    if directive is not None:
+    if directive is not None and directive.problem is None:
         missing = [c for c in dict.fromkeys(codes) if not directive.suppresses(c)]
         if not missing:
             return None
         return directive.end, directive.end, "".join(f", {c}" for c in missing)
+    # no directive, or another tool's that trainlint cannot extend (`# noqa: E501  trusted source`):
+    # a `# noqa` of our own at the end of the line
     end = len(line_text.rstrip("\r\n"))
     start = len(line_text[:end].rstrip())
     return start, end, f"  # noqa: {', '.join(dict.fromkeys(codes))}"
 
 
+def cannot_add_noqa(directive: Directive | None) -> str | None:
+    """Why `noqa_edit` leaves a line alone that still has findings, or None."""
+    if directive is not None and directive.problem is not None and directive.concerns_trainlint:
+        return f"its `# noqa` is malformed: {directive.problem}"
+    return None
+
+
 _LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
 
 
-def add_noqa(source: str, codes_by_line: dict[int, set[str]]) -> tuple[str, int]:
-    """`source` with a `# noqa: CODE` for each line's codes; also the number of lines changed."""
+def add_noqa(source: str, codes_by_line: dict[int, set[str]]) -> tuple[str, int, list[tuple[int, str]]]:
+    """`source` with a `# noqa: CODE` for each line's codes; also the number of lines changed and
+    the lines that could not be, with why."""
     comments = scan(source)
     parts = _LINE_BREAK.split(source)  # line, break, line, break, ..., line
     changed = 0
+    left: list[tuple[int, str]] = []
     for line, codes in sorted(codes_by_line.items()):
         index = 2 * (line - 1)
-        if line not in comments.commentable or index >= len(parts):
-            continue  # the line ends inside a string or with a `\`: no comment can go there
-        edit = noqa_edit(parts[index], comments.directives.get(line), sorted(codes))
+        if index >= len(parts):
+            continue
+        if line not in comments.commentable:
+            left.append((line, "it ends inside a string or with a `\\`, where no comment can go"))
+            continue
+        directive = comments.directives.get(line)
+        edit = noqa_edit(parts[index], directive, sorted(codes))
         if edit is not None:
             start, end, text = edit
             parts[index] = parts[index][:start] + text + parts[index][end:]
             changed += 1
-    return "".join(parts), changed
+        elif cannot_add_noqa(directive):
+            left.append((line, cannot_add_noqa(directive)))
+    return "".join(parts), changed, left
 
 
-def add_noqa_to_files(results: Iterable[FileResult]) -> tuple[int, int]:
-    """`--add-noqa`: suppress every finding in place. Returns (directives added or extended, files)."""
+def add_noqa_to_files(results: Iterable[FileResult]) -> tuple[int, int, list[tuple[str, int, str]]]:
+    """`--add-noqa`: suppress every finding in place. Returns the directives added or extended,
+    the files changed, and (path, line, why) of the lines with findings that could not be."""
     from trainlint.settings import SYNTAX_ERROR_CODE
 
     added = files = 0
+    left: list[tuple[str, int, str]] = []
     for result in results:
         codes_by_line: dict[int, set[str]] = {}
         for finding in result.findings:
@@ -345,12 +408,15 @@ def add_noqa_to_files(results: Iterable[FileResult]) -> tuple[int, int]:
             with open(result.path, "rb") as handle:
                 data = handle.read()
             encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-            text, changed = add_noqa(data.decode(encoding), codes_by_line)
+            text, changed, unchanged = add_noqa(data.decode(encoding), codes_by_line)
             if changed:
                 with open(result.path, "wb") as handle:
                     handle.write(text.encode(encoding))
-        except (OSError, SyntaxError, UnicodeError):
-            continue  # it was read a moment ago; a file that vanished or changed keeps its findings
+        except (OSError, SyntaxError, UnicodeError) as err:
+            # it was read a moment ago; a file that vanished or changed keeps its findings
+            left.append((result.path, 0, f"it could not be rewritten ({getattr(err, 'strerror', None) or err})"))
+            continue
         added += changed
         files += bool(changed)
-    return added, files
+        left += [(result.path, line, why) for line, why in unchanged]
+    return added, files, left
