@@ -27,6 +27,10 @@ class UnusedNoqa(Rule):
         finding on that line without anyone deciding so, and tells the reader that the line is
         unsafe when it is not. A misspelt code suppresses nothing while looking as if it did.
         """
+    fix_safety = """
+        Safe: it edits a comment only, so the program runs the same whether or not the code was
+        needed.
+        """
     references = (
         "https://docs.astral.sh/ruff/rules/unused-noqa/",
         "https://flake8.pycqa.org/en/latest/user/violations.html#in-line-ignoring-errors",

@@ -51,6 +51,11 @@ class SchedulerStepPerMicroBatch(Rule):
         too. Nothing crashes and the loss still goes down, so the bug shows up only as a worse
         model. (`OneCycleLR` raises once it is stepped past `total_steps`.)
         """
+    fix_safety = """
+        Unsafe: moving the scheduler step changes the learning-rate schedule the run trains
+        with; if the loop does not accumulate as the rule reads it, the schedule it changes was
+        right.
+        """
     references = (
         "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate",
         "https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation",

@@ -49,6 +49,10 @@ class AccumulatedLossNotScaled(Rule):
         by K (or the summed losses by the window's total count) makes the accumulated gradient
         equal to the large-batch gradient.
         """
+    fix_safety = """
+        Unsafe: dividing the loss changes every gradient; if the loss is already scaled
+        elsewhere (in the criterion, in a wrapper), the fix makes the steps K times too small.
+        """
     references = (
         "https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation",
         "https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation",

@@ -69,6 +69,10 @@ class ZeroGradPerMicroBatch(Rule):
         divided by K, a K-times-too-small one). The run trains with a K-times smaller effective
         batch and a wrong gradient scale, and nothing fails.
         """
+    fix_safety = """
+        Unsafe: moving or removing the clear changes which gradients add up; if the micro-
+        batches were meant to be independent updates, the fix merges them.
+        """
     references = (
         "https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html",
         "https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation",

@@ -41,6 +41,10 @@ class MissingZeroGrad(Rule):
         loss often still decreases for a while, so the bug survives a smoke test. Start every update
         window with `opt.zero_grad(set_to_none=True)` (or clear right after the step).
         """
+    fix_safety = """
+        Unsafe: the added clear changes every step after the first; if the gradients are meant
+        to add up across steps, the fix stops that.
+        """
     references = (
         "https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html",
         "https://pytorch.org/tutorials/recipes/recipes/zeroing_out_gradients.html",

@@ -40,6 +40,10 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         ("Detected call of `lr_scheduler.step()` before `optimizer.step()`"), which many runs
         filter out; with a schedule counted in epochs the skipped value is a whole epoch.
         """
+    fix_safety = """
+        Unsafe: moving the scheduler step shifts the schedule by one step; if the order is
+        deliberate (a warm-up written for it), the fix changes the run.
+        """
     references = (
         "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate",
         "https://pytorch.org/docs/stable/generated/torch.optim.lr_scheduler.LRScheduler.html",

@@ -56,6 +56,11 @@ class ClipBeforeUnscale(Rule):
         `scaler.unscale_(opt)`, then clip, then `scaler.step(opt)` (which knows the gradients are
         already unscaled), then `scaler.update()`.
         """
+    fix_safety = """
+        Unsafe: clipping unscaled gradients changes the threshold the clip applies; if the
+        gradients were unscaled in a way the rule cannot see, the added unscale raises at run
+        time.
+        """
     references = (
         "https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-clipping",
         "https://pytorch.org/docs/stable/amp.html#torch.amp.GradScaler.unscale_",

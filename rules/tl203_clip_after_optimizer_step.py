@@ -38,6 +38,10 @@ class ClipAfterOptimizerStep(Rule):
         update and before the step: `scaler.unscale_(opt)` (with fp16 AMP), clip, `scaler.step(opt)`
         or `opt.step()`, then `zero_grad`.
         """
+    fix_safety = """
+        Unsafe: clipping before the step changes every update; if the clip after the step is
+        deliberate, the fix changes the run.
+        """
     references = (
         "https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_norm_.html",
         "https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-clipping",

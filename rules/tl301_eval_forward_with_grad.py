@@ -38,6 +38,10 @@ class EvalForwardWithGrad(Rule):
         `total += loss`) holds whole graphs alive: the "out of memory only during validation"
         bug. The two switches are independent; an evaluation needs both.
         """
+    fix_safety = """
+        Unsafe: under `no_grad` nothing in the block can call `backward()`; if the block is not
+        only an evaluation (it trains, or a caller needs its graph), the fix breaks it.
+        """
     references = (
         "https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval",
         "https://pytorch.org/docs/stable/notes/autograd.html#locally-disabling-gradient-computation",

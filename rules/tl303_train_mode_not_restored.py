@@ -51,6 +51,11 @@ class TrainModeNotRestored(Rule):
         statistics stop tracking the weights, and the loss curve still looks plausible. No error,
         no warning; the run just ends worse than it should.
         """
+    fix_safety = """
+        Unsafe: `model.train()` turns dropout, drop-path and batch-norm updates back on; if the
+        model is kept in eval mode on purpose (a frozen backbone whose features are evaluated or
+        published), the fix changes what it computes.
+        """
     references = (
         "https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.train",
         "https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval",
@@ -634,7 +639,7 @@ def _fix(ctx, item) -> FixSpec | None:
         anchor = line_holding(index, item.anchor)
         if anchor is None or isinstance(anchor.body[0], (cst.Return, cst.Raise, cst.Break, cst.Continue)):
             return None  # nothing after that line runs
-    return FixSpec(f"Call `{key}.train()` after the evaluation", safe=True,
+    return FixSpec(f"Call `{key}.train()` after the evaluation", safe=False,
                    lines=(after(anchor, f"{key}.train()"),))
 
 

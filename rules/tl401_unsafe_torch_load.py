@@ -42,6 +42,11 @@ class UnsafeTorchLoad(Rule):
         unpickler that only builds tensors, primitive containers and allowlisted classes, and never
         imports anything while unpickling. `weights_only=False` switches that protection off.
         """
+    fix_safety = """
+        Unsafe: `weights_only=True` refuses any pickled class outside torch's allowlist, so a
+        checkpoint that loaded before may raise; allowlist its classes with
+        `torch.serialization.safe_globals`.
+        """
     references = (
         "https://pytorch.org/docs/stable/notes/serialization.html#weights-only",
         "https://docs.python.org/3/library/pickle.html (the warning at the top)",

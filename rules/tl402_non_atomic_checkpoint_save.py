@@ -69,6 +69,12 @@ class NonAtomicCheckpointSave(Rule):
         previous good checkpoint was destroyed when the write began, so hours of training are lost.
         A rename within one filesystem is atomic on POSIX: readers see the old file or the new one.
         """
+    fix_safety = """
+        Safe for a destination written as a path (a string, an f-string, `os.path.join`): the
+        same bytes reach the same path, through a temporary file that is flushed, synced and
+        renamed onto it, so a save that is not a checkpoint is written just the same. Unsafe for
+        a name, which could hold an open file rather than a path.
+        """
     references = (
         "https://pytorch.org/docs/stable/notes/serialization.html",
         "https://docs.python.org/3/library/os.html#os.replace",

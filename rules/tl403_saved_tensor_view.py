@@ -44,6 +44,11 @@ class SavedTensorView(Rule):
         base tensor and loads back as a view of a tensor the reader never asked for. `.clone()`
         gives the view its own, exactly sized storage.
         """
+    fix_safety = """
+        Safe where `.clone()` certainly exists (a tensor method's result, a slice of a known
+        tensor): the file then holds the same values, and loads them as a tensor of its own.
+        Unsafe otherwise, where the object may not be a tensor.
+        """
     references = (
         "https://pytorch.org/docs/stable/notes/serialization.html#saving-and-loading-tensors-preserves-views",
         "https://pytorch.org/docs/stable/tensor_view.html",

@@ -54,6 +54,11 @@ class GraphKeptAcrossIterations(Rule):
         saved activations stay alive too. Memory grows with the number of iterations until the run
         slows down or dies with an out-of-memory error, long after the line that caused it.
         """
+    fix_safety = """
+        Unsafe: a detached value carries no gradient; if the kept value is meant to be
+        differentiated through later (a loss summed over iterations on purpose), the fix stops
+        that.
+        """
     references = (
         "https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory",
         "https://pytorch.org/docs/stable/notes/autograd.html",

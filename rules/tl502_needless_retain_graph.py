@@ -48,6 +48,10 @@ class NeedlessRetainGraph(Rule):
         backward through the graph a second time", which usually means a tensor from an earlier
         step (a recurrent state, a cached output) should have been detached.
         """
+    fix_safety = """
+        Unsafe: without `retain_graph=True` a second `backward()` through the same graph raises;
+        if one runs that the rule cannot see, the fix breaks it.
+        """
     references = (
         "https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html",
         "https://pytorch.org/docs/stable/generated/torch.autograd.backward.html",

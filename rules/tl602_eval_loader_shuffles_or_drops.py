@@ -67,6 +67,11 @@ class EvalLoaderShufflesOrDrops(Rule):
         run to run, and costs a permutation per epoch for nothing. An evaluation should see every
         sample once, in a fixed order.
         """
+    fix_safety = """
+        Unsafe: both change which batches the loader yields; if the loader is not only an
+        evaluation's (the rule judges that from names and use), `shuffle=False` takes the
+        shuffling out of training and `drop_last=False` adds a smaller last batch.
+        """
     references = (
         "https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader",
         "https://lightning.ai/docs/pytorch/stable/data/datamodule.html",
@@ -277,10 +282,9 @@ class EvalLoaderShufflesOrDrops(Rule):
                 consequence.append("the last partial batch is never evaluated")
             if any(w == "shuffle" for w, _ in bad_args):
                 consequence.append("the batch order changes from run to run")
-            safe = all(w == "shuffle" for w, _ in bad_args)
             fix = FixSpec(
                 "Set " + " and ".join(f"`{w}=False`" for w, _ in bad_args),
-                safe=safe,
+                safe=False,
                 replacements=tuple((value, cst.Name("False")) for _, value in bad_args),
             )
             yield self.report(

@@ -52,3 +52,22 @@ def test_rule_is_documented(code):
     docs = rule.documentation()
     for heading in ("## What it does", "## Why is this bad?", "## Example", "## Use instead", "## References"):
         assert heading in docs
+
+
+@pytest.mark.parametrize("code", sorted(registry()))
+def test_fix_safety_is_documented_and_true(code):
+    """A rule with a fix says in its docs whether it is safe, and its examples' fixes agree."""
+    rule = registry()[code]
+    fixes = [f.fix for e in rule.bad_examples() if e.fixed
+             for f in lint_source(e.code, "example.py", ALL).findings if f.code == code and f.fix]
+    text = rule.fix_safety.strip()
+    if not fixes:
+        assert not text, f"{code} documents the safety of a fix it does not offer"
+        return
+    assert "## Fix safety" in rule.documentation()
+    if text.startswith("Unsafe"):
+        assert not any(fix.safe for fix in fixes), f"{code}'s docs say unsafe, a fix is safe"
+    elif text.startswith("Safe:"):
+        assert all(fix.safe for fix in fixes), f"{code}'s docs say safe, a fix is unsafe"
+    else:
+        assert text.startswith(("Safe for", "Safe where")) and "Unsafe" in text, text

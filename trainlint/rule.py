@@ -116,6 +116,9 @@ class Rule:
     what_it_does: ClassVar[str] = ""
     why_bad: ClassVar[str] = ""
     references: ClassVar[tuple[str, ...]] = ()
+    #: For a rule with a fix: whether it is safe, as ruff decides it (safe only when it cannot change
+    #: behaviour on code where the finding is wrong), starting "Safe", "Unsafe" or "Safe for/where".
+    fix_safety: ClassVar[str] = ""
     examples: ClassVar[tuple[Example, ...]] = ()
     #: Text pre-filter: the rule runs only on files matching at least one trigger. A trigger is a
     #: string that must occur (or a text test with a `search(source)` method, as a compiled pattern
@@ -205,6 +208,8 @@ class Rule:
             instead = first.fixed or (cls.good_examples()[0].code if cls.good_examples() else None)
             if instead:
                 parts += ["## Use instead", "```python", instead.rstrip(), "```", ""]
+        if cls.fix_safety:
+            parts += ["## Fix safety", _clean(cls.fix_safety).rstrip(), ""]
         if cls.references:
             parts += ["## References"] + [f"- {r}" for r in cls.references] + [""]
         return "\n".join(parts).rstrip() + "\n"
