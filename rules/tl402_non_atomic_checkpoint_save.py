@@ -11,8 +11,8 @@ from trainlint.model.index import dotted_name, walk
 from trainlint.model.training import training_model
 from trainlint.finding import Severity
 from trainlint.gate import reference_text, refers_to
-from trainlint.fixkit import module_name, own_line
-from trainlint.rule import FixSpec, Rule, after, bad, before, good
+from trainlint.fixkit import add_import, blank_lines_after, import_block, module_name
+from trainlint.rule import FixSpec, Rule, after, bad, good
 
 _TRAINING_CALL = re.compile(r"train|fit|step|backward|epoch", re.IGNORECASE)
 _CHECKPOINT_HELPER = re.compile(r"checkpoint|ckpt|resume|snapshot|save_state", re.IGNORECASE)
@@ -91,12 +91,23 @@ class NonAtomicCheckpointSave(Rule):
             line=4,
             fixed="""
             import os
+
             import torch
 
+
+            def atomic_save(obj, path):
+                # into a temporary file, synced to disk, then renamed: `path` is never half-written
+                tmp = f"{path}.tmp"
+                with open(tmp, "wb") as f:
+                    torch.save(obj, f)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+
+
             def save(model, optimizer, epoch):
-                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                            "epoch": epoch}, "checkpoints/last.pt.tmp")
-                os.replace("checkpoints/last.pt.tmp", "checkpoints/last.pt")
+                atomic_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch}, "checkpoints/last.pt")
             """,
             title="a fixed path overwritten on every save",
         ),
@@ -114,10 +125,20 @@ class NonAtomicCheckpointSave(Rule):
             import os
             import torch
 
+
+            def atomic_save(obj, path):
+                # into a temporary file, synced to disk, then renamed: `path` is never half-written
+                tmp = f"{path}.tmp"
+                with open(tmp, "wb") as f:
+                    torch.save(obj, f)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+
+
             for epoch in range(10):
                 train_one_epoch()
-                torch.save(model.state_dict(), os.path.join(args.out_dir, f"epoch_{epoch}.pth") + ".tmp")
-                os.replace(os.path.join(args.out_dir, f"epoch_{epoch}.pth") + ".tmp", os.path.join(args.out_dir, f"epoch_{epoch}.pth"))
+                atomic_save(model.state_dict(), os.path.join(args.out_dir, f"epoch_{epoch}.pth"))
             """,
             title="a unique name per save",
         ),
@@ -149,9 +170,19 @@ class NonAtomicCheckpointSave(Rule):
             import os
             import torch
 
+
+            def atomic_save(obj, path):
+                # into a temporary file, synced to disk, then renamed: `path` is never half-written
+                tmp = f"{path}.tmp"
+                with open(tmp, "wb") as f:
+                    torch.save(obj, f)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+
+
             def save_checkpoint(state, filename="checkpoint.pth.tar"):
-                torch.save(state, f"{filename}.tmp")
-                os.replace(f"{filename}.tmp", filename)
+                atomic_save(state, filename)
 
             save_checkpoint({"model": model.state_dict()}, os.path.join(out, "ckpt.pth.tar"))
             """,
@@ -166,10 +197,21 @@ class NonAtomicCheckpointSave(Rule):
             line=3,
             fixed="""
             import os
+
             import torch as T
 
-            T.save(net, "model_best.pth.tmp")
-            os.replace("model_best.pth.tmp", "model_best.pth")
+
+            def atomic_save(obj, path):
+                # into a temporary file, synced to disk, then renamed: `path` is never half-written
+                tmp = f"{path}.tmp"
+                with open(tmp, "wb") as f:
+                    T.save(obj, f)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+
+
+            atomic_save(net, "model_best.pth")
             """,
                         title="a whole model pickled to its final path, once (info)",
             severity=Severity.INFO,
@@ -193,7 +235,18 @@ class NonAtomicCheckpointSave(Rule):
             line=9,
             fixed="""
             import os
+
             import torch
+
+
+            def atomic_save(obj, path):
+                # into a temporary file, synced to disk, then renamed: `path` is never half-written
+                tmp = f"{path}.tmp"
+                with open(tmp, "wb") as f:
+                    torch.save(obj, f)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
 
 
             def main(args):
@@ -201,8 +254,7 @@ class NonAtomicCheckpointSave(Rule):
                 optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
                 for epoch in range(args.epochs):
                     train_one_epoch(model, optimizer, args)
-                torch.save(model.state_dict(), f"{args.out_dir}/final.pt.tmp")
-                os.replace(f"{args.out_dir}/final.pt.tmp", f"{args.out_dir}/final.pt")
+                atomic_save(model.state_dict(), f"{args.out_dir}/final.pt")
 
 
             if __name__ == "__main__":
@@ -228,13 +280,23 @@ class NonAtomicCheckpointSave(Rule):
             import os
             import torch
 
+
+            def atomic_save(obj, path):
+                # into a temporary file, synced to disk, then renamed: `path` is never half-written
+                tmp = f"{path}.tmp"
+                with open(tmp, "wb") as f:
+                    torch.save(obj, f)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+
+
             ckpt = "weights/model.pt"
             if os.path.exists(ckpt):
                 model.load_state_dict(torch.load(ckpt, weights_only=True))
             for epoch in range(10):
                 train_one_epoch(model, loader, optimizer)
-            torch.save(model.state_dict(), f"{ckpt}.tmp")
-            os.replace(f"{ckpt}.tmp", ckpt)
+            atomic_save(model.state_dict(), ckpt)
             """,
             title="a single save to the file the script resumes from",
         ),
@@ -354,12 +416,21 @@ class NonAtomicCheckpointSave(Rule):
             import torch
 
 
+            def atomic_save(obj, path):
+                # into a temporary file, synced to disk, then renamed: `path` is never half-written
+                tmp = f"{path}.tmp"
+                with open(tmp, "wb") as f:
+                    torch.save(obj, f)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+
+
             def convert(checkpoint_path, output_dir):
                 state_dict = torch.load(checkpoint_path, map_location="cpu", weights_only=True)["model"]
                 state_dict = {key.removeprefix("module."): value for key, value in state_dict.items()}
                 os.makedirs(output_dir, exist_ok=True)
-                torch.save(state_dict, os.path.join(output_dir, "pytorch_model.bin") + ".tmp")
-                os.replace(os.path.join(output_dir, "pytorch_model.bin") + ".tmp", os.path.join(output_dir, "pytorch_model.bin"))
+                atomic_save(state_dict, os.path.join(output_dir, "pytorch_model.bin"))
 
 
             if __name__ == "__main__":
@@ -456,43 +527,99 @@ class NonAtomicCheckpointSave(Rule):
                 f"truncated file (and no checkpoint at all if the path is reused); {_ADVICE}")
 
 
+#: the helper the fix adds once per file, and calls in place of `torch.save`
+HELPER = "atomic_save"
+
+
+def helper_code(torch_name: str, os_name: str, indent: str = "    ") -> str:
+    """The helper the fix adds: `torch.save` into an open temporary file next to `path`, flushed
+    and synced to disk, then renamed onto `path`."""
+    return "\n".join([
+        f"def {HELPER}(obj, path):",
+        f"{indent}# into a temporary file, synced to disk, then renamed: `path` is never half-written",
+        f'{indent}tmp = f"{{path}}.tmp"',
+        f'{indent}with open(tmp, "wb") as f:',
+        f"{indent}{indent}{torch_name}.save(obj, f)",
+        f"{indent}{indent}f.flush()",
+        f"{indent}{indent}{os_name}.fsync(f.fileno())",
+        f"{indent}{os_name}.replace(tmp, path)",
+    ])
+
+
 def _fix(ctx, save) -> FixSpec | None:
-    """`torch.save(obj, <dest>.tmp)` then `os.replace(<dest>.tmp, dest)` on the next line, with
-    `import os` added when the module has no `os`. Safe when the destination is written as a
-    path (a string, an f-string, `os.path.join`); unsafe for a name, which could hold a file."""
-    dest = save.dest
-    line = own_line(ctx.index, save.node)
-    if dest is None or line is None or not any(arg.value is dest and arg.keyword is None for arg in save.node.args):
+    """`atomic_save(obj, dest)` in place of `torch.save(obj, dest)`, with the helper (`helper_code`)
+    added after the module's imports, once per file, and `import os` where isort puts it when the
+    module has no `os`. The destination is still evaluated once. Safe when it is written as a path
+    (a string, an f-string, `os.path.join`); unsafe for a name, which could hold an open file."""
+    dest, call, index, module = save.dest, save.node, ctx.index, ctx.module
+    if dest is None or len(call.args) != 2 or any(arg.keyword is not None or arg.star for arg in call.args) \
+            or call.args[1].value is not dest:
         return None
-    code = ctx.code_for(dest)
-    if isinstance(dest, cst.SimpleString) and dest.value[-3:] not in ('"""', "'''") \
-            and "b" not in dest.prefix.lower():
-        quote = dest.value[-1]
-        tmp, path_like = dest.value[:-1] + ".tmp" + quote, True
-    elif isinstance(dest, cst.FormattedString) and len(dest.end) == 1:
-        tmp, path_like = ctx.code_for(dest.with_changes(parts=[*dest.parts, cst.FormattedStringText(".tmp")])), True
+    if isinstance(dest, (cst.SimpleString, cst.FormattedString)) or \
+            (isinstance(dest, cst.Call) and index.resolve(dest.func, save.scope) == "os.path.join"):
+        path_like = True
     elif isinstance(dest, cst.Attribute) or (isinstance(dest, cst.Name) and _path_name(save.scope.lookup(dest.value))):
-        tmp, path_like = f'f"{{{code}}}.tmp"', False
-    elif isinstance(dest, cst.Call) and ctx.index.resolve(dest.func, save.scope) == "os.path.join" and "\n" not in code:
-        tmp, path_like = f'{code} + ".tmp"', True
+        path_like = False
     else:
         return None
-    if "\n" in code:
+    scope = index.module_scope
+    torch_name = module_name(index, scope, "torch")
+    if torch_name is None or ctx.code_for(call.func) != f"{torch_name}.save" or scope.lookup("open"):
+        return None  # the helper names torch (and `open`) at module level
+    block = import_block(module)
+    if not block or not _runs_after(index, module, block[-1], call):
         return None
-    os_name = module_name(ctx.index, save.scope, "os")
-    lines = []
+    replacement = ((call.func, HELPER),)
+    title = f"Save through `{HELPER}` (a temporary file, synced, then `os.replace`)"
+    existing = [s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == HELPER]
+    if existing:  # added by this fix for another save: call it
+        if len(existing) != 1 or not _is_helper(module, existing[0]) or len(scope.lookup(HELPER)) != 1 \
+                or save.scope.lookup(HELPER) != scope.lookup(HELPER):
+            return None
+        return FixSpec(title, safe=path_like, replacements=replacement)
+    if re.search(rf"\b{HELPER}\b", module.code):
+        return None  # the name means something else here
+    os_name = module_name(index, scope, "os")
+    import_edit = None
     if os_name is None:
-        first_import = next((s for s in ctx.module.body if isinstance(s, cst.SimpleStatementLine)
-                             and isinstance(s.body[0], (cst.Import, cst.ImportFrom))
-                             and not (isinstance(s.body[0], cst.ImportFrom) and isinstance(s.body[0].module, cst.Name)
-                                      and s.body[0].module.value == "__future__")), None)
-        if first_import is None or save.scope.lookup("os"):
-            return None  # nowhere to put `import os`, or `os` means something else here
-        os_name = "os"
-        lines.append(before(first_import, "import os"))
-    lines.append(after(line, f"{os_name}.replace({tmp}, {code})"))
-    return FixSpec("Save to a temporary file next to it, then `os.replace` it", safe=path_like,
-                   replacements=((dest, tmp),), lines=tuple(lines))
+        if scope.lookup("os"):
+            return None  # `os` means something else here
+        os_name, import_edit = "os", add_import(module, "os")
+        if import_edit is None:
+            return None
+    anchor = block[-1]
+    # two blank lines around a top-level function (the blank lines already below the imports follow
+    # it); a line edit's last newline ends its last line
+    code = "\n\n" + helper_code(torch_name, os_name, module.default_indent) \
+        + "\n" * (max(0, 2 - blank_lines_after(module, anchor)) + 1)
+    lines = []
+    if import_edit is not None and import_edit[0] == "after" and import_edit[1] is anchor:
+        code = import_edit[2] + "\n" + code  # both go below the last import: one edit
+    elif import_edit is not None:
+        lines.append(import_edit)
+    lines.append(after(anchor, code))
+    return FixSpec(title, safe=path_like, replacements=replacement, lines=tuple(lines))
+
+
+def _is_helper(module, function: cst.FunctionDef) -> bool:
+    text = module.code_for_node(function.with_changes(leading_lines=())).strip()
+    return any(text == helper_code(t, o, module.default_indent) for t, o in _names_in(text))
+
+
+def _names_in(text: str):
+    """The (torch, os) names a helper's text was written with."""
+    torch_name = re.search(r"(\w+)\.save\(obj, f\)", text)
+    os_name = re.search(r"(\w+)\.fsync\(", text)
+    return [(torch_name.group(1), os_name.group(1))] if torch_name and os_name else []
+
+
+def _runs_after(index, module, anchor, node) -> bool:
+    """`node` is in a top-level statement after `anchor` (so a helper added there is defined)."""
+    top = node
+    while index.parent(top) is not None and index.parent(top) is not module:
+        top = index.parent(top)
+    body = list(module.body)
+    return top in body and anchor in body and body.index(top) > body.index(anchor)
 
 
 def _path_name(bindings) -> bool:

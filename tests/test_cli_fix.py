@@ -16,11 +16,22 @@ state = torch.load("ckpt.pt", map_location="cpu", weights_only=False)
 torch.save(state, "ckpt.pt")  # overwritten in place
 '''
 SAFE_FIXED = '''import os
+
 import torch
 
+
+def atomic_save(obj, path):
+    # into a temporary file, synced to disk, then renamed: `path` is never half-written
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 state = torch.load("ckpt.pt", map_location="cpu", weights_only=False)
-torch.save(state, "ckpt.pt.tmp")  # overwritten in place
-os.replace("ckpt.pt.tmp", "ckpt.pt")
+atomic_save(state, "ckpt.pt")  # overwritten in place
 '''
 ALL_FIXED = SAFE_FIXED.replace("weights_only=False", "weights_only=True")
 SELECT = ("--select", "TL401,TL402", "--no-cache")
@@ -58,7 +69,7 @@ def test_diff_prints_the_change_and_writes_nothing(project, run):
     result = run("check", "--diff", *SELECT, "both.py", "good.py")
     assert result.exit_code == 1
     assert (project / "both.py").read_text() == BOTH
-    assert result.stdout.splitlines()[:3] == ["--- both.py", "+++ both.py", "@@ -1,4 +1,6 @@"]
+    assert result.stdout.splitlines()[:3] == ["--- both.py", "+++ both.py", "@@ -1,4 +1,17 @@"]
     assert "+import os" in result.stdout.splitlines() and "-torch.save(state, \"ckpt.pt\")  # overwritten in place" \
         in result.stdout.splitlines()
     assert "TL401" not in result.stdout  # a diff, not a report
@@ -83,7 +94,7 @@ def test_stdin_fix_writes_the_fixed_source_to_stdout(project, run):
     # what cannot be fixed is still reported (on stderr) and sets the exit code
     safe_only = run("check", "-", "--stdin-filename", "pkg/train.py", "--fix", *SELECT, input=BOTH)
     assert safe_only.stdout == SAFE_FIXED
-    assert safe_only.exit_code == 1 and "pkg/train.py:4:9: TL401" in safe_only.stderr  # a line of the fixed source
+    assert safe_only.exit_code == 1 and "pkg/train.py:16:9: TL401" in safe_only.stderr  # a line of the fixed source
 
 
 def test_stdin_diff(project, run):

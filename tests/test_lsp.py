@@ -642,14 +642,23 @@ def save(model, step):
     torch.save({"model": model.state_dict(), "step": step}, f"checkpoints/step_{step}.pt")
 '''
 SAVES_FIXED = '''import os
+
 import torch
 
 
+def atomic_save(obj, path):
+    # into a temporary file, synced to disk, then renamed: `path` is never half-written
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def save(model, step):
-    torch.save(model.state_dict(), "checkpoints/last.pt.tmp")  # every 1000 steps
-    os.replace("checkpoints/last.pt.tmp", "checkpoints/last.pt")
-    torch.save({"model": model.state_dict(), "step": step}, f"checkpoints/step_{step}.pt.tmp")
-    os.replace(f"checkpoints/step_{step}.pt.tmp", f"checkpoints/step_{step}.pt")
+    atomic_save(model.state_dict(), "checkpoints/last.pt")  # every 1000 steps
+    atomic_save({"model": model.state_dict(), "step": step}, f"checkpoints/step_{step}.pt")
 '''
 
 
@@ -668,7 +677,7 @@ async def test_quick_fix_that_adds_lines_applies_through_the_client(tmp_path):
                  and not a.title.startswith("Suppress")]
         assert len(quick) == 1 and quick[0].is_preferred  # a safe fix
         once = apply_workspace_edit(SAVES, uri, quick[0].edit)
-        assert once.splitlines() == SAVES_FIXED.splitlines()[:7] + [SAVES.splitlines()[5]]
+        assert once.splitlines() == SAVES_FIXED.splitlines()[:-1] + [SAVES.splitlines()[5]]
         change_document(client, uri, once, 2)
         assert len((await published(client, uri, 2)).diagnostics) == 1  # the other save is left
     finally:

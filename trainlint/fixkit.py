@@ -8,6 +8,7 @@ the code is not in the plain shape a mechanical fix needs, and the rule then off
 from __future__ import annotations
 
 import re
+import sys
 
 import libcst as cst
 
@@ -222,3 +223,68 @@ def prepare_with(index: FileIndex, module: cst.Module, accelerator: cst.CSTNode,
                                        cst.Arg(cst.Name(name))])
     return FixSpec(f"Pass `{name}` to `{receiver}.prepare`", safe=False,
                    replacements=((target, new_target), (call, new_call)))
+
+
+def import_block(module: cst.Module) -> list[cst.SimpleStatementLine]:
+    """The module's leading import lines (after its docstring): what isort sorts as one block."""
+    lines = []
+    for number, statement in enumerate(module.body):
+        if number == 0 and isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Expr) \
+                and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
+            continue  # the docstring
+        if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+                and isinstance(statement.body[0], (cst.Import, cst.ImportFrom))):
+            break
+        lines.append(statement)
+    return lines
+
+
+def _imported_module(module: cst.Module, line: cst.SimpleStatementLine) -> str:
+    statement = line.body[0]
+    if isinstance(statement, cst.Import):
+        return module.code_for_node(statement.names[0].name)
+    return "." * len(statement.relative) + (module.code_for_node(statement.module) if statement.module else "")
+
+
+def _section(name: str) -> str:
+    """isort's section of an imported module: future, stdlib, or (for this purpose) anything else."""
+    top = name.split(".")[0]
+    if top == "__future__":
+        return "future"
+    return "stdlib" if top and top in sys.stdlib_module_names else "other"
+
+
+def add_import(module: cst.Module, name: str):
+    """The line edit adding `import name` (a standard-library module) where isort and ruff's `I001`
+    put it: among the block's plain standard-library imports in name order, before its
+    standard-library `from` imports, or as a section of its own (a blank line after it) before the
+    first import that is not `__future__`. None when the module has no import block."""
+    from trainlint.rule import after, before
+
+    block = import_block(module)
+    stdlib = [line for line in block if _section(_imported_module(module, line)) == "stdlib"]
+    plain = [line for line in stdlib if isinstance(line.body[0], cst.Import)]
+    key = name.lower()
+    if plain:
+        for line in plain:
+            if _imported_module(module, line).lower() > key:
+                return before(line, f"import {name}")
+        return after(plain[-1], f"import {name}")
+    if stdlib:
+        return before(stdlib[0], f"import {name}")
+    first = next((line for line in block if _section(_imported_module(module, line)) != "future"), None)
+    return before(first, f"import {name}\n\n") if first is not None else None  # a line edit ends its last line
+
+
+def blank_lines_after(module: cst.Module, statement: cst.CSTNode) -> int:
+    """How many blank lines follow a top-level statement before the next one (or its comments)."""
+    body = list(module.body)
+    position = next((n for n, s in enumerate(body) if s is statement), None)
+    if position is None or position + 1 >= len(body):
+        return 0
+    count = 0
+    for line in body[position + 1].leading_lines:
+        if line.comment is not None:
+            break
+        count += 1
+    return count
