@@ -7,7 +7,7 @@ import libcst as cst
 from trainlint.model.accumulation import MEAN, LossTracer, describe_k
 from trainlint.finding import Severity
 from trainlint.gate import named
-from trainlint.rule import FixSpec, Rule, bad, good
+from trainlint.rule import FixSpec, Rule, bad, good, registry
 from trainlint.model.training import training_model
 from trainlint.model.shipped import k_condition
 
@@ -473,10 +473,14 @@ class AccumulatedLossNotScaled(Rule):
                 message = (f"`{loss_text}` is a per-micro-batch mean, but gradients of {k} micro-batches add up "
                            f"before each optimizer step: the update's gradient is {k} times too large; divide the "
                            f"loss by {k} (or weight it by the micro-batch's share of the window's samples/tokens)")
-                yield self.report_if(k_condition(ctx, loop), ref.node, message, self._fix(ctx, loop, ref, backward))
+                yield self.report_if(k_condition(ctx, loop), ref.node, message,
+                                     self._fix(ctx, loop, ref, backward, tracer, trace))
 
-    def _fix(self, ctx, loop, ref, backward) -> FixSpec | None:
-        """`(loss / K)` in place of the loss, when K is a name or number readable where backward is."""
+    def _fix(self, ctx, loop, ref, backward, tracer, trace) -> FixSpec | None:
+        """`(loss / K)` in place of the loss, when K is a name or number readable where backward is.
+        Where the micro-batches can differ in size (TL103's reasons), `/ K` weighs them equally,
+        which TL103 then reports: the title says so (weighting by the window's real size needs its
+        sample or token count before the first backward, which no mechanical edit can supply)."""
         k = loop.k
         if k is None or not _readable_at(ctx, loop, k, ref):
             return None
@@ -488,8 +492,10 @@ class AccumulatedLossNotScaled(Rule):
         func = ref.node.func
         in_receiver = isinstance(func, cst.Attribute) and func.value is loss
         replacement = f"({divided})" if in_receiver else divided
-        return FixSpec(f"Divide the loss by `{ctx.code_for(k)}` before backward", safe=False,
-                       replacements=((loss, replacement),))
+        title = f"Divide the loss by `{ctx.code_for(k)}` before backward"
+        if registry()["TL103"]().why_unequal(ctx, tracer, trace) is not None:
+            title += " (micro-batches of different sizes then weigh the same: TL103 stays)"
+        return FixSpec(title, safe=False, replacements=((loss, replacement),))
 
 
 def _readable_at(ctx, loop, k: cst.BaseExpression, ref) -> bool:

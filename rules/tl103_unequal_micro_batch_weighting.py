@@ -432,7 +432,7 @@ class UnequalMicroBatchWeighting(Rule):
                 trace = tracer.trace(backward.loss, ref.scope, ref.via)
                 if trace.k_division is None or trace.k_numerator != MEAN or id(trace.k_division) in reported:
                     continue
-                why = self._why_unequal(ctx, tracer, trace)
+                why = self.why_unequal(ctx, tracer, trace)
                 if why is None:
                     continue
                 reported.add(id(trace.k_division))
@@ -445,7 +445,9 @@ class UnequalMicroBatchWeighting(Rule):
                     "losses and divide by the window's total example/valid-token count (or weight each "
                     "micro-batch mean by its share of the window)"))
 
-    def _why_unequal(self, ctx, tracer: LossTracer, trace: Trace) -> str | None:
+    def why_unequal(self, ctx, tracer: LossTracer, trace: Trace) -> str | None:
+        """Why a mean loss divided by K misweights this loop's micro-batches, or None (TL102's
+        fix asks too: its `/ K` leaves this finding where there is a reason)."""
         if trace.token_level:
             return (f"this is a token-level loss (`{trace.token_level}`) whose valid-token count differs "
                     "between micro-batches: every window is misweighted")

@@ -406,3 +406,33 @@ def test_fixed_fixtures_and_examples_keep_sorted_imports_sorted(tmp_path):
     assert len(fixed) > 50
     result = subprocess.run([*command, "--output-format", "concise", *fixed], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout == "", result.stdout
+
+
+TL102_SHORT_WINDOW = '''import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+
+def train(model, dataset, optimizer, accum_steps=4):
+    loader = DataLoader(dataset, batch_size=8, shuffle=True)
+    for i, (x, y) in enumerate(loader):
+        loss = F.cross_entropy(model(x), y, ignore_index=-100)
+        loss.backward()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+'''
+
+
+@pytest.mark.parametrize("source, leaves_tl103", [
+    (TL102_SHORT_WINDOW, True),  # a token-level loss: valid-token counts differ
+    (TL102_SHORT_WINDOW.replace(", ignore_index=-100", ""), True),  # no drop_last: the last window is short
+    (TL102_SHORT_WINDOW.replace(", ignore_index=-100", "").replace("shuffle=True", "shuffle=True, drop_last=True"),
+     False),
+])
+def test_tl102_fix_title_says_when_the_division_leaves_tl103(source, leaves_tl103):
+    (finding,) = [f for f in lint_source(source, "train.py", ALL).findings if f.code == "TL102"]
+    outcome = fix_source(source, lint("train.py"), FixPolicy(unsafe=True, fixable=frozenset({"TL102"})))
+    assert outcome.fixed == Counter({"TL102": 1})
+    left = [f.code for f in outcome.result.findings]
+    assert ("TL103" in left) == leaves_tl103 == ("TL103 stays" in finding.fix.title), (finding.fix.title, left)
