@@ -52,6 +52,8 @@ class AccumulatedLossNotScaled(Rule):
     fix_safety = """
         Unsafe: dividing the loss changes every gradient; if the loss is already scaled
         elsewhere (in the criterion, in a wrapper), the fix makes the steps K times too small.
+        Where the micro-batches can differ in size (a token-level loss, a short last window),
+        `/ K` weighs them equally, which TL103 then reports; the fix's title says so.
         """
     references = (
         "https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation",
