@@ -102,6 +102,17 @@ def test_show_settings_says_what_applies_and_where_from(proj):
     assert tl("check", "--show-settings", "a.py", "b.py", cwd=proj).returncode == 2
 
 
+def test_show_settings_shows_the_defaults_that_apply(tmp_path):
+    write(tmp_path / "t.py", "x = 1\n")
+    result = tl("check", "--isolated", "--show-settings", "t.py", cwd=tmp_path)
+    rows = {line.split()[0]: line for line in result.stdout.splitlines()[1:]}
+    assert rows["max-file-size"].split()[1] == str(10 * 1024 * 1024) and "null" not in rows["max-file-size"]
+    assert "the rules on by default" in rows["select"]
+    write(tmp_path / "trainlint.toml", "max-file-size = 2048\n")
+    configured = tl("check", "--show-settings", "t.py", cwd=tmp_path)
+    assert "2048" in {line.split()[0]: line for line in configured.stdout.splitlines()[1:]}["max-file-size"]
+
+
 def test_language_server_settings_match_the_cli(proj):
     # The server's settings for a document come from trainlint.lsp.project; check the same file
     # with both and compare the findings.
@@ -393,3 +404,89 @@ def test_add_noqa_reports_a_line_ending_inside_a_string(tmp_path):
     assert added.stdout == "Added 0 noqa directives to 0 files.\n"
     assert added.stderr.splitlines() == [
         "trainlint: warning: t.py:4: no `# noqa` added: it ends inside a string or with a `\\`, where no comment can go"]
+
+
+# -- long runs: a progress line on a terminal, sorted output, nothing to check -----------------------
+
+def _with_stderr_on_a_terminal(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess, str]:
+    """Run trainlint with stderr on a pseudo-terminal (100 columns) and stdout on a pipe."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "trainlint", *args], cwd=cwd, stdout=subprocess.PIPE,
+                              stderr=slave, stdin=subprocess.DEVNULL, text=True, timeout=120)
+    finally:
+        os.close(slave)
+        reader.join(timeout=10)
+        os.close(master)
+    return proc, b"".join(chunks).decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("many")
+    for n in range(201):
+        write(root / f"m{n:03}.py", f"value = {n}\n")
+    return root
+
+
+@pytest.mark.parametrize("options, shown", [
+    ((), True),
+    (("-j", "2"), True),
+    (("-q",), False),
+    (("--format", "json"), False),
+    (("--exclude", "m200.py"), False),  # 200 files: quick enough without one
+])
+def test_a_long_run_shows_progress_on_a_terminal_stderr_only(many, options, shown):
+    proc, terminal = _with_stderr_on_a_terminal("check", "--isolated", "--no-cache", *options, ".", cwd=many)
+    assert proc.returncode == 0
+    assert "Checking" not in proc.stdout and "files/s" not in proc.stdout
+    assert ("/201 files" in terminal) is shown, terminal
+    if shown:
+        assert "Checking 0/201 files" in terminal and terminal.endswith("\r")  # the line is cleared at the end
+
+
+def test_no_progress_when_stderr_is_not_a_terminal(many):
+    proc = tl("check", "--isolated", "--no-cache", ".", cwd=many)
+    assert proc.stderr == "" and proc.stdout == "All checks passed (201 files).\n"
+
+
+def test_output_is_sorted_by_path_then_position(tmp_path):
+    for name in ("z.py", "a.py", "a/b.py", "a-b.py"):
+        write(tmp_path / name, f"import torch\n\n{LOAD}\nother = torch.load(p, weights_only=False)\n")
+    proc = tl("check", "--isolated", "--no-cache", "--select", "TL401", "z.py", "a-b.py", "a.py", "a", cwd=tmp_path)
+    located = [line.split(": ")[0] for line in proc.stdout.splitlines() if ": TL401 " in line]
+    assert located == [f"{path}:{line}:{column}" for path in ("a/b.py", "a-b.py", "a.py", "z.py")
+                       for line, column in ((3, 9), (4, 9))]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_no_python_files_is_a_warning(tmp_path, fmt):
+    (tmp_path / "empty").mkdir()
+    write(tmp_path / "notes.txt", "no code here\n")
+    proc = tl("check", "--isolated", "--no-cache", "--format", fmt, "empty", ".", cwd=tmp_path)
+    assert proc.returncode == 0
+    assert proc.stderr == "trainlint: warning: No Python files found\n"
+    if fmt == "text":
+        assert proc.stdout == ""
+    else:
+        assert json.loads(proc.stdout)["files_checked"] == 0

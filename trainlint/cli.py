@@ -15,7 +15,7 @@ import importlib.util
 import os
 import sys
 import time
-from pathlib import Path
+from pathlib import Path, PurePath
 from types import SimpleNamespace
 
 import click
@@ -193,6 +193,8 @@ def _check_once(o: SimpleNamespace) -> int:
     from trainlint.engine import lint_paths, lint_source
     from trainlint.model.project import Project
     from trainlint.positions import split_lines
+    from trainlint.progress import progress
+    from trainlint.progress import wanted as progress_wanted
     from trainlint.reporters import ReportOptions, render, render_statistics
     from trainlint.reporters.options import read_lines
 
@@ -219,11 +221,14 @@ def _check_once(o: SimpleNamespace) -> int:
     jobs = o.jobs or (os.cpu_count() or 1)
     by_path = {}
     projects = {}  # fixing checks each fixed file again, in the same project
-    for settings, paths in groups.values():
-        projects[id(settings)] = Project.for_paths(paths, settings.max_file_size) if paths else None
-        for result in lint_paths(paths, settings, jobs=jobs, cache=cache, project=projects[id(settings)]):
-            by_path[result.path] = result
-    results = [by_path[path] for path in files]
+    with progress(len(files), progress_wanted(len(files), o.fmt, o.quiet)) as done:
+        for settings, paths in groups.values():
+            projects[id(settings)] = Project.for_paths(paths, settings.max_file_size) if paths else None
+            for result in lint_paths(paths, settings, jobs=jobs, cache=cache, project=projects[id(settings)],
+                                     done=done):
+                by_path[result.path] = result
+    # reported by path, then by position within a file (findings come sorted), as ruff does
+    results = [by_path[path] for path in sorted(files, key=lambda path: PurePath(path).parts)]
     fixing = FixRun(o.diff)
     results = [fixing.fix_file(result, resolver, projects) for result in results]
     stdin_text: str | None = None
@@ -237,6 +242,8 @@ def _check_once(o: SimpleNamespace) -> int:
             stdin_text = stdin_fixed.decode("utf-8", "replace")
         results.append(result)
 
+    if not results:  # nothing to check is a warning, not a pass (`All checks passed (0 files)`)
+        click.echo("trainlint: warning: No Python files found", err=True)
     if o.diff:
         return _report_diff(o, fixing, results)
 
@@ -263,12 +270,12 @@ def _check_once(o: SimpleNamespace) -> int:
                             root=str(here.root), quiet=o.quiet, fixed=fixed)
     if o.statistics:
         report = render_statistics(o.fmt, results)
-        if o.fmt == "text" and not o.quiet:
+        if o.fmt == "text" and not o.quiet and results:
             from trainlint.reporters.text import summary
 
             report += summary(results, checked, fixed) + "\n"
     else:
-        report = render(o.fmt, results, checked, options)
+        report = render(o.fmt, results, checked, options) if results or o.fmt != "text" else ""
 
     if stdin_fixed is not None:
         sys.stdout.buffer.write(stdin_fixed)

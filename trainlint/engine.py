@@ -435,15 +435,18 @@ def _size(path: str) -> int:
 
 
 def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int = 1,
-               cache: ResultCache | None = None, project: Project | None = None) -> Iterator[FileResult]:
+               cache: ResultCache | None = None, project: Project | None = None,
+               done: Callable[[], None] | None = None) -> Iterator[FileResult]:
     """Check many files, in `jobs` worker processes, reusing cached results when given a cache.
 
     The files are checked as one project (`Project.for_paths`, unless one is given). Results come
     back in the order of `paths`. A worker that dies (LibCST's native parser can overflow its
     stack on input the guard did not foresee) loses no other file's result: the files it
-    took down are checked again, each in a process of its own.
+    took down are checked again, each in a process of its own. `done` is called as each file's
+    check ends (a progress line counts them).
     """
     settings = settings or Settings()
+    done = done or (lambda: None)
     paths = list(paths)
     if project is None and paths:
         project = Project.for_paths(paths, settings.max_file_size)
@@ -452,7 +455,10 @@ def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int
         # the cache keys need every checked file's imports resolved: take them from the last run
         project.load_imports(cache.directory)
     if jobs == 1 or len(paths) < 8:
-        yield from (lint_path(p, settings, cache, project) for p in paths)
+        for path in paths:
+            result = lint_path(path, settings, cache, project)
+            done()
+            yield result
         if cache is not None and project is not None:
             project.save_imports(cache.directory)
         return
@@ -476,9 +482,11 @@ def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int
         for path, future in futures:
             try:
                 results[path] = future.result()
+                done()
             except BrokenProcessPool:
                 retry.append(path)
     for path in retry:
         results[path] = _lint_alone(path, settings, cache, project)
+        done()
     for path in paths:
         yield results[path]

@@ -7,7 +7,7 @@ import os
 from dataclasses import fields
 
 from trainlint.config import SCHEMA, FileConfig, Resolver
-from trainlint.settings import DEFAULT_MIN_TORCH, DEFAULT_TEST_CODE_IGNORE, is_test_code
+from trainlint.settings import DEFAULT_MAX_FILE_SIZE, DEFAULT_MIN_TORCH, DEFAULT_TEST_CODE_IGNORE, is_test_code
 
 _DEFAULTS = FileConfig()
 #: Command-line options that override or extend a configuration key.
@@ -25,6 +25,10 @@ def _show(key: str, value) -> str:
         return "false"
     if value is None and key == "fixable":
         return '["ALL"]'
+    if value is None and key == "max-file-size":
+        return f"{DEFAULT_MAX_FILE_SIZE}  (10 MB)"
+    if value is None and key == "select":
+        return "null  (the rules on by default)"
     if isinstance(value, tuple):
         return json.dumps(list(value))
     return json.dumps(value)
