@@ -383,11 +383,15 @@ def test_tl402_adds_import_os_where_isort_puts_it(header, expected):
 def test_fixed_fixtures_and_examples_keep_sorted_imports_sorted(tmp_path):
     """ruff's I001 on every fixture and fixed example: imports sorted first, then fixed with
     `--unsafe-fixes`, then checked again."""
+    import importlib.util
     import shutil
     import subprocess
+    import sys
 
-    ruff = shutil.which("ruff") or pytest.skip("ruff is not installed (the dev extra has it)")
-    command = [ruff, "check", "--isolated", "--select", "I001", "--line-length", "200", "-q"]
+    if importlib.util.find_spec("ruff") is None:
+        pytest.skip("ruff is not installed (the dev extra has it)")
+    command = [sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache", "--select", "I001",
+               "--line-length", "200", "-q"]
     shutil.copytree(FIXTURES, tmp_path / "fixtures")
     for code, example in (p.values for p in _fixed_examples()):
         (tmp_path / f"{code}_{abs(hash(example.code))}.py").write_text(example.code)

@@ -156,3 +156,8 @@ def test_only_tl_and_digits_are_our_codes():
     assert result.findings == []  # another tool's code, not an unknown one of ours
     result = lint_source("x = compute()  # noqa: TL999\n", "train.py", ALL_NOQA)
     assert [f.code for f in result.findings] == ["TL001"]
+
+
+def test_disable_file_takes_rule_names():
+    assert file_disabled_codes("# trainlint: disable-file=unsafe-torch-load, TL402\n") == frozenset({"TL401", "TL402"})
+    assert tl401_lines(script(LOAD, "# trainlint: disable-file=Unsafe-Torch-Load\n")) == []

@@ -40,7 +40,7 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _SEPARATORS = re.compile(r"[\s,]*")
 _QUOTES = ("\"", "'", "`")
 _DISABLE_FILE = re.compile(
-    r"^\s*#\s*trainlint:\s*disable-file(?:\s*=\s*(?P<codes>[A-Za-z0-9,\s]+?))?\s*$", re.MULTILINE
+    r"^\s*#\s*trainlint:\s*disable-file(?:\s*=\s*(?P<codes>[A-Za-z0-9,\s-]+?))?\s*$", re.MULTILINE
 )
 ALL = frozenset({"*"})
 
@@ -228,13 +228,18 @@ def scan(source: str) -> Comments:
 
 
 def file_disabled_codes(source: str) -> frozenset[str]:
-    """Codes disabled for the whole file by `# trainlint: disable-file[=TL402, TL403]`."""
+    """Codes disabled for the whole file by `# trainlint: disable-file[=TL402, TL403]` (or rule names)."""
     disabled: set[str] = set()
+    names = None
     for match in _DISABLE_FILE.finditer(source):
         codes = match.group("codes")
         if not codes:
             return ALL
-        disabled |= {c.strip().upper() for c in codes.split(",") if c.strip()}
+        for code in (c.strip() for c in codes.split(",") if c.strip()):
+            if "-" in code:
+                names = names or _rule_names()
+                code = names.get(code.lower(), code)
+            disabled.add(code.upper())
     return frozenset(disabled)
 
 
