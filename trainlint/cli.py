@@ -193,6 +193,7 @@ def _check_once(o: SimpleNamespace) -> int:
     from trainlint.config import Resolver, cache_directory, resolve_config
     from trainlint.discovery import MissingPath, discover
     from trainlint.engine import lint_paths, lint_source
+    from trainlint.finding import FileResult
     from trainlint.model.project import Project
     from trainlint.positions import split_lines
     from trainlint.reporters import ReportOptions, render, render_statistics
@@ -202,8 +203,9 @@ def _check_once(o: SimpleNamespace) -> int:
     here = resolve_config(o.config_file, o.isolated)  # the run's own: cache and SARIF root
     stdin_name = os.path.normpath(o.stdin_filename) if o.stdin_filename else "-"
     on_disk = [p for p in o.paths if p != "-"]
+    unlisted: list[tuple[str, str]] = []  # folders that cannot be listed, paths that cannot be looked at
     try:
-        files = discover(on_disk, resolver.discovery_for)
+        files = discover(on_disk, resolver.discovery_for, unlisted)
     except MissingPath as err:
         for missing in err.args[0]:
             click.echo(f"trainlint: error: no such file or directory: {missing}", err=True)
@@ -226,6 +228,7 @@ def _check_once(o: SimpleNamespace) -> int:
         for result in lint_paths(paths, settings, jobs=jobs, cache=cache, project=projects[id(settings)]):
             by_path[result.path] = result
     results = [by_path[path] for path in files]
+    results += [FileResult(path, errors=[error], checked=False) for path, error in unlisted]  # exit 2, as unreadable files
     fixing = FixRun(o.diff)
     results = [fixing.fix_file(result, resolver, projects) for result in results]
     stdin_text: str | None = None
