@@ -5,6 +5,7 @@ is only ever imported there, never by trainlint)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.machinery
 import json
 import os
@@ -13,6 +14,8 @@ import subprocess
 import sys
 from itertools import product
 from pathlib import Path
+
+import pytest
 
 from trainlint.model.project import Project
 
@@ -152,3 +155,28 @@ def test_a_package_hides_a_module_of_the_same_name(tmp_path):
     done = subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", "--select", "TL101",
                            str(tmp_path / "train.py")], capture_output=True, text=True, cwd=tmp_path)
     assert "TL101" in done.stdout, done.stdout + done.stderr
+
+
+PROJECTS = Path(__file__).resolve().parent / "fixtures" / "projects"
+
+
+@pytest.mark.parametrize("ending", ["\r", "\r\n"])
+def test_a_file_with_other_line_endings_follows_the_same_imports(ending):
+    """The imports of a CR-only or CRLF file reach the same project files (a CR file's imports were
+    once read as one line: `save_samples` from another file was not seen, and TL303 was missed)."""
+    from trainlint.config import Resolver
+    from trainlint.engine import lint_source
+
+    resolver = Resolver()
+    for folder in sorted(p for p in PROJECTS.iterdir() if p.is_dir()):
+        files = sorted(folder.rglob("*.py"))
+        project = Project.for_paths([str(p) for p in files], 10 * 1024 * 1024)
+        for path in files:
+            settings = dataclasses.replace(resolver.settings_for(str(path)), test_code_ignore=frozenset())
+            text = path.read_text(encoding="utf-8")
+            assert project.imported_files(str(path), text.replace("\n", ending)) == \
+                project.imported_files(str(path), text), path
+            found = {(f.code, f.line) for f in lint_source(text, str(path), settings, project).findings}
+            other = {(f.code, f.line) for f in lint_source(text.replace("\n", ending), str(path), settings,
+                                                            project).findings}
+            assert other == found, path

@@ -55,6 +55,8 @@ def imported_names(source: str) -> list[str]:
     """The dotted names a file's import statements name, read from its text (no parse): `from
     .utils import ckpt` gives `.utils` and `.utils.ckpt`. Names continued on the next line of a
     parenthesised import are missed; their module is not."""
+    if "\r" in source:  # `^` of the pattern starts a line after a \n only: a CR-only file is one line
+        source = source.replace("\r\n", "\n").replace("\r", "\n")
     found = []
     for match in _IMPORT.finditer(source):
         if match.group("modules"):
