@@ -119,3 +119,33 @@ def test_a_named_path_past_the_length_limit_is_an_error_and_the_others_are_check
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [f"trainlint: error: cannot read {long}: File name too long"]
     assert "bad.py:3:9" in result.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "pathconf"), reason="no PATH_MAX to go past")
+def test_a_file_past_the_path_length_limit_in_a_folder_that_lists_is_an_error(tmp_path):
+    """The folder's own path is under the limit (it is listed), the file's is over: looking for its
+    configuration and project root must not crash on it, reading it is the one error."""
+    limit = os.pathconf(tmp_path, "PC_PATH_MAX")
+    (tmp_path / "seen.py").write_text(BAD)
+    fd = os.open(tmp_path, os.O_RDONLY)
+    length = len(str(tmp_path))
+    try:
+        while length < limit - 12:  # the folder: just under the limit
+            name = "d" * min(NAME_MAX, limit - 12 - length)
+            os.mkdir(name, dir_fd=fd)
+            inner = os.open(name, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd, length = inner, length + len(name) + 1
+        out = os.open("model_loader.py", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(out, BAD.encode())
+        os.close(out)
+    finally:
+        os.close(fd)
+    done = subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 2
+    errors = done.stderr.splitlines()
+    assert len(errors) == 1 and errors[0].startswith("trainlint: error: cannot read ")
+    assert errors[0].endswith("model_loader.py: File name too long")
+    assert "seen.py" in done.stdout

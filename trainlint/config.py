@@ -109,6 +109,15 @@ def _has_table(pyproject: Path) -> bool:
     return isinstance(data.get("tool"), dict) and "trainlint" in data["tool"]
 
 
+def _is_file(path: Path) -> bool:
+    """`path.is_file()`, False for a path that cannot be looked at (past the length limit: no
+    file can be opened there)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def find_config(start: Path, memo: dict[Path, Path | None] | None = None) -> Path | None:
     """The nearest trainlint.toml or pyproject.toml with `[tool.trainlint]`, from `start` up.
 
@@ -123,11 +132,11 @@ def find_config(start: Path, memo: dict[Path, Path | None] | None = None) -> Pat
             break
         passed.append(directory)
         candidate = directory / "trainlint.toml"
-        if candidate.is_file():
+        if _is_file(candidate):
             found = candidate
             break
         candidate = directory / "pyproject.toml"
-        if candidate.is_file() and _has_table(candidate):
+        if _is_file(candidate) and _has_table(candidate):
             found = candidate
             break
     for directory in passed:

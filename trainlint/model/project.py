@@ -105,7 +105,7 @@ def find_root(paths: Iterable[str | os.PathLike]) -> Path:
     resolved = _reals(paths)
     if not resolved:
         return _real(Path.cwd())
-    dirs = [p if p.is_dir() else p.parent for p in resolved]
+    dirs = [p if os.path.isdir(p) else p.parent for p in resolved]  # False for a path past the length limit
     try:
         common = Path(os.path.commonpath([str(d) for d in dirs]))
     except ValueError:  # paths on different drives
@@ -114,7 +114,7 @@ def find_root(paths: Iterable[str | os.PathLike]) -> Path:
     if config is not None:
         return _real(config.parent)
     for directory in (common, *common.parents):
-        if any((directory / marker).exists() for marker in ROOT_MARKERS):
+        if any(os.path.exists(directory / marker) for marker in ROOT_MARKERS):
             return directory
     return common
 
