@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import BAD, BAD_LINE
+from test_project import EVALUATE, NO_GRAD_HELPER
+
 from trainlint import engine
 from trainlint.cli import cli
 from trainlint.finding import FileResult
 from trainlint.model.project import Project
-from test_project import EVALUATE, NO_GRAD_HELPER
 
 NULL_CONTEXT = "import contextlib\n\ndef inference():\n    return contextlib.nullcontext()\n"
 PAST = 1_500_000_000 * 10**9  # folders this old are not "racy": the import store is written
@@ -35,11 +35,12 @@ PAST = 1_500_000_000 * 10**9  # folders this old are not "racy": the import stor
 def trainlint(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_ACTIONS", "FORCE_COLOR", "NO_COLOR")}
     return subprocess.run([sys.executable, "-m", "trainlint", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env=env, stdin=subprocess.DEVNULL)
+                          timeout=120, env=env, stdin=subprocess.DEVNULL, check=False)
 
 
-def in_process(*args: str, cwd: Path, monkeypatch: pytest.MonkeyPatch):
-    with monkeypatch.context() as patch:
+def in_process(*args: str, cwd: Path):
+    """The CLI run in this process (click's runner), in `cwd`."""
+    with pytest.MonkeyPatch.context() as patch:
         patch.chdir(cwd)
         for name in ("GITHUB_ACTIONS", "FORCE_COLOR", "NO_COLOR"):
             patch.delenv(name, raising=False)
@@ -106,11 +107,11 @@ def attacker_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
             patch.setenv("XDG_CACHE_HOME", str(tmp_path / "attacker-home"))
             for owner, name, value in patches:
                 patch.setattr(owner, name, value)
-            done = in_process("check", "--format", "json", "--select", "ALL", ".", cwd=root, monkeypatch=monkeypatch)
-            # what the attacker's own trainlint says from then on: nothing (the forgery works for them)
+            done = in_process("check", "--format", "json", "--select", "ALL", ".", cwd=root)
+            # what the author's own trainlint says from then on, with what it stored
             patch.undo()
             patch.setenv("XDG_CACHE_HOME", str(tmp_path / "attacker-home"))
-            again = in_process("check", "--format", "json", "--select", "ALL", ".", cwd=root, monkeypatch=monkeypatch)
+            again = in_process("check", "--format", "json", "--select", "ALL", ".", cwd=root)
         assert done.exit_code == 0
         return again
 
@@ -172,13 +173,13 @@ def test_links_at_every_likely_temporary_name_are_never_written_through(repo):
     assert all(stat.S_ISREG((cache / name).lstat().st_mode) for name in names)
 
 
-def test_a_link_at_this_process_temporary_name_is_never_written_through(repo, monkeypatch):
+def test_a_link_at_this_process_temporary_name_is_never_written_through(repo):
     outside, cache = repo.parent / "outside", repo / ".trainlint_cache"
     expected = uncached(repo)
     names = _learn_names(repo)
     _plant_temporary_names(cache, names, outside / "victim.txt", [os.getpid()])
     before = snapshot(outside)
-    done = in_process("check", "--format", "json", "--select", "ALL", ".", cwd=repo, monkeypatch=monkeypatch)
+    done = in_process("check", "--format", "json", "--select", "ALL", ".", cwd=repo)
     assert snapshot(outside) == before
     assert report(done) == expected
     assert all(stat.S_ISREG((cache / name).lstat().st_mode) for name in names)
@@ -237,7 +238,7 @@ def test_an_entry_that_is_a_link_is_not_read_and_is_replaced(repo, monkeypatch):
     shutil.copytree(repo, outside / "copy", symlinks=True)
     with monkeypatch.context() as patch:
         patch.setattr(engine, "lint_source", no_findings)
-        in_process("check", "--format", "json", "--select", "ALL", ".", cwd=outside / "copy", monkeypatch=monkeypatch)
+        in_process("check", "--format", "json", "--select", "ALL", ".", cwd=outside / "copy")
     (name,) = names
     assert (outside / "copy" / ".trainlint_cache" / name).is_file()
     (cache / name.parent).mkdir()
@@ -272,18 +273,19 @@ def test_a_cache_folder_of_another_user_is_not_used(repo):
 
 # -- 2. a committed entry or import store does not hide findings ----------------------------------
 
-def test_a_committed_entry_made_by_another_trainlint_hides_nothing(repo, attacker_cache, monkeypatch):
+def test_a_committed_entry_made_by_another_trainlint_hides_nothing(repo, attacker_cache):
     expected = uncached(repo)
     assert expected[1] == [("train.py", "TL401", BAD_LINE)]
     forged = attacker_cache(repo, (engine, "lint_source", no_findings))
     assert report(forged) == (0, [])  # what the author's trainlint now says
-    shipped = entries(repo / ".trainlint_cache")
-    assert shipped
+    cache = repo / ".trainlint_cache"
+    shipped = {name: (cache / name).read_bytes() for name in entries(cache)}
+    assert len(shipped) == 2  # the entry and the import store
     assert report(check(repo)) == expected  # a real process of the CLI
-    assert report(check(repo)) == expected  # the entry it rewrote is used, and is right
+    assert all((cache / name).read_bytes() != data for name, data in shipped.items())  # rewritten
+    assert report(check(repo)) == expected  # and what it wrote is right
     attacker_cache(repo, (engine, "lint_source", no_findings))  # shipped again: in-process too
-    assert report(in_process("check", "--format", "json", "--select", "ALL", ".", cwd=repo,
-                             monkeypatch=monkeypatch)) == expected
+    assert report(in_process("check", "--format", "json", "--select", "ALL", ".", cwd=repo)) == expected
 
 
 def test_a_committed_import_store_hides_nothing(repo, attacker_cache):
@@ -386,7 +388,7 @@ def test_a_key_inside_the_checked_project_is_not_used(repo, monkeypatch):
     expected = uncached(repo)
     done = check(repo)
     assert report(done) == expected
+    key = repo / ".cache" / "trainlint" / "key"
     assert done.stderr.splitlines() == [
-        f"trainlint: warning: not using the cache: the cache key {repo / '.cache' / 'trainlint' / 'key'} "
-        "is inside the checked project"]
+        f"trainlint: warning: not using the cache: the cache key {key} is inside the checked project"]
     assert entries(repo / ".trainlint_cache") == []
