@@ -58,14 +58,16 @@ def _own_folder(path: Path, others: int) -> None:
         raise Unsafe(f"{path} is a symbolic link")
     if not stat.S_ISDIR(info.st_mode):
         raise Unsafe(f"{path} is not a folder")
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+    if not hasattr(os, "getuid"):
+        return  # Windows: no owner nor mode bits to read here (its folders all say 0o777)
+    if info.st_uid != os.getuid():
         raise Unsafe(f"{path} belongs to another user")
     if info.st_mode & others:
         raise Unsafe(f"other users can write to {path}")
 
 
 def _read_key(file: Path) -> bytes:
-    fd = os.open(file, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_BINARY", 0))
+    fd = os.open(file, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -166,9 +168,10 @@ class CacheFolder:
             fd = os.open(self.directory.joinpath(*parts),
                          os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
             try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
                     return None
-                data = os.read(fd, limit)
+                data = os.read(fd, info.st_size + 1)
             finally:
                 os.close(fd)
         except OSError:

@@ -30,6 +30,7 @@ from trainlint.cache_folder import CacheFolder
 
 _FORMAT = 1
 _RACY_NS = 2_000_000_000  # FAT stores times to 2 s; other file systems are finer
+_LIMIT = 1 << 28  # a store names every file of the project: a large one is large
 
 
 def folder_stamp(folder: str) -> tuple[int | None, int]:
@@ -64,7 +65,7 @@ def load(cache: CacheFolder, name: tuple[str, str],
     """(folder stamps, file -> (content hash, imported files)) from the store `name` in `cache`,
     or None when there is none (or none this user wrote), it is not exactly a store's shape, names
     a file for which `inside` is false, or a folder it depends on changed since."""
-    body = cache.read(*name)
+    body = cache.read(*name, limit=_LIMIT)
     if body is None:
         return None
     try:
