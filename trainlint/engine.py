@@ -450,15 +450,15 @@ def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int
     jobs = max(1, min(jobs, os.cpu_count() or 1, len(paths)))
     if cache is not None and project is not None:
         # the cache keys need every checked file's imports resolved: take them from the last run
-        project.load_imports(cache.folder)
+        project.load_imports(cache.directory)
     if jobs == 1 or len(paths) < 8:
         yield from (lint_path(p, settings, cache, project) for p in paths)
         if cache is not None and project is not None:
-            project.save_imports(cache.folder)
+            project.save_imports(cache.directory)
         return
     if cache is not None and project is not None:
         project.importer_map()  # resolved once here; the workers get it with the project
-        project.save_imports(cache.folder)
+        project.save_imports(cache.directory)
     # One file a task, largest first: the gate makes most files cheap and a few costly, and fixed
     # chunks of paths would leave one worker with the costly ones at the end.
     todo = sorted(set(paths), key=_size, reverse=True)

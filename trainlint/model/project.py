@@ -387,19 +387,21 @@ class Project:
         self._resolved_changed = True
         return found
 
-    def load_imports(self, cache: CacheFolder) -> None:
-        """Take what the imports resolve to from the store in the cache folder, if it is there
-        and no folder it depends on changed."""
-        loaded = import_store.load(cache, self._store(), lambda p: self._inside(p))
+    def load_imports(self, directory: str | os.PathLike) -> None:
+        """Take what the imports resolve to from the store in the cache folder `directory`, if it
+        is there (written by this user's trainlint: `CacheFolder`) and no folder it depends on
+        changed."""
+        loaded = import_store.load(CacheFolder(directory), self._store(), lambda p: self._inside(p))
         if loaded is not None:
             stamps, resolved = loaded
             self._stamps.update(stamps)
             self._resolved.update(resolved)
 
-    def save_imports(self, cache: CacheFolder) -> None:
+    def save_imports(self, directory: str | os.PathLike) -> None:
         """Write what the imports resolved to into the store, when this run resolved any (with
         what it loaded from there: a run that checks a few files keeps the others' entries)."""
-        if self._resolved_changed and import_store.save(cache, self._store(), self._stamps, self._resolved):
+        if self._resolved_changed and import_store.save(CacheFolder(directory), self._store(), self._stamps,
+                                                        self._resolved):
             self._resolved_changed = False
 
     def _store(self) -> tuple[str, str]:
