@@ -2,12 +2,15 @@
 
 An entry is found by its key (`cache_key`: trainlint's own code, the settings that change what
 rules report, the exact bytes that were linted, and the content hashes of the project files they
-import, whose summaries the result depends on). It is stored in a `CacheFolder`, which refuses a
-folder that is a link or not the user's, never writes through a link and reads only what this
-user's trainlint wrote there (an HMAC with a key kept outside every repository): a repository can
-ship its own `.trainlint_cache/`, but not a result. An entry is used only if it also says so
-itself: it records the trainlint version, the settings digest and the content hash it describes,
-and every finding in it must have the shape of a finding. Anything else is a miss, never an error.
+import, whose summaries the result depends on) and is used only if it says so itself: it
+records the trainlint version, the settings digest and the content hash it describes, and every
+finding in it must have the shape of a finding. Anything else (a planted `{}`, JSON of the wrong
+shape, an entry for other content) is a miss, never an error: a repository can ship its own
+`.trainlint_cache/`.
+
+Entries are kept in a `CacheFolder` (`cache_folder`): written only under random names in folders
+that are the user's own, never through a link, and read only when they carry the HMAC of this
+user's key, kept outside every repository. So a repository can ship the folder, not a result.
 """
 
 from __future__ import annotations
