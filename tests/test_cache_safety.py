@@ -230,19 +230,19 @@ def test_a_folder_in_the_cache_that_is_a_link_is_not_used(repo, folder):
 
 
 def test_an_entry_that_is_a_link_is_not_read_and_is_replaced(repo, monkeypatch):
-    """Even to an entry this user's trainlint wrote (elsewhere, saying "no findings"): a link in
-    the cache is a miss, and the run puts a real file in its place."""
+    """Even to an entry this user's trainlint wrote for this very file (elsewhere, saying "no
+    findings"): a link in the cache is a miss, and the run puts a real file in its place."""
+    from trainlint import config
+
     outside, cache = repo.parent / "outside", repo / ".trainlint_cache"
     expected = uncached(repo)
-    names = [n for n in _learn_names(repo) if n.parts[0] != "imports"]
-    shutil.copytree(repo, outside / "copy", symlinks=True)
-    with monkeypatch.context() as patch:
+    with monkeypatch.context() as patch:  # this project's entries, kept in a folder outside it
         patch.setattr(engine, "lint_source", no_findings)
-        in_process("check", "--format", "json", "--select", "ALL", ".", cwd=outside / "copy")
-    (name,) = names
-    assert (outside / "copy" / ".trainlint_cache" / name).is_file()
+        patch.setattr(config, "cache_directory", lambda found: outside / "entries")
+        in_process("check", "--format", "json", "--select", "ALL", ".", cwd=repo)
+    (name,) = [n for n in entries(outside / "entries") if n.parts[0] != "imports"]
     (cache / name.parent).mkdir()
-    os.symlink(outside / "copy" / ".trainlint_cache" / name, cache / name)
+    os.symlink(outside / "entries" / name, cache / name)
     before = snapshot(outside)
     done = check(repo)
     assert snapshot(outside) == before
