@@ -29,6 +29,7 @@ from trainlint.model.index import FileIndex, FunctionInfo, Scope, iter_children,
 from trainlint.model.layers import class_verdict
 from trainlint.model.modes import GRAD_WORDS, OFF, context_grad, decorator_grad
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCHEDULER, Roles
+from trainlint.model.value_kinds import is_number
 
 # Words a project file must hold for its summaries to answer a question: one without them is not
 # parsed for it (the answer cannot be there), which keeps a whole-library check close to per-file cost
@@ -426,6 +427,8 @@ class _Summariser:
     def is_detached(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
         if depth > 6:
             return False
+        if is_number(expr, scope, self.index.resolve):
+            return True  # `x.size(0) / n`, `len(batch)`: a Python number carries no graph
         if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString)):
             return True
         if isinstance(expr, cst.Name):
