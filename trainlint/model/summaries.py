@@ -98,8 +98,13 @@ class ClassSummary:
     computed when asked for."""
 
     def __init__(self, name: str, bases: tuple[str, ...] = (), role: str | None = None, grad_off: bool = False,
-                 init_attrs: dict[str, str] | None = None, methods=None, trains: bool = False, mode=None) -> None:
+                 init_attrs: dict[str, str] | None = None, methods=None, trains: bool = False, mode=None,
+                 sets_next_rate: bool = False) -> None:
         self.name = name
+        # a schedule of its own (no base class): `step()` writes the learning rate of the coming
+        # update into the optimizer's param groups, and building it writes none, so its `step()`
+        # is meant to run before that update's `optimizer.step()` (torch's schedulers: after)
+        self.sets_next_rate = sets_next_rate
         self.trains = trains  # its methods run `.backward()`/`.step()`/`.zero_grad()` (a Trainer, a Runner)
         self.bases = bases
         self.role = role
@@ -584,7 +589,22 @@ class _Summariser:
         module_level = scope.parent is index.module_scope
         return ClassSummary(node.name.value, bases, self._class_role(node, scope, bases, infos), grad_off,
                             init_attrs, lambda name: self.function(infos[name]) if name in infos else None, trains,
-                            (lambda: class_verdict(index, node.name.value)) if module_level else None)
+                            (lambda: class_verdict(index, node.name.value)) if module_level else None,
+                            self._sets_next_rate(node, infos))
+
+    def _sets_next_rate(self, node: cst.ClassDef, infos) -> bool:
+        """`step()` writes the rate for the coming update and construction writes none (see
+        `ClassSummary.sets_next_rate`); a class with a base may inherit torch's convention."""
+        if any(not (isinstance(b.value, cst.Name) and b.value.value == "object") for b in node.bases):
+            return False
+        step, init = infos.get("step"), infos.get("__init__")
+        if step is None or not any(_assigns_lr(n) for n in self._own_nodes(step)):
+            return False
+        if init is None:
+            return True
+        return not any(_assigns_lr(n) or (isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                                          and n.func.attr.value == "step" and _is_self_or_super(n.func.value))
+                       for n in self._own_nodes(init))
 
     def _class_role(self, node: cst.ClassDef, scope: Scope, bases: tuple[str, ...], infos) -> str | None:
         for base in bases:
@@ -682,6 +702,27 @@ def _string(expr: cst.CSTNode | None) -> str | None:
 def _is_docstring(statement: cst.CSTNode) -> bool:
     return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
             and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString))
+
+
+def instance_class(index: FileIndex, expr: cst.BaseExpression, scope: Scope,
+                   words: tuple[str, ...] = ()) -> ClassSummary | None:
+    """The project class that built the object `expr` holds (`sched = WarmupCosine(opt, ...)`,
+    `self.sched = ...`), when every binding says the same one."""
+    values: list[cst.BaseExpression] = []
+    if isinstance(expr, cst.Name):
+        bindings = scope.lookup(expr.value)
+        if any(b.kind != "assign" or b.value is None for b in bindings):
+            return None
+        values = [b.value for b in bindings]
+    elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        values = index.self_attribute_values(expr.attr.value, scope)
+    found: ClassSummary | None = None
+    for value in values:
+        built = index.summary_of(value.func, index.scope_at(value), words) if isinstance(value, cst.Call) else None
+        if not isinstance(built, ClassSummary) or (found is not None and built is not found):
+            return None
+        found = built
+    return found
 
 
 def callable_summary(index: FileIndex, func: cst.BaseExpression, scope: Scope,
