@@ -46,9 +46,9 @@ class IncompleteResumeCheckpoint(Rule):
 
         Quiet on weights-only exports (`torch.save(model.state_dict(), "best.pt")`, safetensors,
         `best`/`final`/`export` files without optimizer state, a bare state dict saved once training
-        is over: after the training loops, in no loop, by no helper that is called in one), on dicts built with `**other` or
-        handed to helpers we cannot see into, and on evaluation code with no optimizer. RNG state
-        is TL701's business.
+        is over: after the training loops, in no loop, at module level or in a function this file
+        calls and never in a loop), on dicts built with `**other` or handed to helpers we cannot
+        see into, and on evaluation code with no optimizer. RNG state is TL701's business.
         """
     why_bad = """
         A resume that restores the weights but not the optimizer restarts Adam with zero moments
@@ -260,6 +260,21 @@ class IncompleteResumeCheckpoint(Rule):
             line=9,
             title="saved after a helper's loop, but the helper itself runs round after round",
         ),
+        bad(
+            """
+            import torch
+
+            def train_one_epoch(model, opt, loader, out_dir):
+                for x, y in loader:
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                torch.save(model.state_dict(), f"{out_dir}/last.ckpt")
+            """,
+            line=9,
+            title="saved after the epoch's loop by a function other files call, perhaps every epoch",
+        ),
         good(
             """
             import torch
@@ -295,6 +310,9 @@ class IncompleteResumeCheckpoint(Rule):
                 fit(model, opt, loader, epochs=3)
                 if args.save:
                     torch.save(model.state_dict(), "checkpoint.pt")
+
+            if __name__ == "__main__":
+                main(make_loader())
             """,
             title="a final export after the training helper has returned",
         ),

@@ -61,7 +61,8 @@ Public API (stable; other rules depend on it)
 
 `TrainingModel.after_training(node) -> bool`: training is over when `node` runs: it is in no loop
   of its function (or module), a statement before it in the same body runs a training loop (written
-  there, or in a same-file function it calls), and no same-file caller runs its function in a loop.
+  there, or in a same-file function it calls), and its function (if any) is called in this file,
+  never in a loop.
   (`for epoch ...: train` then `torch.save(model.state_dict(), "model.ckpt")`: a final export.)
 
 `TrainingModel.accelerate_accumulation(loop) -> AccelerateAccumulation | None`: Accelerate
@@ -591,7 +592,10 @@ class TrainingModel:
             return False
         function = self.index.function_of_node.get(owner) if isinstance(owner, cst.FunctionDef) else None
         if function is not None:
-            for site in self.index.callers(function):
+            callers = self.index.callers(function)
+            if not callers:
+                return False  # called from another file, perhaps once per epoch: cannot tell
+            for site in callers:
                 if any(isinstance(a, _LOOPS) for a in self.index.ancestors(site.node)):
                     return False  # the helper is called from a loop: more training may follow
         return True
