@@ -66,3 +66,45 @@ def test_a_project_function_named_like_a_builtin_is_not_the_builtin():
     call = next(n for n in walk(module) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)
                 and n.func.value == "len")
     assert not is_number(call, ctx.index.scope_at(call), ctx.index.resolve)
+
+
+MODELS = """
+import torch.nn as nn
+
+
+class Pruned(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        kept = x[:, ::2]
+        return self.fc(kept), {second}
+"""
+TRAIN = """
+import torch
+from models import Pruned
+
+model = Pruned()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+total = 0.0
+for x, y in loader:
+    out, second = model(x)
+    loss = torch.nn.functional.mse_loss(out, y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    total += second
+"""
+
+
+@pytest.mark.parametrize("second,fires", [("kept.size(1) / x.size(1)", False), ("kept.abs().mean()", True)])
+def test_a_size_ratio_a_model_in_another_file_returns_is_a_number(tmp_path, second, fires):
+    from trainlint.engine import lint_paths
+    from trainlint.settings import Settings, resolve_selection
+
+    (tmp_path / "models.py").write_text(MODELS.format(second=second))
+    (tmp_path / "train.py").write_text(TRAIN)
+    settings = Settings(select=resolve_selection(["TL501"], [], []))
+    results = list(lint_paths([str(tmp_path / "train.py")], settings))
+    assert [f.code for f in results[0].findings] == (["TL501"] if fires else [])

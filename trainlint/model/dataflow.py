@@ -20,7 +20,7 @@ from trainlint.model.roles import ACCELERATOR, LOADER, MODEL, roles
 from trainlint.model.modes import GRAD_WORDS
 from trainlint.model.summaries import DETACH_WORDS, callable_summary
 from trainlint.model.training import calls_in, training_model
-from trainlint.model.value_kinds import NUMBER_ATTRIBUTES, NUMBER_FUNCTIONS, NUMBER_METHODS, is_number
+from trainlint.model.value_kinds import NUMBER_ATTRIBUTES, NUMBER_FUNCTIONS, NUMBER_METHODS, NUMBER_WORDS, is_number
 
 # methods whose result never carries a graph
 DETACHING_METHODS = frozenset({"item", "detach", "detach_", "tolist", "numpy"})
@@ -452,7 +452,8 @@ class Dataflow:
         position = unpacked_position(node, name)
         if position is None:
             return False
-        summary = callable_summary(self.index, node.value.func, self.scope_of(node), DETACH_WORDS)
+        # a returned element may also be a size or a count (`return out, x.size(1) / n`)
+        summary = callable_summary(self.index, node.value.func, self.scope_of(node), DETACH_WORDS + NUMBER_WORDS)
         return summary is not None and (position[0] in summary.detached.positions or summary.body_grad_off)
 
     def _call_graph(self, call: cst.Call, depth: int) -> bool | None:

@@ -19,6 +19,9 @@ import libcst as cst
 
 from trainlint.model.index import Scope
 
+# Words a project file must hold for a function of it to return a number this module recognises
+# (the summaries' word gate: a file without them is not read for the question).
+NUMBER_WORDS = (".size(", ".shape", "numel(", "len(", ".dim(", ".ndim")
 # Tensor methods whose result is a Python number (or a tuple / list of them).
 NUMBER_METHODS = frozenset({"size", "numel", "nelement", "dim", "ndimension", "item", "element_size",
                             "stride", "get_device", "data_ptr", "tolist", "bit_length"})
