@@ -9,6 +9,9 @@ and from names every binding of which (in their scope) is a number, unpacking of
 
 Used by the dataflow (does a value carry a graph?) and by the function summaries (which return
 positions of a project function, a model's `forward` among them, carry no graph).
+
+Also which tensors are synthetic: made by a torch factory (`torch.zeros(1, 3, 224, 224)`,
+`torch.randn(...)`), not read from data, so a forward on them is a warm-up or a shape probe.
 """
 
 from __future__ import annotations
@@ -91,3 +94,26 @@ def _number_name(name: str, scope: Scope, resolve: Callable | None, depth: int) 
         if value is None or not is_number(value, scope, resolve, depth + 1):
             return False
     return True
+
+
+# torch factories that make a tensor from sizes or a fill value, not from data
+SYNTHETIC_FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange",
+                                 "linspace", "zeros_like", "ones_like", "empty_like", "rand_like", "randn_like"})
+_DEVICE_MOVES = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "contiguous"})
+
+
+def is_synthetic_tensor(expr: cst.BaseExpression, scope: Scope, resolve: Callable, depth: int = 0) -> bool:
+    """`expr` is a tensor a torch factory made (moved or cast at most), every binding of a name so."""
+    if depth > 6:
+        return False
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _DEVICE_MOVES:
+            return is_synthetic_tensor(func.value, scope, resolve, depth + 1)
+        qualname = resolve(func, scope) or ""
+        return qualname.startswith("torch.") and qualname.rsplit(".", 1)[-1] in SYNTHETIC_FACTORIES
+    if isinstance(expr, cst.Name):
+        bindings = scope.lookup(expr.value)
+        return bool(bindings) and all(b.kind == "assign" and b.value is not None
+                                      and is_synthetic_tensor(b.value, scope, resolve, depth + 1) for b in bindings)
+    return False
