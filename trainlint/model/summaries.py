@@ -79,6 +79,9 @@ class FunctionSummary:
     # the keys of the one dict literal it returns (a `state_dict()` override: `{"model": ...,
     # "optimizer": ..., "step": ...}`), None when it returns anything else
     returned_keys: tuple[str, ...] | None = None
+    # what it returns makes batches of one size: a `DataLoader(..., drop_last=True)` (or
+    # `batch_size=1`), or the keyword arguments for one (`{"batch_size": b, "drop_last": True}`)
+    equal_batches: bool = False
 
     @property
     def produces(self) -> str | None:
@@ -317,9 +320,31 @@ class _Summariser:
             modes=self._modes(function), detached=self._detached(function, body_off), saves=self._saves(function),
             save_path=self._save_path(function),
             returns=self._returns(function), returns_mean=self._returns_mean(function),
-            returned_keys=self._returned_keys(function))
+            returned_keys=self._returned_keys(function), equal_batches=self._equal_batches(function))
         self._memo[node] = summary
         return summary
+
+    def _equal_batches(self, function: FunctionInfo) -> bool:
+        returns = [n.value for n in self._own_nodes(function) if isinstance(n, cst.Return) and n.value is not None]
+        if not returns:
+            return False
+        for value in returns:
+            if isinstance(value, cst.Name):  # `loader = DataLoader(...)` then `return loader`
+                bindings = function.scope.lookup(value.value)
+                if len(bindings) != 1 or bindings[0].value is None:
+                    return False
+                value = bindings[0].value
+            if isinstance(value, cst.Call) and (self.index.resolve(value.func, function.scope) or "") \
+                    .rsplit(".", 1)[-1] == "DataLoader":
+                if not equal_batch_arguments(value):
+                    return False
+            elif isinstance(value, cst.Dict):
+                if not any(isinstance(e, cst.DictElement) and _string(e.key) == "drop_last"
+                           and isinstance(e.value, cst.Name) and e.value.value == "True" for e in value.elements):
+                    return False
+            else:
+                return False
+        return True
 
     def _own_nodes(self, function: FunctionInfo) -> list[cst.CSTNode]:
         """Nodes of the function's body, not those of nested defs or classes (walked once)."""
@@ -630,6 +655,16 @@ class _Summariser:
             if isinstance(summary, ClassSummary) and summary.role:
                 return summary.role
         return OTHER
+
+
+def equal_batch_arguments(call: cst.Call) -> bool:
+    """A `DataLoader(...)` call written with `drop_last=True` or `batch_size=1`: equal batches."""
+    drop = keyword_value(call, "drop_last")
+    size = keyword_value(call, "batch_size")
+    if size is None and len(positional_args(call)) >= 2:
+        size = positional_args(call)[1].value
+    return (isinstance(drop, cst.Name) and drop.value == "True") or (
+        isinstance(size, cst.Integer) and size.value == "1")
 
 
 def _is_self_or_super(expr: cst.BaseExpression) -> bool:
