@@ -681,7 +681,10 @@ class GraphKeptAcrossIterations(Rule):
             fix = FixSpec(f"Keep `{inner}.detach()` instead", safe=False,
                           replacements=((value, f"{inner}.detach()"),))
         if fix is not None:
-            instead = f"keep `{what}.item()` for logging or `{what}.detach()` for a tensor"
+            # `(a * b).item()`, not `a * b.item()`: a compound value is wrapped before the method
+            kept = f"({what})" if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)) and not value.lpar \
+                else what
+            instead = f"keep `{kept}.item()` for logging or `{kept}.detach()` for a tensor"
         else:
             instead = "keep the loss's `.item()` for logging or its `.detach()` for a tensor"
         return self.report(
