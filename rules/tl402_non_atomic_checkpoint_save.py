@@ -603,6 +603,7 @@ def _fix(ctx, save) -> FixSpec | None:
 
 def _is_helper(module, function: cst.FunctionDef) -> bool:
     text = module.code_for_node(function.with_changes(leading_lines=())).strip()
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # as written in a CRLF or CR file
     return any(text == helper_code(t, o, module.default_indent) for t, o in _names_in(text))
 
 

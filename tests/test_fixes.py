@@ -457,3 +457,12 @@ def test_tl102_fix_title_says_when_the_division_leaves_tl103(source, leaves_tl10
     assert outcome.fixed == Counter({"TL102": 1})
     left = [f.code for f in outcome.result.findings]
     assert ("TL103" in left) == leaves_tl103 == ("TL103 stays" in finding.fix.title), (finding.fix.title, left)
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_tl402_fix_adds_one_helper_whatever_the_line_ending(newline):
+    policy = FixPolicy(unsafe=True, fixable=frozenset({"TL402"}))
+    expected = fix_source(TWO_SAVES, lint(), policy).source
+    outcome = fix_source(TWO_SAVES.replace("\n", newline), lint(), policy)
+    assert outcome.fixed == Counter({"TL402": 2})
+    assert outcome.source == expected.replace("\n", newline)
