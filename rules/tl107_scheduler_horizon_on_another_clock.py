@@ -445,6 +445,53 @@ class SchedulerHorizonOnAnotherClock(Rule):
             """,
             title="timm: a schedule in epochs, stepped with the epoch number",
         ),
+        good(
+            """
+            import torch
+            from transformers import get_linear_schedule_with_warmup
+
+
+            def train_epoch(model, loader, optimizer, scheduler, grad_accum=4):
+                for i, batch in enumerate(loader):
+                    loss = model(**batch).loss / grad_accum
+                    loss.backward()
+                    if (i + 1) % grad_accum == 0:
+                        optimizer.step()
+                        scheduler.step()
+                        optimizer.zero_grad()
+
+
+            def main(model, loader, epochs):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4)
+                scheduler = get_linear_schedule_with_warmup(optimizer, 10, epochs * len(loader) // 4)
+                for epoch in range(epochs):
+                    train_epoch(model, loader, optimizer, scheduler)
+            """,
+            title="a length divided by K written as a literal: counted in updates",
+        ),
+        good(
+            """
+            import torch
+            from accelerate import Accelerator
+            from transformers import get_linear_schedule_with_warmup
+
+
+            def run(config, model, train_dataloader, epochs):
+                accelerator = Accelerator(**config)
+                optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+                scheduler = get_linear_schedule_with_warmup(optimizer, 0, len(train_dataloader) * epochs)
+                model, optimizer, train_dataloader, scheduler = accelerator.prepare(
+                    model, optimizer, train_dataloader, scheduler)
+                for epoch in range(epochs):
+                    for batch in train_dataloader:
+                        with accelerator.accumulate(model):
+                            accelerator.backward(model(**batch).loss)
+                            optimizer.step()
+                            scheduler.step()
+                            optimizer.zero_grad()
+            """,
+            title="an Accelerator configured elsewhere: whether it accumulates cannot be told",
+        ),
     )
 
     def check(self, ctx):
@@ -604,21 +651,21 @@ def _mismatch(ctx, model: TrainingModel, loop: TrainingLoop, ref: CallRef, clock
     k = _k_names(ctx, loop)
     k_text = describe_k(ctx, loop)
     accelerate = model.accelerate_accumulation(loop)
-    prepared = accelerate is not None and model.is_prepared(ref.node.func.value, ref.scope)
+    prepared = model.is_prepared(ref.node.func.value, ref.scope) is True
     condition = k_condition(ctx, loop)
     if loop.accumulates and k and _times_k(expr, k, scope):
         owner = ("`accelerator.prepare` made it skip the micro-batches between gradient syncs, so it "
-                 "advances once per update" if prepared else "it is stepped once per update")
+                 "advances once per update" if prepared and accelerate is not None else "it is stepped once per update")
         return condition, (f"`{arg}` is multiplied by the accumulation factor {k_text}, but {owner}: the "
                            f"schedule is {k_text} times too long (warmup too) and the run ends "
                            "before the LR has decayed; count the length in updates")
-    if loop.accumulates and k and _undivided(expr, scope) and \
+    if loop.accumulates and loop.k is not None and k and _undivided(expr, scope) and \
             _counts_micro_batches(expr, k, _loop_loaders(ctx, loop), scope):
         return condition, (f"`{arg}` counts the loader's micro-batches, but `{name}.step()` runs once per update, "
                            f"every {k_text} micro-batches: the schedule is {k_text} times too long and the LR never "
                            f"decays past its first part; divide the length by {k_text}")
     processes = _process_factor(ctx, expr, scope)
-    if processes is not None and not prepared and loop.guard is not None and loop.guard.kind != "accelerate":
+    if processes is not None and not prepared:
         return None, (f"`{arg}` is multiplied by the process count (`{processes}`), but each process steps "
                       f"`{name}` once per update: the schedule is that many times too long; only a scheduler "
                       "prepared by Accelerate (which steps once per process) needs that factor")

@@ -422,6 +422,36 @@ class GradScalerRecreated(Rule):
             """,
             title="built once and restored once from the checkpoint, before the epoch loop",
         ),
+        good(
+            """
+            import torch
+
+
+            def build_optimizer(model, hyp):
+                return torch.optim.SGD(model.parameters(), lr=hyp["lr0"], momentum=hyp["momentum"])
+
+
+            def train(hyp, model_fn, loader):
+                model = model_fn()
+                optimizer = build_optimizer(model, hyp)
+                scaler = torch.cuda.amp.GradScaler()
+                for epoch in range(hyp["epochs"]):
+                    for x, y in loader:
+                        with torch.autocast("cuda"):
+                            loss = model(x, y)
+                        scaler.scale(loss).backward()
+                        scaler.step(optimizer)
+                        scaler.update()
+                        optimizer.zero_grad()
+                return evaluate(model)
+
+
+            for generation in range(generations):
+                hyp = mutate(best_hyp)
+                fitness = train(hyp, build_model, loader)
+            """,
+            title="hyperparameter evolution: each call of train() is a new run with an optimizer from a factory",
+        ),
     )
 
     def check(self, ctx):
@@ -505,8 +535,7 @@ def _optimizer_built_in(ctx, model: TrainingModel, region: cst.CSTNode, loop_nod
     for node in walk(region):
         if not isinstance(node, cst.Call) or not isinstance(index.parent(node), (cst.Assign, cst.AnnAssign)):
             continue
-        scope = index.scope_at(node)
-        if role_of_callee(index.resolve(node.func, scope)) == OPTIMIZER:
+        if model.roles.of(node, index.scope_at(node)) == OPTIMIZER:  # a constructor or a project factory
             return True
     return False
 
