@@ -420,6 +420,30 @@ class CadenceOnMicroBatchClock(Rule):
             """,
             title="the cadence test after the continue guard runs once per update",
         ),
+        good(
+            """
+            import torch
+            import lightning as L
+
+
+            def fit(fabric, model, optimizer, train_dataloader, val_dataloader, accum_iters, eval_interval):
+                step_count = 0
+                for iter_num, batch in enumerate(train_dataloader):
+                    is_accumulating = (iter_num + 1) % accum_iters != 0
+                    with fabric.no_backward_sync(model, enabled=is_accumulating):
+                        loss = model(batch).loss
+                        fabric.backward(loss / accum_iters)
+                    if not is_accumulating:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        step_count += 1
+                    if not is_accumulating and step_count % eval_interval == 0:
+                        model.eval()
+                        validate(fabric, model, val_dataloader)
+                        model.train()
+            """,
+            title="Fabric: the cadence test also requires the end of the window (`not is_accumulating`)",
+        ),
     )
 
     def check(self, ctx):
@@ -504,10 +528,20 @@ def _cadence_around(ctx, model: TrainingModel, loop: TrainingLoop, ref: CallRef)
             if any(k_text is not None and ctx.code_for(m.right) == k_text for m in modulos) or \
                     any(isinstance(n, cst.Attribute) and n.attr.value == "sync_gradients" for n in walk(node.test)):
                 return None  # it tests the window boundary as well
-            if len(modulos) == 1 and _counter(modulos[0].left) is not None:
-                return _Cadence(node, scope, via, modulos[0])
-            return None
+            if len(modulos) != 1 or _counter(modulos[0].left) is None:
+                return None
+            if any(model._update_condition(part, scope) is not False for part in _conjuncts(node.test)
+                   if not any(n is modulos[0] for n in walk(part))):
+                return None  # `if not is_accumulating and step % every == 0:`: it tests the boundary too
+            return _Cadence(node, scope, via, modulos[0])
     return None
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of an `and` chain (the test itself otherwise)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _conjuncts(test.left) + _conjuncts(test.right)
+    return [test]
 
 
 def _counter(expr: cst.BaseExpression) -> cst.BaseExpression | None:
