@@ -198,6 +198,7 @@ class _ScalerState:
         self.unscaled = False  # unscale_() ran since that backward
         self.stepped: set[int] = set()  # optimizers whose step() ran since the last update()
         self.used = False  # a scaled backward ran at all (the checkpoint must hold the scaler)
+        self.updates = 0  # update() calls (TL205: a scaler replaced after it adapted)
 
 
 class _EvalForward:
@@ -246,6 +247,8 @@ class Trace:
         self.loaders: dict[int, dict] = {}
         self.passes: list[dict] = []
         self._trees: dict[str, ast.AST | None] = {}
+        # TL205: construction site -> the GradScaler last built there
+        self.scaler_sites: dict[tuple, weakref.ref] = {}
         self._handles = []
 
     # ----- bookkeeping -------------------------------------------------------------------------
@@ -326,6 +329,7 @@ class Trace:
         if not issubclass(ReduceLROnPlateau, LRScheduler) or "step" in vars(ReduceLROnPlateau):
             self._wrap(ReduceLROnPlateau, "step", self._scheduler_step)
         scaler_cls = torch.amp.GradScaler
+        self._wrap(scaler_cls, "__init__", self._scaler_init)
         self._wrap(scaler_cls, "scale", self._scaler_scale)
         self._wrap(scaler_cls, "unscale_", self._scaler_unscale)
         self._wrap(scaler_cls, "step", self._scaler_step)
@@ -612,6 +616,27 @@ class Trace:
                 self.loss_outputs.append((weakref.ref(out), reduction))
 
     # ----- GradScaler ---------------------------------------------------------------------------------
+    def _scaler_init(self, original, scaler, *args, **kwargs):
+        """TL205: a GradScaler built again at a site whose previous scaler already ran updates."""
+        outer = self._enter("scaler_init")
+        try:
+            original(scaler, *args, **kwargs)
+        finally:
+            self._leave("scaler_init")
+        stack = self.stack() if outer else None
+        if not stack:
+            return
+        self.scalers[id(scaler)] = _ScalerState()  # not the state of a collected scaler with this id
+        previous = self.scaler_sites.get(stack[0])
+        self.scaler_sites[stack[0]] = weakref.ref(scaler)
+        before = previous() if previous is not None else None
+        if before is None or not self.scaler_state(before).updates or not scaler.is_enabled():
+            return
+        self.find("TL205", stack, f"a new GradScaler was built at {_where(stack)} after "
+                                  f"{self.scaler_state(before).updates} update(s) of the previous one: its scale "
+                                  f"restarted at {float(scaler.get_scale()):g} where the previous scaler had "
+                                  f"reached {float(before.get_scale()):g}")
+
     def _scaler_scale(self, original, scaler, outputs, *args, **kwargs):
         scaled = original(scaler, outputs, *args, **kwargs)
         if isinstance(scaled, torch.Tensor) and isinstance(outputs, torch.Tensor) and scaler.is_enabled():
@@ -626,6 +651,7 @@ class Trace:
 
     def _scaler_update(self, original, scaler, *args, **kwargs):
         state = self.scaler_state(scaler)
+        state.updates += 1
         state.pending = state.unscaled = False
         state.stepped.clear()
         return original(scaler, *args, **kwargs)
