@@ -78,6 +78,7 @@ class FunctionSummary:
     # the keys of the one dict literal it returns (a `state_dict()` override: `{"model": ...,
     # "optimizer": ..., "step": ...}`), None when it returns anything else
     returned_keys: tuple[str, ...] | None = None
+    sets_epoch: bool = False  # it calls `.set_epoch(...)` (on a sampler or loader it is handed)
 
     @property
     def produces(self) -> str | None:
@@ -311,7 +312,9 @@ class _Summariser:
             modes=self._modes(function), detached=self._detached(function, body_off), saves=self._saves(function),
             save_path=self._save_path(function),
             returns=self._returns(function), returns_mean=self._returns_mean(function),
-            returned_keys=self._returned_keys(function))
+            returned_keys=self._returned_keys(function),
+            sets_epoch=any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                           and n.func.attr.value == "set_epoch" for n in self._own_nodes(function)))
         self._memo[node] = summary
         return summary
 
