@@ -428,21 +428,23 @@ class SameDataOrderEveryEpoch(Rule):
     def check(self, ctx):
         order = ctx.model(data_order)
         for build in order.samplers:
-            loops = order.epoch_loops(build)
-            if not loops:
+            views = order.views(build)  # the sampler where it is built, and where a builder's callers hold it
+            placed = [(view, loops) for view in views for loops in [order.epoch_loops(view)] if loops]
+            if not placed:
                 continue
+            view, loops = placed[0]
             if build.kind == EPOCH_KEYED and build.shuffle_off:
                 yield self.report(
                     build.call,
                     f"a training `{build.what}` built with `shuffle=False`: every epoch each rank sees the same "
                     "examples in the same order; shuffle the training sampler (and call `set_epoch(epoch)`)")
-            elif build.kind == EPOCH_KEYED and not order.set_epoch_reaches(build):
+            elif build.kind == EPOCH_KEYED and not any(order.set_epoch_reaches(v) for v in views):
                 yield self.report(
                     build.call,
                     f"`{build.what}` permutes with a generator seeded by `seed + epoch`, and its `set_epoch(epoch)` "
                     "is never called: every epoch replays epoch 0's order; call `set_epoch(epoch)` at the top of "
                     "the epoch loop",
-                    _set_epoch_fix(ctx, order, build, loops))
+                    _set_epoch_fix(ctx, order, view, loops))
             elif build.kind == FIXED:
                 yield self.report(
                     build.call,

@@ -99,6 +99,35 @@ class DataOrder:
                 build.loader = holder_of(self.index, build.loader_call)
             self.samplers.append(build)
 
+    def views(self, build: SamplerBuild) -> list[SamplerBuild]:
+        """The sampler as its own function holds it, and as each same-file caller holds it when the
+        function returns it and its loader (`sampler, loader = build_loaders(...)`)."""
+        found = [build]
+        function = build.function
+        if function is None or function.class_name is not None:
+            return found
+        positions: dict[str, int] = {}
+        for node in walk(function.node.body):
+            if isinstance(node, cst.Return) and isinstance(node.value, cst.Tuple):
+                for number, element in enumerate(node.value.elements):
+                    text = dotted_name(element.value)
+                    if text in (build.holder, build.loader):
+                        positions[text] = number
+        if not positions:
+            return found
+        for site in self.index.callers(function):
+            parent = self.index.parent(site.node)
+            if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1
+                    and isinstance(parent.targets[0].target, (cst.Tuple, cst.List))):
+                continue
+            targets = [dotted_name(e.value) for e in parent.targets[0].target.elements]
+            def at(holder):
+                number = positions.get(holder) if holder else None
+                return targets[number] if number is not None and number < len(targets) else None
+            found.append(SamplerBuild(build.call, site.scope, site.function, build.kind, build.what,
+                                      build.shuffle_off, at(build.holder), build.loader_call, at(build.loader)))
+        return found
+
     def sampler_kind(self, call: cst.Call, scope: Scope) -> tuple[str, str] | None:
         name = self.index.resolve(call.func, scope)
         if name in DISTRIBUTED_SAMPLERS or (name or "").endswith(".DistributedSampler") \
@@ -191,7 +220,7 @@ class DataOrder:
         if build.holder and build.holder.startswith("self."):
             return function is not None and build.function is not None and \
                 function.class_name == build.function.class_name
-        return function is build.function or (build.function is None and self.index.scope_at(use) is build.scope)
+        return function is build.function or (build.function is None and function is None)
 
     # -- loops ------------------------------------------------------------------------------------
     def iterated(self, loop: cst.For) -> cst.BaseExpression:
