@@ -60,8 +60,11 @@ class SamplerBuild:
 
 
 def holder_of(index, node: cst.CSTNode) -> str | None:
-    """`x` / `self.x` for `x = node` / `self.x = node` (an annotated assignment too)."""
+    """`x` / `self.x` for `x = node` / `self.x = node` (an annotated assignment too), also as one
+    branch of a conditional expression (`x = RandomSampler(d) if single else DistributedSampler(d)`)."""
     parent = index.parent(node)
+    while isinstance(parent, cst.IfExp) and node is not parent.test:
+        node, parent = parent, index.parent(parent)
     if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
         return dotted_name(parent.targets[0].target)
     if isinstance(parent, cst.AnnAssign) and parent.value is node:
@@ -204,6 +207,8 @@ class DataOrder:
             return True
         if depth > 2:
             return False
+        if isinstance(value, cst.IfExp):
+            return any(self._holds_sampler(v, build, scope, depth + 1) for v in (value.body, value.orelse))
         if isinstance(value, cst.Call):  # BatchSampler(sampler, ...)
             return any(self._holds_sampler(a.value, build, scope, depth + 1) for a in value.args)
         text = dotted_name(value)
@@ -228,6 +233,10 @@ class DataOrder:
         expr = loop.iter
         scope = self.index.scope_at(loop)
         for _ in range(4):
+            if isinstance(expr, cst.Name):  # `epoch_iterator = tqdm(train_dataloader)`
+                values = [b.value for b in scope.lookup(expr.value) if b.kind == "assign" and b.value is not None]
+                if len(values) == 1 and isinstance(values[0], cst.Call):
+                    expr = values[0]
             if not isinstance(expr, cst.Call):
                 break
             name = self.index.resolve(expr.func, scope) or ""
