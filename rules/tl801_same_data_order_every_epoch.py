@@ -306,6 +306,25 @@ class SameDataOrderEveryEpoch(Rule):
             line=6,
             title="the global seed reset at the top of every epoch",
         ),
+        bad(
+            """
+            from torch.utils.data import DataLoader, RandomSampler
+            from torch.utils.data.distributed import DistributedSampler
+            from tqdm import tqdm, trange
+
+            train_sampler = RandomSampler(train_dataset) if args.local_rank == -1 else DistributedSampler(train_dataset)
+            train_dataloader = DataLoader(train_dataset, sampler=train_sampler, batch_size=args.train_batch_size)
+            for _ in trange(int(args.num_train_epochs)):
+                epoch_iterator = tqdm(train_dataloader, desc="Iteration")
+                for step, batch in enumerate(epoch_iterator):
+                    loss = model(**batch)[0]
+                    loss.backward()
+                    optimizer.step()
+                    model.zero_grad()
+            """,
+            line=5,
+            title="a sampler chosen by a conditional, a loop over a progress bar (older example scripts)",
+        ),
         good(
             """
             import torch
