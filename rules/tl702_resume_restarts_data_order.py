@@ -9,7 +9,7 @@ from trainlint.gate import iterates_loader, named, refers_to
 from trainlint.model.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS, checkpoint_model, string_value
 from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
 from trainlint.model.index import dotted_name, iter_children, keyword_value, walk
-from trainlint.model.roles import MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
+from trainlint.model.roles import ACCELERATOR, MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
 from trainlint.model.summaries import SAVE_WORDS, callable_summary
 from trainlint.model.training import calls_in, training_model
 from trainlint.rule import Rule, bad, good
@@ -31,7 +31,7 @@ class ResumeRestartsDataOrder(Rule):
     summary = "A resume restores the step counter but replays the epoch's batches from the first one"
     message = "after this resume the loop iterates the loader from the start of the epoch"
     triggers = (("load", "step"), ("load", "epoch"))
-    gate = refers_to(*LOAD_FUNCTIONS) & iterates_loader() & named("step|epoch|iter")
+    gate = (refers_to(*LOAD_FUNCTIONS) | named("^load_state$")) & iterates_loader()
     what_it_does = """
         Flags the training loop over a data loader that runs after a resume when the resume restores
         a position in the run from the checkpoint (`global_step = ckpt["step"]`,
@@ -277,6 +277,68 @@ class ResumeRestartsDataOrder(Rule):
             line=17,
             title="a step-bounded run: a while loop around the loader, a save helper",
         ),
+        bad(
+            """
+            import os
+            from accelerate import Accelerator
+
+
+            def main(args, model, optimizer, train_dataloader):
+                accelerator = Accelerator()
+                model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)
+                completed_steps, starting_epoch = 0, 0
+                if args.resume_from_checkpoint:
+                    accelerator.load_state(args.resume_from_checkpoint)
+                    folder = os.path.basename(args.resume_from_checkpoint.rstrip("/"))
+                    completed_steps = int(folder.replace("step_", ""))
+                    starting_epoch = completed_steps // len(train_dataloader)
+                for epoch in range(starting_epoch, args.num_train_epochs):
+                    model.train()
+                    for step, batch in enumerate(train_dataloader):
+                        loss = model(**batch).loss
+                        accelerator.backward(loss)
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        completed_steps += 1
+                        if completed_steps % args.checkpointing_steps == 0:
+                            accelerator.save_state(f"{args.output_dir}/step_{completed_steps}")
+            """,
+            line=16,
+            title="Accelerate: load_state restores the step from the folder name, the epoch restarts at batch 0",
+        ),
+        good(
+            """
+            import os
+            from accelerate import Accelerator
+
+
+            def main(args, model, optimizer, train_dataloader):
+                accelerator = Accelerator()
+                model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)
+                completed_steps, starting_epoch, resume_step = 0, 0, None
+                if args.resume_from_checkpoint:
+                    accelerator.load_state(args.resume_from_checkpoint)
+                    folder = os.path.basename(args.resume_from_checkpoint.rstrip("/"))
+                    completed_steps = int(folder.replace("step_", ""))
+                    starting_epoch = completed_steps // len(train_dataloader)
+                    resume_step = completed_steps - starting_epoch * len(train_dataloader)
+                for epoch in range(starting_epoch, args.num_train_epochs):
+                    model.train()
+                    if resume_step is not None and epoch == starting_epoch:
+                        active_dataloader = accelerator.skip_first_batches(train_dataloader, resume_step)
+                    else:
+                        active_dataloader = train_dataloader
+                    for step, batch in enumerate(active_dataloader):
+                        loss = model(**batch).loss
+                        accelerator.backward(loss)
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        completed_steps += 1
+                        if completed_steps % args.checkpointing_steps == 0:
+                            accelerator.save_state(f"{args.output_dir}/step_{completed_steps}")
+            """,
+            title="Accelerate: skip_first_batches in the resumed epoch only",
+        ),
         good(
             """
             import torch
@@ -411,6 +473,11 @@ class ResumeRestartsDataOrder(Rule):
                     continue
                 if not _after_restore(ctx, flow, restore, node):
                     continue
+                used = sorted((c for c in restore["counters"] if _used_by(ctx, flow, c, node)),
+                              key=lambda c: (not _incremented_in(c, node), c))  # the loop's own counter first
+                if not used:
+                    continue  # nothing restored drives this loop
+                restore = dict(restore, counter=used[0])
                 if not _saves_inside(ctx, loop):
                     continue  # checkpoints only between epochs: the next epoch starts at its first batch
                 derived = restore["derived"]
@@ -434,46 +501,83 @@ class ResumeRestartsDataOrder(Rule):
 
 
 def _restores(ctx, flow):
-    """Each `torch.load` whose step/epoch key is read into a counter: {"load", "counter" (the first
-    counter restored), "counters", "derived" (names computed from the checkpoint), "owner"}."""
+    """Each resume that restores a counter: {"load", "counter" (the first counter restored),
+    "counters", "derived" (names computed from the checkpoint), "owner", "loaded"}. A resume is
+    a `torch.load` whose step/epoch key is read into a counter, or an Accelerator's `load_state`
+    followed, in the same block, by counters computed from what was loaded (the checkpoint's
+    folder name, `step_1200`)."""
     index = ctx.index
+    role_model = ctx.model(roles)
     for site in index.calls:
-        if index.resolve(site.node.func, site.scope) not in LOAD_FUNCTIONS:
-            continue
-        parent = index.parent(site.node)
-        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1):
-            continue
-        loaded = dotted_name(parent.targets[0].target)
-        if loaded is None:
-            continue
+        func = site.node.func
         owner = flow._owner(site.node)
+        assigns = None
         counters: list[str] = []
-        derived = {loaded}
-        assigns = [n for n in walk(owner) if isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign))
-                   and not _in_nested(index, n, owner)]
-        for node in assigns:
-            if isinstance(node, cst.Assign) and any(_reads_key(node.value, loaded, _STEP_KEYS + _EPOCH_KEYS)):
-                for target in node.targets:
-                    name = dotted_name(target.target)
-                    if name:
-                        counters.append(name)
+        loaded = None
+        if index.resolve(func, site.scope) in LOAD_FUNCTIONS:
+            parent = index.parent(site.node)
+            if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1):
+                continue
+            loaded = dotted_name(parent.targets[0].target)
+            if loaded is None:
+                continue
+            assigns = _assignments(index, owner)
+            for node in assigns:
+                if isinstance(node, cst.Assign) and _reads_key(node.value, loaded, _STEP_KEYS + _EPOCH_KEYS):
+                    counters += [n for n in (dotted_name(t.target) for t in node.targets) if n]
+        elif isinstance(func, cst.Attribute) and func.attr.value == "load_state" \
+                and role_model.of(func.value, site.scope) == ACCELERATOR:
+            block = index.enclosing_statement(site.node)
+            holder = index.parent(index.parent(block)) if isinstance(index.parent(block), cst.SimpleStatementLine) \
+                else None
+            if not isinstance(holder, cst.IndentedBlock):
+                continue
+            assigns = _assignments(index, owner)
+            counters = [name for node in _assignments(index, holder) if flow.before(site.node, node)
+                        and isinstance(node, cst.Assign) and not _constant(node.value)
+                        for name in (dotted_name(t.target) for t in node.targets) if name]
         if not counters:
             continue
-        derived |= set(counters)
+        derived = set(counters) | ({loaded} if loaded else set())
         for _ in range(3):  # names computed from the counters (`resume_step = step % len(loader)`)
             for node in assigns:
                 value = node.value
-                if value is None or isinstance(node, cst.AugAssign):
+                if value is None or isinstance(node, cst.AugAssign) or not _mentions(value, derived):
                     continue
-                if _mentions(value, derived):
-                    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-                    for target in targets:
-                        for part in walk(target):
-                            name = dotted_name(part) if isinstance(part, (cst.Name, cst.Attribute)) else None
-                            if name and not name.startswith(loaded):
-                                derived.add(name)
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                for target in targets:
+                    for part in walk(target):
+                        name = dotted_name(part) if isinstance(part, (cst.Name, cst.Attribute)) else None
+                        if name and (loaded is None or name != loaded and not name.startswith(loaded + ".")):
+                            derived.add(name)
         yield {"load": site.node, "counter": counters[0], "counters": set(counters), "derived": derived,
                "owner": owner, "loaded": loaded}
+
+
+def _assignments(index, owner) -> list[cst.CSTNode]:
+    return [n for n in walk(owner) if isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign))
+            and not _in_nested(index, n, owner)]
+
+
+def _constant(expr) -> bool:
+    return isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.Name)) and not (
+        isinstance(expr, cst.Name) and expr.value not in ("None", "True", "False"))
+
+
+def _incremented_in(counter: str, loop) -> bool:
+    return any(isinstance(n, cst.AugAssign) and dotted_name(n.target) == counter for n in walk(loop.body))
+
+
+def _used_by(ctx, flow, counter: str, loop) -> bool:
+    """The restored counter drives the loop: read in its body or in what its epoch loop iterates."""
+    places = [loop.body]
+    outer = next((a for a in ctx.index.ancestors(loop) if isinstance(a, (cst.For, cst.While))
+                  and flow._owner(a) is flow._owner(loop)), None)
+    if isinstance(outer, cst.For):
+        places.append(outer.iter)
+    elif isinstance(outer, cst.While):
+        places.append(outer.test)
+    return any(_mentions(place, {counter}) for place in places)
 
 
 def _in_nested(index, node, owner) -> bool:
@@ -532,9 +636,13 @@ def _iterated_chain(ctx, flow, loop) -> list[cst.BaseExpression]:
             chain.append(expr)
             continue
         if isinstance(expr, cst.Name):
-            binding = flow.reaching(expr)
-            if binding is not None and binding.value is not None and binding.kind == "assign":
-                expr = binding.value
+            # every assignment of the name before the loop (`active = skip_first_batches(...)` in one
+            # branch, `active = train_dataloader` in the other)
+            values = [b.value for b in flow.bindings_in_function(expr.value, loop)
+                      if b.kind == "assign" and b.value is not None and flow.before(b.node, loop)]
+            if values:
+                chain += values[:-1]
+                expr = values[-1]
                 chain.append(expr)
                 continue
         break
