@@ -12,10 +12,13 @@ from trainlint.model.index import dotted_name, keyword_value, positional_args, w
 from trainlint.model.training import calls_in
 from trainlint.rule import FixSpec, Rule, bad, before, good
 
-# seeding calls that reset the global generators a loader without its own generator draws from
-_GLOBAL_SEEDS = ("torch.manual_seed", "torch.random.manual_seed", "random.seed", "numpy.random.seed")
-_SEED_HELPERS = ("set_seed", "seed_everything", "seed_all", "set_random_seed", "fix_seed", "setup_seed",
-                 "init_seeds", "enable_full_determinism")
+# seeding calls that reset torch's global generator, which a loader without its own generator draws
+# from (`random.seed` and `np.random.seed` do not touch it)
+_GLOBAL_SEEDS = ("torch.manual_seed", "torch.random.manual_seed")
+# library helpers that seed torch among other generators
+_LIBRARY_SEEDS = ("transformers.set_seed", "transformers.trainer_utils.set_seed", "accelerate.utils.set_seed",
+                  "lightning.seed_everything", "lightning.pytorch.seed_everything", "pytorch_lightning.seed_everything",
+                  "lightning.fabric.utilities.seed.seed_everything", "transformers.enable_full_determinism")
 
 
 class SameDataOrderEveryEpoch(Rule):
@@ -325,6 +328,32 @@ class SameDataOrderEveryEpoch(Rule):
             line=5,
             title="a sampler chosen by a conditional, a loop over a progress bar (older example scripts)",
         ),
+        bad(
+            """
+            import random
+            import numpy as np
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            def seed_all(seed):
+                random.seed(seed)
+                np.random.seed(seed)
+                torch.manual_seed(seed)
+
+
+            def train(model, optimizer, train_set, epochs, seed=0):
+                loader = DataLoader(train_set, batch_size=32, shuffle=True, num_workers=4)
+                for epoch in range(epochs):
+                    seed_all(seed)
+                    for x, y in loader:
+                        optimizer.zero_grad()
+                        model(x, y).backward()
+                        optimizer.step()
+            """,
+            line=16,
+            title="a seeding helper of the file called at the top of every epoch",
+        ),
         good(
             """
             import torch
@@ -356,6 +385,55 @@ class SameDataOrderEveryEpoch(Rule):
             """,
             line=7,
             title="the loader's own generator re-seeded every epoch",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            for epoch in range(num_epochs):
+                loader = DataLoader(train_set, batch_size=32, shuffle=True,
+                                    generator=torch.Generator().manual_seed(args.seed))
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+            """,
+            line=6,
+            title="a loader rebuilt every epoch with a freshly seeded generator",
+        ),
+        bad(
+            """
+            import random
+            import torch
+            from torch.utils.data import DataLoader, RandomSampler
+
+            loader = DataLoader(train_set, batch_size=32, sampler=RandomSampler(train_set))
+            for epoch in range(epochs):
+                random.seed(0)
+                torch.manual_seed(0)
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+            """,
+            line=8,
+            title="a RandomSampler drawing from the global generator, re-seeded every epoch",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            for epoch in range(num_epochs):
+                loader = DataLoader(train_set, batch_size=32, shuffle=True,
+                                    generator=torch.Generator().manual_seed(args.seed + epoch))
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+            """,
+            title="a loader rebuilt every epoch, its generator seeded with the epoch",
         ),
         good(
             """
@@ -510,12 +588,19 @@ def _reseeded_each_epoch(rule, ctx):
         if call is None:
             continue
         generator = keyword_value(call, "generator")
-        shuffles = _shuffles(call)
+        shuffles = _shuffles(call) or _global_random_sampler(ctx, keyword_value(call, "sampler"))
         epoch_names = _loop_names(epoch_loop)
+        built = _generator_built_in(ctx, flow, generator, epoch_loop, epoch_names)
+        if built is not None:
+            yield rule.report(
+                built,
+                f"`{ctx.code_for(built)}` builds the loader's generator anew at every epoch from the same seed: "
+                "the shuffled order is the same every epoch; build it once before the epoch loop")
+            continue
         for seed in _calls_before(index, epoch_loop, loop):
             scope = index.scope_at(seed)
             name = index.resolve(seed.func, scope) or ""
-            resets_global = name in _GLOBAL_SEEDS or name.rsplit(".", 1)[-1] in _SEED_HELPERS
+            resets_global = _seeds_torch(index, seed, scope)
             resets_own = generator is not None and isinstance(seed.func, cst.Attribute) \
                 and seed.func.attr.value == "manual_seed" and dotted_name(seed.func.value) == dotted_name(generator)
             if not seed.args or not (resets_own or (resets_global and generator is None and shuffles)):
@@ -527,6 +612,48 @@ def _reseeded_each_epoch(rule, ctx):
                 seed,
                 f"`{ctx.code_for(seed)}` resets {where} to the same state at every epoch: the shuffled order is the "
                 "same every epoch; seed once before the loop, or with the epoch (`seed + epoch`)")
+            break  # one finding per epoch loop
+
+
+def _seeds_torch(index, call: cst.Call, scope, depth: int = 0) -> bool:
+    """The call seeds torch's global generator: `torch.manual_seed`, a library's `set_seed`, or a
+    function of this file that calls one of them."""
+    name = index.resolve(call.func, scope) or ""
+    if name in _GLOBAL_SEEDS or name in _LIBRARY_SEEDS:
+        return True
+    callee = index.callee(call, scope)
+    return callee is not None and depth < 2 and any(
+        _seeds_torch(index, inner, callee.scope, depth + 1) for inner in calls_in(callee.node.body))
+
+
+def _generator_built_in(ctx, flow, generator, epoch_loop, epoch_names) -> cst.CSTNode | None:
+    """`generator=torch.Generator().manual_seed(0)` (written there, or bound to a name) inside the
+    epoch loop, with a seed that does not involve the epoch: the construction."""
+    value = generator
+    if isinstance(value, cst.Name):
+        binding = flow.reaching(value)
+        value = binding.value if binding is not None and binding.kind == "assign" else None
+    if not isinstance(value, cst.Call) or not flow.inside(value, epoch_loop):
+        return None
+    seeds = [n for n in walk(value) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+             and n.func.attr.value == "manual_seed" and n.args]
+    built = any(ctx.index.resolve(n.func, ctx.index.scope_at(n)) == "torch.Generator"
+                for n in walk(value) if isinstance(n, cst.Call))
+    if not seeds or not built:
+        return None
+    if any(isinstance(n, cst.Name) and n.value in epoch_names for seed in seeds for n in walk(seed)):
+        return None
+    return value
+
+
+def _global_random_sampler(ctx, sampler) -> bool:
+    """`sampler=RandomSampler(dataset)` without a generator: it draws from the global generator."""
+    if isinstance(sampler, cst.Name):
+        values = [b.value for b in ctx.index.scope_at(sampler).lookup(sampler.value) if b.value is not None]
+        sampler = values[0] if len(values) == 1 else None
+    return isinstance(sampler, cst.Call) and \
+        (ctx.index.resolve(sampler.func, ctx.index.scope_at(sampler)) or "").endswith("RandomSampler") \
+        and keyword_value(sampler, "generator") is None
 
 
 def _shuffles(call: cst.Call) -> bool:
