@@ -43,9 +43,11 @@ class SameDataOrderEveryEpoch(Rule):
           value fixed at construction (`torch.Generator().manual_seed(self.seed)`,
           `np.random.RandomState(self.seed)`) and nothing that changes between epochs;
         - a seed reset inside the epoch loop, with a value that does not depend on the epoch:
-          `torch.manual_seed(seed)` / `set_seed(seed)` before iterating a shuffling loader that
-          has no generator of its own (it draws from the global generator), or
-          `g.manual_seed(seed)` on the generator handed to the loader.
+          `torch.manual_seed(seed)` (or a library's `set_seed`/`seed_everything`, or a function of
+          the file that calls one) before iterating a shuffling loader that has no generator of its
+          own (it draws from torch's global generator; `random.seed` and `np.random.seed` do not
+          touch it), `g.manual_seed(seed)` on the generator handed to the loader, or a loader
+          rebuilt at every epoch with `generator=torch.Generator().manual_seed(seed)`.
 
         The epoch loop is the loop around the training loop over the loader (a loop that runs a
         backward and an optimizer step), in the same function, around a same-file call of the
