@@ -10,6 +10,7 @@ from trainlint.finding import Severity
 from trainlint.gate import iterates_loader
 from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
 from trainlint.model.index import dotted_name, iter_children, keyword_value, positional_args, walk, walk_expression
+from trainlint.model.roles import OPTIMIZER
 from trainlint.model.summaries import MEAN_WORDS, callable_summary
 from trainlint.model.training import calls_in, training_model
 from trainlint.rule import Rule, bad, good
@@ -297,6 +298,20 @@ class MetricFromLastBatch(Rule):
         good(
             """
             import torch
+            from engine import compute_loss_and_backward
+
+
+            def train_epoch(model, loader, optimizer):
+                model.train()
+                for batch in loader:
+                    loss = compute_loss_and_backward(model, batch, optimizer)
+                return loss
+            """,
+            title="a training epoch whose step is in a helper handed the optimizer: not an evaluation",
+        ),
+        good(
+            """
+            import torch
 
 
             def evaluate(model, criterion, loader, meter):
@@ -339,9 +354,15 @@ class MetricFromLastBatch(Rule):
 
 
 def _trains(flow, loop) -> bool:
-    """The loop runs a backward (directly): not an evaluation."""
-    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value in ("backward", "step")
-               for c in calls_in(loop.body))
+    """The loop runs a backward or a step (directly), or hands an optimizer to a call (a training
+    step of another file): not an evaluation."""
+    for call in calls_in(loop.body):
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("backward", "step", "zero_grad"):
+            return True
+        scope = flow.scope_of(call)
+        if any(flow.roles.of(a.value, scope) == OPTIMIZER for a in call.args):
+            return True
+    return False
 
 
 def _stops_after_one(loop) -> bool:
