@@ -412,6 +412,31 @@ class ResumeRestartsDataOrder(Rule):
             """
             import torch
 
+            start_epoch = 0
+            if args.resume:
+                ckpt = torch.load(args.resume, weights_only=True)
+                model.load_state_dict(ckpt["model"])
+                optimizer.load_state_dict(ckpt["optimizer"])
+                start_epoch = ckpt["epoch"] + 1
+            best = float("inf")
+            for epoch in range(start_epoch, args.epochs):
+                for step, (x, y) in enumerate(train_loader):
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                    if loss.item() < best:
+                        best = loss.item()
+                        torch.save(model.state_dict(), "best.pt")
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch}, "last.pt")
+            """,
+            title="inside the epoch only a weights export; the resume point is written at the epoch's end",
+        ),
+        good(
+            """
+            import torch
+
             iter_num = 0
             if init_from == "resume":
                 checkpoint = torch.load(ckpt_path, map_location=device, weights_only=True)
@@ -707,13 +732,17 @@ def _position_restored(ctx, flow, restore, loop, loader) -> bool:
 
 
 def _saves_inside(ctx, loop) -> bool:
-    """A checkpoint is written inside the loop over the loader (directly or through a helper)."""
+    """A resume checkpoint is written inside the loop over the loader (directly or through a
+    helper; a weights-only export there does not count)."""
     index = ctx.index
+    resume_points = {resume.save.node for resume in ctx.model(checkpoint_model).resume_saves()}
     for ref in loop.calls:
         func = ref.node.func
         name = index.resolve(func, ref.scope)
         if name in SAVE_FUNCTIONS:
-            return True
+            if ref.node in resume_points:  # a weights export (`best.pt`) is no resume point
+                return True
+            continue
         if isinstance(func, cst.Attribute) and func.attr.value in _SAVE_METHODS:
             return True
         summary = callable_summary(index, func, ref.scope, SAVE_WORDS)
