@@ -61,7 +61,9 @@ TL702 = Demo(
                 step += 1
                 seen.extend((run, i) for i in ids.tolist())
                 if step % 2 == 0:
-                    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, path)
+                    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step},
+                               path + ".tmp")
+                    os.replace(path + ".tmp", path)
                     consumed_at_save[run] = [i for r, i in seen if r == run]
                 if step == stop_at:
                     return  # the job is preempted after the checkpoint
