@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "tests" / "fixtures" / "trace"
 EXAMPLES = ROOT / "examples"
 EXPECT = re.compile(r"#.*?\bexpect:\s*(?P<codes>TL\d{3}(?:\s*,\s*TL\d{3})*)")
-STYLES = ("plain_accumulation", "amp", "trainer", "accelerate", "eval", "checkpoint")
+STYLES = ("plain_accumulation", "amp", "trainer", "accelerate", "eval", "checkpoint", "data_order")
 
 
 def expected(path: Path) -> set[tuple[int, str]]:
