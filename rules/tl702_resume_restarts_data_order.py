@@ -735,8 +735,15 @@ def _saves_inside(ctx, loop) -> bool:
     """A resume checkpoint is written inside the loop over the loader (directly or through a
     helper; a weights-only export there does not count)."""
     index = ctx.index
-    resume_points = {resume.save.node for resume in ctx.model(checkpoint_model).resume_saves()}
+    checkpoints = ctx.model(checkpoint_model)
+    resume_points = {resume.save.node for resume in checkpoints.resume_saves()}
+    # saves the checkpoint model reads, helpers' included (`atomic_save(model.state_dict(), "best.pt")`)
+    judged = {save.node for save in checkpoints.saves}
     for ref in loop.calls:
+        if ref.node in judged:
+            if ref.node in resume_points:
+                return True
+            continue
         func = ref.node.func
         name = index.resolve(func, ref.scope)
         if name in SAVE_FUNCTIONS:
