@@ -397,6 +397,27 @@ def test_a_file_that_changed_after_the_project_read_it_is_not_cached(tmp_path):
     assert project.dependency_digest(str(tmp_path / "elsewhere.py"), b"") is None
 
 
+def test_a_component_under_a_folder_tree_too_large_to_list_is_not_cached(tmp_path, monkeypatch):
+    """`import tools` may read any module below tools/: past the bound on folders listed, what
+    the file reads is unknown, so its result is not stored."""
+    from trainlint.model import project
+
+    files = {"pyproject.toml": "", "evaluate.py": "import tools\n" + EVALUATE.format(decorator="tools.a.b.infer.inference"),
+             "tools/__init__.py": "", "tools/a/b/infer.py": NULL_CONTEXT, "other.py": "x = 1\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    paths = [str(tmp_path / "evaluate.py"), str(tmp_path / "other.py")]
+
+    def stored(cache_dir):
+        list(lint_paths(paths, ALL, cache=ResultCache(cache_dir)))
+        return len([p for p in cache_dir.glob("??/*.json")])
+
+    assert stored(tmp_path / "listed") == 2
+    monkeypatch.setattr(project, "_MAX_FOLDERS", 2)
+    assert stored(tmp_path / "unbounded") == 1  # other.py's component is small
+
+
 def test_cached_results_match_uncached_after_random_edits(tmp_path):
     mismatches = differential(tmp_path, FAST_EDITS, seed=23)
     assert mismatches == [], f"{len(mismatches)} of {FAST_EDITS} edits:\n" + "\n".join(mismatches)

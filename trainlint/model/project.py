@@ -40,7 +40,9 @@ from trainlint.model.summaries import (CallArguments, ClassSummary, Construction
                                        summarise)
 _MAX_REEXPORTS = 4
 _KEPT_SUMMARIES = 128
-_FOLDER = "folder"  # the content hash a folder node has in the import store (`_below`)
+# the content hash a folder node has in the import store (`_below`), and one that was not listed
+_FOLDER, _UNBOUNDED = "folder", "unbounded"
+_MAX_FOLDERS = 2_000
 
 Summary = FunctionSummary | ClassSummary
 
@@ -188,7 +190,8 @@ class Project:
         self._by_hash: OrderedDict[str, FileSummary] = OrderedDict()  # least recently used first
         self._constructions: dict[tuple[str, str], list[Construction]] = {}
         self._callers: dict[tuple[str, str], list[CallArguments]] = {}
-        self._components: dict[Path, tuple[str | None, str]] | None = None  # `key_components`
+        self._components: dict[Path, tuple[str | None, str | None]] | None = None  # `key_components`
+        self._folders_listed = 0  # by `_below`, in this run
         self._imports: dict[tuple[str, int, int], list[Path]] = {}  # (path, text) -> imported_files
         self._modules: dict[tuple[str, tuple[str, ...]], Path | None] = {}
         self._reals: dict[str, Path] = {}  # realpath of each path asked about (a few stat calls each)
@@ -238,6 +241,7 @@ class Project:
         self._constructions.clear()
         self._callers.clear()
         self._components = None
+        self._folders_listed = 0
         self._imports.clear()
         self._reals.clear()
         self._real_folders.clear()
@@ -418,9 +422,9 @@ class Project:
         entry = self.key_components().get(self._real(path))
         if entry is None or entry[0] != hashlib.sha256(data).hexdigest():
             return None
-        return entry[1]
+        return entry[1]  # None for a component too large to list
 
-    def key_components(self) -> dict[Path, tuple[str | None, str]]:
+    def key_components(self) -> dict[Path, tuple[str | None, str | None]]:
         """Each node reachable from the checked files -> (its content hash, its component's
         digest); found once per run, or per `refresh` (called before worker processes start,
         they get it with the project)."""
@@ -456,8 +460,9 @@ class Project:
                 for node in sorted(nodes):
                     digest.update(f"{node}\0{hashes[node] or '-'}\0{int(node in checked)}\0"
                                   f"{' '.join(map(str, edges[node]))}\n".encode("utf-8", "surrogatepass"))
+                bounded = all(hashes[node] != _UNBOUNDED for node in nodes)
                 for node in nodes:
-                    self._components[node] = (hashes[node], digest.hexdigest())
+                    self._components[node] = (hashes[node], digest.hexdigest() if bounded else None)
         return self._components
 
     def _node(self, node: Path) -> tuple[str | None, list[Path]]:
@@ -465,11 +470,14 @@ class Project:
         store when it has it for that content."""
         key = str(node)
         known = self._resolved.get(key)
-        if known is not None and known[0] == _FOLDER:
-            return _FOLDER, known[1]
+        if known is not None and known[0] in (_FOLDER, _UNBOUNDED):
+            return known
         read = self._read(node)
         if read is None:
-            return (_FOLDER, self._below(key)) if os.path.isdir(node) else (None, [])
+            if not os.path.isdir(node):
+                return None, []
+            self._below(key)  # a folder the store did not hold
+            return self._resolved[key]
         if known is not None and known[0] == read[0]:
             return read[0], known[1]
         found = self._reach(node, read[1])
@@ -518,23 +526,29 @@ class Project:
         return True
 
     def _below(self, folder: str) -> list[Path]:
-        """The edges of the folder node `folder` (a real path): its `.py` files and its folders,
-        through the listings `find_module` reads; the folders under it get theirs too."""
+        """The edges of the folder node `folder` (a real path): its modules and its folders (those
+        named as a name's part can be: identifiers), through the listings `find_module` reads;
+        the folders under it get theirs too. Past `_MAX_FOLDERS` listed in a run (a root of `/`,
+        where `import sys` names /sys), a folder is `_UNBOUNDED`: its component is not cached."""
         todo = [folder]
         while todo:
             here = todo.pop()
-            if here in self._resolved and self._resolved[here][0] == _FOLDER:
+            if here in self._resolved and self._resolved[here][0] in (_FOLDER, _UNBOUNDED):
                 continue
+            self._resolved_changed = True
+            if self._folders_listed >= _MAX_FOLDERS:
+                self._resolved[here] = (_UNBOUNDED, [])
+                continue
+            self._folders_listed += 1
             files, folders = self._listing(here)
             found: set[Path] = set()
             for name in sorted(files):
-                if name.endswith(".py"):
+                if name.endswith(".py") and name[:-3].isidentifier():
                     self._add_candidate(found, Path(here, name))
             for name in sorted(folders):
-                if self._add_candidate(found, Path(here, name)):
+                if name.isidentifier() and self._add_candidate(found, Path(here, name)):
                     todo.append(str(self._real(os.path.join(here, name))))
             self._resolved[here] = (_FOLDER, sorted(found))
-            self._resolved_changed = True
         return self._resolved[folder][1]
 
     def load_imports(self, directory: str | os.PathLike) -> None:
