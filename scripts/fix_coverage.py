@@ -1,5 +1,6 @@
 """What `check --fix --unsafe-fixes` does to every fixture: per rule, the findings before and
-after, fixes applied, and what must stay zero (fixed files that do not parse, findings a fix added).
+after, fixes applied, and what must stay zero (fixed files that do not parse, findings a fix added,
+fixed files that are not the same fix when the file has CRLF or CR line endings).
 
     python scripts/fix_coverage.py [--files]
 
@@ -40,12 +41,16 @@ def fixture_groups() -> list[list[Path]]:
     return groups
 
 
-def measure(verbose: bool = False) -> tuple[dict[str, Counter], list[str]]:
-    """Counters by code (before, after, fixed, new) and the files whose fixed text does not parse."""
+ENDINGS = (("CRLF", "\r\n"), ("CR", "\r"))
+
+
+def measure(verbose: bool = False) -> tuple[dict[str, Counter], list[str], list[str]]:
+    """Counters by code (before, after, fixed, new), the files whose fixed text does not parse, and
+    those whose fix in CRLF or CR is not the same fix with the file's line ending on every line."""
     resolver = Resolver()
     policy = FixPolicy(unsafe=True)
     stats = {key: Counter() for key in ("before", "after", "fixed", "new")}
-    broken = []
+    broken, endings = [], []
     for group in fixture_groups():
         project = Project.for_paths([str(p) for p in group], 10 * 1024 * 1024)
         for path in group:
@@ -62,16 +67,21 @@ def measure(verbose: bool = False) -> tuple[dict[str, Counter], list[str]]:
             stats["new"].update({code: n - before[code] for code, n in after.items() if n > before[code]})
             if not parses(outcome.source) or any(f.code == "TL000" for f in outcome.result.findings):
                 broken.append(name)
+            for label, ending in ENDINGS if outcome.changed else ():
+                other = text.replace("\n", ending)
+                if fix_source(other, lambda s: lint_source(s, name, settings, project), policy).source \
+                        != outcome.source.replace("\n", ending):
+                    endings.append(f"{name} ({label})")
             if verbose and outcome.changed:
                 print(f"{path.relative_to(ROOT)}: fixed {dict(outcome.fixed)}; left {dict(after)}")
-    return stats, broken
+    return stats, broken, endings
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", action="store_true", help="also print what was fixed in each file")
     args = parser.parse_args()
-    stats, broken = measure(args.files)
+    stats, broken, endings = measure(args.files)
     fixable = fixable_codes()
     print(f"{'code':<7}{'fixable':>8}{'before':>8}{'after':>7}{'fixed':>7}{'removed':>9}{'new':>5}")
     for code in sorted(set(stats["before"]) | set(stats["after"])):
@@ -83,10 +93,13 @@ def main() -> int:
     after = sum(stats["after"][c] for c in fixable)
     share = 100 * (before - after) / before if before else 100.0
     print(f"\nfixable rules: {before} findings before, {after} after: {share:.1f} % removed; "
-          f"{len(broken)} parse failures; {sum(stats['new'].values())} new findings")
+          f"{len(broken)} parse failures; {sum(stats['new'].values())} new findings; "
+          f"{len(endings)} fixes that change in CRLF or CR")
     for name in broken:
         print(f"  does not parse after fixing: {name}")
-    return 0 if not broken and not sum(stats["new"].values()) else 1
+    for name in endings:
+        print(f"  another fix, or another line ending, in: {name}")
+    return 0 if not broken and not endings and not sum(stats["new"].values()) else 1
 
 
 if __name__ == "__main__":

@@ -193,6 +193,7 @@ def _check_once(o: SimpleNamespace) -> int:
     from trainlint.config import Resolver, cache_directory, resolve_config
     from trainlint.discovery import MissingPath, discover
     from trainlint.engine import lint_paths, lint_source
+    from trainlint.finding import FileResult
     from trainlint.model.project import Project
     from trainlint.positions import split_lines
     from trainlint.reporters import ReportOptions, render, render_statistics
@@ -202,8 +203,9 @@ def _check_once(o: SimpleNamespace) -> int:
     here = resolve_config(o.config_file, o.isolated)  # the run's own: cache and SARIF root
     stdin_name = os.path.normpath(o.stdin_filename) if o.stdin_filename else "-"
     on_disk = [p for p in o.paths if p != "-"]
+    unlisted: list[tuple[str, str]] = []  # folders that cannot be listed, paths that cannot be looked at
     try:
-        files = discover(on_disk, resolver.discovery_for)
+        files = discover(on_disk, resolver.discovery_for, unlisted)
     except MissingPath as err:
         for missing in err.args[0]:
             click.echo(f"trainlint: error: no such file or directory: {missing}", err=True)
@@ -226,7 +228,8 @@ def _check_once(o: SimpleNamespace) -> int:
         for result in lint_paths(paths, settings, jobs=jobs, cache=cache, project=projects[id(settings)]):
             by_path[result.path] = result
     results = [by_path[path] for path in files]
-    fixing = FixRun(o.diff)
+    results += [FileResult(path, errors=[error], checked=False) for path, error in unlisted]  # exit 2, as unreadable files
+    fixing = FixRun(o.diff, on_disk)
     results = [fixing.fix_file(result, resolver, projects) for result in results]
     stdin_text: str | None = None
     stdin_fixed: bytes | None = None  # --fix on stdin: the fixed source goes to stdout
@@ -297,8 +300,10 @@ class FixRun:
     is read again, fixed until stable (`trainlint.fixes.fix_source`), and written atomically, or
     for `--diff` only compared."""
 
-    def __init__(self, diff: bool) -> None:
+    def __init__(self, diff: bool, named: list[str] = ()) -> None:
         self.diff = diff
+        self.named = [os.path.abspath(path) for path in named]  # the paths named on the command line
+        self._roots: dict[str, str] = {}
         self.active = False  # some file was to be fixed
         self.total = 0  # fixes applied (or, for --diff, that would be)
         self.diffs: list[str] = []
@@ -334,12 +339,24 @@ class FixRun:
             self.diffs.append(_unified_diff(path, text, outcome.source))
         else:
             try:
-                write_fixed(path, data, outcome.source)
+                write_fixed(path, data, outcome.source, self._root(path))
             except WriteError as err:
                 result.errors.append(str(err))
                 return result
         self.total += sum(outcome.fixed.values())
         return outcome.result
+
+    def _root(self, path: str) -> str:
+        """Where a fix of `path` may write: the project root (`fixes.fix_root`) of the named path
+        it was found under, as named (a link in it does not take the root along)."""
+        from trainlint.fixes import fix_root
+
+        absolute = os.path.abspath(path)
+        named = next((p for p in self.named if absolute == p or absolute.startswith(p.rstrip(os.sep) + os.sep)),
+                     absolute)
+        if named not in self._roots:
+            self._roots[named] = fix_root([named])
+        return self._roots[named]
 
     def fix_stdin(self, data: bytes, result, resolver):
         """(what remains, the fixed source as bytes) for stdin; undecodable input is passed through."""

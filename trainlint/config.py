@@ -22,7 +22,7 @@ import difflib
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -109,6 +109,15 @@ def _has_table(pyproject: Path) -> bool:
     return isinstance(data.get("tool"), dict) and "trainlint" in data["tool"]
 
 
+def _is_file(path: Path) -> bool:
+    """`path.is_file()`, False for a path that cannot be looked at (past the length limit: no
+    file can be opened there)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def find_config(start: Path, memo: dict[Path, Path | None] | None = None) -> Path | None:
     """The nearest trainlint.toml or pyproject.toml with `[tool.trainlint]`, from `start` up.
 
@@ -123,11 +132,11 @@ def find_config(start: Path, memo: dict[Path, Path | None] | None = None) -> Pat
             break
         passed.append(directory)
         candidate = directory / "trainlint.toml"
-        if candidate.is_file():
+        if _is_file(candidate):
             found = candidate
             break
         candidate = directory / "pyproject.toml"
-        if candidate.is_file() and _has_table(candidate):
+        if _is_file(candidate) and _has_table(candidate):
             found = candidate
             break
     for directory in passed:
@@ -273,6 +282,15 @@ def _codes(selectors) -> frozenset[str]:
     return frozenset().union(*(codes_for(s) for s in selectors)) if selectors else frozenset()
 
 
+def governs(config: FileConfig, path: str) -> bool:
+    """The file's real path (symlinks resolved) is under the configuration file's own folder: a
+    repository's `fix = true` must not rewrite a file outside it that a link in it leads to."""
+    if config.path is None:
+        return False
+    folder = os.path.realpath(config.root)
+    return os.path.realpath(path).startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def build_fix_policy(config: FileConfig, cli: CliSelection) -> FixPolicy:
     """Which fixes `--fix` may apply to a file under `config`; the command line overrides."""
     unsafe = cli.unsafe_fixes if cli.unsafe_fixes is not None else bool(config.unsafe_fixes)
@@ -308,7 +326,7 @@ class Resolver:
     _configs: dict[Path | None, FileConfig] = field(default_factory=dict, repr=False)
     _settings: dict[Path | None, Settings] = field(default_factory=dict, repr=False)
     _discovery: dict[Path | None, Discovery] = field(default_factory=dict, repr=False)
-    _policies: dict[Path | None, FixPolicy] = field(default_factory=dict, repr=False)
+    _policies: dict[tuple[Path | None, bool], FixPolicy] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._fixed: Path | None = None  # --config: one configuration for every file
@@ -337,14 +355,22 @@ class Resolver:
         return self._settings[config.path]
 
     def fixing(self, path: str) -> bool:
-        """Whether `check` fixes `path`: `--fix`/`--no-fix`, else the configuration's `fix`."""
-        return self.cli.fix if self.cli.fix is not None else bool(self.config_for(path).fix)
+        """Whether `check` fixes `path`: `--fix`/`--no-fix`, else the configuration's `fix` when
+        the file is under the configuration's own folder."""
+        if self.cli.fix is not None:
+            return self.cli.fix
+        config = self.config_for(path)
+        return bool(config.fix) and governs(config, path)
 
     def fix_policy_for(self, path: str) -> FixPolicy:
+        """Which fixes apply to `path`; the configuration's `unsafe-fixes` only when the file is
+        under its own folder."""
         config = self.config_for(path)
-        if config.path not in self._policies:
-            self._policies[config.path] = build_fix_policy(config, self.cli)
-        return self._policies[config.path]
+        key = (config.path, bool(config.unsafe_fixes) and governs(config, path))
+        if key not in self._policies:
+            self._policies[key] = build_fix_policy(config if key[1] else replace(config, unsafe_fixes=None),
+                                                   self.cli)
+        return self._policies[key]
 
     def discovery_for(self, directory: str) -> Discovery:
         """The excludes that apply to the entries of `directory`."""

@@ -34,6 +34,15 @@ class MissingPath(Exception):
     """A path named on the command line that does not exist."""
 
 
+def _unlisted(errors: list[tuple[str, str]] | None) -> Callable[[OSError], None]:
+    """os.walk's `onerror`: a folder that cannot be listed (no permission, a path past the system's
+    length limit) is an error naming it, not a folder silently left out."""
+    def note(err: OSError) -> None:
+        if errors is not None:
+            errors.append((err.filename, f"cannot list {err.filename}: {err.strerror or err}"))
+    return note
+
+
 @dataclass(frozen=True)
 class Discovery:
     """How to walk: glob patterns, and the directory relative patterns are anchored at."""
@@ -135,12 +144,12 @@ class GitIgnore:
         return False
 
 
-def _walk(directory: str, discovery_for: Callable[[str], Discovery]) -> list[str]:
+def _walk(directory: str, discovery_for: Callable[[str], Discovery], errors: list[tuple[str, str]] | None = None) -> list[str]:
     gitignore = GitIgnore.for_directory(directory) if discovery_for(directory).use_git else None
     if gitignore is not None and gitignore.ignored(directory, is_dir=True):
         gitignore = None  # named explicitly: checked anyway, as are its contents
     found = []
-    for current, dirnames, filenames in os.walk(directory):
+    for current, dirnames, filenames in os.walk(directory, onerror=_unlisted(errors)):
         discovery = discovery_for(current)  # each directory's entries follow its own configuration
         dirnames[:] = sorted(
             d for d in dirnames
@@ -157,22 +166,40 @@ def _walk(directory: str, discovery_for: Callable[[str], Discovery]) -> list[str
     return found
 
 
-def discover(paths: list[str], discovery: Discovery | Callable[[str], Discovery] | None = None) -> list[str]:
+def _unreadable(path: str) -> str | None:
+    """Why a named path that exists cannot be looked at (a folder above it that cannot be searched,
+    a name past the length limit), as an error; None when it can be, or does not exist."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError, ValueError):  # ValueError: a NUL in the name
+        return None
+    except OSError as err:
+        return f"cannot read {path}: {err.strerror or err}"
+    return None
+
+
+def discover(paths: list[str], discovery: Discovery | Callable[[str], Discovery] | None = None,
+             errors: list[tuple[str, str]] | None = None) -> list[str]:
     """The files to check, in a stable order, each once.
 
     `discovery` is one Discovery for every directory, or a function giving the one that applies
-    to a directory's entries (per-directory configuration).
-    Raises MissingPath (its `args[0]` lists every missing path) before walking anything.
+    to a directory's entries (per-directory configuration). With `errors`, a path or folder that
+    cannot be looked at or listed is there as (the path, a one-line message naming it); the rest
+    are still found. Raises MissingPath (its `args[0]` lists every missing path) before walking anything.
     """
     fixed = discovery if isinstance(discovery, Discovery) else Discovery()
     discovery_for = discovery if callable(discovery) else (lambda directory: fixed)
-    missing = [p for p in paths if not os.path.exists(p)]
+    unreadable = {path: _unreadable(path) for path in paths}
+    missing = [p for p in paths if not os.path.exists(p) and (errors is None or unreadable[p] is None)]
     if missing:
         raise MissingPath(missing)
     files: list[str] = []
     seen: set[str] = set()
     for path in paths:
-        candidates = _walk(path, discovery_for) if os.path.isdir(path) else [os.path.normpath(path)]
+        if unreadable[path] is not None:
+            errors.append((path, unreadable[path]))
+            continue
+        candidates = _walk(path, discovery_for, errors) if os.path.isdir(path) else [os.path.normpath(path)]
         for candidate in candidates:
             key = os.path.realpath(candidate)
             if key not in seen:

@@ -124,17 +124,20 @@ def _to_fix(spec: FixSpec, module: cst.Module, positions: Positions, lines: list
     """The edits of a rule's fix; None when a line edit's statement does not stand alone on its
     lines (`if x: a()`, `a(); b()`): no fix rather than a wrong one."""
     edits = []
+    newline = module.default_newline  # every line a fix writes ends as the file's lines do
     for node, replacement in spec.replacements:
         line, column, end_line, end_column = positions.span(node)
-        content = replacement if isinstance(replacement, str) else module.code_for_node(replacement)
+        content = newline.join(split_lines(replacement)) if isinstance(replacement, str) \
+            else module.code_for_node(replacement)
         edits.append(Edit(line, column, end_line, end_column, content))
-    newline = module.default_newline
     for kind, statement, code in spec.lines:
         line, column, end_line, end_column = positions.span(statement)
         indent, tail = lines[line - 1][:column - 1], lines[end_line - 1][end_column - 1:].strip()
         if indent.strip() or (tail and not tail.startswith("#")):
             return None
-        text = "".join(f"{indent}{part}{newline}" if part.strip() else newline for part in code.splitlines())
+        parts = split_lines(code)  # at line endings only: never at a form feed or U+2028 in a string
+        parts = parts[:-1] if parts[-1] == "" else parts
+        text = "".join(f"{indent}{part}{newline}" if part.strip() else newline for part in parts)
         at_end = end_line >= len(lines)  # the statement's line is the last and has no newline
         if kind == "before":
             edits.append(Edit(line, 1, line, 1, text))

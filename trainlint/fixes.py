@@ -13,10 +13,12 @@ from __future__ import annotations
 import ast
 import io
 import os
+import stat
 import tempfile
 import tokenize
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterable
 
 from trainlint.finding import FileResult, Finding, Fix
@@ -167,16 +169,50 @@ class WriteError(Exception):
     """A fixed file that could not be written; the message says why."""
 
 
-def write_fixed(path: str, original: bytes, source: str) -> None:
+def fix_root(paths: Iterable[str]) -> str:
+    """The real path of the folder fixes of these files may write in: their project root found as
+    `Project.for_paths` finds it (the nearest configuration, else root marker, above their common
+    folder), but from the paths as named, before any symlink is followed: a link in the project to
+    a file outside it does not widen the root to take that file in."""
+    from trainlint.config import find_config
+    from trainlint.settings import ROOT_MARKERS
+
+    folders = [os.path.abspath(p if os.path.isdir(p) else os.path.dirname(os.path.abspath(p))) for p in paths]
+    common = os.path.commonpath(folders) if folders else os.getcwd()
+    config = find_config(Path(common))
+    if config is not None:
+        return os.path.realpath(config.parent)
+    for directory in (Path(common), *Path(common).parents):
+        if any(os.path.lexists(directory / marker) for marker in ROOT_MARKERS):
+            return os.path.realpath(directory)
+    return os.path.realpath(common)
+
+
+def _writable(info: os.stat_result, target: str) -> bool:
+    """The user may write the file: as root `os.access` says yes to any file, so its owner's write
+    bit must be set too (a read-only 0444 file stays as it is)."""
+    return bool(info.st_mode & stat.S_IWUSR) and os.access(target, os.W_OK)
+
+
+def write_fixed(path: str, original: bytes, source: str, root: str | None = None) -> None:
     """Write the fixed `source` over `path` atomically: a temporary file in the same directory,
-    then `os.replace`. Nothing is written if the file no longer holds `original` (it changed on
-    disk since it was read) or if the fixed text cannot be encoded as the file was."""
+    then `os.replace`. Only a regular file the user may write, whose real path is inside `root`
+    (a real path, see `fix_root`) when given, is written: never one a link leads to outside it.
+    Nothing is written either if the file no longer holds `original` (it changed on disk since it
+    was read) or if the fixed text cannot be encoded as the file was."""
     try:
         data = source.encode(encoding_of(original))
     except UnicodeEncodeError as err:
         raise WriteError(f"cannot fix {path}: the fixed text cannot be written as {err.encoding}") from None
     target = os.path.realpath(path)  # a symlink stays a symlink: its target is what gets fixed
+    if root is not None and not target.startswith(root.rstrip(os.sep) + os.sep):
+        raise WriteError(f"not fixing {path}: it leads to {target}, outside the project {root}")
     try:
+        info = os.stat(target)
+        if not stat.S_ISREG(info.st_mode):
+            raise WriteError(f"not fixing {path}: not a regular file")
+        if not _writable(info, target):
+            raise WriteError(f"not fixing {path}: the file is read-only")
         with open(target, "rb") as handle:
             current = handle.read()
     except OSError as err:
@@ -185,7 +221,7 @@ def write_fixed(path: str, original: bytes, source: str) -> None:
         raise WriteError(f"not fixing {path}: it changed on disk while it was being checked")
     directory = os.path.dirname(target)
     try:
-        mode = os.stat(target).st_mode & 0o7777
+        mode = info.st_mode & 0o7777
         fd, temporary = tempfile.mkstemp(prefix=".trainlint-fix-", suffix=".tmp", dir=directory)
     except OSError as err:
         raise WriteError(f"cannot fix {path}: {err.strerror or err}") from None

@@ -12,6 +12,7 @@ import re
 import libcst as cst
 
 from trainlint.model.index import FileIndex
+from trainlint.positions import split_lines
 
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*(\.[A-Za-z_][A-Za-z_0-9]*)*$")
 
@@ -108,7 +109,7 @@ def wrap_in(module: cst.Module, statement: cst.CSTNode, header: str) -> str | No
         return None
     code = module.code_for_node(statement.with_changes(leading_lines=())).rstrip("\r\n")
     indent = module.default_indent
-    body = "\n".join(indent + line if line.strip() else "" for line in code.splitlines())
+    body = "\n".join(indent + line if line.strip() else "" for line in split_lines(code))  # "\n": the file's ending later
     return f"{header}\n{body}"
 
 

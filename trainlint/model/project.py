@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.machinery
 import io
 import os
 import re
@@ -39,6 +40,8 @@ from trainlint.settings import DEFAULT_MAX_FILE_SIZE, ROOT_MARKERS
 from trainlint.model.summaries import (CallArguments, ClassSummary, Construction, FileSummary, FunctionSummary,
                                        summarise)
 _MAX_REEXPORTS = 4
+# the suffixes of module files, in the order the import system tries them (only `.py` is read)
+_SUFFIXES = (*importlib.machinery.EXTENSION_SUFFIXES, ".py", *importlib.machinery.BYTECODE_SUFFIXES)
 _KEPT_SUMMARIES = 128
 # the content hash a folder node has in the import store (`_below`), and one that was not listed
 _FOLDER, _UNBOUNDED = "folder", "unbounded"
@@ -56,6 +59,8 @@ def imported_names(source: str) -> list[str]:
     """The dotted names a file's import statements name, read from its text (no parse): `from
     .utils import ckpt` gives `.utils` and `.utils.ckpt`. Names continued on the next line of a
     parenthesised import are missed; their module is not."""
+    if "\r" in source:  # `^` of the pattern starts a line after a \n only: a CR-only file is one line
+        source = source.replace("\r\n", "\n").replace("\r", "\n")
     found = []
     for match in _IMPORT.finditer(source):
         if match.group("modules"):
@@ -154,7 +159,7 @@ def find_root(paths: Iterable[str | os.PathLike]) -> Path:
     resolved = _reals(paths)
     if not resolved:
         return _real(Path.cwd())
-    dirs = [p if p.is_dir() else p.parent for p in resolved]
+    dirs = [p if os.path.isdir(p) else p.parent for p in resolved]  # False for a path past the length limit
     try:
         common = Path(os.path.commonpath([str(d) for d in dirs]))
     except ValueError:  # paths on different drives
@@ -163,7 +168,7 @@ def find_root(paths: Iterable[str | os.PathLike]) -> Path:
     if config is not None:
         return _real(config.parent)
     for directory in (common, *common.parents):
-        if any((directory / marker).exists() for marker in ROOT_MARKERS):
+        if any(os.path.exists(directory / marker) for marker in ROOT_MARKERS):
             return directory
     return common
 
@@ -193,7 +198,8 @@ class Project:
         self._components: dict[Path, tuple[str | None, str | None]] | None = None  # `key_components`
         self._folders_listed = 0  # by `_below`, in this run
         self._imports: dict[tuple[str, int, int], list[Path]] = {}  # (path, text) -> imported_files
-        self._modules: dict[tuple[str, tuple[str, ...]], Path | None] = {}
+        self._paths_of: dict[str, tuple[str, ...]] = {}  # an importing file's folder -> _search_path
+        self._modules: dict[tuple[tuple[str, ...], str], tuple | None] = {}  # (locations, name) -> _spec
         self._reals: dict[str, Path] = {}  # realpath of each path asked about (a few stat calls each)
         self._real_folders: dict[str, str] = {}  # realpath of their folders
         self._names: dict[str, list[str]] = {}  # content hash -> imported_names of that text
@@ -246,6 +252,7 @@ class Project:
         self._reals.clear()
         self._real_folders.clear()
         self._modules.clear()
+        self._paths_of.clear()
         self._resolved.clear()
         self._stamps.clear()
 
@@ -260,6 +267,13 @@ class Project:
             return True
         except (ValueError, OSError):
             return False
+
+    def _search_path(self, from_path: str) -> tuple[str, ...]:
+        folder = os.path.dirname(from_path)
+        found = self._paths_of.get(folder)
+        if found is None:
+            found = self._paths_of[folder] = tuple(str(base) for base in self._search_bases(from_path))
+        return found
 
     def _search_bases(self, from_path: str) -> list[Path]:
         """Where an absolute import may start: the importing file's folder (a script's sys.path[0]),
@@ -294,7 +308,8 @@ class Project:
 
     def _listing(self, folder: str | Path) -> tuple[frozenset[str], frozenset[str]]:
         """(files, folders) in a folder, listed once: most imports name no project file, and one
-        listing answers them all without a stat call each."""
+        listing answers them all without a stat call each. A link counts as what it points to (as
+        the import system's `isfile`/`isdir`); a dangling one is neither."""
         key = str(folder)
         found = self._listings.get(key)
         if found is None:
@@ -304,7 +319,10 @@ class Project:
                 with os.scandir(folder) as entries:
                     for entry in entries:
                         try:
-                            (folders if entry.is_dir() else files).add(entry.name)
+                            if entry.is_dir():
+                                folders.add(entry.name)
+                            elif entry.is_file():
+                                files.add(entry.name)
                         except OSError:
                             continue
             except OSError:
@@ -312,27 +330,38 @@ class Project:
             found = self._listings[key] = (frozenset(files), frozenset(folders))
         return found
 
-    def _module_file(self, base: Path, parts: list[str]) -> Path | None:
-        key = (str(base), tuple(parts))  # files of sibling folders share their search bases
-        if key not in self._modules:
-            self._modules[key] = self._locate_module_file(base, parts)
-        return self._modules[key]
+    def _spec(self, locations: tuple[str, ...], name: str) -> tuple[str | None, tuple[str, ...] | None] | None:
+        """What the import system finds for the module `name` in `locations` (a search path, or a
+        package's `__path__`): (its file, None) for a module, (its `__init__` file, its folder) for
+        a package, (None, every portion) for a namespace package; None when nothing is there. The
+        file is None too when it is not Python source (an extension module, bytecode alone).
 
-    def _locate_module_file(self, base: Path, parts: list[str]) -> Path | None:
-        # folders as strings: this runs for every prefix of every import in every search base
-        folder = str(base)
-        for part in parts[:-1]:
-            if part not in self._listing(folder)[1]:
-                return None
-            folder = os.path.join(folder, part)
-        if not parts:
-            return base / "__init__.py" if "__init__.py" in self._listing(folder)[0] else None
-        files, folders = self._listing(folder)
-        if f"{parts[-1]}.py" in files:
-            return Path(folder, f"{parts[-1]}.py")
-        if parts[-1] in folders and "__init__.py" in self._listing(os.path.join(folder, parts[-1]))[0]:
-            return Path(folder, parts[-1], "__init__.py")
-        return None
+        In the import system's order: in each location, a folder with an `__init__` first, then a
+        module file (extension, source, bytecode); a folder without `__init__` is a namespace
+        portion, taken only when no location has the package or the module."""
+        key = (locations, name)
+        if key in self._modules:
+            return self._modules[key]
+        found, portions = None, []
+        for location in locations:
+            files, folders = self._listing(location)
+            if name in folders:
+                package = os.path.join(location, name)
+                inits = self._listing(package)[0]
+                init = next((f"__init__{suffix}" for suffix in _SUFFIXES if f"__init__{suffix}" in inits), None)
+                if init is not None:
+                    found = (os.path.join(package, init) if init == "__init__.py" else None, (package,))
+                    break
+            module = next((f"{name}{suffix}" for suffix in _SUFFIXES if f"{name}{suffix}" in files), None)
+            if module is not None:
+                found = (os.path.join(location, module) if module.endswith(".py") else None, None)
+                break
+            if name in folders:
+                portions.append(os.path.join(location, name))
+        if found is None and portions:
+            found = (None, tuple(portions))
+        self._modules[key] = found
+        return found
 
     def find_module(self, qualname: str, from_path: str) -> tuple[Path, list[str]] | None:
         """The project file a dotted name (as written in an import, relative ones with their dots)
@@ -344,25 +373,34 @@ class Project:
         return (found[0], list(found[1])) if found is not None else None
 
     def _find_module(self, qualname: str, from_path: str) -> tuple[Path, list[str]] | None:
+        """As Python imports `a.b.c`: `a` from the search path, `a.b` from where `a` is (a
+        package's folder, a namespace package's portions), and so on while each is a package; the
+        deepest module found holds what is left. A namespace package has no file to read."""
         dots = len(qualname) - len(qualname.lstrip("."))
         parts = [p for p in qualname[dots:].split(".") if p]
         if dots:
             base = self._real(from_path).parent
             for _ in range(dots - 1):
                 base = base.parent
-            bases = [base]
+            locations: tuple[str, ...] | None = (str(base),)
+            init = "__init__.py" in self._listing(base)[0]  # the package the import is relative to
+            found: tuple[str | None, int] | None = (str(base / "__init__.py") if init else None, 0)
         else:
             if not parts:
                 return None
-            bases = self._search_bases(from_path)
-        for base in bases:
-            for end in range(len(parts), -1 if dots else 0, -1):
-                found = self._module_file(base, parts[:end])
-                if found is not None:
-                    found = self._real(found)  # a symlink is followed only to a file inside the project
-                    if self._inside(found):
-                        return found, parts[end:]
-        return None
+            locations, found = self._search_path(from_path), None
+        for number, part in enumerate(parts):
+            spec = self._spec(locations, part)
+            if spec is None:
+                break
+            found = (spec[0], number + 1)
+            locations = spec[1]
+            if locations is None:
+                break  # a module: nothing below it is a module
+        if found is None or found[0] is None:
+            return None
+        path = self._real(found[0])  # a symlink is followed only to a file inside the project
+        return (path, parts[found[1]:]) if self._inside(path) else None
 
     def module_files(self, imported: Iterable[str], from_path: str) -> set[Path]:
         """The project files that the imported dotted names of a file resolve to."""
