@@ -2,10 +2,11 @@
 run with the result cache (and the import store) gives exactly the findings of a run without.
 
 The edits are the ones that move findings between files: add or remove a call, change what a
-function returns, rename an import, swap a scheduler class, add or remove a file, and go back to
-the project as it was (its old entries are still in the cache). Everything runs in this process,
-on a copy of each project, with a fixed seed: a failure names the seed, the edit number and the
-edit, and can be replayed alone.
+function returns, rename an import, swap a scheduler class, add or remove a file (or an extension
+or bytecode module that shadows a source one), and go back to the project as it was (its old
+entries are still in the cache). Everything runs in this process, on a copy of each project,
+with a fixed seed: a failure names the seed, the edit number and the edit, and can be replayed
+alone.
 
 `FAST_EDITS` run in the default suite; the `slow` test runs `SLOW_EDITS` (`pytest -m slow`).
 """
@@ -13,6 +14,7 @@ edit, and can be replayed alone.
 from __future__ import annotations
 
 import ast
+import importlib.machinery
 import os
 import random
 import re
@@ -221,6 +223,20 @@ class Editor:
             _stamp(folder, self.clock)
         return f"write {target.relative_to(self.root)}"
 
+    def add_other_module(self):
+        """An extension or bytecode module beside a source one (the import system takes the
+        extension first), or as a package's `__init__`."""
+        source = self._pick(_python_files(self.root))
+        if source is None:
+            return None
+        suffix = self.rng.choice([importlib.machinery.EXTENSION_SUFFIXES[0], ".pyc"])
+        target = source.with_name(source.stem + suffix)
+        created = not target.exists()
+        target.write_bytes(b"not a module")
+        if created:
+            _stamp(target.parent, self.clock)
+        return f"write {target.relative_to(self.root)}"
+
     def remove_file(self):
         files = _python_files(self.root)
         if len(files) <= 2:
@@ -232,6 +248,9 @@ class Editor:
 
     def restore(self):
         """Back to the project as it was: its first results are in the cache."""
+        for path in sorted(p for p in self.root.rglob("*") if p.is_file() and p.suffix in (".so", ".pyc")):
+            path.unlink()
+            _stamp(path.parent, self.clock)
         for path in _python_files(self.root):
             if path not in self.original:
                 path.unlink()
@@ -245,7 +264,8 @@ class Editor:
 
     def edit(self) -> str:
         ops = [self.add_call] * 4 + [self.remove_call] * 3 + [self.change_return] * 4 + [self.rename_import] * 3 \
-            + [self.swap_scheduler] * 4 + [self.add_file] * 2 + [self.remove_file] + [self.restore]
+            + [self.swap_scheduler] * 4 + [self.add_file] * 2 + [self.add_other_module] + [self.remove_file] \
+            + [self.restore]
         while True:
             done = self.rng.choice(ops)()
             if done is not None:

@@ -510,7 +510,8 @@ class Project:
         known = self._resolved.get(key)
         if known is not None and known[0] in (_FOLDER, _UNBOUNDED):
             return known
-        read = self._read(node)
+        # an extension or bytecode module is never read: it only changes what is imported
+        read = self._read(node) if key.endswith(".py") else None
         if read is None:
             if not os.path.isdir(node):
                 return None, []
@@ -534,23 +535,31 @@ class Project:
                 base = self._real(path).parent
                 for _ in range(dots - 1):
                     base = base.parent
-                bases, shortest = [base], 0
+                bases = [str(base)]
+                self._add_modules(found, bases[0], "__init__")  # the package it is relative to
             elif parts:
-                bases, shortest = self._search_bases(str(path)), 1
+                bases = list(self._search_path(str(path)))
             else:
                 continue
-            for base in bases:
-                for end in range(shortest, len(parts) + 1):
-                    self._add_candidate(found, self._module_file(base, parts[:end]))
-                folder = str(base)
+            for folder in bases:  # each prefix's modules, in every location, whatever the order
                 for part in parts:
+                    self._add_modules(found, folder, part)
                     if part not in self._listing(folder)[1]:
                         break
                     folder = os.path.join(folder, part)
+                    self._add_modules(found, folder, "__init__")
                 else:
                     if parts and self._add_candidate(found, Path(folder)):
                         self._below(str(self._real(folder)))
         return sorted(found)
+
+    def _add_modules(self, found: set[Path], folder: str, name: str) -> None:
+        """The module files of `name` in `folder`, of every kind the import system tries (an
+        extension or bytecode beside a source file changes what is imported)."""
+        files = self._listing(folder)[0]
+        for suffix in _SUFFIXES:
+            if f"{name}{suffix}" in files:
+                self._add_candidate(found, Path(folder, f"{name}{suffix}"))
 
     def _add_candidate(self, found: set[Path], candidate: Path | None) -> bool:
         if candidate is None:
@@ -581,7 +590,7 @@ class Project:
             files, folders = self._listing(here)
             found: set[Path] = set()
             for name in sorted(files):
-                if name.endswith(".py") and name[:-3].isidentifier():
+                if any(name.endswith(suffix) and name[:-len(suffix)].isidentifier() for suffix in _SUFFIXES):
                     self._add_candidate(found, Path(here, name))
             for name in sorted(folders):
                 if name.isidentifier() and self._add_candidate(found, Path(here, name)):
