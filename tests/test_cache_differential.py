@@ -404,6 +404,23 @@ def test_a_new_link_to_a_file_already_read_changes_the_key(tmp_path):
     assert list(lint_paths(paths, ALL, cache=cache))[0].findings == []
 
 
+@pytest.mark.parametrize("source, bound", [
+    ("import a.b as c, d\nfrom .m import (x, y)  # z\n", {"a", "d", ".m.x", ".m.y"}),
+    ("import torch; from helpers import inference\n", {"torch", "helpers.inference"}),
+    ("from pkg import (first,\n                 second)\n", {"pkg.first", "pkg.second"}),
+    ("from pkg \\\n    import first\n", {"pkg.first"}),
+    ("def f():\n    if x: import late\n", {"late"}),
+    ("doc = '>>> import doc'\nfrom . import sibling\nfrom .. import *\n", {".sibling"}),
+    ("type Alias = int\nfrom helpers import inference\n", {"helpers.inference"}),  # newer syntax: LibCST's
+])
+def test_every_import_statement_binds_what_the_index_binds(source, bound):
+    """The names the key follows, wherever the statements are (the line-start pattern alone
+    misses all but the first)."""
+    from trainlint.model.project import bound_names, imported_names
+
+    assert bound <= bound_names(source, "f.py") <= bound | set(imported_names(source))
+
+
 def test_a_file_that_changed_after_the_project_read_it_is_not_cached(tmp_path):
     from trainlint.model.project import Project
 

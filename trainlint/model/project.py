@@ -76,24 +76,74 @@ def imported_names(source: str) -> list[str]:
     return found
 
 
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")  # where a statement holds statements
+
+
 def bound_names(source: str, path: str) -> set[str]:
     """The dotted names the file's import statements bind, as the file index binds them (`import
     a.b` binds `a`, `from .m import x` binds `.m.x`; a star import binds nothing), wherever the
     statements are (unlike `imported_names`, which misses a line joined by `;` or `\\`). Read with
     Python's parser, else LibCST's (syntax newer than this interpreter's) when the guard lets it
     parse; a file neither parses is never indexed, so it binds nothing."""
+    simple = _simple_bound_names(source)
+    if simple is not None:
+        return simple
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return _bound_names_libcst(source, path)
     found = set()
-    for node in ast.walk(tree):
+    todo = list(tree.body)
+    while todo:  # statements only: an import is one, and expressions are most of a tree
+        node = todo.pop()
         if isinstance(node, ast.Import):
             found.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = "." * node.level + (node.module or "")
             found.update(f"{base}.{a.name}" if base and not base.endswith(".") else f"{base}{a.name}"
                          for a in node.names if a.name != "*")
+        else:
+            for field in _BODIES:
+                for child in getattr(node, field, ()):
+                    todo.extend(child.body if isinstance(child, (ast.ExceptHandler, ast.match_case)) else [child])
+    return found
+
+
+_IMPORT_WORD = re.compile(r"\bimport\b")
+_LINE_REST = re.compile(r"[ \t]*(?:#[^\n]*)?")
+_PAREN_REST = re.compile(r"[ \t]*\)[ \t]*(?:#[^\n]*)?")
+
+
+def _simple_bound_names(source: str) -> set[str] | None:
+    """`bound_names` without a parse, for a text whose every `import` word is in a line that
+    `_IMPORT` reads whole (nothing after it but a comment: no `;`, `\\` or open parenthesis, and
+    no `\\` ending the line before): every import statement is then one of those lines, read as
+    `imported_names` reads it. None for any other text (`>>> import x` in a docstring, `if x:
+    import y`)."""
+    if "\r" in source:
+        source = source.replace("\r\n", "\n").replace("\r", "\n")
+    spans, found = [], set()
+    for match in _IMPORT.finditer(source):
+        end = source.find("\n", match.end())
+        rest = source[match.end():end if end >= 0 else len(source)]
+        opened = match.group("modules") is None and "(" in source[match.start():match.end()]
+        joined = source[max(0, match.start() - 2):match.start()] == "\\\n"
+        if joined or not (_PAREN_REST if opened else _LINE_REST).fullmatch(rest):
+            return None  # more of the statement on the line before, or on the next one
+        spans.append((match.start(), match.end()))
+        if match.group("modules"):
+            found.update(part.split()[0].split(".")[0] for part in match.group("modules").split(","))
+        else:
+            base = match.group("base")
+            sep = "" if base.endswith(".") else "."
+            found.update(f"{base}{sep}{name.split()[0]}" for name in (match.group("names") or "").split(",")
+                         if name.split() and name.split()[0].isidentifier())
+    index = 0
+    for word in _IMPORT_WORD.finditer(source):
+        while index < len(spans) and spans[index][1] <= word.start():
+            index += 1
+        if index == len(spans) or spans[index][0] > word.start():
+            return None
     return found
 
 
