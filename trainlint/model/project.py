@@ -492,15 +492,18 @@ class Project:
     # `_reach` over-approximates what any name in a file can resolve to. A name the linker asks
     # about is what an import binds (`import a.b` binds `a`, `from m import x` binds `m.x`; the
     # text's `imported_names` are followed for re-exports too) followed by attributes of any
-    # length, and `find_module` answers with the module file of one of its prefixes in one of the
-    # search bases. So the reach holds every prefix's module file in every base, and the folder
-    # the bound name itself names (the attributes may go down any path under it): a folder is a
-    # node too, whose edges go to its `.py` files and its folders. Whatever a listing holds, the
-    # answer is among them. The component's digest holds each node's path, content hash, whether
-    # it is checked (only checked files are searched for callers) and its edges: a change that
-    # alters an answer changes one of these (a new module that shadows another is in the reach of
-    # the files it shadows it for). A candidate that is a symlink is named among the edges too: a
-    # new link to a file already reached moves an answer without adding a node.
+    # length (identifiers), and `find_module` answers with a module file of one of its prefixes,
+    # found below one of the search path's locations. So the reach holds, in every location,
+    # every module file (of any kind the import system tries: which one is imported depends on
+    # all of them) of every prefix of the bound name, and the folder the bound name itself names
+    # (the attributes may go down any path under it): a folder is a node too, whose edges go to
+    # its module files and its folders. Whatever the listings hold and whatever order the import
+    # system takes them in, the answer is among them. The component's digest holds each node's
+    # path, content hash, whether it is checked (only checked files are searched for callers)
+    # and its edges: a change that alters an answer changes one of these (a new module that
+    # shadows another is in the reach of the files it shadows it for). A candidate that is a
+    # symlink is named among the edges too: a new link to a file already reached moves an answer
+    # without adding a node.
 
     def dependency_digest(self, path: str, data: bytes) -> str | None:
         """What a cached result of `data`, the bytes of the checked file at `path`, depends on
