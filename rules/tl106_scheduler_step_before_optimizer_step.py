@@ -8,6 +8,8 @@ from trainlint.model.amp import OPTIMIZER_STEPS, SCHED_STEP, amp_model, describe
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.fixkit import block_of, move_line, own_line, position_in
+from trainlint.model.roles import ROLE_WORDS
+from trainlint.model.summaries import instance_class
 from trainlint.rule import FixSpec, Rule, bad, good
 
 
@@ -28,7 +30,9 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         scheduler stepped in the outer epoch loop, `ReduceLROnPlateau.step(val_loss)` (or any
         `step(...)` with a metric or epoch argument), a scheduler stepped on every micro-batch while
         the optimizer is guarded (that is TL101), and a scheduler stepped after the step are not
-        flagged. When the scheduler's line sits right above the optimizer's, the fix swaps the two
+        flagged; nor is a schedule class of the project's own (no base class) whose `step()` writes
+        the learning rate of the coming update into the param groups while building it writes
+        none: it is meant to step before the update it sets. When the scheduler's line sits right above the optimizer's, the fix swaps the two
         lines; it changes which learning rate each update uses, so it is offered as unsafe.
         """
     why_bad = """
@@ -45,6 +49,93 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         "https://pytorch.org/docs/stable/generated/torch.optim.lr_scheduler.LRScheduler.html",
     )
     examples = (
+        good(
+            """
+            import math
+            import torch
+
+
+            class WarmupCosine:
+                def __init__(self, optimizer, warmup, total, peak):
+                    self.optimizer, self.warmup, self.total, self.peak = optimizer, warmup, total, peak
+                    self.count = 0
+
+                def step(self):
+                    self.count += 1
+                    if self.count <= self.warmup:
+                        rate = self.peak * self.count / self.warmup
+                    else:
+                        progress = (self.count - self.warmup) / (self.total - self.warmup)
+                        rate = 0.5 * self.peak * (1 + math.cos(math.pi * progress))
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = rate
+
+
+            opt = torch.optim.AdamW(model.parameters(), lr=0.0)
+            schedule = WarmupCosine(opt, warmup=500, total=20_000, peak=3e-4)
+            for x, y in loader:
+                schedule.step()
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            """,
+            title="a schedule of its own writes the rate the coming update uses: it must step first",
+        ),
+        bad(
+            """
+            import torch
+
+
+            class StepDecay:
+                def __init__(self, optimizer, every, gamma, base):
+                    self.optimizer, self.every, self.gamma, self.base = optimizer, every, gamma, base
+                    self.count = 0
+                    for group in optimizer.param_groups:
+                        group["lr"] = base
+
+                def step(self):
+                    self.count += 1
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = self.base * self.gamma ** (self.count // self.every)
+
+
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            decay = StepDecay(opt, every=1000, gamma=0.5, base=0.1)
+            for x, y in loader:
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                decay.step()
+                opt.step()
+            """,
+            fixed="""
+            import torch
+
+
+            class StepDecay:
+                def __init__(self, optimizer, every, gamma, base):
+                    self.optimizer, self.every, self.gamma, self.base = optimizer, every, gamma, base
+                    self.count = 0
+                    for group in optimizer.param_groups:
+                        group["lr"] = base
+
+                def step(self):
+                    self.count += 1
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = self.base * self.gamma ** (self.count // self.every)
+
+
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            decay = StepDecay(opt, every=1000, gamma=0.5, base=0.1)
+            for x, y in loader:
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+                decay.step()
+            """,
+            line=22,
+            title="a project schedule that, like torch's, sets the first rate when it is built",
+        ),
         bad(
             """
             import torch
@@ -273,6 +364,8 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                     continue  # stepped per micro-batch: TL101
                 if _skips_first_iteration(ctx, unit, sched):
                     continue  # `if step > 0: sched.step()` follows the previous iteration's step
+                if _sets_next_rate(ctx, sched.node):
+                    continue  # a schedule of its own that writes the coming update's rate
                 yield self.report(
                     sched.node,
                     f"`{describe(sched.node, ctx)}` runs before `{describe(first_step.node, ctx)}` in the "
@@ -280,6 +373,14 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                     f"one; step the scheduler after the optimizer",
                     _swap_fix(ctx, sched, first_step),
                 )
+
+
+def _sets_next_rate(ctx, call: cst.CSTNode) -> bool:
+    """`call` is `sched.step()` on a project class whose `step()` sets the rate for the coming update."""
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
+        return False
+    built = instance_class(ctx.index, call.func.value, ctx.index.scope_at(call), ROLE_WORDS)
+    return built is not None and built.sets_next_rate
 
 
 def _skips_first_iteration(ctx, unit, sched) -> bool:

@@ -8,6 +8,7 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.modes import display_key, EVAL, ON, modes
 from trainlint.fixkit import line_holding, module_name, wrap_in
+from trainlint.model.value_kinds import is_synthetic_tensor
 from trainlint.rule import FixSpec, Rule, bad, before, good, rewrite
 
 
@@ -27,8 +28,9 @@ class EvalForwardWithGrad(Rule):
         `@torch.no_grad()` / `@torch.inference_mode()` decorator, no `torch.set_grad_enabled(False)`
         before it, and no caller in the same file that disables grad around the call. Code that
         needs gradients in eval mode (an adversarial attack, a saliency map, `autograd.grad`, a
-        frozen teacher in a training step) is left alone. Reported at the first forward of that
-        model in the evaluation.
+        frozen teacher in a training step) is left alone, and so is a forward that runs once, in no
+        loop, on tensors a torch factory made (`model(torch.zeros(1, 3, 224, 224))`, a warm-up or a
+        shape probe). Reported at the first forward of that model in the evaluation.
         """
     why_bad = """
         `model.eval()` only changes how modules behave (dropout off, BatchNorm uses its running
@@ -45,6 +47,49 @@ class EvalForwardWithGrad(Rule):
         "https://pytorch.org/docs/stable/generated/torch.autograd.grad_mode.inference_mode.html",
     )
     examples = (
+        good(
+            """
+            import torch
+
+            def evaluate(model, loader, device):
+                model.eval()
+                probe = torch.randn(8, 3, 224, 224, device=device)
+                model(probe)  # warm-up: kernels are chosen on the first call
+                hits = 0
+                with torch.no_grad():
+                    for images, labels in loader:
+                        hits += (model(images.to(device)).argmax(1) == labels).sum().item()
+                return hits
+            """,
+            title="one warm-up forward on a made-up tensor before the no_grad evaluation",
+        ),
+        bad(
+            """
+            import torch
+
+            def benchmark(model, loader, device):
+                model.eval()
+                model(torch.randn(8, 3, 224, 224, device=device))
+                hits = 0
+                for images, labels in loader:
+                    hits += (model(images.to(device)).argmax(1) == labels).sum().item()
+                return hits
+            """,
+            line=8,
+            fixed="""
+            import torch
+
+            @torch.no_grad()
+            def benchmark(model, loader, device):
+                model.eval()
+                model(torch.randn(8, 3, 224, 224, device=device))
+                hits = 0
+                for images, labels in loader:
+                    hits += (model(images.to(device)).argmax(1) == labels).sum().item()
+                return hits
+            """,
+            title="after the warm-up the batches themselves run with grad recording on",
+        ),
         good(
             """
             import torch
@@ -388,6 +433,8 @@ class EvalForwardWithGrad(Rule):
             group = (function.node if function else None, forward.key, frozenset(f.node for f in forward.facts))
             if group in reported or not model.is_graph_free_evaluation(forward):
                 continue
+            if _one_off_probe(ctx, forward.call):
+                continue  # a warm-up or shape probe on a made-up tensor: one graph, freed at once
             reported.add(group)
             yield self.report(forward.call, self._message(ctx, forward), _fix(ctx, model, forward))
 
@@ -403,6 +450,21 @@ class EvalForwardWithGrad(Rule):
                 f"every batch builds an autograd graph and keeps its activations; wrap the evaluation "
                 f"in `with torch.no_grad():` or `torch.inference_mode()`"
                 + (f", or decorate `{function.name}` with `@torch.no_grad()`" if function is not None else ""))
+
+
+def _one_off_probe(ctx, call) -> bool:
+    """A forward in no loop of its function whose inputs are all synthetic tensors
+    (`model(torch.zeros(1, 3, 224, 224))`): it runs once, on no data."""
+    if not isinstance(call, cst.Call) or not call.args:
+        return False
+    for ancestor in ctx.index.ancestors(call):
+        if isinstance(ancestor, (cst.For, cst.While, cst.CompFor)):
+            return False
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            break
+    scope = ctx.index.scope_at(call)
+    return all(is_synthetic_tensor(a.value, scope, ctx.index.resolve) for a in call.args if a.keyword is None) \
+        and any(a.keyword is None for a in call.args)
 
 
 def _fix(ctx, model, forward) -> FixSpec | None:

@@ -45,9 +45,10 @@ class IncompleteResumeCheckpoint(Rule):
         is restored while an optimizer (or a scheduler or scaler the checkpoint holds) is in reach.
 
         Quiet on weights-only exports (`torch.save(model.state_dict(), "best.pt")`, safetensors,
-        `best`/`final`/`export` files without optimizer state), on dicts built with `**other` or
-        handed to helpers we cannot see into, and on evaluation code with no optimizer. RNG state
-        is TL701's business.
+        `best`/`final`/`export` files without optimizer state, a bare state dict saved once training
+        is over: after the training loops, in no loop, at module level or in a function this file
+        calls and never in a loop), on dicts built with `**other` or handed to helpers we cannot
+        see into, and on evaluation code with no optimizer. RNG state is TL701's business.
         """
     why_bad = """
         A resume that restores the weights but not the optimizer restarts Adam with zero moments
@@ -221,6 +222,99 @@ class IncompleteResumeCheckpoint(Rule):
             save_file(model.state_dict(), "model.safetensors")
             """,
             title="safetensors weights",
+        ),
+        bad(
+            """
+            import torch
+
+            net = Net()
+            opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+            for epoch in range(90):
+                for x, y in loader:
+                    loss = torch.nn.functional.cross_entropy(net(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                torch.save(net.state_dict(), "latest.ckpt")
+            """,
+            line=11,
+            title="the weights alone, after every epoch, to the file a restart would read",
+        ),
+        bad(
+            """
+            import torch
+
+            def train_round(model, opt, loader):
+                for x, y in loader:
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                torch.save(model.state_dict(), "round.ckpt")
+
+            model = Net()
+            opt = torch.optim.Adam(model.parameters())
+            for r in range(rounds):
+                train_round(model, opt, loader)
+            """,
+            line=9,
+            title="saved after a helper's loop, but the helper itself runs round after round",
+        ),
+        bad(
+            """
+            import torch
+
+            def train_one_epoch(model, opt, loader, out_dir):
+                for x, y in loader:
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                torch.save(model.state_dict(), f"{out_dir}/last.ckpt")
+            """,
+            line=9,
+            title="saved after the epoch's loop by a function other files call, perhaps every epoch",
+        ),
+        good(
+            """
+            import torch
+
+            net = Net()
+            opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+            for epoch in range(90):
+                for x, y in loader:
+                    loss = torch.nn.functional.cross_entropy(net(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+
+            evaluate(net, test_loader)
+            torch.save(net.state_dict(), "net.ckpt")
+            """,
+            title="the weights saved once, after the last epoch: nothing resumes from them",
+        ),
+        good(
+            """
+            import torch
+
+            def fit(model, opt, loader, epochs):
+                for _ in range(epochs):
+                    for batch in loader:
+                        opt.zero_grad()
+                        model(**batch).loss.backward()
+                        opt.step()
+
+            def main(loader):
+                model = Net()
+                opt = torch.optim.AdamW(model.parameters())
+                fit(model, opt, loader, epochs=3)
+                if args.save:
+                    torch.save(model.state_dict(), "checkpoint.pt")
+
+            if __name__ == "__main__":
+                main(make_loader())
+            """,
+            title="a final export after the training helper has returned",
         ),
         good(
             """

@@ -63,6 +63,95 @@ class GraphKeptAcrossIterations(Rule):
         good(
             """
             import torch
+            from torch import nn
+
+
+            class Pruned(nn.Module):
+                def __init__(self, dim):
+                    super().__init__()
+                    self.proj = nn.Linear(dim, dim)
+
+                def forward(self, tokens):
+                    kept = tokens[:, ::2]
+                    return self.proj(kept), kept.size(1) / tokens.size(1)
+
+
+            model = Pruned(64)
+            opt = torch.optim.AdamW(model.parameters())
+            seen, ratio_sum = 0, 0.0
+            for tokens, target in loader:
+                out, ratio = model(tokens)
+                loss = torch.nn.functional.mse_loss(out, target)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                batch, length = out.shape[:2]
+                seen += batch * length
+                ratio_sum += ratio * tokens.size(0)
+            """,
+            title="a keep ratio the model computes from sizes, and token counts: Python numbers",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class Gated(nn.Module):
+                def __init__(self, dim):
+                    super().__init__()
+                    self.proj = nn.Linear(dim, dim)
+                    self.gate = nn.Linear(dim, 1)
+
+                def forward(self, tokens):
+                    g = torch.sigmoid(self.gate(tokens))
+                    return self.proj(tokens) * g, g.mean()
+
+
+            model = Gated(64)
+            opt = torch.optim.AdamW(model.parameters())
+            gate_sum = 0.0
+            for tokens, target in loader:
+                out, gate = model(tokens)
+                loss = torch.nn.functional.mse_loss(out, target)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                gate_sum += gate * tokens.size(0)
+            """,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class Gated(nn.Module):
+                def __init__(self, dim):
+                    super().__init__()
+                    self.proj = nn.Linear(dim, dim)
+                    self.gate = nn.Linear(dim, 1)
+
+                def forward(self, tokens):
+                    g = torch.sigmoid(self.gate(tokens))
+                    return self.proj(tokens) * g, g.mean()
+
+
+            model = Gated(64)
+            opt = torch.optim.AdamW(model.parameters())
+            gate_sum = 0.0
+            for tokens, target in loader:
+                out, gate = model(tokens)
+                loss = torch.nn.functional.mse_loss(out, target)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                gate_sum += (gate * tokens.size(0)).detach()
+            """,
+            line=25,
+            title="the model's second output is a mean of a gate: a tensor with the step's graph",
+        ),
+        good(
+            """
+            import torch
 
 
             class ComputeLoss:
@@ -592,7 +681,10 @@ class GraphKeptAcrossIterations(Rule):
             fix = FixSpec(f"Keep `{inner}.detach()` instead", safe=False,
                           replacements=((value, f"{inner}.detach()"),))
         if fix is not None:
-            instead = f"keep `{what}.item()` for logging or `{what}.detach()` for a tensor"
+            # `(a * b).item()`, not `a * b.item()`: a compound value is wrapped before the method
+            kept = f"({what})" if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)) and not value.lpar \
+                else what
+            instead = f"keep `{kept}.item()` for logging or `{kept}.detach()` for a tensor"
         else:
             instead = "keep the loss's `.item()` for logging or its `.detach()` for a tensor"
         return self.report(

@@ -7,6 +7,7 @@ import re
 import libcst as cst
 
 from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
+from trainlint.model.summaries import FunctionSummary, equal_batch_arguments
 from trainlint.model.training import training_model
 from trainlint.finding import Severity
 from trainlint.gate import iterates_loader
@@ -28,6 +29,8 @@ _UNWRAP_FUNCTIONS = frozenset({"float"})
 _MEAN_FUNCTIONS = frozenset({"numpy.mean", "numpy.average", "statistics.mean", "statistics.fmean",
                              "numpy.nanmean"})
 _BATCH_SIZE_NAME = re.compile(r"^(bs|batch_?size|n_?batch|bsz)$", re.IGNORECASE)
+# Words a project file must hold for its functions to be read for the loaders they build
+_LOADER_WORDS = ("drop_last", "batch_size")
 
 
 class MeanOfBatchMeans(Rule):
@@ -54,7 +57,8 @@ class MeanOfBatchMeans(Rule):
         It stays quiet on sums divided by a sample count (`reduction="sum"`,
         `loss.item() * x.size(0)` divided by `len(loader.dataset)`), on running averages weighted
         by batch size (`AverageMeter.update(val, n)`), on running displays inside the loop, and
-        when the loader is built in the same file with `drop_last=True` or `batch_size=1`: every
+        when the loader is built with `drop_last=True` or `batch_size=1` (in the same file, or by a
+        project function, in another file too, or with keyword arguments one returns): every
         batch then has the same size and the mean of means is exact.
 
         An average taken inside a training loop (the loop runs the backward and the step) is a
@@ -78,6 +82,49 @@ class MeanOfBatchMeans(Rule):
         "https://github.com/pytorch/examples/blob/main/imagenet/main.py (AverageMeter.update(val, n))",
     )
     examples = (
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            def loader_options(batch_size):
+                return {"batch_size": batch_size, "drop_last": True, "num_workers": 4}
+
+
+            @torch.no_grad()
+            def validate(model, dataset, criterion):
+                loader = DataLoader(dataset, **loader_options(128))
+                running, steps = 0.0, 0
+                for x, y in loader:
+                    running += criterion(model(x), y).item()
+                    steps += 1
+                return running / steps
+            """,
+            title="drop_last=True comes with the keyword arguments a helper returns: equal batches",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            def loader_options(batch_size):
+                return {"batch_size": batch_size, "num_workers": 4}
+
+
+            @torch.no_grad()
+            def validate(model, dataset, criterion):
+                loader = DataLoader(dataset, **loader_options(128))
+                running, steps = 0.0, 0
+                for x, y in loader:
+                    running += criterion(model(x), y).item()
+                    steps += 1
+                return running / steps
+            """,
+            line=16,
+            title="the helper's keyword arguments keep the short last batch",
+        ),
         bad(
             """
             import torch
@@ -411,16 +458,33 @@ def _other_split_loader(node: cst.CSTNode, loader_text: str) -> str | None:
 
 
 def _equal_batches(flow, loader) -> bool:
-    """The loader is built here with `drop_last=True` or `batch_size=1`: batches are equal."""
+    """The loader makes batches of one size: built with `drop_last=True` or `batch_size=1`, here or
+    by a project function (in another file too), or with keyword arguments one returns."""
     call = loader_constructor(flow, loader)
-    if call is None:
-        return False
-    drop = keyword_value(call, "drop_last")
-    size = keyword_value(call, "batch_size")
-    if size is None and len(positional_args(call)) >= 2:
-        size = positional_args(call)[1].value
-    return (isinstance(drop, cst.Name) and drop.value == "True") or (
-        isinstance(size, cst.Integer) and size.value == "1")
+    if call is not None:
+        if equal_batch_arguments(call):
+            return True
+        scope = flow.scope_of(call)
+        return any(a.star == "**" and isinstance(a.value, cst.Call) and _factory_equal_batches(flow, a.value, scope)
+                   for a in call.args)
+    built = _built_by(flow, loader)
+    return built is not None and _factory_equal_batches(flow, built, flow.scope_of(built))
+
+
+def _built_by(flow, loader) -> cst.Call | None:
+    """The call a loader variable was bound to, when there is one binding."""
+    if isinstance(loader, cst.Call):
+        return loader
+    if isinstance(loader, cst.Name):
+        binding = flow.reaching(loader)
+        value = binding.value if binding is not None else None
+        return value if isinstance(value, cst.Call) else None
+    return None
+
+
+def _factory_equal_batches(flow, call: cst.Call, scope) -> bool:
+    summary = flow.index.summary_of(call.func, scope, _LOADER_WORDS)
+    return isinstance(summary, FunctionSummary) and summary.equal_batches
 
 
 def _accumulators(flow, loop) -> dict[str, str]:

@@ -11,6 +11,7 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk
 from trainlint.model.modes import modes
+from trainlint.model.loader_use import only_drawn_from
 from trainlint.rule import FixSpec, Rule, bad, good
 
 _EVAL_TOKEN = re.compile(r"^(val|valid|validation|eval|evaluation|test|testing|dev|holdout)"
@@ -56,7 +57,9 @@ class EvalLoaderShufflesOrDrops(Rule):
 
         Training loaders, samplers (shuffling through `sampler=` is the sampler's business) and
         loaders whose names say nothing are left alone, and so is `drop_last=True` on batches of
-        one sample (`batch_size=1`, or no batch size at all), which leave no partial batch.
+        one sample (`batch_size=1`, or no batch size at all), which leave no partial batch. A loader
+        that is only drawn from (`next(iter(val_loader))` for preview pictures or a probe, never gone
+        through) is no evaluation loader, whatever its name.
         """
     why_bad = """
         `drop_last=True` silently leaves the tail of the validation or test set out of every
@@ -72,6 +75,56 @@ class EvalLoaderShufflesOrDrops(Rule):
         "https://lightning.ai/docs/pytorch/stable/data/datamodule.html",
     )
     examples = (
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def fit(generator, critic, train_set, val_set, opt):
+                train_loader = DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True)
+                val_loader = DataLoader(val_set, batch_size=16, shuffle=True)
+                preview, _ = next(iter(val_loader))
+                for epoch in range(20):
+                    for real, _ in train_loader:
+                        loss = critic(generator(real)).mean()
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    with torch.no_grad():
+                        write_grid(generator(preview), f"epoch_{epoch}.png")
+            """,
+            title="one random batch drawn from the validation set for preview pictures",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def fit(model, val_set, opt):
+                val_loader = DataLoader(val_set, batch_size=16, shuffle=True, drop_last=True)
+                preview, _ = next(iter(val_loader))
+                correct = 0
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        correct += (model(x).argmax(1) == y).sum().item()
+                return correct / len(val_set), preview
+            """,
+            line=5,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def fit(model, val_set, opt):
+                val_loader = DataLoader(val_set, batch_size=16, shuffle=False, drop_last=False)
+                preview, _ = next(iter(val_loader))
+                correct = 0
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        correct += (model(x).argmax(1) == y).sum().item()
+                return correct / len(val_set), preview
+            """,
+            title="a preview batch drawn, but the same loader also feeds the accuracy",
+        ),
         bad(
             """
             from torch.utils.data import DataLoader
@@ -271,6 +324,9 @@ class EvalLoaderShufflesOrDrops(Rule):
             why = self._evaluation_evidence(ctx, site)
             if why is None:
                 continue
+            holder = _holder_name(ctx.index, call)
+            if holder is not None and only_drawn_from(ctx.index, holder, ctx.index.enclosing_statement(call)):
+                continue  # `next(iter(loader))` only: one batch for pictures or a probe, no evaluation
             words = " and ".join(f"`{w}=True`" for w, _ in bad_args)
             consequence = []
             if any(w == "drop_last" for w, _ in bad_args):

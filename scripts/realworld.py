@@ -37,6 +37,12 @@ JUDGMENTS = ROOT / "tests" / "realworld" / "judgments.json"
 MANIFEST = ROOT / "tests" / "realworld" / "manifest.json"  # the repositories and commits of the review set
 VERDICTS = ("TP", "minor", "FP")
 FIELDS = ("repository", "commit", "path", "line", "code", "text", "verdict", "reason")
+# The first-contact set (issue 24, `first_contact.json`) also records which half of a seeded split
+# of its repositories a judgment belongs to (rules are tuned on one, measured on the other) and when
+# it was made (on first contact, or on a finding that appeared at the end).
+FIRST_CONTACT = ROOT / "tests" / "realworld" / "first_contact.json"
+FIRST_CONTACT_MANIFEST = ROOT / "tests" / "realworld" / "first_contact_manifest.json"
+OPTIONAL_FIELDS = {"half": ("tune", "test"), "phase": ("first-contact", "end")}
 
 
 @dataclass(frozen=True)
@@ -70,10 +76,13 @@ def validate(judgments: object) -> list[str]:
             problems.append(f"{where}: not an object")
             continue
         missing = [f for f in FIELDS if f not in item]
-        extra = [f for f in item if f not in FIELDS]
+        extra = [f for f in item if f not in FIELDS and f not in OPTIONAL_FIELDS]
         if missing or extra:
             problems.append(f"{where}: missing {missing}, unexpected {extra}")
             continue
+        for field, allowed in OPTIONAL_FIELDS.items():
+            if field in item and item[field] not in allowed:
+                problems.append(f"{where}: {field} {item[field]!r} is not one of {allowed}")
         if item["verdict"] not in VERDICTS:
             problems.append(f"{where}: verdict {item['verdict']!r} is not one of {VERDICTS}")
         if not isinstance(item["line"], int) or item["line"] < 1:
@@ -97,9 +106,9 @@ def folder_of(repository: str) -> str:
     return repository.replace("/", "+", 1)
 
 
-def read_manifest(directory: Path, judgments: list[dict]) -> dict[str, dict]:
-    """folder -> {"repository", "commit"} for the folders present in `directory`."""
-    manifest_path = directory / "manifest.json"
+def read_manifest(directory: Path, judgments: list[dict], manifest: Path | None = None) -> dict[str, dict]:
+    """folder -> {"repository", "commit"[, "half"]} for the folders present in `directory`."""
+    manifest_path = manifest or directory / "manifest.json"
     if not manifest_path.is_file():
         manifest_path = MANIFEST
     entries: dict[str, dict] = {}
@@ -238,11 +247,15 @@ class Review:
     stale: list[str]
 
 
-def evaluate(directory: Path, judgments: list[dict], repos: list[str] | tuple = (), jobs: int = 1) -> Review:
-    """Check every exported repository of `directory` (or only `repos`) and match the findings."""
-    manifest = read_manifest(directory, judgments)
+def evaluate(directory: Path, judgments: list[dict], repos: list[str] | tuple = (), jobs: int = 1,
+             manifest_path: Path | None = None, half: str | None = None) -> Review:
+    """Check every exported repository of `directory` (or only `repos`, or one half of the split)
+    and match the findings."""
+    manifest = read_manifest(directory, judgments, manifest_path)
     if repos:
         manifest = {k: v for k, v in manifest.items() if v["repository"] in repos}
+    if half:
+        manifest = {k: v for k, v in manifest.items() if v.get("half") == half}
     if not manifest:
         raise SystemExit(f"no exported repository found in {directory}")
     findings: list[Finding] = []
@@ -264,6 +277,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("directory", type=Path, help="the folder holding the exported <owner>+<name> trees")
     parser.add_argument("--judgments", type=Path, default=JUDGMENTS)
+    parser.add_argument("--manifest", type=Path, default=None,
+                        help="the repositories and commits (default: DIR/manifest.json, else the review set's)")
+    parser.add_argument("--first-contact", action="store_true",
+                        help="use the first-contact set of issue 24 (its judgments and manifest)")
+    parser.add_argument("--half", choices=OPTIONAL_FIELDS["half"], help="only this half of the first-contact split")
     parser.add_argument("--repo", action="append", default=[], help="only this owner/name (repeatable)")
     parser.add_argument("--jobs", "-j", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -274,19 +292,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="exit 1 when a finding is unjudged or a judged TP disappeared")
     args = parser.parse_args(argv)
 
+    if args.first_contact:
+        args.judgments, args.manifest = FIRST_CONTACT, args.manifest or FIRST_CONTACT_MANIFEST
     judgments = load_judgments(args.judgments)
     problems = validate(judgments)
     if problems:
         raise SystemExit("invalid judgments:\n  " + "\n  ".join(problems))
-    review = evaluate(args.directory, judgments, args.repo, args.jobs)
+    review = evaluate(args.directory, judgments, args.repo, args.jobs, args.manifest, args.half)
     summary, pairs, unjudged, gone, stale = (review.summary, review.pairs, review.unjudged, review.gone,
                                              review.stale)
     manifest = review.manifest
 
     if args.template:
         commit_of = {e["repository"]: e["commit"] for e in manifest.values()}
+        half_of = {e["repository"]: e.get("half") for e in manifest.values()}
         print(json.dumps([{"repository": f.repository, "commit": commit_of[f.repository], "path": f.path,
-                           "line": f.line, "code": f.code, "text": f.text, "verdict": "", "reason": ""}
+                           "line": f.line, "code": f.code, "text": f.text, "verdict": "", "reason": "",
+                           **({"half": half_of[f.repository], "phase": "end"} if half_of[f.repository] else {})}
                           for f in unjudged], indent=1))
     elif args.json:
         print(json.dumps({**summary, "stale": stale,

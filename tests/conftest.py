@@ -20,6 +20,21 @@ BROKEN = 'print "python 2"\n'
 BAD_LINE, BAD_COLUMN = 3, 9
 
 
+@pytest.fixture(scope="session")
+def user_cache_home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("user-cache")
+
+
+@pytest.fixture(autouse=True)
+def _user_cache_outside_home(user_cache_home: Path):
+    """The result cache's key lives in the user's cache folder: in tests (and the trainlint
+    processes they start, which inherit the environment) a folder of the session's, never ~/.cache.
+    Its own MonkeyPatch: a test's `monkeypatch.undo()` does not undo it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(user_cache_home))
+        yield
+
+
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A directory with one buggy, one clean and one unparsable file; the current directory."""

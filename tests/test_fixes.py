@@ -301,6 +301,23 @@ for i, (x, y) in enumerate(loader):
                                                      "mloss = ((mloss * i + parts) / (i + 1)).detach()")
 
 
+def test_tl501_message_wraps_a_compound_value_before_the_method():
+    source = '''import torch
+
+total = 0.0
+for x, y in loader:
+    out, aux = model(x)
+    loss = criterion(out, y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    total += aux * x.size(0)
+'''
+    [finding] = [f for f in lint_source(source, "x.py", ALL).findings if f.code == "TL501"]
+    assert "`(aux * x.size(0)).item()` for logging" in finding.message
+    assert _fixed(source, "TL501") == source.replace("total += aux * x.size(0)", "total += (aux * x.size(0)).detach()")
+
+
 def test_tl102_divides_by_a_factor_held_in_the_trainers_config():
     source = '''import torch
 import torch.nn.functional as F

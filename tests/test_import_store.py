@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from trainlint.cache import ResultCache
+from trainlint.cache_folder import CacheFolder
 from trainlint.engine import lint_paths
 from trainlint.model import import_store, project
 from trainlint.model.project import Project
@@ -127,10 +128,10 @@ def test_a_store_of_the_wrong_shape_or_naming_a_file_outside_the_project_is_igno
     _age(tmp_path)
     paths = [str(tmp_path / "evaluate.py")]
     checked = Project.for_paths(paths)
-    store = import_store.store_file(tmp_path / ".cache", checked.root, checked.max_file_size)
-    store.parent.mkdir(parents=True)
-    store.write_text(json.dumps(planted))
-    assert import_store.load(store, checked._inside) is None
+    cache = CacheFolder(tmp_path / ".cache")
+    name = import_store.store_name(checked.root, checked.max_file_size)
+    assert cache.write(*name, body=json.dumps(planted).encode())  # even one this user's trainlint wrote
+    assert import_store.load(cache, name, checked._inside) is None
     assert _results(paths, cache=ResultCache(tmp_path / ".cache")) == _results(paths)
 
 
@@ -138,9 +139,10 @@ def test_a_store_is_stale_when_a_folder_it_lists_changed(tmp_path):
     folder = tmp_path / "pkg"
     folder.mkdir()
     os.utime(folder, ns=(PAST, PAST))
-    store = tmp_path / "store.json"
+    cache, name = CacheFolder(tmp_path / ".cache"), ("imports", "store.json")
     stamps = {str(folder): import_store.folder_stamp(str(folder))}
-    assert import_store.save(store, stamps, {str(folder / "a.py"): ("hash", [folder / "b.py"])})
-    assert import_store.load(store, lambda p: True) == (stamps, {str(folder / "a.py"): ("hash", [folder / "b.py"])})
+    assert import_store.save(cache, name, stamps, {str(folder / "a.py"): ("hash", [folder / "b.py"])})
+    assert import_store.load(cache, name, lambda p: True) == (
+        stamps, {str(folder / "a.py"): ("hash", [folder / "b.py"])})
     (folder / "new.py").write_text("")
-    assert import_store.load(store, lambda p: True) is None
+    assert import_store.load(cache, name, lambda p: True) is None

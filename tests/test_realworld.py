@@ -49,12 +49,31 @@ def test_the_judgments_have_their_schema():
     assert [k for k, n in keys.items() if n > 1] == []
 
 
+def test_the_first_contact_judgments_have_their_schema_and_split():
+    """Issue 24: every finding of a default run on repositories nobody had studied, judged on first
+    contact; each repository in one half of a seeded split made before any finding was read."""
+    judgments = realworld.load_judgments(realworld.FIRST_CONTACT)
+    assert realworld.validate(judgments) == []
+    manifest = realworld.json.loads(realworld.FIRST_CONTACT_MANIFEST.read_text(encoding="utf-8"))
+    halves = {e["repository"]: e["half"] for e in manifest["repositories"].values()}
+    assert Counter(halves.values()) == {"tune": 9, "test": 9}
+    for j in judgments:
+        assert j["half"] == halves[j["repository"]], j
+        assert j["phase"] in ("first-contact", "end"), j
+        assert manifest["repositories"][realworld.folder_of(j["repository"])]["commit"] == j["commit"], j
+    assert {j["half"] for j in judgments if j["phase"] == "first-contact"} == {"tune", "test"}
+    # not one repository of the first-contact set is part of the review set the rules were built on
+    assert not set(halves) & {j["repository"] for j in realworld.load_judgments()}
+
+
 @pytest.mark.parametrize("bad,problem", [
     ({"verdict": "maybe"}, "verdict"),
     ({"line": 0}, "line"),
     ({"reason": " "}, "reason"),
     ({"commit": "abc"}, "commit"),
     ({"code": "E501"}, "code"),
+    ({"half": "both"}, "half"),
+    ({"phase": "later"}, "phase"),
 ])
 def test_validate_reports_a_bad_judgment(bad, problem):
     good = {"repository": "o/n", "commit": "0" * 40, "path": "a.py", "line": 3, "code": "TL401",

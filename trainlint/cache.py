@@ -7,6 +7,10 @@ records the trainlint version, the settings digest and the content hash it descr
 finding in it must have the shape of a finding. Anything else (a planted `{}`, JSON of the wrong
 shape, an entry for other content) is a miss, never an error: a repository can ship its own
 `.trainlint_cache/`.
+
+Entries are kept in a `CacheFolder` (`cache_folder`): written only under random names in folders
+that are the user's own, never through a link, and read only when they carry the HMAC of this
+user's key, kept outside every repository. So a repository can ship the folder, not a result.
 """
 
 from __future__ import annotations
@@ -14,10 +18,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 from functools import lru_cache
 from pathlib import Path
 
+from trainlint.cache_folder import CacheFolder
 from trainlint.finding import Edit, FileResult, Finding, Fix, Severity
 
 _FORMAT = 3  # bumped when the entry layout changes
@@ -91,30 +95,32 @@ def _finding(data, path: str) -> Finding | None:
                    data["name"], Severity(data["severity"]), data["message"], fix)
 
 
-def _read_regular(path: Path, limit: int = 1 << 24) -> bytes:
-    """A regular file's bytes, opened without blocking (a planted fifo would wait forever)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        return os.read(fd, limit)
-    finally:
-        os.close(fd)
-
-
 class ResultCache:
-    def __init__(self, directory: str | os.PathLike) -> None:
-        self.directory = Path(directory)
+    def __init__(self, directory: str | os.PathLike, project: str | os.PathLike | None = None) -> None:
+        self.folder = CacheFolder(directory, project)  # `project`: where the user's key must not be
+        self.directory = self.folder.directory
+
+    @property
+    def problem(self) -> str | None:
+        """Why this cache is not used (its folder or the user's key is not safe), or None."""
+        return self.folder.problem
+
+    @staticmethod
+    def _names(key: str) -> tuple[str, str]:
+        return key[:2], f"{key}.json"
 
     def _file(self, key: str) -> Path:
-        return self.directory / key[:2] / f"{key}.json"
+        return self.directory.joinpath(*self._names(key))
 
     def get(self, data: bytes, path: str, settings, depends: str = "") -> FileResult | None:
         """The cached result for these bytes of `path` (importing the project files `depends`
         names), or None (a miss) unless a valid entry describes exactly them."""
+        body = self.folder.read(*self._names(cache_key(data, path, settings, depends)))
+        if body is None:
+            return None
         try:
-            entry = json.loads(_read_regular(self._file(cache_key(data, path, settings, depends))))
-        except (OSError, ValueError, RecursionError):
+            entry = json.loads(body)
+        except (ValueError, RecursionError):
             return None
         if not isinstance(entry, dict) or entry.get("binding") != _binding(data, path, settings, depends):
             return None
@@ -129,15 +135,6 @@ class ResultCache:
     def put(self, data: bytes, path: str, settings, result: FileResult, depends: str = "") -> None:
         """Store `result`, which must have been computed from exactly `data` (and the project
         files `depends` names)."""
-        target = self._file(cache_key(data, path, settings, depends))
         entry = {"binding": _binding(data, path, settings, depends),
                  "findings": [{k: v for k, v in f.to_dict().items() if k != "path"} for f in result.findings]}
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if not (self.directory / ".gitignore").exists():
-                (self.directory / ".gitignore").write_text("*\n")
-            tmp = target.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(entry))
-            os.replace(tmp, target)
-        except OSError:
-            pass  # a cache that cannot be written only costs time
+        self.folder.write(*self._names(cache_key(data, path, settings, depends)), body=json.dumps(entry).encode())

@@ -219,7 +219,10 @@ def _check_once(o: SimpleNamespace) -> int:
     for path in files:
         settings = resolver.settings_for(path)
         groups.setdefault(id(settings), (settings, []))[1].append(path)
-    cache = None if o.no_cache else ResultCache(cache_directory(here))
+    cache = None if o.no_cache else ResultCache(cache_directory(here), here.root)
+    if cache is not None and cache.problem is not None:
+        click.echo(f"trainlint: warning: not using the cache: {cache.problem}", err=True)
+        cache = None  # every file is checked, as with --no-cache
     jobs = o.jobs or (os.cpu_count() or 1)
     by_path = {}
     projects = {}  # fixing checks each fixed file again, in the same project

@@ -37,6 +37,7 @@ from trainlint.model.index import (CallSite, FileIndex, FunctionInfo, Scope, dot
                              positional_args, walk)
 from trainlint.model.roles import MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
 from trainlint.model.summaries import SAVE_WORDS, ClassSummary, callable_summary
+from trainlint.model.training import training_model
 
 SAVE_FUNCTIONS = ("torch.save", "torch.serialization.save")
 # project helpers worth reading for what they save (`save_checkpoint`, `save_ckpt`, `dump_state`)
@@ -843,6 +844,8 @@ class CheckpointModel:
                 if kinds != {"model"} or not re.search(r"last|latest|resume|checkpoint|ckpt", _path_words(path),
                                                        re.I):
                     continue
+                if self.ctx.model(training_model).after_training(save.node):
+                    continue  # saved once training is over: a final export, whatever its name
             elif not content.complete:
                 continue
             beside = self._kinds_saved_beside(save)

@@ -20,6 +20,7 @@ from trainlint.model.roles import ACCELERATOR, LOADER, MODEL, roles
 from trainlint.model.modes import GRAD_WORDS
 from trainlint.model.summaries import DETACH_WORDS, callable_summary
 from trainlint.model.training import calls_in, training_model
+from trainlint.model.value_kinds import NUMBER_ATTRIBUTES, NUMBER_FUNCTIONS, NUMBER_METHODS, NUMBER_WORDS, is_number
 
 # methods whose result never carries a graph
 DETACHING_METHODS = frozenset({"item", "detach", "detach_", "tolist", "numpy"})
@@ -28,11 +29,11 @@ NON_DIFFERENTIABLE_METHODS = frozenset({
     "short", "nonzero", "size", "dim", "numel", "isnan", "isinf", "isfinite", "any", "all",
     "count_nonzero", "element_size", "nelement", "data_ptr", "stride", "is_contiguous", "get_device",
     "sign", "floor_divide", "bincount", "unique",
-})
+}) | NUMBER_METHODS
 NON_GRAPH_ATTRIBUTES = frozenset({"data", "grad", "shape", "dtype", "device", "requires_grad", "ndim",
-                                  "is_cuda", "is_leaf", "layout", "T_shape"})
+                                  "is_cuda", "is_leaf", "layout", "T_shape"}) | NUMBER_ATTRIBUTES
 NON_GRAPH_BUILTINS = frozenset({"float", "int", "len", "str", "bool", "round", "repr", "format", "range",
-                                "enumerate", "isinstance", "print", "id", "hash", "type", "complex"})
+                                "enumerate", "isinstance", "print", "id", "hash", "type"}) | NUMBER_FUNCTIONS
 NON_GRAPH_TORCH = frozenset({
     "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace", "randn",
     "rand", "randint", "randperm", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
@@ -374,6 +375,8 @@ class Dataflow:
         if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.FormattedString,
                              cst.ConcatenatedString, cst.Comparison)):
             return False
+        if is_number(expr, self.scope_of(expr), self.index.resolve):
+            return False  # a size, a count, arithmetic on them: a Python number has no graph
         if isinstance(expr, cst.Name):
             return self._name_graph(expr, depth)
         if isinstance(expr, cst.UnaryOperation):
@@ -449,7 +452,8 @@ class Dataflow:
         position = unpacked_position(node, name)
         if position is None:
             return False
-        summary = callable_summary(self.index, node.value.func, self.scope_of(node), DETACH_WORDS)
+        # a returned element may also be a size or a count (`return out, x.size(1) / n`)
+        summary = callable_summary(self.index, node.value.func, self.scope_of(node), DETACH_WORDS + NUMBER_WORDS)
         return summary is not None and (position[0] in summary.detached.positions or summary.body_grad_off)
 
     def _call_graph(self, call: cst.Call, depth: int) -> bool | None:

@@ -13,8 +13,10 @@ A folder whose time was less than `_RACY_NS` before it was listed could change a
 same clock tick without its time moving (as git's "racy" index entries): a store that depends on
 one is not written.
 
-The store is read as untrusted input (a repository can ship its cache folder): anything not of
-the exact shape, or naming a file outside the project, is ignored as a whole.
+The store is kept in the `CacheFolder` (`imports/`), which reads only a store this user's
+trainlint wrote (a repository can ship its cache folder, not a store). It is still read as
+untrusted input: anything not of the exact shape, or naming a file outside the project, is
+ignored as a whole.
 """
 
 from __future__ import annotations
@@ -25,8 +27,11 @@ import os
 import time
 from pathlib import Path
 
+from trainlint.cache_folder import CacheFolder
+
 _FORMAT = 1
 _RACY_NS = 2_000_000_000  # FAT stores times to 2 s; other file systems are finer
+_LIMIT = 1 << 28  # a store names every file of the project: a large one is large
 
 
 def folder_stamp(folder: str) -> tuple[int | None, int]:
@@ -45,24 +50,28 @@ def _current(folder: str) -> int | None:
         return None
 
 
-def store_file(directory: str | os.PathLike, root: Path, max_file_size: int) -> Path:
-    """Where the store of this project (its root and size limit) and this trainlint lives: one
-    per project, whichever of its files a run checks (each run adds the files it resolved)."""
+def store_name(root: Path, max_file_size: int) -> tuple[str, str]:
+    """The names (folder, file) in the cache folder of the store of this project (its root and
+    size limit) and this trainlint: one per project, whichever of its files a run checks (each
+    run adds the files it resolved)."""
     from trainlint.cache import _code_fingerprint
 
     digest = hashlib.sha256(f"{_FORMAT}\0{_code_fingerprint()}\0{root}\0{max_file_size}".encode(
         "utf-8", "surrogatepass"))
-    return Path(directory, "imports", f"{digest.hexdigest()}.json")
+    return "imports", f"{digest.hexdigest()}.json"
 
 
-def load(file: Path, inside) -> tuple[dict[str, tuple[int | None, int]], dict[str, tuple[str, list[Path]]]] | None:
-    """(folder stamps, file -> (content hash, imported files)) from a store, or None when there is
-    none, it is not exactly a store's shape, names a file for which `inside` is false, or a folder
-    it depends on changed since."""
+def load(cache: CacheFolder, name: tuple[str, str],
+         inside) -> tuple[dict[str, tuple[int | None, int]], dict[str, tuple[str, list[Path]]]] | None:
+    """(folder stamps, file -> (content hash, imported files)) from the store `name` in `cache`,
+    or None when there is none (or none this user wrote), it is not exactly a store's shape, names
+    a file for which `inside` is false, or a folder it depends on changed since."""
+    body = cache.read(*name, limit=_LIMIT)
+    if body is None:
+        return None
     try:
-        with open(file, "rb") as handle:
-            data = json.loads(handle.read())
-    except (OSError, ValueError, RecursionError):
+        data = json.loads(body)
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("format") != _FORMAT:
         return None
@@ -89,20 +98,13 @@ def load(file: Path, inside) -> tuple[dict[str, tuple[int | None, int]], dict[st
     return stamps, resolved
 
 
-def save(file: Path, stamps: dict[str, tuple[int | None, int]],
+def save(cache: CacheFolder, name: tuple[str, str], stamps: dict[str, tuple[int | None, int]],
          resolved: dict[str, tuple[str, list[Path]]]) -> bool:
-    """Write the store atomically; False (and nothing written) when a folder it depends on was
-    modified too shortly before it was listed to be trusted (a missing folder is a state too: it
-    is stamped None, and its creation makes the store stale)."""
+    """Write the store `name` into `cache` atomically; False (and nothing written) when it cannot
+    be, or a folder it depends on was modified too shortly before it was listed to be trusted (a
+    missing folder is a state too: it is stamped None, and its creation makes the store stale)."""
     if any(mtime is not None and mtime > listed - _RACY_NS for mtime, listed in stamps.values()):
         return False
     data = {"format": _FORMAT, "folders": {folder: list(stamp) for folder, stamp in stamps.items()},
             "files": {path: [digest, [str(p) for p in imported]] for path, (digest, imported) in resolved.items()}}
-    try:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, file)
-    except OSError:
-        return False  # a store that cannot be written only costs time
-    return True
+    return cache.write(*name, body=json.dumps(data).encode())

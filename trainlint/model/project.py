@@ -33,6 +33,7 @@ from typing import Iterable
 import libcst as cst
 
 from trainlint import guard
+from trainlint.cache_folder import CacheFolder
 from trainlint.config import find_config
 from trainlint.model import import_store
 from trainlint.model.index import FileIndex, Scope, dotted_name
@@ -653,8 +654,9 @@ class Project:
 
     def load_imports(self, directory: str | os.PathLike) -> None:
         """Take what the imports resolve to from the store in the cache folder `directory`, if it
-        is there and no folder it depends on changed."""
-        loaded = import_store.load(self._store(directory), lambda p: self._inside(p))
+        is there (written by this user's trainlint: `CacheFolder`) and no folder it depends on
+        changed."""
+        loaded = import_store.load(CacheFolder(directory), self._store(), lambda p: self._inside(p))
         if loaded is not None:
             stamps, resolved = loaded
             self._stamps.update(stamps)
@@ -663,11 +665,12 @@ class Project:
     def save_imports(self, directory: str | os.PathLike) -> None:
         """Write what the imports resolved to into the store, when this run resolved any (with
         what it loaded from there: a run that checks a few files keeps the others' entries)."""
-        if self._resolved_changed and import_store.save(self._store(directory), self._stamps, self._resolved):
+        if self._resolved_changed and import_store.save(CacheFolder(directory), self._store(), self._stamps,
+                                                        self._resolved):
             self._resolved_changed = False
 
-    def _store(self, directory: str | os.PathLike) -> Path:
-        return import_store.store_file(directory, self.root, self.max_file_size)
+    def _store(self) -> tuple[str, str]:
+        return import_store.store_name(self.root, self.max_file_size)
 
     # -- reading and summarising files -------------------------------------------------------------
     def _read(self, path: Path) -> tuple[str, str] | None:

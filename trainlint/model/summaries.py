@@ -29,6 +29,7 @@ from trainlint.model.index import FileIndex, FunctionInfo, Scope, iter_children,
 from trainlint.model.layers import class_verdict
 from trainlint.model.modes import GRAD_WORDS, OFF, context_grad, decorator_grad
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCHEDULER, Roles
+from trainlint.model.value_kinds import is_number
 
 # Words a project file must hold for its summaries to answer a question: one without them is not
 # parsed for it (the answer cannot be there), which keeps a whole-library check close to per-file cost
@@ -78,6 +79,9 @@ class FunctionSummary:
     # the keys of the one dict literal it returns (a `state_dict()` override: `{"model": ...,
     # "optimizer": ..., "step": ...}`), None when it returns anything else
     returned_keys: tuple[str, ...] | None = None
+    # what it returns makes batches of one size: a `DataLoader(..., drop_last=True)` (or
+    # `batch_size=1`), or the keyword arguments for one (`{"batch_size": b, "drop_last": True}`)
+    equal_batches: bool = False
 
     @property
     def produces(self) -> str | None:
@@ -97,8 +101,13 @@ class ClassSummary:
     computed when asked for."""
 
     def __init__(self, name: str, bases: tuple[str, ...] = (), role: str | None = None, grad_off: bool = False,
-                 init_attrs: dict[str, str] | None = None, methods=None, trains: bool = False, mode=None) -> None:
+                 init_attrs: dict[str, str] | None = None, methods=None, trains: bool = False, mode=None,
+                 sets_next_rate: bool = False) -> None:
         self.name = name
+        # a schedule of its own (no base class): `step()` writes the learning rate of the coming
+        # update into the optimizer's param groups, and building it writes none, so its `step()`
+        # is meant to run before that update's `optimizer.step()` (torch's schedulers: after)
+        self.sets_next_rate = sets_next_rate
         self.trains = trains  # its methods run `.backward()`/`.step()`/`.zero_grad()` (a Trainer, a Runner)
         self.bases = bases
         self.role = role
@@ -311,9 +320,31 @@ class _Summariser:
             modes=self._modes(function), detached=self._detached(function, body_off), saves=self._saves(function),
             save_path=self._save_path(function),
             returns=self._returns(function), returns_mean=self._returns_mean(function),
-            returned_keys=self._returned_keys(function))
+            returned_keys=self._returned_keys(function), equal_batches=self._equal_batches(function))
         self._memo[node] = summary
         return summary
+
+    def _equal_batches(self, function: FunctionInfo) -> bool:
+        returns = [n.value for n in self._own_nodes(function) if isinstance(n, cst.Return) and n.value is not None]
+        if not returns:
+            return False
+        for value in returns:
+            if isinstance(value, cst.Name):  # `loader = DataLoader(...)` then `return loader`
+                bindings = function.scope.lookup(value.value)
+                if len(bindings) != 1 or bindings[0].value is None:
+                    return False
+                value = bindings[0].value
+            if isinstance(value, cst.Call) and (self.index.resolve(value.func, function.scope) or "") \
+                    .rsplit(".", 1)[-1] == "DataLoader":
+                if not equal_batch_arguments(value):
+                    return False
+            elif isinstance(value, cst.Dict):
+                if not any(isinstance(e, cst.DictElement) and _string(e.key) == "drop_last"
+                           and isinstance(e.value, cst.Name) and e.value.value == "True" for e in value.elements):
+                    return False
+            else:
+                return False
+        return True
 
     def _own_nodes(self, function: FunctionInfo) -> list[cst.CSTNode]:
         """Nodes of the function's body, not those of nested defs or classes (walked once)."""
@@ -426,6 +457,8 @@ class _Summariser:
     def is_detached(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
         if depth > 6:
             return False
+        if is_number(expr, scope, self.index.resolve):
+            return True  # `x.size(0) / n`, `len(batch)`: a Python number carries no graph
         if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString)):
             return True
         if isinstance(expr, cst.Name):
@@ -581,7 +614,22 @@ class _Summariser:
         module_level = scope.parent is index.module_scope
         return ClassSummary(node.name.value, bases, self._class_role(node, scope, bases, infos), grad_off,
                             init_attrs, lambda name: self.function(infos[name]) if name in infos else None, trains,
-                            (lambda: class_verdict(index, node.name.value)) if module_level else None)
+                            (lambda: class_verdict(index, node.name.value)) if module_level else None,
+                            self._sets_next_rate(node, infos))
+
+    def _sets_next_rate(self, node: cst.ClassDef, infos) -> bool:
+        """`step()` writes the rate for the coming update and construction writes none (see
+        `ClassSummary.sets_next_rate`); a class with a base may inherit torch's convention."""
+        if any(not (isinstance(b.value, cst.Name) and b.value.value == "object") for b in node.bases):
+            return False
+        step, init = infos.get("step"), infos.get("__init__")
+        if step is None or not any(_assigns_lr(n) for n in self._own_nodes(step)):
+            return False
+        if init is None:
+            return True
+        return not any(_assigns_lr(n) or (isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                                          and n.func.attr.value == "step" and _is_self_or_super(n.func.value))
+                       for n in self._own_nodes(init))
 
     def _class_role(self, node: cst.ClassDef, scope: Scope, bases: tuple[str, ...], infos) -> str | None:
         for base in bases:
@@ -607,6 +655,16 @@ class _Summariser:
             if isinstance(summary, ClassSummary) and summary.role:
                 return summary.role
         return OTHER
+
+
+def equal_batch_arguments(call: cst.Call) -> bool:
+    """A `DataLoader(...)` call written with `drop_last=True` or `batch_size=1`: equal batches."""
+    drop = keyword_value(call, "drop_last")
+    size = keyword_value(call, "batch_size")
+    if size is None and len(positional_args(call)) >= 2:
+        size = positional_args(call)[1].value
+    return (isinstance(drop, cst.Name) and drop.value == "True") or (
+        isinstance(size, cst.Integer) and size.value == "1")
 
 
 def _is_self_or_super(expr: cst.BaseExpression) -> bool:
@@ -679,6 +737,27 @@ def _string(expr: cst.CSTNode | None) -> str | None:
 def _is_docstring(statement: cst.CSTNode) -> bool:
     return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
             and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString))
+
+
+def instance_class(index: FileIndex, expr: cst.BaseExpression, scope: Scope,
+                   words: tuple[str, ...] = ()) -> ClassSummary | None:
+    """The project class that built the object `expr` holds (`sched = WarmupCosine(opt, ...)`,
+    `self.sched = ...`), when every binding says the same one."""
+    values: list[cst.BaseExpression] = []
+    if isinstance(expr, cst.Name):
+        bindings = scope.lookup(expr.value)
+        if any(b.kind != "assign" or b.value is None for b in bindings):
+            return None
+        values = [b.value for b in bindings]
+    elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        values = index.self_attribute_values(expr.attr.value, scope)
+    found: ClassSummary | None = None
+    for value in values:
+        built = index.summary_of(value.func, index.scope_at(value), words) if isinstance(value, cst.Call) else None
+        if not isinstance(built, ClassSummary) or (found is not None and built is not found):
+            return None
+        found = built
+    return found
 
 
 def callable_summary(index: FileIndex, func: cst.BaseExpression, scope: Scope,

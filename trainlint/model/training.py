@@ -59,6 +59,12 @@ Public API (stable; other rules depend on it)
 `TrainingModel.update_calls(loop) -> list[CallRef]`: the calls that run once per update, in
   statement order (for a loop without accumulation: every call of the iteration).
 
+`TrainingModel.after_training(node) -> bool`: training is over when `node` runs: it is in no loop
+  of its function (or module), a statement before it in the same body runs a training loop (written
+  there, or in a same-file function it calls), and its function (if any) is called in this file,
+  never in a loop.
+  (`for epoch ...: train` then `torch.save(model.state_dict(), "model.ckpt")`: a final export.)
+
 `TrainingModel.accelerate_accumulation(loop) -> AccelerateAccumulation | None`: Accelerate
   semantics for the loop: present when a `with <accelerator>.accumulate(...)` block in the loop holds
   the backward and the Accelerator is not known to be created without `gradient_accumulation_steps`
@@ -562,6 +568,57 @@ class TrainingModel:
         return self._prepared
 
     # -- per-update queries ------------------------------------------------------------------------------
+    def after_training(self, node: cst.CSTNode) -> bool:
+        chain = [node]
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, _LOOPS):
+                return False  # it runs again and again: training may go on after it
+            if isinstance(ancestor, (cst.ClassDef, cst.Lambda)):
+                return False
+            chain.append(ancestor)
+            if isinstance(ancestor, cst.FunctionDef):
+                break
+        owner = chain[-1]  # the function, or the module
+        body = owner.body.body if isinstance(owner, cst.FunctionDef) and isinstance(owner.body, cst.IndentedBlock) \
+            else owner.body if isinstance(owner, cst.Module) else None
+        if body is None:
+            return False
+        position = {id(s): i for i, s in enumerate(body)}
+        statement = next((n for n in chain if id(n) in position), None)
+        if statement is None:
+            return False
+        earlier = body[:position[id(statement)]]
+        if not any(self._runs_training(s) for s in earlier):
+            return False
+        function = self.index.function_of_node.get(owner) if isinstance(owner, cst.FunctionDef) else None
+        if function is not None:
+            callers = self.index.callers(function)
+            if not callers:
+                return False  # called from another file, perhaps once per epoch: cannot tell
+            for site in callers:
+                if any(isinstance(a, _LOOPS) for a in self.index.ancestors(site.node)):
+                    return False  # the helper is called from a loop: more training may follow
+        return True
+
+    def _runs_training(self, statement: cst.CSTNode) -> bool:
+        """A training loop is written in `statement` or runs in a same-file function it calls
+        (not one merely defined there)."""
+        by_node = self._loops_by_node()
+        trained = {tl.function.node for tl in self.loops if tl.function is not None}
+        pending = [statement]
+        while pending:
+            node = pending.pop()
+            if node in by_node:
+                return True
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            if isinstance(node, cst.Call) and trained:
+                target = self.index.callee(node, self.index.scope_at(node))
+                if target is not None and target.node in trained:
+                    return True
+            pending.extend(iter_children(node))
+        return False
+
     def runs_per_update(self, loop: TrainingLoop, node: CallRef | cst.CSTNode) -> bool:
         ref = node if isinstance(node, CallRef) else self._ref_for(loop, node)
         visited = set()  # loops nest through helpers; a loop met twice is a cycle (recursion)
