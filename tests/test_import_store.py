@@ -60,6 +60,7 @@ def test_a_warm_run_resolves_no_import_again(tmp_path, monkeypatch):
         raise AssertionError("an import was resolved again")
 
     monkeypatch.setattr(project, "imported_names", refuse)
+    monkeypatch.setattr(project, "bound_names", refuse)
     assert _results(paths, cache=ResultCache(cache_dir)) == cold
     # a run of one file (pre-commit's; its result has another key there: no checked file imports it)
     # keeps the others' entries: one store per project
@@ -67,6 +68,7 @@ def test_a_warm_run_resolves_no_import_again(tmp_path, monkeypatch):
     assert _results(paths[:1], cache=ResultCache(cache_dir)) == cold[:1]
     assert len(_stores(cache_dir)) == 1
     monkeypatch.setattr(project, "imported_names", refuse)
+    monkeypatch.setattr(project, "bound_names", refuse)
     assert _results(paths, cache=ResultCache(cache_dir)) == cold
     assert _results(paths, cache=ResultCache(cache_dir), jobs=2) == cold
 

@@ -1,8 +1,8 @@
 """A content-hash cache of per-file results.
 
 An entry is found by its key (`cache_key`: trainlint's own code, the settings that change what
-rules report, the exact bytes that were linted, and the content hashes of the project files they
-import, whose summaries the result depends on) and is used only if it says so itself: it
+rules report, the exact bytes that were linted, and the digest of the project files the result
+may depend on: `Project.dependency_digest`) and is used only if it says so itself: it
 records the trainlint version, the settings digest and the content hash it describes, and every
 finding in it must have the shape of a finding. Anything else (a planted `{}`, JSON of the wrong
 shape, an entry for other content) is a miss, never an error: a repository can ship its own
@@ -48,8 +48,8 @@ def cache_key(data: bytes, path: str, settings, depends: str = "") -> str:
     """The one place a result's key is computed: everything the result depends on.
 
     `data` must be exactly the bytes that were (or will be) linted, never a second read of the
-    file, which may have changed in between. `depends` names the project files those bytes import
-    with their content hashes (`Project.dependency_digest`).
+    file, which may have changed in between. `depends` is the digest of the project files the
+    result may depend on (`Project.dependency_digest`).
     """
     digest = hashlib.sha256(f"{_FORMAT}\0{_code_fingerprint()}\0{_settings_digest(path, settings)}\0".encode())
     digest.update(hashlib.sha256(data).digest())

@@ -383,7 +383,8 @@ def lint_path(path: str, settings: Settings | None = None, cache: ResultCache | 
     """Check one file on disk. An unreadable or skipped path is said so in the result, not raised.
 
     With a cache, the key is computed from exactly the bytes that are linted and, in a project,
-    the content hashes of the project files those bytes import.
+    the digest of every project file the result may depend on (`Project.dependency_digest`;
+    when it has none to give, the result is neither looked up nor stored).
     """
     settings = settings or Settings()
     try:
@@ -391,8 +392,11 @@ def lint_path(path: str, settings: Settings | None = None, cache: ResultCache | 
     except (UnreadableFile, SkippedFile) as err:
         return _unchecked(path, err)
     depends = ""
+    if cache is not None and project is not None:
+        depends = project.dependency_digest(path, data)
+        if depends is None:
+            cache = None
     if cache is not None:
-        depends = project.dependency_digest(path, data) if project is not None else ""
         cached = cache.get(data, path, settings, depends)
         if cached is not None:
             return cached
@@ -466,7 +470,7 @@ def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int
             project.save_imports(cache.directory)
         return
     if cache is not None and project is not None:
-        project.importer_map()  # resolved once here; the workers get it with the project
+        project.key_components()  # found once here; the workers get them with the project
         project.save_imports(cache.directory)
     # One file a task, largest first: the gate makes most files cheap and a few costly, and fixed
     # chunks of paths would leave one worker with the costly ones at the end.

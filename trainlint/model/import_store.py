@@ -1,12 +1,13 @@
 """The project's import resolution, kept next to the result cache between runs.
 
-A warm run looks up every file's result by a key that holds the content hashes of the project
-files it imports and of the checked files that import it (`Project.dependency_digest`). Finding
-those means resolving every import of every checked file: on a few hundred files that was most
-of a warm run. What a file's imports resolve to depends only on its bytes and on the listings of
-the folders the resolution looked in, so it is stored per file with its content hash, together
-with the modification time of every folder listed, and used again while each folder's time is
-unchanged (adding, removing or renaming an entry changes its folder's time).
+A warm run looks up every file's result by a key over its component of the project's import
+graph (`Project.dependency_digest`). Finding it means resolving every import of every file
+reachable from the checked files: on a few hundred files that was most of a warm run. What a
+file's imports may resolve to depends only on its bytes and on the listings of the folders the
+resolution looked in, so it is stored per file with its content hash (and a folder's modules and
+folders under the hash "folder"), together with the modification time of every folder listed,
+and used again while each folder's time is unchanged (adding, removing or renaming an entry
+changes its folder's time).
 
 A folder whose time was less than `_RACY_NS` before it was listed could change again within the
 same clock tick without its time moving (as git's "racy" index entries): a store that depends on

@@ -18,6 +18,7 @@ bytes stay the same (in one process; worker processes each keep their own).
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.machinery
 import io
@@ -35,7 +36,7 @@ from trainlint import guard
 from trainlint.cache_folder import CacheFolder
 from trainlint.config import find_config
 from trainlint.model import import_store
-from trainlint.model.index import FileIndex, Scope
+from trainlint.model.index import FileIndex, Scope, dotted_name
 from trainlint.settings import DEFAULT_MAX_FILE_SIZE, ROOT_MARKERS
 from trainlint.model.summaries import (CallArguments, ClassSummary, Construction, FileSummary, FunctionSummary,
                                        summarise)
@@ -43,6 +44,9 @@ _MAX_REEXPORTS = 4
 # the suffixes of module files, in the order the import system tries them (only `.py` is read)
 _SUFFIXES = (*importlib.machinery.EXTENSION_SUFFIXES, ".py", *importlib.machinery.BYTECODE_SUFFIXES)
 _KEPT_SUMMARIES = 128
+# the content hash a folder node has in the import store (`_below`), and one that was not listed
+_FOLDER, _UNBOUNDED = "folder", "unbounded"
+_MAX_FOLDERS = 2_000
 
 Summary = FunctionSummary | ClassSummary
 
@@ -70,6 +74,106 @@ def imported_names(source: str) -> list[str]:
             name = name.split()[0] if name.split() else ""
             if name.isidentifier():
                 found.append(f"{base}{sep}{name}")
+    return found
+
+
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")  # where a statement holds statements
+
+
+def bound_names(source: str, path: str) -> set[str]:
+    """The dotted names the file's import statements bind, as the file index binds them (`import
+    a.b` binds `a`, `from .m import x` binds `.m.x`; a star import binds nothing), wherever the
+    statements are (unlike `imported_names`, which misses a line joined by `;` or `\\`). Read with
+    Python's parser, else LibCST's (syntax newer than this interpreter's) when the guard lets it
+    parse; a file neither parses is never indexed, so it binds nothing."""
+    simple = _simple_bound_names(source)
+    if simple is not None:
+        return simple
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return _bound_names_libcst(source, path)
+    found = set()
+    todo = list(tree.body)
+    while todo:  # statements only: an import is one, and expressions are most of a tree
+        node = todo.pop()
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            found.update(f"{base}.{a.name}" if base and not base.endswith(".") else f"{base}{a.name}"
+                         for a in node.names if a.name != "*")
+        else:
+            for field in _BODIES:
+                for child in getattr(node, field, ()):
+                    todo.extend(child.body if isinstance(child, (ast.ExceptHandler, ast.match_case)) else [child])
+    return found
+
+
+_IMPORT_WORD = re.compile(r"\bimport\b")
+_LINE_REST = re.compile(r"[ \t]*(?:#[^\n]*)?")
+_PAREN_REST = re.compile(r"[ \t]*\)[ \t]*(?:#[^\n]*)?")
+
+
+def _simple_bound_names(source: str) -> set[str] | None:
+    """`bound_names` without a parse, for a text whose every `import` word is in a line that
+    `_IMPORT` reads whole (nothing after it but a comment: no `;`, `\\` or open parenthesis, and
+    no `\\` ending the line before): every import statement is then one of those lines, read as
+    `imported_names` reads it. None for any other text (`>>> import x` in a docstring, `if x:
+    import y`)."""
+    if "\r" in source:
+        source = source.replace("\r\n", "\n").replace("\r", "\n")
+    spans, found = [], set()
+    for match in _IMPORT.finditer(source):
+        end = source.find("\n", match.end())
+        rest = source[match.end():end if end >= 0 else len(source)]
+        opened = match.group("modules") is None and "(" in source[match.start():match.end()]
+        joined = source[max(0, match.start() - 2):match.start()] == "\\\n"
+        if joined or not (_PAREN_REST if opened else _LINE_REST).fullmatch(rest):
+            return None  # more of the statement on the line before, or on the next one
+        spans.append((match.start(), match.end()))
+        if match.group("modules"):
+            found.update(part.split()[0].split(".")[0] for part in match.group("modules").split(","))
+        else:
+            base = match.group("base")
+            sep = "" if base.endswith(".") else "."
+            found.update(f"{base}{sep}{name.split()[0]}" for name in (match.group("names") or "").split(",")
+                         if name.split() and name.split()[0].isidentifier())
+    index = 0
+    for word in _IMPORT_WORD.finditer(source):
+        while index < len(spans) and spans[index][1] <= word.start():
+            index += 1
+        if index == len(spans) or spans[index][0] > word.start():
+            return None
+    return found
+
+
+def _bound_names_libcst(source: str, path: str) -> set[str]:
+    problem = guard.check(source, path)
+    if problem is not None and problem.final:
+        return set()
+    if sys.getrecursionlimit() < guard.RECURSION_LIMIT:
+        sys.setrecursionlimit(guard.RECURSION_LIMIT)
+    try:
+        module = cst.parse_module(source)
+    except (cst.ParserSyntaxError, RecursionError, ValueError, MemoryError):
+        return set()
+    found = set()
+
+    class Imports(cst.CSTVisitor):
+        def visit_Import(self, node: cst.Import) -> None:
+            found.update(name.split(".")[0] for name in (dotted_name(a.name) for a in node.names) if name)
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+            if isinstance(node.names, cst.ImportStar):
+                return
+            base = "." * len(node.relative) + (dotted_name(node.module) or "")
+            for alias in node.names:
+                name = dotted_name(alias.name)
+                if name:
+                    found.add(f"{base}.{name}" if base and not base.endswith(".") else f"{base}{name}")
+
+    module.visit(Imports())
     return found
 
 
@@ -142,29 +246,31 @@ class Project:
         self._by_hash: OrderedDict[str, FileSummary] = OrderedDict()  # least recently used first
         self._constructions: dict[tuple[str, str], list[Construction]] = {}
         self._callers: dict[tuple[str, str], list[CallArguments]] = {}
-        self._importer_map: dict[Path, list[tuple[Path, str]]] | None = None  # file -> (importer, its hash)
+        self._components: dict[Path, tuple[str | None, str | None]] | None = None  # `key_components`
+        self._folders_listed = 0  # by `_below`, in this run
         self._imports: dict[tuple[str, int, int], list[Path]] = {}  # (path, text) -> imported_files
         self._paths_of: dict[str, tuple[str, ...]] = {}  # an importing file's folder -> _search_path
         self._modules: dict[tuple[tuple[str, ...], str], tuple | None] = {}  # (locations, name) -> _spec
         self._reals: dict[str, Path] = {}  # realpath of each path asked about (a few stat calls each)
         self._real_folders: dict[str, str] = {}  # realpath of their folders
         self._names: dict[str, list[str]] = {}  # content hash -> imported_names of that text
-        # what a file's bytes import, kept between runs (`import_store`): real path -> (content
-        # hash, imported_files), and each listed folder's (modification time, when listed)
+        # what a file's bytes may read, kept between runs (`import_store`): real path -> (content
+        # hash, `_reach`), and each listed folder's (modification time, when listed)
         self._resolved: dict[str, tuple[str, list[Path]]] = {}
         self._stamps: dict[str, tuple[int | None, int]] = {}
         self._resolved_changed = False
 
-    # worker processes get the root, the paths and what the imports resolve to, and build their
-    # own caches
+    # worker processes get the root, the paths, what the imports resolve to and the cache keys'
+    # components, and build their own caches
     def __getstate__(self) -> dict:
         return {"root": self.root, "paths": self._paths, "max_file_size": self.max_file_size,
-                "resolved": self._resolved, "stamps": self._stamps}
+                "resolved": self._resolved, "stamps": self._stamps, "components": self._components}
 
     def __setstate__(self, state: dict) -> None:
         self.root, self._paths, self.max_file_size = state["root"], state["paths"], state["max_file_size"]
         self._init_caches()
         self._resolved, self._stamps = state["resolved"], state["stamps"]
+        self._components = state["components"]
 
     @property
     def paths(self) -> list[Path]:
@@ -191,7 +297,8 @@ class Project:
         self._found.clear()
         self._constructions.clear()
         self._callers.clear()
-        self._importer_map = None
+        self._components = None
+        self._folders_listed = 0
         self._imports.clear()
         self._reals.clear()
         self._real_folders.clear()
@@ -357,7 +464,7 @@ class Project:
 
     def imported_files(self, path: str, source: str) -> list[Path]:
         """The project files that the file at `path` (with text `source`) imports, in a stable order
-        (found once per path and text until `refresh`: the cache key and the importers ask too)."""
+        (found once per path and text until `refresh`: the text gate and the editor ask again)."""
         key = (str(path), len(source), hash(source))
         found = self._imports.get(key)
         if found is None:
@@ -374,56 +481,176 @@ class Project:
                 texts.append(text)
         return texts
 
-    def _importers(self, path: str | os.PathLike) -> dict[Path, str]:
-        """The checked files that import the file at `path`, directly or through a package's
-        `__init__.py` that imports it (how a class is built and a helper is called there counts for
-        the file: `Trainer(model, opt, sched)`, `save_on_master(checkpoint, path)`), each with the
-        content hash it had when the map was built (once per run, or per `refresh` in the editor)."""
-        importer_map = self.importer_map()
-        own = self._real(path)
-        found: dict[Path, str] = {}
-        queue = [own]
-        while queue:
-            for importer, digest in importer_map.get(queue.pop(), ()):
-                if importer not in found and importer != own:
-                    found[importer] = digest
-                    if importer.name == "__init__.py":
-                        queue.append(importer)
-        return found
+    # -- what a cached result depends on ---------------------------------------------------------
+    # A file's findings read other files in two directions: forwards, the summaries of the project
+    # files a name it uses resolves to (and what those summaries resolve in turn), and backwards,
+    # the checked files that call its functions or build its classes (wherever their names
+    # resolve to it; judging such a call reads that caller's imports too). So its result is a
+    # function of its connected component in the graph whose nodes are the files reachable from
+    # the checked files and whose edges go from each file to every file it may read directly
+    # (`_reach`), taken undirected: a key over that whole component is sound.
+    #
+    # `_reach` over-approximates what any name in a file can resolve to. A name the linker asks
+    # about is what an import binds (`import a.b` binds `a`, `from m import x` binds `m.x`; the
+    # text's `imported_names` are followed for re-exports too) followed by attributes of any
+    # length (identifiers), and `find_module` answers with a module file of one of its prefixes,
+    # found below one of the search path's locations. So the reach holds, in every location,
+    # every module file (of any kind the import system tries: which one is imported depends on
+    # all of them) of every prefix of the bound name, and the folder the bound name itself names
+    # (the attributes may go down any path under it): a folder is a node too, whose edges go to
+    # its module files and its folders. Whatever the listings hold and whatever order the import
+    # system takes them in, the answer is among them. The component's digest holds each node's
+    # path, content hash, whether it is checked (only checked files are searched for callers)
+    # and its edges: a change that alters an answer changes one of these (a new module that
+    # shadows another is in the reach of the files it shadows it for). A candidate that is a
+    # symlink is named among the edges too: a new link to a file already reached moves an answer
+    # without adding a node.
 
-    def importer_map(self) -> dict[Path, list[tuple[Path, str]]]:
-        """Each project file -> the checked files that import it, with their content hashes
-        (built once per run, or per `refresh`; called before worker processes start, they get it
-        resolved with the project instead of each resolving it again)."""
-        if self._importer_map is None:
-            self._importer_map = {}
-            for candidate in self.paths:
-                read = self._read(candidate)
-                for found in self._resolved_imports(candidate, read[0], read[1]) if read is not None else ():
-                    self._importer_map.setdefault(found, []).append((candidate, read[0]))
-        return self._importer_map
+    def dependency_digest(self, path: str, data: bytes) -> str | None:
+        """What a cached result of `data`, the bytes of the checked file at `path`, depends on
+        besides those bytes: the digest of its component (see above). None when it cannot be
+        said (the file is not one of the checked files, or it changed since the project read it):
+        such a result is not cached."""
+        entry = self.key_components().get(self._real(path))
+        if entry is None or entry[0] != hashlib.sha256(data).hexdigest():
+            return None
+        return entry[1]  # None for a component too large to list
 
-    def dependency_digest(self, path: str, data: bytes) -> str:
-        """The content hashes of the project files that `data`, the bytes of the file at `path`,
-        imports, and of the checked files that import it (the part of a cached result's key that
-        changes when a helper it uses, or a caller that hands it its objects, changes)."""
-        imported = " ".join(f"{found}:{self.content_hash(found)}"
-                            for found in self._resolved_imports(path, hashlib.sha256(data).hexdigest(), data))
-        importers = " ".join(f"{found}:{digest}" for found, digest in sorted(
-            self._importers(path).items(), key=lambda item: str(item[0])))
-        return f"{imported} | {importers}" if importers else imported
+    def key_components(self) -> dict[Path, tuple[str | None, str | None]]:
+        """Each node reachable from the checked files -> (its content hash, its component's
+        digest); found once per run, or per `refresh` (called before worker processes start,
+        they get it with the project)."""
+        if self._components is None:
+            checked = set(self.paths)
+            edges: dict[Path, list[Path]] = {}
+            hashes: dict[Path, str | None] = {}
+            todo = sorted(checked)
+            while todo:
+                node = todo.pop()
+                if node not in edges:
+                    hashes[node], edges[node] = self._node(node)
+                    todo.extend(self._real(other) for other in edges[node])
+            group = {node: node for node in edges}  # union-find: each node's representative
 
-    def _resolved_imports(self, path: str | os.PathLike, digest: str, source: str | bytes) -> list[Path]:
-        """`imported_files` of the file at `path` whose content hash is `digest`, from the store
-        when it has them for that content."""
-        key = str(self._real(path))
+            def find(node: Path) -> Path:
+                while group[node] != node:
+                    group[node] = group[group[node]]
+                    node = group[node]
+                return node
+
+            for node, others in edges.items():
+                for other in others:
+                    a, b = find(node), find(self._real(other))
+                    if a != b:
+                        group[a] = b
+            members: dict[Path, list[Path]] = {}
+            for node in edges:
+                members.setdefault(find(node), []).append(node)
+            self._components = {}
+            for nodes in members.values():
+                digest = hashlib.sha256(f"{self.root}\0".encode("utf-8", "surrogatepass"))
+                for node in sorted(nodes):
+                    digest.update(f"{node}\0{hashes[node] or '-'}\0{int(node in checked)}\0"
+                                  f"{' '.join(map(str, edges[node]))}\n".encode("utf-8", "surrogatepass"))
+                bounded = all(hashes[node] != _UNBOUNDED for node in nodes)
+                for node in nodes:
+                    self._components[node] = (hashes[node], digest.hexdigest() if bounded else None)
+        return self._components
+
+    def _node(self, node: Path) -> tuple[str | None, list[Path]]:
+        """(content hash, edges) of a node: a folder's from `_below`, a file's `_reach` from the
+        store when it has it for that content."""
+        key = str(node)
         known = self._resolved.get(key)
-        if known is not None and known[0] == digest:
-            return known[1]
-        found = self.imported_files(path, source if isinstance(source, str) else _decode(source))
-        self._resolved[key] = (digest, found)
+        if known is not None and known[0] in (_FOLDER, _UNBOUNDED):
+            return known
+        # an extension or bytecode module is never read: it only changes what is imported
+        read = self._read(node) if key.endswith(".py") else None
+        if read is None:
+            if not os.path.isdir(node):
+                return None, []
+            self._below(key)  # a folder the store did not hold
+            return self._resolved[key]
+        if known is not None and known[0] == read[0]:
+            return read[0], known[1]
+        found = self._reach(node, read[1])
+        self._resolved[key] = (read[0], found)
         self._resolved_changed = True
-        return found
+        return read[0], found
+
+    def _reach(self, path: Path, source: str) -> list[Path]:
+        """Every project file or folder a name in the file at `path` (with text `source`) may
+        resolve to or below, and the symlinks among the candidates (see above)."""
+        found: set[Path] = set()
+        for target in set(imported_names(source)) | bound_names(source, str(path)):
+            dots = len(target) - len(target.lstrip("."))
+            parts = [p for p in target[dots:].split(".") if p]
+            if dots:  # as `_find_module` climbs
+                base = self._real(path).parent
+                for _ in range(dots - 1):
+                    base = base.parent
+                bases = [str(base)]
+                self._add_modules(found, bases[0], "__init__")  # the package it is relative to
+            elif parts:
+                bases = list(self._search_path(str(path)))
+            else:
+                continue
+            for folder in bases:  # each prefix's modules, in every location, whatever the order
+                for part in parts:
+                    self._add_modules(found, folder, part)
+                    if part not in self._listing(folder)[1]:
+                        break
+                    folder = os.path.join(folder, part)
+                    self._add_modules(found, folder, "__init__")
+                else:
+                    if parts and self._add_candidate(found, Path(folder)):
+                        self._below(str(self._real(folder)))
+        return sorted(found)
+
+    def _add_modules(self, found: set[Path], folder: str, name: str) -> None:
+        """The module files of `name` in `folder`, of every kind the import system tries (an
+        extension or bytecode beside a source file changes what is imported)."""
+        files = self._listing(folder)[0]
+        for suffix in _SUFFIXES:
+            if f"{name}{suffix}" in files:
+                self._add_candidate(found, Path(folder, f"{name}{suffix}"))
+
+    def _add_candidate(self, found: set[Path], candidate: Path | None) -> bool:
+        if candidate is None:
+            return False
+        real = self._real(candidate)
+        if not self._inside(real):
+            return False  # never read, and skipped by `find_module` as if it were not there
+        found.add(real)
+        if real != candidate and self._inside(candidate):
+            found.add(candidate)
+        return True
+
+    def _below(self, folder: str) -> list[Path]:
+        """The edges of the folder node `folder` (a real path): its modules and its folders (those
+        named as a name's part can be: identifiers), through the listings `find_module` reads;
+        the folders under it get theirs too. Past `_MAX_FOLDERS` listed in a run (a root of `/`,
+        where `import sys` names /sys), a folder is `_UNBOUNDED`: its component is not cached."""
+        todo = [folder]
+        while todo:
+            here = todo.pop()
+            if here in self._resolved and self._resolved[here][0] in (_FOLDER, _UNBOUNDED):
+                continue
+            self._resolved_changed = True
+            if self._folders_listed >= _MAX_FOLDERS:
+                self._resolved[here] = (_UNBOUNDED, [])
+                continue
+            self._folders_listed += 1
+            files, folders = self._listing(here)
+            found: set[Path] = set()
+            for name in sorted(files):
+                if any(name.endswith(suffix) and name[:-len(suffix)].isidentifier() for suffix in _SUFFIXES):
+                    self._add_candidate(found, Path(here, name))
+            for name in sorted(folders):
+                if name.isidentifier() and self._add_candidate(found, Path(here, name)):
+                    todo.append(str(self._real(os.path.join(here, name))))
+            self._resolved[here] = (_FOLDER, sorted(found))
+        return self._resolved[folder][1]
 
     def load_imports(self, directory: str | os.PathLike) -> None:
         """Take what the imports resolve to from the store in the cache folder `directory`, if it
