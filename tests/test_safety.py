@@ -20,6 +20,7 @@ from conftest import BAD, BAD_LINE, GOOD
 from trainlint import engine
 from trainlint.cache import ResultCache, cache_key
 from trainlint.engine import lint_paths
+from trainlint.model.project import Project
 from trainlint.settings import Settings, resolve_selection
 
 TL401 = Settings(select=resolve_selection(["TL401"], [], []))
@@ -120,9 +121,10 @@ def test_a_forged_entry_for_other_content_is_a_miss(project):
 def test_entries_are_bound_to_settings(project):
     cache = ResultCache(project / ".trainlint_cache")
     (first,) = lint_paths(["bad.py"], TL401, cache=cache)
+    depends = Project.for_paths(["bad.py"]).dependency_digest("bad.py", BAD.encode())  # as lint_paths keys it
     other = Settings(select=resolve_selection(["TL401"], [], []), min_torch_version=(2, 0))
-    assert cache.get(BAD.encode(), "bad.py", other) is None
-    assert cache.get(BAD.encode(), "bad.py", TL401).findings == first.findings
+    assert cache.get(BAD.encode(), "bad.py", other, depends) is None
+    assert cache.get(BAD.encode(), "bad.py", TL401, depends).findings == first.findings
 
 
 # -- 4. a file edited while it is checked -----------------------------------------------------------
