@@ -119,7 +119,7 @@ def corresponding_line(before: list[str], after: list[str], line: int) -> int:
     to the start of its replacement)."""
     matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if i1 <= line - 1 < i2 or (tag == "insert" and i1 == line - 1):
+        if i1 <= line - 1 < i2:  # an insertion (i1 == i2) holds no line of `before`
             if tag == "equal":
                 return j1 + (line - 1 - i1) + 1
             return j1 + 1
