@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 
 from trainlint.finding import Finding, Severity
+from trainlint.runtime import resume
+from trainlint.runtime.resume import resume_check
 from trainlint.runtime.trace import (CONFIRMED, NOT_CONFIRMED, NOT_REACHED, TraceReport, join, render_text,
                                      trace_script)
 
@@ -269,11 +271,65 @@ SHAPES = {
 }
 
 
+# `--resume-check`: a script that saves and restores everything (model, optimizer, scheduler,
+# scaler, step, RNG state and its data order), and variants that leave one part out.
+RESUME_SCRIPT = """\
+import os
+import sys
+
+import torch
+from torch import nn
+
+out = sys.argv[1]
+resume = sys.argv[sys.argv.index("--resume") + 1] if "--resume" in sys.argv else None
+if resume is None and os.path.exists(out):
+    resume = out  # a run that was stopped goes on from its last checkpoint
+torch.manual_seed(0)
+data, target = torch.randn(64, 4), torch.randn(64, 1)
+model = nn.Sequential(nn.Linear(4, 16), nn.Dropout(0.2), nn.Linear(16, 1))
+optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 1 / (1 + epoch))
+scaler = torch.amp.GradScaler("cpu", enabled=False)
+order = torch.randperm(64, generator=torch.Generator().manual_seed(1))
+step = 0
+if resume is not None:
+    checkpoint = torch.load(resume)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])  # SAVES_OPTIMIZER
+    scheduler.load_state_dict(checkpoint["scheduler"])  # SAVES_SCHEDULER
+    scaler.load_state_dict(checkpoint["scaler"])
+    torch.set_rng_state(checkpoint["rng"])  # SAVES_RNG
+    step, order = checkpoint["step"], checkpoint["order"]
+while step < 12:
+    batch = order[(step * 8) % 64:(step * 8) % 64 + 8]
+    loss = nn.functional.mse_loss(model(data[batch]), target[batch])
+    optimizer.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    scheduler.step()
+    step += 1
+    state = {"model": model.state_dict(), "scaler": scaler.state_dict(), "step": step, "order": order}
+    state["optimizer"] = optimizer.state_dict()  # SAVES_OPTIMIZER
+    state["scheduler"] = scheduler.state_dict()  # SAVES_SCHEDULER
+    state["rng"] = torch.get_rng_state()  # SAVES_RNG
+    torch.save(state, out + ".tmp")
+    os.replace(out + ".tmp", out)
+"""
+
+
+def resume_script(leaves_out: str | None) -> str:
+    return "".join(line + "\n" for line in RESUME_SCRIPT.splitlines()
+                   if leaves_out is None or f"# SAVES_{leaves_out.upper()}" not in line)
+
+
 def _shapes(folder: Path) -> Path:
     shapes = folder / "shapes"
     shapes.mkdir()
     for name, source in SHAPES.items():
         (shapes / name).write_text(textwrap.dedent(source))
+    for part in (None, "scheduler", "optimizer", "rng"):
+        (shapes / f"resume_{part or 'exact'}.py").write_text(resume_script(part))
     return shapes
 
 
@@ -310,8 +366,15 @@ def reports(tmp_path_factory):
     runs["manual_sgd"] = (shapes / "manual_sgd.py", [], 3)
     runs["gan"] = (shapes / "gan.py", [], 3)
 
+    for part in ("exact", "scheduler", "optimizer", "rng"):
+        # the exact script resumes from its own checkpoint file; the others are told where it is
+        how = None if part == "exact" else "--resume {checkpoint}"
+        runs[f"resume_{part}"] = (shapes / f"resume_{part}.py", [str(folder / f"resume_{part}.pt")], how)
+
     def run(item):
         name, (script, args, steps) = item
+        if name.startswith("resume_"):
+            return name, resume_check(str(script), args, 3, resume_arg=steps, output=subprocess.DEVNULL)
         timeout = TIMEOUT if name in ("timeout", "stubborn") else 300
         return name, trace_script(str(script), args, max_steps=steps, timeout=timeout, output=subprocess.DEVNULL)
 
@@ -345,6 +408,7 @@ def _group_alive(pgid: int) -> bool:
 def test_no_process_of_a_traced_script_survives(reports):
     """Every child, its process group, and the grandchild that left for a session of its own."""
     traced = {name: r for name, r in reports.items() if isinstance(r, TraceReport)}
+    traced.update((name, r[0]) for name, r in reports.items() if name.startswith("resume_"))
     assert all(r.pid for r in traced.values())
     assert [name for name, r in traced.items() if _alive(r.pid) or _group_alive(r.pid)] == []
     grandchild = int((reports["folder"] / "grandchild.pid").read_text())
@@ -559,6 +623,48 @@ def test_an_info_finding_confirmed_does_not_fail_the_run():
     info = Finding("train.py", 9, 1, 9, 2, "TL402", "name", Severity.INFO, "message")
     assert join([info], result, "train.py", max_steps=5).exit_code == 0
     assert join([_finding(9, "TL402")], result, "train.py", max_steps=5).exit_code == 1
+
+
+# ----- --resume-check ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("part, step, parts", [
+    ("exact", None, []),
+    ("scheduler", 5, ["lr"]),  # the restored optimizer holds step 4's LR; the fresh schedule restarts at 5
+    ("optimizer", 4, ["lr", "optimizer"]),  # a fresh optimizer: no moments, and the initial LR
+    ("rng", 4, ["rng"]),
+])
+def test_resume_check_names_the_first_divergent_step_and_part(reports, part, step, parts):
+    report, result = reports[f"resume_{part}"]
+    assert report.error is None and report.steps == 6
+    assert (result.exact, result.checkpoint_step, result.first_divergent_step, result.parts) == (
+        part == "exact", 3, step, parts)
+    assert json.loads(resume.render_json(report, result))["resume"] == {
+        "exact": part == "exact", "checkpoint_step": 3, "first_divergent_step": step, "parts": parts}
+    text = resume.render_text(report, result)
+    assert "(bitwise: CPU, one thread, deterministic kernels)" in text
+    if part == "exact":
+        assert "resume is exact" in text and result.compared == 3
+        assert report.findings == [] and report.runtime_only == []
+    else:
+        assert f"resume diverges at step {step}: {', '.join(parts)}" in text
+
+
+def test_resume_check_judges_the_static_checkpoint_findings(reports):
+    report, result = reports["resume_scheduler"]
+    (tl404,) = [f for f in report.findings if f["code"] == "TL404"]
+    assert tl404["status"] == CONFIRMED
+    assert tl404["evidence"].startswith("the resumed run diverged at step 5: learning rate (the LR scheduler's state "
+                                        "was not restored): [0.005] resumed, [0.002] uninterrupted")
+
+
+def test_resume_compare_without_running():
+    base = {"loss": 1.0, "lr": [0.1], "params": "p", "optimizer": "o", "batch": "b", "rng": "r"}
+    reference = [dict(base, step=n) for n in range(1, 7)]
+    same = [dict(base, step=n) for n in range(1, 4)]
+    assert resume.compare(reference, same, 3).exact
+    masks = [dict(base, step=1), dict(base, step=2, loss=2.0), dict(base, step=3)]
+    got = resume.compare(reference, masks, 3)
+    assert (got.exact, got.first_divergent_step, got.parts) == (False, 5, ["rng"])
 
 
 # ----- the child process: isolation, arguments, errors ------------------------------------------

@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import ast
 import collections
+import ctypes
 import functools
+import hashlib
+import json
 import os
 import pickle
+import shutil
 import site
 import sys
 import sysconfig
@@ -241,6 +245,77 @@ class _ManualUpdates:
         return changed
 
 
+def _digest(value, into=None) -> str:
+    """A SHA-256 of the exact bytes of the tensors in a value (dicts by key, lists in order) and
+    the repr of everything else: equal digests mean bitwise-equal values."""
+    top = into is None
+    into = hashlib.sha256() if top else into
+    if isinstance(value, torch.Tensor):
+        tensor = value.detach().cpu().contiguous()
+        into.update(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
+        if tensor.numel():
+            into.update(ctypes.string_at(tensor.data_ptr(), tensor.numel() * tensor.element_size()))
+    elif isinstance(value, dict):
+        for key in sorted(value, key=repr):
+            into.update(repr(key).encode())
+            _digest(value[key], into)
+    elif isinstance(value, (list, tuple)):
+        into.update(b"[")
+        for item in value:
+            _digest(item, into)
+        into.update(b"]")
+    else:
+        into.update(repr(value).encode())
+    return into.hexdigest()[:16] if top else ""
+
+
+class _Recorder:
+    """For `--resume-check`: per update step of the first optimizer, what the step starts from (the
+    loss of its backward, each param group's learning rate, digests of the parameters, the optimizer
+    state, the input batch and torch's RNG state; Python's `random` is seeded from the OS in each
+    process, and what it draws shows in the batch); and a copy of the first checkpoint the script saves
+    to a file after `save_after` steps."""
+
+    def __init__(self, config: dict) -> None:
+        self.save_after = config.get("save_after")
+        self.copy_to = config.get("copy_to")
+        self.checkpoint = None  # {"path", "step"}
+        self.steps: list[dict] = []
+        self.opt = None  # id of the optimizer whose steps are recorded
+        self.batches: list[str] = []  # digests of the batches since its last step
+        self.loss = None
+
+    def batch(self, value) -> None:
+        if len(self.batches) < 64:  # the tensors only: other objects' reprs may hold addresses
+            self.batches.append(_digest(list(_tensors_in(value))))
+
+    def step(self, opt, number: int) -> None:
+        if self.opt is None:
+            self.opt = id(opt)
+        if id(opt) != self.opt:
+            return
+        params = [p for group in opt.param_groups for p in group["params"]]
+        state = [opt.state.get(p, {}) for p in params]
+        self.steps.append({"step": number, "loss": self.loss, "lr": [float(g["lr"]) for g in opt.param_groups],
+                           "params": _digest(params), "optimizer": _digest(state),
+                           "batch": _digest(self.batches), "rng": _digest(torch.get_rng_state())})
+        self.batches = []
+
+    def saved(self, path: str, steps: int) -> None:
+        if self.checkpoint is None and self.save_after is not None and steps >= self.save_after \
+                and os.path.isfile(path):
+            shutil.copyfile(path, self.copy_to)
+            self.checkpoint = {"path": path, "step": steps}
+
+    def moved(self, src: str, dst: str) -> None:
+        """The checkpoint written to a temporary file is moved into place: its place is `dst`."""
+        if self.checkpoint is not None and self.checkpoint["path"] == src:
+            self.checkpoint["path"] = dst
+
+    def result(self) -> dict:
+        return {"steps": self.steps, "checkpoint": self.checkpoint}
+
+
 def _reads_training(cls) -> bool:
     """A module class whose forward reads `self.training` (a mode-dependent forward)."""
     code = getattr(getattr(cls, "forward", None), "__code__", None)
@@ -264,6 +339,8 @@ class Trace:
         self.on_swallowed = None
         self.on_step = None
         self.manual = _ManualUpdates()
+        config = os.environ.get("TRAINLINT_TRACE_RECORD")
+        self.recorder = _Recorder(json.loads(config)) if config else None
         self.findings: dict[tuple, dict] = {}
         self.notes: dict[tuple, str] = {}
         self.lines: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
@@ -474,6 +551,8 @@ class Trace:
                                           f"multiplied by the GradScaler's scale: the update is that many times "
                                           f"too large and inf/NaN steps are not skipped")
         state.steps += 1
+        if self.recorder is not None:
+            self.recorder.step(opt, state.steps)
         if state.site is None and stack:
             state.site = stack[0]
         self.steps += 1
@@ -602,6 +681,8 @@ class Trace:
             root = tensors if isinstance(tensors, torch.Tensor) else (tensors[0] if tensors else None)
             event = Event("backward", stack)
             if isinstance(root, torch.Tensor):
+                if self.recorder is not None and root.numel() == 1:
+                    self.recorder.loss = float(root.detach().float())
                 self._describe_loss(root, event)
                 retain = args[1] if len(args) > 1 else kwargs.get("retain_graph")
                 self._follow_retained(root, event, bool(retain))
@@ -861,6 +942,8 @@ class Trace:
             raise
         self.forward_count += 1
         record = None
+        if self.recorder is not None and not isinstance(module, _Loss) and module.training:
+            self.recorder.batch(args)
         if not isinstance(module, _Loss):
             grad = torch.is_grad_enabled()
             if grad and not module.training:
@@ -1102,7 +1185,13 @@ class Trace:
                                           f"for {_mb(size)} of data")
                 break
         self._check_resume_bundle(obj, stack)
-        return original(*args, **kwargs)
+        result = original(*args, **kwargs)
+        if self.recorder is not None and self.saves and self.saves[-1]["stack"] is stack:
+            if hasattr(f, "flush"):
+                f.flush()
+            recorded = self.optimizers.get(self.recorder.opt)
+            self.recorder.saved(self.saves[-1]["path"], recorded.steps if recorded else 0)
+        return result
 
     def _check_resume_bundle(self, obj, stack) -> None:
         """TL404: a checkpoint bundle (a dict holding model weights and more) that leaves out the state
@@ -1142,6 +1231,8 @@ class Trace:
     def _move(self, original, src, dst, *args, **kwargs):
         try:
             self.moved.add(os.path.abspath(os.fspath(src)))
+            if self.recorder is not None:
+                self.recorder.moved(os.path.abspath(os.fspath(src)), os.path.abspath(os.fspath(dst)))
         except TypeError:
             pass
         return original(src, dst, *args, **kwargs)
@@ -1193,6 +1284,8 @@ class Trace:
             if run is not None:  # the pass is over: what ran during it is known now
                 run["end"] = (self.backward_count, self.forward_count)
             raise
+        if self.recorder is not None:
+            self.recorder.batch(batch)
         if run is not None:
             run["sizes"].append(_batch_size(batch))
             if run["where"] is None:
@@ -1257,6 +1350,7 @@ class Trace:
             manual = {"count": self.manual.count, "where": self.manual_update_site()}
         return {
             "steps": self.steps,
+            "record": self.recorder.result() if self.recorder is not None else None,
             "optimizers": optimizers,
             "manual_updates": manual,
             "stopped": stopped,

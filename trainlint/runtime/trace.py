@@ -120,16 +120,19 @@ def _display(path: str) -> str:
 
 
 def run_child(script: str, args: list[str], max_steps: int, timeout: float = DEFAULT_TIMEOUT,
-              output=None) -> dict:
+              output=None, record: dict | None = None) -> dict:
     """Run SCRIPT in an isolated, instrumented interpreter; its JSON result (with "pid").
 
     The script's standard output goes to `output` (default: this process's standard error, so a
-    JSON report on standard output stays clean); its standard error is inherited. Raises
+    JSON report on standard output stays clean); its standard error is inherited. `record`: the
+    `--resume-check` recording (see `instrument._Recorder`). Raises
     TraceFailed, or Interrupted when this process got SIGINT/SIGTERM/SIGHUP (in the main thread).
     """
     package_root = str(Path(__file__).resolve().parents[2])
     token = secrets.token_hex(8)
     env = dict(os.environ, TRAINLINT_TRACE_USER_SITE="1" if site.ENABLE_USER_SITE else "0", **{TOKEN: token})
+    if record is not None:  # `--resume-check`: per-step digests; one thread, so CPU kernels repeat bitwise
+        env.update(TRAINLINT_TRACE_RECORD=json.dumps(record), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     with tempfile.TemporaryDirectory(prefix="trainlint-trace-") as folder:
         result_file = os.path.join(folder, "result.json")
         command = [sys.executable, "-I", "-c", _BOOT, package_root, result_file, str(max_steps), script, *args]
@@ -391,7 +394,8 @@ def _error(message: str, code: int = 2) -> int:
     return code
 
 
-def command(script: str, args: list[str], max_steps: int, fmt: str, timeout: float) -> int:
+def command(script: str, args: list[str], max_steps: int, fmt: str, timeout: float,
+            resume: tuple[int, int, str | None] | None = None) -> int:
     """`trainlint trace`: print the report; the exit code (see the module docstring)."""
     import importlib.util
 
@@ -408,11 +412,23 @@ def command(script: str, args: list[str], max_steps: int, fmt: str, timeout: flo
     except (ConfigError, SelectorError) as err:
         return _error(str(err))
     try:
-        report = trace_script(script, args, max_steps, settings, timeout)
+        if resume is not None:
+            from trainlint.runtime import resume as resume_module
+
+            k, m, resume_arg = resume
+            report, result = resume_module.resume_check(script, args, k, m, resume_arg, settings, timeout)
+        else:
+            report, result = trace_script(script, args, max_steps, settings, timeout), None
     except TraceFailed as err:
         return _error(str(err))
     except Interrupted as err:
         return _error(f"interrupted by {err}: the traced script was stopped", 128 + err.signum)
-    sys.stdout.write(render_json(report) if fmt == "json" else render_text(report))
+    if result is not None:
+        render = resume_module.render_json if fmt == "json" else resume_module.render_text
+        sys.stdout.write(render(report, result))
+    else:
+        sys.stdout.write(render_json(report) if fmt == "json" else render_text(report))
     sys.stdout.flush()
+    if result is not None and not result.exact:
+        return 1 if report.exit_code in (0, 1, EXIT_NO_STEP) else report.exit_code
     return report.exit_code
