@@ -567,7 +567,7 @@ def test_eval_mode_is_a_hazard_only_for_a_mode_dependent_forward(reports):
     assert plain.runtime_only == [] and plain.exit_code == 0
     gated = reports["modes_gated"]
     assert statuses(gated) == {(28, "TL303"): CONFIRMED}
-    assert "Gate (its forward reads self.training) ran its forward in inference behaviour" in \
+    assert "Gate (its forward reads self.training) ran in inference behaviour in training forwards" in \
         gated.findings[0]["evidence"]
     assert [(r["code"], r["line"]) for r in gated.runtime_only] == [("TL302", 16)]
     assert "Gate (its forward reads self.training) active" in gated.runtime_only[0]["evidence"]

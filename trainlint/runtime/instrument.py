@@ -1029,8 +1029,7 @@ class Trace:
                 where = f"since eval() at {_where(switch[2], via=True)}" if switch else "in eval mode"
                 self.find("TL303", stack,
                           f"backward at {_where(backward_stack)} ran with {type(module).__name__} {where} and "
-                          f"no train() since: {', '.join(parts)} ran its forward in inference behaviour while "
-                          f"training")
+                          f"no train() since: {', '.join(parts)} ran in inference behaviour in training forwards")
         self.forwarded.clear()
         self.eval_parts.clear()
 
