@@ -842,6 +842,8 @@ def test_cli_usage_errors_and_help(tmp_path):
     assert missing.returncode == 2 and "nope.py" in missing.stderr and "Traceback" not in missing.stderr
     bad_steps = _cli("trace", str(SCRIPTS / "eval_good.py"), "--max-steps", "0", cwd=tmp_path)
     assert bad_steps.returncode == 2
+    lone = _cli("trace", str(SCRIPTS / "eval_good.py"), "--resume-arg", "--resume {checkpoint}", cwd=tmp_path)
+    assert lone.returncode == 2 and lone.stderr.strip().endswith("--resume-arg needs --resume-check K")
     help_text = _cli("trace", "--help", cwd=tmp_path).stdout
     assert "(your code)" in help_text and "only run scripts you trust" in help_text
 

@@ -701,7 +701,10 @@ class Trace:
         if any(state.steps for state in self.optimizers.values()):
             return
         modules = [m for m in (ref() for ref in self.forwarded.values()) if m is not None]
-        self.manual.check(modules)
+        try:
+            self.manual.check(modules)
+        except Exception:  # noqa: BLE001 - a parameter that cannot be compared or copied: not watched
+            self.manual.ref = None
         if self.manual.count >= self.max_steps:
             self.stop()
             raise StopTrace(f"stopped before hand-written update {self.max_steps + 1}")

@@ -56,7 +56,7 @@ class ResumeResult:
                 "first_divergent_step": self.first_divergent_step, "parts": self.parts}
 
 
-def compare(reference: list[dict], resumed: list[dict], checkpoint_step: int) -> ResumeResult:
+def compare(reference: list[dict], resumed: list[dict], checkpoint_step: int, checkpoint: str = "") -> ResumeResult:
     """Step i of the resumed run against step checkpoint_step + i of the uninterrupted run."""
     by_step = {s["step"]: s for s in reference}
     compared = 0
@@ -69,16 +69,12 @@ def compare(reference: list[dict], resumed: list[dict], checkpoint_step: int) ->
         if step["loss"] != want["loss"] and not parts:
             parts = ["rng"]  # the same inputs, weights and state gave another loss: random masks
         if parts:
-            detail = []
-            for part in parts:
-                line = f"{_WHAT[part]}"
-                if part == "lr":
-                    line += f": {_short(step['lr'])} resumed, {_short(want['lr'])} uninterrupted"
-                detail.append(line)
+            detail = [_WHAT[part] + (f": {_short(step['lr'])} resumed, {_short(want['lr'])} uninterrupted"
+                                     if part == "lr" else "") for part in parts]
             if step["loss"] != want["loss"]:
                 detail.append(f"loss {_short(step['loss'])} resumed, {_short(want['loss'])} uninterrupted")
-            return ResumeResult(False, checkpoint_step, "", want["step"], parts, compared, detail)
-    return ResumeResult(True, checkpoint_step, "", None, [], compared, [])
+            return ResumeResult(False, checkpoint_step, checkpoint, want["step"], parts, compared, detail)
+    return ResumeResult(True, checkpoint_step, checkpoint, None, [], compared, [])
 
 
 def _short(value) -> str:
@@ -115,14 +111,12 @@ def resume_check(script: str, args: list[str], k: int, m: int = DEFAULT_RESUME_S
     if after is not None and resumed[0]["params"] == reference[0]["params"] != after["params"]:
         raise trace.TraceFailed("the resumed run started from the initial weights, not from the checkpoint: "
                                 "say how the script resumes with --resume-arg \"--resume {checkpoint}\"")
-    result = compare(reference, resumed, saved["step"])
-    result = ResumeResult(result.exact, result.checkpoint_step, trace._display(saved["path"]),
-                          result.first_divergent_step, result.parts, result.compared, result.detail)
+    result = compare(reference, resumed, saved["step"], trace._display(saved["path"]))
     static = trace.lint_for_trace(script, first, settings or Settings())
     report = trace.join(static, first, script, k + m)
     for finding in report.findings:
         confirming = _CONFIRMS.get(finding["code"])
-        if confirming is None or finding["status"] == trace.NOT_REACHED and result.exact:
+        if confirming is None or finding["status"] == trace.NOT_REACHED:  # another save than the one compared
             continue
         if confirming & set(result.parts):
             finding.update(status=trace.CONFIRMED, evidence=f"the resumed run diverged at step "

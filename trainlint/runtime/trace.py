@@ -149,8 +149,8 @@ def run_child(script: str, args: list[str], max_steps: int, timeout: float = DEF
             finally:
                 _end_group(process, token)
         finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+            for signum, handler in previous.items():  # None: a handler set outside Python
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
         if received:
             raise Interrupted(received[0])
         try:
