@@ -13,14 +13,18 @@ import json
 import os
 import re
 import subprocess
+import signal
 import sys
 import textwrap
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from trainlint.finding import Finding, Severity
+from trainlint.runtime import resume
+from trainlint.runtime.resume import resume_check
 from trainlint.runtime.trace import (CONFIRMED, NOT_CONFIRMED, NOT_REACHED, TraceReport, join, render_text,
                                      trace_script)
 
@@ -87,9 +91,252 @@ def _hanging_script(folder: Path) -> Path:
     return path
 
 
+# Small scripts of the shapes `trace` once got wrong (issue 27), traced in the module fixture.
+SHAPES = {
+    # LBFGS: the closure clears and backpropagates several times inside one step
+    "closure.py": """\
+        import torch
+
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=5)
+        x, y = torch.randn(16, 4), torch.randn(16, 1)
+        for step in range(10):
+            def closure():
+                optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                return loss
+            optimizer.step(closure)
+        """,
+    # the stop after --max-steps is caught by a bare except and the loop goes on
+    "swallows.py": """\
+        import sys
+
+        import torch
+
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(50):
+            with open(sys.argv[1], "a") as log:
+                log.write(f"{step}\\n")
+            try:
+                model(torch.randn(8, 4)).pow(2).mean().backward()
+                model(torch.randn(8, 4)).pow(2).mean().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            except:
+                continue
+        """,
+    "file_object_save.py": """\
+        import sys
+
+        import torch
+
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            with open(sys.argv[1], "wb") as f:
+                torch.save(model.state_dict(), f)
+        """,
+    # the model comes from another module: its mode dependence is known only at run time
+    "nets.py": """\
+        from torch import nn
+
+
+        class Gate(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = nn.Linear(4, 1)
+
+            def forward(self, x):
+                return self.inner(x) if self.training else self.inner(x) * 0.5
+
+
+        def build(gated=False):
+            return nn.Sequential(nn.Linear(4, 4), nn.ReLU(), Gate() if gated else nn.Linear(4, 1))
+        """,
+    "modes.py": """\
+        import sys
+
+        import torch
+
+        from nets import build
+
+
+        def evaluate(model):
+            model.eval()
+            with torch.no_grad():
+                return model(torch.randn(4, 4)).mean().item()
+
+
+        def probe(model):
+            with torch.no_grad():
+                return model(torch.randn(4, 4)).mean().item()
+
+
+        model = build(gated=sys.argv[1:] == ["--gated"])
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model.train()
+        for step in range(6):
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            print(probe(model))
+            if step % 2 == 0:
+                print(evaluate(model))
+        """,
+    # ignores the stop signals, leaves a grandchild in a session of its own, then never ends
+    "stubborn.py": """\
+        import os
+        import signal
+        import sys
+        import time
+
+        import torch
+
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                with open(sys.argv[1], "w") as handle:
+                    handle.write(str(os.getpid()))
+                while True:
+                    time.sleep(0.1)
+            os._exit(0)
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(2):
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        with open(sys.argv[2], "w") as handle:
+            handle.write(str(os.getpid()))
+        while True:
+            time.sleep(0.05)
+        """,
+    "exits.py": """\
+        import os
+        import signal
+        import sys
+
+        import torch
+
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(2):
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        if sys.argv[1] == "exit":
+            os._exit(7)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """,
+    "crashes_early.py": """\
+        import torch
+
+        model = torch.nn.Linear(4, 1)
+        raise RuntimeError("\\x1b[31mno such config\\x1b[0m")
+        """,
+    # a hand-written SGD update: no optimizer step ever runs
+    "manual_sgd.py": """\
+        import torch
+
+        model = torch.nn.Linear(4, 1)
+        for step in range(2000):
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            with torch.no_grad():
+                for param in model.parameters():
+                    param -= 0.01 * param.grad
+                    param.grad = None
+        """,
+    "gan.py": """\
+        import torch
+
+        generator, critic = torch.nn.Linear(2, 4), torch.nn.Linear(4, 1)
+        opt_g = torch.optim.Adam(generator.parameters(), lr=1e-3)
+        opt_d = torch.optim.Adam(critic.parameters(), lr=1e-3)
+        for step in range(10):
+            fake = generator(torch.randn(8, 2))
+            opt_d.zero_grad()
+            (critic(fake.detach()).mean() - critic(torch.randn(8, 4)).mean()).backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            (-critic(fake).mean()).backward()
+            opt_g.step()
+        """,
+}
+
+
+# `--resume-check`: a script that saves and restores everything (model, optimizer, scheduler,
+# scaler, step, RNG state and its data order), and variants that leave one part out.
+RESUME_SCRIPT = """\
+import os
+import sys
+
+import torch
+from torch import nn
+
+out = sys.argv[1]
+resume = sys.argv[sys.argv.index("--resume") + 1] if "--resume" in sys.argv else None
+if resume is None and os.path.exists(out):
+    resume = out  # a run that was stopped goes on from its last checkpoint
+torch.manual_seed(0)
+data, target = torch.randn(64, 4), torch.randn(64, 1)
+model = nn.Sequential(nn.Linear(4, 16), nn.Dropout(0.2), nn.Linear(16, 1))
+optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 1 / (1 + epoch))
+scaler = torch.amp.GradScaler("cpu", enabled=False)
+order = torch.randperm(64, generator=torch.Generator().manual_seed(1))
+step = 0
+if resume is not None:
+    checkpoint = torch.load(resume)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])  # SAVES_OPTIMIZER
+    scheduler.load_state_dict(checkpoint["scheduler"])  # SAVES_SCHEDULER
+    scaler.load_state_dict(checkpoint["scaler"])
+    torch.set_rng_state(checkpoint["rng"])  # SAVES_RNG
+    step, order = checkpoint["step"], checkpoint["order"]
+while step < 12:
+    batch = order[(step * 8) % 64:(step * 8) % 64 + 8]
+    loss = nn.functional.mse_loss(model(data[batch]), target[batch])
+    optimizer.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    scheduler.step()
+    step += 1
+    state = {"model": model.state_dict(), "scaler": scaler.state_dict(), "step": step, "order": order}
+    state["optimizer"] = optimizer.state_dict()  # SAVES_OPTIMIZER
+    state["scheduler"] = scheduler.state_dict()  # SAVES_SCHEDULER
+    state["rng"] = torch.get_rng_state()  # SAVES_RNG
+    torch.save(state, out + ".tmp")
+    os.replace(out + ".tmp", out)
+"""
+
+
+def resume_script(leaves_out: str | None) -> str:
+    return "".join(line + "\n" for line in RESUME_SCRIPT.splitlines()
+                   if leaves_out is None or f"# SAVES_{leaves_out.upper()}" not in line)
+
+
+def _shapes(folder: Path) -> Path:
+    shapes = folder / "shapes"
+    shapes.mkdir()
+    for name, source in SHAPES.items():
+        (shapes / name).write_text(textwrap.dedent(source))
+    for part in (None, "scheduler", "optimizer", "rng"):
+        (shapes / f"resume_{part or 'exact'}.py").write_text(resume_script(part))
+    return shapes
+
+
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     folder = tmp_path_factory.mktemp("trace")
+    shapes = _shapes(folder)
     pickled, resume = _make_checkpoints(folder)
     runs = {}
     for style in STYLES:
@@ -107,14 +354,65 @@ def reports(tmp_path_factory):
                                         ["--accum-steps", "1", "--out", str(folder / "ft1")], 8)
     runs["train_amp"] = (EXAMPLES / "train_amp.py", ["--epochs", "1", "--eval-every", "4", "--num-images", "700"], 8)
     runs["train_clean"] = (EXAMPLES / "train_clean.py", ["--out", str(folder / "clean")], 8)
+    runs["closure"] = (shapes / "closure.py", [], 3)
+    runs["swallows"] = (shapes / "swallows.py", [str(folder / "swallows.log")], 3)
+    runs["file_object_save"] = (shapes / "file_object_save.py", [str(folder / "model.pt")], 8)
+    runs["modes_plain"] = (shapes / "modes.py", [], 5)
+    runs["modes_gated"] = (shapes / "modes.py", ["--gated"], 5)
+    runs["stubborn"] = (shapes / "stubborn.py", [str(folder / "grandchild.pid"), str(folder / "stepped")], 20)
+    runs["os_exit"] = (shapes / "exits.py", ["exit"], 20)
+    runs["sigkill"] = (shapes / "exits.py", ["kill"], 20)
+    runs["crashes_early"] = (shapes / "crashes_early.py", [], 8)
+    runs["manual_sgd"] = (shapes / "manual_sgd.py", [], 3)
+    runs["gan"] = (shapes / "gan.py", [], 3)
+
+    for part in ("exact", "scheduler", "optimizer", "rng"):
+        # the exact script resumes from its own checkpoint file; the others are told where it is
+        how = None if part == "exact" else "--resume {checkpoint}"
+        runs[f"resume_{part}"] = (shapes / f"resume_{part}.py", [str(folder / f"resume_{part}.pt")], how)
 
     def run(item):
         name, (script, args, steps) = item
-        timeout = TIMEOUT if name == "timeout" else 300
+        if name.startswith("resume_"):
+            return name, resume_check(str(script), args, 3, resume_arg=steps, output=subprocess.DEVNULL)
+        timeout = TIMEOUT if name in ("timeout", "stubborn") else 300
         return name, trace_script(str(script), args, max_steps=steps, timeout=timeout, output=subprocess.DEVNULL)
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(run, runs.items()))
+    # three at a time: two of the runs mostly sleep until their timeout
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        done = dict(pool.map(run, runs.items()))
+    done["folder"] = folder
+    return done
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie (an unreaped zombie holds no resources)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_no_process_of_a_traced_script_survives(reports):
+    """Every child, its process group, and the grandchild that left for a session of its own."""
+    traced = {name: r for name, r in reports.items() if isinstance(r, TraceReport)}
+    traced.update((name, r[0]) for name, r in reports.items() if name.startswith("resume_"))
+    assert all(r.pid for r in traced.values())
+    assert [name for name, r in traced.items() if _alive(r.pid) or _group_alive(r.pid)] == []
+    grandchild = int((reports["folder"] / "grandchild.pid").read_text())
+    assert not _alive(grandchild)
 
 
 def statuses(report: TraceReport) -> dict[tuple[int, str], str]:
@@ -141,7 +439,7 @@ def test_good_twin_confirms_nothing(reports, style):
     assert report.steps == (0 if style == "eval" else 8) or style == "checkpoint"
     assert not [f for f in report.findings if f["status"] == CONFIRMED]
     assert report.runtime_only == []
-    assert report.exit_code == 0
+    assert report.exit_code == (4 if style == "eval" else 0)  # an evaluation script: no optimizer step
 
 
 def test_direct_optimizer_step_on_scaled_gradients_is_confirmed_and_the_crash_reported(reports):
@@ -230,6 +528,145 @@ def test_without_accumulation_at_run_time_the_findings_are_not_confirmed(reports
     assert got["TL401"][0] == NOT_REACHED
 
 
+# ----- shapes of real scripts (issue 27) ---------------------------------------------------------
+
+def test_a_closure_step_is_one_step_and_owns_its_backward_calls(reports):
+    """LBFGS evaluates the closure (zero_grad, backward) several times inside one step(closure)."""
+    report = reports["closure"]
+    assert report.error is None and report.stopped == "max-steps"
+    assert report.steps == 3 and [o["steps"] for o in report.optimizers] == [3]
+    assert report.runtime_only == [] and report.exit_code == 0
+
+
+def test_a_swallowed_stop_still_ends_the_run(reports):
+    """`except: continue` catches the stop: the run is ended at the next training call, with the
+    report as it stood at the stop (the calls after it are not findings)."""
+    report = reports["swallows"]
+    assert report.stopped == "max-steps" and report.steps == 3 and report.error is None
+    assert report.caught_stop == "swallows.py:11"
+    assert report.runtime_only == [] and report.exit_code == 0
+    iterations = (reports["folder"] / "swallows.log").read_text().split()
+    assert iterations == ["0", "1", "2", "3", "4"]  # the 4th step is stopped, the 5th iteration ended
+    assert "the script caught the stop and went on at swallows.py:11" in render_text(report)
+
+
+def test_a_save_through_a_file_object_is_judged_by_its_file(reports):
+    report = reports["file_object_save"]
+    (line, status, evidence), = [(f["line"], f["status"], f["evidence"]) for f in report.findings
+                                 if f["code"] == "TL402"]
+    assert (line, status) == (12, CONFIRMED)
+    assert "model.pt' in place through a file object opened on it" in evidence
+
+
+def test_eval_mode_is_a_hazard_only_for_a_mode_dependent_forward(reports):
+    """The same script: a model without dropout, batch norm or a forward reading self.training (eval
+    mode changes nothing), and one with a module whose forward reads self.training."""
+    plain = reports["modes_plain"]
+    assert statuses(plain) == {(28, "TL303"): NOT_CONFIRMED}
+    assert "no dropout, batch norm or forward reading self.training" in plain.findings[0]["evidence"]
+    assert plain.runtime_only == [] and plain.exit_code == 0
+    gated = reports["modes_gated"]
+    assert statuses(gated) == {(28, "TL303"): CONFIRMED}
+    assert "Gate (its forward reads self.training) ran in inference behaviour in training forwards" in \
+        gated.findings[0]["evidence"]
+    assert [(r["code"], r["line"]) for r in gated.runtime_only] == [("TL302", 16)]
+    assert "Gate (its forward reads self.training) active" in gated.runtime_only[0]["evidence"]
+
+
+def test_a_script_that_ignores_the_stop_is_killed_and_keeps_its_steps(reports):
+    report = reports["stubborn"]
+    assert int((reports["folder"] / "stepped").read_text()) == report.pid
+    assert report.stopped == "timeout" and report.steps == 2
+    assert report.error == f"timed out after {TIMEOUT} s; the script did not stop when asked and was killed"
+    assert report.exit_code == 0
+
+
+def test_os_exit_and_a_kill_keep_the_steps_seen(reports):
+    exited = reports["os_exit"]
+    assert (exited.stopped, exited.steps, exited.error) == ("error", 2, "the script called os._exit(7)")
+    assert exited.exit_code == 0
+    killed = reports["sigkill"]
+    assert (killed.stopped, killed.steps, killed.error) == ("killed", 2, "the script was killed by SIGKILL")
+
+
+def test_a_script_failing_before_its_first_step_exits_3_with_a_plain_error(reports):
+    report = reports["crashes_early"]
+    assert report.error == "RuntimeError: no such config (at crashes_early.py:4)"
+    assert report.exit_code == 3
+
+
+def test_a_hand_written_update_stops_at_max_steps_and_exits_4_with_a_hint(reports):
+    report = reports["manual_sgd"]
+    assert report.steps == 0 and report.stopped == "max-steps" and report.error is None
+    assert report.manual_updates == {"count": 3, "where": "manual_sgd.py:8"}
+    assert report.exit_code == 4
+    assert "hint: no optimizer step was seen: the parameters were updated by hand 3x (at manual_sgd.py:8)" in \
+        render_text(report)
+    assert "--timeout" in reports["eval_good"].hint and reports["eval_good"].exit_code == 4
+
+
+def test_step_counts_per_optimizer(reports):
+    report = reports["gan"]
+    assert report.steps == 6 and report.stopped == "max-steps"
+    assert [(o["type"], o["line"], o["steps"]) for o in report.optimizers] == [("Adam", 10, 3), ("Adam", 13, 3)]
+    assert render_text(report).split(": ", 1)[1].startswith(
+        "6 optimizer steps (Adam at gan.py:10: 3, Adam at gan.py:13: 3) (stopped at --max-steps)")
+    assert report.to_dict()["optimizers"][0] == {"type": "Adam", "path": report.optimizers[0]["path"],
+                                                 "line": 10, "steps": 3}
+
+
+def test_an_info_finding_confirmed_does_not_fail_the_run():
+    script = os.path.abspath("train.py")
+    result = {"steps": 2, "stopped": "end", "error": None, "notes": [], "loader_passes": [],
+              "lines": {script: {"9": 2}},
+              "findings": [{"code": "TL402", "path": script, "line": 9, "stack": [[script, 9]], "evidence": "in place"}]}
+    info = Finding("train.py", 9, 1, 9, 2, "TL402", "name", Severity.INFO, "message")
+    assert join([info], result, "train.py", max_steps=5).exit_code == 0
+    assert join([_finding(9, "TL402")], result, "train.py", max_steps=5).exit_code == 1
+
+
+# ----- --resume-check ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("part, step, parts", [
+    ("exact", None, []),
+    ("scheduler", 5, ["lr"]),  # the restored optimizer holds step 4's LR; the fresh schedule restarts at 5
+    ("optimizer", 4, ["lr", "optimizer"]),  # a fresh optimizer: no moments, and the initial LR
+    ("rng", 4, ["rng"]),
+])
+def test_resume_check_names_the_first_divergent_step_and_part(reports, part, step, parts):
+    report, result = reports[f"resume_{part}"]
+    assert report.error is None and report.steps == 6
+    assert (result.exact, result.checkpoint_step, result.first_divergent_step, result.parts) == (
+        part == "exact", 3, step, parts)
+    assert json.loads(resume.render_json(report, result))["resume"] == {
+        "exact": part == "exact", "checkpoint_step": 3, "first_divergent_step": step, "parts": parts}
+    text = resume.render_text(report, result)
+    assert "(bitwise: CPU, one thread, deterministic kernels)" in text
+    if part == "exact":
+        assert "resume is exact" in text and result.compared == 3
+        assert report.findings == [] and report.runtime_only == []
+    else:
+        assert f"resume diverges at step {step}: {', '.join(parts)}" in text
+
+
+def test_resume_check_judges_the_static_checkpoint_findings(reports):
+    report, result = reports["resume_scheduler"]
+    (tl404,) = [f for f in report.findings if f["code"] == "TL404"]
+    assert tl404["status"] == CONFIRMED
+    assert tl404["evidence"].startswith("the resumed run diverged at step 5: learning rate (the LR scheduler's state "
+                                        "was not restored): [0.005] resumed, [0.002] uninterrupted")
+
+
+def test_resume_compare_without_running():
+    base = {"loss": 1.0, "lr": [0.1], "params": "p", "optimizer": "o", "batch": "b", "rng": "r"}
+    reference = [dict(base, step=n) for n in range(1, 7)]
+    same = [dict(base, step=n) for n in range(1, 4)]
+    assert resume.compare(reference, same, 3).exact
+    masks = [dict(base, step=1), dict(base, step=2, loss=2.0), dict(base, step=3)]
+    got = resume.compare(reference, masks, 3)
+    assert (got.exact, got.first_divergent_step, got.parts) == (False, 5, ["rng"])
+
+
 # ----- the child process: isolation, arguments, errors ------------------------------------------
 
 HOSTILE = "raise SystemExit('the hostile module in the current directory was imported')\n"
@@ -314,7 +751,8 @@ def test_join_statuses_and_runtime_only():
     assert report.findings[1]["evidence"] == "eval at helpers.py:3"  # matched through the call stack
     assert report.findings[2]["evidence"] == "the line ran 20x; trace has no runtime check for TL103"
     assert [(r["code"], r["line"]) for r in report.runtime_only] == [("TL101", 50)]
-    assert report.to_dict().keys() == {"version", "script", "steps", "error", "findings", "runtime_only"}
+    assert report.to_dict().keys() == {"version", "script", "steps", "optimizers", "stopped", "error", "hint",
+                                       "findings", "runtime_only"}
     assert report.exit_code == 1
 
 
@@ -334,18 +772,69 @@ def test_cli_json_report_and_exit_code(tmp_path):
                 str(tmp_path / "out"), "2", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
-    assert list(report) == ["version", "script", "steps", "error", "findings", "runtime_only"]
-    assert report["steps"] == 4 and report["error"] is None
-    assert all(list(f) == ["code", "path", "line", "status", "evidence"] for f in report["findings"])
-    assert all(list(r) == ["code", "path", "line", "evidence"] for r in report["runtime_only"])
+    assert list(report) == ["version", "script", "steps", "optimizers", "stopped", "error", "hint", "findings",
+                            "runtime_only"]
+    assert report["steps"] == 4 and report["error"] is None and report["stopped"] == "max-steps"
+    assert [(o["type"], o["steps"]) for o in report["optimizers"]] == [("SGD", 4)]
+    assert all(list(f) == ["code", "path", "line", "severity", "status", "evidence"] for f in report["findings"])
+    assert all(list(r) == ["code", "path", "line", "severity", "evidence"] for r in report["runtime_only"])
     assert {f["status"] for f in report["findings"]} == {CONFIRMED}
 
 
 def test_cli_text_report_clean_script_exits_zero(tmp_path):
-    done = _cli("trace", str(SCRIPTS / "eval_good.py"), cwd=tmp_path)
+    done = _cli("trace", str(SCRIPTS / "plain_accumulation_good.py"), "--max-steps", "2", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"trainlint trace {SCRIPTS / 'eval_good.py'}: 0 optimizer steps (the script ended)")
-    assert "accuracy" in done.stderr  # the script's own output goes to stderr
+    assert done.stdout.startswith(f"trainlint trace {SCRIPTS / 'plain_accumulation_good.py'}: 2 optimizer steps "
+                                  f"(SGD) (stopped at --max-steps)")
+
+
+def test_cli_warnings_point_at_the_users_line_and_output_goes_to_stderr(tmp_path):
+    """torch warns with stacklevel=2 from a function trace wraps: the warning names the script's line."""
+    script = tmp_path / "warns.py"
+    script.write_text(textwrap.dedent("""\
+        import torch
+
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 2)
+        model(torch.randn(8, 4)).pow(2).mean().backward()
+        scheduler.step()
+        optimizer.step()
+        print("trained")
+    """))
+    done = _cli("trace", str(script), cwd=tmp_path)
+    assert f"{script}:7: UserWarning: Detected call of `lr_scheduler.step()`" in done.stderr
+    assert "instrument.py" not in done.stderr
+    assert "trained" in done.stderr and "trained" not in done.stdout
+
+
+def test_cli_interrupt_stops_the_script_and_cleans_up(tmp_path):
+    """SIGINT to trainlint (Ctrl-C): forwarded; the script ignores it, so after the grace period its
+    group is killed, the grandchild in its own session too; the temporary folder is gone."""
+    (tmp_path / "stubborn.py").write_text(textwrap.dedent(SHAPES["stubborn.py"]))
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    stepped, grandchild = tmp_path / "stepped", tmp_path / "grandchild.pid"
+    process = subprocess.Popen([sys.executable, "-m", "trainlint", "trace", "stubborn.py", "--", str(grandchild),
+                                str(stepped)], cwd=tmp_path, env=dict(os.environ, TMPDIR=str(temp)),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(1200):
+            if stepped.exists() or process.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert stepped.exists()
+        time.sleep(0.2)  # the pid is written whole
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130
+    assert err.splitlines()[-1] == "trainlint: error: interrupted by SIGINT: the traced script was stopped"
+    assert [p.name for p in temp.iterdir() if p.name.startswith("trainlint-")] == []
+    child = int(stepped.read_text())
+    assert not _alive(child) and not _group_alive(child) and not _alive(int(grandchild.read_text()))
 
 
 def test_cli_usage_errors_and_help(tmp_path):
@@ -353,6 +842,8 @@ def test_cli_usage_errors_and_help(tmp_path):
     assert missing.returncode == 2 and "nope.py" in missing.stderr and "Traceback" not in missing.stderr
     bad_steps = _cli("trace", str(SCRIPTS / "eval_good.py"), "--max-steps", "0", cwd=tmp_path)
     assert bad_steps.returncode == 2
+    lone = _cli("trace", str(SCRIPTS / "eval_good.py"), "--resume-arg", "--resume {checkpoint}", cwd=tmp_path)
+    assert lone.returncode == 2 and lone.stderr.strip().endswith("--resume-arg needs --resume-check K")
     help_text = _cli("trace", "--help", cwd=tmp_path).stdout
     assert "(your code)" in help_text and "only run scripts you trust" in help_text
 

@@ -501,18 +501,30 @@ def confirm(codes: tuple[str, ...], select: tuple[str, ...], fmt: str) -> None:
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
 @click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True, metavar="SECONDS",
               help="Stop the script after this long and report what it did until then.")
-def trace(script: str, script_args: tuple[str, ...], max_steps: int, fmt: str, timeout: float) -> None:
+@click.option("--resume-check", type=click.IntRange(min=1), default=None, metavar="K",
+              help="Check that the script resumes exactly from the checkpoint it saves after step K.")
+@click.option("--resume-steps", type=click.IntRange(min=1), default=3, show_default=True, metavar="M",
+              help="With --resume-check: steps compared after the checkpoint.")
+@click.option("--resume-arg", default=None, metavar="ARGS",
+              help='With --resume-check: the arguments that make the script resume, e.g. "--resume {checkpoint}".')
+def trace(script: str, script_args: tuple[str, ...], max_steps: int, fmt: str, timeout: float,
+          resume_check: int | None, resume_steps: int, resume_arg: str | None) -> None:
     """RUN SCRIPT (your code) for a few optimizer steps and confirm or refute each finding.
 
     This executes SCRIPT as `python SCRIPT SCRIPT_ARGS...` would, in a child process with torch
     instrumented: only run scripts you trust. Each static finding is reported CONFIRMED (with the
     evidence), NOT CONFIRMED or NOT REACHED, plus RUNTIME-ONLY findings the static pass missed.
-    The script's own output goes to stderr. Exit codes: 1 when anything is CONFIRMED or
-    RUNTIME-ONLY, 0 otherwise, 2 on a usage error or when the run produced no result.
+    The script's own output goes to stderr. With --resume-check K it runs twice (uninterrupted, and
+    resumed from its own checkpoint of step K in a fresh process) and compares step by step.
+    Exit codes: 0 nothing confirmed at warning or above, 1 confirmed (or the resume diverged),
+    2 usage error or no result, 3 the script failed before its first step, 4 no optimizer step.
     """
     from trainlint.runtime.trace import command
 
-    raise SystemExit(command(script, list(script_args), max_steps, fmt, timeout))
+    if resume_arg is not None and resume_check is None:
+        _fail("--resume-arg needs --resume-check K")
+    raise SystemExit(command(script, list(script_args), max_steps, fmt, timeout,
+                             resume=(resume_check, resume_steps, resume_arg) if resume_check else None))
 
 
 @cli.command()

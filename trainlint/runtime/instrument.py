@@ -19,13 +19,18 @@ from __future__ import annotations
 
 import ast
 import collections
+import ctypes
 import functools
+import hashlib
+import json
 import os
 import pickle
+import shutil
 import site
 import sys
 import sysconfig
 import threading
+import warnings
 import weakref
 from pathlib import Path
 
@@ -42,6 +47,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 
 _LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
                    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div")
+_PACKAGE = os.path.join(str(Path(__file__).resolve().parents[1]), "")  # trainlint's own files
 _GRAPH_LIMIT = 50_000  # autograd nodes counted per kept value before giving up (a lower bound then)
 
 
@@ -170,6 +176,13 @@ def _batch_size(batch) -> int | None:
     return None
 
 
+def _writable(f) -> bool:
+    try:
+        return bool(f.writable())
+    except Exception:  # noqa: BLE001 - a file-like object without writable(), or a closed one
+        return False
+
+
 def _mb(nbytes: int) -> str:
     return f"{nbytes / 1e6:.2f} MB" if nbytes >= 10_000 else f"{nbytes} bytes"
 
@@ -186,7 +199,9 @@ class Event:
 
 
 class _OptimizerState:
-    def __init__(self) -> None:
+    def __init__(self, kind: str = "Optimizer") -> None:
+        self.kind = kind  # the optimizer's class name
+        self.site = None  # (path, line) of its first step call in the user's code
         self.steps = 0
         self.start = 0  # index in Trace.events where the current window starts
         self.watched = False  # a tensor hook sits on one of its parameters
@@ -210,6 +225,104 @@ class _EvalForward:
         self.stack, self.module, self.saved, self.used = stack, module, 0, False
 
 
+class _ManualUpdates:
+    """Parameters updated by hand (`p -= lr * p.grad` under no_grad) in a run with no optimizer step:
+    a change of the watched parameter between two backward calls counts as one update."""
+
+    def __init__(self) -> None:
+        self.ref = None  # weakref to the watched parameter
+        self.value = None  # its value at the last backward
+        self.count = 0
+
+    def check(self, modules) -> bool:
+        """At a backward: did the watched parameter change since the last one? Then watch again."""
+        param = self.ref() if self.ref is not None else None
+        changed = param is not None and not torch.equal(param.detach(), self.value)
+        self.count += changed
+        candidates = [p for module in modules for p in module.parameters() if p.requires_grad]
+        if candidates:
+            param = min(candidates, key=lambda p: p.numel())  # the smallest: a cheap copy per backward
+            self.ref, self.value = weakref.ref(param), param.detach().clone()
+        return changed
+
+
+def _digest(value, into=None) -> str:
+    """A SHA-256 of the exact bytes of the tensors in a value (dicts by key, lists in order) and
+    the repr of everything else: equal digests mean bitwise-equal values."""
+    top = into is None
+    into = hashlib.sha256() if top else into
+    if isinstance(value, torch.Tensor):
+        tensor = value.detach().cpu().contiguous()
+        into.update(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
+        if tensor.numel():
+            into.update(ctypes.string_at(tensor.data_ptr(), tensor.numel() * tensor.element_size()))
+    elif isinstance(value, dict):
+        for key in sorted(value, key=repr):
+            into.update(repr(key).encode())
+            _digest(value[key], into)
+    elif isinstance(value, (list, tuple)):
+        into.update(b"[")
+        for item in value:
+            _digest(item, into)
+        into.update(b"]")
+    else:
+        into.update(repr(value).encode())
+    return into.hexdigest()[:16] if top else ""
+
+
+class _Recorder:
+    """For `--resume-check`: per update step of the first optimizer, what the step starts from (the
+    loss of its backward, each param group's learning rate, digests of the parameters, the optimizer
+    state, the input batch and torch's RNG state; Python's `random` is seeded from the OS in each
+    process, and what it draws shows in the batch); and a copy of the first checkpoint the script saves
+    to a file after `save_after` steps."""
+
+    def __init__(self, config: dict) -> None:
+        self.save_after = config.get("save_after")
+        self.copy_to = config.get("copy_to")
+        self.checkpoint = None  # {"path", "step"}
+        self.steps: list[dict] = []
+        self.opt = None  # id of the optimizer whose steps are recorded
+        self.batches: list[str] = []  # digests of the batches since its last step
+        self.loss = None
+
+    def batch(self, value) -> None:
+        if len(self.batches) < 64:  # the tensors only: other objects' reprs may hold addresses
+            self.batches.append(_digest(list(_tensors_in(value))))
+
+    def step(self, opt, number: int) -> None:
+        if self.opt is None:
+            self.opt = id(opt)
+        if id(opt) != self.opt:
+            return
+        params = [p for group in opt.param_groups for p in group["params"]]
+        state = [opt.state.get(p, {}) for p in params]
+        self.steps.append({"step": number, "loss": self.loss, "lr": [float(g["lr"]) for g in opt.param_groups],
+                           "params": _digest(params), "optimizer": _digest(state),
+                           "batch": _digest(self.batches), "rng": _digest(torch.get_rng_state())})
+        self.batches = []
+
+    def saved(self, path: str, steps: int) -> None:
+        if self.checkpoint is None and self.save_after is not None and steps >= self.save_after \
+                and os.path.isfile(path):
+            shutil.copyfile(path, self.copy_to)
+            self.checkpoint = {"path": path, "step": steps}
+
+    def moved(self, src: str, dst: str) -> None:
+        """The checkpoint written to a temporary file is moved into place: its place is `dst`."""
+        if self.checkpoint is not None and self.checkpoint["path"] == src:
+            self.checkpoint["path"] = dst
+
+    def result(self) -> dict:
+        return {"steps": self.steps, "checkpoint": self.checkpoint}
+
+
+def _reads_training(cls) -> bool:
+    """A module class whose forward reads `self.training` (a mode-dependent forward)."""
+    code = getattr(getattr(cls, "forward", None), "__code__", None)
+    return code is not None and "training" in code.co_names
+
+
 class Trace:
     """The recorder: install() patches torch; report() returns the child's JSON-ready result."""
 
@@ -220,8 +333,15 @@ class Trace:
         self.events: list[Event] = []
         self.optimizers: dict[int, _OptimizerState] = {}
         self.scalers: dict[int, _ScalerState] = {}
-        self.steps = 0
+        self.steps = 0  # step() calls of all optimizers
         self.stopping = False
+        # called when the script goes on training after the stop (it caught StopTrace): the child
+        # writes the report and ends the process; and after each step, with a snapshot of the result
+        self.on_swallowed = None
+        self.on_step = None
+        self.manual = _ManualUpdates()
+        config = os.environ.get("TRAINLINT_TRACE_RECORD")
+        self.recorder = _Recorder(json.loads(config)) if config else None
         self.findings: dict[tuple, dict] = {}
         self.notes: dict[tuple, str] = {}
         self.lines: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
@@ -233,6 +353,7 @@ class Trace:
         self.loss_outputs: list = []  # weakrefs to loss-function outputs since the last backward
         self.scaled: dict[int, tuple] = {}  # id(scaled loss) -> (weakref, scaler id, scale, weakref(loss))
         self.forwarded: dict[int, weakref.ref] = {}  # modules with a grad-recording forward since the last backward
+        self.eval_parts: dict[int, list[str]] = {}  # of those forwarded in eval mode: their mode-dependent parts
         self.trained_modules: set[int] = set()  # modules a backward ran through in train mode
         self.mode_switches: dict[int, tuple] = {}  # id(module) -> (weakref, training, stack)
         self.eval_forwards: list[_EvalForward] = []
@@ -297,7 +418,7 @@ class Trace:
     def opt_state(self, opt) -> _OptimizerState:
         state = self.optimizers.get(id(opt))
         if state is None:
-            state = self.optimizers[id(opt)] = _OptimizerState()
+            state = self.optimizers[id(opt)] = _OptimizerState(type(opt).__name__)
         return state
 
     def scaler_state(self, scaler) -> _ScalerState:
@@ -354,8 +475,18 @@ class Trace:
         self._wrap(distributed, "__init__", self._sampler_init)
         self._wrap(distributed, "set_epoch", self._sampler_set_epoch)
         self._wrap(distributed, "__iter__", self._sampler_iter)
+        self._wrap(warnings, "showwarning", self._show_warning)
         sys.settrace(self._trace_calls)
         threading.settrace(self._trace_calls)
+
+    def _show_warning(self, original, message, category, filename, lineno, file=None, line=None):
+        """A warning that torch raised through one of trainlint's wrappers (its stacklevel then names a
+        trainlint frame): shown at the user's line that made the call, as an untraced run shows it."""
+        if os.path.realpath(filename).startswith(_PACKAGE):
+            stack = self.stack()
+            if stack:
+                filename, lineno, line = stack[0][0], stack[0][1], None
+        return original(message, category, filename, lineno, file, line)
 
     def _wrap(self, owner, name: str, handler):
         original = getattr(owner, name)
@@ -371,15 +502,33 @@ class Trace:
     def _optimizer_pre(self, opt, args, kwargs) -> None:
         if self._depth("scaler_step") or not self._enter("opt_step"):
             return
+        closure = args[1] if len(args) > 1 else kwargs.get("closure")
         try:
             self._begin_step(_base_optimizer(opt), self.stack(), via_scaler=None)
         except BaseException:
             self._leave("opt_step")  # the post-hook will not run
             raise
+        # step(closure) (LBFGS, ...): the backward calls inside the closure are this step's own
+        # evaluations of the loss, not micro-batches of the next window
+        self._local.closure = len(self.events) if closure is not None else None
 
     def _optimizer_post(self, opt, args, kwargs) -> None:
-        if not self._depth("scaler_step"):
-            self._leave("opt_step")
+        if self._depth("scaler_step"):
+            return
+        self._leave("opt_step")
+        start = getattr(self._local, "closure", None)
+        self._local.closure = None
+        if start is None or self._depth("opt_step"):
+            return
+        inside = self.events[start:]
+        for e in inside:
+            if e.kind == "backward":
+                self.note("TL102", e.stack, "backward ran inside the closure given to optimizer.step(): each call "
+                                            "is one evaluation of the loss for that step, not accumulation")
+            elif e.kind == "zero_grad":
+                self.note("TL104", e.stack, "zero_grad ran inside the closure given to optimizer.step(), before "
+                                            "that evaluation's backward")
+        self.opt_state(_base_optimizer(opt)).start = len(self.events)
 
     def _scaler_step(self, original, scaler, optimizer, *args, **kwargs):
         stack = self.stack()
@@ -396,13 +545,14 @@ class Trace:
             self._leave("scaler_step")
 
     def _begin_step(self, opt, stack, via_scaler) -> None:
+        self.check_stopped()
         state = self.opt_state(opt)
         window = self.events[state.start:]
         self._check_window(opt, state, window, stack)
         self._check_retained()
         self._scan_kept(state.steps + 1)
-        if self.stopping or state.steps >= self.max_steps:
-            self.stopping = True
+        if state.steps >= self.max_steps:
+            self.stop()
             raise StopTrace(f"stopped before optimizer step {self.max_steps + 1}")
         if via_scaler is None:
             if any(scaler.pending and not scaler.unscaled for scaler in self.scalers.values()):
@@ -410,11 +560,28 @@ class Trace:
                                           f"multiplied by the GradScaler's scale: the update is that many times "
                                           f"too large and inf/NaN steps are not skipped")
         state.steps += 1
-        self.steps = max(self.steps, state.steps)
+        if self.recorder is not None:
+            self.recorder.step(opt, state.steps)
+        if state.site is None and stack:
+            state.site = stack[0]
+        self.steps += 1
         self.events.append(Event("step", stack, opt=id(opt), number=state.steps))
         state.start = len(self.events)
         if not state.watched:
             self._watch(opt, state)
+        if self.on_step is not None:
+            self.on_step()
+
+    def stop(self) -> None:
+        """From now on the run is over: the next hook that sees the script still training ends it."""
+        self.stopping = True
+
+    def check_stopped(self) -> None:
+        """Called first by every hook of the training loop: after the stop (StopTrace raised, or the
+        parent's SIGTERM) the script should be unwinding; if it trains on, it caught the stop
+        (`except:` or `except BaseException:`), and nothing it does now may become a finding."""
+        if self.stopping and self.on_swallowed is not None:
+            self.on_swallowed()
 
     def _watch(self, opt, state: _OptimizerState) -> None:
         """A tensor hook on one parameter: it sees what `.grad` held when each backward arrives."""
@@ -517,10 +684,14 @@ class Trace:
             finally:
                 self._leave("backward")
         try:
+            self.check_stopped()
             stack = self.stack()
+            self._check_manual(stack)
             root = tensors if isinstance(tensors, torch.Tensor) else (tensors[0] if tensors else None)
             event = Event("backward", stack)
             if isinstance(root, torch.Tensor):
+                if self.recorder is not None and root.numel() == 1:
+                    self.recorder.loss = float(root.detach().float())
                 self._describe_loss(root, event)
                 retain = args[1] if len(args) > 1 else kwargs.get("retain_graph")
                 self._follow_retained(root, event, bool(retain))
@@ -533,6 +704,39 @@ class Trace:
         finally:
             self.current_backward = None
             self._leave("backward")
+
+    def _check_manual(self, stack) -> None:
+        """With no optimizer step so far: count updates made by hand, and stop after --max-steps."""
+        if any(state.steps for state in self.optimizers.values()):
+            return
+        modules = [m for m in (ref() for ref in self.forwarded.values()) if m is not None]
+        try:
+            self.manual.check(modules)
+        except Exception:  # noqa: BLE001 - a parameter that cannot be compared or copied: not watched
+            self.manual.ref = None
+        if self.manual.count >= self.max_steps:
+            self.stop()
+            raise StopTrace(f"stopped before hand-written update {self.max_steps + 1}")
+
+    def manual_update_site(self) -> str | None:
+        """`file.py:12` of a line that ran and updates a tensor in place from a `.grad`."""
+        for path, counts in self.lines.items():
+            tree = self._tree(path)
+            if tree is None:
+                continue
+            for node in ast.walk(tree):
+                if getattr(node, "lineno", None) not in counts or not isinstance(node, (ast.AugAssign, ast.Call,
+                                                                                        ast.Assign)):
+                    continue
+                if isinstance(node, ast.AugAssign):
+                    update = not ast.unparse(node.target).endswith(".grad")
+                elif isinstance(node, ast.Call):
+                    update = isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_")
+                else:
+                    update = any(ast.unparse(t).endswith(".data") for t in node.targets)
+                if update and ".grad" in ast.unparse(node):
+                    return f"{os.path.basename(path)}:{node.lineno}"
+        return None
 
     def _follow_retained(self, root, event: Event, retain: bool) -> None:
         """TL502: does a later backward go through a graph kept with retain_graph=True?"""
@@ -740,23 +944,40 @@ class Trace:
         finally:
             self._leave("mode")
 
-    def _mode_dependent_parts(self, module) -> list[str]:
-        parts = self._mode_dependent.get(id(module))
-        if parts is None:
+    def _mode_dependent_parts(self, module, training: bool) -> list[str]:
+        """The submodules whose forward depends on the mode (dropout, batch norm tracking running
+        statistics, a forward that reads `self.training`) that are now in train mode (`training`)
+        or in eval mode."""
+        cached = self._mode_dependent.get(id(module))
+        if cached is None or cached[0]() is not module:
             parts = []
             for sub in module.modules():
-                if isinstance(sub, _DropoutNd) and sub.p > 0:
-                    parts.append(f"{type(sub).__name__}(p={sub.p})")
-                elif isinstance(sub, _BatchNorm) and sub.track_running_stats:
-                    parts.append(type(sub).__name__)
-            self._mode_dependent[id(module)] = parts
-        return parts
+                if isinstance(sub, _DropoutNd):
+                    if sub.p > 0:
+                        parts.append((weakref.ref(sub), f"{type(sub).__name__}(p={sub.p})"))
+                elif isinstance(sub, _BatchNorm):
+                    if sub.track_running_stats:
+                        parts.append((weakref.ref(sub), type(sub).__name__))
+                elif isinstance(sub, torch.nn.RNNBase):
+                    if sub.dropout > 0:
+                        parts.append((weakref.ref(sub), f"{type(sub).__name__}(dropout={sub.dropout})"))
+                elif _reads_training(type(sub)):
+                    parts.append((weakref.ref(sub), f"{type(sub).__name__} (its forward reads self.training)"))
+            cached = self._mode_dependent[id(module)] = (weakref.ref(module), parts)
+        return sorted({label for ref, label in cached[1] if ref() is not None and ref().training == training})
 
     def _forward_pre(self, module, args) -> None:
         if not self._enter("forward"):
             return
+        try:
+            self.check_stopped()
+        except BaseException:
+            self._leave("forward")
+            raise
         self.forward_count += 1
         record = None
+        if self.recorder is not None and not isinstance(module, _Loss) and module.training:
+            self.recorder.batch(args)
         if not isinstance(module, _Loss):
             grad = torch.is_grad_enabled()
             if grad and not module.training:
@@ -770,13 +991,14 @@ class Trace:
                     record = (record, None)
             elif not grad:
                 stack = self.stack()
-                parts = self._mode_dependent_parts(module)
                 how = "torch.inference_mode()" if torch.is_inference_mode_enabled() else "torch.no_grad()"
-                if module.training and parts:
+                parts = self._mode_dependent_parts(module, True) if module.training else []
+                if parts:
                     self.find("TL302", stack, f"{type(module).__name__} ran forward under {how} in train mode at "
-                                              f"{_where(stack)}: {', '.join(sorted(set(parts)))} active")
+                                              f"{_where(stack)}: {', '.join(parts)} active")
                 elif module.training:
-                    self.note("TL302", stack, "the model has no dropout or batch norm: train mode changes nothing")
+                    self.note("TL302", stack, "no dropout, batch norm or forward reading self.training was in train "
+                                              "mode: train mode changes nothing in this forward")
                 else:
                     self.note("TL302", stack, f"the forward under {how} ran in eval mode")
                     self.note("TL301", stack, f"the forward in eval mode ran under {how}")
@@ -800,7 +1022,10 @@ class Trace:
         if isinstance(module, _Loss):
             self._note_loss(output, getattr(module, "reduction", "mean"))
         elif torch.is_grad_enabled():
+            # the mode-dependent parts in eval mode during this forward (TL303 at the backward)
             self.forwarded[id(module)] = weakref.ref(module)
+            if not module.training:
+                self.eval_parts[id(module)] = self._mode_dependent_parts(module, False)
 
     def _pack(self, record: _EvalForward, tensor):
         try:
@@ -829,11 +1054,18 @@ class Trace:
                     self.note("TL303", switch[2], "train mode was restored before the next backward")
             elif id(module) in self.trained_modules:
                 switch = self._last_switch(module)
+                stack = switch[2] if switch else backward_stack
+                parts = self.eval_parts.get(id(module), [])
+                if not parts:
+                    self.note("TL303", stack, f"{type(module).__name__} has no dropout, batch norm or forward reading "
+                                              f"self.training: eval mode changed nothing in its forward")
+                    continue
                 where = f"since eval() at {_where(switch[2], via=True)}" if switch else "in eval mode"
-                self.find("TL303", switch[2] if switch else backward_stack,
+                self.find("TL303", stack,
                           f"backward at {_where(backward_stack)} ran with {type(module).__name__} {where} and "
-                          f"no train() since: dropout and batch norm stay in inference behaviour while training")
+                          f"no train() since: {', '.join(parts)} ran in inference behaviour in training forwards")
         self.forwarded.clear()
+        self.eval_parts.clear()
 
     def _last_switch(self, module):
         switch = self.mode_switches.get(id(module))
@@ -969,6 +1201,11 @@ class Trace:
         if isinstance(f, (str, os.PathLike)):
             path = os.path.abspath(os.fspath(f))
             self.saves.append({"stack": stack, "path": path, "existed": os.path.exists(path)})
+        elif isinstance(getattr(f, "name", None), (str, bytes)) and _writable(f):
+            # a file object opened on a path (`with open(p, "wb") as f`): the open already truncated
+            # that file, so the save writes it in place exactly as a path would
+            path = os.path.abspath(os.fsdecode(f.name))
+            self.saves.append({"stack": stack, "path": path, "existed": None})
         for tensor in _tensors_in(obj):
             try:
                 storage = tensor.untyped_storage().nbytes()
@@ -981,7 +1218,13 @@ class Trace:
                                           f"for {_mb(size)} of data")
                 break
         self._check_resume_bundle(obj, stack)
-        return original(*args, **kwargs)
+        result = original(*args, **kwargs)
+        if self.recorder is not None and self.saves and self.saves[-1]["stack"] is stack:
+            if hasattr(f, "flush"):
+                f.flush()
+            recorded = self.optimizers.get(self.recorder.opt)
+            self.recorder.saved(self.saves[-1]["path"], recorded.steps if recorded else 0)
+        return result
 
     def _check_resume_bundle(self, obj, stack) -> None:
         """TL404: a checkpoint bundle (a dict holding model weights and more) that leaves out the state
@@ -1021,6 +1264,8 @@ class Trace:
     def _move(self, original, src, dst, *args, **kwargs):
         try:
             self.moved.add(os.path.abspath(os.fspath(src)))
+            if self.recorder is not None:
+                self.recorder.moved(os.path.abspath(os.fspath(src)), os.path.abspath(os.fspath(dst)))
         except TypeError:
             pass
         return original(src, dst, *args, **kwargs)
@@ -1032,7 +1277,8 @@ class Trace:
                                                   "into place")
                 continue
             shown = os.path.relpath(save["path"]) if save["path"].startswith(os.getcwd()) else save["path"]
-            over = " over an existing file" if save["existed"] else ""
+            over = {True: " over an existing file", False: "", None: " through a file object opened on it"}[
+                save["existed"]]
             self.find("TL402", save["stack"], f"torch.save at {_where(save['stack'])} wrote {shown!r} in place{over}, "
                                               f"with no temporary file and os.replace: a crash mid-save leaves "
                                               f"a truncated checkpoint")
@@ -1063,6 +1309,7 @@ class Trace:
         return iterator
 
     def _loader_next(self, original, iterator, *args, **kwargs):
+        self.check_stopped()
         run = getattr(iterator, "_trainlint_pass", None)
         try:
             batch = original(iterator, *args, **kwargs)
@@ -1070,6 +1317,8 @@ class Trace:
             if run is not None:  # the pass is over: what ran during it is known now
                 run["end"] = (self.backward_count, self.forward_count)
             raise
+        if self.recorder is not None:
+            self.recorder.batch(batch)
         if run is not None:
             run["sizes"].append(_batch_size(batch))
             if run["where"] is None:
@@ -1159,15 +1408,29 @@ class Trace:
         for site, evidence in self.sched_first.items():
             if ("TL101", *site) not in self.findings:
                 self.find("TL106", (site,), evidence)
+        return self.snapshot(error, stopped)
+
+    def snapshot(self, error: str | None, stopped: str) -> dict:
+        """The result as it stands (report() runs the end-of-run checks first)."""
         passes = [{"path": run["where"][0], "first": run["where"][1], "last": run["where"][2],
                    "sizes": run["sizes"]} for run in self.passes if run["where"] and run["sizes"]]
+        optimizers = [{"type": state.kind, "path": state.site[0] if state.site else None,
+                       "line": state.site[1] if state.site else None, "steps": state.steps}
+                      for state in self.optimizers.values() if state.steps]
+        manual = None
+        if not optimizers and self.manual.count:
+            manual = {"count": self.manual.count, "where": self.manual_update_site()}
         return {
             "steps": self.steps,
+            "record": self.recorder.result() if self.recorder is not None else None,
+            "optimizers": optimizers,
+            "manual_updates": manual,
             "stopped": stopped,
             "error": error,
-            "findings": [{k: v for k, v in f.items() if k != "count"} for f in self.findings.values()],
-            "notes": [{"code": c, "path": p, "line": line, "note": text} for (c, p, line), text in self.notes.items()],
-            "lines": {os.path.abspath(path): dict(counts) for path, counts in self.lines.items()},
+            "findings": [{k: v for k, v in f.items() if k != "count"} for f in list(self.findings.values())],
+            "notes": [{"code": c, "path": p, "line": line, "note": text}
+                      for (c, p, line), text in list(self.notes.items())],
+            "lines": {os.path.abspath(path): dict(counts) for path, counts in list(self.lines.items())},
             "loader_passes": passes,
         }
 

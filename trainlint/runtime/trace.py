@@ -9,8 +9,15 @@ This process never imports torch: the child (`trace_child`, hooks in `instrument
 back its observations as JSON. The child runs the user's code: `trace` is a separate command that
 says so, and nothing else (check, pre-commit, the language server) ever starts it.
 
-Exit codes: 1 when a finding is CONFIRMED or RUNTIME-ONLY, 0 otherwise (the script's own error is
-part of the report, not a trace failure), 2 on a usage error or when the run produced no result.
+The child runs in its own session and process group. Whatever way the run ends (the script ends,
+the timeout, SIGINT/SIGTERM/SIGHUP to trainlint, which are forwarded to the child), the child gets
+GRACE seconds to write its report, then its group is killed, then every process still carrying the
+run's token in its environment (a grandchild that started its own session); the temporary folder is
+removed on every path.
+
+Exit codes (`TraceReport.exit_code`): 3 when the script failed before its first optimizer step,
+else 1 when a finding at warning or error severity is CONFIRMED or RUNTIME-ONLY, else 4 when no
+optimizer step was seen, else 0; 2 on a usage error or when the run produced no result.
 """
 
 from __future__ import annotations
@@ -18,20 +25,29 @@ from __future__ import annotations
 import collections
 import json
 import os
+import secrets
+import signal
 import site
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainlint import __version__
 from trainlint.engine import lint_paths
 from trainlint.finding import Finding
+from trainlint.rule import registry
+from trainlint.runtime.trace_child import plain
 from trainlint.settings import Settings
 
 DEFAULT_MAX_STEPS = 20
 DEFAULT_TIMEOUT = 600.0
+GRACE = 5.0  # seconds a stopped child has to write its report before its process group is killed
+EXIT_FAILED_EARLY, EXIT_NO_STEP = 3, 4
+TOKEN = "TRAINLINT_TRACE_TOKEN"  # in the environment of every process of one traced run
 CONFIRMED, NOT_CONFIRMED, NOT_REACHED = "CONFIRMED", "NOT CONFIRMED", "NOT REACHED"
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
          "from trainlint.runtime.trace_child import main; main(sys.argv[1:])")
@@ -45,22 +61,55 @@ class TraceFailed(Exception):
     """The traced run produced no result (it could not start, or was killed)."""
 
 
+class Interrupted(Exception):
+    """trainlint itself got SIGINT, SIGTERM or SIGHUP; the traced run was stopped and cleaned up."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
 @dataclass(frozen=True)
 class TraceReport:
     script: str
-    steps: int
-    stopped: str  # "max-steps", "end", "error" or "timeout"
+    steps: int  # optimizer step() calls, all optimizers together
+    stopped: str  # "max-steps", "end", "error", "timeout", "killed" or "interrupted"
     error: str | None
-    findings: list[dict]  # {"code", "path", "line", "status", "evidence"}
-    runtime_only: list[dict]  # {"code", "path", "line", "evidence"}
+    findings: list[dict]  # {"code", "path", "line", "severity", "status", "evidence"}
+    runtime_only: list[dict]  # {"code", "path", "line", "severity", "evidence"}
+    optimizers: list[dict] = field(default_factory=list)  # {"type", "path", "line", "steps"}
+    manual_updates: dict | None = None  # {"count", "where"}: updates by hand in a run with no optimizer
+    caught_stop: str | None = None  # where the script went on after catching the stop
+    pid: int | None = None  # the child's process id (also its process group and session)
 
     def to_dict(self) -> dict:
-        return {"version": __version__, "script": self.script, "steps": self.steps, "error": self.error,
-                "findings": self.findings, "runtime_only": self.runtime_only}
+        return {"version": __version__, "script": self.script, "steps": self.steps, "optimizers": self.optimizers,
+                "stopped": self.stopped, "error": self.error, "hint": self.hint, "findings": self.findings,
+                "runtime_only": self.runtime_only}
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.runtime_only or any(f["status"] == CONFIRMED for f in self.findings) else 0
+        if self.stopped == "error" and self.steps == 0:
+            return EXIT_FAILED_EARLY
+        shown = [f for f in self.findings if f["status"] == CONFIRMED] + self.runtime_only
+        if any(f["severity"] != "info" for f in shown):
+            return 1
+        return EXIT_NO_STEP if self.steps == 0 else 0
+
+    @property
+    def hint(self) -> str | None:
+        """Why no optimizer step was seen, when none was."""
+        if self.steps or self.stopped == "error":
+            return None
+        if self.manual_updates:
+            where = self.manual_updates["where"]
+            return (f"no optimizer step was seen: the parameters were updated by hand "
+                    f"{self.manual_updates['count']}x" + (f" (at {where})" if where else "") +
+                    "; trace checks the update clock of torch.optim optimizers only")
+        if self.stopped == "timeout":
+            return "no optimizer step was seen before the timeout: give the script longer with --timeout"
+        return ("no optimizer step was seen: the script does not train with a torch.optim optimizer, or "
+                "reaches its loop only with other arguments (or after longer than --timeout)")
 
 
 def _display(path: str) -> str:
@@ -71,40 +120,146 @@ def _display(path: str) -> str:
 
 
 def run_child(script: str, args: list[str], max_steps: int, timeout: float = DEFAULT_TIMEOUT,
-              output=None) -> dict:
-    """Run SCRIPT in an isolated, instrumented interpreter; its JSON result.
+              output=None, record: dict | None = None) -> dict:
+    """Run SCRIPT in an isolated, instrumented interpreter; its JSON result (with "pid").
 
     The script's standard output goes to `output` (default: this process's standard error, so a
-    JSON report on standard output stays clean); its standard error is inherited.
+    JSON report on standard output stays clean); its standard error is inherited. `record`: the
+    `--resume-check` recording (see `instrument._Recorder`). Raises
+    TraceFailed, or Interrupted when this process got SIGINT/SIGTERM/SIGHUP (in the main thread).
     """
     package_root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, TRAINLINT_TRACE_USER_SITE="1" if site.ENABLE_USER_SITE else "0")
+    token = secrets.token_hex(8)
+    env = dict(os.environ, TRAINLINT_TRACE_USER_SITE="1" if site.ENABLE_USER_SITE else "0", **{TOKEN: token})
+    if record is not None:  # `--resume-check`: per-step digests; one thread, so CPU kernels repeat bitwise
+        env.update(TRAINLINT_TRACE_RECORD=json.dumps(record), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     with tempfile.TemporaryDirectory(prefix="trainlint-trace-") as folder:
         result_file = os.path.join(folder, "result.json")
         command = [sys.executable, "-I", "-c", _BOOT, package_root, result_file, str(max_steps), script, *args]
+        received: list[int] = []
+        previous = _forward_signals(received)
         try:
-            process = subprocess.Popen(command, stdout=2 if output is None else output, env=env)
-        except OSError as err:
-            raise TraceFailed(f"cannot start {sys.executable}: {err.strerror or err}") from err
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.terminate()  # the child turns SIGTERM into a clean stop and still reports
             try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        except KeyboardInterrupt:
-            process.terminate()
-            process.wait()
-            raise
+                process = subprocess.Popen(command, stdout=2 if output is None else output, env=env,
+                                           start_new_session=hasattr(os, "setsid"))
+            except OSError as err:
+                raise TraceFailed(f"cannot start {sys.executable}: {err.strerror or err}") from err
+            try:
+                how = _wait(process, timeout, received)
+            finally:
+                _end_group(process, token)
+        finally:
+            for signum, handler in previous.items():  # None: a handler set outside Python
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        if received:
+            raise Interrupted(received[0])
         try:
             with open(result_file, encoding="utf-8") as handle:
-                return json.load(handle)
+                result = json.load(handle)
         except (OSError, ValueError):
-            raise TraceFailed(f"the traced run of {script} ended without a result "
+            if how == "timeout":  # killed before its first step wrote a snapshot
+                result = {"steps": 0, "stopped": "killed", "error": None, "findings": [], "notes": [],
+                          "lines": {}, "loader_passes": []}
+            else:
+                raise TraceFailed(f"the traced run of {script} ended without a result "
                               f"(exit code {process.returncode})") from None
+        if result["stopped"] == "killed":  # a snapshot: the child did not get to write its report
+            if how == "timeout":
+                result.update(stopped="timeout", error=f"timed out after {timeout:g} s; the script did not stop "
+                                                       f"when asked and was killed")
+            elif process.returncode < 0:
+                result["error"] = f"the script was killed by {signal.Signals(-process.returncode).name}"
+        result["pid"] = process.pid
+        return result
+
+
+_FORWARDED = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def _forward_signals(received: list[int]) -> dict:
+    """While the child runs, SIGINT/SIGTERM/SIGHUP to this process are noted (the wait forwards them);
+    only the main thread can set handlers (a trace started from a thread keeps the defaults)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def note(signum, frame):
+        received.append(signum)
+
+    return {signum: signal.signal(signum, note) for signum in _FORWARDED}
+
+
+def _wait(process: subprocess.Popen, timeout: float, received: list[int]) -> str | None:
+    """Until the child ends: at the timeout it gets SIGTERM (it reports and stops), a signal this
+    process got is passed on; either way it has GRACE seconds, then SIGKILL. Why it was stopped."""
+    now = time.monotonic()
+    deadline, killed_at, how, forwarded = now + timeout, None, None, 0
+    while True:
+        try:
+            process.wait(timeout=0.05)
+            return how
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if forwarded < len(received):
+            _signal(process, received[forwarded])
+            forwarded = len(received)
+            how = how or "interrupted"
+            killed_at = killed_at or now + GRACE
+        if how is None and now >= deadline:
+            _signal(process, signal.SIGTERM)
+            how, killed_at = "timeout", now + GRACE
+        if killed_at is not None and now >= killed_at:
+            _signal(process, signal.SIGKILL, group=True)
+            process.wait()
+            return how
+
+
+def _signal(process: subprocess.Popen, signum: int, group: bool = False) -> None:
+    try:
+        if group and hasattr(os, "killpg"):
+            os.killpg(process.pid, signum)
+        elif process.returncode is None:
+            process.send_signal(signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _end_group(process: subprocess.Popen, token: str) -> None:
+    """After the child: kill its process group (DataLoader workers, forks), then every process left
+    with this run's token in its environment (those that started their own session). Linux lists
+    them in /proc; elsewhere the group is all that is killed."""
+    if process.returncode is None:
+        _signal(process, signal.SIGKILL, group=True)
+        process.wait()
+    _signal(process, signal.SIGKILL, group=True)
+    for _ in range(5):  # a holder may fork while it is being killed: look again
+        holders = _token_holders(token)
+        for pid in holders:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if not holders:
+            break
+        time.sleep(0.02)
+
+
+def _token_holders(token: str) -> list[int]:
+    marker = f"{TOKEN}={token}".encode()
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as handle:
+                    if marker in handle.read().split(b"\0"):
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
 
 
 def lint_for_trace(script: str, result: dict, settings: Settings) -> list[Finding]:
@@ -172,14 +327,19 @@ def join(static: list[Finding], result: dict, script: str, max_steps: int) -> Tr
             else:
                 why = notes.get((finding.code, path, finding.line), "the hazard did not show")
                 status, evidence = NOT_CONFIRMED, f"the line ran {hits}x: {why}"
-        findings.append({"code": finding.code, "path": finding.path, "line": finding.line, "status": status,
-                         "evidence": evidence})
+        findings.append({"code": finding.code, "path": finding.path, "line": finding.line,
+                         "severity": finding.severity.value, "status": status, "evidence": evidence})
+    rules = registry()
     runtime_only = [{"code": item["code"], "path": _display(item["path"]), "line": item["line"],
+                     "severity": rules[item["code"]].severity.value if item["code"] in rules else "warning",
                      "evidence": item["evidence"]}
                     for items in runtime.values() for item in items
                     if id(item) not in matched and not item.get("confirm_only")]
     runtime_only.sort(key=lambda r: (r["path"], r["line"], r["code"]))
-    return TraceReport(_display(script), result["steps"], stopped, result["error"], findings, runtime_only)
+    optimizers = [dict(o, path=_display(o["path"]) if o.get("path") else None) for o in result.get("optimizers", [])]
+    return TraceReport(_display(script), result["steps"], stopped, result["error"] and plain(result["error"]),
+                       findings, runtime_only, optimizers, result.get("manual_updates"), result.get("caught_stop"),
+                       result.get("pid"))
 
 
 def trace_script(script: str, args: list[str] | None = None, max_steps: int = DEFAULT_MAX_STEPS,
@@ -190,12 +350,29 @@ def trace_script(script: str, args: list[str] | None = None, max_steps: int = DE
     return join(static, result, script, max_steps)
 
 
+def _step_counts(report: TraceReport) -> str:
+    """`12 optimizer steps (Adam at gan.py:40: 6, Adam at gan.py:52: 6)`; one optimizer: no list."""
+    text = f"{report.steps} optimizer step{'' if report.steps == 1 else 's'}"
+    if len(report.optimizers) > 1:
+        parts = [f"{o['type']} at {os.path.basename(o['path']) if o['path'] else '?'}:{o['line']}: {o['steps']}"
+                 for o in report.optimizers]
+        text += f" ({', '.join(parts)})"
+    elif report.optimizers:
+        text += f" ({report.optimizers[0]['type']})"
+    return text
+
+
 def render_text(report: TraceReport) -> str:
     how = {"max-steps": "stopped at --max-steps", "end": "the script ended", "error": "the script raised",
-           "timeout": "timed out"}[report.stopped]
-    out = [f"trainlint trace {report.script}: {report.steps} optimizer steps ({how})"]
+           "timeout": "timed out", "killed": "the script was killed",
+           "interrupted": "interrupted"}[report.stopped]
+    if report.caught_stop:
+        how += f"; the script caught the stop and went on at {report.caught_stop}, so trace ended it there"
+    out = [f"trainlint trace {report.script}: {_step_counts(report)} ({how})"]
     if report.error:
         out.append(f"error: {report.error}")
+    if report.hint:
+        out.append(f"hint: {report.hint}")
     out.append("")
     for f in report.findings:
         out.append(f"{f['path']}:{f['line']}: {f['code']} {f['status']}: {f['evidence']}")
@@ -212,12 +389,13 @@ def render_json(report: TraceReport) -> str:
     return json.dumps(report.to_dict(), indent=2) + "\n"
 
 
-def _error(message: str) -> int:
-    print(f"trainlint: error: {' '.join(message.split())}", file=sys.stderr)
-    return 2
+def _error(message: str, code: int = 2) -> int:
+    print(f"trainlint: error: {plain(message)}", file=sys.stderr)
+    return code
 
 
-def command(script: str, args: list[str], max_steps: int, fmt: str, timeout: float) -> int:
+def command(script: str, args: list[str], max_steps: int, fmt: str, timeout: float,
+            resume: tuple[int, int, str | None] | None = None) -> int:
     """`trainlint trace`: print the report; the exit code (see the module docstring)."""
     import importlib.util
 
@@ -234,9 +412,23 @@ def command(script: str, args: list[str], max_steps: int, fmt: str, timeout: flo
     except (ConfigError, SelectorError) as err:
         return _error(str(err))
     try:
-        report = trace_script(script, args, max_steps, settings, timeout)
+        if resume is not None:
+            from trainlint.runtime import resume as resume_module
+
+            k, m, resume_arg = resume
+            report, result = resume_module.resume_check(script, args, k, m, resume_arg, settings, timeout)
+        else:
+            report, result = trace_script(script, args, max_steps, settings, timeout), None
     except TraceFailed as err:
         return _error(str(err))
-    sys.stdout.write(render_json(report) if fmt == "json" else render_text(report))
+    except Interrupted as err:
+        return _error(f"interrupted by {err}: the traced script was stopped", 128 + err.signum)
+    if result is not None:
+        render = resume_module.render_json if fmt == "json" else resume_module.render_text
+        sys.stdout.write(render(report, result))
+    else:
+        sys.stdout.write(render_json(report) if fmt == "json" else render_text(report))
     sys.stdout.flush()
+    if result is not None and not result.exact:
+        return 1 if report.exit_code in (0, 1, EXIT_NO_STEP) else report.exit_code
     return report.exit_code
