@@ -29,6 +29,7 @@ def user_cache_home(tmp_path_factory) -> Path:
 def _user_cache_outside_home(user_cache_home: Path):
     """The result cache's key lives in the user's cache folder: in tests (and the trainlint
     processes they start, which inherit the environment) a folder of the session's, never ~/.cache.
+    Under pytest-xdist each worker has its own: tmp_path_factory's base folder is per worker.
     Its own MonkeyPatch: a test's `monkeypatch.undo()` does not undo it."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(user_cache_home))

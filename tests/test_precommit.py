@@ -2,8 +2,10 @@
 
 pre-commit builds the hook's environment from this repository's committed HEAD (try-repo adds
 uncommitted changes to tracked files, never untracked files) with `pip install .`: core
-dependencies only, so it needs the package index but never torch. Each test installs that
-environment once, which takes a minute or so.
+dependencies only, so it needs the package index but never torch. Installing it takes a minute
+or so: the tests share one pre-commit home, so on a clean checkout (CI) try-repo's environment,
+which is this repository at HEAD, is the one the configured hook reuses (a dirty checkout makes
+try-repo install its own from a shadow commit).
 """
 
 from __future__ import annotations
@@ -37,10 +39,16 @@ def _git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
+@pytest.fixture(scope="module")
+def pre_commit_home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("pre-commit-home")
+
+
 @pytest.fixture
-def project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+def project(tmp_path: Path, pre_commit_home: Path) -> tuple[Path, dict[str, str]]:
     """A git repository holding one buggy and one clean training script, and an environment for
-    pre-commit (its own home, so no cache from elsewhere is used; the text output format)."""
+    pre-commit (a home of this module's, so no cache from elsewhere is used; the text output
+    format)."""
     repo = tmp_path / "project"
     repo.mkdir()
     _git(repo, "init", "-q")
@@ -48,7 +56,7 @@ def project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     (repo / "evaluate.py").write_text(CLEAN)
     _git(repo, "add", "train.py", "evaluate.py")
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
-    env.update(PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"), PRE_COMMIT_COLOR="never",
+    env.update(PRE_COMMIT_HOME=str(pre_commit_home), PRE_COMMIT_COLOR="never",
                GIT_AUTHOR_NAME="test", GIT_AUTHOR_EMAIL="test@example.com",
                GIT_COMMITTER_NAME="test", GIT_COMMITTER_EMAIL="test@example.com")
     return repo, env
