@@ -30,7 +30,7 @@ def test_rule_table_is_current():
 
 def test_every_rule_is_in_the_table():
     table = table_in(README.read_text())
-    from trainlint.rule import registry
+    from trainlint.rules import registry
 
     for code, rule in registry().items():
         assert f"| {code} | `{rule.name}` |" in table

@@ -189,10 +189,10 @@ def _check_once(o: SimpleNamespace) -> int:
     """One run of `check`: find the files, check each with its own settings, report; the exit code."""
     from trainlint.cache import ResultCache
     from trainlint.config import Resolver, cache_directory, resolve_config
-    from trainlint.discovery import MissingPath, discover
+    from trainlint.reader.discovery import MissingPath, discover
     from trainlint.engine import lint_paths, lint_source
     from trainlint.finding import FileResult
-    from trainlint.model.project import Project
+    from trainlint.reader.project import Project
     from trainlint.positions import split_lines
     from trainlint.progress import progress
     from trainlint.progress import wanted as progress_wanted

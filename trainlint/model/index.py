@@ -171,7 +171,7 @@ class FileIndex:
         self.loops: list[cst.For | cst.While] = []
         self._callers: dict[cst.CSTNode, list[CallSite]] | None = None
         self._functions_by_name: dict[str, list[FunctionInfo]] | None = None
-        #: the file's view of its project (`trainlint.model.project.Linker`), set by whoever knows it
+        #: the file's view of its project (`trainlint.model.linker.Linker`), set by whoever knows it
         self.linker = None
         self._loop_bindings: dict[int, tuple[list[Binding], dict]] = {}
         self._build()
