@@ -137,3 +137,24 @@ def test_write_fixed_refuses_what_it_must_not_write(tmp_path):
     with pytest.raises(WriteError, match="read-only"):
         write_fixed(str(inside / "locked.py"), b"a = 1\n", "a = 2\n", os.path.realpath(inside))
     assert outside.read_text() == "a = 1\n" and (inside / "locked.py").read_text() == "a = 1\n"
+
+
+def test_add_noqa_never_writes_through_a_link_out_of_the_project(repository, run):
+    repo, victim = repository
+    (repo / "pyproject.toml").write_text("[tool.trainlint]\n")  # no fixes: --add-noqa alone writes
+    result = run("check", "--no-cache", "--add-noqa", ".")
+    assert victim.read_text() == BAD  # nothing outside changed
+    assert "# noqa: TL401" in (repo / "own.py").read_text()
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"trainlint: error: --add-noqa: not fixing train.py: it leads to {os.path.realpath(victim)}, "
+        f"outside the project {os.path.realpath(repo)}"]
+
+
+def test_add_noqa_never_writes_a_read_only_file(repository, run):
+    repo, _ = repository
+    (repo / "own.py").chmod(0o444)
+    result = run("check", "--no-cache", "--add-noqa", "own.py")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == ["trainlint: error: --add-noqa: not fixing own.py: the file is read-only"]
+    assert (repo / "own.py").read_text() == BAD

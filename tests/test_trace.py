@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "tests" / "fixtures" / "trace"
 EXAMPLES = ROOT / "examples"
 EXPECT = re.compile(r"#.*?\bexpect:\s*(?P<codes>TL\d{3}(?:\s*,\s*TL\d{3})*)")
-STYLES = ("plain_accumulation", "amp", "trainer", "accelerate", "eval", "checkpoint")
+STYLES = ("plain_accumulation", "amp", "trainer", "accelerate", "eval", "checkpoint", "data_order")
 
 
 def expected(path: Path) -> set[tuple[int, str]]:
@@ -367,3 +367,21 @@ def test_only_the_trace_command_reaches_the_tracer():
     cli = (package / "cli.py").read_text()
     body = cli[cli.index("def trace("):]
     assert body.index("from trainlint.runtime.trace import") < body.index("\ndef ", 1)
+
+
+def test_a_grad_scaler_rebuilt_every_epoch_is_confirmed():
+    """TL205 is off by default: selected, its finding is CONFIRMED with the scale it threw away;
+    by default the run still shows it, as RUNTIME-ONLY; one scaler for the run shows nothing."""
+    from trainlint.settings import Settings, resolve_selection
+
+    selected = Settings(select=resolve_selection(["ALL"], [], []))
+    bad = SCRIPTS / "scaler_bad.py"
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = [pool.submit(trace_script, str(script), [], 8, settings)
+                for script, settings in ((bad, selected), (bad, None), (SCRIPTS / "scaler_good.py", selected))]
+        confirmed, default, good = (run.result() for run in runs)
+    assert statuses(confirmed) == {(14, "TL205"): CONFIRMED}
+    evidence = next(f["evidence"] for f in confirmed.findings if f["code"] == "TL205")
+    assert "restarted at 65536" in evidence and "scaler_bad.py:14" in evidence
+    assert [(r["line"], r["code"]) for r in default.runtime_only] == [(14, "TL205")]
+    assert good.findings == [] and good.runtime_only == [] and good.exit_code == 0

@@ -257,13 +257,15 @@ def _check_once(o: SimpleNamespace) -> int:
     if o.add_noqa:
         from trainlint.suppress import add_noqa_to_files
 
-        added, changed, left = add_noqa_to_files(results)
+        added, changed, left, unwritten = add_noqa_to_files(results, fixing.root)
         click.echo(f"Added {added} noqa directive{'' if added == 1 else 's'} to "
                    f"{changed} file{'' if changed == 1 else 's'}.")
         for path, line, why in left:
             where = f"{path}:{line}" if line else path
             click.echo(f"trainlint: warning: {where}: no `# noqa` added: {why}", err=True)
-        return EXIT_CLEAN
+        for error in unwritten:
+            click.echo(f"trainlint: error: --add-noqa: {error}", err=True)
+        return EXIT_ERROR if unwritten else EXIT_CLEAN
 
     def source_lines(path: str) -> list[str] | None:
         if stdin_text is not None and path == stdin_name:
@@ -351,14 +353,14 @@ class FixRun:
             self.diffs.append(_unified_diff(path, text, outcome.source))
         else:
             try:
-                write_fixed(path, data, outcome.source, self._root(path))
+                write_fixed(path, data, outcome.source, self.root(path))
             except WriteError as err:
                 result.errors.append(str(err))
                 return result
         self.total += sum(outcome.fixed.values())
         return outcome.result
 
-    def _root(self, path: str) -> str:
+    def root(self, path: str) -> str:
         """Where a fix of `path` may write: the project root (`fixes.fix_root`) of the named path
         it was found under, as named (a link in it does not take the root along)."""
         from trainlint.fixes import fix_root

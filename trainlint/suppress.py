@@ -24,7 +24,7 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 from trainlint.finding import Edit, FileResult, Finding, Fix
 from trainlint.positions import split_lines
@@ -395,13 +395,18 @@ def add_noqa(source: str, codes_by_line: dict[int, set[str]]) -> tuple[str, int,
     return "".join(parts), changed, left
 
 
-def add_noqa_to_files(results: Iterable[FileResult]) -> tuple[int, int, list[tuple[str, int, str]]]:
+def add_noqa_to_files(results: Iterable[FileResult], root_of: Callable[[str], str | None] = lambda path: None
+                      ) -> tuple[int, int, list[tuple[str, int, str]], list[str]]:
     """`--add-noqa`: suppress every finding in place. Returns the directives added or extended,
-    the files changed, and (path, line, why) of the lines with findings that could not be."""
+    the files changed, (path, line, why) of the lines with findings that could not be, and the
+    files that could not be written. A file is written as a fix is (`fixes.write_fixed`): only a
+    regular, writable file whose real path is inside `root_of(path)`, never through a link out."""
+    from trainlint.fixes import WriteError, write_fixed
     from trainlint.settings import SYNTAX_ERROR_CODE
 
     added = files = 0
     left: list[tuple[str, int, str]] = []
+    unwritten: list[str] = []
     for result in results:
         codes_by_line: dict[int, set[str]] = {}
         for finding in result.findings:
@@ -415,13 +420,15 @@ def add_noqa_to_files(results: Iterable[FileResult]) -> tuple[int, int, list[tup
             encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
             text, changed, unchanged = add_noqa(data.decode(encoding), codes_by_line)
             if changed:
-                with open(result.path, "wb") as handle:
-                    handle.write(text.encode(encoding))
+                write_fixed(result.path, data, text, root_of(result.path))
+        except WriteError as err:  # a link out of the project, a read-only file, a file that changed
+            unwritten.append(str(err))
+            continue
         except (OSError, SyntaxError, UnicodeError) as err:
-            # it was read a moment ago; a file that vanished or changed keeps its findings
+            # it was read a moment ago; a file that vanished keeps its findings
             left.append((result.path, 0, f"it could not be rewritten ({getattr(err, 'strerror', None) or err})"))
             continue
         added += changed
         files += bool(changed)
         left += [(result.path, line, why) for line, why in unchanged]
-    return added, files, left
+    return added, files, left, unwritten

@@ -82,6 +82,7 @@ class FunctionSummary:
     # what it returns makes batches of one size: a `DataLoader(..., drop_last=True)` (or
     # `batch_size=1`), or the keyword arguments for one (`{"batch_size": b, "drop_last": True}`)
     equal_batches: bool = False
+    sets_epoch: bool = False  # it calls `.set_epoch(...)` (on a sampler or loader it is handed)
 
     @property
     def produces(self) -> str | None:
@@ -320,7 +321,9 @@ class _Summariser:
             modes=self._modes(function), detached=self._detached(function, body_off), saves=self._saves(function),
             save_path=self._save_path(function),
             returns=self._returns(function), returns_mean=self._returns_mean(function),
-            returned_keys=self._returned_keys(function), equal_batches=self._equal_batches(function))
+            returned_keys=self._returned_keys(function), equal_batches=self._equal_batches(function),
+            sets_epoch=any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                           and n.func.attr.value == "set_epoch" for n in self._own_nodes(function)))
         self._memo[node] = summary
         return summary
 

@@ -198,6 +198,7 @@ class _ScalerState:
         self.unscaled = False  # unscale_() ran since that backward
         self.stepped: set[int] = set()  # optimizers whose step() ran since the last update()
         self.used = False  # a scaled backward ran at all (the checkpoint must hold the scaler)
+        self.updates = 0  # update() calls (TL205: a scaler replaced after it adapted)
 
 
 class _EvalForward:
@@ -245,7 +246,10 @@ class Trace:
         self.moved: set[str] = set()
         self.loaders: dict[int, dict] = {}
         self.passes: list[dict] = []
+        self.samplers: dict[int, dict] = {}  # TL801: id(DistributedSampler) -> construction, set_epoch, passes
         self._trees: dict[str, ast.AST | None] = {}
+        # TL205: construction site -> the GradScaler last built there
+        self.scaler_sites: dict[tuple, weakref.ref] = {}
         self._handles = []
 
     # ----- bookkeeping -------------------------------------------------------------------------
@@ -326,6 +330,7 @@ class Trace:
         if not issubclass(ReduceLROnPlateau, LRScheduler) or "step" in vars(ReduceLROnPlateau):
             self._wrap(ReduceLROnPlateau, "step", self._scheduler_step)
         scaler_cls = torch.amp.GradScaler
+        self._wrap(scaler_cls, "__init__", self._scaler_init)
         self._wrap(scaler_cls, "scale", self._scaler_scale)
         self._wrap(scaler_cls, "unscale_", self._scaler_unscale)
         self._wrap(scaler_cls, "step", self._scaler_step)
@@ -345,6 +350,10 @@ class Trace:
         self._wrap(dataloader.DataLoader, "__init__", self._loader_init)
         self._wrap(dataloader.DataLoader, "__iter__", self._loader_iter)
         self._wrap(dataloader._BaseDataLoaderIter, "__next__", self._loader_next)
+        distributed = torch.utils.data.distributed.DistributedSampler
+        self._wrap(distributed, "__init__", self._sampler_init)
+        self._wrap(distributed, "set_epoch", self._sampler_set_epoch)
+        self._wrap(distributed, "__iter__", self._sampler_iter)
         sys.settrace(self._trace_calls)
         threading.settrace(self._trace_calls)
 
@@ -612,6 +621,27 @@ class Trace:
                 self.loss_outputs.append((weakref.ref(out), reduction))
 
     # ----- GradScaler ---------------------------------------------------------------------------------
+    def _scaler_init(self, original, scaler, *args, **kwargs):
+        """TL205: a GradScaler built again at a site whose previous scaler already ran updates."""
+        outer = self._enter("scaler_init")
+        try:
+            original(scaler, *args, **kwargs)
+        finally:
+            self._leave("scaler_init")
+        stack = self.stack() if outer else None
+        if not stack:
+            return
+        self.scalers[id(scaler)] = _ScalerState()  # not the state of a collected scaler with this id
+        previous = self.scaler_sites.get(stack[0])
+        self.scaler_sites[stack[0]] = weakref.ref(scaler)
+        before = previous() if previous is not None else None
+        if before is None or not self.scaler_state(before).updates or not scaler.is_enabled():
+            return
+        self.find("TL205", stack, f"a new GradScaler was built at {_where(stack)} after "
+                                  f"{self.scaler_state(before).updates} update(s) of the previous one: its scale "
+                                  f"restarted at {float(scaler.get_scale()):g} where the previous scaler had "
+                                  f"reached {float(before.get_scale()):g}")
+
     def _scaler_scale(self, original, scaler, outputs, *args, **kwargs):
         scaled = original(scaler, outputs, *args, **kwargs)
         if isinstance(scaled, torch.Tensor) and isinstance(outputs, torch.Tensor) and scaler.is_enabled():
@@ -626,6 +656,7 @@ class Trace:
 
     def _scaler_update(self, original, scaler, *args, **kwargs):
         state = self.scaler_state(scaler)
+        state.updates += 1
         state.pending = state.unscaled = False
         state.stepped.clear()
         return original(scaler, *args, **kwargs)
@@ -1052,6 +1083,45 @@ class Trace:
                                     max(lines, default=code.co_firstlineno), frame.f_lineno)
         return batch
 
+    # ----- data order (TL801) ----------------------------------------------------------------------
+    def _sampler_init(self, original, sampler, *args, **kwargs):
+        result = original(sampler, *args, **kwargs)
+        self.samplers[id(sampler)] = {"ref": weakref.ref(sampler), "stack": self.stack(), "set_epoch": 0,
+                                      "passes": []}
+        return result
+
+    def _sampler_set_epoch(self, original, sampler, *args, **kwargs):
+        info = self.samplers.get(id(sampler))
+        if info is not None and info["ref"]() is sampler:
+            info["set_epoch"] += 1
+        return original(sampler, *args, **kwargs)
+
+    def _sampler_iter(self, original, sampler, *args, **kwargs):
+        indices = list(original(sampler, *args, **kwargs))
+        info = self.samplers.get(id(sampler))
+        if info is not None and info["ref"]() is sampler:
+            info["passes"].append({"order": indices, "backward": self.backward_count})
+        return iter(indices)
+
+    def _check_samplers(self) -> None:
+        """A DistributedSampler whose passes that trained (a backward ran before the next pass, or
+        before the end) yielded the same order."""
+        for info in self.samplers.values():
+            passes = info["passes"]
+            ends = [p["backward"] for p in passes[1:]] + [self.backward_count]
+            trained = [p["order"] for p, end in zip(passes, ends) if end > p["backward"]]
+            if len(trained) < 2:
+                if info["stack"] and passes:
+                    self.note("TL801", info["stack"], "the run did not train through a second pass of the sampler")
+                continue
+            if all(order == trained[0] for order in trained[1:]):
+                self.find("TL801", info["stack"],
+                          f"the DistributedSampler built at {_where(info['stack'])} yielded the same order in all "
+                          f"{len(trained)} training passes (first indices {trained[0][:6]}); set_epoch was called "
+                          f"{info['set_epoch']} time(s)")
+            else:
+                self.note("TL801", info["stack"], "the sampler's order changed between epochs")
+
     def _check_loaders(self) -> None:
         for run in self.passes:
             info = run["loader"]
@@ -1081,7 +1151,7 @@ class Trace:
         sys.settrace(None)
         threading.settrace(None)
         for check in (self._check_kept, self._check_saves, self._check_loaders, self._check_eval_forwards,
-                      self._check_retained):
+                      self._check_retained, self._check_samplers):
             try:
                 check()
             except Exception as exc:  # noqa: BLE001 - one failing check must not lose the others

@@ -38,7 +38,7 @@ _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
 # Rules whose hazard the run can show; other findings that ran are NOT CONFIRMED with this reason.
 RUNTIME_CHECKS = frozenset({"TL101", "TL102", "TL104", "TL105", "TL106", "TL201", "TL202", "TL203", "TL204",
                             "TL301", "TL302", "TL303", "TL401", "TL402", "TL403", "TL404", "TL501", "TL502",
-                            "TL601", "TL602"})
+                            "TL601", "TL602", "TL801"})
 
 
 class TraceFailed(Exception):

@@ -5,13 +5,13 @@ demo is adding a `Demo` to its family's module (and to that module's `DEMOS`).
 """
 
 from trainlint.runtime.demo import Demo
-from trainlint.runtime.demos import checkpoints, clipping, memory, metrics, modes, update_clock
+from trainlint.runtime.demos import checkpoints, clipping, data_order, memory, metrics, modes, update_clock
 
 
 def all_demos() -> dict[str, Demo]:
     """Every demo by rule code, in code order."""
     demos: dict[str, Demo] = {}
-    for family in (update_clock, clipping, modes, checkpoints, memory, metrics):
+    for family in (update_clock, clipping, modes, checkpoints, memory, metrics, data_order):
         for demo in family.DEMOS:
             if demo.code in demos:
                 raise RuntimeError(f"two runtime demos for {demo.code}")

@@ -135,4 +135,34 @@ TL204 = Demo(
     judge=lambda bad, good: close(bad["ratio"], bad["scale"], 1e-3) and close(good["ratio"], 1.0, 1e-3),
 )
 
-DEMOS = (TL201, TL202, TL203, TL204)
+TL205 = Demo(
+    code="TL205",
+    hazard="a GradScaler built every epoch: its scale restarts at init_scale instead of growing across epochs",
+    bad=script('''
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        loader = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(4)]
+        scales = []  # the loss scale each epoch ends with (it doubles every 2 clean steps)
+
+        for epoch in range(3):
+            scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 4, growth_interval=2)
+            for xb, yb in loader:
+                opt.zero_grad()
+                loss = F.mse_loss(model(xb), yb)
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            scales.append(scaler.get_scale())
+
+        restarts = sum(1 for a, b in zip(scales, scales[1:]) if b <= a)
+        print(json.dumps({"scales": scales, "restarts": restarts, "final": scales[-1]}))
+        '''),
+    fix=(("for epoch in range(3):\n    scaler = torch.amp.GradScaler(\"cpu\", init_scale=2.0 ** 4, growth_interval=2)\n",
+          "scaler = torch.amp.GradScaler(\"cpu\", init_scale=2.0 ** 4, growth_interval=2)\nfor epoch in range(3):\n"),),
+    at="scaler = torch.amp.GradScaler(",
+    show="scale at each epoch end {scales}",
+    judge=lambda bad, good: (bad["restarts"] == len(bad["scales"]) - 1 and good["restarts"] == 0
+                             and good["final"] > bad["final"]),
+)
+
+DEMOS = (TL201, TL202, TL203, TL204, TL205)

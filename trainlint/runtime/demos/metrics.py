@@ -62,4 +62,35 @@ TL602 = Demo(
                              and good["examples"] == good["dataset"]),
 )
 
-DEMOS = (TL601, TL602)
+TL603 = Demo(
+    code="TL603",
+    hazard="an evaluation that returns its last batch's loss: far from the loss over the whole set",
+    bad=script('''
+        model = nn.Linear(10, 1)
+        x_val, y_val = torch.randn(40, 10), torch.randn(40, 1)
+        val_loader = DataLoader(TensorDataset(x_val, y_val), batch_size=16)  # batches of 16, 16 and 8
+
+
+        @torch.no_grad()
+        def evaluate(model, loader):
+            model.eval()
+            for xb, yb in loader:
+                loss = F.mse_loss(model(xb), yb)
+            return loss.item()
+
+
+        val_loss = evaluate(model, val_loader)
+        with torch.no_grad():
+            true_loss = F.mse_loss(model(x_val), y_val).item()
+        print(json.dumps({"reported": val_loss, "true": true_loss, "error": abs(val_loss - true_loss) / true_loss}))
+        ''', imports="from torch.utils.data import DataLoader, TensorDataset"),
+    fix=(("    for xb, yb in loader:\n        loss = F.mse_loss(model(xb), yb)\n    return loss.item()\n",
+          "    total, count = 0.0, 0\n    for xb, yb in loader:\n"
+          "        total += F.mse_loss(model(xb), yb, reduction=\"sum\").item()\n"
+          "        count += len(yb)\n    return total / count\n"),),
+    at="return loss.item()",
+    show="reported {reported:.3f}, whole set {true:.3f}",
+    judge=lambda bad, good: bad["error"] > 0.05 and good["error"] < 1e-5,
+)
+
+DEMOS = (TL601, TL602, TL603)

@@ -179,4 +179,82 @@ TL106 = Demo(
                              and not good["warned"] and good["first_lr"] == good["base_lr"]),
 )
 
-DEMOS = (TL101, TL102, TL103, TL104, TL105, TL106)
+TL107 = Demo(
+    code="TL107",
+    hazard="CosineAnnealingLR(T_max=epochs) stepped every batch: the LR oscillates instead of decaying once",
+    bad=script('''
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        epochs = 4
+        loader = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(8)]
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
+        steps = epochs * len(loader)
+        # the curve the run means: one cosine from 0.1 down to 0 over all of its batches
+        intended = [0.05 * (1 + math.cos(math.pi * n / steps)) for n in range(steps)]
+        lrs = []  # the learning rate each batch trained with
+
+        for epoch in range(epochs):
+            for xb, yb in loader:
+                lrs.append(opt.param_groups[0]["lr"])
+                loss = F.mse_loss(model(xb), yb)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                sched.step()
+
+        rises = sum(1 for a, b in zip(lrs, lrs[1:]) if b > a + 1e-9)
+        error = max(abs(a - b) for a, b in zip(lrs, intended))
+        print(json.dumps({"rises": rises, "max_error": error, "lr_at_half": lrs[steps // 2], "intended_at_half": intended[steps // 2]}))
+        ''', imports="import math"),
+    fix=(("T_max=epochs)", "T_max=epochs * len(loader))"),),
+    at="T_max=epochs",
+    show="LR rose {rises} times; off the intended curve by {max_error:.3f}",
+    judge=lambda bad, good: (bad["rises"] > 0 and bad["max_error"] > 0.05
+                             and good["rises"] == 0 and good["max_error"] < 1e-6),
+)
+
+TL108 = Demo(
+    code="TL108",
+    hazard="K=4, the eval test on the update counter outside the update branch: K evaluations per cadence point, mid-window",
+    bad=script('''
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        K, updates, eval_every = 4, 8, 2
+        loader = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(K * updates)]
+        evals = []  # (update counter, gradients of an unfinished window pending) per evaluation
+
+
+        def evaluate(model):
+            model.eval()
+            with torch.no_grad():
+                pending = model.weight.grad is not None and bool(model.weight.grad.abs().sum() > 0)
+            model.train()
+            return pending
+
+
+        global_step = 0
+        for i, (xb, yb) in enumerate(loader):
+            loss = F.mse_loss(model(xb), yb) / K
+            loss.backward()
+            if (i + 1) % K == 0:
+                opt.step()
+                opt.zero_grad()
+                global_step += 1
+            if global_step % eval_every == 0:
+                evals.append((global_step, evaluate(model)))
+
+        per_point = {}
+        for step, _ in evals:
+            per_point[step] = per_point.get(step, 0) + 1
+        print(json.dumps({"most_per_point": max(per_point.values()), "mid_window": sum(p for _, p in evals),
+                          "evaluations": len(evals), "k": K}))
+        '''),
+    fix=(("        global_step += 1\n    if global_step % eval_every == 0:\n        evals.append((global_step, evaluate(model)))\n",
+          "        global_step += 1\n        if global_step % eval_every == 0:\n            evals.append((global_step, evaluate(model)))\n"),),
+    at="if global_step % eval_every == 0:",
+    show="{most_per_point} evaluations per cadence point, {mid_window} mid-window",
+    judge=lambda bad, good: (bad["most_per_point"] == bad["k"] and bad["mid_window"] > 0
+                             and good["most_per_point"] == 1 and good["mid_window"] == 0),
+)
+
+DEMOS = (TL101, TL102, TL103, TL104, TL105, TL106, TL107, TL108)

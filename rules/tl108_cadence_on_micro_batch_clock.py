@@ -1,0 +1,677 @@
+"""TL108 cadence-on-micro-batch-clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from trainlint.finding import Severity
+from trainlint.fixkit import has_multiline_string
+from trainlint.gate import named
+from trainlint.model.index import Scope, walk
+from trainlint.model.modes import MODE_WORDS
+from trainlint.model.roles import ACCELERATOR, CONFIG, MODEL, OTHER
+from trainlint.model.summaries import SAVE_WORDS, FunctionSummary, callable_summary
+from trainlint.model.training import CallRef, TrainingLoop, TrainingModel, training_model
+from trainlint.model.accumulation import describe_k
+from trainlint.rule import FixSpec, Rule, after, bad, delete, good
+
+_SAVERS = frozenset({"torch.save", "torch.serialization.save", "safetensors.torch.save_file",
+                     "safetensors.torch.save_model"})
+# methods that write a checkpoint, by the role of their receiver
+_SAVE_METHODS = {ACCELERATOR: {"save_state", "save_model", "save"}, MODEL: {"save_pretrained"}}
+MICRO, UPDATE = "micro", "update"
+
+
+@dataclass
+class _Cadence:
+    node: cst.If
+    scope: Scope
+    via: tuple[cst.Call, ...]
+    modulo: cst.BinaryOperation  # `counter % every`
+
+
+class CadenceOnMicroBatchClock(Rule):
+    code = "TL108"
+    name = "cadence-on-micro-batch-clock"
+    severity = Severity.WARNING
+    summary = "Under accumulation, evaluation or checkpoint cadence is tested on every micro-batch, outside the update"
+    message = "the evaluation/checkpoint cadence is tested on the micro-batch clock, outside the update branch"
+    triggers = (("backward", "%"),)
+    gate = named("backward") & named("^step$")  # a training loop; the cadence test is a `%`
+    what_it_does = """
+        In a training loop that accumulates gradients (the optimizer steps once every K
+        micro-batches), flags an `if counter % every ...:` whose body evaluates the model (a call
+        that puts a model in eval mode, directly or through a function of the project) or writes
+        a checkpoint (`torch.save`, `accelerator.save_state`, `model.save_pretrained`, a project
+        function that saves), when that test runs on every micro-batch: outside the update branch
+        (`if (i + 1) % K == 0:`, after `if ...: continue`, under `if accelerator.sync_gradients:`)
+        or inside the nested micro-batch loop.
+
+        Two counters are flagged: the micro-batch counter (the loop's `enumerate` index, or a counter
+        bumped on every iteration), and the update counter when it is bumped inside the update
+        branch but tested outside it: it keeps its value for the K micro-batches of a window, so
+        the test holds K times in a row.
+
+        A test inside the update branch, on the counter of a loop over updates (with the
+        micro-batches in a nested loop), or that also tests the update condition, is left alone.
+        When the update counter is tested right after the update branch, the fix moves the test
+        to the end of that branch; it changes when the evaluation runs, so it is offered as unsafe.
+        """
+    why_bad = """
+        Evaluation and checkpoint cadence belong to the update clock: "every 500 steps" means every
+        500 optimizer updates. Tested on the micro-batch counter, the evaluation runs every 500
+        micro-batches, 500/K updates apart, and in the middle of an accumulation window: the model
+        it scores is the one before the update being accumulated, and with `model.eval()` /
+        `model.train()` or a `torch.save` in between, a checkpoint written mid-window does not hold
+        the gradients accumulated so far, so a resume from it silently drops part of an update.
+        Tested on an update counter outside the update branch, the counter sits at the multiple
+        of 500 for K micro-batches, so the evaluation (and an early-stopping decision made from it)
+        runs K times for one update, and K checkpoints overwrite each other.
+        """
+    fix_safety = """
+        Unsafe: the evaluation or save then runs once per update instead of on the micro-batch
+        counter; where the counter was meant to count micro-batches (an evaluation that is
+        supposed to see a partial window), the cadence and what is logged change.
+        """
+    references = (
+        "https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation",
+        "https://huggingface.co/docs/transformers/main_classes/trainer#transformers.TrainingArguments.eval_steps",
+        "https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+
+            global_step = 0
+            for i, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x), y) / accum_steps
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    global_step += 1
+                if global_step % eval_every == 0:
+                    model.eval()
+                    val_loss = evaluate(model, val_loader)
+                    model.train()
+            """,
+            line=11,
+            fixed="""
+            import torch
+
+            global_step = 0
+            for i, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x), y) / accum_steps
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    global_step += 1
+                    if global_step % eval_every == 0:
+                        model.eval()
+                        val_loss = evaluate(model, val_loader)
+                        model.train()
+            """,
+            title="the update counter tested on every micro-batch: K evaluations per cadence point",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def evaluate(model, loader):
+                model.eval()
+                with torch.no_grad():
+                    total = sum(model(x, y).item() for x, y in loader)
+                model.train()
+                return total / len(loader)
+
+
+            def train(model, loader, val_loader, optimizer, grad_accum, eval_steps):
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss / grad_accum
+                    loss.backward()
+                    if step % eval_steps == 0:
+                        print(step, evaluate(model, val_loader))
+                    if step % grad_accum != 0:
+                        continue
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            line=16,
+            title="the enumerate index (micro-batches) drives the evaluation, before the continue guard",
+        ),
+        bad(
+            """
+            import torch
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=8)
+            model, optimizer, loader, lr_scheduler = accelerator.prepare(model, optimizer, loader, lr_scheduler)
+            completed_steps = 0
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    lr_scheduler.step()
+                    optimizer.zero_grad()
+                if accelerator.sync_gradients:
+                    completed_steps += 1
+                if completed_steps % checkpointing_steps == 0:
+                    accelerator.save_state(f"step_{completed_steps}")
+            """,
+            line=16,
+            fixed="""
+            import torch
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=8)
+            model, optimizer, loader, lr_scheduler = accelerator.prepare(model, optimizer, loader, lr_scheduler)
+            completed_steps = 0
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    lr_scheduler.step()
+                    optimizer.zero_grad()
+                if accelerator.sync_gradients:
+                    completed_steps += 1
+                    if completed_steps % checkpointing_steps == 0:
+                        accelerator.save_state(f"step_{completed_steps}")
+            """,
+            title="Accelerate: the checkpoint test sits outside `if accelerator.sync_gradients:`",
+        ),
+        bad(
+            """
+            import torch
+
+
+            class Trainer:
+                def __init__(self, model, optimizer, loader, accum, save_every):
+                    self.model, self.optimizer, self.loader = model, optimizer, loader
+                    self.accum, self.save_every = accum, save_every
+
+                def save(self, step):
+                    torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                                "step": step}, f"ckpt_{step}.pt")
+
+                def maybe_save(self, step):
+                    if (step + 1) % self.save_every == 0:
+                        self.save(step)
+
+                def fit(self):
+                    for it, (x, y) in enumerate(self.loader):
+                        loss = self.model(x, y) / self.accum
+                        loss.backward()
+                        self.maybe_save(it)
+                        if (it + 1) % self.accum == 0:
+                            self.optimizer.step()
+                            self.optimizer.zero_grad()
+            """,
+            line=14,
+            title="Trainer class: a per-micro-batch helper saves on the micro-batch index, mid-window",
+        ),
+        bad(
+            """
+            import torch
+
+            for it in range(max_iters):
+                for micro_step in range(gradient_accumulation_steps):
+                    x, y = get_batch("train")
+                    loss = model(x, y) / gradient_accumulation_steps
+                    loss.backward()
+                    if it % eval_interval == 0:
+                        model.eval()
+                        losses = estimate_loss(model)
+                        model.train()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            """,
+            line=8,
+            title="the evaluation inside the micro-batch loop: it runs for each of its K micro-batches",
+        ),
+        bad(
+            """
+            import torch
+
+            step = 0
+            for batch in loader:
+                step += 1
+                loss = model(**batch).loss / accum
+                loss.backward()
+                if step % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                if step % save_interval == 0:
+                    model.save_pretrained(f"out/checkpoint-{step}")
+            """,
+            line=11,
+            title="a counter bumped on every micro-batch: checkpoints land save_interval / accum updates apart",
+        ),
+        good(
+            """
+            import torch
+
+            global_step = 0
+            for i, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x), y) / accum_steps
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    global_step += 1
+                    if global_step % eval_every == 0:
+                        model.eval()
+                        val_loss = evaluate(model, val_loader)
+                        model.train()
+            """,
+            title="the cadence test inside the update branch, on the update counter",
+        ),
+        good(
+            """
+            import torch
+
+            for it in range(max_iters):
+                if it % eval_interval == 0:
+                    model.eval()
+                    losses = estimate_loss(model)
+                    model.train()
+                for micro_step in range(gradient_accumulation_steps):
+                    x, y = get_batch("train")
+                    loss = model(x, y) / gradient_accumulation_steps
+                    loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            """,
+            title="a loop over updates with a nested micro-batch loop: its counter is the update clock",
+        ),
+        good(
+            """
+            import torch
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=8)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            completed_steps = 0
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
+                if accelerator.sync_gradients:
+                    completed_steps += 1
+                    if completed_steps % checkpointing_steps == 0:
+                        accelerator.save_state(f"step_{completed_steps}")
+            """,
+            title="Accelerate: the checkpoint test under `if accelerator.sync_gradients:`",
+        ),
+        good(
+            """
+            import torch
+
+            for step, batch in enumerate(loader):
+                loss = model(**batch).loss / accum
+                loss.backward()
+                if (step + 1) % accum == 0 and (step + 1) % (accum * eval_every) == 0:
+                    model.eval()
+                    run_validation(model)
+                    model.train()
+                if (step + 1) % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="the cadence test also tests the window boundary",
+        ),
+        good(
+            """
+            import torch
+
+            for step, batch in enumerate(loader):
+                loss = model(**batch).loss / accum
+                loss.backward()
+                if step % log_every == 0:
+                    print(f"step {step} loss {loss.item() * accum:.4f}")
+                if (step + 1) % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="a logging cadence on micro-batches: no evaluation, no checkpoint",
+        ),
+        good(
+            """
+            import torch
+
+            for step, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                if step % eval_every == 0:
+                    model.eval()
+                    validate(model)
+                    model.train()
+            """,
+            title="no accumulation: every batch is an update",
+        ),
+        good(
+            """
+            import torch
+
+
+            class Trainer:
+                def __init__(self, model, optimizer, loader, accum, save_every):
+                    self.model, self.optimizer, self.loader = model, optimizer, loader
+                    self.accum, self.save_every = accum, save_every
+                    self.updates = 0
+
+                def save(self):
+                    torch.save({"model": self.model.state_dict(), "updates": self.updates}, "last.pt")
+
+                def update(self):
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+                    self.updates += 1
+                    if self.updates % self.save_every == 0:
+                        self.save()
+
+                def fit(self):
+                    for it, (x, y) in enumerate(self.loader):
+                        loss = self.model(x, y) / self.accum
+                        loss.backward()
+                        if (it + 1) % self.accum == 0:
+                            self.update()
+            """,
+            title="Trainer class: the save test lives in the update method",
+        ),
+        good(
+            """
+            import torch
+
+            for epoch in range(epochs):
+                for i, (x, y) in enumerate(loader):
+                    loss = criterion(model(x), y) / accum
+                    loss.backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                if epoch % save_every == 0:
+                    torch.save(model.state_dict(), f"epoch_{epoch}.pt")
+            """,
+            title="an epoch cadence, tested after the batch loop",
+        ),
+        good(
+            """
+            import torch
+
+            global_step = 0
+            for i, batch in enumerate(loader):
+                loss = model(**batch).loss / accum
+                loss.backward()
+                if (i + 1) % accum != 0:
+                    continue
+                optimizer.step()
+                optimizer.zero_grad()
+                global_step += 1
+                if global_step % eval_steps == 0:
+                    model.eval()
+                    evaluate(model)
+                    model.train()
+            """,
+            title="the cadence test after the continue guard runs once per update",
+        ),
+        good(
+            """
+            import torch
+            import lightning as L
+
+
+            def fit(fabric, model, optimizer, train_dataloader, val_dataloader, accum_iters, eval_interval):
+                step_count = 0
+                for iter_num, batch in enumerate(train_dataloader):
+                    is_accumulating = (iter_num + 1) % accum_iters != 0
+                    with fabric.no_backward_sync(model, enabled=is_accumulating):
+                        loss = model(batch).loss
+                        fabric.backward(loss / accum_iters)
+                    if not is_accumulating:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        step_count += 1
+                    if not is_accumulating and step_count % eval_interval == 0:
+                        model.eval()
+                        validate(fabric, model, val_dataloader)
+                        model.train()
+            """,
+            title="Fabric: the cadence test also requires the end of the window (`not is_accumulating`)",
+        ),
+    )
+
+    def check(self, ctx):
+        model = ctx.model(training_model)
+        reported: set[int] = set()
+        for loop in model.loops + model.window_functions:
+            if not (loop.innermost and loop.accumulates):
+                continue
+            for ref in model.own_calls(loop):
+                work = _cadenced_work(ctx, model, ref)
+                if work is None:
+                    continue
+                cadence = _cadence_around(ctx, model, loop, ref)
+                if cadence is None or id(cadence.node) in reported:
+                    continue
+                if model.runs_per_update(loop, CallRef(cadence.node, cadence.scope, cadence.via)):
+                    continue
+                clock = _clock(ctx, model, loop, cadence)
+                if clock is None:
+                    continue
+                reported.add(id(cadence.node))
+                yield self.report(cadence.node.test, _message(ctx, loop, cadence, clock, work),
+                                  _fix(ctx, loop, cadence) if clock == UPDATE else None)
+
+
+def _message(ctx, loop: TrainingLoop, cadence: _Cadence, clock: str, work: str) -> str:
+    test = ctx.code_for(cadence.node.test)
+    counter = ctx.code_for(cadence.modulo.left)
+    k = describe_k(ctx, loop)
+    every = ctx.code_for(cadence.modulo.right)
+    if clock == MICRO:
+        return (f"`if {test}:` counts micro-batches (`{counter}` advances on every one), outside the update: the "
+                f"{work} runs every `{every}` micro-batches (`{every}` / {k} updates apart) "
+                "and in the middle of an accumulation window (a checkpoint then drops the gradients "
+                "accumulated so far); test an update counter inside the update branch")
+    return (f"`{counter}` advances once per update, but `if {test}:` is tested on every micro-batch: while it is "
+            f"a multiple, the {work} runs on each of the {k} micro-batches of the window, {k} times for one update; "
+            "move the test inside the update branch")
+
+
+def _cadenced_work(ctx, model: TrainingModel, ref: CallRef) -> str | None:
+    """"evaluation" when the call puts a model in eval mode, "checkpoint" when it writes one."""
+    call, scope = ref.node, ref.scope
+    func = call.func
+    roles = model.roles
+    if isinstance(func, cst.Attribute):
+        name = func.attr.value
+        if name == "eval" and not call.args and roles.of(func.value, scope) not in (OTHER, CONFIG):
+            return "evaluation"
+        role = roles.of(func.value, scope)
+        if name in _SAVE_METHODS.get(role, ()):
+            return "checkpoint"
+    if ctx.index.resolve(func, scope) in _SAVERS:
+        return "checkpoint"
+    if model.callee(call, scope) is not None:
+        return None  # a same-file helper: its own calls are reached and judged
+    summary = callable_summary(ctx.index, func, scope, MODE_WORDS + SAVE_WORDS)
+    if isinstance(summary, FunctionSummary):
+        if any(first == "eval" or last == "eval" for _, first, last in summary.modes):
+            return "evaluation"
+        if summary.saves or summary.save_path:
+            return "checkpoint"
+    return None
+
+
+def _cadence_around(ctx, model: TrainingModel, loop: TrainingLoop, ref: CallRef) -> _Cadence | None:
+    """The innermost `if <counter> % <every> ...:` holding the call, between the loop and the call,
+    that is not an update condition (`% K`, `sync_gradients`)."""
+    segments = model.path(loop, ref)
+    k_text = ctx.code_for(loop.k) if loop.k is not None else None
+    for position in range(len(segments) - 1, -1, -1):
+        segment = segments[position]
+        scope = loop.scope if position == 0 else ctx.index.scope_at(segment[0])
+        via = ref.via[:position]
+        for child, node in zip(segment, segment[1:]):
+            if not isinstance(node, cst.If) or child is node.test:
+                continue
+            modulos = [n for n in walk(node.test) if isinstance(n, cst.BinaryOperation)
+                       and isinstance(n.operator, cst.Modulo)]
+            if not modulos:
+                continue
+            if any(k_text is not None and ctx.code_for(m.right) == k_text for m in modulos) or \
+                    any(isinstance(n, cst.Attribute) and n.attr.value == "sync_gradients" for n in walk(node.test)):
+                return None  # it tests the window boundary as well
+            if len(modulos) != 1 or _counter(modulos[0].left) is None:
+                return None
+            if any(model._update_condition(part, scope) is not False for part in _conjuncts(node.test)
+                   if not any(n is modulos[0] for n in walk(part))):
+                return None  # `if not is_accumulating and step % every == 0:`: it tests the boundary too
+            return _Cadence(node, scope, via, modulos[0])
+    return None
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of an `and` chain (the test itself otherwise)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _conjuncts(test.left) + _conjuncts(test.right)
+    return [test]
+
+
+def _counter(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`step`, `(step + 1)`, `self.global_step`: the counter a cadence test reads."""
+    if isinstance(expr, (cst.Name, cst.Attribute)):
+        return expr
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)) and \
+            isinstance(expr.right, cst.Integer):
+        return _counter(expr.left)
+    return None
+
+
+def _clock(ctx, model: TrainingModel, loop: TrainingLoop, cadence: _Cadence) -> str | None:
+    """Which clock the cadence test's counter follows: MICRO (it advances on every micro-batch),
+    UPDATE (only once per update), None when it cannot be told."""
+    counter, scope = _counter(cadence.modulo.left), cadence.scope
+    # a helper's parameter: what the loop passes for it
+    for call in reversed(cadence.via):
+        if not isinstance(counter, cst.Name):
+            break
+        caller_scope = ctx.index.scope_at(call)
+        function = model.callee(call, caller_scope)
+        bindings = scope.lookup(counter.value)
+        if function is None or not bindings or bindings[0].kind != "param":
+            break
+        argument = ctx.index.argument_for(call, function, counter.value)
+        counter = _counter(argument) if argument is not None else None
+        scope = caller_scope
+        if counter is None:
+            return None
+    if counter is None:
+        return None
+    text = ctx.code_for(counter)
+    guard = loop.guard
+    # loop targets: the training loop's own counts its iterations; a nested micro-batch loop's, micro-batches
+    for node, clock in ((loop.node, UPDATE if guard.kind == "micro_loop" else MICRO),
+                        (guard.node if guard.kind == "micro_loop" else None, MICRO)):
+        if isinstance(node, cst.For) and text in _target_names(ctx, node):
+            return clock
+    increments = list(_increments(ctx, model, loop, text))
+    if not increments:
+        return None
+    per_update = [model.runs_per_update(loop, ref) for ref in increments]
+    if all(per_update):
+        return UPDATE
+    return MICRO if not any(per_update) else None
+
+
+def _target_names(ctx, node: cst.For) -> set[str]:
+    """`for i, (x, y) in enumerate(loader)` -> {"i"}: the names the loop's counter is bound to."""
+    target = node.target
+    iterable = node.iter
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "enumerate":
+        if isinstance(target, cst.Tuple) and target.elements:
+            first = target.elements[0].value
+            return {ctx.code_for(first)} if isinstance(first, cst.Name) else set()
+        return set()
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range" and \
+            isinstance(target, cst.Name):
+        return {target.value}
+    return set()
+
+
+def _increments(ctx, model: TrainingModel, loop: TrainingLoop, text: str):
+    """`counter += n` (or `counter = counter + n`) written in the loop's body or in a same-file helper it
+    calls, as refs `runs_per_update` can place."""
+    bodies = [(loop.node.body, loop.scope, ())]
+    for ref in loop.calls:
+        function = model.callee(ref.node, ref.scope)
+        if function is not None:
+            bodies.append((function.node.body, function.scope, ref.via + (ref.node,)))
+    seen = set()
+    for body, scope, via in bodies:
+        for node in walk(body):
+            if id(node) in seen or isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                continue
+            seen.add(id(node))
+            if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign) and \
+                    ctx.code_for(node.target) == text:
+                yield CallRef(node, scope, via)
+            elif isinstance(node, cst.Assign) and len(node.targets) == 1 and \
+                    ctx.code_for(node.targets[0].target) == text and isinstance(node.value, cst.BinaryOperation) and \
+                    isinstance(node.value.operator, cst.Add) and ctx.code_for(node.value.left) == text:
+                yield CallRef(node, scope, via)
+
+
+def _fix(ctx, loop: TrainingLoop, cadence: _Cadence) -> FixSpec | None:
+    """Move the cadence `if` to the end of the update branch it follows directly in the loop body."""
+    guard = loop.guard
+    if cadence.via or guard.via or guard.equivalents:
+        return None
+    if guard.kind == "branch":
+        return _move_into(ctx, cadence.node, guard.node, guard.branch)
+    return _sync_fix(ctx, loop, cadence)
+
+
+def _sync_fix(ctx, loop: TrainingLoop, cadence: _Cadence) -> FixSpec | None:
+    """Accelerate: the `if accelerator.sync_gradients:` block right before the cadence test."""
+    if loop.guard.kind != "accelerate":
+        return None
+    block = ctx.index.parent(cadence.node)
+    if not isinstance(block, cst.IndentedBlock):
+        return None
+    statements = list(block.body)
+    at = next(i for i, s in enumerate(statements) if s is cadence.node)
+    previous = statements[at - 1] if at > 0 else None
+    if not (isinstance(previous, cst.If) and previous.orelse is None and
+            isinstance(previous.test, cst.Attribute) and previous.test.attr.value == "sync_gradients"):
+        return None
+    return _move_into(ctx, cadence.node, previous, previous.body)
+
+
+def _move_into(ctx, statement: cst.If, branch_if: cst.CSTNode, branch: cst.CSTNode | None) -> FixSpec | None:
+    index = ctx.index
+    block = index.parent(statement)
+    if not isinstance(block, cst.IndentedBlock) or not isinstance(branch, cst.IndentedBlock) or \
+            index.parent(branch_if) is not block or not branch.body:
+        return None
+    statements = list(block.body)
+    if statements.index(branch_if) + 1 != statements.index(statement):
+        return None  # only when nothing runs between the branch and the test
+    if has_multiline_string(statement) or any(e.comment for e in statement.leading_lines) or \
+            any(isinstance(n, cst.IndentedBlock) and n.footer for n in walk(statement)):
+        return None
+    code = ctx.module.code_for_node(statement.with_changes(leading_lines=())).rstrip("\r\n")
+    return FixSpec("Move the cadence test into the update branch", safe=False,
+                   lines=(delete(statement), after(branch.body[-1], code)))
+

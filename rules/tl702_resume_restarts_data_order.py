@@ -1,0 +1,780 @@
+"""TL702 resume-restarts-data-order."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from trainlint.finding import Severity
+from trainlint.gate import iterates_loader, named, refers_to
+from trainlint.model.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS, checkpoint_model, string_value
+from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
+from trainlint.model.index import dotted_name, iter_children, keyword_value, walk
+from trainlint.model.roles import ACCELERATOR, MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
+from trainlint.model.summaries import SAVE_WORDS, callable_summary
+from trainlint.model.training import calls_in, training_model
+from trainlint.rule import Rule, bad, good
+
+# checkpoint keys that hold a position in the run
+_STEP_KEYS = ("step", "iter", "update")
+_EPOCH_KEYS = ("epoch",)
+# methods whose call with the checkpoint restores a data position (a stateful loader or sampler)
+_POSITION_METHODS = frozenset({"load_state_dict", "set_state", "set_start_index", "set_start_iter",
+                               "set_position", "skip", "fast_forward", "set_epoch_and_step"})
+_SAVE_METHODS = frozenset({"save_state", "save_checkpoint"})
+_NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+class ResumeRestartsDataOrder(Rule):
+    code = "TL702"
+    name = "resume-restarts-data-order"
+    severity = Severity.WARNING
+    summary = "A resume restores the step counter but replays the epoch's batches from the first one"
+    message = "after this resume the loop iterates the loader from the start of the epoch"
+    triggers = (("load", "step"), ("load", "epoch"))
+    gate = (refers_to(*LOAD_FUNCTIONS) | named("^load_state$")) & iterates_loader()
+    what_it_does = """
+        Flags the training loop over a data loader that runs after a resume when the resume restores
+        a position in the run from the checkpoint (`global_step = ckpt["step"]`,
+        `start_epoch = ckpt["epoch"] + 1`, `self.step = state["global_step"]`), the checkpoint is
+        written in the middle of an epoch (the save runs inside that loop, directly or through a
+        helper), and nothing makes the loop start where the interrupted run stopped:
+
+        - no skip of the batches already consumed: the loader is not passed through a call that
+          takes the restored counter (`accelerator.skip_first_batches(loader, n)`,
+          `itertools.islice(loader, n, None)`), and no `if ... < resume_step: continue` in the loop
+          tests a value derived from it;
+        - no restored data position: no `load_state_dict`/`set_state` of the checkpoint into the
+          loader or its sampler (a `StatefulDataLoader`), and the loader and its sampler are not
+          built from the restored counter (a step-indexed permutation that starts at the step).
+
+        Also flags a skip computed on the wrong clock: under gradient accumulation, a skip by the
+        restored *update* counter (incremented once per optimizer step) while the loader counts
+        micro-batches, with no factor K in the skip: `skip_first_batches(loader, completed_steps)`
+        skips K times too few batches.
+
+        The finding is at the loop. Restores of epoch counters with checkpoints written at the end
+        of the epoch are fine (the next epoch starts from its first batch) and stay quiet, as do
+        loops that draw random batches (`get_batch()`) instead of iterating a loader.
+        """
+    why_bad = """
+        A resumed run should see the same data the uninterrupted run would have seen. The restored
+        step counter says the run is 3,000 batches into the epoch, but a loader iterated from the
+        start hands out the epoch's first batches again: those examples are trained on twice in
+        that epoch, and the examples between the checkpoint and the epoch's end are seen once less
+        (with a step-bounded run, never). With a learning-rate schedule keyed on the step, the
+        replayed batches are also trained at a different learning rate than the first time.
+        Preemptible jobs that resume many times drift far from the intended data distribution, and
+        the loss curve after each resume shows a dip as the model revisits data it just saw. Skip
+        the consumed batches (in micro-batches: the restored update count times K), or restore a
+        sampler position, or draw batches from a step-indexed permutation.
+        """
+    references = (
+        "https://huggingface.co/docs/accelerate/usage_guides/checkpoint#restoring-the-state-of-the-dataloader",
+        "https://pytorch.org/data/beta/torchdata.stateful_dataloader.html",
+        "https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+
+            global_step = 0
+            if args.resume:
+                ckpt = torch.load(args.resume, weights_only=True)
+                model.load_state_dict(ckpt["model"])
+                optimizer.load_state_dict(ckpt["optimizer"])
+                global_step = ckpt["step"]
+            for epoch in range(global_step // len(train_loader), args.epochs):
+                for batch in train_loader:
+                    loss = model(batch)
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    global_step += 1
+                    if global_step % args.save_every == 0:
+                        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                    "step": global_step}, "last.pt")
+            """,
+            line=10,
+            title="the step restored, the epoch's batches replayed from the first",
+        ),
+        good(
+            """
+            import itertools
+            import torch
+
+            global_step = 0
+            if args.resume:
+                ckpt = torch.load(args.resume, weights_only=True)
+                model.load_state_dict(ckpt["model"])
+                optimizer.load_state_dict(ckpt["optimizer"])
+                global_step = ckpt["step"]
+            start_epoch, skip = divmod(global_step, len(train_loader))
+            for epoch in range(start_epoch, args.epochs):
+                batches = itertools.islice(train_loader, skip, None) if epoch == start_epoch else train_loader
+                for batch in batches:
+                    loss = model(batch)
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    global_step += 1
+                    if global_step % args.save_every == 0:
+                        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                    "step": global_step}, "last.pt")
+            """,
+            title="the consumed batches skipped with islice",
+        ),
+        bad(
+            """
+            import torch
+
+
+            class Trainer:
+                def __init__(self, model, optimizer, train_loader):
+                    self.model, self.optimizer, self.train_loader = model, optimizer, train_loader
+                    self.global_step = 0
+
+                def resume(self, path):
+                    state = torch.load(path, weights_only=True)
+                    self.model.load_state_dict(state["model"])
+                    self.optimizer.load_state_dict(state["optimizer"])
+                    self.global_step = state["global_step"]
+
+                def save(self, path):
+                    torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                                "global_step": self.global_step}, path)
+
+                def train_epoch(self):
+                    for batch in self.train_loader:
+                        self.optimizer.zero_grad()
+                        self.model(batch).backward()
+                        self.optimizer.step()
+                        self.global_step += 1
+                        if self.global_step % 1000 == 0:
+                            self.save("last.pt")
+            """,
+            line=20,
+            title="a Trainer: resume() restores the step, train_epoch() starts the loader over",
+        ),
+        good(
+            """
+            import torch
+
+
+            class Trainer:
+                def __init__(self, model, optimizer, train_loader):
+                    self.model, self.optimizer, self.train_loader = model, optimizer, train_loader
+                    self.global_step = 0
+
+                def resume(self, path):
+                    state = torch.load(path, weights_only=True)
+                    self.model.load_state_dict(state["model"])
+                    self.optimizer.load_state_dict(state["optimizer"])
+                    self.global_step = state["global_step"]
+
+                def save(self, path):
+                    torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                                "global_step": self.global_step}, path)
+
+                def train_epoch(self):
+                    skip = self.global_step % len(self.train_loader)
+                    for i, batch in enumerate(self.train_loader):
+                        if i < skip:
+                            continue
+                        self.optimizer.zero_grad()
+                        self.model(batch).backward()
+                        self.optimizer.step()
+                        self.global_step += 1
+                        if self.global_step % 1000 == 0:
+                            self.save("last.pt")
+            """,
+            title="the consumed batches skipped with `if i < skip: continue`",
+        ),
+        bad(
+            """
+            import torch
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=args.grad_accum)
+            model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)
+            completed_steps = 0
+            if args.resume_from_checkpoint:
+                state = torch.load(args.resume_from_checkpoint, weights_only=True)
+                model.load_state_dict(state["model"])
+                optimizer.load_state_dict(state["optimizer"])
+                completed_steps = state["completed_steps"]
+            active_dataloader = accelerator.skip_first_batches(train_dataloader, completed_steps)
+            for batch in active_dataloader:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
+                if accelerator.sync_gradients:
+                    completed_steps += 1
+                    if completed_steps % args.checkpointing_steps == 0:
+                        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                    "completed_steps": completed_steps}, "last.pt")
+            """,
+            line=13,
+            title="Accelerate: the skip counts updates while the loader counts micro-batches",
+        ),
+        good(
+            """
+            import torch
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=args.grad_accum)
+            model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)
+            completed_steps = 0
+            if args.resume_from_checkpoint:
+                state = torch.load(args.resume_from_checkpoint, weights_only=True)
+                model.load_state_dict(state["model"])
+                optimizer.load_state_dict(state["optimizer"])
+                completed_steps = state["completed_steps"]
+            resume_batches = completed_steps * args.grad_accum
+            active_dataloader = accelerator.skip_first_batches(train_dataloader, resume_batches)
+            for batch in active_dataloader:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
+                if accelerator.sync_gradients:
+                    completed_steps += 1
+                    if completed_steps % args.checkpointing_steps == 0:
+                        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                    "completed_steps": completed_steps}, "last.pt")
+            """,
+            title="skip_first_batches by the update count times K",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def save_checkpoint(model, optimizer, step):
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step},
+                           f"ckpt/{step:08d}.pt")
+
+
+            def train(model, optimizer, loader, resume=None):
+                step = 0
+                if resume is not None:
+                    checkpoint = torch.load(resume, map_location="cpu", weights_only=True)
+                    model.load_state_dict(checkpoint["model"])
+                    optimizer.load_state_dict(checkpoint["optim"])
+                    step = checkpoint.get("iteration", 0)
+                while step < 100_000:
+                    for x, y in loader:
+                        optimizer.zero_grad()
+                        model(x, y).backward()
+                        optimizer.step()
+                        step += 1
+                        if step % 5000 == 0:
+                            save_checkpoint(model, optimizer, step)
+            """,
+            line=17,
+            title="a step-bounded run: a while loop around the loader, a save helper",
+        ),
+        bad(
+            """
+            import os
+            from accelerate import Accelerator
+
+
+            def main(args, model, optimizer, train_dataloader):
+                accelerator = Accelerator()
+                model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)
+                completed_steps, starting_epoch = 0, 0
+                if args.resume_from_checkpoint:
+                    accelerator.load_state(args.resume_from_checkpoint)
+                    folder = os.path.basename(args.resume_from_checkpoint.rstrip("/"))
+                    completed_steps = int(folder.replace("step_", ""))
+                    starting_epoch = completed_steps // len(train_dataloader)
+                for epoch in range(starting_epoch, args.num_train_epochs):
+                    model.train()
+                    for step, batch in enumerate(train_dataloader):
+                        loss = model(**batch).loss
+                        accelerator.backward(loss)
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        completed_steps += 1
+                        if completed_steps % args.checkpointing_steps == 0:
+                            accelerator.save_state(f"{args.output_dir}/step_{completed_steps}")
+            """,
+            line=16,
+            title="Accelerate: load_state restores the step from the folder name, the epoch restarts at batch 0",
+        ),
+        good(
+            """
+            import os
+            from accelerate import Accelerator
+
+
+            def main(args, model, optimizer, train_dataloader):
+                accelerator = Accelerator()
+                model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)
+                completed_steps, starting_epoch, resume_step = 0, 0, None
+                if args.resume_from_checkpoint:
+                    accelerator.load_state(args.resume_from_checkpoint)
+                    folder = os.path.basename(args.resume_from_checkpoint.rstrip("/"))
+                    completed_steps = int(folder.replace("step_", ""))
+                    starting_epoch = completed_steps // len(train_dataloader)
+                    resume_step = completed_steps - starting_epoch * len(train_dataloader)
+                for epoch in range(starting_epoch, args.num_train_epochs):
+                    model.train()
+                    if resume_step is not None and epoch == starting_epoch:
+                        active_dataloader = accelerator.skip_first_batches(train_dataloader, resume_step)
+                    else:
+                        active_dataloader = train_dataloader
+                    for step, batch in enumerate(active_dataloader):
+                        loss = model(**batch).loss
+                        accelerator.backward(loss)
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        completed_steps += 1
+                        if completed_steps % args.checkpointing_steps == 0:
+                            accelerator.save_state(f"{args.output_dir}/step_{completed_steps}")
+            """,
+            title="Accelerate: skip_first_batches in the resumed epoch only",
+        ),
+        good(
+            """
+            import torch
+            from torchdata.stateful_dataloader import StatefulDataLoader
+
+            loader = StatefulDataLoader(train_set, batch_size=32, shuffle=True)
+            step = 0
+            if args.resume:
+                ckpt = torch.load(args.resume, weights_only=True)
+                model.load_state_dict(ckpt["model"])
+                optimizer.load_state_dict(ckpt["optimizer"])
+                loader.load_state_dict(ckpt["loader"])
+                step = ckpt["step"]
+            for epoch in range(args.epochs):
+                for batch in loader:
+                    optimizer.zero_grad()
+                    model(batch).backward()
+                    optimizer.step()
+                    step += 1
+                    if step % 500 == 0:
+                        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                    "loader": loader.state_dict(), "step": step}, "last.pt")
+            """,
+            title="a stateful loader whose position is restored",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            step = 0
+            if args.resume:
+                ckpt = torch.load(args.resume, weights_only=True)
+                model.load_state_dict(ckpt["model"])
+                optimizer.load_state_dict(ckpt["optimizer"])
+                step = ckpt["step"]
+            sampler = StepIndexedSampler(len(train_set), seed=0, start=step * args.batch_size)
+            loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler)
+            for batch in loader:
+                optimizer.zero_grad()
+                model(batch).backward()
+                optimizer.step()
+                step += 1
+                if step % 500 == 0:
+                    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                "step": step}, "last.pt")
+            """,
+            title="a step-indexed permutation that starts at the restored step",
+        ),
+        good(
+            """
+            import torch
+
+            start_epoch = 0
+            if args.resume:
+                ckpt = torch.load(args.resume, weights_only=True)
+                model.load_state_dict(ckpt["model"])
+                optimizer.load_state_dict(ckpt["optimizer"])
+                start_epoch = ckpt["epoch"] + 1
+            for epoch in range(start_epoch, args.epochs):
+                for x, y in train_loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch}, "last.pt")
+            """,
+            title="checkpoints at the end of the epoch: the next epoch starts at its first batch",
+        ),
+        good(
+            """
+            import torch
+
+            start_epoch = 0
+            if args.resume:
+                ckpt = torch.load(args.resume, weights_only=True)
+                model.load_state_dict(ckpt["model"])
+                optimizer.load_state_dict(ckpt["optimizer"])
+                start_epoch = ckpt["epoch"] + 1
+            best = float("inf")
+            for epoch in range(start_epoch, args.epochs):
+                for step, (x, y) in enumerate(train_loader):
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                    if loss.item() < best:
+                        best = loss.item()
+                        torch.save(model.state_dict(), "best.pt")
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch}, "last.pt")
+            """,
+            title="inside the epoch only a weights export; the resume point is written at the epoch's end",
+        ),
+        good(
+            """
+            import torch
+
+            iter_num = 0
+            if init_from == "resume":
+                checkpoint = torch.load(ckpt_path, map_location=device, weights_only=True)
+                model.load_state_dict(checkpoint["model"])
+                optimizer.load_state_dict(checkpoint["optimizer"])
+                iter_num = checkpoint["iter_num"]
+            while iter_num < max_iters:
+                X, Y = get_batch("train")
+                _, loss = model(X, Y)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                iter_num += 1
+                if iter_num % eval_interval == 0:
+                    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                "iter_num": iter_num}, "ckpt.pt")
+            """,
+            title="random batches drawn by step: there is no epoch order to resume",
+        ),
+        good(
+            """
+            import torch
+
+            def train(model, optimizer, loader, resume=None):
+                step = 0
+                if resume is not None:
+                    ckpt = torch.load(resume, weights_only=True)
+                    model.load_state_dict(ckpt["model"])
+                    optimizer.load_state_dict(ckpt["optimizer"])
+                    step = ckpt["step"]
+                resume_batch = step % len(loader)
+                for epoch in range(step // len(loader), 10):
+                    for i, (x, y) in enumerate(loader):
+                        if epoch == step // len(loader) and i < resume_batch:
+                            continue
+                        optimizer.zero_grad()
+                        model(x, y).backward()
+                        optimizer.step()
+                        step += 1
+                        if step % 100 == 0:
+                            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                        "step": step}, "last.pt")
+            """,
+            title="the skip tests a value derived from the restored step",
+        ),
+    )
+
+    def check(self, ctx):
+        flow = ctx.model(dataflow)
+        training = ctx.model(training_model)
+        for restore in _restores(ctx, flow):
+            for loop in training.loops:
+                node = loop.node
+                if not isinstance(node, cst.For) or not loop.innermost:
+                    continue
+                loader = loader_of_loop(flow, node)
+                iterated = _iterated_chain(ctx, flow, node)
+                if loader is None and not iterated:
+                    continue
+                if not _after_restore(ctx, flow, restore, node):
+                    continue
+                used = sorted((c for c in restore["counters"] if _used_by(ctx, flow, c, node)),
+                              key=lambda c: (not _incremented_in(c, node), c))  # the loop's own counter first
+                if not used:
+                    continue  # nothing restored drives this loop
+                restore = dict(restore, counter=used[0])
+                if not _saves_inside(ctx, loop):
+                    continue  # checkpoints only between epochs: the next epoch starts at its first batch
+                derived = restore["derived"]
+                skip = _skip(ctx, flow, node, iterated, derived)
+                if skip is None and not _position_restored(ctx, flow, restore, node, loader):
+                    yield self.report(
+                        node,
+                        f"the resume restores `{restore['counter']}` from the checkpoint, which is written in the "
+                        "middle of an epoch (inside this loop), but this loop iterates the loader from its first "
+                        "batch: the batches consumed before the checkpoint are trained on again; skip them "
+                        "(`skip_first_batches`, `itertools.islice`) or restore the sampler position")
+                    break
+                if skip is not None and loop.accumulates and _counts_updates(ctx, training, loop, restore) \
+                        and not _scaled(flow, skip):
+                    yield self.report(
+                        node,
+                        f"the skip `{ctx.code_for(skip).strip()}` counts optimizer updates (`{restore['counter']}` "
+                        "grows once per update) while the loader yields micro-batches: under gradient accumulation "
+                        "it skips K times too few batches; skip the restored update count times K")
+                    break
+
+
+def _restores(ctx, flow):
+    """Each resume that restores a counter: {"load", "counter" (the first counter restored),
+    "counters", "derived" (names computed from the checkpoint), "owner", "loaded"}. A resume is
+    a `torch.load` whose step/epoch key is read into a counter, or an Accelerator's `load_state`
+    followed, in the same block, by counters computed from what was loaded (the checkpoint's
+    folder name, `step_1200`)."""
+    index = ctx.index
+    role_model = ctx.model(roles)
+    for site in index.calls:
+        func = site.node.func
+        owner = flow._owner(site.node)
+        assigns = None
+        counters: list[str] = []
+        loaded = None
+        if index.resolve(func, site.scope) in LOAD_FUNCTIONS:
+            parent = index.parent(site.node)
+            if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1):
+                continue
+            loaded = dotted_name(parent.targets[0].target)
+            if loaded is None:
+                continue
+            assigns = _assignments(index, owner)
+            for node in assigns:
+                if isinstance(node, cst.Assign) and _reads_key(node.value, loaded, _STEP_KEYS + _EPOCH_KEYS):
+                    counters += [n for n in (dotted_name(t.target) for t in node.targets) if n]
+        elif isinstance(func, cst.Attribute) and func.attr.value == "load_state" \
+                and role_model.of(func.value, site.scope) == ACCELERATOR:
+            block = index.enclosing_statement(site.node)
+            holder = index.parent(index.parent(block)) if isinstance(index.parent(block), cst.SimpleStatementLine) \
+                else None
+            if not isinstance(holder, cst.IndentedBlock):
+                continue
+            assigns = _assignments(index, owner)
+            counters = [name for node in _assignments(index, holder) if flow.before(site.node, node)
+                        and isinstance(node, cst.Assign) and not _constant(node.value)
+                        for name in (dotted_name(t.target) for t in node.targets) if name]
+        if not counters:
+            continue
+        derived = set(counters) | ({loaded} if loaded else set())
+        for _ in range(3):  # names computed from the counters (`resume_step = step % len(loader)`)
+            for node in assigns:
+                value = node.value
+                if value is None or isinstance(node, cst.AugAssign) or not _mentions(value, derived):
+                    continue
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                for target in targets:
+                    for part in walk(target):
+                        name = dotted_name(part) if isinstance(part, (cst.Name, cst.Attribute)) else None
+                        if name and (loaded is None or name != loaded and not name.startswith(loaded + ".")):
+                            derived.add(name)
+        yield {"load": site.node, "counter": counters[0], "counters": set(counters), "derived": derived,
+               "owner": owner, "loaded": loaded}
+
+
+def _assignments(index, owner) -> list[cst.CSTNode]:
+    return [n for n in walk(owner) if isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign))
+            and not _in_nested(index, n, owner)]
+
+
+def _constant(expr) -> bool:
+    return isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.Name)) and not (
+        isinstance(expr, cst.Name) and expr.value not in ("None", "True", "False"))
+
+
+def _incremented_in(counter: str, loop) -> bool:
+    return any(isinstance(n, cst.AugAssign) and dotted_name(n.target) == counter for n in walk(loop.body))
+
+
+def _used_by(ctx, flow, counter: str, loop) -> bool:
+    """The restored counter drives the loop: read in its body or in what its epoch loop iterates."""
+    places = [loop.body]
+    outer = next((a for a in ctx.index.ancestors(loop) if isinstance(a, (cst.For, cst.While))
+                  and flow._owner(a) is flow._owner(loop)), None)
+    if isinstance(outer, cst.For):
+        places.append(outer.iter)
+    elif isinstance(outer, cst.While):
+        places.append(outer.test)
+    return any(_mentions(place, {counter}) for place in places)
+
+
+def _in_nested(index, node, owner) -> bool:
+    for ancestor in index.ancestors(node):
+        if ancestor is owner:
+            return False
+        if isinstance(ancestor, _NESTED):
+            return True
+    return False
+
+
+def _reads_key(expr, loaded: str, words) -> list[str]:
+    """Keys of the loaded checkpoint that `expr` reads and that name one of `words`."""
+    found = []
+    for node in walk(expr):
+        key = None
+        if isinstance(node, cst.Subscript) and dotted_name(node.value) == loaded \
+                and isinstance(node.slice[0].slice, cst.Index):
+            key = string_value(node.slice[0].slice.value)
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" \
+                and dotted_name(node.func.value) == loaded and node.args:
+            key = string_value(node.args[0].value)
+        if key and any(word in key.lower() for word in words):
+            found.append(key)
+    return found
+
+
+def _mentions(expr, names: set[str]) -> bool:
+    return any(isinstance(n, (cst.Name, cst.Attribute)) and dotted_name(n) in names for n in walk(expr))
+
+
+def _after_restore(ctx, flow, restore, loop) -> bool:
+    """The loop runs after the resume: later in the same function, or in a method of the same class
+    that reads a restored `self.<counter>`."""
+    owner = restore["owner"]
+    if flow._owner(loop) is owner:
+        return flow.before(restore["load"], loop)
+    members = {c for c in restore["counters"] if c.startswith("self.")}
+    if not members:
+        return False
+    here = ctx.index.function_at(loop)
+    there = ctx.index.function_at(restore["load"])
+    if here is None or there is None or here.class_name is None or here.class_name != there.class_name:
+        return False
+    return any(isinstance(n, cst.Attribute) and dotted_name(n) in members for n in walk(here.node.body))
+
+
+def _iterated_chain(ctx, flow, loop) -> list[cst.BaseExpression]:
+    """What the loop iterates and the expressions that iterable was bound from (one level of
+    names): `for batch in active_dataloader` after `active_dataloader = skip_first_batches(...)`."""
+    chain = [loop.iter]
+    expr = loop.iter
+    for _ in range(3):
+        if isinstance(expr, cst.Call) and expr.args:
+            expr = expr.args[0].value
+            chain.append(expr)
+            continue
+        if isinstance(expr, cst.Name):
+            # every assignment of the name before the loop (`active = skip_first_batches(...)` in one
+            # branch, `active = train_dataloader` in the other)
+            values = [b.value for b in flow.bindings_in_function(expr.value, loop)
+                      if b.kind == "assign" and b.value is not None and flow.before(b.node, loop)]
+            if values:
+                chain += values[:-1]
+                expr = values[-1]
+                chain.append(expr)
+                continue
+        break
+    found = [e for e in chain if _is_loaderish(ctx, flow, e)]
+    return chain if found else []
+
+
+def _is_loaderish(ctx, flow, expr) -> bool:
+    return flow.is_loader(expr, flow.scope_of(expr)) or (
+        isinstance(expr, cst.Call) and any(flow.is_loader(a.value, flow.scope_of(expr)) for a in expr.args))
+
+
+def _skip(ctx, flow, loop, iterated, derived) -> cst.CSTNode | None:
+    """What skips the consumed batches: a call taking the restored counter that the loop's
+    iterable comes from, or an `if <derived>: continue` in the loop body."""
+    for expr in iterated or [loop.iter]:
+        for node in walk(expr):
+            if isinstance(node, cst.Call) and any(_mentions(a.value, derived) for a in node.args):
+                return _skip_argument(node, derived)
+            if isinstance(node, cst.IfExp) and _mentions(node.test, derived):
+                return node
+    for node in walk(loop.body):
+        if isinstance(node, cst.If) and _mentions(node.test, derived) \
+                and any(isinstance(s, cst.Continue) for s in walk(node.body)):
+            return node.test
+    return None
+
+
+def _skip_argument(call: cst.Call, derived) -> cst.CSTNode:
+    for arg in call.args:
+        if _mentions(arg.value, derived):
+            return arg.value
+    return call
+
+
+def _position_restored(ctx, flow, restore, loop, loader) -> bool:
+    """The loader's or sampler's position comes from the checkpoint: a `load_state_dict`/`set_state`
+    of the checkpoint into an object that is no model, optimizer, scheduler or scaler, or a loader
+    (or its sampler) built from a value derived from it."""
+    derived = restore["derived"]
+    index = ctx.index
+    role_model = ctx.model(roles)
+    for call in calls_in(restore["owner"]):
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _POSITION_METHODS \
+                and any(_mentions(a.value, derived) for a in call.args):
+            role = role_model.of(func.value, index.scope_at(call))
+            if role not in (MODEL, OPTIMIZER, SCHEDULER, SCALER):
+                return True
+    if loader is not None:
+        built = loader_constructor(flow, loader)
+        if built is not None:
+            for arg in built.args:
+                value = arg.value
+                if _mentions(value, derived):
+                    return True
+                if isinstance(value, cst.Name):
+                    binding = flow.reaching(value)
+                    if binding is not None and binding.value is not None and _mentions(binding.value, derived):
+                        return True
+    return False
+
+
+def _saves_inside(ctx, loop) -> bool:
+    """A resume checkpoint is written inside the loop over the loader (directly or through a
+    helper; a weights-only export there does not count)."""
+    index = ctx.index
+    checkpoints = ctx.model(checkpoint_model)
+    resume_points = {resume.save.node for resume in checkpoints.resume_saves()}
+    # saves the checkpoint model reads, helpers' included (`atomic_save(model.state_dict(), "best.pt")`)
+    judged = {save.node for save in checkpoints.saves}
+    for ref in loop.calls:
+        if ref.node in judged:
+            if ref.node in resume_points:
+                return True
+            continue
+        func = ref.node.func
+        name = index.resolve(func, ref.scope)
+        if name in SAVE_FUNCTIONS:
+            if ref.node in resume_points:  # a weights export (`best.pt`) is no resume point
+                return True
+            continue
+        if isinstance(func, cst.Attribute) and func.attr.value in _SAVE_METHODS:
+            return True
+        summary = callable_summary(index, func, ref.scope, SAVE_WORDS)
+        if summary is not None and summary.saves:
+            return True
+    return False
+
+
+def _counts_updates(ctx, training, loop, restore) -> bool:
+    """A restored counter is incremented once per optimizer update in the loop."""
+    for node in walk(loop.node.body):
+        if isinstance(node, cst.AugAssign) and dotted_name(node.target) in restore["counters"] \
+                and training.runs_per_update(loop, node):
+            return True
+    return False
+
+
+def _scaled(flow, skip, depth: int = 0) -> bool:
+    """The skip multiplies by something (the accumulation factor), here or in the names it reads."""
+    for node in walk(skip):
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+            return True
+        if isinstance(node, cst.Name) and depth < 3:
+            binding = flow.reaching(node)
+            if binding is not None and binding.kind == "assign" and binding.value is not None \
+                    and binding.value is not node and _scaled(flow, binding.value, depth + 1):
+                return True
+    return False

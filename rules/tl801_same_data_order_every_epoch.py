@@ -1,0 +1,691 @@
+"""TL801 same-data-order-every-epoch."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from trainlint.finding import Severity
+from trainlint.gate import named
+from trainlint.model.data_order import EPOCH_KEYED, FIXED, data_order, repeats
+from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
+from trainlint.model.index import dotted_name, keyword_value, positional_args, walk
+from trainlint.model.training import calls_in
+from trainlint.rule import FixSpec, Rule, bad, before, good
+
+# seeding calls that reset torch's global generator, which a loader without its own generator draws
+# from (`random.seed` and `np.random.seed` do not touch it)
+_GLOBAL_SEEDS = ("torch.manual_seed", "torch.random.manual_seed")
+# library helpers that seed torch among other generators
+_LIBRARY_SEEDS = ("transformers.set_seed", "transformers.trainer_utils.set_seed", "accelerate.utils.set_seed",
+                  "lightning.seed_everything", "lightning.pytorch.seed_everything", "pytorch_lightning.seed_everything",
+                  "lightning.fabric.utilities.seed.seed_everything", "transformers.enable_full_determinism")
+
+
+class SameDataOrderEveryEpoch(Rule):
+    code = "TL801"
+    name = "same-data-order-every-epoch"
+    severity = Severity.WARNING
+    summary = "A multi-epoch training loop whose data order cannot change from one epoch to the next"
+    message = "the training data comes in the same order every epoch"
+    triggers = ("Sampler", "manual_seed", "seed")
+    gate = named("Sampler|seed|^__iter__$")
+    what_it_does = """
+        Flags the construction of a training sampler (or the seeding of its generator) whose order
+        is the same at every epoch of a training loop that runs several epochs over its loader:
+
+        - a `DistributedSampler` (or a subclass, or a sampler class of the file whose `__iter__`
+          reads the epoch that its `set_epoch` stores) whose `set_epoch(epoch)` is never called:
+          not on it, not on its loader (`loader.sampler.set_epoch`), not in a helper it is handed
+          to. Its permutation is a function of its seed and its epoch, and the epoch stays 0;
+        - a training `DistributedSampler(shuffle=False)`: each rank sees the same examples in the
+          same order at every epoch;
+        - a sampler class of the file whose `__iter__` shuffles with a generator seeded from a
+          value fixed at construction (`torch.Generator().manual_seed(self.seed)`,
+          `np.random.RandomState(self.seed)`) and nothing that changes between epochs;
+        - a seed reset inside the epoch loop, with a value that does not depend on the epoch:
+          `torch.manual_seed(seed)` (or a library's `set_seed`/`seed_everything`, or a function of
+          the file that calls one) before iterating a shuffling loader that has no generator of its
+          own (it draws from torch's global generator; `random.seed` and `np.random.seed` do not
+          touch it), `g.manual_seed(seed)` on the generator handed to the loader, or a loader
+          rebuilt at every epoch with `generator=torch.Generator().manual_seed(seed)`.
+
+        The epoch loop is the loop around the training loop over the loader (a loop that runs a
+        backward and an optimizer step), in the same function, around a same-file call of the
+        function holding it, or a loop that hands the loader to a call that trains (a function of
+        the file with a training loop, or a call that also receives the optimizer).
+
+        Quiet when `set_epoch` is called directly or through a helper, when the loader goes
+        through `accelerator.prepare` (Accelerate's loaders set their sampler's epoch on every
+        pass), on frameworks that own the epoch loop (a Lightning `train_dataloader` hook), on a
+        sampler whose `__iter__` advances its own epoch or draws from the global generator, on
+        evaluation samplers (`shuffle=False` on a loader no training loop iterates), and on a
+        seed that involves the epoch (`torch.manual_seed(seed + epoch)`).
+
+        The fix (for a sampler whose `set_epoch` is never called) inserts
+        `sampler.set_epoch(epoch)` as the first statement of the epoch loop. It is unsafe: the
+        order of the data changes from the second epoch on, which is the point but changes the run.
+        """
+    why_bad = """
+        Shuffling exists so that each epoch presents the examples in a new order: the mini-batches
+        differ from epoch to epoch, and the gradient noise that helps generalisation is not the
+        same sequence replayed. `DistributedSampler` draws its permutation from a generator seeded
+        with `seed + epoch`, and the epoch only changes when `set_epoch` is called; without it,
+        every epoch on every rank replays epoch 0's order exactly. The same happens when a seed is
+        reset at the top of each epoch or a sampler seeds its own generator with a constant. The
+        run does not fail: it trains on a fixed sequence of batches, usually to a slightly worse
+        model, and nothing in the logs says so. PyTorch's documentation of `DistributedSampler`
+        states that `set_epoch()` must be called at the beginning of each epoch.
+        """
+    fix_safety = """
+        Unsafe: from the second epoch on the sampler draws a new order, so the batches, the losses
+        and the trained weights differ from the run before the fix (as intended where the finding
+        is right; where an identical order every epoch was wanted, the fix removes it).
+        """
+    references = (
+        "https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler",
+        "https://pytorch.org/docs/stable/notes/randomness.html",
+        "https://huggingface.co/docs/accelerate/package_reference/torch_wrappers",
+    )
+    examples = (
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            sampler = DistributedSampler(train_set)
+            loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+            for epoch in range(epochs):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=4,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            sampler = DistributedSampler(train_set)
+            loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+            for epoch in range(epochs):
+                sampler.set_epoch(epoch)
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+            """,
+            title="a DistributedSampler whose set_epoch is never called",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            sampler = DistributedSampler(train_set)
+            loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+            for epoch in range(epochs):
+                sampler.set_epoch(epoch)
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+            """,
+            title="set_epoch at the top of every epoch",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            from torch.utils.data.distributed import DistributedSampler
+
+
+            class Trainer:
+                def __init__(self, model, dataset, optimizer):
+                    self.model = model
+                    self.optimizer = optimizer
+                    self.sampler = DistributedSampler(dataset)
+                    self.loader = DataLoader(dataset, batch_size=32, sampler=self.sampler)
+
+                def train_epoch(self):
+                    for batch in self.loader:
+                        loss = self.model(**batch).loss
+                        loss.backward()
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+
+                def fit(self, epochs):
+                    for epoch in range(epochs):
+                        self.train_epoch()
+            """,
+            line=10,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+            from torch.utils.data.distributed import DistributedSampler
+
+
+            class Trainer:
+                def __init__(self, model, dataset, optimizer):
+                    self.model = model
+                    self.optimizer = optimizer
+                    self.sampler = DistributedSampler(dataset)
+                    self.loader = DataLoader(dataset, batch_size=32, sampler=self.sampler)
+
+                def train_epoch(self):
+                    for batch in self.loader:
+                        loss = self.model(**batch).loss
+                        loss.backward()
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+
+                def fit(self, epochs):
+                    for epoch in range(epochs):
+                        self.sampler.set_epoch(epoch)
+                        self.train_epoch()
+            """,
+            title="a Trainer class: the epoch loop in one method, the batch loop in another",
+        ),
+        good(
+            """
+            from torch.utils.data import DataLoader
+            from torch.utils.data.distributed import DistributedSampler
+
+
+            def set_epoch(loader, epoch):
+                if isinstance(loader.sampler, DistributedSampler):
+                    loader.sampler.set_epoch(epoch)
+
+
+            def main(model, dataset, optimizer, epochs):
+                loader = DataLoader(dataset, batch_size=32, sampler=DistributedSampler(dataset))
+                for epoch in range(epochs):
+                    set_epoch(loader, epoch)
+                    for x, y in loader:
+                        optimizer.zero_grad()
+                        model(x, y).backward()
+                        optimizer.step()
+            """,
+            title="set_epoch called through a helper",
+        ),
+        bad(
+            """
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            train_loader = DataLoader(train_ds, batch_size=16, sampler=DistributedSampler(train_ds, shuffle=False))
+            for epoch in range(args.epochs):
+                train_loader.sampler.set_epoch(epoch)
+                for step, batch in enumerate(train_loader):
+                    loss = model(batch)
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            line=3,
+            title="a training DistributedSampler built with shuffle=False",
+        ),
+        good(
+            """
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            val_loader = DataLoader(val_ds, batch_size=16, sampler=DistributedSampler(val_ds, shuffle=False))
+            for epoch in range(args.epochs):
+                train_one_epoch(model, train_loader, optimizer)
+                with torch.no_grad():
+                    for batch in val_loader:
+                        metric.update(model(batch))
+            """,
+            title="shuffle=False on an evaluation sampler",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader, Sampler
+
+
+            class ShardSampler(Sampler):
+                def __init__(self, n, seed=0):
+                    self.n, self.seed = n, seed
+
+                def __iter__(self):
+                    g = torch.Generator()
+                    g.manual_seed(self.seed)
+                    return iter(torch.randperm(self.n, generator=g).tolist())
+
+                def __len__(self):
+                    return self.n
+
+
+            loader = DataLoader(train_set, batch_size=32, sampler=ShardSampler(len(train_set)))
+            for epoch in range(10):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+            """,
+            line=18,
+            title="a sampler class seeding its generator with a constant",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader, Sampler
+
+
+            class EpochSampler(Sampler):
+                def __init__(self, n, seed=0):
+                    self.n, self.seed, self.epoch = n, seed, 0
+
+                def set_epoch(self, epoch):
+                    self.epoch = epoch
+
+                def __iter__(self):
+                    g = torch.Generator()
+                    g.manual_seed(self.seed + self.epoch)
+                    return iter(torch.randperm(self.n, generator=g).tolist())
+
+
+            sampler = EpochSampler(len(train_set))
+            loader = DataLoader(train_set, batch_size=32, sampler=sampler)
+            for epoch in range(10):
+                sampler.set_epoch(epoch)
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+            """,
+            title="a sampler whose __iter__ reads the epoch, and set_epoch is called",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(train_set, batch_size=32, shuffle=True)
+            for epoch in range(cfg.epochs):
+                torch.manual_seed(cfg.seed)
+                model.train()
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=6,
+            title="the global seed reset at the top of every epoch",
+        ),
+        bad(
+            """
+            from torch.utils.data import DataLoader, RandomSampler
+            from torch.utils.data.distributed import DistributedSampler
+            from tqdm import tqdm, trange
+
+            train_sampler = RandomSampler(train_dataset) if args.local_rank == -1 else DistributedSampler(train_dataset)
+            train_dataloader = DataLoader(train_dataset, sampler=train_sampler, batch_size=args.train_batch_size)
+            for _ in trange(int(args.num_train_epochs)):
+                epoch_iterator = tqdm(train_dataloader, desc="Iteration")
+                for step, batch in enumerate(epoch_iterator):
+                    loss = model(**batch)[0]
+                    loss.backward()
+                    optimizer.step()
+                    model.zero_grad()
+            """,
+            line=5,
+            title="a sampler chosen by a conditional, a loop over a progress bar (older example scripts)",
+        ),
+        bad(
+            """
+            import random
+            import numpy as np
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            def seed_all(seed):
+                random.seed(seed)
+                np.random.seed(seed)
+                torch.manual_seed(seed)
+
+
+            def train(model, optimizer, train_set, epochs, seed=0):
+                loader = DataLoader(train_set, batch_size=32, shuffle=True, num_workers=4)
+                for epoch in range(epochs):
+                    seed_all(seed)
+                    for x, y in loader:
+                        optimizer.zero_grad()
+                        model(x, y).backward()
+                        optimizer.step()
+            """,
+            line=16,
+            title="a seeding helper of the file called at the top of every epoch",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(train_set, batch_size=32, shuffle=True)
+            for epoch in range(cfg.epochs):
+                torch.manual_seed(cfg.seed + epoch)
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+            """,
+            title="a per-epoch seed that involves the epoch",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            g = torch.Generator()
+            loader = DataLoader(train_set, batch_size=32, shuffle=True, generator=g)
+            for epoch in range(epochs):
+                g.manual_seed(1234)
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+            """,
+            line=7,
+            title="the loader's own generator re-seeded every epoch",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            for epoch in range(num_epochs):
+                loader = DataLoader(train_set, batch_size=32, shuffle=True,
+                                    generator=torch.Generator().manual_seed(args.seed))
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+            """,
+            line=6,
+            title="a loader rebuilt every epoch with a freshly seeded generator",
+        ),
+        bad(
+            """
+            import random
+            import torch
+            from torch.utils.data import DataLoader, RandomSampler
+
+            loader = DataLoader(train_set, batch_size=32, sampler=RandomSampler(train_set))
+            for epoch in range(epochs):
+                random.seed(0)
+                torch.manual_seed(0)
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+            """,
+            line=8,
+            title="a RandomSampler drawing from the global generator, re-seeded every epoch",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            for epoch in range(num_epochs):
+                loader = DataLoader(train_set, batch_size=32, shuffle=True,
+                                    generator=torch.Generator().manual_seed(args.seed + epoch))
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+            """,
+            title="a loader rebuilt every epoch, its generator seeded with the epoch",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            g = torch.Generator()
+            g.manual_seed(1234)
+            loader = DataLoader(train_set, batch_size=32, shuffle=True, generator=g)
+            for epoch in range(epochs):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+            """,
+            title="a generator seeded once: each pass draws a new permutation from it",
+        ),
+        good(
+            """
+            from accelerate import Accelerator
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            accelerator = Accelerator()
+            loader = DataLoader(train_set, batch_size=32, sampler=DistributedSampler(train_set))
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for epoch in range(epochs):
+                for batch in loader:
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="Accelerate's prepared loader sets its sampler's epoch on every pass",
+        ),
+        good(
+            """
+            import lightning as L
+            from torch.utils.data import DataLoader, DistributedSampler
+
+
+            class LitModel(L.LightningModule):
+                def train_dataloader(self):
+                    return DataLoader(self.train_set, batch_size=32, sampler=DistributedSampler(self.train_set))
+
+                def training_step(self, batch, batch_idx):
+                    return self.model(batch).loss
+            """,
+            title="Lightning owns the epoch loop and calls set_epoch itself",
+        ),
+        good(
+            """
+            from torch.utils.data import DataLoader, DistributedSampler
+            from engine import train_one_epoch
+
+            sampler = DistributedSampler(train_set)
+            loader = DataLoader(train_set, batch_size=32, sampler=sampler)
+            for epoch in range(args.epochs):
+                train_one_epoch(model, loader, optimizer, epoch)
+            """,
+            title="the loader goes to a function of another file that may set the epoch",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader, Sampler
+
+
+            class SelfAdvancingSampler(Sampler):
+                def __init__(self, n, seed=0):
+                    self.n, self.seed, self.epoch = n, seed, 0
+
+                def __iter__(self):
+                    g = torch.Generator().manual_seed(self.seed + self.epoch)
+                    self.epoch += 1
+                    return iter(torch.randperm(self.n, generator=g).tolist())
+
+
+            loader = DataLoader(train_set, batch_size=32, sampler=SelfAdvancingSampler(len(train_set)))
+            for epoch in range(10):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+            """,
+            title="a sampler that advances its own epoch on every pass",
+        ),
+    )
+
+    def check(self, ctx):
+        order = ctx.model(data_order)
+        for build in order.samplers:
+            views = order.views(build)  # the sampler where it is built, and where a builder's callers hold it
+            placed = [(view, loops) for view in views for loops in [order.epoch_loops(view)] if loops]
+            if not placed:
+                continue
+            view, loops = placed[0]
+            if build.kind == EPOCH_KEYED and build.shuffle_off:
+                yield self.report(
+                    build.call,
+                    f"a training `{build.what}` built with `shuffle=False`: every epoch each rank sees the same "
+                    "examples in the same order; shuffle the training sampler (and call `set_epoch(epoch)`)")
+            elif build.kind == EPOCH_KEYED and not any(order.set_epoch_reaches(v) for v in views):
+                yield self.report(
+                    build.call,
+                    f"`{build.what}` permutes with a generator seeded by `seed + epoch`, and its `set_epoch(epoch)` "
+                    "is never called: every epoch replays epoch 0's order; call `set_epoch(epoch)` at the top of "
+                    "the epoch loop",
+                    _set_epoch_fix(ctx, order, view, loops))
+            elif build.kind == FIXED:
+                yield self.report(
+                    build.call,
+                    f"`{build.what}.__iter__` shuffles with a generator seeded from a value fixed at construction: "
+                    "every epoch yields the same order; seed it with the epoch too (`seed + epoch`, set by "
+                    "`set_epoch`)")
+        yield from _reseeded_each_epoch(self, ctx)
+
+
+def _set_epoch_fix(ctx, order, build, loops) -> FixSpec | None:
+    """`<sampler>.set_epoch(<epoch>)` as the first statement of the epoch loop."""
+    epoch_loop, _ = loops[0]
+    if not (isinstance(epoch_loop, cst.For) and isinstance(epoch_loop.target, cst.Name)
+            and epoch_loop.target.value != "_" and isinstance(epoch_loop.body, cst.IndentedBlock)):
+        return None
+    subject = None
+    if build.holder is not None and order._same_place(epoch_loop, build) \
+            and (build.holder.startswith("self.") or order.index.function_at(epoch_loop) is build.function):
+        subject = build.holder
+    elif build.loader is not None and keyword_value(build.loader_call, "sampler") is build.call \
+            and order._same_place(epoch_loop, build):
+        subject = f"{build.loader}.sampler"
+    if subject is None:
+        return None
+    return FixSpec(f"Call `{subject}.set_epoch({epoch_loop.target.value})` at the top of the epoch loop", safe=False,
+                   lines=(before(epoch_loop.body.body[0], f"{subject}.set_epoch({epoch_loop.target.value})"),))
+
+
+def _reseeded_each_epoch(rule, ctx):
+    """A seed reset inside an epoch loop, not depending on the epoch, before a shuffling loader
+    draws its order (from the global generator, or from the generator the seed call resets)."""
+    order = ctx.model(data_order)
+    flow = ctx.model(dataflow)
+    index = ctx.index
+    for training in order.training.loops:
+        loop = training.node
+        if not isinstance(loop, cst.For):
+            continue
+        loader = loader_of_loop(flow, loop)
+        epoch_loop = order.enclosing_loop(loop)
+        if loader is None or epoch_loop is None or not repeats(epoch_loop):
+            continue
+        call = loader_constructor(flow, loader)
+        if call is None:
+            continue
+        generator = keyword_value(call, "generator")
+        shuffles = _shuffles(call) or _global_random_sampler(ctx, keyword_value(call, "sampler"))
+        epoch_names = _loop_names(epoch_loop)
+        built = _generator_built_in(ctx, flow, generator, epoch_loop, epoch_names)
+        if built is not None:
+            yield rule.report(
+                built,
+                f"`{ctx.code_for(built)}` builds the loader's generator anew at every epoch from the same seed: "
+                "the shuffled order is the same every epoch; build it once before the epoch loop")
+            continue
+        for seed in _calls_before(index, epoch_loop, loop):
+            scope = index.scope_at(seed)
+            name = index.resolve(seed.func, scope) or ""
+            resets_global = _seeds_torch(index, seed, scope)
+            resets_own = generator is not None and isinstance(seed.func, cst.Attribute) \
+                and seed.func.attr.value == "manual_seed" and dotted_name(seed.func.value) == dotted_name(generator)
+            if not seed.args or not (resets_own or (resets_global and generator is None and shuffles)):
+                continue
+            if any(isinstance(n, cst.Name) and n.value in epoch_names for a in seed.args for n in walk(a.value)):
+                continue  # `seed + epoch`
+            where = "the loader's generator" if resets_own else "the global generator the loader shuffles with"
+            yield rule.report(
+                seed,
+                f"`{ctx.code_for(seed)}` resets {where} to the same state at every epoch: the shuffled order is the "
+                "same every epoch; seed once before the loop, or with the epoch (`seed + epoch`)")
+            break  # one finding per epoch loop
+
+
+def _seeds_torch(index, call: cst.Call, scope, depth: int = 0) -> bool:
+    """The call seeds torch's global generator: `torch.manual_seed`, a library's `set_seed`, or a
+    function of this file that calls one of them."""
+    name = index.resolve(call.func, scope) or ""
+    if name in _GLOBAL_SEEDS or name in _LIBRARY_SEEDS:
+        return True
+    callee = index.callee(call, scope)
+    return callee is not None and depth < 2 and any(
+        _seeds_torch(index, inner, callee.scope, depth + 1) for inner in calls_in(callee.node.body))
+
+
+def _generator_built_in(ctx, flow, generator, epoch_loop, epoch_names) -> cst.CSTNode | None:
+    """`generator=torch.Generator().manual_seed(0)` (written there, or bound to a name) inside the
+    epoch loop, with a seed that does not involve the epoch: the construction."""
+    value = generator
+    if isinstance(value, cst.Name):
+        binding = flow.reaching(value)
+        value = binding.value if binding is not None and binding.kind == "assign" else None
+    if not isinstance(value, cst.Call) or not flow.inside(value, epoch_loop):
+        return None
+    seeds = [n for n in walk(value) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+             and n.func.attr.value == "manual_seed" and n.args]
+    built = any(ctx.index.resolve(n.func, ctx.index.scope_at(n)) == "torch.Generator"
+                for n in walk(value) if isinstance(n, cst.Call))
+    if not seeds or not built:
+        return None
+    if any(isinstance(n, cst.Name) and n.value in epoch_names for seed in seeds for n in walk(seed)):
+        return None
+    return value
+
+
+def _global_random_sampler(ctx, sampler) -> bool:
+    """`sampler=RandomSampler(dataset)` without a generator: it draws from the global generator."""
+    if isinstance(sampler, cst.Name):
+        values = [b.value for b in ctx.index.scope_at(sampler).lookup(sampler.value) if b.value is not None]
+        sampler = values[0] if len(values) == 1 else None
+    return isinstance(sampler, cst.Call) and \
+        (ctx.index.resolve(sampler.func, ctx.index.scope_at(sampler)) or "").endswith("RandomSampler") \
+        and keyword_value(sampler, "generator") is None
+
+
+def _shuffles(call: cst.Call) -> bool:
+    shuffle = keyword_value(call, "shuffle")
+    if shuffle is None and len(positional_args(call)) >= 3:
+        shuffle = positional_args(call)[2].value
+    return isinstance(shuffle, cst.Name) and shuffle.value == "True"
+
+
+def _loop_names(loop) -> set[str]:
+    """Names that change between epochs: the epoch loop's target and what its body assigns."""
+    names = set()
+    if isinstance(loop, cst.For):
+        names |= {n.value for n in walk(loop.target) if isinstance(n, cst.Name)}
+    for node in walk(loop.body):
+        if isinstance(node, (cst.AugAssign,)):
+            names |= {n.value for n in walk(node.target) if isinstance(n, cst.Name)}
+    return names
+
+
+def _calls_before(index, epoch_loop, inner) -> list[cst.Call]:
+    """Calls written in the epoch loop's body before the statement holding the inner loop."""
+    found = []
+    for statement in epoch_loop.body.body:
+        if statement is inner or any(node is inner for node in walk(statement)):
+            break
+        found.extend(calls_in(statement))
+    return found

@@ -1,0 +1,390 @@
+"""Where a training loader's order comes from: samplers, generators, the epoch loop around it.
+
+Shared by TL801 (the order never changes between epochs) and TL702 (a resume restarts it).
+
+What it knows, for one file (`ctx.model(data_order)`):
+- every sampler construction: `DistributedSampler(...)` (torch's, or a subclass of it that keeps
+  its `__iter__`), and instances of the file's own sampler classes, described by what their
+  `__iter__` reads: the attribute `set_epoch` writes (an epoch-keyed sampler, like torch's), an
+  epoch it advances itself, or only a seed fixed at construction (one order for ever);
+- the holder of an object (the name or `self.<attr>` an assignment binds it to), the DataLoaders
+  built with a sampler (`sampler=`, `batch_sampler=BatchSampler(sampler, ...)`), and the loops
+  that iterate a loader (through `enumerate`/`tqdm`/`zip`/`iter`);
+- the epoch loop of a loader: the loop around the loop that iterates it (in the same function, or
+  around the same-file calls of the function holding it), or a loop that hands the loader to a
+  call that runs an epoch (a same-file function that trains, or a call that also receives an
+  optimizer);
+- whether `set_epoch` reaches a sampler: a `.set_epoch(...)` on it, on its loader (`loader.sampler`,
+  `loader.batch_sampler.sampler`, `loader.set_epoch`), or inside a function the loader or sampler is
+  handed to (same file, or a project file's summary); a receiver that cannot be told apart counts
+  as reaching it (the rule then stays quiet).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from trainlint.model.index import FunctionInfo, Scope, dotted_name, keyword_value, positional_args, walk
+from trainlint.model.roles import ACCELERATOR, OPTIMIZER, roles
+from trainlint.model.summaries import FunctionSummary
+from trainlint.model.training import calls_in, training_model
+
+DISTRIBUTED_SAMPLERS = ("torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler")
+# calls that hand the loader on unchanged, for the loop that iterates it
+_WRAPPERS = frozenset({"enumerate", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "iter", "zip", "itertools.islice",
+                       "trange"})
+_NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+# generator and RNG constructors that take a seed
+SEEDED_RNG = frozenset({"torch.Generator", "numpy.random.RandomState", "numpy.random.default_rng",
+                        "numpy.random.Generator", "random.Random"})
+# "epoch": keyed on an epoch that `set_epoch` sets; "advances": changes by itself every pass;
+# "fixed": one seeded order for ever; "global": draws from a global RNG (changes every pass)
+EPOCH_KEYED, ADVANCES, FIXED, GLOBAL = "epoch", "advances", "fixed", "global"
+
+
+@dataclass(eq=False)
+class SamplerBuild:
+    """One sampler construction and what the file does with it."""
+
+    call: cst.Call
+    scope: Scope
+    function: FunctionInfo | None
+    kind: str  # EPOCH_KEYED | FIXED (other kinds are not recorded)
+    what: str  # for messages: `DistributedSampler`, `ShardSampler` (a class of this file)
+    shuffle_off: bool = False  # `shuffle=False`
+    holder: str | None = None  # `sampler`, `self.train_sampler`
+    loader_call: cst.Call | None = None
+    loader: str | None = None  # the holder of the DataLoader built with it
+
+
+def holder_of(index, node: cst.CSTNode) -> str | None:
+    """`x` / `self.x` for `x = node` / `self.x = node` (an annotated assignment too), also as one
+    branch of a conditional expression (`x = RandomSampler(d) if single else DistributedSampler(d)`)."""
+    parent = index.parent(node)
+    while isinstance(parent, cst.IfExp) and node is not parent.test:
+        node, parent = parent, index.parent(parent)
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        return dotted_name(parent.targets[0].target)
+    if isinstance(parent, cst.AnnAssign) and parent.value is node:
+        return dotted_name(parent.target)
+    return None
+
+
+def same_holder(text: str | None, holder: str | None) -> bool:
+    """`text` is `holder` or an attribute path under it (`loader.sampler`)."""
+    return bool(text and holder) and (text == holder or text.startswith(holder + "."))
+
+
+class DataOrder:
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        self.index = ctx.index
+        self.roles = ctx.model(roles)
+        self.training = ctx.model(training_model)
+        self.samplers: list[SamplerBuild] = []
+        self._build()
+
+    # -- samplers ---------------------------------------------------------------------------------
+    def _build(self) -> None:
+        for site in self.index.calls:
+            found = self.sampler_kind(site.node, site.scope)
+            if found is None:
+                continue
+            kind, what = found
+            shuffle = keyword_value(site.node, "shuffle")
+            build = SamplerBuild(site.node, site.scope, site.function, kind, what,
+                                 shuffle_off=isinstance(shuffle, cst.Name) and shuffle.value == "False",
+                                 holder=holder_of(self.index, site.node))
+            build.loader_call = self._loader_built_with(build)
+            if build.loader_call is not None:
+                build.loader = holder_of(self.index, build.loader_call)
+            self.samplers.append(build)
+
+    def views(self, build: SamplerBuild) -> list[SamplerBuild]:
+        """The sampler as its own function holds it, and as each same-file caller holds it when the
+        function returns it and its loader (`sampler, loader = build_loaders(...)`)."""
+        found = [build]
+        function = build.function
+        if function is None or function.class_name is not None:
+            return found
+        positions: dict[str, int] = {}
+        for node in walk(function.node.body):
+            if isinstance(node, cst.Return) and isinstance(node.value, cst.Tuple):
+                for number, element in enumerate(node.value.elements):
+                    text = dotted_name(element.value)
+                    if text in (build.holder, build.loader):
+                        positions[text] = number
+        if not positions:
+            return found
+        for site in self.index.callers(function):
+            parent = self.index.parent(site.node)
+            if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1
+                    and isinstance(parent.targets[0].target, (cst.Tuple, cst.List))):
+                continue
+            targets = [dotted_name(e.value) for e in parent.targets[0].target.elements]
+            def at(holder):
+                number = positions.get(holder) if holder else None
+                return targets[number] if number is not None and number < len(targets) else None
+            found.append(SamplerBuild(build.call, site.scope, site.function, build.kind, build.what,
+                                      build.shuffle_off, at(build.holder), build.loader_call, at(build.loader)))
+        return found
+
+    def sampler_kind(self, call: cst.Call, scope: Scope) -> tuple[str, str] | None:
+        name = self.index.resolve(call.func, scope)
+        if name in DISTRIBUTED_SAMPLERS or (name or "").endswith(".DistributedSampler") \
+                or name == "DistributedSampler":
+            return EPOCH_KEYED, "DistributedSampler"
+        if isinstance(call.func, cst.Name) and call.func.value in self.index.classes:
+            kind = self.class_order(call.func.value)
+            if kind in (EPOCH_KEYED, FIXED):
+                return kind, call.func.value
+        return None
+
+    def class_order(self, class_name: str, seen: frozenset = frozenset()) -> str | None:
+        """How a sampler class of this file orders its data (see the kinds above), or None."""
+        node = self.index.classes.get(class_name)
+        if node is None or class_name in seen:
+            return None
+        iterate = self.index.method(class_name, "__iter__")
+        bases = [dotted_name(b.value) for b in node.bases]
+        own_iter = iterate is not None and iterate.class_name == class_name
+        if not own_iter:
+            for base in bases:
+                resolved = self.index.resolve(cst.parse_expression(base), self.index.module_scope) if base else None
+                if resolved in DISTRIBUTED_SAMPLERS or (base or "").endswith("DistributedSampler"):
+                    return EPOCH_KEYED
+                if base in self.index.classes:
+                    return self.class_order(base, seen | {class_name})
+            return None
+        read = _self_attributes_read(iterate.node)
+        written_in_iter = _self_attributes_written(iterate.node)
+        setter = self.index.method(class_name, "set_epoch")
+        if setter is not None and read & _self_attributes_written(setter.node):
+            return ADVANCES if read & _self_attributes_written(setter.node) & written_in_iter else EPOCH_KEYED
+        if written_in_iter & read:
+            return ADVANCES  # `self.epoch += 1` in `__iter__`
+        seeds = [call for call in calls_in(iterate.node.body) if self._seeds_rng(call, iterate.scope)]
+        if not seeds:
+            return GLOBAL
+        for seed in seeds:
+            attrs = {dotted_name(n) for n in walk(seed) if isinstance(n, cst.Attribute)}
+            attrs = {a[5:] for a in attrs if a and a.startswith("self.")}
+            if any(self._written_outside_init(class_name, attr) for attr in attrs):
+                return ADVANCES
+        return FIXED
+
+    def _seeds_rng(self, call: cst.Call, scope: Scope) -> bool:
+        """`torch.Generator().manual_seed(s)`, `g.manual_seed(s)`, `np.random.RandomState(s)`, ...
+        with a seed argument."""
+        name = self.index.resolve(call.func, scope) or ""
+        if name in SEEDED_RNG or name in ("numpy.random.seed", "random.seed", "torch.manual_seed"):
+            return bool(call.args)
+        return isinstance(call.func, cst.Attribute) and call.func.attr.value in ("manual_seed", "seed") \
+            and bool(call.args)
+
+    def _written_outside_init(self, class_name: str, attr: str) -> bool:
+        for function in self.index.functions:
+            if function.class_name == class_name and function.name != "__init__" \
+                    and attr in _self_attributes_written(function.node):
+                return True
+        return False
+
+    def _loader_built_with(self, build: SamplerBuild) -> cst.Call | None:
+        """The DataLoader call that takes this sampler (directly, by its holder, or in a BatchSampler)."""
+        for site in self.index.calls:
+            if (self.index.resolve(site.node.func, site.scope) or "").rsplit(".", 1)[-1] != "DataLoader":
+                continue
+            for word in ("sampler", "batch_sampler"):
+                value = keyword_value(site.node, word)
+                if value is not None and self._holds_sampler(value, build, site.scope):
+                    return site.node
+        return None
+
+    def _holds_sampler(self, value: cst.BaseExpression, build: SamplerBuild, scope: Scope, depth: int = 0) -> bool:
+        if value is build.call:
+            return True
+        if depth > 2:
+            return False
+        if isinstance(value, cst.IfExp):
+            return any(self._holds_sampler(v, build, scope, depth + 1) for v in (value.body, value.orelse))
+        if isinstance(value, cst.Call):  # BatchSampler(sampler, ...)
+            return any(self._holds_sampler(a.value, build, scope, depth + 1) for a in value.args)
+        text = dotted_name(value)
+        if text is None or build.holder is None or text != build.holder:
+            if isinstance(value, cst.Name):  # `batch_sampler = BatchSampler(sampler, 32, True)`
+                values = [b.value for b in scope.lookup(value.value) if b.value is not None]
+                return any(self._holds_sampler(v, build, scope, depth + 1) for v in values)
+            return False
+        return self._same_place(value, build)
+
+    def _same_place(self, use: cst.CSTNode, build: SamplerBuild) -> bool:
+        """A plain name is the sampler's holder in the same function; `self.x`, in the same class."""
+        function = self.index.function_at(use)
+        if build.holder and build.holder.startswith("self."):
+            return function is not None and build.function is not None and \
+                function.class_name == build.function.class_name
+        return function is build.function or (build.function is None and function is None)
+
+    # -- loops ------------------------------------------------------------------------------------
+    def iterated(self, loop: cst.For) -> cst.BaseExpression:
+        """What a `for` loop iterates, through `enumerate`/`tqdm`/`zip`/`iter`/`islice`."""
+        expr = loop.iter
+        scope = self.index.scope_at(loop)
+        for _ in range(4):
+            if isinstance(expr, cst.Name):  # `epoch_iterator = tqdm(train_dataloader)`
+                values = [b.value for b in scope.lookup(expr.value) if b.kind == "assign" and b.value is not None]
+                if len(values) == 1 and isinstance(values[0], cst.Call):
+                    expr = values[0]
+            if not isinstance(expr, cst.Call):
+                break
+            name = self.index.resolve(expr.func, scope) or ""
+            if name not in _WRAPPERS and name.rsplit(".", 1)[-1] not in _WRAPPERS or not positional_args(expr):
+                break
+            expr = positional_args(expr)[0].value
+        return expr
+
+    def loops_over(self, holder: str | None, call: cst.Call | None, where: SamplerBuild) -> list[cst.For]:
+        """The `for` loops over the loader (by its holder, or over the DataLoader call itself)."""
+        found = []
+        for loop in self.index.loops:
+            if not isinstance(loop, cst.For):
+                continue
+            iterated = self.iterated(loop)
+            if iterated is call or (holder is not None and dotted_name(iterated) == holder
+                                    and self._same_place(iterated, where)):
+                found.append(loop)
+        return found
+
+    def enclosing_loop(self, node: cst.CSTNode) -> cst.For | cst.While | None:
+        """The nearest loop whose body (not its iterable) holds `node`, in the same function."""
+        child = node
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
+                return ancestor
+            if isinstance(ancestor, _NESTED):
+                return None
+            child = ancestor
+        return None
+
+    def epoch_loops(self, build: SamplerBuild) -> list[tuple[cst.For | cst.While, cst.CSTNode]]:
+        """(epoch loop, the loop or call inside it that runs one epoch over the sampler's loader),
+        for a loader a training loop iterates."""
+        holder = build.loader
+        found: list[tuple[cst.For | cst.While, cst.CSTNode]] = []
+        training_loops = {t.node for t in self.training.loops}
+        for loop in self.loops_over(holder, build.loader_call, build):
+            if loop not in training_loops:
+                continue
+            outer = self.enclosing_loop(loop)
+            if outer is not None:
+                found.append((outer, loop))
+                continue
+            function = self.index.function_at(loop)
+            if function is not None:
+                for site in self.index.callers(function):
+                    caller_loop = self.enclosing_loop(site.node)
+                    if caller_loop is not None:
+                        found.append((caller_loop, site.node))
+        if holder is not None:
+            for site in self.index.calls:
+                if not any(dotted_name(a.value) == holder for a in site.node.args) \
+                        or not self._same_place(site.node, build):
+                    continue
+                outer = self.enclosing_loop(site.node)
+                if outer is not None and self._runs_an_epoch(site.node, site.scope):
+                    found.append((outer, site.node))
+        return [(outer, inner) for outer, inner in found if repeats(outer)]
+
+    def _runs_an_epoch(self, call: cst.Call, scope: Scope) -> bool:
+        """A call handed the loader that trains on it: a same-file function holding a training loop,
+        or a call that also receives an optimizer."""
+        callee = self.index.callee(call, scope)
+        if callee is not None:
+            return any(t.function is callee for t in self.training.loops)
+        return any(self.roles.of(a.value, scope) == OPTIMIZER for a in call.args)
+
+    # -- set_epoch ----------------------------------------------------------------------------------
+    def set_epoch_reaches(self, build: SamplerBuild) -> bool:
+        """Some `set_epoch` may reach the sampler (see the module docstring)."""
+        known = {b.holder for b in self.samplers if b.holder} | {b.loader for b in self.samplers if b.loader}
+        mine = {build.holder, build.loader} - {None}
+        for site in self.index.calls:
+            func = site.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "set_epoch":
+                text = dotted_name(func.value)
+                if text is None or any(same_holder(text, h) for h in mine):
+                    return True
+                if not any(same_holder(text, h) for h in known):
+                    return True  # a receiver that cannot be told apart: it may be ours
+        for site in self.index.calls:
+            if not any(dotted_name(a.value) in mine for a in site.node.args):
+                continue
+            if self._hands_on(site.node, site.scope):
+                return True
+        return False
+
+    def _hands_on(self, call: cst.Call, scope: Scope) -> bool:
+        """The sampler or loader goes to a call that may set its epoch: a same-file function or
+        class that calls `set_epoch`, a project function whose summary says so, `prepare` of an
+        Accelerator (its loaders set their sampler's epoch on each pass), or a call we cannot see
+        into. Not: DataLoader/BatchSampler, `len`, `print`, the iteration wrappers."""
+        func = call.func
+        name = self.index.resolve(func, scope) or ""
+        if name.rsplit(".", 1)[-1] in _HARMLESS or name in _WRAPPERS:
+            return False
+        if isinstance(func, cst.Attribute) and func.attr.value == "prepare":
+            return self.roles.of(func.value, scope) in (ACCELERATOR, None)
+        callee = self.index.callee(call, scope)
+        if callee is not None:
+            return _calls_set_epoch(callee.node)
+        if isinstance(func, cst.Name) and func.value in self.index.classes:
+            return any(_calls_set_epoch(f.node) for f in self.index.functions if f.class_name == func.value)
+        summary = self.index.summary_of(func, scope)
+        if isinstance(summary, FunctionSummary):
+            return summary.sets_epoch
+        return True
+
+
+_HARMLESS = frozenset({"DataLoader", "BatchSampler", "len", "print", "list", "next", "isinstance", "str"})
+
+
+def _calls_set_epoch(function: cst.FunctionDef) -> bool:
+    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "set_epoch" for c in calls_in(function.body))
+
+
+def repeats(loop: cst.For | cst.While) -> bool:
+    """The loop may run more than once (not `for _ in range(1)`)."""
+    if isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call) and dotted_name(loop.iter.func) == "range":
+        args = positional_args(loop.iter)
+        if len(args) == 1 and isinstance(args[0].value, cst.Integer) and args[0].value.evaluated_value <= 1:
+            return False
+    return True
+
+
+def _self_attributes_read(function: cst.FunctionDef) -> set[str]:
+    written = set()
+    for node in walk(function.body):
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+            written.add(node.attr.value)
+    return written
+
+
+def _self_attributes_written(function: cst.FunctionDef) -> set[str]:
+    found = set()
+    for node in walk(function.body):
+        targets = []
+        if isinstance(node, cst.Assign):
+            targets = [t.target for t in node.targets]
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            targets = [node.target]
+        for target in targets:
+            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+                found.add(target.attr.value)
+    return found
+
+
+def data_order(ctx) -> DataOrder:
+    """The file's data-order facts, shared by TL801 and TL702: `ctx.model(data_order)`."""
+    return DataOrder(ctx)
