@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from trainlint.reader.config_files import ConfigError, _read_toml, find_config
+from trainlint.reader.config_files import ConfigError, read_toml, find_config
 from trainlint.reader.discovery import DEFAULT_EXCLUDES, Discovery
 from trainlint.settings import (DEFAULT_MAX_FILE_SIZE, DEFAULT_MIN_TORCH, DEFAULT_TEST_CODE_IGNORE, FixPolicy, SelectorError, Settings,
                                 canonical_selector, codes_for, resolve_selection)
@@ -146,7 +146,7 @@ KEYS = tuple(SCHEMA)
 
 def load_config(path: Path) -> FileConfig:
     """Read and validate one configuration file. Raises ConfigError naming the file and key."""
-    data = _read_toml(path)
+    data = read_toml(path)
     if path.name == "pyproject.toml":
         table = data.get("tool", {}).get("trainlint", {}) if isinstance(data.get("tool"), dict) else {}
         where = f"{path}: [tool.trainlint]"

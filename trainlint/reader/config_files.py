@@ -16,7 +16,7 @@ class ConfigError(Exception):
     """A configuration problem; the message names the file and the key."""
 
 
-def _read_toml(path: Path) -> dict:
+def read_toml(path: Path) -> dict:
     """A TOML file's data; ConfigError (one line naming the file) for anything that goes wrong."""
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
@@ -32,7 +32,7 @@ def _read_toml(path: Path) -> dict:
 
 def _has_table(pyproject: Path) -> bool:
     try:
-        data = _read_toml(pyproject)
+        data = read_toml(pyproject)
     except ConfigError:
         # A broken pyproject.toml that may be ours is reported when it is loaded, not passed over.
         try:

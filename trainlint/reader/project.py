@@ -35,6 +35,7 @@ from trainlint.reader import import_store
 from trainlint.reader.config_files import ROOT_MARKERS, ConfigError, find_config
 from trainlint.reader.discovery import Discovery, MissingPath, discover
 from trainlint.reader.files import DEFAULT_MAX_FILE_SIZE, SkippedFile, UnreadableFile, read_source
+
 # the suffixes of module files, in the order the import system tries them (only `.py` is read)
 _SUFFIXES = (*importlib.machinery.EXTENSION_SUFFIXES, ".py", *importlib.machinery.BYTECODE_SUFFIXES)
 
