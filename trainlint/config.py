@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from trainlint.reader.config_files import ConfigError, read_toml, find_config
+from trainlint.reader.config_files import ConfigError, find_config, read_toml
 from trainlint.reader.discovery import DEFAULT_EXCLUDES, Discovery
 from trainlint.settings import (DEFAULT_MAX_FILE_SIZE, DEFAULT_MIN_TORCH, DEFAULT_TEST_CODE_IGNORE, FixPolicy, SelectorError, Settings,
                                 canonical_selector, codes_for, resolve_selection)
