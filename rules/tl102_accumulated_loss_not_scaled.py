@@ -7,7 +7,8 @@ import libcst as cst
 from trainlint.model.accumulation import MEAN, LossTracer, describe_k
 from trainlint.finding import Severity
 from trainlint.gate import named
-from trainlint.rule import FixSpec, Rule, bad, good, registry
+from trainlint.rule import FixSpec, Rule, bad, good
+from trainlint.rules import registry
 from trainlint.model.training import training_model
 from trainlint.model.shipped import k_condition
 

@@ -50,10 +50,10 @@ import trainlint.context
 import trainlint.engine
 import trainlint.guard
 from trainlint.cache import ResultCache
-from trainlint.discovery import discover
+from trainlint.reader.discovery import discover
 from trainlint.engine import _rules_for, decode_source, lint_paths, lint_source
-from trainlint.model.project import Project
-from trainlint.rule import registry
+from trainlint.reader.project import Project
+from trainlint.rules import registry
 from trainlint.settings import Settings, resolve_selection
 from trainlint.suppress import NOQA_CODES
 

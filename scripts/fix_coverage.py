@@ -23,8 +23,8 @@ sys.path.insert(0, str(ROOT))
 from trainlint.config import Resolver  # noqa: E402
 from trainlint.engine import lint_source  # noqa: E402
 from trainlint.fixes import FixPolicy, fix_source, parses  # noqa: E402
-from trainlint.model.project import Project  # noqa: E402
-from trainlint.rule import registry  # noqa: E402
+from trainlint.reader.project import Project  # noqa: E402
+from trainlint.rules import registry
 
 FIXTURES = ROOT / "tests" / "fixtures"
 

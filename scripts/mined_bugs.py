@@ -132,7 +132,7 @@ def _engine():
     try:
         from trainlint.project import Project  # the project reader's own layer (issue 24)
     except ImportError:
-        from trainlint.model.project import Project
+        from trainlint.reader.project import Project
     return lint_source, Settings(select=resolve_selection(["ALL"], [], [])), Project
 
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from trainlint.engine import lint_source  # noqa: E402
 from trainlint.fixes import apply_fix  # noqa: E402
-from trainlint.rule import registry  # noqa: E402
+from trainlint.rules import registry
 from trainlint.settings import Settings, resolve_selection  # noqa: E402
 
 ALL = Settings(select=resolve_selection(["ALL"], [], []))

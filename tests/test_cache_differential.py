@@ -416,13 +416,13 @@ def test_a_new_link_to_a_file_already_read_changes_the_key(tmp_path):
 def test_every_import_statement_binds_what_the_index_binds(source, bound):
     """The names the key follows, wherever the statements are (the line-start pattern alone
     misses all but the first)."""
-    from trainlint.model.project import bound_names, imported_names
+    from trainlint.reader.project import bound_names, imported_names
 
     assert bound <= bound_names(source, "f.py") <= bound | set(imported_names(source))
 
 
 def test_a_file_that_changed_after_the_project_read_it_is_not_cached(tmp_path):
-    from trainlint.model.project import Project
+    from trainlint.reader.project import Project
 
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "a.py").write_text("import b\n")

@@ -26,7 +26,7 @@ from test_project import EVALUATE, NO_GRAD_HELPER
 from trainlint import engine
 from trainlint.cli import cli
 from trainlint.finding import FileResult
-from trainlint.model.project import Project
+from trainlint.reader.project import Project
 
 NULL_CONTEXT = "import contextlib\n\ndef inference():\n    return contextlib.nullcontext()\n"
 PAST = 1_500_000_000 * 10**9  # folders this old are not "racy": the import store is written

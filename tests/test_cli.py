@@ -16,7 +16,7 @@ from trainlint import __version__
 from trainlint.cli import FORMATS
 from trainlint.reporters import REPORTERS
 from trainlint.reporters.catalog import catalog
-from trainlint.rule import registry
+from trainlint.rules import registry
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from trainlint.rule import registry
+from trainlint.rules import registry
 from trainlint.runtime.confirm import CONFIRMED, NOT_CONFIRMED, confirm, run_confirm, select, static_verdict
 from trainlint.runtime.demo import Demo, Fence
 from trainlint.runtime.demos import all_demos

@@ -9,7 +9,8 @@ import pytest
 from conftest import BAD, GOOD
 from trainlint.cache import ResultCache
 from trainlint.engine import lint_path, lint_paths, lint_source
-from trainlint.rule import _REGISTRY, Rule, registry
+from trainlint.rule import _REGISTRY, Rule
+from trainlint.rules import registry
 from trainlint.settings import SYNTAX_ERROR_CODE, SelectorError, Settings, codes_for, resolve_selection
 
 ALL = Settings(select=resolve_selection(["ALL"], [], []))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from trainlint.engine import lint_path
-from trainlint.rule import registry
+from trainlint.rules import registry
 from trainlint.settings import Settings, resolve_selection
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

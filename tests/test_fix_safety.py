@@ -13,7 +13,7 @@ import pytest
 from conftest import BAD
 from trainlint.engine import lint_source
 from trainlint.fixes import FixPolicy, fix_source, write_fixed, WriteError
-from trainlint.rule import registry
+from trainlint.rules import registry
 from trainlint.settings import Settings, resolve_selection
 
 ALL = Settings(select=resolve_selection(["ALL"], [], []))

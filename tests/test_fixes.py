@@ -16,8 +16,8 @@ from trainlint.config import Resolver
 from trainlint.engine import lint_source
 from trainlint.finding import Edit, Fix
 from trainlint.fixes import MAX_ROUNDS, FixPolicy, WriteError, apply_fixes, fix_source, parses, write_fixed
-from trainlint.model.project import Project
-from trainlint.rule import registry
+from trainlint.reader.project import Project
+from trainlint.rules import registry
 from trainlint.settings import Settings, resolve_selection
 
 ALL = Settings(select=resolve_selection(["ALL"], [], []))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from trainlint.engine import lint_path
-from trainlint.model.project import Project
+from trainlint.reader.project import Project
 from trainlint.settings import Settings, resolve_selection
 
 FIXTURES = Path(__file__).parent / "fixtures"

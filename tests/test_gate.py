@@ -12,8 +12,8 @@ from trainlint import gate
 from trainlint.engine import _rules_for, lint_source
 from trainlint.gate import facts, gated
 from trainlint.model import roles
-from trainlint.model.project import Project
-from trainlint.rule import registry
+from trainlint.reader.project import Project
+from trainlint.rules import registry
 from trainlint.settings import Settings, resolve_selection
 
 ALL = Settings(select=resolve_selection(["ALL"], [], []))

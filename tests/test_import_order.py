@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from trainlint.model.project import Project
+from trainlint.reader.project import Project
 
 NAMES = ("optim", "sched")
 TAIL = "thing"  # an attribute, never a module

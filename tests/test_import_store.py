@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from trainlint.cache import ResultCache
+from trainlint.cache import ResultCache, _code_fingerprint
 from trainlint.cache_folder import CacheFolder
 from trainlint.engine import lint_paths
-from trainlint.model import import_store, project
-from trainlint.model.project import Project
+from trainlint.reader import import_store, project
+from trainlint.reader.project import Project
 from trainlint.settings import Settings, resolve_selection
 from test_project import EVALUATE, NO_GRAD_HELPER
 
@@ -129,7 +129,7 @@ def test_a_store_of_the_wrong_shape_or_naming_a_file_outside_the_project_is_igno
     paths = [str(tmp_path / "evaluate.py")]
     checked = Project.for_paths(paths)
     cache = CacheFolder(tmp_path / ".cache")
-    name = import_store.store_name(checked.root, checked.max_file_size)
+    name = import_store.store_name(checked.root, checked.max_file_size, _code_fingerprint())
     assert cache.write(*name, body=json.dumps(planted).encode())  # even one this user's trainlint wrote
     assert import_store.load(cache, name, checked._inside) is None
     assert _results(paths, cache=ResultCache(tmp_path / ".cache")) == _results(paths)

@@ -12,7 +12,7 @@ import pytest
 from test_speed import TRICKY
 from trainlint.engine import lint_source
 from trainlint.incremental import DocumentParser, split
-from trainlint.rule import registry
+from trainlint.rules import registry
 from trainlint.settings import Settings, resolve_selection
 
 ALL = Settings(select=resolve_selection(["ALL"], [], []))

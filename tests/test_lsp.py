@@ -24,7 +24,7 @@ from trainlint.engine import lint_source  # noqa: E402
 from trainlint.lsp.positions import Encoder  # noqa: E402
 from trainlint.positions import split_lines  # noqa: E402
 from trainlint.lsp.server import document_path  # noqa: E402
-from trainlint.rule import registry  # noqa: E402
+from trainlint.rules import registry
 from trainlint.settings import Settings, resolve_selection  # noqa: E402
 from trainlint.suppress import scan  # noqa: E402
 

@@ -33,7 +33,7 @@ def test_the_data_has_its_schema():
 
 
 def test_every_rule_of_a_bug_family_is_a_class_of_the_data():
-    from trainlint.rule import registry
+    from trainlint.rules import registry
     families = {code for code in registry() if not code.startswith("TL0")}  # TL0xx: the file itself
     assert families <= mined.CATALOGUE
 

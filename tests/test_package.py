@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_checkout_finds_rules_beside_the_package():
     # `python -c` puts the current directory first on sys.path: from the repository root the
     # checkout's trainlint/ is imported, and rules/ must still be found as trainlint.rules.
-    code = "import trainlint.rules, trainlint.rule as r; print(trainlint.rules.__file__); print(len(r.registry()))"
+    code = "import trainlint.rules; print(trainlint.rules.__file__); print(len(trainlint.rules.registry()))"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     path, count = proc.stdout.split()

@@ -14,7 +14,8 @@ import pytest
 
 from trainlint.engine import lint_path, lint_paths, lint_source
 from trainlint.model.index import FileIndex
-from trainlint.model.project import Project, find_root, imported_names
+from trainlint.model.linker import summaries_of
+from trainlint.reader.project import Project, find_root, imported_names
 from trainlint.model.roles import CONFIG, MODEL, OPTIMIZER, OTHER, SCHEDULER
 from trainlint.model.summaries import summarise
 from trainlint.settings import Settings, resolve_selection
@@ -69,7 +70,7 @@ def test_imports_resolve_to_project_files(tmp_path):
     # not the project's
     assert project.find_module("torch.nn.functional", run) is None
     # a re-export through a package __init__ reaches the definition
-    assert project.lookup("pkg.save_checkpoint", run).name == "save_checkpoint"
+    assert summaries_of(project).lookup("pkg.save_checkpoint", run).name == "save_checkpoint"
 
 
 def test_imported_names_from_text():
@@ -422,7 +423,7 @@ def test_an_import_never_follows_a_symlink_out_of_the_project(tmp_path):
     evaluate = str(tmp_path / "proj/evaluate.py")
     assert project.find_module("helpers.inference", evaluate) is None
     assert project.find_module("pkg.util.inference", evaluate) is None
-    assert project.lookup("helpers.inference", evaluate) is None
+    assert summaries_of(project).lookup("helpers.inference", evaluate) is None
     # the outside helper would make the evaluation clean: it was not read, so TL301 stays
     (followed,) = lint_paths([str(tmp_path / "inside/evaluate.py")], ALL)
     assert followed.findings == []

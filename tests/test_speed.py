@@ -13,7 +13,7 @@ from libcst.metadata.position_provider import NEWLINE_RE
 from trainlint.model.checkpoints import string_value
 from trainlint.model.index import FileIndex, walk
 from trainlint.positions import Positions, first_lines, split_lines
-from trainlint.rule import registry
+from trainlint.rules import registry
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BAD
-from trainlint.discovery import discover
+from trainlint.reader.discovery import discover
 
 NAME_MAX = 255
 

@@ -189,10 +189,10 @@ def _check_once(o: SimpleNamespace) -> int:
     """One run of `check`: find the files, check each with its own settings, report; the exit code."""
     from trainlint.cache import ResultCache
     from trainlint.config import Resolver, cache_directory, resolve_config
-    from trainlint.discovery import MissingPath, discover
+    from trainlint.reader.discovery import MissingPath, discover
     from trainlint.engine import lint_paths, lint_source
     from trainlint.finding import FileResult
-    from trainlint.model.project import Project
+    from trainlint.reader.project import Project
     from trainlint.positions import split_lines
     from trainlint.progress import progress
     from trainlint.progress import wanted as progress_wanted
@@ -519,7 +519,7 @@ def trace(script: str, script_args: tuple[str, ...], max_steps: int, fmt: str, t
     Exit codes: 0 nothing confirmed at warning or above, 1 confirmed (or the resume diverged),
     2 usage error or no result, 3 the script failed before its first step, 4 no optimizer step.
     """
-    from trainlint.runtime.trace import command
+    from trainlint.runtime.trace_command import command
 
     if resume_arg is not None and resume_check is None:
         _fail("--resume-arg needs --resume-check K")

@@ -21,22 +21,17 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from trainlint.discovery import DEFAULT_EXCLUDES, Discovery
-from trainlint.fixes import FixPolicy
-from trainlint.settings import (DEFAULT_MAX_FILE_SIZE, DEFAULT_MIN_TORCH, DEFAULT_TEST_CODE_IGNORE, SelectorError, Settings,
+from trainlint.reader.config_files import ConfigError, find_config, read_toml
+from trainlint.reader.discovery import DEFAULT_EXCLUDES, Discovery
+from trainlint.settings import (DEFAULT_MAX_FILE_SIZE, DEFAULT_MIN_TORCH, DEFAULT_TEST_CODE_IGNORE, FixPolicy, SelectorError, Settings,
                                 canonical_selector, codes_for, resolve_selection)
 
 CACHE_DIR_NAME = ".trainlint_cache"
 _VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
-
-
-class ConfigError(Exception):
-    """A configuration problem; the message names the file and the key."""
 
 
 @dataclass(frozen=True)
@@ -81,67 +76,6 @@ class CliSelection:
     #: `--fix/--no-fix` and `--unsafe-fixes/--no-unsafe-fixes`; None: the configuration decides
     fix: bool | None = None
     unsafe_fixes: bool | None = None
-
-
-def _read_toml(path: Path) -> dict:
-    """A TOML file's data; ConfigError (one line naming the file) for anything that goes wrong."""
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError(f"cannot read configuration file {path}: {err.strerror or err}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path}: invalid TOML: {err}") from None
-    except RecursionError:  # tomllib recurses on nested arrays and tables
-        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
-
-
-def _has_table(pyproject: Path) -> bool:
-    try:
-        data = _read_toml(pyproject)
-    except ConfigError:
-        # A broken pyproject.toml that may be ours is reported when it is loaded, not passed over.
-        try:
-            return b"[tool.trainlint" in pyproject.read_bytes()
-        except OSError:
-            return True  # unreadable: loading it gives the one-line error
-    return isinstance(data.get("tool"), dict) and "trainlint" in data["tool"]
-
-
-def _is_file(path: Path) -> bool:
-    """`path.is_file()`, False for a path that cannot be looked at (past the length limit: no
-    file can be opened there)."""
-    try:
-        return path.is_file()
-    except OSError:
-        return False
-
-
-def find_config(start: Path, memo: dict[Path, Path | None] | None = None) -> Path | None:
-    """The nearest trainlint.toml or pyproject.toml with `[tool.trainlint]`, from `start` up.
-
-    `memo` remembers the answer for every directory passed on the way (one run asks for many).
-    """
-    memo = {} if memo is None else memo
-    passed = []
-    found: Path | None = None
-    for directory in [start, *start.parents]:
-        if directory in memo:
-            found = memo[directory]
-            break
-        passed.append(directory)
-        candidate = directory / "trainlint.toml"
-        if _is_file(candidate):
-            found = candidate
-            break
-        candidate = directory / "pyproject.toml"
-        if _is_file(candidate) and _has_table(candidate):
-            found = candidate
-            break
-    for directory in passed:
-        memo[directory] = found
-    return found
 
 
 def _string_list(path: Path, key: str, value) -> tuple[str, ...]:
@@ -212,7 +146,7 @@ KEYS = tuple(SCHEMA)
 
 def load_config(path: Path) -> FileConfig:
     """Read and validate one configuration file. Raises ConfigError naming the file and key."""
-    data = _read_toml(path)
+    data = read_toml(path)
     if path.name == "pyproject.toml":
         table = data.get("tool", {}).get("trainlint", {}) if isinstance(data.get("tool"), dict) else {}
         where = f"{path}: [tool.trainlint]"

@@ -7,7 +7,8 @@ from typing import Any, Callable, TypeVar
 import libcst as cst
 
 from trainlint.model.index import CallSite, FileIndex
-from trainlint.model.project import Linker, Project
+from trainlint.model.linker import Linker
+from trainlint.reader.project import Project
 from trainlint.model.summaries import FileSummary
 
 T = TypeVar("T")

@@ -7,16 +7,11 @@ nothing about configuration files or output formats: it takes `Settings` and ret
 
 from __future__ import annotations
 
-import ast
 import functools
 import gc
 import hashlib
-import io
 import os
-import re
-import stat
 import sys
-import tokenize
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator
@@ -24,21 +19,21 @@ from typing import Callable, Iterable, Iterator
 import libcst as cst
 
 from trainlint import guard
-from trainlint.cache import ResultCache
+from trainlint.cache import ResultCache, _code_fingerprint
 from trainlint.context import FileContext
-from trainlint.finding import Edit, FileResult, Finding, Fix, Severity
-from trainlint.gate import gated, python_tree
-from trainlint.model.project import Project
+from trainlint.finding import Edit, FileResult, Finding, Fix
+from trainlint.model.linker import summaries_of
+from trainlint.parsing import Parser, _syntax_error, decode_source
+from trainlint.reader.files import SkippedFile, UnreadableFile, read_source
+from trainlint.reader.project import Project
 from trainlint.positions import Positions, split_lines
-from trainlint.rule import FixSpec, Report, Rule, registry
+from trainlint.rule import FixSpec, Report, Rule
+from trainlint.rules import registry
 from trainlint.settings import SYNTAX_ERROR_CODE, Settings
 from trainlint.suppress import NOQA_CODES, apply_suppressions
 
 
-class UnreadableFile(Exception):
-    """A path that cannot be read at all (missing, a directory, no permission)."""
-
-
+_FRESH = Parser()
 
 
 def _describe(exc: BaseException) -> str:
@@ -48,55 +43,6 @@ def _describe(exc: BaseException) -> str:
     except Exception:
         text = ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _syntax_error(path: str, line: int, column: int, message: str, source: str | None = None,
-                  end_column: int | None = None) -> Finding:
-    """TL000 at (line, column); the span stays within the line when the source is known (CPython
-    puts "unindent does not match" one past the line's end)."""
-    end = end_column if end_column and end_column > column else column + 1
-    if source is not None:
-        lines = split_lines(source)
-        length = len(lines[line - 1]) if 1 <= line <= len(lines) else 0
-        column = min(column, length + 1)
-        end = max(column, min(end, length + 1))
-    return Finding(path, line, column, line, end, SYNTAX_ERROR_CODE, "syntax-error",
-                   Severity.ERROR, message)
-
-
-def decode_source(data: bytes, path: str) -> tuple[str | None, Finding | None]:
-    """Bytes to text honouring PEP 263 coding cookies; undecodable bytes or NUL bytes are TL000."""
-    nul = data.find(b"\0")
-    if nul >= 0:
-        line = data.count(b"\n", 0, nul) + 1
-        column = nul - (data.rfind(b"\n", 0, nul) + 1) + 1
-        return None, _syntax_error(path, line, column, "source contains a NUL byte")
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return data.decode(encoding), None
-    except SyntaxError as err:  # an unknown coding cookie
-        return None, _syntax_error(path, err.lineno or 1, 1, f"cannot decode: {err.msg}")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
-        return None, _syntax_error(path, line, column,
-                                   f"cannot decode byte 0x{data[err.start]:02x} as {err.encoding}")
-
-
-def _parse(source: str, path: str, problem: guard.Problem | None) -> tuple[cst.Module | None, Finding | None]:
-    """LibCST's tree; `problem` is CPython's objection, if any, reported if LibCST agrees."""
-    try:
-        return cst.parse_module(source), None
-    except cst.ParserSyntaxError as err:
-        # CPython's own message ("'(' was never closed", "Missing parentheses in call to 'print'")
-        # says more than LibCST's token list, and points where the user expects.
-        if problem is not None:
-            return None, _syntax_error(path, problem.line, problem.column, problem.message, source,
-                                       problem.end_column)
-        message = re.sub(r"^parser error: error at \d+:\d+: ", "", err.message)
-        return None, _syntax_error(path, err.raw_line, err.raw_column + 1, f"cannot parse: {message}", source)
-    except RecursionError:
-        return None, _syntax_error(path, 1, 1, guard.TOO_DEEP)
 
 
 def _rules_for(source: str, codes: frozenset[str],
@@ -151,32 +97,6 @@ def _to_fix(spec: FixSpec, module: cst.Module, positions: Positions, lines: list
         else:
             edits.append(Edit(line, 1, end_line + 1, 1, text))
     return Fix(spec.title, spec.safe, tuple(edits))
-
-
-class Parser:
-    """How `lint_source` parses a source: from scratch, with Python's parser (the syntax check and
-    the gate) and LibCST's, and checks it with the guard and the gate. The language server keeps
-    one `trainlint.incremental.DocumentParser` per open document instead, which re-parses,
-    compiles and gathers the gate's facts of only what an edit changed."""
-
-    def python_tree(self, source: str, path: str) -> ast.Module | None:
-        return python_tree(source, path)
-
-    def compiles(self, source: str, path: str) -> bool:
-        return guard.compiles(source, path)
-
-    def guard_check(self, source: str, path: str, tree: ast.Module | None) -> guard.Problem | None:
-        return guard.check(source, path, tree)
-
-    def gated(self, rules: list[Rule], tree: ast.Module) -> list[Rule]:
-        return gated(rules, tree)
-
-    def libcst_module(self, source: str, path: str,
-                      problem: guard.Problem | None = None) -> tuple[cst.Module | None, Finding | None]:
-        return _parse(source, path, problem)
-
-
-_FRESH = Parser()
 
 
 def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings | None = None,
@@ -253,7 +173,7 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
     if not rules and problem is None:
         result.findings = apply_suppressions([], source, path, codes)
         return result
-    summary = project.cached_summary(digest) if project is not None else None
+    summary = summaries_of(project).cached_summary(digest) if project is not None else None
     if summary is not None and summary.index is not None:
         module, error = summary.index.module, None  # parsed already, when a file importing it was checked
     else:
@@ -328,45 +248,6 @@ def document_rules(source: str, path: str, settings: Settings, project: Project 
     rules = _prefiltered(source, path, settings.codes_for_path(path), project)
     tree = parser.python_tree(source, path)
     return parser.gated(rules, tree) if rules and tree is not None else rules
-
-
-class SkippedFile(Exception):
-    """A path deliberately not read: not a regular file, or larger than the size limit."""
-
-
-def read_source(path: str, max_bytes: int) -> bytes:
-    """The bytes of a regular file of at most `max_bytes`.
-
-    Opened without blocking (a fifo named `*.py` would otherwise wait for a writer forever) and
-    checked with fstat on the opened descriptor (a symlink to /dev/zero never ends). Raises
-    UnreadableFile or SkippedFile with a one-line message.
-    """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as err:
-        raise UnreadableFile(f"cannot read {path}: {err.strerror or err}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise SkippedFile(f"skipped {path}: not a regular file")
-        if info.st_size > max_bytes:
-            raise SkippedFile(f"skipped {path}: {info.st_size:,} bytes is over the size limit of "
-                              f"{max_bytes:,} (max-file-size)")
-        chunks, size = [], 0
-        while True:  # the file may grow while it is read
-            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > max_bytes:
-                raise SkippedFile(f"skipped {path}: over the size limit of {max_bytes:,} bytes (max-file-size)")
-        return b"".join(chunks)
-    except OSError as err:
-        raise UnreadableFile(f"cannot read {path}: {err.strerror or err}") from None
-    finally:
-        os.close(fd)
 
 
 def _unchecked(path: str, err: Exception) -> FileResult:
@@ -460,18 +341,18 @@ def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int
     jobs = max(1, min(jobs, os.cpu_count() or 1, len(paths)))
     if cache is not None and project is not None:
         # the cache keys need every checked file's imports resolved: take them from the last run
-        project.load_imports(cache.directory)
+        project.load_imports(cache.directory, _code_fingerprint())
     if jobs == 1 or len(paths) < 8:
         for path in paths:
             result = lint_path(path, settings, cache, project)
             done()
             yield result
         if cache is not None and project is not None:
-            project.save_imports(cache.directory)
+            project.save_imports(cache.directory, _code_fingerprint())
         return
     if cache is not None and project is not None:
         project.key_components()  # found once here; the workers get them with the project
-        project.save_imports(cache.directory)
+        project.save_imports(cache.directory, _code_fingerprint())
     # One file a task, largest first: the gate makes most files cheap and a few costly, and fixed
     # chunks of paths would leave one worker with the costly ones at the end.
     todo = sorted(set(paths), key=_size, reverse=True)

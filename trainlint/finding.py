@@ -9,6 +9,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+#: The code of a file that does not parse (or decode); reported by the engine, not by a rule.
+SYNTAX_ERROR_CODE = "TL000"
+
 
 class Severity(str, enum.Enum):
     ERROR = "error"

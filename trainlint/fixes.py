@@ -21,28 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from trainlint.finding import FileResult, Finding, Fix
+from trainlint.finding import FileResult, Fix
 from trainlint.positions import split_lines
+from trainlint.reader.config_files import ROOT_MARKERS, find_config
+from trainlint.settings import FixPolicy
 
 #: rounds of fix-and-check-again before giving up on reaching a stable source
 MAX_ROUNDS = 8
 SYNTAX_ERROR_CODE = "TL000"
-
-
-@dataclass(frozen=True)
-class FixPolicy:
-    """Which fixes may be applied: safe ones, unsafe ones too, and the codes allowed."""
-
-    unsafe: bool = False
-    #: codes whose fixes may be applied; None: every code
-    fixable: frozenset[str] | None = None
-    unfixable: frozenset[str] = frozenset()
-
-    def allows(self, finding: Finding) -> bool:
-        fix = finding.fix
-        return (fix is not None and (fix.safe or self.unsafe)
-                and (self.fixable is None or finding.code in self.fixable)
-                and finding.code not in self.unfixable)
 
 
 def line_starts(source: str) -> list[int]:
@@ -174,9 +160,6 @@ def fix_root(paths: Iterable[str]) -> str:
     `Project.for_paths` finds it (the nearest configuration, else root marker, above their common
     folder), but from the paths as named, before any symlink is followed: a link in the project to
     a file outside it does not widen the root to take that file in."""
-    from trainlint.config import find_config
-    from trainlint.settings import ROOT_MARKERS
-
     folders = [os.path.abspath(p if os.path.isdir(p) else os.path.dirname(os.path.abspath(p))) for p in paths]
     common = os.path.commonpath(folders) if folders else os.getcwd()
     config = find_config(Path(common))

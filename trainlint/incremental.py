@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from trainlint import guard
-from trainlint.engine import Parser
+from trainlint.parsing import Parser
 from trainlint.finding import Finding
 from trainlint.gate import Facts, Gathered, facts_of_parts, gather, gated, python_tree
 

@@ -215,8 +215,7 @@ class Rule:
         return "\n".join(parts).rstrip() + "\n"
 
 
-def registry() -> dict[str, type[Rule]]:
-    """Every registered rule class by code, in code order."""
-    import trainlint.rules  # noqa: F401  (importing the package registers every rule module)
-
+def registered() -> dict[str, type[Rule]]:
+    """The rule classes registered so far by code, in code order (every rule: `trainlint.rules.registry`,
+    which imports them first; the base class sits below the rules and never imports them)."""
     return dict(sorted(_REGISTRY.items()))

@@ -11,12 +11,12 @@ import functools
 import os
 from dataclasses import dataclass, field
 
-from trainlint.rule import registry
+from trainlint.finding import SYNTAX_ERROR_CODE, Finding
+from trainlint.reader.config_files import ROOT_MARKERS
+from trainlint.reader.files import DEFAULT_MAX_FILE_SIZE
+from trainlint.rules import registry
 
-SYNTAX_ERROR_CODE = "TL000"
 DEFAULT_MIN_TORCH = (2, 6)
-#: Files larger than this are skipped (with a message), not read: generated or data files.
-DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
 #: Rules not reported in test code unless configured (`test-code-ignore`): the hazards of files a
 #: test writes and reads back itself (a load of its own scratch file is not a security hole, a
 #: truncated temporary checkpoint costs nothing, a partial checkpoint may be the point of the test),
@@ -24,8 +24,6 @@ DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
 #: checked for wrong gradients, schedules and modes (TL1, TL2, TL302, TL303, TL601).
 DEFAULT_TEST_CODE_IGNORE = ("TL301", "TL401", "TL402", "TL403", "TL404", "TL501", "TL502", "TL602", "TL701")
 _TEST_DIRECTORIES = frozenset({"tests", "test", "testing"})
-# Files that mark a project's root when no configuration file does (`project.find_root`).
-ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 
 
 def is_test_code(path: str, root: str | None = None) -> bool:
@@ -125,6 +123,22 @@ class Settings:
             if fnmatch.fnmatch(name, pattern) or any(fnmatch.fnmatch(c, pattern) for c in candidates):
                 codes = codes - ignored
         return codes
+
+
+@dataclass(frozen=True)
+class FixPolicy:
+    """Which fixes may be applied: safe ones, unsafe ones too, and the codes allowed."""
+
+    unsafe: bool = False
+    #: codes whose fixes may be applied; None: every code
+    fixable: frozenset[str] | None = None
+    unfixable: frozenset[str] = frozenset()
+
+    def allows(self, finding: Finding) -> bool:
+        fix = finding.fix
+        return (fix is not None and (fix.safe or self.unsafe)
+                and (self.fixable is None or finding.code in self.fixable)
+                and finding.code not in self.unfixable)
 
 
 @functools.lru_cache(maxsize=1024)

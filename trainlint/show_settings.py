@@ -92,6 +92,6 @@ def render_settings(resolver: Resolver, path: str) -> str:
 
 
 def _show_default_excludes() -> str:
-    from trainlint.discovery import DEFAULT_EXCLUDES
+    from trainlint.reader.discovery import DEFAULT_EXCLUDES
 
     return json.dumps(list(DEFAULT_EXCLUDES))

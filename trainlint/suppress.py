@@ -46,13 +46,13 @@ ALL = frozenset({"*"})
 
 
 def _rule_names() -> dict[str, str]:
-    from trainlint.rule import registry
+    from trainlint.rules import registry
 
     return {rule.name: code for code, rule in registry().items()}
 
 
 def _known_codes() -> frozenset[str]:
-    from trainlint.rule import registry
+    from trainlint.rules import registry
     from trainlint.settings import SYNTAX_ERROR_CODE
 
     return frozenset(registry()) | {SYNTAX_ERROR_CODE}
@@ -262,7 +262,7 @@ def _removal(directive: Directive, unused: set[Code], line_text: str) -> Edit:
 
 
 def _noqa_finding(path: str, code: str, directive: Directive, message: str, fix: Fix | None) -> Finding:
-    from trainlint.rule import registry
+    from trainlint.rules import registry
 
     rule = registry()[code]
     return Finding(path, directive.line, directive.start + 1, directive.line, directive.end + 1, code, rule.name,

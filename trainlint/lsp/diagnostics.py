@@ -7,7 +7,7 @@ from lsprotocol import types
 from trainlint.finding import Finding, Severity
 from trainlint.lsp.positions import Encoder
 from trainlint.positions import to_lsp
-from trainlint.rule import registry
+from trainlint.rules import registry
 from trainlint.settings import SYNTAX_ERROR_CODE
 
 SOURCE = "trainlint"

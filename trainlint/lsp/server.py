@@ -42,6 +42,7 @@ from pygls.protocol import LanguageServerProtocol
 
 from trainlint import __version__
 from trainlint.engine import Parser, SkippedFile, UnreadableFile, decode_source, lint_source, read_source
+from trainlint.config import Resolver
 from trainlint.document import DocumentLinter
 from trainlint.finding import Finding
 from trainlint.fixes import fix_source
@@ -50,7 +51,7 @@ from trainlint.lsp.diagnostics import SOURCE, hover_markdown, to_diagnostic
 from trainlint.lsp.positions import Encoder
 from trainlint.positions import split_lines
 from trainlint.lsp.project import ProjectSettings
-from trainlint.model.project import Project, find_root
+from trainlint.reader.project import Project, find_root
 from trainlint.suppress import Comments, scan
 from trainlint.settings import DEFAULT_MAX_FILE_SIZE, Settings
 
@@ -248,7 +249,9 @@ class TrainlintServer(LanguageServer):
         root = str(max(holding, key=len)) if holding else str(find_root([path]))
         project = self._projects.get(root)
         if project is None:
-            project = self._projects[root] = Project(root, max_file_size=max_file_size)
+            # its files found with the excludes a check of the root would use
+            project = self._projects[root] = Project(root, max_file_size=max_file_size,
+                                                     discovery_for=Resolver().discovery_for)
         project.max_file_size = max_file_size
         return project
 

@@ -13,6 +13,8 @@ from typing import Iterator
 
 import libcst as cst
 
+from trainlint.parsing import dotted_name  # noqa: F401 - the model's modules import it from here
+
 _SKIP_FIELD_WORDS = ("whitespace", "leading_lines", "lines_after", "comma", "lpar", "rpar",
                      "semicolon", "header", "footer", "colon", "equal", "star", "dot",
                      "lbracket", "rbracket", "lbrace", "rbrace", "asynchronous", "newline",
@@ -171,7 +173,7 @@ class FileIndex:
         self.loops: list[cst.For | cst.While] = []
         self._callers: dict[cst.CSTNode, list[CallSite]] | None = None
         self._functions_by_name: dict[str, list[FunctionInfo]] | None = None
-        #: the file's view of its project (`trainlint.model.project.Linker`), set by whoever knows it
+        #: the file's view of its project (`trainlint.model.linker.Linker`), set by whoever knows it
         self.linker = None
         self._loop_bindings: dict[int, tuple[list[Binding], dict]] = {}
         self._build()
@@ -474,16 +476,6 @@ class FileIndex:
         if param in params and params.index(param) < len(positional):
             return positional[params.index(param)].value
         return None
-
-
-def dotted_name(expr: cst.CSTNode | None) -> str | None:
-    """`a.b.c` for a Name/Attribute chain, else None."""
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.Attribute):
-        base = dotted_name(expr.value)
-        return f"{base}.{expr.attr.value}" if base else None
-    return None
 
 
 def keyword_arg(call: cst.Call, name: str) -> cst.Arg | None:

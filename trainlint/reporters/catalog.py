@@ -11,7 +11,8 @@ import json
 from dataclasses import dataclass
 
 from trainlint.finding import Severity
-from trainlint.rule import DOCS_URL, registry
+from trainlint.rule import DOCS_URL
+from trainlint.rules import registry
 from trainlint.settings import SYNTAX_ERROR_CODE
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from trainlint.engine import lint_source
 from trainlint.fixes import FixPolicy, fix_source
-from trainlint.rule import registry
+from trainlint.rules import registry
 from trainlint.runtime.demo import Demo, Fence, show
 from trainlint.runtime.runner import DEFAULT_WORKERS, RunResult, Script, TorchUnavailable, run_scripts
 from trainlint.settings import Settings, resolve_selection

@@ -50,13 +50,11 @@ def _current(folder: str) -> int | None:
         return None
 
 
-def store_name(root: Path, max_file_size: int) -> tuple[str, str]:
+def store_name(root: Path, max_file_size: int, code: str) -> tuple[str, str]:
     """The names (folder, file) in the cache folder of the store of this project (its root and
-    size limit) and this trainlint: one per project, whichever of its files a run checks (each
-    run adds the files it resolved)."""
-    from trainlint.cache import _code_fingerprint
-
-    digest = hashlib.sha256(f"{_FORMAT}\0{_code_fingerprint()}\0{root}\0{max_file_size}".encode(
+    size limit) and this trainlint (`code`: the fingerprint of its code, `cache._code_fingerprint`):
+    one per project, whichever of its files a run checks (each run adds the files it resolved)."""
+    digest = hashlib.sha256(f"{_FORMAT}\0{code}\0{root}\0{max_file_size}".encode(
         "utf-8", "surrogatepass"))
     return "imports", f"{digest.hexdigest()}.json"
 

@@ -1,19 +1,18 @@
 """The project a checked file belongs to: its root, which project file an import names, and the
-summaries of those files.
+texts and trees of those files.
 
 A training loop spans files (`main.py` calls `engine.evaluate`, whose decorator comes from
 `utils/torch_utils.py`), so a rule asking about a name imported from the project gets that file's
-summary (`trainlint.model.summaries`). Project files are read as text and parsed; nothing is ever
-imported or executed, and torch is never needed. Files an import names are summarised even when
-they were not named on the command line; they are not reported on.
+summary: the model (`trainlint.model.linker`) makes it from the tree this reader gives. Project
+files are read as text and parsed; nothing is ever imported or executed, and torch is never
+needed. Files an import names are read even when they were not named on the command line; they
+are not reported on.
 
 Safety: an import is resolved only to a file whose real path (symlinks resolved) is inside the
-root; such a file is read only if it is a regular file within the size limit, and summarised only
-if the nesting guard lets LibCST parse it. A helper that fails any of these has an empty summary:
-it is never a crash, and never a finding (only files named to the checker are reported on).
-
-Summaries are kept per content hash, so a file summarised once is not summarised again while its
-bytes stay the same (in one process; worker processes each keep their own).
+root; such a file is read only if it is a regular file within the size limit, and parsed only
+if the nesting guard lets LibCST parse it (`tree_of`). A helper that fails any of these has an
+empty summary: it is never a crash, and never a finding (only files named to the checker are
+reported on).
 """
 
 from __future__ import annotations
@@ -26,29 +25,24 @@ import os
 import re
 import sys
 import tokenize
-from collections import OrderedDict
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import libcst as cst
 
 from trainlint import guard
 from trainlint.cache_folder import CacheFolder
-from trainlint.config import find_config
-from trainlint.model import import_store
-from trainlint.model.index import FileIndex, Scope, dotted_name
-from trainlint.settings import DEFAULT_MAX_FILE_SIZE, ROOT_MARKERS
-from trainlint.model.summaries import (CallArguments, ClassSummary, Construction, FileSummary, FunctionSummary,
-                                       summarise)
-_MAX_REEXPORTS = 4
+from trainlint.parsing import dotted_name
+from trainlint.reader import import_store
+from trainlint.reader.config_files import ROOT_MARKERS, ConfigError, find_config
+from trainlint.reader.discovery import Discovery, MissingPath, discover
+from trainlint.reader.files import DEFAULT_MAX_FILE_SIZE, SkippedFile, UnreadableFile, read_source
+
 # the suffixes of module files, in the order the import system tries them (only `.py` is read)
 _SUFFIXES = (*importlib.machinery.EXTENSION_SUFFIXES, ".py", *importlib.machinery.BYTECODE_SUFFIXES)
-_KEPT_SUMMARIES = 128
 # the content hash a folder node has in the import store (`_below`), and one that was not listed
 _FOLDER, _UNBOUNDED = "folder", "unbounded"
 _MAX_FOLDERS = 2_000
-
-Summary = FunctionSummary | ClassSummary
 
 
 _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(?P<base>\.*[\w.]*)[ \t]+import[ \t]+\(?(?P<names>[\w \t,.]*)"
@@ -225,16 +219,23 @@ def find_root(paths: Iterable[str | os.PathLike]) -> Path:
 
 
 class Project:
-    """One project: where its modules are, and their summaries, computed on demand.
+    """One project: where its modules are, and their texts and trees, read on demand.
 
+    `discovery_for` gives the excludes of a folder when the project's files must be found (no
+    `paths` given): the configuration's (`config.Resolver().discovery_for`), which the reader
+    cannot read itself (a configuration names rules); without it, the default excludes.
     """
 
     def __init__(self, root: str | os.PathLike, paths: Iterable[str | os.PathLike] = (),
-                 max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> None:
+                 max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+                 discovery_for: Callable[[str], Discovery] | None = None) -> None:
         self.root = _real(root)
         # the checked files, where constructions are looked for (all of the root's when not given)
         self._paths = _reals(paths) or None
         self.max_file_size = max_file_size  # a larger project file is not read
+        self.discovery_for = discovery_for
+        #: moves on each `refresh`: a layer above that keeps answers about the project drops them
+        self.generation = 0
         self._init_caches()
 
     def _init_caches(self) -> None:
@@ -243,9 +244,6 @@ class Project:
         self._root_prefix = str(self.root).rstrip(os.sep) + os.sep
         self._found: dict[tuple[str, str], tuple[Path, list[str]] | None] = {}
         self._files: dict[str, tuple[tuple[int, int], str, str]] = {}  # path -> (stat stamp, hash, text)
-        self._by_hash: OrderedDict[str, FileSummary] = OrderedDict()  # least recently used first
-        self._constructions: dict[tuple[str, str], list[Construction]] = {}
-        self._callers: dict[tuple[str, str], list[CallArguments]] = {}
         self._components: dict[Path, tuple[str | None, str | None]] | None = None  # `key_components`
         self._folders_listed = 0  # by `_below`, in this run
         self._imports: dict[tuple[str, int, int], list[Path]] = {}  # (path, text) -> imported_files
@@ -268,6 +266,7 @@ class Project:
 
     def __setstate__(self, state: dict) -> None:
         self.root, self._paths, self.max_file_size = state["root"], state["paths"], state["max_file_size"]
+        self.discovery_for, self.generation = None, 0  # the paths are known: they were found before
         self._init_caches()
         self._resolved, self._stamps = state["resolved"], state["stamps"]
         self._components = state["components"]
@@ -275,17 +274,14 @@ class Project:
     @property
     def paths(self) -> list[Path]:
         if self._paths is None:
-            from trainlint.config import ConfigError, Resolver  # the same excludes as a check of the root
-            from trainlint.discovery import MissingPath, discover
-
             try:
-                self._paths = _reals(discover([str(self.root)], Resolver().discovery_for))
+                self._paths = _reals(discover([str(self.root)], self.discovery_for))
             except (ConfigError, MissingPath, OSError):
                 self._paths = []
         return self._paths
 
     @classmethod
-    def for_paths(cls, paths: Iterable[str | os.PathLike], max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> "Project":
+    def for_paths(cls, paths: Iterable[str | os.PathLike], max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> Project:
         paths = _reals(paths)
         return cls(find_root(paths), paths, max_file_size)
 
@@ -293,10 +289,9 @@ class Project:
     def refresh(self) -> None:
         """Forget which files exist and who builds which class (a long-lived project, in the editor,
         after a file is saved); summaries stay cached by content."""
+        self.generation += 1
         self._listings.clear()
         self._found.clear()
-        self._constructions.clear()
-        self._callers.clear()
         self._components = None
         self._folders_listed = 0
         self._imports.clear()
@@ -343,6 +338,10 @@ class Project:
                 bases.append(self.root / "src")
             self._bases[folder] = bases
         return bases
+
+    def real(self, path: str | os.PathLike) -> Path:
+        """How the project names a file, as `file_key`, remembered until `refresh`."""
+        return self._real(path)
 
     def _real(self, path: str | os.PathLike) -> Path:
         """`_real(path)`, remembered until `refresh`: every file of a folder resolves its folder's
@@ -652,27 +651,28 @@ class Project:
             self._resolved[here] = (_FOLDER, sorted(found))
         return self._resolved[folder][1]
 
-    def load_imports(self, directory: str | os.PathLike) -> None:
+    def load_imports(self, directory: str | os.PathLike, code: str) -> None:
         """Take what the imports resolve to from the store in the cache folder `directory`, if it
-        is there (written by this user's trainlint: `CacheFolder`) and no folder it depends on
+        is there (written by this user's trainlint, whose code has the fingerprint `code`:
+        `CacheFolder`, `import_store.store_name`) and no folder it depends on
         changed."""
-        loaded = import_store.load(CacheFolder(directory), self._store(), lambda p: self._inside(p))
+        loaded = import_store.load(CacheFolder(directory), self._store(code), lambda p: self._inside(p))
         if loaded is not None:
             stamps, resolved = loaded
             self._stamps.update(stamps)
             self._resolved.update(resolved)
 
-    def save_imports(self, directory: str | os.PathLike) -> None:
+    def save_imports(self, directory: str | os.PathLike, code: str) -> None:
         """Write what the imports resolved to into the store, when this run resolved any (with
         what it loaded from there: a run that checks a few files keeps the others' entries)."""
-        if self._resolved_changed and import_store.save(CacheFolder(directory), self._store(), self._stamps,
+        if self._resolved_changed and import_store.save(CacheFolder(directory), self._store(code), self._stamps,
                                                         self._resolved):
             self._resolved_changed = False
 
-    def _store(self) -> tuple[str, str]:
-        return import_store.store_name(self.root, self.max_file_size)
+    def _store(self, code: str) -> tuple[str, str]:
+        return import_store.store_name(self.root, self.max_file_size, code)
 
-    # -- reading and summarising files -------------------------------------------------------------
+    # -- reading and parsing files -------------------------------------------------------------
     def _read(self, path: Path) -> tuple[str, str] | None:
         """(content hash, text) of a file, read again only when its size or modification time changes."""
         key = str(path)
@@ -684,8 +684,6 @@ class Project:
         known = self._files.get(key)
         if known is not None and known[0] == stamp:
             return known[1], known[2]
-        from trainlint.engine import SkippedFile, UnreadableFile, read_source
-
         try:  # as a checked file is read: regular files only, never blocking, within the size limit
             data = read_source(key, self.max_file_size)
         except (UnreadableFile, SkippedFile):
@@ -693,6 +691,10 @@ class Project:
         read = (hashlib.sha256(data).hexdigest(), _decode(data))
         self._files[key] = (stamp, *read)
         return read
+
+    def read(self, path: Path) -> tuple[str, str] | None:
+        """(content hash, text) of a project file; None when it cannot be read."""
+        return self._read(path)
 
     def source(self, path: Path) -> str | None:
         read = self._read(path)
@@ -713,115 +715,19 @@ class Project:
         read = self._read(path)
         return read[0] if read is not None else None
 
-    def cached_summary(self, digest: str) -> FileSummary | None:
-        """The summary of a file with this content, if one was made (it holds the parsed file)."""
-        summary = self._by_hash.get(digest)
-        if summary is not None:
-            self._by_hash.move_to_end(digest)
-        return summary
 
-    def _keep(self, digest: str, summary: FileSummary) -> None:
-        self._by_hash[digest] = summary
-        while len(self._by_hash) > _KEPT_SUMMARIES:  # each holds a parsed file: bound the memory
-            self._by_hash.popitem(last=False)
-
-    def file_summary(self, path: Path) -> FileSummary | None:
-        read = self._read(path)
-        if read is None:
-            return None
-        digest, text = read
-        summary = self.cached_summary(digest)
-        if summary is not None:
-            return summary
-        summary = FileSummary()  # a file LibCST must not or cannot parse answers nothing
-        problem = guard.check(text, str(path))
-        if problem is None or not problem.final:
-            if sys.getrecursionlimit() < guard.RECURSION_LIMIT:
-                sys.setrecursionlimit(guard.RECURSION_LIMIT)
-            try:
-                index = FileIndex(cst.parse_module(text))
-                index.linker = Linker(self, str(path))
-                summary = index.linker.own(index)
-            except (cst.ParserSyntaxError, RecursionError, ValueError, MemoryError):
-                summary = FileSummary()
-        self._keep(digest, summary)
-        return summary
-
-    def locate(self, qualname: str, from_path: str, depth: int = 0,
-               words: tuple[str, ...] = ()) -> tuple[Path, list[str], Summary] | None:
-        """Where the project function, class or method that `qualname` (as resolved in the file at
-        `from_path`) is defined, following re-exports, with its summary; None when it is not the
-        project's. With `words`, a module whose text has none of them is not parsed: what is
-        asked about cannot be there (a re-export in it is still followed)."""
-        found = self.find_module(qualname, from_path)
-        if found is None:
-            return None
-        path, rest = found
-        if not rest or depth > _MAX_REEXPORTS:
-            return None
-        text = self.source(path)
-        if words and text is not None and not any(word in text for word in words):
-            tail = f".{rest[0]}"
-            for name in self.imported_names_of(path):
-                if name.endswith(tail) and name != tail:
-                    return self.locate(".".join([name, *rest[1:]]), str(path), depth + 1, words)
-            return None
-        summary = self.file_summary(path)
-        if summary is None:
-            return None
-        hit = summary.member(rest)
-        if hit is not None:
-            return path, rest, hit
-        reexport = summary.imports.get(rest[0])
-        if reexport is not None:
-            return self.locate(".".join([reexport, *rest[1:]]), str(path), depth + 1, words)
+def tree_of(text: str, path: str) -> cst.Module | None:
+    """LibCST's tree of a project file's text; None when the nesting guard does not let LibCST
+    parse it or LibCST cannot (such a file answers nothing)."""
+    problem = guard.check(text, path)
+    if problem is not None and problem.final:
         return None
-
-    def lookup(self, qualname: str, from_path: str, words: tuple[str, ...] = ()) -> Summary | None:
-        found = self.locate(qualname, from_path, words=words)
-        return found[2] if found is not None else None
-
-    def callers(self, path: str, function_name: str) -> list[CallArguments]:
-        """Where the other checked files call the module-level function `function_name` of the file
-        at `path` (`save_on_master(checkpoint, path)` in main.py, for what the helper writes); the
-        file's own calls are its index's business."""
-        key = (str(self._real(path)), function_name)
-        if key not in self._callers:
-            self._callers[key] = self._uses(path, function_name, lambda summary: summary.calls_of(function_name),
-                                            own_file=False)
-        return self._callers[key]
-
-    def constructions(self, path: str, class_name: str) -> list[Construction]:
-        """Where the checked files build the class `class_name` of the file at `path` with arguments
-        (`Trainer(model, opt, sched)` in the script, for the roles of `self.model` & co.)."""
-        key = (str(self._real(path)), class_name)
-        if key not in self._constructions:
-            self._constructions[key] = self._uses(path, class_name,
-                                                  lambda summary: summary.constructions_of(class_name), own_file=True)
-        return self._constructions[key]
-
-    def _uses(self, path: str, name: str, found_in, own_file: bool) -> list:
-        """What `found_in(summary)` finds (calls with a `callee`) in the checked files whose text
-        calls `name`, kept when the callee is the module-level `name` of the file at `path`; in that
-        file itself (with `own_file`), an undotted callee is its own definition."""
-        target = self._real(path)
-        needle = f"{name}("
-        found = []
-        for candidate in self.paths:
-            if candidate == target and not own_file:
-                continue
-            text = self.source(candidate)
-            if text is None or needle not in text:
-                continue
-            summary = self.file_summary(candidate)
-            for use in found_in(summary) if summary is not None else ():
-                if candidate == target and "." not in use.callee:
-                    found.append(use)
-                    continue
-                where = self.locate(use.callee, str(candidate))
-                if where is not None and where[0] == target and where[1] == [name]:
-                    found.append(use)
-        return found
+    if sys.getrecursionlimit() < guard.RECURSION_LIMIT:
+        sys.setrecursionlimit(guard.RECURSION_LIMIT)
+    try:
+        return cst.parse_module(text)
+    except (cst.ParserSyntaxError, RecursionError, ValueError, MemoryError):
+        return None
 
 
 def _decode(data: bytes) -> str:
@@ -834,58 +740,3 @@ def _decode(data: bytes) -> str:
         return data.decode("utf-8", "replace")
 
 
-class Linker:
-    """One file's view of its project: the summary of what a name in that file refers to."""
-
-    def __init__(self, project: Project | None, path: str, own: FileSummary | None = None) -> None:
-        self.project = project
-        self.path = path
-        self._own = own
-
-    def own(self, index: FileIndex) -> FileSummary:
-        """The summary of the linked file itself (its members are summarised when asked for)."""
-        if self._own is None:
-            self._own = summarise(index)
-        return self._own
-
-    def summary_of(self, index: FileIndex, expr: cst.BaseExpression, scope: Scope,
-                   words: tuple[str, ...] = ()) -> Summary | None:
-        if isinstance(expr, cst.Name):
-            bindings = scope.lookup(expr.value)
-            if bindings and all(b.kind in ("def", "class") for b in bindings):
-                node = bindings[-1].node
-                if index.scope_of_node[node].parent is index.module_scope:  # a module-level def/class
-                    return self.own(index).member([expr.value])
-                return None
-        if self.project is None or not _head_is_import(expr, scope):
-            return None
-        qualname = index.resolve(expr, scope)
-        return self.project.lookup(qualname, self.path, words) if qualname else None
-
-
-    def callers(self, function_name: str) -> list[CallArguments]:
-        """Calls of this file's module-level function `function_name` in the project's other files."""
-        if self.project is None or not self.project.contains(self.path):
-            return []
-        return self.project.callers(self.path, function_name)
-
-    def constructor_role(self, index: FileIndex, class_name: str, attr: str) -> str | None:
-        """The role the callers that build `class_name` give the `__init__` parameter that
-        `self.<attr>` is set from, when they all agree."""
-        summary = self.own(index).klass(class_name)
-        param = summary.init_attrs.get(attr) if summary is not None and summary.trains else None
-        if param is None:
-            return None  # only classes that drive training are worth finding every construction of
-        if self.project is not None and self.project.contains(self.path):
-            built = self.project.constructions(self.path, class_name)
-        else:
-            built = [c for c in self.own(index).constructions_of(class_name) if c.callee == class_name]
-        found = {c.role_for(summary.params, param) for c in built}
-        return found.pop() if len(found) == 1 else None
-
-
-def _head_is_import(expr: cst.BaseExpression, scope: Scope) -> bool:
-    """The leftmost name of `a.b.c` is bound by an import (so the dotted name is a module path)."""
-    while isinstance(expr, cst.Attribute):
-        expr = expr.value
-    return isinstance(expr, cst.Name) and any(b.kind == "import" for b in scope.lookup(expr.value))

@@ -1,0 +1,225 @@
+"""The summaries of a project's files, and one file's view of its project (`Linker`).
+
+The project reader (`trainlint.reader.project`) finds which file a name comes from and gives its
+text and tree; this model summarises the tree (`trainlint.model.summaries`) and answers what a name
+in a checked file refers to, who calls a helper and who builds a class. Summaries are kept per
+content hash, so a file summarised once is not summarised again while its bytes stay the same (in
+one process; worker processes each keep their own).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from pathlib import Path
+
+import libcst as cst
+
+from trainlint.model.index import FileIndex, Scope
+from trainlint.model.summaries import (CallArguments, ClassSummary, Construction, FileSummary, FunctionSummary,
+                                       summarise)
+from trainlint.reader.project import Project, tree_of
+
+_MAX_REEXPORTS = 4
+_KEPT_SUMMARIES = 128
+
+Summary = FunctionSummary | ClassSummary
+
+
+class Summaries:
+    """The summaries of one project's files, computed on demand (`summaries_of(project)`)."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self._by_hash: OrderedDict[str, FileSummary] = OrderedDict()  # least recently used first
+        self._constructions: dict[tuple[str, str], list[Construction]] = {}
+        self._callers: dict[tuple[str, str], list[CallArguments]] = {}
+        self._generation = project.generation
+
+    def _current(self) -> None:
+        """Forget who builds which class and calls which helper once the project was refreshed
+        (files were saved); summaries stay cached by content."""
+        if self._generation != self.project.generation:
+            self._generation = self.project.generation
+            self._constructions.clear()
+            self._callers.clear()
+
+    def cached_summary(self, digest: str) -> FileSummary | None:
+        """The summary of a file with this content, if one was made (it holds the parsed file)."""
+        summary = self._by_hash.get(digest)
+        if summary is not None:
+            self._by_hash.move_to_end(digest)
+        return summary
+
+    def _keep(self, digest: str, summary: FileSummary) -> None:
+        self._by_hash[digest] = summary
+        while len(self._by_hash) > _KEPT_SUMMARIES:  # each holds a parsed file: bound the memory
+            self._by_hash.popitem(last=False)
+
+    def file_summary(self, path: Path) -> FileSummary | None:
+        read = self.project.read(path)
+        if read is None:
+            return None
+        digest, text = read
+        summary = self.cached_summary(digest)
+        if summary is not None:
+            return summary
+        summary = FileSummary()  # a file LibCST must not or cannot parse answers nothing
+        module = tree_of(text, str(path))
+        if module is not None:
+            try:
+                index = FileIndex(module)
+                index.linker = Linker(self.project, str(path))
+                summary = index.linker.own(index)
+            except (RecursionError, ValueError, MemoryError):
+                summary = FileSummary()
+        self._keep(digest, summary)
+        return summary
+
+    def locate(self, qualname: str, from_path: str, depth: int = 0,
+               words: tuple[str, ...] = ()) -> tuple[Path, list[str], Summary] | None:
+        """Where the project function, class or method that `qualname` (as resolved in the file at
+        `from_path`) is defined, following re-exports, with its summary; None when it is not the
+        project's. With `words`, a module whose text has none of them is not parsed: what is
+        asked about cannot be there (a re-export in it is still followed)."""
+        found = self.project.find_module(qualname, from_path)
+        if found is None:
+            return None
+        path, rest = found
+        if not rest or depth > _MAX_REEXPORTS:
+            return None
+        text = self.project.source(path)
+        if words and text is not None and not any(word in text for word in words):
+            tail = f".{rest[0]}"
+            for name in self.project.imported_names_of(path):
+                if name.endswith(tail) and name != tail:
+                    return self.locate(".".join([name, *rest[1:]]), str(path), depth + 1, words)
+            return None
+        summary = self.file_summary(path)
+        if summary is None:
+            return None
+        hit = summary.member(rest)
+        if hit is not None:
+            return path, rest, hit
+        reexport = summary.imports.get(rest[0])
+        if reexport is not None:
+            return self.locate(".".join([reexport, *rest[1:]]), str(path), depth + 1, words)
+        return None
+
+    def lookup(self, qualname: str, from_path: str, words: tuple[str, ...] = ()) -> Summary | None:
+        found = self.locate(qualname, from_path, words=words)
+        return found[2] if found is not None else None
+
+    def callers(self, path: str, function_name: str) -> list[CallArguments]:
+        """Where the other checked files call the module-level function `function_name` of the file
+        at `path` (`save_on_master(checkpoint, path)` in main.py, for what the helper writes); the
+        file's own calls are its index's business."""
+        self._current()
+        key = (str(self.project.real(path)), function_name)
+        if key not in self._callers:
+            self._callers[key] = self._uses(path, function_name, lambda summary: summary.calls_of(function_name),
+                                            own_file=False)
+        return self._callers[key]
+
+    def constructions(self, path: str, class_name: str) -> list[Construction]:
+        """Where the checked files build the class `class_name` of the file at `path` with arguments
+        (`Trainer(model, opt, sched)` in the script, for the roles of `self.model` & co.)."""
+        self._current()
+        key = (str(self.project.real(path)), class_name)
+        if key not in self._constructions:
+            self._constructions[key] = self._uses(path, class_name,
+                                                  lambda summary: summary.constructions_of(class_name), own_file=True)
+        return self._constructions[key]
+
+    def _uses(self, path: str, name: str, found_in, own_file: bool) -> list:
+        """What `found_in(summary)` finds (calls with a `callee`) in the checked files whose text
+        calls `name`, kept when the callee is the module-level `name` of the file at `path`; in that
+        file itself (with `own_file`), an undotted callee is its own definition."""
+        target = self.project.real(path)
+        needle = f"{name}("
+        found = []
+        for candidate in self.project.paths:
+            if candidate == target and not own_file:
+                continue
+            text = self.project.source(candidate)
+            if text is None or needle not in text:
+                continue
+            summary = self.file_summary(candidate)
+            for use in found_in(summary) if summary is not None else ():
+                if candidate == target and "." not in use.callee:
+                    found.append(use)
+                    continue
+                where = self.locate(use.callee, str(candidate))
+                if where is not None and where[0] == target and where[1] == [name]:
+                    found.append(use)
+        return found
+
+
+class Linker:
+    """One file's view of its project: the summary of what a name in that file refers to."""
+
+    def __init__(self, project: Project | None, path: str, own: FileSummary | None = None) -> None:
+        self.project = project
+        self.path = path
+        self._own = own
+        self._summaries = summaries_of(project) if project is not None else None
+
+    def own(self, index: FileIndex) -> FileSummary:
+        """The summary of the linked file itself (its members are summarised when asked for)."""
+        if self._own is None:
+            self._own = summarise(index)
+        return self._own
+
+    def summary_of(self, index: FileIndex, expr: cst.BaseExpression, scope: Scope,
+                   words: tuple[str, ...] = ()) -> Summary | None:
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            if bindings and all(b.kind in ("def", "class") for b in bindings):
+                node = bindings[-1].node
+                if index.scope_of_node[node].parent is index.module_scope:  # a module-level def/class
+                    return self.own(index).member([expr.value])
+                return None
+        if self.project is None or not _head_is_import(expr, scope):
+            return None
+        qualname = index.resolve(expr, scope)
+        return self._summaries.lookup(qualname, self.path, words) if qualname else None
+
+
+    def callers(self, function_name: str) -> list[CallArguments]:
+        """Calls of this file's module-level function `function_name` in the project's other files."""
+        if self.project is None or not self.project.contains(self.path):
+            return []
+        return self._summaries.callers(self.path, function_name)
+
+    def constructor_role(self, index: FileIndex, class_name: str, attr: str) -> str | None:
+        """The role the callers that build `class_name` give the `__init__` parameter that
+        `self.<attr>` is set from, when they all agree."""
+        summary = self.own(index).klass(class_name)
+        param = summary.init_attrs.get(attr) if summary is not None and summary.trains else None
+        if param is None:
+            return None  # only classes that drive training are worth finding every construction of
+        if self.project is not None and self.project.contains(self.path):
+            built = self._summaries.constructions(self.path, class_name)
+        else:
+            built = [c for c in self.own(index).constructions_of(class_name) if c.callee == class_name]
+        found = {c.role_for(summary.params, param) for c in built}
+        return found.pop() if len(found) == 1 else None
+
+
+def _head_is_import(expr: cst.BaseExpression, scope: Scope) -> bool:
+    """The leftmost name of `a.b.c` is bound by an import (so the dotted name is a module path)."""
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return isinstance(expr, cst.Name) and any(b.kind == "import" for b in scope.lookup(expr.value))
+
+
+_SUMMARIES: weakref.WeakKeyDictionary[Project, Summaries] = weakref.WeakKeyDictionary()
+
+
+def summaries_of(project: Project) -> Summaries:
+    """The summaries of `project`'s files, one `Summaries` per project object (a worker process's
+    copy of the project gets its own)."""
+    found = _SUMMARIES.get(project)
+    if found is None:
+        found = _SUMMARIES[project] = Summaries(project)
+    return found
