@@ -181,6 +181,11 @@ class CheckpointModel:
         self.escapes: set[tuple[Scope, str]] = set()
         self._node_order: dict[cst.CSTNode, int] | None = None
         self._kinds_by_scope: dict[int, tuple[Scope, list[tuple[str, str]]]] = {}
+        self._loaded_texts: set[str] | None = None
+        self._moves: dict[tuple[cst.CSTNode, int], dict[str, int]] = {}
+        self._groups: dict[tuple[FunctionInfo | None, int], tuple[int, dict[str, int]]] | None = None
+        self._other_saves: dict[cst.CSTNode, bool] = {}
+        self._kinds: dict[int, set[str] | None] = {}
         self._build()
 
     # -- building ----------------------------------------------------------------------------------
@@ -277,6 +282,13 @@ class CheckpointModel:
 
     def text(self, node: cst.CSTNode | None) -> str:
         return self.ctx.code_for(node).strip() if node is not None else ""
+
+    def loaded_texts(self) -> set[str]:
+        """The text of the first argument of every `torch.load` of the file (the paths a resume
+        reads), gathered once rather than once per save."""
+        if self._loaded_texts is None:
+            self._loaded_texts = {self.text(site.node.args[0].value) for site in self.loads if site.node.args}
+        return self._loaded_texts
 
     def saved_dict(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> SavedDict | None:
         """The dict a saved expression builds, or None when it is not (known to be) a dict."""
@@ -407,7 +419,14 @@ class CheckpointModel:
 
     # -- checkpoints ---------------------------------------------------------------------------------
     def object_kinds(self, save: Save) -> set[str] | None:
-        """Kinds of state the saved object holds; None when we cannot see into it."""
+        """Kinds of state the saved object holds; None when we cannot see into it (once per save:
+        every save's neighbours ask about it)."""
+        if id(save) not in self._kinds:
+            self._kinds[id(save)] = self._object_kinds(save)
+        kinds = self._kinds[id(save)]
+        return set(kinds) if kinds is not None else None
+
+    def _object_kinds(self, save: Save) -> set[str] | None:
         obj = save.obj
         if obj is None:
             return None
@@ -603,17 +622,24 @@ class CheckpointModel:
         """A later call in the same function moves `source` onto another path."""
         if source is None:
             return False
-        wanted = self.text(source)
-        start = self.order.get(at, -1)
         body = self.index.function_at(at)
         body_node = body.node if body is not None else self.index.module
-        for node in _walk_scope(body_node):
-            if not isinstance(node, cst.Call) or self.order.get(node, -1) <= start:
-                continue
-            moved = self._moved_source(node, scope)
-            if moved is not None and self.text(moved) == wanted:
-                return True
-        return False
+        return self._last_moves(body_node, scope).get(self.text(source), -1) > self.order.get(at, -1)
+
+    def _last_moves(self, body: cst.CSTNode, scope: Scope) -> dict[str, int]:
+        """For each text a rename-like call in `body` moves, the position of its last such call:
+        one walk of a body for all the saves in it."""
+        key = (body, id(scope))
+        moves = self._moves.get(key)
+        if moves is None:
+            moves = self._moves[key] = {}
+            for node in _walk_scope(body):
+                if isinstance(node, cst.Call):
+                    moved = self._moved_source(node, scope)
+                    if moved is not None:
+                        text = self.text(moved)
+                        moves[text] = max(moves.get(text, -1), self.order.get(node, -1))
+        return moves
 
     def _moved_source(self, call: cst.Call, scope: Scope, depth: int = 0) -> cst.BaseExpression | None:
         """For a rename-like call, the expression that is moved (`os.replace(tmp, p)` -> `tmp`)."""
@@ -907,23 +933,44 @@ class CheckpointModel:
     def _kinds_saved_beside(self, save: Save) -> set[str] | None:
         """State written by the other saves of the same function (one file per object). None when
         one of them writes something we cannot see into, or goes through another save function."""
-        kinds: set[str] = set()
-        for other in self.saves:
-            if other is not save and other.site.function is save.site.function and other.scope is save.scope:
-                other_kinds = self.object_kinds(other)
-                if other_kinds is None:
-                    if self.is_checkpoint(other):
-                        return None
-                    continue
-                kinds |= other_kinds
+        group = self._save_groups().get((save.site.function, id(save.scope)))
+        unseen, counts = group
+        own = self.object_kinds(save)
+        if own is None:
+            if unseen - self.is_checkpoint(save):
+                return None
+        elif unseen:
+            return None
+        kinds = {kind for kind, count in counts.items() if count > (own is not None and kind in own)}
         body = save.site.function.node if save.site.function is not None else None
-        if body is not None:
-            for node in _walk_scope(body):
-                if isinstance(node, cst.Call) and node is not save.node and node not in self._save_nodes:
-                    name = dotted_name(node.func) or ""
-                    if re.search(r"(^|[._])(save|save_\w+|\w+_save)$", name, re.I):
-                        return None  # `save(state, file)`, `save_fsdp_optimizer(...)`: more files we cannot read
+        if body is not None and self._saves_elsewhere(body):
+            return None  # `save(state, file)`, `save_fsdp_optimizer(...)`: more files we cannot read
         return kinds
+
+    def _save_groups(self) -> dict[tuple[FunctionInfo | None, int], tuple[int, dict[str, int]]]:
+        """For the saves of each (function, scope): how many are checkpoints we cannot see into,
+        and how many saves hold each kind of state (a save's others are its group less itself)."""
+        if self._groups is None:
+            self._groups = {}
+            for save in self.saves:
+                unseen, counts = self._groups.setdefault((save.site.function, id(save.scope)), (0, {}))
+                kinds = self.object_kinds(save)
+                if kinds is None:
+                    self._groups[(save.site.function, id(save.scope))] = (unseen + self.is_checkpoint(save), counts)
+                else:
+                    for kind in kinds:
+                        counts[kind] = counts.get(kind, 0) + 1
+        return self._groups
+
+    def _saves_elsewhere(self, body: cst.CSTNode) -> bool:
+        """`body` calls a save function other than those this model reads (once per function)."""
+        found = self._other_saves.get(body)
+        if found is None:
+            found = self._other_saves[body] = any(
+                isinstance(node, cst.Call) and node not in self._save_nodes
+                and re.search(r"(^|[._])(save|save_\w+|\w+_save)$", dotted_name(node.func) or "", re.I)
+                for node in _walk_scope(body))
+        return found
 
     def _saved_with_keys(self, keys: set[str]) -> set[str]:
         """State held by the dicts this file saves that have every key a load reads."""
