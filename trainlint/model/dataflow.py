@@ -10,6 +10,7 @@ Built once per file: `ctx.model(dataflow)`.
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Iterator
 
@@ -68,6 +69,7 @@ class Dataflow:
         # one function must not cost a walk of every binding's ancestors at every use
         self._owners: dict[cst.CSTNode, cst.CSTNode] = {}
         self._function_bindings: dict[tuple[int, str, cst.CSTNode], list[Binding]] = {}
+        self._orders_of_bindings: dict[tuple, tuple] = {}  # `_binding_order`
         self._flows: dict[tuple, tuple[list[str], bool]] = {}  # per (scope, name, function): `_flow_of`, `_sources_of`
 
     # -- source order ---------------------------------------------------------------------------
@@ -130,16 +132,37 @@ class Dataflow:
         return self._function_bindings[key]
 
     def reaching(self, name: cst.Name) -> Binding | None:
-        """The last binding of `name` written before its use (straight-line approximation)."""
-        best: Binding | None = None
-        for binding in self.bindings_in_function(name.value, name):
-            if binding.kind == "for" or binding.kind == "param":
-                ok = binding.kind == "param" or self.position(binding.node) < self.position(name)
-            else:
-                ok = self.before(binding.node, name)
-            if ok and (best is None or self.position(binding.node) >= self.position(best.node)):
-                best = binding
-        return best
+        """The last binding of `name` written before its use (straight-line approximation): a
+        parameter, a loop target bound before it, or an assignment that ends before it; among those
+        the one that starts last (the last listed, for one statement). The bindings are sorted
+        once per function, so a name bound thousands of times costs a search, not a scan."""
+        best, positions, entries = self._binding_order(name)
+        at = self.position(name)
+        i = bisect.bisect_left(positions, at) - 1  # the bindings that start before the use
+        while i >= 0:
+            position, number, binding, end = entries[i]
+            if binding.kind == "for" or 0 <= end < at:
+                if best is None or (position, number) > best[:2]:
+                    best = entries[i]
+                break
+            i -= 1  # an assignment holding the use (`loss = loss + x`) is not yet bound there
+        return best[2] if best is not None else None
+
+    def _binding_order(self, name: cst.Name) -> tuple[tuple | None, list[int], list[tuple]]:
+        """For `reaching`: the last parameter binding `name` (any parameter reaches its uses), and
+        the other bindings as (position, place in the list, binding, end) in source order."""
+        owner = self._owner(name)
+        key = ("order", id(self.scope_of(name)), name.value, owner)
+        order = self._orders_of_bindings.get(key)
+        if order is None:
+            params, entries = [], []
+            for number, binding in enumerate(self.bindings_in_function(name.value, name)):
+                entry = (self.position(binding.node), number, binding, self.end(binding.node))
+                (params if binding.kind == "param" else entries).append(entry)
+            entries.sort(key=lambda entry: entry[:2])
+            best = max(params, key=lambda entry: entry[:2]) if params else None
+            order = self._orders_of_bindings[key] = (best, [entry[0] for entry in entries], entries)
+        return order
 
     def bound_value(self, binding: Binding) -> cst.BaseExpression | None:
         """The expression a binding took its value from; for tuple unpacking the whole right side."""
