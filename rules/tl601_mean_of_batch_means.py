@@ -637,6 +637,9 @@ def _divisions_by_name(owner) -> dict[str, list[tuple[int, cst.CSTNode]]]:
     return found
 
 
+_STACKING = ("torch.tensor", "torch.stack", "torch.as_tensor", "numpy.array", "numpy.asarray")
+
+
 class _Divisions:
     """The nodes of a function (or the module) that `_division` may match, by the names they
     would divide (`_divisions_by_name`), in source order; a node drops out once reported. A loop
@@ -650,6 +653,7 @@ class _Divisions:
         # per name, the next place not dropped at or after each place (path-compressed)
         self.next: dict[str, list[int]] = {}
         for key, entries in _divisions_by_name(owner).items():
+            entries = [entry for entry in entries if _may_divide(flow, entry[1])]
             self.positions[key] = [flow.position(node) for _, node in entries]
             self.nodes[key] = [node for _, node in entries]
             self.next[key] = list(range(len(entries) + 1))
@@ -689,6 +693,18 @@ class _Divisions:
             self.next[key][place] = place + 1
 
 
+def _may_divide(flow, node) -> bool:
+    """What `_division` asks of a call whatever the loop: a mean function (`statistics.mean(xs)`,
+    `torch.stack(xs).mean()`); `len(xs)` and `xs.append(x)` never are one."""
+    if isinstance(node, cst.Call) and len(node.args) == 1:
+        return flow.index.resolve(node.func, flow.scope_of(node)) in _MEAN_FUNCTIONS
+    if isinstance(node, cst.Call) and not node.args:
+        inner = node.func.value if isinstance(node.func, cst.Attribute) and node.func.attr.value == "mean" else None
+        return isinstance(inner, cst.Call) and len(inner.args) == 1 and \
+            (flow.index.resolve(inner.func, flow.scope_of(inner)) or "") in _STACKING
+    return True
+
+
 def _division(flow, node, accumulators, counts):
     """(accumulator, reason) when `node` divides a per-batch-mean accumulator by a batch count."""
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
@@ -709,8 +725,7 @@ def _division(flow, node, accumulators, counts):
             and node.func.attr.value == "mean":
         inner = node.func.value
         if isinstance(inner, cst.Call) and len(inner.args) == 1 and \
-                (flow.index.resolve(inner.func, flow.scope_of(inner)) or "") in (
-                "torch.tensor", "torch.stack", "torch.as_tensor", "numpy.array", "numpy.asarray"):
+                (flow.index.resolve(inner.func, flow.scope_of(inner)) or "") in _STACKING:
             arg = dotted_name(inner.args[0].value)
             if arg in accumulators:
                 return arg, accumulators[arg]
