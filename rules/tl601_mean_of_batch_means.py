@@ -622,16 +622,18 @@ def _divisions_by_name(owner) -> dict[str, list[tuple[int, cst.CSTNode]]]:
     with its place in walk order."""
     found: dict[str, list[tuple[int, cst.CSTNode]]] = {}
     for order, node in enumerate(walk(owner.body if isinstance(owner, cst.FunctionDef) else owner)):
-        keys: set[str | None] = set()
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+        kind = type(node)  # every node of the function: `type(...) is` on LibCST's concrete classes
+        if kind is cst.BinaryOperation and type(node.operator) is cst.Divide:
             keys = {dotted_name(n) for n in walk_expression(node.left) if isinstance(n, (cst.Name, cst.Attribute))}
-        elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.DivideAssign):
+        elif kind is cst.AugAssign and type(node.operator) is cst.DivideAssign:
             keys = {dotted_name(node.target)}
-        elif isinstance(node, cst.Call) and len(node.args) == 1:
+        elif kind is cst.Call and len(node.args) == 1:
             keys = {dotted_name(node.args[0].value)}
-        elif isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute) \
+        elif kind is cst.Call and not node.args and isinstance(node.func, cst.Attribute) \
                 and isinstance(node.func.value, cst.Call) and len(node.func.value.args) == 1:
             keys = {dotted_name(node.func.value.args[0].value)}
+        else:
+            continue
         for key in keys - {None}:
             found.setdefault(key, []).append((order, node))
     return found

@@ -417,12 +417,12 @@ class Dataflow:
         return self._roots[key]  # type: ignore[return-value]
 
     def backwarded_names(self, owner: cst.CSTNode) -> set[str]:
-        names = set()
-        for root in self.backward_roots(owner):
-            for node in walk_expression(root):
-                if isinstance(node, cst.Name):
-                    names.add(node.value)
-        return names
+        """The names in what a function backpropagates (once per function: every name asks)."""
+        key = ("backwarded", owner)
+        if key not in self._roots:
+            self._roots[key] = {node.value for root in self.backward_roots(owner)  # type: ignore[assignment]
+                                for node in walk_expression(root) if isinstance(node, cst.Name)}
+        return self._roots[key]  # type: ignore[return-value]
 
     # -- the question ---------------------------------------------------------------------------
     def carries_graph(self, expr: cst.BaseExpression, depth: int = 0) -> bool | None:
