@@ -490,24 +490,60 @@ def _is_model_loss(node: cst.CSTNode) -> bool:
 def _running_count_division(ctx, loop, loss: cst.BaseExpression, scope) -> cst.BinaryOperation | None:
     """`loss / n` (or `loss = loss / n` before the backward) where `n += 1` runs in the loop body: a
     divisor that grows through the window."""
-    candidates = [loss]
+    tables = ctx.model(_DivisionTables)
+    first = _divided_by_name(loss)
+    candidates = [(first, first.right.value)] if first is not None else []
     if isinstance(loss, cst.Name):
-        candidates += [b.value for b in scope.lookup(loss.value) if b.kind == "assign" and b.value is not None]
-    for expr in candidates:
-        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-            expr = expr.func.value
-        if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide)
-                and isinstance(expr.right, cst.Name)):
-            continue
-        name = expr.right.value
-        for binding in scope.lookup(name):
-            node = binding.node
-            if binding.kind == "augassign" and isinstance(node, cst.AugAssign) and \
-                    isinstance(node.operator, cst.AddAssign) and isinstance(node.value, cst.Integer) and \
-                    any(a is loop.node for a in ctx.index.ancestors(node)) and \
-                    ctx.index.function_at(node) is ctx.index.function_at(expr):
-                return expr
+        candidates += tables.divisions(scope, loss.value)
+    # the first candidate, in order, whose divisor counts up inside the loop in its function
+    for expr, name in candidates:
+        functions = tables.counted_in(scope, name, loop.node)
+        if functions and ctx.index.function_at(expr) in functions:
+            return expr
     return None
+
+
+def _divided_by_name(expr: cst.BaseExpression | None) -> cst.BinaryOperation | None:
+    """`x / n` (after `.mean()`-like method calls are stripped), else None."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        expr = expr.func.value
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide) \
+            and isinstance(expr.right, cst.Name):
+        return expr
+    return None
+
+
+class _DivisionTables:
+    """What `_running_count_division` reads about a name, once per file: a script that assigns
+    `loss` in each of its loops would otherwise reread every assignment at every loop."""
+
+    def __init__(self, ctx) -> None:
+        self.index = ctx.index
+        self._divisions: dict[tuple[int, str], list[tuple[cst.BinaryOperation, str]]] = {}
+        self._counters: dict[tuple[int, str], dict[cst.CSTNode, set]] = {}
+
+    def divisions(self, scope, name: str) -> list[tuple[cst.BinaryOperation, str]]:
+        """(division, divisor name) of each value `name` is assigned that divides by a name."""
+        key = (id(scope), name)
+        if key not in self._divisions:
+            found = [_divided_by_name(b.value) for b in scope.lookup(name) if b.kind == "assign" and b.value is not None]
+            self._divisions[key] = [(expr, expr.right.value) for expr in found if expr is not None]
+        return self._divisions[key]
+
+    def counted_in(self, scope, name: str, loop: cst.CSTNode) -> set:
+        """The functions (None: module level) in which `name += 1` runs inside `loop`."""
+        key = (id(scope), name)
+        if key not in self._counters:
+            by_loop: dict[cst.CSTNode, set] = {}
+            for binding in scope.lookup(name):
+                node = binding.node
+                if binding.kind == "augassign" and isinstance(node, cst.AugAssign) and \
+                        isinstance(node.operator, cst.AddAssign) and isinstance(node.value, cst.Integer):
+                    function = self.index.function_at(node)
+                    for ancestor in self.index.ancestors(node):
+                        by_loop.setdefault(ancestor, set()).add(function)
+            self._counters[key] = by_loop
+        return self._counters[key].get(loop, set())
 
 
 _LAST_WORDS = re.compile(r"last|final|end|len\(|num_batches|n_batches|steps_per_epoch|total", re.I)
