@@ -492,15 +492,21 @@ def _running_count_division(ctx, loop, loss: cst.BaseExpression, scope) -> cst.B
     divisor that grows through the window."""
     tables = ctx.model(_DivisionTables)
     first = _divided_by_name(loss)
-    candidates = [(first, first.right.value)] if first is not None else []
-    if isinstance(loss, cst.Name):
-        candidates += tables.divisions(scope, loss.value)
-    # the first candidate, in order, whose divisor counts up inside the loop in its function
-    for expr, name in candidates:
+    if first is not None and ctx.index.function_at(first) in tables.counted_in(scope, first.right.value, loop.node):
+        return first
+    if not isinstance(loss, cst.Name):
+        return None
+    # the first value of `loss`, in order, whose divisor counts up inside the loop in its function
+    best = None  # (place among the values, division)
+    for name, divisions in tables.divisions(scope, loss.value).items():
         functions = tables.counted_in(scope, name, loop.node)
-        if functions and ctx.index.function_at(expr) in functions:
-            return expr
-    return None
+        for place, expr in divisions if functions else ():
+            if best is not None and place > best[0]:
+                break
+            if ctx.index.function_at(expr) in functions:
+                best = (place, expr)
+                break
+    return best[1] if best is not None else None
 
 
 def _divided_by_name(expr: cst.BaseExpression | None) -> cst.BinaryOperation | None:
@@ -519,15 +525,21 @@ class _DivisionTables:
 
     def __init__(self, ctx) -> None:
         self.index = ctx.index
-        self._divisions: dict[tuple[int, str], list[tuple[cst.BinaryOperation, str]]] = {}
+        self._divisions: dict[tuple[int, str], dict[str, list[tuple[int, cst.BinaryOperation]]]] = {}
         self._counters: dict[tuple[int, str], dict[cst.CSTNode, set]] = {}
 
-    def divisions(self, scope, name: str) -> list[tuple[cst.BinaryOperation, str]]:
-        """(division, divisor name) of each value `name` is assigned that divides by a name."""
+    def divisions(self, scope, name: str) -> dict[str, list[tuple[int, cst.BinaryOperation]]]:
+        """Divisor name -> (place among the values, division) of each value `name` is assigned
+        that divides by that name, in order."""
         key = (id(scope), name)
         if key not in self._divisions:
-            found = [_divided_by_name(b.value) for b in scope.lookup(name) if b.kind == "assign" and b.value is not None]
-            self._divisions[key] = [(expr, expr.right.value) for expr in found if expr is not None]
+            values = [b.value for b in scope.lookup(name) if b.kind == "assign" and b.value is not None]
+            by_divisor: dict[str, list[tuple[int, cst.BinaryOperation]]] = {}
+            for place, value in enumerate(values):
+                expr = _divided_by_name(value)
+                if expr is not None:
+                    by_divisor.setdefault(expr.right.value, []).append((place, expr))
+            self._divisions[key] = by_divisor
         return self._divisions[key]
 
     def counted_in(self, scope, name: str, loop: cst.CSTNode) -> set:
