@@ -435,10 +435,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shapes", nargs="+", choices=[*SHAPES, "mixed"], default=[*SHAPES])
     parser.add_argument("--lines", type=int, nargs="+", default=[1_000, 10_000, 50_000, 200_000])
+    parser.add_argument("--select", nargs="+", default=["ALL"], metavar="CODE",
+                        help="rules to run (codes or prefixes; default ALL)")
     parser.add_argument("--profile", metavar="SHAPE", choices=[*SHAPES, "mixed"],
                         help="print a cProfile of one check of SHAPE at the first --lines size")
     args = parser.parse_args()
-    settings = Settings(select=resolve_selection(["ALL"], [], []))
+    settings = Settings(select=resolve_selection(args.select, [], []))
     for shape in SHAPES:  # every module and rule imported, every model built once
         lint_source(generated_file(shape, 1), "warm.py", settings)
     if args.profile:

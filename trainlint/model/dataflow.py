@@ -344,8 +344,7 @@ class Dataflow:
             for name in level:
                 if name in found:
                     continue
-                bindings = self.bindings_in_function(name, at)
-                if any(b.kind in ("import", "def", "class") for b in bindings):
+                if self._names_a_definition(name, at):
                     continue
                 found.add(name)
                 if step + 1 < limit:  # its values are read at the next step, if there is one
@@ -356,6 +355,14 @@ class Dataflow:
                 break
             level = following
         return found, detached
+
+    def _names_a_definition(self, name: str, at: cst.CSTNode) -> bool:
+        """`name` is bound to an import, a def or a class in the function (once per name)."""
+        memo_key = ("definition", id(self.scope_of(at)), name, self._owner(at))
+        if memo_key not in self._flows:
+            self._flows[memo_key] = any(b.kind in ("import", "def", "class")  # type: ignore[assignment]
+                                        for b in self.bindings_in_function(name, at))
+        return self._flows[memo_key]  # type: ignore[return-value]
 
     def _sources_of(self, name: str, at: cst.CSTNode) -> tuple[list[str], bool]:
         """`_graph_walk` of every value the function binds `name` to, joined."""
