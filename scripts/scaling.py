@@ -10,6 +10,7 @@ of lines:
 - `functions`: many small functions, each training (AMP, accumulation, clipping), evaluating,
   saving a checkpoint and resuming from one (the shape of issue 23's TL402 report);
 - `script`: one long top-level script doing all of that at module level;
+- `resume`: one long script that restores a checkpoint at each of its rounds;
 - `class`: one Trainer class with many methods reading the same attributes;
 - `chain`: a deep chain of helpers, each calling the previous one, with a save helper and a
   training step reached through the whole chain;
@@ -294,9 +295,26 @@ def stage_{i}(model, opt, sched, loader, out):
     write_{i}({{"model": model.state_dict(), "optimizer": opt.state_dict()}}, out + "/last.pt")
 '''
 
+# a script that restores from a checkpoint at every round (fine-tuning rounds, evaluation sweeps)
+_RESUME_PIECE = '''
+# round {i}
+state = torch.load(os.path.join(args.out, "round_{p}.pth"))
+sd = state["model"]
+model.load_state_dict(sd)
+opt.load_state_dict(state.get("optimizer"))
+for step, (x, y) in enumerate(loader):
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    sched.step()
+torch.save({{"model": model.state_dict(), "optimizer": opt.state_dict()}}, os.path.join(args.out, "round_{i}.pth"))
+'''
+
 SHAPES = {
     "functions": (_FUNCTIONS_HEADER, _FUNCTIONS_PIECE, ""),
     "script": (_SCRIPT_HEADER, _SCRIPT_PIECE, ""),
+    "resume": (_SCRIPT_HEADER, _RESUME_PIECE, ""),
     "class": (_CLASS_HEADER, _CLASS_PIECE, _CLASS_FOOTER),
     "chain": (_CHAIN_HEADER, _CHAIN_PIECE, ""),
 }

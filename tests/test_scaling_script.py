@@ -22,6 +22,7 @@ from scaling import SHAPES, generated_file  # noqa: E402
 FAMILIES = {
     "functions": {"TL1", "TL2", "TL4", "TL5", "TL6"},
     "script": {"TL1", "TL4", "TL5", "TL6"},
+    "resume": {"TL4"},
     "class": {"TL1", "TL3", "TL4", "TL5", "TL6"},
     "chain": {"TL1"},
     "mixed": {"TL4", "TL5"},

@@ -25,6 +25,7 @@ never checkpoints.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -111,6 +112,16 @@ class SavedDict:
 
 
 @dataclass(eq=False)
+class _Uses:
+    """A function's nodes that may use a loaded checkpoint, by the name they use (`_checkpoint_uses`)."""
+
+    subscripts: dict[str, list[cst.Subscript]] = field(default_factory=dict)  # `name[...]`
+    methods: dict[str, list[cst.Call]] = field(default_factory=dict)  # `name.method(...)`
+    restores: dict[str, list[cst.Call]] = field(default_factory=dict)  # `x.load_state_dict(<mentions name>)`
+    handed: set[str] = field(default_factory=set)  # names passed whole to a plain call `f(name)`
+
+
+@dataclass(eq=False)
 class ResumeSave:
     """A checkpoint meant for resuming: what it holds, what the code has, what it leaves out."""
 
@@ -186,6 +197,8 @@ class CheckpointModel:
         self._groups: dict[tuple[FunctionInfo | None, int], tuple[int, dict[str, int]]] | None = None
         self._other_saves: dict[cst.CSTNode, bool] = {}
         self._kinds: dict[int, set[str] | None] = {}
+        self._binding_tables: dict[int, tuple[list, list[int], list[int]]] = {}
+        self._uses: dict[tuple[cst.CSTNode, int], _Uses] = {}
         self._build()
 
     # -- building ----------------------------------------------------------------------------------
@@ -260,14 +273,28 @@ class CheckpointModel:
         while isinstance(expr, cst.Name) and depth < 6:
             bindings = scope.lookup(expr.value)
             if len(bindings) > 1 and at is not None:
-                where = self.node_order.get(at, -1)
-                before = [b for b in bindings if self.node_order.get(b.node, -1) < where]
-                bindings = before[-1:]
+                last = self._last_before(bindings, self.node_order.get(at, -1))
+                bindings = [last] if last is not None else []
             if len(bindings) != 1 or bindings[0].kind not in ("assign", "with") or bindings[0].value is None:
                 return expr
             expr = bindings[0].value
             depth += 1
         return expr
+
+    def _last_before(self, bindings: list, where: int):
+        """The last of `bindings` (in their order) whose node comes before position `where`: a
+        search in a table made once per list, since a script may bind a name thousands of times."""
+        table = self._binding_tables.get(id(bindings))
+        if table is None or table[0] is not bindings:
+            entries = sorted((self.node_order.get(b.node, -1), number) for number, b in enumerate(bindings))
+            latest, running = [], -1
+            for _, number in entries:  # the latest binding among the first k entries
+                running = max(running, number)
+                latest.append(running)
+            table = self._binding_tables[id(bindings)] = (bindings, [order for order, _ in entries], latest)
+        _, orders, latest = table
+        count = bisect.bisect_left(orders, where)
+        return bindings[latest[count - 1]] if count else None
 
     @property
     def node_order(self) -> dict[cst.CSTNode, int]:
@@ -1018,32 +1045,64 @@ class CheckpointModel:
         keys: set[str] = set()
         restored: set[str] = set()
         opaque = False
-        for node in _walk_scope(body):
-            if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == name:
-                key = string_value(node.slice[0].slice.value) if isinstance(node.slice[0].slice, cst.Index) else None
-                if key is None:
-                    opaque = True
-                else:
-                    read |= self._key_kinds(key)
-                    keys.add(key)
-            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-                receiver, method = node.func.value, node.func.attr.value
-                if isinstance(receiver, cst.Name) and receiver.value == name:
-                    if method in ("get", "pop") and node.args:
-                        key = string_value(node.args[0].value)
-                        read |= self._key_kinds(key) if key else set()
-                        keys |= {key} if key else set()
-                        opaque |= key is None
-                    elif method not in ("keys", "items", "__contains__"):
-                        opaque = True
-                elif method == "load_state_dict" and node.args and self._mentions(node.args[0].value, name, scope):
-                    kinds = self.value_kinds(receiver, scope) & {"model", "optimizer", "scheduler", "scaler"}
-                    restored |= kinds or {"model"}
-            elif isinstance(node, cst.Call):
-                for arg in node.args:
-                    if isinstance(arg.value, cst.Name) and arg.value.value == name:
-                        opaque = True  # the whole checkpoint goes to a helper we do not follow
+        table = self._checkpoint_uses(body, scope)
+        # the sets only grow: the nodes can be read by kind, in any order
+        for node in table.subscripts.get(name, ()):
+            key = string_value(node.slice[0].slice.value) if isinstance(node.slice[0].slice, cst.Index) else None
+            if key is None:
+                opaque = True
+            else:
+                read |= self._key_kinds(key)
+                keys.add(key)
+        for node in table.methods.get(name, ()):
+            method = node.func.attr.value
+            if method in ("get", "pop") and node.args:
+                key = string_value(node.args[0].value)
+                read |= self._key_kinds(key) if key else set()
+                keys |= {key} if key else set()
+                opaque |= key is None
+            elif method not in ("keys", "items", "__contains__"):
+                opaque = True
+        for node in table.restores.get(name, ()):
+            receiver = node.func.value
+            if not (isinstance(receiver, cst.Name) and receiver.value == name):
+                kinds = self.value_kinds(receiver, scope) & {"model", "optimizer", "scheduler", "scaler"}
+                restored |= kinds or {"model"}
+        if name in table.handed:
+            opaque = True  # the whole checkpoint goes to a helper we do not follow
         return read, restored, opaque, keys
+
+    def _checkpoint_uses(self, body: cst.CSTNode, scope: Scope) -> "_Uses":
+        """What `_uses_of_checkpoint` reads in a function, by name, from one walk of it (a
+        script's loads would otherwise each walk the whole module)."""
+        key = (body, id(scope))
+        table = self._uses.get(key)
+        if table is None:
+            table = self._uses[key] = _Uses()
+            for node in _walk_scope(body):
+                if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name):
+                    table.subscripts.setdefault(node.value.value, []).append(node)
+                elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                    receiver, method = node.func.value, node.func.attr.value
+                    if isinstance(receiver, cst.Name):
+                        table.methods.setdefault(receiver.value, []).append(node)
+                    if method == "load_state_dict" and node.args:
+                        for mentioned in self._mentioned(node.args[0].value, scope):
+                            table.restores.setdefault(mentioned, []).append(node)
+                elif isinstance(node, cst.Call):
+                    table.handed.update(arg.value.value for arg in node.args if isinstance(arg.value, cst.Name))
+        return table
+
+    def _mentioned(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> set[str]:
+        """Every name `_mentions(expr, name, scope)` finds."""
+        found: set[str] = set()
+        for node in walk(expr):
+            if isinstance(node, cst.Name):
+                found.add(node.value)
+                value = self.value_of(node, scope, at=expr)
+                if depth < 3 and value is not node and value is not None:
+                    found |= self._mentioned(value, scope, depth + 1)
+        return found
 
     def _mentions(self, expr: cst.BaseExpression, name: str, scope: Scope, depth: int = 0) -> bool:
         """`expr` uses the name, directly or through a name assigned from it (`sd = ckpt["model"]`)."""
