@@ -492,24 +492,72 @@ def _is_model_loss(node: cst.CSTNode) -> bool:
 def _running_count_division(ctx, loop, loss: cst.BaseExpression, scope) -> cst.BinaryOperation | None:
     """`loss / n` (or `loss = loss / n` before the backward) where `n += 1` runs in the loop body: a
     divisor that grows through the window."""
-    candidates = [loss]
-    if isinstance(loss, cst.Name):
-        candidates += [b.value for b in scope.lookup(loss.value) if b.kind == "assign" and b.value is not None]
-    for expr in candidates:
-        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-            expr = expr.func.value
-        if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide)
-                and isinstance(expr.right, cst.Name)):
-            continue
-        name = expr.right.value
-        for binding in scope.lookup(name):
-            node = binding.node
-            if binding.kind == "augassign" and isinstance(node, cst.AugAssign) and \
-                    isinstance(node.operator, cst.AddAssign) and isinstance(node.value, cst.Integer) and \
-                    any(a is loop.node for a in ctx.index.ancestors(node)) and \
-                    ctx.index.function_at(node) is ctx.index.function_at(expr):
-                return expr
+    tables = ctx.model(_DivisionTables)
+    first = _divided_by_name(loss)
+    if first is not None and ctx.index.function_at(first) in tables.counted_in(scope, first.right.value, loop.node):
+        return first
+    if not isinstance(loss, cst.Name):
+        return None
+    # the first value of `loss`, in order, whose divisor counts up inside the loop in its function
+    best = None  # (place among the values, division)
+    for name, divisions in tables.divisions(scope, loss.value).items():
+        functions = tables.counted_in(scope, name, loop.node)
+        for place, expr in divisions if functions else ():
+            if best is not None and place > best[0]:
+                break
+            if ctx.index.function_at(expr) in functions:
+                best = (place, expr)
+                break
+    return best[1] if best is not None else None
+
+
+def _divided_by_name(expr: cst.BaseExpression | None) -> cst.BinaryOperation | None:
+    """`x / n` (after `.mean()`-like method calls are stripped), else None."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        expr = expr.func.value
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide) \
+            and isinstance(expr.right, cst.Name):
+        return expr
     return None
+
+
+class _DivisionTables:
+    """What `_running_count_division` reads about a name, once per file: a script that assigns
+    `loss` in each of its loops would otherwise reread every assignment at every loop."""
+
+    def __init__(self, ctx) -> None:
+        self.index = ctx.index
+        self._divisions: dict[tuple[int, str], dict[str, list[tuple[int, cst.BinaryOperation]]]] = {}
+        self._counters: dict[tuple[int, str], dict[cst.CSTNode, set]] = {}
+
+    def divisions(self, scope, name: str) -> dict[str, list[tuple[int, cst.BinaryOperation]]]:
+        """Divisor name -> (place among the values, division) of each value `name` is assigned
+        that divides by that name, in order."""
+        key = (id(scope), name)
+        if key not in self._divisions:
+            values = [b.value for b in scope.lookup(name) if b.kind == "assign" and b.value is not None]
+            by_divisor: dict[str, list[tuple[int, cst.BinaryOperation]]] = {}
+            for place, value in enumerate(values):
+                expr = _divided_by_name(value)
+                if expr is not None:
+                    by_divisor.setdefault(expr.right.value, []).append((place, expr))
+            self._divisions[key] = by_divisor
+        return self._divisions[key]
+
+    def counted_in(self, scope, name: str, loop: cst.CSTNode) -> set:
+        """The functions (None: module level) in which `name += 1` runs inside `loop`."""
+        key = (id(scope), name)
+        if key not in self._counters:
+            by_loop: dict[cst.CSTNode, set] = {}
+            for binding in scope.lookup(name):
+                node = binding.node
+                if binding.kind == "augassign" and isinstance(node, cst.AugAssign) and \
+                        isinstance(node.operator, cst.AddAssign) and isinstance(node.value, cst.Integer):
+                    function = self.index.function_at(node)
+                    for ancestor in self.index.ancestors(node):
+                        by_loop.setdefault(ancestor, set()).add(function)
+            self._counters[key] = by_loop
+        return self._counters[key].get(loop, set())
 
 
 _LAST_WORDS = re.compile(r"last|final|end|len\(|num_batches|n_batches|steps_per_epoch|total", re.I)

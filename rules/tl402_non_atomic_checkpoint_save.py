@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from trainlint.model.checkpoints import COUNTER_NAME, LOAD_FUNCTIONS, SAVE_FUNCTIONS, checkpoint_model
+from trainlint.model.checkpoints import COUNTER_NAME, SAVE_FUNCTIONS, checkpoint_model
 from trainlint.model.index import dotted_name, walk
 from trainlint.model.training import training_model
 from trainlint.finding import Severity
@@ -480,11 +480,8 @@ class NonAtomicCheckpointSave(Rule):
         if trains and (not kinds or not kinds <= {"model", "step"}):
             return None  # what is saved is not seen: it may be training state
         index = ctx.index
-        dest = model.text(save.dest)
-        for site in index.calls:
-            if index.resolve(site.node.func, site.scope) in LOAD_FUNCTIONS and site.node.args and \
-                    model.text(site.node.args[0].value) == dest:
-                return None  # the file a resume reads
+        if model.text(save.dest) in model.loaded_texts():
+            return None  # the file a resume reads
         frontier, seen = [(save.node, save.site.function)], set()
         while frontier:
             node, function = frontier.pop()

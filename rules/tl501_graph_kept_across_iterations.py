@@ -603,8 +603,8 @@ class GraphKeptAcrossIterations(Rule):
         for region in regions:
             body = region.body
             for node in walk(body):
-                if node in seen or isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                    continue
+                if type(node) not in _STORE_NODES or node in seen:
+                    continue  # (the only nodes `_as_store` and the carried-state check read)
                 store = _as_store(node)
                 if store is None:
                     if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
@@ -664,7 +664,7 @@ class GraphKeptAcrossIterations(Rule):
         if owner not in self._returned:
             # what feeds the function's backward calls and its return values is the same for every
             # store in it (names are followed through the function's bindings): asked once
-            returned = [n.value for n in walk(owner) if isinstance(n, (cst.Return, cst.Yield))
+            returned = [n.value for n in walk(owner) if type(n) in _RETURNS  # every node: no ABC isinstance
                         and n.value is not None and flow._owner(n) is owner]
             self._returned[owner] = (flow.names_feeding(flow.backward_roots(owner), node),
                                      flow.names_feeding(returned, node))
@@ -766,8 +766,15 @@ def _batch_iteration(ctx, flow, node):
     return fallback
 
 
+_RETURNS = frozenset((cst.Return, cst.Yield))
+_STORE_NODES = frozenset((cst.Expr, cst.AugAssign, cst.Assign))
+
+
 def _training_loops(ctx) -> dict[cst.CSTNode, object]:
     return {tl.node: tl for tl in ctx.model(training_model).loops}
+
+
+_RESETTING = frozenset((cst.Assign, cst.AnnAssign, cst.With, cst.Call, cst.Del))
 
 
 def _resets_in(loop) -> dict[str, list[cst.CSTNode]]:
@@ -780,6 +787,9 @@ def _resets_in(loop) -> dict[str, list[cst.CSTNode]]:
             resets.setdefault(key, []).append(node)
 
     for node in walk(loop.body):
+        kind = type(node)  # every node of the loop: LibCST's concrete classes, no ABC isinstance
+        if kind not in _RESETTING:
+            continue
         if isinstance(node, (cst.Assign, cst.AnnAssign)):
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             for target in targets:

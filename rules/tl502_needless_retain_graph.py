@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+
 import libcst as cst
 
 from trainlint.model.dataflow import dataflow
@@ -312,6 +314,7 @@ class NeedlessRetainGraph(Rule):
     def check(self, ctx):
         flow = ctx.model(dataflow)
         model = ctx.model(training_model)
+        backwards = {}  # owner -> its backpropagating calls (`_backward_calls`)
         for site in ctx.index.calls:
             call = site.node
             retain = keyword_value(call, "retain_graph")
@@ -326,7 +329,7 @@ class NeedlessRetainGraph(Rule):
             if not flow.built_here(root, call):
                 continue  # the graph came from a caller or a closure: it may be backpropagated again there
             owner = flow._owner(call)
-            if self._later_backward(flow, model, owner, call, site.scope, root):
+            if self._later_backward(flow, model, owner, call, site.scope, root, backwards):
                 continue
             loop = _innermost_loop(ctx.index, call)
             if loop is not None and (_root_from_before_loop(flow, loop, root) or _carried_state(flow, loop)):
@@ -340,24 +343,39 @@ class NeedlessRetainGraph(Rule):
                 FixSpec("Remove `retain_graph=True`", safe=False, replacements=((call, _without(call, "retain_graph")),)),
             )
 
-    def _later_backward(self, flow, model, owner, call, scope, root) -> bool:
-        body = owner.body if isinstance(owner, cst.FunctionDef) else owner
+    def _later_backward(self, flow, model, owner, call, scope, root, backwards) -> bool:
+        if owner not in backwards:
+            backwards[owner] = _backward_calls(flow, model, owner)
+        positions, calls = backwards[owner]
+        end = flow.end(call)
+        if end < 0:
+            return False
         retained = None
-        for later in calls_in(body):
-            if later is call or not flow.before(call, later):
-                continue
-            later_scope = flow.scope_of(later)
-            later_root = flow.backward_root(later, later_scope)
-            if later_root is not None:
-                if retained is None:
-                    retained = flow.graph_sources(root, call)
-                if not _separate_graphs(flow, retained, later_root, later):
-                    return True
-                continue
-            for ref in model.reachable_calls(later, later_scope):
-                if ref.node is not later and flow.backward_root(ref.node, ref.scope) is not None:
-                    return True
+        for later, later_root in calls[bisect.bisect_right(positions, end):]:  # the calls after `call`
+            if later_root is None:
+                return True  # a helper that backpropagates
+            if retained is None:
+                retained = flow.graph_sources(root, call)
+            if not _separate_graphs(flow, retained, later_root, later):
+                return True
         return False
+
+
+def _backward_calls(flow, model, owner) -> tuple[list[int], list[tuple[cst.Call, cst.BaseExpression | None]]]:
+    """The calls of a function's (or the module's) own code that backpropagate, in source order:
+    their positions, and each call with its backward root (None for a same-file helper that
+    backpropagates). Listed once per function, not once per `retain_graph=True` in it."""
+    body = owner.body if isinstance(owner, cst.FunctionDef) else owner
+    positions, calls = [], []
+    for later in calls_in(body):
+        later_scope = flow.scope_of(later)
+        later_root = flow.backward_root(later, later_scope)
+        if later_root is None and not any(ref.node is not later and flow.backward_root(ref.node, ref.scope) is not None
+                                          for ref in model.reachable_calls(later, later_scope)):
+            continue
+        positions.append(flow.position(later))
+        calls.append((later, later_root))
+    return positions, calls
 
 
 def _separate_graphs(flow, retained: tuple[set[str], bool], later_root, later) -> bool:

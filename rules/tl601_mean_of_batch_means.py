@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import re
+from typing import Iterator
 
 import libcst as cst
 
@@ -377,7 +380,7 @@ class MeanOfBatchMeans(Rule):
 
     def check(self, ctx):
         flow = ctx.model(dataflow)
-        divisions: dict[cst.CSTNode, dict[str, list[tuple[int, cst.CSTNode]]]] = {}
+        divisions: dict[cst.CSTNode, _Divisions] = {}
         training_loops = {loop.node for loop in ctx.model(training_model).loops}
         for loop in ctx.index.loops:
             loader = loader_of_loop(flow, loop)
@@ -389,14 +392,15 @@ class MeanOfBatchMeans(Rule):
                 continue
             counts = _batch_counts(flow, loop, loader)
             if owner not in divisions:  # one walk per function, not one per loop in it
-                divisions[owner] = _divisions_by_name(owner)
-            candidates = sorted({entry for key in accumulators for entry in divisions[owner].get(key, ())},
-                                key=lambda entry: entry[0])
-            for _, node in candidates:
-                if not flow.before(loop, node):
-                    continue
+                divisions[owner] = _Divisions(flow, owner)
+            end = flow.end(loop)
+            if end < 0:
+                continue
+            for node in divisions[owner].after(end, accumulators):
                 found = _division(flow, node, accumulators, counts)
                 if found is not None:
+                    # reported once: a later loop's report of it would repeat it at the same place
+                    divisions[owner].drop(node)
                     key, what = found
                     other = _other_split_loader(node, ctx.code_for(loader))
                     if other is not None:
@@ -682,19 +686,89 @@ def _divisions_by_name(owner) -> dict[str, list[tuple[int, cst.CSTNode]]]:
     with its place in walk order."""
     found: dict[str, list[tuple[int, cst.CSTNode]]] = {}
     for order, node in enumerate(walk(owner.body if isinstance(owner, cst.FunctionDef) else owner)):
-        keys: set[str | None] = set()
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+        kind = type(node)  # every node of the function: `type(...) is` on LibCST's concrete classes
+        if kind is cst.BinaryOperation and type(node.operator) is cst.Divide:
             keys = {dotted_name(n) for n in walk_expression(node.left) if isinstance(n, (cst.Name, cst.Attribute))}
-        elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.DivideAssign):
+        elif kind is cst.AugAssign and type(node.operator) is cst.DivideAssign:
             keys = {dotted_name(node.target)}
-        elif isinstance(node, cst.Call) and len(node.args) == 1:
+        elif kind is cst.Call and len(node.args) == 1:
             keys = {dotted_name(node.args[0].value)}
-        elif isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute) \
+        elif kind is cst.Call and not node.args and isinstance(node.func, cst.Attribute) \
                 and isinstance(node.func.value, cst.Call) and len(node.func.value.args) == 1:
             keys = {dotted_name(node.func.value.args[0].value)}
+        else:
+            continue
         for key in keys - {None}:
             found.setdefault(key, []).append((order, node))
     return found
+
+
+_STACKING = ("torch.tensor", "torch.stack", "torch.as_tensor", "numpy.array", "numpy.asarray")
+
+
+class _Divisions:
+    """The nodes of a function (or the module) that `_division` may match, by the names they
+    would divide (`_divisions_by_name`), in source order; a node drops out once reported. A loop
+    reads the ones after it without passing over those before it or those already reported: a
+    script of N loops summing into `losses` would otherwise read N divisions after each loop."""
+
+    def __init__(self, flow, owner) -> None:
+        self.positions: dict[str, list[int]] = {}
+        self.nodes: dict[str, list[cst.CSTNode]] = {}
+        self.places: dict[cst.CSTNode, list[tuple[str, int]]] = {}
+        # per name, the next place not dropped at or after each place (path-compressed)
+        self.next: dict[str, list[int]] = {}
+        for key, entries in _divisions_by_name(owner).items():
+            entries = [entry for entry in entries if _may_divide(flow, entry[1])]
+            self.positions[key] = [flow.position(node) for _, node in entries]
+            self.nodes[key] = [node for _, node in entries]
+            self.next[key] = list(range(len(entries) + 1))
+            for place, (_, node) in enumerate(entries):
+                self.places.setdefault(node, []).append((key, place))
+
+    def _first(self, key: str, place: int) -> int:
+        following = self.next[key]
+        root = place
+        while following[root] != root:
+            root = following[root]
+        while following[place] != root:
+            following[place], place = root, following[place]
+        return root
+
+    def after(self, end: int, keys) -> Iterator[cst.CSTNode]:
+        """The nodes of any of `keys` that start after position `end`, in source order, once each."""
+        streams = []
+        for key in keys:
+            if key in self.positions:
+                streams.append(self._stream(key, bisect.bisect_right(self.positions[key], end)))
+        seen: set = set()
+        for _, _, node in heapq.merge(*streams, key=lambda entry: entry[:2]):
+            if node not in seen:
+                seen.add(node)
+                yield node
+
+    def _stream(self, key: str, place: int):
+        nodes, positions = self.nodes[key], self.positions[key]
+        place = self._first(key, place)
+        while place < len(nodes):
+            yield positions[place], id(nodes[place]), nodes[place]
+            place = self._first(key, place + 1)
+
+    def drop(self, node: cst.CSTNode) -> None:
+        for key, place in self.places.get(node, ()):
+            self.next[key][place] = place + 1
+
+
+def _may_divide(flow, node) -> bool:
+    """What `_division` asks of a call whatever the loop: a mean function (`statistics.mean(xs)`,
+    `torch.stack(xs).mean()`); `len(xs)` and `xs.append(x)` never are one."""
+    if isinstance(node, cst.Call) and len(node.args) == 1:
+        return flow.index.resolve(node.func, flow.scope_of(node)) in _MEAN_FUNCTIONS
+    if isinstance(node, cst.Call) and not node.args:
+        inner = node.func.value if isinstance(node.func, cst.Attribute) and node.func.attr.value == "mean" else None
+        return isinstance(inner, cst.Call) and len(inner.args) == 1 and \
+            (flow.index.resolve(inner.func, flow.scope_of(inner)) or "") in _STACKING
+    return True
 
 
 def _division(flow, node, accumulators, counts):
@@ -717,8 +791,7 @@ def _division(flow, node, accumulators, counts):
             and node.func.attr.value == "mean":
         inner = node.func.value
         if isinstance(inner, cst.Call) and len(inner.args) == 1 and \
-                (flow.index.resolve(inner.func, flow.scope_of(inner)) or "") in (
-                "torch.tensor", "torch.stack", "torch.as_tensor", "numpy.array", "numpy.asarray"):
+                (flow.index.resolve(inner.func, flow.scope_of(inner)) or "") in _STACKING:
             arg = dotted_name(inner.args[0].value)
             if arg in accumulators:
                 return arg, accumulators[arg]

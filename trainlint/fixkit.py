@@ -89,8 +89,7 @@ def _code(node: cst.CSTNode) -> str:
 def module_name(index: FileIndex, scope, module: str) -> str | None:
     """How the code names an imported module where `scope` is: `torch`, or `t` after
     `import torch as t`; None when it is not imported (new code would need an import)."""
-    candidates = [module] + [name for name, bindings in index.module_scope.bindings.items() if name != module
-                             and bindings and bindings[-1].kind == "import" and bindings[-1].qualname == module]
+    candidates = [module] + [name for name in index.import_aliases(module) if name != module]
     for name in candidates:
         bindings = scope.lookup(name)
         if bindings and all(b.kind == "import" and b.qualname == module for b in bindings):

@@ -39,6 +39,8 @@ class Positions:
         self._ranges = _Ranges()
         self._done: set[cst.CSTNode] = set()  # statements already generated
         self._top: list[tuple[int, ast.stmt | None]] | None = None
+        self._places: dict[int, tuple[Sequence[cst.CSTNode], dict[int, int]]] = {}
+        self._block_starts: dict[cst.IndentedBlock, list[tuple[int, ast.stmt]] | None] = {}
 
     def _top_level(self) -> list[tuple[int, ast.stmt | None]]:
         """(first line, Python's node) of each top-level statement."""
@@ -68,7 +70,7 @@ class Positions:
         chain.reverse()  # module, top-level statement, ..., node
         if len(chain) < 2:
             return None
-        index = _index(self._module.body, chain[1])
+        index = self._index(self._module.body, chain[1])
         if index is None:
             return None
         statement, depth, indents = chain[1], 1, []
@@ -79,14 +81,28 @@ class Positions:
                 and isinstance(statement.body, cst.IndentedBlock) and depth + 2 < len(chain) \
                 and chain[depth + 1] is statement.body:
             body = statement.body
-            child = _index(body.body, chain[depth + 2])
-            starts = _starts(body.body, python.body, self._lines) if child is not None else None
+            child = self._index(body.body, chain[depth + 2])
+            starts = self._starts(body, python) if child is not None else None
             if starts is None:
                 break
             indents = indents + [body.indent if body.indent is not None else self._module.default_indent]
             statement, depth = body.body[child], depth + 2
             line, python = starts[child]
         return statement, line, indents
+
+    def _index(self, statements: Sequence[cst.CSTNode], statement: cst.CSTNode) -> int | None:
+        """`statement`'s place in `statements`, from a table made once per block: a class of
+        thousands of methods with a finding in each would otherwise be searched at each one."""
+        places = self._places.get(id(statements))
+        if places is None or places[0] is not statements:
+            places = self._places[id(statements)] = (statements, {id(s): i for i, s in enumerate(statements)})
+        return places[1].get(id(statement))
+
+    def _starts(self, body: cst.IndentedBlock, python: ast.stmt) -> list[tuple[int, ast.stmt]] | None:
+        """`_starts` of a block, once per block."""
+        if body not in self._block_starts:
+            self._block_starts[body] = _starts(body.body, python.body, self._lines)
+        return self._block_starts[body]
 
     def span(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
         """(line, column, end_line, end_column), 1-based, end exclusive."""
@@ -106,13 +122,6 @@ class Positions:
         code_range = self._ranges._computed[node]
         return (code_range.start.line, code_range.start.column + 1,
                 code_range.end.line, code_range.end.column + 1)
-
-
-def _index(statements: Sequence[cst.CSTNode], statement: cst.CSTNode) -> int | None:
-    for index, candidate in enumerate(statements):
-        if candidate is statement:
-            return index
-    return None
 
 
 def _starts(statements: Sequence[cst.CSTNode], nodes: list[ast.stmt],

@@ -25,6 +25,7 @@ never checkpoints.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -112,6 +113,16 @@ class SavedDict:
 
 
 @dataclass(eq=False)
+class _Uses:
+    """A function's nodes that may use a loaded checkpoint, by the name they use (`_checkpoint_uses`)."""
+
+    subscripts: dict[str, list[cst.Subscript]] = field(default_factory=dict)  # `name[...]`
+    methods: dict[str, list[cst.Call]] = field(default_factory=dict)  # `name.method(...)`
+    restores: dict[str, list[cst.Call]] = field(default_factory=dict)  # `x.load_state_dict(<mentions name>)`
+    handed: set[str] = field(default_factory=set)  # names passed whole to a plain call `f(name)`
+
+
+@dataclass(eq=False)
 class ResumeSave:
     """A checkpoint meant for resuming: what it holds, what the code has, what it leaves out."""
 
@@ -182,6 +193,13 @@ class CheckpointModel:
         self.escapes: set[tuple[Scope, str]] = set()
         self._node_order: dict[cst.CSTNode, int] | None = None
         self._kinds_by_scope: dict[int, tuple[Scope, list[tuple[str, str]]]] = {}
+        self._loaded_texts: set[str] | None = None
+        self._moves: dict[tuple[cst.CSTNode, int], dict[str, int]] = {}
+        self._groups: dict[tuple[FunctionInfo | None, int], tuple[int, dict[str, int]]] | None = None
+        self._other_saves: dict[cst.CSTNode, bool] = {}
+        self._kinds: dict[int, set[str] | None] = {}
+        self._binding_tables: dict[int, tuple[list, list[int], list[int]]] = {}
+        self._uses: dict[tuple[cst.CSTNode, int], _Uses] = {}
         self._build()
 
     # -- building ----------------------------------------------------------------------------------
@@ -256,14 +274,28 @@ class CheckpointModel:
         while isinstance(expr, cst.Name) and depth < 6:
             bindings = scope.lookup(expr.value)
             if len(bindings) > 1 and at is not None:
-                where = self.node_order.get(at, -1)
-                before = [b for b in bindings if self.node_order.get(b.node, -1) < where]
-                bindings = before[-1:]
+                last = self._last_before(bindings, self.node_order.get(at, -1))
+                bindings = [last] if last is not None else []
             if len(bindings) != 1 or bindings[0].kind not in ("assign", "with") or bindings[0].value is None:
                 return expr
             expr = bindings[0].value
             depth += 1
         return expr
+
+    def _last_before(self, bindings: list, where: int):
+        """The last of `bindings` (in their order) whose node comes before position `where`: a
+        search in a table made once per list, since a script may bind a name thousands of times."""
+        table = self._binding_tables.get(id(bindings))
+        if table is None or table[0] is not bindings:
+            entries = sorted((self.node_order.get(b.node, -1), number) for number, b in enumerate(bindings))
+            latest, running = [], -1
+            for _, number in entries:  # the latest binding among the first k entries
+                running = max(running, number)
+                latest.append(running)
+            table = self._binding_tables[id(bindings)] = (bindings, [order for order, _ in entries], latest)
+        _, orders, latest = table
+        count = bisect.bisect_left(orders, where)
+        return bindings[latest[count - 1]] if count else None
 
     @property
     def node_order(self) -> dict[cst.CSTNode, int]:
@@ -278,6 +310,13 @@ class CheckpointModel:
 
     def text(self, node: cst.CSTNode | None) -> str:
         return self.ctx.code_for(node).strip() if node is not None else ""
+
+    def loaded_texts(self) -> set[str]:
+        """The text of the first argument of every `torch.load` of the file (the paths a resume
+        reads), gathered once rather than once per save."""
+        if self._loaded_texts is None:
+            self._loaded_texts = {self.text(site.node.args[0].value) for site in self.loads if site.node.args}
+        return self._loaded_texts
 
     def saved_dict(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> SavedDict | None:
         """The dict a saved expression builds, or None when it is not (known to be) a dict."""
@@ -408,7 +447,14 @@ class CheckpointModel:
 
     # -- checkpoints ---------------------------------------------------------------------------------
     def object_kinds(self, save: Save) -> set[str] | None:
-        """Kinds of state the saved object holds; None when we cannot see into it."""
+        """Kinds of state the saved object holds; None when we cannot see into it (once per save:
+        every save's neighbours ask about it)."""
+        if id(save) not in self._kinds:
+            self._kinds[id(save)] = self._object_kinds(save)
+        kinds = self._kinds[id(save)]
+        return set(kinds) if kinds is not None else None
+
+    def _object_kinds(self, save: Save) -> set[str] | None:
         obj = save.obj
         if obj is None:
             return None
@@ -604,17 +650,24 @@ class CheckpointModel:
         """A later call in the same function moves `source` onto another path."""
         if source is None:
             return False
-        wanted = self.text(source)
-        start = self.order.get(at, -1)
         body = self.index.function_at(at)
         body_node = body.node if body is not None else self.index.module
-        for node in _walk_scope(body_node):
-            if not isinstance(node, cst.Call) or self.order.get(node, -1) <= start:
-                continue
-            moved = self._moved_source(node, scope)
-            if moved is not None and self.text(moved) == wanted:
-                return True
-        return False
+        return self._last_moves(body_node, scope).get(self.text(source), -1) > self.order.get(at, -1)
+
+    def _last_moves(self, body: cst.CSTNode, scope: Scope) -> dict[str, int]:
+        """For each text a rename-like call in `body` moves, the position of its last such call:
+        one walk of a body for all the saves in it."""
+        key = (body, id(scope))
+        moves = self._moves.get(key)
+        if moves is None:
+            moves = self._moves[key] = {}
+            for node in _walk_scope(body):
+                if isinstance(node, cst.Call):
+                    moved = self._moved_source(node, scope)
+                    if moved is not None:
+                        text = self.text(moved)
+                        moves[text] = max(moves.get(text, -1), self.order.get(node, -1))
+        return moves
 
     def _moved_source(self, call: cst.Call, scope: Scope, depth: int = 0) -> cst.BaseExpression | None:
         """For a rename-like call, the expression that is moved (`os.replace(tmp, p)` -> `tmp`)."""
@@ -910,23 +963,44 @@ class CheckpointModel:
     def _kinds_saved_beside(self, save: Save) -> set[str] | None:
         """State written by the other saves of the same function (one file per object). None when
         one of them writes something we cannot see into, or goes through another save function."""
-        kinds: set[str] = set()
-        for other in self.saves:
-            if other is not save and other.site.function is save.site.function and other.scope is save.scope:
-                other_kinds = self.object_kinds(other)
-                if other_kinds is None:
-                    if self.is_checkpoint(other):
-                        return None
-                    continue
-                kinds |= other_kinds
+        group = self._save_groups().get((save.site.function, id(save.scope)))
+        unseen, counts = group
+        own = self.object_kinds(save)
+        if own is None:
+            if unseen - self.is_checkpoint(save):
+                return None
+        elif unseen:
+            return None
+        kinds = {kind for kind, count in counts.items() if count > (own is not None and kind in own)}
         body = save.site.function.node if save.site.function is not None else None
-        if body is not None:
-            for node in _walk_scope(body):
-                if isinstance(node, cst.Call) and node is not save.node and node not in self._save_nodes:
-                    name = dotted_name(node.func) or ""
-                    if re.search(r"(^|[._])(save|save_\w+|\w+_save)$", name, re.I):
-                        return None  # `save(state, file)`, `save_fsdp_optimizer(...)`: more files we cannot read
+        if body is not None and self._saves_elsewhere(body):
+            return None  # `save(state, file)`, `save_fsdp_optimizer(...)`: more files we cannot read
         return kinds
+
+    def _save_groups(self) -> dict[tuple[FunctionInfo | None, int], tuple[int, dict[str, int]]]:
+        """For the saves of each (function, scope): how many are checkpoints we cannot see into,
+        and how many saves hold each kind of state (a save's others are its group less itself)."""
+        if self._groups is None:
+            self._groups = {}
+            for save in self.saves:
+                unseen, counts = self._groups.setdefault((save.site.function, id(save.scope)), (0, {}))
+                kinds = self.object_kinds(save)
+                if kinds is None:
+                    self._groups[(save.site.function, id(save.scope))] = (unseen + self.is_checkpoint(save), counts)
+                else:
+                    for kind in kinds:
+                        counts[kind] = counts.get(kind, 0) + 1
+        return self._groups
+
+    def _saves_elsewhere(self, body: cst.CSTNode) -> bool:
+        """`body` calls a save function other than those this model reads (once per function)."""
+        found = self._other_saves.get(body)
+        if found is None:
+            found = self._other_saves[body] = any(
+                isinstance(node, cst.Call) and node not in self._save_nodes
+                and re.search(r"(^|[._])(save|save_\w+|\w+_save)$", dotted_name(node.func) or "", re.I)
+                for node in _walk_scope(body))
+        return found
 
     def _saved_with_keys(self, keys: set[str]) -> set[str]:
         """State held by the dicts this file saves that have every key a load reads."""
@@ -974,32 +1048,64 @@ class CheckpointModel:
         keys: set[str] = set()
         restored: set[str] = set()
         opaque = False
-        for node in _walk_scope(body):
-            if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == name:
-                key = string_value(node.slice[0].slice.value) if isinstance(node.slice[0].slice, cst.Index) else None
-                if key is None:
-                    opaque = True
-                else:
-                    read |= self._key_kinds(key)
-                    keys.add(key)
-            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-                receiver, method = node.func.value, node.func.attr.value
-                if isinstance(receiver, cst.Name) and receiver.value == name:
-                    if method in ("get", "pop") and node.args:
-                        key = string_value(node.args[0].value)
-                        read |= self._key_kinds(key) if key else set()
-                        keys |= {key} if key else set()
-                        opaque |= key is None
-                    elif method not in ("keys", "items", "__contains__"):
-                        opaque = True
-                elif method == "load_state_dict" and node.args and self._mentions(node.args[0].value, name, scope):
-                    kinds = self.value_kinds(receiver, scope) & {"model", "optimizer", "scheduler", "scaler"}
-                    restored |= kinds or {"model"}
-            elif isinstance(node, cst.Call):
-                for arg in node.args:
-                    if isinstance(arg.value, cst.Name) and arg.value.value == name:
-                        opaque = True  # the whole checkpoint goes to a helper we do not follow
+        table = self._checkpoint_uses(body, scope)
+        # the sets only grow: the nodes can be read by kind, in any order
+        for node in table.subscripts.get(name, ()):
+            key = string_value(node.slice[0].slice.value) if isinstance(node.slice[0].slice, cst.Index) else None
+            if key is None:
+                opaque = True
+            else:
+                read |= self._key_kinds(key)
+                keys.add(key)
+        for node in table.methods.get(name, ()):
+            method = node.func.attr.value
+            if method in ("get", "pop") and node.args:
+                key = string_value(node.args[0].value)
+                read |= self._key_kinds(key) if key else set()
+                keys |= {key} if key else set()
+                opaque |= key is None
+            elif method not in ("keys", "items", "__contains__"):
+                opaque = True
+        for node in table.restores.get(name, ()):
+            receiver = node.func.value
+            if not (isinstance(receiver, cst.Name) and receiver.value == name):
+                kinds = self.value_kinds(receiver, scope) & {"model", "optimizer", "scheduler", "scaler"}
+                restored |= kinds or {"model"}
+        if name in table.handed:
+            opaque = True  # the whole checkpoint goes to a helper we do not follow
         return read, restored, opaque, keys
+
+    def _checkpoint_uses(self, body: cst.CSTNode, scope: Scope) -> "_Uses":
+        """What `_uses_of_checkpoint` reads in a function, by name, from one walk of it (a
+        script's loads would otherwise each walk the whole module)."""
+        key = (body, id(scope))
+        table = self._uses.get(key)
+        if table is None:
+            table = self._uses[key] = _Uses()
+            for node in _walk_scope(body):
+                if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name):
+                    table.subscripts.setdefault(node.value.value, []).append(node)
+                elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                    receiver, method = node.func.value, node.func.attr.value
+                    if isinstance(receiver, cst.Name):
+                        table.methods.setdefault(receiver.value, []).append(node)
+                    if method == "load_state_dict" and node.args:
+                        for mentioned in self._mentioned(node.args[0].value, scope):
+                            table.restores.setdefault(mentioned, []).append(node)
+                elif isinstance(node, cst.Call):
+                    table.handed.update(arg.value.value for arg in node.args if isinstance(arg.value, cst.Name))
+        return table
+
+    def _mentioned(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> set[str]:
+        """Every name `_mentions(expr, name, scope)` finds."""
+        found: set[str] = set()
+        for node in walk(expr):
+            if isinstance(node, cst.Name):
+                found.add(node.value)
+                value = self.value_of(node, scope, at=expr)
+                if depth < 3 and value is not node and value is not None:
+                    found |= self._mentioned(value, scope, depth + 1)
+        return found
 
     def _mentions(self, expr: cst.BaseExpression, name: str, scope: Scope, depth: int = 0) -> bool:
         """`expr` uses the name, directly or through a name assigned from it (`sd = ckpt["model"]`)."""

@@ -10,7 +10,9 @@ Built once per file: `ctx.model(dataflow)`.
 
 from __future__ import annotations
 
+import bisect
 import re
+from typing import Iterator
 
 import libcst as cst
 
@@ -68,6 +70,8 @@ class Dataflow:
         # one function must not cost a walk of every binding's ancestors at every use
         self._owners: dict[cst.CSTNode, cst.CSTNode] = {}
         self._function_bindings: dict[tuple[int, str, cst.CSTNode], list[Binding]] = {}
+        self._orders_of_bindings: dict[tuple, tuple] = {}  # `_binding_order`
+        self._flows: dict[tuple, tuple[list[str], bool]] = {}  # per (scope, name, function): `_flow_of`, `_sources_of`
 
     # -- source order ---------------------------------------------------------------------------
     def _orders(self, node: cst.CSTNode) -> tuple[dict[cst.CSTNode, int], dict[cst.CSTNode, int]]:
@@ -129,16 +133,37 @@ class Dataflow:
         return self._function_bindings[key]
 
     def reaching(self, name: cst.Name) -> Binding | None:
-        """The last binding of `name` written before its use (straight-line approximation)."""
-        best: Binding | None = None
-        for binding in self.bindings_in_function(name.value, name):
-            if binding.kind == "for" or binding.kind == "param":
-                ok = binding.kind == "param" or self.position(binding.node) < self.position(name)
-            else:
-                ok = self.before(binding.node, name)
-            if ok and (best is None or self.position(binding.node) >= self.position(best.node)):
-                best = binding
-        return best
+        """The last binding of `name` written before its use (straight-line approximation): a
+        parameter, a loop target bound before it, or an assignment that ends before it; among those
+        the one that starts last (the last listed, for one statement). The bindings are sorted
+        once per function, so a name bound thousands of times costs a search, not a scan."""
+        best, positions, entries = self._binding_order(name)
+        at = self.position(name)
+        i = bisect.bisect_left(positions, at) - 1  # the bindings that start before the use
+        while i >= 0:
+            position, number, binding, end = entries[i]
+            if binding.kind == "for" or 0 <= end < at:
+                if best is None or (position, number) > best[:2]:
+                    best = entries[i]
+                break
+            i -= 1  # an assignment holding the use (`loss = loss + x`) is not yet bound there
+        return best[2] if best is not None else None
+
+    def _binding_order(self, name: cst.Name) -> tuple[tuple | None, list[int], list[tuple]]:
+        """For `reaching`: the last parameter binding `name` (any parameter reaches its uses), and
+        the other bindings as (position, place in the list, binding, end) in source order."""
+        owner = self._owner(name)
+        key = ("order", id(self.scope_of(name)), name.value, owner)
+        order = self._orders_of_bindings.get(key)
+        if order is None:
+            params, entries = [], []
+            for number, binding in enumerate(self.bindings_in_function(name.value, name)):
+                entry = (self.position(binding.node), number, binding, self.end(binding.node))
+                (params if binding.kind == "param" else entries).append(entry)
+            entries.sort(key=lambda entry: entry[:2])
+            best = max(params, key=lambda entry: entry[:2]) if params else None
+            order = self._orders_of_bindings[key] = (best, [entry[0] for entry in entries], entries)
+        return order
 
     def bound_value(self, binding: Binding) -> cst.BaseExpression | None:
         """The expression a binding took its value from; for tuple unpacking the whole right side."""
@@ -250,94 +275,139 @@ class Dataflow:
 
     def names_feeding(self, expressions: list[cst.BaseExpression], at: cst.CSTNode, limit: int = 6) -> set[str]:
         """Dotted names that flow into `expressions`, through assignments in the same function."""
-        return self._feeding(expressions, at, limit)[0]
+        return self._feeding(expressions, at, limit)
 
     def built_here(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """A forward or a loss function computed in this function feeds `expr`: its graph was
         built here, not handed in by a caller or a closure."""
-        for fed in self._feeding([expr], at, 6)[1]:
-            for node in walk_expression(fed):
-                if isinstance(node, cst.Call):
-                    scope = self.scope_of(node)
-                    if self.is_model(node.func, scope) or self.is_loss_function(node.func, scope):
-                        return True
-                    if isinstance(node.func, cst.Attribute) and node.func.attr.value == "forward" \
-                            and self.is_model(node.func.value, scope):
-                        return True
+        return self._builds_graph(expr) or any(self._flow_of(key, at)[1] for key in self._feeding([expr], at, 6))
+
+    def _builds_graph(self, expr: cst.BaseExpression) -> bool:
+        """`expr` calls a model, its `forward` or a loss function."""
+        for node in walk_expression(expr):
+            if isinstance(node, cst.Call):
+                scope = self.scope_of(node)
+                if self.is_model(node.func, scope) or self.is_loss_function(node.func, scope):
+                    return True
+                if isinstance(node.func, cst.Attribute) and node.func.attr.value == "forward" \
+                        and self.is_model(node.func.value, scope):
+                    return True
         return False
 
-    def _feeding(self, expressions: list[cst.BaseExpression], at: cst.CSTNode,
-                 limit: int) -> tuple[set[str], list[cst.BaseExpression]]:
+    def _feeding(self, expressions: list[cst.BaseExpression], at: cst.CSTNode, limit: int) -> set[str]:
+        """The dotted names met within `limit` steps back from `expressions`: a step goes from a
+        name to what its bindings in the function assign it (a loop's iterable) and what is
+        appended to it. Each name's step is taken once per function (`_flow_of`): a script that
+        binds `loss` in every one of its loops does not walk all of them at every question."""
         found: set[str] = set()
-        visited: list[cst.BaseExpression] = list(expressions)
-        frontier = list(expressions)
+        level = [key for expr in expressions for key in _dotted_names(expr)]
         for _ in range(limit):
-            next_frontier: list[cst.BaseExpression] = []
-            for expr in frontier:
-                for node in walk_expression(expr):
-                    key = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
-                    if key is None or key in found:
-                        continue
+            following: list[str] = []
+            for key in level:
+                if key not in found:
                     found.add(key)
-                    if isinstance(node, cst.Name):
-                        for binding in self.bindings_in_function(node.value, at):
-                            value = self.bound_value(binding)
-                            if value is not None:
-                                next_frontier.append(value)
-                            elif binding.kind == "for" and isinstance(binding.node, cst.For):
-                                next_frontier.append(binding.node.iter)  # `for lp in log_probs`
-                    # what was appended to a container flows on with it
-                    next_frontier.extend(self.appended_values(self._owner(at)).get(key, ()))
-            visited.extend(next_frontier)
-            if not next_frontier:
+                    following += self._flow_of(key, at)[0]
+            if not following:
                 break
-            frontier = next_frontier
-        return found, visited
+            level = following
+        return found
+
+    def _flow_of(self, key: str, at: cst.CSTNode) -> tuple[list[str], bool]:
+        """For a dotted name used at `at`: the dotted names in the values that flow into it (its
+        bindings in the function, for a plain name, and what is appended to it), and whether one
+        of those values builds a graph (`_builds_graph`)."""
+        owner = self._owner(at)
+        memo_key = (id(self.scope_of(at)), key, owner)
+        flow = self._flows.get(memo_key)
+        if flow is None:
+            values: list[cst.BaseExpression] = []
+            if "." not in key:
+                for binding in self.bindings_in_function(key, at):
+                    value = self.bound_value(binding)
+                    if value is not None:
+                        values.append(value)
+                    elif binding.kind == "for" and isinstance(binding.node, cst.For):
+                        values.append(binding.node.iter)  # `for lp in log_probs`
+            values += self.appended_values(owner).get(key, ())  # what was appended flows on with it
+            names = list(dict.fromkeys(name for value in values for name in _dotted_names(value)))
+            flow = self._flows[memo_key] = (names, any(self._builds_graph(value) for value in values))
+        return flow
 
     def graph_sources(self, expr: cst.BaseExpression, at: cst.CSTNode, limit: int = 6) -> tuple[set[str], bool]:
         """The variables whose graph flows into `expr` (a value cut off by `.detach()`, `.item()` or
         a tensor factory does not; neither do the modules and functions called), and whether a
-        `.detach()` cut something off on the way."""
+        `.detach()` cut something off on the way. Each variable's bindings are read once per
+        function (`_sources_of`), as in `_feeding`."""
         found: set[str] = set()
-        detached = False
-        frontier = [expr]
-        for _ in range(limit):
-            next_frontier: list[cst.BaseExpression] = []
-            for start in frontier:
-                stack: list[cst.CSTNode] = [start]
-                while stack:
-                    node = stack.pop()
-                    if isinstance(node, cst.Call):
-                        func = node.func
-                        if isinstance(func, cst.Attribute) and func.attr.value in DETACHING_METHODS:
-                            detached = True
-                            continue
-                        if isinstance(node, cst.BaseExpression) and self.carries_graph(node) is False:
-                            continue
-                        stack.extend(a.value for a in node.args)
-                        if isinstance(func, cst.Attribute) and not self.is_model(func, self.scope_of(node)):
-                            stack.append(func.value)  # a tensor method: its receiver's graph flows on
-                        continue
-                    if isinstance(node, cst.Name):
-                        if node.value in found:
-                            continue
-                        bindings = self.bindings_in_function(node.value, at)
-                        if any(b.kind in ("import", "def", "class") for b in bindings) or \
-                                self.carries_graph(node) is False:
-                            continue
-                        found.add(node.value)
-                        for binding in bindings:
-                            value = self.bound_value(binding)
-                            if value is not None:
-                                next_frontier.append(value)
-                        continue
-                    if isinstance(node, cst.Lambda):
-                        continue
-                    stack.extend(iter_children(node))
-            if not next_frontier:
+        level, detached = self._graph_walk(expr)
+        for step in range(limit):
+            following: list[str] = []
+            for name in level:
+                if name in found:
+                    continue
+                if self._names_a_definition(name, at):
+                    continue
+                found.add(name)
+                if step + 1 < limit:  # its values are read at the next step, if there is one
+                    names, cut = self._sources_of(name, at)
+                    following += names
+                    detached |= cut
+            if not following:
                 break
-            frontier = next_frontier
+            level = following
         return found, detached
+
+    def _names_a_definition(self, name: str, at: cst.CSTNode) -> bool:
+        """`name` is bound to an import, a def or a class in the function (once per name)."""
+        memo_key = ("definition", id(self.scope_of(at)), name, self._owner(at))
+        if memo_key not in self._flows:
+            self._flows[memo_key] = any(b.kind in ("import", "def", "class")  # type: ignore[assignment]
+                                        for b in self.bindings_in_function(name, at))
+        return self._flows[memo_key]  # type: ignore[return-value]
+
+    def _sources_of(self, name: str, at: cst.CSTNode) -> tuple[list[str], bool]:
+        """`_graph_walk` of every value the function binds `name` to, joined."""
+        memo_key = ("sources", id(self.scope_of(at)), name, self._owner(at))
+        sources = self._flows.get(memo_key)
+        if sources is None:
+            names: list[str] = []
+            detached = False
+            for binding in self.bindings_in_function(name, at):
+                value = self.bound_value(binding)
+                if value is not None:
+                    found, cut = self._graph_walk(value)
+                    names += found
+                    detached |= cut
+            sources = self._flows[memo_key] = (list(dict.fromkeys(names)), detached)
+        return sources
+
+    def _graph_walk(self, expr: cst.BaseExpression) -> tuple[list[str], bool]:
+        """The names in `expr` that may carry a graph into it, and whether a `.detach()` (or
+        `.item()`, ...) cut a value off in it."""
+        names: list[str] = []
+        detached = False
+        stack: list[cst.CSTNode] = [expr]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Call):
+                func = node.func
+                if isinstance(func, cst.Attribute) and func.attr.value in DETACHING_METHODS:
+                    detached = True
+                    continue
+                if isinstance(node, cst.BaseExpression) and self.carries_graph(node) is False:
+                    continue
+                stack.extend(a.value for a in node.args)
+                if isinstance(func, cst.Attribute) and not self.is_model(func, self.scope_of(node)):
+                    stack.append(func.value)  # a tensor method: its receiver's graph flows on
+                continue
+            if isinstance(node, cst.Name):
+                if self.carries_graph(node) is not False:
+                    names.append(node.value)
+                continue
+            if isinstance(node, cst.Lambda):
+                continue
+            stack.extend(iter_children(node))
+        return names, detached
 
     def appended_values(self, owner: cst.CSTNode) -> dict[str, list[cst.BaseExpression]]:
         """Container (dotted name) -> the values `.append`/`.extend`/`.insert`ed into it in a function."""
@@ -355,12 +425,12 @@ class Dataflow:
         return self._roots[key]  # type: ignore[return-value]
 
     def backwarded_names(self, owner: cst.CSTNode) -> set[str]:
-        names = set()
-        for root in self.backward_roots(owner):
-            for node in walk_expression(root):
-                if isinstance(node, cst.Name):
-                    names.add(node.value)
-        return names
+        """The names in what a function backpropagates (once per function: every name asks)."""
+        key = ("backwarded", owner)
+        if key not in self._roots:
+            self._roots[key] = {node.value for root in self.backward_roots(owner)  # type: ignore[assignment]
+                                for node in walk_expression(root) if isinstance(node, cst.Name)}
+        return self._roots[key]  # type: ignore[return-value]
 
     # -- the question ---------------------------------------------------------------------------
     def carries_graph(self, expr: cst.BaseExpression, depth: int = 0) -> bool | None:
@@ -617,3 +687,12 @@ def loader_constructor(flow: Dataflow, expr: cst.BaseExpression) -> cst.Call | N
         expr = values[0]
         scope = flow.scope_of(expr)
     return None
+
+
+def _dotted_names(expr: cst.BaseExpression) -> Iterator[str]:
+    """The dotted name of every name and attribute chain in `expr` (`a.b` gives `a.b` and `a`)."""
+    for node in walk_expression(expr):
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            key = dotted_name(node)
+            if key is not None:
+                yield key

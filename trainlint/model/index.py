@@ -173,6 +173,7 @@ class FileIndex:
         self.loops: list[cst.For | cst.While] = []
         self._callers: dict[cst.CSTNode, list[CallSite]] | None = None
         self._functions_by_name: dict[str, list[FunctionInfo]] | None = None
+        self._aliases: dict[str | None, list[str]] | None = None
         #: the file's view of its project (`trainlint.model.linker.Linker`), set by whoever knows it
         self.linker = None
         self._loop_bindings: dict[int, tuple[list[Binding], dict]] = {}
@@ -395,6 +396,16 @@ class FileIndex:
         `words`: a project file whose text has none of them is not read for it (the question cannot
         be answered there), which saves parsing most of a library."""
         return self.linker.summary_of(self, expr, scope, words) if self.linker is not None else None
+
+    def import_aliases(self, qualname: str) -> list[str]:
+        """The module-level names whose last binding imports `qualname` (`t` for `import torch as
+        t`), in binding order; the table is made once per file, not once per question."""
+        if self._aliases is None:
+            self._aliases = {}
+            for name, bindings in self.module_scope.bindings.items():
+                if bindings and bindings[-1].kind == "import":
+                    self._aliases.setdefault(bindings[-1].qualname, []).append(name)
+        return self._aliases.get(qualname, [])
 
     def call_name(self, call: CallSite) -> str | None:
         return self.resolve(call.node.func, call.scope)

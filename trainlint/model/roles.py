@@ -149,6 +149,7 @@ class Roles:
     def __init__(self, index: FileIndex) -> None:
         self.index = index
         self._memo: dict[tuple[cst.CSTNode, Scope], str | None] = {}
+        self._bindings_memo: dict[tuple[str, Scope, int], str | None] = {}
 
     def of(self, expr: cst.BaseExpression, scope: Scope) -> str | None:
         key = (expr, scope)
@@ -237,6 +238,14 @@ class Roles:
         return None
 
     def _from_bindings(self, name: str, scope: Scope, depth: int) -> str | None:
+        """The role the last binding of `name` that tells one gives it. Once per name, scope and
+        depth: every use of a name bound in each of a script's thousand loops asks the same."""
+        key = (name, scope, depth)
+        if key not in self._bindings_memo:
+            self._bindings_memo[key] = self._from_each_binding(name, scope, depth)
+        return self._bindings_memo[key]
+
+    def _from_each_binding(self, name: str, scope: Scope, depth: int) -> str | None:
         for binding in reversed(scope.lookup(name)):
             role = None
             if binding.kind == "param":

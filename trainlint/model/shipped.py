@@ -109,23 +109,37 @@ def _attribute_defaults_to_one(ctx, expr: cst.Attribute, scope, depth: int) -> b
     give 1, and at least one must be found."""
     index = ctx.index
     name = expr.attr.value
+    options, fields = ctx.model(_declarations)
     found = []
-    for site in index.calls:
-        call = site.node
-        func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "add_argument" and _names_option(call, name):
-            default = keyword_value(call, "default")
-            found.append(default is not None and _is_one_by_default(ctx, default, site.scope, depth + 1))
-    for node in index.classes.values():  # dataclass / config class fields
-        for line in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
-            for statement in line.body if isinstance(line, cst.SimpleStatementLine) else ():
-                if isinstance(statement, cst.AnnAssign) and isinstance(statement.target, cst.Name) and \
-                        statement.target.value == name and statement.value is not None:
-                    found.append(_field_default_is_one(ctx, statement.value, depth))
+    for site in options.get(name, ()):
+        default = keyword_value(site.node, "default")
+        found.append(default is not None and _is_one_by_default(ctx, default, site.scope, depth + 1))
+    for value in fields.get(name, ()):
+        found.append(_field_default_is_one(ctx, value, depth))
     for attrs in index.class_attributes.values():
         for value in attrs.get(name, []):
             found.append(_is_one_by_default(ctx, value, index.scope_at(value), depth + 1))
     return bool(found) and all(found)
+
+
+def _declarations(ctx) -> tuple[dict[str, list], dict[str, list[cst.BaseExpression]]]:
+    """The file's declarations by the name they declare, in source order, gathered once per file
+    (every accumulation loop asks about its K): the `add_argument(...)` calls (option name ->
+    call sites) and the class fields with a value (`accum: int = 1`: name -> value)."""
+    options: dict[str, list] = {}
+    for site in ctx.index.calls:
+        func = site.node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "add_argument":
+            for name in _declared_options(site.node):
+                options.setdefault(name, []).append(site)
+    fields: dict[str, list[cst.BaseExpression]] = {}
+    for node in ctx.index.classes.values():  # dataclass / config class fields
+        for line in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
+            for statement in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+                if isinstance(statement, cst.AnnAssign) and isinstance(statement.target, cst.Name) and \
+                        statement.value is not None:
+                    fields.setdefault(statement.target.value, []).append(statement.value)
+    return options, fields
 
 
 def _field_default_is_one(ctx, value: cst.BaseExpression, depth: int) -> bool:
@@ -136,14 +150,17 @@ def _field_default_is_one(ctx, value: cst.BaseExpression, depth: int) -> bool:
     return _is_one_by_default(ctx, value, ctx.index.module_scope, depth + 1)
 
 
-def _names_option(call: cst.Call, name: str) -> bool:
-    """`add_argument("--accum-steps", ...)` / `("--accum_steps")` / `dest="accum_steps"` declares `name`."""
+def _declared_options(call: cst.Call) -> list[str]:
+    """The names `add_argument("--accum-steps", ...)` / `("--accum_steps")` / `dest="accum_steps"`
+    declares (a `dest` string alone decides)."""
     dest = keyword_value(call, "dest")
     if isinstance(dest, cst.SimpleString):
-        return dest.evaluated_value == name
+        value = dest.evaluated_value
+        return [value] if isinstance(value, str) else []
+    names = []
     for arg in positional_args(call):
         if isinstance(arg.value, cst.SimpleString):
             text = arg.value.evaluated_value
-            if isinstance(text, str) and text.lstrip("-").replace("-", "_") == name and text.startswith("--"):
-                return True
-    return False
+            if isinstance(text, str) and text.startswith("--"):
+                names.append(text.lstrip("-").replace("-", "_"))
+    return list(dict.fromkeys(names))

@@ -109,9 +109,10 @@ def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
     stack = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.Call):
+        kind = type(current)  # LibCST's node classes are concrete: `type(...) is` skips ABCMeta
+        if kind is cst.Call:
             yield current
-        if current is not node and isinstance(current, _NESTED_SCOPES):
+        if current is not node and kind in _NESTED_TYPES:
             continue
         stack.extend(reversed(iter_children(current)))
 

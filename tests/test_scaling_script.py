@@ -1,0 +1,56 @@
+"""`scripts/scaling.py` keeps working: each generated shape is training code the rules read (it
+parses, and the rule families it was written for report in it), and the script prints its table on
+tiny sizes. Only the script measures time; nothing here does."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainlint.engine import lint_source
+from trainlint.settings import Settings, resolve_selection
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+from scaling import SHAPES, generated_file  # noqa: E402
+
+# rule families each shape is written to exercise (a family reports at least one finding)
+FAMILIES = {
+    "functions": {"TL1", "TL2", "TL4", "TL5", "TL6"},
+    "script": {"TL1", "TL4", "TL5", "TL6"},
+    "resume": {"TL4"},
+    "class": {"TL1", "TL3", "TL4", "TL5", "TL6"},
+    "chain": {"TL1"},
+    "mixed": {"TL4", "TL5"},
+}
+
+
+@pytest.mark.parametrize("shape", [*SHAPES, "mixed"])
+def test_a_generated_shape_is_checked_by_its_rule_families(shape):
+    source = generated_file(shape, 120)
+    assert source.count("\n") >= 100
+    compile(source, shape, "exec")
+    result = lint_source(source, f"{shape}.py", Settings(select=resolve_selection(["ALL"], [], [])))
+    assert result.errors == []
+    families = {finding.code[:3] for finding in result.findings}
+    assert "TL0" not in families
+    assert FAMILIES[shape] <= families
+
+
+def test_a_bigger_size_repeats_the_pieces():
+    small, large = generated_file("functions", 100), generated_file("functions", 400)
+    assert large.startswith(small[:200]) and large.count("\ndef ") > 3 * small.count("\ndef ")
+
+
+def test_the_script_prints_each_part_and_the_growth():
+    done = subprocess.run([sys.executable, str(SCRIPTS / "scaling.py"), "--shapes", "chain", "--lines", "40", "80"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert "chain: lines" in out and "whole check / parse" in out
+    assert "index" in out and "TL101" in out and "model training.training_model" in out
+    assert "largest growth of a ratio: chain" in out
