@@ -11,6 +11,7 @@ from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
 from trainlint.model.accumulation import describe_k, is_plateau_scheduler, micro_batch_horizon
 from trainlint.model.shipped import k_condition
+from trainlint.model.summaries import COUNTER, POSITION, own_rate_clock
 
 
 class SchedulerStepPerMicroBatch(Rule):
@@ -597,6 +598,9 @@ class SchedulerStepPerMicroBatch(Rule):
                     continue
                 if model.runs_per_update(loop, ref) or micro_batch_horizon(model, loop, ref):
                     continue
+                clock = own_rate_clock(ctx.index, ref.node.func.value, ref.scope)
+                if clock == POSITION:
+                    continue  # told where it is (`step(epoch, it)`): a repeated call sets the same rate
                 name = ctx.code_for(ref.node.func.value)
                 k = describe_k(ctx, loop)
                 if accelerate is not None and loop.guard.kind == "accelerate":
@@ -609,6 +613,8 @@ class SchedulerStepPerMicroBatch(Rule):
                                f"{k} micro-batches: the schedule advances {k} times per update (a cosine/linear "
                                "schedule ends that many times early); step it once per update, after the "
                                "optimizer step")
+                    if clock == COUNTER:
+                        message += f" (`{name}`'s own `step()` advances its counter on each call)"
                 fix = _fix(ctx, loop, ref, name)
                 if accelerate is not None and loop.guard.kind == "accelerate" and not ref.via \
                         and isinstance(ref.node.func.value, cst.Name):
