@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainlint.finding import Severity
-from trainlint.gate import defines, loops_over, refers_to
+from trainlint.gate import defines, loops_over, named, refers_to
 from trainlint.model.modes import (CHOSEN, EVAL_LOADER_TEXT, GRAD_OFF_CONTEXTS, GRAD_SETTERS, NEW, OFF,
                                    RESTORE, TRAIN, TRAINED, TRAINING_KINDS, display_key,
                                    is_evaluation_name, modes)
@@ -18,9 +18,9 @@ class NoGradEvalInTrainMode(Rule):
     message = "evaluation under no_grad runs the model in train mode"
     triggers = ("no_grad", "inference_mode", "set_grad_enabled")
     # grad off comes only from these; an evaluation is a function named so or a loop over a
-    # validation/test loader
+    # validation/test loader, or a helper a call runs with `set_grad_enabled(<flag>)` set False
     gate = refers_to(*GRAD_OFF_CONTEXTS, *GRAD_SETTERS) & (
-        defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT))
+        defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT)) | (refers_to(*GRAD_SETTERS) & named("^False$"))
     imported_triggers = ("loader", "Loader")  # a no-grad decorator from a helper, an evaluation loop here
     imported_gate = defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT)
     what_it_does = """
@@ -552,6 +552,9 @@ class NoGradEvalInTrainMode(Rule):
         key = display_key(forward.key)
         function = forward.function
         where = f"`{function.name}()`" if function is not None else "this evaluation"
+        if forward.via is not None and function is not None:
+            off = ", ".join(f"`{name}={value}`" for name, value in forward.flags if not value)
+            where = f"`{function.name}()`, called with {off} (grad off),"
         if fact.kind == NEW:
             why = "it was just built and nothing calls `eval()` on it"
         elif fact.kind == TRAINED:
