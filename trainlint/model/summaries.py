@@ -624,12 +624,12 @@ class _Summariser:
         return ClassSummary(node.name.value, bases, self._class_role(node, scope, bases, infos), grad_off,
                             init_attrs, lambda name: self.function(infos[name]) if name in infos else None, trains,
                             (lambda: class_verdict(index, node.name.value)) if module_level else None,
-                            self._sets_next_rate(node, infos), self._rate_clock(node, bases, infos))
+                            self._sets_next_rate(node, infos), self._rate_clock(node, infos))
 
-    def _rate_clock(self, node: cst.ClassDef, bases: tuple[str, ...], infos) -> str | None:
+    def _rate_clock(self, node: cst.ClassDef, infos) -> str | None:
         """`ClassSummary.rate_clock`: what `step()` computes the rate it writes from."""
-        if any(b.startswith("torch.") or b.rsplit(".", 1)[-1] in _SCHEDULER_BASES for b in bases):
-            return None  # torch's convention: its own `last_epoch`, stepped after the optimizer
+        if any(not (isinstance(b.value, cst.Name) and b.value.value == "object") for b in node.bases):
+            return None  # it may inherit torch's convention (through a project base too)
         step = infos.get("step")
         if step is None:
             return None
@@ -638,8 +638,10 @@ class _Summariser:
             return None
         if any(_advances_self_counter(n) for n in own):
             return COUNTER
-        if len(_param_names(step)) > 1:
-            return POSITION
+        params = step.node.params
+        after_self = [*params.posonly_params, *params.params][1:] + list(params.kwonly_params)
+        if any(p.default is None for p in after_self):
+            return POSITION  # `step(self, epoch, it)`: each call says where the schedule is
         return None
 
     def _sets_next_rate(self, node: cst.ClassDef, infos) -> bool:
