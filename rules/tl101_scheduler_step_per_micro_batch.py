@@ -37,6 +37,10 @@ class SchedulerStepPerMicroBatch(Rule):
         `total_steps`, positional lengths after the optimizer; a warmup of 0 aside) is multiplied
         by the loop's K, or counts the loop's micro-batches with K nowhere in it
         (`total_steps=epochs * len(train_loader)`), stepping it every micro-batch ends it on time.
+        A schedule of the project's own whose `step(epoch, it)` writes the rate for the position it is
+        told is left alone too (a repeated call sets the same rate); one that advances its own
+        counter on each call runs ahead like torch's, and the message says so. An object whose
+        `zero_grad()` is called as well as its `step()` owns the optimizer, whatever its name.
 
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
@@ -584,6 +588,34 @@ class SchedulerStepPerMicroBatch(Rule):
                             optimizer.zero_grad()
             """,
             title="a schedule counted in updates (len(train_loader) // K), stepped per micro-batch",
+        ),
+        good(
+            """
+            import math
+            import torch
+
+            class IterCosine:
+                def __init__(self, optimizer, peak, iters_per_epoch, epochs):
+                    self.optimizer, self.peak = optimizer, peak
+                    self.per_epoch, self.length = iters_per_epoch, iters_per_epoch * epochs
+
+                def step(self, epoch, batch_idx):
+                    t = (epoch * self.per_epoch + batch_idx) / self.length
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = self.peak * 0.5 * (1 + math.cos(math.pi * t))
+
+            opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+            schedule = IterCosine(opt, 1e-3, steps_per_epoch, num_epochs)
+            for epoch in range(num_epochs):
+                for batch_idx, (inputs, labels) in enumerate(train_loader):
+                    schedule.step(epoch=epoch, batch_idx=batch_idx)
+                    loss = loss_fn(net(inputs), labels) / accum
+                    loss.backward()
+                    if (batch_idx + 1) % accum == 0:
+                        opt.step()
+                        opt.zero_grad()
+            """,
+            title="a project schedule told its position on every call (step(epoch=..., batch_idx=...)): a repeat sets the same rate",
         ),
     )
 
