@@ -984,9 +984,7 @@ class _Run:
             call = item.item
             flagged = self._flag_grad(call, frame)
             grad = flagged or context_grad(self.index, call, frame.scope)
-            if flagged == OFF:
-                self.flag_off += 1
-                opened_flag += 1
+            opened_flag += flagged == OFF
             if grad is not None:
                 if isinstance(call, cst.Call):
                     for arg in call.args:
@@ -1001,6 +999,7 @@ class _Run:
                 exits.append((after, inner))
                 continue
             state = self.expression(call, state, frame)
+        self.flag_off += opened_flag
         try:
             result = self.block(_body(node.body), state, frame)
         finally:
