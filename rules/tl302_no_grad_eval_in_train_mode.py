@@ -19,10 +19,11 @@ class NoGradEvalInTrainMode(Rule):
     triggers = ("no_grad", "inference_mode", "set_grad_enabled")
     # grad off comes only from these; an evaluation is a function named so or a loop over a
     # validation/test loader, or a helper a call runs with `set_grad_enabled(<flag>)` set False
+    _flag_run = refers_to(*GRAD_SETTERS) & named("^False$")
     gate = refers_to(*GRAD_OFF_CONTEXTS, *GRAD_SETTERS) & (
-        defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT)) | (refers_to(*GRAD_SETTERS) & named("^False$"))
+        defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT)) | _flag_run
     imported_triggers = ("loader", "Loader")  # a no-grad decorator from a helper, an evaluation loop here
-    imported_gate = defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT)
+    imported_gate = defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT) | _flag_run
     what_it_does = """
         Finds evaluations (a loop over a validation/test loader, or a function named as an
         evaluation, with no backward in it) that run a model's forward under `torch.no_grad()`,
