@@ -149,7 +149,7 @@ class Roles:
     def __init__(self, index: FileIndex) -> None:
         self.index = index
         self._memo: dict[tuple[cst.CSTNode, Scope], str | None] = {}
-        self._cleared: dict[tuple[str, cst.CSTNode | None], bool] = {}
+        self._cleared: dict[tuple[str, cst.CSTNode | None], set[str]] | None = None
         #: why a role was given against what the name or class says: (expr, scope) -> a phrase
         self.evidence: dict[tuple[cst.CSTNode, Scope], str] = {}
 
@@ -178,24 +178,27 @@ class Roles:
         else:
             function = scope if scope.kind == "function" else None
             owner_node = function.node if function is not None else None
-        key = (name, owner_node)
-        if key not in self._cleared:
-            methods: set[str] = set()
+        return self._stepped_and_cleared().get((name, owner_node)) == {"zero_grad", "step"}
+
+    def _stepped_and_cleared(self) -> dict[tuple[str, cst.CSTNode | None], set[str]]:
+        """(receiver, its function or, for `self.<attr>`, its class) -> which of `zero_grad`/`step`
+        are called on it: one pass over the file's calls."""
+        if self._cleared is None:
+            self._cleared = {}
             for site in self.index.calls:
                 func = site.node.func
                 if not (isinstance(func, cst.Attribute) and func.attr.value in ("zero_grad", "step")):
                     continue
-                if dotted_name(func.value) != name:
+                name = dotted_name(func.value)
+                if name is None:
                     continue
                 if name.startswith("self."):
-                    site_owner = site.scope.class_scope()
-                    if (site_owner.node if site_owner is not None else None) is not owner_node:
-                        continue
-                elif (site.function.node if site.function is not None else None) is not owner_node:
-                    continue
-                methods.add(func.attr.value)
-            self._cleared[key] = methods == {"zero_grad", "step"}
-        return self._cleared[key]
+                    owner = site.scope.class_scope()
+                    owner_node = owner.node if owner is not None else None
+                else:
+                    owner_node = site.function.node if site.function is not None else None
+                self._cleared.setdefault((name, owner_node), set()).add(func.attr.value)
+        return self._cleared
 
     def is_(self, expr: cst.BaseExpression, scope: Scope, role: str) -> bool:
         return self.of(expr, scope) == role
