@@ -11,6 +11,7 @@ from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
 from trainlint.model.accumulation import describe_k, is_plateau_scheduler, micro_batch_horizon
 from trainlint.model.shipped import k_condition
+from trainlint.model.summaries import COUNTER, POSITION, own_rate_clock
 
 
 class SchedulerStepPerMicroBatch(Rule):
@@ -36,6 +37,10 @@ class SchedulerStepPerMicroBatch(Rule):
         `total_steps`, positional lengths after the optimizer; a warmup of 0 aside) is multiplied
         by the loop's K, or counts the loop's micro-batches with K nowhere in it
         (`total_steps=epochs * len(train_loader)`), stepping it every micro-batch ends it on time.
+        A schedule of the project's own whose `step(epoch, it)` writes the rate for the position it is
+        told is left alone too (a repeated call sets the same rate); one that advances its own
+        counter on each call runs ahead like torch's, and the message says so. An object whose
+        `zero_grad()` is called as well as its `step()` owns the optimizer, whatever its name.
 
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
@@ -589,6 +594,34 @@ class SchedulerStepPerMicroBatch(Rule):
             """,
             title="a schedule counted in updates (len(train_loader) // K), stepped per micro-batch",
         ),
+        good(
+            """
+            import math
+            import torch
+
+            class IterCosine:
+                def __init__(self, optimizer, peak, iters_per_epoch, epochs):
+                    self.optimizer, self.peak = optimizer, peak
+                    self.per_epoch, self.length = iters_per_epoch, iters_per_epoch * epochs
+
+                def step(self, epoch, batch_idx):
+                    t = (epoch * self.per_epoch + batch_idx) / self.length
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = self.peak * 0.5 * (1 + math.cos(math.pi * t))
+
+            opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+            schedule = IterCosine(opt, 1e-3, steps_per_epoch, num_epochs)
+            for epoch in range(num_epochs):
+                for batch_idx, (inputs, labels) in enumerate(train_loader):
+                    schedule.step(epoch=epoch, batch_idx=batch_idx)
+                    loss = loss_fn(net(inputs), labels) / accum
+                    loss.backward()
+                    if (batch_idx + 1) % accum == 0:
+                        opt.step()
+                        opt.zero_grad()
+            """,
+            title="a project schedule told its position on every call (step(epoch=..., batch_idx=...)): a repeat sets the same rate",
+        ),
     )
 
     def check(self, ctx):
@@ -602,6 +635,9 @@ class SchedulerStepPerMicroBatch(Rule):
                     continue
                 if model.runs_per_update(loop, ref) or micro_batch_horizon(model, loop, ref):
                     continue
+                clock = own_rate_clock(ctx.index, ref.node.func.value, ref.scope)
+                if clock == POSITION:
+                    continue  # told where it is (`step(epoch, it)`): a repeated call sets the same rate
                 name = ctx.code_for(ref.node.func.value)
                 k = describe_k(ctx, loop)
                 if accelerate is not None and loop.guard.kind == "accelerate":
@@ -614,6 +650,8 @@ class SchedulerStepPerMicroBatch(Rule):
                                f"{k} micro-batches: the schedule advances {k} times per update (a cosine/linear "
                                "schedule ends that many times early); step it once per update, after the "
                                "optimizer step")
+                    if clock == COUNTER:
+                        message += f" (`{name}`'s own `step()` advances its counter on each call)"
                 fix = _fix(ctx, loop, ref, name)
                 if accelerate is not None and loop.guard.kind == "accelerate" and not ref.via \
                         and isinstance(ref.node.func.value, cst.Name):

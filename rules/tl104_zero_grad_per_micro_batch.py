@@ -469,6 +469,34 @@ class ZeroGradPerMicroBatch(Rule):
             """,
             title="the step under `if do_update:` in a nested helper, the clear after `if not do_update: continue`",
         ),
+        bad(
+            """
+            import torch
+
+            def fit(net, batches, scheduler, accum_steps):
+                # `scheduler` is a warmup wrapper that owns the optimizer: it clears and applies gradients
+                for n, (inputs, labels) in enumerate(batches):
+                    scheduler.zero_grad()
+                    loss = torch.nn.functional.mse_loss(net(inputs), labels) / accum_steps
+                    loss.backward()
+                    if (n + 1) % accum_steps == 0:
+                        scheduler.step()
+            """,
+            line=6,
+            fixed="""
+            import torch
+
+            def fit(net, batches, scheduler, accum_steps):
+                # `scheduler` is a warmup wrapper that owns the optimizer: it clears and applies gradients
+                for n, (inputs, labels) in enumerate(batches):
+                    loss = torch.nn.functional.mse_loss(net(inputs), labels) / accum_steps
+                    loss.backward()
+                    if (n + 1) % accum_steps == 0:
+                        scheduler.step()
+                        scheduler.zero_grad()
+            """,
+            title="an object called scheduler whose zero_grad() and step() are called is the optimizer",
+        ),
     )
 
     def check(self, ctx):

@@ -336,6 +336,29 @@ class MissingZeroGrad(Rule):
             """,
             title="a clear whose reach cannot be told counts for every optimizer",
         ),
+        bad(
+            """
+            import torch
+
+            def fit(net, batches, scheduler):
+                scheduler.zero_grad()  # once, before training: the wrapper owns the optimizer
+                for inputs, labels in batches:
+                    torch.nn.functional.l1_loss(net(inputs), labels).backward()
+                    scheduler.step()
+            """,
+            line=7,
+            fixed="""
+            import torch
+
+            def fit(net, batches, scheduler):
+                scheduler.zero_grad()  # once, before training: the wrapper owns the optimizer
+                for inputs, labels in batches:
+                    scheduler.zero_grad()
+                    torch.nn.functional.l1_loss(net(inputs), labels).backward()
+                    scheduler.step()
+            """,
+            title="a wrapper called scheduler that owns the optimizer, cleared only once before the loop",
+        ),
     )
 
     def check(self, ctx):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainlint.finding import Severity
-from trainlint.gate import defines, loops_over, refers_to
+from trainlint.gate import defines, loops_over, named, refers_to
 from trainlint.model.modes import (CHOSEN, EVAL_LOADER_TEXT, GRAD_OFF_CONTEXTS, GRAD_SETTERS, NEW, OFF,
                                    RESTORE, TRAIN, TRAINED, TRAINING_KINDS, display_key,
                                    is_evaluation_name, modes)
@@ -18,11 +18,12 @@ class NoGradEvalInTrainMode(Rule):
     message = "evaluation under no_grad runs the model in train mode"
     triggers = ("no_grad", "inference_mode", "set_grad_enabled")
     # grad off comes only from these; an evaluation is a function named so or a loop over a
-    # validation/test loader
+    # validation/test loader, or a helper a call runs with `set_grad_enabled(<flag>)` set False
+    _flag_run = refers_to(*GRAD_SETTERS) & named("^False$")
     gate = refers_to(*GRAD_OFF_CONTEXTS, *GRAD_SETTERS) & (
-        defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT))
+        defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT)) | _flag_run
     imported_triggers = ("loader", "Loader")  # a no-grad decorator from a helper, an evaluation loop here
-    imported_gate = defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT)
+    imported_gate = defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT) | _flag_run
     what_it_does = """
         Finds evaluations (a loop over a validation/test loader, or a function named as an
         evaluation, with no backward in it) that run a model's forward under `torch.no_grad()`,
@@ -31,8 +32,10 @@ class NoGradEvalInTrainMode(Rule):
         way there (in the function or in every same-file caller), the model was just built, or the
         caller has been training it and nothing called `model.eval()`. Forwards under `no_grad`
         that are part of training (an EMA or frozen teacher, DQN target values, a bootstrap value)
-        are not evaluations and are left alone. Reported at the first forward of that model in
-        the evaluation.
+        are not evaluations and are left alone. A function that trains and evaluates by a flag
+        (`with torch.set_grad_enabled(train):`, the backward under `if train:`) is an evaluation for
+        a same-file call that passes `train=False`, with what that caller knows about the model.
+        Reported at the first forward of that model in the evaluation.
 
         Only modules whose mode changes what they compute count. A module is left alone when
         every construction of it that the file shows builds a mode-free one: a torch.nn loss
@@ -516,6 +519,80 @@ class NoGradEvalInTrainMode(Rule):
             """,
             title="a diffusers VAE (GroupNorm, no dropout) validated in train mode through unwrap_model and accelerator.prepare",
         ),
+        bad(
+            """
+            import torch
+            import torch.nn as nn
+
+            class Tagger(nn.Module):
+                def __init__(self, vocab, tags):
+                    super().__init__()
+                    self.embed = nn.Embedding(vocab, 64)
+                    self.dropout = nn.Dropout(0.3)
+                    self.out = nn.Linear(64, tags)
+
+                def forward(self, tokens):
+                    return self.out(self.dropout(self.embed(tokens)))
+
+            def one_pass(net, batches, opt, learn):
+                total = 0.0
+                with torch.set_grad_enabled(learn):
+                    for tokens, tags in batches:
+                        loss = nn.functional.cross_entropy(net(tokens).flatten(0, 1), tags.flatten())
+                        if learn:
+                            opt.zero_grad()
+                            loss.backward()
+                            opt.step()
+                        total += loss.item()
+                return total
+
+            def main(train_batches, dev_batches):
+                net = Tagger(5000, 17)
+                opt = torch.optim.Adam(net.parameters())
+                for epoch in range(20):
+                    one_pass(net, train_batches, opt, learn=True)
+                    print(one_pass(net, dev_batches, opt, learn=False))
+            """,
+            line=18,
+            title="one function for training and evaluation, run with set_grad_enabled(False) on a model never put in eval()",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn as nn
+
+            class Tagger(nn.Module):
+                def __init__(self, vocab, tags):
+                    super().__init__()
+                    self.embed = nn.Embedding(vocab, 64)
+                    self.dropout = nn.Dropout(0.3)
+                    self.out = nn.Linear(64, tags)
+
+                def forward(self, tokens):
+                    return self.out(self.dropout(self.embed(tokens)))
+
+            def one_pass(net, batches, opt, learn):
+                net.train(learn)
+                total = 0.0
+                with torch.set_grad_enabled(learn):
+                    for tokens, tags in batches:
+                        loss = nn.functional.cross_entropy(net(tokens).flatten(0, 1), tags.flatten())
+                        if learn:
+                            opt.zero_grad()
+                            loss.backward()
+                            opt.step()
+                        total += loss.item()
+                return total
+
+            def main(train_batches, dev_batches):
+                net = Tagger(5000, 17)
+                opt = torch.optim.Adam(net.parameters())
+                for epoch in range(20):
+                    one_pass(net, train_batches, opt, learn=True)
+                    print(one_pass(net, dev_batches, opt, learn=False))
+            """,
+            title="the shared pass sets the mode from the same flag (net.train(learn))",
+        ),
     )
 
     def check(self, ctx):
@@ -552,6 +629,9 @@ class NoGradEvalInTrainMode(Rule):
         key = display_key(forward.key)
         function = forward.function
         where = f"`{function.name}()`" if function is not None else "this evaluation"
+        if forward.via is not None and function is not None:
+            off = ", ".join(f"`{name}={value}`" for name, value in forward.flags if not value)
+            where = f"`{function.name}()`, called with {off} (grad off),"
         if fact.kind == NEW:
             why = "it was just built and nothing calls `eval()` on it"
         elif fact.kind == TRAINED:

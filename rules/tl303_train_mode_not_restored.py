@@ -565,6 +565,45 @@ class TrainModeNotRestored(Rule):
             """,
             title="GAN phases in helpers, each setting both networks' modes at its start",
         ),
+        good(
+            """
+            import torch
+            import torch.nn as nn
+
+            class FrozenProbe(nn.Module):
+                def __init__(self, backbone, classes):
+                    super().__init__()
+                    self.backbone = backbone
+                    self.fc = nn.Linear(768, classes)
+                    self.drop = nn.Dropout(0.1)
+
+                def set_probe_mode(self):
+                    self.train()
+                    self.backbone.eval()  # the frozen part keeps its statistics
+
+                def forward(self, images):
+                    with torch.no_grad():
+                        feats = self.backbone(images)
+                    return self.fc(self.drop(feats))
+
+            def validate(net, loader):
+                net.eval()
+                with torch.no_grad():
+                    return sum((net(a).argmax(1) == b).sum().item() for a, b in loader)
+
+            def run(backbone, train_loader, val_loader, epochs):
+                probe = FrozenProbe(backbone, 100)
+                opt = torch.optim.SGD(probe.fc.parameters(), lr=0.1)
+                for epoch in range(epochs):
+                    probe.set_probe_mode()
+                    for images, labels in train_loader:
+                        opt.zero_grad()
+                        nn.functional.cross_entropy(probe(images), labels).backward()
+                        opt.step()
+                    print(validate(probe, val_loader))
+            """,
+            title="a method of the model's class called at the top of each epoch puts it back in train mode (its frozen backbone in eval)",
+        ),
     )
 
     def check(self, ctx):

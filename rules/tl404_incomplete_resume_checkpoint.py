@@ -39,10 +39,14 @@ class IncompleteResumeCheckpoint(Rule):
         parameter's name or annotation; a counter by `for epoch in ...` or `step += 1`. State written
         by another `torch.save` in the same function (one file per object) counts as saved, and so
         does a counter written into the file name (`f"{out}/{step:07d}.pt"`): a resume parses it back.
+        A scheduler fast-forwarded on resume by replaying its `step()` (a loop that steps it and
+        trains nothing, `for _ in range(start_epoch): sched.step()`) is restored from the counter.
 
         Also flags the load side: a `torch.load` of a resumable checkpoint (one the same file saves
         with optimizer state, or one whose step/epoch the code reads back) after which only the model
         is restored while an optimizer (or a scheduler or scaler the checkpoint holds) is in reach.
+        A load that only feeds an evaluation is not a resume: no training runs after it in its
+        function, and a model is put in `eval()` (or a `no_grad` block runs) after it.
 
         Quiet on weights-only exports (`torch.save(model.state_dict(), "best.pt")`, safetensors,
         `best`/`final`/`export` files without optimizer state, a bare state dict saved once training
@@ -415,6 +419,48 @@ class IncompleteResumeCheckpoint(Rule):
                         save_checkpoint(model, optimizer, os.path.join(out_dir, f"step_{step:08d}.pt"))
             """,
             title="a save helper whose callers put the step counter in the file name",
+        ),
+        good(
+            """
+            import torch
+
+            def main(net, loader, epochs, resume_from=None):
+                opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+                decay = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[30, 60])
+                first = 0
+                if resume_from:
+                    state = torch.load(resume_from, weights_only=True)
+                    net.load_state_dict(state["net"])
+                    opt.load_state_dict(state["opt"])
+                    first = state["epoch"] + 1
+                    for _ in range(first):  # the schedule is a function of the epoch: replay it
+                        decay.step()
+                for epoch in range(first, epochs):
+                    train_one_epoch(net, loader, opt)
+                    decay.step()
+                    torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "epoch": epoch}, "resume.pt")
+            """,
+            title="the scheduler is fast-forwarded on resume by replaying step(), not read from the file",
+        ),
+        good(
+            """
+            import torch
+
+            def main(net, loader, test_loader, epochs):
+                opt = torch.optim.Adam(net.parameters())
+                for epoch in range(epochs):
+                    for inputs, labels in loader:
+                        opt.zero_grad()
+                        torch.nn.functional.cross_entropy(net(inputs), labels).backward()
+                        opt.step()
+                    torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "epoch": epoch}, "last.pt")
+                final = torch.load("last.pt", weights_only=True)
+                net.load_state_dict(final["net"])
+                net.eval()
+                with torch.no_grad():
+                    print(sum((net(x).argmax(1) == y).sum().item() for x, y in test_loader))
+            """,
+            title="the finished run's weights read back for a test evaluation: not a resume",
         ),
     )
 

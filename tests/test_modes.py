@@ -418,3 +418,81 @@ def test_unrestored_keys_are_named_as_in_the_loop_function():
             main(make_loader())
         """
     assert _unrestored(source) == [("evaluate(model, loader)", "model")]
+
+
+def test_a_helper_run_with_grad_off_by_its_callers_literal():
+    """`run_epoch(model, val_loader, train=False)` into `with torch.set_grad_enabled(train)`: the
+    helper's forward runs with grad off for that call (with the caller's facts about the model), and
+    the backward under `if train:` is a branch that call never takes, so the pass is an evaluation."""
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.drop = nn.Dropout(0.1)
+
+            def forward(self, x):
+                return self.drop(x)
+
+        def run_epoch(model, loader, opt, train):
+            with torch.set_grad_enabled(train):
+                for x, y in loader:
+                    loss = model(x).sum()
+                    if train:
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+
+        def main(loader, val_loader):
+            model = Net()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(3):
+                run_epoch(model, loader, opt, train=True)
+                run_epoch(model, val_loader, opt, train=False)
+        """
+    ctx, model = _model(source)
+    called = [f for f in model.forwards() if f.via is not None]
+    assert [(ctx.code_for(f.via), f.key, sorted(f.grad), f.flags) for f in called] == [
+        ("run_epoch(model, val_loader, opt, train=False)", "model", [OFF], (("train", False),))]
+    assert model.no_grad_evaluation_region(called[0]) is not None
+    own = [f for f in model.forwards() if f.via is None]
+    assert own and all(f.grad == frozenset({COND}) for f in own)
+
+
+def test_a_method_of_a_same_file_class_that_switches_modes_is_followed():
+    """`model.train_custom()` whose body calls `self.train()` (and keeps a frozen part in eval) puts
+    the model back in train mode for the next epoch; a method that never calls `self.train()`
+    does not."""
+    template = """
+        import torch
+        import torch.nn as nn
+
+        class Probe(nn.Module):
+            def __init__(self, encoder):
+                super().__init__()
+                self.encoder = encoder
+                self.head = nn.Linear(8, 2)
+
+            def train_custom(self):
+                {restore}
+                self.encoder.eval()
+
+        def evaluate(net, loader):
+            net.eval()
+            with torch.no_grad():
+                return [net(x) for x in loader]
+
+        def fit(encoder, loader, val_loader, opt):
+            model = Probe(encoder)
+            for epoch in range(3):
+                model.train_custom()
+                for x, y in loader:
+                    opt.zero_grad()
+                    model(x).sum().backward()
+                    opt.step()
+                evaluate(model, val_loader)
+        """
+    assert _unrestored(template.format(restore="self.train()")) == []
+    assert _unrestored(template.format(restore="pass")) == [("evaluate(model, val_loader)", "model")]

@@ -542,3 +542,68 @@ def test_k_is_one_as_shipped(setup, params, bind, one):
     loop = innermost(model)
     assert loop.accumulates
     assert (k_defaults_to_one(ctx, loop) is not None) is one
+
+
+def test_an_object_whose_gradients_are_cleared_and_that_steps_is_the_optimizer():
+    """A name says `scheduler`, but `scheduler.zero_grad()` and `scheduler.step()` are both called:
+    torch's schedulers have no `zero_grad()`, so it owns the optimizer (a warmup wrapper), with the
+    evidence kept. Stepped only, or cleared only, the name still decides."""
+    import libcst as cst
+
+    from trainlint.model.roles import roles
+
+    ctx, model = build("""
+        def train(model, loader, scheduler, lr_scheduler, sched_b):
+            for x, y in loader:
+                scheduler.zero_grad()
+                model(x).sum().backward()
+                scheduler.step()
+                lr_scheduler.step()
+                sched_b.zero_grad()
+
+        class Runner:
+            def reset(self):
+                self.scheduler.zero_grad()
+
+            def update(self):
+                self.scheduler.step()
+        """)
+    function = next(f for f in ctx.index.functions if f.name == "train")
+    model_roles = ctx.model(roles)
+    of = lambda name: model_roles.of(cst.Name(name), function.scope)  # noqa: E731
+    assert [of("scheduler"), of("lr_scheduler"), of("sched_b")] == ["optimizer", "scheduler", "scheduler"]
+    assert any("zero_grad" in why for why in model_roles.evidence.values())
+    update = next(f for f in ctx.index.functions if f.name == "update")
+    attribute = cst.Attribute(cst.Name("self"), cst.Name("scheduler"))
+    assert model_roles.of(attribute, update.scope) == "optimizer"
+    step = next(site.node for site in ctx.index.calls if ctx.code_for(site.node) == "scheduler.step()")
+    assert not model.is_scheduler_step(step, function.scope)
+
+
+def test_training_after_a_node_and_schedulers_replayed_on_resume():
+    """`trains_after`: a later statement of the function runs a training loop (or the node is in a
+    loop). `replayed_schedulers`: a loop that only steps a scheduler fast-forwards it."""
+    from trainlint.model.checkpoints import checkpoint_model
+
+    ctx, model = build("""
+        import torch
+
+        def main(model, loader, epochs, start):
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            sched = torch.optim.lr_scheduler.StepLR(opt, 5)
+            warm = torch.optim.lr_scheduler.StepLR(opt, 5)
+            before = torch.load("last.pt")
+            for _ in range(start):
+                sched.step()
+            for epoch in range(start, epochs):
+                for x, y in loader:
+                    opt.zero_grad()
+                    model(x).sum().backward()
+                    opt.step()
+                    warm.step()
+            after = torch.load("best.pt")
+        """)
+    loads = {ctx.code_for(site.node): site.node for site in ctx.index.calls if "torch.load" in ctx.code_for(site.node)}
+    assert model.trains_after(loads['torch.load("last.pt")'])
+    assert not model.trains_after(loads['torch.load("best.pt")'])
+    assert ctx.model(checkpoint_model).replayed_schedulers == {"sched"}

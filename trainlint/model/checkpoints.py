@@ -36,6 +36,7 @@ from trainlint.model import file_facts
 from trainlint.model.file_facts import file_fact
 from trainlint.model.index import (CallSite, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_arg,
                              positional_args, walk)
+from trainlint.model.modes import GRAD_OFF_CONTEXTS
 from trainlint.model.roles import MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
 from trainlint.model.summaries import SAVE_WORDS, ClassSummary, callable_summary
 from trainlint.model.training import training_model
@@ -192,6 +193,7 @@ class CheckpointModel:
         # (scope, name) of dicts handed to a call or aliased: someone else may fill them
         self.escapes: set[tuple[Scope, str]] = set()
         self._node_order: dict[cst.CSTNode, int] | None = None
+        self._replayed: set[str] | None = None
         self._kinds_by_scope: dict[int, tuple[Scope, list[tuple[str, str]]]] = {}
         self._loaded_texts: set[str] | None = None
         self._moves: dict[tuple[cst.CSTNode, int], dict[str, int]] = {}
@@ -918,7 +920,29 @@ class CheckpointModel:
             missing = {kind: available[kind] for kind in STATE_KINDS if kind in available and kind not in kinds}
             if "step" in missing and self._counter_in_path(save, missing["step"]):
                 del missing["step"]  # `f"{out}/{step:07d}.pt"`: the file name holds the counter
+            if "scheduler" in missing:
+                # `for _ in range(start): sched.step()` on resume: replayed, not read from the file
+                missing["scheduler"] = [n for n in missing["scheduler"] if n not in self.replayed_schedulers]
+                if not missing["scheduler"]:
+                    del missing["scheduler"]
             yield ResumeSave(save, kinds, available, missing)
+
+    @property
+    def replayed_schedulers(self) -> set[str]:
+        """Schedulers fast-forwarded by replaying `step()`: `for _ in range(start_epoch): sched.step()`,
+        a loop that steps them and trains nothing (no backward, no other step). Their position is
+        restored from the counter the checkpoint holds, not from a state dict."""
+        if self._replayed is None:
+            self._replayed = set()
+            for loop in self.index.loops:
+                steps = [n for n in walk(loop.body) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                         and n.func.attr.value in ("step", "backward")]
+                if not steps or any(n.func.attr.value == "backward" for n in steps):
+                    continue
+                scope = self.index.scope_at(loop)
+                if all(self.roles.of(n.func.value, scope) == SCHEDULER for n in steps):
+                    self._replayed |= {name for n in steps if (name := dotted_name(n.func.value))}
+        return self._replayed
 
     def _counter_in_path(self, save: Save, counters: list[str]) -> bool:
         """The save's path names one of the step/epoch counters, directly or through the variable
@@ -1021,6 +1045,8 @@ class CheckpointModel:
             read, restored, opaque, keys = self._uses_of_checkpoint(name, body, site.scope)
             if opaque or "model" not in restored or not read:  # no keys read: a bare state dict
                 continue
+            if self._feeds_evaluation(site, body):
+                continue  # the weights of a finished run, read back to be evaluated: not a resume
             saved = self._saved_with_keys(keys)
             if not ("optimizer" in saved or "step" in read):
                 continue  # nothing says this checkpoint holds more than weights
@@ -1031,6 +1057,26 @@ class CheckpointModel:
                        if kind in held and kind in available and kind not in restored | read]
             if missing:
                 yield site, missing, saved | read
+
+    def _feeds_evaluation(self, site: CallSite, body: cst.CSTNode) -> bool:
+        """No training runs after the load and, after it, a model is put in eval mode (or a
+        no_grad/inference_mode block runs): the loaded weights are evaluated."""
+        if self.ctx.model(training_model).trains_after(site.node):
+            return False
+        order = self.node_order
+        start = order.get(site.node, 0)
+        for node in _walk_scope(body):
+            if order.get(node, -1) <= start:
+                continue
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and (
+                    node.func.attr.value == "eval" and not node.args or
+                    node.func.attr.value == "train" and node.args and
+                    isinstance(node.args[0].value, cst.Name) and node.args[0].value.value == "False"):
+                return True
+            if isinstance(node, cst.WithItem) and isinstance(node.item, cst.Call) and \
+                    self.index.resolve(node.item.func, self.index.scope_at(node)) in GRAD_OFF_CONTEXTS:
+                return True
+        return False
 
     def _loaded_name(self, site: CallSite) -> str | None:
         parent = self.index.parent(site.node)

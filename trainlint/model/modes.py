@@ -211,6 +211,10 @@ class Forward:
     facts: frozenset[Fact]
     grad: frozenset[str]
     method: str | None  # None for `model(x)`, else "forward" / "generate"
+    # a forward in a helper that this function's call `via` runs with grad off by the literal it
+    # passes (`run_epoch(model, val_loader, train=False)` into `with torch.set_grad_enabled(train)`)
+    via: cst.Call | None = None
+    flags: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass(eq=False)
@@ -247,7 +251,7 @@ class ModeModel:
         self._flows: dict[object, Flow] = {}
         self._entries: dict[object, State] = {}
         self._in_progress: set = set()
-        self._computes_grad: dict[cst.CSTNode, bool] = {}
+        self._computes_grad: dict[tuple[cst.CSTNode, tuple], bool] = {}
         self._module_classes: dict[str, bool] = {}
         self._trained: frozenset[str] | None = None
         self._frozen: frozenset[str] = frozenset()
@@ -438,14 +442,19 @@ class ModeModel:
                 return True
         return False
 
-    def computes_grad(self, node: cst.CSTNode, scope: Scope) -> bool:
+    def computes_grad(self, node: cst.CSTNode, scope: Scope, flags: tuple[tuple[str, bool], ...] = ()) -> bool:
         """`node` (directly or through same-file helpers) runs a backward, an optimizer step,
-        `torch.autograd.grad`, `enable_grad` or turns `requires_grad` on: not an evaluation."""
-        if node in self._computes_grad:
-            return self._computes_grad[node]
+        `torch.autograd.grad`, `enable_grad` or turns `requires_grad` on: not an evaluation.
+        With `flags` (parameters a caller binds to literals), a branch those values skip
+        (`if train: loss.backward()` with `train=False`) does not count."""
+        memo = (node, flags)
+        if memo in self._computes_grad:
+            return self._computes_grad[memo]
         result = False
         for ref in self.training.reachable_calls(node, scope):
             call = ref.node
+            if flags and _skipped_branch(self.index, ref.via[0] if ref.via else call, node, dict(flags)):
+                continue
             if self.training.is_backward(call, ref.scope) or self.training.is_optimizer_step(call, ref.scope):
                 result = True
                 break
@@ -466,7 +475,7 @@ class ModeModel:
                         for t in sub.targets) and not _is_false(sub.value):
                     result = True
                     break
-        self._computes_grad[node] = result
+        self._computes_grad[memo] = result
         return result
 
     def scope_of(self, function: FunctionInfo | None) -> Scope:
@@ -501,6 +510,11 @@ class ModeModel:
         if self.is_test_function(function):
             return None
         scope = self.scope_of(function)
+        if forward.via is not None:
+            # a helper its caller runs with grad off by a literal (`train=False`): that pass is an
+            # evaluation unless, with that value, it still computes gradients
+            body = function.node.body if function is not None else None
+            return body if body is not None and not self.computes_grad(body, scope, forward.flags) else None
         loop = self.evaluation_loop_of(forward.call, function)
         if loop is not None and not self.computes_grad(loop, scope):
             return loop
@@ -814,6 +828,7 @@ class _Run:
         self.steps = 0
         # (training loop node, depth of the frame it runs in)
         self.loop_stack: list[tuple[cst.CSTNode, int]] = []
+        self.flag_off = 0  # open `with set_grad_enabled(<parameter bound to False>)` blocks of a helper
         # models forwarded with grad on inside a training loop: the ones it trains
         self.grad_forwarded: set[str] = set()
 
@@ -964,9 +979,12 @@ class _Run:
     def with_(self, node: cst.With, state: State, frame: Frame) -> Outcome:
         grad_before = state.grad
         exits: list[tuple[list, Frame]] = []
+        opened_flag = 0
         for item in node.items:
             call = item.item
-            grad = self._flag_grad(call, frame) or context_grad(self.index, call, frame.scope)
+            flagged = self._flag_grad(call, frame)
+            grad = flagged or context_grad(self.index, call, frame.scope)
+            opened_flag += flagged == OFF
             if grad is not None:
                 if isinstance(call, cst.Call):
                     for arg in call.args:
@@ -981,7 +999,11 @@ class _Run:
                 exits.append((after, inner))
                 continue
             state = self.expression(call, state, frame)
-        result = self.block(_body(node.body), state, frame)
+        self.flag_off += opened_flag
+        try:
+            result = self.block(_body(node.body), state, frame)
+        finally:
+            self.flag_off -= opened_flag
         fall = result.fall
         for after, inner in reversed(exits):
             if fall is not None:
@@ -1058,7 +1080,7 @@ class _Run:
                 return state.with_grad(frozenset({ON if flag else OFF}))
             grad = OFF if value is not None and _is_false(value) else ON if value is not None and _is_true(value) else COND
             return state.with_grad(frozenset({grad}))
-        target = self.index.callee(call, scope)
+        target = self.index.callee(call, scope) or self._mode_method(call, scope)
         if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train") and (
                 target is None or _overrides_module_mode(target)):
             kind = self._mode_kind(call)
@@ -1076,6 +1098,25 @@ class _Run:
                 return self._project_mode_effects(call, summary, state, frame)
             state = self._external_train_helper(call, name, state, frame)
         return state
+
+    def _mode_method(self, call: cst.Call, scope: Scope) -> FunctionInfo | None:
+        """`model.train_custom()` on an instance of a class of this file (every binding of the name
+        builds it) whose method switches modes (`self.train(); self.encoder.eval()`): followed like a
+        helper, its `self` standing for the receiver."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)) or \
+                func.attr.value in ("eval", "train", "forward", "__call__"):
+            return None
+        bindings = scope.lookup(func.value.value)
+        classes = {dotted_name(b.value.func) if b.kind == "assign" and isinstance(b.value, cst.Call) else None
+                   for b in bindings}
+        if len(classes) != 1 or None in classes or next(iter(classes)) not in self.index.classes:
+            return None
+        method = self.index.method(next(iter(classes)), func.attr.value)
+        if method is None or not any(isinstance(n, cst.Attribute) and n.attr.value in ("eval", "train")
+                                     for n in walk(method.node.body)):
+            return None
+        return method
 
     def _project_mode_effects(self, call: cst.Call, summary, state: State, frame: Frame) -> State:
         """A function of another project file that calls `.eval()`/`.train()` on a parameter: the
@@ -1175,6 +1216,10 @@ class _Run:
         if self.loop_stack and state.grad == GRAD_ON:
             self.grad_forwarded.add(key)
         if frame.depth != 0:
+            if frame.depth == 1 and self.flag_off and state.grad == frozenset({OFF}) and \
+                    (facts := state.facts(key)) != ENTRY_FACTS:
+                self.flow.forwards.append(Forward(call, key, frame.function, facts, state.grad, method,
+                                                  frame.chain[0], tuple(sorted(frame.flags.items()))))
             return
         facts = state.facts(key)
         if facts == ENTRY_FACTS:
@@ -1532,6 +1577,21 @@ def _flag_value(expr: cst.BaseExpression, frame: Frame) -> bool | None:
         inner = _flag_value(expr.expression, frame)
         return None if inner is None else not inner
     return None
+
+
+def _skipped_branch(index, node: cst.CSTNode, root: cst.CSTNode, flags: dict[str, bool]) -> bool:
+    """`node` sits in a branch of an `if` under `root` that the literal `flags` never take."""
+    child = node
+    for ancestor in index.ancestors(node):
+        if ancestor is root:
+            return False
+        if isinstance(ancestor, cst.If):
+            value = _flag_value(ancestor.test, Frame(None, index.module_scope, {}, flags=flags))
+            if value is not None and (child is ancestor.body or child is ancestor.orelse) and \
+                    (child is ancestor.body) != value:
+                return True
+        child = ancestor
+    return False
 
 
 def _is_false(expr: cst.BaseExpression) -> bool:

@@ -150,13 +150,56 @@ class Roles:
         self.index = index
         self._memo: dict[tuple[cst.CSTNode, Scope], str | None] = {}
         self._bindings_memo: dict[tuple[str, Scope, int], str | None] = {}
+        self._cleared: dict[tuple[str, cst.CSTNode | None], set[str]] | None = None
+        #: why a role was given against what the name or class says: (expr, scope) -> a phrase
+        self.evidence: dict[tuple[cst.CSTNode, Scope], str] = {}
 
     def of(self, expr: cst.BaseExpression, scope: Scope) -> str | None:
         key = (expr, scope)
         if key not in self._memo:
             self._memo[key] = None  # breaks cycles such as `model = wrap(model)`
-            self._memo[key] = self._infer(expr, scope, depth=0)
+            role = self._infer(expr, scope, depth=0)
+            if role in (SCHEDULER, None) and self.clears_gradients(expr, scope):
+                # torch's schedulers have no `zero_grad()`: an object whose gradients are cleared
+                # and that is stepped owns the optimizer (a warmup wrapper named `scheduler`)
+                role = OPTIMIZER
+                self.evidence[key] = "its `zero_grad()` and `step()` are called: it acts as the optimizer"
+            self._memo[key] = role
         return self._memo[key]
+
+    def clears_gradients(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """Both `<expr>.zero_grad()` and `<expr>.step()` are called on the same object: in the
+        function that holds `expr` for a local name, in any method of the class for `self.<attr>`."""
+        name = dotted_name(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if name is None or name.count(".") > 1 or (isinstance(expr, cst.Attribute) and not name.startswith("self.")):
+            return False
+        if name.startswith("self."):
+            owner = scope.class_scope()
+            owner_node = owner.node if owner is not None else None
+        else:
+            function = scope if scope.kind == "function" else None
+            owner_node = function.node if function is not None else None
+        return self._stepped_and_cleared().get((name, owner_node)) == {"zero_grad", "step"}
+
+    def _stepped_and_cleared(self) -> dict[tuple[str, cst.CSTNode | None], set[str]]:
+        """(receiver, its function or, for `self.<attr>`, its class) -> which of `zero_grad`/`step`
+        are called on it: one pass over the file's calls."""
+        if self._cleared is None:
+            self._cleared = {}
+            for site in self.index.calls:
+                func = site.node.func
+                if not (isinstance(func, cst.Attribute) and func.attr.value in ("zero_grad", "step")):
+                    continue
+                name = dotted_name(func.value)
+                if name is None:
+                    continue
+                if name.startswith("self."):
+                    owner = site.scope.class_scope()
+                    owner_node = owner.node if owner is not None else None
+                else:
+                    owner_node = site.function.node if site.function is not None else None
+                self._cleared.setdefault((name, owner_node), set()).add(func.attr.value)
+        return self._cleared
 
     def is_(self, expr: cst.BaseExpression, scope: Scope, role: str) -> bool:
         return self.of(expr, scope) == role

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from trainlint.model.index import FileIndex, FunctionInfo, Scope, iter_children, keyword_value, positional_args, walk
+from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
+                                   positional_args, walk)
 from trainlint.model.layers import class_verdict
 from trainlint.model.modes import GRAD_WORDS, OFF, context_grad, decorator_grad
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCHEDULER, Roles
@@ -50,6 +51,8 @@ _DETACHING_METHODS = frozenset({"detach", "item", "tolist", "numpy", "detach_"})
 _DETACHING_FUNCTIONS = frozenset({"float", "int", "bool", "round", "len", "str", "math.sqrt", "math.exp"})
 _SAME_GRAPH_METHODS = frozenset({"cpu", "cuda", "to", "float", "double", "half", "clone", "contiguous", "view",
                                  "reshape", "squeeze", "unsqueeze", "mean", "sum", "flatten"})
+# `ClassSummary.rate_clock` values
+COUNTER, POSITION = "counter", "position"
 _SCHEDULER_BASES = ("LRScheduler", "_LRScheduler", "LambdaLR", "ReduceLROnPlateau", "Scheduler")
 _OPTIMIZER_BASES = ("Optimizer",)
 _MODEL_BASES = ("Module", "LightningModule", "PreTrainedModel", "Sequential", "ModuleDict", "ModuleList")
@@ -103,8 +106,14 @@ class ClassSummary:
 
     def __init__(self, name: str, bases: tuple[str, ...] = (), role: str | None = None, grad_off: bool = False,
                  init_attrs: dict[str, str] | None = None, methods=None, trains: bool = False, mode=None,
-                 sets_next_rate: bool = False) -> None:
+                 sets_next_rate: bool = False, rate_clock: str | None = None) -> None:
         self.name = name
+        # the clock a schedule of the project's own keeps (its `step()` writes the rate itself):
+        # COUNTER (a `self.<n> += 1` each call advances, like torch's `last_epoch`) or POSITION
+        # (`step(epoch, it)` is told where it is: calling it again for the same position sets the
+        # same rate, so calling it every micro-batch does not run the schedule ahead); None for
+        # torch's schedulers and anything else.
+        self.rate_clock = rate_clock
         # a schedule of its own (no base class): `step()` writes the learning rate of the coming
         # update into the optimizer's param groups, and building it writes none, so its `step()`
         # is meant to run before that update's `optimizer.step()` (torch's schedulers: after)
@@ -618,7 +627,25 @@ class _Summariser:
         return ClassSummary(node.name.value, bases, self._class_role(node, scope, bases, infos), grad_off,
                             init_attrs, lambda name: self.function(infos[name]) if name in infos else None, trains,
                             (lambda: class_verdict(index, node.name.value)) if module_level else None,
-                            self._sets_next_rate(node, infos))
+                            self._sets_next_rate(node, infos), self._rate_clock(node, infos))
+
+    def _rate_clock(self, node: cst.ClassDef, infos) -> str | None:
+        """`ClassSummary.rate_clock`: what `step()` computes the rate it writes from."""
+        if any(not (isinstance(b.value, cst.Name) and b.value.value == "object") for b in node.bases):
+            return None  # it may inherit torch's convention (through a project base too)
+        step = infos.get("step")
+        if step is None:
+            return None
+        own = self._own_nodes(step)
+        if not any(_assigns_lr(n) for n in own):
+            return None
+        if any(_advances_self_counter(n) for n in own):
+            return COUNTER
+        params = step.node.params
+        after_self = [*params.posonly_params, *params.params][1:] + list(params.kwonly_params)
+        if any(p.default is None for p in after_self):
+            return POSITION  # `step(self, epoch, it)`: each call says where the schedule is
+        return None
 
     def _sets_next_rate(self, node: cst.ClassDef, infos) -> bool:
         """`step()` writes the rate for the coming update and construction writes none (see
@@ -676,8 +703,20 @@ def _is_self_or_super(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value in ("self", "super")
 
 
+def _advances_self_counter(node: cst.CSTNode) -> bool:
+    """`self.n += 1` / `self.n = self.n + 1`."""
+    if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
+        return isinstance(node.target, cst.Attribute) and _is_self_or_super(node.target.value)
+    if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.BinaryOperation) \
+            and isinstance(node.value.operator, cst.Add):
+        target = node.targets[0].target
+        return isinstance(target, cst.Attribute) and _is_self_or_super(target.value) and \
+            dotted_name(node.value.left) == dotted_name(target)
+    return False
+
+
 def _assigns_lr(node: cst.CSTNode) -> bool:
-    """`group["lr"] = ...` / `g['lr'] *= ...`."""
+    """`group["lr"] = ...` / `g['lr'] *= ...` (or the weight decay: a schedule of it)."""
     if isinstance(node, cst.Assign):
         targets = [t.target for t in node.targets]
     elif isinstance(node, cst.AugAssign):
@@ -685,7 +724,7 @@ def _assigns_lr(node: cst.CSTNode) -> bool:
     else:
         return False
     return any(isinstance(t, cst.Subscript) and len(t.slice) == 1 and isinstance(t.slice[0].slice, cst.Index)
-               and _string(t.slice[0].slice.value) == "lr" for t in targets)
+               and _string(t.slice[0].slice.value) in ("lr", "weight_decay") for t in targets)
 
 
 def _forwarded_position(function: FunctionInfo, call: cst.Call, position: int) -> str | None:
@@ -761,6 +800,13 @@ def instance_class(index: FileIndex, expr: cst.BaseExpression, scope: Scope,
             return None
         found = built
     return found
+
+
+def own_rate_clock(index: FileIndex, receiver: cst.BaseExpression, scope: Scope) -> str | None:
+    """`sched.step()` on a project schedule that computes the rate it writes from its own counter or
+    from the position it is given (`ClassSummary.rate_clock`); else None."""
+    built = instance_class(index, receiver, scope, ROLE_WORDS)
+    return built.rate_clock if built is not None else None
 
 
 def callable_summary(index: FileIndex, func: cst.BaseExpression, scope: Scope,

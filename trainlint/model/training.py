@@ -601,6 +601,27 @@ class TrainingModel:
                     return False  # the helper is called from a loop: more training may follow
         return True
 
+    def trains_after(self, node: cst.CSTNode) -> bool:
+        """Training can run after `node`: it sits in a loop, or a later statement of its function
+        (or module) holds a training loop or calls a same-file function that runs one."""
+        chain = [node]
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, _LOOPS):
+                return True
+            chain.append(ancestor)
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+        owner = chain[-1]
+        body = owner.body.body if isinstance(owner, cst.FunctionDef) and isinstance(owner.body, cst.IndentedBlock) \
+            else owner.body if isinstance(owner, cst.Module) else None
+        if body is None:
+            return True
+        position = {id(s): i for i, s in enumerate(body)}
+        statement = next((n for n in chain if id(n) in position), None)
+        if statement is None:
+            return True
+        return any(self._runs_training(s) for s in body[position[id(statement)] + 1:])
+
     def _runs_training(self, statement: cst.CSTNode) -> bool:
         """A training loop is written in `statement` or runs in a same-file function it calls
         (not one merely defined there)."""
