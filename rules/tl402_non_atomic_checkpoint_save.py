@@ -574,7 +574,8 @@ def _fix(ctx, save) -> FixSpec | None:
                 or save.scope.lookup(HELPER) != scope.lookup(HELPER):
             return None
         return FixSpec(title, safe=path_like, replacements=replacement)
-    if re.search(rf"\b{HELPER}\b", module.code):
+    # the text the tree was parsed from: `module.code` would generate the whole file again per save
+    if re.search(rf"\b{HELPER}\b", ctx.source):
         return None  # the name means something else here
     os_name = module_name(index, scope, "os")
     import_edit = None
