@@ -275,10 +275,11 @@ class _Recorder:
     loss of its backward, each param group's learning rate, digests of the parameters, the optimizer
     state, the input batch and torch's RNG state; Python's `random` is seeded from the OS in each
     process, and what it draws shows in the batch); and a copy of the first checkpoint the script saves
-    to a file after `save_after` steps."""
+    to a file after `save_after` steps, the run then going on for `steps_after` more steps."""
 
     def __init__(self, config: dict) -> None:
         self.save_after = config.get("save_after")
+        self.steps_after = config.get("steps_after", 0)
         self.copy_to = config.get("copy_to")
         self.checkpoint = None  # {"path", "step"}
         self.steps: list[dict] = []
@@ -1223,7 +1224,12 @@ class Trace:
             if hasattr(f, "flush"):
                 f.flush()
             recorded = self.optimizers.get(self.recorder.opt)
+            caught = self.recorder.checkpoint
             self.recorder.saved(self.saves[-1]["path"], recorded.steps if recorded else 0)
+            if caught is None and self.recorder.checkpoint is not None:
+                # the run's length was unknown until the save (a script may save once an epoch): now
+                # it is the checkpoint's step and the steps to compare after it
+                self.max_steps = self.recorder.checkpoint["step"] + self.recorder.steps_after
         return result
 
     def _check_resume_bundle(self, obj, stack) -> None:

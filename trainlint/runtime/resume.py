@@ -4,8 +4,10 @@ Two traced runs of SCRIPT, each recording per update step (of its first optimize
 starts from: the loss of its backward, each param group's learning rate, and digests of the
 parameters, the optimizer state, the input batch and the RNG states (`instrument._Recorder`).
 
-1. The uninterrupted run: K+M steps. The first checkpoint the script saves to a file once it has
-   taken K steps is copied aside (its step is the checkpoint step C).
+1. The uninterrupted run. The first checkpoint the script saves to a file once it has taken K steps
+   is copied aside (its step is the checkpoint step C, K or later: a script may save once an epoch);
+   the run goes on to step C+M and stops there (before that save, only the script's end or the
+   timeout stops it).
 2. The resumed run, a fresh process, M steps: with `--resume-arg "--resume {checkpoint}"` the copy
    is passed to it; without, the copy is put back where the script saved it, as a run stopped right
    after that save leaves it, for a script that resumes from its own checkpoint file.
@@ -39,6 +41,7 @@ _WHAT = {"lr": "learning rate (the LR scheduler's state was not restored)",
 # which parts of a divergence confirm each static finding (a rule absent from this checkout is skipped)
 _CONFIRMS = {"TL404": {"lr", "optimizer"}, "TL701": {"rng"}, "TL702": {"batch"}}
 DEFAULT_RESUME_STEPS = 3
+_UNBOUNDED = 2**62
 
 
 @dataclass(frozen=True)
@@ -90,14 +93,17 @@ def resume_check(script: str, args: list[str], k: int, m: int = DEFAULT_RESUME_S
     judged by the comparison. Raises trace.TraceFailed (no checkpoint saved, no resume)."""
     with tempfile.TemporaryDirectory(prefix="trainlint-resume-") as folder:
         copy = os.path.join(folder, "checkpoint.pt")
-        first = trace.run_child(script, args, k + m, timeout, output, record={"save_after": k, "copy_to": copy})
+        # no step bound until the save: the child sets it to C+M once it has copied the checkpoint
+        first = trace.run_child(script, args, _UNBOUNDED, timeout, output,
+                                record={"save_after": k, "steps_after": m, "copy_to": copy})
         record = first.get("record") or {}
         saved = record.get("checkpoint")
         if first["steps"] == 0 or not saved:
+            ended = first.get("error") or "the script ended"
             raise trace.TraceFailed(
-                f"--resume-check {k}: the script took {len(record.get('steps', []))} update steps and saved no "
-                f"checkpoint file (torch.save to a path or an open file) after step {k}: pick K at or after a "
-                f"step where it saves")
+                f"--resume-check {k}: the script took {len(record.get('steps', []))} update steps ({ended}) and "
+                f"saved no checkpoint file (torch.save to a path or an open file) at or after step {k}: pick K "
+                f"at or before a step where it saves")
         if resume_arg:
             again = [*args, *(part.replace("{checkpoint}", copy) for part in shlex.split(resume_arg))]
         else:
@@ -113,7 +119,7 @@ def resume_check(script: str, args: list[str], k: int, m: int = DEFAULT_RESUME_S
                                 "say how the script resumes with --resume-arg \"--resume {checkpoint}\"")
     result = compare(reference, resumed, saved["step"], trace._display(saved["path"]))
     static = trace.lint_for_trace(script, first, settings or Settings())
-    report = trace.join(static, first, script, k + m)
+    report = trace.join(static, first, script, saved["step"] + m)
     for finding in report.findings:
         confirming = _CONFIRMS.get(finding["code"])
         if confirming is None or finding["status"] == trace.NOT_REACHED:  # another save than the one compared
