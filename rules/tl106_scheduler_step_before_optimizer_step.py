@@ -26,8 +26,10 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         one update), it runs before the optimizer's `opt.step()` / `scaler.step(opt)`: at the top
         of the iteration, or between the backward and the step.
 
-        Only a scheduler that runs on the same clock as the optimizer is considered. A per-epoch
-        scheduler stepped in the outer epoch loop, `ReduceLROnPlateau.step(val_loss)` (or any
+        In an outer loop (epochs, or the rollouts of an RL trainer) whose iterations run their
+        updates in inner loops or helpers, `sched.step()` is flagged when it comes before the first
+        optimizer step of the iteration: the first iteration's updates then use the schedule's
+        second value. A per-epoch scheduler stepped after the epoch's updates, `ReduceLROnPlateau.step(val_loss)` (or any
         `step(...)` with a metric or epoch argument), a scheduler stepped on every micro-batch while
         the optimizer is guarded (that is TL101), and a scheduler stepped after the step are not
         flagged; nor is a schedule class of the project's own (no base class) whose `step()` writes
@@ -268,7 +270,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             """,
             title="scheduler after the optimizer",
         ),
-        good(
+        bad(
             """
             import torch
 
@@ -281,7 +283,67 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                     loss.backward()
                     optimizer.step()
             """,
-            title="per-epoch scheduler in the outer loop: not the same update",
+            line=5,
+            title="a per-epoch scheduler stepped at the top of the epoch, before its updates",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def learn(policy, buffer, opt, sched, iterations, passes):
+                for it in range(iterations):
+                    sched.step()
+                    episodes = buffer.fill(policy)
+                    for _ in range(passes):
+                        for chunk in episodes.split(256):
+                            opt.zero_grad()
+                            policy.surrogate_loss(chunk).backward()
+                            opt.step()
+            """,
+            line=6,
+            title="an RL update loop stepping its scheduler before the optimisation passes that follow",
+        ),
+        good(
+            """
+            import torch
+
+            scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30, gamma=0.1)
+            for epoch in range(90):
+                for x, y in train_loader:
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                scheduler.step()
+            """,
+            title="per-epoch scheduler stepped at the end of the epoch",
+        ),
+        good(
+            """
+            import math
+
+
+            class EpochWarmup:
+                def __init__(self, optimizer, warmup, peak):
+                    self.optimizer, self.warmup, self.peak, self.epoch = optimizer, warmup, peak, 0
+
+                def step(self):
+                    self.epoch += 1
+                    scale = min(1.0, self.epoch / self.warmup)
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = self.peak * scale
+
+
+            warm = EpochWarmup(optimizer, warmup=5, peak=3e-4)
+            for epoch in range(epochs):
+                warm.step()
+                for x, y in train_loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+            """,
+            title="a schedule of its own that sets the coming epoch's rate, meant to step first",
         ),
         good(
             """
@@ -353,7 +415,10 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         model = ctx.model(amp_model)
         for unit in model.units:
             if unit.loop is not None and not unit.loop.innermost:
-                continue  # an outer loop's scheduler runs on a slower clock (per epoch)
+                # an outer loop's scheduler runs on a slower clock (per epoch, per rollout): only its
+                # place against the first optimizer step of the iteration matters
+                yield from self._before_inner_updates(ctx, model, unit)
+                continue
             steps = [e for e in unit.of_kind(*OPTIMIZER_STEPS) if not e.engine]
             if not steps:
                 continue
@@ -377,6 +442,36 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                     f"one; step the scheduler after the optimizer",
                     _swap_fix(ctx, sched, first_step),
                 )
+
+
+    def _before_inner_updates(self, ctx, model, unit):
+        """`sched.step()` in the body of an outer loop (epochs, RL rollouts), before the first
+        optimizer step that the inner loops (or the helpers it calls) run in the same iteration:
+        the first iteration's updates all use the schedule's second value."""
+        loop = unit.loop
+        first_at: dict[int, int] = {}
+        for position, ref in enumerate(loop.calls):
+            first_at.setdefault(id(ref.node), position)
+        engines = {id(e.node) for u in model.units for e in u.events if e.engine}
+        steps = [first_at[id(r.node)] for r in loop.step_calls
+                 if id(r.node) in first_at and id(r.node) not in engines]
+        if not steps:
+            return
+        first_step = min(steps)
+        step_node = loop.calls[first_step].node
+        for sched in unit.of_kind(SCHED_STEP):
+            if sched.has_args or sched.loops:
+                continue  # a metric or epoch argument; or stepped inside a nested (non-training) loop
+            position = first_at.get(id(sched.node))
+            if position is None or position > first_step:
+                continue
+            if _skips_first_iteration(ctx, unit, sched) or _sets_next_rate(ctx, sched.node):
+                continue
+            yield self.report(
+                sched.node,
+                f"`{describe(sched.node, ctx)}` runs at the start of each iteration of the outer loop, before "
+                f"the `{describe(step_node, ctx)}` of its updates: the first iteration's updates skip the "
+                f"schedule's first value and each later one uses the next; step the scheduler after them")
 
 
 def _sets_next_rate(ctx, call: cst.CSTNode) -> bool:

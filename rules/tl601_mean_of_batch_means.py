@@ -376,6 +376,41 @@ class MeanOfBatchMeans(Rule):
             line=14,
             title="a training-loss average divided by the other split's loader length: a warning, not a log",
         ),
+        bad(
+            """
+            import torch.nn.functional as F
+            from torch.autograd import Variable
+
+
+            def score(net, val_loader):
+                net.eval()
+                nll = 0
+                for images, digits in val_loader:
+                    logp = net(Variable(images, volatile=True))
+                    nll += F.nll_loss(logp, Variable(digits)).data[0]
+                nll /= len(val_loader)
+                return nll
+            """,
+            line=11,
+            title="old-style `.data[0]` batch means summed, divided by the number of val_loader",
+        ),
+        good(
+            """
+            import torch.nn.functional as F
+            from torch.autograd import Variable
+
+
+            def score(net, val_loader):
+                net.eval()
+                nll = 0
+                for images, digits in val_loader:
+                    logp = net(Variable(images, volatile=True))
+                    nll += F.nll_loss(logp, Variable(digits), size_average=False).data[0]
+                nll /= len(val_loader.dataset)
+                return nll
+            """,
+            title="old-style `.data[0]` of a summed loss, divided by the number of samples",
+        ),
     )
 
     def check(self, ctx):
@@ -535,6 +570,10 @@ def _batch_mean(flow, expr, depth) -> str | None:
         elif isinstance(expr, cst.Call) and flow.index.resolve(expr.func, scope) in _UNWRAP_FUNCTIONS \
                 and len(expr.args) == 1:
             expr = expr.args[0].value
+        elif isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+            expr = expr.value  # `loss.data`: the same tensor, out of the graph
+        elif _first_element(expr):
+            expr = expr.value  # `loss.data[0]`, `loss[0]`: a 0-dim/one-element loss read as a number (old torch)
         else:
             break
     if isinstance(expr, cst.Name):
@@ -796,3 +835,10 @@ def _division(flow, node, accumulators, counts):
             if arg in accumulators:
                 return arg, accumulators[arg]
     return None
+
+
+def _first_element(expr: cst.BaseExpression) -> bool:
+    """`x[0]`: how a one-element loss tensor was read as a number before `.item()`."""
+    return isinstance(expr, cst.Subscript) and len(expr.slice) == 1 \
+        and isinstance(expr.slice[0].slice, cst.Index) and isinstance(expr.slice[0].slice.value, cst.Integer) \
+        and expr.slice[0].slice.value.value == "0"

@@ -212,6 +212,111 @@ class SameDataOrderEveryEpoch(Rule):
         ),
         bad(
             """
+            import torch
+            from torch.utils.data import DataLoader
+            from torch.utils.data.distributed import DistributedSampler
+
+
+            def make_loader(dataset, batch_size):
+                return DataLoader(dataset, batch_size=batch_size, sampler=DistributedSampler(dataset))
+
+
+            class Runner:
+                def __init__(self, net, batches, opt):
+                    self.net = net
+                    self.batches = batches
+                    self.opt = opt
+
+                def one_epoch(self, epoch):
+                    for inputs, labels in self.batches:
+                        self.opt.zero_grad()
+                        loss = torch.nn.functional.mse_loss(self.net(inputs), labels)
+                        loss.backward()
+                        self.opt.step()
+
+                def run(self, epochs):
+                    for epoch in range(epochs):
+                        self.one_epoch(epoch)
+
+
+            def main(net, dataset, opt):
+                batches = make_loader(dataset, 64)
+                Runner(net, batches, opt).run(20)
+            """,
+            line=7,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+            from torch.utils.data.distributed import DistributedSampler
+
+
+            def make_loader(dataset, batch_size):
+                return DataLoader(dataset, batch_size=batch_size, sampler=DistributedSampler(dataset))
+
+
+            class Runner:
+                def __init__(self, net, batches, opt):
+                    self.net = net
+                    self.batches = batches
+                    self.opt = opt
+
+                def one_epoch(self, epoch):
+                    for inputs, labels in self.batches:
+                        self.opt.zero_grad()
+                        loss = torch.nn.functional.mse_loss(self.net(inputs), labels)
+                        loss.backward()
+                        self.opt.step()
+
+                def run(self, epochs):
+                    for epoch in range(epochs):
+                        self.batches.sampler.set_epoch(epoch)
+                        self.one_epoch(epoch)
+
+
+            def main(net, dataset, opt):
+                batches = make_loader(dataset, 64)
+                Runner(net, batches, opt).run(20)
+            """,
+            title="a loader built by a helper, handed to a class whose epoch method iterates it",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            from torch.utils.data.distributed import DistributedSampler
+
+
+            def make_loader(dataset, batch_size):
+                return DataLoader(dataset, batch_size=batch_size, sampler=DistributedSampler(dataset))
+
+
+            class Runner:
+                def __init__(self, net, batches, opt):
+                    self.net = net
+                    self.batches = batches
+                    self.opt = opt
+
+                def one_epoch(self, epoch):
+                    self.batches.sampler.set_epoch(epoch)
+                    for inputs, labels in self.batches:
+                        self.opt.zero_grad()
+                        loss = torch.nn.functional.mse_loss(self.net(inputs), labels)
+                        loss.backward()
+                        self.opt.step()
+
+                def run(self, epochs):
+                    for epoch in range(epochs):
+                        self.one_epoch(epoch)
+
+
+            def main(net, dataset, opt):
+                batches = make_loader(dataset, 64)
+                Runner(net, batches, opt).run(20)
+            """,
+            title="the class's epoch method sets its loader's sampler epoch",
+        ),
+        bad(
+            """
             from torch.utils.data import DataLoader, DistributedSampler
 
             train_loader = DataLoader(train_ds, batch_size=16, sampler=DistributedSampler(train_ds, shuffle=False))
@@ -569,7 +674,7 @@ def _set_epoch_fix(ctx, order, build, loops) -> FixSpec | None:
             and (build.holder.startswith("self.") or order.index.function_at(epoch_loop) is build.function):
         subject = build.holder
     elif build.loader is not None and keyword_value(build.loader_call, "sampler") is build.call \
-            and order._same_place(epoch_loop, build):
+            and order._same_place(epoch_loop, build, build.loader):
         subject = f"{build.loader}.sampler"
     if subject is None:
         return None

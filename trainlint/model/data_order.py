@@ -103,9 +103,64 @@ class DataOrder:
             self.samplers.append(build)
 
     def views(self, build: SamplerBuild) -> list[SamplerBuild]:
-        """The sampler as its own function holds it, and as each same-file caller holds it when the
-        function returns it and its loader (`sampler, loader = build_loaders(...)`)."""
-        found = [build]
+        """The sampler as its own function holds it; as each same-file caller holds it when the
+        function returns it and its loader (`sampler, loader = build_loaders(...)`) or returns the
+        loader alone (`loader = make_loader(...)`, `self.loader = self._make_loader(...)`); and as
+        a class of the file holds a loader handed to its constructor (`self.data = data`)."""
+        found = [build] + self._tuple_views(build) + self._returned_loader_views(build)
+        for view in list(found):
+            found.extend(self._constructor_views(view))
+        return found
+
+    def _returned_loader_views(self, build: SamplerBuild) -> list[SamplerBuild]:
+        """The loader as the callers of a function that returns it bind it."""
+        function = build.function
+        if function is None or build.loader_call is None:
+            return []
+        returned = any(isinstance(node, cst.Return) and node.value is not None
+                       and (node.value is build.loader_call or (build.loader is not None
+                                                               and dotted_name(node.value) == build.loader))
+                       for node in walk(function.node.body))
+        if not returned:
+            return []
+        found = []
+        for site in self.index.callers(function):
+            loader = holder_of(self.index, site.node)
+            if loader is not None:
+                found.append(SamplerBuild(build.call, site.scope, site.function, build.kind, build.what,
+                                          build.shuffle_off, None, build.loader_call, loader))
+        return found
+
+    def _constructor_views(self, view: SamplerBuild) -> list[SamplerBuild]:
+        """The loader as `self.<attr>` of a class of the file whose constructor is handed it by
+        name (`Trainer(model, loader)` with `self.train_data = train_data` in `__init__`)."""
+        if view.loader is None or "." in view.loader:
+            return []
+        found = []
+        for site in self.index.calls:
+            func = site.node.func
+            if not (isinstance(func, cst.Name) and func.value in self.index.classes
+                    and site.function is view.function and site.scope is view.scope):
+                continue
+            init = self.index.method(func.value, "__init__")
+            if init is None:
+                continue
+            params = [p.name.value for p in (*init.node.params.posonly_params, *init.node.params.params,
+                                                 *init.node.params.kwonly_params)]
+            for param in params:
+                if dotted_name(self.index.argument_for(site.node, init, param)) != view.loader:
+                    continue
+                for node in walk(init.node.body):
+                    if isinstance(node, cst.Assign) and len(node.targets) == 1 \
+                            and isinstance(node.value, cst.Name) and node.value.value == param:
+                        attr = dotted_name(node.targets[0].target)
+                        if attr is not None and attr.startswith("self.") and attr.count(".") == 1:
+                            found.append(SamplerBuild(view.call, init.scope, init, view.kind, view.what,
+                                                      view.shuffle_off, None, view.loader_call, attr))
+        return found
+
+    def _tuple_views(self, build: SamplerBuild) -> list[SamplerBuild]:
+        found: list[SamplerBuild] = []
         function = build.function
         if function is None or function.class_name is not None:
             return found
@@ -219,10 +274,12 @@ class DataOrder:
             return False
         return self._same_place(value, build)
 
-    def _same_place(self, use: cst.CSTNode, build: SamplerBuild) -> bool:
-        """A plain name is the sampler's holder in the same function; `self.x`, in the same class."""
+    def _same_place(self, use: cst.CSTNode, build: SamplerBuild, holder: str | None = None) -> bool:
+        """A plain name is the sampler's holder (or `holder`, its loader's) in the same function;
+        `self.x`, in the same class."""
         function = self.index.function_at(use)
-        if build.holder and build.holder.startswith("self."):
+        holder = holder or build.holder
+        if holder and holder.startswith("self."):
             return function is not None and build.function is not None and \
                 function.class_name == build.function.class_name
         return function is build.function or (build.function is None and function is None)
@@ -253,7 +310,7 @@ class DataOrder:
                 continue
             iterated = self.iterated(loop)
             if iterated is call or (holder is not None and dotted_name(iterated) == holder
-                                    and self._same_place(iterated, where)):
+                                    and self._same_place(iterated, where, holder)):
                 found.append(loop)
         return found
 
@@ -290,7 +347,7 @@ class DataOrder:
         if holder is not None:
             for site in self.index.calls:
                 if not any(dotted_name(a.value) == holder for a in site.node.args) \
-                        or not self._same_place(site.node, build):
+                        or not self._same_place(site.node, build, holder):
                     continue
                 outer = self.enclosing_loop(site.node)
                 if outer is not None and self._runs_an_epoch(site.node, site.scope):
