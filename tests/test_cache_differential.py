@@ -437,7 +437,7 @@ def test_a_file_that_changed_after_the_project_read_it_is_not_cached(tmp_path):
 def test_a_component_under_a_folder_tree_too_large_to_list_is_not_cached(tmp_path, monkeypatch):
     """`import tools` may read any module below tools/: past the bound on folders listed, what
     the file reads is unknown, so its result is not stored."""
-    from trainlint.model import project
+    from trainlint.reader import project
 
     files = {"pyproject.toml": "", "evaluate.py": "import tools\n" + EVALUATE.format(decorator="tools.a.b.infer.inference"),
              "tools/__init__.py": "", "tools/a/b/infer.py": NULL_CONTEXT, "other.py": "x = 1\n"}

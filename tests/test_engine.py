@@ -9,6 +9,7 @@ import pytest
 from conftest import BAD, GOOD
 from trainlint.cache import ResultCache
 from trainlint.engine import lint_path, lint_paths, lint_source
+from trainlint.reader.project import Project
 from trainlint.rule import _REGISTRY, Rule
 from trainlint.rules import registry
 from trainlint.settings import SYNTAX_ERROR_CODE, SelectorError, Settings, codes_for, resolve_selection
@@ -120,17 +121,22 @@ def test_results_with_errors_are_not_cached(failing_rule, tmp_path):
     settings = Settings(select=resolve_selection(["TL998", "TL401"], [], []))
     cache = ResultCache(tmp_path / "cache")
     list(lint_paths([str(tmp_path / "one.py")], settings, cache=cache))
-    assert cache.get((tmp_path / "one.py").read_bytes(), str(tmp_path / "one.py"), settings) is None
+    data = (tmp_path / "one.py").read_bytes()
+    depends = Project.for_paths([tmp_path / "one.py"]).dependency_digest(str(tmp_path / "one.py"), data)
+    assert cache.get(data, str(tmp_path / "one.py"), settings, depends) is None
 
 
 def test_cache_round_trip(tmp_path):
     (tmp_path / "one.py").write_text(BAD)
     cache = ResultCache(tmp_path / "cache")
     first = list(lint_paths([str(tmp_path / "one.py")], ALL, cache=cache))
-    cached = cache.get((tmp_path / "one.py").read_bytes(), str(tmp_path / "one.py"), ALL)
+    data = (tmp_path / "one.py").read_bytes()
+    # the key lint_paths used: the digest of the file's component of the project's import graph
+    depends = Project.for_paths([tmp_path / "one.py"]).dependency_digest(str(tmp_path / "one.py"), data)
+    cached = cache.get(data, str(tmp_path / "one.py"), ALL, depends)
     assert cached is not None and cached.findings == first[0].findings
     (tmp_path / "one.py").write_text(GOOD)  # new content, new key
-    assert cache.get((tmp_path / "one.py").read_bytes(), str(tmp_path / "one.py"), ALL) is None
+    assert cache.get((tmp_path / "one.py").read_bytes(), str(tmp_path / "one.py"), ALL, depends) is None
 
 
 # -- selection --------------------------------------------------------------------------------

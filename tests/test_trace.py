@@ -916,7 +916,7 @@ def test_only_the_trace_command_reaches_the_tracer():
     assert users == ["cli.py"]
     cli = (package / "cli.py").read_text()
     body = cli[cli.index("def trace("):]
-    assert body.index("from trainlint.runtime.trace import") < body.index("\ndef ", 1)
+    assert body.index("from trainlint.runtime.trace") < body.index("\ndef ", 1)
 
 
 def test_a_grad_scaler_rebuilt_every_epoch_is_confirmed():
