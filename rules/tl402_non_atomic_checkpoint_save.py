@@ -543,6 +543,12 @@ def helper_code(torch_name: str, os_name: str, indent: str = "    ") -> str:
     ])
 
 
+def _names_helper(ctx) -> bool:
+    """The file's text holds the helper's name (searched once per file, not once per save; the
+    source text, since `module.code` would generate the whole file again)."""
+    return re.search(rf"\b{HELPER}\b", ctx.source) is not None
+
+
 def _fix(ctx, save) -> FixSpec | None:
     """`atomic_save(obj, dest)` in place of `torch.save(obj, dest)`, with the helper (`helper_code`)
     added after the module's imports, once per file, and `import os` where isort puts it when the
@@ -574,8 +580,7 @@ def _fix(ctx, save) -> FixSpec | None:
                 or save.scope.lookup(HELPER) != scope.lookup(HELPER):
             return None
         return FixSpec(title, safe=path_like, replacements=replacement)
-    # the text the tree was parsed from: `module.code` would generate the whole file again per save
-    if re.search(rf"\b{HELPER}\b", ctx.source):
+    if ctx.model(_names_helper):
         return None  # the name means something else here
     os_name = module_name(index, scope, "os")
     import_edit = None
