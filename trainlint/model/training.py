@@ -625,8 +625,16 @@ class TrainingModel:
     def _runs_training(self, statement: cst.CSTNode) -> bool:
         """A training loop is written in `statement` or runs in a same-file function it calls
         (not one merely defined there)."""
+        memo = self.__dict__.setdefault("_runs_training_memo", {})  # asked per save: keep it linear
+        if id(statement) not in memo:
+            memo[id(statement)] = (statement, self._walk_for_training(statement))
+        return memo[id(statement)][1]
+
+    def _walk_for_training(self, statement: cst.CSTNode) -> bool:
         by_node = self._loops_by_node()
-        trained = {tl.function.node for tl in self.loops if tl.function is not None}
+        if "_trained_functions" not in self.__dict__:
+            self._trained_functions = {tl.function.node for tl in self.loops if tl.function is not None}
+        trained = self._trained_functions
         pending = [statement]
         while pending:
             node = pending.pop()
