@@ -195,6 +195,9 @@ class TrainingModel:
         self.window_functions: list[TrainingLoop] = []
         self._accelerate: dict[int, AccelerateAccumulation | None] = {}
         self._prepared: dict[str, list[tuple[cst.Assign, Scope]]] | None = None
+        # `_runs_training` is asked per save and per later statement: each statement is walked once
+        self._runs_training_memo: dict[int, tuple[cst.CSTNode, bool]] = {}
+        self._trained_functions: set[cst.CSTNode] | None = None
         self._body_calls: dict[cst.CSTNode, list[cst.Call]] | None = None
         self._build()
 
@@ -625,14 +628,14 @@ class TrainingModel:
     def _runs_training(self, statement: cst.CSTNode) -> bool:
         """A training loop is written in `statement` or runs in a same-file function it calls
         (not one merely defined there)."""
-        memo = self.__dict__.setdefault("_runs_training_memo", {})  # asked per save: keep it linear
+        memo = self._runs_training_memo  # the node is kept beside its id so the id is never reused
         if id(statement) not in memo:
             memo[id(statement)] = (statement, self._walk_for_training(statement))
         return memo[id(statement)][1]
 
     def _walk_for_training(self, statement: cst.CSTNode) -> bool:
         by_node = self._loops_by_node()
-        if "_trained_functions" not in self.__dict__:
+        if self._trained_functions is None:
             self._trained_functions = {tl.function.node for tl in self.loops if tl.function is not None}
         trained = self._trained_functions
         pending = [statement]
