@@ -3,8 +3,9 @@ static finding is joined to what the run showed.
 
 The scripts in tests/fixtures/trace/ mark their static findings with `# expect:` (test_fixtures
 checks the static side); here each bad script must have every marked finding CONFIRMED, and each
-good twin nothing CONFIRMED and nothing RUNTIME-ONLY. All traces start at once, two at a time, in
-a module fixture (each takes a few seconds, mostly importing torch).
+good twin nothing CONFIRMED and nothing RUNTIME-ONLY. The traces start at once, three at a time, in
+module fixtures (each takes a few seconds of CPU, mostly importing torch): `quick_reports` for the
+default suite, `reports` (every script and shape, about 45 children) for the tests marked `slow`.
 """
 
 from __future__ import annotations
@@ -370,6 +371,42 @@ def _shapes(folder: Path) -> Path:
     return shapes
 
 
+# The styles traced in the default suite (a few seconds of CPU each); `reports`, every run of
+# this module (about 45 traced children, minutes of CPU on 2 cores), is for the tests marked slow.
+QUICK_STYLES = ("plain_accumulation", "amp")
+
+
+def _run_all(runs: dict) -> dict:
+    def run(item):
+        name, (script, args, steps) = item
+        if name.startswith("resume_"):
+            k = 2 if name.startswith("resume_epoch_") else 3
+            try:
+                return name, resume_check(str(script), args, k, resume_arg=steps, output=subprocess.DEVNULL)
+            except TraceFailed as err:  # kept for the test that expects this run to succeed
+                return name, err
+        timeout = TIMEOUT if name in ("timeout", "stubborn") else 300
+        return name, trace_script(str(script), args, max_steps=steps, timeout=timeout, output=subprocess.DEVNULL)
+
+    # three at a time: two of the runs mostly sleep until their timeout
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        return dict(pool.map(run, runs.items()))
+
+
+@pytest.fixture(scope="module")
+def quick_reports():
+    return _run_all({f"{style}_{variant}": (SCRIPTS / f"{style}_{variant}.py", [], 8)
+                     for style in QUICK_STYLES for variant in ("bad", "good")})
+
+
+def _style_reports(request, style: str) -> dict:
+    return request.getfixturevalue("quick_reports" if style in QUICK_STYLES else "reports")
+
+
+def _styles() -> list:
+    return [style if style in QUICK_STYLES else pytest.param(style, marks=pytest.mark.slow) for style in STYLES]
+
+
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     folder = tmp_path_factory.mktemp("trace")
@@ -412,20 +449,7 @@ def reports(tmp_path_factory):
     runs["resume_epoch_plain"] = (shapes / "epoch_save.py", [str(folder / "epoch_plain.pt"), "plain"],
                                   "--resume {checkpoint}")
 
-    def run(item):
-        name, (script, args, steps) = item
-        if name.startswith("resume_"):
-            k = 2 if name.startswith("resume_epoch_") else 3
-            try:
-                return name, resume_check(str(script), args, k, resume_arg=steps, output=subprocess.DEVNULL)
-            except TraceFailed as err:  # kept for the test that expects this run to succeed
-                return name, err
-        timeout = TIMEOUT if name in ("timeout", "stubborn") else 300
-        return name, trace_script(str(script), args, max_steps=steps, timeout=timeout, output=subprocess.DEVNULL)
-
-    # three at a time: two of the runs mostly sleep until their timeout
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        done = dict(pool.map(run, runs.items()))
+    done = _run_all(runs)
     done["folder"] = folder
     return done
 
@@ -450,6 +474,7 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_no_process_of_a_traced_script_survives(reports):
     """Every child, its process group, and the grandchild that left for a session of its own."""
     traced = {name: r for name, r in reports.items() if isinstance(r, TraceReport)}
@@ -464,9 +489,9 @@ def statuses(report: TraceReport) -> dict[tuple[int, str], str]:
     return {(f["line"], f["code"]): f["status"] for f in report.findings}
 
 
-@pytest.mark.parametrize("style", STYLES)
-def test_bad_variant_confirms_every_finding(reports, style):
-    report = reports[f"{style}_bad"]
+@pytest.mark.parametrize("style", _styles())
+def test_bad_variant_confirms_every_finding(request, style):
+    report = _style_reports(request, style)[f"{style}_bad"]
     assert report.error is None
     want = expected(SCRIPTS / f"{style}_bad.py")
     assert set(statuses(report)) == want
@@ -477,9 +502,9 @@ def test_bad_variant_confirms_every_finding(reports, style):
         assert f"{Path(finding['path']).name}:" in finding["evidence"] or finding["code"] in ("TL501", "TL601")
 
 
-@pytest.mark.parametrize("style", STYLES)
-def test_good_twin_confirms_nothing(reports, style):
-    report = reports[f"{style}_good"]
+@pytest.mark.parametrize("style", _styles())
+def test_good_twin_confirms_nothing(request, style):
+    report = _style_reports(request, style)[f"{style}_good"]
     assert report.error is None
     assert report.steps == (0 if style == "eval" else 8) or style == "checkpoint"
     assert not [f for f in report.findings if f["status"] == CONFIRMED]
@@ -487,6 +512,7 @@ def test_good_twin_confirms_nothing(reports, style):
     assert report.exit_code == (4 if style == "eval" else 0)  # an evaluation script: no optimizer step
 
 
+@pytest.mark.slow
 def test_direct_optimizer_step_on_scaled_gradients_is_confirmed_and_the_crash_reported(reports):
     """scaler.update() without scaler.step() raises in GradScaler: the report keeps what ran before."""
     report = reports["amp_step_bad"]
@@ -496,6 +522,7 @@ def test_direct_optimizer_step_on_scaled_gradients_is_confirmed_and_the_crash_re
     assert statuses(report) == {(line, code): CONFIRMED for line, code in expected(SCRIPTS / "amp_step_bad.py")}
 
 
+@pytest.mark.slow
 def test_timeout_stops_the_script_and_still_reports(reports):
     report = reports["timeout"]
     assert report.stopped == "timeout" and report.steps == 2
@@ -506,6 +533,7 @@ def test_timeout_stops_the_script_and_still_reports(reports):
     assert report.runtime_only == []
 
 
+@pytest.mark.slow
 def test_evidence_has_the_numbers(reports):
     bad = {f["code"]: f["evidence"] for f in reports["plain_accumulation_bad"].findings}
     assert "4x per optimizer step" in bad["TL101"]
@@ -517,6 +545,7 @@ def test_evidence_has_the_numbers(reports):
     assert "since eval() at trainer_bad.py:18 (via trainer_bad.py:39)" in trainer["TL303"]
 
 
+@pytest.mark.slow
 def test_a_line_reached_only_after_n_steps_is_not_reached(reports):
     report = reports["not_reached"]
     assert report.steps == 3 and report.error is None
@@ -527,6 +556,7 @@ def test_a_line_reached_only_after_n_steps_is_not_reached(reports):
     assert report.exit_code == 0
 
 
+@pytest.mark.slow
 def test_runtime_only_scheduler_in_a_callback_from_configuration(reports):
     report = reports["callback"]
     assert report.findings == []
@@ -535,6 +565,7 @@ def test_runtime_only_scheduler_in_a_callback_from_configuration(reports):
     assert report.exit_code == 1
 
 
+@pytest.mark.slow
 def test_runtime_only_where_the_static_pass_stops(reports):
     """The slice saved in place (static sees only TL403 there) and a resume bundle without the
     optimizer's state that the static pass does not take for a checkpoint."""
@@ -546,6 +577,7 @@ def test_runtime_only_where_the_static_pass_stops(reports):
     assert "not the state of the optimizer (2 steps taken)" in report.runtime_only[1]["evidence"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["evaluate_checkpoint", "finetune_accumulation", "train_amp"])
 def test_bundled_example_findings_are_all_confirmed(reports, name):
     report = reports[name]
@@ -555,12 +587,14 @@ def test_bundled_example_findings_are_all_confirmed(reports, name):
     assert {k: s for k, s in statuses(report).items() if s != CONFIRMED} == {}
 
 
+@pytest.mark.slow
 def test_clean_example_confirms_nothing(reports):
     report = reports["train_clean"]
     assert report.error is None and report.steps == 8
     assert report.findings == [] and report.runtime_only == []
 
 
+@pytest.mark.slow
 def test_without_accumulation_at_run_time_the_findings_are_not_confirmed(reports):
     """--accum-steps 1: the static findings stand in the code, but this run has no accumulation.
     (The 9th backward runs before the 9th step stops the run.)"""
@@ -575,6 +609,7 @@ def test_without_accumulation_at_run_time_the_findings_are_not_confirmed(reports
 
 # ----- shapes of real scripts (issue 27) ---------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_closure_step_is_one_step_and_owns_its_backward_calls(reports):
     """LBFGS evaluates the closure (zero_grad, backward) several times inside one step(closure)."""
     report = reports["closure"]
@@ -583,6 +618,7 @@ def test_a_closure_step_is_one_step_and_owns_its_backward_calls(reports):
     assert report.runtime_only == [] and report.exit_code == 0
 
 
+@pytest.mark.slow
 def test_a_swallowed_stop_still_ends_the_run(reports):
     """`except: continue` catches the stop: the run is ended at the next training call, with the
     report as it stood at the stop (the calls after it are not findings)."""
@@ -595,6 +631,7 @@ def test_a_swallowed_stop_still_ends_the_run(reports):
     assert "the script caught the stop and went on at swallows.py:11" in render_text(report)
 
 
+@pytest.mark.slow
 def test_a_save_through_a_file_object_is_judged_by_its_file(reports):
     report = reports["file_object_save"]
     (line, status, evidence), = [(f["line"], f["status"], f["evidence"]) for f in report.findings
@@ -603,6 +640,7 @@ def test_a_save_through_a_file_object_is_judged_by_its_file(reports):
     assert "model.pt' in place through a file object opened on it" in evidence
 
 
+@pytest.mark.slow
 def test_eval_mode_is_a_hazard_only_for_a_mode_dependent_forward(reports):
     """The same script: a model without dropout, batch norm or a forward reading self.training (eval
     mode changes nothing), and one with a module whose forward reads self.training."""
@@ -618,6 +656,7 @@ def test_eval_mode_is_a_hazard_only_for_a_mode_dependent_forward(reports):
     assert "Gate (its forward reads self.training) active" in gated.runtime_only[0]["evidence"]
 
 
+@pytest.mark.slow
 def test_a_script_that_ignores_the_stop_is_killed_and_keeps_its_steps(reports):
     report = reports["stubborn"]
     assert int((reports["folder"] / "stepped").read_text()) == report.pid
@@ -626,6 +665,7 @@ def test_a_script_that_ignores_the_stop_is_killed_and_keeps_its_steps(reports):
     assert report.exit_code == 0
 
 
+@pytest.mark.slow
 def test_os_exit_and_a_kill_keep_the_steps_seen(reports):
     exited = reports["os_exit"]
     assert (exited.stopped, exited.steps, exited.error) == ("error", 2, "the script called os._exit(7)")
@@ -634,12 +674,14 @@ def test_os_exit_and_a_kill_keep_the_steps_seen(reports):
     assert (killed.stopped, killed.steps, killed.error) == ("killed", 2, "the script was killed by SIGKILL")
 
 
+@pytest.mark.slow
 def test_a_script_failing_before_its_first_step_exits_3_with_a_plain_error(reports):
     report = reports["crashes_early"]
     assert report.error == "RuntimeError: no such config (at crashes_early.py:4)"
     assert report.exit_code == 3
 
 
+@pytest.mark.slow
 def test_a_hand_written_update_stops_at_max_steps_and_exits_4_with_a_hint(reports):
     report = reports["manual_sgd"]
     assert report.steps == 0 and report.stopped == "max-steps" and report.error is None
@@ -650,6 +692,7 @@ def test_a_hand_written_update_stops_at_max_steps_and_exits_4_with_a_hint(report
     assert "--timeout" in reports["eval_good"].hint and reports["eval_good"].exit_code == 4
 
 
+@pytest.mark.slow
 def test_step_counts_per_optimizer(reports):
     report = reports["gan"]
     assert report.steps == 6 and report.stopped == "max-steps"
@@ -678,6 +721,7 @@ def test_an_info_finding_confirmed_does_not_fail_the_run():
     ("optimizer", 4, ["lr", "optimizer"]),  # a fresh optimizer: no moments, and the initial LR
     ("rng", 4, ["rng"]),
 ])
+@pytest.mark.slow
 def test_resume_check_names_the_first_divergent_step_and_part(reports, part, step, parts):
     report, result = reports[f"resume_{part}"]
     assert report.error is None and report.steps == 6
@@ -694,6 +738,7 @@ def test_resume_check_names_the_first_divergent_step_and_part(reports, part, ste
         assert f"resume diverges at step {step}: {', '.join(parts)}" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["atomic", "plain"])
 def test_resume_check_waits_for_a_save_after_step_k(reports, how):
     """K=2, and the script saves once an epoch (after step 6): that save is the checkpoint, and the
@@ -708,6 +753,7 @@ def test_resume_check_waits_for_a_save_after_step_k(reports, how):
     assert "saved after step 6" in text and "resume is exact" in text and "steps 7-9 " in text
 
 
+@pytest.mark.slow
 def test_resume_check_judges_the_static_checkpoint_findings(reports):
     report, result = reports["resume_scheduler"]
     (tl404,) = [f for f in report.findings if f["code"] == "TL404"]
@@ -919,6 +965,7 @@ def test_only_the_trace_command_reaches_the_tracer():
     assert body.index("from trainlint.runtime.trace") < body.index("\ndef ", 1)
 
 
+@pytest.mark.slow
 def test_a_grad_scaler_rebuilt_every_epoch_is_confirmed():
     """TL205 is off by default: selected, its finding is CONFIRMED with the scale it threw away;
     by default the run still shows it, as RUNTIME-ONLY; one scaler for the run shows nothing."""

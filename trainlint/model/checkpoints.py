@@ -1056,7 +1056,40 @@ class CheckpointModel:
             missing = [(kind, available[kind][0]) for kind in ("optimizer", "scheduler", "scaler")
                        if kind in held and kind in available and kind not in restored | read]
             if missing:
+                # a resume split over helpers (`resume_model(path, model)` beside
+                # `resume_train_utils(path, optimizer, scheduler)`): what the others restore counts
+                elsewhere = self._restored_by_other_loads(site)
+                missing = [(kind, label) for kind, label in missing if kind not in elsewhere]
+            if missing:
                 yield site, missing, saved | read
+
+    def _restored_by_other_loads(self, site: CallSite) -> set[str]:
+        """The kinds that the file's other loads of the same checkpoint restore or read: same path
+        text, or a parameter that same-file callers bind to the same text."""
+        sources = self._load_sources(site)
+        found: set[str] = set()
+        if not sources:
+            return found
+        for other in self.loads:
+            if other is site or not sources & self._load_sources(other):
+                continue
+            name = self._loaded_name(other)
+            if name is None:
+                continue
+            body = other.function.node if other.function is not None else self.index.module
+            read, restored, _, _ = self._uses_of_checkpoint(name, body, other.scope)
+            found |= read | restored
+        return found
+
+    def _load_sources(self, site: CallSite) -> set[str]:
+        args = positional_args(site.node)
+        path = args[0].value if args else None
+        if path is None:
+            return set()
+        if isinstance(path, cst.Name) and site.function is not None and self.is_param(path, site.scope):
+            return {self.text(arg) for caller in self.index.callers(site.function)
+                    if (arg := self.index.argument_for(caller.node, site.function, path.value)) is not None}
+        return {self.text(path)}
 
     def _feeds_evaluation(self, site: CallSite, body: cst.CSTNode) -> bool:
         """No training runs after the load and, after it, a model is put in eval mode (or a

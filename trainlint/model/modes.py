@@ -674,10 +674,15 @@ class ModeModel:
         implicit = self._trains_before(site)
         for caller_key, facts in before.modes.items():
             facts = frozenset(f._replace(site=None) for f in facts)
+            passed = False
             for name, arg_key in mapping.items():
                 if caller_key == arg_key or caller_key.startswith(arg_key + "."):
                     modes[name + caller_key[len(arg_key):]] = facts
-            if caller_key.split(".")[0] not in local_names:
+                    passed = True
+            # a model the function reaches as a global keeps the caller's name; one passed in is
+            # known only by its parameter's (kept under both, `model.train()` would leave the
+            # caller's name in eval mode and a backward of the helper would see a stale eval)
+            if not passed and caller_key.split(".")[0] not in local_names:
                 modes.setdefault(caller_key, facts)
         if implicit:
             # no recorded switch, but the caller has been training this model: it is in train mode
@@ -1091,7 +1096,10 @@ class _Run:
             self._check_backward(call, state)
         self._record_forward(call, state, frame)
         if target is not None and frame.depth < _MAX_INLINE_DEPTH and target.node not in frame.active:
-            return self._inline(call, target, state, frame)
+            after = self._inline(call, target, state, frame)
+            if target.class_name is not None and self.index.callee(call, scope) is None:
+                after = self._own_train_mode(call, target, after, frame)
+            return after
         if target is None and call.args:
             summary = self.index.summary_of(func, scope, MODE_WORDS)
             if summary is not None and hasattr(summary, "mode_effect"):
@@ -1107,9 +1115,13 @@ class _Run:
         if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)) or \
                 func.attr.value in ("eval", "train", "forward", "__call__"):
             return None
-        bindings = scope.lookup(func.value.value)
-        classes = {dotted_name(b.value.func) if b.kind == "assign" and isinstance(b.value, cst.Call) else None
-                   for b in bindings}
+        if not any(f.class_name is not None for f in self.index.functions_named(func.attr.value)):
+            return None  # no class of this file defines it: `optimizer.step()`, `loss.backward()`
+        # what builds the receiver: its assignments, or what same-file callers pass for a parameter
+        # (`Discriminator(...).to(device)` in `main`, `discriminator` in `train_epoch`)
+        constructions = self.model._constructions(func.value, scope)
+        classes = {dotted_name(_strip_wrappers(c).func) if isinstance(_strip_wrappers(c), cst.Call) else None
+                   for c, _ in constructions or ()}
         if len(classes) != 1 or None in classes or next(iter(classes)) not in self.index.classes:
             return None
         method = self.index.method(next(iter(classes)), func.attr.value)
@@ -1117,6 +1129,22 @@ class _Run:
                                      for n in walk(method.node.body)):
             return None
         return method
+
+    def _own_train_mode(self, call: cst.Call, method: FunctionInfo, state: State, frame: Frame) -> State:
+        """After `model.train_custom()`, a method of the model's class that puts the model or some of
+        its parts in train mode (`self.classifier_head.train()` beside a frozen `self.encoder`): it is
+        the class's own way into training, so the model itself counts as restored; the parts the
+        method leaves in eval mode keep their own facts."""
+        key = self.model._key(call.func.value, frame)
+        if key is None or not any(f.kind == EVAL for f in state.facts(key)):
+            return state
+        inside = set(walk(method.node))
+        switched = [f for k, facts in state.modes.items() if k == key or k.startswith(key + ".")
+                    for f in facts if f.node in inside]
+        if not switched or not any(f.kind == TRAIN for f in switched) or \
+                any(f.kind == EVAL for f in state.facts(key) if f.node in inside):
+            return state
+        return state.set(key, frozenset({self._fact(RESTORE, call, frame)}))
 
     def _project_mode_effects(self, call: cst.Call, summary, state: State, frame: Frame) -> State:
         """A function of another project file that calls `.eval()`/`.train()` on a parameter: the

@@ -13,7 +13,7 @@ import re
 
 import libcst as cst
 
-from trainlint.model.index import FileIndex, Scope, dotted_name, positional_args, unpacked_position, walk
+from trainlint.model.index import FileIndex, Scope, dotted_name, iter_children, positional_args, unpacked_position, walk
 
 OPTIMIZER, SCHEDULER, SCALER, MODEL, LOADER, ACCELERATOR = (
     "optimizer", "scheduler", "scaler", "model", "loader", "accelerator")
@@ -111,6 +111,15 @@ _NAMES: tuple[tuple[re.Pattern, str], ...] = (
 )
 
 
+#: What code does with an optimizer or a scheduler (torch's, and the wrappers' usual extras): a name
+#: with one of these used on it keeps the role its name suggests.
+_STATE_API = frozenset({
+    "step", "zero_grad", "param_groups", "state_dict", "load_state_dict", "add_param_group", "state",
+    "defaults", "get_last_lr", "get_lr", "last_epoch", "base_lrs", "optimizer", "synchronize",
+    "skip_synchronize", "consolidate_state_dict", "backward", "update", "rate", "lr",
+})
+
+
 def role_from_name(name: str) -> str | None:
     """The role a variable's name suggests (`lr_sched` -> scheduler), the last resort."""
     for pattern, role in _NAMES:
@@ -151,6 +160,7 @@ class Roles:
         self._memo: dict[tuple[cst.CSTNode, Scope], str | None] = {}
         self._bindings_memo: dict[tuple[str, Scope, int], str | None] = {}
         self._cleared: dict[tuple[str, cst.CSTNode | None], set[str]] | None = None
+        self._attributes: dict[tuple[cst.CSTNode | None, str], set[str]] | None = None
         #: why a role was given against what the name or class says: (expr, scope) -> a phrase
         self.evidence: dict[tuple[cst.CSTNode, Scope], str] = {}
 
@@ -209,7 +219,7 @@ class Roles:
         if depth > 8:
             return None
         if isinstance(expr, cst.Name):
-            return self._from_bindings(expr.value, scope, depth) or role_from_name(expr.value)
+            return self._from_bindings(expr.value, scope, depth) or self._role_from_name(expr.value, scope)
         if isinstance(expr, cst.Attribute):
             if self._is_module_path(expr, scope):  # `torch.optim` is a module, not an optimizer
                 return None
@@ -223,6 +233,40 @@ class Roles:
         if isinstance(expr, cst.Dict):
             return CONFIG
         return None
+
+    def _role_from_name(self, name: str, scope: Scope) -> str | None:
+        """The role the name suggests, unless how the name is used says otherwise: `opt` whose
+        `opt.resume_path`, `opt.arch` are read and that is never stepped, cleared or asked for
+        its `param_groups` is an options namespace, not an optimizer."""
+        role = role_from_name(name)
+        if role not in (OPTIMIZER, SCHEDULER):
+            return role
+        owner = scope
+        while owner is not None and name not in owner.bindings:
+            owner = owner.parent
+        used = self._attributes_used().get((owner.node if owner is not None else None, name), set())
+        if used & _STATE_API or len(used - _STATE_API) < 2:
+            return role
+        return None
+
+    def _attributes_used(self) -> dict[tuple[cst.CSTNode | None, str], set[str]]:
+        """(scope node, name) -> the attributes read or written on the name there: one pass over
+        the file."""
+        if self._attributes is None:
+            self._attributes = {}
+            scope_of_node = self.index.scope_of_node
+            stack = [(self.index.module, self.index.module_scope)]
+            while stack:
+                node, scope = stack.pop()
+                inner = scope_of_node.get(node, scope)
+                stack.extend((child, inner) for child in iter_children(node))
+                if type(node) is cst.Attribute and type(node.value) is cst.Name:
+                    owner = scope
+                    while owner is not None and node.value.value not in owner.bindings:
+                        owner = owner.parent
+                    key = (owner.node if owner is not None else None, node.value.value)
+                    self._attributes.setdefault(key, set()).add(node.attr.value)
+        return self._attributes
 
     def _is_module_path(self, expr: cst.Attribute, scope: Scope) -> bool:
         base = expr.value
