@@ -388,6 +388,133 @@ class TrainModeNotRestored(Rule):
         good(
             """
             import torch
+
+
+            def train_epoch(model, loader, optimizer):
+                model.train()
+                for x, y in loader:
+                    loss = model(x, y)
+                    loss.backward()
+                    optimizer.step()
+                    model.zero_grad()
+
+
+            def evaluate(model, loader):
+                model.eval()
+                with torch.no_grad():
+                    return sum(model(x, y).item() for x, y in loader)
+
+
+            def fit(net, train_loader, val_loader, epochs):
+                opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+                for epoch in range(epochs):
+                    train_epoch(net, train_loader, opt)
+                    print(epoch, evaluate(net, val_loader))
+            """,
+            title="the next epoch's helper starts with model.train() on the model it is passed",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class Probe(nn.Module):
+                def __init__(self, encoder, classes):
+                    super().__init__()
+                    self.encoder = encoder
+                    self.head = nn.Sequential(nn.Dropout(0.2), nn.Linear(512, classes))
+
+                def train_head(self):
+                    for p in self.encoder.parameters():
+                        p.requires_grad = False
+                    self.head.train()
+
+                def forward(self, x):
+                    return self.head(self.encoder(x))
+
+
+            def train_epoch(probe, loader, optimizer):
+                probe.train_head()
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    nn.functional.cross_entropy(probe(x), y).backward()
+                    optimizer.step()
+
+
+            def evaluate(probe, loader):
+                probe.eval()
+                with torch.no_grad():
+                    return sum(probe(x).argmax(1).eq(y).sum().item() for x, y in loader)
+
+
+            def main(encoder, train_loader, val_loader, classes):
+                probe = Probe(encoder, classes).to("cuda")
+                optimizer = torch.optim.Adam(probe.head.parameters())
+                for epoch in range(10):
+                    train_epoch(probe, train_loader, optimizer)
+                    evaluate(probe, val_loader)
+            """,
+            title="the model's own method puts the trained head back in train mode beside a frozen encoder",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train_epoch(model, loader, optimizer):
+                for x, y in loader:
+                    loss = model(x, y)
+                    loss.backward()
+                    optimizer.step()
+                    model.zero_grad()
+
+
+            def evaluate(model, loader):
+                model.eval()
+                with torch.no_grad():
+                    return sum(model(x, y).item() for x, y in loader)
+
+
+            def fit(net, train_loader, val_loader, epochs):
+                opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+                net.train()
+                for epoch in range(epochs):
+                    train_epoch(net, train_loader, opt)
+                    print(epoch, evaluate(net, val_loader))
+            """,
+            line=23,
+            fixed="""
+            import torch
+
+
+            def train_epoch(model, loader, optimizer):
+                for x, y in loader:
+                    loss = model(x, y)
+                    loss.backward()
+                    optimizer.step()
+                    model.zero_grad()
+
+
+            def evaluate(model, loader):
+                model.eval()
+                with torch.no_grad():
+                    return sum(model(x, y).item() for x, y in loader)
+
+
+            def fit(net, train_loader, val_loader, epochs):
+                opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+                net.train()
+                for epoch in range(epochs):
+                    train_epoch(net, train_loader, opt)
+                    print(epoch, evaluate(net, val_loader))
+                    net.train()
+            """,
+            title="the epoch helper never calls model.train(): from the second epoch on it trains in eval mode",
+        ),
+        good(
+            """
+            import torch
             import torch.nn.functional as F
 
             model.train()

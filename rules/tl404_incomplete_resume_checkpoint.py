@@ -183,6 +183,58 @@ class IncompleteResumeCheckpoint(Rule):
             """
             import torch
 
+            def resume_model(resume_path, model):
+                checkpoint = torch.load(resume_path, map_location="cpu", weights_only=True)
+                model.load_state_dict(checkpoint["state_dict"])
+                return model
+
+            def resume_train_utils(resume_path, optimizer, scheduler):
+                checkpoint = torch.load(resume_path, map_location="cpu", weights_only=True)
+                optimizer.load_state_dict(checkpoint["optimizer"])
+                scheduler.load_state_dict(checkpoint["scheduler"])
+                return checkpoint["epoch"] + 1
+
+            def main(opt):
+                model = build_model(opt)
+                optimizer = torch.optim.SGD(model.parameters(), lr=opt.lr, momentum=0.9)
+                scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, opt.milestones)
+                begin_epoch = 1
+                if opt.resume_path is not None:
+                    model = resume_model(opt.resume_path, model)
+                    begin_epoch = resume_train_utils(opt.resume_path, optimizer, scheduler)
+                train(model, optimizer, scheduler, begin_epoch, opt)
+            """,
+            title="the resume is split over two helpers reading the same file; `opt` is the options namespace",
+        ),
+        bad(
+            """
+            import torch
+
+            def load_weights(path, model):
+                checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+                model.load_state_dict(checkpoint["state_dict"])
+                return checkpoint["epoch"] + 1
+
+            def load_schedule(path, scheduler):
+                checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+                scheduler.load_state_dict(checkpoint["scheduler"])
+
+            def main(opt):
+                model = build_model(opt)
+                optimizer = torch.optim.SGD(model.parameters(), lr=opt.lr, momentum=0.9)
+                scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, opt.milestones)
+                if opt.resume_path is not None:
+                    begin_epoch = load_weights(opt.resume_path, model)
+                    load_schedule(opt.schedule_path, scheduler)
+                train(model, optimizer, scheduler, opt)
+            """,
+            line=4,
+            title="the other helper reads another file, and nothing restores the optimizer",
+        ),
+        good(
+            """
+            import torch
+
             model = Net()
             optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
             scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=100)

@@ -711,3 +711,51 @@ def test_k_is_what_the_callers_in_other_files_pass_not_the_parameter_default():
                 if f.code == "TL101"]
     assert [f.severity.value for f in alone] == ["warning"] and alone[0].message.startswith("if `accum_iter`")
     assert [f.severity.value for f in together] == ["error"] and not together[0].message.startswith("if ")
+
+
+EPOCH_HELPER = """
+    import torch
+
+    def train_epoch(epoch, loader, model, criterion, optimizer, out):
+        model.train()
+        for inputs, targets in loader:
+            loss = criterion(model(inputs), targets)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        torch.save({"epoch": epoch + 1, "state_dict": model.state_dict(),
+                    "optimizer": optimizer.state_dict()}, f"{out}/save_{epoch}.pth")
+    """
+
+
+@pytest.mark.parametrize("script, fires", [
+    # the scheduler the caller steps (in another file) is not in the helper's checkpoint
+    ("""
+        import torch
+        from train import train_epoch
+
+        if __name__ == "__main__":
+            model = build_model()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+            scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, "min", patience=10)
+            for epoch in range(1, 200):
+                train_epoch(epoch, loader, model, torch.nn.CrossEntropyLoss(), optimizer, "out")
+                scheduler.step(validate(model))
+        """, True),
+    # no scheduler anywhere: model, optimizer and epoch are the whole state
+    ("""
+        import torch
+        from train import train_epoch
+
+        if __name__ == "__main__":
+            model = build_model()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+            for epoch in range(1, 200):
+                train_epoch(epoch, loader, model, torch.nn.CrossEntropyLoss(), optimizer, "out")
+        """, False),
+], ids=["scheduler-in-the-caller", "no-scheduler"])
+def test_state_a_caller_in_another_file_holds_counts_for_the_helpers_checkpoint(tmp_path, script, fires):
+    write(tmp_path, {"pyproject.toml": "", "train.py": EPOCH_HELPER, "main.py": script})
+    together = _codes(lint_path(str(tmp_path / "train.py"), ALL, project=Project(tmp_path)))
+    assert ((11, "TL404") in together) is fires
+    assert (11, "TL404") not in _codes(lint_path(str(tmp_path / "train.py"), ALL))

@@ -108,3 +108,34 @@ def test_a_size_ratio_a_model_in_another_file_returns_is_a_number(tmp_path, seco
     settings = Settings(select=resolve_selection(["TL501"], [], []))
     results = list(lint_paths([str(tmp_path / "train.py")], settings))
     assert [f.code for f in results[0].findings] == (["TL501"] if fires else [])
+
+
+ROLE_SOURCE = """
+import torch
+
+def main({param}):
+    {body}
+"""
+
+
+@pytest.mark.parametrize("param, body, role", [
+    # the name says optimizer, the uses say an options namespace
+    ("opt", "print(opt.resume_path, opt.arch); opt.begin_epoch = 1", None),
+    ("optim", "run(optim.lr_steps, optim.batch_size, optim.workers)", None),
+    ("scheduler", "return scheduler.milestones_file, scheduler.warmup_epochs", None),
+    # one use of what an optimizer or a scheduler offers keeps what the name says
+    ("opt", "print(opt.resume_path, opt.arch); opt.step()", "optimizer"),
+    ("opt", "opt.param_groups[0]['lr'] = opt.base, opt.floor", "optimizer"),
+    ("lr_scheduler", "lr_scheduler.warmup, lr_scheduler.total = 1, 2; lr_scheduler.step()", "scheduler"),
+    # too little said: the name decides
+    ("opt", "print(opt.resume_path)", "optimizer"),
+    ("opt", "run(opt)", "optimizer"),
+])
+def test_a_name_guess_yields_to_how_the_name_is_used(param, body, role):
+    from trainlint.model.roles import roles
+
+    source = ROLE_SOURCE.format(param=param, body=body)
+    module = cst.parse_module(source)
+    ctx = FileContext("t.py", source, module, (2, 6))
+    function = next(f for f in ctx.index.functions if f.name == "main")
+    assert ctx.model(roles).of(cst.Name(param), function.scope) == role

@@ -837,6 +837,13 @@ class CheckpointModel:
         for each in scopes:
             for name, kind in self._scope_kinds(each):
                 add(kind, name)
+        linker = self.index.linker
+        if function is not None and function.class_name is None and linker is not None and \
+                function.scope.parent is self.index.module_scope:
+            for call in linker.callers(function.name):  # callers in the project's other files
+                for name, role in call.state:
+                    if role in _ROLE_KIND:
+                        add(_ROLE_KIND[role], name)
         class_name = function.class_name if function is not None else None
         if class_name:
             for attr, values in self.index.class_attributes.get(class_name, {}).items():

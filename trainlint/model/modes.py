@@ -310,16 +310,23 @@ class ModeModel:
     def unrestored(self) -> list[Unrestored]:
         """Eval calls in training loops that a later backward still sees, once per anchor."""
         found: dict[cst.CSTNode, Unrestored] = {}
-        # the loop's own function first: its keys are the names written there
+        # the loop's own function first: its keys are the names written there; but an anchor in
+        # another function (the caller's `evaluate(net)` seen again through the helper's loop) is
+        # named in the terms of the flow of the function that holds it
         functions = [loop.function for loop in self.training.loops if loop.function is not None] + [None]
         seen = set()
+        named_here: set[cst.CSTNode] = set()  # anchors named by the flow of their own function
         for function in functions:
             key = function.node if function is not None else None
             if key in seen:
                 continue
             seen.add(key)
             for item in self.flow(function).unrestored:
-                found.setdefault(item.anchor, item)
+                if item.anchor not in found or (item.anchor not in named_here and
+                                                self.index.function_at(item.anchor) is function):
+                    found[item.anchor] = item
+                    if self.index.function_at(item.anchor) is function:
+                        named_here.add(item.anchor)
         return list(found.values())
 
     def undone_by_next_phase(self, item: Unrestored) -> bool:

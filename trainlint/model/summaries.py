@@ -29,7 +29,7 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, 
                                    positional_args, walk)
 from trainlint.model.layers import class_verdict
 from trainlint.model.modes import GRAD_WORDS, OFF, context_grad, decorator_grad
-from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCHEDULER, Roles
+from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCALER, SCHEDULER, Roles
 from trainlint.model.value_kinds import is_number
 
 # Words a project file must hold for its summaries to answer a question: one without them is not
@@ -177,6 +177,9 @@ class CallArguments:
     callee: str
     positional: tuple[str, ...]
     keywords: tuple[tuple[str, str], ...]
+    #: (name, role) of the optimizers, schedulers and scalers the calling function holds: state a
+    #: checkpoint helper was not handed is still state the caller's run has
+    state: tuple[tuple[str, str], ...] = ()
 
     def argument(self, params: tuple[str, ...], param: str | None, keyword: str) -> str | None:
         """The text passed for `param` (a name of `params`, or `*N` for the N-th positional argument
@@ -257,6 +260,17 @@ class FileSummary:
         return self._constructions[class_name]
 
 
+_NAMES: dict[str, cst.Name] = {}
+
+
+def _name_node(name: str) -> cst.Name:
+    """One `Name` node per name, so the roles model's memo recognises a repeated question."""
+    node = _NAMES.get(name)
+    if node is None:
+        node = _NAMES[name] = cst.Name(name)
+    return node
+
+
 def summarise(index: FileIndex) -> FileSummary:
     return FileSummary(index)
 
@@ -298,8 +312,23 @@ class _Summariser:
     def calls(self, function_name: str) -> list[CallArguments]:
         text = self.index.module.code_for_node
         return [CallArguments(callee, tuple(text(a.value) for a in positional_args(site.node)),
-                              tuple((a.keyword.value, text(a.value)) for a in site.node.args if a.keyword is not None))
+                              tuple((a.keyword.value, text(a.value)) for a in site.node.args if a.keyword is not None),
+                              self._state_in(site.scope))
                 for site, callee in self._calls_named(function_name) if not any(a.star for a in site.node.args)]
+
+    def _state_in(self, scope: Scope) -> tuple[tuple[str, str], ...]:
+        """The names the calling function (or the module's own code) binds to an optimizer, a
+        scheduler or a scaler (parameters and assignments, by the roles model)."""
+        if scope.kind == "class":
+            return ()
+        found = []
+        for name, bindings in scope.bindings.items():
+            if name in ("self", "cls") or not any(b.kind in ("param", "assign", "with") for b in bindings):
+                continue
+            role = self.roles.of(_name_node(name), scope)
+            if role in (OPTIMIZER, SCHEDULER, SCALER):
+                found.append((name, role))
+        return tuple(sorted(found))
 
     def constructions(self, class_name: str) -> list[Construction]:
         """`Trainer(model, opt, build_schedule(...))`: for the roles of the `self.<attr>` that the
