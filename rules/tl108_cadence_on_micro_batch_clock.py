@@ -10,7 +10,7 @@ from trainlint.finding import Severity
 from trainlint.fixkit import has_multiline_string
 from trainlint.gate import named
 from trainlint.model.index import Scope, walk
-from trainlint.model.modes import MODE_WORDS
+from trainlint.model.mode_state import MODE_WORDS
 from trainlint.model.roles import ACCELERATOR, CONFIG, MODEL, OTHER
 from trainlint.model.summaries import SAVE_WORDS, FunctionSummary, callable_summary
 from trainlint.model.training import CallRef, TrainingLoop, TrainingModel, training_model

@@ -6,7 +6,9 @@ import libcst as cst
 
 from trainlint.finding import Severity
 from trainlint.gate import named
-from trainlint.model.modes import display_key, EVAL, ON, modes
+from trainlint.model.mode_names import display_key
+from trainlint.model.mode_state import EVAL, ON
+from trainlint.model.modes import modes
 from trainlint.fixkit import line_holding, module_name, wrap_in
 from trainlint.model.value_kinds import is_synthetic_tensor
 from trainlint.rule import FixSpec, Rule, bad, before, good, rewrite

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from trainlint.finding import Severity
 from trainlint.gate import defines, loops_over, named, refers_to
-from trainlint.model.modes import (CHOSEN, EVAL_LOADER_TEXT, GRAD_OFF_CONTEXTS, GRAD_SETTERS, NEW, OFF,
-                                   RESTORE, TRAIN, TRAINED, TRAINING_KINDS, display_key,
-                                   is_evaluation_name, modes)
+from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_SETTERS
+from trainlint.model.mode_names import display_key
+from trainlint.model.mode_state import CHOSEN, NEW, OFF, RESTORE, TRAIN, TRAINED, TRAINING_KINDS
+from trainlint.model.modes import EVAL_LOADER_TEXT, is_evaluation_name, modes
 from trainlint.rule import Rule, bad, good
 
 

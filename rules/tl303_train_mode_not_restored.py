@@ -8,7 +8,8 @@ import libcst as cst
 
 from trainlint.finding import Severity
 from trainlint.gate import named
-from trainlint.model.modes import display_key, modes
+from trainlint.model.mode_names import display_key
+from trainlint.model.modes import modes
 from trainlint.fixkit import block_of, dotted, line_holding, own_line
 from trainlint.rule import FixSpec, Rule, after, bad, good
 

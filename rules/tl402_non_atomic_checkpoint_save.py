@@ -6,7 +6,8 @@ import re
 
 import libcst as cst
 
-from trainlint.model.checkpoints import COUNTER_NAME, SAVE_FUNCTIONS, checkpoint_model
+from trainlint.model.checkpoint_base import COUNTER_NAME, SAVE_FUNCTIONS
+from trainlint.model.checkpoints import checkpoint_model
 from trainlint.model.index import dotted_name, walk
 from trainlint.model.training import training_model
 from trainlint.finding import Severity

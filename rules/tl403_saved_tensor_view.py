@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from trainlint.model.checkpoints import checkpoint_model
-from trainlint.model.checkpoints import SAVE_FUNCTIONS
+from trainlint.model.checkpoint_base import SAVE_FUNCTIONS
 from trainlint.finding import Severity
 from trainlint.gate import reference_text, refers_to
 from trainlint.model.index import walk

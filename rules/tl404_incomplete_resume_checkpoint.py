@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from trainlint.model.checkpoints import STATE_KINDS, STATE_LABELS, checkpoint_model
-from trainlint.model.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS
+from trainlint.model.checkpoint_base import LOAD_FUNCTIONS, SAVE_FUNCTIONS, STATE_KINDS, STATE_LABELS
+from trainlint.model.checkpoints import checkpoint_model
 from trainlint.finding import Severity
 from trainlint.gate import reference_text, refers_to
 from trainlint.rule import Rule, bad, good

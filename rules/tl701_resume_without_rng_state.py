@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainlint.model.checkpoints import checkpoint_model
-from trainlint.model.checkpoints import SAVE_FUNCTIONS
+from trainlint.model.checkpoint_base import SAVE_FUNCTIONS
 from trainlint.finding import Severity
 from trainlint.gate import named, reference_text, refers_to
 from trainlint.rule import Rule, bad, good

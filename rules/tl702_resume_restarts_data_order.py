@@ -6,9 +6,10 @@ import libcst as cst
 
 from trainlint.finding import Severity
 from trainlint.gate import iterates_loader, named, refers_to
-from trainlint.model.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS, checkpoint_model, string_value
+from trainlint.model.checkpoint_base import LOAD_FUNCTIONS, SAVE_FUNCTIONS, string_value
+from trainlint.model.checkpoints import checkpoint_model
 from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
-from trainlint.model.index import dotted_name, iter_children, keyword_value, walk
+from trainlint.model.index import dotted_name, walk
 from trainlint.model.roles import ACCELERATOR, MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
 from trainlint.model.summaries import SAVE_WORDS, callable_summary
 from trainlint.model.training import calls_in, training_model

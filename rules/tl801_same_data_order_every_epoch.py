@@ -711,7 +711,6 @@ def _reseeded_each_epoch(rule, ctx):
             continue
         for seed in _calls_before(index, epoch_loop, loop):
             scope = index.scope_at(seed)
-            name = index.resolve(seed.func, scope) or ""
             resets_global = _seeds_torch(index, seed, scope)
             resets_own = generator is not None and isinstance(seed.func, cst.Attribute) \
                 and seed.func.attr.value == "manual_seed" and dotted_name(seed.func.value) == dotted_name(generator)

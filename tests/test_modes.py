@@ -10,7 +10,8 @@ import libcst as cst
 import pytest
 
 from trainlint.context import FileContext
-from trainlint.model.modes import CHOSEN, EVAL, NEW, OFF, ON, RESTORE, TRAIN, TRAINED, COND, modes
+from trainlint.model.mode_state import CHOSEN, COND, EVAL, NEW, OFF, ON, RESTORE, TRAIN, TRAINED
+from trainlint.model.modes import modes
 
 
 def _model(source: str):
@@ -304,9 +305,9 @@ def test_evaluation_regions():
 
 
 def test_a_budget_stops_runaway_interpretation(monkeypatch):
-    import trainlint.model.modes as modes_module
+    import trainlint.model.mode_walk as mode_walk
 
-    monkeypatch.setattr(modes_module, "_BUDGET", 5)
+    monkeypatch.setattr(mode_walk, "_BUDGET", 5)
     source = """
         import torch
 

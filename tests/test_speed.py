@@ -10,7 +10,7 @@ import pytest
 from libcst.metadata import PositionProvider
 from libcst.metadata.position_provider import NEWLINE_RE
 
-from trainlint.model.checkpoints import string_value
+from trainlint.model.checkpoint_base import string_value
 from trainlint.model.index import FileIndex, walk
 from trainlint.positions import Positions, first_lines, split_lines
 from trainlint.rules import registry

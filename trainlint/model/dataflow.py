@@ -19,7 +19,7 @@ import libcst as cst
 from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
                              positional_args, unpacked_position, walk_expression)
 from trainlint.model.roles import ACCELERATOR, LOADER, MODEL, roles
-from trainlint.model.modes import GRAD_WORDS
+from trainlint.model.grad_mode import GRAD_WORDS
 from trainlint.model.summaries import DETACH_WORDS, callable_summary
 from trainlint.model.training import calls_in, training_model
 from trainlint.model.value_kinds import NUMBER_ATTRIBUTES, NUMBER_FUNCTIONS, NUMBER_METHODS, NUMBER_WORDS, is_number

@@ -21,14 +21,15 @@ Summaries hold names and flags only (no syntax nodes), so they can be kept and s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import libcst as cst
 
 from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
                                    positional_args, walk)
 from trainlint.model.layers import class_verdict
-from trainlint.model.modes import GRAD_WORDS, OFF, context_grad, decorator_grad
+from trainlint.model.grad_mode import GRAD_WORDS, context_grad, decorator_grad
+from trainlint.model.mode_state import OFF
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCALER, SCHEDULER, Roles
 from trainlint.model.value_kinds import is_number
 

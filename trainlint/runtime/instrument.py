@@ -1411,9 +1411,9 @@ class Trace:
                 check()
             except Exception as exc:  # noqa: BLE001 - one failing check must not lose the others
                 error = error or f"trainlint trace: internal error in {check.__name__}: {exc}"
-        for site, evidence in self.sched_first.items():
-            if ("TL101", *site) not in self.findings:
-                self.find("TL106", (site,), evidence)
+        for where, evidence in self.sched_first.items():
+            if ("TL101", *where) not in self.findings:
+                self.find("TL106", (where,), evidence)
         return self.snapshot(error, stopped)
 
     def snapshot(self, error: str | None, stopped: str) -> dict:
@@ -1445,7 +1445,7 @@ class Trace:
         for forward in self.eval_forwards:
             if forward.stack:
                 by_site[forward.stack[0]].append(forward)
-        for site, forwards in by_site.items():
+        for where, forwards in by_site.items():
             unused = [f for f in forwards if not f.used]
             stack = forwards[0].stack
             if unused:

@@ -1,0 +1,141 @@
+"""Where gradient recording is on or off: `no_grad`/`inference_mode`/`enable_grad` contexts and
+decorators, `set_grad_enabled(flag)`, project context managers that turn recording off, and the
+literal True/False a call binds to a helper's flag parameter (`run_epoch(..., train=False)`).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from trainlint.model.index import FunctionInfo, Scope, keyword_arg, positional_args
+from trainlint.model.mode_state import COND, Frame, OFF, ON
+
+
+GRAD_OFF_CONTEXTS = frozenset({
+    "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode",
+    "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
+})
+
+# the words a project file must hold to be read for grad-mode or module-mode effects (summaries.py)
+GRAD_WORDS = ("no_grad", "inference_mode", "set_grad_enabled", "grad_mode")
+GRAD_ON_CONTEXTS = frozenset({"torch.enable_grad", "torch.autograd.enable_grad",
+                              "torch.autograd.grad_mode.enable_grad"})
+GRAD_SETTERS = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
+                          "torch.autograd.grad_mode.set_grad_enabled", "torch._C._set_grad_enabled"})
+
+# calls that compute gradients: a region holding one is not an evaluation
+GRAD_FUNCTIONS = frozenset({
+    "torch.autograd.grad", "torch.autograd.backward", "torch.func.grad", "torch.func.grad_and_value",
+    "torch.func.vjp", "torch.func.jacrev", "torch.func.jacfwd", "torch.func.hessian",
+    "torch.autograd.functional.jacobian", "torch.autograd.functional.hessian",
+    "torch.autograd.functional.vjp", "torch.autograd.functional.jvp", "functorch.grad", "functorch.vjp",
+})
+
+
+def context_grad(index, expr: cst.BaseExpression, scope: Scope) -> str | None:
+    """The grad state a `with` item sets: on, off, cond (chosen at run time), or None (not a grad
+    context)."""
+    if isinstance(expr, cst.IfExp):
+        a, b = context_grad(index, expr.body, scope), context_grad(index, expr.orelse, scope)
+        if a is None and b is None:
+            return None
+        return a if a == b else COND
+    if not isinstance(expr, cst.Call):
+        return None
+    name = index.resolve(expr.func, scope)
+    if name in GRAD_OFF_CONTEXTS:
+        mode = keyword_arg(expr, "mode")
+        args = positional_args(expr)
+        value = mode.value if mode is not None else args[0].value if args else None
+        if value is None or is_true(value):
+            return OFF
+        return None if is_false(value) else COND
+    if name in GRAD_ON_CONTEXTS:
+        return ON
+    if name in GRAD_SETTERS:
+        args = positional_args(expr) or [a for a in expr.args if a.keyword is not None]
+        value = args[0].value if args else None
+        if value is not None and is_false(value):
+            return OFF
+        if value is not None and is_true(value):
+            return ON
+        return COND
+    return _project_grad(index, expr.func, scope)
+
+
+def _project_grad(index, expr: cst.BaseExpression, scope: Scope) -> str | None:
+    """OFF for a project function (or context manager class) that turns recording off where it is
+    used: `with autocast_eval():`, `@smart_inference_mode()`, `@torch_no_grad_eval`."""
+    summary = index.summary_of(expr, scope, GRAD_WORDS)
+    return OFF if summary is not None and summary.grad_off else None
+
+
+def decorator_grad(index, function: FunctionInfo) -> str | None:
+    """`@torch.no_grad()`, `@torch.no_grad`, `@torch.inference_mode()`, `@torch.enable_grad()`."""
+    scope = function.scope.parent or function.scope
+    for decorator in function.node.decorators:
+        expr = decorator.decorator
+        if isinstance(expr, cst.Call):
+            grad = context_grad(index, expr, scope)
+        else:
+            name = index.resolve(expr, scope)
+            grad = OFF if name in GRAD_OFF_CONTEXTS else ON if name in GRAD_ON_CONTEXTS else None
+            if grad is None and isinstance(expr, (cst.Name, cst.Attribute)):
+                grad = _project_grad(index, expr, scope)
+        if grad is not None:
+            return grad
+    return None
+
+
+def literal_flags(call: cst.Call, target: FunctionInfo) -> dict[str, bool]:
+    """The parameters of `target` that `call` binds to a literal True/False, passed or by default,
+    and that the body never rebinds: `self._run_batch(x, train=False)` is analysed with `train`
+    false, not joined over both values its callers pass."""
+    if any(arg.star for arg in call.args):
+        return {}
+    params = target.node.params
+    positional = [*params.posonly_params, *params.params]
+    if target.class_name is not None and positional and positional[0].name.value in ("self", "cls"):
+        positional = positional[1:]
+    values = {p.name.value: p.default for p in (*positional, *params.kwonly_params) if p.default is not None}
+    values.update((p.name.value, arg.value) for p, arg in zip(positional, positional_args(call)))
+    values.update((arg.keyword.value, arg.value) for arg in call.args if arg.keyword is not None)
+    bindings = target.scope.bindings
+    return {name: is_true(value) for name, value in values.items()
+            if (is_true(value) or is_false(value))
+            and all(binding.kind == "param" for binding in bindings.get(name, ()))}
+
+
+def flag_value(expr: cst.BaseExpression, frame: Frame) -> bool | None:
+    """What a test on a literal-bound parameter evaluates to in this frame (`train`, `not train`)."""
+    if not frame.flags:
+        return None
+    if isinstance(expr, cst.Name):
+        return frame.flags.get(expr.value)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        inner = flag_value(expr.expression, frame)
+        return None if inner is None else not inner
+    return None
+
+
+def skipped_branch(index, node: cst.CSTNode, root: cst.CSTNode, flags: dict[str, bool]) -> bool:
+    """`node` sits in a branch of an `if` under `root` that the literal `flags` never take."""
+    child = node
+    for ancestor in index.ancestors(node):
+        if ancestor is root:
+            return False
+        if isinstance(ancestor, cst.If):
+            value = flag_value(ancestor.test, Frame(None, index.module_scope, {}, flags=flags))
+            if value is not None and (child is ancestor.body or child is ancestor.orelse) and \
+                    (child is ancestor.body) != value:
+                return True
+        child = ancestor
+    return False
+
+
+def is_false(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "False"
+
+
+def is_true(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "True"

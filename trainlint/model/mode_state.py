@@ -1,0 +1,162 @@
+"""What the mode walk tracks: the facts of how each model's mode may have been left, the grad
+state, how branches join, how a block can be left, and what a run of one function records
+(forwards, eval calls that a later backward still sees).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, NamedTuple
+
+import libcst as cst
+
+from trainlint.model.index import FunctionInfo, Scope
+
+
+MODE_WORDS = (".eval(", ".train(")
+TRAIN, EVAL, NEW, RESTORE, CHOSEN, UNKNOWN, ENTRY = "train", "eval", "new", "restore", "chosen", "unknown", "entry"
+TRAINED = "trained"  # no switch seen, but a caller trains the model in a loop before the call
+TRAINING_KINDS = (TRAIN, NEW, TRAINED)
+ON, OFF, COND = "on", "off", "cond"
+GRAD_ON = frozenset({ON})
+
+
+class Fact(NamedTuple):
+    """One way a model's mode may have been left.
+
+    `node` is the call (or assignment) that set it, `site` the call in the analysed function that
+    led there (the same node when it is in that function; None when it comes from a caller),
+    `anchor` the call in the innermost training loop's own body that led there, `in_training`
+    whether it was set while a training loop was running, `via` the function where `node` is.
+    """
+
+    kind: str
+    node: cst.CSTNode | None = None
+    site: cst.CSTNode | None = None
+    anchor: cst.CSTNode | None = None
+    in_training: bool = False
+    via: str | None = None
+
+
+ENTRY_FACTS = frozenset({Fact(ENTRY)})
+UNKNOWN_FACTS = frozenset({Fact(UNKNOWN)})
+
+
+class State:
+    """Mode facts per model key and the grad state; immutable, compared by value."""
+
+    __slots__ = ("modes", "grad")
+
+    def __init__(self, modes: dict[str, frozenset[Fact]], grad: frozenset[str]) -> None:
+        self.modes = modes
+        self.grad = grad
+
+    def facts(self, key: str) -> frozenset[Fact]:
+        return self.modes.get(key, ENTRY_FACTS)
+
+    def set(self, key: str, facts: frozenset[Fact]) -> "State":
+        modes = dict(self.modes)
+        modes[key] = facts
+        return State(modes, self.grad)
+
+    def with_grad(self, grad: frozenset[str]) -> "State":
+        return State(self.modes, grad)
+
+    def without_prefix(self, prefix: str) -> "State":
+        return State({k: v for k, v in self.modes.items() if not k.startswith(prefix)}, self.grad)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, State) and self.grad == other.grad and self.modes == other.modes
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def join(a: State | None, b: State | None) -> State | None:
+    if a is None:
+        return b
+    if b is None or a is b:
+        return a
+    modes = {}
+    for key in a.modes.keys() | b.modes.keys():
+        modes[key] = a.facts(key) | b.facts(key)
+    return State(modes, a.grad | b.grad)
+
+
+def join_all(states: Iterable[State | None]) -> State | None:
+    result = None
+    for state in states:
+        result = join(result, state)
+    return result
+
+
+@dataclass
+class Outcome:
+    """How a block can be left: falling through, returning, breaking, continuing."""
+
+    fall: State | None = None
+    ret: State | None = None
+    brk: State | None = None
+    cont: State | None = None
+
+    def absorb(self, other: "Outcome") -> None:
+        self.ret = join(self.ret, other.ret)
+        self.brk = join(self.brk, other.brk)
+        self.cont = join(self.cont, other.cont)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Where statements run: the function's scope, what its parameters stand for in the analysed
+    function, a prefix for its own locals, and the calls that led into it."""
+
+    function: FunctionInfo | None
+    scope: Scope
+    subst: dict
+    prefix: str = ""
+    chain: tuple[cst.Call, ...] = ()
+    active: frozenset = frozenset()
+    flags: dict = field(default_factory=dict)  # parameters this call binds to a literal True/False
+
+    @property
+    def depth(self) -> int:
+        return len(self.chain)
+
+
+@dataclass(eq=False)
+class Forward:
+    """A forward call of a model in the analysed function, with what is known there."""
+
+    call: cst.Call
+    key: str
+    function: FunctionInfo | None
+    facts: frozenset[Fact]
+    grad: frozenset[str]
+    method: str | None  # None for `model(x)`, else "forward" / "generate"
+    # a forward in a helper that this function's call `via` runs with grad off by the literal it
+    # passes (`run_epoch(model, val_loader, train=False)` into `with torch.set_grad_enabled(train)`)
+    via: cst.Call | None = None
+    flags: tuple[tuple[str, bool], ...] = ()
+
+
+@dataclass(eq=False)
+class Unrestored:
+    """An eval call in a training loop that a later backward of that loop still sees."""
+
+    anchor: cst.CSTNode
+    key: str
+    fact: Fact
+    backward: cst.Call
+    loop: cst.CSTNode
+
+
+class Abandon(Exception):
+    pass
+
+
+@dataclass(eq=False)
+class Flow:
+    function: FunctionInfo | None
+    complete: bool = True
+    at_call: dict = field(default_factory=dict)  # call node -> State before it (analysed function only)
+    forwards: list[Forward] = field(default_factory=list)
+    unrestored: list[Unrestored] = field(default_factory=list)

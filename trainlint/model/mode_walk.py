@@ -1,0 +1,592 @@
+"""The abstract interpreter behind the mode model: it runs one function's statements with the mode
+facts and grad state (branches joined, loops to a fixpoint, same-file calls inlined a few levels
+deep, `@contextmanager` helpers split at their `yield`), and records each forward and each eval
+call that a later backward of the training loop still sees.
+
+`ModeModel` (modes.py) owns the queries and the per-function entry states; it creates a
+`FunctionRun` per function. This module does not import modes.py (that would be a circle), so
+`model` is annotated by name only.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from trainlint.model.grad_mode import (GRAD_SETTERS, context_grad, decorator_grad, flag_value, is_false, is_true,
+                                       literal_flags)
+from trainlint.model.index import FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args, walk
+from trainlint.model.mode_names import function_name, last_component, strip_wrappers
+from trainlint.model.mode_state import (Abandon, CHOSEN, COND, ENTRY_FACTS, EVAL, Fact, Flow, Forward, Frame, GRAD_ON,
+                                        MODE_WORDS, NEW, OFF, ON, Outcome, RESTORE, State, TRAIN, UNKNOWN_FACTS,
+                                        Unrestored, join, join_all)
+
+
+CONTEXTMANAGER = frozenset({"contextlib.contextmanager", "contextmanager"})
+_FORWARD_METHODS = frozenset({"forward", "generate"})
+
+# an `if` testing the mode (`if was_training:`, `if self.training:`, `if phase == "train":`)
+_MODE_TEST = re.compile(r"train|mode", re.IGNORECASE)
+
+# external helpers that (by their name) put a model they receive back in train mode
+_TRAIN_HELPER = re.compile(r"(^|_)train(_mode|ing_mode)?$|^set_train|^train_mode|^to_train", re.IGNORECASE)
+_MAX_INLINE_DEPTH = 3
+_LOOP_ROUNDS = 4
+_BUDGET = 40_000  # statements interpreted per function run; beyond it the run is abandoned
+
+
+class FunctionRun:
+    # `model` is the file's modes.ModeModel (not imported here: modes.py imports this module)
+    def __init__(self, model, flow: Flow) -> None:
+        self.model = model
+        self.index = model.index
+        self.training = model.training
+        self.flow = flow
+        self.steps = 0
+        # (training loop node, depth of the frame it runs in)
+        self.loop_stack: list[tuple[cst.CSTNode, int]] = []
+        self.flag_off = 0  # open `with set_grad_enabled(<parameter bound to False>)` blocks of a helper
+        # models forwarded with grad on inside a training loop: the ones it trains
+        self.grad_forwarded: set[str] = set()
+
+    # statements
+    def block(self, statements, state: State | None, frame: Frame) -> Outcome:
+        outcome = Outcome()
+        current = state
+        for statement in statements:
+            if current is None:
+                break
+            result = self.statement(statement, current, frame)
+            outcome.absorb(result)
+            current = result.fall
+        outcome.fall = current
+        return outcome
+
+    def statement(self, node: cst.CSTNode, state: State, frame: Frame) -> Outcome:
+        self.steps += 1
+        if self.steps > _BUDGET:
+            raise Abandon()
+        if isinstance(node, cst.SimpleStatementLine):
+            return self.block(node.body, state, frame)
+        if isinstance(node, (cst.Return, cst.Raise)):
+            value = node.value if isinstance(node, cst.Return) else node.exc
+            after = self.expression(value, state, frame) if value is not None else state
+            return Outcome(ret=after) if isinstance(node, cst.Return) else Outcome()
+        if isinstance(node, cst.Break):
+            return Outcome(brk=state)
+        if isinstance(node, cst.Continue):
+            return Outcome(cont=state)
+        if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+            return Outcome(fall=self.assignment(node, state, frame))
+        if isinstance(node, cst.If):
+            return self.if_(node, state, frame)
+        if isinstance(node, (cst.For, cst.While)):
+            return self.loop(node, state, frame)
+        if isinstance(node, cst.With):
+            return self.with_(node, state, frame)
+        if isinstance(node, (cst.Try, cst.TryStar)):
+            return self.try_(node, state, frame)
+        if isinstance(node, cst.Match):
+            after = self.expression(node.subject, state, frame)
+            outcome = Outcome()
+            falls = []
+            for case in node.cases:
+                result = self.block(body_statements(case), after, frame)
+                outcome.absorb(result)
+                falls.append(result.fall)
+            outcome.fall = join_all(falls + [after])
+            return outcome
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return Outcome(fall=state)
+        return Outcome(fall=self.expression(node, state, frame))
+
+    def assignment(self, node, state: State, frame: Frame) -> State:
+        value = node.value
+        state = self.expression(value, state, frame) if value is not None else state
+        if isinstance(node, cst.AugAssign) or value is None:
+            return state
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        for target in targets:
+            if not isinstance(target, (cst.Name, cst.Attribute)):
+                continue
+            key = self.model._key(target, frame)
+            if key is None:
+                continue
+            if isinstance(value, cst.Call) and self.model.is_module_constructor(value, frame.scope):
+                state = state.set(key, frozenset({self._fact(NEW, node, frame)}))
+                continue
+            source = self.model._key(value, frame)
+            if source is not None and source != key:
+                if source in state.modes:
+                    state = state.set(key, state.facts(source))
+            elif source is None and key in state.modes:
+                state = state.set(key, UNKNOWN_FACTS)
+        return state
+
+    def if_(self, node: cst.If, state: State, frame: Frame) -> Outcome:
+        state = self.expression(node.test, state, frame)
+        chosen = flag_value(node.test, frame)
+        if chosen is False:  # `if train:` in `_run_batch(x, train=False)`: only the other branch runs
+            return self._else(node, state, frame)
+        then = self.block(body_statements(node.body), state, frame)
+        if chosen is True:
+            return then
+        other = self._else(node, state, frame)
+        outcome = Outcome()
+        outcome.absorb(then)
+        outcome.absorb(other)
+        outcome.fall = self._join_branches(node, state, then.fall, other.fall)
+        return outcome
+
+    def _else(self, node: cst.If, state: State, frame: Frame) -> Outcome:
+        if isinstance(node.orelse, cst.If):
+            return self.if_(node.orelse, state, frame)
+        if isinstance(node.orelse, cst.Else):
+            return self.block(body_statements(node.orelse.body), state, frame)
+        return Outcome(fall=state)
+
+    def _join_branches(self, node: cst.If, before: State, a: State | None, b: State | None) -> State | None:
+        """Join two branches; a model put in train mode on one and eval mode on the other is in the
+        mode the condition chose (the train/val phase idiom), neither fact on its own."""
+        joined = join(a, b)
+        if a is None or b is None or joined is None:
+            return joined
+        mode_test = _MODE_TEST.search(self.model.ctx.code_for(node.test)) is not None
+        for key in a.modes.keys() | b.modes.keys():
+            fa, fb = a.facts(key), b.facts(key)
+            if fa == fb:
+                continue
+            kinds = {frozenset(f.kind for f in fa), frozenset(f.kind for f in fb)}
+            if fa != before.facts(key) and fb != before.facts(key) and \
+                    kinds == {frozenset({TRAIN}), frozenset({EVAL})}:
+                joined = joined.set(key, frozenset({Fact(CHOSEN, node)}))
+            elif mode_test and frozenset({TRAIN}) in kinds and (fa == before.facts(key) or fb == before.facts(key)):
+                # `if was_training: model.train()` puts back the mode the model had
+                joined = joined.set(key, frozenset({Fact(RESTORE, node)}))
+        return joined
+
+    def loop(self, node, state: State, frame: Frame) -> Outcome:
+        if isinstance(node, cst.For):
+            state = self.expression(node.iter, state, frame)
+        training = node in self.model.training_loops
+        if training:
+            self.loop_stack.append((node, frame.depth))
+        try:
+            head = state
+            outcome = Outcome()
+            body = body_statements(node.body)
+            for _ in range(_LOOP_ROUNDS):
+                if isinstance(node, cst.While):
+                    head = self.expression(node.test, head, frame)
+                result = self.block(body, head, frame)
+                outcome.ret = join(outcome.ret, result.ret)
+                outcome.brk = join(outcome.brk, result.brk)
+                new_head = join(join(head, result.fall), result.cont)
+                if new_head == head:
+                    break
+                head = new_head
+        finally:
+            if training:
+                self.loop_stack.pop()
+        after = head
+        if node.orelse is not None:
+            after = self.block(body_statements(node.orelse.body), head, frame).fall
+        return Outcome(fall=join(after, outcome.brk), ret=outcome.ret)
+
+    def with_(self, node: cst.With, state: State, frame: Frame) -> Outcome:
+        grad_before = state.grad
+        exits: list[tuple[list, Frame]] = []
+        opened_flag = 0
+        for item in node.items:
+            call = item.item
+            flagged = self._flag_grad(call, frame)
+            grad = flagged or context_grad(self.index, call, frame.scope)
+            opened_flag += flagged == OFF
+            if grad is not None:
+                if isinstance(call, cst.Call):
+                    for arg in call.args:
+                        state = self.expression(arg.value, state, frame)
+                state = state.with_grad(frozenset({grad}))
+                continue
+            manager = self._context_manager(call, frame)
+            if manager is not None:
+                target, inner = manager
+                before, after = _split_at_yield(target.node)
+                state = self.block(before, state, inner).fall or state
+                exits.append((after, inner))
+                continue
+            state = self.expression(call, state, frame)
+        self.flag_off += opened_flag
+        try:
+            result = self.block(body_statements(node.body), state, frame)
+        finally:
+            self.flag_off -= opened_flag
+        fall = result.fall
+        for after, inner in reversed(exits):
+            if fall is not None:
+                fall = self.block(after, fall, inner).fall or fall
+            if result.ret is not None:
+                result.ret = self.block(after, result.ret, inner).fall or result.ret
+        restore = lambda s: s.with_grad(grad_before) if s is not None else None  # noqa: E731
+        return Outcome(fall=restore(fall), ret=restore(result.ret), brk=restore(result.brk),
+                       cont=restore(result.cont))
+
+    def _flag_grad(self, expr: cst.BaseExpression, frame: Frame) -> str | None:
+        """`with torch.set_grad_enabled(train):` where this call binds `train` to a literal."""
+        if not frame.flags or not isinstance(expr, cst.Call) or len(expr.args) != 1 or \
+                self.index.resolve(expr.func, frame.scope) not in GRAD_SETTERS:
+            return None
+        flag = flag_value(expr.args[0].value, frame)
+        return None if flag is None else ON if flag else OFF
+
+    def _context_manager(self, expr, frame: Frame):
+        if not isinstance(expr, cst.Call) or frame.depth >= _MAX_INLINE_DEPTH:
+            return None
+        target = self.index.callee(expr, frame.scope)
+        if target is None or target.node in frame.active:
+            return None
+        if not any(self.index.resolve(_decorator_callee(d.decorator), target.scope.parent or target.scope)
+                   in CONTEXTMANAGER for d in target.node.decorators):
+            return None
+        return target, self._callee_frame(expr, target, frame)
+
+    def try_(self, node, state: State, frame: Frame) -> Outcome:
+        body = self.block(body_statements(node.body), state, frame)
+        outcome = Outcome()
+        outcome.absorb(body)
+        falls = []
+        handler_entry = join(state, body.fall)
+        for handler in node.handlers:
+            result = self.block(body_statements(handler.body), handler_entry, frame)
+            outcome.absorb(result)
+            falls.append(result.fall)
+        main = body.fall
+        if node.orelse is not None and main is not None:
+            result = self.block(body_statements(node.orelse.body), main, frame)
+            outcome.absorb(result)
+            main = result.fall
+        fall = join_all([main] + falls)
+        if node.finalbody is not None:
+            final = body_statements(node.finalbody.body)
+            fall = self.block(final, fall, frame).fall if fall is not None else None
+            for name in ("ret", "brk", "cont"):
+                value = getattr(outcome, name)
+                if value is not None:
+                    setattr(outcome, name, self.block(final, value, frame).fall or value)
+        outcome.fall = fall
+        return outcome
+
+    # expressions and calls
+    def expression(self, node: cst.CSTNode, state: State, frame: Frame) -> State:
+        for call in _calls_post_order(node):
+            state = self.call(call, state, frame)
+        return state
+
+    def call(self, call: cst.Call, state: State, frame: Frame) -> State:
+        if frame.depth == 0:
+            self.flow.at_call[call] = join(self.flow.at_call.get(call), state)
+        model = self.model
+        scope = frame.scope
+        func = call.func
+        name = self.index.resolve(func, scope)
+        if name in GRAD_SETTERS:
+            args = positional_args(call) or [a for a in call.args if a.keyword is not None]
+            value = args[0].value if args else None
+            flag = flag_value(value, frame) if value is not None else None
+            if flag is not None:
+                return state.with_grad(frozenset({ON if flag else OFF}))
+            grad = OFF if value is not None and is_false(value) else ON if value is not None and is_true(value) else COND
+            return state.with_grad(frozenset({grad}))
+        target = self.index.callee(call, scope) or self._mode_method(call, scope)
+        if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train") and (
+                target is None or _overrides_module_mode(target)):
+            kind = self._mode_kind(call)
+            key = model._key(func.value, frame) if kind is not None else None
+            if key is not None:
+                return state.set(key, frozenset({self._fact(kind, call, frame)}))
+        if self.loop_stack and self.training.is_backward(call, scope):
+            self._check_backward(call, state)
+        self._record_forward(call, state, frame)
+        if target is not None and frame.depth < _MAX_INLINE_DEPTH and target.node not in frame.active:
+            after = self._inline(call, target, state, frame)
+            if target.class_name is not None and self.index.callee(call, scope) is None:
+                after = self._own_train_mode(call, target, after, frame)
+            return after
+        if target is None and call.args:
+            summary = self.index.summary_of(func, scope, MODE_WORDS)
+            if summary is not None and hasattr(summary, "mode_effect"):
+                return self._project_mode_effects(call, summary, state, frame)
+            state = self._external_train_helper(call, name, state, frame)
+        return state
+
+    def _mode_method(self, call: cst.Call, scope: Scope) -> FunctionInfo | None:
+        """`model.train_custom()` on an instance of a class of this file (every binding of the name
+        builds it) whose method switches modes (`self.train(); self.encoder.eval()`): followed like a
+        helper, its `self` standing for the receiver."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)) or \
+                func.attr.value in ("eval", "train", "forward", "__call__"):
+            return None
+        if not any(f.class_name is not None for f in self.index.functions_named(func.attr.value)):
+            return None  # no class of this file defines it: `optimizer.step()`, `loss.backward()`
+        # what builds the receiver: its assignments, or what same-file callers pass for a parameter
+        # (`Discriminator(...).to(device)` in `main`, `discriminator` in `train_epoch`)
+        constructions = self.model._constructions(func.value, scope)
+        classes = {dotted_name(strip_wrappers(c).func) if isinstance(strip_wrappers(c), cst.Call) else None
+                   for c, _ in constructions or ()}
+        if len(classes) != 1 or None in classes or next(iter(classes)) not in self.index.classes:
+            return None
+        method = self.index.method(next(iter(classes)), func.attr.value)
+        if method is None or not any(isinstance(n, cst.Attribute) and n.attr.value in ("eval", "train")
+                                     for n in walk(method.node.body)):
+            return None
+        return method
+
+    def _own_train_mode(self, call: cst.Call, method: FunctionInfo, state: State, frame: Frame) -> State:
+        """After `model.train_custom()`, a method of the model's class that puts the model or some of
+        its parts in train mode (`self.classifier_head.train()` beside a frozen `self.encoder`): it is
+        the class's own way into training, so the model itself counts as restored; the parts the
+        method leaves in eval mode keep their own facts."""
+        key = self.model._key(call.func.value, frame)
+        if key is None or not any(f.kind == EVAL for f in state.facts(key)):
+            return state
+        inside = set(walk(method.node))
+        switched = [f for k, facts in state.modes.items() if k == key or k.startswith(key + ".")
+                    for f in facts if f.node in inside]
+        if not switched or not any(f.kind == TRAIN for f in switched) or \
+                any(f.kind == EVAL for f in state.facts(key) if f.node in inside):
+            return state
+        return state.set(key, frozenset({self._fact(RESTORE, call, frame)}))
+
+    def _project_mode_effects(self, call: cst.Call, summary, state: State, frame: Frame) -> State:
+        """A function of another project file that calls `.eval()`/`.train()` on a parameter: the
+        argument is left the way the function leaves it (`evaluate(model, loader)` that never
+        calls `model.train()` again leaves `model` in eval mode, set at this call)."""
+        positional = positional_args(call)
+        for position, param in enumerate(summary.params):
+            effect = summary.mode_effect(param)
+            if effect is None:
+                continue
+            arg = keyword_arg(call, param)
+            value = arg.value if arg is not None else positional[position].value if position < len(positional) else None
+            key = self.model._key(value, frame) if value is not None else None
+            if key is None:
+                continue
+            first, last = effect
+            kind = RESTORE if last == "restore" or (first == EVAL and last == TRAIN) else \
+                EVAL if last == "eval" else TRAIN
+            if kind == RESTORE and not any(f.kind == EVAL for f in state.facts(key)):
+                continue  # put back the way it was: nothing changes for the caller
+            state = state.set(key, frozenset({self._fact(kind, call, frame)}))
+        return state
+
+    def _external_train_helper(self, call: cst.Call, name: str | None, state: State, frame: Frame) -> State:
+        """`set_train_mode(model)` / `utils.train_mode(model)` from another module: the model it
+        receives is taken as restored (its body cannot be seen)."""
+        func = call.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if not _TRAIN_HELPER.search(last) or (name or "").startswith("torch."):
+            return state
+        for arg in call.args:
+            key = self.model._key(arg.value, frame)
+            if key is not None and any(f.kind == EVAL for f in state.facts(key)):
+                state = state.set(key, frozenset({self._fact(RESTORE, call, frame)}))
+        return state
+
+    def _mode_kind(self, call: cst.Call) -> str | None:
+        func = call.func
+        if func.attr.value == "eval":
+            return EVAL if not call.args else None
+        args = call.args
+        if len(args) > 1:
+            return None
+        if not args:
+            receiver = func.value
+            # `trainer.train()` starts a training run; only models take a mode
+            if isinstance(receiver, cst.Name) and receiver.value not in ("self",) and \
+                    re.search(r"trainer|agent|learner|runner|engine|pipeline|experiment", receiver.value, re.I):
+                return None
+            return TRAIN
+        value = args[0].value
+        if is_false(value):
+            return EVAL
+        if is_true(value):
+            return TRAIN
+        return RESTORE
+
+    def _fact(self, kind: str, node: cst.CSTNode, frame: Frame) -> Fact:
+        site = frame.chain[0] if frame.chain else node
+        anchor = node
+        if self.loop_stack:
+            loop_depth = self.loop_stack[-1][1]
+            if loop_depth < frame.depth:
+                anchor = frame.chain[loop_depth]
+        via = function_name(frame.function)
+        return Fact(kind, node, site, anchor, bool(self.loop_stack), via)
+
+    def _check_backward(self, call: cst.Call, state: State) -> None:
+        for key, facts in state.modes.items():
+            for fact in facts:
+                if fact.kind == EVAL and fact.in_training and fact.anchor is not None and self._trains(key):
+                    self.flow.unrestored.append(Unrestored(fact.anchor, key, fact, call, self.loop_stack[-1][0]))
+
+    def _trains(self, key: str) -> bool:
+        return self.model.is_trained(key) or (
+            key in self.grad_forwarded and last_component(key) not in self.model.frozen_names)
+
+    def _forward_key(self, call: cst.Call, frame: Frame) -> tuple[str | None, str | None]:
+        """The model key a call runs forward (`model(x)`, `self.net.forward(x)`, `m.generate(...)`)
+        and the method used (None for a plain call)."""
+        func = call.func
+        method = None
+        receiver: cst.BaseExpression = func
+        if isinstance(func, cst.Attribute) and func.attr.value in _FORWARD_METHODS:
+            method, receiver = func.attr.value, func.value
+        elif isinstance(func, cst.Name):
+            if any(b.kind in ("def", "class", "import") for b in frame.scope.lookup(func.value)):
+                return None, None
+        elif not isinstance(func, cst.Attribute):
+            return None, None
+        return self.model._key(receiver, frame), method
+
+    def _record_forward(self, call: cst.Call, state: State, frame: Frame) -> None:
+        key, method = self._forward_key(call, frame)
+        if key is None:
+            return
+        if self.loop_stack and state.grad == GRAD_ON:
+            self.grad_forwarded.add(key)
+        if frame.depth != 0:
+            if frame.depth == 1 and self.flag_off and state.grad == frozenset({OFF}) and \
+                    (facts := state.facts(key)) != ENTRY_FACTS:
+                self.flow.forwards.append(Forward(call, key, frame.function, facts, state.grad, method,
+                                                  frame.chain[0], tuple(sorted(frame.flags.items()))))
+            return
+        facts = state.facts(key)
+        if facts == ENTRY_FACTS:
+            return
+        self.flow.forwards.append(Forward(call, key, frame.function, facts, state.grad, method))
+
+    def _inline(self, call: cst.Call, target: FunctionInfo, state: State, frame: Frame) -> State:
+        inner = self._callee_frame(call, target, frame)
+        grad = decorator_grad(self.index, target)
+        entry = state.with_grad(frozenset({grad})) if grad is not None else state
+        result = self.block(body_statements(target.node), entry, inner)
+        after = join(result.fall, result.ret)
+        if after is None:  # always raises
+            return state
+        return after.without_prefix(inner.prefix).with_grad(state.grad)
+
+    def _callee_frame(self, call: cst.Call, target: FunctionInfo, frame: Frame) -> Frame:
+        subst = self.model._argument_keys(call, target, frame)
+        prefix = f"{target.qualname}@{frame.depth + 1}:"
+        return Frame(target, target.scope, subst, prefix, frame.chain + (call,), frame.active | {target.node},
+                     literal_flags(call, target))
+
+
+def _decorator_callee(expr: cst.BaseExpression) -> cst.BaseExpression:
+    return expr.func if isinstance(expr, cst.Call) else expr
+
+
+def _overrides_module_mode(target: FunctionInfo) -> bool:
+    """A `train`/`eval` method that calls `super().train(...)` is still the module's mode switch."""
+    if target.name not in ("train", "eval") or target.class_name is None:
+        return False
+    for node in walk(target.node.body):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                node.func.attr.value in ("train", "eval"):
+            receiver = node.func.value
+            if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super":
+                return True
+            if dotted_name(receiver) and dotted_name(receiver).endswith("Module"):
+                return True
+    return False
+
+
+def body_statements(node) -> list:
+    """Statements of a function, suite or module."""
+    if isinstance(node, cst.FunctionDef):
+        node = node.body
+    body = getattr(node, "body", ())
+    if isinstance(body, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+        body = body.body
+    return list(body)
+
+
+_NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+def _calls_post_order(node: cst.CSTNode) -> list[cst.Call]:
+    """Calls under `node` with arguments before the call that takes them (evaluation order),
+    not entering nested functions, classes or lambdas."""
+    result: list[cst.Call] = []
+
+    def visit(current: cst.CSTNode) -> None:
+        kind = type(current)  # exact types: isinstance on LibCST nodes goes through ABCMeta
+        if current is not node and kind in _NESTED:
+            return
+        if kind is cst.Call:
+            visit(current.func)
+            for arg in current.args:
+                visit(arg.value)
+            result.append(current)
+            return
+        for child in iter_children(current):
+            visit(child)
+
+    visit(node)
+    return result
+
+
+def _split_at_yield(function: cst.FunctionDef) -> tuple[list, list]:
+    """Statements a `@contextmanager` runs before its `yield` and after it (finally blocks
+    included), flattened in order."""
+    yield_stmt = None
+    for node in walk(function.body):
+        if isinstance(node, _NESTED) and node is not function:
+            continue
+        if isinstance(node, cst.SimpleStatementLine) and any(
+                isinstance(s, cst.Expr) and isinstance(s.value, cst.Yield) or
+                isinstance(s, cst.Assign) and isinstance(s.value, cst.Yield) for s in node.body):
+            yield_stmt = node
+            break
+    if yield_stmt is None:
+        return body_statements(function), []
+    path = []  # (container node, child on the way to the yield)
+    child: cst.CSTNode = yield_stmt
+    for parent in _parent_chain(function, yield_stmt):
+        path.append((parent, child))
+        child = parent
+    before: list = []
+    after: list = []
+    for container, child in reversed(path):
+        statements = statements_of(container)
+        if statements is not None and child in statements:
+            position = statements.index(child)
+            before.extend(statements[:position])
+    for container, child in path:
+        statements = statements_of(container)
+        if statements is not None and child in statements:
+            after.extend(statements[statements.index(child) + 1:])
+        if isinstance(container, (cst.Try, cst.TryStar)) and container.finalbody is not None \
+                and child is container.body:
+            after.extend(body_statements(container.finalbody.body))
+    return before, after
+
+
+def _parent_chain(root: cst.CSTNode, target: cst.CSTNode) -> list:
+    """Ancestors of `target` up to `root`, innermost first (found by a search from `root`)."""
+    stack: list[tuple[cst.CSTNode, tuple]] = [(root, ())]
+    while stack:
+        node, ancestors = stack.pop()
+        if node is target:
+            return list(reversed(ancestors))
+        for child in iter_children(node):
+            stack.append((child, ancestors + (node,)))
+    return []
+
+
+def statements_of(container: cst.CSTNode) -> list | None:
+    if isinstance(container, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+        return list(container.body)
+    return None

@@ -1,0 +1,450 @@
+"""The checkpoint model's part about resuming: the state around a save, resumable checkpoints
+and the loads that restore them (TL404, TL701)."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+import libcst as cst
+
+from trainlint.model import file_facts
+from trainlint.model.checkpoint_base import (COUNTER_NAME, CheckpointUses, ROLE_KIND, ResumeSave, STATE_KINDS, Save,
+                                             path_words, string_value, walk_scope)
+from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS
+from trainlint.model.index import CallSite, FunctionInfo, Scope, dotted_name, positional_args, walk
+from trainlint.model.roles import SCHEDULER
+from trainlint.model.training import training_model
+
+
+# Dict keys that say what a value is.
+KEY_PATTERNS: dict[str, re.Pattern] = {
+    "model": re.compile(r"model|state_dict|^net|network|^weights|^params$|^ema|generator|discriminator|encoder|"
+                        r"decoder|^module", re.I),
+    "optimizer": re.compile(r"optim|^opt($|_)", re.I),
+    "scheduler": re.compile(r"sched", re.I),
+    "scaler": re.compile(r"scaler|^amp($|_)", re.I),
+    "step": re.compile(r"step|epoch|iter|num_updates|^updates?$|^it$", re.I),
+    "rng": re.compile(r"rng|random|generator_state|seed_state|np_state|numpy_state|torch_state|cuda_state", re.I),
+}
+EXPORT_PATH = re.compile(r"best|final|export|inference|deploy|release|pretrained|weights", re.I)
+RESUME_PATH = re.compile(r"last|latest|resume|checkpoint|ckpt", re.I)
+_NAME_CACHE: dict[str, cst.Name] = {}
+
+
+def _is_counter_value(expr: cst.BaseExpression | None) -> bool:
+    """`start_epoch = ckpt["epoch"] + 1`: a counter read back from a checkpoint."""
+    if isinstance(expr, cst.BinaryOperation):
+        expr = expr.left
+    return isinstance(expr, cst.Subscript)
+
+
+class ResumeCheckpoints:
+    """The training state the code around a save has (optimizer, scheduler, scaler, counters, by role),
+    which saves are resumable checkpoints and which loads restore them (TL404, TL701).
+
+    A part of `CheckpointModel` (checkpoints.py), whose `__init__` sets the attributes used here.
+    """
+
+    def available_state(self, scope: Scope, function: FunctionInfo | None) -> dict[str, list[str]]:
+        """Training state reachable where a save runs: kind -> names (`optimizer`, `self.scaler`).
+
+        Looks at the function's own names and parameters, the enclosing scopes, the attributes of its
+        class, and the local names of same-file callers (state a helper was not handed is still state
+        the script has)."""
+        found: dict[str, list[str]] = {}
+
+        def add(kind: str, label: str) -> None:
+            if label not in found.setdefault(kind, []):
+                found[kind].append(label)
+
+        scopes: list[Scope] = []
+        current: Scope | None = scope
+        while current is not None:
+            if current.kind != "class":
+                scopes.append(current)
+            current = current.parent
+        if function is not None and function.class_name is None:
+            for site in self.index.callers(function):
+                if site.scope not in scopes:
+                    scopes.append(site.scope)
+        for each in scopes:
+            for name, kind in self._scope_kinds(each):
+                add(kind, name)
+        linker = self.index.linker
+        if function is not None and function.class_name is None and linker is not None and \
+                function.scope.parent is self.index.module_scope:
+            for call in linker.callers(function.name):  # callers in the project's other files
+                for name, role in call.state:
+                    if role in ROLE_KIND:
+                        add(ROLE_KIND[role], name)
+        class_name = function.class_name if function is not None else None
+        if class_name:
+            for attr, values in self.index.class_attributes.get(class_name, {}).items():
+                kind = None
+                for value in values:
+                    if isinstance(value, (cst.Call, cst.Name)):
+                        role = self.roles.of(value, self.index.scope_at(value))
+                        if role in ROLE_KIND:
+                            kind = ROLE_KIND[role]
+                if kind is None and COUNTER_NAME.match(attr):
+                    kind = "step"
+                if kind:
+                    add(kind, f"self.{attr}")
+        return found
+
+    def _scope_kinds(self, scope: Scope) -> list[tuple[str, str]]:
+        """(name, kind) of the scope's names that hold training state, once per scope: a module's
+        names are asked about at every save in it."""
+        cached = self._kinds_by_scope.get(id(scope))
+        if cached is None or cached[0] is not scope:
+            kinds = [(name, kind) for name, bindings in scope.bindings.items()
+                     if (kind := self._binding_kind(name, bindings, scope))]
+            cached = self._kinds_by_scope[id(scope)] = (scope, kinds)
+        return cached[1]
+
+    def _binding_kind(self, name: str, bindings, scope: Scope) -> str | None:
+        for binding in bindings:
+            if binding.kind == "param":
+                if name in ("self", "cls"):
+                    return None
+                role = self.roles.of(_NAME_CACHE.setdefault(name, cst.Name(name)), scope)
+                if role in ROLE_KIND:
+                    return ROLE_KIND[role]
+            elif binding.kind in ("assign", "with") and isinstance(binding.value, (cst.Call, cst.Name)):
+                role = self.roles.of(binding.value, scope)
+                if role in ROLE_KIND:
+                    return ROLE_KIND[role]
+            elif binding.kind == "assign" and binding.value is None:
+                # unpacked: `model, opt, sched = build(cfg)` (roles follows the returned tuple)
+                role = self.roles.of(_NAME_CACHE.setdefault(name, cst.Name(name)), scope)
+                if role in ROLE_KIND:
+                    return ROLE_KIND[role]
+        if COUNTER_NAME.match(name) and any(
+                b.kind in ("for", "augassign", "param") or (b.kind == "assign" and _is_counter_value(b.value))
+                for b in bindings):
+            return "step"
+        return None
+
+    def resume_saves(self) -> Iterator["ResumeSave"]:
+        """Saves meant for resuming, with what they hold and what the code around them has."""
+        for save in self.saves:
+            content = self.saved_dict(save.obj, save.scope)
+            kinds = self.object_kinds(save)
+            if kinds is None:
+                continue
+            path = self.path_text(save)
+            if content is None:
+                # a bare state dict: a weights file, unless its name says it is the one to resume from
+                if kinds != {"model"} or not re.search(r"last|latest|resume|checkpoint|ckpt", path_words(path),
+                                                       re.I):
+                    continue
+                if self.ctx.model(training_model).after_training(save.node):
+                    continue  # saved once training is over: a final export, whatever its name
+            elif not content.complete:
+                continue
+            beside = self._kinds_saved_beside(save)
+            if beside is None:
+                continue
+            kinds = kinds | beside
+            if "model" not in kinds:
+                continue
+            resumable = bool(kinds & {"optimizer", "step"}) or bool(RESUME_PATH.search(path))
+            if not resumable:
+                continue
+            if "optimizer" not in kinds and EXPORT_PATH.search(path_words(path) or path):
+                continue  # best.pt / final weights with metadata: an export, not a resume point
+            if self._scratch_file(save):
+                continue
+            available = self.available_state(save.scope, save.site.function)
+            missing = {kind: available[kind] for kind in STATE_KINDS if kind in available and kind not in kinds}
+            if "step" in missing and self._counter_in_path(save, missing["step"]):
+                del missing["step"]  # `f"{out}/{step:07d}.pt"`: the file name holds the counter
+            if "scheduler" in missing:
+                # `for _ in range(start): sched.step()` on resume: replayed, not read from the file
+                missing["scheduler"] = [n for n in missing["scheduler"] if n not in self.replayed_schedulers]
+                if not missing["scheduler"]:
+                    del missing["scheduler"]
+            yield ResumeSave(save, kinds, available, missing)
+
+    @property
+    def replayed_schedulers(self) -> set[str]:
+        """Schedulers fast-forwarded by replaying `step()`: `for _ in range(start_epoch): sched.step()`,
+        a loop that steps them and trains nothing (no backward, no other step). Their position is
+        restored from the counter the checkpoint holds, not from a state dict."""
+        if self._replayed is None:
+            self._replayed = set()
+            for loop in self.index.loops:
+                steps = [n for n in walk(loop.body) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                         and n.func.attr.value in ("step", "backward")]
+                if not steps or any(n.func.attr.value == "backward" for n in steps):
+                    continue
+                scope = self.index.scope_at(loop)
+                if all(self.roles.of(n.func.value, scope) == SCHEDULER for n in steps):
+                    self._replayed |= {name for n in steps if (name := dotted_name(n.func.value))}
+        return self._replayed
+
+    def _counter_in_path(self, save: Save, counters: list[str]) -> bool:
+        """The save's path names one of the step/epoch counters, directly or through the variable
+        holding the path: a resume reads the counter back from the file name."""
+        dest = save.dest
+        if dest is None:
+            return False
+        wanted = set(counters)
+        expressions, seen = [(dest, 0)], set()
+        while expressions:
+            expr, depth = expressions.pop()
+            for node in walk(expr):
+                if isinstance(node, (cst.Name, cst.Attribute)) and dotted_name(node) in wanted:
+                    return True
+                if isinstance(node, cst.Name) and depth < 2 and node.value not in seen:
+                    seen.add(node.value)  # `final + ".tmp"` with `final = f"{out}/{step}.pt"`
+                    expressions += [(b.value, depth + 1) for b in save.scope.lookup(node.value)
+                                    if b.kind == "assign" and b.value is not None]
+        # `def save_checkpoint(model, opt, path)` called with `f"{out}/{step}.pt"`: what every
+        # same-file caller passes for a parameter the path is made of
+        function = save.site.function
+        if function is None:
+            return False
+        for name in seen:
+            if not self.is_param(cst.Name(name), save.scope):
+                continue
+            passed = [self.index.argument_for(site.node, function, name) for site in self.index.callers(function)]
+            if passed and all(p is not None and any(isinstance(n, (cst.Name, cst.Attribute)) and
+                                                    dotted_name(n) in wanted for n in walk(p)) for p in passed):
+                return True
+        return False
+
+    def _scratch_file(self, save: Save) -> bool:
+        """A save into a temporary file that is never moved onto a real path (a test's scratch file)."""
+        dest = save.dest
+        value = self.value_of(dest, save.scope, at=save.node)
+        if not self._is_temporary(dest, value, save.scope):
+            return False
+        return not (self._renamed_after(dest, save.node, save.scope)
+                    or (value is not dest and self._renamed_after(value, save.node, save.scope)))
+
+    def _kinds_saved_beside(self, save: Save) -> set[str] | None:
+        """State written by the other saves of the same function (one file per object). None when
+        one of them writes something we cannot see into, or goes through another save function."""
+        group = self._save_groups().get((save.site.function, id(save.scope)))
+        unseen, counts = group
+        own = self.object_kinds(save)
+        if own is None:
+            if unseen - self.is_checkpoint(save):
+                return None
+        elif unseen:
+            return None
+        kinds = {kind for kind, count in counts.items() if count > (own is not None and kind in own)}
+        body = save.site.function.node if save.site.function is not None else None
+        if body is not None and self._saves_elsewhere(body):
+            return None  # `save(state, file)`, `save_fsdp_optimizer(...)`: more files we cannot read
+        return kinds
+
+    def _save_groups(self) -> dict[tuple[FunctionInfo | None, int], tuple[int, dict[str, int]]]:
+        """For the saves of each (function, scope): how many are checkpoints we cannot see into,
+        and how many saves hold each kind of state (a save's others are its group less itself)."""
+        if self._groups is None:
+            self._groups = {}
+            for save in self.saves:
+                unseen, counts = self._groups.setdefault((save.site.function, id(save.scope)), (0, {}))
+                kinds = self.object_kinds(save)
+                if kinds is None:
+                    self._groups[(save.site.function, id(save.scope))] = (unseen + self.is_checkpoint(save), counts)
+                else:
+                    for kind in kinds:
+                        counts[kind] = counts.get(kind, 0) + 1
+        return self._groups
+
+    def _saves_elsewhere(self, body: cst.CSTNode) -> bool:
+        """`body` calls a save function other than those this model reads (once per function)."""
+        found = self._other_saves.get(body)
+        if found is None:
+            found = self._other_saves[body] = any(
+                isinstance(node, cst.Call) and node not in self._save_nodes
+                and re.search(r"(^|[._])(save|save_\w+|\w+_save)$", dotted_name(node.func) or "", re.I)
+                for node in walk_scope(body))
+        return found
+
+    def _saved_with_keys(self, keys: set[str]) -> set[str]:
+        """State held by the dicts this file saves that have every key a load reads."""
+        kinds: set[str] = set()
+        for saved_keys, held in file_facts.values(self.ctx, "checkpoints.saved_dicts"):
+            if keys <= saved_keys:
+                kinds |= held
+        return kinds
+
+    def partial_restores(self) -> Iterator[tuple[CallSite, list[tuple[str, str]], set[str]]]:
+        """Loads of a resumable checkpoint that restore the model but not state the code has:
+        (the load, [(kind, name)] not restored, what the checkpoint is known to hold)."""
+        for site in self.loads:
+            name = self._loaded_name(site)
+            if name is None:
+                continue
+            body = site.function.node if site.function is not None else self.index.module
+            read, restored, opaque, keys = self._uses_of_checkpoint(name, body, site.scope)
+            if opaque or "model" not in restored or not read:  # no keys read: a bare state dict
+                continue
+            if self._feeds_evaluation(site, body):
+                continue  # the weights of a finished run, read back to be evaluated: not a resume
+            saved = self._saved_with_keys(keys)
+            if not ("optimizer" in saved or "step" in read):
+                continue  # nothing says this checkpoint holds more than weights
+            held = (saved | read) & {"optimizer", "scheduler", "scaler"}
+            held.add("optimizer")
+            available = self.available_state(site.scope, site.function)
+            missing = [(kind, available[kind][0]) for kind in ("optimizer", "scheduler", "scaler")
+                       if kind in held and kind in available and kind not in restored | read]
+            if missing:
+                # a resume split over helpers (`resume_model(path, model)` beside
+                # `resume_train_utils(path, optimizer, scheduler)`): what the others restore counts
+                elsewhere = self._restored_by_other_loads(site)
+                missing = [(kind, label) for kind, label in missing if kind not in elsewhere]
+            if missing:
+                yield site, missing, saved | read
+
+    def _restored_by_other_loads(self, site: CallSite) -> set[str]:
+        """The kinds that the file's other loads of the same checkpoint restore or read: same path
+        text, or a parameter that same-file callers bind to the same text."""
+        sources = self._load_sources(site)
+        found: set[str] = set()
+        if not sources:
+            return found
+        for other in self.loads:
+            if other is site or not sources & self._load_sources(other):
+                continue
+            name = self._loaded_name(other)
+            if name is None:
+                continue
+            body = other.function.node if other.function is not None else self.index.module
+            read, restored, _, _ = self._uses_of_checkpoint(name, body, other.scope)
+            found |= read | restored
+        return found
+
+    def _load_sources(self, site: CallSite) -> set[str]:
+        args = positional_args(site.node)
+        path = args[0].value if args else None
+        if path is None:
+            return set()
+        if isinstance(path, cst.Name) and site.function is not None and self.is_param(path, site.scope):
+            return {self.text(arg) for caller in self.index.callers(site.function)
+                    if (arg := self.index.argument_for(caller.node, site.function, path.value)) is not None}
+        return {self.text(path)}
+
+    def _feeds_evaluation(self, site: CallSite, body: cst.CSTNode) -> bool:
+        """No training runs after the load and, after it, a model is put in eval mode (or a
+        no_grad/inference_mode block runs): the loaded weights are evaluated."""
+        if self.ctx.model(training_model).trains_after(site.node):
+            return False
+        order = self.node_order
+        start = order.get(site.node, 0)
+        for node in walk_scope(body):
+            if order.get(node, -1) <= start:
+                continue
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and (
+                    node.func.attr.value == "eval" and not node.args or
+                    node.func.attr.value == "train" and node.args and
+                    isinstance(node.args[0].value, cst.Name) and node.args[0].value.value == "False"):
+                return True
+            if isinstance(node, cst.WithItem) and isinstance(node.item, cst.Call) and \
+                    self.index.resolve(node.item.func, self.index.scope_at(node)) in GRAD_OFF_CONTEXTS:
+                return True
+        return False
+
+    def _loaded_name(self, site: CallSite) -> str | None:
+        parent = self.index.parent(site.node)
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+            return parent.targets[0].target.value
+        if isinstance(parent, cst.AnnAssign) and isinstance(parent.target, cst.Name):
+            return parent.target.value
+        return None
+
+    def _uses_of_checkpoint(self, name: str, body: cst.CSTNode,
+                            scope: Scope) -> tuple[set[str], set[str], bool, set[str]]:
+        """How a function uses a loaded checkpoint: kinds of keys it reads, kinds of state it
+        restores with `load_state_dict`, and whether it hands the whole checkpoint elsewhere."""
+        read: set[str] = set()
+        keys: set[str] = set()
+        restored: set[str] = set()
+        opaque = False
+        table = self._checkpoint_uses(body, scope)
+        # the sets only grow: the nodes can be read by kind, in any order
+        for node in table.subscripts.get(name, ()):
+            key = string_value(node.slice[0].slice.value) if isinstance(node.slice[0].slice, cst.Index) else None
+            if key is None:
+                opaque = True
+            else:
+                read |= self._key_kinds(key)
+                keys.add(key)
+        for node in table.methods.get(name, ()):
+            method = node.func.attr.value
+            if method in ("get", "pop") and node.args:
+                key = string_value(node.args[0].value)
+                read |= self._key_kinds(key) if key else set()
+                keys |= {key} if key else set()
+                opaque |= key is None
+            elif method not in ("keys", "items", "__contains__"):
+                opaque = True
+        for node in table.restores.get(name, ()):
+            receiver = node.func.value
+            if not (isinstance(receiver, cst.Name) and receiver.value == name):
+                kinds = self.value_kinds(receiver, scope) & {"model", "optimizer", "scheduler", "scaler"}
+                restored |= kinds or {"model"}
+        if name in table.handed:
+            opaque = True  # the whole checkpoint goes to a helper we do not follow
+        return read, restored, opaque, keys
+
+    def _checkpoint_uses(self, body: cst.CSTNode, scope: Scope) -> "CheckpointUses":
+        """What `_uses_of_checkpoint` reads in a function, by name, from one walk of it (a
+        script's loads would otherwise each walk the whole module)."""
+        key = (body, id(scope))
+        table = self._uses.get(key)
+        if table is None:
+            table = self._uses[key] = CheckpointUses()
+            for node in walk_scope(body):
+                if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name):
+                    table.subscripts.setdefault(node.value.value, []).append(node)
+                elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                    receiver, method = node.func.value, node.func.attr.value
+                    if isinstance(receiver, cst.Name):
+                        table.methods.setdefault(receiver.value, []).append(node)
+                    if method == "load_state_dict" and node.args:
+                        for mentioned in self._mentioned(node.args[0].value, scope):
+                            table.restores.setdefault(mentioned, []).append(node)
+                elif isinstance(node, cst.Call):
+                    table.handed.update(arg.value.value for arg in node.args if isinstance(arg.value, cst.Name))
+        return table
+
+    def _mentioned(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> set[str]:
+        """Every name `_mentions(expr, name, scope)` finds."""
+        found: set[str] = set()
+        for node in walk(expr):
+            if isinstance(node, cst.Name):
+                found.add(node.value)
+                value = self.value_of(node, scope, at=expr)
+                if depth < 3 and value is not node and value is not None:
+                    found |= self._mentioned(value, scope, depth + 1)
+        return found
+
+    def _mentions(self, expr: cst.BaseExpression, name: str, scope: Scope, depth: int = 0) -> bool:
+        """`expr` uses the name, directly or through a name assigned from it (`sd = ckpt["model"]`)."""
+        for node in walk(expr):
+            if isinstance(node, cst.Name):
+                if node.value == name:
+                    return True
+                value = self.value_of(node, scope, at=expr)
+                if depth < 3 and value is not node and value is not None and \
+                        self._mentions(value, name, scope, depth + 1):
+                    return True
+        return False
+
+    @staticmethod
+    def _key_kinds(key: str) -> set[str]:
+        """What a key names: "generator_state" is RNG state, not a GAN's generator, and
+        "optimizer_state_dict" is optimizer state, not a model's."""
+        if KEY_PATTERNS["rng"].search(key):
+            return {"rng"}
+        kinds = {kind for kind, pattern in KEY_PATTERNS.items() if pattern.search(key)}
+        if kinds & {"optimizer", "scheduler", "scaler"}:
+            kinds.discard("model")
+        return kinds
