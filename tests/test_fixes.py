@@ -137,11 +137,25 @@ def test_the_rounds_are_bounded():
         from trainlint.finding import FileResult, Finding, Severity
 
         calls.append(source)
-        finding = Finding("x.py", 1, 1, 1, 1, "TL999", "n", Severity.ERROR, "m", _fix((1, 1, 1, 1, "#\n")))
-        return FileResult("x.py", [finding])
+        # a new fix every round (its text differs), so only the bound stops it
+        fix = _fix((1, 1, 1, 1, f"# {len(calls)}\n"))
+        return FileResult("x.py", [Finding("x.py", 1, 1, 1, 1, "TL999", "n", Severity.ERROR, "m", fix)])
 
     outcome = fix_source("x = 1\n", ever_fixable, UNSAFE)
-    assert len(calls) == MAX_ROUNDS + 1 and outcome.source == "#\n" * MAX_ROUNDS + "x = 1\n"
+    assert len(calls) == MAX_ROUNDS + 1
+    assert outcome.source == "".join(f"# {n}\n" for n in range(MAX_ROUNDS, 0, -1)) + "x = 1\n"
+
+
+def test_a_fix_that_does_not_remove_its_finding_is_applied_once():
+    def stuck(source: str):
+        from trainlint.finding import FileResult, Finding, Severity
+
+        line = source.count("\n") + 1  # the finding moves down as lines go in above it
+        fix = _fix((1, 1, 1, 1, "model.train()\n"))
+        return FileResult("x.py", [Finding("x.py", line, 1, line, 1, "TL303", "n", Severity.ERROR, "m", fix)])
+
+    outcome = fix_source("x = 1\n", stuck, UNSAFE)
+    assert outcome.source == "model.train()\nx = 1\n" and outcome.fixed == {"TL303": 1}
 
 
 def test_line_edits_at_the_end_of_a_file_without_a_newline_and_with_crlf():

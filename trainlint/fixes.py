@@ -116,10 +116,13 @@ def fix_source(source: str, lint: Callable[[str], FileResult], policy: FixPolicy
     source; `result` is its check of `source` when the caller has it already."""
     result = result if result is not None else lint(source)
     outcome = FixOutcome(source, result)
+    # fixes that were applied and came back unchanged: applying them again would repeat the same
+    # edit (an inserted line, again and again) without ever removing the finding
+    spent: set[tuple] = set()
     for _ in range(MAX_ROUNDS):
         if outcome.result.errors:
             break  # a rule failed on this source: do not build on a partial check
-        chosen = [f for f in outcome.result.findings if policy.allows(f)]
+        chosen = [f for f in outcome.result.findings if policy.allows(f) and _same_fix(f) not in spent]
         if not chosen:
             break
         new, applied = apply_fixes(outcome.source, [f.fix for f in chosen])
@@ -138,7 +141,13 @@ def fix_source(source: str, lint: Callable[[str], FileResult], policy: FixPolicy
             break  # LibCST refuses what Python accepted: keep the last good source
         outcome.source, outcome.result = new, checked
         outcome.fixed.update(chosen[number].code for number in applied)
+        spent.update(_same_fix(chosen[number]) for number in applied)
     return outcome
+
+
+def _same_fix(finding) -> tuple:
+    """What a fix does, apart from where (its lines move as other fixes land)."""
+    return finding.code, finding.fix.title, tuple(edit.content for edit in finding.fix.edits)
 
 
 # -- files on disk --------------------------------------------------------------------------------
