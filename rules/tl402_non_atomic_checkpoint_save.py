@@ -570,12 +570,12 @@ def _fix(ctx, save) -> FixSpec | None:
     torch_name = module_name(index, scope, "torch")
     if torch_name is None or ctx.code_for(call.func) != f"{torch_name}.save" or scope.lookup("open"):
         return None  # the helper names torch (and `open`) at module level
-    block = import_block(module)
-    if not block or not _runs_after(index, module, block[-1], call):
+    layout = ctx.model(_module_layout)
+    if not layout.imports or not _runs_after(index, module, layout, call):
         return None
     replacement = ((call.func, HELPER),)
     title = f"Save through `{HELPER}` (a temporary file, synced, then `os.replace`)"
-    existing = [s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == HELPER]
+    existing = layout.helpers
     if existing:  # added by this fix for another save: call it
         if len(existing) != 1 or not _is_helper(module, existing[0]) or len(scope.lookup(HELPER)) != 1 \
                 or save.scope.lookup(HELPER) != scope.lookup(HELPER):
@@ -591,7 +591,7 @@ def _fix(ctx, save) -> FixSpec | None:
         os_name, import_edit = "os", add_import(module, "os")
         if import_edit is None:
             return None
-    anchor = block[-1]
+    anchor = layout.imports[-1]
     # two blank lines around a top-level function (the blank lines already below the imports follow
     # it); a line edit's last newline ends its last line
     code = "\n\n" + helper_code(torch_name, os_name, module.default_indent) \
@@ -618,13 +618,27 @@ def _names_in(text: str):
     return [(torch_name.group(1), os_name.group(1))] if torch_name and os_name else []
 
 
-def _runs_after(index, module, anchor, node) -> bool:
-    """`node` is in a top-level statement after `anchor` (so a helper added there is defined)."""
+class _ModuleLayout:
+    """The module's top-level layout, read once per file (every save's fix asks): its import block,
+    the position of each top-level statement, the `atomic_save` helpers already defined."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.imports = import_block(module)
+        self.position = {id(statement): number for number, statement in enumerate(module.body)}
+        self.helpers = [s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == HELPER]
+
+
+def _module_layout(ctx) -> _ModuleLayout:
+    return _ModuleLayout(ctx.module)
+
+
+def _runs_after(index, module, layout: _ModuleLayout, node) -> bool:
+    """`node` is in a top-level statement after the import block (so a helper added there is defined)."""
     top = node
     while index.parent(top) is not None and index.parent(top) is not module:
         top = index.parent(top)
-    body = list(module.body)
-    return top in body and anchor in body and body.index(top) > body.index(anchor)
+    where = layout.position.get(id(top))
+    return where is not None and where > layout.position[id(layout.imports[-1])]
 
 
 def _path_name(bindings) -> bool:

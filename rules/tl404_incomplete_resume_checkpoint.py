@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainlint.model.checkpoint_base import LOAD_FUNCTIONS, SAVE_FUNCTIONS, STATE_KINDS, STATE_LABELS
+from trainlint.model.checkpoint_base import LOAD_FUNCTIONS, SAVE_FUNCTIONS, STATE_KINDS, STATE_LABELS, quoted_state
 from trainlint.model.checkpoints import checkpoint_model
 from trainlint.finding import Severity
 from trainlint.gate import reference_text, refers_to
@@ -17,7 +17,7 @@ _CONSEQUENCE = {
 
 
 def _missing_text(missing: dict[str, list[str]]) -> str:
-    return ", ".join(f"{STATE_LABELS[kind]} (`{names[0]}`)" for kind, names in missing.items())
+    return ", ".join(f"{STATE_LABELS[kind]} ({quoted_state(names[0])})" for kind, names in missing.items())
 
 
 class IncompleteResumeCheckpoint(Rule):
@@ -514,6 +514,61 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             title="the finished run's weights read back for a test evaluation: not a resume",
         ),
+        good(
+            """
+            import os
+            import torch
+
+            def init_from_pretrained(cfg, net):
+                ckpt = torch.load(cfg.init_weights, map_location="cpu", weights_only=True)
+                weights = ckpt["model"]
+                weights.pop("classifier.weight")
+                net.load_state_dict(weights, strict=False)
+
+            def save_state(cfg, epoch, net, opt, sched):
+                torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(),
+                            "lr_scheduler": sched.state_dict(), "epoch": epoch},
+                           os.path.join(cfg.out_dir, f"epoch_{epoch}.pth"))
+
+            def main(cfg, net, loader):
+                opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr)
+                sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.epochs)
+                if cfg.init_weights:
+                    init_from_pretrained(cfg, net)
+                for epoch in range(cfg.epochs):
+                    train_epoch(net, opt, loader)
+                    sched.step()
+                    save_state(cfg, epoch, net, opt, sched)
+            """,
+            title="a fine-tuning start takes only the weights of another run's file: not a resume",
+        ),
+        bad(
+            """
+            import os
+            import torch
+
+            def resume_from(cfg, net):
+                ckpt = torch.load(cfg.resume_path, map_location="cpu", weights_only=True)
+                net.load_state_dict(ckpt["model"])
+
+            def save_state(cfg, epoch, net, opt, sched):
+                torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(),
+                            "lr_scheduler": sched.state_dict(), "epoch": epoch},
+                           os.path.join(cfg.out_dir, f"epoch_{epoch}.pth"))
+
+            def main(cfg, net, loader):
+                opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr)
+                sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.epochs)
+                if cfg.resume_path:
+                    resume_from(cfg, net)
+                for epoch in range(cfg.epochs):
+                    train_epoch(net, opt, loader)
+                    sched.step()
+                    save_state(cfg, epoch, net, opt, sched)
+            """,
+            line=5,
+            title="a resume that takes only the weights of the run's own checkpoint",
+        ),
     )
 
     def check(self, ctx):
@@ -528,7 +583,7 @@ class IncompleteResumeCheckpoint(Rule):
                 f"{consequences}; add {'it' if len(resume.missing) == 1 else 'them'} to the saved dict",
             )
         for site, missing, _ in model.partial_restores():
-            names = ", ".join(f"`{name}`" for _, name in missing)
+            names = ", ".join(quoted_state(name) for _, name in missing)
             what = "restores only the model" if missing[0][0] == "optimizer" else "restores the model"
             yield self.report(
                 site.node,

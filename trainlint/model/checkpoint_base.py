@@ -119,3 +119,15 @@ def path_words(path: str) -> str:
     strings = [s.rsplit("/", 1)[-1] for s in re.findall(r"[\"']([^\"']*)[\"']", path)]
     names = [s for s in strings if "." in s.strip(".")] or strings
     return names[-1] if names else ""
+
+
+def state_label(name: str, path: str | None = None) -> str:
+    """How the model names state the code has: `scheduler`, or `scheduler in main.py` for state a
+    caller in another file holds (that name is not in scope where the finding is)."""
+    return name if path is None else f"{name} in {path}"
+
+
+def quoted_state(label: str) -> str:
+    """A `state_label` for a message: the name in backticks, the file after it (names hold no spaces)."""
+    name, _, path = label.partition(" in ")
+    return f"`{name}` in {path}" if path else f"`{name}`"

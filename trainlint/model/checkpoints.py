@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections import Counter
 from typing import Iterator
 
 import libcst as cst
@@ -82,6 +83,10 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         self._kinds: dict[int, set[str] | None] = {}
         self._binding_tables: dict[int, tuple[list, list[int], list[int]]] = {}
         self._uses: dict[tuple[cst.CSTNode, int], CheckpointUses] = {}
+        self._sources: dict[cst.Call, frozenset[str]] = {}  # load -> the path texts it reads
+        self._kinds_of_load: dict[cst.Call, frozenset[str]] = {}  # load -> what its result is used for
+        self._by_source: dict[str, Counter] | None = None  # path text -> kind -> loads using it
+        self._written: set[str] | None = None  # the path texts the file's saves write
         self._build()
 
     def _build(self) -> None:

@@ -33,7 +33,7 @@ class Summaries:
         self.project = project
         self._by_hash: OrderedDict[str, FileSummary] = OrderedDict()  # least recently used first
         self._constructions: dict[tuple[str, str], list[Construction]] = {}
-        self._callers: dict[tuple[str, str], list[CallArguments]] = {}
+        self._callers: dict[tuple[str, str], list[tuple[Path, CallArguments]]] = {}
         self._generation = project.generation
 
     def _current(self) -> None:
@@ -114,6 +114,10 @@ class Summaries:
         """Where the other checked files call the module-level function `function_name` of the file
         at `path` (`save_on_master(checkpoint, path)` in main.py, for what the helper writes); the
         file's own calls are its index's business."""
+        return [use for _, use in self.callers_by_file(path, function_name)]
+
+    def callers_by_file(self, path: str, function_name: str) -> list[tuple[Path, CallArguments]]:
+        """`callers`, each with the file it is in (a message can say where a caller's state is)."""
         self._current()
         key = (str(self.project.real(path)), function_name)
         if key not in self._callers:
@@ -127,12 +131,12 @@ class Summaries:
         self._current()
         key = (str(self.project.real(path)), class_name)
         if key not in self._constructions:
-            self._constructions[key] = self._uses(path, class_name,
-                                                  lambda summary: summary.constructions_of(class_name), own_file=True)
+            self._constructions[key] = [use for _, use in self._uses(
+                path, class_name, lambda summary: summary.constructions_of(class_name), own_file=True)]
         return self._constructions[key]
 
     def _uses(self, path: str, name: str, found_in, own_file: bool) -> list:
-        """What `found_in(summary)` finds (calls with a `callee`) in the checked files whose text
+        """(file, use) for what `found_in(summary)` finds (calls with a `callee`) in the checked files whose text
         calls `name`, kept when the callee is the module-level `name` of the file at `path`; in that
         file itself (with `own_file`), an undotted callee is its own definition."""
         target = self.project.real(path)
@@ -147,11 +151,11 @@ class Summaries:
             summary = self.file_summary(candidate)
             for use in found_in(summary) if summary is not None else ():
                 if candidate == target and "." not in use.callee:
-                    found.append(use)
+                    found.append((candidate, use))
                     continue
                 where = self.locate(use.callee, str(candidate))
                 if where is not None and where[0] == target and where[1] == [name]:
-                    found.append(use)
+                    found.append((candidate, use))
         return found
 
 
@@ -191,6 +195,13 @@ class Linker:
             return []
         return self._summaries.callers(self.path, function_name)
 
+    def callers_by_file(self, function_name: str) -> list[tuple[str, CallArguments]]:
+        """`callers`, each with its file's path relative to the project root."""
+        if self.project is None or not self.project.contains(self.path):
+            return []
+        return [(_relative(self.project, where), use)
+                for where, use in self._summaries.callers_by_file(self.path, function_name)]
+
     def constructor_role(self, index: FileIndex, class_name: str, attr: str) -> str | None:
         """The role the callers that build `class_name` give the `__init__` parameter that
         `self.<attr>` is set from, when they all agree."""
@@ -223,3 +234,10 @@ def summaries_of(project: Project) -> Summaries:
     if found is None:
         found = _SUMMARIES[project] = Summaries(project)
     return found
+
+
+def _relative(project: Project, path: Path) -> str:
+    try:
+        return path.relative_to(project.root).as_posix()
+    except ValueError:
+        return path.as_posix()

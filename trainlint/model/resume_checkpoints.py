@@ -4,12 +4,13 @@ and the loads that restore them (TL404, TL701)."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Iterator
 
 import libcst as cst
 
 from trainlint.model import file_facts
-from trainlint.model.checkpoint_base import (COUNTER_NAME, CheckpointUses, ROLE_KIND, ResumeSave, STATE_KINDS, Save,
+from trainlint.model.checkpoint_base import (state_label, COUNTER_NAME, CheckpointUses, ROLE_KIND, ResumeSave, STATE_KINDS, Save,
                                              path_words, string_value, walk_scope)
 from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS
 from trainlint.model.index import CallSite, FunctionInfo, Scope, dotted_name, positional_args, walk
@@ -74,10 +75,10 @@ class ResumeCheckpoints:
         linker = self.index.linker
         if function is not None and function.class_name is None and linker is not None and \
                 function.scope.parent is self.index.module_scope:
-            for call in linker.callers(function.name):  # callers in the project's other files
+            for where, call in linker.callers_by_file(function.name):  # callers in the project's other files
                 for name, role in call.state:
                     if role in ROLE_KIND:
-                        add(ROLE_KIND[role], name)
+                        add(ROLE_KIND[role], state_label(name, where))
         class_name = function.class_name if function is not None else None
         if class_name:
             for attr, values in self.index.class_attributes.get(class_name, {}).items():
@@ -290,6 +291,10 @@ class ResumeCheckpoints:
             saved = self._saved_with_keys(keys)
             if not ("optimizer" in saved or "step" in read):
                 continue  # nothing says this checkpoint holds more than weights
+            if read <= {"model"} and not self._reads_a_resume_file(site):
+                # only the weights are taken (a fine-tuning start from pretrained weights): that a
+                # dict this file saves also has a "model" key does not make this file that dict
+                continue
             held = (saved | read) & {"optimizer", "scheduler", "scaler"}
             held.add("optimizer")
             available = self.available_state(site.scope, site.function)
@@ -303,33 +308,68 @@ class ResumeCheckpoints:
             if missing:
                 yield site, missing, saved | read
 
+    def _reads_a_resume_file(self, site: CallSite) -> bool:
+        """The load reads what a save of this file writes (the same path text), or a path named as
+        a resume (`args.resume`, `last.pt`, `ckpt_path`)."""
+        sources = self._load_sources(site)
+        if not sources:
+            return False
+        if self._written is None:  # once per file: every load asks
+            self._written = set()
+            for save in self.saves:
+                if save.dest is not None:
+                    value = self.value_of(save.dest, save.scope, at=save.node)
+                    self._written |= {self.text(save.dest), self.text(value) if value is not None else ""}
+        return bool(sources & self._written) or any(RESUME_PATH.search(source) for source in sources)
+
     def _restored_by_other_loads(self, site: CallSite) -> set[str]:
         """The kinds that the file's other loads of the same checkpoint restore or read: same path
         text, or a parameter that same-file callers bind to the same text."""
-        sources = self._load_sources(site)
-        found: set[str] = set()
-        if not sources:
-            return found
-        for other in self.loads:
-            if other is site or not sources & self._load_sources(other):
-                continue
-            name = self._loaded_name(other)
-            if name is None:
-                continue
-            body = other.function.node if other.function is not None else self.index.module
-            read, restored, _, _ = self._uses_of_checkpoint(name, body, other.scope)
-            found |= read | restored
-        return found
+        own = self._load_kinds(site)
+        by_source = self._kinds_by_source()
+        # a kind counts when some load other than this one has it: more loads than this one's share
+        return {kind for source in self._load_sources(site) for kind, loads in by_source[source].items()
+                if loads - (kind in own) > 0}
 
-    def _load_sources(self, site: CallSite) -> set[str]:
+    def _load_kinds(self, site: CallSite) -> frozenset[str]:
+        """What a load's result is read for or restores (once per load: every load of a path asks)."""
+        cached = self._kinds_of_load.get(site.node)
+        if cached is None:
+            name = self._loaded_name(site)
+            if name is None:
+                cached = frozenset()
+            else:
+                body = site.function.node if site.function is not None else self.index.module
+                read, restored, _, _ = self._uses_of_checkpoint(name, body, site.scope)
+                cached = frozenset(read | restored)
+            self._kinds_of_load[site.node] = cached
+        return cached
+
+    def _kinds_by_source(self) -> dict[str, Counter]:
+        """Path text -> kind -> how many of the file's loads of that path read or restore it."""
+        if self._by_source is None:
+            self._by_source = {}
+            for load in self.loads:
+                for source in self._load_sources(load):
+                    self._by_source.setdefault(source, Counter()).update(self._load_kinds(load))
+        return self._by_source
+
+    def _load_sources(self, site: CallSite) -> frozenset[str]:
+        """The path texts a load reads: its argument's, or what the callers pass for a parameter."""
+        cached = self._sources.get(site.node)
+        if cached is not None:
+            return cached
         args = positional_args(site.node)
         path = args[0].value if args else None
         if path is None:
-            return set()
-        if isinstance(path, cst.Name) and site.function is not None and self.is_param(path, site.scope):
-            return {self.text(arg) for caller in self.index.callers(site.function)
-                    if (arg := self.index.argument_for(caller.node, site.function, path.value)) is not None}
-        return {self.text(path)}
+            sources: frozenset[str] = frozenset()
+        elif isinstance(path, cst.Name) and site.function is not None and self.is_param(path, site.scope):
+            sources = frozenset(self.text(arg) for caller in self.index.callers(site.function)
+                                if (arg := self.index.argument_for(caller.node, site.function, path.value)) is not None)
+        else:
+            sources = frozenset({self.text(path)})
+        self._sources[site.node] = sources
+        return sources
 
     def _feeds_evaluation(self, site: CallSite, body: cst.CSTNode) -> bool:
         """No training runs after the load and, after it, a model is put in eval mode (or a
