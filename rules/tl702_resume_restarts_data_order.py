@@ -249,6 +249,71 @@ class ResumeRestartsDataOrder(Rule):
             """,
             title="skip_first_batches by the update count times K",
         ),
+        good(
+            """
+            import torch
+
+            def train(args, accelerator, model, optimizer, train_dataloader):
+                completed_steps, resume_batches = 0, None
+                if args.resume_from_checkpoint:
+                    state = torch.load(args.resume_from_checkpoint, weights_only=True)
+                    model.load_state_dict(state["model"])
+                    optimizer.load_state_dict(state["optimizer"])
+                    completed_steps = state["completed_steps"]
+                    resume_batches = completed_steps * args.gradient_accumulation_steps
+                    first_epoch = resume_batches // len(train_dataloader)
+                    resume_batches -= first_epoch * len(train_dataloader)  # into the resumed epoch
+                for epoch in range(args.epochs):
+                    if resume_batches is not None and epoch == 0:
+                        active = accelerator.skip_first_batches(train_dataloader, resume_batches)
+                    else:
+                        active = train_dataloader
+                    for batch in active:
+                        with accelerator.accumulate(model):
+                            accelerator.backward(model(**batch).loss)
+                            optimizer.step()
+                            optimizer.zero_grad()
+                        if accelerator.sync_gradients:
+                            completed_steps += 1
+                            if completed_steps % args.checkpointing_steps == 0:
+                                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                            "completed_steps": completed_steps}, "last.pt")
+            """,
+            title="the resume branch skips the update count times K; the other branch skips nothing",
+        ),
+        bad(
+            """
+            import torch
+
+            def train(args, accelerator, model, optimizer, train_dataloader):
+                completed_steps, resume_batches = 0, None
+                if args.resume_from_checkpoint:
+                    state = torch.load(args.resume_from_checkpoint, weights_only=True)
+                    model.load_state_dict(state["model"])
+                    optimizer.load_state_dict(state["optimizer"])
+                    completed_steps = state["completed_steps"]
+                    resume_batches = completed_steps
+                    first_epoch = resume_batches // len(train_dataloader)
+                    resume_batches -= first_epoch * len(train_dataloader)  # into the resumed epoch
+                for epoch in range(args.epochs):
+                    if resume_batches is not None and epoch == 0:
+                        active = accelerator.skip_first_batches(train_dataloader, resume_batches)
+                    else:
+                        active = train_dataloader
+                    for batch in active:
+                        with accelerator.accumulate(model):
+                            accelerator.backward(model(**batch).loss)
+                            optimizer.step()
+                            optimizer.zero_grad()
+                        if accelerator.sync_gradients:
+                            completed_steps += 1
+                            if completed_steps % args.checkpointing_steps == 0:
+                                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                            "completed_steps": completed_steps}, "last.pt")
+            """,
+            line=18,
+            title="the resume branch skips the update count, not the micro-batches",
+        ),
         bad(
             """
             import torch
@@ -517,7 +582,7 @@ class ResumeRestartsDataOrder(Rule):
                         "(`skip_first_batches`, `itertools.islice`) or restore the sampler position")
                     break
                 if skip is not None and loop.accumulates and _counts_updates(ctx, training, loop, restore) \
-                        and not _scaled(flow, skip):
+                        and not _scaled(ctx, flow, skip):
                     yield self.report(
                         node,
                         f"the skip `{ctx.code_for(skip).strip()}` counts optimizer updates (`{restore['counter']}` "
@@ -768,14 +833,19 @@ def _counts_updates(ctx, training, loop, restore) -> bool:
     return False
 
 
-def _scaled(flow, skip, depth: int = 0) -> bool:
-    """The skip multiplies by something (the accumulation factor), here or in the names it reads."""
+def _scaled(ctx, flow, skip, depth: int = 0) -> bool:
+    """The skip multiplies by something (the accumulation factor), here or in the names it reads.
+    A name bound on several branches (`active = skip_first_batches(...)` when resuming, `active =
+    loader` otherwise) is scaled when a binding before the use is: the other branches skip nothing."""
     for node in walk(skip):
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
             return True
         if isinstance(node, cst.Name) and depth < 3:
-            binding = flow.reaching(node)
-            if binding is not None and binding.kind == "assign" and binding.value is not None \
-                    and binding.value is not node and _scaled(flow, binding.value, depth + 1):
+            reaching = flow.reaching(node)
+            bindings = [reaching] if reaching is not None else []
+            bindings += [b for b in ctx.index.scope_at(node).lookup(node.value)
+                         if b is not reaching and b.kind == "assign" and flow.before(b.node, node)]
+            if any(b.kind == "assign" and b.value is not None and b.value is not node
+                   and _scaled(ctx, flow, b.value, depth + 1) for b in bindings):
                 return True
     return False

@@ -3,6 +3,7 @@
     python scripts/realworld.py DIR                   # DIR holds one <owner>+<name> folder per repository
     python scripts/realworld.py DIR --json            # the same report as one JSON object
     python scripts/realworld.py DIR --repo huggingface/peft --show-all
+    python scripts/realworld.py DIR --first-contact 2 --half test   # a first-contact round of issue 24
 
 Each folder of DIR is an exported tree of one public repository (its `.py` files at one commit). It is
 checked as its own project, the way a user runs trainlint on it (`trainlint . --output-format json
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -42,6 +44,13 @@ FIELDS = ("repository", "commit", "path", "line", "code", "text", "verdict", "re
 # it was made (on first contact, or on a finding that appeared at the end).
 FIRST_CONTACT = ROOT / "tests" / "realworld" / "first_contact.json"
 FIRST_CONTACT_MANIFEST = ROOT / "tests" / "realworld" / "first_contact_manifest.json"
+# each round of first contact is a new set of repositories: round 1 (18 repositories, seed 24) and
+# round 2 (14 repositories, seed 25, judged after round 1's false positives had been read and fixed)
+FIRST_CONTACT_ROUNDS = {
+    1: (FIRST_CONTACT, FIRST_CONTACT_MANIFEST),
+    2: (ROOT / "tests" / "realworld" / "first_contact_2.json",
+        ROOT / "tests" / "realworld" / "first_contact_2_manifest.json"),
+}
 OPTIONAL_FIELDS = {"half": ("tune", "test"), "phase": ("first-contact", "end")}
 
 
@@ -279,8 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--judgments", type=Path, default=JUDGMENTS)
     parser.add_argument("--manifest", type=Path, default=None,
                         help="the repositories and commits (default: DIR/manifest.json, else the review set's)")
-    parser.add_argument("--first-contact", action="store_true",
-                        help="use the first-contact set of issue 24 (its judgments and manifest)")
+    parser.add_argument("--first-contact", nargs="?", type=int, const=1, choices=sorted(FIRST_CONTACT_ROUNDS),
+                        metavar="ROUND", help="use a first-contact set of issue 24, its judgments and manifest "
+                                              "(round 1 when no ROUND is given)")
     parser.add_argument("--half", choices=OPTIONAL_FIELDS["half"], help="only this half of the first-contact split")
     parser.add_argument("--repo", action="append", default=[], help="only this owner/name (repeatable)")
     parser.add_argument("--jobs", "-j", type=int, default=1)
@@ -293,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.first_contact:
-        args.judgments, args.manifest = FIRST_CONTACT, args.manifest or FIRST_CONTACT_MANIFEST
+        judged, listed = FIRST_CONTACT_ROUNDS[args.first_contact]
+        args.judgments, args.manifest = judged, args.manifest or listed
     judgments = load_judgments(args.judgments)
     problems = validate(judgments)
     if problems:

@@ -66,6 +66,25 @@ def test_the_first_contact_judgments_have_their_schema_and_split():
     assert not set(halves) & {j["repository"] for j in realworld.load_judgments()}
 
 
+def test_the_second_first_contact_round_is_new_code_split_before_reading():
+    """Round 2: 14 more repositories, none in the review set or in round 1, split by seed 25."""
+    judged, listed = realworld.FIRST_CONTACT_ROUNDS[2]
+    judgments = realworld.load_judgments(judged)
+    assert realworld.validate(judgments) == []
+    manifest = realworld.json.loads(listed.read_text(encoding="utf-8"))
+    halves = {e["repository"]: e["half"] for e in manifest["repositories"].values()}
+    names = sorted(halves, key=str.lower)
+    realworld.random.Random(manifest["split"]["seed"]).shuffle(names)
+    assert {name: ("tune" if i < 7 else "test") for i, name in enumerate(names)} == halves
+    for j in judgments:
+        assert j["half"] == halves[j["repository"]] and j["phase"] in ("first-contact", "end"), j
+        assert manifest["repositories"][realworld.folder_of(j["repository"])]["commit"] == j["commit"], j
+        assert j["code"] != "TL402", j  # the measure is outside TL402
+    round_1 = realworld.json.loads(realworld.FIRST_CONTACT_MANIFEST.read_text(encoding="utf-8"))
+    earlier = {e["repository"] for e in round_1["repositories"].values()}
+    assert not set(halves) & (earlier | {j["repository"] for j in realworld.load_judgments()})
+
+
 @pytest.mark.parametrize("bad,problem", [
     ({"verdict": "maybe"}, "verdict"),
     ({"line": 0}, "line"),
