@@ -88,18 +88,30 @@ class AtomicSaves:
             return name in BYTES_BUFFERS or name.endswith("BytesIO")
         return False
 
+    def _unpacked_from_temporary(self, name: str, scope: Scope, depth: int) -> bool:
+        """`fd, tmp = tempfile.mkstemp()` then `os.fdopen(fd, "wb")`: the name came from a temp file
+        (once per scope, name and depth: a module-level name can have thousands of bindings)."""
+        key = (id(scope), name, depth)
+        known = self._temporary_names.get(key)
+        if known is None:
+            known = False
+            for binding in scope.lookup(name):
+                source = binding.node.value if isinstance(binding.node, cst.Assign) else None
+                if source is not None and binding.value is None and \
+                        self._is_temporary(None, source, scope, depth + 1):
+                    known = True
+                    break
+            self._temporary_names[key] = known
+        return known
+
     def _is_temporary(self, dest, value, scope: Scope, depth: int = 0) -> bool:
         for expr in (dest, value):
             if expr is None:
                 continue
             for node in walk(expr):
-                if isinstance(node, cst.Name) and depth < 2 and node is not dest:
-                    # `fd, tmp = tempfile.mkstemp()` then `os.fdopen(fd, "wb")`: the name came from a temp file
-                    for binding in scope.lookup(node.value):
-                        source = binding.node.value if isinstance(binding.node, cst.Assign) else None
-                        if source is not None and binding.value is None and \
-                                self._is_temporary(None, source, scope, depth + 1):
-                            return True
+                if isinstance(node, cst.Name) and depth < 2 and node is not dest \
+                        and self._unpacked_from_temporary(node.value, scope, depth):
+                    return True
                 if isinstance(node, cst.Call):
                     name = self.index.resolve(node.func, scope) or dotted_name(node.func) or ""
                     if name.startswith(TEMPFILE_PREFIX) or "atomic" in name.lower():

@@ -87,6 +87,9 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         self._kinds_of_load: dict[cst.Call, frozenset[str]] = {}  # load -> what its result is used for
         self._by_source: dict[str, Counter] | None = None  # path text -> kind -> loads using it
         self._written: set[str] | None = None  # the path texts the file's saves write
+        self._params: dict[tuple[int, str], bool] = {}  # (scope, name) -> bound only as a parameter
+        self._name_reuse: dict[tuple[int, str, int], str | None] = {}  # (scope, name, depth) -> path verdict
+        self._temporary_names: dict[tuple[int, str, int], bool] = {}  # (scope, name, depth) -> from a temp file
         self._build()
 
     def _build(self) -> None:
@@ -190,8 +193,16 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         return self._node_order
 
     def is_param(self, expr: cst.BaseExpression | None, scope: Scope) -> bool:
-        return isinstance(expr, cst.Name) and any(b.kind == "param" for b in scope.lookup(expr.value)) \
-            and all(b.kind == "param" for b in scope.lookup(expr.value))
+        """A name bound only as a parameter (once per scope and name: a script's module-level name
+        can have thousands of bindings, and every save asks)."""
+        if not isinstance(expr, cst.Name):
+            return False
+        key = (id(scope), expr.value)
+        known = self._params.get(key)
+        if known is None:
+            bindings = scope.lookup(expr.value)
+            known = self._params[key] = bool(bindings) and all(b.kind == "param" for b in bindings)
+        return known
 
     def text(self, node: cst.CSTNode | None) -> str:
         return self.ctx.code_for(node).strip() if node is not None else ""

@@ -101,9 +101,12 @@ class SavePaths:
                 if re.search(r"time|uuid|now|date|random", name):
                     return "unique"
         if isinstance(expr, cst.Name):
+            # once per scope, name and depth: a script's module-level `path` can have thousands of
+            # bindings, and every save that writes it asks
+            key = (id(scope), expr.value, depth)
+            if key in self._name_reuse:
+                return self._name_reuse[key]
             bindings = scope.lookup(expr.value)
-            if not bindings:
-                return None
             verdicts = []
             for binding in bindings:
                 if binding.kind == "import":
@@ -112,7 +115,8 @@ class SavePaths:
                     verdicts.append(self._reuse(binding.value, scope, depth + 1))
                 else:
                     verdicts.append(None)  # a parameter, a loop variable: not known here
-            return self._combine(verdicts)
+            verdict = self._name_reuse[key] = self._combine(verdicts) if bindings else None
+            return verdict
         if isinstance(expr, cst.Attribute):
             return "fixed"  # args.output_dir, self.ckpt_dir, cfg.path: a setting
         if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
