@@ -47,11 +47,10 @@ from pathlib import Path
 import libcst
 
 import trainlint.context
-import trainlint.engine
-import trainlint.guard
 from trainlint.cache import ResultCache
 from trainlint.reader.discovery import discover
 from trainlint.engine import _rules_for, decode_source, lint_paths, lint_source
+from trainlint.parsing import Parser
 from trainlint.reader.project import Project
 from trainlint.rules import registry
 from trainlint.settings import Settings, resolve_selection
@@ -123,11 +122,12 @@ class PhaseClock:
 def instrumented(clock: PhaseClock):
     """Wrap the engine's steps in the clock for one run, and unwrap them afterwards."""
     patches = [
-        (trainlint.engine, "python_tree", clock.wrap("gate (ast parse)", trainlint.engine.python_tree)),
-        (trainlint.guard, "check", clock.wrap("guard (compile)", trainlint.guard.check)),
-        (trainlint.guard, "compiles", clock.wrap("compile (no rule reads the file)", trainlint.guard.compiles)),
-        (trainlint.engine, "gated", clock.wrap("gate (facts)", trainlint.engine.gated)),
-        (trainlint.engine, "_parse", clock.wrap("parse", trainlint.engine._parse)),
+        # the engine parses through a Parser (trainlint.parsing): its methods are the phases
+        (Parser, "python_tree", clock.wrap("gate (ast parse)", Parser.python_tree)),
+        (Parser, "guard_check", clock.wrap("guard (compile)", Parser.guard_check)),
+        (Parser, "compiles", clock.wrap("compile (no rule reads the file)", Parser.compiles)),
+        (Parser, "gated", clock.wrap("gate (facts)", Parser.gated)),
+        (Parser, "libcst_module", clock.wrap("parse", Parser.libcst_module)),
         (trainlint.context, "FileIndex", clock.wrap("index", trainlint.context.FileIndex)),
         (trainlint.context.FileContext, "model", clock.wrap("models", trainlint.context.FileContext.model)),
     ]
@@ -224,17 +224,17 @@ def main(argv: list[str] | None = None) -> int:
 
     # files that pass the text pre-filter but not the gate
     parsed: list[str] = []
-    counting = trainlint.engine._parse
+    counting = Parser.libcst_module
 
-    def count(source, path, problem=None):
+    def count(self, source, path, problem=None):
         parsed.append(path)
-        return counting(source, path, problem)
+        return counting(self, source, path, problem)
 
-    trainlint.engine._parse = count
+    Parser.libcst_module = count
     try:
         lint_all(files, settings, as_project)
     finally:
-        trainlint.engine._parse = counting
+        Parser.libcst_module = counting
     gated_out = len(files) - prefiltered - len(parsed)
 
     paths = [path for path, _ in files]

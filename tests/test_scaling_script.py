@@ -54,3 +54,17 @@ def test_the_script_prints_each_part_and_the_growth():
     assert "chain: lines" in out and "whole check / parse" in out
     assert "index" in out and "TL101" in out and "model training.training_model" in out
     assert "largest growth of a ratio: chain" in out
+
+
+def test_the_benchmark_script_runs_its_phases_on_a_small_tree(tmp_path):
+    """`scripts/benchmark.py` instruments the engine's parser and the rules by name: a rename in the
+    engine must not break it silently (it did once). Its numbers are not checked, only that it runs."""
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    for source in sorted(examples.glob("*.py"))[:2]:
+        (tmp_path / source.name).write_bytes(source.read_bytes())
+    done = subprocess.run([sys.executable, str(SCRIPTS / "benchmark.py"), str(tmp_path), "--repeat", "1", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = __import__("json").loads(done.stdout)
+    assert report["files"] == 2 and report["cold_ratio"] > 0
+    assert any(name.startswith("rule TL") for name in report["phases_ratio"]), report["phases_ratio"]
