@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
+import sys
+
 import libcst as cst
 
 from trainlint.finding import Severity
@@ -553,11 +556,10 @@ class ResumeRestartsDataOrder(Rule):
     def check(self, ctx):
         flow = ctx.model(dataflow)
         training = ctx.model(training_model)
+        loops = [loop for loop in training.loops if isinstance(loop.node, cst.For) and loop.innermost]
         for restore in _restores(ctx, flow):
-            for loop in training.loops:
+            for loop in _loops_after(flow, loops, restore):
                 node = loop.node
-                if not isinstance(node, cst.For) or not loop.innermost:
-                    continue
                 loader = loader_of_loop(flow, node)
                 iterated = _iterated_chain(ctx, flow, node)
                 if loader is None and not iterated:
@@ -599,6 +601,7 @@ def _restores(ctx, flow):
     folder name, `step_1200`)."""
     index = ctx.index
     role_model = ctx.model(roles)
+    windows = _ResumeWindows(ctx, flow)
     for site in index.calls:
         func = site.node.func
         owner = flow._owner(site.node)
@@ -612,7 +615,7 @@ def _restores(ctx, flow):
             loaded = dotted_name(parent.targets[0].target)
             if loaded is None:
                 continue
-            assigns = _assignments(index, owner)
+            assigns = windows.assignments_after(site.node, owner)
             for node in assigns:
                 if isinstance(node, cst.Assign) and _reads_key(node.value, loaded, _STEP_KEYS + _EPOCH_KEYS):
                     counters += [n for n in (dotted_name(t.target) for t in node.targets) if n]
@@ -623,7 +626,7 @@ def _restores(ctx, flow):
                 else None
             if not isinstance(holder, cst.IndentedBlock):
                 continue
-            assigns = _assignments(index, owner)
+            assigns = windows.assignments_after(site.node, owner)
             counters = [name for node in _assignments(index, holder) if flow.before(site.node, node)
                         and isinstance(node, cst.Assign) and not _constant(node.value)
                         for name in (dotted_name(t.target) for t in node.targets) if name]
@@ -642,7 +645,43 @@ def _restores(ctx, flow):
                         if name and (loaded is None or name != loaded and not name.startswith(loaded + ".")):
                             derived.add(name)
         yield {"load": site.node, "counter": counters[0], "counters": set(counters), "derived": derived,
-               "owner": owner, "loaded": loaded}
+               "owner": owner, "loaded": loaded, "until": windows.until(site.node, owner)}
+
+
+class _ResumeWindows:
+    """Where a resume's values live: from its load to the next load in the same function (a later
+    load rebinds what it restores). A script that resumes in many places is read once per
+    function, and each resume looks only at its own stretch, not at the whole file again."""
+
+    def __init__(self, ctx, flow) -> None:
+        self.index, self.flow = ctx.index, flow
+        self._assigns: dict[int, tuple[list[int], list]] = {}
+        self._loads: dict[int, list[int]] = {}
+        for site in self.index.calls:
+            func = site.node.func
+            if self.index.resolve(func, site.scope) in LOAD_FUNCTIONS or \
+                    isinstance(func, cst.Attribute) and func.attr.value == "load_state":
+                owner = flow._owner(site.node)
+                self._loads.setdefault(id(owner), []).append(flow.position(site.node))
+        for starts in self._loads.values():
+            starts.sort()
+
+    def until(self, load: cst.Call, owner) -> int:
+        """The position of the next load in `owner` after `load` (or past the end)."""
+        starts = self._loads.get(id(owner), [])
+        i = bisect.bisect_right(starts, self.flow.position(load))
+        return starts[i] if i < len(starts) else sys.maxsize
+
+    def assignments_after(self, load: cst.Call, owner) -> list:
+        """The assignments of `owner` between `load` and the next load there."""
+        key = id(owner)
+        if key not in self._assigns:
+            nodes = sorted(_assignments(self.index, owner), key=self.flow.position)
+            self._assigns[key] = ([self.flow.position(n) for n in nodes], nodes)
+        positions, nodes = self._assigns[key]
+        start = bisect.bisect_right(positions, self.flow.position(load))
+        stop = bisect.bisect_left(positions, self.until(load, owner))
+        return nodes[start:stop]
 
 
 def _assignments(index, owner) -> list[cst.CSTNode]:
@@ -698,6 +737,21 @@ def _reads_key(expr, loaded: str, words) -> list[str]:
 
 def _mentions(expr, names: set[str]) -> bool:
     return any(isinstance(n, (cst.Name, cst.Attribute)) and dotted_name(n) in names for n in walk(expr))
+
+
+def _loops_after(flow, loops, restore) -> list:
+    """The loops a resume's counters can drive: in its function, between the load and the next load
+    there; in other functions only when it restores a `self.<counter>` (see `_after_restore`)."""
+    owner, start, until = restore["owner"], flow.position(restore["load"]), restore["until"]
+    members = any(c.startswith("self.") for c in restore["counters"])
+    found = []
+    for loop in loops:
+        if flow._owner(loop.node) is owner:  # positions are counted within one function
+            if start < flow.position(loop.node) < until:
+                found.append(loop)
+        elif members:
+            found.append(loop)
+    return found
 
 
 def _after_restore(ctx, flow, restore, loop) -> bool:

@@ -178,6 +178,7 @@ class AmpModel:
         self.training: TrainingModel = ctx.model(training_model)
         self.units: list[Unit] = []
         self._engines: set[str] | None = None
+        self._named_scales: dict[tuple[int, str, int], cst.Call | None] = {}  # see _named_scale_call
         self._build()
 
     # -- classification ------------------------------------------------------------------------
@@ -294,12 +295,24 @@ class AmpModel:
                     and node.func.attr.value == "scale" and self.roles.of(node.func.value, scope) == SCALER):
                 return node
             if isinstance(node, cst.Name) and depth < 3:
-                for binding in scope.lookup(node.value):
-                    if binding.kind == "assign" and binding.value is not None and binding.value is not receiver:
-                        found = self._scale_call(binding.value, scope, depth + 1)
-                        if found is not None:
-                            return found
+                found = self._named_scale_call(node.value, receiver, scope, depth)
+                if found is not None:
+                    return found
         return None
+
+    def _named_scale_call(self, name: str, receiver: cst.BaseExpression, scope: Scope, depth: int) -> cst.Call | None:
+        """The scale call a name is bound to, once per scope, name and depth (a script's
+        module-level `loss` can have thousands of bindings, and every backward asks)."""
+        key = (id(scope), name, depth)
+        if key not in self._named_scales:
+            self._named_scales[key] = None
+            for binding in scope.lookup(name):
+                if binding.kind == "assign" and binding.value is not None and binding.value is not receiver:
+                    found = self._scale_call(binding.value, scope, depth + 1)
+                    if found is not None:
+                        self._named_scales[key] = found
+                        break
+        return self._named_scales[key]
 
     # -- ordering ------------------------------------------------------------------------------
     def events_in(self, body: cst.CSTNode, scope: Scope, via: tuple[cst.Call, ...] = (),

@@ -88,6 +88,7 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         self._by_source: dict[str, Counter] | None = None  # path text -> kind -> loads using it
         self._written: set[str] | None = None  # the path texts the file's saves write
         self._params: dict[tuple[int, str], bool] = {}  # (scope, name) -> bound only as a parameter
+        self._name_uses: dict[tuple, tuple] = {}  # (body, scope, name) -> _uses_of_checkpoint's answer
         self._name_reuse: dict[tuple[int, str, int], str | None] = {}  # (scope, name, depth) -> path verdict
         self._temporary_names: dict[tuple[int, str, int], bool] = {}  # (scope, name, depth) -> from a temp file
         self._build()

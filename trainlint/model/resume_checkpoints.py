@@ -402,7 +402,16 @@ class ResumeCheckpoints:
     def _uses_of_checkpoint(self, name: str, body: cst.CSTNode,
                             scope: Scope) -> tuple[set[str], set[str], bool, set[str]]:
         """How a function uses a loaded checkpoint: kinds of keys it reads, kinds of state it
-        restores with `load_state_dict`, and whether it hands the whole checkpoint elsewhere."""
+        restores with `load_state_dict`, and whether it hands the whole checkpoint elsewhere.
+        The same for every load into `name` there: answered once (a script may load into `ckpt`
+        hundreds of times)."""
+        memo = (body, id(scope), name)
+        if memo not in self._name_uses:
+            self._name_uses[memo] = self._read_uses(name, body, scope)
+        read, restored, opaque, keys = self._name_uses[memo]
+        return set(read), set(restored), opaque, set(keys)
+
+    def _read_uses(self, name: str, body: cst.CSTNode, scope: Scope) -> tuple[set[str], set[str], bool, set[str]]:
         read: set[str] = set()
         keys: set[str] = set()
         restored: set[str] = set()

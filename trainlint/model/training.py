@@ -197,6 +197,7 @@ class TrainingModel:
         self._prepared: dict[str, list[tuple[cst.Assign, Scope]]] | None = None
         # `_runs_training` is asked per save and per later statement: each statement is walked once
         self._runs_training_memo: dict[int, tuple[cst.CSTNode, bool]] = {}
+        self._statement_tables: dict[int, tuple] = {}  # owner -> (owner, positions, trains_from): see trains_after
         self._trained_functions: set[cst.CSTNode] | None = None
         self._body_calls: dict[cst.CSTNode, list[cst.Call]] | None = None
         self._build()
@@ -619,11 +620,22 @@ class TrainingModel:
             else owner.body if isinstance(owner, cst.Module) else None
         if body is None:
             return True
-        position = {id(s): i for i, s in enumerate(body)}
+        position, trains_from = self._statement_table(owner, body)
         statement = next((n for n in chain if id(n) in position), None)
         if statement is None:
             return True
-        return any(self._runs_training(s) for s in body[position[id(statement)] + 1:])
+        return trains_from[position[id(statement)] + 1]
+
+    def _statement_table(self, owner: cst.CSTNode, body) -> tuple[dict[int, int], list[bool]]:
+        """For a body: each statement's position, and whether a statement at or after position i
+        runs training (built once per body: a script asks at each of its thousands of saves)."""
+        table = self._statement_tables.get(id(owner))
+        if table is None or table[0] is not owner:
+            trains_from = [False] * (len(body) + 1)
+            for i in range(len(body) - 1, -1, -1):
+                trains_from[i] = trains_from[i + 1] or self._runs_training(body[i])
+            table = self._statement_tables[id(owner)] = (owner, {id(s): i for i, s in enumerate(body)}, trains_from)
+        return table[1], table[2]
 
     def _runs_training(self, statement: cst.CSTNode) -> bool:
         """A training loop is written in `statement` or runs in a same-file function it calls
