@@ -10,8 +10,8 @@ from typing import Iterator
 import libcst as cst
 
 from trainlint.model import file_facts
-from trainlint.model.checkpoint_base import (state_label, COUNTER_NAME, CheckpointUses, ROLE_KIND, ResumeSave, STATE_KINDS, Save,
-                                             path_words, string_value, walk_scope)
+from trainlint.model.checkpoint_base import (COUNTER_NAME, ROLE_KIND, STATE_KINDS, CheckpointUses, ResumeSave, Save,
+                                             path_words, state_label, string_value, walk_scope)
 from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS
 from trainlint.model.index import CallSite, FunctionInfo, Scope, dotted_name, positional_args, walk
 from trainlint.model.roles import SCHEDULER
