@@ -561,23 +561,11 @@ def _grad_none_assignments(model, loop) -> list[CallRef]:
             bodies.append((target.node.body, target.scope, ref.via + (ref.node,)))
     found = []
     for body, scope, via in bodies:
-        for node in _walk_no_defs(body):
-            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value == "None" and \
+        for node in model.index.scope_nodes(body):
+            if type(node) is cst.Assign and isinstance(node.value, cst.Name) and node.value.value == "None" and \
                     any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad" for t in node.targets):
                 found.append(CallRef(node, scope, via))
     return found
-
-
-def _walk_no_defs(node: cst.CSTNode):
-    from trainlint.model.index import iter_children
-
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        if current is not node and isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        stack.extend(reversed(iter_children(current)))
 
 
 def _fix(ctx, model, loop, ref) -> FixSpec | None:

@@ -595,7 +595,7 @@ def _fix(ctx, save) -> FixSpec | None:
     # two blank lines around a top-level function (the blank lines already below the imports follow
     # it); a line edit's last newline ends its last line
     code = "\n\n" + helper_code(torch_name, os_name, module.default_indent) \
-        + "\n" * (max(0, 2 - blank_lines_after(module, anchor)) + 1)
+        + "\n" * (max(0, 2 - layout.blank_after_imports) + 1)
     lines = []
     if import_edit is not None and import_edit[0] == "after" and import_edit[1] is anchor:
         code = import_edit[2] + "\n" + code  # both go below the last import: one edit
@@ -619,13 +619,15 @@ def _names_in(text: str):
 
 
 class _ModuleLayout:
-    """The module's top-level layout, read once per file (every save's fix asks): its import block,
-    the position of each top-level statement, the `atomic_save` helpers already defined."""
+    """The module's top-level layout, read once per file (every save's fix asks): its import block
+    and the blank lines below it, the position of each top-level statement, the `atomic_save`
+    helpers already defined."""
 
     def __init__(self, module: cst.Module) -> None:
         self.imports = import_block(module)
         self.position = {id(statement): number for number, statement in enumerate(module.body)}
         self.helpers = [s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == HELPER]
+        self.blank_after_imports = blank_lines_after(module, self.imports[-1]) if self.imports else 0
 
 
 def _module_layout(ctx) -> _ModuleLayout:

@@ -657,14 +657,14 @@ class GraphKeptAcrossIterations(Rule):
         if flow.carries_graph(value) is not True:
             return None
         if loop not in self._resets:
-            self._resets[loop] = _resets_in(loop)
+            self._resets[loop] = _resets_in(loop, flow.index)
         if any(reset is not node for reset in self._resets[loop].get(key, ())):
             return None  # rebound or cleared inside the iteration: it does not outlive it
         owner = flow._owner(node)
         if owner not in self._returned:
             # what feeds the function's backward calls and its return values is the same for every
             # store in it (names are followed through the function's bindings): asked once
-            returned = [n.value for n in walk(owner) if type(n) in _RETURNS  # every node: no ABC isinstance
+            returned = [n.value for n in flow.index.subtree(owner) if type(n) in _RETURNS  # every node: no ABC isinstance
                         and n.value is not None and flow._owner(n) is owner]
             self._returned[owner] = (flow.names_feeding(flow.backward_roots(owner), node),
                                      flow.names_feeding(returned, node))
@@ -777,7 +777,7 @@ def _training_loops(ctx) -> dict[cst.CSTNode, object]:
 _RESETTING = frozenset((cst.Assign, cst.AnnAssign, cst.With, cst.Call, cst.Del))
 
 
-def _resets_in(loop) -> dict[str, list[cst.CSTNode]]:
+def _resets_in(loop, index) -> dict[str, list[cst.CSTNode]]:
     """Containers rebound (not from themselves) or cleared inside the iteration, by dotted name,
     with the nodes that do it: such a container does not outlive the iteration."""
     resets: dict[str, list[cst.CSTNode]] = {}
@@ -786,7 +786,7 @@ def _resets_in(loop) -> dict[str, list[cst.CSTNode]]:
         if key is not None:
             resets.setdefault(key, []).append(node)
 
-    for node in walk(loop.body):
+    for node in index.subtree(loop.body):
         kind = type(node)  # every node of the loop: LibCST's concrete classes, no ABC isinstance
         if kind not in _RESETTING:
             continue

@@ -11,7 +11,7 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.index import keyword_value, walk, walk_expression
 from trainlint.rule import FixSpec, Rule, bad, good
-from trainlint.model.training import calls_in, training_model
+from trainlint.model.training import training_model
 
 _AUTOGRAD = ("torch.autograd.backward", "torch.autograd.grad")
 
@@ -367,7 +367,7 @@ def _backward_calls(flow, model, owner) -> tuple[list[int], list[tuple[cst.Call,
     backpropagates). Listed once per function, not once per `retain_graph=True` in it."""
     body = owner.body if isinstance(owner, cst.FunctionDef) else owner
     positions, calls = [], []
-    for later in calls_in(body):
+    for later in flow.index.calls_under(body):
         later_scope = flow.scope_of(later)
         later_root = flow.backward_root(later, later_scope)
         if later_root is None and not any(ref.node is not later and flow.backward_root(ref.node, ref.scope) is not None

@@ -529,17 +529,18 @@ def _factory_equal_batches(flow, call: cst.Call, scope) -> bool:
 def _accumulators(flow, loop) -> dict[str, str]:
     """Names bound before the loop that collect per-batch means inside it -> what they collect."""
     found: dict[str, str] = {}
-    for node in walk(loop.body):
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+    for node in flow.index.subtree(loop.body):
+        kind = type(node)  # every node of the loop: `type(...) is` skips ABCMeta
+        if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda:
             continue
         target = value = None
-        if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
+        if kind is cst.AugAssign and isinstance(node.operator, cst.AddAssign):
             target, value = node.target, node.value
-        elif isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.BinaryOperation) \
+        elif kind is cst.Assign and len(node.targets) == 1 and isinstance(node.value, cst.BinaryOperation) \
                 and isinstance(node.value.operator, cst.Add) \
                 and dotted_name(node.value.left) == dotted_name(node.targets[0].target):
             target, value = node.targets[0].target, node.value.right
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "append" \
+        elif kind is cst.Call and isinstance(node.func, cst.Attribute) and node.func.attr.value == "append" \
                 and len(node.args) == 1:
             target, value = node.func.value, node.args[0].value
         key = dotted_name(target) if target is not None else None
@@ -680,7 +681,7 @@ def _batch_counts(flow, loop, loader) -> dict:
             and isinstance(loop.target, (cst.Tuple, cst.List)) and loop.target.elements \
             and isinstance(loop.target.elements[0].value, cst.Name):
         index_names.add(loop.target.elements[0].value.value)
-    for node in walk(loop.body):
+    for node in flow.index.subtree(loop.body):
         if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign) \
                 and isinstance(node.value, cst.Integer) and node.value.value == "1":
             key = dotted_name(node.target)
@@ -720,11 +721,11 @@ def _accumulated(expr, accumulators) -> str | None:
     return None
 
 
-def _divisions_by_name(owner) -> dict[str, list[tuple[int, cst.CSTNode]]]:
+def _divisions_by_name(index, owner) -> dict[str, list[tuple[int, cst.CSTNode]]]:
     """The nodes of `owner` that `_division` may match, by the names they would divide, each
     with its place in walk order."""
     found: dict[str, list[tuple[int, cst.CSTNode]]] = {}
-    for order, node in enumerate(walk(owner.body if isinstance(owner, cst.FunctionDef) else owner)):
+    for order, node in enumerate(index.subtree(owner.body if isinstance(owner, cst.FunctionDef) else owner)):
         kind = type(node)  # every node of the function: `type(...) is` on LibCST's concrete classes
         if kind is cst.BinaryOperation and type(node.operator) is cst.Divide:
             keys = {dotted_name(n) for n in walk_expression(node.left) if isinstance(n, (cst.Name, cst.Attribute))}
@@ -757,7 +758,7 @@ class _Divisions:
         self.places: dict[cst.CSTNode, list[tuple[str, int]]] = {}
         # per name, the next place not dropped at or after each place (path-compressed)
         self.next: dict[str, list[int]] = {}
-        for key, entries in _divisions_by_name(owner).items():
+        for key, entries in _divisions_by_name(flow.index, owner).items():
             entries = [entry for entry in entries if _may_divide(flow, entry[1])]
             self.positions[key] = [flow.position(node) for _, node in entries]
             self.nodes[key] = [node for _, node in entries]

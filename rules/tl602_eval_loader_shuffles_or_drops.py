@@ -451,7 +451,7 @@ def _only_evaluated(ctx, call, holder: str) -> bool:
     mode_model = ctx.model(modes)
     owner = flow._owner(call)
     loops = []
-    for node in walk(owner.body if isinstance(owner, cst.FunctionDef) else owner):
+    for node in ctx.index.subtree(owner.body if isinstance(owner, cst.FunctionDef) else owner):
         if isinstance(node, cst.For) and holder in {n.value for n in walk(node.iter) if isinstance(n, cst.Name)}:
             loops.append(node)
     if not loops:

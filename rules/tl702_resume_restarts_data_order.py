@@ -684,8 +684,11 @@ class _ResumeWindows:
         return nodes[start:stop]
 
 
+_ASSIGNMENTS = frozenset((cst.Assign, cst.AugAssign, cst.AnnAssign))
+
+
 def _assignments(index, owner) -> list[cst.CSTNode]:
-    return [n for n in walk(owner) if isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign))
+    return [n for n in index.subtree(owner) if type(n) in _ASSIGNMENTS  # every node: no ABC isinstance
             and not _in_nested(index, n, owner)]
 
 
@@ -736,7 +739,10 @@ def _reads_key(expr, loaded: str, words) -> list[str]:
 
 
 def _mentions(expr, names: set[str]) -> bool:
-    return any(isinstance(n, (cst.Name, cst.Attribute)) and dotted_name(n) in names for n in walk(expr))
+    return any(type(n) in _NAME_NODES and dotted_name(n) in names for n in walk(expr))
+
+
+_NAME_NODES = frozenset((cst.Name, cst.Attribute))  # `type(...) in`: no ABC isinstance per node
 
 
 def _loops_after(flow, loops, restore) -> list:

@@ -27,8 +27,11 @@ class SameDataOrderEveryEpoch(Rule):
     severity = Severity.WARNING
     summary = "A multi-epoch training loop whose data order cannot change from one epoch to the next"
     message = "the training data comes in the same order every epoch"
-    triggers = ("Sampler", "manual_seed", "seed")
-    gate = named("Sampler|seed|^__iter__$")
+    triggers = ("Sampler", "manual_seed", "seed", "enable_full_determinism")
+    # a sampler it reports is a `DistributedSampler` (or a subclass) or a sampler class of the file
+    # (its `__iter__`); a seed reset each epoch needs a training loop here (a backward and a step)
+    gate = named("DistributedSampler|^__iter__$") | (
+        named("seed|enable_full_determinism") & named("backward") & named("^step$"))
     what_it_does = """
         Flags the construction of a training sampler (or the seeding of its generator) whose order
         is the same at every epoch of a training loop that runs several epochs over its loader:

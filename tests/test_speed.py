@@ -12,7 +12,7 @@ from libcst.metadata.position_provider import NEWLINE_RE
 
 from trainlint.model.checkpoint_base import string_value
 from trainlint.model.index import FileIndex, walk
-from trainlint.positions import Positions, first_lines, split_lines
+from trainlint.positions import Positions, _PositionState, _Ranges, first_lines, split_lines
 from trainlint.rules import registry
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -97,6 +97,20 @@ def test_spans_from_the_innermost_statement_equal_the_whole_module(source):
         code_range = expected[node]
         assert positions.span(node) == (code_range.start.line, code_range.start.column + 1,
                                         code_range.end.line, code_range.end.column + 1), node
+
+
+@pytest.mark.parametrize("source", list(_files()))
+def test_the_position_state_records_what_libcsts_records(source):
+    """`positions._PositionState` (LibCST's position-recording codegen, made cheaper) records the
+    same range for every node of a whole-module generation as LibCST's PositionProvider."""
+    module = cst.parse_module(source)
+    expected = cst.MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    ranges = _Ranges()
+    state = _PositionState(default_indent=module.default_indent, default_newline=module.default_newline,
+                           provider=ranges)
+    module._codegen(state)
+    assert "".join(state.tokens) == module.code
+    assert dict(ranges._computed) == dict(expected)
 
 
 @pytest.mark.parametrize("literal", ["''", '""', "'a'", '"a\'b"', "'''x'''", '""""""', '"""a"b"""', "'''a''b'''",

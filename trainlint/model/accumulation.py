@@ -362,7 +362,7 @@ class LossTracer:
         `for p in model.parameters(): p.grad /= K` (also `p.grad.div_(K)`, `p.grad.mul_(1 / K)`,
         `torch._foreach_div_(grads, K)`), so the loss need not be."""
         loop = self.loop
-        for node in walk(loop.node.body):
+        for node in self.index.subtree(loop.node.body):
             if isinstance(node, cst.AugAssign) and _is_grad(node.target):
                 if isinstance(node.operator, cst.DivideAssign) and self._divisor_kind(node.value, loop.scope) == "k":
                     return True

@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from trainlint.model.checkpoint_base import Save, walk_scope
+from trainlint.model.checkpoint_base import Save
 from trainlint.model.index import FunctionInfo, Scope, dotted_name, positional_args, walk
 
 
@@ -138,8 +138,8 @@ class AtomicSaves:
         moves = self._moves.get(key)
         if moves is None:
             moves = self._moves[key] = {}
-            for node in walk_scope(body):
-                if isinstance(node, cst.Call):
+            for node in self.index.scope_nodes(body):
+                if type(node) is cst.Call:
                     moved = self._moved_source(node, scope)
                     if moved is not None:
                         text = self.text(moved)
@@ -164,7 +164,7 @@ class AtomicSaves:
     def _contains_rename(self, function: FunctionInfo, depth: int) -> bool:
         if depth > 2:
             return False
-        for node in walk_scope(function.node.body):
+        for node in self.index.scope_nodes(function.node.body):
             if isinstance(node, cst.Call):
                 name = self.index.resolve(node.func, function.scope)
                 if name in RENAME_FUNCTIONS:

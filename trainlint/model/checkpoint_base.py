@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import libcst as cst
 
-from trainlint.model.index import CallSite, Scope, iter_children
+from trainlint.model.index import CallSite, Scope, walk_scope  # noqa: F401 - checkpoint modules import walk_scope from here
 from trainlint.model.roles import OPTIMIZER, SCALER, SCHEDULER
 
 
@@ -88,18 +87,6 @@ class Save:
 
 
 NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
-NESTED_TYPES = frozenset(NESTED)  # concrete node classes: `type(x) in` skips ABCMeta's isinstance
-
-
-def walk_scope(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Nodes under `node`, not descending into nested defs, classes or lambdas."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        if current is not node and type(current) in NESTED_TYPES:
-            continue
-        stack.extend(reversed(iter_children(current)))
 
 
 def string_value(expr: cst.BaseExpression | None) -> str | None:

@@ -91,6 +91,7 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         self._name_uses: dict[tuple, tuple] = {}  # (body, scope, name) -> _uses_of_checkpoint's answer
         self._name_reuse: dict[tuple[int, str, int], str | None] = {}  # (scope, name, depth) -> path verdict
         self._temporary_names: dict[tuple[int, str, int], bool] = {}  # (scope, name, depth) -> from a temp file
+        self._texts: dict[cst.CSTNode, str] = {}  # node -> its code: a save's path is read by several parts
         self._build()
 
     def _build(self) -> None:
@@ -206,7 +207,12 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         return known
 
     def text(self, node: cst.CSTNode | None) -> str:
-        return self.ctx.code_for(node).strip() if node is not None else ""
+        if node is None:
+            return ""
+        text = self._texts.get(node)
+        if text is None:
+            text = self._texts[node] = self.ctx.code_for(node).strip()
+        return text
 
     def loaded_texts(self) -> set[str]:
         """The text of the first argument of every `torch.load` of the file (the paths a resume

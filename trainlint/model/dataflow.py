@@ -21,7 +21,7 @@ from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dott
 from trainlint.model.roles import ACCELERATOR, LOADER, MODEL, roles
 from trainlint.model.grad_mode import GRAD_WORDS
 from trainlint.model.summaries import DETACH_WORDS, callable_summary
-from trainlint.model.training import calls_in, training_model
+from trainlint.model.training import training_model
 from trainlint.model.value_kinds import NUMBER_ATTRIBUTES, NUMBER_FUNCTIONS, NUMBER_METHODS, NUMBER_WORDS, is_number
 
 # methods whose result never carries a graph
@@ -62,7 +62,6 @@ class Dataflow:
         self.index: FileIndex = ctx.index
         self.roles = ctx.model(roles)
         self.training = ctx.model(training_model)
-        self._order: dict[cst.CSTNode, tuple[dict[cst.CSTNode, int], dict[cst.CSTNode, int]]] = {}
         self._graph_memo: dict[cst.CSTNode, bool | None] = {}
         self._no_grad_memo: dict[cst.CSTNode, bool] = {}
         self._roots: dict[cst.CSTNode | None, list[cst.BaseExpression]] = {}
@@ -74,25 +73,18 @@ class Dataflow:
         self._flows: dict[tuple, tuple[list[str], bool]] = {}  # per (scope, name, function): `_flow_of`, `_sources_of`
 
     # -- source order ---------------------------------------------------------------------------
-    def _orders(self, node: cst.CSTNode) -> tuple[dict[cst.CSTNode, int], dict[cst.CSTNode, int]]:
-        """Pre-order entry index and subtree end index of every node in the enclosing function."""
-        owner = self._owner(node)
-        if owner not in self._order:
-            enter: dict[cst.CSTNode, int] = {}
-            exit_: dict[cst.CSTNode, int] = {}
-            counter = 0
-            stack: list[tuple[cst.CSTNode, bool]] = [(owner, False)]
-            while stack:
-                current, done = stack.pop()
-                if done:
-                    exit_[current] = counter - 1
-                    continue
-                enter[current] = counter
-                counter += 1
-                stack.append((current, True))
-                stack.extend((child, False) for child in reversed(iter_children(current)))
-            self._order[owner] = (enter, exit_)
-        return self._order[owner]
+    # Places count in pre-order from the start of the node's enclosing function (or module), as
+    # the file index numbers every node; a node outside the module's tree has none (-1).
+    def position(self, node: cst.CSTNode) -> int:
+        place = self.index.place.get(node)
+        return -1 if place is None else place - self.index.place[self._owner(node)]
+
+    def end(self, node: cst.CSTNode) -> int:
+        """The place of the last node under `node` (itself for a leaf)."""
+        place = self.index.place.get(node)
+        if place is None:
+            return -1
+        return self.index.subtree_end(place) - 1 - self.index.place[self._owner(node)]
 
     def _owner(self, node: cst.CSTNode) -> cst.CSTNode:
         owner = self._owners.get(node)
@@ -104,12 +96,6 @@ class Dataflow:
                 owner = function if function is not None else self.index.module
             self._owners[node] = owner
         return owner
-
-    def position(self, node: cst.CSTNode) -> int:
-        return self._orders(node)[0].get(node, -1)
-
-    def end(self, node: cst.CSTNode) -> int:
-        return self._orders(node)[1].get(node, -1)
 
     def before(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
         """`first` (whole) comes before `second` in source order, in the same function."""
@@ -239,7 +225,7 @@ class Dataflow:
         """Expressions backpropagated (or differentiated with autograd.grad) in a function body."""
         if owner not in self._roots:
             roots: list[cst.BaseExpression] = []
-            for call in calls_in(owner):
+            for call in self.index.calls_under(owner):
                 root = self.backward_root(call, self.scope_of(call))
                 if root is not None:
                     roots.append(root)
@@ -414,7 +400,7 @@ class Dataflow:
         key = ("appended", owner)
         if key not in self._roots:
             found: dict[str, list[cst.BaseExpression]] = {}
-            for call in calls_in(owner):
+            for call in self.index.calls_under(owner):
                 func = call.func
                 if isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend", "insert", "appendleft"):
                     container = dotted_name(func.value)

@@ -7,6 +7,7 @@ comma and parenthesis fields that no rule looks at.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -74,6 +75,22 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
+        stack.extend(reversed(iter_children(current)))
+
+
+#: what `walk_scope` does not descend into (concrete classes: `type(x) in` skips ABCMeta)
+NESTED_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+
+
+def walk_scope(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Nodes under `node`, not descending into nested defs, classes or lambdas (`FileIndex.scope_nodes`
+    slices the same nodes from the index)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if current is not node and type(current) in NESTED_TYPES:
+            continue
         stack.extend(reversed(iter_children(current)))
 
 
@@ -171,6 +188,16 @@ class FileIndex:
         self.class_attributes: dict[str, dict[str, list[cst.BaseExpression]]] = {}
         self.calls: list[CallSite] = []
         self.loops: list[cst.For | cst.While] = []
+        #: every node in `walk` order (pre-order, source order) and each node's place in it: the
+        #: nodes under a node are the slice from its place to its subtree's end (`subtree`)
+        self.nodes: list[cst.CSTNode] = []
+        self.place: dict[cst.CSTNode, int] = {}
+        self._followers: list[cst.CSTNode | None] = []  # the node after each node's subtree
+        self._nested_places: list[int] = []  # places of the defs, classes and lambdas
+        self._call_places: list[int] = []  # the place of each of `calls`
+        # per place, the scope and the function whose code holds the node (`scope_at`, `function_at`)
+        self._scope_by_place: list[Scope] = []
+        self._function_by_place: list[FunctionInfo | None] = []
         self._callers: dict[cst.CSTNode, list[CallSite]] | None = None
         self._functions_by_name: dict[str, list[FunctionInfo]] | None = None
         self._aliases: dict[str | None, list[str]] | None = None
@@ -186,8 +213,16 @@ class FileIndex:
         stack: list[tuple[cst.CSTNode, Scope, FunctionInfo | None, str | None]] = [
             (self.module, self.module_scope, None, None)
         ]
+        nodes, place, followers = self.nodes, self.place, self._followers
+        scopes, functions = self._scope_by_place, self._function_by_place
         while stack:
             node, scope, function, class_name = stack.pop()
+            place[node] = len(nodes)
+            nodes.append(node)
+            scopes.append(scope)
+            functions.append(function)
+            # what the stack holds under a node's children is what comes after its subtree
+            followers.append(stack[-1][0] if stack else None)
             child_scope, child_function, child_class = scope, function, class_name
             # `type(...) is` rather than isinstance: these node classes are concrete, and
             # isinstance on LibCST nodes goes through ABCMeta, which is slow on every node
@@ -196,6 +231,7 @@ class FileIndex:
                 child_scope = Scope("function", node, scope, node.name.value)
                 self.scopes.append(child_scope)
                 self.scope_of_node[node] = child_scope
+                self._nested_places.append(place[node])
                 child_function = FunctionInfo(node, node.name.value, class_name, child_scope)
                 self.functions.append(child_function)
                 self.function_of_node[node] = child_function
@@ -207,16 +243,20 @@ class FileIndex:
                 self.scopes.append(child_scope)
                 self.scope_of_node[node] = child_scope
                 self.classes[node.name.value] = node
+                self._nested_places.append(place[node])
                 scope.bind(Binding(node.name.value, "class", node))
                 child_class = node.name.value
             elif kind is cst.Call:
                 self.calls.append(CallSite(node, scope, function))
+                self._call_places.append(place[node])
             elif kind is cst.For or kind is cst.While:
                 self.loops.append(node)
                 if kind is cst.For:
                     self._bind_target(node.target, scope, "for", node, None, function)
             elif kind in _BINDING_NODES:
                 self._record_binding(node, scope, function)
+            elif kind is cst.Lambda:
+                self._nested_places.append(place[node])
             children = iter_children(node)
             for child in reversed(children):
                 parents[child] = node
@@ -284,6 +324,60 @@ class FileIndex:
             attrs.setdefault(target.attr.value, []).append(value)
 
     # -- queries ----------------------------------------------------------------------------
+    def subtree(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """`list(walk(node))`, sliced from the pre-order list instead of walked: many models and
+        rules read every node of a function (or of a long script's module) once each."""
+        start = self.place.get(node)
+        if start is None:  # not in this module's tree (a node built by a rule)
+            return list(walk(node))
+        return self.nodes[start:self.subtree_end(start)]
+
+    def scope_nodes(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """The nodes under `node` without those inside a nested def, class or lambda (the nested
+        node itself included), in `walk` order: `walk_scope`, sliced."""
+        segments = self._scope_segments(node)
+        if segments is None:  # a node built by a rule: walked
+            return list(walk_scope(node))
+        nodes = self.nodes
+        if len(segments) == 1:
+            return nodes[segments[0][0]:segments[0][1]]
+        return [n for start, stop in segments for n in nodes[start:stop]]
+
+    def calls_under(self, node: cst.CSTNode) -> list[cst.Call]:
+        """The calls of `scope_nodes(node)`, in source order (`training.calls_in`, looked up)."""
+        segments = self._scope_segments(node)
+        if segments is None:
+            return [n for n in walk_scope(node) if type(n) is cst.Call]
+        places, calls = self._call_places, self.calls
+        found = []
+        for start, stop in segments:
+            found.extend(site.node for site in calls[bisect.bisect_left(places, start):bisect.bisect_left(places, stop)])
+        return found
+
+    def _scope_segments(self, node: cst.CSTNode) -> list[tuple[int, int]] | None:
+        """[start, stop) ranges of places: `node`'s subtree less the insides of nested defs."""
+        start = self.place.get(node)
+        if start is None:
+            return None
+        end = self.subtree_end(start)
+        nested = self._nested_places
+        segments = []
+        cursor = start
+        at = bisect.bisect_right(nested, start)
+        while at < len(nested) and nested[at] < end:
+            inner = nested[at]
+            segments.append((cursor, inner + 1))
+            cursor = self.subtree_end(inner)
+            at = bisect.bisect_left(nested, cursor, at + 1)
+        segments.append((cursor, end))
+        return segments
+
+    def subtree_end(self, start: int) -> int:
+        """One past the place of the last node under the node at place `start`: the place of the
+        node that follows its subtree in pre-order."""
+        follower = self._followers[start]
+        return self.place[follower] if follower is not None else len(self.nodes)
+
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.parents.get(node)
 
@@ -294,18 +388,15 @@ class FileIndex:
             current = self.parents.get(current)
 
     def scope_at(self, node: cst.CSTNode) -> Scope:
-        """The scope whose code contains `node` (a def's own name and decorators included)."""
-        for ancestor in self.ancestors(node):
-            scope = self.scope_of_node.get(ancestor)
-            if scope is not None:
-                return scope
-        return self.module_scope
+        """The scope whose code contains `node` (a def's own name and decorators included): the
+        scope of its nearest def or class above it, recorded for every node by `_build`."""
+        at = self.place.get(node)
+        return self._scope_by_place[at] if at is not None else self.module_scope
 
     def function_at(self, node: cst.CSTNode) -> FunctionInfo | None:
-        for ancestor in self.ancestors(node):
-            if isinstance(ancestor, cst.FunctionDef):
-                return self.function_of_node.get(ancestor)
-        return None
+        """The function or method whose code holds `node` (its nearest def above it), if any."""
+        at = self.place.get(node)
+        return self._function_by_place[at] if at is not None else None
 
     def enclosing_statement(self, node: cst.CSTNode) -> cst.CSTNode:
         """The innermost statement (simple or compound) that holds `node`."""
@@ -322,10 +413,11 @@ class FileIndex:
         a global or builtin of that name.
         """
         attributes = []  # a loop, not recursion: attribute chains can be thousands long
-        while isinstance(expr, cst.Attribute):
+        # `type(...) is`: LibCST's node classes are concrete, and isinstance goes through ABCMeta
+        while type(expr) is cst.Attribute:
             attributes.append(expr.attr.value)
             expr = expr.value
-        if not isinstance(expr, cst.Name):
+        if type(expr) is not cst.Name:
             return None
         bindings = scope.lookup(expr.value)
         if not bindings:
@@ -430,12 +522,13 @@ class FileIndex:
         bound by a module-level def (not shadowed by an import), or `self.method(...)` of the
         enclosing class or a base class defined in this file."""
         func = call.func
-        if isinstance(func, cst.Name):
+        kind = type(func)
+        if kind is cst.Name:
             if not self.functions_named(func.value) or self.resolve(func, scope) is not None:
                 return None  # no such def here, or imported / a builtin: not ours
             found = [f for f in self.functions_named(func.value) if f.class_name is None]
             return found[0] if len(found) == 1 else None
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        if kind is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
             class_scope = scope.class_scope()
             if class_scope is not None:
                 return self.method(class_scope.name, func.attr.value)

@@ -11,7 +11,7 @@ import libcst as cst
 
 from trainlint.model import file_facts
 from trainlint.model.checkpoint_base import (COUNTER_NAME, ROLE_KIND, STATE_KINDS, CheckpointUses, ResumeSave, Save,
-                                             path_words, state_label, string_value, walk_scope)
+                                             path_words, state_label, string_value)
 from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS
 from trainlint.model.index import CallSite, FunctionInfo, Scope, dotted_name, positional_args, walk
 from trainlint.model.roles import SCHEDULER
@@ -176,7 +176,7 @@ class ResumeCheckpoints:
         if self._replayed is None:
             self._replayed = set()
             for loop in self.index.loops:
-                steps = [n for n in walk(loop.body) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                steps = [n for n in self.index.subtree(loop.body) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
                          and n.func.attr.value in ("step", "backward")]
                 if not steps or any(n.func.attr.value == "backward" for n in steps):
                     continue
@@ -264,7 +264,7 @@ class ResumeCheckpoints:
             found = self._other_saves[body] = any(
                 isinstance(node, cst.Call) and node not in self._save_nodes
                 and re.search(r"(^|[._])(save|save_\w+|\w+_save)$", dotted_name(node.func) or "", re.I)
-                for node in walk_scope(body))
+                for node in self.index.scope_nodes(body))
         return found
 
     def _saved_with_keys(self, keys: set[str]) -> set[str]:
@@ -378,7 +378,7 @@ class ResumeCheckpoints:
             return False
         order = self.node_order
         start = order.get(site.node, 0)
-        for node in walk_scope(body):
+        for node in self.index.scope_nodes(body):
             if order.get(node, -1) <= start:
                 continue
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and (
@@ -450,17 +450,18 @@ class ResumeCheckpoints:
         table = self._uses.get(key)
         if table is None:
             table = self._uses[key] = CheckpointUses()
-            for node in walk_scope(body):
-                if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name):
+            for node in self.index.scope_nodes(body):
+                kind = type(node)  # every node of the function: `type(...) is` skips ABCMeta
+                if kind is cst.Subscript and isinstance(node.value, cst.Name):
                     table.subscripts.setdefault(node.value.value, []).append(node)
-                elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                elif kind is cst.Call and isinstance(node.func, cst.Attribute):
                     receiver, method = node.func.value, node.func.attr.value
                     if isinstance(receiver, cst.Name):
                         table.methods.setdefault(receiver.value, []).append(node)
                     if method == "load_state_dict" and node.args:
                         for mentioned in self._mentioned(node.args[0].value, scope):
                             table.restores.setdefault(mentioned, []).append(node)
-                elif isinstance(node, cst.Call):
+                elif kind is cst.Call:
                     table.handed.update(arg.value.value for arg in node.args if isinstance(arg.value, cst.Name))
         return table
 

@@ -93,7 +93,6 @@ from trainlint.model.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, rol
 
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _NESTED_TYPES = frozenset(_NESTED_SCOPES)
-_BODY_OWNERS = frozenset((cst.For, cst.While, cst.FunctionDef))
 _MAX_CALL_DEPTH = 3
 _LOOPS = (cst.For, cst.While)
 
@@ -199,7 +198,6 @@ class TrainingModel:
         self._runs_training_memo: dict[int, tuple[cst.CSTNode, bool]] = {}
         self._statement_tables: dict[int, tuple] = {}  # owner -> (owner, positions, trains_from): see trains_after
         self._trained_functions: set[cst.CSTNode] | None = None
-        self._body_calls: dict[cst.CSTNode, list[cst.Call]] | None = None
         self._build()
 
     # -- classification of calls -----------------------------------------------------------------
@@ -261,23 +259,8 @@ class TrainingModel:
                                                 seen | {target.node})
 
     def _calls_under(self, body: cst.CSTNode) -> list[cst.Call]:
-        """`calls_in(body)` for a loop's or function's body, from one pass over the index's calls
-        (which are in source order) instead of one walk per loop and per helper visit."""
-        if self._body_calls is None:
-            self._body_calls = {}
-            parents = self.index.parents
-            for site in self.index.calls:
-                child: cst.CSTNode = site.node
-                parent = parents.get(child)
-                while parent is not None:  # `type(...) in`: LibCST's classes are concrete
-                    kind = type(parent)
-                    if kind in _BODY_OWNERS and child is parent.body:
-                        self._body_calls.setdefault(child, []).append(site.node)
-                    if kind in _NESTED_TYPES:
-                        break
-                    child, parent = parent, parents.get(parent)
-        calls = self._body_calls.get(body)
-        return calls if calls is not None else list(calls_in(body))
+        """`calls_in(body)`, looked up in the index's calls instead of walked."""
+        return self.index.calls_under(body)
 
     # -- structure of a call's position --------------------------------------------------------------
     def path(self, loop: TrainingLoop, ref: CallRef | cst.CSTNode) -> list[list[cst.CSTNode]]:
