@@ -711,12 +711,22 @@ def _epoch_loaders(ctx, model: TrainingModel, loop: TrainingLoop) -> set[str]:
     return found
 
 
+def _epoch_loops_around(ctx) -> dict[TrainingLoop, list[TrainingLoop]]:
+    """Each training loop -> the `for` loops around it whose steps run in it (the epoch loops),
+    read once per file rather than every loop's inner loops at each loop."""
+    model = ctx.model(training_model)
+    around: dict[TrainingLoop, list[TrainingLoop]] = {}
+    for outer in model.loops:
+        if not outer.innermost and isinstance(outer.node, cst.For):
+            for inner in _inner_loops(model, outer):
+                around.setdefault(inner, []).append(outer)
+    return around
+
+
 def _epoch_bounds(ctx, model: TrainingModel, loop: TrainingLoop) -> set[str]:
     """The bounds of the epoch loops that run `loop` (`for epoch in range(args.epochs)` -> args.epochs)."""
     bounds = set()
-    for outer in model.loops:
-        if outer.innermost or not isinstance(outer.node, cst.For) or loop not in _inner_loops(model, outer):
-            continue
+    for outer in ctx.model(_epoch_loops_around).get(loop, ()):
         iterable = outer.node.iter
         if isinstance(iterable, cst.Call) and dotted_name(iterable.func) == "range" and \
                 1 <= len(positional_args(iterable)) <= 2 and not any(a.keyword for a in iterable.args):

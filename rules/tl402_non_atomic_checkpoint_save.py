@@ -627,7 +627,8 @@ class _ModuleLayout:
         self.imports = import_block(module)
         self.position = {id(statement): number for number, statement in enumerate(module.body)}
         self.helpers = [s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == HELPER]
-        self.blank_after_imports = blank_lines_after(module, self.imports[-1]) if self.imports else 0
+        self.blank_after_imports = blank_lines_after(module, self.imports[-1], self.position[id(self.imports[-1])]) \
+            if self.imports else 0
 
 
 def _module_layout(ctx) -> _ModuleLayout:

@@ -276,10 +276,12 @@ def add_import(module: cst.Module, name: str):
     return before(first, f"import {name}\n\n") if first is not None else None  # a line edit ends its last line
 
 
-def blank_lines_after(module: cst.Module, statement: cst.CSTNode) -> int:
-    """How many blank lines follow a top-level statement before the next one (or its comments)."""
-    body = list(module.body)
-    position = next((n for n, s in enumerate(body) if s is statement), None)
+def blank_lines_after(module: cst.Module, statement: cst.CSTNode, position: int | None = None) -> int:
+    """How many blank lines follow a top-level statement before the next one (or its comments);
+    `position` is its place in the module's body when the caller knows it."""
+    body = module.body
+    if position is None:
+        position = next((n for n, s in enumerate(body) if s is statement), None)
     if position is None or position + 1 >= len(body):
         return 0
     count = 0

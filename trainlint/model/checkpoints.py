@@ -92,6 +92,8 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         self._name_reuse: dict[tuple[int, str, int], str | None] = {}  # (scope, name, depth) -> path verdict
         self._temporary_names: dict[tuple[int, str, int], bool] = {}  # (scope, name, depth) -> from a temp file
         self._texts: dict[cst.CSTNode, str] = {}  # node -> its code: a save's path is read by several parts
+        self._saved_dicts: set[tuple[frozenset, frozenset]] | None = None  # distinct (keys, state held)
+        self._kinds_with_keys: dict[frozenset, set[str]] = {}  # keys a load reads -> `_saved_with_keys`
         self._build()
 
     def _build(self) -> None:

@@ -268,12 +268,19 @@ class ResumeCheckpoints:
         return found
 
     def _saved_with_keys(self, keys: set[str]) -> set[str]:
-        """State held by the dicts this file saves that have every key a load reads."""
-        kinds: set[str] = set()
-        for saved_keys, held in file_facts.values(self.ctx, "checkpoints.saved_dicts"):
-            if keys <= saved_keys:
-                kinds |= held
-        return kinds
+        """State held by the dicts this file saves that have every key a load reads (asked per
+        load: the distinct saved dicts are listed once, and each set of keys answered once)."""
+        frozen = frozenset(keys)
+        kinds = self._kinds_with_keys.get(frozen)
+        if kinds is None:
+            if self._saved_dicts is None:
+                self._saved_dicts = set(file_facts.values(self.ctx, "checkpoints.saved_dicts"))
+            kinds = set()
+            for saved_keys, held in self._saved_dicts:
+                if frozen <= saved_keys:
+                    kinds |= held
+            self._kinds_with_keys[frozen] = kinds
+        return set(kinds)
 
     def partial_restores(self) -> Iterator[tuple[CallSite, list[tuple[str, str]], set[str]]]:
         """Loads of a resumable checkpoint that restore the model but not state the code has:
