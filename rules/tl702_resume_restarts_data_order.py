@@ -25,7 +25,6 @@ _EPOCH_KEYS = ("epoch",)
 _POSITION_METHODS = frozenset({"load_state_dict", "set_state", "set_start_index", "set_start_iter",
                                "set_position", "skip", "fast_forward", "set_epoch_and_step"})
 _SAVE_METHODS = frozenset({"save_state", "save_checkpoint"})
-_NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
 
 class ResumeRestartsDataOrder(Rule):
@@ -676,7 +675,7 @@ class _ResumeWindows:
         """The assignments of `owner` between `load` and the next load there."""
         key = id(owner)
         if key not in self._assigns:
-            nodes = sorted(_assignments(self.index, owner), key=self.flow.position)
+            nodes = _assignments(self.index, owner)  # in source order, as positions count
             self._assigns[key] = ([self.flow.position(n) for n in nodes], nodes)
         positions, nodes = self._assigns[key]
         start = bisect.bisect_right(positions, self.flow.position(load))
@@ -688,8 +687,8 @@ _ASSIGNMENTS = frozenset((cst.Assign, cst.AugAssign, cst.AnnAssign))
 
 
 def _assignments(index, owner) -> list[cst.CSTNode]:
-    return [n for n in index.subtree(owner) if type(n) in _ASSIGNMENTS  # every node: no ABC isinstance
-            and not _in_nested(index, n, owner)]
+    """The assignments under `owner`, not those inside a nested def, class or lambda."""
+    return [n for n in index.scope_nodes(owner) if type(n) in _ASSIGNMENTS]  # `type(...) in`: no ABC isinstance
 
 
 def _constant(expr) -> bool:
@@ -711,15 +710,6 @@ def _used_by(ctx, flow, counter: str, loop) -> bool:
     elif isinstance(outer, cst.While):
         places.append(outer.test)
     return any(_mentions(place, {counter}) for place in places)
-
-
-def _in_nested(index, node, owner) -> bool:
-    for ancestor in index.ancestors(node):
-        if ancestor is owner:
-            return False
-        if isinstance(ancestor, _NESTED):
-            return True
-    return False
 
 
 def _reads_key(expr, loaded: str, words) -> list[str]:

@@ -88,11 +88,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from trainlint.model.index import FileIndex, FunctionInfo, Scope, iter_children, keyword_arg, positional_args, walk
+from trainlint.model.index import (FileIndex, FunctionInfo, Scope, iter_children, keyword_arg, positional_args, walk,
+                                   walk_scope)
 from trainlint.model.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
 
-_NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
-_NESTED_TYPES = frozenset(_NESTED_SCOPES)
 _MAX_CALL_DEPTH = 3
 _LOOPS = (cst.For, cst.While)
 
@@ -104,16 +103,9 @@ _COUNTER_COMPARE = (cst.Equal, cst.NotEqual, cst.GreaterThanEqual, cst.GreaterTh
 
 
 def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
-    """Calls under `node` in source order, not descending into nested defs, classes or lambdas."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        kind = type(current)  # LibCST's node classes are concrete: `type(...) is` skips ABCMeta
-        if kind is cst.Call:
-            yield current
-        if current is not node and kind in _NESTED_TYPES:
-            continue
-        stack.extend(reversed(iter_children(current)))
+    """Calls under `node` in source order, not descending into nested defs, classes or lambdas
+    (`FileIndex.calls_under` looks the same calls up for a node of the index's module)."""
+    return (n for n in walk_scope(node) if type(n) is cst.Call)  # `type(...) is` skips ABCMeta
 
 
 @dataclass(eq=False)
@@ -249,7 +241,7 @@ class TrainingModel:
         its calls are those already being listed."""
         if not via:
             seen = seen | {a for a in self.index.ancestors(node) if isinstance(a, cst.FunctionDef)}
-        for call in self._calls_under(node):
+        for call in self.index.calls_under(node):
             yield CallRef(call, scope, via)
             if len(via) >= _MAX_CALL_DEPTH:
                 continue
@@ -257,10 +249,6 @@ class TrainingModel:
             if target is not None and target.node not in seen and target.node is not node:
                 yield from self.reachable_calls(target.node.body, target.scope, via + (call,),
                                                 seen | {target.node})
-
-    def _calls_under(self, body: cst.CSTNode) -> list[cst.Call]:
-        """`calls_in(body)`, looked up in the index's calls instead of walked."""
-        return self.index.calls_under(body)
 
     # -- structure of a call's position --------------------------------------------------------------
     def path(self, loop: TrainingLoop, ref: CallRef | cst.CSTNode) -> list[list[cst.CSTNode]]:
@@ -767,7 +755,7 @@ class TrainingModel:
     def _build_window_functions(self) -> None:
         covered = {id(ref.node) for tl in self.loops for ref in tl.backward_calls}
         for function in self.index.functions:
-            direct = self._calls_under(function.node.body)
+            direct = self.index.calls_under(function.node.body)
             if not any(self.is_backward(c, function.scope) for c in direct if id(c) not in covered):
                 continue
             backward, steps, calls = [], [], []
