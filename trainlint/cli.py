@@ -21,14 +21,27 @@ from types import SimpleNamespace
 import click
 
 from trainlint import __version__
+from trainlint.sanitize import one_line, plain_text
 
 FORMATS = ("text", "json", "github", "sarif", "lsp")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
+def _say(text: str, err: bool = False, nl: bool = True) -> None:
+    """Print text that is not a report (a warning, the settings, a diff): file names, values and
+    source in it come from the checked repository, so control characters are shown escaped and no
+    line can start a CI runner's command (`trainlint.sanitize`)."""
+    click.echo(plain_text(text), err=err, nl=nl)
+
+
+def _line(message: str) -> str:
+    """A message on one line: its whitespace runs (a newline too) made one space, then escaped."""
+    return one_line(" ".join(message.split()))
+
+
 def _fail(message: str) -> None:
     """One line on stderr, exit code 2."""
-    click.echo(f"trainlint: error: {' '.join(message.split())}", err=True)
+    _say(f"trainlint: error: {_line(message)}", err=True)
     raise SystemExit(EXIT_ERROR)
 
 
@@ -176,7 +189,7 @@ def check(**options) -> None:
             from trainlint.show_settings import render_settings
 
             resolver = Resolver(o.config_file, o.isolated, o.selection)
-            click.echo(render_settings(resolver, o.paths[0]), nl=False)
+            _say(render_settings(resolver, o.paths[0]), nl=False)
             raise SystemExit(EXIT_CLEAN)
         if o.watch:
             raise SystemExit(_watch(o))
@@ -208,7 +221,7 @@ def _check_once(o: SimpleNamespace) -> int:
         files = discover(on_disk, resolver.discovery_for, unlisted)
     except MissingPath as err:
         for missing in err.args[0]:
-            click.echo(f"trainlint: error: no such file or directory: {missing}", err=True)
+            _say(f"trainlint: error: no such file or directory: {one_line(missing)}", err=True)
         return EXIT_ERROR
     if o.force_exclude:
         named = {os.path.normpath(p) for p in on_disk if not os.path.isdir(p)}
@@ -221,7 +234,7 @@ def _check_once(o: SimpleNamespace) -> int:
         groups.setdefault(id(settings), (settings, []))[1].append(path)
     cache = None if o.no_cache else ResultCache(cache_directory(here), here.root)
     if cache is not None and cache.problem is not None:
-        click.echo(f"trainlint: warning: not using the cache: {cache.problem}", err=True)
+        _say(f"trainlint: warning: not using the cache: {_line(cache.problem)}", err=True)
         cache = None  # every file is checked, as with --no-cache
     jobs = o.jobs or (os.cpu_count() or 1)
     by_path = {}
@@ -250,7 +263,7 @@ def _check_once(o: SimpleNamespace) -> int:
         results.append(result)
 
     if not results:  # nothing to check is a warning, not a pass (`All checks passed (0 files)`)
-        click.echo("trainlint: warning: No Python files found", err=True)
+        _say("trainlint: warning: No Python files found", err=True)
     if o.diff:
         return _report_diff(o, fixing, results)
 
@@ -261,10 +274,10 @@ def _check_once(o: SimpleNamespace) -> int:
         click.echo(f"Added {added} noqa directive{'' if added == 1 else 's'} to "
                    f"{changed} file{'' if changed == 1 else 's'}.")
         for path, line, why in left:
-            where = f"{path}:{line}" if line else path
-            click.echo(f"trainlint: warning: {where}: no `# noqa` added: {why}", err=True)
+            where = f"{one_line(path)}:{line}" if line else one_line(path)
+            _say(f"trainlint: warning: {where}: no `# noqa` added: {_line(why)}", err=True)
         for error in unwritten:
-            click.echo(f"trainlint: error: --add-noqa: {error}", err=True)
+            _say(f"trainlint: error: --add-noqa: {_line(error)}", err=True)
         return EXIT_ERROR if unwritten else EXIT_CLEAN
 
     def source_lines(path: str) -> list[str] | None:
@@ -299,10 +312,10 @@ def _check_once(o: SimpleNamespace) -> int:
 
     for result in results:
         if result.skipped:
-            click.echo(f"trainlint: warning: {' '.join(result.skipped.split())}", err=True)
+            _say(f"trainlint: warning: {_line(result.skipped)}", err=True)
     errors = [error for result in results for error in result.errors]
     for error in errors:
-        click.echo(f"trainlint: error: {' '.join(error.split())}", err=True)
+        _say(f"trainlint: error: {_line(error)}", err=True)
     if errors:
         return EXIT_ERROR
     found = any(result.findings for result in results)
@@ -409,15 +422,15 @@ def _report_diff(o: SimpleNamespace, fixing: FixRun, results) -> int:
             Path(o.output).write_text(report, encoding="utf-8")
         except OSError as err:
             _fail(f"cannot write {o.output}: {err.strerror or err}")
-    else:
-        click.echo(report, nl=False)
+    else:  # printed, a diff is text from the checked files: sanitised; written to FILE, the exact patch
+        _say(report, nl=False)
     if not o.quiet:
         count = fixing.total
         click.echo(f"Would fix {count} finding{'' if count == 1 else 's'}." if count else "No fixes to apply.",
                    err=True)
     errors = [error for result in results for error in result.errors]
     for error in errors:
-        click.echo(f"trainlint: error: {' '.join(error.split())}", err=True)
+        _say(f"trainlint: error: {_line(error)}", err=True)
     if errors:
         return EXIT_ERROR
     return EXIT_FINDINGS if fixing.diffs else EXIT_CLEAN
@@ -438,14 +451,15 @@ def _watch(o: SimpleNamespace) -> int:
         try:
             _check_once(o)
         except (ConfigError, SelectorError) as err:  # fixing the file is what the watch waits for
-            click.echo(f"trainlint: error: {' '.join(str(err).split())}", err=True)
+            _say(f"trainlint: error: {_line(str(err))}", err=True)
 
     try:
         check_reporting_errors()
         click.echo("Watching for changes (Ctrl-C to stop).", err=True)
         for changes in watch(*roots, watch_filter=PythonFilter(extra_extensions=(".toml",))):
             changed = sorted({os.path.relpath(path) for _, path in changes})
-            click.echo(f"\n{time.strftime('%H:%M:%S')} {', '.join(changed)} changed; checking again.", err=True)
+            _say(f"\n{time.strftime('%H:%M:%S')} {', '.join(map(one_line, changed))} changed; checking again.",
+                 err=True)
             check_reporting_errors()
     except KeyboardInterrupt:
         pass

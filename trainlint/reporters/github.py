@@ -1,7 +1,9 @@
 """`--format github`: GitHub Actions workflow commands, one annotation per finding.
 
 The runner parses `::level key=value,...::message`, so the message escapes `%`, CR and LF, and
-property values also escape `:` and `,` (the property separators).
+property values also escape `:` and `,` (the property separators): a file name holding a newline
+and `::error ...` stays inside its own annotation. The other control characters have no escape of
+the runner's: they are shown escaped as everywhere in text output (`trainlint.sanitize`).
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ from typing import Sequence
 
 from trainlint.finding import FileResult, Finding, Severity
 from trainlint.reporters.options import ReportOptions
+from trainlint.sanitize import escape_controls
 
 LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
 
 def escape_data(text: str) -> str:
+    text = escape_controls(text, keep="\r\n")  # CR and LF have the runner's own escapes
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 

@@ -9,6 +9,7 @@ import click
 from trainlint.finding import FileResult, Finding, Severity
 from trainlint.reporters.catalog import docs_urls
 from trainlint.reporters.options import ReportOptions
+from trainlint.sanitize import no_commands, one_line
 
 _COLOURS = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "blue"}
 
@@ -37,25 +38,20 @@ def _source_excerpt(finding: Finding, lines: list[str] | None, options: ReportOp
         start = min(finding.column - 1, len(text)) if number == finding.line else len(text) - len(text.lstrip())
         end = finding.end_column - 1 if number == finding.end_line else len(text)
         end = max(start + 1, min(end, len(text)))
-        # keep tabs in the padding so the caret lines up however the terminal expands them
-        padding = "".join(c if c == "\t" else " " for c in text[:start])
-        carets = _style("^" * (end - start), options, fg=_COLOURS[finding.severity], bold=True)
-        excerpt += [f"{number:>{len(gutter)}} | {text}", f"{gutter} | {padding}{carets}"]
+        # the line as printed (control characters escaped), and the caret under the span's escaped text;
+        # tabs stay in the padding so the caret lines up however the terminal expands them
+        before, span = one_line(text[:start]), one_line(text[start:end]) or " "
+        padding = "".join(c if c == "\t" else " " for c in before)
+        carets = _style("^" * len(span), options, fg=_COLOURS[finding.severity], bold=True)
+        excerpt += [f"{number:>{len(gutter)}} | {one_line(text)}", f"{gutter} | {padding}{carets}"]
     if last < finding.end_line:
         excerpt.append(f"{gutter} | ...")
     if finding.fix is not None:
         safety = "" if finding.fix.safe else " (unsafe)"
-        excerpt.append(f"{gutter} = fix{safety}: {finding.fix.title}")
+        excerpt.append(f"{gutter} = fix{safety}: {one_line(finding.fix.title)}")
     if url:
         excerpt.append(f"{gutter} = docs: {url}")
     return excerpt + [""]
-
-
-def _printable(path: str) -> str:
-    """A path on one line: control characters (a newline in a file name) escaped as in Python."""
-    if path.isprintable():
-        return path
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in path)
 
 
 def _link(text: str, url: str | None, options: ReportOptions) -> str:
@@ -66,9 +62,10 @@ def _link(text: str, url: str | None, options: ReportOptions) -> str:
 
 
 def format_finding(finding: Finding, options: ReportOptions, url: str | None = None) -> str:
-    location = _style(f"{_printable(finding.path)}:{finding.line}:{finding.column}:", options, bold=True)
+    # the path and the message come from the checked files (a file name, quoted source): escaped
+    location = _style(f"{one_line(finding.path)}:{finding.line}:{finding.column}:", options, bold=True)
     code = _link(_style(finding.code, options, fg=_COLOURS[finding.severity], bold=True), url, options)
-    return f"{location} {code} [{finding.name}] {finding.message}"
+    return f"{location} {code} [{finding.name}] {one_line(finding.message)}"
 
 
 def summary(results: Sequence[FileResult], files_checked: int, fixed: int | None = None) -> str:
@@ -115,4 +112,5 @@ def render(results: Sequence[FileResult], files_checked: int, options: ReportOpt
                 out.extend(_source_excerpt(finding, lines, options, urls.get(finding.code)))
     if not options.quiet:
         out.append(summary(results, files_checked, options.fixed))
-    return "".join(line + "\n" for line in out)
+    # no line may start a CI runner's command (a file named `::error ...` heads its findings' lines)
+    return no_commands("".join(line + "\n" for line in out))
