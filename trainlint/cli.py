@@ -407,8 +407,9 @@ class FixRun:
 def _unified_diff(path: str, before: str, after: str) -> str:
     import difflib
 
+    name = one_line(path)  # a newline in a file name would end the header line
     lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                 fromfile=path, tofile=path)
+                                 fromfile=name, tofile=name)
     return "".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n"
                    for line in lines)
 
