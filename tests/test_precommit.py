@@ -97,3 +97,62 @@ def test_configured_hook_passes_a_clean_script_and_fails_a_buggy_one(project):
     assert buggy.returncode == 1, buggy.stdout + buggy.stderr
     assert "train.py:3:9: TL401" in buggy.stdout
     assert "evaluate.py:" not in buggy.stdout
+
+
+# -- staged file names that look like options (issue 34, item 14) --------------------------------
+
+def _configure_hook(repo: Path) -> None:
+    rev = _git(ROOT, "rev-parse", "HEAD").strip()
+    (repo / ".pre-commit-config.yaml").write_text(
+        f"repos:\n  - repo: {ROOT}\n    rev: {rev}\n    hooks:\n      - id: trainlint\n")
+    _git(repo, "add", ".pre-commit-config.yaml")
+
+
+def _stage_script(repo: Path, name: str) -> str:
+    """An executable Python script with no extension (pre-commit types it python by its shebang)."""
+    text = "#!/usr/bin/env python\n" + BUGGY
+    (repo / name).write_text(text)
+    (repo / name).chmod(0o755)
+    _git(repo, "add", "--", name)
+    return text
+
+
+def test_a_staged_file_named_exit_zero_is_checked_not_obeyed(project):
+    repo, env = project
+    _configure_hook(repo)
+    _stage_script(repo, "--exit-zero")
+    proc = _run([*_pre_commit(), "run", "trainlint", "--all-files"], repo, env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Failed" in proc.stdout
+    # the file is checked like any other, and the findings of the others still fail the hook
+    assert "--exit-zero:4:9: TL401" in proc.stdout
+    assert "train.py:3:9: TL401" in proc.stdout
+
+
+def test_a_staged_file_named_o_is_checked_and_nothing_is_overwritten(project):
+    repo, env = project
+    _configure_hook(repo)
+    text = _stage_script(repo, "-o")
+    before = {name: (repo / name).read_text() for name in ("train.py", "evaluate.py")}
+    proc = _run([*_pre_commit(), "run", "trainlint", "--all-files"], repo, env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "-o:4:9: TL401" in proc.stdout and "train.py:3:9: TL401" in proc.stdout
+    assert (repo / "-o").read_text() == text
+    assert {name: (repo / name).read_text() for name in before} == before
+
+
+def test_the_command_line_takes_paths_after_a_double_dash(tmp_path):
+    """What the hook's entry relies on, without pre-commit: after `--`, `--exit-zero` and `-o` are
+    files to check, and an option given there by mistake is a missing file (exit 2), not obeyed."""
+    for name in ("--exit-zero", "-o"):
+        (tmp_path / name).write_text(BUGGY)
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
+    run = lambda *args: subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", *args],  # noqa: E731
+                                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    proc = run("--", "--exit-zero", "-o")
+    assert proc.returncode == 1, proc.stderr
+    assert "--exit-zero:3:9: TL401" in proc.stdout and "-o:3:9: TL401" in proc.stdout
+    assert (tmp_path / "-o").read_text() == BUGGY
+    misplaced = run("--", "--select", "-o")
+    assert misplaced.returncode == 2
+    assert "no such file or directory: --select (after `--` every argument is a path" in misplaced.stderr

@@ -221,7 +221,9 @@ def _check_once(o: SimpleNamespace) -> int:
         files = discover(on_disk, resolver.discovery_for, unlisted)
     except MissingPath as err:
         for missing in err.args[0]:
-            _say(f"trainlint: error: no such file or directory: {one_line(missing)}", err=True)
+            # a path that looks like an option came after `--` (the pre-commit hook's entry ends with it)
+            hint = " (after `--` every argument is a path: put options before it)" if missing.startswith("-") else ""
+            _say(f"trainlint: error: no such file or directory: {one_line(missing)}{hint}", err=True)
         return EXIT_ERROR
     if o.force_exclude:
         named = {os.path.normpath(p) for p in on_disk if not os.path.isdir(p)}
