@@ -164,3 +164,23 @@ def test_no_line_starts_a_runner_command():
     assert safe.splitlines()[1] == "\\x3a:error file=a::x"
     assert no_commands("a::b\n: :c\n") == "a::b\n: :c\n"  # only a line's start, only a double colon
     assert plain_text(f"{TITLE}\n::x::y") == "\\x1b]0;pwned\\x07\n\\x3a:x::y"
+
+
+def test_show_source_prints_a_bounded_line_of_a_file_that_is_one_long_line(tmp_path):
+    """TL000 on a file of data (an environment dump: NUL-separated, one line of 200 kB) shows at
+    most MAX_LINE_WIDTH characters of it, escaped and cut with `…`, never the whole file."""
+    from trainlint.reporters.text import MAX_LINE_WIDTH
+
+    secret = "".join(f"TOKEN_{i}=s3cr3t{TITLE}{i:06d}\x00" for i in range(5000))
+    (tmp_path / "environ.py").write_bytes(secret.encode())
+    (tmp_path / "long.py").write_text("x = [" + ", ".join(map(str, range(40000))) + ", ]]\n")  # the error at the end
+    proc = _trainlint(tmp_path, "check", "--no-cache", "--show-source", ".")
+    _assert_no_raw_controls(proc.stdout, proc.stderr)
+    assert proc.stdout.count(" TL000 ") == 2, proc.stdout
+    source_lines = [line for line in proc.stdout.splitlines() if line.startswith("1 | ")]
+    assert len(source_lines) == 2
+    for line in source_lines:
+        assert len(line) <= len("1 | ") + MAX_LINE_WIDTH and "…" in line, line
+    assert max(map(len, proc.stdout.splitlines())) < 600  # the finding lines quote no source either
+    long_line = next(line for line in source_lines if "39999" in line)
+    assert long_line.startswith("1 | …") and long_line.endswith("39999, ]]")  # the part at the error

@@ -24,6 +24,26 @@ def _style(text: str, options: ReportOptions, **style) -> str:
 
 #: A span longer than this many lines shows its first lines, then `...`.
 MAX_SOURCE_LINES = 8
+#: A source line is printed with at most this many characters (after escaping): a longer one (a
+#: minified file, a file that is one line of data) shows the part from shortly before the span,
+#: cut with `…`, so a report never carries a whole file's text.
+MAX_LINE_WIDTH = 300
+#: how much of the line before the span a cut line keeps
+_LEAD = 60
+
+
+def _window(before: str, span: str, after: str) -> tuple[str, str, str]:
+    """The printed parts of a line (already escaped): before the span, the span, after it, cut to
+    MAX_LINE_WIDTH characters in all with `…` where something is left out."""
+    if len(before) + len(span) + len(after) <= MAX_LINE_WIDTH:
+        return before, span, after
+    if len(before) > _LEAD:
+        before = "…" + before[-(_LEAD - 1):]
+    room = MAX_LINE_WIDTH - len(before)
+    if len(span) > room:
+        return before, span[:room - 1], "…"
+    room -= len(span)
+    return before, span, after if len(after) <= room else after[:room - 1] + "…"
 
 
 def _source_excerpt(finding: Finding, lines: list[str] | None, options: ReportOptions, url: str | None) -> list[str]:
@@ -38,12 +58,13 @@ def _source_excerpt(finding: Finding, lines: list[str] | None, options: ReportOp
         start = min(finding.column - 1, len(text)) if number == finding.line else len(text) - len(text.lstrip())
         end = finding.end_column - 1 if number == finding.end_line else len(text)
         end = max(start + 1, min(end, len(text)))
-        # the line as printed (control characters escaped), and the caret under the span's escaped text;
-        # tabs stay in the padding so the caret lines up however the terminal expands them
-        before, span = one_line(text[:start]), one_line(text[start:end]) or " "
+        # the line as printed (control characters escaped, cut to MAX_LINE_WIDTH), and the carets under
+        # the span's printed text; tabs stay in the padding so the carets line up however the terminal
+        # expands them
+        before, span, after = _window(one_line(text[:start]), one_line(text[start:end]), one_line(text[end:]))
         padding = "".join(c if c == "\t" else " " for c in before)
-        carets = _style("^" * len(span), options, fg=_COLOURS[finding.severity], bold=True)
-        excerpt += [f"{number:>{len(gutter)}} | {one_line(text)}", f"{gutter} | {padding}{carets}"]
+        carets = _style("^" * max(len(span), 1), options, fg=_COLOURS[finding.severity], bold=True)
+        excerpt += [f"{number:>{len(gutter)}} | {before}{span}{after}", f"{gutter} | {padding}{carets}"]
     if last < finding.end_line:
         excerpt.append(f"{gutter} | ...")
     if finding.fix is not None:
