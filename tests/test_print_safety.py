@@ -184,3 +184,16 @@ def test_show_source_prints_a_bounded_line_of_a_file_that_is_one_long_line(tmp_p
     assert max(map(len, proc.stdout.splitlines())) < 600  # the finding lines quote no source either
     long_line = next(line for line in source_lines if "39999" in line)
     assert long_line.startswith("1 | …") and long_line.endswith("39999, ]]")  # the part at the error
+
+
+def test_trace_report_is_escaped(tmp_path):
+    """`trainlint trace` prints the script's name and what it raised: escaped too (the script's
+    own output on stderr is the script's, which the user chose to run)."""
+    pytest.importorskip("torch")
+    script = f"crash{TITLE}.py"
+    (tmp_path / script).write_text(f'import torch\nraise RuntimeError("bad {BIDI}{C1_CSI} config")\n')
+    proc = _trainlint(tmp_path, "trace", "--timeout", "120", script)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    _assert_no_raw_controls(proc.stdout)
+    assert "trainlint trace crash\\x1b]0;pwned\\x07.py" in proc.stdout
+    assert "RuntimeError: bad \\u202e\\x9b config" in proc.stdout

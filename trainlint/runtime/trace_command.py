@@ -6,12 +6,13 @@ from __future__ import annotations
 import sys
 
 from trainlint.runtime import resume as resume_module
+from trainlint.sanitize import one_line, plain_text
 from trainlint.runtime.trace import (EXIT_NO_STEP, Interrupted, TraceFailed, plain, render_json, render_text,
                                      trace_script)
 
 
 def _error(message: str, code: int = 2) -> int:
-    print(f"trainlint: error: {plain(message)}", file=sys.stderr)
+    print(f"trainlint: error: {one_line(plain(message))}", file=sys.stderr)
     return code
 
 
@@ -44,9 +45,11 @@ def command(script: str, args: list[str], max_steps: int, fmt: str, timeout: flo
         return _error(f"interrupted by {err}: the traced script was stopped", 128 + err.signum)
     if result is not None:
         render = resume_module.render_json if fmt == "json" else resume_module.render_text
-        sys.stdout.write(render(report, result))
+        text = render(report, result)
     else:
-        sys.stdout.write(render_json(report) if fmt == "json" else render_text(report))
+        text = render_json(report) if fmt == "json" else render_text(report)
+    # the text names the script's files and quotes what it raised: escaped as all text output is
+    sys.stdout.write(text if fmt == "json" else plain_text(text))
     sys.stdout.flush()
     if result is not None and not result.exact:
         return 1 if report.exit_code in (0, 1, EXIT_NO_STEP) else report.exit_code
