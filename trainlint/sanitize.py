@@ -27,6 +27,7 @@ use it too).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 _CONTROLS = (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), *_BIDI, 0x2028, 0x2029, *range(0xD800, 0xE000))
@@ -67,7 +68,12 @@ def escape_controls(text: str, keep: str) -> str:
     (GitHub's `%0D`/`%0A`)."""
     if not _UNSAFE.search(text):
         return text
-    return text.translate({code: escaped for code, escaped in _ONE_LINE.items() if chr(code) not in keep})
+    return text.translate(_table_keeping(keep))
+
+
+@lru_cache(maxsize=None)
+def _table_keeping(keep: str) -> dict[int, str]:
+    return {code: escaped for code, escaped in _ONE_LINE.items() if chr(code) not in keep}
 
 
 def keep_lines(text: str) -> str:
