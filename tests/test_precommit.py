@@ -141,6 +141,19 @@ def test_a_staged_file_named_o_is_checked_and_nothing_is_overwritten(project):
     assert {name: (repo / name).read_text() for name in before} == before
 
 
+def test_a_staged_file_named_dash_is_checked_not_read_as_stdin(project):
+    repo, env = project
+    _configure_hook(repo)
+    _stage_script(repo, "-")
+    (repo / "train.py").write_text(CLEAN)  # the file named `-` is the only buggy one
+    _git(repo, "add", "train.py")
+    with open(os.devnull) as empty:  # as in CI: stdin is empty, which would pass
+        proc = subprocess.run([*_pre_commit(), "run", "trainlint", "--all-files"], cwd=repo, env=env, stdin=empty,
+                              capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "-:4:9: TL401" in proc.stdout
+
+
 def test_the_command_line_takes_paths_after_a_double_dash(tmp_path):
     """What the hook's entry relies on, without pre-commit: after `--`, `--exit-zero` and `-o` are
     files to check, and an option given there by mistake is a missing file (exit 2), not obeyed."""
@@ -148,7 +161,8 @@ def test_the_command_line_takes_paths_after_a_double_dash(tmp_path):
         (tmp_path / name).write_text(BUGGY)
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
     run = lambda *args: subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", *args],  # noqa: E731
-                                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+                                       cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                       timeout=120)
     proc = run("--", "--exit-zero", "-o")
     assert proc.returncode == 1, proc.stderr
     assert "--exit-zero:3:9: TL401" in proc.stdout and "-o:3:9: TL401" in proc.stdout
@@ -156,3 +170,11 @@ def test_the_command_line_takes_paths_after_a_double_dash(tmp_path):
     misplaced = run("--", "--select", "-o")
     assert misplaced.returncode == 2
     assert "no such file or directory: --select (after `--` every argument is a path" in misplaced.stderr
+
+    # `-` is stdin, unless --no-stdin (the hook's) makes it the file named `-`
+    (tmp_path / "-").write_text(BUGGY)
+    assert run("--", "-").returncode == 0  # stdin: empty here
+    dash = run("--no-stdin", "--", "-")
+    assert dash.returncode == 1 and "-:3:9: TL401" in dash.stdout, dash.stdout + dash.stderr
+    both = run("--no-stdin", "--stdin-filename", "x.py", "-")
+    assert both.returncode == 2 and "cannot be used together" in both.stderr

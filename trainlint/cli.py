@@ -114,6 +114,8 @@ CHECK_OPTIONS = [
                  help="Apply the excludes to files named on the command line too (for pre-commit)."),
     click.option("--stdin-filename", default=None, metavar="PATH",
                  help="The name to report (and match per-file-ignores against) for `-` (stdin)."),
+    click.option("--no-stdin", is_flag=True,
+                 help="`-` is the file named `-`, not stdin (for pre-commit: every staged file is checked)."),
     # -- configuration
     click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
                  help="Read settings from FILE (pyproject.toml or trainlint.toml) for every file."),
@@ -165,7 +167,11 @@ def check(**options) -> None:
         _fail(f"--statistics works with --format text or json, not {o.fmt}")
     if o.stdin_filename is not None and o.paths and "-" not in o.paths:
         _fail("--stdin-filename names what is read from stdin: add `-` to the paths")
+    if o.stdin_filename is not None and o.no_stdin:
+        _fail("--stdin-filename and --no-stdin cannot be used together")
     o.paths = list(o.paths) or (["-"] if o.stdin_filename else ["."])
+    if o.no_stdin:  # a staged file named `-` is a file to check, not an empty stdin that passes
+        o.paths = [os.path.join(os.curdir, path) if path == "-" else path for path in o.paths]
     if "-" in o.paths and (o.watch or o.add_noqa):
         _fail(f"{'--watch' if o.watch else '--add-noqa'} works on files, not on stdin (`-`)")
     if o.add_noqa and (o.fix or o.diff):
