@@ -107,7 +107,7 @@ def test_diff_is_escaped_when_printed_and_exact_in_a_file(hostile):
 
 
 def test_show_settings_escapes_configured_values_and_paths(tmp_path):
-    folder = tmp_path / f"proj{TITLE}"
+    folder = tmp_path / f"proj{TITLE}\n::error x"
     folder.mkdir()
     # a TOML escape puts a real ESC into the value
     (folder / "pyproject.toml").write_text('[tool.trainlint]\nextend-exclude = ["\\u001b]52;c;eA==\\u0007"]\n')
@@ -116,7 +116,7 @@ def test_show_settings_escapes_configured_values_and_paths(tmp_path):
     assert proc.returncode == 0, proc.stderr
     _assert_no_raw_controls(proc.stdout, proc.stderr)
     assert "\\x1b]52;c;eA==\\x07" in proc.stdout or "\\u001b]52;c;eA==\\u0007" in proc.stdout
-    assert "proj\\x1b]0;pwned\\x07" in proc.stdout
+    assert "proj\\x1b]0;pwned\\x07\\n::error x/pyproject.toml" in proc.stdout  # on its line
 
 
 @pytest.mark.parametrize("fmt", ["json", "sarif"])

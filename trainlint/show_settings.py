@@ -7,6 +7,7 @@ import os
 from dataclasses import fields
 
 from trainlint.config import SCHEMA, FileConfig, Resolver
+from trainlint.sanitize import one_line
 from trainlint.settings import DEFAULT_MAX_FILE_SIZE, DEFAULT_MIN_TORCH, DEFAULT_TEST_CODE_IGNORE, is_test_code
 
 _DEFAULTS = FileConfig()
@@ -85,9 +86,11 @@ def render_settings(resolver: Resolver, path: str) -> str:
     rows.append(("excluded when walked", "yes" if excluded else "no", ""))
 
     width = max(len(key) for key, _, _ in rows)
-    lines = [f"Settings for {path}"]
+    # paths and configured values are the repository's: each on its line, escaped (the CLI also
+    # escapes the whole text as it prints it)
+    lines = [f"Settings for {one_line(path)}"]
     for key, value, source in rows:
-        lines.append(f"  {key:<{width}}  {value}" + (f"  [{source}]" if source else ""))
+        lines.append(f"  {key:<{width}}  {one_line(value)}" + (f"  [{one_line(source)}]" if source else ""))
     return "\n".join(lines) + "\n"
 
 
