@@ -982,3 +982,56 @@ def test_a_grad_scaler_rebuilt_every_epoch_is_confirmed():
     assert "restarted at 65536" in evidence and "scaler_bad.py:14" in evidence
     assert [(r["line"], r["code"]) for r in default.runtime_only] == [(14, "TL205")]
     assert good.findings == [] and good.runtime_only == [] and good.exit_code == 0
+
+
+# ----- issue 34: TorchScript, resumes of real shapes, reports and processes -----------------------
+
+JIT_SCRIPT = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 6 * 6, 2)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.bn(self.conv(x))).flatten(1))
+
+
+torch.manual_seed(0)
+model = Net()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(4):
+    optimizer.zero_grad()
+    nn.functional.cross_entropy(model(torch.randn(8, 1, 8, 8)), torch.randint(0, 2, (8,))).backward()
+    optimizer.step()
+    if step == 1:
+        torch.jit.trace(model, torch.randn(2, 1, 8, 8))  # in train mode; the check reruns it under no_grad
+        model.eval()
+        traced = torch.jit.trace(model, torch.randn(2, 1, 8, 8))  # as SummaryWriter.add_graph does
+        scripted = torch.jit.script(model)
+        with torch.no_grad():
+            assert torch.equal(traced(torch.ones(1, 1, 8, 8)), scripted(torch.ones(1, 1, 8, 8)))
+        model.train()
+print("trained")
+"""
+
+
+@pytest.mark.slow
+def test_torch_jit_trace_and_script_run_as_without_trace(tmp_path):
+    """The JIT traces the model twice and compares the graphs: the instrumentation's hooks must add
+    nothing to them, and the compiler's forwards (train mode under no_grad, eval mode with grad
+    recording on) are not the script's forwards."""
+    script = tmp_path / "jit_export.py"
+    script.write_text(JIT_SCRIPT)
+    plain_run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert plain_run.returncode == 0 and "trained" in plain_run.stdout, plain_run.stderr
+    done = _cli("trace", str(script), "--format", "json", cwd=tmp_path)
+    assert done.returncode == plain_run.returncode, done.stderr
+    report = json.loads(done.stdout)
+    assert report["error"] is None and report["stopped"] == "end" and report["steps"] == 4
+    assert report["runtime_only"] == [] and "trained" in done.stderr

@@ -67,6 +67,9 @@ class UserCode:
         roots = {paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
         roots.update(site.getsitepackages())
         roots.add(site.getusersitepackages())
+        # package folders a `.pth` file added (a venv sharing another environment's packages,
+        # Debian's dist-packages): installed code too, not the user's
+        roots.update(p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages"))
         roots.add(str(Path(__file__).resolve().parents[1]))  # the trainlint package
         self._roots = tuple(os.path.join(os.path.realpath(r), "") for r in roots if r)
         self._known: dict[str, bool] = {}
@@ -387,6 +390,19 @@ class Trace:
     def _leave(self, name: str) -> None:
         setattr(self._local, name, getattr(self._local, name, 1) - 1)
 
+    def _quiet(self) -> bool:
+        """Inside torch.jit.trace/script (or any TorchScript tracing): the forwards there are the
+        compiler's, not the script's, and the JIT compares graphs of repeated traces, so a hook must
+        neither record nor add anything (a saved-tensor hook, a tensor op) to what is traced."""
+        return bool(self._depth("jit")) or torch._C._get_tracing_state() is not None
+
+    def _jit(self, original, *args, **kwargs):
+        self._enter("jit")
+        try:
+            return original(*args, **kwargs)
+        finally:
+            self._leave("jit")
+
     def stack(self):
         """The user frames of the current call (trainlint's own frames are not user code)."""
         return self.user.stack(sys._getframe(1))
@@ -477,6 +493,15 @@ class Trace:
         self._wrap(distributed, "set_epoch", self._sampler_set_epoch)
         self._wrap(distributed, "__iter__", self._sampler_iter)
         self._wrap(warnings, "showwarning", self._show_warning)
+        # TorchScript: the instrumentation steps aside while a function or module is traced or
+        # compiled (SummaryWriter.add_graph calls torch.jit.trace); both the public names and the
+        # modules torch's own callers reach them through
+        for owner, names in ((torch.jit, ("trace", "trace_module", "_get_trace_graph", "script")),
+                             (torch.jit._trace, ("trace", "trace_module", "_get_trace_graph")),
+                             (torch.jit._script, ("script",))):
+            for name in names:
+                if hasattr(owner, name):
+                    self._wrap(owner, name, self._jit)
         sys.settrace(self._trace_calls)
         threading.settrace(self._trace_calls)
 
@@ -679,6 +704,8 @@ class Trace:
 
     # ----- backward ------------------------------------------------------------------------------------
     def _backward(self, original, tensors, *args, **kwargs):
+        if self._quiet():
+            return original(tensors, *args, **kwargs)
         if not self._enter("backward"):
             try:
                 return original(tensors, *args, **kwargs)
@@ -817,6 +844,8 @@ class Trace:
 
     def _loss_function(self, original, *args, **kwargs):
         out = original(*args, **kwargs)
+        if self._quiet():
+            return out
         self._note_loss(out, kwargs.get("reduction", "mean"))
         return out
 
@@ -938,6 +967,8 @@ class Trace:
 
     # ----- module mode and forwards (TL301, TL302, TL303) ------------------------------------------------
     def _module_train(self, original, module, mode=True):
+        if self._quiet():
+            return original(module, mode)
         if self._enter("mode"):
             self.mode_switches[id(module)] = (weakref.ref(module), bool(mode), self.stack())
         try:
@@ -968,6 +999,9 @@ class Trace:
         return sorted({label for ref, label in cached[1] if ref() is not None and ref().training == training})
 
     def _forward_pre(self, module, args) -> None:
+        if self._quiet():  # counted apart, so the post-hook of this forward stays quiet too
+            self._enter("quiet_forward")
+            return
         if not self._enter("forward"):
             return
         try:
@@ -1006,6 +1040,9 @@ class Trace:
         self._local.eval_forward = record
 
     def _forward_post(self, module, args, output) -> None:
+        if self._depth("quiet_forward"):
+            self._leave("quiet_forward")
+            return
         if self._depth("forward") != 1:
             self._leave("forward")
             return
