@@ -1035,3 +1035,47 @@ def test_torch_jit_trace_and_script_run_as_without_trace(tmp_path):
     report = json.loads(done.stdout)
     assert report["error"] is None and report["stopped"] == "end" and report["steps"] == 4
     assert report["runtime_only"] == [] and "trained" in done.stderr
+
+
+# a script that resumes from its one fixed checkpoint path when told `--resume` (no path given)
+FIXED_PATH_RESUME = """\
+import os
+import sys
+
+import torch
+
+out = sys.argv[1]
+torch.manual_seed(0)
+data, target = torch.randn(64, 4), torch.randn(64, 1)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+step = 0
+if "--resume" in sys.argv:
+    checkpoint = torch.load(out)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    step = checkpoint["step"]
+while step < 12:
+    rows = slice(step * 8 % 64, step * 8 % 64 + 8)
+    loss = torch.nn.functional.mse_loss(model(data[rows]), target[rows])
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    step += 1
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, out + ".tmp")
+    os.replace(out + ".tmp", out)
+"""
+
+
+@pytest.mark.slow
+def test_resume_check_with_a_fixed_path_puts_the_checkpoint_back(tmp_path):
+    """`--resume-arg --resume` names no {checkpoint}: the script reads its fixed path, which the
+    uninterrupted run overwrote after step 3; the saved copy is put back there first."""
+    script = tmp_path / "fixed_path.py"
+    script.write_text(FIXED_PATH_RESUME)
+    checkpoint = tmp_path / "last.pt"
+    report, result = resume_check(str(script), [str(checkpoint)], 3, resume_arg="--resume",
+                                  output=subprocess.DEVNULL)
+    assert report.error is None and report.steps == 6
+    assert (result.exact, result.checkpoint_step, result.compared, result.parts) == (True, 3, 3, [])
+    assert "resume is exact" in resume.render_text(report, result)

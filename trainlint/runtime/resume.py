@@ -9,8 +9,9 @@ parameters, the optimizer state, the input batch and the RNG states (`instrument
    the run goes on to step C+M and stops there (before that save, only the script's end or the
    timeout stops it).
 2. The resumed run, a fresh process, M steps: with `--resume-arg "--resume {checkpoint}"` the copy
-   is passed to it; without, the copy is put back where the script saved it, as a run stopped right
-   after that save leaves it, for a script that resumes from its own checkpoint file.
+   is passed to it; without `{checkpoint}` (no --resume-arg, or one such as `--resume` for a script
+   that resumes from a fixed path) the copy is put back where the script saved it, as a run stopped
+   right after that save leaves it, and the arguments are passed as they are.
 
 Step i of the resumed run is compared with step C+i of the uninterrupted one. The first step that
 differs, and which parts differ there, say what the checkpoint left out: "lr" (the LR scheduler's
@@ -104,11 +105,12 @@ def resume_check(script: str, args: list[str], k: int, m: int = DEFAULT_RESUME_S
                 f"--resume-check {k}: the script took {len(record.get('steps', []))} update steps ({ended}) and "
                 f"saved no checkpoint file (torch.save to a path or an open file) at or after step {k}: pick K "
                 f"at or before a step where it saves")
-        if resume_arg:
-            again = [*args, *(part.replace("{checkpoint}", copy) for part in shlex.split(resume_arg))]
-        else:
+        if not resume_arg or "{checkpoint}" not in resume_arg:
+            # the script resumes from where it saved (a fixed path, told only to resume or not even
+            # that): put the copy back there, as a run stopped right after that save leaves it;
+            # the uninterrupted run wrote later checkpoints over it
             shutil.copyfile(copy, saved["path"])
-            again = list(args)
+        again = [*args, *(part.replace("{checkpoint}", copy) for part in shlex.split(resume_arg or ""))]
         second = trace.run_child(script, again, m, timeout, output, record={})
     reference, resumed = record["steps"], (second.get("record") or {}).get("steps", [])
     if not resumed:
