@@ -727,8 +727,14 @@ def test_resume_check_names_the_first_divergent_step_and_part(reports, part, ste
     assert report.error is None and report.steps == 6
     assert (result.exact, result.checkpoint_step, result.first_divergent_step, result.parts) == (
         part == "exact", 3, step, parts)
-    assert json.loads(resume.render_json(report, result))["resume"] == {
-        "exact": part == "exact", "checkpoint_step": 3, "first_divergent_step": step, "parts": parts}
+    got = json.loads(resume.render_json(report, result))["resume"]
+    line = next(n for n, text in enumerate(resume_script(part if part != "exact" else None).splitlines(), 1)
+                if "scaler.step(optimizer)" in text)
+    label = f"optimizer (Adam at resume_{part}.py:{line})"
+    assert got == {"exact": part == "exact", "checkpoint_step": 3, "first_divergent_step": step, "parts": parts,
+                   "optimizers": [{"optimizer": label, "checkpoint_step": 3, "compared": 3 if part == "exact" else
+                                   step - 3}],
+                   "differences": [{"part": p, "optimizer": label} for p in parts]}
     text = resume.render_text(report, result)
     assert "(bitwise: CPU, one thread, deterministic kernels)" in text
     if part == "exact":
@@ -1079,3 +1085,78 @@ def test_resume_check_with_a_fixed_path_puts_the_checkpoint_back(tmp_path):
     assert report.error is None and report.steps == 6
     assert (result.exact, result.checkpoint_step, result.compared, result.parts) == (True, 3, 3, [])
     assert "resume is exact" in resume.render_text(report, result)
+
+
+# a GAN: two models, two optimizers, two checkpoint files saved after each step; with `--resume` it
+# loads the critic's file (its step and the RNG state) and, unless told "critic", the generator's
+GAN_RESUME = """\
+import os
+import sys
+
+import torch
+from torch import nn
+
+folder, restore = sys.argv[1], sys.argv[2]
+g_path, d_path = os.path.join(folder, "generator.pt"), os.path.join(folder, "critic.pt")
+torch.manual_seed(0)
+real = torch.randn(64, 4)
+generator, critic = nn.Linear(2, 4), nn.Linear(4, 1)
+opt_g = torch.optim.Adam(generator.parameters(), lr=1e-2)
+opt_d = torch.optim.Adam(critic.parameters(), lr=1e-2)
+step = 0
+if "--resume" in sys.argv:
+    saved_d = torch.load(d_path)
+    critic.load_state_dict(saved_d["model"])
+    opt_d.load_state_dict(saved_d["optimizer"])
+    step = saved_d["step"]
+    torch.set_rng_state(saved_d["rng"])
+    if restore != "critic":
+        saved_g = torch.load(g_path)
+        generator.load_state_dict(saved_g["model"])
+        opt_g.load_state_dict(saved_g["optimizer"])
+while step < 10:
+    fake = generator(torch.randn(8, 2))
+    opt_d.zero_grad()
+    (critic(fake.detach()).mean() - critic(real[step * 8 % 64:step * 8 % 64 + 8]).mean()).backward()
+    opt_d.step()
+    opt_g.zero_grad()
+    (-critic(fake).mean()).backward()
+    opt_g.step()
+    step += 1
+    torch.save({"model": generator.state_dict(), "optimizer": opt_g.state_dict()}, g_path)
+    torch.save({"model": critic.state_dict(), "optimizer": opt_d.state_dict(), "step": step,
+                "rng": torch.get_rng_state()}, d_path)
+"""
+
+
+@pytest.mark.slow
+def test_resume_check_follows_each_optimizer_and_file_of_a_gan(tmp_path):
+    """Both files are followed and put back; each optimizer is compared on its own clock; a
+    generator that is not restored is named, with its parameters, not "started from the initial
+    weights" for the whole run."""
+    script = tmp_path / "gan_resume.py"
+    script.write_text(GAN_RESUME)
+    runs = {}
+    for restore in ("both", "critic"):
+        (tmp_path / restore).mkdir()
+        runs[restore] = (str(script), [str(tmp_path / restore), restore], 3)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = dict(zip(runs, pool.map(lambda run: resume_check(*run, resume_arg="--resume",
+                                                                  output=subprocess.DEVNULL), runs.values())))
+    critic_at, generator_at = "opt_d (Adam at gan_resume.py:29)", "opt_g (Adam at gan_resume.py:32)"
+    report, result = done["both"]
+    assert report.error is None and [o["steps"] for o in report.optimizers] == [6, 6]
+    assert result.exact and result.checkpoint_step == 3 and result.compared == 3
+    assert result.optimizers == [{"optimizer": generator_at, "checkpoint_step": 3, "compared": 3},
+                                 {"optimizer": critic_at, "checkpoint_step": 3, "compared": 3}]  # as built
+    assert result.checkpoint == f"{tmp_path / 'both' / 'generator.pt'}, {tmp_path / 'both' / 'critic.pt'}"
+    assert "resume is exact" in resume.render_text(report, result)
+    report, result = done["critic"]
+    assert (result.exact, result.first_divergent_step, result.parts) == (False, 4, ["params"])
+    assert result.differences == [{"part": "params", "optimizer": generator_at}]
+    assert result.detail[0] == (f"parameters of {generator_at} (the model's weights were not restored): it started "
+                                f"from its initial weights")
+    assert f"resume is not exact: diverges at step 4 of {critic_at}: params of {generator_at}" in \
+        resume.render_text(report, result)
+    assert json.loads(resume.render_json(report, result))["resume"]["differences"] == result.differences
+
