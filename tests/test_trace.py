@@ -27,7 +27,7 @@ from trainlint.finding import Finding, Severity
 from trainlint.runtime import resume
 from trainlint.runtime.resume import resume_check
 from trainlint.runtime.trace import (CONFIRMED, NOT_CONFIRMED, NOT_REACHED, TraceFailed, TraceReport, join,
-                                     render_text, trace_script)
+                                     render_json, render_text, trace_script)
 
 pytest.importorskip("torch")
 
@@ -698,7 +698,8 @@ def test_step_counts_per_optimizer(reports):
     assert report.steps == 6 and report.stopped == "max-steps"
     assert [(o["type"], o["line"], o["steps"]) for o in report.optimizers] == [("Adam", 10, 3), ("Adam", 13, 3)]
     assert render_text(report).split(": ", 1)[1].startswith(
-        "6 optimizer steps (Adam at gan.py:10: 3, Adam at gan.py:13: 3) (stopped at --max-steps)")
+        "3 optimizer steps per optimizer (2 optimizers: Adam at gan.py:10: 3, Adam at gan.py:13: 3) "
+        "(stopped at --max-steps)")
     assert report.to_dict()["optimizers"][0] == {"type": "Adam", "path": report.optimizers[0]["path"],
                                                  "line": 10, "steps": 3}
 
@@ -1160,3 +1161,74 @@ def test_resume_check_follows_each_optimizer_and_file_of_a_gan(tmp_path):
         resume.render_text(report, result)
     assert json.loads(resume.render_json(report, result))["resume"]["differences"] == result.differences
 
+
+def test_steps_are_counted_per_optimizer_as_max_steps_counts_them():
+    """--max-steps 14 with two optimizers: 14 steps each, not "28 optimizer steps"."""
+    script = os.path.abspath("gan.py")
+    result = {"steps": 28, "stopped": "max-steps", "error": None, "findings": [], "notes": [], "loader_passes": [],
+              "lines": {script: {"9": 14}},
+              "optimizers": [{"type": "Adam", "path": script, "line": 10, "steps": 14},
+                             {"type": "Adam", "path": script, "line": 13, "steps": 14}]}
+    report = join([_finding(30, "TL102", "gan.py")], result, "gan.py", max_steps=14)
+    assert render_text(report).splitlines()[0] == (
+        "trainlint trace gan.py: 14 optimizer steps per optimizer (2 optimizers: Adam at gan.py:10: 14, "
+        "Adam at gan.py:13: 14) (stopped at --max-steps)")
+    assert report.findings[0]["evidence"] == ("the line never ran in 14 optimizer steps per optimizer "
+                                              "(stopped at --max-steps 14)")
+    result["optimizers"][1]["steps"], result["steps"] = 3, 17  # a critic stepped 14x, the generator 3x
+    assert "up to 14 optimizer steps per optimizer (2 optimizers: " in render_text(join([], result, "gan.py", 14))
+
+
+LONG_ERROR = """\
+import torch
+
+model = torch.nn.Linear(4, 1)
+raise RuntimeError("Graphs differed across invocations!\\n" + "\\n".join(f"%{n} : Tensor = aten::linear(%x, %w)"
+                                                                          f"{' ' * 400}" for n in range(400)))
+"""
+
+
+def test_a_long_error_is_shortened_in_text_and_whole_in_json(tmp_path):
+    script = tmp_path / "long_error.py"
+    script.write_text(LONG_ERROR)
+    report = trace_script(str(script), [], max_steps=2, timeout=120, output=subprocess.DEVNULL)
+    assert report.exit_code == 3
+    full = json.loads(render_json(report))["error"]
+    assert full == report.error and full.count("\n") == 400 and full.endswith("(at long_error.py:4)")
+    text = render_text(report)
+    shown = text[text.index("error: "):text.index("\n\n")]
+    assert len(shown) < 2100 < len(full)
+    assert shown.startswith("error: RuntimeError: Graphs differed across invocations!\n%0 : Tensor")
+    assert shown.endswith("(at long_error.py:4)")
+    assert f"[{len(full):,} characters in all, 394 more lines: the full text is in --format json]" in shown
+
+
+MULTIPROCESSING = """\
+import torch
+import torch.multiprocessing as mp
+
+
+def train(rank):
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        model(torch.randn(8, 4)).pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+if __name__ == "__main__":
+    mp.spawn(train, nprocs=1)
+"""
+
+
+@pytest.mark.slow
+def test_training_in_multiprocessing_children_gets_its_own_hint(tmp_path):
+    script = tmp_path / "spawns.py"
+    script.write_text(MULTIPROCESSING)
+    report = trace_script(str(script), [], max_steps=2, timeout=120, output=subprocess.DEVNULL)
+    assert report.error is None and report.steps == 0 and report.exit_code == 4
+    assert report.hint.startswith("no optimizer step was seen in the traced process: the script started 1 process "
+                                  "with multiprocessing (at spawns.py:15) and may train there; trace follows the "
+                                  "main process only (its children are not traced)")
+    assert "torch.optim" not in report.hint

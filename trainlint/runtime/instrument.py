@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import linecache
+import multiprocessing.process
 import os
 import pickle
 import re
@@ -451,6 +452,9 @@ class Trace:
         self._trees: dict[str, ast.AST | None] = {}
         # TL205: construction site -> the GradScaler last built there
         self.scaler_sites: dict[tuple, weakref.ref] = {}
+        # processes the script started (torch.multiprocessing.spawn, Process, pools): not traced
+        self.processes = {"count": 0, "where": None}
+        self.pid = os.getpid()
         self._handles = []
 
     # ----- bookkeeping -------------------------------------------------------------------------
@@ -569,6 +573,7 @@ class Trace:
         self._wrap(distributed, "set_epoch", self._sampler_set_epoch)
         self._wrap(distributed, "__iter__", self._sampler_iter)
         self._wrap(warnings, "showwarning", self._show_warning)
+        self._wrap(multiprocessing.process.BaseProcess, "start", self._process_start)
         if self.recorder is not None:
             self._wrap(Optimizer, "__init__", self._optimizer_init)
         # TorchScript: the instrumentation steps aside while a function or module is traced or
@@ -582,6 +587,14 @@ class Trace:
                     self._wrap(owner, name, self._jit)
         sys.settrace(self._trace_calls)
         threading.settrace(self._trace_calls)
+
+    def _process_start(self, original, process, *args, **kwargs):
+        if os.getpid() == self.pid:
+            self.processes["count"] += 1
+            if self.processes["where"] is None:
+                stack = self.stack()
+                self.processes["where"] = _where(stack) if stack else None
+        return original(process, *args, **kwargs)
 
     def _show_warning(self, original, message, category, filename, lineno, file=None, line=None):
         """A warning that torch raised through one of trainlint's wrappers (its stacklevel then names a
@@ -1546,6 +1559,7 @@ class Trace:
             "record": self.recorder.result() if self.recorder is not None else None,
             "optimizers": optimizers,
             "manual_updates": manual,
+            "processes": self.processes if self.processes["count"] else None,
             "stopped": stopped,
             "error": error,
             "findings": [{k: v for k, v in f.items() if k != "count"} for f in list(self.findings.values())],

@@ -40,7 +40,7 @@ from trainlint import __version__
 from trainlint.engine import lint_paths
 from trainlint.finding import Finding
 from trainlint.rules import registry
-from trainlint.runtime.trace_child import plain
+from trainlint.runtime.trace_child import plain, plain_lines
 from trainlint.settings import Settings
 
 DEFAULT_MAX_STEPS = 20
@@ -81,6 +81,7 @@ class TraceReport:
     manual_updates: dict | None = None  # {"count", "where"}: updates by hand in a run with no optimizer
     caught_stop: str | None = None  # where the script went on after catching the stop
     pid: int | None = None  # the child's process id (also its process group and session)
+    processes: dict | None = None  # {"count", "where"}: processes the script started (not traced)
 
     def to_dict(self) -> dict:
         return {"version": __version__, "script": self.script, "steps": self.steps, "optimizers": self.optimizers,
@@ -106,6 +107,13 @@ class TraceReport:
             return (f"no optimizer step was seen: the parameters were updated by hand "
                     f"{self.manual_updates['count']}x" + (f" (at {where})" if where else "") +
                     "; trace checks the update clock of torch.optim optimizers only")
+        if self.processes:
+            where = self.processes["where"]
+            count = self.processes["count"]
+            return (f"no optimizer step was seen in the traced process: the script started {count} process"
+                    f"{'' if count == 1 else 'es'} with multiprocessing" + (f" (at {where})" if where else "") +
+                    " and may train there; trace follows the main process only (its children are not traced): "
+                    "run the training in the main process (e.g. one process, no spawn) to trace it")
         if self.stopped == "timeout":
             return "no optimizer step was seen before the timeout: give the script longer with --timeout"
         return ("no optimizer step was seen: the script does not train with a torch.optim optimizer, or "
@@ -300,12 +308,15 @@ def join(static: list[Finding], result: dict, script: str, max_steps: int) -> Tr
     notes = {(n["code"], n["path"], n["line"]): n["note"] for n in result["notes"]}
     lines = {path: {int(k): v for k, v in counts.items()} for path, counts in result["lines"].items()}
     stopped = result["stopped"]
+    counts = [o["steps"] for o in result.get("optimizers", [])]
+    # as --max-steps counts them: per optimizer
+    steps = _steps(max(counts)) + " per optimizer" if len(counts) > 1 else _steps(result["steps"])
     if stopped == "max-steps":
-        not_ran = f"the line never ran in {result['steps']} optimizer steps (stopped at --max-steps {max_steps})"
+        not_ran = f"the line never ran in {steps} (stopped at --max-steps {max_steps})"
     elif stopped == "end":
-        not_ran = f"the line never ran ({result['steps']} optimizer steps, then the script ended)"
+        not_ran = f"the line never ran ({steps}, then the script ended)"
     else:
-        not_ran = f"the line never ran before the script stopped ({result['steps']} optimizer steps)"
+        not_ran = f"the line never ran before the script stopped ({steps})"
     matched: set[int] = set()
     findings = []
     for finding in sorted(static, key=lambda f: f.sort_key):
@@ -337,9 +348,9 @@ def join(static: list[Finding], result: dict, script: str, max_steps: int) -> Tr
                     if id(item) not in matched and not item.get("confirm_only")]
     runtime_only.sort(key=lambda r: (r["path"], r["line"], r["code"]))
     optimizers = [dict(o, path=_display(o["path"]) if o.get("path") else None) for o in result.get("optimizers", [])]
-    return TraceReport(_display(script), result["steps"], stopped, result["error"] and plain(result["error"]),
+    return TraceReport(_display(script), result["steps"], stopped, result["error"] and plain_lines(result["error"]),
                        findings, runtime_only, optimizers, result.get("manual_updates"), result.get("caught_stop"),
-                       result.get("pid"))
+                       result.get("pid"), result.get("processes"))
 
 
 def trace_script(script: str, args: list[str] | None = None, max_steps: int = DEFAULT_MAX_STEPS,
@@ -350,16 +361,43 @@ def trace_script(script: str, args: list[str] | None = None, max_steps: int = DE
     return join(static, result, script, max_steps)
 
 
+def _steps(count: int) -> str:
+    return f"{count} optimizer step{'' if count == 1 else 's'}"
+
+
 def _step_counts(report: TraceReport) -> str:
-    """`12 optimizer steps (Adam at gan.py:40: 6, Adam at gan.py:52: 6)`; one optimizer: no list."""
-    text = f"{report.steps} optimizer step{'' if report.steps == 1 else 's'}"
+    """`6 optimizer steps per optimizer (2 optimizers: Adam at gan.py:40: 6, Adam at gan.py:52: 6)`,
+    counted as --max-steps counts them; one optimizer: `6 optimizer steps (Adam)`."""
     if len(report.optimizers) > 1:
+        counts = [o["steps"] for o in report.optimizers]
         parts = [f"{o['type']} at {os.path.basename(o['path']) if o['path'] else '?'}:{o['line']}: {o['steps']}"
                  for o in report.optimizers]
-        text += f" ({', '.join(parts)})"
-    elif report.optimizers:
+        return (f"{'' if len(set(counts)) == 1 else 'up to '}{_steps(max(counts))} per optimizer "
+                f"({len(counts)} optimizers: {', '.join(parts)})")
+    text = _steps(report.steps)
+    if report.optimizers:
         text += f" ({report.optimizers[0]['type']})"
     return text
+
+
+ERROR_LIMIT = 2000  # characters of the script's error in the text report (JSON has all of it)
+
+
+def shorten(error: str, limit: int = ERROR_LIMIT) -> str:
+    """A long error (TorchScript's graph diff, a tensor printed whole) as its first and last lines,
+    each clipped (the last keeps its end: `(at train.py:12)`), with how much was left out."""
+    if len(error) <= limit:
+        return error
+    lines = error.splitlines()
+    width = limit // 8
+    head = [line if len(line) <= width else line[:width] + " …" for line in lines[:5]]
+    tail = [line if len(line) <= width else "… " + line[-width:] for line in lines[5:][-2:]]
+    if len(lines) == 1:  # one long line: its start and its end
+        head, tail = [lines[0][:limit // 2] + " …"], ["… " + lines[0][-limit // 4:]]
+    left = len(lines) - len(head) - len(tail)
+    note = (f"[{len(error):,} characters in all{f', {left:,} more lines' if left > 0 else ''}: the full text is "
+            f"in --format json]")
+    return "\n".join([*head, note, *tail])
 
 
 def render_text(report: TraceReport) -> str:
@@ -370,7 +408,7 @@ def render_text(report: TraceReport) -> str:
         how += f"; the script caught the stop and went on at {report.caught_stop}, so trace ended it there"
     out = [f"trainlint trace {report.script}: {_step_counts(report)} ({how})"]
     if report.error:
-        out.append(f"error: {report.error}")
+        out.append(f"error: {shorten(report.error)}")
     if report.hint:
         out.append(f"hint: {report.hint}")
     out.append("")
