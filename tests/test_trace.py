@@ -668,8 +668,8 @@ def test_a_script_that_ignores_the_stop_is_killed_and_keeps_its_steps(reports):
 @pytest.mark.slow
 def test_os_exit_and_a_kill_keep_the_steps_seen(reports):
     exited = reports["os_exit"]
-    assert (exited.stopped, exited.steps, exited.error) == ("error", 2, "the script called os._exit(7)")
-    assert exited.exit_code == 0
+    assert (exited.stopped, exited.steps, exited.error) == ("error", 2, "the script exited with code 7 (os._exit)")
+    assert exited.exit_code == 3
     killed = reports["sigkill"]
     assert (killed.stopped, killed.steps, killed.error) == ("killed", 2, "the script was killed by SIGKILL")
 
@@ -1232,3 +1232,101 @@ def test_training_in_multiprocessing_children_gets_its_own_hint(tmp_path):
                                   "with multiprocessing (at spawns.py:15) and may train there; trace follows the "
                                   "main process only (its children are not traced)")
     assert "torch.optim" not in report.hint
+
+
+# a grandchild that leaves the run's session and clears its environment (no token to find it by)
+ESCAPES = """\
+import os
+import sys
+import time
+
+import torch
+
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execve(sys.executable, [sys.executable, "-c", "import os, sys, time\\n"
+                  "open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid())); os.rename(sys.argv[1] + '.tmp', sys.argv[1])\\n"
+                  "time.sleep(600)", sys.argv[1]], {})
+    os._exit(0)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    model(torch.randn(8, 4)).pow(2).mean().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def test_a_grandchild_in_its_own_session_with_no_environment_is_killed(tmp_path):
+    script, pid_file = tmp_path / "escapes.py", tmp_path / "grandchild.pid"
+    script.write_text(ESCAPES)
+    report = trace_script(str(script), [str(pid_file)], max_steps=5, timeout=120, output=subprocess.DEVNULL)
+    grandchild = int(pid_file.read_text())
+    try:
+        assert report.error is None and report.steps == 2
+        assert not _alive(grandchild)
+    finally:
+        if _alive(grandchild):
+            os.kill(grandchild, signal.SIGKILL)
+
+
+EXITS = """\
+import os
+import posix
+import sys
+
+import torch
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    model(torch.randn(8, 4)).pow(2).mean().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+if sys.argv[1] == "posix":
+    posix._exit(7)
+os._exit(7)
+"""
+
+
+@pytest.mark.slow
+def test_an_exit_with_a_status_is_reported_with_its_code_and_fails_the_run(tmp_path):
+    """posix._exit skips the report; os._exit is caught and reports; either way the code is said
+    and the run fails (not "killed", not exit 0)."""
+    script = tmp_path / "exits_with_code.py"
+    script.write_text(EXITS)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        posix_exit, os_exit = pool.map(lambda how: trace_script(str(script), [how], max_steps=5, timeout=120,
+                                                                  output=subprocess.DEVNULL), ["posix", "os"])
+    assert (posix_exit.stopped, posix_exit.steps, posix_exit.error) == (
+        "error", 2, "the script exited with code 7 without a report")
+    assert (os_exit.stopped, os_exit.steps, os_exit.error) == ("error", 2, "the script exited with code 7 (os._exit)")
+    assert posix_exit.exit_code == os_exit.exit_code == 3
+    assert "(the script raised)" in render_text(posix_exit) and "killed" not in render_text(posix_exit)
+
+
+CORRUPTS = """\
+import os
+import posix
+
+result = open("/proc/self/cmdline", "rb").read().split(b"\\0")[5].decode()  # python -I -c BOOT ROOT RESULT
+with open(result, "w") as handle:
+    handle.write(os.environ["SHAPE"])
+posix._exit(0)
+"""
+
+
+@pytest.mark.parametrize("shape", ['[1, 2]', '{"steps": 1, "stopped": "end", "error": null, "findings": [{"code": 1}], '
+                                             '"notes": [], "lines": {}, "loader_passes": []}'])
+def test_a_corrupt_result_from_the_child_is_a_clear_error(tmp_path, shape):
+    script = tmp_path / "corrupts.py"
+    script.write_text(CORRUPTS)
+    done = subprocess.run([sys.executable, "-m", "trainlint", "trace", str(script)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=180, env=dict(os.environ, SHAPE=shape))
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith(f"trainlint: error: the traced run of {script} left a malformed "
+                                                   f"result (")

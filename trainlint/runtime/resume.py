@@ -139,6 +139,17 @@ def resume_check(script: str, args: list[str], k: int, m: int = DEFAULT_RESUME_S
                  output=None) -> tuple[trace.TraceReport, ResumeResult]:
     """Both runs and the comparison; the report is the uninterrupted run's, with TL404/TL701/TL702
     judged by the comparison. Raises trace.TraceFailed (no checkpoint saved, no resume)."""
+    try:
+        return _both_runs(script, args, k, m, resume_arg, settings, timeout, output)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:  # the script wrote over it
+        raise trace.TraceFailed(f"the traced runs of {script} left a malformed recording ({type(err).__name__}: "
+                                f"{str(err)[:80]})") from None
+    except OSError as err:
+        raise trace.TraceFailed(f"--resume-check: {err}") from None
+
+
+def _both_runs(script: str, args: list[str], k: int, m: int, resume_arg: str | None, settings: Settings | None,
+               timeout: float, output) -> tuple[trace.TraceReport, ResumeResult]:
     with tempfile.TemporaryDirectory(prefix="trainlint-resume-") as folder:
         # no step bound until the save: the child sets it once it has copied the checkpoint
         first = trace.run_child(script, args, _UNBOUNDED, timeout, output,
@@ -160,6 +171,11 @@ def resume_check(script: str, args: list[str], k: int, m: int = DEFAULT_RESUME_S
         copy = saved["files"][0]["copy"]
         again = [*args, *(part.replace("{checkpoint}", copy) for part in shlex.split(resume_arg or ""))]
         second = trace.run_child(script, again, m, timeout, output, record={"bound": m})
+    return _judge(script, k, m, resume_arg, settings, first, second, record, saved)
+
+
+def _judge(script: str, k: int, m: int, resume_arg: str | None, settings: Settings | None, first: dict,
+           second: dict, record: dict, saved: dict) -> tuple[trace.TraceReport, ResumeResult]:
     reference, resumed = record["steps"], (second.get("record") or {}).get("steps", [])
     labels, starts, first_opt = record.get("optimizers") or [], saved["steps"], record.get("first") or 0
     if not resumed:

@@ -12,12 +12,14 @@ says so, and nothing else (check, pre-commit, the language server) ever starts i
 The child runs in its own session and process group. Whatever way the run ends (the script ends,
 the timeout, SIGINT/SIGTERM/SIGHUP to trainlint, which are forwarded to the child), the child gets
 GRACE seconds to write its report, then its group is killed, then every process still carrying the
-run's token in its environment (a grandchild that started its own session); the temporary folder is
-removed on every path.
+run's token in its environment, then (Linux) every other descendant, through a child subreaper
+(`reaper`: a grandchild that started its own session and cleared its environment); the temporary
+folder is removed on every path.
 
 Exit codes (`TraceReport.exit_code`): 3 when the script failed before its first optimizer step,
-else 1 when a finding at warning or error severity is CONFIRMED or RUNTIME-ONLY, else 4 when no
-optimizer step was seen, else 0; 2 on a usage error or when the run produced no result.
+else 1 when a finding at warning or error severity is CONFIRMED or RUNTIME-ONLY, else 3 when the
+script left by `os._exit` (or `posix._exit`) with a non-zero status, else 4 when no optimizer step
+was seen, else 0; 2 on a usage error or when the run produced no (or a malformed) result.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from trainlint import __version__
 from trainlint.engine import lint_paths
 from trainlint.finding import Finding
 from trainlint.rules import registry
+from trainlint.runtime import reaper
 from trainlint.runtime.trace_child import plain, plain_lines
 from trainlint.settings import Settings
 
@@ -82,6 +85,7 @@ class TraceReport:
     caught_stop: str | None = None  # where the script went on after catching the stop
     pid: int | None = None  # the child's process id (also its process group and session)
     processes: dict | None = None  # {"count", "where"}: processes the script started (not traced)
+    exit_status: int | None = None  # the script's own non-zero exit status when it left by _exit
 
     def to_dict(self) -> dict:
         return {"version": __version__, "script": self.script, "steps": self.steps, "optimizers": self.optimizers,
@@ -95,6 +99,8 @@ class TraceReport:
         shown = [f for f in self.findings if f["status"] == CONFIRMED] + self.runtime_only
         if any(f["severity"] != "info" for f in shown):
             return 1
+        if self.exit_status:  # the script left with os._exit(N): it failed, whatever ran before
+            return EXIT_FAILED_EARLY
         return EXIT_NO_STEP if self.steps == 0 else 0
 
     @property
@@ -152,10 +158,14 @@ def run_child(script: str, args: list[str], max_steps: int, timeout: float = DEF
                                            start_new_session=hasattr(os, "setsid"))
             except OSError as err:
                 raise TraceFailed(f"cannot start {sys.executable}: {err.strerror or err}") from err
+            reaper.started(process.pid)
             try:
                 how = _wait(process, timeout, received)
             finally:
-                _end_group(process, token)
+                try:
+                    _end_group(process, token)
+                finally:
+                    reaper.end(process.pid)
         finally:
             for signum, handler in previous.items():  # None: a handler set outside Python
                 signal.signal(signum, signal.SIG_DFL if handler is None else handler)
@@ -171,14 +181,79 @@ def run_child(script: str, args: list[str], max_steps: int, timeout: float = DEF
             else:
                 raise TraceFailed(f"the traced run of {script} ended without a result "
                               f"(exit code {process.returncode})") from None
+        problem = _malformed(result)
+        if problem:
+            raise TraceFailed(f"the traced run of {script} left a malformed result ({problem}): the script may "
+                              f"have written over it")
         if result["stopped"] == "killed":  # a snapshot: the child did not get to write its report
             if how == "timeout":
                 result.update(stopped="timeout", error=f"timed out after {timeout:g} s; the script did not stop "
                                                        f"when asked and was killed")
             elif process.returncode < 0:
-                result["error"] = f"the script was killed by {signal.Signals(-process.returncode).name}"
+                result["error"] = f"the script was killed by {_signal_name(-process.returncode)}"
+            elif process.returncode > 0:  # `posix._exit(7)`, or an exit from C: no report, no `finally:`
+                result.update(stopped="error", exit_status=process.returncode,
+                              error=f"the script exited with code {process.returncode} without a report")
         result["pid"] = process.pid
         return result
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+# The result's shape, checked before it is used: the script runs in the child and can write over
+# the file, so a wrong shape is a clear error, not a traceback.
+_RESULT = {"steps": int, "stopped": str, "error": (str, type(None)), "findings": list, "notes": list,
+           "lines": dict, "loader_passes": list}
+_FINDING = {"code": str, "path": str, "line": int, "stack": list, "evidence": str}
+
+
+def _malformed(result) -> str | None:
+    """What is wrong with the child's result, or None."""
+    if not isinstance(result, dict):
+        return f"a JSON {type(result).__name__}, not an object"
+    for key, kind in _RESULT.items():
+        if not isinstance(result.get(key), kind) or (kind is int and isinstance(result.get(key), bool)):
+            return f"{key!r} missing or of the wrong type"
+    if result["stopped"] not in ("max-steps", "end", "error", "timeout", "killed", "interrupted"):
+        return f"an unknown 'stopped' value {result['stopped'][:40]!r}"
+    if not isinstance(result.get("exit_status"), (int, type(None))) or not isinstance(result.get("caught_stop"),
+                                                                                      (str, type(None))):
+        return "'exit_status' or 'caught_stop' of the wrong type"
+    for item in result["findings"]:
+        if not isinstance(item, dict) or any(not isinstance(item.get(k), t) for k, t in _FINDING.items()) or \
+                any(not (isinstance(f, list) and len(f) == 2) for f in item["stack"]):
+            return "a finding of the wrong shape"
+    for note in result["notes"]:
+        if not isinstance(note, dict) or not all(isinstance(note.get(k), t) for k, t in
+                                                 (("code", str), ("path", str), ("line", int), ("note", str))):
+            return "a note of the wrong shape"
+    for path, counts in result["lines"].items():
+        if not isinstance(counts, dict) or not all(isinstance(v, int) for v in counts.values()):
+            return "line counts of the wrong shape"
+        try:
+            [int(k) for k in counts]
+        except ValueError:
+            return "line counts of the wrong shape"
+    for run in result["loader_passes"]:
+        if not isinstance(run, dict) or not isinstance(run.get("path"), str) or \
+                not all(isinstance(run.get(k), int) for k in ("first", "last")) or not isinstance(run.get("sizes"), list) \
+                or not all(isinstance(size, (int, type(None))) for size in run["sizes"]):
+            return "a loader pass of the wrong shape"
+    for key in ("optimizers",):
+        if not isinstance(result.get(key, []), list) or not all(
+                isinstance(o, dict) and isinstance(o.get("type"), str) and isinstance(o.get("steps"), int)
+                and isinstance(o.get("path"), (str, type(None)))
+                for o in result.get(key, [])):
+            return f"{key!r} of the wrong shape"
+    for key in ("manual_updates", "processes", "record"):
+        if not isinstance(result.get(key), (dict, type(None))):
+            return f"{key!r} of the wrong type"
+    return None
 
 
 _FORWARDED = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -350,7 +425,7 @@ def join(static: list[Finding], result: dict, script: str, max_steps: int) -> Tr
     optimizers = [dict(o, path=_display(o["path"]) if o.get("path") else None) for o in result.get("optimizers", [])]
     return TraceReport(_display(script), result["steps"], stopped, result["error"] and plain_lines(result["error"]),
                        findings, runtime_only, optimizers, result.get("manual_updates"), result.get("caught_stop"),
-                       result.get("pid"), result.get("processes"))
+                       result.get("pid"), result.get("processes"), result.get("exit_status"))
 
 
 def trace_script(script: str, args: list[str] | None = None, max_steps: int = DEFAULT_MAX_STEPS,

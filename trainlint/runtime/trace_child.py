@@ -136,8 +136,11 @@ def main(argv: list[str]) -> None:
     def exit_now(code=0):
         """os._exit from the script: it skips every `finally:`, so report here."""
         if os.getpid() == pid:
-            _write(result_file, trace.report(f"the script called os._exit({code})" if code else None,
-                                             "error" if code else "end"))
+            result = trace.report(f"the script exited with code {code} (os._exit)" if code else None,
+                                  "error" if code else "end")
+            if code:
+                result["exit_status"] = code
+            _write(result_file, result)
             _flush()
         _exit(code)
 
