@@ -1330,3 +1330,13 @@ def test_a_corrupt_result_from_the_child_is_a_clear_error(tmp_path, shape):
     assert "Traceback" not in done.stderr
     assert done.stderr.splitlines()[-1].startswith(f"trainlint: error: the traced run of {script} left a malformed "
                                                    f"result (")
+
+
+def test_an_error_line_quoting_a_long_script_error_is_shortened(capsys):
+    """`the resumed run took no update step (<the script's error>)`: one line on stderr, bounded."""
+    from trainlint.runtime.trace_command import _error
+
+    assert _error("the resumed run took no update step (RuntimeError: " + "x\n" * 50_000 + "(at a.py:3))") == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("trainlint: error: the resumed run took no update step (RuntimeError: x x")
+    assert line.endswith("x (at a.py:3)) [100,063 characters]") and len(line) < 2100
