@@ -1292,7 +1292,6 @@ os._exit(7)
 """
 
 
-@pytest.mark.slow
 def test_an_exit_with_a_status_is_reported_with_its_code_and_fails_the_run(tmp_path):
     """posix._exit skips the report; os._exit is caught and reports; either way the code is said
     and the run fails (not "killed", not exit 0)."""
