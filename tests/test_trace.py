@@ -27,7 +27,7 @@ from trainlint.finding import Finding, Severity
 from trainlint.runtime import resume
 from trainlint.runtime.resume import resume_check
 from trainlint.runtime.trace import (CONFIRMED, NOT_CONFIRMED, NOT_REACHED, TraceFailed, TraceReport, join,
-                                     render_text, trace_script)
+                                     render_json, render_text, trace_script)
 
 pytest.importorskip("torch")
 
@@ -668,8 +668,8 @@ def test_a_script_that_ignores_the_stop_is_killed_and_keeps_its_steps(reports):
 @pytest.mark.slow
 def test_os_exit_and_a_kill_keep_the_steps_seen(reports):
     exited = reports["os_exit"]
-    assert (exited.stopped, exited.steps, exited.error) == ("error", 2, "the script called os._exit(7)")
-    assert exited.exit_code == 0
+    assert (exited.stopped, exited.steps, exited.error) == ("error", 2, "the script exited with code 7 (os._exit)")
+    assert exited.exit_code == 3
     killed = reports["sigkill"]
     assert (killed.stopped, killed.steps, killed.error) == ("killed", 2, "the script was killed by SIGKILL")
 
@@ -698,7 +698,8 @@ def test_step_counts_per_optimizer(reports):
     assert report.steps == 6 and report.stopped == "max-steps"
     assert [(o["type"], o["line"], o["steps"]) for o in report.optimizers] == [("Adam", 10, 3), ("Adam", 13, 3)]
     assert render_text(report).split(": ", 1)[1].startswith(
-        "6 optimizer steps (Adam at gan.py:10: 3, Adam at gan.py:13: 3) (stopped at --max-steps)")
+        "3 optimizer steps per optimizer (2 optimizers: Adam at gan.py:10: 3, Adam at gan.py:13: 3) "
+        "(stopped at --max-steps)")
     assert report.to_dict()["optimizers"][0] == {"type": "Adam", "path": report.optimizers[0]["path"],
                                                  "line": 10, "steps": 3}
 
@@ -727,8 +728,14 @@ def test_resume_check_names_the_first_divergent_step_and_part(reports, part, ste
     assert report.error is None and report.steps == 6
     assert (result.exact, result.checkpoint_step, result.first_divergent_step, result.parts) == (
         part == "exact", 3, step, parts)
-    assert json.loads(resume.render_json(report, result))["resume"] == {
-        "exact": part == "exact", "checkpoint_step": 3, "first_divergent_step": step, "parts": parts}
+    got = json.loads(resume.render_json(report, result))["resume"]
+    line = next(n for n, text in enumerate(resume_script(part if part != "exact" else None).splitlines(), 1)
+                if "scaler.step(optimizer)" in text)
+    label = f"optimizer (Adam at resume_{part}.py:{line})"
+    assert got == {"exact": part == "exact", "checkpoint_step": 3, "first_divergent_step": step, "parts": parts,
+                   "optimizers": [{"optimizer": label, "checkpoint_step": 3, "compared": 3 if part == "exact" else
+                                   step - 3}],
+                   "differences": [{"part": p, "optimizer": label} for p in parts]}
     text = resume.render_text(report, result)
     assert "(bitwise: CPU, one thread, deterministic kernels)" in text
     if part == "exact":
@@ -982,3 +989,353 @@ def test_a_grad_scaler_rebuilt_every_epoch_is_confirmed():
     assert "restarted at 65536" in evidence and "scaler_bad.py:14" in evidence
     assert [(r["line"], r["code"]) for r in default.runtime_only] == [(14, "TL205")]
     assert good.findings == [] and good.runtime_only == [] and good.exit_code == 0
+
+
+# ----- issue 34: TorchScript, resumes of real shapes, reports and processes -----------------------
+
+JIT_SCRIPT = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 6 * 6, 2)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.bn(self.conv(x))).flatten(1))
+
+
+torch.manual_seed(0)
+model = Net()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(4):
+    optimizer.zero_grad()
+    nn.functional.cross_entropy(model(torch.randn(8, 1, 8, 8)), torch.randint(0, 2, (8,))).backward()
+    optimizer.step()
+    if step == 1:
+        torch.jit.trace(model, torch.randn(2, 1, 8, 8))  # in train mode; the check reruns it under no_grad
+        model.eval()
+        traced = torch.jit.trace(model, torch.randn(2, 1, 8, 8))  # as SummaryWriter.add_graph does
+        scripted = torch.jit.script(model)
+        with torch.no_grad():
+            assert torch.equal(traced(torch.ones(1, 1, 8, 8)), scripted(torch.ones(1, 1, 8, 8)))
+        model.train()
+print("trained")
+"""
+
+
+@pytest.mark.slow
+def test_torch_jit_trace_and_script_run_as_without_trace(tmp_path):
+    """The JIT traces the model twice and compares the graphs: the instrumentation's hooks must add
+    nothing to them, and the compiler's forwards (train mode under no_grad, eval mode with grad
+    recording on) are not the script's forwards."""
+    script = tmp_path / "jit_export.py"
+    script.write_text(JIT_SCRIPT)
+    plain_run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert plain_run.returncode == 0 and "trained" in plain_run.stdout, plain_run.stderr
+    done = _cli("trace", str(script), "--format", "json", cwd=tmp_path)
+    assert done.returncode == plain_run.returncode, done.stderr
+    report = json.loads(done.stdout)
+    assert report["error"] is None and report["stopped"] == "end" and report["steps"] == 4
+    assert report["runtime_only"] == [] and "trained" in done.stderr
+
+
+# a script that resumes from its one fixed checkpoint path when told `--resume` (no path given)
+FIXED_PATH_RESUME = """\
+import os
+import sys
+
+import torch
+
+out = sys.argv[1]
+torch.manual_seed(0)
+data, target = torch.randn(64, 4), torch.randn(64, 1)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+step = 0
+if "--resume" in sys.argv:
+    checkpoint = torch.load(out)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    step = checkpoint["step"]
+while step < 12:
+    rows = slice(step * 8 % 64, step * 8 % 64 + 8)
+    loss = torch.nn.functional.mse_loss(model(data[rows]), target[rows])
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    step += 1
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, out + ".tmp")
+    os.replace(out + ".tmp", out)
+"""
+
+
+@pytest.mark.slow
+def test_resume_check_with_a_fixed_path_puts_the_checkpoint_back(tmp_path):
+    """`--resume-arg --resume` names no {checkpoint}: the script reads its fixed path, which the
+    uninterrupted run overwrote after step 3; the saved copy is put back there first."""
+    script = tmp_path / "fixed_path.py"
+    script.write_text(FIXED_PATH_RESUME)
+    checkpoint = tmp_path / "last.pt"
+    report, result = resume_check(str(script), [str(checkpoint)], 3, resume_arg="--resume",
+                                  output=subprocess.DEVNULL)
+    assert report.error is None and report.steps == 6
+    assert (result.exact, result.checkpoint_step, result.compared, result.parts) == (True, 3, 3, [])
+    assert "resume is exact" in resume.render_text(report, result)
+
+
+# a GAN: two models, two optimizers, two checkpoint files saved after each step; with `--resume` it
+# loads the critic's file (its step and the RNG state) and, unless told "critic", the generator's
+GAN_RESUME = """\
+import os
+import sys
+
+import torch
+from torch import nn
+
+folder, restore = sys.argv[1], sys.argv[2]
+g_path, d_path = os.path.join(folder, "generator.pt"), os.path.join(folder, "critic.pt")
+torch.manual_seed(0)
+real = torch.randn(64, 4)
+generator, critic = nn.Linear(2, 4), nn.Linear(4, 1)
+opt_g = torch.optim.Adam(generator.parameters(), lr=1e-2)
+opt_d = torch.optim.Adam(critic.parameters(), lr=1e-2)
+step = 0
+if "--resume" in sys.argv:
+    saved_d = torch.load(d_path)
+    critic.load_state_dict(saved_d["model"])
+    opt_d.load_state_dict(saved_d["optimizer"])
+    step = saved_d["step"]
+    torch.set_rng_state(saved_d["rng"])
+    if restore != "critic":
+        saved_g = torch.load(g_path)
+        generator.load_state_dict(saved_g["model"])
+        opt_g.load_state_dict(saved_g["optimizer"])
+while step < 10:
+    fake = generator(torch.randn(8, 2))
+    opt_d.zero_grad()
+    (critic(fake.detach()).mean() - critic(real[step * 8 % 64:step * 8 % 64 + 8]).mean()).backward()
+    opt_d.step()
+    opt_g.zero_grad()
+    (-critic(fake).mean()).backward()
+    opt_g.step()
+    step += 1
+    torch.save({"model": generator.state_dict(), "optimizer": opt_g.state_dict()}, g_path)
+    torch.save({"model": critic.state_dict(), "optimizer": opt_d.state_dict(), "step": step,
+                "rng": torch.get_rng_state()}, d_path)
+"""
+
+
+@pytest.mark.slow
+def test_resume_check_follows_each_optimizer_and_file_of_a_gan(tmp_path):
+    """Both files are followed and put back; each optimizer is compared on its own clock; a
+    generator that is not restored is named, with its parameters, not "started from the initial
+    weights" for the whole run."""
+    script = tmp_path / "gan_resume.py"
+    script.write_text(GAN_RESUME)
+    runs = {}
+    for restore in ("both", "critic"):
+        (tmp_path / restore).mkdir()
+        runs[restore] = (str(script), [str(tmp_path / restore), restore], 3)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = dict(zip(runs, pool.map(lambda run: resume_check(*run, resume_arg="--resume",
+                                                                  output=subprocess.DEVNULL), runs.values())))
+    critic_at, generator_at = "opt_d (Adam at gan_resume.py:29)", "opt_g (Adam at gan_resume.py:32)"
+    report, result = done["both"]
+    assert report.error is None and [o["steps"] for o in report.optimizers] == [6, 6]
+    assert result.exact and result.checkpoint_step == 3 and result.compared == 3
+    assert result.optimizers == [{"optimizer": generator_at, "checkpoint_step": 3, "compared": 3},
+                                 {"optimizer": critic_at, "checkpoint_step": 3, "compared": 3}]  # as built
+    assert result.checkpoint == f"{tmp_path / 'both' / 'generator.pt'}, {tmp_path / 'both' / 'critic.pt'}"
+    assert "resume is exact" in resume.render_text(report, result)
+    report, result = done["critic"]
+    assert (result.exact, result.first_divergent_step, result.parts) == (False, 4, ["params"])
+    assert result.differences == [{"part": "params", "optimizer": generator_at}]
+    assert result.detail[0] == (f"parameters of {generator_at} (the model's weights were not restored): it started "
+                                f"from its initial weights")
+    assert f"resume is not exact: diverges at step 4 of {critic_at}: params of {generator_at}" in \
+        resume.render_text(report, result)
+    assert json.loads(resume.render_json(report, result))["resume"]["differences"] == result.differences
+
+
+def test_steps_are_counted_per_optimizer_as_max_steps_counts_them():
+    """--max-steps 14 with two optimizers: 14 steps each, not "28 optimizer steps"."""
+    script = os.path.abspath("gan.py")
+    result = {"steps": 28, "stopped": "max-steps", "error": None, "findings": [], "notes": [], "loader_passes": [],
+              "lines": {script: {"9": 14}},
+              "optimizers": [{"type": "Adam", "path": script, "line": 10, "steps": 14},
+                             {"type": "Adam", "path": script, "line": 13, "steps": 14}]}
+    report = join([_finding(30, "TL102", "gan.py")], result, "gan.py", max_steps=14)
+    assert render_text(report).splitlines()[0] == (
+        "trainlint trace gan.py: 14 optimizer steps per optimizer (2 optimizers: Adam at gan.py:10: 14, "
+        "Adam at gan.py:13: 14) (stopped at --max-steps)")
+    assert report.findings[0]["evidence"] == ("the line never ran in 14 optimizer steps per optimizer "
+                                              "(stopped at --max-steps 14)")
+    result["optimizers"][1]["steps"], result["steps"] = 3, 17  # a critic stepped 14x, the generator 3x
+    assert "up to 14 optimizer steps per optimizer (2 optimizers: " in render_text(join([], result, "gan.py", 14))
+
+
+LONG_ERROR = """\
+import torch
+
+model = torch.nn.Linear(4, 1)
+raise RuntimeError("Graphs differed across invocations!\\n" + "\\n".join(f"%{n} : Tensor = aten::linear(%x, %w)"
+                                                                          f"{' ' * 400}" for n in range(400)))
+"""
+
+
+def test_a_long_error_is_shortened_in_text_and_whole_in_json(tmp_path):
+    script = tmp_path / "long_error.py"
+    script.write_text(LONG_ERROR)
+    report = trace_script(str(script), [], max_steps=2, timeout=120, output=subprocess.DEVNULL)
+    assert report.exit_code == 3
+    full = json.loads(render_json(report))["error"]
+    assert full == report.error and full.count("\n") == 400 and full.endswith("(at long_error.py:4)")
+    text = render_text(report)
+    shown = text[text.index("error: "):text.index("\n\n")]
+    assert len(shown) < 2100 < len(full)
+    assert shown.startswith("error: RuntimeError: Graphs differed across invocations!\n%0 : Tensor")
+    assert shown.endswith("(at long_error.py:4)")
+    assert f"[{len(full):,} characters in all, 394 more lines: the full text is in --format json]" in shown
+
+
+MULTIPROCESSING = """\
+import torch
+import torch.multiprocessing as mp
+
+
+def train(rank):
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        model(torch.randn(8, 4)).pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+if __name__ == "__main__":
+    mp.spawn(train, nprocs=1)
+"""
+
+
+@pytest.mark.slow
+def test_training_in_multiprocessing_children_gets_its_own_hint(tmp_path):
+    script = tmp_path / "spawns.py"
+    script.write_text(MULTIPROCESSING)
+    report = trace_script(str(script), [], max_steps=2, timeout=120, output=subprocess.DEVNULL)
+    assert report.error is None and report.steps == 0 and report.exit_code == 4
+    assert report.hint.startswith("no optimizer step was seen in the traced process: the script started 1 process "
+                                  "with multiprocessing (at spawns.py:15) and may train there; trace follows the "
+                                  "main process only (its children are not traced)")
+    assert "torch.optim" not in report.hint
+
+
+# a grandchild that leaves the run's session and clears its environment (no token to find it by)
+ESCAPES = """\
+import os
+import sys
+import time
+
+import torch
+
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execve(sys.executable, [sys.executable, "-c", "import os, sys, time\\n"
+                  "open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid())); os.rename(sys.argv[1] + '.tmp', sys.argv[1])\\n"
+                  "time.sleep(600)", sys.argv[1]], {})
+    os._exit(0)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    model(torch.randn(8, 4)).pow(2).mean().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def test_a_grandchild_in_its_own_session_with_no_environment_is_killed(tmp_path):
+    script, pid_file = tmp_path / "escapes.py", tmp_path / "grandchild.pid"
+    script.write_text(ESCAPES)
+    report = trace_script(str(script), [str(pid_file)], max_steps=5, timeout=120, output=subprocess.DEVNULL)
+    grandchild = int(pid_file.read_text())
+    try:
+        assert report.error is None and report.steps == 2
+        assert not _alive(grandchild)
+    finally:
+        if _alive(grandchild):
+            os.kill(grandchild, signal.SIGKILL)
+
+
+EXITS = """\
+import os
+import posix
+import sys
+
+import torch
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    model(torch.randn(8, 4)).pow(2).mean().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+if sys.argv[1] == "posix":
+    posix._exit(7)
+os._exit(7)
+"""
+
+
+def test_an_exit_with_a_status_is_reported_with_its_code_and_fails_the_run(tmp_path):
+    """posix._exit skips the report; os._exit is caught and reports; either way the code is said
+    and the run fails (not "killed", not exit 0)."""
+    script = tmp_path / "exits_with_code.py"
+    script.write_text(EXITS)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        posix_exit, os_exit = pool.map(lambda how: trace_script(str(script), [how], max_steps=5, timeout=120,
+                                                                  output=subprocess.DEVNULL), ["posix", "os"])
+    assert (posix_exit.stopped, posix_exit.steps, posix_exit.error) == (
+        "error", 2, "the script exited with code 7 without a report")
+    assert (os_exit.stopped, os_exit.steps, os_exit.error) == ("error", 2, "the script exited with code 7 (os._exit)")
+    assert posix_exit.exit_code == os_exit.exit_code == 3
+    assert "(the script raised)" in render_text(posix_exit) and "killed" not in render_text(posix_exit)
+
+
+CORRUPTS = """\
+import os
+import posix
+
+result = open("/proc/self/cmdline", "rb").read().split(b"\\0")[5].decode()  # python -I -c BOOT ROOT RESULT
+with open(result, "w") as handle:
+    handle.write(os.environ["SHAPE"])
+posix._exit(0)
+"""
+
+
+@pytest.mark.parametrize("shape", ['[1, 2]', '{"steps": 1, "stopped": "end", "error": null, "findings": [{"code": 1}], '
+                                             '"notes": [], "lines": {}, "loader_passes": []}'])
+def test_a_corrupt_result_from_the_child_is_a_clear_error(tmp_path, shape):
+    script = tmp_path / "corrupts.py"
+    script.write_text(CORRUPTS)
+    done = subprocess.run([sys.executable, "-m", "trainlint", "trace", str(script)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=180, env=dict(os.environ, SHAPE=shape))
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith(f"trainlint: error: the traced run of {script} left a malformed "
+                                                   f"result (")
+
+
+def test_an_error_line_quoting_a_long_script_error_is_shortened(capsys):
+    """`the resumed run took no update step (<the script's error>)`: one line on stderr, bounded."""
+    from trainlint.runtime.trace_command import _error
+
+    assert _error("the resumed run took no update step (RuntimeError: " + "x\n" * 50_000 + "(at a.py:3))") == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("trainlint: error: the resumed run took no update step (RuntimeError: x x")
+    assert line.endswith("x (at a.py:3)) [100,063 characters]") and len(line) < 2100

@@ -520,7 +520,7 @@ def confirm(codes: tuple[str, ...], select: tuple[str, ...], fmt: str) -> None:
 @click.argument("script", type=click.Path(exists=True, dir_okay=False))
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- SCRIPT_ARGS...]")
 @click.option("--max-steps", type=click.IntRange(min=1), default=20, show_default=True,
-              help="Stop after this many optimizer steps (or at the end of the script).")
+              help="Stop after this many steps of any one optimizer (or at the end of the script).")
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
 @click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True, metavar="SECONDS",
               help="Stop the script after this long and report what it did until then.")
@@ -540,7 +540,8 @@ def trace(script: str, script_args: tuple[str, ...], max_steps: int, fmt: str, t
     The script's own output goes to stderr. With --resume-check K it runs twice (uninterrupted, and
     resumed from its own checkpoint of step K in a fresh process) and compares step by step.
     Exit codes: 0 nothing confirmed at warning or above, 1 confirmed (or the resume diverged),
-    2 usage error or no result, 3 the script failed before its first step, 4 no optimizer step.
+    2 usage error or no result, 3 the script failed before its first step (or left by os._exit
+    with a non-zero status), 4 no optimizer step.
     """
     from trainlint.runtime.trace_command import command
 

@@ -23,8 +23,11 @@ import ctypes
 import functools
 import hashlib
 import json
+import linecache
+import multiprocessing.process
 import os
 import pickle
+import re
 import shutil
 import site
 import sys
@@ -67,6 +70,9 @@ class UserCode:
         roots = {paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
         roots.update(site.getsitepackages())
         roots.add(site.getusersitepackages())
+        # package folders a `.pth` file added (a venv sharing another environment's packages,
+        # Debian's dist-packages): installed code too, not the user's
+        roots.update(p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages"))
         roots.add(str(Path(__file__).resolve().parents[1]))  # the trainlint package
         self._roots = tuple(os.path.join(os.path.realpath(r), "") for r in roots if r)
         self._known: dict[str, bool] = {}
@@ -271,51 +277,125 @@ def _digest(value, into=None) -> str:
 
 
 class _Recorder:
-    """For `--resume-check`: per update step of the first optimizer, what the step starts from (the
-    loss of its backward, each param group's learning rate, digests of the parameters, the optimizer
-    state, the input batch and torch's RNG state; Python's `random` is seeded from the OS in each
-    process, and what it draws shows in the batch); and a copy of the first checkpoint the script saves
-    to a file after `save_after` steps, the run then going on for `steps_after` more steps."""
+    """For `--resume-check`: per update step of every optimizer (numbered in the order the
+    optimizers are built: both runs build them in the same order), what the step starts from (the
+    loss of its backward, each param group's learning rate, digests of its parameters and state, of
+    every optimizer's parameters, of the input batches since the last step and of torch's RNG state;
+    Python's `random` is seeded from the OS in each process, and what it draws shows in the batch);
+    and a copy of every file the script saves once the optimizer that stepped first has taken
+    `save_after` steps, until the next step of any optimizer (a GAN saves its generator and its
+    critic to two files).
+
+    The run then goes on until every optimizer has taken `steps_after` steps past its count at that
+    save (the resumed run: `bound` steps), or one of them 10 times that many (one that stopped
+    training)."""
 
     def __init__(self, config: dict) -> None:
         self.save_after = config.get("save_after")
         self.steps_after = config.get("steps_after", 0)
-        self.copy_to = config.get("copy_to")
-        self.checkpoint = None  # {"path", "step"}
+        self.bound = config.get("bound")
+        self.copy_to = config.get("copy_to")  # a folder
+        self.checkpoint = None  # {"files": [{"path", "copy"}], "steps": [count per optimizer]}
+        self.closed = False  # an optimizer stepped after the checkpoint's saves
         self.steps: list[dict] = []
-        self.opt = None  # id of the optimizer whose steps are recorded
-        self.batches: list[str] = []  # digests of the batches since its last step
+        self.order: dict[int, int] = {}  # id(optimizer) -> its number
+        self.optimizers: list = []  # weakrefs, by number
+        self.labels: list[str | None] = []  # by number, once it stepped
+        self.first = None  # id of the optimizer that stepped first
+        self.batches: list[str] = []  # digests of the batches since the last step
         self.loss = None
 
     def batch(self, value) -> None:
         if len(self.batches) < 64:  # the tensors only: other objects' reprs may hold addresses
             self.batches.append(_digest(list(_tensors_in(value))))
 
-    def step(self, opt, number: int) -> None:
-        if self.opt is None:
-            self.opt = id(opt)
-        if id(opt) != self.opt:
-            return
-        params = [p for group in opt.param_groups for p in group["params"]]
-        state = [opt.state.get(p, {}) for p in params]
-        self.steps.append({"step": number, "loss": self.loss, "lr": [float(g["lr"]) for g in opt.param_groups],
-                           "params": _digest(params), "optimizer": _digest(state),
-                           "batch": _digest(self.batches), "rng": _digest(torch.get_rng_state())})
+    def built(self, opt) -> None:
+        """An optimizer was built (or stepped before it was seen built: a class that skips
+        Optimizer.__init__): it gets the next number."""
+        if id(opt) not in self.order or self.optimizers[self.order[id(opt)]]() is not opt:
+            self.order[id(opt)] = len(self.optimizers)
+            self.optimizers.append(weakref.ref(opt))
+            self.labels.append(None)
+
+    def counts(self, states: dict) -> list[int]:
+        """Each numbered optimizer's steps so far."""
+        counts = [0] * len(self.optimizers)
+        for oid, index in self.order.items():
+            if oid in states and self.optimizers[index]() is not None:
+                counts[index] = states[oid].steps
+        return counts
+
+    def stop_before(self, opt, states: dict) -> bool:
+        """Before a step of `opt`: has the run taken the steps it needs?"""
+        counts = self.counts(states)
+        # optimizers that have not stepped (yet, or by the checkpoint) set no limit
+        if self.bound is not None:
+            limits = [self.bound if count else None for count in counts]
+        elif self.checkpoint is not None:
+            saved = self.checkpoint["steps"]
+            limits = [c + self.steps_after if c else None for c in saved] + [None] * (len(counts) - len(saved))
+        else:
+            return False
+        index = self.order.get(id(opt))
+        if index is None or limits[index] is None or counts[index] < limits[index]:
+            return False
+        reached = all(limit is None or count >= limit for count, limit in zip(counts, limits))
+        return reached or counts[index] >= limits[index] + 10 * max(self.bound or self.steps_after, 1)
+
+    def step(self, opt, number: int, stack) -> None:
+        if self.checkpoint is not None:
+            self.closed = True
+        self.built(opt)
+        index = self.order[id(opt)]
+        if self.first is None:
+            self.first = id(opt)
+        if self.labels[index] is None:
+            self.labels[index] = _label(opt, stack)
+        models = []
+        for ref in self.optimizers:
+            other = ref()
+            models.append(_digest([p for g in other.param_groups for p in g["params"]]) if other is not None
+                          else None)
+        state = [opt.state.get(p, {}) for group in opt.param_groups for p in group["params"]]
+        self.steps.append({"opt": index, "step": number, "loss": self.loss,
+                           "lr": [float(g["lr"]) for g in opt.param_groups], "params": models[index],
+                           "optimizer": _digest(state), "batch": _digest(self.batches),
+                           "rng": _digest(torch.get_rng_state()), "models": models})
         self.batches = []
 
-    def saved(self, path: str, steps: int) -> None:
-        if self.checkpoint is None and self.save_after is not None and steps >= self.save_after \
-                and os.path.isfile(path):
-            shutil.copyfile(path, self.copy_to)
-            self.checkpoint = {"path": path, "step": steps}
+    def saved(self, path: str, counts: list[int]) -> None:
+        if self.save_after is None or self.closed or not os.path.isfile(path):
+            return
+        if self.checkpoint is None:
+            first = self.order.get(self.first)
+            if first is None or counts[first] < self.save_after:
+                return
+            self.checkpoint = {"files": [], "steps": counts}
+        files = self.checkpoint["files"]
+        entry = next((f for f in files if f["path"] == path), None)
+        if entry is None:
+            entry = {"path": path, "copy": os.path.join(self.copy_to, f"{len(files)}-{os.path.basename(path)}")}
+            files.append(entry)
+        shutil.copyfile(path, entry["copy"])
 
     def moved(self, src: str, dst: str) -> None:
-        """The checkpoint written to a temporary file is moved into place: its place is `dst`."""
-        if self.checkpoint is not None and self.checkpoint["path"] == src:
-            self.checkpoint["path"] = dst
+        """A checkpoint written to a temporary file is moved into place: its place is `dst`."""
+        for entry in (self.checkpoint or {}).get("files", []):
+            if entry["path"] == src:
+                entry["path"] = dst
 
     def result(self) -> dict:
-        return {"steps": self.steps, "checkpoint": self.checkpoint}
+        return {"steps": self.steps, "checkpoint": self.checkpoint, "optimizers": self.labels,
+                "first": self.order.get(self.first)}
+
+
+def _label(opt, stack) -> str:
+    """`opt_g (Adam at gan.py:40)`: the name it is stepped by (`opt_g.step()`, `scaler.step(opt_g)`)
+    when the line shows one, its class and where it first stepped."""
+    where = f"{type(opt).__name__} at {_where(stack)}"
+    text = linecache.getline(stack[0][0], stack[0][1]) if stack else ""
+    match = re.search(r"([\w.]+)\.step\(\s*\)", text) or re.search(r"\.step\(\s*([\w.]+)\s*[,)]", text)
+    return f"{match.group(1)} ({where})" if match else where
 
 
 def _reads_training(cls) -> bool:
@@ -372,6 +452,9 @@ class Trace:
         self._trees: dict[str, ast.AST | None] = {}
         # TL205: construction site -> the GradScaler last built there
         self.scaler_sites: dict[tuple, weakref.ref] = {}
+        # processes the script started (torch.multiprocessing.spawn, Process, pools): not traced
+        self.processes = {"count": 0, "where": None}
+        self.pid = os.getpid()
         self._handles = []
 
     # ----- bookkeeping -------------------------------------------------------------------------
@@ -386,6 +469,19 @@ class Trace:
 
     def _leave(self, name: str) -> None:
         setattr(self._local, name, getattr(self._local, name, 1) - 1)
+
+    def _quiet(self) -> bool:
+        """Inside torch.jit.trace/script (or any TorchScript tracing): the forwards there are the
+        compiler's, not the script's, and the JIT compares graphs of repeated traces, so a hook must
+        neither record nor add anything (a saved-tensor hook, a tensor op) to what is traced."""
+        return bool(self._depth("jit")) or torch._C._get_tracing_state() is not None
+
+    def _jit(self, original, *args, **kwargs):
+        self._enter("jit")
+        try:
+            return original(*args, **kwargs)
+        finally:
+            self._leave("jit")
 
     def stack(self):
         """The user frames of the current call (trainlint's own frames are not user code)."""
@@ -477,8 +573,28 @@ class Trace:
         self._wrap(distributed, "set_epoch", self._sampler_set_epoch)
         self._wrap(distributed, "__iter__", self._sampler_iter)
         self._wrap(warnings, "showwarning", self._show_warning)
+        self._wrap(multiprocessing.process.BaseProcess, "start", self._process_start)
+        if self.recorder is not None:
+            self._wrap(Optimizer, "__init__", self._optimizer_init)
+        # TorchScript: the instrumentation steps aside while a function or module is traced or
+        # compiled (SummaryWriter.add_graph calls torch.jit.trace); both the public names and the
+        # modules torch's own callers reach them through
+        for owner, names in ((torch.jit, ("trace", "trace_module", "_get_trace_graph", "script")),
+                             (torch.jit._trace, ("trace", "trace_module", "_get_trace_graph")),
+                             (torch.jit._script, ("script",))):
+            for name in names:
+                if hasattr(owner, name):
+                    self._wrap(owner, name, self._jit)
         sys.settrace(self._trace_calls)
         threading.settrace(self._trace_calls)
+
+    def _process_start(self, original, process, *args, **kwargs):
+        if os.getpid() == self.pid:
+            self.processes["count"] += 1
+            if self.processes["where"] is None:
+                stack = self.stack()
+                self.processes["where"] = _where(stack) if stack else None
+        return original(process, *args, **kwargs)
 
     def _show_warning(self, original, message, category, filename, lineno, file=None, line=None):
         """A warning that torch raised through one of trainlint's wrappers (its stacklevel then names a
@@ -512,6 +628,11 @@ class Trace:
         # step(closure) (LBFGS, ...): the backward calls inside the closure are this step's own
         # evaluations of the loss, not micro-batches of the next window
         self._local.closure = len(self.events) if closure is not None else None
+
+    def _optimizer_init(self, original, opt, *args, **kwargs):
+        result = original(opt, *args, **kwargs)
+        self.recorder.built(opt)
+        return result
 
     def _optimizer_post(self, opt, args, kwargs) -> None:
         if self._depth("scaler_step"):
@@ -552,9 +673,10 @@ class Trace:
         self._check_window(opt, state, window, stack)
         self._check_retained()
         self._scan_kept(state.steps + 1)
-        if state.steps >= self.max_steps:
+        if (self.recorder.stop_before(opt, self.optimizers) if self.recorder is not None
+                else state.steps >= self.max_steps):
             self.stop()
-            raise StopTrace(f"stopped before optimizer step {self.max_steps + 1}")
+            raise StopTrace(f"stopped before optimizer step {state.steps + 1}")
         if via_scaler is None:
             if any(scaler.pending and not scaler.unscaled for scaler in self.scalers.values()):
                 self.find("TL204", stack, f"optimizer.step() at {_where(stack)} applied gradients still "
@@ -562,7 +684,7 @@ class Trace:
                                           f"too large and inf/NaN steps are not skipped")
         state.steps += 1
         if self.recorder is not None:
-            self.recorder.step(opt, state.steps)
+            self.recorder.step(opt, state.steps, stack)
         if state.site is None and stack:
             state.site = stack[0]
         self.steps += 1
@@ -679,6 +801,8 @@ class Trace:
 
     # ----- backward ------------------------------------------------------------------------------------
     def _backward(self, original, tensors, *args, **kwargs):
+        if self._quiet():
+            return original(tensors, *args, **kwargs)
         if not self._enter("backward"):
             try:
                 return original(tensors, *args, **kwargs)
@@ -817,6 +941,8 @@ class Trace:
 
     def _loss_function(self, original, *args, **kwargs):
         out = original(*args, **kwargs)
+        if self._quiet():
+            return out
         self._note_loss(out, kwargs.get("reduction", "mean"))
         return out
 
@@ -938,6 +1064,8 @@ class Trace:
 
     # ----- module mode and forwards (TL301, TL302, TL303) ------------------------------------------------
     def _module_train(self, original, module, mode=True):
+        if self._quiet():
+            return original(module, mode)
         if self._enter("mode"):
             self.mode_switches[id(module)] = (weakref.ref(module), bool(mode), self.stack())
         try:
@@ -968,6 +1096,9 @@ class Trace:
         return sorted({label for ref, label in cached[1] if ref() is not None and ref().training == training})
 
     def _forward_pre(self, module, args) -> None:
+        if self._quiet():  # counted apart, so the post-hook of this forward stays quiet too
+            self._enter("quiet_forward")
+            return
         if not self._enter("forward"):
             return
         try:
@@ -1006,6 +1137,9 @@ class Trace:
         self._local.eval_forward = record
 
     def _forward_post(self, module, args, output) -> None:
+        if self._depth("quiet_forward"):
+            self._leave("quiet_forward")
+            return
         if self._depth("forward") != 1:
             self._leave("forward")
             return
@@ -1223,13 +1357,7 @@ class Trace:
         if self.recorder is not None and self.saves and self.saves[-1]["stack"] is stack:
             if hasattr(f, "flush"):
                 f.flush()
-            recorded = self.optimizers.get(self.recorder.opt)
-            caught = self.recorder.checkpoint
-            self.recorder.saved(self.saves[-1]["path"], recorded.steps if recorded else 0)
-            if caught is None and self.recorder.checkpoint is not None:
-                # the run's length was unknown until the save (a script may save once an epoch): now
-                # it is the checkpoint's step and the steps to compare after it
-                self.max_steps = self.recorder.checkpoint["step"] + self.recorder.steps_after
+            self.recorder.saved(self.saves[-1]["path"], self.recorder.counts(self.optimizers))
         return result
 
     def _check_resume_bundle(self, obj, stack) -> None:
@@ -1431,6 +1559,7 @@ class Trace:
             "record": self.recorder.result() if self.recorder is not None else None,
             "optimizers": optimizers,
             "manual_updates": manual,
+            "processes": self.processes if self.processes["count"] else None,
             "stopped": stopped,
             "error": error,
             "findings": [{k: v for k, v in f.items() if k != "count"} for f in list(self.findings.values())],

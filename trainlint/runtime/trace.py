@@ -12,12 +12,14 @@ says so, and nothing else (check, pre-commit, the language server) ever starts i
 The child runs in its own session and process group. Whatever way the run ends (the script ends,
 the timeout, SIGINT/SIGTERM/SIGHUP to trainlint, which are forwarded to the child), the child gets
 GRACE seconds to write its report, then its group is killed, then every process still carrying the
-run's token in its environment (a grandchild that started its own session); the temporary folder is
-removed on every path.
+run's token in its environment, then (Linux) every other descendant, through a child subreaper
+(`reaper`: a grandchild that started its own session and cleared its environment); the temporary
+folder is removed on every path.
 
 Exit codes (`TraceReport.exit_code`): 3 when the script failed before its first optimizer step,
-else 1 when a finding at warning or error severity is CONFIRMED or RUNTIME-ONLY, else 4 when no
-optimizer step was seen, else 0; 2 on a usage error or when the run produced no result.
+else 1 when a finding at warning or error severity is CONFIRMED or RUNTIME-ONLY, else 3 when the
+script left by `os._exit` (or `posix._exit`) with a non-zero status, else 4 when no optimizer step
+was seen, else 0; 2 on a usage error or when the run produced no (or a malformed) result.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ from trainlint import __version__
 from trainlint.engine import lint_paths
 from trainlint.finding import Finding
 from trainlint.rules import registry
-from trainlint.runtime.trace_child import plain
+from trainlint.runtime import reaper
+from trainlint.runtime.trace_child import plain, plain_lines
 from trainlint.settings import Settings
 
 DEFAULT_MAX_STEPS = 20
@@ -81,6 +84,8 @@ class TraceReport:
     manual_updates: dict | None = None  # {"count", "where"}: updates by hand in a run with no optimizer
     caught_stop: str | None = None  # where the script went on after catching the stop
     pid: int | None = None  # the child's process id (also its process group and session)
+    processes: dict | None = None  # {"count", "where"}: processes the script started (not traced)
+    exit_status: int | None = None  # the script's own non-zero exit status when it left by _exit
 
     def to_dict(self) -> dict:
         return {"version": __version__, "script": self.script, "steps": self.steps, "optimizers": self.optimizers,
@@ -94,6 +99,8 @@ class TraceReport:
         shown = [f for f in self.findings if f["status"] == CONFIRMED] + self.runtime_only
         if any(f["severity"] != "info" for f in shown):
             return 1
+        if self.exit_status:  # the script left with os._exit(N): it failed, whatever ran before
+            return EXIT_FAILED_EARLY
         return EXIT_NO_STEP if self.steps == 0 else 0
 
     @property
@@ -106,6 +113,13 @@ class TraceReport:
             return (f"no optimizer step was seen: the parameters were updated by hand "
                     f"{self.manual_updates['count']}x" + (f" (at {where})" if where else "") +
                     "; trace checks the update clock of torch.optim optimizers only")
+        if self.processes:
+            where = self.processes["where"]
+            count = self.processes["count"]
+            return (f"no optimizer step was seen in the traced process: the script started {count} process"
+                    f"{'' if count == 1 else 'es'} with multiprocessing" + (f" (at {where})" if where else "") +
+                    " and may train there; trace follows the main process only (its children are not traced): "
+                    "run the training in the main process (e.g. one process, no spawn) to trace it")
         if self.stopped == "timeout":
             return "no optimizer step was seen before the timeout: give the script longer with --timeout"
         return ("no optimizer step was seen: the script does not train with a torch.optim optimizer, or "
@@ -144,10 +158,14 @@ def run_child(script: str, args: list[str], max_steps: int, timeout: float = DEF
                                            start_new_session=hasattr(os, "setsid"))
             except OSError as err:
                 raise TraceFailed(f"cannot start {sys.executable}: {err.strerror or err}") from err
+            reaper.started(process.pid)
             try:
                 how = _wait(process, timeout, received)
             finally:
-                _end_group(process, token)
+                try:
+                    _end_group(process, token)
+                finally:
+                    reaper.end(process.pid)
         finally:
             for signum, handler in previous.items():  # None: a handler set outside Python
                 signal.signal(signum, signal.SIG_DFL if handler is None else handler)
@@ -163,14 +181,79 @@ def run_child(script: str, args: list[str], max_steps: int, timeout: float = DEF
             else:
                 raise TraceFailed(f"the traced run of {script} ended without a result "
                               f"(exit code {process.returncode})") from None
+        problem = _malformed(result)
+        if problem:
+            raise TraceFailed(f"the traced run of {script} left a malformed result ({problem}): the script may "
+                              f"have written over it")
         if result["stopped"] == "killed":  # a snapshot: the child did not get to write its report
             if how == "timeout":
                 result.update(stopped="timeout", error=f"timed out after {timeout:g} s; the script did not stop "
                                                        f"when asked and was killed")
             elif process.returncode < 0:
-                result["error"] = f"the script was killed by {signal.Signals(-process.returncode).name}"
+                result["error"] = f"the script was killed by {_signal_name(-process.returncode)}"
+            elif process.returncode > 0:  # `posix._exit(7)`, or an exit from C: no report, no `finally:`
+                result.update(stopped="error", exit_status=process.returncode,
+                              error=f"the script exited with code {process.returncode} without a report")
         result["pid"] = process.pid
         return result
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+# The result's shape, checked before it is used: the script runs in the child and can write over
+# the file, so a wrong shape is a clear error, not a traceback.
+_RESULT = {"steps": int, "stopped": str, "error": (str, type(None)), "findings": list, "notes": list,
+           "lines": dict, "loader_passes": list}
+_FINDING = {"code": str, "path": str, "line": int, "stack": list, "evidence": str}
+
+
+def _malformed(result) -> str | None:
+    """What is wrong with the child's result, or None."""
+    if not isinstance(result, dict):
+        return f"a JSON {type(result).__name__}, not an object"
+    for key, kind in _RESULT.items():
+        if not isinstance(result.get(key), kind) or (kind is int and isinstance(result.get(key), bool)):
+            return f"{key!r} missing or of the wrong type"
+    if result["stopped"] not in ("max-steps", "end", "error", "timeout", "killed", "interrupted"):
+        return f"an unknown 'stopped' value {result['stopped'][:40]!r}"
+    if not isinstance(result.get("exit_status"), (int, type(None))) or not isinstance(result.get("caught_stop"),
+                                                                                      (str, type(None))):
+        return "'exit_status' or 'caught_stop' of the wrong type"
+    for item in result["findings"]:
+        if not isinstance(item, dict) or any(not isinstance(item.get(k), t) for k, t in _FINDING.items()) or \
+                any(not (isinstance(f, list) and len(f) == 2) for f in item["stack"]):
+            return "a finding of the wrong shape"
+    for note in result["notes"]:
+        if not isinstance(note, dict) or not all(isinstance(note.get(k), t) for k, t in
+                                                 (("code", str), ("path", str), ("line", int), ("note", str))):
+            return "a note of the wrong shape"
+    for path, counts in result["lines"].items():
+        if not isinstance(counts, dict) or not all(isinstance(v, int) for v in counts.values()):
+            return "line counts of the wrong shape"
+        try:
+            [int(k) for k in counts]
+        except ValueError:
+            return "line counts of the wrong shape"
+    for run in result["loader_passes"]:
+        if not isinstance(run, dict) or not isinstance(run.get("path"), str) or \
+                not all(isinstance(run.get(k), int) for k in ("first", "last")) or not isinstance(run.get("sizes"), list) \
+                or not all(isinstance(size, (int, type(None))) for size in run["sizes"]):
+            return "a loader pass of the wrong shape"
+    for key in ("optimizers",):
+        if not isinstance(result.get(key, []), list) or not all(
+                isinstance(o, dict) and isinstance(o.get("type"), str) and isinstance(o.get("steps"), int)
+                and isinstance(o.get("path"), (str, type(None)))
+                for o in result.get(key, [])):
+            return f"{key!r} of the wrong shape"
+    for key in ("manual_updates", "processes", "record"):
+        if not isinstance(result.get(key), (dict, type(None))):
+            return f"{key!r} of the wrong type"
+    return None
 
 
 _FORWARDED = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -300,12 +383,15 @@ def join(static: list[Finding], result: dict, script: str, max_steps: int) -> Tr
     notes = {(n["code"], n["path"], n["line"]): n["note"] for n in result["notes"]}
     lines = {path: {int(k): v for k, v in counts.items()} for path, counts in result["lines"].items()}
     stopped = result["stopped"]
+    counts = [o["steps"] for o in result.get("optimizers", [])]
+    # as --max-steps counts them: per optimizer
+    steps = _steps(max(counts)) + " per optimizer" if len(counts) > 1 else _steps(result["steps"])
     if stopped == "max-steps":
-        not_ran = f"the line never ran in {result['steps']} optimizer steps (stopped at --max-steps {max_steps})"
+        not_ran = f"the line never ran in {steps} (stopped at --max-steps {max_steps})"
     elif stopped == "end":
-        not_ran = f"the line never ran ({result['steps']} optimizer steps, then the script ended)"
+        not_ran = f"the line never ran ({steps}, then the script ended)"
     else:
-        not_ran = f"the line never ran before the script stopped ({result['steps']} optimizer steps)"
+        not_ran = f"the line never ran before the script stopped ({steps})"
     matched: set[int] = set()
     findings = []
     for finding in sorted(static, key=lambda f: f.sort_key):
@@ -337,9 +423,9 @@ def join(static: list[Finding], result: dict, script: str, max_steps: int) -> Tr
                     if id(item) not in matched and not item.get("confirm_only")]
     runtime_only.sort(key=lambda r: (r["path"], r["line"], r["code"]))
     optimizers = [dict(o, path=_display(o["path"]) if o.get("path") else None) for o in result.get("optimizers", [])]
-    return TraceReport(_display(script), result["steps"], stopped, result["error"] and plain(result["error"]),
+    return TraceReport(_display(script), result["steps"], stopped, result["error"] and plain_lines(result["error"]),
                        findings, runtime_only, optimizers, result.get("manual_updates"), result.get("caught_stop"),
-                       result.get("pid"))
+                       result.get("pid"), result.get("processes"), result.get("exit_status"))
 
 
 def trace_script(script: str, args: list[str] | None = None, max_steps: int = DEFAULT_MAX_STEPS,
@@ -350,16 +436,43 @@ def trace_script(script: str, args: list[str] | None = None, max_steps: int = DE
     return join(static, result, script, max_steps)
 
 
+def _steps(count: int) -> str:
+    return f"{count} optimizer step{'' if count == 1 else 's'}"
+
+
 def _step_counts(report: TraceReport) -> str:
-    """`12 optimizer steps (Adam at gan.py:40: 6, Adam at gan.py:52: 6)`; one optimizer: no list."""
-    text = f"{report.steps} optimizer step{'' if report.steps == 1 else 's'}"
+    """`6 optimizer steps per optimizer (2 optimizers: Adam at gan.py:40: 6, Adam at gan.py:52: 6)`,
+    counted as --max-steps counts them; one optimizer: `6 optimizer steps (Adam)`."""
     if len(report.optimizers) > 1:
+        counts = [o["steps"] for o in report.optimizers]
         parts = [f"{o['type']} at {os.path.basename(o['path']) if o['path'] else '?'}:{o['line']}: {o['steps']}"
                  for o in report.optimizers]
-        text += f" ({', '.join(parts)})"
-    elif report.optimizers:
+        return (f"{'' if len(set(counts)) == 1 else 'up to '}{_steps(max(counts))} per optimizer "
+                f"({len(counts)} optimizers: {', '.join(parts)})")
+    text = _steps(report.steps)
+    if report.optimizers:
         text += f" ({report.optimizers[0]['type']})"
     return text
+
+
+ERROR_LIMIT = 2000  # characters of the script's error in the text report (JSON has all of it)
+
+
+def shorten(error: str, limit: int = ERROR_LIMIT) -> str:
+    """A long error (TorchScript's graph diff, a tensor printed whole) as its first and last lines,
+    each clipped (the last keeps its end: `(at train.py:12)`), with how much was left out."""
+    if len(error) <= limit:
+        return error
+    lines = error.splitlines()
+    width = limit // 8
+    head = [line if len(line) <= width else line[:width] + " …" for line in lines[:5]]
+    tail = [line if len(line) <= width else "… " + line[-width:] for line in lines[5:][-2:]]
+    if len(lines) == 1:  # one long line: its start and its end
+        head, tail = [lines[0][:limit // 2] + " …"], ["… " + lines[0][-limit // 4:]]
+    left = len(lines) - len(head) - len(tail)
+    note = (f"[{len(error):,} characters in all{f', {left:,} more lines' if left > 0 else ''}: the full text is "
+            f"in --format json]")
+    return "\n".join([*head, note, *tail])
 
 
 def render_text(report: TraceReport) -> str:
@@ -370,7 +483,7 @@ def render_text(report: TraceReport) -> str:
         how += f"; the script caught the stop and went on at {report.caught_stop}, so trace ended it there"
     out = [f"trainlint trace {report.script}: {_step_counts(report)} ({how})"]
     if report.error:
-        out.append(f"error: {report.error}")
+        out.append(f"error: {shorten(report.error)}")
     if report.hint:
         out.append(f"hint: {report.hint}")
     out.append("")

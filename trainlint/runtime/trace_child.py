@@ -35,9 +35,20 @@ def plain(text: str) -> str:
     return " ".join(_ANSI.sub("", text).split())
 
 
+def plain_lines(text: str) -> str:
+    """The text without terminal escape sequences or control characters, its lines kept (a long
+    message, such as TorchScript's graph diff, stays readable; the text report shortens it)."""
+    lines = [plain(line) for line in text.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    while lines and not lines[0]:
+        lines.pop(0)
+    return "\n".join(lines)
+
+
 def _error(exc: BaseException, user) -> str:
     """`Type: message (at file.py:12)`, the innermost frame in the user's code."""
-    text = plain(f"{type(exc).__name__}: {exc}").rstrip(":")
+    text = plain_lines(f"{type(exc).__name__}: {exc}").rstrip(":")
     where = None
     for frame, line in traceback.walk_tb(exc.__traceback__):
         if frame.f_code.co_filename in user:
@@ -125,8 +136,11 @@ def main(argv: list[str]) -> None:
     def exit_now(code=0):
         """os._exit from the script: it skips every `finally:`, so report here."""
         if os.getpid() == pid:
-            _write(result_file, trace.report(f"the script called os._exit({code})" if code else None,
-                                             "error" if code else "end"))
+            result = trace.report(f"the script exited with code {code} (os._exit)" if code else None,
+                                  "error" if code else "end")
+            if code:
+                result["exit_status"] = code
+            _write(result_file, result)
             _flush()
         _exit(code)
 

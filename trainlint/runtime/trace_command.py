@@ -11,8 +11,14 @@ from trainlint.runtime.trace import (EXIT_NO_STEP, Interrupted, TraceFailed, pla
                                      trace_script)
 
 
+_ERROR_LIMIT = 2000  # characters: a message may quote the script's own error, of any length
+
+
 def _error(message: str, code: int = 2) -> int:
-    print(f"trainlint: error: {one_line(plain(message))}", file=sys.stderr)
+    text = plain(message)
+    if len(text) > _ERROR_LIMIT:
+        text = f"{text[:_ERROR_LIMIT * 3 // 4]} … {text[-_ERROR_LIMIT // 5:]} [{len(text):,} characters]"
+    print(f"trainlint: error: {one_line(text)}", file=sys.stderr)
     return code
 
 
