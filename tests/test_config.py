@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,6 +61,30 @@ def test_bad_configuration_exits_2_naming_key_and_file(project, run, body, key, 
     'extend-select = ["TL0"]\nignore = ["Unsafe-Torch-Load"]',
     '[tool.trainlint.per-file-ignores]\n"bad.py" = ["unsafe-torch-load"]',
 ])
+def trainlint(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The CLI as a user runs it: a process of its own."""
+    return subprocess.run([sys.executable, "-m", "trainlint", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("name, header", [("pyproject.toml", "[tool.trainlint]\n"), ("trainlint.toml", "")])
+def test_an_empty_select_is_refused_like_the_command_lines(tmp_path, name, header):
+    """`select = []` would run no rule and pass every file, as `--select ''` would: both are
+    refused, the configuration naming its file and key."""
+    write(tmp_path / "bad.py", BAD)
+    write(tmp_path / name, f"{header}select = []\n")
+    done = trainlint("check", "--no-cache", "--format", "json", "bad.py", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("trainlint: error: ")
+    assert str(tmp_path / name) in line and "'select' is empty" in line
+    write(tmp_path / name, f"{header}select = []\nextend-select = [\"TL401\"]\n")
+    assert trainlint("check", "--no-cache", "bad.py", cwd=tmp_path).returncode == 2  # refused, not run
+    flag = trainlint("check", "--no-cache", "--isolated", "--select", "", "bad.py", cwd=tmp_path)
+    assert flag.returncode == 2 and "no rule codes given" in flag.stderr
+
+
 def test_rule_names_work_wherever_a_code_does(project, run, body):
     write(project / "pyproject.toml", body if body.startswith("[") else f"[tool.trainlint]\n{body}\n")
     result = run("check", "--format", "json", "--no-cache", "bad.py")

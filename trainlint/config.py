@@ -91,6 +91,16 @@ def _selectors(path: Path, key: str, value) -> tuple[str, ...]:
         raise ConfigError(f"{path}: '{key}': {err}") from None
 
 
+def _select(path: Path, key: str, value) -> tuple[str, ...]:
+    """`select` names the rules that run: an empty list would run none and pass every file, as
+    `--select ''` would (which the command line refuses too)."""
+    selectors = _selectors(path, key, value)
+    if not selectors:
+        raise ConfigError(f"{path}: '{key}' is empty: it would run no rule (leave it out for the "
+                          f"default rules; see `trainlint rules`)")
+    return selectors
+
+
 def parse_version(text: str) -> tuple[int, ...]:
     if not _VERSION.match(text.strip()):
         raise ValueError(f"'{text}' is not a version such as \"2.4\"")
@@ -127,7 +137,7 @@ def _bool(path: Path, key: str, raw) -> bool:
 #: Every configuration key: the FileConfig field it fills and the function validating its value
 #: (called with the file, the key and the raw value; raises ConfigError naming both).
 SCHEMA: dict[str, tuple[str, Callable]] = {
-    "select": ("select", _selectors),
+    "select": ("select", _select),
     "ignore": ("ignore", _selectors),
     "extend-select": ("extend_select", _selectors),
     "per-file-ignores": ("per_file_ignores", _per_file_ignores),
