@@ -163,3 +163,27 @@ def test_a_planted_fifo_in_the_cache_does_not_block(project):
     os.mkfifo(target)
     done = trainlint("check", "--select", "TL401", "bad.py", cwd=project)
     assert done.returncode == 1 and " TL401 " in done.stdout
+
+
+# -- issue 34: a hostile repository cannot hide a finding ------------------------------------------
+
+def _tl401_lines(done: subprocess.CompletedProcess) -> list[int]:
+    return [f["line"] for f in json.loads(done.stdout)["findings"] if f["code"] == "TL401"]
+
+
+@pytest.mark.parametrize("quote", ['"""', "'''"])
+def test_a_disable_file_directive_in_a_string_hides_nothing(tmp_path, quote):
+    """`# trainlint: disable-file` counts only in a real comment: the same line inside a
+    triple-quoted string is text (as a `# noqa` in a string is), while the real comment still
+    disables the file."""
+    body = f'import torch\n\nNOTE = {quote}\n# trainlint: disable-file\n# trainlint: disable-file=TL401\n{quote}\n' \
+           f'state = torch.load("ckpt.pt", weights_only=False)\n'
+    (tmp_path / "train.py").write_text(body)
+    done = trainlint("check", "--no-cache", "--isolated", "--format", "json", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert _tl401_lines(done) == [7]
+    for directive in ("# trainlint: disable-file", "# trainlint: disable-file=TL401",
+                      "#trainlint: disable-file = unsafe-torch-load"):
+        (tmp_path / "train.py").write_text(f"{directive}\n{body}")
+        done = trainlint("check", "--no-cache", "--isolated", "--format", "json", "train.py", cwd=tmp_path)
+        assert (done.returncode, _tl401_lines(done)) == (0, []), directive
