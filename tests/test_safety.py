@@ -187,3 +187,42 @@ def test_a_disable_file_directive_in_a_string_hides_nothing(tmp_path, quote):
         (tmp_path / "train.py").write_text(f"{directive}\n{body}")
         done = trainlint("check", "--no-cache", "--isolated", "--format", "json", "train.py", cwd=tmp_path)
         assert (done.returncode, _tl401_lines(done)) == (0, []), directive
+
+
+NFKC_TWINS = [  # (as written, as Python reads it): Python reads every identifier in its NFKC form
+    ('state = torch.load("ckpt.pt", ｗeights_only=False)', 'state = torch.load("ckpt.pt", weights_only=False)'),
+    ('state = torch.ｌｏａｄ("ckpt.pt", weights_only=False)', 'state = torch.load("ckpt.pt", weights_only=False)'),
+    ('state = ｔｏｒｃｈ.𝐥𝐨𝐚𝐝("ckpt.pt", ｗｅｉｇｈｔｓ＿ｏｎｌｙ=False)',
+     'state = torch.load("ckpt.pt", weights_only=False)'),
+    # NFKC makes `ﬁ` two letters: the columns after it are those of the line as written
+    ('ﬁle = "ckpt.pt"; state = torch.ｌｏａｄ(ﬁle, weights_only=False)',
+     'file = "ckpt.pt"; state = torch.load(file, weights_only=False)'),
+]
+
+
+@pytest.mark.parametrize("written, ascii_form", NFKC_TWINS)
+def test_identifiers_are_read_as_python_reads_them(tmp_path, written, ascii_form):
+    """`torch.ｌｏａｄ(p, ｗeights_only=False)` runs the unsafe load: it is reported exactly as its
+    ASCII form is (through the text pre-filter, the gate and the rule), at the span of the call as
+    written; a string holding such letters stays a string."""
+    (tmp_path / "written.py").write_text(f"import torch\n\n{written}\n")
+    (tmp_path / "ascii.py").write_text(f"import torch\n\n{ascii_form}\n")
+    done = trainlint("check", "--no-cache", "--isolated", "--format", "json", "written.py", "ascii.py",
+                     cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    findings = json.loads(done.stdout)["findings"]
+    by_file = {name: [(f["code"], f["line"]) for f in findings if f["path"] == name]
+               for name in ("written.py", "ascii.py")}
+    assert by_file["written.py"] == by_file["ascii.py"] == [("TL401", 3)]
+    [finding] = [f for f in findings if f["path"] == "written.py"]
+    call = written[written.rindex("state = ") + len("state = "):]  # the call, as written
+    assert written[finding["column"] - 1:finding["end_column"] - 1] == call
+
+
+def test_a_string_is_not_an_identifier(tmp_path):
+    """Python normalises identifiers, never strings: `getattr(torch, "ｌｏａｄ")` is no `torch.load`."""
+    (tmp_path / "train.py").write_text('import torch\n\nstate = getattr(torch, "ｌｏａｄ")("ckpt.pt", weights_only=False)\n'
+                                       'other = torch.load("ｗeights_only=False", weights_only=True)\n')
+    done = trainlint("check", "--no-cache", "--isolated", "--select", "TL401", "--format", "json", "train.py",
+                     cwd=tmp_path)
+    assert (done.returncode, json.loads(done.stdout)["findings"]) == (0, []), done.stderr
