@@ -120,6 +120,9 @@ CHECK_OPTIONS = [
     click.option("--color/--no-color", "color", default=None,
                  help="Colour the text output [default: only on a terminal]."),
     click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings."),
+    click.option("--allow-skipped", is_flag=True, default=None,
+                 help="A skipped file (over max-file-size, not a regular file, or leading out of the "
+                      "project) is a warning, not an error (exit 2) [default: the `allow-skipped` setting]."),
     # -- fixing
     click.option("--fix/--no-fix", "fix", default=None,
                  help="Apply the safe fixes in place, then report what remains [default: the `fix` setting]."),
@@ -170,6 +173,7 @@ def check(**options) -> None:
         force_exclude=o.force_exclude,
         fix=o.fix,
         unsafe_fixes=o.unsafe_fixes,
+        allow_skipped=o.allow_skipped or None,
     )
     try:
         if o.show_settings:
@@ -190,6 +194,7 @@ def _check_once(o: SimpleNamespace) -> int:
     from trainlint.cache import ResultCache
     from trainlint.config import Resolver, cache_directory, resolve_config
     from trainlint.reader.discovery import MissingPath, discover
+    from trainlint.reader.files import outside_root
     from trainlint.engine import lint_paths, lint_source
     from trainlint.finding import FileResult
     from trainlint.reader.project import Project
@@ -214,9 +219,21 @@ def _check_once(o: SimpleNamespace) -> int:
         named = {os.path.normpath(p) for p in on_disk if not os.path.isdir(p)}
         files = [f for f in files if f not in named or not resolver.is_force_excluded(f)]
 
+    # A file whose real path leaves the project (a link to ~/.ssh/id_rsa, /proc/self/environ) is
+    # never read: it is skipped, as a file over the size limit is.
+    fixing = FixRun(o.diff, on_disk)
+    by_path = {}
+    folders: dict[str, str] = {}
+    for path in files:
+        why = outside_root(path, fixing.root(path), folders)
+        if why is not None:
+            by_path[path] = FileResult(path, checked=False, skipped=why)
+
     # Files sharing a configuration share one Settings object: check them together.
     groups: dict[int, tuple] = {}
     for path in files:
+        if path in by_path:
+            continue
         settings = resolver.settings_for(path)
         groups.setdefault(id(settings), (settings, []))[1].append(path)
     cache = None if o.no_cache else ResultCache(cache_directory(here), here.root)
@@ -224,7 +241,6 @@ def _check_once(o: SimpleNamespace) -> int:
         click.echo(f"trainlint: warning: not using the cache: {cache.problem}", err=True)
         cache = None  # every file is checked, as with --no-cache
     jobs = o.jobs or (os.cpu_count() or 1)
-    by_path = {}
     projects = {}  # fixing checks each fixed file again, in the same project
     with progress(len(files), progress_wanted(len(files), o.fmt, o.quiet)) as done:
         for settings, paths in groups.values():
@@ -236,7 +252,6 @@ def _check_once(o: SimpleNamespace) -> int:
     results += [FileResult(path, errors=[error], checked=False) for path, error in unlisted]  # exit 2, as unreadable files
     # reported by path, then by position within a file (findings come sorted), as ruff does
     results.sort(key=lambda result: PurePath(result.path).parts)
-    fixing = FixRun(o.diff, on_disk)
     results = [fixing.fix_file(result, resolver, projects) for result in results]
     stdin_text: str | None = None
     stdin_fixed: bytes | None = None  # --fix on stdin: the fixed source goes to stdout
@@ -252,7 +267,7 @@ def _check_once(o: SimpleNamespace) -> int:
     if not results:  # nothing to check is a warning, not a pass (`All checks passed (0 files)`)
         click.echo("trainlint: warning: No Python files found", err=True)
     if o.diff:
-        return _report_diff(o, fixing, results)
+        return _report_diff(o, fixing, results, resolver)
 
     if o.add_noqa:
         from trainlint.suppress import add_noqa_to_files
@@ -297,16 +312,28 @@ def _check_once(o: SimpleNamespace) -> int:
     else:  # with the fixed source of stdin on stdout, the report goes to stderr
         click.echo(report, nl=False, color=color, err=stdin_fixed is not None)
 
-    for result in results:
-        if result.skipped:
-            click.echo(f"trainlint: warning: {' '.join(result.skipped.split())}", err=True)
-    errors = [error for result in results for error in result.errors]
-    for error in errors:
-        click.echo(f"trainlint: error: {' '.join(error.split())}", err=True)
-    if errors:
+    if _report_problems(results, resolver):
         return EXIT_ERROR
     found = any(result.findings for result in results)
     return EXIT_FINDINGS if found and not o.exit_zero else EXIT_CLEAN
+
+
+def _report_problems(results, resolver) -> bool:
+    """Print each skipped file and each error, one line each on stderr; whether the run must exit 2:
+    an error, or a skipped file (too large, not regular, leading out of the project) that
+    `--allow-skipped` / `allow-skipped` does not accept: a file nobody checked must not pass."""
+    failed = False
+    for result in results:
+        if result.skipped:
+            allowed = resolver.allows_skipped(result.path)
+            failed = failed or not allowed
+            line = ' '.join(result.skipped.split())
+            click.echo(f"trainlint: warning: {line}" if allowed else
+                       f"trainlint: error: {line} (--allow-skipped or `allow-skipped = true` accepts it)", err=True)
+    errors = [error for result in results for error in result.errors]
+    for error in errors:
+        click.echo(f"trainlint: error: {' '.join(error.split())}", err=True)
+    return failed or bool(errors)
 
 
 class FixRun:
@@ -400,9 +427,9 @@ def _unified_diff(path: str, before: str, after: str) -> str:
                    for line in lines)
 
 
-def _report_diff(o: SimpleNamespace, fixing: FixRun, results) -> int:
+def _report_diff(o: SimpleNamespace, fixing: FixRun, results, resolver) -> int:
     """`--diff`: the diffs on stdout (or --output), a one-line count on stderr; exit 1 when
-    anything would change, 0 when nothing would, 2 on errors."""
+    anything would change, 0 when nothing would, 2 on errors (and skipped files, as `check`)."""
     report = "".join(fixing.diffs)
     if o.output is not None:
         try:
@@ -415,10 +442,7 @@ def _report_diff(o: SimpleNamespace, fixing: FixRun, results) -> int:
         count = fixing.total
         click.echo(f"Would fix {count} finding{'' if count == 1 else 's'}." if count else "No fixes to apply.",
                    err=True)
-    errors = [error for result in results for error in result.errors]
-    for error in errors:
-        click.echo(f"trainlint: error: {' '.join(error.split())}", err=True)
-    if errors:
+    if _report_problems(results, resolver):
         return EXIT_ERROR
     return EXIT_FINDINGS if fixing.diffs else EXIT_CLEAN
 

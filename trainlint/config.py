@@ -54,6 +54,9 @@ class FileConfig:
     fixable: tuple[str, ...] | None = None
     unfixable: tuple[str, ...] = ()
     test_code_ignore: tuple[str, ...] | None = None
+    #: `allow-skipped = true`: a skipped file (too large, not regular, leading out of the project)
+    #: is a warning and leaves the exit code alone, instead of an error (exit 2)
+    allow_skipped: bool | None = None
     #: The keys the file sets (for `--show-settings`: where each setting came from).
     keys: frozenset[str] = frozenset()
 
@@ -76,6 +79,8 @@ class CliSelection:
     #: `--fix/--no-fix` and `--unsafe-fixes/--no-unsafe-fixes`; None: the configuration decides
     fix: bool | None = None
     unsafe_fixes: bool | None = None
+    #: `--allow-skipped`; None: the configuration decides
+    allow_skipped: bool | None = None
 
 
 def _string_list(path: Path, key: str, value) -> tuple[str, ...]:
@@ -150,6 +155,7 @@ SCHEMA: dict[str, tuple[str, Callable]] = {
     "fixable": ("fixable", _selectors),
     "unfixable": ("unfixable", _selectors),
     "test-code-ignore": ("test_code_ignore", _selectors),
+    "allow-skipped": ("allow_skipped", _bool),
 }
 KEYS = tuple(SCHEMA)
 
@@ -302,6 +308,13 @@ class Resolver:
             return self.cli.fix
         config = self.config_for(path)
         return bool(config.fix) and governs(config, path)
+
+    def allows_skipped(self, path: str) -> bool:
+        """Whether `path` being skipped (too large, not regular, leading out of the project) is
+        only a warning: `--allow-skipped`, else the configuration's `allow-skipped`."""
+        if self.cli.allow_skipped is not None:
+            return self.cli.allow_skipped
+        return bool(self.config_for(path).allow_skipped)
 
     def fix_policy_for(self, path: str) -> FixPolicy:
         """Which fixes apply to `path`; the configuration's `unsafe-fixes` only when the file is
