@@ -55,12 +55,6 @@ def test_bad_configuration_exits_2_naming_key_and_file(project, run, body, key, 
     assert result.stdout == ""
 
 
-@pytest.mark.parametrize("body", [
-    'select = ["TL0", "non-atomic-checkpoint-save"]',
-    'ignore = ["unsafe-torch-load"]',
-    'extend-select = ["TL0"]\nignore = ["Unsafe-Torch-Load"]',
-    '[tool.trainlint.per-file-ignores]\n"bad.py" = ["unsafe-torch-load"]',
-])
 def trainlint(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """The CLI as a user runs it: a process of its own."""
     return subprocess.run([sys.executable, "-m", "trainlint", *args], cwd=cwd, capture_output=True, text=True,
@@ -85,6 +79,12 @@ def test_an_empty_select_is_refused_like_the_command_lines(tmp_path, name, heade
     assert flag.returncode == 2 and "no rule codes given" in flag.stderr
 
 
+@pytest.mark.parametrize("body", [
+    'select = ["TL0", "non-atomic-checkpoint-save"]',
+    'ignore = ["unsafe-torch-load"]',
+    'extend-select = ["TL0"]\nignore = ["Unsafe-Torch-Load"]',
+    '[tool.trainlint.per-file-ignores]\n"bad.py" = ["unsafe-torch-load"]',
+])
 def test_rule_names_work_wherever_a_code_does(project, run, body):
     write(project / "pyproject.toml", body if body.startswith("[") else f"[tool.trainlint]\n{body}\n")
     result = run("check", "--format", "json", "--no-cache", "bad.py")
