@@ -192,7 +192,7 @@ def check(**options) -> None:
 def _check_once(o: SimpleNamespace) -> int:
     """One run of `check`: find the files, check each with its own settings, report; the exit code."""
     from trainlint.cache import ResultCache
-    from trainlint.config import Resolver, cache_directory, resolve_config
+    from trainlint.config import ConfigError, FileConfig, Resolver, build_discovery, cache_directory, resolve_config
     from trainlint.reader.discovery import MissingPath, discover
     from trainlint.reader.files import outside_root
     from trainlint.engine import lint_paths, lint_source
@@ -209,15 +209,35 @@ def _check_once(o: SimpleNamespace) -> int:
     stdin_name = os.path.normpath(o.stdin_filename) if o.stdin_filename else "-"
     on_disk = [p for p in o.paths if p != "-"]
     unlisted: list[tuple[str, str]] = []  # folders that cannot be listed, paths that cannot be looked at
+    # A configuration in error below the current directory's (a nested folder's pyproject.toml or
+    # trainlint.toml) stops only its own files: each is reported once, naming its file and key,
+    # with how many files it left unchecked; the other files are checked, and the run exits 2.
+    broken: dict[str, int] = {}
+
+    def discovery_for(directory: str):
+        try:
+            return resolver.discovery_for(directory)
+        except ConfigError as err:  # walked with the default excludes; its files are not checked
+            broken.setdefault(str(err), 0)
+            return build_discovery(FileConfig(), o.selection)
+
     try:
-        files = discover(on_disk, resolver.discovery_for, unlisted)
+        files = discover(on_disk, discovery_for, unlisted)
     except MissingPath as err:
         for missing in err.args[0]:
             click.echo(f"trainlint: error: no such file or directory: {missing}", err=True)
         return EXIT_ERROR
     if o.force_exclude:
         named = {os.path.normpath(p) for p in on_disk if not os.path.isdir(p)}
-        files = [f for f in files if f not in named or not resolver.is_force_excluded(f)]
+        files = [f for f in files if f not in named or not _force_excluded(resolver, f)]
+    configured = []
+    for path in files:
+        try:
+            resolver.settings_for(path)
+            configured.append(path)
+        except ConfigError as err:
+            broken[str(err)] = broken.get(str(err), 0) + 1
+    files = configured
 
     # A file whose real path leaves the project (a link to ~/.ssh/id_rsa, /proc/self/environ) is
     # never read: it is skipped, as a file over the size limit is.
@@ -267,7 +287,7 @@ def _check_once(o: SimpleNamespace) -> int:
     if not results:  # nothing to check is a warning, not a pass (`All checks passed (0 files)`)
         click.echo("trainlint: warning: No Python files found", err=True)
     if o.diff:
-        return _report_diff(o, fixing, results, resolver)
+        return max(_report_diff(o, fixing, results, resolver), EXIT_ERROR if _report_broken(broken) else 0)
 
     if o.add_noqa:
         from trainlint.suppress import add_noqa_to_files
@@ -280,7 +300,7 @@ def _check_once(o: SimpleNamespace) -> int:
             click.echo(f"trainlint: warning: {where}: no `# noqa` added: {why}", err=True)
         for error in unwritten:
             click.echo(f"trainlint: error: --add-noqa: {error}", err=True)
-        return EXIT_ERROR if unwritten else EXIT_CLEAN
+        return EXIT_ERROR if _report_broken(broken) | bool(unwritten) else EXIT_CLEAN
 
     def source_lines(path: str) -> list[str] | None:
         if stdin_text is not None and path == stdin_name:
@@ -312,10 +332,30 @@ def _check_once(o: SimpleNamespace) -> int:
     else:  # with the fixed source of stdin on stdout, the report goes to stderr
         click.echo(report, nl=False, color=color, err=stdin_fixed is not None)
 
-    if _report_problems(results, resolver):
+    if _report_problems(results, resolver) | _report_broken(broken):
         return EXIT_ERROR
     found = any(result.findings for result in results)
     return EXIT_FINDINGS if found and not o.exit_zero else EXIT_CLEAN
+
+
+def _force_excluded(resolver, path: str) -> bool:
+    """`resolver.is_force_excluded`; a file whose configuration is in error is not excluded by it
+    (it is reported with that configuration's error instead)."""
+    from trainlint.config import ConfigError
+
+    try:
+        return resolver.is_force_excluded(path)
+    except ConfigError:
+        return False
+
+
+def _report_broken(broken: dict[str, int]) -> bool:
+    """Each configuration in error, once, with the number of files it left unchecked; whether any."""
+    for error, count in broken.items():
+        left = f"{count} file{'' if count == 1 else 's'} it configures not checked" if count else \
+            "no file checked with it"
+        click.echo(f"trainlint: error: {' '.join(error.split())} ({left})", err=True)
+    return bool(broken)
 
 
 def _report_problems(results, resolver) -> bool:

@@ -274,6 +274,7 @@ class Resolver:
     _settings: dict[Path | None, Settings] = field(default_factory=dict, repr=False)
     _discovery: dict[Path | None, Discovery] = field(default_factory=dict, repr=False)
     _policies: dict[tuple[Path | None, bool], FixPolicy] = field(default_factory=dict, repr=False)
+    _broken: dict[Path, str] = field(default_factory=dict, repr=False)  # a file's ConfigError, read once
 
     def __post_init__(self) -> None:
         self._fixed: Path | None = None  # --config: one configuration for every file
@@ -292,7 +293,13 @@ class Resolver:
             absolute = Path(os.path.abspath(path))
             key = find_config(absolute if os.path.isdir(absolute) else absolute.parent, self._nearest)
         if key not in self._configs:
-            self._configs[key] = load_config(key) if key is not None else FileConfig()
+            if key in self._broken:
+                raise ConfigError(self._broken[key])
+            try:
+                self._configs[key] = load_config(key) if key is not None else FileConfig()
+            except ConfigError as err:
+                self._broken[key] = str(err)
+                raise
         return self._configs[key]
 
     def settings_for(self, path: str) -> Settings:
@@ -314,7 +321,10 @@ class Resolver:
         only a warning: `--allow-skipped`, else the configuration's `allow-skipped`."""
         if self.cli.allow_skipped is not None:
             return self.cli.allow_skipped
-        return bool(self.config_for(path).allow_skipped)
+        try:
+            return bool(self.config_for(path).allow_skipped)
+        except ConfigError:  # its configuration is in error: nothing allows it
+            return False
 
     def fix_policy_for(self, path: str) -> FixPolicy:
         """Which fixes apply to `path`; the configuration's `unsafe-fixes` only when the file is
