@@ -300,7 +300,8 @@ def _check_once(o: SimpleNamespace) -> int:
             click.echo(f"trainlint: warning: {where}: no `# noqa` added: {why}", err=True)
         for error in unwritten:
             click.echo(f"trainlint: error: --add-noqa: {error}", err=True)
-        return EXIT_ERROR if _report_broken(broken) | bool(unwritten) else EXIT_CLEAN
+        failed = _report_skipped(results, resolver) | _report_broken(broken)
+        return EXIT_ERROR if failed or unwritten else EXIT_CLEAN
 
     def source_lines(path: str) -> list[str] | None:
         if stdin_text is not None and path == stdin_name:
@@ -360,8 +361,18 @@ def _report_broken(broken: dict[str, int]) -> bool:
 
 def _report_problems(results, resolver) -> bool:
     """Print each skipped file and each error, one line each on stderr; whether the run must exit 2:
-    an error, or a skipped file (too large, not regular, leading out of the project) that
-    `--allow-skipped` / `allow-skipped` does not accept: a file nobody checked must not pass."""
+    an error, or a skipped file that is not accepted (`_report_skipped`)."""
+    failed = _report_skipped(results, resolver)
+    errors = [error for result in results for error in result.errors]
+    for error in errors:
+        click.echo(f"trainlint: error: {' '.join(error.split())}", err=True)
+    return failed or bool(errors)
+
+
+def _report_skipped(results, resolver) -> bool:
+    """Print each skipped file, one line on stderr; whether one makes the run exit 2: a skipped file
+    (too large, not regular, leading out of the project) that `--allow-skipped` / `allow-skipped`
+    does not accept, since a file nobody checked must not pass."""
     failed = False
     for result in results:
         if result.skipped:
@@ -370,10 +381,7 @@ def _report_problems(results, resolver) -> bool:
             line = ' '.join(result.skipped.split())
             click.echo(f"trainlint: warning: {line}" if allowed else
                        f"trainlint: error: {line} (--allow-skipped or `allow-skipped = true` accepts it)", err=True)
-    errors = [error for result in results for error in result.errors]
-    for error in errors:
-        click.echo(f"trainlint: error: {' '.join(error.split())}", err=True)
-    return failed or bool(errors)
+    return failed
 
 
 class FixRun:
