@@ -262,7 +262,8 @@ def _check_once(o: SimpleNamespace) -> int:
         cache = None  # every file is checked, as with --no-cache
     jobs = o.jobs or (os.cpu_count() or 1)
     projects = {}  # fixing checks each fixed file again, in the same project
-    with progress(len(files), progress_wanted(len(files), o.fmt, o.quiet)) as done:
+    checking = sum(len(paths) for _, paths in groups.values())  # the skipped ones are not checked
+    with progress(checking, progress_wanted(checking, o.fmt, o.quiet)) as done:
         for settings, paths in groups.values():
             projects[id(settings)] = Project.for_paths(paths, settings.max_file_size) if paths else None
             for result in lint_paths(paths, settings, jobs=jobs, cache=cache, project=projects[id(settings)],
