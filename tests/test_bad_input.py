@@ -288,15 +288,18 @@ def test_special_files_are_skipped_never_read(special_tree, fmt):
     assert "Traceback" not in done.stderr
     check_output(fmt, done.stdout)
     assert "buggy.py" in done.stdout
-    warnings = sorted(line for line in done.stderr.splitlines() if line.startswith("trainlint: warning:"))
-    assert warnings == [
-        "trainlint: warning: skipped big.py: 12,000 bytes is over the size limit of 5,000 (max-file-size)",
-        "trainlint: warning: skipped fifo.py: not a regular file",
-        "trainlint: warning: skipped zero.py: not a regular file",
+    skipped = sorted(line for line in done.stderr.splitlines() if line.startswith("trainlint: error: skipped"))
+    hint = " (--allow-skipped or `allow-skipped = true` accepts it)"
+    assert skipped == [  # a file nobody checked must not pass: each is an error
+        "trainlint: error: skipped big.py: 12,000 bytes is over the size limit of 5,000 (max-file-size)" + hint,
+        "trainlint: error: skipped fifo.py: not a regular file" + hint,
+        "trainlint: error: skipped zero.py: it leads to /dev/zero, a system file (under /dev), which is never read"
+        + hint,
     ]
-    errors = sorted(line for line in done.stderr.splitlines() if line.startswith("trainlint: error:"))
+    errors = sorted(line for line in done.stderr.splitlines()
+                    if line.startswith("trainlint: error:") and line not in skipped)
     assert len(errors) == 2 and "dangling.py" in errors[0] and "loop.py" in errors[1]
-    assert done.returncode == 2  # the unreadable ones are errors
+    assert done.returncode == 2  # the unreadable ones are errors, and so are the skipped ones
     if fmt == "json":
         assert json.loads(done.stdout)["files_checked"] == 1  # only buggy.py was checked
     if fmt == "text":

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,6 +53,30 @@ def test_bad_configuration_exits_2_naming_key_and_file(project, run, body, key, 
     assert str(project / "pyproject.toml") in lines[0]
     assert f"'{key}'" in lines[0] and detail in lines[0]
     assert result.stdout == ""
+
+
+def trainlint(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The CLI as a user runs it: a process of its own."""
+    return subprocess.run([sys.executable, "-m", "trainlint", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("name, header", [("pyproject.toml", "[tool.trainlint]\n"), ("trainlint.toml", "")])
+def test_an_empty_select_is_refused_like_the_command_lines(tmp_path, name, header):
+    """`select = []` would run no rule and pass every file, as `--select ''` would: both are
+    refused, the configuration naming its file and key."""
+    write(tmp_path / "bad.py", BAD)
+    write(tmp_path / name, f"{header}select = []\n")
+    done = trainlint("check", "--no-cache", "--format", "json", "bad.py", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("trainlint: error: ")
+    assert str(tmp_path / name) in line and "'select' is empty" in line
+    write(tmp_path / name, f"{header}select = []\nextend-select = [\"TL401\"]\n")
+    assert trainlint("check", "--no-cache", "bad.py", cwd=tmp_path).returncode == 2  # refused, not run
+    flag = trainlint("check", "--no-cache", "--isolated", "--select", "", "bad.py", cwd=tmp_path)
+    assert flag.returncode == 2 and "no rule codes given" in flag.stderr
 
 
 @pytest.mark.parametrize("body", [
@@ -305,3 +331,28 @@ def test_a_folder_above_the_project_named_tests_does_not_make_test_code(tmp_path
     monkeypatch.chdir(root)  # without a configuration: relative to the current directory
     assert not is_test_code(str(root / "train.py"), None)
     assert is_test_code(str(root / "tests" / "helpers.py"), None)
+
+
+@pytest.mark.parametrize("name, body, key", [
+    ("pyproject.toml", '[tool.trainlint]\nselect = "TL401"\n', "'select'"),
+    ("trainlint.toml", 'selct = ["TL401"]\n', "'selct'"),
+    ("pyproject.toml", '[tool.trainlint]\nselect = [\n', "invalid TOML"),
+])
+def test_a_nested_configuration_error_stops_only_its_own_files(tmp_path, name, body, key):
+    """A configuration in error in a nested folder is reported once (its file and key, and how many
+    files it left unchecked); its files are not checked, every other file is, and the run exits 2."""
+    write(tmp_path / "pyproject.toml", '[tool.trainlint]\nselect = ["TL401"]\n')
+    write(tmp_path / "top.py", BAD)
+    write(tmp_path / "other" / "z.py", BAD)
+    write(tmp_path / "vendored" / name, body)
+    write(tmp_path / "vendored" / "x.py", BAD)
+    write(tmp_path / "vendored" / "deeper" / "y.py", BAD)
+    for args in (["."], ["top.py", "other/z.py", "vendored/x.py"]):
+        done = trainlint("check", "--no-cache", "--format", "json", *args, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert sorted(path for path, _ in codes(done)) == [str(Path("other/z.py")), "top.py"]
+        [line] = done.stderr.splitlines()
+        assert line.startswith(f"trainlint: error: {tmp_path / 'vendored' / name}: ") and key in line
+        assert line.endswith(f"({2 if args == ['.'] else 1} file{'s' if args == ['.'] else ''} it configures "
+                             f"not checked)")
+        assert json.loads(done.stdout)["files_checked"] == 2

@@ -135,6 +135,9 @@ CHECK_OPTIONS = [
     click.option("--color/--no-color", "color", default=None,
                  help="Colour the text output [default: only on a terminal]."),
     click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings."),
+    click.option("--allow-skipped", is_flag=True, default=None,
+                 help="A skipped file (over max-file-size, not a regular file, or leading out of the "
+                      "project) is a warning, not an error (exit 2) [default: the `allow-skipped` setting]."),
     # -- fixing
     click.option("--fix/--no-fix", "fix", default=None,
                  help="Apply the safe fixes in place, then report what remains [default: the `fix` setting]."),
@@ -189,6 +192,7 @@ def check(**options) -> None:
         force_exclude=o.force_exclude,
         fix=o.fix,
         unsafe_fixes=o.unsafe_fixes,
+        allow_skipped=o.allow_skipped or None,
     )
     try:
         if o.show_settings:
@@ -207,8 +211,9 @@ def check(**options) -> None:
 def _check_once(o: SimpleNamespace) -> int:
     """One run of `check`: find the files, check each with its own settings, report; the exit code."""
     from trainlint.cache import ResultCache
-    from trainlint.config import Resolver, cache_directory, resolve_config
+    from trainlint.config import ConfigError, FileConfig, Resolver, build_discovery, cache_directory, resolve_config
     from trainlint.reader.discovery import MissingPath, discover
+    from trainlint.reader.files import outside_root
     from trainlint.engine import lint_paths, lint_source
     from trainlint.finding import FileResult
     from trainlint.reader.project import Project
@@ -223,8 +228,20 @@ def _check_once(o: SimpleNamespace) -> int:
     stdin_name = os.path.normpath(o.stdin_filename) if o.stdin_filename else "-"
     on_disk = [p for p in o.paths if p != "-"]
     unlisted: list[tuple[str, str]] = []  # folders that cannot be listed, paths that cannot be looked at
+    # A configuration in error below the current directory's (a nested folder's pyproject.toml or
+    # trainlint.toml) stops only its own files: each is reported once, naming its file and key,
+    # with how many files it left unchecked; the other files are checked, and the run exits 2.
+    broken: dict[str, int] = {}
+
+    def discovery_for(directory: str):
+        try:
+            return resolver.discovery_for(directory)
+        except ConfigError as err:  # walked with the default excludes; its files are not checked
+            broken.setdefault(str(err), 0)
+            return build_discovery(FileConfig(), o.selection)
+
     try:
-        files = discover(on_disk, resolver.discovery_for, unlisted)
+        files = discover(on_disk, discovery_for, unlisted)
     except MissingPath as err:
         for missing in err.args[0]:
             # a path that looks like an option came after `--` (the pre-commit hook's entry ends with it)
@@ -233,11 +250,31 @@ def _check_once(o: SimpleNamespace) -> int:
         return EXIT_ERROR
     if o.force_exclude:
         named = {os.path.normpath(p) for p in on_disk if not os.path.isdir(p)}
-        files = [f for f in files if f not in named or not resolver.is_force_excluded(f)]
+        files = [f for f in files if f not in named or not _force_excluded(resolver, f)]
+    configured = []
+    for path in files:
+        try:
+            resolver.settings_for(path)
+            configured.append(path)
+        except ConfigError as err:
+            broken[str(err)] = broken.get(str(err), 0) + 1
+    files = configured
+
+    # A file whose real path leaves the project (a link to ~/.ssh/id_rsa, /proc/self/environ) is
+    # never read: it is skipped, as a file over the size limit is.
+    fixing = FixRun(o.diff, on_disk)
+    by_path = {}
+    folders: dict[str, str] = {}
+    for path in files:
+        why = outside_root(path, fixing.root(path), folders)
+        if why is not None:
+            by_path[path] = FileResult(path, checked=False, skipped=why)
 
     # Files sharing a configuration share one Settings object: check them together.
     groups: dict[int, tuple] = {}
     for path in files:
+        if path in by_path:
+            continue
         settings = resolver.settings_for(path)
         groups.setdefault(id(settings), (settings, []))[1].append(path)
     cache = None if o.no_cache else ResultCache(cache_directory(here), here.root)
@@ -245,9 +282,9 @@ def _check_once(o: SimpleNamespace) -> int:
         _say(f"trainlint: warning: not using the cache: {_line(cache.problem)}", err=True)
         cache = None  # every file is checked, as with --no-cache
     jobs = o.jobs or (os.cpu_count() or 1)
-    by_path = {}
     projects = {}  # fixing checks each fixed file again, in the same project
-    with progress(len(files), progress_wanted(len(files), o.fmt, o.quiet)) as done:
+    checking = sum(len(paths) for _, paths in groups.values())  # the skipped ones are not checked
+    with progress(checking, progress_wanted(checking, o.fmt, o.quiet)) as done:
         for settings, paths in groups.values():
             projects[id(settings)] = Project.for_paths(paths, settings.max_file_size) if paths else None
             for result in lint_paths(paths, settings, jobs=jobs, cache=cache, project=projects[id(settings)],
@@ -257,7 +294,6 @@ def _check_once(o: SimpleNamespace) -> int:
     results += [FileResult(path, errors=[error], checked=False) for path, error in unlisted]  # exit 2, as unreadable files
     # reported by path, then by position within a file (findings come sorted), as ruff does
     results.sort(key=lambda result: PurePath(result.path).parts)
-    fixing = FixRun(o.diff, on_disk)
     results = [fixing.fix_file(result, resolver, projects) for result in results]
     stdin_text: str | None = None
     stdin_fixed: bytes | None = None  # --fix on stdin: the fixed source goes to stdout
@@ -273,7 +309,7 @@ def _check_once(o: SimpleNamespace) -> int:
     if not results:  # nothing to check is a warning, not a pass (`All checks passed (0 files)`)
         _say("trainlint: warning: No Python files found", err=True)
     if o.diff:
-        return _report_diff(o, fixing, results)
+        return max(_report_diff(o, fixing, results, resolver), EXIT_ERROR if _report_broken(broken) else 0)
 
     if o.add_noqa:
         from trainlint.suppress import add_noqa_to_files
@@ -286,7 +322,8 @@ def _check_once(o: SimpleNamespace) -> int:
             _say(f"trainlint: warning: {where}: no `# noqa` added: {_line(why)}", err=True)
         for error in unwritten:
             _say(f"trainlint: error: --add-noqa: {_line(error)}", err=True)
-        return EXIT_ERROR if unwritten else EXIT_CLEAN
+        failed = _report_skipped(results, resolver) | _report_broken(broken)
+        return EXIT_ERROR if failed or unwritten else EXIT_CLEAN
 
     def source_lines(path: str) -> list[str] | None:
         if stdin_text is not None and path == stdin_name:
@@ -318,16 +355,55 @@ def _check_once(o: SimpleNamespace) -> int:
     else:  # with the fixed source of stdin on stdout, the report goes to stderr
         click.echo(report, nl=False, color=color, err=stdin_fixed is not None)
 
-    for result in results:
-        if result.skipped:
-            _say(f"trainlint: warning: {_line(result.skipped)}", err=True)
-    errors = [error for result in results for error in result.errors]
-    for error in errors:
-        _say(f"trainlint: error: {_line(error)}", err=True)
-    if errors:
+    if _report_problems(results, resolver) | _report_broken(broken):
         return EXIT_ERROR
     found = any(result.findings for result in results)
     return EXIT_FINDINGS if found and not o.exit_zero else EXIT_CLEAN
+
+
+def _force_excluded(resolver, path: str) -> bool:
+    """`resolver.is_force_excluded`; a file whose configuration is in error is not excluded by it
+    (it is reported with that configuration's error instead)."""
+    from trainlint.config import ConfigError
+
+    try:
+        return resolver.is_force_excluded(path)
+    except ConfigError:
+        return False
+
+
+def _report_broken(broken: dict[str, int]) -> bool:
+    """Each configuration in error, once, with the number of files it left unchecked; whether any."""
+    for error, count in broken.items():
+        left = f"{count} file{'' if count == 1 else 's'} it configures not checked" if count else \
+            "no file checked with it"
+        _say(f"trainlint: error: {_line(error)} ({left})", err=True)
+    return bool(broken)
+
+
+def _report_problems(results, resolver) -> bool:
+    """Print each skipped file and each error, one line each on stderr; whether the run must exit 2:
+    an error, or a skipped file that is not accepted (`_report_skipped`)."""
+    failed = _report_skipped(results, resolver)
+    errors = [error for result in results for error in result.errors]
+    for error in errors:
+        _say(f"trainlint: error: {_line(error)}", err=True)
+    return failed or bool(errors)
+
+
+def _report_skipped(results, resolver) -> bool:
+    """Print each skipped file, one line on stderr; whether one makes the run exit 2: a skipped file
+    (too large, not regular, leading out of the project) that `--allow-skipped` / `allow-skipped`
+    does not accept, since a file nobody checked must not pass."""
+    failed = False
+    for result in results:
+        if result.skipped:
+            allowed = resolver.allows_skipped(result.path)
+            failed = failed or not allowed
+            line = _line(result.skipped)
+            _say(f"trainlint: warning: {line}" if allowed else
+                       f"trainlint: error: {line} (--allow-skipped or `allow-skipped = true` accepts it)", err=True)
+    return failed
 
 
 class FixRun:
@@ -422,9 +498,9 @@ def _unified_diff(path: str, before: str, after: str) -> str:
                    for line in lines)
 
 
-def _report_diff(o: SimpleNamespace, fixing: FixRun, results) -> int:
+def _report_diff(o: SimpleNamespace, fixing: FixRun, results, resolver) -> int:
     """`--diff`: the diffs on stdout (or --output), a one-line count on stderr; exit 1 when
-    anything would change, 0 when nothing would, 2 on errors."""
+    anything would change, 0 when nothing would, 2 on errors (and skipped files, as `check`)."""
     report = "".join(fixing.diffs)
     if o.output is not None:
         try:
@@ -437,10 +513,7 @@ def _report_diff(o: SimpleNamespace, fixing: FixRun, results) -> int:
         count = fixing.total
         click.echo(f"Would fix {count} finding{'' if count == 1 else 's'}." if count else "No fixes to apply.",
                    err=True)
-    errors = [error for result in results for error in result.errors]
-    for error in errors:
-        _say(f"trainlint: error: {_line(error)}", err=True)
-    if errors:
+    if _report_problems(results, resolver):
         return EXIT_ERROR
     return EXIT_FINDINGS if fixing.diffs else EXIT_CLEAN
 

@@ -54,6 +54,9 @@ class FileConfig:
     fixable: tuple[str, ...] | None = None
     unfixable: tuple[str, ...] = ()
     test_code_ignore: tuple[str, ...] | None = None
+    #: `allow-skipped = true`: a skipped file (too large, not regular, leading out of the project)
+    #: is a warning and leaves the exit code alone, instead of an error (exit 2)
+    allow_skipped: bool | None = None
     #: The keys the file sets (for `--show-settings`: where each setting came from).
     keys: frozenset[str] = frozenset()
 
@@ -76,6 +79,8 @@ class CliSelection:
     #: `--fix/--no-fix` and `--unsafe-fixes/--no-unsafe-fixes`; None: the configuration decides
     fix: bool | None = None
     unsafe_fixes: bool | None = None
+    #: `--allow-skipped`; None: the configuration decides
+    allow_skipped: bool | None = None
 
 
 def _string_list(path: Path, key: str, value) -> tuple[str, ...]:
@@ -89,6 +94,16 @@ def _selectors(path: Path, key: str, value) -> tuple[str, ...]:
         return tuple(canonical_selector(selector) for selector in _string_list(path, key, value))
     except SelectorError as err:
         raise ConfigError(f"{path}: '{key}': {err}") from None
+
+
+def _select(path: Path, key: str, value) -> tuple[str, ...]:
+    """`select` names the rules that run: an empty list would run none and pass every file, as
+    `--select ''` would (which the command line refuses too)."""
+    selectors = _selectors(path, key, value)
+    if not selectors:
+        raise ConfigError(f"{path}: '{key}' is empty: it would run no rule (leave it out for the "
+                          f"default rules; see `trainlint rules`)")
+    return selectors
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -127,7 +142,7 @@ def _bool(path: Path, key: str, raw) -> bool:
 #: Every configuration key: the FileConfig field it fills and the function validating its value
 #: (called with the file, the key and the raw value; raises ConfigError naming both).
 SCHEMA: dict[str, tuple[str, Callable]] = {
-    "select": ("select", _selectors),
+    "select": ("select", _select),
     "ignore": ("ignore", _selectors),
     "extend-select": ("extend_select", _selectors),
     "per-file-ignores": ("per_file_ignores", _per_file_ignores),
@@ -140,6 +155,7 @@ SCHEMA: dict[str, tuple[str, Callable]] = {
     "fixable": ("fixable", _selectors),
     "unfixable": ("unfixable", _selectors),
     "test-code-ignore": ("test_code_ignore", _selectors),
+    "allow-skipped": ("allow_skipped", _bool),
 }
 KEYS = tuple(SCHEMA)
 
@@ -258,6 +274,7 @@ class Resolver:
     _settings: dict[Path | None, Settings] = field(default_factory=dict, repr=False)
     _discovery: dict[Path | None, Discovery] = field(default_factory=dict, repr=False)
     _policies: dict[tuple[Path | None, bool], FixPolicy] = field(default_factory=dict, repr=False)
+    _broken: dict[Path, str] = field(default_factory=dict, repr=False)  # a file's ConfigError, read once
 
     def __post_init__(self) -> None:
         self._fixed: Path | None = None  # --config: one configuration for every file
@@ -276,7 +293,13 @@ class Resolver:
             absolute = Path(os.path.abspath(path))
             key = find_config(absolute if os.path.isdir(absolute) else absolute.parent, self._nearest)
         if key not in self._configs:
-            self._configs[key] = load_config(key) if key is not None else FileConfig()
+            if key in self._broken:
+                raise ConfigError(self._broken[key])
+            try:
+                self._configs[key] = load_config(key) if key is not None else FileConfig()
+            except ConfigError as err:
+                self._broken[key] = str(err)
+                raise
         return self._configs[key]
 
     def settings_for(self, path: str) -> Settings:
@@ -292,6 +315,16 @@ class Resolver:
             return self.cli.fix
         config = self.config_for(path)
         return bool(config.fix) and governs(config, path)
+
+    def allows_skipped(self, path: str) -> bool:
+        """Whether `path` being skipped (too large, not regular, leading out of the project) is
+        only a warning: `--allow-skipped`, else the configuration's `allow-skipped`."""
+        if self.cli.allow_skipped is not None:
+            return self.cli.allow_skipped
+        try:
+            return bool(self.config_for(path).allow_skipped)
+        except ConfigError:  # its configuration is in error: nothing allows it
+            return False
 
     def fix_policy_for(self, path: str) -> FixPolicy:
         """Which fixes apply to `path`; the configuration's `unsafe-fixes` only when the file is

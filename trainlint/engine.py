@@ -23,7 +23,7 @@ from trainlint.cache import ResultCache, _code_fingerprint
 from trainlint.context import FileContext
 from trainlint.finding import Edit, FileResult, Finding, Fix
 from trainlint.model.linker import summaries_of
-from trainlint.parsing import Parser, _syntax_error, decode_source
+from trainlint.parsing import Parser, _syntax_error, decode_source, normalize_identifiers
 from trainlint.reader.files import SkippedFile, UnreadableFile, read_source
 from trainlint.reader.project import Project
 from trainlint.positions import Positions, split_lines
@@ -147,7 +147,18 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
         if SYNTAX_ERROR_CODE in codes:
             result.findings.append(error)
         return result
+    # Identifiers as Python reads them (NFKC): `torch.ｌｏａｄ` is `torch.load` to the pre-filter, the
+    # gate and every rule; the findings go back to the columns as written.
+    source, columns = normalize_identifiers(source)
+    _check_text(source, path, settings, project, gate, parser, view, codes, result, digest)
+    if columns is not None:
+        result.findings = [columns.restore(finding) for finding in result.findings]
+    return result
 
+
+def _check_text(source: str, path: str, settings: Settings, project: Project | None, gate: bool, parser: Parser,
+                view, codes: frozenset[str], result: FileResult, digest: str | None) -> FileResult:
+    """`_lint_source` on the decoded text: the findings and errors go into `result`."""
     chosen = view.rules if view is not None else None  # a slice runs its document's (`document_rules`)
     rules = list(chosen) if chosen is not None else _prefiltered(source, path, codes, project)
     # A file no rule's trigger words occur in is only compiled: the nesting bound guards LibCST,
@@ -245,6 +256,7 @@ def _prefiltered(source: str, path: str, codes: frozenset[str], project: Project
 def document_rules(source: str, path: str, settings: Settings, project: Project | None, parser: Parser) -> list[Rule]:
     """The rules a check of the whole `source` runs after the pre-filter and the gate: a check of
     a slice of it runs these (what a rule needs may be in the rest of the document)."""
+    source, _ = normalize_identifiers(source)  # as `lint_source` reads it
     rules = _prefiltered(source, path, settings.codes_for_path(path), project)
     tree = parser.python_tree(source, path)
     return parser.gated(rules, tree) if rules and tree is not None else rules

@@ -1,7 +1,8 @@
 """`# noqa` comments and `# trainlint: disable-file=...` directives.
 
-A `# noqa` counts only in a real comment (the tokenizer's COMMENT tokens, on the line Python's
-tokenizer gives them): text in a string that looks like a comment suppresses nothing. The grammar:
+A `# noqa` or `# trainlint: disable-file` counts only in a real comment (the tokenizer's COMMENT
+tokens, on the line Python's tokenizer gives them): text in a string that looks like a comment
+suppresses nothing. The grammar of `# noqa`:
 
     # noqa                          every code on the line
     # noqa: TL401                   these codes (or rule names: unsafe-torch-load), separated by
@@ -39,9 +40,11 @@ _OUR_CODE = re.compile(r"TL[0-9]+\Z")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _SEPARATORS = re.compile(r"[\s,]*")
 _QUOTES = ("\"", "'", "`")
+#: a whole comment token (COMMENT tokens hold no line break)
 _DISABLE_FILE = re.compile(
-    r"^\s*#\s*trainlint:\s*disable-file(?:\s*=\s*(?P<codes>[A-Za-z0-9,\s-]+?))?\s*$", re.MULTILINE
-)
+    r"#[ \t\f]*trainlint:[ \t\f]*disable-file(?:[ \t\f]*=[ \t\f]*(?P<codes>[A-Za-z0-9, \t\f-]+?))?[ \t\f]*")
+#: where the text may hold one (searched before the tokenizer runs)
+_DISABLE_FILE_TEXT = re.compile(r"trainlint:[ \t\f]*disable-file")
 ALL = frozenset({"*"})
 
 
@@ -227,11 +230,29 @@ def scan(source: str) -> Comments:
     return Comments(directives, frozenset(commentable))
 
 
+def _comment_lines(source: str) -> Iterable[str]:
+    """The text of each real comment (the tokenizer's COMMENT tokens) that is alone on its line:
+    a `# trainlint:` directive in a string is text, not a directive."""
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source, newline="").readline):
+            if token.type == tokenize.COMMENT and not token.line[:token.start[1]].strip():
+                yield token.string
+    except (tokenize.TokenError, SyntaxError):
+        pass  # what was read so far still counts
+
+
 def file_disabled_codes(source: str) -> frozenset[str]:
-    """Codes disabled for the whole file by `# trainlint: disable-file[=TL402, TL403]` (or rule names)."""
+    """Codes disabled for the whole file by `# trainlint: disable-file[=TL402, TL403]` (or rule names),
+    in a comment of its own line. The text is searched first (tokenizing costs as much as parsing);
+    a file whose text holds the directive is tokenized, and only its real comments count."""
+    if _DISABLE_FILE_TEXT.search(source) is None:
+        return frozenset()
     disabled: set[str] = set()
     names = None
-    for match in _DISABLE_FILE.finditer(source):
+    for comment in _comment_lines(source):
+        match = _DISABLE_FILE.fullmatch(comment.rstrip())
+        if match is None:
+            continue
         codes = match.group("codes")
         if not codes:
             return ALL

@@ -1,5 +1,5 @@
 """Reading a file's bytes as the linter does, for a checked file and for a project file alike:
-regular files only, never blocking, within the size limit.
+regular files only, never blocking, within the size limit, never a system file a link leads to.
 """
 
 from __future__ import annotations
@@ -16,7 +16,27 @@ class UnreadableFile(Exception):
 
 
 class SkippedFile(Exception):
-    """A path deliberately not read: not a regular file, or larger than the size limit."""
+    """A path deliberately not read: not a regular file, larger than the size limit, a system file
+    (`/proc`, `/sys`, `/dev`), or (the CLI's check) one whose real path leaves the project."""
+
+
+#: Where a link may lead to a "regular" file that is no source: the process's environment
+#: (/proc/self/environ), kernel state, devices. Never read, so no report can print it.
+SYSTEM_FOLDERS = ("/proc", "/sys", "/dev")
+
+
+def system_path(real: str) -> str | None:
+    """The system folder `real` (a real path) lies in, or None."""
+    return next((folder for folder in SYSTEM_FOLDERS if real == folder or real.startswith(folder + "/")), None)
+
+
+def _real_path(fd: int, path: str) -> str:
+    """The real path of the file open as `fd`: the kernel's own name for it where it gives one (no
+    race with a link changed after the open), else the path with its links resolved."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
 
 
 def read_source(path: str, max_bytes: int) -> bytes:
@@ -35,6 +55,11 @@ def read_source(path: str, max_bytes: int) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise SkippedFile(f"skipped {path}: not a regular file")
+        if os.name == "posix":
+            real = _real_path(fd, path)
+            if system_path(real):
+                raise SkippedFile(f"skipped {path}: it leads to {real}, a system file (under "
+                                  f"{system_path(real)}), which is never read")
         if info.st_size > max_bytes:
             raise SkippedFile(f"skipped {path}: {info.st_size:,} bytes is over the size limit of "
                               f"{max_bytes:,} (max-file-size)")
@@ -52,3 +77,24 @@ def read_source(path: str, max_bytes: int) -> bytes:
         raise UnreadableFile(f"cannot read {path}: {err.strerror or err}") from None
     finally:
         os.close(fd)
+
+
+def outside_root(path: str, root: str, folders: dict[str, str]) -> str | None:
+    """Why `path` is not read when its real path leaves `root` (a real path: the project's, found
+    from the paths as named), or None when it stays inside. A link in a checked repository to
+    `~/.ssh/id_rsa` must never be read, so no report (`--show-source`) can print it; a link
+    within the project is fine. `folders` remembers the real path of each folder asked about
+    (realpath costs a system call per path component, and files share their folders)."""
+    folder, name = os.path.split(os.path.abspath(path))
+    real_folder = folders.get(folder)
+    if real_folder is None:
+        real_folder = folders[folder] = os.path.realpath(folder)
+    real = os.path.join(real_folder, name)
+    if os.path.islink(real):
+        real = os.path.realpath(real)
+    if system_path(real):
+        return f"skipped {path}: it leads to {real}, a system file (under {system_path(real)}), which is never read"
+    if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+        return None
+    return f"skipped {path}: its real path {real} is outside the project root {root}, and is never read"
+

@@ -32,7 +32,7 @@ import libcst as cst
 
 from trainlint import guard
 from trainlint.cache_folder import CacheFolder
-from trainlint.parsing import dotted_name
+from trainlint.parsing import dotted_name, normalize_identifiers
 from trainlint.reader import import_store
 from trainlint.reader.config_files import ROOT_MARKERS, ConfigError, find_config
 from trainlint.reader.discovery import Discovery, MissingPath, discover
@@ -735,8 +735,9 @@ def _decode(data: bytes) -> str:
     undecodable bytes are replaced (such a file is never parsed for a checked one)."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return data.decode(encoding)
+        text = data.decode(encoding)
     except (SyntaxError, UnicodeDecodeError, LookupError):
-        return data.decode("utf-8", "replace")
+        text = data.decode("utf-8", "replace")
+    return normalize_identifiers(text)[0]  # its identifiers as Python reads them, as a checked file's
 
 
