@@ -86,7 +86,8 @@ def test_warnings_and_errors_name_files_escaped(tmp_path):
     os.symlink(tmp_path / "missing", tmp_path / f"gone{ERASE}.py")  # cannot be read
     proc = _trainlint(tmp_path, "check", "--no-cache", ".")
     _assert_no_raw_controls(proc.stdout, proc.stderr)
-    assert "trainlint: warning: skipped big\\x1b]0;pwned\\x07.py:" in proc.stderr
+    # a skipped file is an error (exit 2) unless --allow-skipped accepts it
+    assert "trainlint: error: skipped big\\x1b]0;pwned\\x07.py:" in proc.stderr
     assert "trainlint: error: cannot read gone\\x1b[2K\\x1b[1A.py" in proc.stderr
     assert proc.returncode == 2
     missing = _trainlint(tmp_path, "check", "--no-cache", f"nowhere{OSC52}.py")
