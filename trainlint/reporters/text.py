@@ -65,10 +65,16 @@ def _link(text: str, url: str | None, options: ReportOptions) -> str:
     return f"\x1b]8;;{url}\x1b\\{text}\x1b]8;;\x1b\\"
 
 
+def location(finding: Finding) -> str:
+    """`path:line:col`, in a notebook `path:cell N:line:col` (the line counts within the cell, as ruff prints it)."""
+    cell = f"cell {finding.cell}:" if finding.cell is not None else ""
+    return f"{_printable(finding.path)}:{cell}{finding.line}:{finding.column}"
+
+
 def format_finding(finding: Finding, options: ReportOptions, url: str | None = None) -> str:
-    location = _style(f"{_printable(finding.path)}:{finding.line}:{finding.column}:", options, bold=True)
+    location_text = _style(f"{location(finding)}:", options, bold=True)
     code = _link(_style(finding.code, options, fg=_COLOURS[finding.severity], bold=True), url, options)
-    return f"{location} {code} [{finding.name}] {finding.message}"
+    return f"{location_text} {code} [{finding.name}] {finding.message}"
 
 
 def summary(results: Sequence[FileResult], files_checked: int, fixed: int | None = None) -> str:
