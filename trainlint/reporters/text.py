@@ -112,10 +112,14 @@ def render(results: Sequence[FileResult], files_checked: int, options: ReportOpt
     urls = docs_urls()
     out: list[str] = []
     for result in results:
-        lines = None
+        lines = cells = None
         for finding in result.findings:
             out.append(format_finding(finding, options, urls.get(finding.code)))
-            if options.show_source:
+            if options.show_source and finding.cell is not None:  # a notebook: the cell's lines
+                if cells is None:
+                    cells = options.cell_lines(result.path) or {}
+                out.extend(_source_excerpt(finding, cells.get(finding.cell), options, urls.get(finding.code)))
+            elif options.show_source:
                 if lines is None:
                     lines = options.source_lines(result.path) or []
                 out.extend(_source_excerpt(finding, lines, options, urls.get(finding.code)))
