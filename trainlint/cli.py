@@ -330,6 +330,7 @@ class FixRun:
     def fix_file(self, result, resolver, projects: dict):
         from trainlint.engine import SkippedFile, UnreadableFile, decode_source, lint_source, read_source
         from trainlint.fixes import WriteError, fix_source, write_fixed
+        from trainlint.notebook import is_notebook
 
         path = result.path
         if not self._fixes(path, resolver) or not result.checked:
@@ -342,10 +343,12 @@ class FixRun:
             data = read_source(path, settings.max_file_size)
         except (UnreadableFile, SkippedFile):
             return result
+        project = projects.get(id(settings))
+        if is_notebook(path):
+            return self._fix_notebook(path, data, result, settings, project, policy)
         text, _ = decode_source(data, path)
         if text is None:
             return result
-        project = projects.get(id(settings))
         outcome = fix_source(text, lambda source: lint_source(source, path, settings, project), policy)
         if not outcome.changed:
             return outcome.result
@@ -359,6 +362,40 @@ class FixRun:
                 return result
         self.total += sum(outcome.fixed.values())
         return outcome.result
+
+    def _fix_notebook(self, path: str, data: bytes, result, settings, project, policy):
+        """A notebook's fixes: applied to its code cells joined as one module (where the rules
+        placed them), then the cells written back into the notebook, which nbformat must accept;
+        `--diff` shows each changed cell."""
+        from trainlint.engine import lint_source, read_notebook_source
+        from trainlint.fixes import WriteError, fix_source, write_fixed
+        from trainlint.notebook import NotebookError
+
+        notebook, _ = read_notebook_source(data, path)
+        if notebook is None:
+            return result
+        joined = notebook.joined()
+        outcome = fix_source(joined.source, lambda source: lint_source(source, path, settings, project, notebook=False),
+                             policy)
+        if not outcome.changed:
+            return result
+        try:
+            cells = joined.split(outcome.source)
+            text = notebook.with_cells(cells)
+        except NotebookError as err:
+            result.errors.append(f"cannot fix {path}: {err.message}")
+            return result
+        if self.diff:
+            self.diffs += [_unified_diff(f"{path}:cell {cell.number}", cell.text, new)
+                           for cell, new in zip(notebook.cells, cells) if new != cell.text]
+        else:
+            try:
+                write_fixed(path, data, text, self.root(path))
+            except WriteError as err:
+                result.errors.append(str(err))
+                return result
+        self.total += sum(outcome.fixed.values())
+        return lint_source(text, path, settings, project)  # what remains, in the cells' lines
 
     def root(self, path: str) -> str:
         """Where a fix of `path` may write: the project root (`fixes.fix_root`) of the named path
@@ -518,7 +555,13 @@ def trace(script: str, script_args: tuple[str, ...], max_steps: int, fmt: str, t
     resumed from its own checkpoint of step K in a fresh process) and compares step by step.
     Exit codes: 0 nothing confirmed at warning or above, 1 confirmed (or the resume diverged),
     2 usage error or no result, 3 the script failed before its first step, 4 no optimizer step.
+
+    Notebooks (.ipynb) are not traced (a kernel's cells are not one script run by `python`):
+    export the notebook to a script first (`jupyter nbconvert --to script`).
     """
+    if script.lower().endswith(".ipynb"):
+        _fail(f"trace runs Python scripts, not notebooks: {script} is a notebook; export it first "
+              "(`jupyter nbconvert --to script`) and trace the script")
     from trainlint.runtime.trace_command import command
 
     if resume_arg is not None and resume_check is None:
