@@ -480,7 +480,7 @@ def _watch(o: SimpleNamespace) -> int:
     try:
         check_reporting_errors()
         click.echo("Watching for changes (Ctrl-C to stop).", err=True)
-        for changes in watch(*roots, watch_filter=PythonFilter(extra_extensions=(".toml",))):
+        for changes in watch(*roots, watch_filter=PythonFilter(extra_extensions=(".toml", ".ipynb"))):
             changed = sorted({os.path.relpath(path) for _, path in changes})
             click.echo(f"\n{time.strftime('%H:%M:%S')} {', '.join(changed)} changed; checking again.", err=True)
             check_reporting_errors()
