@@ -268,3 +268,39 @@ def test_join_cells_positions():
     joined = join_cells([(2, "a = 1\nb = 2"), (5, "c = 3\n")])
     assert joined.locate(2) == (joined.cells[0], 2)
     assert joined.locate(4)[0].number == 5 and joined.locate(4)[1] == 1
+
+
+@pytest.mark.parametrize("style", ["jupyter", "crlf", "indent2", "tab", "one-line", "compact", "escaped"])
+def test_writing_back_keeps_the_notebooks_own_format(style):
+    """Cells written back unchanged give the notebook's bytes back, whatever way it was written."""
+    data = json.loads((FIXTURES / "checkpoints_bad.ipynb").read_text())
+    data["cells"][1]["source"][0] = "# déjà vu\n"
+    text = {
+        "jupyter": json.dumps(data, indent=1, ensure_ascii=False) + "\n",
+        "crlf": (json.dumps(data, indent=1, ensure_ascii=False) + "\n").replace("\n", "\r\n"),
+        "indent2": json.dumps(data, indent=2, ensure_ascii=False),
+        "tab": json.dumps(data, indent="\t", ensure_ascii=False) + "\n",
+        "one-line": json.dumps(data, ensure_ascii=False),
+        "compact": json.dumps(data, separators=(",", ":"), ensure_ascii=False),
+        "escaped": json.dumps(data, indent=1) + "\n",
+    }[style]
+    nb = read_notebook(text)
+    joined = nb.joined()
+    assert nb.with_cells(joined.split(joined.source)) == text
+    # and a changed cell changes only its source
+    texts = joined.split(joined.source)
+    texts[1] = texts[1].replace("weights_only=False", "weights_only=True")
+    changed = nb.with_cells(texts)
+    assert changed == text.replace("weights_only=False", "weights_only=True")
+
+
+def test_a_notebook_of_nbformat_3_is_read_but_not_written():
+    v3 = {"nbformat": 3, "nbformat_minor": 0, "metadata": {"name": ""}, "worksheets": [{"metadata": {}, "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# t"]},
+        {"cell_type": "code", "collapsed": False, "input": ["import torch\n", "s = torch.load('x', weights_only=False)"],
+         "language": "python", "metadata": {}, "outputs": []}]}]}
+    text = json.dumps(v3, indent=1)
+    assert [(f.cell, f.line, f.code) for f in lint_source(text, "old.ipynb", ALL).findings] == [(2, 2, "TL401")]
+    nb = read_notebook(text)
+    with pytest.raises(Exception, match="nbformat 4"):
+        nb.with_cells([cell.text for cell in nb.cells])

@@ -179,15 +179,22 @@ class Notebook:
     def with_cells(self, texts: list[str]) -> str:
         """The notebook's text with its code cells' sources replaced by `texts` (in order),
         everything else kept: key order, indentation, outputs, metadata, the final newline."""
+        if self.data.get("nbformat", 4) < 4:
+            raise NotebookError(f"fixes are written to nbformat 4 notebooks only (this one is {self.data.get('nbformat')})")
         data = copy.deepcopy(self.data)
         cells = _cell_list(data)
         for cell, text in zip(self.cells, texts):
             raw = cells[cell.number - 1]
             raw["source"] = text.splitlines(keepends=True) if isinstance(raw.get("source"), list) else text
         indent = _indent_of(self.text)
-        out = json.dumps(data, indent=indent, ensure_ascii=not _writes_unicode(self.text))
+        first_key = re.match(r'\{\s*"[^"]*":(\s?)', self.text)
+        compact = indent is None and first_key is not None and not first_key.group(1)  # `{"a":1}`
+        out = json.dumps(data, indent=indent, ensure_ascii=not _writes_unicode(self.text),
+                         separators=(",", ":") if compact else None)
         if self.text.endswith("\n"):
             out += "\n"
+        if "\r\n" in self.text:  # JSON's own line breaks only: those in strings are escaped
+            out = out.replace("\n", "\r\n")
         validate(json.loads(out))
         return out
 
@@ -214,11 +221,12 @@ def _cell_list(data: dict) -> list:
     return data.get("cells", [])
 
 
-def _indent_of(text: str) -> int | None:
-    match = re.match(r"\{\s*\n([ \t]*)\"", text)
+def _indent_of(text: str) -> str | None:
+    """The notebook's indentation (Jupyter writes one space), None when it is on one line."""
+    match = re.match(r"\{[ \t]*\r?\n([ \t]*)\"", text)
     if match is None:
         return None  # written on one line
-    return len(match.group(1)) or None
+    return match.group(1)
 
 
 def _writes_unicode(text: str) -> bool:

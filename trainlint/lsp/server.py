@@ -57,7 +57,7 @@ from trainlint.lsp.diagnostics import SOURCE, hover_markdown, to_diagnostic
 from trainlint.lsp.positions import Encoder
 from trainlint.positions import split_lines
 from trainlint.lsp.project import ProjectSettings
-from trainlint.notebook import join_cells
+from trainlint.notebook import is_notebook, join_cells
 from trainlint.reader.project import Project, find_root
 from trainlint.suppress import Comments, scan
 from trainlint.settings import DEFAULT_MAX_FILE_SIZE, Settings
@@ -174,6 +174,12 @@ class TrainlintServer(LanguageServer):
         path = document_path(uri)
         project = self.project_for(path, settings.max_file_size) if path else None
         sliced = False
+        if is_notebook(path or uri):
+            # a notebook opened as text (its JSON): only what is about the file itself (a TL000)
+            # has a place in it; findings in cells are served to the notebook document
+            result = lint_source(text, path or uri, settings, project, parser=Parser())
+            findings = [f for f in result.findings if f.cell is None]
+            return Linted(version, text, findings, split_lines(text))
         if self.is_open(uri):
             linter = self._documents.setdefault(uri, DocumentLinter())
             before = linter.sliced
