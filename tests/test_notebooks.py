@@ -304,3 +304,15 @@ def test_a_notebook_of_nbformat_3_is_read_but_not_written():
     nb = read_notebook(text)
     with pytest.raises(Exception, match="nbformat 4"):
         nb.with_cells([cell.text for cell in nb.cells])
+
+
+@pytest.mark.parametrize("cell", [
+    's = ("loss %s"\n     % loss)\n',  # a continuation line starting with `%` is Python
+    'doc = """\n!important: not a shell command\n%d items\n"""\n',
+    'total = 1 + \\\n    2\n',
+    'd = {\n  "a": 1,\n}  # ( in a comment\n',
+])
+def test_a_line_continuing_a_statement_is_never_taken_for_a_magic(cell):
+    joined = join_cells([(1, cell + "%time x = 1")])
+    assert joined.source.count(MARKER) == 1  # only the real magic
+    assert lint_source(notebook(cell + "%time x = 1"), "nb.ipynb", ALL).findings == []

@@ -75,9 +75,11 @@ def _neutralise(text: str) -> tuple[str, list[str]]:
                 out.append(MARKER)
         return "\n".join(out), originals
     continued = False  # a magic line ending with `\` continues on the next line
+    state = (0, None, False)  # where the Python before this line leaves off (`_scan`)
     for line in lines:
-        if line.strip() and (continued or _LINE_MAGIC.match(line) or _HELP.match(line)
-                             or _ASSIGNED_MAGIC.match(line)):
+        starts_statement = state == (0, None, False)  # IPython reads magics only there too
+        if line.strip() and (continued or starts_statement and (
+                _LINE_MAGIC.match(line) or _HELP.match(line) or _ASSIGNED_MAGIC.match(line))):
             originals.append(line)
             indent = line[:len(line) - len(line.lstrip())]
             out.append(MARKER if continued else f"{indent}pass  {MARKER}")
@@ -85,7 +87,41 @@ def _neutralise(text: str) -> tuple[str, list[str]]:
         else:
             out.append(line)
             continued = False
+            state = _scan(line, state)
     return "\n".join(out), originals
+
+
+def _scan(line: str, state: tuple[int, str | None, bool]) -> tuple[int, str | None, bool]:
+    """(bracket depth, open triple-quoted string, ends with a backslash) after `line`: a line that
+    continues a statement (`% b)` in `("..." \n % b)`, a string's text) is never a magic."""
+    depth, quote, _ = state
+    i, comment = 0, False
+    while i < len(line):
+        if quote is not None:
+            if line[i] == "\\":
+                i += 2
+            elif line.startswith(quote, i):
+                i, quote = i + len(quote), None
+            else:
+                i += 1
+            continue
+        char = line[i]
+        if char == "#":
+            comment = True
+            break
+        if char in "\"'":
+            quote = line[i:i + 3] if line[i:i + 3] in ('"""', "'''") else char
+            i += len(quote)
+            continue
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(0, depth - 1)
+        i += 1
+    backslash = line.rstrip().endswith("\\") and quote is None and not comment
+    if quote in ('"', "'"):
+        quote = None  # a one-quote string ends with its line (or the line is an error anyway)
+    return depth, quote, backslash
 
 
 @dataclass
