@@ -316,3 +316,16 @@ def test_a_line_continuing_a_statement_is_never_taken_for_a_magic(cell):
     joined = join_cells([(1, cell + "%time x = 1")])
     assert joined.source.count(MARKER) == 1  # only the real magic
     assert lint_source(notebook(cell + "%time x = 1"), "nb.ipynb", ALL).findings == []
+
+
+def test_fix_on_stdin_prints_the_fixed_notebook(tmp_path):
+    source = notebook("import torch", "md:x", "!ls\nstate = torch.load('x.pt', weights_only=False)")
+    env = {**os.environ, "NO_COLOR": "1"}
+    out = subprocess.run([sys.executable, "-m", "trainlint", "check", "-", "--stdin-filename", "nb.ipynb",
+                          "--select", "TL401", "--fix", "--unsafe-fixes", "--no-cache"], input=source, cwd=tmp_path,
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    fixed = nbformat.reads(out.stdout, as_version=4)
+    nbformat.validate(fixed)
+    assert fixed.cells[2].source == "!ls\nstate = torch.load('x.pt', weights_only=True)"
+    assert out.stdout == source.replace("weights_only=False", "weights_only=True")

@@ -345,7 +345,7 @@ class FixRun:
             return result
         project = projects.get(id(settings))
         if is_notebook(path):
-            return self._fix_notebook(path, data, result, settings, project, policy)
+            return self._fix_notebook(path, data, result, settings, project, policy)[0]
         text, _ = decode_source(data, path)
         if text is None:
             return result
@@ -363,39 +363,40 @@ class FixRun:
         self.total += sum(outcome.fixed.values())
         return outcome.result
 
-    def _fix_notebook(self, path: str, data: bytes, result, settings, project, policy):
+    def _fix_notebook(self, path: str, data: bytes, result, settings, project, policy, write: bool = True):
         """A notebook's fixes: applied to its code cells joined as one module (where the rules
         placed them), then the cells written back into the notebook, which nbformat must accept;
-        `--diff` shows each changed cell."""
+        `--diff` shows each changed cell. Returns what remains, and the fixed notebook's text
+        (None when nothing changed or it could not be written)."""
         from trainlint.engine import lint_source, read_notebook_source
         from trainlint.fixes import WriteError, fix_source, write_fixed
         from trainlint.notebook import NotebookError
 
         notebook, _ = read_notebook_source(data, path)
         if notebook is None:
-            return result
+            return result, None
         joined = notebook.joined()
         outcome = fix_source(joined.source, lambda source: lint_source(source, path, settings, project, notebook=False),
                              policy)
         if not outcome.changed:
-            return result
+            return result, None
         try:
             cells = joined.split(outcome.source)
             text = notebook.with_cells(cells)
         except NotebookError as err:
             result.errors.append(f"cannot fix {path}: {err.message}")
-            return result
+            return result, None
         if self.diff:
             self.diffs += [_unified_diff(f"{path}:cell {cell.number}", cell.text, new)
                            for cell, new in zip(notebook.cells, cells) if new != cell.text]
-        else:
+        elif write:
             try:
                 write_fixed(path, data, text, self.root(path))
             except WriteError as err:
                 result.errors.append(str(err))
-                return result
+                return result, None
         self.total += sum(outcome.fixed.values())
-        return lint_source(text, path, settings, project)  # what remains, in the cells' lines
+        return lint_source(text, path, settings, project), text  # what remains, in the cells' lines
 
     def root(self, path: str) -> str:
         """Where a fix of `path` may write: the project root (`fixes.fix_root`) of the named path
@@ -414,12 +415,18 @@ class FixRun:
         from trainlint.engine import decode_source, lint_source
         from trainlint.fixes import encoding_of, fix_source
 
+        from trainlint.notebook import is_notebook
+
         path = result.path
         self._fixes(path, resolver)
+        settings = resolver.settings_for(path)
+        if is_notebook(path):  # `--stdin-filename x.ipynb`: the notebook's cells are fixed
+            remains, fixed = self._fix_notebook(path, data, result, settings, None, resolver.fix_policy_for(path),
+                                                write=False)
+            return remains, fixed.encode("utf-8") if fixed is not None else data
         text, _ = decode_source(data, path)
         if text is None:
             return result, data
-        settings = resolver.settings_for(path)
         outcome = fix_source(text, lambda source: lint_source(source, path, settings),
                              resolver.fix_policy_for(path), result)
         self.total += sum(outcome.fixed.values())
