@@ -109,6 +109,21 @@ async def test_notebook_cells_get_their_own_diagnostics_and_an_edit_updates_them
             TIMEOUT)
         assert hover is not None and "TL401" in hover.contents.value
 
+        # quick fixes on the cell edit the cell: the rule's fix and `# noqa`
+        actions = await asyncio.wait_for(client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=third), range=diagnostic.range,
+            context=types.CodeActionContext(diagnostics=[diagnostic]))), TIMEOUT)
+        edits = {action.title: action.edit.changes[third] for action in actions}
+        [fix] = [edits for title, edits in edits.items() if "weights_only=True" in title]
+        [edit] = fix
+        line = LOAD.split("\n")[edit.range.start.line]
+        assert edit.range.start.line == edit.range.end.line == 1
+        fixed_line = line[:edit.range.start.character] + edit.new_text + line[edit.range.end.character:]
+        assert fixed_line == LOAD_FIXED.split("\n")[1]
+        [noqa] = [edits for title, edits in edits.items() if "noqa" in title]
+        assert noqa[0].new_text == "  # noqa: TL401" and noqa[0].range.start.line == 1
+        assert not any("Fix all" in title for title in edits)  # files only
+
         _edit_cell(client, notebook, third, LOAD_FIXED, 2)
         params = await _published(client, third, 2)
         assert list(params.diagnostics) == []
