@@ -387,7 +387,7 @@ class FixRun:
             result.errors.append(f"cannot fix {path}: {err.message}")
             return result, None
         if self.diff:
-            self.diffs += [_unified_diff(f"{path}:cell {cell.number}", cell.text, new)
+            self.diffs += [_cell_diff(f"{path}:cell {cell.number}", cell.text, new)
                            for cell, new in zip(notebook.cells, cells) if new != cell.text]
         elif write:
             try:
@@ -433,6 +433,14 @@ class FixRun:
         if self.diff and outcome.changed:
             self.diffs.append(_unified_diff(path, text, outcome.source))
         return outcome.result, outcome.source.encode(encoding_of(data), "surrogateescape")
+
+
+def _cell_diff(name: str, before: str, after: str) -> str:
+    """A cell's diff: a cell's last line has no newline by custom, which is not worth a
+    `\\ No newline at end of file` in every cell's diff."""
+    if not before.endswith("\n") and not after.endswith("\n"):
+        before, after = before + "\n", after + "\n"
+    return _unified_diff(name, before, after)
 
 
 def _unified_diff(path: str, before: str, after: str) -> str:
