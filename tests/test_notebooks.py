@@ -329,3 +329,11 @@ def test_fix_on_stdin_prints_the_fixed_notebook(tmp_path):
     nbformat.validate(fixed)
     assert fixed.cells[2].source == "!ls\nstate = torch.load('x.pt', weights_only=True)"
     assert out.stdout == source.replace("weights_only=False", "weights_only=True")
+
+
+def test_lsp_format_names_the_cell(tmp_path):
+    path = tmp_path / "train.ipynb"
+    path.write_text(notebook("import torch", "md:x", "state = torch.load('x.pt', weights_only=False)"))
+    result = lint_path(str(path), Settings(select=resolve_selection(["TL401"], [], [])))
+    [diagnostic] = next(iter(json.loads(render("lsp", [result])).values()))
+    assert diagnostic["data"] == {"cell": 3} and diagnostic["range"]["start"] == {"line": 0, "character": 8}
