@@ -221,7 +221,10 @@ class Notebook:
         cells = _cell_list(data)
         for cell, text in zip(self.cells, texts):
             raw = cells[cell.number - 1]
-            raw["source"] = text.splitlines(keepends=True) if isinstance(raw.get("source"), list) else text
+            if text == cell.text:
+                continue  # as it was written (a list of lines split wherever its writer split it)
+            # lines end at \n only, as in the cell (str.splitlines would also split at \f, U+2028)
+            raw["source"] = re.findall(r"[^\n]*\n|[^\n]+\Z", text) if isinstance(raw.get("source"), list) else text
         indent = _indent_of(self.text)
         first_key = re.match(r'\{\s*"[^"]*":(\s?)', self.text)
         compact = indent is None and first_key is not None and not first_key.group(1)  # `{"a":1}`
