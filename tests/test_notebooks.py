@@ -337,3 +337,23 @@ def test_lsp_format_names_the_cell(tmp_path):
     result = lint_path(str(path), Settings(select=resolve_selection(["TL401"], [], [])))
     [diagnostic] = next(iter(json.loads(render("lsp", [result])).values()))
     assert diagnostic["data"] == {"cell": 3} and diagnostic["range"]["start"] == {"line": 0, "character": 8}
+
+
+def test_workers_and_the_cache_give_the_same_cells(tmp_path):
+    """Notebooks through worker processes and the result cache (keyed with their project's
+    imports, read from the joined cells) come back with their cells."""
+    from trainlint.cache import ResultCache
+    from trainlint.engine import lint_paths
+
+    paths = [str(path) for path in NOTEBOOKS]
+
+    def run(**kwargs):
+        return [(r.path, [f.to_dict() for f in r.findings], r.errors) for r in lint_paths(paths, ALL, **kwargs)]
+
+    serial = run()
+    assert any(f.get("cell") for _, findings, _ in serial for f in findings)
+    assert run(jobs=2) == serial
+    cache = ResultCache(tmp_path / "cache")
+    assert run(cache=cache) == serial
+    assert len(list((tmp_path / "cache").rglob("??/*.json"))) == len(paths)  # every notebook was stored
+    assert run(cache=cache) == serial  # and read back
