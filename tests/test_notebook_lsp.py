@@ -155,3 +155,31 @@ async def test_pull_diagnostics_for_a_cell(tmp_path):
     finally:
         await asyncio.wait_for(client.shutdown_session(), TIMEOUT)
         await client.stop()
+
+
+@pytest.mark.asyncio
+async def test_saving_a_helper_checks_the_open_notebook_again(tmp_path):
+    """The notebook's loop calls an evaluation helper of the project: once the helper is saved
+    without its `model.train()`, the notebook's cell gets TL303 at the call."""
+    (tmp_path / "pyproject.toml").write_text('[tool.trainlint]\nselect = ["TL303"]\n')
+    helper = tmp_path / "helpers.py"
+    good = "def evaluate(model, loader):\n    model.eval()\n    for x in loader:\n        model(x)\n    model.train()\n"
+    helper.write_text(good)
+    loop = ("from helpers import evaluate\nfor epoch in range(3):\n    for x, y in loader:\n"
+            "        loss = model(x).sum()\n        loss.backward()\n        opt.step()\n        opt.zero_grad()\n"
+            "    evaluate(model, val_loader)\n")
+    client, _ = await _start()
+    notebook = (tmp_path / "nb.ipynb").as_uri()
+    cell = f"vscode-notebook-cell:{tmp_path}/nb.ipynb#W0"
+    try:
+        _open(client, notebook, [_cell(cell, loop)])
+        assert list((await _published(client, cell, 1)).diagnostics) == []
+        client.published.clear()
+        helper.write_text(good.replace("    model.train()\n", ""))
+        client.text_document_did_save(types.DidSaveTextDocumentParams(
+            text_document=types.TextDocumentIdentifier(uri=helper.as_uri())))
+        params = await _published(client, cell, 1)
+        assert [(d.code, d.range.start.line) for d in params.diagnostics] == [("TL303", 7)]
+    finally:
+        await asyncio.wait_for(client.shutdown_session(), TIMEOUT)
+        await client.stop()

@@ -364,6 +364,11 @@ class TrainlintServer(LanguageServer):
         for uri in importers:
             self._results.pop(uri, None)
             self.schedule(uri, 0)
+        for notebook_uri in list(self.workspace.notebook_documents):
+            # a notebook's cells are checked with the project's files too: whatever they import
+            # may be what was saved (checking a notebook again is as cheap as finding out)
+            self._notebooks.pop(notebook_uri, None)
+            self.schedule_notebook(notebook_uri, 0)
 
     def importers_of(self, saved_uri: str, documents: list[tuple[str, str]]) -> list[str]:
         """Of the open `documents` (uri, text), those other than `saved_uri` that import the file
