@@ -357,3 +357,16 @@ def test_workers_and_the_cache_give_the_same_cells(tmp_path):
     assert run(cache=cache) == serial
     assert len(list((tmp_path / "cache").rglob("??/*.json"))) == len(paths)  # every notebook was stored
     assert run(cache=cache) == serial  # and read back
+
+
+@pytest.mark.parametrize("from_stdin", [False, True])
+def test_show_source_shows_the_cells_lines(tmp_path, from_stdin):
+    source = notebook("import torch", "md:x", "%time y = 1\nstate = torch.load('x.pt', weights_only=False)")
+    (tmp_path / "train.ipynb").write_text(source)
+    args = ["check", "--select", "TL401", "--no-cache", "--show-source"]
+    args += ["-", "--stdin-filename", "piped.ipynb"] if from_stdin else ["train.ipynb"]
+    env = {**os.environ, "NO_COLOR": "1"}
+    out = subprocess.run([sys.executable, "-m", "trainlint", *args], input=source, cwd=tmp_path,
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 1, out.stderr
+    assert "2 | state = torch.load('x.pt', weights_only=False)\n  |         ^^^^" in out.stdout

@@ -197,7 +197,7 @@ def _check_once(o: SimpleNamespace) -> int:
     from trainlint.progress import progress
     from trainlint.progress import wanted as progress_wanted
     from trainlint.reporters import ReportOptions, render, render_statistics
-    from trainlint.reporters.options import read_lines
+    from trainlint.reporters.options import read_cell_lines, read_lines
 
     resolver = Resolver(o.config_file, o.isolated, o.selection)
     here = resolve_config(o.config_file, o.isolated)  # the run's own: cache and SARIF root
@@ -272,11 +272,21 @@ def _check_once(o: SimpleNamespace) -> int:
             return split_lines(stdin_text)
         return read_lines(path)
 
+    def cell_lines(path: str) -> dict[int, list[str]] | None:
+        if stdin_text is not None and path == stdin_name:  # a notebook read from stdin
+            from trainlint.notebook import NotebookError, read_notebook
+
+            try:
+                return {cell.number: split_lines(cell.text) for cell in read_notebook(stdin_text).cells}
+            except NotebookError:
+                return None
+        return read_cell_lines(path)
+
     checked = sum(result.checked for result in results)  # unreadable and skipped files are not
     color = _use_color(o.color, o.output)
     fixed = fixing.total if fixing.active else None
     options = ReportOptions(color=color, show_source=o.show_source, source_lines=source_lines,
-                            root=str(here.root), quiet=o.quiet, fixed=fixed)
+                            cell_lines=cell_lines, root=str(here.root), quiet=o.quiet, fixed=fixed)
     if o.statistics:
         report = render_statistics(o.fmt, results)
         if o.fmt == "text" and not o.quiet and results:
