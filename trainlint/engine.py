@@ -23,7 +23,7 @@ from trainlint.cache import ResultCache, _code_fingerprint
 from trainlint.context import FileContext
 from trainlint.finding import Edit, FileResult, Finding, Fix
 from trainlint.model.linker import summaries_of
-from trainlint.notebook import Notebook, is_notebook
+from trainlint.notebook import Notebook, NotebookError, is_notebook, notebook_error, read_notebook
 from trainlint.parsing import Parser, _syntax_error, decode_source
 from trainlint.reader.files import SkippedFile, UnreadableFile, read_source
 from trainlint.reader.project import Project
@@ -119,12 +119,12 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
     `view`: `source` is a slice of an open document (`trainlint.document.View`): the rules see the
     whole document's text and the file facts the rest of it contributed, and the view observes
     the check's context once the rules ran."""
+    if notebook if notebook is not None else is_notebook(path):
+        return _lint_notebook(source, path, settings, project, gate)
     # One file's trees (Python's, LibCST's, the index) are hundreds of thousands of objects without
     # cycles, freed by reference counting when the check ends; the cyclic collector would traverse
     # them again and again while they are built (a tenth of a check). It pauses for one file, and
     # collects whatever cycles the check left once it resumes.
-    if notebook if notebook is not None else is_notebook(path):
-        return _lint_notebook(source, path, settings, project, gate)
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -245,8 +245,6 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
 
 def read_notebook_source(source: str | bytes, path: str) -> tuple[Notebook | None, Finding | None]:
     """The notebook in a file's bytes (or text), or the TL000 finding saying why it is none."""
-    from trainlint.notebook import NotebookError, notebook_error, read_notebook
-
     if isinstance(source, bytes):
         try:
             source = source.decode("utf-8-sig")  # JSON is UTF-8
