@@ -370,3 +370,21 @@ def test_show_source_shows_the_cells_lines(tmp_path, from_stdin):
                          capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 1, out.stderr
     assert "2 | state = torch.load('x.pt', weights_only=False)\n  |         ^^^^" in out.stdout
+
+
+def test_a_fix_may_edit_two_cells(tmp_path):
+    """TL402's fix adds `import os` and its helper to the first code cell (after its magic) and
+    calls the helper in the cell holding the save; both cells are written back."""
+    path = tmp_path / "save.ipynb"
+    path.write_text(notebook("md:# save", "%matplotlib inline\nimport torch\nmodel = torch.nn.Linear(2, 2)",
+                             "for epoch in range(3):\n    train_one_epoch()\n"
+                             "    torch.save(model.state_dict(), 'checkpoints/last.pt')"))
+    settings = Settings(select=resolve_selection(["TL402"], [], []))
+    [finding] = lint_path(str(path), settings).findings
+    assert finding.cell == 3 and {edit.cell for edit in finding.fix.edits} == {2, 3}
+    out = run("check", "--isolated", "--select", "TL402", "--fix", "--no-cache", "save.ipynb", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    cells = nbformat.read(path, as_version=4).cells
+    assert cells[1].source.startswith("%matplotlib inline\nimport os\n\nimport torch\n\n\ndef atomic_save(obj, path):")
+    assert cells[2].source.endswith("    atomic_save(model.state_dict(), 'checkpoints/last.pt')")
+    assert lint_path(str(path), settings).findings == []

@@ -6,10 +6,11 @@ training loop whose optimizer is built in one cell, stepped in another and whose
 third is checked as one file (as the kernel runs it). Markdown and raw cells are left out but
 counted: a cell's number is its 1-based index among all the notebook's cells, as ruff counts them.
 IPython syntax is never parsed as Python: a line magic (`%time f()`, `!pip install x`,
-`x = !ls`), a help line (`model?`) becomes `pass` with a marker comment at its own indentation,
-and the body of a cell magic that does not run Python (`%%bash`, `%%writefile`) becomes marker
-comments; every cell keeps its line count, so line numbers map back exactly. When a fix is
-written back, each marker line gets its original text again.
+`x = !ls`), a help line (`model?`) becomes a marker comment (inside a block, `pass` with the
+marker at its own indentation), and the body of a cell magic that does not run Python
+(`%%bash`, `%%writefile`) becomes marker comments; every cell keeps its line count, so line
+numbers map back exactly. When a fix is written back, each marker line gets its original text
+again.
 
 nbformat reads and validates the notebook (imported here only when a notebook is read, so a run
 without notebooks never loads it). Writing back changes only the `source` of code cells in the
@@ -31,7 +32,7 @@ from trainlint.finding import SYNTAX_ERROR_CODE, Edit, Finding, Fix, Severity
 SUFFIX = ".ipynb"
 #: the line between two cells of the joined module (a comment: it changes nothing Python sees)
 SEPARATOR = "# %% trainlint: next cell"
-#: what an IPython line becomes; restored from the notebook when a fix is written back
+#: what an IPython line becomes (after `pass` in a block); restored when a fix is written back
 MARKER = "# %trainlint-ipython"
 #: cell magics whose body is Python the kernel runs (the magic line alone is neutralised)
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "python", "python3"})
@@ -82,7 +83,9 @@ def _neutralise(text: str) -> tuple[str, list[str]]:
                 _LINE_MAGIC.match(line) or _HELP.match(line) or _ASSIGNED_MAGIC.match(line))):
             originals.append(line)
             indent = line[:len(line) - len(line.lstrip())]
-            out.append(MARKER if continued else f"{indent}pass  {MARKER}")
+            # at top level a comment (a fix that adds an import or a helper reads the module's
+            # first statements); in a block `pass`, which a block of only a magic needs
+            out.append(f"{indent}pass  {MARKER}" if indent and not continued else MARKER)
             continued = line.rstrip().endswith("\\")
         else:
             out.append(line)
