@@ -388,3 +388,9 @@ def test_a_fix_may_edit_two_cells(tmp_path):
     assert cells[1].source.startswith("%matplotlib inline\nimport os\n\nimport torch\n\n\ndef atomic_save(obj, path):")
     assert cells[2].source.endswith("    atomic_save(model.state_dict(), 'checkpoints/last.pt')")
     assert lint_path(str(path), settings).findings == []
+
+
+def test_top_level_await_is_valid_in_a_notebook_only():
+    cell = "import asyncio\nawait asyncio.sleep(0)\nstate = torch.load('x.pt', weights_only=False)"
+    assert [f.code for f in lint_source(notebook("import torch", cell), "nb.ipynb", ALL).findings] == ["TL401"]
+    assert [f.code for f in lint_source("import torch\n" + cell + "\n", "nb.py", ALL).findings] == ["TL000"]
