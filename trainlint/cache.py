@@ -89,10 +89,17 @@ def _finding(data, path: str) -> Finding | None:
             if not (isinstance(edit, dict) and isinstance(edit.get("content"), str)
                     and all(_int(edit.get(k)) for k in ("line", "column", "end_line", "end_column"))):
                 return None
-            edits.append(Edit(edit["line"], edit["column"], edit["end_line"], edit["end_column"], edit["content"]))
+            cell = edit.get("cell")
+            if cell is not None and not _int(cell):
+                return None
+            edits.append(Edit(edit["line"], edit["column"], edit["end_line"], edit["end_column"], edit["content"],
+                              cell))
         fix = Fix(fix["title"], fix["safe"], tuple(edits))
+    cell = data.get("cell")  # a notebook's cell
+    if cell is not None and not _int(cell):
+        return None
     return Finding(path, data["line"], data["column"], data["end_line"], data["end_column"], data["code"],
-                   data["name"], Severity(data["severity"]), data["message"], fix)
+                   data["name"], Severity(data["severity"]), data["message"], fix, cell=cell)
 
 
 class ResultCache:

@@ -221,7 +221,7 @@ def _check_once(o: SimpleNamespace) -> int:
     from trainlint.progress import progress
     from trainlint.progress import wanted as progress_wanted
     from trainlint.reporters import ReportOptions, render, render_statistics
-    from trainlint.reporters.options import read_lines
+    from trainlint.reporters.options import read_cell_lines, read_lines
 
     resolver = Resolver(o.config_file, o.isolated, o.selection)
     here = resolve_config(o.config_file, o.isolated)  # the run's own: cache and SARIF root
@@ -330,11 +330,21 @@ def _check_once(o: SimpleNamespace) -> int:
             return split_lines(stdin_text)
         return read_lines(path)
 
+    def cell_lines(path: str) -> dict[int, list[str]] | None:
+        if stdin_text is not None and path == stdin_name:  # a notebook read from stdin
+            from trainlint.notebook import NotebookError, read_notebook
+
+            try:
+                return {cell.number: split_lines(cell.text) for cell in read_notebook(stdin_text).cells}
+            except NotebookError:
+                return None
+        return read_cell_lines(path)
+
     checked = sum(result.checked for result in results)  # unreadable and skipped files are not
     color = _use_color(o.color, o.output)
     fixed = fixing.total if fixing.active else None
     options = ReportOptions(color=color, show_source=o.show_source, source_lines=source_lines,
-                            root=str(here.root), quiet=o.quiet, fixed=fixed)
+                            cell_lines=cell_lines, root=str(here.root), quiet=o.quiet, fixed=fixed)
     if o.statistics:
         report = render_statistics(o.fmt, results)
         if o.fmt == "text" and not o.quiet and results:
@@ -427,6 +437,7 @@ class FixRun:
     def fix_file(self, result, resolver, projects: dict):
         from trainlint.engine import SkippedFile, UnreadableFile, decode_source, lint_source, read_source
         from trainlint.fixes import WriteError, fix_source, write_fixed
+        from trainlint.notebook import is_notebook
 
         path = result.path
         if not self._fixes(path, resolver) or not result.checked:
@@ -439,10 +450,12 @@ class FixRun:
             data = read_source(path, settings.max_file_size)
         except (UnreadableFile, SkippedFile):
             return result
+        project = projects.get(id(settings))
+        if is_notebook(path):
+            return self._fix_notebook(path, data, result, settings, project, policy)[0]
         text, _ = decode_source(data, path)
         if text is None:
             return result
-        project = projects.get(id(settings))
         outcome = fix_source(text, lambda source: lint_source(source, path, settings, project), policy)
         if not outcome.changed:
             return outcome.result
@@ -456,6 +469,41 @@ class FixRun:
                 return result
         self.total += sum(outcome.fixed.values())
         return outcome.result
+
+    def _fix_notebook(self, path: str, data: bytes, result, settings, project, policy, write: bool = True):
+        """A notebook's fixes: applied to its code cells joined as one module (where the rules
+        placed them), then the cells written back into the notebook, which nbformat must accept;
+        `--diff` shows each changed cell. Returns what remains, and the fixed notebook's text
+        (None when nothing changed or it could not be written)."""
+        from trainlint.engine import lint_source, read_notebook_source
+        from trainlint.fixes import WriteError, fix_source, write_fixed
+        from trainlint.notebook import NotebookError
+
+        notebook, _ = read_notebook_source(data, path)
+        if notebook is None:
+            return result, None
+        joined = notebook.joined()
+        outcome = fix_source(joined.source, lambda source: lint_source(source, path, settings, project, notebook=False),
+                             policy)
+        if not outcome.changed:
+            return result, None
+        try:
+            cells = joined.split(outcome.source)
+            text = notebook.with_cells(cells)
+        except NotebookError as err:
+            result.errors.append(f"cannot fix {path}: {err.message}")
+            return result, None
+        if self.diff:
+            self.diffs += [_cell_diff(f"{path}:cell {cell.number}", cell.text, new)
+                           for cell, new in zip(notebook.cells, cells) if new != cell.text]
+        elif write:
+            try:
+                write_fixed(path, data, text, self.root(path))
+            except WriteError as err:
+                result.errors.append(str(err))
+                return result, None
+        self.total += sum(outcome.fixed.values())
+        return lint_source(text, path, settings, project), text  # what remains, in the cells' lines
 
     def root(self, path: str) -> str:
         """Where a fix of `path` may write: the project root (`fixes.fix_root`) of the named path
@@ -474,18 +522,32 @@ class FixRun:
         from trainlint.engine import decode_source, lint_source
         from trainlint.fixes import encoding_of, fix_source
 
+        from trainlint.notebook import is_notebook
+
         path = result.path
         self._fixes(path, resolver)
+        settings = resolver.settings_for(path)
+        if is_notebook(path):  # `--stdin-filename x.ipynb`: the notebook's cells are fixed
+            remains, fixed = self._fix_notebook(path, data, result, settings, None, resolver.fix_policy_for(path),
+                                                write=False)
+            return remains, fixed.encode("utf-8") if fixed is not None else data
         text, _ = decode_source(data, path)
         if text is None:
             return result, data
-        settings = resolver.settings_for(path)
         outcome = fix_source(text, lambda source: lint_source(source, path, settings),
                              resolver.fix_policy_for(path), result)
         self.total += sum(outcome.fixed.values())
         if self.diff and outcome.changed:
             self.diffs.append(_unified_diff(path, text, outcome.source))
         return outcome.result, outcome.source.encode(encoding_of(data), "surrogateescape")
+
+
+def _cell_diff(name: str, before: str, after: str) -> str:
+    """A cell's diff: a cell's last line has no newline by custom, which is not worth a
+    `\\ No newline at end of file` in every cell's diff."""
+    if not before.endswith("\n") and not after.endswith("\n"):
+        before, after = before + "\n", after + "\n"
+    return _unified_diff(name, before, after)
 
 
 def _unified_diff(path: str, before: str, after: str) -> str:
@@ -538,7 +600,7 @@ def _watch(o: SimpleNamespace) -> int:
     try:
         check_reporting_errors()
         click.echo("Watching for changes (Ctrl-C to stop).", err=True)
-        for changes in watch(*roots, watch_filter=PythonFilter(extra_extensions=(".toml",))):
+        for changes in watch(*roots, watch_filter=PythonFilter(extra_extensions=(".toml", ".ipynb"))):
             changed = sorted({os.path.relpath(path) for _, path in changes})
             _say(f"\n{time.strftime('%H:%M:%S')} {', '.join(map(one_line, changed))} changed; checking again.",
                  err=True)
@@ -615,7 +677,13 @@ def trace(script: str, script_args: tuple[str, ...], max_steps: int, fmt: str, t
     Exit codes: 0 nothing confirmed at warning or above, 1 confirmed (or the resume diverged),
     2 usage error or no result, 3 the script failed before its first step (or left by os._exit
     with a non-zero status), 4 no optimizer step.
+
+    Notebooks (.ipynb) are not traced (a kernel's cells are not one script run by `python`):
+    export the notebook to a script first (`jupyter nbconvert --to script`).
     """
+    if script.lower().endswith(".ipynb"):
+        _fail(f"trace runs Python scripts, not notebooks: {script} is a notebook; export it first "
+              "(`jupyter nbconvert --to script`) and trace the script")
     from trainlint.runtime.trace_command import command
 
     if resume_arg is not None and resume_check is None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from trainlint.reader.config_files import ConfigError, find_config, read_toml
-from trainlint.reader.discovery import DEFAULT_EXCLUDES, Discovery
+from trainlint.reader.discovery import DEFAULT_EXCLUDES, DEFAULT_INCLUDE, Discovery
 from trainlint.settings import (DEFAULT_MAX_FILE_SIZE, DEFAULT_MIN_TORCH, DEFAULT_TEST_CODE_IGNORE, FixPolicy, SelectorError, Settings,
                                 canonical_selector, codes_for, resolve_selection)
 
@@ -45,6 +45,9 @@ class FileConfig:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exclude: tuple[str, ...] | None = None
     extend_exclude: tuple[str, ...] = ()
+    #: file-name globs a directory walk checks (None: DEFAULT_INCLUDE, `*.py` and `*.ipynb`)
+    include: tuple[str, ...] | None = None
+    extend_include: tuple[str, ...] = ()
     min_torch_version: tuple[int, ...] | None = None
     max_file_size: int | None = None
     #: `fix = true`: `check` applies fixes as if `--fix` were given; `unsafe-fixes` adds the unsafe ones
@@ -148,6 +151,8 @@ SCHEMA: dict[str, tuple[str, Callable]] = {
     "per-file-ignores": ("per_file_ignores", _per_file_ignores),
     "exclude": ("exclude", _string_list),
     "extend-exclude": ("extend_exclude", _string_list),
+    "include": ("include", _string_list),
+    "extend-include": ("extend_include", _string_list),
     "min-torch-version": ("min_torch_version", _min_torch_version),
     "max-file-size": ("max_file_size", _max_file_size),
     "fix": ("fix", _bool),
@@ -251,7 +256,9 @@ def build_discovery(config: FileConfig, cli: CliSelection | None = None) -> Disc
     if cli is not None:  # command-line globs are relative to the current directory
         extra = tuple(p if "/" not in p.strip("/") else os.path.join(os.getcwd(), p.strip("/")).replace("\\", "/")
                       for p in cli.exclude)
-    return Discovery(excludes=tuple(excludes) + config.extend_exclude + extra, root=str(config.root))
+    include = config.include if config.include is not None else DEFAULT_INCLUDE
+    return Discovery(excludes=tuple(excludes) + config.extend_exclude + extra, root=str(config.root),
+                     include=tuple(include) + config.extend_include)
 
 
 def cache_directory(config: FileConfig) -> Path:

@@ -23,6 +23,7 @@ from trainlint.cache import ResultCache, _code_fingerprint
 from trainlint.context import FileContext
 from trainlint.finding import Edit, FileResult, Finding, Fix
 from trainlint.model.linker import summaries_of
+from trainlint.notebook import Notebook, NotebookError, is_notebook, notebook_error, read_notebook
 from trainlint.parsing import Parser, _syntax_error, decode_source, normalize_identifiers
 from trainlint.reader.files import SkippedFile, UnreadableFile, read_source
 from trainlint.reader.project import Project
@@ -101,8 +102,13 @@ def _to_fix(spec: FixSpec, module: cst.Module, positions: Positions, lines: list
 
 def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings | None = None,
                 project: Project | None = None, *, gate: bool = True, parser: Parser = _FRESH,
-                view=None) -> FileResult:
+                view=None, notebook: bool | None = None) -> FileResult:
     """Check one file's contents. Never raises for bad input or a failing rule.
+
+    A notebook (`notebook`, by default: a path ending in `.ipynb`) is checked as its code cells
+    joined into one module (`trainlint.notebook`); its findings count lines within their cell
+    and name it (`Finding.cell`). `notebook=False` checks `source` as Python whatever the path:
+    the joined module itself, with its own lines (what `--fix` edits).
 
     With a `project`, names the file imports from the project's other files are looked up in
     their summaries (those files are read, never reported on).
@@ -113,6 +119,8 @@ def lint_source(source: str | bytes, path: str = "<stdin>", settings: Settings |
     `view`: `source` is a slice of an open document (`trainlint.document.View`): the rules see the
     whole document's text and the file facts the rest of it contributed, and the view observes
     the check's context once the rules ran."""
+    if notebook if notebook is not None else is_notebook(path):
+        return _lint_notebook(source, path, settings, project, gate)
     # One file's trees (Python's, LibCST's, the index) are hundreds of thousands of objects without
     # cycles, freed by reference counting when the check ends; the cyclic collector would traverse
     # them again and again while they are built (a tenth of a check). It pauses for one file, and
@@ -243,6 +251,38 @@ def _check_text(source: str, path: str, settings: Settings, project: Project | N
                                 report.severity or rule.severity, message, fix))
     result.findings = sorted(apply_suppressions(findings, source, path, codes),
                              key=lambda f: f.sort_key)
+    return result
+
+
+def read_notebook_source(source: str | bytes, path: str) -> tuple[Notebook | None, Finding | None]:
+    """The notebook in a file's bytes (or text), or the TL000 finding saying why it is none."""
+    if isinstance(source, bytes):
+        try:
+            source = source.decode("utf-8-sig")  # JSON is UTF-8
+        except UnicodeDecodeError as err:
+            line = source.count(b"\n", 0, err.start) + 1
+            column = err.start - (source.rfind(b"\n", 0, err.start) + 1) + 1
+            return None, notebook_error(path, NotebookError(f"not valid JSON: cannot decode byte "
+                                                            f"0x{source[err.start]:02x} as UTF-8", line, column))
+    try:
+        return read_notebook(source), None
+    except NotebookError as err:
+        return None, notebook_error(path, err)
+
+
+def _lint_notebook(source: str | bytes, path: str, settings: Settings | None, project: Project | None,
+                   gate: bool) -> FileResult:
+    """A notebook's findings: its code cells checked as one module, each finding in its cell's lines."""
+    settings = settings or Settings()
+    notebook, error = read_notebook_source(source, path)
+    if notebook is None:  # not JSON, not a notebook: never a pass
+        result = FileResult(path)
+        if SYNTAX_ERROR_CODE in settings.codes_for_path(path):
+            result.findings.append(error)
+        return result
+    joined = notebook.joined()
+    result = lint_source(joined.source, path, settings, project, gate=gate, notebook=False)
+    result.findings = sorted((joined.to_cells(f) for f in result.findings), key=lambda f: f.sort_key)
     return result
 
 

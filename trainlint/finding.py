@@ -28,15 +28,20 @@ class Edit:
     end_line: int
     end_column: int
     content: str
+    #: in a notebook, the 1-based number of the cell the lines count in (None in a .py file)
+    cell: int | None = None
 
     def to_dict(self) -> dict:
-        return {
+        data = {
             "line": self.line,
             "column": self.column,
             "end_line": self.end_line,
             "end_column": self.end_column,
             "content": self.content,
         }
+        if self.cell is not None:
+            data["cell"] = self.cell
+        return data
 
 
 @dataclass(frozen=True)
@@ -61,9 +66,12 @@ class Finding:
     severity: Severity
     message: str
     fix: Fix | None = None
+    #: in a notebook, the 1-based index of the cell among all its cells; `line`/`end_line` count
+    #: within that cell (RULES.md, "Notebooks"). None in a .py file.
+    cell: int | None = None
 
     def to_dict(self) -> dict:
-        return {
+        data = {
             "path": self.path,
             "line": self.line,
             "column": self.column,
@@ -75,6 +83,9 @@ class Finding:
             "message": self.message,
             "fix": self.fix.to_dict() if self.fix else None,
         }
+        if self.cell is not None:  # only in notebooks: a .py file's findings keep their keys
+            data["cell"] = self.cell
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Finding:
@@ -90,11 +101,12 @@ class Finding:
             severity=Severity(data["severity"]),
             message=data["message"],
             fix=Fix(fix["title"], fix["safe"], tuple(Edit(**e) for e in fix["edits"])) if fix else None,
+            cell=data.get("cell"),
         )
 
     @property
     def sort_key(self) -> tuple:
-        return (self.path, self.line, self.column, self.code)
+        return (self.path, self.cell or 0, self.line, self.column, self.code)
 
 
 @dataclass

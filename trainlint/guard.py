@@ -185,7 +185,9 @@ def _compile(source: str, path: str, tree: ast.Module | None, recursion_limit: i
     """`compile()` of `tree` (else of the text) under `recursion_limit`, restored afterwards."""
     before = sys.getrecursionlimit()
     sys.setrecursionlimit(recursion_limit)
+    # a notebook's cells may `await` at top level (IPython runs them in an event loop)
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if path.lower().endswith(".ipynb") else 0
     try:
-        compile(tree if tree is not None else source, path, "exec", dont_inherit=True)
+        compile(tree if tree is not None else source, path, "exec", flags=flags, dont_inherit=True)
     finally:
         sys.setrecursionlimit(before)

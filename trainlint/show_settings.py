@@ -8,6 +8,7 @@ from dataclasses import fields
 
 from trainlint.config import SCHEMA, FileConfig, Resolver
 from trainlint.sanitize import one_line
+from trainlint.reader.discovery import DEFAULT_INCLUDE
 from trainlint.settings import DEFAULT_MAX_FILE_SIZE, DEFAULT_MIN_TORCH, DEFAULT_TEST_CODE_IGNORE, is_test_code
 
 _DEFAULTS = FileConfig()
@@ -61,6 +62,8 @@ def render_settings(resolver: Resolver, path: str) -> str:
             value = _show_default_excludes()
         if key == "test-code-ignore" and value is None:
             value = DEFAULT_TEST_CODE_IGNORE
+        if key == "include" and value is None:
+            value = DEFAULT_INCLUDE
         shown = value if isinstance(value, str) else _show(key, value)
         if key in _FLAGS and getattr(cli, field_name) is not None:  # --fix/--no-fix, --unsafe-fixes/...
             rows.append((key, json.dumps(getattr(cli, field_name)), f"command line ({_FLAGS[key]})"))

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from trainlint.finding import Edit, FileResult, Finding, Fix
+from trainlint.notebook import NotebookError, is_notebook, read_notebook
 from trainlint.positions import split_lines
 
 UNUSED_NOQA, MALFORMED_NOQA = "TL001", "TL002"
@@ -416,6 +417,27 @@ def add_noqa(source: str, codes_by_line: dict[int, set[str]]) -> tuple[str, int,
     return "".join(parts), changed, left
 
 
+def _add_noqa_to_notebook(data: bytes, findings: list[Finding]) -> tuple[str, int, list[tuple[int, str]]]:
+    """`add_noqa` for a notebook: the directives go on the cells' lines (the findings name their
+    cell), and the notebook is written back as a fix is. The lines left are counted in the
+    joined module, so they are reported by cell too."""
+    from trainlint.settings import SYNTAX_ERROR_CODE
+
+    notebook = read_notebook(data.decode("utf-8-sig"))
+    joined = notebook.joined()
+    starts = {cell.number: cell.start for cell in joined.cells}
+    codes_by_line: dict[int, set[str]] = {}
+    for finding in findings:
+        if finding.cell in starts and finding.code != SYNTAX_ERROR_CODE and finding.code not in NOQA_CODES:
+            codes_by_line.setdefault(starts[finding.cell] + finding.line - 1, set()).add(finding.code)
+    text, changed, left = add_noqa(joined.source, codes_by_line)
+    located = []
+    for line, why in left:
+        cell, cell_line = joined.locate(line)
+        located.append((cell_line, f"(cell {cell.number if cell else '?'}) {why}"))
+    return (notebook.with_cells(joined.split(text)) if changed else "", changed, located)
+
+
 def add_noqa_to_files(results: Iterable[FileResult], root_of: Callable[[str], str | None] = lambda path: None
                       ) -> tuple[int, int, list[tuple[str, int, str]], list[str]]:
     """`--add-noqa`: suppress every finding in place. Returns the directives added or extended,
@@ -438,14 +460,17 @@ def add_noqa_to_files(results: Iterable[FileResult], root_of: Callable[[str], st
         try:
             with open(result.path, "rb") as handle:
                 data = handle.read()
-            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-            text, changed, unchanged = add_noqa(data.decode(encoding), codes_by_line)
+            if is_notebook(result.path):
+                text, changed, unchanged = _add_noqa_to_notebook(data, result.findings)
+            else:
+                encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+                text, changed, unchanged = add_noqa(data.decode(encoding), codes_by_line)
             if changed:
                 write_fixed(result.path, data, text, root_of(result.path))
         except WriteError as err:  # a link out of the project, a read-only file, a file that changed
             unwritten.append(str(err))
             continue
-        except (OSError, SyntaxError, UnicodeError) as err:
+        except (OSError, SyntaxError, UnicodeError, NotebookError) as err:
             # it was read a moment ago; a file that vanished keeps its findings
             left.append((result.path, 0, f"it could not be rewritten ({getattr(err, 'strerror', None) or err})"))
             continue

@@ -18,6 +18,12 @@ been left alone for a while (`confirmMs`, default 2000), the whole file is check
 from the slice's, they are published (or, to a pull client, announced with a diagnostic refresh)
 and a warning is logged.
 
+Notebooks (`notebookDocument/didOpen`, `didChange`, `didClose`, as `ruff server` serves them):
+the code cells of a notebook are checked as one module (`trainlint.notebook`, as `check` does a
+`.ipynb` file), and each cell document gets the diagnostics of its own lines; hover and quick
+fixes on a cell read the same check (a fix whose edits reach another cell is left out, and "fix
+all" is for whole files, not cells).
+
 A document is checked as part of its project (the workspace folder that holds it, else the folder
 of its nearest configuration file): names it imports from other project files are read from
 their saved text. Saving such a helper re-checks the open documents that import it.
@@ -29,7 +35,7 @@ import asyncio
 import logging
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
@@ -51,11 +57,16 @@ from trainlint.lsp.diagnostics import SOURCE, hover_markdown, to_diagnostic
 from trainlint.lsp.positions import Encoder
 from trainlint.positions import split_lines
 from trainlint.lsp.project import ProjectSettings
+from trainlint.notebook import is_notebook, join_cells
 from trainlint.reader.project import Project, find_root
 from trainlint.suppress import Comments, scan
 from trainlint.settings import DEFAULT_MAX_FILE_SIZE, Settings
 
 logger = logging.getLogger(__name__)
+
+#: the notebooks served: Jupyter notebooks' Python cells (markdown cells are not synced)
+NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(notebook_selector=[types.NotebookDocumentFilterWithCells(
+    notebook="jupyter-notebook", cells=[types.NotebookCellLanguage(language="python")])])
 
 DEFAULT_DEBOUNCE_SECONDS = 0.150
 DEFAULT_CONFIRM_SECONDS = 2.0  # idle time before the whole file is checked after a sliced check
@@ -128,7 +139,7 @@ class TrainlintServer(LanguageServer):
         # Full sync: pygls applies incremental edits on `str.splitlines` lines, which disagree
         # with the editor's lines when a form feed or U+2028 is in the file.
         super().__init__("trainlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full,
-                         protocol_cls=TrainlintProtocol)
+                         protocol_cls=TrainlintProtocol, notebook_document_sync=NOTEBOOK_SYNC)
         self.debounce = debounce
         self.confirm_delay = DEFAULT_CONFIRM_SECONDS
         self.push_diagnostics = True
@@ -142,6 +153,8 @@ class TrainlintServer(LanguageServer):
         self._documents: dict[str, DocumentLinter] = {}
         self._confirming: dict[str, asyncio.Task] = {}
         self._projects: dict[str, Project] = {}
+        # per open notebook (unquoted URI): the key of the cells last checked, and each code cell's result
+        self._notebooks: dict[str, tuple[tuple, dict[str, Linted]]] = {}
         # One worker: lints run one at a time, and a stale one is skipped before it starts.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainlint-lint")
 
@@ -161,6 +174,12 @@ class TrainlintServer(LanguageServer):
         path = document_path(uri)
         project = self.project_for(path, settings.max_file_size) if path else None
         sliced = False
+        if is_notebook(path or uri):
+            # a notebook opened as text (its JSON): only what is about the file itself (a TL000)
+            # has a place in it; findings in cells are served to the notebook document
+            result = lint_source(text, path or uri, settings, project, parser=Parser())
+            findings = [f for f in result.findings if f.cell is None]
+            return Linted(version, text, findings, split_lines(text))
         if self.is_open(uri):
             linter = self._documents.setdefault(uri, DocumentLinter())
             before = linter.sliced
@@ -173,7 +192,12 @@ class TrainlintServer(LanguageServer):
         return Linted(version, text, result.findings, split_lines(text), sliced)
 
     async def lint(self, uri: str, only_if_current: bool = False) -> Linted | None:
-        """The findings for the document's current text (cached per version)."""
+        """The findings for the document's current text (cached per version); for a notebook's
+        cell, the cell's part of its notebook's check."""
+        notebook = self.workspace.get_notebook_document(cell_uri=uri)
+        if notebook is not None:
+            cells = await self.lint_notebook(notebook.uri)
+            return cells.get(unquote(uri)) or Linted(None, "", [], [""])  # a markdown cell: nothing
         # on this thread: a configuration error is shown to the user from here
         settings = self.project.settings_for(document_path(uri))
         loop = asyncio.get_running_loop()
@@ -192,6 +216,76 @@ class TrainlintServer(LanguageServer):
             if linted.sliced:
                 self._confirm_later(uri, linted)
         return linted
+
+    # -- notebooks ------------------------------------------------------------------------
+    def _code_cells(self, notebook_uri: str) -> list[tuple[int, str, int | None, str]]:
+        """(number among all cells, cell URI, version, text) of the notebook's open code cells."""
+        notebook = self.workspace.get_notebook_document(notebook_uri=notebook_uri)
+        cells = []
+        for number, cell in enumerate(notebook.cells if notebook is not None else (), start=1):
+            document = self.workspace.text_documents.get(unquote(cell.document))
+            if cell.kind == types.NotebookCellKind.Code and document is not None:
+                cells.append((number, cell.document, document.version, document.source))
+        return cells
+
+    async def lint_notebook(self, notebook_uri: str) -> dict[str, Linted]:
+        """Each code cell's findings (by unquoted cell URI) from one check of the notebook's code
+        cells joined, cached until a cell or the notebook changes."""
+        notebook = self.workspace.get_notebook_document(notebook_uri=notebook_uri)
+        if notebook is None:
+            return {}
+        cells = self._code_cells(notebook_uri)
+        key = (notebook.version, tuple((uri, version, text) for _, uri, version, text in cells))
+        cached = self._notebooks.get(unquote(notebook_uri))
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        settings = self.project.settings_for(document_path(notebook_uri))
+        linted = await asyncio.get_running_loop().run_in_executor(
+            self._executor, self._lint_notebook, notebook_uri, cells, settings)
+        if self.workspace.get_notebook_document(notebook_uri=notebook_uri) is not None:
+            self._notebooks[unquote(notebook_uri)] = (key, linted)
+        return linted
+
+    def _lint_notebook(self, notebook_uri: str, cells, settings: Settings) -> dict[str, Linted]:
+        path = document_path(notebook_uri)
+        project = self.project_for(path, settings.max_file_size) if path else None
+        joined = join_cells((number, text) for number, _, _, text in cells)
+        result = lint_source(joined.source, path or notebook_uri, settings, project, parser=Parser(), notebook=False)
+        for error in result.errors:
+            logger.error("%s", error)
+        by_cell: dict[int, list[Finding]] = {}
+        for finding in result.findings:
+            finding = joined.to_cells(finding)
+            if finding.fix is not None and any(edit.cell != finding.cell for edit in finding.fix.edits):
+                finding = replace(finding, fix=None)  # a quick fix edits the cell it is offered in
+            by_cell.setdefault(finding.cell, []).append(finding)
+        return {unquote(uri): Linted(version, text, by_cell.get(number, []), split_lines(text))
+                for number, uri, version, text in cells}
+
+    def schedule_notebook(self, notebook_uri: str, delay: float) -> None:
+        if self.push_diagnostics:
+            _restart(self._pending, unquote(notebook_uri), self._publish_notebook_after(notebook_uri, delay))
+
+    async def _publish_notebook_after(self, notebook_uri: str, delay: float) -> None:
+        if delay > 0:
+            await asyncio.sleep(delay)
+        notebook = self.workspace.get_notebook_document(notebook_uri=notebook_uri)
+        if notebook is None:
+            return
+        version = notebook.version
+        cells = await self.lint_notebook(notebook_uri)
+        notebook = self.workspace.get_notebook_document(notebook_uri=notebook_uri)
+        if notebook is None or notebook.version != version:
+            return  # edited meanwhile: the newer edit's publish follows
+        for uri, linted in cells.items():
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+                uri=uri, diagnostics=self.diagnostics(linted), version=linted.version))
+
+    def forget_notebook(self, notebook_uri: str) -> None:
+        task = self._pending.pop(unquote(notebook_uri), None)
+        if task is not None:
+            task.cancel()
+        self._notebooks.pop(unquote(notebook_uri), None)
 
     def _confirm_later(self, uri: str, sliced: Linted) -> None:
         _restart(self._confirming, uri, self._confirm(uri, sliced))
@@ -223,7 +317,10 @@ class TrainlintServer(LanguageServer):
 
     async def fix_all(self, uri: str, linted: Linted) -> str | None:
         """The document's text with every fix its configuration allows applied (safe ones unless
-        `unsafe-fixes`), as `check --fix` would; None when there is nothing to fix."""
+        `unsafe-fixes`), as `check --fix` would; None when there is nothing to fix (or the
+        document is a notebook's cell: its fixes may need the other cells)."""
+        if self.workspace.get_notebook_document(cell_uri=uri) is not None:
+            return None
         path = document_path(uri)
         policy = self.project.fix_policy_for(path)
         if not any(policy.allows(finding) for finding in linted.findings):
@@ -267,6 +364,11 @@ class TrainlintServer(LanguageServer):
         for uri in importers:
             self._results.pop(uri, None)
             self.schedule(uri, 0)
+        for notebook_uri in list(self.workspace.notebook_documents):
+            # a notebook's cells are checked with the project's files too: whatever they import
+            # may be what was saved (checking a notebook again is as cheap as finding out)
+            self._notebooks.pop(notebook_uri, None)
+            self.schedule_notebook(notebook_uri, 0)
 
     def importers_of(self, saved_uri: str, documents: list[tuple[str, str]]) -> list[str]:
         """Of the open `documents` (uri, text), those other than `saved_uri` that import the file
@@ -382,6 +484,25 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: TrainlintServer, params: types.DidChangeTextDocumentParams) -> None:
         ls.schedule(params.text_document.uri, ls.debounce)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def notebook_did_open(ls: TrainlintServer, params: types.DidOpenNotebookDocumentParams) -> None:
+        ls.schedule_notebook(params.notebook_document.uri, 0)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def notebook_did_change(ls: TrainlintServer, params: types.DidChangeNotebookDocumentParams) -> None:
+        structure = params.change.cells.structure if params.change.cells else None
+        if ls.push_diagnostics and structure is not None:
+            for cell in structure.did_close or ():  # a deleted cell's diagnostics go with it
+                ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=cell.uri, diagnostics=[]))
+        ls.schedule_notebook(params.notebook_document.uri, ls.debounce)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def notebook_did_close(ls: TrainlintServer, params: types.DidCloseNotebookDocumentParams) -> None:
+        ls.forget_notebook(params.notebook_document.uri)
+        if ls.push_diagnostics:
+            for cell in params.cell_text_documents:
+                ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=cell.uri, diagnostics=[]))
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
     async def did_save(ls: TrainlintServer, params: types.DidSaveTextDocumentParams) -> None:

@@ -1,4 +1,5 @@
-"""Which files a run checks: walk directories for `*.py`, skip excluded and git-ignored paths
+"""Which files a run checks: walk directories for the included file names (`*.py` and `*.ipynb`
+unless `include`/`extend-include` say otherwise), skip excluded and git-ignored paths
 (read from `.gitignore` files: git itself is never run on a checked tree).
 
 Files named on the command line are always checked (whatever their suffix, whatever the
@@ -26,6 +27,11 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
 )
 
 
+#: File-name globs a directory walk checks unless `include` is set, which replaces this list
+#: (`include = ["*.py"]` leaves notebooks out; `extend-include` adds to it).
+DEFAULT_INCLUDE: tuple[str, ...] = ("*.py", "*.ipynb")
+
+
 #: Bytes read of one ignore file; a larger one is read up to this much.
 _MAX_IGNORE_FILE = 1 << 20
 
@@ -50,6 +56,8 @@ class Discovery:
     excludes: tuple[str, ...] = DEFAULT_EXCLUDES
     root: str = "."
     use_git: bool = True
+    #: file-name globs of the files a walk checks
+    include: tuple[str, ...] = DEFAULT_INCLUDE
     #: Patterns matched against a path relative to `root` (those containing a `/`), or against
     #: the absolute path when they are absolute (`--exclude` globs, anchored at the current directory).
     _anchored: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
@@ -58,6 +66,11 @@ class Discovery:
         anchored = tuple(p.rstrip("/") if os.path.isabs(p) else p.strip("/")
                          for p in self.excludes if "/" in p.strip("/"))
         object.__setattr__(self, "_anchored", anchored)
+
+    def is_included(self, filename: str) -> bool:
+        """True if a walked file's name matches an `include` glob (a glob with a `/` matches the
+        name's last part, as a walk only ever asks about names)."""
+        return any(fnmatch.fnmatchcase(filename, pattern.rsplit("/", 1)[-1]) for pattern in self.include)
 
     def is_excluded(self, path: str) -> bool:
         """True if a walked path matches an exclude: by its own name, or (for patterns with a
@@ -157,7 +170,7 @@ def _walk(directory: str, discovery_for: Callable[[str], Discovery], errors: lis
             and not (gitignore and gitignore.ignored(os.path.join(current, d), is_dir=True))
         )
         for filename in sorted(filenames):
-            if not filename.endswith(".py"):
+            if not discovery.is_included(filename):
                 continue
             path = os.path.join(current, filename)
             if discovery.is_excluded(path) or (gitignore and gitignore.ignored(path, is_dir=False)):

@@ -36,6 +36,7 @@ from trainlint.parsing import dotted_name, normalize_identifiers
 from trainlint.reader import import_store
 from trainlint.reader.config_files import ROOT_MARKERS, ConfigError, find_config
 from trainlint.reader.discovery import Discovery, MissingPath, discover
+from trainlint.notebook import NotebookError, is_notebook, read_notebook
 from trainlint.reader.files import DEFAULT_MAX_FILE_SIZE, SkippedFile, UnreadableFile, read_source
 
 # the suffixes of module files, in the order the import system tries them (only `.py` is read)
@@ -564,7 +565,7 @@ class Project:
         if known is not None and known[0] in (_FOLDER, _UNBOUNDED):
             return known
         # an extension or bytecode module is never read: it only changes what is imported
-        read = self._read(node) if key.endswith(".py") else None
+        read = self._read(node) if key.endswith(".py") or is_notebook(key) else None
         if read is None:
             if not os.path.isdir(node):
                 return None, []
@@ -688,7 +689,10 @@ class Project:
             data = read_source(key, self.max_file_size)
         except (UnreadableFile, SkippedFile):
             return None
-        read = (hashlib.sha256(data).hexdigest(), _decode(data))
+        text = _decode(data)
+        if is_notebook(key):  # what the engine checks of a notebook: its code cells as one module
+            text = _notebook_python(text)
+        read = (hashlib.sha256(data).hexdigest(), text)
         self._files[key] = (stamp, *read)
         return read
 
@@ -728,6 +732,15 @@ def tree_of(text: str, path: str) -> cst.Module | None:
         return cst.parse_module(text)
     except (cst.ParserSyntaxError, RecursionError, ValueError, MemoryError):
         return None
+
+
+def _notebook_python(text: str) -> str:
+    """A notebook's code cells joined as the engine checks them; nothing for a notebook that is
+    not one (the engine reports it as TL000)."""
+    try:
+        return read_notebook(text).joined().source
+    except NotebookError:
+        return ""
 
 
 def _decode(data: bytes) -> str:

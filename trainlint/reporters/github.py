@@ -35,8 +35,15 @@ def annotation(finding: Finding) -> str:
         "endColumn": finding.end_column,
         "title": f"{finding.code} {finding.name}",
     }
+    message = finding.message
+    if finding.cell is not None:
+        # a notebook: its lines count within a cell, not in the file GitHub shows, so the
+        # annotation is on the file and the message says where
+        for key in ("line", "col", "endLine", "endColumn"):
+            del properties[key]
+        message = f"cell {finding.cell}, line {finding.line}, column {finding.column}: {message}"
     props = ",".join(f"{key}={escape_property(str(value))}" for key, value in properties.items())
-    return f"::{LEVELS[finding.severity]} {props}::{escape_data(finding.message)}"
+    return f"::{LEVELS[finding.severity]} {props}::{escape_data(message)}"
 
 
 def render(results: Sequence[FileResult], files_checked: int, options: ReportOptions) -> str:

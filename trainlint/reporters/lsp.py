@@ -40,6 +40,8 @@ def diagnostic(finding: Finding, docs_urls: dict[str, str]) -> dict:
     }
     if finding.code in docs_urls:
         result["codeDescription"] = {"href": docs_urls[finding.code]}
+    if finding.cell is not None:  # a notebook: the range counts within this cell
+        result["data"] = {"cell": finding.cell}
     return result
 
 

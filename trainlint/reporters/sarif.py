@@ -52,22 +52,28 @@ def to_sarif(results: Sequence[FileResult], options: ReportOptions) -> dict:
     sarif_results = []
     for result in results:
         for finding in result.findings:
+            location = {"artifactLocation": artifact_location(finding.path, options.root)}
+            message = finding.message
+            if finding.cell is None:
+                location["region"] = {
+                    "startLine": finding.line,
+                    "startColumn": finding.column,
+                    "endLine": finding.end_line,
+                    "endColumn": finding.end_column,
+                }
+            else:
+                # a notebook: lines count within a cell, not in the file's JSON, so the result is
+                # on the file with the cell stated (and kept in the result's properties)
+                message = f"cell {finding.cell}, line {finding.line}, column {finding.column}: {message}"
             entry = {
                 "ruleId": finding.code,
                 "level": LEVELS[finding.severity],
-                "message": {"text": finding.message},
-                "locations": [{
-                    "physicalLocation": {
-                        "artifactLocation": artifact_location(finding.path, options.root),
-                        "region": {
-                            "startLine": finding.line,
-                            "startColumn": finding.column,
-                            "endLine": finding.end_line,
-                            "endColumn": finding.end_column,
-                        },
-                    }
-                }],
+                "message": {"text": message},
+                "locations": [{"physicalLocation": location}],
             }
+            if finding.cell is not None:
+                entry["properties"] = {"cell": finding.cell, "cellLine": finding.line, "cellColumn": finding.column,
+                                       "cellEndLine": finding.end_line, "cellEndColumn": finding.end_column}
             if finding.code in index:
                 entry["ruleIndex"] = index[finding.code]
             sarif_results.append(entry)

@@ -82,11 +82,17 @@ def _link(text: str, url: str | None, options: ReportOptions) -> str:
     return f"\x1b]8;;{url}\x1b\\{text}\x1b]8;;\x1b\\"
 
 
+def location(finding: Finding) -> str:
+    """`path:line:col`, in a notebook `path:cell N:line:col` (the line counts within the cell, as ruff prints it)."""
+    cell = f"cell {finding.cell}:" if finding.cell is not None else ""
+    return f"{one_line(finding.path)}:{cell}{finding.line}:{finding.column}"
+
+
 def format_finding(finding: Finding, options: ReportOptions, url: str | None = None) -> str:
     # the path and the message come from the checked files (a file name, quoted source): escaped
-    location = _style(f"{one_line(finding.path)}:{finding.line}:{finding.column}:", options, bold=True)
+    location_text = _style(f"{location(finding)}:", options, bold=True)
     code = _link(_style(finding.code, options, fg=_COLOURS[finding.severity], bold=True), url, options)
-    return f"{location} {code} [{finding.name}] {one_line(finding.message)}"
+    return f"{location_text} {code} [{finding.name}] {one_line(finding.message)}"
 
 
 def summary(results: Sequence[FileResult], files_checked: int, fixed: int | None = None) -> str:
@@ -124,10 +130,14 @@ def render(results: Sequence[FileResult], files_checked: int, options: ReportOpt
     urls = docs_urls()
     out: list[str] = []
     for result in results:
-        lines = None
+        lines = cells = None
         for finding in result.findings:
             out.append(format_finding(finding, options, urls.get(finding.code)))
-            if options.show_source:
+            if options.show_source and finding.cell is not None:  # a notebook: the cell's lines
+                if cells is None:
+                    cells = options.cell_lines(result.path) or {}
+                out.extend(_source_excerpt(finding, cells.get(finding.cell), options, urls.get(finding.code)))
+            elif options.show_source:
                 if lines is None:
                     lines = options.source_lines(result.path) or []
                 out.extend(_source_excerpt(finding, lines, options, urls.get(finding.code)))
