@@ -54,6 +54,8 @@ class FileConfig:
     fixable: tuple[str, ...] | None = None
     unfixable: tuple[str, ...] = ()
     test_code_ignore: tuple[str, ...] | None = None
+    #: `include-unproven = true`: also report (at info) findings whose required premises are unknown
+    include_unproven: bool | None = None
     #: The keys the file sets (for `--show-settings`: where each setting came from).
     keys: frozenset[str] = frozenset()
 
@@ -76,6 +78,8 @@ class CliSelection:
     #: `--fix/--no-fix` and `--unsafe-fixes/--no-unsafe-fixes`; None: the configuration decides
     fix: bool | None = None
     unsafe_fixes: bool | None = None
+    #: `--include-unproven/--no-include-unproven`; None: the configuration decides
+    include_unproven: bool | None = None
 
 
 def _string_list(path: Path, key: str, value) -> tuple[str, ...]:
@@ -140,6 +144,7 @@ SCHEMA: dict[str, tuple[str, Callable]] = {
     "fixable": ("fixable", _selectors),
     "unfixable": ("unfixable", _selectors),
     "test-code-ignore": ("test_code_ignore", _selectors),
+    "include-unproven": ("include_unproven", _bool),
 }
 KEYS = tuple(SCHEMA)
 
@@ -206,6 +211,7 @@ def build_settings(config: FileConfig, cli: CliSelection) -> Settings:
         root=str(config.root) if config.path else None,
         test_code_ignore=_codes(config.test_code_ignore if config.test_code_ignore is not None
                                 else DEFAULT_TEST_CODE_IGNORE),
+        include_unproven=cli.include_unproven if cli.include_unproven is not None else bool(config.include_unproven),
     )
 
 

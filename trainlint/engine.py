@@ -21,7 +21,7 @@ import libcst as cst
 from trainlint import guard
 from trainlint.cache import ResultCache, _code_fingerprint
 from trainlint.context import FileContext
-from trainlint.finding import Edit, FileResult, Finding, Fix
+from trainlint.finding import PROVEN, UNKNOWN, Edit, Evidence, FileResult, Finding, Fix, Severity
 from trainlint.model.linker import summaries_of
 from trainlint.parsing import Parser, _syntax_error, decode_source
 from trainlint.reader.files import SkippedFile, UnreadableFile, read_source
@@ -226,10 +226,26 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
         key = (rule.code, line, column)
         if key in seen:  # two paths through the model reaching the same node report once
             continue
-        seen.add(key)
         message = " ".join(report.message.split())  # quoted code may span lines; a message is one line
+        severity = report.severity or rule.severity
+        guessed = [p for p in report.evidence if p.required and not p.proven]
+        if guessed:
+            # a required premise rests on a name or a guess: not reported by default, and never
+            # at the rule's own severity (RULES.md, "Evidence")
+            if not settings.include_unproven:
+                continue
+            message = f"unproven ({guessed[0].text}): {message}"
+            severity = Severity.INFO
+        try:
+            evidence = tuple(Evidence(p.text, PROVEN if p.proven else UNKNOWN, p.kind, path,
+                                      positions.span(p.node)[0]) for p in report.evidence)
+        except Exception as exc:
+            result.errors.append(f"internal error in {rule.code} ({rule.name}) while checking {path}: "
+                                 f"cannot locate a premise: {_describe(exc)}")
+            continue
+        seen.add(key)
         findings.append(Finding(path, line, column, end_line, end_column, rule.code, rule.name,
-                                report.severity or rule.severity, message, fix))
+                                severity, message, fix, evidence))
     result.findings = sorted(apply_suppressions(findings, source, path, codes),
                              key=lambda f: f.sort_key)
     return result

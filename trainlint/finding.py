@@ -49,6 +49,34 @@ class Fix:
         return {"title": self.title, "safe": self.safe, "edits": [e.to_dict() for e in self.edits]}
 
 
+#: What proves a premise (RULES.md, "Evidence"). A name is never one: a premise resting on a name
+#: alone is "unknown", located at the name.
+EVIDENCE_KINDS = ("construction", "type", "call", "argument", "use", "decorator", "metadata", "framework")
+PROVEN, UNKNOWN = "proven", "unknown"
+VERDICTS = (PROVEN, UNKNOWN)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One premise a finding's message asserts, and the code that proves it (or would: a premise
+    that is only guessed is "unknown")."""
+
+    premise: str
+    verdict: str
+    kind: str
+    path: str
+    line: int
+
+    def to_dict(self) -> dict:
+        return {"premise": self.premise, "verdict": self.verdict, "kind": self.kind, "path": self.path,
+                "line": self.line}
+
+    @classmethod
+    def from_dict(cls, data: dict, path: str | None = None) -> Evidence:
+        return cls(data["premise"], data["verdict"], data["kind"], data["path"] if path is None else path,
+                   data["line"])
+
+
 @dataclass(frozen=True)
 class Finding:
     path: str
@@ -61,6 +89,8 @@ class Finding:
     severity: Severity
     message: str
     fix: Fix | None = None
+    #: the premises the message asserts, in the order the rule states them
+    evidence: tuple[Evidence, ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -74,6 +104,7 @@ class Finding:
             "severity": self.severity.value,
             "message": self.message,
             "fix": self.fix.to_dict() if self.fix else None,
+            "evidence": [e.to_dict() for e in self.evidence],
         }
 
     @classmethod
@@ -90,6 +121,7 @@ class Finding:
             severity=Severity(data["severity"]),
             message=data["message"],
             fix=Fix(fix["title"], fix["safe"], tuple(Edit(**e) for e in fix["edits"])) if fix else None,
+            evidence=tuple(Evidence.from_dict(e, data["path"]) for e in data.get("evidence", ())),
         )
 
     @property

@@ -1,0 +1,94 @@
+"""The premises most findings share, each answered from the code (`trainlint.model.premises`).
+
+A training loop (its backward and its optimizer step), the role of an object (what built it, its
+type, how it is used; a name alone leaves the role unknown), an accumulation guard: the rules
+add their own premises to these.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from trainlint.model.index import Scope, positional_args
+from trainlint.model.premises import Premise, premise, unknown
+from trainlint.model.roles import OPTIMIZER, SCALER, roles
+from trainlint.model.training import TrainingLoop, training_model
+
+_ARTICLES = {"optimizer": "an optimizer", "scheduler": "an LR scheduler", "scaler": "a GradScaler",
+             "model": "a model", "loader": "a DataLoader", "accelerator": "an Accelerator"}
+
+
+def code(ctx, node: cst.CSTNode, limit: int = 50) -> str:
+    text = " ".join(ctx.code_for(node).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def role_premise(ctx, expr: cst.BaseExpression, scope: Scope, role: str, *, required: bool = True,
+                 stepped_after_backward: cst.CSTNode | None = None) -> Premise:
+    """`expr` plays `role`: proven by what built it (or its type, or a use), unknown when only its
+    name says so. `stepped_after_backward`: the `.step()` call of `expr` that runs after a backward
+    in a training loop, which proves an optimizer by its use when nothing else does."""
+    what = f"`{code(ctx, expr)}` is {_ARTICLES.get(role, role)}"
+    model = ctx.model(roles)
+    found = model.of(expr, scope)
+    source = model.source(expr, scope) if found == role else None
+    if source is not None and source.proven:
+        return premise(f"{what}: {source.how}", source.node, source.kind, required=required)
+    if role == OPTIMIZER and stepped_after_backward is not None:
+        return premise(f"{what}: its `.step()` follows a backward in the training loop",
+                       stepped_after_backward, "use", required=required)
+    if source is not None:
+        return unknown(f"{what}: {source.how}", source.node, source.kind, required=required)
+    return unknown(f"{what}: nothing in the code shows it", expr, "construction", required=required)
+
+
+def step_receiver(ctx, call: cst.Call, scope: Scope) -> cst.BaseExpression | None:
+    """The optimizer a step call steps: `opt` of `opt.step()` or of `scaler.step(opt)`."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    args = positional_args(call)
+    if args and ctx.model(roles).of(func.value, scope) == SCALER:
+        return args[0].value
+    return func.value
+
+
+def loop_premises(ctx, loop: TrainingLoop | None, *, optimizer: bool = True) -> list[Premise]:
+    """The loop runs a backward and steps an optimizer (and what that optimizer is)."""
+    if loop is None:
+        return []
+    found = []
+    if loop.backward_calls:
+        ref = loop.backward_calls[0]
+        found.append(premise("the loop runs a backward pass (gradients are computed each iteration)",
+                             ref.node, "call"))
+    if loop.step_calls:
+        ref = loop.step_calls[0]
+        found.append(premise("the loop steps the optimizer", ref.node, "call"))
+        receiver = step_receiver(ctx, ref.node, ref.scope) if optimizer else None
+        if receiver is not None:
+            after = ref.node if loop.backward_calls else None
+            found.append(role_premise(ctx, receiver, ref.scope, OPTIMIZER, stepped_after_backward=after))
+    return found
+
+
+def training_premises(ctx, node: cst.CSTNode, *, optimizer: bool = True) -> list[Premise]:
+    """The premises of the training loop that holds `node` (none when no training loop does)."""
+    return loop_premises(ctx, ctx.model(training_model).loop_of(node), optimizer=optimizer)
+
+
+def guard_premise(ctx, loop: TrainingLoop | None) -> list[Premise]:
+    """Under accumulation: what makes the step run once per K micro-batches."""
+    if loop is None or not loop.accumulates or loop.guard is None:
+        return []
+    guard = loop.guard
+    shown = guard.condition if guard.condition is not None else guard.node
+    if guard.kind == "micro_loop":
+        text = f"the backward runs in a micro-batch loop (`for ... in {code(ctx, shown)}`) and the step after it"
+    elif guard.kind == "accelerate":
+        text = "the step runs inside `accelerator.accumulate(...)` with gradient accumulation on"
+    elif guard.kind == "continue":
+        text = f"the step is skipped on micro-batches that do not end a window (`{code(ctx, shown)}`)"
+    else:
+        text = f"the step runs only when `{code(ctx, shown)}` holds: once per accumulation window"
+    return [premise(text, shown, "use")]
