@@ -92,3 +92,36 @@ def guard_premise(ctx, loop: TrainingLoop | None) -> list[Premise]:
     else:
         text = f"the step runs only when `{code(ctx, shown)}` holds: once per accumulation window"
     return [premise(text, shown, "use")]
+
+
+def accumulation_premises(ctx, loop: TrainingLoop | None) -> list[Premise]:
+    """The loop trains (backward, optimizer step) and accumulates: the step is guarded."""
+    return loop_premises(ctx, loop) + guard_premise(ctx, loop)
+
+
+def unit_premises(ctx, unit) -> list[Premise]:
+    """The premises of an update unit (`trainlint.model.amp.Unit`): its loop's, or for a function
+    that runs one update, its backward and its optimizer step."""
+    from trainlint.model.amp import BACKWARDS, OPTIMIZER_STEPS
+
+    if unit.loop is not None:
+        return loop_premises(ctx, unit.loop)
+    found = []
+    backward = next(iter(unit.of_kind(*BACKWARDS)), None)
+    if backward is not None:
+        found.append(premise("the function runs a backward pass", backward.node, "call"))
+    step = next(iter(unit.of_kind(*OPTIMIZER_STEPS)), None)
+    if step is not None and isinstance(step.node, cst.Call):
+        found.append(premise("the function steps the optimizer", step.node, "call"))
+        receiver = step_receiver(ctx, step.node, step.scope)
+        if receiver is not None:
+            found.append(role_premise(ctx, receiver, step.scope, OPTIMIZER,
+                                      stepped_after_backward=step.node if backward is not None else None))
+    return found
+
+
+def scheduler_premise(ctx, step: cst.Call, scope: Scope, *, required: bool = True) -> list[Premise]:
+    """`sched.step()`: what `sched` is."""
+    if not isinstance(step.func, cst.Attribute):
+        return []
+    return [role_premise(ctx, step.func.value, scope, "scheduler", required=required)]
