@@ -125,3 +125,54 @@ def scheduler_premise(ctx, step: cst.Call, scope: Scope, *, required: bool = Tru
     if not isinstance(step.func, cst.Attribute):
         return []
     return [role_premise(ctx, step.func.value, scope, "scheduler", required=required)]
+
+
+def grad_off_site(ctx, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The `with torch.no_grad():` (or `inference_mode`, `set_grad_enabled(False)`) around `node`
+    in its function, or the function's decorator that turns recording off."""
+    for ancestor in ctx.index.ancestors(node):
+        if isinstance(ancestor, cst.With):
+            for item in ancestor.items:
+                call = item.item
+                name = ctx.code_for(call.func if isinstance(call, cst.Call) else call)
+                if any(word in name for word in ("no_grad", "inference_mode", "set_grad_enabled")):
+                    return item
+        if isinstance(ancestor, cst.FunctionDef):
+            for decorator in ancestor.decorators:
+                if any(word in ctx.code_for(decorator.decorator) for word in ("no_grad", "inference_mode")):
+                    return decorator
+            return None
+    return None
+
+
+def mode_fact_premise(ctx, fact, key: str, fallback: cst.CSTNode) -> Premise:
+    """What set the module's mode (`trainlint.model.mode_state.Fact`), at that code."""
+    node = fact.node if fact.node is not None else fallback
+    text = ctx.code_for(fact.node).strip().splitlines()[0] if fact.node is not None else ""
+    what = {"eval": "eval mode", "train": "train mode", "new": "train mode (a new module starts in it)",
+            "trained": "train mode (a caller trains it before)"}.get(fact.kind, f"{fact.kind} mode")
+    if fact.node is None:
+        return premise(f"`{key}` comes in {what} from its callers", fallback, "call")
+    kind = "construction" if isinstance(fact.node, (cst.Assign, cst.AnnAssign)) else "call"
+    where = f" (in `{fact.via}()`)" if fact.via else ""
+    return premise(f"`{key}` is in {what} here: `{text[:60]}`{where}", node, kind)
+
+
+def evaluation_premise(ctx, modes, forward, region: cst.CSTNode | None = None) -> Premise:
+    """The forward is part of an evaluation: a pass a caller runs with grad off by a literal
+    argument (proven), a loop over a loader that no backward runs in (the loader's name saying it
+    is a validation set is a hint, not proof: unknown), a function named as an evaluation
+    (unknown). Not required: the rule's other premises carry the finding (see its docs)."""
+    function = forward.function
+    if forward.via is not None:
+        return premise(f"`{code(ctx, forward.via)}` runs this pass with grad off: an evaluation pass",
+                       forward.via, "argument", required=False)
+    loop = modes.evaluation_loop_of(forward.call, function)
+    if loop is not None:
+        return unknown(f"the loop over `{code(ctx, loop.iter)}` is taken for an evaluation from the loader's name",
+                       loop.iter, "use", required=False)
+    if function is not None and modes.is_evaluation_function(function):
+        return unknown(f"`{function.name}()` is taken for an evaluation from its name", function.node, "use",
+                       required=False)
+    node = region if region is not None else forward.call
+    return premise("no backward or optimizer step runs in the evaluation", node, "use", required=False)
