@@ -32,6 +32,8 @@ def role_premise(ctx, expr: cst.BaseExpression, scope: Scope, role: str, *, requ
     model = ctx.model(roles)
     found = model.of(expr, scope)
     source = model.source(expr, scope) if found == role else None
+    if source is not None and not located(ctx, source.node):
+        source = type(source)(source.kind, expr, source.how, source.proven)  # a name made up to ask about
     if source is not None and source.proven:
         return premise(f"{what}: {source.how}", source.node, source.kind, required=required)
     if role == OPTIMIZER and stepped_after_backward is not None:
@@ -40,6 +42,11 @@ def role_premise(ctx, expr: cst.BaseExpression, scope: Scope, role: str, *, requ
     if source is not None:
         return unknown(f"{what}: {source.how}", source.node, source.kind, required=required)
     return unknown(f"{what}: nothing in the code shows it", expr, "construction", required=required)
+
+
+def located(ctx, node: cst.CSTNode) -> bool:
+    """`node` is part of the checked module (not one made up to ask a question with)."""
+    return node is ctx.index.module or node in ctx.index.parents
 
 
 def step_receiver(ctx, call: cst.Call, scope: Scope) -> cst.BaseExpression | None:
@@ -176,3 +183,33 @@ def evaluation_premise(ctx, modes, forward, region: cst.CSTNode | None = None) -
                        required=False)
     node = region if region is not None else forward.call
     return premise("no backward or optimizer step runs in the evaluation", node, "use", required=False)
+
+
+_STATE_ROLES = {"optimizer": "optimizer", "scheduler": "scheduler", "scaler": "scaler", "model": "model"}
+
+
+def state_premise(ctx, scope: Scope, kind: str, label: str, fallback: cst.CSTNode) -> Premise:
+    """The run holds training state `label` (`opt`, `self.scaler`) of `kind` (optimizer, scheduler,
+    scaler, step): what built it, or, for a step counter known by its name, unknown."""
+    value: cst.BaseExpression | None = None
+    where = scope
+    if label.startswith("self."):
+        values = ctx.index.self_attribute_values(label[5:], scope)
+        if values:
+            value, where = values[-1], ctx.index.scope_at(values[-1])
+    elif label.isidentifier():
+        for binding in reversed(scope.lookup(label)):
+            value = binding.value if binding.value is not None and located(ctx, binding.value) else None
+            if value is None and binding.kind == "param" and located(ctx, binding.node):
+                value = binding.node.name if isinstance(binding.node, cst.Param) else None
+            if value is not None:
+                break
+    if kind in _STATE_ROLES:
+        if value is None:
+            return unknown(f"the run has {_ARTICLES.get(kind, kind)} `{label}` (where it is built is not in this file)",
+                           fallback, "construction", required=False)
+        found = role_premise(ctx, value, where, _STATE_ROLES[kind])
+        return Premise(found.text.replace(f"`{code(ctx, value)}`", f"`{label}`", 1), found.node, found.kind,
+                       found.proven, found.required)
+    return unknown(f"`{label}` is taken for the run's step counter from its name and how it counts",
+                   value if value is not None else fallback, "use", required=False)
