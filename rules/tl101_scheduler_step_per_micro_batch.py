@@ -72,7 +72,7 @@ class SchedulerStepPerMicroBatch(Rule):
         bad(
             """
             import torch
-
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
             for i, (x, y) in enumerate(loader):
                 if use_amp:
                     with torch.autocast("cuda"):
@@ -251,7 +251,7 @@ class SchedulerStepPerMicroBatch(Rule):
         bad(
             """
             import torch
-
+            sched = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
             scaler = torch.amp.GradScaler("cuda")
             for it in range(max_iters):
                 for micro_step in range(gradient_accumulation_steps):
@@ -503,7 +503,7 @@ class SchedulerStepPerMicroBatch(Rule):
                 return parser.parse_args()
 
 
-            def train(args, model, loader, optimizer, scheduler):
+            def train(args, model, loader, optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler):
                 for step, batch in enumerate(loader):
                     loss = model(**batch).loss / args.gradient_accumulation_steps
                     loss.backward()
@@ -526,7 +526,7 @@ class SchedulerStepPerMicroBatch(Rule):
                 return parser.parse_args()
 
 
-            def train(args, model, loader, optimizer, scheduler):
+            def train(args, model, loader, optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler):
                 for step, batch in enumerate(loader):
                     loss = model(**batch).loss / args.gradient_accumulation_steps
                     loss.backward()

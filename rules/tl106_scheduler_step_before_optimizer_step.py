@@ -189,7 +189,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             """
             import torch
 
-            def train(model, loader, optim, sched, grad_accum):
+            def train(model, loader, optim, sched: torch.optim.lr_scheduler.LRScheduler, grad_accum):
                 scaler = torch.amp.GradScaler("cuda")
                 for it, (x, y) in enumerate(loader):
                     with torch.autocast("cuda", dtype=torch.float16):
@@ -205,7 +205,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             fixed="""
             import torch
 
-            def train(model, loader, optim, sched, grad_accum):
+            def train(model, loader, optim, sched: torch.optim.lr_scheduler.LRScheduler, grad_accum):
                 scaler = torch.amp.GradScaler("cuda")
                 for it, (x, y) in enumerate(loader):
                     with torch.autocast("cuda", dtype=torch.float16):
@@ -247,7 +247,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             """
             import torch
 
-            def train_step(model, batch, opt, sched):
+            def train_step(model, batch, opt, sched: torch.optim.lr_scheduler.LRScheduler):
                 sched.step()
                 loss = model(**batch).loss
                 loss.backward()
@@ -293,7 +293,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             import torch
 
 
-            def learn(policy, buffer, opt, sched, iterations, passes):
+            def learn(policy, buffer, opt, sched: torch.optim.lr_scheduler.LRScheduler, iterations, passes):
                 for it in range(iterations):
                     sched.step()
                     episodes = buffer.fill(policy)

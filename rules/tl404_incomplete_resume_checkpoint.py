@@ -125,7 +125,7 @@ class IncompleteResumeCheckpoint(Rule):
             """
             import torch
 
-            def save_checkpoint(model, optimizer, epoch, path="checkpoint.pth"):
+            def save_checkpoint(model, optimizer: torch.optim.Optimizer, epoch, path="checkpoint.pth"):
                 torch.save({"epoch": epoch, "state_dict": model.state_dict()}, path)
             """,
             line=4,
@@ -167,7 +167,7 @@ class IncompleteResumeCheckpoint(Rule):
             """
             import torch
 
-            def resume(model, optimizer, scaler, path):
+            def resume(model, optimizer, scaler: torch.amp.GradScaler, path):
                 checkpoint = torch.load(path, map_location="cpu", weights_only=True)
                 state_dict = checkpoint["model"]
                 model.load_state_dict(state_dict)

@@ -7,6 +7,9 @@ from trainlint.model.checkpoint_base import SAVE_FUNCTIONS
 from trainlint.finding import Severity
 from trainlint.gate import named, reference_text, refers_to
 from trainlint.rule import Rule, bad, good
+from trainlint.model.premises import premise
+from trainlint.model.checkpoints import SEED_FUNCTIONS
+from trainlint.model.index import dotted_name
 
 
 class ResumeWithoutRngState(Rule):
@@ -202,4 +205,17 @@ class ResumeWithoutRngState(Rule):
                 "order than an uninterrupted one; save `torch.get_rng_state()` (and CUDA's), "
                 "`random.getstate()`, `np.random.get_state()` and the sampler position, and restore "
                 "them after rebuilding the objects",
+                evidence=[premise("this save writes model, optimizer and step: a resume point",
+                                  resume.save.node, "call"),
+                          premise("the run seeds its generators", _seed_call(ctx) or resume.save.node, "call"),
+                          premise("no RNG state is in the saved dict", resume.save.node, "use")],
             )
+
+
+def _seed_call(ctx):
+    """The first call in this file that seeds a generator (the one `seeds_rng` saw), if it is here."""
+    for site in ctx.index.calls:
+        name = ctx.index.call_name(site) or dotted_name(site.node.func) or ""
+        if SEED_FUNCTIONS.search(name):
+            return site.node
+    return None

@@ -157,3 +157,32 @@ async def test_language_server_diagnostics_carry_related_information(tmp_path):
         assert report.items[0].related_information == related
     finally:
         assert await stop(client) == 0
+
+
+# -- every rule's default findings carry evidence ---------------------------------------------------
+ALL = Settings(select=resolve_selection(["ALL"], [], []))
+
+
+def _bad_example_findings():
+    from trainlint.rules import registry
+
+    for code, rule in registry().items():
+        for number, example in enumerate(rule.bad_examples()):
+            found = [f for f in lint_source(example.code, "example.py", ALL).findings
+                     if f.code == code and f.line == example.line]
+            yield f"{code}-bad-{number}", example, found
+
+
+def test_every_bad_example_finding_carries_evidence_at_real_lines():
+    counts = []
+    for name, example, found in _bad_example_findings():
+        assert found, f"{name}: no finding at line {example.line}"
+        lines = example.code.splitlines()
+        for finding in found:
+            assert finding.evidence, f"{name}: a finding without evidence: {finding.message}"
+            for item in finding.evidence:
+                assert 1 <= item.line <= len(lines) and lines[item.line - 1].strip(), (name, item)
+                assert item.kind in EVIDENCE_KINDS and item.verdict in ("proven", "unknown")
+                assert item.path == "example.py" and item.premise.strip()
+            counts.append(len(finding.evidence))
+    assert sum(counts) / len(counts) >= 2, sum(counts) / len(counts)

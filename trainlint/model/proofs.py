@@ -36,12 +36,43 @@ def role_premise(ctx, expr: cst.BaseExpression, scope: Scope, role: str, *, requ
         source = type(source)(source.kind, expr, source.how, source.proven)  # a name made up to ask about
     if source is not None and source.proven:
         return premise(f"{what}: {source.how}", source.node, source.kind, required=required)
+    passed = _passed_by_a_caller(ctx, expr, scope, role)
+    if passed is not None:
+        return premise(f"{what}: a caller passes {passed[1]}", passed[0], "argument", required=required)
     if role == OPTIMIZER and stepped_after_backward is not None:
         return premise(f"{what}: its `.step()` follows a backward in the training loop",
                        stepped_after_backward, "use", required=required)
     if source is not None:
         return unknown(f"{what}: {source.how}", source.node, source.kind, required=required)
     return unknown(f"{what}: nothing in the code shows it", expr, "construction", required=required)
+
+
+def _passed_by_a_caller(ctx, expr: cst.BaseExpression, scope: Scope, role: str,
+                        depth: int = 0) -> tuple[cst.CSTNode, str] | None:
+    """A parameter of a function of this file, for which a caller passes an object whose role the
+    code proves (`evaluate(model, DataLoader(...))`, `train(model, opt)` with `opt =
+    torch.optim.SGD(...)`): the argument, and how its role is known."""
+    if not isinstance(expr, cst.Name) or depth > 2:
+        return None
+    bindings = scope.lookup(expr.value)
+    if not bindings or bindings[-1].kind != "param":
+        return None
+    function = next((f for f in ctx.index.functions if f.scope is scope), None) if scope.kind == "function" else None
+    if function is None:
+        return None
+    model = ctx.model(roles)
+    for site in ctx.index.callers(function):
+        argument = ctx.index.argument_for(site.node, function, expr.value)
+        if argument is None:
+            continue
+        if model.of(argument, site.scope) == role:
+            source = model.source(argument, site.scope)
+            if source is not None and source.proven and located(ctx, source.node):
+                return argument, f"`{code(ctx, argument)}`, {source.how}"
+        deeper = _passed_by_a_caller(ctx, argument, site.scope, role, depth + 1)
+        if deeper is not None:
+            return argument, deeper[1]
+    return None
 
 
 def located(ctx, node: cst.CSTNode) -> bool:
@@ -213,3 +244,8 @@ def state_premise(ctx, scope: Scope, kind: str, label: str, fallback: cst.CSTNod
                        found.proven, found.required)
     return unknown(f"`{label}` is taken for the run's step counter from its name and how it counts",
                    value if value is not None else fallback, "use", required=False)
+
+
+def loader_premise(ctx, loader: cst.BaseExpression, scope: Scope, *, required: bool = True) -> Premise:
+    """`loader` (what a loop iterates) is a DataLoader: built as one, typed, or handed one."""
+    return role_premise(ctx, loader, scope, "loader", required=required)

@@ -376,28 +376,46 @@ class Roles:
         return self._bindings_memo[key]
 
     def _from_each_binding(self, name: str, scope: Scope, depth: int) -> str | None:
+        # the last binding that tells a role gives it; one that only guesses it from a name
+        # (`model, opt, sched = accelerator.prepare(model, opt, sched)` re-reads `sched`) yields
+        # to an earlier binding that proves the same role (`sched = get_scheduler(...)`)
+        guessed: tuple[str, Source | None] | None = None
         for binding in reversed(scope.lookup(name)):
-            role = None
-            if binding.kind == "param":
-                if binding.annotation is not None:
-                    role = self._settle(_ANNOTATIONS.get(dotted_tail(_unwrap_optional(binding.annotation)) or ""),
-                                        "type", binding.annotation, "its parameter annotation")
-                if role is None and binding.value is not None:
-                    role = self._infer(binding.value, scope, depth + 1)
-            elif binding.kind in ("assign", "with"):
-                value = binding.value
-                if value is None and isinstance(binding.node, cst.Assign):
-                    value = _unpacked_prepare_argument(binding.node, name)
-                    if value is None:
-                        role = self._from_unpacked_return(binding.node, name, scope, depth)
-                if value is not None:
-                    role = self._infer(value, scope, depth + 1)
-                if role is None and binding.annotation is not None:
-                    role = self._settle(_ANNOTATIONS.get(dotted_tail(_unwrap_optional(binding.annotation)) or ""),
-                                        "type", binding.annotation, "its annotation")
-            if role:
-                return role
+            role = self._role_of_binding(binding, name, scope, depth)
+            if not role:
+                continue
+            if self._last is not None and not self._last.proven:
+                if guessed is None:
+                    guessed = (role, self._last)
+                continue
+            if guessed is not None and guessed[0] != role:
+                break
+            return role
+        if guessed is not None:
+            self._last = guessed[1]
+            return guessed[0]
         return None
+
+    def _role_of_binding(self, binding, name: str, scope: Scope, depth: int) -> str | None:
+        role = None
+        if binding.kind == "param":
+            if binding.annotation is not None:
+                role = self._settle(_ANNOTATIONS.get(dotted_tail(_unwrap_optional(binding.annotation)) or ""),
+                                    "type", binding.annotation, "its parameter annotation")
+            if role is None and binding.value is not None:
+                role = self._infer(binding.value, scope, depth + 1)
+        elif binding.kind in ("assign", "with"):
+            value = binding.value
+            if value is None and isinstance(binding.node, cst.Assign):
+                value = _unpacked_prepare_argument(binding.node, name)
+                if value is None:
+                    role = self._from_unpacked_return(binding.node, name, scope, depth)
+            if value is not None:
+                role = self._infer(value, scope, depth + 1)
+            if role is None and binding.annotation is not None:
+                role = self._settle(_ANNOTATIONS.get(dotted_tail(_unwrap_optional(binding.annotation)) or ""),
+                                    "type", binding.annotation, "its annotation")
+        return role
 
     def _from_unpacked_return(self, assign: cst.Assign, name: str, scope: Scope, depth: int) -> str | None:
         unpacked = unpacked_position(assign, name)
