@@ -15,11 +15,40 @@ from trainlint.settings import Settings, resolve_selection
 ALL = Settings(select=resolve_selection(["ALL"], [], []))
 
 
+# Bad examples whose finding still rests on a premise the model takes from a name (issue 35 measured
+# 36 of 220 bad examples losing their finding when renamed, before evidence; these remain). Strict:
+# one that starts passing must leave this list.
+KNOWN_NAME_PREMISES = {
+    "TL102-bad-5": "a loss is a per-micro-batch mean by its callee's name (`loss_fn`)",
+    "TL103-bad-0": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL103-bad-2": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL103-bad-6": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL107-bad-3": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL202-bad-3": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL302-bad-0": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL302-bad-4": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL302-bad-5": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL501-bad-4": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL501-bad-5": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL502-bad-2": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL601-bad-0": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL601-bad-8": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL702-bad-1": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL702-bad-2": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL702-bad-3": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL702-bad-4": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL702-bad-5": "a premise of the model still read from a name (not yet diagnosed)",
+}
+
+
 def _cases():
     for code, rule in registry().items():
         for kind, examples in (("bad", rule.bad_examples()), ("good", rule.good_examples())):
             for number, example in enumerate(examples):
-                yield pytest.param(rule, example, id=f"{code}-{kind}-{number}")
+                name = f"{code}-{kind}-{number}"
+                marks = [pytest.mark.xfail(reason=KNOWN_NAME_PREMISES[name], strict=True)] \
+                    if name in KNOWN_NAME_PREMISES else []
+                yield pytest.param(rule, example, id=name, marks=marks)
 
 
 def test_the_renamer_renames_and_keeps_the_program():

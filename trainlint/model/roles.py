@@ -190,7 +190,11 @@ class Roles:
             self._last = None
             role = self._infer(expr, scope, depth=0)
             source = self._last if role is not None else None
-            if (role in (SCHEDULER, None) or (role == OPTIMIZER and (source is None or not source.proven))) and \
+            if role in (SCALER, None) and (source is None or not source.proven) and self.scales_losses(expr, scope):
+                # `x.scale(loss)`, `x.step(opt)` and `x.update()`: the GradScaler protocol, whatever it is called
+                role = SCALER
+                source = Source("use", expr, "its `scale(...)`, `step(...)` and `update()` are called: a GradScaler's use")
+            elif (role in (SCHEDULER, None) or (role == OPTIMIZER and (source is None or not source.proven))) and \
                     self.clears_gradients(expr, scope):
                 # torch's schedulers have no `zero_grad()`: an object whose gradients are cleared
                 # and that is stepped owns the optimizer (a warmup wrapper named `scheduler`)
@@ -225,7 +229,24 @@ class Roles:
         else:
             function = scope if scope.kind == "function" else None
             owner_node = function.node if function is not None else None
-        return self._stepped_and_cleared().get((name, owner_node)) == {"zero_grad", "step"}
+        return self._stepped_and_cleared().get((name, owner_node), set()) & {"zero_grad", "step", "scale"} == \
+            {"zero_grad", "step"}
+
+    def scales_losses(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """`<expr>.scale(...)`, `<expr>.step(...)` and `<expr>.update()` are all called on the same
+        object (where `clears_gradients` looks): it is used as a GradScaler."""
+        key = self._owner_key(expr, scope)
+        return key is not None and {"scale", "step", "update"} <= self._stepped_and_cleared().get(key, set())
+
+    def _owner_key(self, expr: cst.BaseExpression, scope: Scope):
+        name = dotted_name(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if name is None or name.count(".") > 1 or (isinstance(expr, cst.Attribute) and not name.startswith("self.")):
+            return None
+        if name.startswith("self."):
+            owner = scope.class_scope()
+            return name, owner.node if owner is not None else None
+        function = scope if scope.kind == "function" else None
+        return name, function.node if function is not None else None
 
     def _stepped_and_cleared(self) -> dict[tuple[str, cst.CSTNode | None], set[str]]:
         """(receiver, its function or, for `self.<attr>`, its class) -> which of `zero_grad`/`step`
@@ -234,7 +255,8 @@ class Roles:
             self._cleared = {}
             for site in self.index.calls:
                 func = site.node.func
-                if not (isinstance(func, cst.Attribute) and func.attr.value in ("zero_grad", "step")):
+                if not (isinstance(func, cst.Attribute) and func.attr.value in ("zero_grad", "step", "scale",
+                                                                                  "update", "unscale_")):
                     continue
                 name = dotted_name(func.value)
                 if name is None:
