@@ -7,7 +7,7 @@ import re
 import libcst as cst
 
 from trainlint.model.checkpoint_base import COUNTER_NAME, SAVE_FUNCTIONS
-from trainlint.model.checkpoints import checkpoint_model
+from trainlint.model.checkpoints import checkpoint_model, read_back
 from trainlint.model.index import dotted_name, walk
 from trainlint.model.training import training_model
 from trainlint.finding import Severity
@@ -516,7 +516,7 @@ class NonAtomicCheckpointSave(Rule):
                                   severity=Severity.INFO, evidence=[where, _after_training(ctx, save, case)])
                 continue
             reuse = model.path_reuse(save)
-            reader = _read_back(ctx, model, save)
+            reader = _reader_premise(ctx, save)
             evidence = [where, _reuse_premise(model, save, reuse)]
             if reuse != "unique" and reader is not None:
                 # the default finding: the one file something reads back is rewritten in place
@@ -593,40 +593,19 @@ class NonAtomicCheckpointSave(Rule):
                 f"truncated file (and no checkpoint at all if the path is reused); {_ADVICE}")
 
 
-_MARKERS = frozenset({"symlink", "link", "write", "write_text", "dump"})
-
-
-def _read_back(ctx, model, save):
-    """The premise that something reads the saved path back, at the code that does, or None: a
-    `torch.load` of the same path (the same expression, the same string, or what a caller of the
-    saving helper passes), or a `latest` marker or link naming it (`os.symlink(path, "latest")`,
-    `f.write(path)`, `json.dump({"latest": path}, f)`)."""
-    value = model.value_of(save.dest, save.scope, at=save.node) if save.dest is not None else None
-    texts = {model.text(save.dest), model.text(value)} | set(model.caller_arguments(save))
-    texts.discard("")
-    strings = {_string(model, save.dest, save.scope, save.node)} - {None}
-    for site in model.loads:
-        if not site.node.args:
-            continue
-        path = site.node.args[0].value
-        if model.text(path) in texts or model.text(model.value_of(path, site.scope, at=site.node)) in texts \
-                or _string(model, path, site.scope, site.node) in strings:
-            return premise(f"`{model.text(site.node)[:60]}` reads this path back (a resume or a reload)",
-                           site.node, "call")
-    for site in ctx.index.calls:
-        func = site.node.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-        if name in _MARKERS and site.node is not save.node and any(
-                model.text(n) in texts for arg in site.node.args for n in walk(arg.value)):
-            return premise(f"`{model.text(site.node)[:60]}` records this path as the one to read back (a `latest` "
-                           "marker or link)", site.node, "call")
-    return None
-
-
-def _string(model, expr, scope, at) -> str | None:
-    value = model.value_of(expr, scope, at=at) if expr is not None else None
-    return value.evaluated_value if isinstance(value, cst.SimpleString) and \
-        isinstance(value.evaluated_value, str) else None
+def _reader_premise(ctx, save):
+    """That something in the file reads the saved path back (a file fact: the reading code may sit
+    in another part of the document than a language server's sliced check holds, so the premise
+    is stated at the save, naming what reads it, the same in every check)."""
+    found = read_back(ctx, save)
+    if found is None:
+        return None
+    kind, text = found
+    if kind == "marker":
+        return premise(f"a `latest` link or marker in this file names this path (`{text[:60]}`)", save.node, "use")
+    shown = f'"{text}"' if kind == "string" else text
+    return premise(f"a `torch.load` in this file reads this path back (`{shown[:60]}`): a resume or a reload",
+                   save.node, "call")
 
 
 def _reuse_premise(model, save, reuse):

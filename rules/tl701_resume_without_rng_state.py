@@ -8,8 +8,6 @@ from trainlint.finding import Severity
 from trainlint.gate import named, reference_text, refers_to
 from trainlint.rule import Rule, bad, good
 from trainlint.model.premises import premise
-from trainlint.model.checkpoints import SEED_FUNCTIONS
-from trainlint.model.index import dotted_name
 
 
 class ResumeWithoutRngState(Rule):
@@ -207,15 +205,11 @@ class ResumeWithoutRngState(Rule):
                 "them after rebuilding the objects",
                 evidence=[premise("this save writes model, optimizer and step: a resume point",
                                   resume.save.node, "call"),
-                          premise("the run seeds its generators", _seed_call(ctx) or resume.save.node, "call"),
+                          # a file fact (`checkpoints.seeds`): the seed call may sit in another part of
+                          # the document than a language server's sliced check holds, so it is
+                          # stated at the save, the same in every check
+                          premise("the file seeds its random generators (a `manual_seed`/`seed` call)",
+                                  resume.save.node, "call"),
                           premise("no RNG state is in the saved dict", resume.save.node, "use")],
             )
 
-
-def _seed_call(ctx):
-    """The first call in this file that seeds a generator (the one `seeds_rng` saw), if it is here."""
-    for site in ctx.index.calls:
-        name = ctx.index.call_name(site) or dotted_name(site.node.func) or ""
-        if SEED_FUNCTIONS.search(name):
-            return site.node
-    return None

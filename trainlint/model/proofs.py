@@ -52,7 +52,16 @@ def _passed_by_a_caller(ctx, expr: cst.BaseExpression, scope: Scope, role: str,
     """A parameter of a function of this file, for which a caller passes an object whose role the
     code proves (`evaluate(model, DataLoader(...))`, `train(model, opt)` with `opt =
     torch.optim.SGD(...)`): the argument, and how its role is known."""
-    if not isinstance(expr, cst.Name) or depth > 2:
+    if depth > 2:
+        return None
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        # `self.sched`, set from an `__init__` parameter: what the code building the class passes
+        for value in ctx.index.self_attribute_values(expr.attr.value, scope):
+            found = _passed_by_a_caller(ctx, value, ctx.index.scope_at(value), role, depth + 1)
+            if found is not None:
+                return found
+        return None
+    if not isinstance(expr, cst.Name):
         return None
     bindings = scope.lookup(expr.value)
     if not bindings or bindings[-1].kind != "param":
@@ -61,7 +70,11 @@ def _passed_by_a_caller(ctx, expr: cst.BaseExpression, scope: Scope, role: str,
     if function is None:
         return None
     model = ctx.model(roles)
-    for site in ctx.index.callers(function):
+    sites = list(ctx.index.callers(function))
+    if function.name == "__init__" and function.class_name:  # `Trainer(model, opt, sched)` builds it
+        sites += [site for site in ctx.index.calls
+                  if isinstance(site.node.func, cst.Name) and site.node.func.value == function.class_name]
+    for site in sites:
         argument = ctx.index.argument_for(site.node, function, expr.value)
         if argument is None:
             continue
@@ -72,6 +85,22 @@ def _passed_by_a_caller(ctx, expr: cst.BaseExpression, scope: Scope, role: str,
         deeper = _passed_by_a_caller(ctx, argument, site.scope, role, depth + 1)
         if deeper is not None:
             return argument, deeper[1]
+    return _passed_from_another_file(ctx, function, expr, role)
+
+
+def _passed_from_another_file(ctx, function, param: cst.Name, role: str) -> tuple[cst.CSTNode, str] | None:
+    """A caller in another file of the project passes, for `param`, an object that file holds in
+    that role (`train_one_epoch(..., lr_scheduler, ...)` in main.py, which builds `lr_scheduler =
+    OneCycleLR(...)`): located at the parameter here, naming the caller's file."""
+    linker = ctx.index.linker
+    if linker is None or function.class_name is not None:
+        return None
+    params = tuple(p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params))
+    for where, call in linker.callers_by_file(function.name):
+        text = call.argument(params, param.value, param.value)
+        if text is not None and dict(call.state).get(text) == role:
+            node = next((p for p in function.node.params.params if p.name.value == param.value), param)
+            return node, f"`{text}` from {where}, where it is one"
     return None
 
 
