@@ -186,3 +186,55 @@ def test_every_bad_example_finding_carries_evidence_at_real_lines():
                 assert item.path == "example.py" and item.premise.strip()
             counts.append(len(finding.evidence))
     assert sum(counts) / len(counts) >= 2, sum(counts) / len(counts)
+
+
+# -- the policy: a finding resting on a name is not reported by default -----------------------------
+SCHEDULER_BY_NAME = '''import torch
+
+def train_step(model, batch, opt, sched):
+    sched.step()
+    loss = model(**batch).loss
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+'''
+TL106 = Settings(select=resolve_selection(["TL106"], [], []))
+
+
+def test_a_role_known_only_by_name_is_not_reported_by_default():
+    assert lint_source(SCHEDULER_BY_NAME, "train.py", TL106).findings == []
+
+
+def test_include_unproven_reports_it_at_info_saying_why():
+    settings = Settings(select=TL106.select, include_unproven=True)
+    [finding] = lint_source(SCHEDULER_BY_NAME, "train.py", settings).findings
+    assert finding.severity.value == "info" and finding.line == 4
+    assert finding.message.startswith("unproven (`sched` is an LR scheduler: only the name `sched` says so): ")
+    guessed = [e for e in finding.evidence if e.verdict == "unknown"]
+    assert [(e.line, e.kind) for e in guessed] == [(4, "construction")]
+
+
+def test_the_same_role_proven_by_a_caller_or_a_type_is_reported():
+    built = SCHEDULER_BY_NAME + ('\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n'
+                                 'train_step(model, batch, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0))\n')
+    [finding] = lint_source(built, "train.py", TL106).findings
+    [role] = [e for e in finding.evidence if "LR scheduler" in e.premise]
+    assert role.verdict == "proven" and role.kind == "argument" and role.line == 11
+    typed = SCHEDULER_BY_NAME.replace("sched):", "sched: torch.optim.lr_scheduler.LRScheduler):")
+    [finding] = lint_source(typed, "train.py", TL106).findings
+    assert any(e.kind == "type" and e.line == 3 for e in finding.evidence)
+
+
+def test_include_unproven_from_the_command_line_and_the_configuration(tmp_path):
+    (tmp_path / "train.py").write_text(SCHEDULER_BY_NAME)
+    run = lambda *args: subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", "--select", "TL106",
+                                        *args, "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run().returncode == 0
+    flagged = run("--include-unproven")
+    assert flagged.returncode == 1 and "unproven (`sched`" in flagged.stdout
+    (tmp_path / "pyproject.toml").write_text("[tool.trainlint]\ninclude-unproven = true\n")
+    assert run().returncode == 1
+    assert run("--no-include-unproven").returncode == 0
+    (tmp_path / "pyproject.toml").write_text('[tool.trainlint]\ninclude-unproven = "yes"\n')
+    bad = run()
+    assert bad.returncode == 2 and "include-unproven" in bad.stderr
