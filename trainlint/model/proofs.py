@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.model.index import Scope, positional_args
+from trainlint.model.index import Scope, positional_args, walk
 from trainlint.model.premises import Premise, premise, unknown
 from trainlint.model.roles import OPTIMIZER, SCALER, roles
 from trainlint.model.training import TrainingLoop, training_model
@@ -158,6 +158,14 @@ def guard_premise(ctx, loop: TrainingLoop | None) -> list[Premise]:
         text = f"the step is skipped on micro-batches that do not end a window (`{code(ctx, shown)}`)"
     else:
         text = f"the step runs only when `{code(ctx, shown)}` holds: once per accumulation window"
+    if guard.kind in ("branch", "continue") and guard.condition is not None:
+        nodes = list(walk(guard.condition))
+        if any(isinstance(n, cst.Attribute) and n.attr.value in ("sync_gradients", "is_accumulating") for n in nodes):
+            return [premise(text, shown, "framework")]
+        if not any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) for n in nodes) and \
+                not any(isinstance(n, cst.Comparison) for n in nodes):
+            # `if should_step:`: an update condition recognised by the words of its names
+            return [unknown(text + " (its names say it marks the window's end)", shown, "use", required=False)]
     return [premise(text, shown, "use")]
 
 
