@@ -238,3 +238,29 @@ def test_include_unproven_from_the_command_line_and_the_configuration(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.trainlint]\ninclude-unproven = "yes"\n')
     bad = run()
     assert bad.returncode == 2 and "include-unproven" in bad.stderr
+
+
+def test_a_premise_outside_the_module_is_stated_at_the_finding():
+    """A premise whose node is not in the checked module (made up to ask a question, or another
+    file's) costs neither the finding nor an internal error: it sits at the finding's line."""
+    from trainlint.rule import Rule, bad, good, premise as state
+
+    class Probe(Rule):
+        code = ""  # not registered
+        name = "probe"
+
+        def check(self, ctx):
+            call = next(site.node for site in ctx.index.calls)
+            yield self.report(call, "probe", evidence=[state("made up", cst.Name("elsewhere"), "use"),
+                                                       state("the call", call, "call")])
+
+    from trainlint import engine
+    original = engine._rules_for
+    engine._rules_for = lambda source, codes, imported: ([Probe()], [])
+    try:
+        result = lint_source("x = 1\n\nprint(x)\n", "probe.py", Settings(select=resolve_selection(["ALL"], [], [])))
+    finally:
+        engine._rules_for = original
+    assert result.errors == []
+    [finding] = [f for f in result.findings if f.name == "probe"]
+    assert [(e.premise, e.line) for e in finding.evidence] == [("made up", 3), ("the call", 3)]

@@ -236,19 +236,24 @@ def _lint_source(source: str | bytes, path: str, settings: Settings | None, proj
                 continue
             message = f"unproven ({guessed[0].text}): {message}"
             severity = Severity.INFO
-        try:
-            evidence = tuple(Evidence(p.text, PROVEN if p.proven else UNKNOWN, p.kind, path,
-                                      positions.span(p.node)[0]) for p in report.evidence)
-        except Exception as exc:
-            result.errors.append(f"internal error in {rule.code} ({rule.name}) while checking {path}: "
-                                 f"cannot locate a premise: {_describe(exc)}")
-            continue
+        evidence = tuple(Evidence(p.text, PROVEN if p.proven else UNKNOWN, p.kind, path,
+                                  _premise_line(positions, p.node, line)) for p in report.evidence)
         seen.add(key)
         findings.append(Finding(path, line, column, end_line, end_column, rule.code, rule.name,
                                 severity, message, fix, evidence))
     result.findings = sorted(apply_suppressions(findings, source, path, codes),
                              key=lambda f: f.sort_key)
     return result
+
+
+def _premise_line(positions: Positions, node: cst.CSTNode, fallback: int) -> int:
+    """The line of the code that proves a premise; a node that is not part of this module (a
+    project file's, one made up to ask a question with) is stated at the finding's own line
+    rather than costing the finding."""
+    try:
+        return positions.span(node)[0]
+    except Exception:
+        return fallback
 
 
 def _prefiltered(source: str, path: str, codes: frozenset[str], project: Project | None) -> list[Rule]:
