@@ -31,7 +31,7 @@ KNOWN_NAME_PREMISES = {
     "TL501-bad-4": "a premise of the model still read from a name (not yet diagnosed)",
     "TL501-bad-5": "a premise of the model still read from a name (not yet diagnosed)",
     "TL502-bad-2": "a premise of the model still read from a name (not yet diagnosed)",
-    "TL601-bad-0": "a premise of the model still read from a name (not yet diagnosed)",
+    "TL601-bad-0": "a per-batch mean recognised by its callee's name (`criterion`, _CRITERION_NAME)",
     "TL601-bad-8": "a premise of the model still read from a name (not yet diagnosed)",
     "TL702-bad-1": "a premise of the model still read from a name (not yet diagnosed)",
     "TL702-bad-2": "a premise of the model still read from a name (not yet diagnosed)",
