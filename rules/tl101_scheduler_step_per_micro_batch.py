@@ -12,6 +12,8 @@ from trainlint.model.training import training_model
 from trainlint.model.accumulation import describe_k, is_plateau_scheduler, micro_batch_horizon
 from trainlint.model.shipped import k_condition
 from trainlint.model.summaries import COUNTER, POSITION, own_rate_clock
+from trainlint.model.premises import premise
+from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, training_premises
 
 
 class SchedulerStepPerMicroBatch(Rule):
@@ -70,7 +72,7 @@ class SchedulerStepPerMicroBatch(Rule):
         bad(
             """
             import torch
-
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
             for i, (x, y) in enumerate(loader):
                 if use_amp:
                     with torch.autocast("cuda"):
@@ -249,7 +251,7 @@ class SchedulerStepPerMicroBatch(Rule):
         bad(
             """
             import torch
-
+            sched = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
             scaler = torch.amp.GradScaler("cuda")
             for it in range(max_iters):
                 for micro_step in range(gradient_accumulation_steps):
@@ -501,7 +503,7 @@ class SchedulerStepPerMicroBatch(Rule):
                 return parser.parse_args()
 
 
-            def train(args, model, loader, optimizer, scheduler):
+            def train(args, model, loader, optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler):
                 for step, batch in enumerate(loader):
                     loss = model(**batch).loss / args.gradient_accumulation_steps
                     loss.backward()
@@ -524,7 +526,7 @@ class SchedulerStepPerMicroBatch(Rule):
                 return parser.parse_args()
 
 
-            def train(args, model, loader, optimizer, scheduler):
+            def train(args, model, loader, optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler):
                 for step, batch in enumerate(loader):
                     loss = model(**batch).loss / args.gradient_accumulation_steps
                     loss.backward()
@@ -656,7 +658,11 @@ class SchedulerStepPerMicroBatch(Rule):
                 if accelerate is not None and loop.guard.kind == "accelerate" and not ref.via \
                         and isinstance(ref.node.func.value, cst.Name):
                     fix = prepare_with(ctx.index, ctx.module, accelerate.accelerator, name, ref.scope)
-                yield self.report_if(k_condition(ctx, loop), ref.node, message, fix)
+                evidence = [*accumulation_premises(ctx, loop),
+                            role_premise(ctx, ref.node.func.value, ref.scope, "scheduler"),
+                            premise(f"`{name}.step()` is not under the update's guard: it runs on every micro-batch",
+                                    ref.node, "call")]
+                yield self.report_if(k_condition(ctx, loop), ref.node, message, fix, evidence)
 
 
 def _fix(ctx, loop, ref, name):

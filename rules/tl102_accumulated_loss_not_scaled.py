@@ -11,6 +11,8 @@ from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.rules import registry
 from trainlint.model.training import training_model
 from trainlint.model.shipped import k_condition
+from trainlint.model.premises import premise
+from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, training_premises
 
 
 class AccumulatedLossNotScaled(Rule):
@@ -476,8 +478,11 @@ class AccumulatedLossNotScaled(Rule):
                 message = (f"`{loss_text}` is a per-micro-batch mean, but gradients of {k} micro-batches add up "
                            f"before each optimizer step: the update's gradient is {k} times too large; divide the "
                            f"loss by {k} (or weight it by the micro-batch's share of the window's samples/tokens)")
+                evidence = [*accumulation_premises(ctx, loop),
+                            premise(f"`{loss_text}` is a mean over the micro-batch, not divided by {k} before "
+                                    "the backward", backward.loss, "call")]
                 yield self.report_if(k_condition(ctx, loop), ref.node, message,
-                                     self._fix(ctx, loop, ref, backward, tracer, trace))
+                                     self._fix(ctx, loop, ref, backward, tracer, trace), evidence)
 
     def _fix(self, ctx, loop, ref, backward, tracer, trace) -> FixSpec | None:
         """`(loss / K)` in place of the loss, when K is a name or number readable where backward is.

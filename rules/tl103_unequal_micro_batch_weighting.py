@@ -14,6 +14,8 @@ from trainlint.model.roles import MODEL, roles
 from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
 from trainlint.model.shipped import k_condition
+from trainlint.model.premises import premise
+from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, training_premises
 
 
 class UnequalMicroBatchWeighting(Rule):
@@ -427,7 +429,10 @@ class UnequalMicroBatchWeighting(Rule):
                     yield self.report_if(k_condition(ctx, loop), counter, (
                         f"`{ctx.code_for(counter.with_changes(lpar=(), rpar=())).strip()}` divides by a running count of the window's "
                         "micro-batches, not by K: the first micro-batch of each window weighs 1, the second "
-                        "1/2, the third 1/3, ...; divide every micro-batch's loss by the window size (K)"))
+                        "1/2, the third 1/3, ...; divide every micro-batch's loss by the window size (K)"),
+                        evidence=[*accumulation_premises(ctx, loop),
+                                  premise("the divisor counts the micro-batches seen so far in the window",
+                                          counter, "use")])
                     continue
                 trace = tracer.trace(backward.loss, ref.scope, ref.via)
                 if trace.k_division is None or trace.k_numerator != MEAN or id(trace.k_division) in reported:
@@ -443,7 +448,12 @@ class UnequalMicroBatchWeighting(Rule):
                 yield self.report_if(k_condition(ctx, loop), trace.k_division, (
                     f"`{division}` gives every micro-batch of a window the same weight, but {why}; sum the "
                     "losses and divide by the window's total example/valid-token count (or weight each "
-                    "micro-batch mean by its share of the window)"))
+                    "micro-batch mean by its share of the window)"),
+                    evidence=[*accumulation_premises(ctx, loop),
+                              premise(f"`{division}` divides a per-micro-batch mean by a constant count",
+                                      trace.k_division, "use"),
+                              premise(f"micro-batches of one window can differ in size: {why}", backward.loss,
+                                      "use")])
 
     def why_unequal(self, ctx, tracer: LossTracer, trace: Trace) -> str | None:
         """Why a mean loss divided by K misweights this loop's micro-batches, or None (TL102's

@@ -12,6 +12,8 @@ from trainlint.rule import FixSpec, Rule, after, bad, good, delete
 from trainlint.model.index import walk
 from trainlint.model.training import CallRef, training_model
 from trainlint.model.shipped import k_condition
+from trainlint.model.premises import premise
+from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, training_premises
 
 _CLIPS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "unscale_")
 
@@ -517,12 +519,14 @@ class ZeroGradPerMicroBatch(Rule):
                             f"{name} runs on every micro-batch, between the backward and the optimizer step, which "
                             f"runs once every {k} micro-batches: the gradients are cleared before the step can use "
                             "them, so the optimizer steps on nothing; clear once per update, after the "
-                            "optimizer step"), fix)
+                            "optimizer step"), fix, self._evidence(ctx, loop, ref, name))
                     else:
-                        yield self.report_if(k_condition(ctx, loop), ref.node, self._message(name, k), fix)
+                        yield self.report_if(k_condition(ctx, loop), ref.node, self._message(name, k), fix,
+                                             self._evidence(ctx, loop, ref, name))
             for ref in _grad_none_assignments(model, loop):
                 if not model.runs_per_update(loop, ref):
-                    yield self.report_if(k_condition(ctx, loop), ref.node, self._message(f"`{ctx.code_for(ref.node)}`", k))
+                    yield self.report_if(k_condition(ctx, loop), ref.node, self._message(f"`{ctx.code_for(ref.node)}`", k),
+                                         evidence=self._evidence(ctx, loop, ref, f"`{ctx.code_for(ref.node)}`"))
         yield from self._update_left_outside_its_guard(ctx, model)
 
     def _update_left_outside_its_guard(self, ctx, model):
@@ -541,8 +545,15 @@ class ZeroGradPerMicroBatch(Rule):
                         f"`{ctx.code_for(ref.node.func.value)}.zero_grad()` and the optimizer step run on every "
                         f"micro-batch, outside `if {ctx.code_for(guard.test)}:`, which holds only the clip: every "
                         "micro-batch is an update, not one every window; move the step and the clear into "
-                        "that branch"))
+                        "that branch"), evidence=[*loop_premises(ctx, loop),
+                                                  premise(f"`if {ctx.code_for(guard.test)}:` guards only the clip",
+                                                          guard, "use")])
                     break
+
+    @staticmethod
+    def _evidence(ctx, loop, ref, name: str) -> list:
+        return [*accumulation_premises(ctx, loop),
+                premise(f"{name} is not under the update's guard: it runs on every micro-batch", ref.node, "call")]
 
     @staticmethod
     def _message(what: str, k: str) -> str:

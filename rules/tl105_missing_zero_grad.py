@@ -12,7 +12,8 @@ from trainlint.gate import named
 from trainlint.model.index import dotted_name, positional_args, walk
 from trainlint.model.roles import roles as roles_model
 from trainlint.fixkit import block_of, dotted, line_holding, position_of, update_anchor
-from trainlint.rule import FixSpec, Rule, after, bad, before, good
+from trainlint.rule import FixSpec, Rule, after, bad, before, good, premise
+from trainlint.model.proofs import loop_premises
 
 
 class MissingZeroGrad(Rule):
@@ -388,6 +389,9 @@ class MissingZeroGrad(Rule):
                     f"backward adds into `.grad`, so every update applies the sum of all earlier "
                     f"gradients; call `{_clear_advice(step)}` once per update",
                     _fix(ctx, unit, step),
+                    evidence=[*loop_premises(ctx, unit.loop),
+                              premise(f"no call in the loop or the helpers it runs clears `{step.subject}`'s "
+                                      f"gradients (`zero_grad()`, `p.grad = None`)", unit.node, "use")],
                 )
 
 

@@ -11,6 +11,8 @@ from trainlint.fixkit import block_of, move_line, own_line, position_in
 from trainlint.model.roles import ROLE_WORDS
 from trainlint.model.summaries import instance_class
 from trainlint.rule import FixSpec, Rule, bad, good
+from trainlint.model.premises import premise
+from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, scheduler_premise, training_premises, unit_premises
 
 
 class SchedulerStepBeforeOptimizerStep(Rule):
@@ -187,7 +189,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             """
             import torch
 
-            def train(model, loader, optim, sched, grad_accum):
+            def train(model, loader, optim, sched: torch.optim.lr_scheduler.LRScheduler, grad_accum):
                 scaler = torch.amp.GradScaler("cuda")
                 for it, (x, y) in enumerate(loader):
                     with torch.autocast("cuda", dtype=torch.float16):
@@ -203,7 +205,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             fixed="""
             import torch
 
-            def train(model, loader, optim, sched, grad_accum):
+            def train(model, loader, optim, sched: torch.optim.lr_scheduler.LRScheduler, grad_accum):
                 scaler = torch.amp.GradScaler("cuda")
                 for it, (x, y) in enumerate(loader):
                     with torch.autocast("cuda", dtype=torch.float16):
@@ -245,7 +247,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             """
             import torch
 
-            def train_step(model, batch, opt, sched):
+            def train_step(model, batch, opt, sched: torch.optim.lr_scheduler.LRScheduler):
                 sched.step()
                 loss = model(**batch).loss
                 loss.backward()
@@ -291,7 +293,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             import torch
 
 
-            def learn(policy, buffer, opt, sched, iterations, passes):
+            def learn(policy, buffer, opt, sched: torch.optim.lr_scheduler.LRScheduler, iterations, passes):
                 for it in range(iterations):
                     sched.step()
                     episodes = buffer.fill(policy)
@@ -441,6 +443,9 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                     f"same update: the schedule skips its first value and every update uses the next "
                     f"one; step the scheduler after the optimizer",
                     _swap_fix(ctx, sched, first_step),
+                    evidence=[*unit_premises(ctx, unit), *scheduler_premise(ctx, sched.node, sched.scope),
+                              premise(f"`{describe(sched.node, ctx)}` runs before the optimizer step in the same "
+                                      "update", sched.node, "call")],
                 )
 
 
@@ -471,7 +476,9 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                 sched.node,
                 f"`{describe(sched.node, ctx)}` runs at the start of each iteration of the outer loop, before "
                 f"the `{describe(step_node, ctx)}` of its updates: the first iteration's updates skip the "
-                f"schedule's first value and each later one uses the next; step the scheduler after them")
+                f"schedule's first value and each later one uses the next; step the scheduler after them",
+                evidence=[*loop_premises(ctx, loop), *scheduler_premise(ctx, sched.node, sched.scope),
+                          premise("it runs before the first optimizer step of the iteration", sched.node, "call")])
 
 
 def _sets_next_rate(ctx, call: cst.CSTNode) -> bool:

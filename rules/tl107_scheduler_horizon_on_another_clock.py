@@ -15,6 +15,8 @@ from trainlint.model.roles import SCHEDULER, _unpacked_prepare_argument, role_of
 from trainlint.model.shipped import k_condition
 from trainlint.model.training import CallRef, TrainingLoop, TrainingModel, training_model
 from trainlint.rule import Rule, bad, good
+from trainlint.model.premises import premise
+from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, scheduler_premise, training_premises, unit_premises
 
 # the clocks a scheduler's `.step()` can run on
 EPOCH, BATCH, MICRO, UPDATE = "epoch", "batch", "micro-batch", "update"
@@ -512,8 +514,18 @@ class SchedulerHorizonOnAnotherClock(Rule):
                     if found is not None:
                         seen.add(id(horizon.arg))
                         condition, message = found
-                        yield self.report_if(condition, horizon.arg, message)
+                        evidence = [*loop_premises(ctx, loop), *scheduler_premise(ctx, ref.node, ref.scope),
+                                    premise(f"the scheduler's `.step()` runs on the {clock} clock", ref.node, "call"),
+                                    premise(f"`{ctx.code_for(horizon.arg)}` sets the schedule's horizon",
+                                            horizon.arg, "argument")]
+                        yield self.report_if(condition, horizon.arg, message, evidence=evidence)
         yield from self._lightning(ctx, seen)
+
+    @staticmethod
+    def _lightning_evidence(ctx, horizon, returned) -> list:
+        return [premise("`configure_optimizers` returns the scheduler with its interval: Lightning steps it",
+                        returned, "framework"),
+                premise(f"`{ctx.code_for(horizon.arg)}` sets the schedule's horizon", horizon.arg, "argument")]
 
     def _lightning(self, ctx, seen):
         """`configure_optimizers` hooks: the interval Lightning steps the scheduler at against its length."""
@@ -534,13 +546,15 @@ class SchedulerHorizonOnAnotherClock(Rule):
                                 f"`{ctx.code_for(horizon.arg)}` counts epochs, but `\"interval\": \"step\"` makes "
                                 "Lightning step the scheduler after every optimizer step: the schedule ends after "
                                 "max_epochs updates and then repeats or stays at its end; use "
-                                "`self.trainer.estimated_stepping_batches`"))
+                                "`self.trainer.estimated_stepping_batches`"),
+                                evidence=self._lightning_evidence(ctx, horizon, node))
                         elif interval == "epoch" and text.endswith("trainer.estimated_stepping_batches"):
                             seen.add(id(horizon.arg))
                             yield self.report(horizon.arg, (
                                 f"`{ctx.code_for(horizon.arg)}` counts optimizer steps, but Lightning steps this "
                                 "scheduler once per epoch (the default interval): it never gets past the first "
-                                "epochs' worth of its schedule; set `\"interval\": \"step\"` or count epochs"))
+                                "epochs' worth of its schedule; set `\"interval\": \"step\"` or count epochs"),
+                                evidence=self._lightning_evidence(ctx, horizon, node))
 
 
 def _step_clock(model: TrainingModel, loop: TrainingLoop, ref: CallRef) -> str | None:

@@ -16,6 +16,8 @@ from trainlint.model.summaries import SAVE_WORDS, FunctionSummary, callable_summ
 from trainlint.model.training import CallRef, TrainingLoop, TrainingModel, training_model
 from trainlint.model.accumulation import describe_k
 from trainlint.rule import FixSpec, Rule, after, bad, delete, good
+from trainlint.model.premises import premise
+from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, scheduler_premise, training_premises, unit_premises
 
 _SAVERS = frozenset({"torch.save", "torch.serialization.save", "safetensors.torch.save_file",
                      "safetensors.torch.save_model"})
@@ -470,8 +472,12 @@ class CadenceOnMicroBatchClock(Rule):
                 if clock is None:
                     continue
                 reported.add(id(cadence.node))
+                evidence = [*accumulation_premises(ctx, loop),
+                            premise(f"`{ctx.code_for(cadence.node.test)}` tests the micro-batch counter, outside the "
+                                    "update's branch", cadence.node.test, "use"),
+                            premise(f"under it: {work}", ref.node, "call")]
                 yield self.report(cadence.node.test, _message(ctx, loop, cadence, clock, work),
-                                  _fix(ctx, loop, cadence) if clock == UPDATE else None)
+                                  _fix(ctx, loop, cadence) if clock == UPDATE else None, evidence=evidence)
 
 
 def _message(ctx, loop: TrainingLoop, cadence: _Cadence, clock: str, work: str) -> str:

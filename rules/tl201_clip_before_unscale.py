@@ -6,12 +6,14 @@ import re
 
 import libcst as cst
 
-from trainlint.model.amp import (CLIP, OPTIMIZER_STEPS, SCALED_BACKWARD, SCALER_STEP, UNSCALE, amp_model, describe,
+from trainlint.model.amp import (BACKWARDS, CLIP, OPTIMIZER_STEPS, SCALED_BACKWARD, SCALER_STEP, UNSCALE, amp_model, describe,
                            measures_only, per_update)
 from trainlint.model.amp import CLIP_NAMES
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.rule import FixSpec, Rule, bad, good
+from trainlint.model.premises import premise
+from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, unit_premises
 
 
 class ClipBeforeUnscale(Rule):
@@ -549,6 +551,10 @@ class ClipBeforeUnscale(Rule):
                         f"scaled for fp16 and nothing has unscaled yet: use `{framework}.clip_grad_norm_(...)` "
                         f"(or `{framework}.clip_grad_value_`/`clip_gradients`), which unscales first",
                         _accelerator_clip(ctx, clip, framework),
+                        evidence=[*unit_premises(ctx, unit),
+                                  premise(f"`{framework}` was created for fp16: its `backward(loss)` scales the loss",
+                                          unit.of_kind(*BACKWARDS)[0].node, "framework"),
+                                  premise("nothing unscales the gradients before this clip", clip.node, "call")],
                     )
                     continue
                 scaler = unit.of_kind(SCALED_BACKWARD)[0].subject
@@ -564,6 +570,11 @@ class ClipBeforeUnscale(Rule):
                     f"multiplied by the loss scale: call `{scaler}.unscale_({optimizer})` before clipping "
                     f"in the update, so the threshold applies to the true gradients",
                     fix,
+                    evidence=[*unit_premises(ctx, unit),
+                              premise(f"the backward runs on `{scaler}.scale(loss)`: the gradients are scaled",
+                                      scaled[0].node, "call"),
+                              premise(f"no `{scaler}.unscale_(...)` runs before this clip in the update", clip.node,
+                                      "call")],
                 )
 
 

@@ -8,6 +8,8 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
 from trainlint.model.shipped import k_condition
+from trainlint.model.premises import premise
+from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, unit_premises
 
 
 class ClipPerMicroBatch(Rule):
@@ -269,6 +271,9 @@ class ClipPerMicroBatch(Rule):
                     f"`{describe(clip.node, ctx)}` runs on every micro-batch but the optimizer steps "
                     f"{_window(ctx, loop.guard)}: it clips a partial sum of the window; "
                     f"{_advice(loop.guard)}",
+                    evidence=[*accumulation_premises(ctx, loop),
+                              premise("the clip is not under the update's guard: it runs on every micro-batch",
+                                      clip.node, "call")],
                 )
 
 
@@ -293,6 +298,10 @@ class ClipPerMicroBatch(Rule):
                 f"`{describe(clip.node, ctx)}` runs on every micro-batch but the optimizer steps once "
                 f"after the micro-batch loop (`{over}`): it clips a partial sum of the window; clip once "
                 f"after the micro-batch loop, before the step",
+                evidence=[*unit_premises(ctx, unit),
+                          premise(f"the backward runs in the micro-batch loop (`{over}`)",
+                                  next(b for b in backwards if micro_loop in b.loops).node, "call"),
+                          premise("the clip runs inside that loop, the step after it", clip.node, "call")],
             )
 
 

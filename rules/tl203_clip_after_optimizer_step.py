@@ -9,6 +9,8 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.fixkit import move_line, own_line
 from trainlint.rule import Rule, bad, good
+from trainlint.model.premises import premise
+from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, unit_premises
 
 
 class ClipAfterOptimizerStep(Rule):
@@ -308,6 +310,9 @@ class ClipAfterOptimizerStep(Rule):
                     f"`{describe(clip.node, ctx)}` runs after `{step}` in the same update: the step has "
                     f"already applied the unclipped gradients, so this clip changes nothing; clip {advice}",
                     _fix(ctx, clip, found),
+                    evidence=[*unit_premises(ctx, unit),
+                              premise(f"`{step}` runs before the clip in the same update", found.node, "call"),
+                              premise("no backward runs between that step and this clip", clip.node, "call")],
                 )
 
 

@@ -12,6 +12,8 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.index import positional_args
 from trainlint.rule import Rule, bad, good
+from trainlint.model.premises import premise
+from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, unit_premises
 
 
 class GradScalerMisuse(Rule):
@@ -278,6 +280,11 @@ class GradScalerMisuse(Rule):
                         f"`{opt}.step()` applies gradients of `{scaler}.scale(...)` that are still "
                         f"multiplied by the loss scale and never skips an overflowed step: use "
                         f"`{scaler}.step({opt})` followed by `{scaler}.update()`",
+                        evidence=[*unit_premises(ctx, unit),
+                                  premise(f"the backward runs on `{scaler}.scale(...)`: the gradients are scaled",
+                                          unit.of_kind(SCALED_BACKWARD)[0].node, "call"),
+                                  premise(f"the update steps `{opt}` itself, not through the scaler", step.node,
+                                          "call")],
                     )
             if unit.loop is None:
                 continue  # the caller may scale the loss or update the scaler
@@ -289,6 +296,10 @@ class GradScalerMisuse(Rule):
                         f"`{describe(step.node, ctx)}` without `{scaler}.update()` in the loop: the scale "
                         f"never adapts and the next `{scaler}.step(...)` raises; call `{scaler}.update()` "
                         f"once per update, after the step",
+                        evidence=[*unit_premises(ctx, unit),
+                                  premise(f"`{describe(step.node, ctx)}` steps through the scaler", step.node, "call"),
+                                  premise(f"no `{scaler}.update()` runs in the loop or the helpers it calls",
+                                          unit.node, "use")],
                     )
                 elif not unit.has(SCALE, SCALED_BACKWARD) and self._plain_backwards_only(unit):
                     backward = unit.of_kind(BACKWARD)[0]
@@ -299,6 +310,9 @@ class GradScalerMisuse(Rule):
                         f"backward ran on `{describe(backward.node.func.value, ctx)}`, not "
                         f"`{scaler}.scale({loss})`: the update is that many times too small; use "
                         f"`{scaler}.scale({loss}).backward()`",
+                        evidence=[*unit_premises(ctx, unit),
+                                  premise(f"`{describe(step.node, ctx)}` unscales by the loss scale", step.node, "call"),
+                                  premise(f"the backward runs on `{loss}`, never scaled", backward.node, "call")],
                     )
 
     @staticmethod

@@ -13,6 +13,8 @@ from trainlint.model.index import FunctionInfo, Scope, walk
 from trainlint.model.roles import OPTIMIZER, SCALER, role_of_callee
 from trainlint.model.training import TrainingModel, training_model
 from trainlint.rule import Rule, bad, good
+from trainlint.model.premises import premise
+from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, unit_premises
 
 _LOOPS = (cst.For, cst.While)
 _SCALER_CLASSES = ("GradScaler", "ShardedGradScaler")
@@ -487,7 +489,13 @@ class GradScalerRecreated(Rule):
                            "restarts and a saved `state_dict()` is not the state in use. Build the scaler once "
                            "with the optimizer and pass it in")
                 fix = None
-            yield self.report(site.node, message, fix)
+            evidence = [premise(f"`{name}(...)` constructs a GradScaler", site.node, "construction"),
+                        *loop_premises(ctx, model.loop_of(site.node) if repeat.helper is None else
+                                       model._loops_by_node().get(repeat.loop))]
+            if repeat.helper is not None:
+                evidence.append(premise(f"the training loop calls `{repeat.helper.name}()` on every iteration",
+                                        repeat.loop, "call"))
+            yield self.report(site.node, message, fix, evidence=evidence)
 
 
 def _is_scaler_construction(ctx, call: cst.Call, scope: Scope) -> bool:

@@ -12,6 +12,8 @@ from trainlint.model.modes import modes
 from trainlint.fixkit import line_holding, module_name, wrap_in
 from trainlint.model.value_kinds import is_synthetic_tensor
 from trainlint.rule import FixSpec, Rule, bad, before, good, rewrite
+from trainlint.model.premises import premise
+from trainlint.model.proofs import evaluation_premise, grad_off_site, mode_fact_premise
 
 
 class EvalForwardWithGrad(Rule):
@@ -442,7 +444,13 @@ class EvalForwardWithGrad(Rule):
             if _one_off_probe(ctx, forward.call):
                 continue  # a warm-up or shape probe on a made-up tensor: one graph, freed at once
             reported.add(group)
-            yield self.report(forward.call, self._message(ctx, forward), _fix(ctx, model, forward))
+            key = display_key(forward.key)
+            evidence = [mode_fact_premise(ctx, fact, key, forward.call)
+                        for fact in sorted(forward.facts, key=lambda f: ctx.code_for(f.node) if f.node else "")][:2]
+            evidence += [premise("grad recording is on at this forward: no `no_grad`/`inference_mode` around it, no "
+                                 "decorator, no caller that turns it off", forward.call, "call"),
+                         evaluation_premise(ctx, model, forward)]
+            yield self.report(forward.call, self._message(ctx, forward), _fix(ctx, model, forward), evidence=evidence)
 
     def _message(self, ctx, forward) -> str:
         function = forward.function

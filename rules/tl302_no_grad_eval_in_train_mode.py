@@ -9,6 +9,8 @@ from trainlint.model.mode_names import display_key
 from trainlint.model.mode_state import CHOSEN, NEW, OFF, RESTORE, TRAIN, TRAINED, TRAINING_KINDS
 from trainlint.model.modes import EVAL_LOADER_TEXT, is_evaluation_name, modes
 from trainlint.rule import Rule, bad, good
+from trainlint.model.premises import premise
+from trainlint.model.proofs import evaluation_premise, grad_off_site, mode_fact_premise
 
 
 class NoGradEvalInTrainMode(Rule):
@@ -624,7 +626,14 @@ class NoGradEvalInTrainMode(Rule):
             if not model.mode_matters(receiver, ctx.index.scope_at(forward.call), training):
                 continue
             reported.add(group)
-            yield self.report(forward.call, self._message(ctx, forward, training[0]))
+            key = display_key(forward.key)
+            off = grad_off_site(ctx, forward.call)
+            evidence = [premise("grad recording is off at this forward", off if off is not None else forward.call,
+                                "call" if off is None or not hasattr(off, "decorator") else "decorator"),
+                        mode_fact_premise(ctx, training[0], key, forward.call),
+                        premise(f"no `{key}.eval()` runs between that and this forward", forward.call, "use"),
+                        evaluation_premise(ctx, model, forward, region)]
+            yield self.report(forward.call, self._message(ctx, forward, training[0]), evidence=evidence)
 
     def _message(self, ctx, forward, fact) -> str:
         key = display_key(forward.key)

@@ -12,6 +12,8 @@ from trainlint.model.mode_names import display_key
 from trainlint.model.modes import modes
 from trainlint.fixkit import block_of, dotted, line_holding, own_line
 from trainlint.rule import FixSpec, Rule, after, bad, good
+from trainlint.model.premises import premise
+from trainlint.model.proofs import evaluation_premise, grad_off_site, mode_fact_premise
 
 
 class TrainModeNotRestored(Rule):
@@ -739,7 +741,11 @@ class TrainModeNotRestored(Rule):
         for item in model.unrestored():
             if model.undone_by_next_phase(item) or not self._mode_matters(ctx, model, item):
                 continue
-            yield self.report(item.anchor, self._message(ctx, item), _fix(ctx, item))
+            key = display_key(item.key)
+            evidence = [mode_fact_premise(ctx, item.fact, key, item.anchor),
+                        premise("the training loop runs a backward after it", item.backward, "call"),
+                        premise(f"no `{key}.train()` runs between the evaluation and that backward", item.loop, "use")]
+            yield self.report(item.anchor, self._message(ctx, item), _fix(ctx, item), evidence=evidence)
 
     @staticmethod
     def _mode_matters(ctx, model, item) -> bool:

@@ -11,6 +11,8 @@ from trainlint.finding import Severity
 from trainlint.gate import reference_text, refers_to
 from trainlint.model.index import keyword_arg, positional_args
 from trainlint.rule import FixSpec, Rule, bad, good
+from trainlint.model.premises import premise, unknown
+from trainlint.model.proofs import state_premise
 
 TORCH_LOADS = ("torch.load", "torch.serialization.load")
 PICKLE_LOADS = ("pickle.load", "dill.load", "cloudpickle.load", "_pickle.load", "pickle.Unpickler")
@@ -289,6 +291,9 @@ class UnsafeTorchLoad(Rule):
                     f"`{name}` of a checkpoint runs arbitrary code from the file; "
                     "store tensors and plain containers with `torch.save` and load them with "
                     "`weights_only=True` (or use safetensors for weights)",
+                    evidence=[premise(f"`{name}` unpickles arbitrary objects", site.node, "call"),
+                              unknown("the file is a checkpoint: its path reads as one",
+                                      positional_args(site.node)[0].value, "argument", required=False)],
                 )
 
     def _check_torch_load(self, ctx, site):
@@ -307,6 +312,11 @@ class UnsafeTorchLoad(Rule):
                     "checkpoint runs code on load; use `weights_only=True` and allowlist any extra class "
                     "with `torch.serialization.safe_globals`",
                     fix,
+                    evidence=[premise("`torch.load` unpickles the file", call, "call"),
+                              premise(f"`weights_only` is `{ctx.code_for(arg.value)}`" + (
+                                  "" if _is_false(arg.value) else ", False wherever it is bound"),
+                                      arg.value if _is_false(arg.value) else _binding_of(site, arg.value),
+                                      "argument")],
                 )
             return
         spread = _spread_weights_only(ctx, site)
@@ -316,6 +326,8 @@ class UnsafeTorchLoad(Rule):
                     call,
                     "`torch.load` gets `weights_only=False` through `**` keyword arguments: it unpickles "
                     "arbitrary objects, so a crafted checkpoint runs code on load; use `weights_only=True`",
+                    evidence=[premise("`torch.load` unpickles the file", call, "call"),
+                              premise("the `**` dict sets `weights_only` to False", spread, "argument")],
                 )
             return
         pickle_module = keyword_arg(call, "pickle_module")
@@ -325,6 +337,9 @@ class UnsafeTorchLoad(Rule):
                 call,
                 "`torch.load` with a custom `pickle_module` and no `weights_only=True` falls back to the "
                 "full unpickler: a crafted checkpoint runs code on load",
+                evidence=[premise("`torch.load` unpickles the file", call, "call"),
+                          premise("a custom `pickle_module` is passed, `weights_only` is not",
+                                  pickle_module if pickle_module is not None else positional[2], "argument")],
             )
             return
         if ctx.min_torch_version < (2, 6) and not any(a.star == "**" for a in call.args):
@@ -334,6 +349,9 @@ class UnsafeTorchLoad(Rule):
                 f"`torch.load` without `weights_only` uses the full unpickler before torch 2.6 "
                 f"(min-torch-version is {version}): pass `weights_only=True`",
                 _add_weights_only(call),
+                evidence=[premise("`torch.load` is called without `weights_only`", call, "call"),
+                          premise(f"the configured min-torch-version is {version}: before 2.6 the default is False",
+                                  call, "metadata")],
             )
 
     def _loads_checkpoint(self, ctx, site) -> bool:
@@ -360,6 +378,13 @@ def _spread_weights_only(ctx, site) -> cst.BaseExpression | None:
 
 def _is_false(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "False"
+
+
+def _binding_of(site, expr: cst.BaseExpression) -> cst.CSTNode:
+    """Where the name `expr` gets its (False) value: its last binding, else the name itself."""
+    bindings = [b for b in site.scope.lookup(expr.value) if b.kind in ("param", "assign")] \
+        if isinstance(expr, cst.Name) else []
+    return bindings[-1].node if bindings else expr
 
 
 def _false_by_default(ctx, site, expr: cst.BaseExpression) -> bool:

@@ -7,13 +7,14 @@ import re
 import libcst as cst
 
 from trainlint.model.checkpoint_base import COUNTER_NAME, SAVE_FUNCTIONS
-from trainlint.model.checkpoints import checkpoint_model
+from trainlint.model.checkpoints import checkpoint_model, read_back
 from trainlint.model.index import dotted_name, walk
 from trainlint.model.training import training_model
 from trainlint.finding import Severity
 from trainlint.gate import reference_text, refers_to
 from trainlint.fixkit import add_import, blank_lines_after, import_block, module_name
 from trainlint.rule import FixSpec, Rule, after, bad, good
+from trainlint.model.premises import premise
 
 _TRAINING_CALL = re.compile(r"train|fit|step|backward|epoch", re.IGNORECASE)
 _CHECKPOINT_HELPER = re.compile(r"checkpoint|ckpt|resume|snapshot|save_state", re.IGNORECASE)
@@ -53,15 +54,21 @@ class NonAtomicCheckpointSave(Rule):
         save, so a crash leaves no checkpoint at all; a name that is unique per save
         (`ckpt_{step}.pt`) leaves a truncated newest file that a resume will pick up.
 
-        Severity: a warning where a crash mid-save loses state a run needs: a save inside a loop
-        (or in a function called from one, or a helper whose callers are not all in the file), a
-        save holding optimizer/scheduler/scaler state, and the file a `torch.load` of the same
-        path resumes from. A single save of final weights after training (model state only, not in
-        a loop, every caller of its function seen and none in a loop) is reported at **info**, and
-        the message says so: a crash then truncates that one file but loses no training state. So
-        is a save in a file that runs no training loop at all (a conversion, merge or export
-        script), of no optimizer/scheduler/scaler state, outside loops over epochs or steps and
-        functions named for checkpointing, when every caller of its function is seen.
+        Severity (the policy): a **warning** only where the save rewrites in place a path that
+        something reads back: the destination is not unique per save (`last.pt`, a fixed string,
+        a variable bound to one, `os.path.join(out_dir, "last.pt")`), and the file loads that same path (the same
+        expression, the same string, or what a caller of the saving helper passes: the file a
+        resume or a best-model reload reads) or records it as the one to read (a `latest` link or
+        marker: `os.symlink(path, ...)`, `f.write(path)`, `json.dump(...)` naming it). A crash
+        mid-save then destroys the one checkpoint the run comes back to. Every other non-atomic
+        save is still reported, at **info**: a name unique per save (a crash truncates only the newest file, the
+        older ones stay), a fixed path nothing in the file reads back (an export, per-epoch files,
+        a path another program reads), a single save of final weights after training (model
+        state only, not in a loop, every caller of its function seen and none in a loop), and a
+        save in a file that runs no training loop at all (a conversion, merge or export script).
+        On public training code (issue 35) 2 of 15 sampled TL402 findings were this default case
+        and 13 were minor: the warning is kept for the case a maintainer acts on. The evidence
+        (`--show-evidence`) names the load or marker that reads the path back.
         """
     why_bad = """
         `torch.save` opens the destination for writing, which truncates it, then streams a ZIP
@@ -81,6 +88,49 @@ class NonAtomicCheckpointSave(Rule):
         "https://docs.python.org/3/library/os.html#os.replace",
     )
     examples = (
+        bad(
+            """
+            import torch
+
+            def save(model, optimizer, epoch):
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch}, "checkpoints/last.pt")
+
+            def resume(model, optimizer):
+                state = torch.load("checkpoints/last.pt", weights_only=True)
+                model.load_state_dict(state["model"])
+                optimizer.load_state_dict(state["optimizer"])
+                return state["epoch"]
+            """,
+            line=4,
+            fixed="""
+            import os
+
+            import torch
+
+
+            def atomic_save(obj, path):
+                # into a temporary file, synced to disk, then renamed: `path` is never half-written
+                tmp = f"{path}.tmp"
+                with open(tmp, "wb") as f:
+                    torch.save(obj, f)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+
+
+            def save(model, optimizer, epoch):
+                atomic_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch}, "checkpoints/last.pt")
+
+            def resume(model, optimizer):
+                state = torch.load("checkpoints/last.pt", weights_only=True)
+                model.load_state_dict(state["model"])
+                optimizer.load_state_dict(state["optimizer"])
+                return state["epoch"]
+            """,
+            title="the file the resume reads, rewritten in place on every save",
+        ),
         bad(
             """
             import torch
@@ -110,7 +160,8 @@ class NonAtomicCheckpointSave(Rule):
                 atomic_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                             "epoch": epoch}, "checkpoints/last.pt")
             """,
-            title="a fixed path overwritten on every save",
+            title="a fixed path overwritten on every save, that nothing in the file reads back: info",
+            severity=Severity.INFO,
         ),
         bad(
             """
@@ -141,7 +192,8 @@ class NonAtomicCheckpointSave(Rule):
                 train_one_epoch()
                 atomic_save(model.state_dict(), os.path.join(args.out_dir, f"epoch_{epoch}.pth"))
             """,
-            title="a unique name per save",
+            title="a unique name per save (a crash truncates only the newest): info",
+            severity=Severity.INFO,
         ),
         bad(
             """
@@ -154,7 +206,8 @@ class NonAtomicCheckpointSave(Rule):
                         torch.save(self.state(), f)
             """,
             line=7,
-            title="an open file handle on the final path",
+            title="an open file handle on the final path, not read back here: info",
+            severity=Severity.INFO,
         ),
         bad(
             """
@@ -187,7 +240,8 @@ class NonAtomicCheckpointSave(Rule):
 
             save_checkpoint({"model": model.state_dict()}, os.path.join(out, "ckpt.pth.tar"))
             """,
-            title="a helper whose caller passes the final path",
+            title="a helper whose caller passes the final path, not read back here: info",
+            severity=Severity.INFO,
         ),
         bad(
             """
@@ -455,10 +509,24 @@ class NonAtomicCheckpointSave(Rule):
             if verdict is True:
                 continue
             case = self._one_off_case(ctx, model, save)
+            where = premise("`torch.save` writes the checkpoint straight to its final path, with no temporary "
+                            "file renamed onto it", save.node, "call")
             if case is not None:
-                yield self.report(save.node, self._one_off_message(model, save, case), fix=_fix(ctx, save), severity=Severity.INFO)
+                yield self.report(save.node, self._one_off_message(model, save, case), fix=_fix(ctx, save),
+                                  severity=Severity.INFO, evidence=[where, _after_training(ctx, save, case)])
                 continue
-            yield self.report(save.node, self._message(model, save), _fix(ctx, save))
+            reuse = model.path_reuse(save)
+            reader = _reader_premise(ctx, save)
+            evidence = [where, _reuse_premise(model, save, reuse)]
+            if reuse != "unique" and reader is not None:
+                # the default finding: the one file something reads back is rewritten in place
+                yield self.report(save.node, self._message(model, save), _fix(ctx, save),
+                                  evidence=evidence + [reader])
+                continue
+            evidence.append(premise("nothing in this file reads this path back (no `torch.load` of it, no `latest` "
+                                    "marker naming it)", save.node, "use"))
+            yield self.report(save.node, self._message(model, save) + " (reported at info: nothing in this file "
+                              "reads this path back)", _fix(ctx, save), severity=Severity.INFO, evidence=evidence)
 
     @staticmethod
     def _one_off_case(ctx, model, save) -> str | None:
@@ -523,6 +591,36 @@ class NonAtomicCheckpointSave(Rule):
                     f"truncated newest checkpoint that a resume will pick up; {_ADVICE}")
         return (f"`torch.save` writes the checkpoint straight to {where}: a crash mid-save leaves a "
                 f"truncated file (and no checkpoint at all if the path is reused); {_ADVICE}")
+
+
+def _reader_premise(ctx, save):
+    """That something in the file reads the saved path back (a file fact: the reading code may sit
+    in another part of the document than a language server's sliced check holds, so the premise
+    is stated at the save, naming what reads it, the same in every check)."""
+    found = read_back(ctx, save)
+    if found is None:
+        return None
+    kind, text = found
+    if kind == "marker":
+        return premise(f"a `latest` link or marker in this file names this path (`{text[:60]}`)", save.node, "use")
+    shown = f'"{text}"' if kind == "string" else text
+    return premise(f"a `torch.load` in this file reads this path back (`{shown[:60]}`): a resume or a reload",
+                   save.node, "call")
+
+
+def _reuse_premise(model, save, reuse):
+    node = save.dest if save.dest is not None else save.node
+    if reuse == "fixed":
+        return premise("the path is the same on every save: it is rewritten in place", node, "argument")
+    if reuse == "unique":
+        return premise("the path changes from one save to the next", node, "argument")
+    return premise("whether the path is reused cannot be told from the code", node, "argument")
+
+
+def _after_training(ctx, save, case):
+    if case == "final":
+        return premise("it runs once, after training, with no optimizer state", save.node, "use")
+    return premise("the file runs no training loop: an export or conversion", save.node, "use")
 
 
 #: the helper the fix adds once per file, and calls in place of `torch.save`

@@ -10,6 +10,8 @@ from trainlint.finding import Severity
 from trainlint.gate import reference_text, refers_to
 from trainlint.model.index import walk
 from trainlint.rule import FixSpec, Rule, bad, good
+from trainlint.model.premises import premise, unknown
+from trainlint.model.proofs import state_premise
 
 
 class SavedTensorView(Rule):
@@ -226,6 +228,8 @@ class SavedTensorView(Rule):
                 f"`torch.save` of {described} writes the whole storage it views, not just its elements "
                 "(and the file loads back as a view of it); save `.clone()` of the view instead",
                 fix,
+                evidence=[premise("`torch.save` writes a tensor's whole storage", save.node, "call"),
+                          *(premise(f"`{ctx.code_for(expr)}` is {kind}", expr, "use") for expr, kind, _ in views[:2])],
             )
 
 

@@ -7,6 +7,8 @@ from trainlint.model.checkpoints import checkpoint_model
 from trainlint.finding import Severity
 from trainlint.gate import reference_text, refers_to
 from trainlint.rule import Rule, bad, good
+from trainlint.model.premises import premise, unknown
+from trainlint.model.proofs import state_premise
 
 _CONSEQUENCE = {
     "optimizer": "the optimizer restarts with empty moments",
@@ -123,7 +125,7 @@ class IncompleteResumeCheckpoint(Rule):
             """
             import torch
 
-            def save_checkpoint(model, optimizer, epoch, path="checkpoint.pth"):
+            def save_checkpoint(model, optimizer: torch.optim.Optimizer, epoch, path="checkpoint.pth"):
                 torch.save({"epoch": epoch, "state_dict": model.state_dict()}, path)
             """,
             line=4,
@@ -165,7 +167,7 @@ class IncompleteResumeCheckpoint(Rule):
             """
             import torch
 
-            def resume(model, optimizer, scaler, path):
+            def resume(model, optimizer, scaler: torch.amp.GradScaler, path):
                 checkpoint = torch.load(path, map_location="cpu", weights_only=True)
                 state_dict = checkpoint["model"]
                 model.load_state_dict(state_dict)
@@ -581,6 +583,10 @@ class IncompleteResumeCheckpoint(Rule):
                 resume.save.node,
                 f"this resume checkpoint leaves out {_missing_text(resume.missing)}: after a resume "
                 f"{consequences}; add {'it' if len(resume.missing) == 1 else 'them'} to the saved dict",
+                evidence=[premise("this save writes the model's state with training state (a resume point): "
+                                  + ", ".join(sorted(resume.kinds)), resume.save.node, "call"),
+                          *(state_premise(ctx, resume.save.scope, kind, labels[0], resume.save.node)
+                            for kind, labels in resume.missing.items() if labels)],
             )
         for site, missing, _ in model.partial_restores():
             names = ", ".join(quoted_state(name) for _, name in missing)
@@ -590,4 +596,7 @@ class IncompleteResumeCheckpoint(Rule):
                 f"this resume loads a training checkpoint but {what}: {names} "
                 f"{'is' if len(missing) == 1 else 'are'} never restored with `load_state_dict`, so "
                 + "; ".join(_CONSEQUENCE[kind] for kind, _ in missing),
+                evidence=[premise("this load reads a training checkpoint and restores the model from it", site.node,
+                                  "call"),
+                          *(state_premise(ctx, site.scope, kind, label, site.node) for kind, label in missing)],
             )

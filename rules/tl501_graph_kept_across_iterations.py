@@ -10,6 +10,8 @@ from trainlint.gate import iterates_loader, named
 from trainlint.model.index import dotted_name, positional_args, walk, walk_expression
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.training import training_model
+from trainlint.model.premises import premise, unknown
+from trainlint.model.proofs import code, loader_premise, role_premise, training_premises
 
 _STORE_METHODS = ("append", "extend", "insert", "appendleft")
 # Framework hooks that run once per training batch: their body is an iteration of a hidden loop.
@@ -642,6 +644,11 @@ class GraphKeptAcrossIterations(Rule):
                 f"it, so memory grows and backward runs through all earlier batches (or fails without "
                 f"`retain_graph=True`); detach it at the start of each batch (`{name} = {name}.detach()`, "
                 "or a tuple of detached tensors for an LSTM)",
+                evidence=[premise(f"`{ctx.code_for(node.value.func)}(...)` runs a forward: its outputs carry a graph",
+                                  node.value, "call"),
+                          premise(f"`{name}` is bound before `{_loop_header(ctx, loop)}` and fed back on each "
+                                  "iteration, never detached", node, "use"),
+                          premise("the loop repeats over batches", loop, "use")],
             )
         return None
 
@@ -697,6 +704,11 @@ class GraphKeptAcrossIterations(Rule):
             f"`{key}` {verb} `{what}`, which carries its autograd graph, and outlives {where}: every "
             f"step's graph stays reachable and memory grows; {instead}",
             fix,
+            evidence=[premise(f"`{what[:60]}` carries an autograd graph (computed from a forward, never detached)",
+                              value, "use"),
+                      premise(f"`{key}` outlives the iteration: it is bound outside it and never reset inside",
+                              node, "use"),
+                      premise(f"the loop repeats: {where}", loop, "use")],
         )
 
 

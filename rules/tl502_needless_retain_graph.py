@@ -12,6 +12,8 @@ from trainlint.gate import named
 from trainlint.model.index import keyword_value, walk, walk_expression
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.training import training_model
+from trainlint.model.premises import premise, unknown
+from trainlint.model.proofs import code, loader_premise, role_premise, training_premises
 
 _AUTOGRAD = ("torch.autograd.backward", "torch.autograd.grad")
 
@@ -341,6 +343,9 @@ class NeedlessRetainGraph(Rule):
                 "`retain_graph=True` (if it silenced \"backward through the graph a second time\", "
                 "detach the tensor carried over from the previous step instead)",
                 FixSpec("Remove `retain_graph=True`", safe=False, replacements=((call, _without(call, "retain_graph")),)),
+                evidence=[premise("`retain_graph=True` keeps the graph's saved tensors", retain, "argument"),
+                          premise(f"the graph of `{code(ctx, root)}` is built in this function", root, "use"),
+                          premise("no later backward runs through that graph", call, "use")],
             )
 
     def _later_backward(self, flow, model, owner, call, scope, root, backwards) -> bool:

@@ -17,6 +17,8 @@ from trainlint.gate import iterates_loader
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk, walk_expression
 from trainlint.model.summaries import MEAN_WORDS, callable_summary
 from trainlint.rule import Rule, bad, good
+from trainlint.model.premises import premise, unknown
+from trainlint.model.proofs import code, loader_premise, role_premise, training_premises
 
 # torch.nn.functional losses whose default reduction is a mean over the batch
 _MEAN_LOSSES = frozenset({
@@ -140,7 +142,7 @@ class MeanOfBatchMeans(Rule):
 
 
             @torch.no_grad()
-            def evaluate(model, loader):
+            def evaluate(model, loader: torch.utils.data.DataLoader):
                 model.eval()
                 total = 0.0
                 for images, masks in loader:
@@ -178,7 +180,7 @@ class MeanOfBatchMeans(Rule):
         bad(
             """
             import torch
-
+            val_loader = torch.utils.data.DataLoader(val_set, batch_size=64)
             model.eval()
             val_loss = 0.0
             for batch in val_loader:
@@ -195,7 +197,7 @@ class MeanOfBatchMeans(Rule):
             import torch.nn.functional as F
 
             @torch.no_grad()
-            def evaluate(model, loader):
+            def evaluate(model, loader: torch.utils.data.DataLoader):
                 total = 0.0
                 for x, y in loader:
                     total += F.cross_entropy(model(x), y).item()
@@ -208,7 +210,7 @@ class MeanOfBatchMeans(Rule):
             """
             import torch
 
-            def validate(model, val_loader):
+            def validate(model, val_loader: torch.utils.data.DataLoader):
                 model.eval()
                 running_acc = 0.0
                 with torch.no_grad():
@@ -225,7 +227,7 @@ class MeanOfBatchMeans(Rule):
             import numpy as np
             import torch
 
-            def eval_epoch(model, eval_dataloader):
+            def eval_epoch(model, eval_dataloader: torch.utils.data.DataLoader):
                 model.eval()
                 losses = []
                 for batch in eval_dataloader:
@@ -240,6 +242,9 @@ class MeanOfBatchMeans(Rule):
         bad(
             """
             class Trainer:
+                def __init__(self, val_loader: "torch.utils.data.DataLoader"):
+                    self.val_loader = val_loader
+
                 def validate(self):
                     self.model.eval()
                     val_loss, n_batches = 0.0, 0
@@ -250,11 +255,14 @@ class MeanOfBatchMeans(Rule):
                     val_loss /= n_batches
                     return val_loss
             """,
-            line=9,
+            line=12,
             title="a batch counter in a Trainer class",
         ),
         bad(
             """
+            from torch.utils.data import DataLoader
+
+            train_loader = DataLoader(train_set, batch_size=32)
             for epoch in range(epochs):
                 epoch_loss = 0
                 for x, y in train_loader:
@@ -265,7 +273,7 @@ class MeanOfBatchMeans(Rule):
                     epoch_loss += loss.item()
                 print(epoch, epoch_loss / len(train_loader))
             """,
-            line=9,
+            line=12,
             title="training loss averaged per batch: a log, reported at info",
             severity=Severity.INFO,
         ),
@@ -360,7 +368,7 @@ class MeanOfBatchMeans(Rule):
             import torch
 
 
-            def train(model, train_dataloader, eval_dataloader, optimizer, epochs):
+            def train(model, train_dataloader: torch.utils.data.DataLoader, eval_dataloader, optimizer, epochs):
                 for epoch in range(epochs):
                     model.train()
                     total_loss = 0.0
@@ -382,7 +390,7 @@ class MeanOfBatchMeans(Rule):
             from torch.autograd import Variable
 
 
-            def score(net, val_loader):
+            def score(net, val_loader: "torch.utils.data.DataLoader"):
                 net.eval()
                 nll = 0
                 for images, digits in val_loader:
@@ -445,6 +453,7 @@ class MeanOfBatchMeans(Rule):
                             f"`{ctx.code_for(loader)}` but divides by the number of batches of `{other}`, another "
                             "split: the average is off by the ratio of their lengths; divide by the batches "
                             "actually summed, or better sum per-sample values and divide by the number of samples",
+                            evidence=self._evidence(ctx, flow, loop, loader, node, what),
                         )
                         continue
                     message = (
@@ -455,9 +464,16 @@ class MeanOfBatchMeans(Rule):
                     if loop in training_loops and not _counts_another_loader(node, loader):
                         # a logged training loss, not a metric a model is chosen by
                         yield self.report(node, f"a logged training-loss average, reported at info: {message}",
-                                          severity=Severity.INFO)
+                                          severity=Severity.INFO,
+                                          evidence=self._evidence(ctx, flow, loop, loader, node, what))
                     else:
-                        yield self.report(node, message)
+                        yield self.report(node, message, evidence=self._evidence(ctx, flow, loop, loader, node, what))
+
+    @staticmethod
+    def _evidence(ctx, flow, loop, loader, division, what) -> list:
+        return [loader_premise(ctx, loader, flow.scope_of(loop)),
+                premise(f"the loop sums per-batch means ({what})", loop, "use"),
+                premise("the sum is divided by a number of batches", division, "use")]
 
 
 def _counts_another_loader(division: cst.CSTNode, loader: cst.BaseExpression) -> bool:

@@ -13,6 +13,8 @@ from trainlint.model.index import dotted_name, keyword_value, positional_args, w
 from trainlint.model.modes import modes
 from trainlint.model.loader_use import only_drawn_from
 from trainlint.rule import FixSpec, Rule, bad, good
+from trainlint.model.premises import premise, unknown
+from trainlint.model.proofs import code, loader_premise, role_premise, training_premises
 
 _EVAL_TOKEN = re.compile(r"^(val|valid|validation|eval|evaluation|test|testing|dev|holdout)"
                          r"(loader|dataloader|dl|set|dataset|ds|data|iter)?s?$")
@@ -348,7 +350,25 @@ class EvalLoaderShufflesOrDrops(Rule):
                 f"evaluation DataLoader ({why}) built with {words}: " + " and ".join(consequence)
                 + "; an evaluation should see every sample once, in a fixed order",
                 fix,
+                evidence=[premise("a `DataLoader` is built here", call, "construction"),
+                          *(premise(f"`{w}=True`", value, "argument") for w, value in bad_args),
+                          self._evaluation_premise(ctx, site, why)],
             )
+
+    @staticmethod
+    def _evaluation_premise(ctx, site, why: str):
+        """Proven by an argument (`train=False`, a split), a framework hook (`val_dataloader`) or
+        its use (iterated only by evaluation loops); a name alone (the holder's, the dataset's, the
+        function's) leaves it unknown."""
+        text = f"the loader feeds an evaluation: {why}"
+        if why.startswith("returned by"):
+            return premise(text, site.function.node, "framework")
+        if "`train=False`" in why or "split" in why and "=" in why:
+            return premise(text, site.node, "argument")
+        if why.endswith("only iterated by evaluation loops"):
+            return premise(text, site.node, "use")
+        # not required yet: the evaluation sets of real code are mostly known by their names
+        return unknown(text, site.node, "use", required=False)
 
     def _evaluation_evidence(self, ctx, site) -> str | None:
         index = ctx.index

@@ -14,6 +14,8 @@ from trainlint.model.roles import OPTIMIZER
 from trainlint.model.summaries import MEAN_WORDS, callable_summary
 from trainlint.model.training import calls_in, training_model
 from trainlint.rule import Rule, bad, good
+from trainlint.model.premises import premise, unknown
+from trainlint.model.proofs import code, loader_premise, role_premise, training_premises
 
 # methods and functions that hand a value on unchanged (for the question "is this the value itself")
 _UNWRAP_METHODS = frozenset({"item", "detach", "cpu", "float", "double", "tolist", "numpy", "mean", "squeeze"})
@@ -82,7 +84,7 @@ class MetricFromLastBatch(Rule):
 
 
             @torch.no_grad()
-            def evaluate(model, val_loader):
+            def evaluate(model, val_loader: torch.utils.data.DataLoader):
                 model.eval()
                 for x, y in val_loader:
                     loss = F.cross_entropy(model(x), y)
@@ -114,7 +116,7 @@ class MetricFromLastBatch(Rule):
             import wandb
 
 
-            def validate(model, criterion, loader, step):
+            def validate(model, criterion, loader: torch.utils.data.DataLoader, step):
                 model.eval()
                 with torch.no_grad():
                     for images, labels in loader:
@@ -132,7 +134,7 @@ class MetricFromLastBatch(Rule):
 
 
             class Trainer:
-                def __init__(self, model, val_loader, writer):
+                def __init__(self, model, val_loader: torch.utils.data.DataLoader, writer):
                     self.model = model
                     self.val_loader = val_loader
                     self.writer = writer
@@ -153,7 +155,7 @@ class MetricFromLastBatch(Rule):
             """
             import torch
             from accelerate import Accelerator
-
+            eval_dataloader = torch.utils.data.DataLoader(eval_set, batch_size=64)
             accelerator = Accelerator(log_with="wandb")
             model, eval_dataloader = accelerator.prepare(model, eval_dataloader)
             model.eval()
@@ -176,7 +178,7 @@ class MetricFromLastBatch(Rule):
                 return ((2 * inter + eps) / (pred.sum() + target.sum() + eps)).mean()
 
 
-            def test(model, test_loader, logger):
+            def test(model, test_loader: torch.utils.data.DataLoader, logger):
                 model.eval()
                 with torch.no_grad():
                     for i, (image, mask) in enumerate(test_loader):
@@ -349,7 +351,11 @@ class MetricFromLastBatch(Rule):
                     statement,
                     f"`{name}` is assigned on every batch of the evaluation loop ({what}) and reported after it: "
                     "only the last batch counts; accumulate a sum and a count over the loop (or a meter) and "
-                    "report their ratio")
+                    "report their ratio",
+                    evidence=[loader_premise(ctx, loader, flow.scope_of(loop)),
+                              premise(f"`{name}` is assigned, not accumulated, on every batch ({what})",
+                                      getattr(binding, "node", binding) if binding is not None else loop, "use"),
+                              premise(f"`{name}` is reported after the loop", statement, "use")])
                 break  # one finding per loop: the first report of its value
 
 

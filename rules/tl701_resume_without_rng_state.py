@@ -7,6 +7,7 @@ from trainlint.model.checkpoint_base import SAVE_FUNCTIONS
 from trainlint.finding import Severity
 from trainlint.gate import named, reference_text, refers_to
 from trainlint.rule import Rule, bad, good
+from trainlint.model.premises import premise
 
 
 class ResumeWithoutRngState(Rule):
@@ -202,4 +203,13 @@ class ResumeWithoutRngState(Rule):
                 "order than an uninterrupted one; save `torch.get_rng_state()` (and CUDA's), "
                 "`random.getstate()`, `np.random.get_state()` and the sampler position, and restore "
                 "them after rebuilding the objects",
+                evidence=[premise("this save writes model, optimizer and step: a resume point",
+                                  resume.save.node, "call"),
+                          # a file fact (`checkpoints.seeds`): the seed call may sit in another part of
+                          # the document than a language server's sliced check holds, so it is
+                          # stated at the save, the same in every check
+                          premise("the file seeds its random generators (a `manual_seed`/`seed` call)",
+                                  resume.save.node, "call"),
+                          premise("no RNG state is in the saved dict", resume.save.node, "use")],
             )
+

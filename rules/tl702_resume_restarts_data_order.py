@@ -17,6 +17,8 @@ from trainlint.model.roles import ACCELERATOR, MODEL, OPTIMIZER, SCALER, SCHEDUL
 from trainlint.model.summaries import SAVE_WORDS, callable_summary
 from trainlint.model.training import calls_in, training_model
 from trainlint.rule import Rule, bad, good
+from trainlint.model.premises import premise, unknown
+from trainlint.model.proofs import code, loader_premise, role_premise, training_premises
 
 # checkpoint keys that hold a position in the run
 _STEP_KEYS = ("step", "iter", "update")
@@ -580,7 +582,8 @@ class ResumeRestartsDataOrder(Rule):
                         f"the resume restores `{restore['counter']}` from the checkpoint, which is written in the "
                         "middle of an epoch (inside this loop), but this loop iterates the loader from its first "
                         "batch: the batches consumed before the checkpoint are trained on again; skip them "
-                        "(`skip_first_batches`, `itertools.islice`) or restore the sampler position")
+                        "(`skip_first_batches`, `itertools.islice`) or restore the sampler position",
+                        evidence=_evidence_of(ctx, restore, node, loop))
                     break
                 if skip is not None and loop.accumulates and _counts_updates(ctx, training, loop, restore) \
                         and not _scaled(ctx, flow, skip):
@@ -588,8 +591,19 @@ class ResumeRestartsDataOrder(Rule):
                         node,
                         f"the skip `{ctx.code_for(skip).strip()}` counts optimizer updates (`{restore['counter']}` "
                         "grows once per update) while the loader yields micro-batches: under gradient accumulation "
-                        "it skips K times too few batches; skip the restored update count times K")
+                        "it skips K times too few batches; skip the restored update count times K",
+                        evidence=[*_evidence_of(ctx, restore, node, loop),
+                                  premise(f"the skip `{ctx.code_for(skip).strip()}` counts updates", skip, "use")])
                     break
+
+
+def _evidence_of(ctx, restore, node, loop) -> list:
+    load = restore.get("load") if isinstance(restore, dict) else None
+    found = [premise(f"the resume restores `{restore['counter']}` from a checkpoint",
+                     load if isinstance(load, cst.CSTNode) else node, "call")]
+    found.append(premise("a resume checkpoint is written inside this loop, mid-epoch", loop.node, "call"))
+    found.append(premise("this loop iterates the loader from its first batch", node, "use"))
+    return found
 
 
 def _restores(ctx, flow):

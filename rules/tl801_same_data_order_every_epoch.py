@@ -11,6 +11,8 @@ from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loo
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk
 from trainlint.model.training import calls_in
 from trainlint.rule import FixSpec, Rule, bad, before, good
+from trainlint.model.premises import premise, unknown
+from trainlint.model.proofs import code, loader_premise, role_premise, training_premises
 
 # seeding calls that reset torch's global generator, which a loader without its own generator draws
 # from (`random.seed` and `np.random.seed` do not touch it)
@@ -649,21 +651,33 @@ class SameDataOrderEveryEpoch(Rule):
                 yield self.report(
                     build.call,
                     f"a training `{build.what}` built with `shuffle=False`: every epoch each rank sees the same "
-                    "examples in the same order; shuffle the training sampler (and call `set_epoch(epoch)`)")
+                    "examples in the same order; shuffle the training sampler (and call `set_epoch(epoch)`)",
+                    evidence=_sampler_evidence(ctx, build, loops, "it is built with `shuffle=False`"))
             elif build.kind == EPOCH_KEYED and not any(order.set_epoch_reaches(v) for v in views):
                 yield self.report(
                     build.call,
                     f"`{build.what}` permutes with a generator seeded by `seed + epoch`, and its `set_epoch(epoch)` "
                     "is never called: every epoch replays epoch 0's order; call `set_epoch(epoch)` at the top of "
                     "the epoch loop",
-                    _set_epoch_fix(ctx, order, view, loops))
+                    _set_epoch_fix(ctx, order, view, loops),
+                    evidence=_sampler_evidence(ctx, build, loops, "its `set_epoch(...)` is never called"))
             elif build.kind == FIXED:
                 yield self.report(
                     build.call,
                     f"`{build.what}.__iter__` shuffles with a generator seeded from a value fixed at construction: "
                     "every epoch yields the same order; seed it with the epoch too (`seed + epoch`, set by "
-                    "`set_epoch`)")
+                    "`set_epoch`)",
+                    evidence=_sampler_evidence(ctx, build, loops, "its generator's seed is fixed at construction"))
         yield from _reseeded_each_epoch(self, ctx)
+
+
+def _sampler_evidence(ctx, build, loops, why: str) -> list:
+    loop = loops[0] if isinstance(loops, (list, tuple)) and loops else None
+    found = [premise(f"`{build.what}` is built here: {why}", build.call, "construction")]
+    if isinstance(loop, cst.CSTNode):
+        found.append(premise("an epoch loop runs the training over it more than once", loop, "use"))
+    found += training_premises(ctx, loop.body if isinstance(loop, cst.For) else build.call)[:1]
+    return found
 
 
 def _set_epoch_fix(ctx, order, build, loops) -> FixSpec | None:
@@ -710,7 +724,10 @@ def _reseeded_each_epoch(rule, ctx):
             yield rule.report(
                 built,
                 f"`{ctx.code_for(built)}` builds the loader's generator anew at every epoch from the same seed: "
-                "the shuffled order is the same every epoch; build it once before the epoch loop")
+                "the shuffled order is the same every epoch; build it once before the epoch loop",
+                evidence=[premise("the generator is built inside the epoch loop from a fixed seed", built, "construction"),
+                          premise("the loader shuffles with it", call, "argument"),
+                          premise("the epoch loop repeats the training loop", epoch_loop, "use")])
             continue
         for seed in _calls_before(index, epoch_loop, loop):
             scope = index.scope_at(seed)
@@ -725,7 +742,10 @@ def _reseeded_each_epoch(rule, ctx):
             yield rule.report(
                 seed,
                 f"`{ctx.code_for(seed)}` resets {where} to the same state at every epoch: the shuffled order is the "
-                "same every epoch; seed once before the loop, or with the epoch (`seed + epoch`)")
+                "same every epoch; seed once before the loop, or with the epoch (`seed + epoch`)",
+                evidence=[premise("the seed does not depend on the epoch", seed, "call"),
+                          premise("the loader shuffles", call, "construction"),
+                          premise("the epoch loop repeats the training loop", epoch_loop, "use")])
             break  # one finding per epoch loop
 
 

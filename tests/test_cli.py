@@ -439,7 +439,8 @@ def test_examples_contract_json():
     assert list(report) == ["version", "files_checked", "findings"]
     assert report["version"] == __version__
     assert report["files_checked"] == len(list(EXAMPLES.glob("*.py")))
-    keys = ["path", "line", "column", "end_line", "end_column", "code", "name", "severity", "message", "fix", "url"]
+    keys = ["path", "line", "column", "end_line", "end_column", "code", "name", "severity", "message", "fix",
+            "evidence", "url"]
     help_uris = {rule["id"]: rule["helpUri"] for rule in json.loads(_subprocess(
         "check", "--format", "sarif", "--no-cache", "examples/", cwd=REPO).stdout)["runs"][0]["tool"]["driver"]["rules"]}
     for finding in report["findings"]:

@@ -285,7 +285,7 @@ def train(model, optimizer, loader, val_loader):
 
 def test_tl101_no_move_when_the_update_has_two_guarded_paths():
     source = '''import torch
-
+scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)  # a scheduler the code proves
 for i, (x, y) in enumerate(loader):
     if use_amp:
         scaler.scale(criterion(model(x), y) / accum).backward()

@@ -109,6 +109,7 @@ def test_json_contract():
         "code": "TL401", "name": "unsafe-torch-load", "severity": "error", "message": "unsafe load",
         "fix": {"title": "Load with weights_only=True", "safe": False,
                 "edits": [{"line": 3, "column": 30, "end_line": 3, "end_column": 35, "content": "True"}]},
+        "evidence": [],
         "url": "https://github.com/trainlint/trainlint/blob/main/docs/rules.md#tl401",
     }
     assert data["findings"][4]["url"] is None  # TL999 is no rule of trainlint's

@@ -22,9 +22,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from trainlint.cache_folder import CacheFolder
-from trainlint.finding import Edit, FileResult, Finding, Fix, Severity
+from trainlint.finding import EVIDENCE_KINDS, VERDICTS, Edit, Evidence, FileResult, Finding, Fix, Severity
 
-_FORMAT = 3  # bumped when the entry layout changes
+_FORMAT = 4  # bumped when the entry layout changes
 
 
 @lru_cache(maxsize=1)
@@ -40,7 +40,8 @@ def _code_fingerprint() -> str:
 
 
 def _settings_digest(path: str, settings) -> str:
-    selected = (sorted(settings.codes_for_path(path)), settings.min_torch_version)
+    selected = (sorted(settings.codes_for_path(path)), settings.min_torch_version,
+                getattr(settings, "include_unproven", False))
     return hashlib.sha256(repr(selected).encode()).hexdigest()
 
 
@@ -95,11 +96,26 @@ def _finding(data, path: str) -> Finding | None:
             edits.append(Edit(edit["line"], edit["column"], edit["end_line"], edit["end_column"], edit["content"],
                               cell))
         fix = Fix(fix["title"], fix["safe"], tuple(edits))
+    evidence = []
+    for item in data.get("evidence", []) if isinstance(data.get("evidence", []), list) else [None]:
+        if not (isinstance(item, dict) and isinstance(item.get("premise"), str) and _int(item.get("line"))
+                and item.get("verdict") in VERDICTS and item.get("kind") in EVIDENCE_KINDS):
+            return None
+        if item.get("cell") is not None and not _int(item["cell"]):
+            return None
+        evidence.append(Evidence(item["premise"], item["verdict"], item["kind"], path, item["line"], item.get("cell")))
     cell = data.get("cell")  # a notebook's cell
     if cell is not None and not _int(cell):
         return None
     return Finding(path, data["line"], data["column"], data["end_line"], data["end_column"], data["code"],
-                   data["name"], Severity(data["severity"]), data["message"], fix, cell=cell)
+                   data["name"], Severity(data["severity"]), data["message"], fix, tuple(evidence), cell=cell)
+
+
+def _entry(finding: Finding) -> dict:
+    """A finding as a cache entry keeps it: its path (and its evidence's, the same) is the entry's."""
+    entry = {k: v for k, v in finding.to_dict().items() if k != "path"}
+    entry["evidence"] = [{k: v for k, v in e.items() if k != "path"} for e in entry["evidence"]]
+    return entry
 
 
 class ResultCache:
@@ -143,5 +159,5 @@ class ResultCache:
         """Store `result`, which must have been computed from exactly `data` (and the project
         files `depends` names)."""
         entry = {"binding": _binding(data, path, settings, depends),
-                 "findings": [{k: v for k, v in f.to_dict().items() if k != "path"} for f in result.findings]}
+                 "findings": [_entry(f) for f in result.findings]}
         self.folder.write(*self._names(cache_key(data, path, settings, depends)), body=json.dumps(entry).encode())

@@ -129,6 +129,11 @@ CHECK_OPTIONS = [
                  help="Write the report to FILE instead of stdout."),
     click.option("--show-source", is_flag=True,
                  help="Text format: show the offending lines with carets, the fix and the rule's link."),
+    click.option("--show-evidence", is_flag=True,
+                 help="Text format: under each finding, the premises its message asserts and the lines that prove them."),
+    click.option("--include-unproven/--no-include-unproven", "include_unproven", default=None,
+                 help="Also report, at info, findings one of whose premises rests only on a name or a guess "
+                      "[default: the `include-unproven` setting, false]."),
     click.option("--statistics", is_flag=True,
                  help="Print the number of findings per code instead of each finding."),
     click.option("-q", "--quiet", is_flag=True, help="Text format: print the findings only, no summary."),
@@ -193,6 +198,7 @@ def check(**options) -> None:
         fix=o.fix,
         unsafe_fixes=o.unsafe_fixes,
         allow_skipped=o.allow_skipped or None,
+        include_unproven=o.include_unproven,
     )
     try:
         if o.show_settings:
@@ -343,8 +349,9 @@ def _check_once(o: SimpleNamespace) -> int:
     checked = sum(result.checked for result in results)  # unreadable and skipped files are not
     color = _use_color(o.color, o.output)
     fixed = fixing.total if fixing.active else None
-    options = ReportOptions(color=color, show_source=o.show_source, source_lines=source_lines,
-                            cell_lines=cell_lines, root=str(here.root), quiet=o.quiet, fixed=fixed)
+    options = ReportOptions(color=color, show_source=o.show_source, show_evidence=o.show_evidence,
+                            source_lines=source_lines, cell_lines=cell_lines, root=str(here.root),
+                            quiet=o.quiet, fixed=fixed)
     if o.statistics:
         report = render_statistics(o.fmt, results)
         if o.fmt == "text" and not o.quiet and results:

@@ -60,6 +60,8 @@ class FileConfig:
     #: `allow-skipped = true`: a skipped file (too large, not regular, leading out of the project)
     #: is a warning and leaves the exit code alone, instead of an error (exit 2)
     allow_skipped: bool | None = None
+    #: `include-unproven = true`: also report (at info) findings whose required premises are unknown
+    include_unproven: bool | None = None
     #: The keys the file sets (for `--show-settings`: where each setting came from).
     keys: frozenset[str] = frozenset()
 
@@ -84,6 +86,8 @@ class CliSelection:
     unsafe_fixes: bool | None = None
     #: `--allow-skipped`; None: the configuration decides
     allow_skipped: bool | None = None
+    #: `--include-unproven/--no-include-unproven`; None: the configuration decides
+    include_unproven: bool | None = None
 
 
 def _string_list(path: Path, key: str, value) -> tuple[str, ...]:
@@ -161,6 +165,7 @@ SCHEMA: dict[str, tuple[str, Callable]] = {
     "unfixable": ("unfixable", _selectors),
     "test-code-ignore": ("test_code_ignore", _selectors),
     "allow-skipped": ("allow_skipped", _bool),
+    "include-unproven": ("include_unproven", _bool),
 }
 KEYS = tuple(SCHEMA)
 
@@ -227,6 +232,7 @@ def build_settings(config: FileConfig, cli: CliSelection) -> Settings:
         root=str(config.root) if config.path else None,
         test_code_ignore=_codes(config.test_code_ignore if config.test_code_ignore is not None
                                 else DEFAULT_TEST_CODE_IGNORE),
+        include_unproven=cli.include_unproven if cli.include_unproven is not None else bool(config.include_unproven),
     )
 
 

@@ -273,7 +273,8 @@ def _moved(finding: Finding, place) -> Finding | None:
                 return None
             edits.append(Edit(start, edit.column, end, edit.end_column, edit.content))
         fix = replace(fix, edits=tuple(edits))
-    return replace(finding, line=line, end_line=end_line, fix=fix)
+    evidence = tuple(replace(e, line=place(e.line)) for e in finding.evidence)
+    return replace(finding, line=line, end_line=end_line, fix=fix, evidence=evidence)
 
 
 def _defined_name(tree: ast.Module | None, text: str) -> str | None:

@@ -21,7 +21,7 @@ import libcst as cst
 from trainlint import guard
 from trainlint.cache import ResultCache, _code_fingerprint
 from trainlint.context import FileContext
-from trainlint.finding import Edit, FileResult, Finding, Fix
+from trainlint.finding import PROVEN, UNKNOWN, Edit, Evidence, FileResult, Finding, Fix, Severity
 from trainlint.model.linker import summaries_of
 from trainlint.notebook import Notebook, NotebookError, is_notebook, notebook_error, read_notebook
 from trainlint.parsing import Parser, _syntax_error, decode_source, normalize_identifiers
@@ -245,10 +245,21 @@ def _check_text(source: str, path: str, settings: Settings, project: Project | N
         key = (rule.code, line, column)
         if key in seen:  # two paths through the model reaching the same node report once
             continue
-        seen.add(key)
         message = " ".join(report.message.split())  # quoted code may span lines; a message is one line
+        severity = report.severity or rule.severity
+        guessed = [p for p in report.evidence if p.required and not p.proven]
+        if guessed:
+            # a required premise rests on a name or a guess: not reported by default, and never
+            # at the rule's own severity (RULES.md, "Evidence")
+            if not settings.include_unproven:
+                continue
+            message = f"unproven ({guessed[0].text}): {message}"
+            severity = Severity.INFO
+        evidence = tuple(Evidence(p.text, PROVEN if p.proven else UNKNOWN, p.kind, path,
+                                  _premise_line(positions, p.node, line)) for p in report.evidence)
+        seen.add(key)
         findings.append(Finding(path, line, column, end_line, end_column, rule.code, rule.name,
-                                report.severity or rule.severity, message, fix))
+                                severity, message, fix, evidence))
     result.findings = sorted(apply_suppressions(findings, source, path, codes),
                              key=lambda f: f.sort_key)
     return result
@@ -284,6 +295,16 @@ def _lint_notebook(source: str | bytes, path: str, settings: Settings | None, pr
     result = lint_source(joined.source, path, settings, project, gate=gate, notebook=False)
     result.findings = sorted((joined.to_cells(f) for f in result.findings), key=lambda f: f.sort_key)
     return result
+
+
+def _premise_line(positions: Positions, node: cst.CSTNode, fallback: int) -> int:
+    """The line of the code that proves a premise; a node that is not part of this module (a
+    project file's, one made up to ask a question with) is stated at the finding's own line
+    rather than costing the finding."""
+    try:
+        return positions.span(node)[0]
+    except Exception:
+        return fallback
 
 
 def _prefiltered(source: str, path: str, codes: frozenset[str], project: Project | None) -> list[Rule]:

@@ -54,6 +54,39 @@ class Fix:
         return {"title": self.title, "safe": self.safe, "edits": [e.to_dict() for e in self.edits]}
 
 
+#: What proves a premise (RULES.md, "Evidence"). A name is never one: a premise resting on a name
+#: alone is "unknown", located at the name.
+EVIDENCE_KINDS = ("construction", "type", "call", "argument", "use", "decorator", "metadata", "framework")
+PROVEN, UNKNOWN = "proven", "unknown"
+VERDICTS = (PROVEN, UNKNOWN)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One premise a finding's message asserts, and the code that proves it (or would: a premise
+    that is only guessed is "unknown")."""
+
+    premise: str
+    verdict: str
+    kind: str
+    path: str
+    line: int
+    #: in a notebook, the cell `line` counts in (as a finding's `cell`); None in a .py file
+    cell: int | None = None
+
+    def to_dict(self) -> dict:
+        data = {"premise": self.premise, "verdict": self.verdict, "kind": self.kind, "path": self.path,
+                "line": self.line}
+        if self.cell is not None:
+            data["cell"] = self.cell
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict, path: str | None = None) -> Evidence:
+        return cls(data["premise"], data["verdict"], data["kind"], data["path"] if path is None else path,
+                   data["line"], data.get("cell"))
+
+
 @dataclass(frozen=True)
 class Finding:
     path: str
@@ -66,6 +99,8 @@ class Finding:
     severity: Severity
     message: str
     fix: Fix | None = None
+    #: the premises the message asserts, in the order the rule states them
+    evidence: tuple[Evidence, ...] = ()
     #: in a notebook, the 1-based index of the cell among all its cells; `line`/`end_line` count
     #: within that cell (RULES.md, "Notebooks"). None in a .py file.
     cell: int | None = None
@@ -82,6 +117,7 @@ class Finding:
             "severity": self.severity.value,
             "message": self.message,
             "fix": self.fix.to_dict() if self.fix else None,
+            "evidence": [e.to_dict() for e in self.evidence],
         }
         if self.cell is not None:  # only in notebooks: a .py file's findings keep their keys
             data["cell"] = self.cell
@@ -101,6 +137,7 @@ class Finding:
             severity=Severity(data["severity"]),
             message=data["message"],
             fix=Fix(fix["title"], fix["safe"], tuple(Edit(**e) for e in fix["edits"])) if fix else None,
+            evidence=tuple(Evidence.from_dict(e, data["path"]) for e in data.get("evidence", ())),
             cell=data.get("cell"),
         )
 

@@ -27,7 +27,7 @@ import re
 import warnings
 from dataclasses import dataclass, field, replace
 
-from trainlint.finding import SYNTAX_ERROR_CODE, Edit, Finding, Fix, Severity
+from trainlint.finding import SYNTAX_ERROR_CODE, Edit, Evidence, Finding, Fix, Severity
 
 SUFFIX = ".ipynb"
 #: the line between two cells of the joined module (a comment: it changes nothing Python sees)
@@ -175,7 +175,14 @@ class Joined:
             # an edit reaching into another cell has no place in one cell's lines (`check --fix`
             # applies it to the joined module all the same)
             fix = Fix(fix.title, fix.safe, tuple(edits)) if all(edits) else None
-        return replace(finding, line=line, end_line=end_line, end_column=end_column, fix=fix, cell=cell.number)
+        evidence = tuple(self._evidence_to_cell(e) if e.path == finding.path else e for e in finding.evidence)
+        return replace(finding, line=line, end_line=end_line, end_column=end_column, fix=fix, cell=cell.number,
+                       evidence=evidence)
+
+    def _evidence_to_cell(self, premise: Evidence) -> Evidence:
+        """A premise's line in its own cell (it may be proven in another cell than the finding's)."""
+        cell, line = self.locate(premise.line)
+        return premise if cell is None else replace(premise, line=line, cell=cell.number)
 
     def _edit_to_cell(self, edit: Edit) -> Edit | None:
         cell, line = self.locate(edit.line)

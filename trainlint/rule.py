@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, ClassVar, Iterable
 import libcst as cst
 
 from trainlint.finding import Severity
+from trainlint.model.premises import Premise, premise, unknown  # noqa: F401  (rules state premises with these)
 
 if TYPE_CHECKING:
     from trainlint.context import FileContext
@@ -62,6 +63,8 @@ class Report:
     #: lower than the rule's own in a documented case (a hazard real only under a setting that is
     #: not the default, a training-loss log); None: the rule's severity
     severity: Severity | None = None
+    #: the premises the message asserts, each at the code that proves it (`premise(...)`)
+    evidence: tuple[Premise, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -171,16 +174,18 @@ class Rule:
         raise NotImplementedError
 
     def report(self, node: cst.CSTNode, message: str | None = None, fix: FixSpec | None = None,
-               severity: Severity | None = None) -> Report:
-        return Report(self, node, message or self.message, fix, severity)
+               severity: Severity | None = None, evidence: Iterable[Premise] = ()) -> Report:
+        return Report(self, node, message or self.message, fix, severity, tuple(evidence))
 
-    def report_if(self, condition: str | None, node: cst.CSTNode, message: str, fix: FixSpec | None = None) -> Report:
+    def report_if(self, condition: str | None, node: cst.CSTNode, message: str, fix: FixSpec | None = None,
+                  evidence: Iterable[Premise] = ()) -> Report:
         """A finding that holds only under `condition` (a setting that is not the default, such as
         K > 1 where K defaults to 1): said first in the message, and one severity lower. With no
         condition, a plain report."""
         if condition is None:
-            return self.report(node, message, fix)
-        return self.report(node, f"if {condition}: {message}", fix, severity=_LOWER[self.severity])
+            return self.report(node, message, fix, evidence=evidence)
+        return self.report(node, f"if {condition}: {message}", fix, severity=_LOWER[self.severity],
+                           evidence=evidence)
 
     # -- documentation ----------------------------------------------------------------------
     @classmethod

@@ -104,6 +104,9 @@ class Settings:
     #: codes not reported in test code (`is_test_code`); the configuration's default is
     #: DEFAULT_TEST_CODE_IGNORE, the engine's (a Settings built in code) none
     test_code_ignore: frozenset[str] = frozenset()
+    #: also report findings one of whose required premises is unknown (resting on a name, a
+    #: guess): at info, their message saying so (`trainlint.model.premises`)
+    include_unproven: bool = False
 
     def codes_for_path(self, path: str) -> frozenset[str]:
         codes = self.select

@@ -16,7 +16,8 @@ _DEFAULTS = FileConfig()
 _CLI = {"select": "--select", "extend-select": "--extend-select", "ignore": "--ignore", "exclude": "--exclude"}
 #: Command-line switches that replace a boolean key.
 _FLAGS = {"fix": "--fix/--no-fix", "unsafe-fixes": "--unsafe-fixes/--no-unsafe-fixes",
-          "allow-skipped": "--allow-skipped"}
+          "allow-skipped": "--allow-skipped",
+          "include-unproven": "--include-unproven/--no-include-unproven"}
 
 
 def _show(key: str, value) -> str:
@@ -24,7 +25,7 @@ def _show(key: str, value) -> str:
         return '"' + ".".join(map(str, value or DEFAULT_MIN_TORCH)) + '"'
     if key == "per-file-ignores":
         return "{" + ", ".join(f"{json.dumps(p)} = {json.dumps(list(c))}" for p, c in value) + "}"
-    if value is None and key in ("fix", "unsafe-fixes", "allow-skipped"):
+    if value is None and key in ("fix", "unsafe-fixes", "allow-skipped", "include-unproven"):
         return "false"
     if value is None and key == "fixable":
         return '["ALL"]'

@@ -27,7 +27,7 @@ import tokenize
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from trainlint.finding import Edit, FileResult, Finding, Fix
+from trainlint.finding import PROVEN, Edit, Evidence, FileResult, Finding, Fix
 from trainlint.notebook import NotebookError, is_notebook, read_notebook
 from trainlint.positions import split_lines
 
@@ -283,12 +283,16 @@ def _removal(directive: Directive, unused: set[Code], line_text: str) -> Edit:
     return Edit(directive.line, start + 1, directive.line, directive.comment_end + 1, "")
 
 
-def _noqa_finding(path: str, code: str, directive: Directive, message: str, fix: Fix | None) -> Finding:
+def _noqa_finding(path: str, code: str, directive: Directive, message: str, fix: Fix | None,
+                  premises: tuple[str, ...] = ()) -> Finding:
     from trainlint.rules import registry
 
     rule = registry()[code]
+    # the premises sit on the directive's own line: the comment, read with the tokenizer (a real
+    # comment, not text in a string), and the findings checked on that line
+    evidence = tuple(Evidence(text, PROVEN, kind, path, directive.line) for text, kind in premises)
     return Finding(path, directive.line, directive.start + 1, directive.line, directive.end + 1, code, rule.name,
-                   rule.severity, message, fix)
+                   rule.severity, message, fix, evidence)
 
 
 def _may_matter(source: str, any_findings: bool) -> bool:
@@ -332,7 +336,10 @@ def apply_suppressions(findings: list[Finding], source: str, path: str, codes: f
         if directive.problem is not None:
             if MALFORMED_NOQA in codes and directive.concerns_trainlint:
                 kept.append(_noqa_finding(path, MALFORMED_NOQA, directive,
-                                          f"malformed `# noqa`, it suppresses nothing: {directive.problem}", None))
+                                          f"malformed `# noqa`, it suppresses nothing: {directive.problem}", None,
+                                          (("this is a real comment (read by the tokenizer), a `# noqa` directive "
+                                            "meant for trainlint", "use"),
+                                           (f"it does not parse: {directive.problem}", "use"))))
             continue
         if UNUSED_NOQA not in codes or directive.suppresses(UNUSED_NOQA):
             continue
@@ -358,7 +365,10 @@ def apply_suppressions(findings: list[Finding], source: str, path: str, codes: f
         line_text = lines[line - 1] if line <= len(lines) else ""
         fix = Fix("Remove the unused `# noqa` code" + ("s" if len(unused) > 1 else ""), True,
                   (_removal(directive, unused, line_text),))
-        kept.append(_noqa_finding(path, UNUSED_NOQA, directive, f"unused `# noqa`: {'; '.join(parts)}", fix))
+        kept.append(_noqa_finding(path, UNUSED_NOQA, directive, f"unused `# noqa`: {'; '.join(parts)}", fix, (
+            ("this is a real comment (read by the tokenizer), a `# noqa` directive naming trainlint codes", "use"),
+            (f"no finding of {', '.join(sorted(c.text for c in unused))} was reported on this line"
+             if not unknown else f"{', '.join(unknown)} is no rule of trainlint", "metadata"))))
     return [f for f in kept if not (f.code in NOQA_CODES and _file_disabled(f.code, file_codes))]
 
 

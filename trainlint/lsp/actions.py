@@ -34,7 +34,7 @@ class ActionBuilder:
     def actions(self, findings: list[Finding]) -> list[types.CodeAction]:
         result = []
         for finding in findings:
-            diagnostic = to_diagnostic(finding, self.encoder)
+            diagnostic = to_diagnostic(finding, self.encoder, self.uri)
             if finding.fix is not None:
                 result.append(self._fix_action(finding, diagnostic))
             noqa = self._noqa_action(finding, diagnostic)

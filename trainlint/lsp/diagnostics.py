@@ -25,7 +25,22 @@ def finding_range(finding: Finding, encoder: Encoder) -> types.Range:
     return encoder.range_to_client(line, character, end_line, end_character)
 
 
-def to_diagnostic(finding: Finding, encoder: Encoder) -> types.Diagnostic:
+def related_information(finding: Finding, encoder: Encoder, uri: str) -> list[types.DiagnosticRelatedInformation]:
+    """The finding's premises located away from its own line, each at the whole line that proves it
+    (evidence is always in the finding's own document)."""
+    related = []
+    for item in finding.evidence:
+        if item.line == finding.line:
+            continue
+        line = item.line - 1
+        end = len(encoder.lines[line]) if 0 <= line < len(encoder.lines) else 0
+        related.append(types.DiagnosticRelatedInformation(
+            location=types.Location(uri=uri, range=encoder.range_to_client(line, 0, line, end)),
+            message=f"{item.premise} ({item.verdict}: {item.kind})"))
+    return related
+
+
+def to_diagnostic(finding: Finding, encoder: Encoder, uri: str | None = None) -> types.Diagnostic:
     rule = registry().get(finding.code)
     return types.Diagnostic(
         range=finding_range(finding, encoder),
@@ -34,6 +49,7 @@ def to_diagnostic(finding: Finding, encoder: Encoder) -> types.Diagnostic:
         code=finding.code,
         code_description=types.CodeDescription(href=rule.docs_url()) if rule else None,
         source=SOURCE,
+        related_information=(related_information(finding, encoder, uri) or None) if uri is not None else None,
     )
 
 

@@ -311,7 +311,7 @@ class TrainlintServer(LanguageServer):
         logger.warning("the sliced check of %s differed from the whole file's; the whole file's findings hold", uri)
         if self.push_diagnostics:
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-                uri=uri, diagnostics=self.diagnostics(linted), version=linted.version))
+                uri=uri, diagnostics=self.diagnostics(linted, uri), version=linted.version))
         elif self.diagnostic_refresh:
             self.workspace_diagnostic_refresh(None)
 
@@ -400,9 +400,9 @@ class TrainlintServer(LanguageServer):
     def encoder(self, linted: Linted) -> Encoder:
         return Encoder(linted.lines, self.workspace.position_encoding)
 
-    def diagnostics(self, linted: Linted) -> list[types.Diagnostic]:
+    def diagnostics(self, linted: Linted, uri: str) -> list[types.Diagnostic]:
         encoder = self.encoder(linted)
-        return [to_diagnostic(f, encoder) for f in linted.findings]
+        return [to_diagnostic(f, encoder, uri) for f in linted.findings]
 
     # -- pushing --------------------------------------------------------------------------
     def schedule(self, uri: str, delay: float) -> None:
@@ -422,7 +422,7 @@ class TrainlintServer(LanguageServer):
         if linted is None or not self.is_open(uri) or self._open_version(uri) != version:
             return
         self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, diagnostics=self.diagnostics(linted), version=version)
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=self.diagnostics(linted, uri), version=version)
         )
 
     def forget(self, uri: str) -> None:
@@ -521,7 +521,7 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
     )
     async def pull_diagnostics(ls: TrainlintServer, params: types.DocumentDiagnosticParams):
         linted = await ls.lint(params.text_document.uri)
-        return types.RelatedFullDocumentDiagnosticReport(items=ls.diagnostics(linted))
+        return types.RelatedFullDocumentDiagnosticReport(items=ls.diagnostics(linted, params.text_document.uri))
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     async def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover | None:

@@ -364,6 +364,64 @@ def _saved_dict_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple[frozenset, froze
             yield save.node, (frozenset(content.keys()), frozenset(model.holds(content)))
 
 
+@file_fact("checkpoints.read_back")
+def _read_back_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple[str, str]]]:
+    """What the file reads back, for TL402: ("load", path text) and ("string", the path's string)
+    of each `torch.load`, ("marker", text) of what a `latest` link or marker names. A bare
+    parameter is left out: two functions' `path` parameters are the same text, not the same path."""
+    model = ctx.model(checkpoint_model)
+    for site in model.loads:
+        if not site.node.args:
+            continue
+        path = site.node.args[0].value
+        for kind, text in _path_facts(model, path, site.scope, site.node):
+            yield site.node, (kind, text)
+    for site in ctx.index.calls:
+        func = site.node.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name in _MARKERS and not any(s.node is site.node for s in model.saves):
+            for arg in site.node.args:
+                for node in walk(arg.value):
+                    if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.SimpleString, cst.FormattedString)) \
+                            and not model.is_param(node, site.scope):
+                        yield site.node, ("marker", model.text(node))
+
+
+_MARKERS = frozenset({"symlink", "link", "write", "write_text", "dump"})
+
+
+def _path_facts(model, path, scope, at) -> list[tuple[str, str]]:
+    """("load", text) of a path expression and of the value a name holds, and ("string", s) when
+    that is a string; nothing for a bare parameter."""
+    found = []
+    if not model.is_param(path, scope):
+        found.append(("load", model.text(path)))
+    value = model.value_of(path, scope, at=at)
+    if value is not None and value is not path and not model.is_param(value, scope):
+        found.append(("load", model.text(value)))
+    if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
+        found.append(("string", value.evaluated_value))
+    return found
+
+
+def read_back(ctx, save) -> tuple[str, str] | None:
+    """What reads `save`'s path back (a `torch.load` of the same path or string, a marker naming
+    it), as a ("load" | "string" | "marker", text) fact of the whole file, or None."""
+    model = ctx.model(checkpoint_model)
+    facts = set(file_facts.values(ctx, "checkpoints.read_back"))
+    mine = set()
+    if save.dest is not None:
+        mine = set(_path_facts(model, save.dest, save.scope, save.node))
+    for text in model.caller_arguments(save):
+        mine.add(("load", text))
+    for kind, text in sorted(mine):
+        if (kind, text) in facts:
+            return kind, text
+        if kind == "load" and ("marker", text) in facts:
+            return "marker", text
+    return None
+
+
 @file_fact("checkpoints.seeds")
 def _seed_facts(ctx) -> Iterator[tuple[cst.CSTNode, bool]]:
     """Each call that seeds a random generator."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -152,6 +153,18 @@ def role_of_callee(qualname: str | None) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Source:
+    """How a role was established: `kind` of evidence (trainlint.finding.EVIDENCE_KINDS), the node
+    that shows it, a phrase for a message; `proven` False when only a name suggests it (then
+    `kind` is what would have proven it and `node` the name)."""
+
+    kind: str
+    node: cst.CSTNode
+    how: str
+    proven: bool = True
+
+
 class Roles:
     """Role queries for one file, memoised."""
 
@@ -159,23 +172,50 @@ class Roles:
         self.index = index
         self._memo: dict[tuple[cst.CSTNode, Scope], str | None] = {}
         self._bindings_memo: dict[tuple[str, Scope, int], str | None] = {}
+        self._binding_sources: dict[tuple[str, Scope, int], Source | None] = {}
         self._cleared: dict[tuple[str, cst.CSTNode | None], set[str]] | None = None
         self._attributes: dict[tuple[cst.CSTNode | None, str], set[str]] | None = None
         #: why a role was given against what the name or class says: (expr, scope) -> a phrase
         self.evidence: dict[tuple[cst.CSTNode, Scope], str] = {}
+        #: how each role `of` gave was established (`source`): (expr, scope) -> Source
+        self._sources: dict[tuple[cst.CSTNode, Scope], Source | None] = {}
+        # the Source of the role the inference last settled on: every step that settles a role
+        # sets it just before returning it, and the steps above return that role unchanged
+        self._last: Source | None = None
 
     def of(self, expr: cst.BaseExpression, scope: Scope) -> str | None:
         key = (expr, scope)
         if key not in self._memo:
             self._memo[key] = None  # breaks cycles such as `model = wrap(model)`
+            self._last = None
             role = self._infer(expr, scope, depth=0)
-            if role in (SCHEDULER, None) and self.clears_gradients(expr, scope):
+            source = self._last if role is not None else None
+            if role in (SCALER, None) and (source is None or not source.proven) and self.scales_losses(expr, scope):
+                # `x.scale(loss)`, `x.step(opt)` and `x.update()`: the GradScaler protocol, whatever it is called
+                role = SCALER
+                source = Source("use", expr, "its `scale(...)`, `step(...)` and `update()` are called: a GradScaler's use")
+            elif (role in (SCHEDULER, None) or (role == OPTIMIZER and (source is None or not source.proven))) and \
+                    self.clears_gradients(expr, scope):
                 # torch's schedulers have no `zero_grad()`: an object whose gradients are cleared
                 # and that is stepped owns the optimizer (a warmup wrapper named `scheduler`)
                 role = OPTIMIZER
+                source = Source("use", expr, "its `zero_grad()` and `step()` are both called")
                 self.evidence[key] = "its `zero_grad()` and `step()` are called: it acts as the optimizer"
             self._memo[key] = role
+            self._sources[key] = source
         return self._memo[key]
+
+    def source(self, expr: cst.BaseExpression, scope: Scope) -> Source | None:
+        """How the role `of(expr, scope)` gives was established: the code that proves it, or,
+        for a role only a name suggests, the name (`Source.proven` False)."""
+        self.of(expr, scope)
+        return self._sources.get((expr, scope))
+
+    def _settle(self, role: str | None, kind: str, node: cst.CSTNode, how: str, proven: bool = True) -> str | None:
+        """Record how `role` was found (when it was), and give it back."""
+        if role is not None:
+            self._last = Source(kind, node, how, proven)
+        return role
 
     def clears_gradients(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         """Both `<expr>.zero_grad()` and `<expr>.step()` are called on the same object: in the
@@ -189,7 +229,24 @@ class Roles:
         else:
             function = scope if scope.kind == "function" else None
             owner_node = function.node if function is not None else None
-        return self._stepped_and_cleared().get((name, owner_node)) == {"zero_grad", "step"}
+        return self._stepped_and_cleared().get((name, owner_node), set()) & {"zero_grad", "step", "scale"} == \
+            {"zero_grad", "step"}
+
+    def scales_losses(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """`<expr>.scale(...)`, `<expr>.step(...)` and `<expr>.update()` are all called on the same
+        object (where `clears_gradients` looks): it is used as a GradScaler."""
+        key = self._owner_key(expr, scope)
+        return key is not None and {"scale", "step", "update"} <= self._stepped_and_cleared().get(key, set())
+
+    def _owner_key(self, expr: cst.BaseExpression, scope: Scope):
+        name = dotted_name(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if name is None or name.count(".") > 1 or (isinstance(expr, cst.Attribute) and not name.startswith("self.")):
+            return None
+        if name.startswith("self."):
+            owner = scope.class_scope()
+            return name, owner.node if owner is not None else None
+        function = scope if scope.kind == "function" else None
+        return name, function.node if function is not None else None
 
     def _stepped_and_cleared(self) -> dict[tuple[str, cst.CSTNode | None], set[str]]:
         """(receiver, its function or, for `self.<attr>`, its class) -> which of `zero_grad`/`step`
@@ -198,7 +255,8 @@ class Roles:
             self._cleared = {}
             for site in self.index.calls:
                 func = site.node.func
-                if not (isinstance(func, cst.Attribute) and func.attr.value in ("zero_grad", "step")):
+                if not (isinstance(func, cst.Attribute) and func.attr.value in ("zero_grad", "step", "scale",
+                                                                                  "update", "unscale_")):
                     continue
                 name = dotted_name(func.value)
                 if name is None:
@@ -219,7 +277,9 @@ class Roles:
         if depth > 8:
             return None
         if isinstance(expr, cst.Name):
-            return self._from_bindings(expr.value, scope, depth) or self._role_from_name(expr.value, scope)
+            return self._from_bindings(expr.value, scope, depth) or self._settle(
+                self._role_from_name(expr.value, scope), "construction", expr,
+                f"only the name `{expr.value}` says so", proven=False)
         if isinstance(expr, cst.Attribute):
             if self._is_module_path(expr, scope):  # `torch.optim` is a module, not an optimizer
                 return None
@@ -227,11 +287,12 @@ class Roles:
                 role = self._from_self_attribute(expr.attr.value, scope, depth)
                 if role:
                     return role
-            return role_from_name(expr.attr.value)
+            return self._settle(role_from_name(expr.attr.value), "construction", expr,
+                                f"only the name `{expr.attr.value}` says so", proven=False)
         if isinstance(expr, cst.Call):
             return self._from_call(expr, scope, depth)
         if isinstance(expr, cst.Dict):
-            return CONFIG
+            return self._settle(CONFIG, "construction", expr, "a dict literal")
         return None
 
     def _role_from_name(self, name: str, scope: Scope) -> str | None:
@@ -283,15 +344,15 @@ class Roles:
             summary = self.index.summary_of(call.func, scope, ROLE_WORDS)
             role = summary.produces if summary is not None else None
             if role:
-                return role
+                return self._settle(role, "construction", call, f"built by `{tail}(...)`, whose code makes one")
         qualname = self.index.resolve(call.func, scope)
         role = role_of_callee(qualname)
         if role:
-            return role
+            return self._settle(role, "construction", call, f"built by `{qualname}(...)`")
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in _CONFIG_METHODS:
-            return CONFIG
+            return self._settle(CONFIG, "construction", call, f"made by `.{call.func.attr.value}()`")
         if qualname == "vars" or qualname == "dict":
-            return CONFIG
+            return self._settle(CONFIG, "construction", call, f"made by `{qualname}()`")
         args = positional_args(call)
         if qualname in _PASS_THROUGH_FUNCTIONS or (
                 isinstance(call.func, cst.Attribute) and call.func.attr.value == "prepare" and len(args) == 1):
@@ -329,30 +390,54 @@ class Roles:
         depth: every use of a name bound in each of a script's thousand loops asks the same."""
         key = (name, scope, depth)
         if key not in self._bindings_memo:
-            self._bindings_memo[key] = self._from_each_binding(name, scope, depth)
+            role = self._from_each_binding(name, scope, depth)
+            self._bindings_memo[key] = role
+            self._binding_sources[key] = self._last if role is not None else None
+        elif self._bindings_memo[key] is not None:
+            self._last = self._binding_sources.get(key)
         return self._bindings_memo[key]
 
     def _from_each_binding(self, name: str, scope: Scope, depth: int) -> str | None:
+        # the last binding that tells a role gives it; one that only guesses it from a name
+        # (`model, opt, sched = accelerator.prepare(model, opt, sched)` re-reads `sched`) yields
+        # to an earlier binding that proves the same role (`sched = get_scheduler(...)`)
+        guessed: tuple[str, Source | None] | None = None
         for binding in reversed(scope.lookup(name)):
-            role = None
-            if binding.kind == "param":
-                if binding.annotation is not None:
-                    role = _ANNOTATIONS.get(dotted_tail(_unwrap_optional(binding.annotation)) or "")
-                if role is None and binding.value is not None:
-                    role = self._infer(binding.value, scope, depth + 1)
-            elif binding.kind in ("assign", "with"):
-                value = binding.value
-                if value is None and isinstance(binding.node, cst.Assign):
-                    value = _unpacked_prepare_argument(binding.node, name)
-                    if value is None:
-                        role = self._from_unpacked_return(binding.node, name, scope, depth)
-                if value is not None:
-                    role = self._infer(value, scope, depth + 1)
-                if role is None and binding.annotation is not None:
-                    role = _ANNOTATIONS.get(dotted_tail(_unwrap_optional(binding.annotation)) or "")
-            if role:
-                return role
+            role = self._role_of_binding(binding, name, scope, depth)
+            if not role:
+                continue
+            if self._last is not None and not self._last.proven:
+                if guessed is None:
+                    guessed = (role, self._last)
+                continue
+            if guessed is not None and guessed[0] != role:
+                break
+            return role
+        if guessed is not None:
+            self._last = guessed[1]
+            return guessed[0]
         return None
+
+    def _role_of_binding(self, binding, name: str, scope: Scope, depth: int) -> str | None:
+        role = None
+        if binding.kind == "param":
+            if binding.annotation is not None:
+                role = self._settle(_ANNOTATIONS.get(dotted_tail(_unwrap_optional(binding.annotation)) or ""),
+                                    "type", binding.annotation, "its parameter annotation")
+            if role is None and binding.value is not None:
+                role = self._infer(binding.value, scope, depth + 1)
+        elif binding.kind in ("assign", "with"):
+            value = binding.value
+            if value is None and isinstance(binding.node, cst.Assign):
+                value = _unpacked_prepare_argument(binding.node, name)
+                if value is None:
+                    role = self._from_unpacked_return(binding.node, name, scope, depth)
+            if value is not None:
+                role = self._infer(value, scope, depth + 1)
+            if role is None and binding.annotation is not None:
+                role = self._settle(_ANNOTATIONS.get(dotted_tail(_unwrap_optional(binding.annotation)) or ""),
+                                    "type", binding.annotation, "its annotation")
+        return role
 
     def _from_unpacked_return(self, assign: cst.Assign, name: str, scope: Scope, depth: int) -> str | None:
         unpacked = unpacked_position(assign, name)
@@ -369,7 +454,8 @@ class Roles:
         # `self.warmup = warmup` in `__init__`: what the callers building the class pass
         class_scope = scope.class_scope()
         if class_scope is not None and self.index.linker is not None:
-            return self.index.linker.constructor_role(self.index, class_scope.name, attr)
+            return self._settle(self.index.linker.constructor_role(self.index, class_scope.name, attr),
+                                "argument", class_scope.node, f"what the callers building `{class_scope.name}` pass")
         return None
 
 

@@ -25,7 +25,7 @@ def file_uri(path: str) -> str:
     return Path(os.path.realpath(path)).as_uri()
 
 
-def diagnostic(finding: Finding, docs_urls: dict[str, str]) -> dict:
+def diagnostic(finding: Finding, docs_urls: dict[str, str], uri: str | None = None) -> dict:
     start_line, start_character = to_lsp(finding.line, finding.column)
     end_line, end_character = to_lsp(finding.end_line, finding.end_column)
     result = {
@@ -42,12 +42,20 @@ def diagnostic(finding: Finding, docs_urls: dict[str, str]) -> dict:
         result["codeDescription"] = {"href": docs_urls[finding.code]}
     if finding.cell is not None:  # a notebook: the range counts within this cell
         result["data"] = {"cell": finding.cell}
+    related = [e for e in finding.evidence if e.line != finding.line]
+    if uri is not None and related:  # the premises proven on other lines, each at its whole line
+        result["relatedInformation"] = [{
+            "location": {"uri": uri, "range": {"start": {"line": e.line - 1, "character": 0},
+                                               "end": {"line": e.line, "character": 0}}},
+            "message": f"{e.premise} ({e.verdict}: {e.kind})",
+        } for e in related]
     return result
 
 
 def to_diagnostics(results: Sequence[FileResult]) -> dict[str, list[dict]]:
     urls = docs_urls()
-    return {file_uri(r.path): [diagnostic(f, urls) for f in r.findings] for r in results}
+    uris = {r.path: file_uri(r.path) for r in results}
+    return {uris[r.path]: [diagnostic(f, urls, uris[r.path]) for f in r.findings] for r in results}
 
 
 def render(results: Sequence[FileResult], files_checked: int, options: ReportOptions) -> str:

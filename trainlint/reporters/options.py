@@ -36,6 +36,8 @@ class ReportOptions:
     color: bool = False
     #: Text format: print the offending line with a caret under the reported span.
     show_source: bool = False
+    #: Text format: under each finding, its premises (`--show-evidence`).
+    show_evidence: bool = False
     #: Where `--show-source` gets a file's lines (the CLI passes stdin's text through this).
     source_lines: Callable[[str], list[str] | None] = read_lines
     #: Where `--show-source` gets a notebook's lines, by cell number.

@@ -74,6 +74,18 @@ def to_sarif(results: Sequence[FileResult], options: ReportOptions) -> dict:
             if finding.cell is not None:
                 entry["properties"] = {"cell": finding.cell, "cellLine": finding.line, "cellColumn": finding.column,
                                        "cellEndLine": finding.end_line, "cellEndColumn": finding.end_column}
+            related = [e for e in finding.evidence if (e.path, e.line) != (finding.path, finding.line)]
+            if related:  # the premises proven away from the reported line (the one there is the finding's own)
+                entry["relatedLocations"] = [{
+                    "id": number,
+                    "message": {"text": f"{e.premise} ({e.verdict}: {e.kind})"},
+                    "physicalLocation": {
+                        "artifactLocation": artifact_location(e.path, options.root),
+                        "region": {"startLine": e.line},
+                    },
+                } for number, e in enumerate(related)]
+            if finding.evidence:
+                entry.setdefault("properties", {})["evidence"] = [e.to_dict() for e in finding.evidence]
             if finding.code in index:
                 entry["ruleIndex"] = index[finding.code]
             sarif_results.append(entry)

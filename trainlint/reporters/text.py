@@ -95,6 +95,15 @@ def format_finding(finding: Finding, options: ReportOptions, url: str | None = N
     return f"{location_text} {code} [{finding.name}] {one_line(finding.message)}"
 
 
+def _evidence_lines(finding: Finding, options: ReportOptions) -> list[str]:
+    """`--show-evidence`: one indented line per premise, `path:line: [verdict, kind] premise`."""
+    lines = []
+    for item in finding.evidence:
+        verdict = item.verdict if item.verdict == "proven" else _style(item.verdict, options, bold=True)
+        lines.append(f"    {_printable(item.path)}:{item.line}: [{verdict}, {item.kind}] {item.premise}")
+    return lines
+
+
 def summary(results: Sequence[FileResult], files_checked: int, fixed: int | None = None) -> str:
     line = _summary(results, files_checked)
     if fixed is None:
@@ -141,6 +150,8 @@ def render(results: Sequence[FileResult], files_checked: int, options: ReportOpt
                 if lines is None:
                     lines = options.source_lines(result.path) or []
                 out.extend(_source_excerpt(finding, lines, options, urls.get(finding.code)))
+            if options.show_evidence:
+                out.extend(_evidence_lines(finding, options))
     if not options.quiet:
         out.append(summary(results, files_checked, options.fixed))
     # no line may start a CI runner's command (a file named `::error ...` heads its findings' lines)
