@@ -394,3 +394,24 @@ def test_top_level_await_is_valid_in_a_notebook_only():
     cell = "import asyncio\nawait asyncio.sleep(0)\nstate = torch.load('x.pt', weights_only=False)"
     assert [f.code for f in lint_source(notebook("import torch", cell), "nb.ipynb", ALL).findings] == ["TL401"]
     assert [f.code for f in lint_source("import torch\n" + cell + "\n", "nb.py", ALL).findings] == ["TL000"]
+
+
+def test_evidence_of_a_notebook_finding_counts_within_its_own_cell():
+    """A premise may be proven in another cell than the finding's (the optimizer built in one cell,
+    stepped in another): each carries its own cell, in JSON and with --show-evidence."""
+    path = FIXTURES / "update_clock_bad.ipynb"
+    done = subprocess.run([sys.executable, "-m", "trainlint", "check", str(path), "--output-format", "json",
+                           "--no-cache"], capture_output=True, text=True)
+    findings = json.loads(done.stdout)["findings"]
+    cells = {e["cell"] for f in findings for e in f["evidence"]}
+    assert all(e.get("cell") for f in findings for e in f["evidence"])
+    assert len(cells) > 1  # the premises are spread over cells, each named
+    notebook = json.loads(path.read_text())
+    for f in findings:
+        for e in f["evidence"]:
+            source = notebook["cells"][e["cell"] - 1]["source"]
+            lines = "".join(source).splitlines() if isinstance(source, list) else source.splitlines()
+            assert 1 <= e["line"] <= len(lines)
+    text = subprocess.run([sys.executable, "-m", "trainlint", "check", str(path), "--show-evidence", "--no-cache"],
+                          capture_output=True, text=True).stdout
+    assert f"{path}:cell " in text and "[proven, " in text

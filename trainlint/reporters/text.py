@@ -100,7 +100,8 @@ def _evidence_lines(finding: Finding, options: ReportOptions) -> list[str]:
     lines = []
     for item in finding.evidence:
         verdict = item.verdict if item.verdict == "proven" else _style(item.verdict, options, bold=True)
-        lines.append(f"    {_printable(item.path)}:{item.line}: [{verdict}, {item.kind}] {item.premise}")
+        cell = f"cell {item.cell}:" if item.cell is not None else ""
+        lines.append(f"    {one_line(item.path)}:{cell}{item.line}: [{verdict}, {item.kind}] {one_line(item.premise)}")
     return lines
 
 
