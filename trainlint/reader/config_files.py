@@ -26,6 +26,8 @@ def read_toml(path: Path) -> dict:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: invalid TOML: {err}") from None
+    except ValueError as err:  # an integer of more than 4,300 digits (int()'s limit), in any table
+        raise ConfigError(f"{path}: invalid TOML value: {str(err).split(';')[0]}") from None
     except RecursionError:  # tomllib recurses on nested arrays and tables
         raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
 
