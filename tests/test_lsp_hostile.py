@@ -50,3 +50,35 @@ async def test_a_huge_integer_in_the_configuration_is_shown_and_the_server_keeps
     finally:
         assert await stop(client) == 0
     assert "Traceback" not in log.read_text()
+
+
+SAVER = """
+
+def save_checkpoint(model, path):
+    torch.save(model.state_dict(), path)
+"""
+
+
+@pytest.mark.asyncio
+async def test_a_gitignore_linked_to_stdin_is_not_read_as_ignore_rules(tmp_path):
+    """The project walk (here for the callers of a module-level save helper, TL402) reads
+    `.gitignore`; linked to /dev/stdin it would read the server's own JSON-RPC input: the server
+    would stop answering and never exit."""
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[tool.trainlint]\nselect = ["TL401", "TL402"]\n')
+    (project / ".gitignore").symlink_to("/dev/stdin")
+    (project / "run.py").write_text("from train import save_checkpoint\nsave_checkpoint(net, 'ckpt.pt')\n")
+    log = tmp_path / "server.log"
+    client = await start(server=logged_server(log))
+    try:
+        uri = (project / "train.py").as_uri()
+        open_document(client, uri, BUGGY + SAVER)
+        assert sorted(codes(await published(client, uri, 1))) == ["TL401", "TL402"]
+        hover = await asyncio.wait_for(client.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=4, character=20))),
+            TIMEOUT)
+        assert hover is not None  # still answering
+    finally:
+        assert await stop(client) == 0
+    assert "Traceback" not in log.read_text()

@@ -17,6 +17,8 @@ from typing import Callable
 
 from pathspec import GitIgnoreSpec
 
+from trainlint.reader.files import MAX_SMALL_FILE, SkippedFile, UnreadableFile, read_source
+
 #: Directory (or file) names never walked into unless `exclude` is set, which replaces this list.
 DEFAULT_EXCLUDES: tuple[str, ...] = (
     ".bzr", ".direnv", ".eggs", ".git", ".hg", ".svn", ".nox", ".tox", ".venv", "venv",
@@ -24,10 +26,6 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
     ".mypy_cache", ".pytest_cache", ".ruff_cache", ".trainlint_cache", ".ipynb_checkpoints",
     "*.egg-info",
 )
-
-
-#: Bytes read of one ignore file; a larger one is read up to this much.
-_MAX_IGNORE_FILE = 1 << 20
 
 
 class MissingPath(Exception):
@@ -89,12 +87,21 @@ def _repository_root(directory: str) -> str | None:
         current = parent
 
 
-def _read_patterns(path: str) -> GitIgnoreSpec | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            lines = handle.read(_MAX_IGNORE_FILE).splitlines()
-    except (OSError, ValueError):
+def _read_patterns(path: str, errors: list[tuple[str, str]] | None) -> GitIgnoreSpec | None:
+    """The patterns of an ignore file, read as a checked file is (`read_source`: a regular file of
+    at most 1 MB, never blocking: a `.gitignore` linked to /dev/stdin must not read the input of
+    whoever runs trainlint, in CI a pipe left open, in the language server its JSON-RPC). One that
+    cannot be read is an error naming it (with `errors`); its patterns are not applied."""
+    if not os.path.lexists(path):
         return None
+    try:
+        data = read_source(path, MAX_SMALL_FILE, limit="ignore files")
+    except (UnreadableFile, SkippedFile) as err:
+        if errors is not None:
+            errors.append((path, f"cannot read ignore file {path}: {err.reason}; its patterns are not applied"))
+        return None
+    # file names are compared as os.walk decodes them
+    lines = data.decode("utf-8", "surrogateescape").splitlines()
     return GitIgnoreSpec.from_lines(lines) if lines else None
 
 
@@ -107,20 +114,20 @@ class GitIgnore:
     wins (both as in git). Outside a git work tree nothing is ignored.
     """
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, errors: list[tuple[str, str]] | None = None) -> None:
         self.root = root
+        self._errors = errors  # ignore files that cannot be read: (path, message)
         self._specs: dict[str, GitIgnoreSpec | None] = {}  # folder (relative to root) -> its rules
-        info = os.path.join(root, ".git", "info", "exclude")
-        self._exclude = _read_patterns(info) if os.path.isfile(info) else None
+        self._exclude = _read_patterns(os.path.join(root, ".git", "info", "exclude"), errors)
 
     @classmethod
-    def for_directory(cls, directory: str) -> "GitIgnore | None":
+    def for_directory(cls, directory: str, errors: list[tuple[str, str]] | None = None) -> "GitIgnore | None":
         root = _repository_root(directory)
-        return cls(root) if root is not None else None
+        return cls(root, errors) if root is not None else None
 
     def _spec(self, folder: str) -> GitIgnoreSpec | None:
         if folder not in self._specs:
-            self._specs[folder] = _read_patterns(os.path.join(self.root, folder, ".gitignore"))
+            self._specs[folder] = _read_patterns(os.path.join(self.root, folder, ".gitignore"), self._errors)
         return self._specs[folder]
 
     def ignored(self, path: str, is_dir: bool) -> bool:
@@ -145,7 +152,7 @@ class GitIgnore:
 
 
 def _walk(directory: str, discovery_for: Callable[[str], Discovery], errors: list[tuple[str, str]] | None = None) -> list[str]:
-    gitignore = GitIgnore.for_directory(directory) if discovery_for(directory).use_git else None
+    gitignore = GitIgnore.for_directory(directory, errors) if discovery_for(directory).use_git else None
     if gitignore is not None and gitignore.ignored(directory, is_dir=True):
         gitignore = None  # named explicitly: checked anyway, as are its contents
     found = []
