@@ -377,7 +377,11 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: TrainlintServer, params: types.DidOpenTextDocumentParams) -> None:
-        ls.schedule(params.text_document.uri, 0)
+        uri = params.text_document.uri
+        if urlparse(uri).scheme == "file" and document_path(uri) is None:
+            logger.warning("%s: not a usable file path (a NUL character); checked as a buffer without "
+                           "a file, with the default settings", uri)
+        ls.schedule(uri, 0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: TrainlintServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -454,13 +458,15 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
 
 def document_path(uri: str) -> str | None:
     """The file system path of a `file:` URI, percent-decoded (`my%20project` is `my project`);
-    None for other schemes (an unsaved `untitled:` buffer)."""
+    None for other schemes (an unsaved `untitled:` buffer) and for a path no file can have (a NUL)."""
     parsed = urlparse(uri)
     if parsed.scheme != "file":
         return None
     path = url2pathname(parsed.path)
     if parsed.netloc and parsed.netloc != "localhost":
         path = f"//{parsed.netloc}{path}"  # a UNC path
+    if "\0" in path:  # `%00`: no file has this name; the document is a buffer without a file
+        return None
     return path
 
 
