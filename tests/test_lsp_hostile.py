@@ -112,3 +112,69 @@ def test_document_path_of_a_nul_is_none():
 
     assert document_path("file:///tmp/a%00b.py") is None
     assert document_path("file:///tmp/a%20b.py") == "/tmp/a b.py"
+
+
+# -- 8. open documents get the command line's limits; `exit` is prompt ----------------------------
+DENSE = "import torch\nstate = torch.load(p, weights_only=False)\n"
+
+
+async def messages_about(client, text: str) -> list[str]:
+    deadline = asyncio.get_running_loop().time() + TIMEOUT
+    while asyncio.get_running_loop().time() < deadline:
+        found = [m.message for m in client.messages if text in m.message]
+        if found:
+            return found
+        await asyncio.sleep(0.05)
+    return []
+
+
+@pytest.mark.asyncio
+async def test_open_documents_over_max_file_size_or_the_memory_budget_are_declined(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.trainlint]\nselect = ["TL401"]\nmax-file-size = 2000\n')
+    log = tmp_path / "server.log"
+    client = await start(server=logged_server(log))
+    try:
+        large = (tmp_path / "large.py").as_uri()
+        open_document(client, large, BUGGY + "# padding\n" * 300)
+        assert codes(await published(client, large, 1)) == []
+        [shown] = await messages_about(client, "max-file-size")
+        assert "skipped" in shown and "is over the size limit of 2,000 (max-file-size)" in shown
+
+        dense = (tmp_path / "sub" / "dense.py").as_uri()
+        (tmp_path / "sub").mkdir()
+        (tmp_path / "sub" / "pyproject.toml").write_text('[tool.trainlint]\nselect = ["TL401"]\n')
+        start_time = asyncio.get_running_loop().time()
+        open_document(client, dense, DENSE + "x = 1\n" * 200_000)  # 1.2 MB
+        assert codes(await published(client, dense, 1)) == []
+        assert asyncio.get_running_loop().time() - start_time < 10
+        [shown] = await messages_about(client, "over its budget")
+        assert shown.startswith("trainlint: skipped ")
+
+        fine = (tmp_path / "sub" / "fine.py").as_uri()
+        open_document(client, fine, BUGGY)
+        assert codes(await published(client, fine, 1)) == ["TL401"]
+    finally:
+        assert await stop(client) == 0
+    text = log.read_text()
+    assert "Traceback" not in text and "over its budget" in text
+
+
+@pytest.mark.asyncio
+async def test_exit_is_prompt_while_a_long_check_runs(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.trainlint]\nselect = ["TL401"]\n')
+    client = await start()
+    uri = (tmp_path / "slow.py").as_uri()
+    open_document(client, uri, DENSE + "x = 1\n" * 40_000)  # under the budget: a check of many seconds
+    await asyncio.sleep(1.5)  # the check has started on the lint worker
+    start_time = asyncio.get_running_loop().time()
+    try:
+        await asyncio.wait_for(client.shutdown_session(), TIMEOUT)
+        returncode = await asyncio.wait_for(client._server.wait(), 30)
+        took = asyncio.get_running_loop().time() - start_time
+    finally:
+        if client._server.returncode is None:
+            client._server.kill()
+            await client._server.wait()
+        await client.stop()
+    assert returncode == 0
+    assert took < 3, f"the server took {took:.1f} s to exit"
