@@ -392,9 +392,9 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: TrainlintServer, params: types.DidOpenTextDocumentParams) -> None:
         uri = params.text_document.uri
-        if urlparse(uri).scheme == "file" and document_path(uri) is None:
-            logger.warning("%s: not a usable file path (a NUL character); checked as a buffer without "
-                           "a file, with the default settings", uri)
+        if uri.startswith("file:") and document_path(uri) is None:
+            logger.warning("%s: not a usable file path (a NUL character, or not a URI); checked as a buffer "
+                           "without a file, with the default settings", uri)
         ls.schedule(uri, 0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
@@ -472,8 +472,12 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
 
 def document_path(uri: str) -> str | None:
     """The file system path of a `file:` URI, percent-decoded (`my%20project` is `my project`);
-    None for other schemes (an unsaved `untitled:` buffer) and for a path no file can have (a NUL)."""
-    parsed = urlparse(uri)
+    None for other schemes (an unsaved `untitled:` buffer), for a path no file can have (a NUL) and
+    for what urllib cannot read as a URI."""
+    try:
+        parsed = urlparse(uri)
+    except ValueError:  # `file://[bad/x.py`: not a URI urllib can read
+        return None
     if parsed.scheme != "file":
         return None
     path = url2pathname(parsed.path)
