@@ -16,9 +16,9 @@ MAX_SMALL_FILE = 1 << 20
 
 
 class _NotRead(Exception):
-    def __init__(self, message: str, reason: str) -> None:
+    def __init__(self, message: str, reason: str | None = None) -> None:
         super().__init__(message)
-        self.reason = reason  # why, without the path: `not a regular file`
+        self.reason = reason or message  # why, without the path where given: `not a regular file`
 
 
 class UnreadableFile(_NotRead):
