@@ -210,7 +210,7 @@ def _toml_value(rng: random.Random, depth: int = 0) -> str:
 def _toml_table(rng: random.Random) -> str:
     lines = []
     for _ in range(rng.randint(0, 6)):
-        key = rng.choice(_KEYS + ("selct", "per_file_ignores", '"quoted key"', "a.b.c", ""))
+        key = rng.choice(_KEYS + ("selct", "per_file_ignores", '"quoted key"', '"a\\nb"', "a.b.c", ""))
         lines.append(f"{key} = {_toml_value(rng)}")
     return "\n".join(lines) + "\n"
 

@@ -155,3 +155,16 @@ def test_read_toml_refuses_a_link_to_stdin_in_process(tmp_path):
         os.close(reader)
     assert not blocked, "read_toml blocked on a link to /dev/stdin"
     assert outcome == [f"cannot read configuration file {link}: not a regular file"]
+
+
+def test_a_config_error_quoting_a_newline_is_one_line(tmp_path):
+    """Found by `scripts/fuzz.py --files` (case 8472 of seed 0): a value or key with a newline
+    made a configuration error of several lines."""
+    from trainlint.config import ConfigError, load_config
+
+    for body in ('min-torch-version = "=]\\n.]\\u2028"\n', '"a\\nb" = 1\n'):
+        (tmp_path / "trainlint.toml").write_text(body)
+        with pytest.raises(ConfigError) as error:
+            load_config(tmp_path / "trainlint.toml")
+        assert "\n" not in str(error.value) and "\u2028" not in str(error.value)
+        assert "\\n" in str(error.value)

@@ -15,7 +15,13 @@ ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 
 
 class ConfigError(Exception):
-    """A configuration problem; the message names the file and the key."""
+    """A configuration problem; the message names the file and the key, on one line: a key or
+    value quoted from the file (or a path) may hold a newline or another control character, which
+    is shown escaped (`\\n`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                                 for c in message))
 
 
 def read_toml(path: Path) -> dict:
