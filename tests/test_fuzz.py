@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,45 @@ def test_the_checker_catches_a_span_outside_the_file(monkeypatch):
 
     monkeypatch.setattr(fuzz, "lint_source", lint)
     assert fuzz.problems("x = 1\n") == ["TL401 span 9:1-9:2 outside the file (2 lines)"]
+
+
+# -- configuration and ignore files (issue 34) -------------------------------------------------------
+
+def test_random_configuration_and_ignore_files(tmp_path):
+    """A few hundred folders of random pyproject.toml/trainlint.toml/.gitignore files (huge
+    integers, deep nesting, bad types, backtracking patterns, links to fifos and /dev/stdin),
+    walked and configured in-process as the CLI and the language server do: configuration errors
+    only, never another exception, and no case over 10 s. `scripts/fuzz.py --files --count
+    10000` is the long run."""
+    failures, slowest = [], 0.0
+    for number in range(250):
+        found, took = fuzz.check_files(number, SEED)
+        slowest = max(slowest, took)
+        if found:
+            failures.append(f"case {number}: {found}")
+    assert failures == []
+    assert slowest < fuzz.CASE_SECONDS
+
+
+def test_the_file_cases_hold_what_they_should():
+    """The generator does make the hostile files: huge integers, deep nesting, the backtracking
+    pattern and links, within the first cases."""
+    import random as _random
+
+    texts, links = [], 0
+    for number in range(60):
+        root = Path(fuzz.tempfile.mkdtemp())
+        try:
+            fuzz.make_case(root / "repo", _random.Random(f"{SEED}:{number}"))
+            for path in (root / "repo").rglob("*"):
+                if path.is_symlink() or (path.exists() and not path.is_file() and not path.is_dir()):
+                    links += 1
+                elif path.is_file() and path.name in ("pyproject.toml", "trainlint.toml", ".gitignore"):
+                    texts.append(path.read_bytes()[:200_000])
+        finally:
+            fuzz.shutil.rmtree(root, ignore_errors=True)
+    joined = b"\n".join(texts)
+    assert re.search(rb"= \d{4301,}", joined)  # an integer past int()'s limit
+    assert b"[" * 500 in joined
+    assert b"*a" * 8 + b"*" in joined
+    assert links >= 5

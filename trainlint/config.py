@@ -194,8 +194,10 @@ def load_config(path: Path) -> FileConfig:
 
 def _explicit_config(config_file: str) -> FileConfig:
     path = Path(config_file)
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"configuration file not found: {config_file}")
+    if not path.is_file():  # a fifo, a link to /dev/stdin: named as given, not as resolved
+        raise ConfigError(f"cannot read configuration file {config_file}: not a regular file")
     return load_config(path.resolve())
 
 

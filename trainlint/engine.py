@@ -19,6 +19,7 @@ from typing import Callable, Iterable, Iterator
 import libcst as cst
 
 from trainlint import guard
+from trainlint.budget import over_budget
 from trainlint.cache import ResultCache, _code_fingerprint
 from trainlint.context import FileContext
 from trainlint.finding import PROVEN, UNKNOWN, Edit, Evidence, FileResult, Finding, Fix, Severity
@@ -177,6 +178,12 @@ def _check_text(source: str, path: str, settings: Settings, project: Project | N
     # syntax than this interpreter's), LibCST has the last word.
     if not rules and parser.compiles(source, path):
         result.findings = apply_suppressions([], source, path, codes)
+        return result
+    # the trees to come would take more memory than the file's budget (`trainlint.budget`): declined
+    # before any is built (a slice's document was measured whole by the language server)
+    notice = over_budget(source, path) if view is None else None
+    if notice is not None:
+        result.skipped, result.checked = notice, False
         return result
     tree = parser.python_tree(source, path)
     if rules and gate and tree is not None and chosen is None:
@@ -355,7 +362,7 @@ def lint_path(path: str, settings: Settings | None = None, cache: ResultCache | 
         if cached is not None:
             return cached
     result = lint_source(data, path, settings, project)
-    if cache is not None and not result.errors:
+    if cache is not None and not result.errors and result.checked:  # a declined file is declined again
         cache.put(data, path, settings, result, depends)
     return result
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -47,6 +48,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 
 from trainlint import __version__
+from trainlint.budget import over_budget
 from trainlint.engine import Parser, SkippedFile, UnreadableFile, decode_source, lint_source, read_source
 from trainlint.config import Resolver
 from trainlint.document import DocumentLinter
@@ -81,6 +83,7 @@ class Linted:
     findings: list[Finding]
     lines: list[str]
     sliced: bool = False  # checked as a slice of the document (`trainlint.document`)
+    declined: str | None = None  # why it was not checked (too large for max-file-size or its memory budget)
     _comments: Comments | None = field(default=None, repr=False)
 
     @property
@@ -155,6 +158,7 @@ class TrainlintServer(LanguageServer):
         self._projects: dict[str, Project] = {}
         # per open notebook (unquoted URI): the key of the cells last checked, and each code cell's result
         self._notebooks: dict[str, tuple[tuple, dict[str, Linted]]] = {}
+        self._declined: dict[str, str | None] = {}  # uri -> the notice last shown for it
         # One worker: lints run one at a time, and a stale one is skipped before it starts.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainlint-lint")
 
@@ -172,6 +176,10 @@ class TrainlintServer(LanguageServer):
         if only_if_current and self._open_version(uri) != version:
             return None  # the document changed while this waited for the worker
         path = document_path(uri)
+        declined = _declined(text, path or uri, settings)
+        if declined is not None:  # the limits the command line applies to a file on disk
+            logger.warning("%s", declined)
+            return Linted(version, text, [], split_lines(text), declined=declined)
         project = self.project_for(path, settings.max_file_size) if path else None
         sliced = False
         if is_notebook(path or uri):
@@ -211,6 +219,11 @@ class TrainlintServer(LanguageServer):
             return cached
         linted = await loop.run_in_executor(self._executor, self._lint, uri, version, text, settings,
                                             only_if_current)
+        if linted is not None and linted.declined != self._declined.get(uri):  # said once, not per edit
+            self._declined[uri] = linted.declined
+            if linted.declined is not None:
+                self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning,
+                                                                 message=f"trainlint: {linted.declined}"))
         if linted is not None and self.is_open(uri):
             self._results[uri] = linted
             if linted.sliced:
@@ -431,6 +444,7 @@ class TrainlintServer(LanguageServer):
             task.cancel()
         self._results.pop(uri, None)
         self._documents.pop(uri, None)
+        self._declined.pop(uri, None)
         confirming = self._confirming.pop(uri, None)
         if confirming is not None:
             confirming.cancel()
@@ -479,7 +493,11 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: TrainlintServer, params: types.DidOpenTextDocumentParams) -> None:
-        ls.schedule(params.text_document.uri, 0)
+        uri = params.text_document.uri
+        if uri.startswith("file:") and document_path(uri) is None:
+            logger.warning("%s: not a usable file path (a NUL character, or not a URI); checked as a buffer "
+                           "without a file, with the default settings", uri)
+        ls.schedule(uri, 0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: TrainlintServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -575,14 +593,29 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
 
 def document_path(uri: str) -> str | None:
     """The file system path of a `file:` URI, percent-decoded (`my%20project` is `my project`);
-    None for other schemes (an unsaved `untitled:` buffer)."""
-    parsed = urlparse(uri)
+    None for other schemes (an unsaved `untitled:` buffer), for a path no file can have (a NUL) and
+    for what urllib cannot read as a URI."""
+    try:
+        parsed = urlparse(uri)
+    except ValueError:  # `file://[bad/x.py`: not a URI urllib can read
+        return None
     if parsed.scheme != "file":
         return None
     path = url2pathname(parsed.path)
     if parsed.netloc and parsed.netloc != "localhost":
         path = f"//{parsed.netloc}{path}"  # a UNC path
+    if "\0" in path:  # `%00`: no file has this name; the document is a buffer without a file
+        return None
     return path
+
+
+def _declined(text: str, path: str, settings: Settings) -> str | None:
+    """The skipped-file notice of a document too large to check: over `max-file-size`, or over its
+    memory budget (`trainlint.budget`); None when it is checked."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > settings.max_file_size:
+        return f"skipped {path}: {size:,} bytes is over the size limit of {settings.max_file_size:,} (max-file-size)"
+    return over_budget(text, path)
 
 
 def _read_closed(uri: str, settings: Settings) -> str:
@@ -632,4 +665,14 @@ def _end(finding: Finding) -> tuple[int, int]:
 def serve() -> None:
     """Run the language server on stdin/stdout until the client says exit."""
     logging.basicConfig(level=logging.WARNING, format="trainlint-lsp %(levelname)s: %(message)s")
-    create_server().start_io(stdin=_Framed(sys.stdin.buffer))
+    server = create_server()
+    server.start_io(stdin=_Framed(sys.stdin.buffer))
+    # `exit` came (or the client went): end now. The lint worker may be in the middle of a long
+    # check, and the interpreter would wait for its thread before exiting.
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)

@@ -8,24 +8,39 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from trainlint.reader.files import MAX_SMALL_FILE, SkippedFile, UnreadableFile, read_source
+
 # Files that mark a project's root when no configuration file does (`project.find_root`).
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 
 
 class ConfigError(Exception):
-    """A configuration problem; the message names the file and the key."""
+    """A configuration problem; the message names the file and the key, on one line: a key or
+    value quoted from the file (or a path) may hold a newline or another control character, which
+    is shown escaped (`\\n`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                                 for c in message))
 
 
 def read_toml(path: Path) -> dict:
-    """A TOML file's data; ConfigError (one line naming the file) for anything that goes wrong."""
+    """A TOML file's data; ConfigError (one line naming the file) for anything that goes wrong.
+
+    Read as a checked file is (`read_source`): a regular file of at most 1 MB, never blocking (a
+    repository's pyproject.toml may be a link to /dev/stdin, a fifo or /proc/kmsg)."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError(f"cannot read configuration file {path}: {err.strerror or err}") from None
+        data = read_source(str(path), MAX_SMALL_FILE, limit="configuration files")
+    except (UnreadableFile, SkippedFile) as err:
+        raise ConfigError(f"cannot read configuration file {path}: {err.reason}") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: invalid TOML: {err}") from None
+    except ValueError as err:  # an integer of more than 4,300 digits (int()'s limit), in any table
+        raise ConfigError(f"{path}: invalid TOML value: {str(err).split(';')[0]}") from None
     except RecursionError:  # tomllib recurses on nested arrays and tables
         raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
 
@@ -36,8 +51,8 @@ def _has_table(pyproject: Path) -> bool:
     except ConfigError:
         # A broken pyproject.toml that may be ours is reported when it is loaded, not passed over.
         try:
-            return b"[tool.trainlint" in pyproject.read_bytes()
-        except OSError:
+            return b"[tool.trainlint" in read_source(str(pyproject), MAX_SMALL_FILE)
+        except (UnreadableFile, SkippedFile):
             return True  # unreadable: loading it gives the one-line error
     return isinstance(data.get("tool"), dict) and "trainlint" in data["tool"]
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pathspec import GitIgnoreSpec
+from trainlint.reader.files import MAX_SMALL_FILE, SkippedFile, UnreadableFile, read_source
+from trainlint.reader.ignore_patterns import IgnoreRules
 
 #: Directory (or file) names never walked into unless `exclude` is set, which replaces this list.
 DEFAULT_EXCLUDES: tuple[str, ...] = (
@@ -30,10 +31,6 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
 #: File-name globs a directory walk checks unless `include` is set, which replaces this list
 #: (`include = ["*.py"]` leaves notebooks out; `extend-include` adds to it).
 DEFAULT_INCLUDE: tuple[str, ...] = ("*.py", "*.ipynb")
-
-
-#: Bytes read of one ignore file; a larger one is read up to this much.
-_MAX_IGNORE_FILE = 1 << 20
 
 
 class MissingPath(Exception):
@@ -102,13 +99,22 @@ def _repository_root(directory: str) -> str | None:
         current = parent
 
 
-def _read_patterns(path: str) -> GitIgnoreSpec | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            lines = handle.read(_MAX_IGNORE_FILE).splitlines()
-    except (OSError, ValueError):
+def _read_patterns(path: str, errors: list[tuple[str, str]] | None) -> IgnoreRules | None:
+    """The patterns of an ignore file, read as a checked file is (`read_source`: a regular file of
+    at most 1 MB, never blocking: a `.gitignore` linked to /dev/stdin must not read the input of
+    whoever runs trainlint, in CI a pipe left open, in the language server its JSON-RPC). One that
+    cannot be read is an error naming it (with `errors`); its patterns are not applied."""
+    if not os.path.lexists(path):
         return None
-    return GitIgnoreSpec.from_lines(lines) if lines else None
+    try:
+        data = read_source(path, MAX_SMALL_FILE, limit="ignore files")
+    except (UnreadableFile, SkippedFile) as err:
+        if errors is not None:
+            errors.append((path, f"cannot read ignore file {path}: {err.reason}; its patterns are not applied"))
+        return None
+    # file names are compared as os.walk decodes them
+    rules = IgnoreRules(data.decode("utf-8", "surrogateescape").splitlines())
+    return rules or None
 
 
 class GitIgnore:
@@ -117,31 +123,45 @@ class GitIgnore:
     hooks), and a linter checks repositories its user did not write.
 
     A deeper `.gitignore` overrides a shallower one; within one file the last matching pattern
-    wins (both as in git). Outside a git work tree nothing is ignored.
+    wins; a path in an ignored folder is ignored (all as in git). Outside a git work tree nothing
+    is ignored. Patterns are matched in linear time (`ignore_patterns`): the repository wrote them.
     """
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, errors: list[tuple[str, str]] | None = None) -> None:
         self.root = root
-        self._specs: dict[str, GitIgnoreSpec | None] = {}  # folder (relative to root) -> its rules
-        info = os.path.join(root, ".git", "info", "exclude")
-        self._exclude = _read_patterns(info) if os.path.isfile(info) else None
+        self._errors = errors  # ignore files that cannot be read: (path, message)
+        self._specs: dict[str, IgnoreRules | None] = {}  # folder (relative to root) -> its rules
+        self._folders: dict[str, bool] = {}  # folder (relative to root) -> ignored by its own name
+        self._exclude = _read_patterns(os.path.join(root, ".git", "info", "exclude"), errors)
 
     @classmethod
-    def for_directory(cls, directory: str) -> "GitIgnore | None":
+    def for_directory(cls, directory: str, errors: list[tuple[str, str]] | None = None) -> "GitIgnore | None":
         root = _repository_root(directory)
-        return cls(root) if root is not None else None
+        return cls(root, errors) if root is not None else None
 
-    def _spec(self, folder: str) -> GitIgnoreSpec | None:
+    def _spec(self, folder: str) -> IgnoreRules | None:
         if folder not in self._specs:
-            self._specs[folder] = _read_patterns(os.path.join(self.root, folder, ".gitignore"))
+            self._specs[folder] = _read_patterns(os.path.join(self.root, folder, ".gitignore"), self._errors)
         return self._specs[folder]
 
     def ignored(self, path: str, is_dir: bool) -> bool:
-        """True if git would ignore `path` (a walked file or folder)."""
+        """True if git would ignore `path` (a walked file or folder): it, or a folder it is in."""
         relative = os.path.relpath(os.path.abspath(path), self.root).replace(os.sep, "/")
         if relative.startswith("../") or relative == "..":
             return False
         parts = relative.split("/")
+        return any(self._folder_ignored(parts[:depth]) for depth in range(1, len(parts))) or \
+            self._ignored(parts, is_dir)
+
+    def _folder_ignored(self, parts: list[str]) -> bool:
+        key = "/".join(parts)
+        if key not in self._folders:  # asked once per folder: a walk asks for each of its entries
+            self._folders[key] = self._ignored(parts, True)
+        return self._folders[key]
+
+    def _ignored(self, parts: list[str], is_dir: bool) -> bool:
+        """Whether the patterns ignore the path of `parts` by its own name (the deepest ignore
+        file with a matching pattern decides)."""
         candidates = []  # (folder of the rules, the rules), deepest first
         for depth in range(len(parts) - 1, -1, -1):
             folder = "/".join(parts[:depth])
@@ -151,14 +171,14 @@ class GitIgnore:
             if spec is None:
                 continue
             inside = "/".join(parts[len(folder.split("/")) if folder else 0:])
-            result = spec.check_file(inside + "/" if is_dir else inside)
-            if result.include is not None:
-                return result.include
+            result = spec.check(inside, is_dir)
+            if result is not None:
+                return result
         return False
 
 
 def _walk(directory: str, discovery_for: Callable[[str], Discovery], errors: list[tuple[str, str]] | None = None) -> list[str]:
-    gitignore = GitIgnore.for_directory(directory) if discovery_for(directory).use_git else None
+    gitignore = GitIgnore.for_directory(directory, errors) if discovery_for(directory).use_git else None
     if gitignore is not None and gitignore.ignored(directory, is_dir=True):
         gitignore = None  # named explicitly: checked anyway, as are its contents
     found = []

@@ -1,5 +1,6 @@
-"""Reading a file's bytes as the linter does, for a checked file and for a project file alike:
-regular files only, never blocking, within the size limit, never a system file a link leads to.
+"""Reading a file's bytes as the linter does, for a checked file, a project file, an ignore file
+and a configuration file alike: regular files only, never blocking, within a size limit, never a
+system file a link leads to.
 """
 
 from __future__ import annotations
@@ -11,11 +12,21 @@ import stat
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
 
 
-class UnreadableFile(Exception):
+#: Bytes an ignore or configuration file may hold (they are a few KB).
+MAX_SMALL_FILE = 1 << 20
+
+
+class _NotRead(Exception):
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message  # why, without the path where given: `not a regular file`
+
+
+class UnreadableFile(_NotRead):
     """A path that cannot be read at all (missing, a directory, no permission)."""
 
 
-class SkippedFile(Exception):
+class SkippedFile(_NotRead):
     """A path deliberately not read: not a regular file, larger than the size limit, a system file
     (`/proc`, `/sys`, `/dev`), or (the CLI's check) one whose real path leaves the project."""
 
@@ -39,30 +50,39 @@ def _real_path(fd: int, path: str) -> str:
         return os.path.realpath(path)
 
 
-def read_source(path: str, max_bytes: int) -> bytes:
-    """The bytes of a regular file of at most `max_bytes`.
+def _unreadable(path: str, err: OSError) -> UnreadableFile:
+    reason = err.strerror or str(err)
+    return UnreadableFile(f"cannot read {path}: {reason}", reason)
 
-    Opened without blocking (a fifo named `*.py` would otherwise wait for a writer forever) and
-    checked with fstat on the opened descriptor (a symlink to /dev/zero never ends). Raises
-    UnreadableFile or SkippedFile with a one-line message.
+
+def _skipped(path: str, reason: str) -> SkippedFile:
+    return SkippedFile(f"skipped {path}: {reason}", reason)
+
+
+def read_source(path: str, max_bytes: int, limit: str = "max-file-size") -> bytes:
+    """The bytes of a regular file of at most `max_bytes` (`limit` names the setting in messages).
+
+    Opened without blocking (a fifo named `*.py` would otherwise wait for a writer forever, a link
+    to /dev/stdin would read the input of whoever runs trainlint) and checked with fstat on the
+    opened descriptor (a symlink to /dev/zero never ends). Raises UnreadableFile or SkippedFile
+    with a one-line message (and its `reason`, without the path).
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
     try:
         fd = os.open(path, flags)
-    except OSError as err:
-        raise UnreadableFile(f"cannot read {path}: {err.strerror or err}") from None
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the path
+        raise _unreadable(path, err if isinstance(err, OSError) else OSError(str(err))) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise SkippedFile(f"skipped {path}: not a regular file")
+            raise _skipped(path, "not a regular file")
         if os.name == "posix":
             real = _real_path(fd, path)
             if system_path(real):
-                raise SkippedFile(f"skipped {path}: it leads to {real}, a system file (under "
-                                  f"{system_path(real)}), which is never read")
+                raise _skipped(path, f"it leads to {real}, a system file (under {system_path(real)}), "
+                                     "which is never read")
         if info.st_size > max_bytes:
-            raise SkippedFile(f"skipped {path}: {info.st_size:,} bytes is over the size limit of "
-                              f"{max_bytes:,} (max-file-size)")
+            raise _skipped(path, f"{info.st_size:,} bytes is over the size limit of {max_bytes:,} ({limit})")
         chunks, size = [], 0
         while True:  # the file may grow while it is read
             chunk = os.read(fd, min(1 << 20, max_bytes + 1 - size))
@@ -71,10 +91,10 @@ def read_source(path: str, max_bytes: int) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
             if size > max_bytes:
-                raise SkippedFile(f"skipped {path}: over the size limit of {max_bytes:,} bytes (max-file-size)")
+                raise _skipped(path, f"over the size limit of {max_bytes:,} bytes ({limit})")
         return b"".join(chunks)
     except OSError as err:
-        raise UnreadableFile(f"cannot read {path}: {err.strerror or err}") from None
+        raise _unreadable(path, err) from None
     finally:
         os.close(fd)
 
