@@ -15,7 +15,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from trainlint.model import file_facts
+from trainlint.model import file_facts, frameworks
 from trainlint.model.file_facts import file_fact
 from trainlint.model.index import Scope, iter_children, keyword_arg, positional_args, walk_expression
 from trainlint.model.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
@@ -261,12 +261,10 @@ class AmpModel:
             if not isinstance(value, cst.Call):
                 continue
             name = (self.index.resolve(value.func, value_scope) or "").rsplit(".", 1)[-1]
-            if name == "Accelerator":
-                arg = keyword_arg(value, "mixed_precision")
-                return arg is not None and _literal(arg.value) == "fp16"
-            if name == "Fabric":
-                arg = keyword_arg(value, "precision")
-                return arg is not None and _literal(arg.value) in ("16-mixed", "16", 16)
+            setting = frameworks.fp16_setting(name)  # (keyword, values) from trainlint/frameworks/
+            if setting is not None:
+                arg = keyword_arg(value, setting[0])
+                return arg is not None and _literal(arg.value) in setting[1]
         return False
 
     def _bound_values(self, expr: cst.BaseExpression, scope: Scope) -> list[tuple[cst.BaseExpression, Scope]]:

@@ -187,9 +187,13 @@ def model_bases() -> frozenset[str]:
 
 
 @cache
-def methods(kind: str) -> frozenset[str]:
-    """The method or attribute names of the entries of one kind (`accumulate`, `sync_gradients`)."""
-    return frozenset(e.attr for e in entries(kind))
+def methods(kind: str, owner_role: str | None = None) -> frozenset[str]:
+    """The method or attribute names of the entries of one kind (`accumulate`, `sync_gradients`);
+    with `owner_role`, only those of classes whose constructor entry gives that role."""
+    if owner_role is None:
+        return frozenset(e.attr for e in entries(kind))
+    owners = {e.name for e in entries("constructor") if e.role == owner_role}
+    return frozenset(e.attr for e in entries(kind) if e.name.rsplit(".", 1)[0] in owners)
 
 
 @cache
@@ -253,3 +257,15 @@ def clock(qualified_name: str) -> str | None:
 def for_rule(code: str) -> tuple[Entry, ...]:
     """The entries a rule reads, for `trainlint explain CODE`."""
     return tuple(e for e in entries() if code in e.rules)
+
+
+@cache
+def model_packages() -> tuple[str, ...]:
+    """Import roots of the frameworks that have model base classes (their models are torch modules)."""
+    return tuple(p for f in frameworks() if any(e.kind == "model_base" for e in f.entries) for p in f.packages)
+
+
+@cache
+def epoch_setting_wrappers() -> frozenset[str]:
+    """Method names of the `prepare` calls whose prepared loaders set their sampler's epoch."""
+    return frozenset(e.attr for e in entries("prepare") if e.sets_epoch)
