@@ -141,7 +141,11 @@ def _framework(path: str, data: dict) -> Framework:
 @cache
 def frameworks() -> tuple[Framework, ...]:
     """Every framework model shipped in the package, by file name."""
-    folder = resources.files("trainlint") / "frameworks"
+    return load_folder(resources.files("trainlint") / "frameworks")
+
+
+def load_folder(folder) -> tuple[Framework, ...]:
+    """The framework models of the `*.toml` files in a folder (a Path or a resources Traversable)."""
     found = []
     for item in sorted(folder.iterdir(), key=lambda p: p.name):
         if item.name.endswith(".toml"):
