@@ -206,3 +206,61 @@ def test_the_model_reads_the_data(monkeypatch):
     monkeypatch.setattr(frameworks, "methods", real)
     monkeypatch.setattr(frameworks, "accumulation_keywords", lambda: ())
     assert "TL101" not in _codes(example.bad)
+
+
+def test_each_rule_an_entry_names_is_shown_to_read_it():
+    """An entry names a rule (what `trainlint explain CODE` lists) only when its example draws the
+    rule's code or the rule's module (its documentation and examples) uses the entry's name."""
+    import sys
+
+    from trainlint.rules import registry
+
+    for fw in FRAMEWORKS:
+        for entry in fw.entries:
+            for code in entry.rules:
+                module = Path(sys.modules[registry()[code].__module__].__file__).read_text(encoding="utf-8")
+                shown = code in fw.examples[entry.example].codes or re.search(rf"\b{re.escape(entry.attr)}\b", module)
+                assert shown, f"{entry.name} names {code}, but neither its example nor {code}'s docs show it"
+
+
+# -- trainlint explain -------------------------------------------------------------------------------
+def _tl(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "trainlint", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_explain_lists_the_frameworks_a_rule_understands():
+    result = _tl("explain", "TL801")
+    assert result.returncode == 0, result.stderr
+    section = result.stdout.split("## Frameworks", 1)[1]
+    for entry in frameworks.for_rule("TL801"):
+        assert f"`{entry.name}`" in section
+    assert "`accelerate.utils.set_seed` (seed)" in section and "Lightning" in section
+    assert "`accelerate.Accelerator.backward`" not in section  # an entry that does not name TL801
+
+
+def test_explain_of_a_rule_no_model_names():
+    result = _tl("explain", "TL000")
+    assert result.returncode == 0
+    assert "No framework model names this rule" in result.stdout.split("## Frameworks", 1)[1]
+
+
+def test_explain_frameworks_lists_every_model_and_entry():
+    result = _tl("explain", "--frameworks")
+    assert result.returncode == 0, result.stderr
+    for fw in FRAMEWORKS:
+        assert f"{fw.id}: {fw.title} ({fw.path}" in result.stdout
+        for entry in fw.entries:
+            assert f"`{entry.name}" in result.stdout
+    assert "`accelerate.Accelerator.accumulate` (accumulation_context; owns accumulation; clock: sync)" \
+        in result.stdout
+
+
+@pytest.mark.parametrize("args", [("explain",), ("explain", "TL101", "--frameworks")])
+def test_explain_needs_a_code_or_frameworks(args):
+    result = _tl(*args)
+    assert result.returncode == 2
+    assert result.stderr == "trainlint: error: give a rule CODE or --frameworks (see `trainlint explain --help`)\n"
+    assert result.stdout == ""
