@@ -264,3 +264,12 @@ def test_explain_needs_a_code_or_frameworks(args):
     assert result.returncode == 2
     assert result.stderr == "trainlint: error: give a rule CODE or --frameworks (see `trainlint explain --help`)\n"
     assert result.stdout == ""
+
+
+def test_the_model_reads_the_backward_methods_from_the_data(monkeypatch):
+    """`self.manual_backward(loss)` is a backward because lightning.toml says so."""
+    lightning = next(fw for fw in FRAMEWORKS if fw.id == "lightning")
+    example = lightning.examples["manual_optimization"]
+    assert {"TL101", "TL102"} <= _codes(example.bad)
+    monkeypatch.setattr(frameworks, "backward_methods", lambda: frozenset({"backward"}))
+    assert not {"TL101", "TL102"} & _codes(example.bad)

@@ -88,7 +88,7 @@ class LossTracer:
                     receiver.func.attr.value == "scale" and positional_args(receiver):
                 return BackwardLoss(ref, positional_args(receiver)[0].value, ref.scope, False)
             return BackwardLoss(ref, receiver, ref.scope, False)
-        if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "manual_backward") and args:
+        if isinstance(func, cst.Attribute) and func.attr.value in frameworks.backward_methods() and args:
             divides = False
             if func.attr.value == "backward" and not _is_self(func.value):
                 known, k = self.model.accelerator_k(func.value, ref.scope)

@@ -393,7 +393,7 @@ class AmpModel:
             flags = direct.setdefault(key, [False, False])
             func = site.node.func
             if isinstance(func, cst.Attribute):
-                if func.attr.value in ("backward", "manual_backward"):
+                if func.attr.value in frameworks.backward_methods():
                     flags[0] = True
                 elif func.attr.value == "step":
                     flags[1] = True

@@ -241,7 +241,7 @@ class Dataflow:
         if name in ("torch.autograd.backward", "torch.autograd.grad"):
             value = args[0].value if args else keyword_value(call, "tensors") or keyword_value(call, "outputs")
             return value
-        if not isinstance(func, cst.Attribute) or func.attr.value not in ("backward", "manual_backward"):
+        if not isinstance(func, cst.Attribute) or func.attr.value not in frameworks.backward_methods():
             return None
         receiver = func.value
         if isinstance(receiver, (cst.Name, cst.Attribute)) and _is_import_path(receiver, scope):

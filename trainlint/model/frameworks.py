@@ -201,6 +201,13 @@ def methods(kind: str, owner_role: str | None = None) -> frozenset[str]:
 
 
 @cache
+def backward_methods() -> frozenset[str]:
+    """Method names that run the backward pass: torch's `loss.backward()` and the frameworks'
+    (`accelerator.backward(loss)`, a LightningModule's `self.manual_backward(loss)`)."""
+    return frozenset({"backward"}) | methods("backward")
+
+
+@cache
 def accumulation_keywords() -> tuple[str, ...]:
     """Constructor keywords that set a framework's accumulation factor, in the order they are tried."""
     return tuple(dict.fromkeys(k for e in entries("constructor") for k in e.accumulation_keywords))

@@ -196,7 +196,7 @@ class TrainingModel:
     # -- classification of calls -----------------------------------------------------------------
     def is_backward(self, call: cst.Call, scope: Scope) -> bool:
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "manual_backward"):
+        if isinstance(func, cst.Attribute) and func.attr.value in frameworks.backward_methods():
             # `self.backward(loss)` running a method of this file is a helper, not a backward:
             # the backward inside it is reached through it
             return self.callee(call, scope) is None
