@@ -226,7 +226,7 @@ class AmpModel:
             self_unscaling = role == ACCELERATOR or (attr == "clip_gradients")
             return Event(CLIP, call, scope, subject=self.ctx.code_for(receiver),
                          needs_unscale=not self_unscaling)
-        if attr == "unscale_gradients":
+        if attr in frameworks.methods("unscale"):  # `accelerator.unscale_gradients()`
             return Event(UNSCALE, call, scope, subject=self.ctx.code_for(receiver))
         if attr not in ("step", "scale", "unscale_", "update"):
             return None

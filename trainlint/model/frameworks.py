@@ -4,8 +4,8 @@ the model's code. Read once per process (about a millisecond), never imported fr
 
 A file holds `framework` (its id), `title`, `packages` (its import roots), `docs`, `[[entry]]` tables
 and `[example.<id>]` tables. An entry is one resolved import path (`name`, e.g.
-`accelerate.Accelerator.accumulate`; a method is named on the class that defines it; `match =
-"prefix"` makes it a prefix of qualified names) with a `kind`:
+`accelerate.Accelerator.accumulate`; a method is named on the public class users reach it through,
+even when a base class or mixin defines it; `match = "prefix"` makes it a prefix of qualified names) with a `kind`:
 
 - `constructor`: building it gives an object of `role` (roles.py's roles); `accumulation_keywords`
   are the keywords that set its accumulation factor K; `fp16 = {keyword, values}` when its backward
@@ -19,6 +19,7 @@ and `[example.<id>]` tables. An entry is one resolved import path (`name`, e.g.
   `sets_epoch` that a prepared loader sets its sampler's epoch.
 - `save_state`: writes a checkpoint holding `state`.
 - `clip`: clips gradients; `unscales` when it unscales an fp16 run's gradients itself.
+- `unscale`: unscales an fp16 run's gradients (`accelerator.unscale_gradients()`).
 - `hook`: a method the framework calls; `step` is "train" (per micro-batch, gradients on), "eval"
   (under no_grad, in eval mode) or "eval_loader" (returns a loader used for evaluation only).
 - `seed`: seeds torch's global generator (among others).
@@ -36,7 +37,7 @@ from functools import cache
 from importlib import resources
 
 KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_context", "sync_flag", "prepare",
-                   "save_state", "clip", "hook", "seed"})
+                   "save_state", "clip", "unscale", "hook", "seed"})
 CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
 HOOK_STEPS = frozenset({"train", "eval", "eval_loader"})
 
