@@ -20,6 +20,7 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
 - `save_state`: writes a checkpoint holding `state`.
 - `clip`: clips gradients; `unscales` when it unscales an fp16 run's gradients itself.
 - `unscale`: unscales an fp16 run's gradients (`accelerator.unscale_gradients()`).
+- `unwrap`: hands back the module it was given, unwrapped (`accelerator.unwrap_model(model)`).
 - `hook`: a method the framework calls; `step` is "train" (per micro-batch, gradients on), "eval"
   (under no_grad, in eval mode) or "eval_loader" (returns a loader used for evaluation only).
 - `seed`: seeds torch's global generator (among others).
@@ -37,7 +38,7 @@ from functools import cache
 from importlib import resources
 
 KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_context", "sync_flag", "prepare",
-                   "save_state", "clip", "unscale", "hook", "seed"})
+                   "save_state", "clip", "unscale", "unwrap", "hook", "seed"})
 CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
 HOOK_STEPS = frozenset({"train", "eval", "eval_loader"})
 

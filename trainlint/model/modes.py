@@ -47,9 +47,10 @@ from trainlint.model.roles import OPTIMIZER, SCALER, role_of_callee
 from trainlint.model.training import TrainingModel, training_model
 
 
-_UNWRAPPERS = frozenset({"unwrap_model", "unwrap", "extract_model_from_parallel", "compile",
+# (the frameworks' own, `accelerator.unwrap_model(model)`, are the framework models' "unwrap" entries)
+_UNWRAPPERS = frozenset({"unwrap", "compile",
                          "DistributedDataParallel", "DataParallel", "DDP", "FSDP", "FullyShardedDataParallel",
-                         "prepare_model", "_unwrap_model"})
+                         "prepare_model", "_unwrap_model"}) | frameworks.methods("unwrap")
 _MODULE_CONSTRUCTOR_PREFIXES = ("torch.nn.", "torchvision.models.", "timm.create_model", "timm.models.")
 _NOT_CONSTRUCTORS = ("torch.nn.parallel", "torch.nn.DataParallel", "torch.nn.functional", "torch.nn.utils",
                      "torch.nn.init", "torch.nn.Parameter")
