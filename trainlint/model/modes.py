@@ -55,8 +55,8 @@ _MODULE_CONSTRUCTOR_PREFIXES = ("torch.nn.", "torchvision.models.", "timm.create
 _NOT_CONSTRUCTORS = ("torch.nn.parallel", "torch.nn.DataParallel", "torch.nn.functional", "torch.nn.utils",
                      "torch.nn.init", "torch.nn.Parameter")
 # torch's module classes and the frameworks' model bases (LightningModule, PreTrainedModel: the data)
-_MODULE_BASES = re.compile(r"(^|\.)(" + "|".join(("Module", *sorted(frameworks.model_bases()), "Sequential", "ModuleDict",
-                                                  "ModuleList")) + r")$")
+_MODULE_BASES = re.compile(r"(^|\.)(" + "|".join(("Module", *sorted(frameworks.model_bases()), "Sequential",
+                                                  "ModuleDict", "ModuleList")) + r")$")
 EVAL_FUNCTION_NAME = re.compile(
     r"^_*(?:(?:evaluate|evaluation|validate|validation|valid|val|eval|test)(?:_.*)?"
     r"|.*_(?:evaluate|evaluation|validate|validation|val|eval|test))$", re.IGNORECASE)
