@@ -11,4 +11,6 @@ from setuptools import find_packages, setup
 packages = find_packages(include=["trainlint", "trainlint.*"])
 packages += ["trainlint.rules"] + [f"trainlint.rules.{name}" for name in find_packages("rules")]
 
-setup(packages=packages, package_dir={"trainlint.rules": "rules"})
+# the framework models (trainlint/model/frameworks.py reads them) are data, not a package
+setup(packages=packages, package_dir={"trainlint.rules": "rules"},
+      package_data={"trainlint": ["frameworks/*.toml"]})

@@ -9,6 +9,7 @@ import libcst as cst
 from trainlint.finding import Severity
 from trainlint.fixkit import has_multiline_string
 from trainlint.gate import named
+from trainlint.model import frameworks
 from trainlint.model.index import Scope, walk
 from trainlint.model.mode_state import MODE_WORDS
 from trainlint.model.roles import ACCELERATOR, CONFIG, MODEL, OTHER
@@ -22,7 +23,7 @@ from trainlint.model.proofs import accumulation_premises, loop_premises, role_pr
 _SAVERS = frozenset({"torch.save", "torch.serialization.save", "safetensors.torch.save_file",
                      "safetensors.torch.save_model"})
 # methods that write a checkpoint, by the role of their receiver
-_SAVE_METHODS = {ACCELERATOR: {"save_state", "save_model", "save"}, MODEL: {"save_pretrained"}}
+_SAVE_METHODS = {ACCELERATOR: frameworks.methods("save_state", ACCELERATOR), MODEL: {"save_pretrained"}}
 MICRO, UPDATE = "micro", "update"
 
 

@@ -7,6 +7,7 @@ import libcst as cst
 from trainlint.model.dataflow import dataflow
 from trainlint.finding import Severity
 from trainlint.gate import iterates_loader, named
+from trainlint.model import frameworks
 from trainlint.model.index import dotted_name, positional_args, walk, walk_expression
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.training import training_model
@@ -15,7 +16,8 @@ from trainlint.model.proofs import code, loader_premise, role_premise, training_
 
 _STORE_METHODS = ("append", "extend", "insert", "appendleft")
 # Framework hooks that run once per training batch: their body is an iteration of a hidden loop.
-_PER_BATCH_HOOKS = ("training_step", "train_step")
+# (`training_step`: the framework models' "train" hooks; `train_step`: the usual name elsewhere)
+_PER_BATCH_HOOKS = (*sorted(frameworks.hooks("train")), "train_step")
 
 
 class GraphKeptAcrossIterations(Rule):

@@ -6,6 +6,7 @@ import re
 
 import libcst as cst
 
+from trainlint.model import frameworks
 from trainlint.model.dataflow import dataflow
 from trainlint.finding import Severity
 from trainlint.gate import named
@@ -20,9 +21,9 @@ _EVAL_TOKEN = re.compile(r"^(val|valid|validation|eval|evaluation|test|testing|d
                          r"(loader|dataloader|dl|set|dataset|ds|data|iter)?s?$")
 _TRAIN_TOKEN = re.compile(r"^(train|training|trn|fit)(loader|dataloader|dl|set|dataset|ds|data|iter)?s?$")
 _EVAL_SPLIT = re.compile(r"^(val|valid|validation|eval|evaluation|test|testing|dev|holdout)(\[.*\])?$")
-# hooks whose loader the framework uses for evaluation only
-_EVAL_HOOKS = frozenset({"val_dataloader", "test_dataloader", "predict_dataloader", "get_eval_dataloader",
-                         "get_test_dataloader", "eval_dataloader", "valid_dataloader"})
+# hooks whose loader the framework uses for evaluation only (Lightning's, the Trainer's: the framework
+# models), and the usual names of such methods
+_EVAL_HOOKS = frameworks.hooks("eval_loader") | {"eval_dataloader", "valid_dataloader"}
 
 
 def _tokens(name: str) -> list[str]:

@@ -6,6 +6,7 @@ import libcst as cst
 
 from trainlint.finding import Severity
 from trainlint.gate import named
+from trainlint.model import frameworks
 from trainlint.model.data_order import EPOCH_KEYED, FIXED, data_order, repeats
 from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk
@@ -18,9 +19,7 @@ from trainlint.model.proofs import code, loader_premise, role_premise, training_
 # from (`random.seed` and `np.random.seed` do not touch it)
 _GLOBAL_SEEDS = ("torch.manual_seed", "torch.random.manual_seed")
 # library helpers that seed torch among other generators
-_LIBRARY_SEEDS = ("transformers.set_seed", "transformers.trainer_utils.set_seed", "accelerate.utils.set_seed",
-                  "lightning.seed_everything", "lightning.pytorch.seed_everything", "pytorch_lightning.seed_everything",
-                  "lightning.fabric.utilities.seed.seed_everything", "transformers.enable_full_determinism")
+_LIBRARY_SEEDS = frameworks.seeds()  # set_seed, seed_everything, ...: trainlint/frameworks/*.toml
 
 
 class SameDataOrderEveryEpoch(Rule):

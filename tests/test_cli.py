@@ -342,10 +342,12 @@ def test_rules_table_and_markdown(run, fmt):
 
 
 def test_explain_prints_the_rule_documentation(run):
+    from trainlint.reporters.framework_models import rule_section
+
     for code, rule in registry().items():
         result = run("explain", code.lower())
         assert result.exit_code == 0
-        assert result.stdout == rule.documentation()
+        assert result.stdout == rule.documentation() + rule_section(code)  # + the frameworks it understands
     assert "## Example" in run("explain", "TL000").stdout
 
 

@@ -61,6 +61,9 @@ def test_wheel_ships_every_package_and_module(wheel):
         installed = relative if relative.startswith("trainlint/") else "trainlint/" + relative
         assert installed in modules, f"{relative} is not in the wheel"
     assert not any(name.startswith("rules/") for name in names), "rules/ must not install at top level"
+    # the framework models are data the model reads at import (trainlint/model/frameworks.py)
+    models = sorted(source.relative_to(ROOT).as_posix() for source in ROOT.glob("trainlint/frameworks/*.toml"))
+    assert models and set(models) <= set(names), f"framework models missing from the wheel: {set(models) - set(names)}"
 
 
 def test_wheel_runs_outside_the_checkout(wheel, tmp_path):

@@ -136,6 +136,7 @@ EXIT_CODES = {
     "trainlint check --diff --unsafe-fixes src/": 1,
     "trainlint rules": 0,
     "trainlint explain TL101": 0,
+    "trainlint explain --frameworks": 0,
 }
 #: Commands that run a training script under torch for a few steps: `pytest -m slow`.
 SLOW = {

@@ -627,15 +627,28 @@ def rules(fmt: str) -> None:
 
 
 @cli.command()
-@click.argument("code")
-def explain(code: str) -> None:
-    """Print a rule's documentation (CODE is its code or its name), with its examples."""
+@click.argument("code", required=False)
+@click.option("--frameworks", "list_frameworks", is_flag=True,
+              help="List the framework models (trainlint/frameworks/*.toml) and their entries instead.")
+def explain(code: str | None, list_frameworks: bool) -> None:
+    """Print a rule's documentation (CODE is its code or its name), with its examples and the
+    frameworks it understands; or, with --frameworks, every framework model."""
+    from trainlint.model.frameworks import FrameworkModelError
     from trainlint.reporters.catalog import lookup
+    from trainlint.reporters.framework_models import render_models, rule_section
 
-    info = lookup(code)
-    if info is None:
-        _fail(f"unknown rule code or name '{code}' (see `trainlint rules`)")
-    click.echo(info.documentation, nl=False)
+    if list_frameworks == (code is not None):
+        _fail("give a rule CODE or --frameworks (see `trainlint explain --help`)")
+    try:
+        if list_frameworks:
+            click.echo(render_models(), nl=False)
+            return
+        info = lookup(code)
+        if info is None:
+            _fail(f"unknown rule code or name '{code}' (see `trainlint rules`)")
+        click.echo(info.documentation + rule_section(info.code), nl=False)
+    except FrameworkModelError as err:  # a broken installation's data file
+        _fail(f"a framework model file is broken: {err}")
 
 
 @cli.command()

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from trainlint.model import file_facts
+from trainlint.model import file_facts, frameworks
 from trainlint.model.file_facts import file_fact
 from trainlint.model.index import Scope, dotted_name, keyword_arg, positional_args, unpacked_position, walk
 from trainlint.model.roles import _PASS_THROUGH_FUNCTIONS, _PASS_THROUGH_METHODS, LOADER, \
@@ -88,7 +88,7 @@ class LossTracer:
                     receiver.func.attr.value == "scale" and positional_args(receiver):
                 return BackwardLoss(ref, positional_args(receiver)[0].value, ref.scope, False)
             return BackwardLoss(ref, receiver, ref.scope, False)
-        if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "manual_backward") and args:
+        if isinstance(func, cst.Attribute) and func.attr.value in frameworks.backward_methods() and args:
             divides = False
             if func.attr.value == "backward" and not _is_self(func.value):
                 known, k = self.model.accelerator_k(func.value, ref.scope)
@@ -703,7 +703,10 @@ def _is_accelerator_like(text: str) -> bool:
 
 
 def _mentions_sync(guard, ctx) -> bool:
-    return guard.condition is not None and "sync_gradients" in ctx.code_for(guard.condition)
+    if guard.condition is None:
+        return False
+    text = ctx.code_for(guard.condition)
+    return any(flag in text for flag in frameworks.methods("sync_flag"))
 
 
 def describe_k(ctx, loop: TrainingLoop) -> str:

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from trainlint.model import file_facts
+from trainlint.model import file_facts, frameworks
 from trainlint.model.file_facts import file_fact
 from trainlint.model.index import Scope, iter_children, keyword_arg, positional_args, walk_expression
 from trainlint.model.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
@@ -226,7 +226,7 @@ class AmpModel:
             self_unscaling = role == ACCELERATOR or (attr == "clip_gradients")
             return Event(CLIP, call, scope, subject=self.ctx.code_for(receiver),
                          needs_unscale=not self_unscaling)
-        if attr == "unscale_gradients":
+        if attr in frameworks.methods("unscale"):  # `accelerator.unscale_gradients()`
             return Event(UNSCALE, call, scope, subject=self.ctx.code_for(receiver))
         if attr not in ("step", "scale", "unscale_", "update"):
             return None
@@ -261,12 +261,10 @@ class AmpModel:
             if not isinstance(value, cst.Call):
                 continue
             name = (self.index.resolve(value.func, value_scope) or "").rsplit(".", 1)[-1]
-            if name == "Accelerator":
-                arg = keyword_arg(value, "mixed_precision")
-                return arg is not None and _literal(arg.value) == "fp16"
-            if name == "Fabric":
-                arg = keyword_arg(value, "precision")
-                return arg is not None and _literal(arg.value) in ("16-mixed", "16", 16)
+            setting = frameworks.fp16_setting(name)  # (keyword, values) from trainlint/frameworks/
+            if setting is not None:
+                arg = keyword_arg(value, setting[0])
+                return arg is not None and _literal(arg.value) in setting[1]
         return False
 
     def _bound_values(self, expr: cst.BaseExpression, scope: Scope) -> list[tuple[cst.BaseExpression, Scope]]:
@@ -395,7 +393,7 @@ class AmpModel:
             flags = direct.setdefault(key, [False, False])
             func = site.node.func
             if isinstance(func, cst.Attribute):
-                if func.attr.value in ("backward", "manual_backward"):
+                if func.attr.value in frameworks.backward_methods():
                     flags[0] = True
                 elif func.attr.value == "step":
                     flags[1] = True

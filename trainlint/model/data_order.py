@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from trainlint.model import frameworks
 from trainlint.model.index import FunctionInfo, Scope, dotted_name, keyword_value, positional_args, walk
 from trainlint.model.roles import ACCELERATOR, OPTIMIZER, roles
 from trainlint.model.summaries import FunctionSummary
@@ -391,7 +392,7 @@ class DataOrder:
         name = self.index.resolve(func, scope) or ""
         if name.rsplit(".", 1)[-1] in _HARMLESS or name in _WRAPPERS:
             return False
-        if isinstance(func, cst.Attribute) and func.attr.value == "prepare":
+        if isinstance(func, cst.Attribute) and func.attr.value in frameworks.epoch_setting_wrappers():
             return self.roles.of(func.value, scope) in (ACCELERATOR, None)
         callee = self.index.callee(call, scope)
         if callee is not None:

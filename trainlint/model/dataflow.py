@@ -16,6 +16,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from trainlint.model import frameworks
 from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
                              positional_args, unpacked_position, walk_expression)
 from trainlint.model.roles import ACCELERATOR, LOADER, MODEL, roles
@@ -52,7 +53,8 @@ GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.n
 GRAD_ON = frozenset({"torch.enable_grad", "torch.autograd.enable_grad"})
 SET_GRAD = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
 # framework hooks that the framework runs with grad recording off
-NO_GRAD_HOOKS = frozenset({"validation_step", "test_step", "predict_step"})
+# framework hooks run under no_grad (Lightning's validation_step, ...): trainlint/frameworks/*.toml
+NO_GRAD_HOOKS = frameworks.hooks("eval")
 _BACKWARD_RECEIVER_NAMES = re.compile(r"^(accelerator|fabric|engine|model_engine|strategy|trainer|self)$")
 
 
@@ -239,7 +241,7 @@ class Dataflow:
         if name in ("torch.autograd.backward", "torch.autograd.grad"):
             value = args[0].value if args else keyword_value(call, "tensors") or keyword_value(call, "outputs")
             return value
-        if not isinstance(func, cst.Attribute) or func.attr.value not in ("backward", "manual_backward"):
+        if not isinstance(func, cst.Attribute) or func.attr.value not in frameworks.backward_methods():
             return None
         receiver = func.value
         if isinstance(receiver, (cst.Name, cst.Attribute)) and _is_import_path(receiver, scope):

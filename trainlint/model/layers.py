@@ -24,6 +24,7 @@ import re
 
 import libcst as cst
 
+from trainlint.model import frameworks
 from trainlint.model.index import FileIndex, Scope, dotted_name, walk
 
 FREE, DEPENDENT, LIBRARY = "free", "dependent", "library"
@@ -34,8 +35,9 @@ _LOSS_NAME = re.compile(r"(Loss|Criterion|CrossEntropy)$")
 _NN_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 _NN_UNKNOWN = frozenset({"Module", "DataParallel"})
 # packages whose models are known to hold dropout or batch norm
-_DEPENDENT_PACKAGES = ("torchvision.models", "timm", "transformers", "segmentation_models_pytorch",
-                       "torch.hub", "lightning", "pytorch_lightning")
+# (the frameworks with model base classes, transformers and lightning, come from trainlint/frameworks/)
+_DEPENDENT_PACKAGES = ("torchvision.models", "timm", "segmentation_models_pytorch", "torch.hub",
+                       *frameworks.model_packages())
 _NN_BASES = re.compile(r"^(torch\.)?nn\.(Module|modules\.loss\._Loss|modules\.loss\._WeightedLoss)$"
                        r"|^torch\.nn\.(Module|modules\.module\.Module)$|^(Module|_Loss|_WeightedLoss)$")
 _SAFE_CALL_ROOTS = ("torch", "math", "numpy", "np", "F", "functools", "itertools", "collections")

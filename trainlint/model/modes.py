@@ -31,7 +31,7 @@ from typing import Iterable, Iterator
 
 import libcst as cst
 
-from trainlint.model import file_facts
+from trainlint.model import file_facts, frameworks
 from trainlint.model.file_facts import file_fact
 from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_ON_CONTEXTS, decorator_grad, is_false, is_true,
                                        skipped_branch)
@@ -47,13 +47,16 @@ from trainlint.model.roles import OPTIMIZER, SCALER, role_of_callee
 from trainlint.model.training import TrainingModel, training_model
 
 
-_UNWRAPPERS = frozenset({"unwrap_model", "unwrap", "extract_model_from_parallel", "compile",
+# (the frameworks' own, `accelerator.unwrap_model(model)`, are the framework models' "unwrap" entries)
+_UNWRAPPERS = frozenset({"unwrap", "compile",
                          "DistributedDataParallel", "DataParallel", "DDP", "FSDP", "FullyShardedDataParallel",
-                         "prepare_model", "_unwrap_model"})
+                         "prepare_model", "_unwrap_model"}) | frameworks.methods("unwrap")
 _MODULE_CONSTRUCTOR_PREFIXES = ("torch.nn.", "torchvision.models.", "timm.create_model", "timm.models.")
 _NOT_CONSTRUCTORS = ("torch.nn.parallel", "torch.nn.DataParallel", "torch.nn.functional", "torch.nn.utils",
                      "torch.nn.init", "torch.nn.Parameter")
-_MODULE_BASES = re.compile(r"(^|\.)(Module|LightningModule|PreTrainedModel|Sequential|ModuleDict|ModuleList)$")
+# torch's module classes and the frameworks' model bases (LightningModule, PreTrainedModel: the data)
+_MODULE_BASES = re.compile(r"(^|\.)(" + "|".join(("Module", *sorted(frameworks.model_bases()), "Sequential",
+                                                  "ModuleDict", "ModuleList")) + r")$")
 EVAL_FUNCTION_NAME = re.compile(
     r"^_*(?:(?:evaluate|evaluation|validate|validation|valid|val|eval|test)(?:_.*)?"
     r"|.*_(?:evaluate|evaluation|validate|validation|val|eval|test))$", re.IGNORECASE)

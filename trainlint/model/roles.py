@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from trainlint.model import frameworks
 from trainlint.model.index import FileIndex, Scope, dotted_name, iter_children, positional_args, unpacked_position, walk
 
 OPTIMIZER, SCHEDULER, SCALER, MODEL, LOADER, ACCELERATOR = (
@@ -44,7 +45,6 @@ _CONSTRUCTORS: tuple[tuple[str, str], ...] = (
     ("timm.optim.", OPTIMIZER),
     ("bitsandbytes.optim.", OPTIMIZER),
     ("apex.optimizers.", OPTIMIZER),
-    ("deepspeed.ops.adam.", OPTIMIZER),
     ("torch.amp.GradScaler", SCALER),
     ("torch.GradScaler", SCALER),
     ("torch.cuda.amp.GradScaler", SCALER),
@@ -52,9 +52,6 @@ _CONSTRUCTORS: tuple[tuple[str, str], ...] = (
     ("torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler", SCALER),
     ("torch.utils.data.DataLoader", LOADER),
     ("torch.utils.data.dataloader.DataLoader", LOADER),
-    ("accelerate.Accelerator", ACCELERATOR),
-    ("lightning.Fabric", ACCELERATOR),
-    ("lightning.fabric.Fabric", ACCELERATOR),
     ("torch.nn.parallel.DistributedDataParallel", MODEL),
     ("torch.nn.DataParallel", MODEL),
     ("torch.nn.parallel.DataParallel", MODEL),
@@ -73,6 +70,8 @@ _CONSTRUCTORS: tuple[tuple[str, str], ...] = (
     ("json.load", CONFIG),
     ("json.loads", CONFIG),
     ("types.SimpleNamespace", CONFIG),
+    # the frameworks' classes (Accelerator, Fabric, DeepSpeed's optimizers): trainlint/frameworks/*.toml
+    *frameworks.constructors(),
 )
 # Words a project file must hold to be read for the role of what it builds (see summaries.py)
 ROLE_WORDS = ("step", "optim", "sched", "Module", "model", "DataLoader", "Optimizer", "GradScaler", "parse_args")
@@ -83,7 +82,8 @@ _CONFIG_METHODS = frozenset({"parse_args", "parse_known_args", "parse_args_into_
 _FACTORY_NAMES = {
     "get_scheduler": SCHEDULER, "create_scheduler": SCHEDULER, "create_scheduler_v2": SCHEDULER,
     "create_optimizer": OPTIMIZER, "create_optimizer_v2": OPTIMIZER, "GradScaler": SCALER,
-    "ShardedGradScaler": SCALER, "DataLoader": LOADER, "Accelerator": ACCELERATOR,
+    "ShardedGradScaler": SCALER, "DataLoader": LOADER,
+    **dict.fromkeys(frameworks.class_names(ACCELERATOR), ACCELERATOR),  # `Accelerator`, `Fabric`
 }
 _SCHEDULE_FACTORY = re.compile(r"^get_\w*schedule\w*$")
 # project functions whose name says they build something (their returns are worth reading)
@@ -93,7 +93,9 @@ _FACTORY_WORDS = re.compile(r"^_?(build|create|make|get|init|setup|configure|loa
 _ANNOTATIONS = {
     "Optimizer": OPTIMIZER, "LRScheduler": SCHEDULER, "_LRScheduler": SCHEDULER, "LambdaLR": SCHEDULER,
     "ReduceLROnPlateau": SCHEDULER, "GradScaler": SCALER, "ShardedGradScaler": SCALER, "Module": MODEL,
-    "PreTrainedModel": MODEL, "DataLoader": LOADER, "Accelerator": ACCELERATOR, "Fabric": ACCELERATOR,
+    "DataLoader": LOADER,
+    **dict.fromkeys(frameworks.model_bases(), MODEL),  # `PreTrainedModel`, `LightningModule`
+    **dict.fromkeys(frameworks.class_names(ACCELERATOR), ACCELERATOR),  # `Accelerator`, `Fabric`
 }
 # Calls that hand back (a wrapped) version of their first argument.
 _PASS_THROUGH_METHODS = {"to", "cuda", "cpu", "float", "half", "bfloat16", "train", "eval", "double"}

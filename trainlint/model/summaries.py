@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from trainlint.model import frameworks
 from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
                                    positional_args, walk)
 from trainlint.model.layers import class_verdict
@@ -56,7 +57,7 @@ _SAME_GRAPH_METHODS = frozenset({"cpu", "cuda", "to", "float", "double", "half",
 COUNTER, POSITION = "counter", "position"
 _SCHEDULER_BASES = ("LRScheduler", "_LRScheduler", "LambdaLR", "ReduceLROnPlateau", "Scheduler")
 _OPTIMIZER_BASES = ("Optimizer",)
-_MODEL_BASES = ("Module", "LightningModule", "PreTrainedModel", "Sequential", "ModuleDict", "ModuleList")
+_MODEL_BASES = ("Module", *sorted(frameworks.model_bases()), "Sequential", "ModuleDict", "ModuleList")
 
 
 @dataclass(frozen=True)

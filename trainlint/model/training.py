@@ -90,6 +90,7 @@ import libcst as cst
 
 from trainlint.model.index import (FileIndex, FunctionInfo, Scope, iter_children, keyword_arg, positional_args, walk,
                                    walk_scope)
+from trainlint.model import frameworks
 from trainlint.model.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
 
 _MAX_CALL_DEPTH = 3
@@ -195,7 +196,7 @@ class TrainingModel:
     # -- classification of calls -----------------------------------------------------------------
     def is_backward(self, call: cst.Call, scope: Scope) -> bool:
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "manual_backward"):
+        if isinstance(func, cst.Attribute) and func.attr.value in frameworks.backward_methods():
             # `self.backward(loss)` running a method of this file is a helper, not a backward:
             # the backward inside it is reached through it
             return self.callee(call, scope) is None
@@ -411,7 +412,7 @@ class TrainingModel:
         for node in walk(test):
             if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
                 return node.right
-        if isinstance(test, cst.Attribute) and test.attr.value == "sync_gradients":
+        if isinstance(test, cst.Attribute) and test.attr.value in frameworks.methods("sync_flag"):
             known, k = self.accelerator_k(test.value, scope)
             return False if known and k is None else k
         if isinstance(test, cst.Comparison):
@@ -439,7 +440,7 @@ class TrainingModel:
         for item in with_node.items:
             call = item.item
             if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
-                    and call.func.attr.value in ("accumulate", "no_sync_or_accumulate")
+                    and call.func.attr.value in frameworks.methods("accumulation_context")
                     and self.roles.of(call.func.value, scope) == ACCELERATOR):
                 return call
         return None
@@ -450,8 +451,8 @@ class TrainingModel:
         construction = self._accelerator_construction(expr, scope)
         if construction is None:
             return False, None
-        arg = keyword_arg(construction, "gradient_accumulation_steps") or \
-            keyword_arg(construction, "gradient_accumulation_plugin")
+        arg = next((found for found in (keyword_arg(construction, keyword)
+                                        for keyword in frameworks.accumulation_keywords()) if found is not None), None)
         if arg is None and any(a.star == "**" for a in construction.args):
             return False, None  # `Accelerator(**kwargs)` may set it
         if arg is None or (isinstance(arg.value, cst.Integer) and arg.value.value == "1"):
@@ -468,7 +469,7 @@ class TrainingModel:
         for value, value_scope in values:
             if isinstance(value, cst.Call):
                 name = self.index.resolve(value.func, value_scope) or ""
-                if name.rsplit(".", 1)[-1] in ("Accelerator", "Fabric"):
+                if name.rsplit(".", 1)[-1] in frameworks.class_names(ACCELERATOR):
                     return value
         return None
 

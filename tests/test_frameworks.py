@@ -1,0 +1,275 @@
+"""The framework models (trainlint/frameworks/*.toml): every entry's example is checked (its bad code
+draws the codes it names, its good twin none of them), every entry is spelled like a real attribute
+path of its framework (checked against the installed package's sources where it is installed, by
+reading them), the loader refuses a malformed file clearly, and the model reads the data."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from trainlint.engine import lint_source
+from trainlint.model import frameworks
+from trainlint.settings import Settings, resolve_selection
+
+ALL = Settings(select=resolve_selection(["ALL"], [], []))
+FRAMEWORKS = frameworks.frameworks()
+ENTRIES = [entry for fw in FRAMEWORKS for entry in fw.entries]
+DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+
+
+def _codes(source: str) -> set[str]:
+    result = lint_source(source, "example.py", ALL)
+    assert result.errors == []
+    return {f.code for f in result.findings}
+
+
+def test_the_shipped_models_are_found():
+    assert {fw.id for fw in FRAMEWORKS} >= {"accelerate", "lightning", "transformers", "deepspeed"}
+    assert len(ENTRIES) >= 30
+
+
+@pytest.mark.parametrize("fw, example", [(fw, ex) for fw in FRAMEWORKS for ex in fw.examples.values()],
+                         ids=lambda v: getattr(v, "id", None))
+def test_example(fw, example):
+    assert example.codes, f"{fw.path} example {example.id} names no code"
+    assert set(example.codes) <= _codes(example.bad), f"{fw.path} example {example.id}: bad is quiet"
+    assert not set(example.codes) & _codes(example.good), f"{fw.path} example {example.id}: good fires"
+
+
+def test_every_entry_has_an_example_and_every_example_an_entry():
+    for fw in FRAMEWORKS:
+        used = {entry.example for entry in fw.entries}
+        assert used == set(fw.examples), f"{fw.path}: examples without an entry {set(fw.examples) - used}"
+        for entry in fw.entries:
+            assert entry.rules, f"{entry.name} names no rule"
+            # the example draws a code of a rule the entry says reads it
+            assert set(fw.examples[entry.example].codes) & set(entry.rules), entry.name
+
+
+def test_rules_named_by_entries_exist():
+    from trainlint.rules import registry
+
+    codes = set(registry())
+    for entry in ENTRIES:
+        assert set(entry.rules) <= codes, entry.name
+
+
+# -- spelling: a real attribute path of the framework ---------------------------------------------
+def _package_dir(root: str) -> Path | None:
+    spec = importlib.util.find_spec(root)  # locates the package; a top-level find_spec runs nothing
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _module_file(package: Path, parts: list[str]) -> Path | None:
+    base = package.joinpath(*parts)
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    return None
+
+
+def _defines(tree: ast.Module, name: str) -> ast.AST | str | None:
+    """The class/function node `name` in a module, or the dotted module a `from X import name`
+    re-exports it from (relative to the module), or None."""
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == name:
+            return node
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return node
+        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            return "." * node.level + (node.module or "")
+    return None
+
+
+def _resolves(qualified: str) -> bool | None:
+    """Whether an installed package defines `qualified` (None: the package is not installed)."""
+    root, *rest = qualified.split(".")
+    package = _package_dir(root)
+    if package is None:
+        return None
+    parts: list[str] = []  # the module path below the package
+    i = 0
+    while i < len(rest) and _module_file(package, parts + [rest[i]]) is not None:
+        parts.append(rest[i])
+        i += 1
+    if i == len(rest):
+        return True
+    for _ in range(5):  # follow re-exports
+        tree = ast.parse(_module_file(package, parts).read_text(encoding="utf-8"))
+        found = _defines(tree, rest[i])
+        if isinstance(found, str):
+            dots = len(found) - len(found.lstrip("."))
+            if dots == 0:
+                return _resolves(".".join([found, *rest[i:]]))
+            base = parts if _module_file(package, parts).name == "__init__.py" else parts[:-1]
+            parts = base[:len(base) - (dots - 1)] + [p for p in found.lstrip(".").split(".") if p]
+            continue
+        if found is None:
+            return False
+        for attr in rest[i + 1:]:
+            if not isinstance(found, ast.ClassDef):
+                return False
+            found = next((n for n in found.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+                          and n.name == attr), None)
+            if found is None:
+                return False
+        return True
+    return False
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
+def test_entry_names_a_real_attribute_path(entry):
+    fw = next(f for f in FRAMEWORKS if f.id == entry.framework)
+    assert DOTTED.match(entry.name), entry.name
+    assert entry.name.split(".")[0] in fw.packages, f"{entry.name} is outside {fw.packages}"
+    found = _resolves(entry.name)
+    if found is None:
+        pytest.skip(f"{entry.name.split('.')[0]} is not installed here: spelling checked, not resolved")
+    assert found, f"{entry.name} is not defined in the installed {entry.name.split('.')[0]}"
+
+
+def test_accelerate_entries_resolve_against_the_installed_accelerate():
+    """Accelerate is a dev dependency: its entries are resolved, not skipped, and a misspelled
+    name is caught (the checker above is not vacuous)."""
+    if _package_dir("accelerate") is None:
+        pytest.skip("accelerate is not installed")
+    assert _resolves("accelerate.Accelerator.accumulate") is True
+    assert _resolves("accelerate.Accelerator.sync_gradients") is True
+    assert _resolves("accelerate.utils.set_seed") is True
+    assert _resolves("accelerate.Accelerator.no_sync_or_accumulate") is False
+    assert _resolves("accelerate.utils.set_seeds") is False
+
+
+def test_accumulation_and_fp16_keywords_are_the_constructors_parameters():
+    package = _package_dir("accelerate")
+    if package is None:
+        pytest.skip("accelerate is not installed")
+    tree = ast.parse((package / "accelerator.py").read_text(encoding="utf-8"))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Accelerator")
+    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    params = {a.arg for a in init.args.args + init.args.kwonlyargs}
+    entry = frameworks.lookup("accelerate.Accelerator")
+    assert set(entry.accumulation_keywords) <= params
+    assert entry.fp16_keyword in params
+
+
+# -- the loader ------------------------------------------------------------------------------------
+def test_queries_answer_from_the_data():
+    assert ("accelerate.Accelerator", "accelerator") in frameworks.constructors()
+    assert frameworks.class_names("accelerator") >= {"Accelerator", "Fabric"}
+    assert frameworks.hooks("eval") >= {"validation_step", "test_step", "predict_step"}
+    assert frameworks.hook_kind("training_step") == "train"
+    assert frameworks.hook_kind("forward") is None
+    assert frameworks.owns_accumulation("accelerate.Accelerator.backward")
+    assert not frameworks.owns_accumulation("accelerate.Accelerator.prepare")
+    assert frameworks.clock("accelerate.Accelerator.accumulate") == "sync"
+    assert frameworks.lookup("deepspeed.ops.adam.FusedAdam").role == "optimizer"
+    assert frameworks.methods("save_state", "accelerator") >= {"save_state", "save_model", "save"}
+    assert "TL801" in {code for e in frameworks.for_rule("TL801") for code in e.rules}
+
+
+@pytest.mark.parametrize("text, message", [
+    ('framework = "x"\n[[entry]]\nname = "x.y"\nkind = "teleport"\nexample = "e"\n', "unknown kind"),
+    ('framework = "x"\n[[entry]]\nname = "x.y"\nkind = "seed"\nexample = "missing"\n', "names no example"),
+    ('framework = "x"\n[[entry]]\nname = "x.y"\nkind = "hook"\nexample = "e"\n'
+     '[example.e]\ntitle = "t"\ncodes = []\nbad = ""\ngood = ""\n', "a hook's `step`"),
+    ('framework = "x"\n[[entry]]\nname = "x.y"\nkind = "seed"\nexample = "e"\ncolour = 1\n', "unknown keys"),
+    ('framework = = "x"\n', "bad.toml"),
+])
+def test_a_malformed_model_file_is_refused_naming_the_file(tmp_path, text, message):
+    (tmp_path / "bad.toml").write_text(text)
+    with pytest.raises(frameworks.FrameworkModelError, match=re.escape(message)) as err:
+        frameworks.load_folder(tmp_path)
+    assert "bad.toml" in str(err.value)
+
+
+def test_the_model_reads_the_data(monkeypatch):
+    """Without the data's `accumulate` context or its accumulation keywords, Accelerate's loop is
+    not understood: the examples that rely on them go quiet (the model asks the data, it keeps no
+    list of its own)."""
+    accelerate = next(fw for fw in FRAMEWORKS if fw.id == "accelerate")
+    example = accelerate.examples["prepared_scheduler"]
+    assert "TL101" in _codes(example.bad)
+    real = frameworks.methods
+    monkeypatch.setattr(frameworks, "methods",
+                        lambda kind, owner_role=None: frozenset() if kind == "accumulation_context"
+                        else real(kind, owner_role))
+    assert "TL101" not in _codes(example.bad)
+    monkeypatch.setattr(frameworks, "methods", real)
+    monkeypatch.setattr(frameworks, "accumulation_keywords", lambda: ())
+    assert "TL101" not in _codes(example.bad)
+
+
+def test_each_rule_an_entry_names_is_shown_to_read_it():
+    """An entry names a rule (what `trainlint explain CODE` lists) only when its example draws the
+    rule's code or the rule's module (its documentation and examples) uses the entry's name."""
+    import sys
+
+    from trainlint.rules import registry
+
+    for fw in FRAMEWORKS:
+        for entry in fw.entries:
+            for code in entry.rules:
+                module = Path(sys.modules[registry()[code].__module__].__file__).read_text(encoding="utf-8")
+                shown = code in fw.examples[entry.example].codes or re.search(rf"\b{re.escape(entry.attr)}\b", module)
+                assert shown, f"{entry.name} names {code}, but neither its example nor {code}'s docs show it"
+
+
+# -- trainlint explain -------------------------------------------------------------------------------
+def _tl(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "trainlint", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_explain_lists_the_frameworks_a_rule_understands():
+    result = _tl("explain", "TL801")
+    assert result.returncode == 0, result.stderr
+    section = result.stdout.split("## Frameworks", 1)[1]
+    for entry in frameworks.for_rule("TL801"):
+        assert f"`{entry.name}`" in section
+    assert "`accelerate.utils.set_seed` (seed)" in section and "Lightning" in section
+    assert "`accelerate.Accelerator.backward`" not in section  # an entry that does not name TL801
+
+
+def test_explain_of_a_rule_no_model_names():
+    result = _tl("explain", "TL000")
+    assert result.returncode == 0
+    assert "No framework model names this rule" in result.stdout.split("## Frameworks", 1)[1]
+
+
+def test_explain_frameworks_lists_every_model_and_entry():
+    result = _tl("explain", "--frameworks")
+    assert result.returncode == 0, result.stderr
+    for fw in FRAMEWORKS:
+        assert f"{fw.id}: {fw.title} ({fw.path}" in result.stdout
+        for entry in fw.entries:
+            assert f"`{entry.name}" in result.stdout
+    assert "`accelerate.Accelerator.accumulate` (accumulation_context; owns accumulation; clock: sync)" \
+        in result.stdout
+
+
+@pytest.mark.parametrize("args", [("explain",), ("explain", "TL101", "--frameworks")])
+def test_explain_needs_a_code_or_frameworks(args):
+    result = _tl(*args)
+    assert result.returncode == 2
+    assert result.stderr == "trainlint: error: give a rule CODE or --frameworks (see `trainlint explain --help`)\n"
+    assert result.stdout == ""
+
+
+def test_the_model_reads_the_backward_methods_from_the_data(monkeypatch):
+    """`self.manual_backward(loss)` is a backward because lightning.toml says so."""
+    lightning = next(fw for fw in FRAMEWORKS if fw.id == "lightning")
+    example = lightning.examples["manual_optimization"]
+    assert {"TL101", "TL102"} <= _codes(example.bad)
+    monkeypatch.setattr(frameworks, "backward_methods", lambda: frozenset({"backward"}))
+    assert not {"TL101", "TL102"} & _codes(example.bad)

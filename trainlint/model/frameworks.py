@@ -1,0 +1,284 @@
+"""The framework models: what a training framework's calls, classes and hooks do, read from the
+declarative files in `trainlint/frameworks/*.toml` (one per framework) rather than from lists in
+the model's code. Read once per process (about a millisecond), never imported from the checked code.
+
+A file holds `framework` (its id), `title`, `packages` (its import roots), `docs`, `[[entry]]` tables
+and `[example.<id>]` tables. An entry is one resolved import path (`name`, e.g.
+`accelerate.Accelerator.accumulate`; a method is named on the public class users reach it through,
+even when a base class or mixin defines it; `match = "prefix"` makes it a prefix of qualified names) with a `kind`:
+
+- `constructor`: building it gives an object of `role` (roles.py's roles); `accumulation_keywords`
+  are the keywords that set its accumulation factor K; `fp16 = {keyword, values}` when its backward
+  runs a GradScaler.
+- `model_base`: a class that user models derive from (a torch module).
+- `backward`: runs the backward pass; `owns_accumulation`: it divides the loss by the framework's K.
+- `accumulation_context`: a context (`with accelerator.accumulate(model):`) inside which prepared
+  optimizers and schedulers step once per window; `clock` says on which clock ("sync").
+- `sync_flag`: an attribute that is true on the micro-batch that ends a window.
+- `prepare`: wraps the user's objects; `scheduler_clock` is the clock a prepared scheduler steps on,
+  `sets_epoch` that a prepared loader sets its sampler's epoch.
+- `save_state`: writes a checkpoint holding `state`.
+- `clip`: clips gradients; `unscales` when it unscales an fp16 run's gradients itself.
+- `unscale`: unscales an fp16 run's gradients (`accelerator.unscale_gradients()`).
+- `unwrap`: hands back the module it was given, unwrapped (`accelerator.unwrap_model(model)`).
+- `hook`: a method the framework calls; `step` is "train" (per micro-batch, gradients on), "eval"
+  (under no_grad, in eval mode) or "eval_loader" (returns a loader used for evaluation only).
+- `seed`: seeds torch's global generator (among others).
+
+Every entry names the `rules` that read it (for `trainlint explain`) and an `example`: the id of an
+`[example.<id>]` table with `title`, the `codes` its `bad` code draws and its `good` twin does not
+(tests/test_frameworks.py runs them).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+
+KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_context", "sync_flag", "prepare",
+                   "save_state", "clip", "unscale", "unwrap", "hook", "seed"})
+CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
+HOOK_STEPS = frozenset({"train", "eval", "eval_loader"})
+
+
+class FrameworkModelError(Exception):
+    """A framework model file that does not follow the format above (a packaging or editing error)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    framework: str
+    name: str  # the resolved import path (or its prefix with match = "prefix")
+    kind: str
+    example: str
+    rules: tuple[str, ...] = ()
+    prefix: bool = False
+    role: str | None = None
+    owns_accumulation: bool = False
+    clock: str | None = None
+    scheduler_clock: str | None = None
+    sets_epoch: bool = False
+    unscales: bool = False
+    step: str | None = None
+    state: tuple[str, ...] = ()
+    accumulation_keywords: tuple[str, ...] = ()
+    fp16_keyword: str | None = None
+    fp16_values: tuple = ()
+
+    @property
+    def attr(self) -> str:
+        """The last component: the method, attribute or class name code writes."""
+        return self.name.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Example:
+    id: str
+    title: str
+    codes: tuple[str, ...]
+    bad: str
+    good: str
+
+
+@dataclass(frozen=True)
+class Framework:
+    id: str
+    title: str
+    packages: tuple[str, ...]
+    docs: str
+    path: str  # the model file's name
+    entries: tuple[Entry, ...] = ()
+    examples: dict[str, Example] = field(default_factory=dict)
+
+
+_ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "owns_accumulation", "clock",
+                         "scheduler_clock", "sets_epoch", "unscales", "step", "state", "accumulation_keywords",
+                         "fp16"})
+
+
+def _entry(framework: str, raw: dict, where: str) -> Entry:
+    unknown = set(raw) - _ENTRY_KEYS
+    if unknown:
+        raise FrameworkModelError(f"{where}: unknown keys {sorted(unknown)}")
+    for key in ("name", "kind", "example"):
+        if not isinstance(raw.get(key), str):
+            raise FrameworkModelError(f"{where}: `{key}` must be a string")
+    if raw["kind"] not in KINDS:
+        raise FrameworkModelError(f"{where}: unknown kind {raw['kind']!r}")
+    for key in ("clock", "scheduler_clock"):
+        if key in raw and raw[key] not in CLOCKS:
+            raise FrameworkModelError(f"{where}: `{key}` must be one of {sorted(CLOCKS)}")
+    if raw["kind"] == "hook" and raw.get("step") not in HOOK_STEPS:
+        raise FrameworkModelError(f"{where}: a hook's `step` must be one of {sorted(HOOK_STEPS)}")
+    if raw["kind"] == "constructor" and not isinstance(raw.get("role"), str):
+        raise FrameworkModelError(f"{where}: a constructor needs a `role`")
+    fp16 = raw.get("fp16", {})
+    return Entry(framework, raw["name"], raw["kind"], raw["example"], tuple(raw.get("rules", ())),
+                 raw.get("match") == "prefix", raw.get("role"), bool(raw.get("owns_accumulation")),
+                 raw.get("clock"), raw.get("scheduler_clock"), bool(raw.get("sets_epoch")),
+                 bool(raw.get("unscales")), raw.get("step"), tuple(raw.get("state", ())),
+                 tuple(raw.get("accumulation_keywords", ())), fp16.get("keyword"), tuple(fp16.get("values", ())))
+
+
+def _framework(path: str, data: dict) -> Framework:
+    fid = data.get("framework")
+    if not isinstance(fid, str):
+        raise FrameworkModelError(f"{path}: `framework` must be a string")
+    entries = tuple(_entry(fid, raw, f"{path} entry {i + 1}") for i, raw in enumerate(data.get("entry", ())))
+    examples = {}
+    for eid, raw in data.get("example", {}).items():
+        try:
+            examples[eid] = Example(eid, raw["title"], tuple(raw["codes"]), raw["bad"], raw["good"])
+        except (KeyError, TypeError) as err:
+            raise FrameworkModelError(f"{path} example {eid}: missing or bad {err}") from None
+    for entry in entries:
+        if entry.example not in examples:
+            raise FrameworkModelError(f"{path}: entry {entry.name} names no example {entry.example!r}")
+    return Framework(fid, data.get("title", fid), tuple(data.get("packages", ())), data.get("docs", ""), path,
+                     entries, examples)
+
+
+@cache
+def frameworks() -> tuple[Framework, ...]:
+    """Every framework model shipped in the package, by file name."""
+    return load_folder(resources.files("trainlint") / "frameworks")
+
+
+def load_folder(folder) -> tuple[Framework, ...]:
+    """The framework models of the `*.toml` files in a folder (a Path or a resources Traversable)."""
+    found = []
+    for item in sorted(folder.iterdir(), key=lambda p: p.name):
+        if item.name.endswith(".toml"):
+            try:
+                data = tomllib.loads(item.read_text(encoding="utf-8"))
+            except tomllib.TOMLDecodeError as err:
+                raise FrameworkModelError(f"{item.name}: {err}") from None
+            found.append(_framework(item.name, data))
+    return tuple(found)
+
+
+def entries(kind: str | None = None) -> tuple[Entry, ...]:
+    return _by_kind().get(kind, ()) if kind is not None else tuple(e for f in frameworks() for e in f.entries)
+
+
+@cache
+def _by_kind() -> dict[str, tuple[Entry, ...]]:
+    table: dict[str, list[Entry]] = {}
+    for entry in entries():
+        table.setdefault(entry.kind, []).append(entry)
+    return {kind: tuple(found) for kind, found in table.items()}
+
+
+# -- the queries the model and the rules ask ------------------------------------------------------
+@cache
+def constructors() -> tuple[tuple[str, str], ...]:
+    """(qualified name or prefix, role) of every framework class or factory whose result has a role;
+    a prefix entry ends with "." so it matches the names under it."""
+    return tuple((e.name + "." if e.prefix else e.name, e.role) for e in entries("constructor"))
+
+
+@cache
+def class_names(role: str) -> frozenset[str]:
+    """The bare class names (`Accelerator`, `Fabric`) of the constructors of a role, for code that
+    names them without an import trainlint can resolve (annotations, star imports)."""
+    return frozenset(e.attr for e in entries("constructor") if e.role == role and not e.prefix)
+
+
+@cache
+def model_bases() -> frozenset[str]:
+    """Bare names of the framework classes user models derive from (`LightningModule`)."""
+    return frozenset(e.attr for e in entries("model_base"))
+
+
+@cache
+def methods(kind: str, owner_role: str | None = None) -> frozenset[str]:
+    """The method or attribute names of the entries of one kind (`accumulate`, `sync_gradients`);
+    with `owner_role`, only those of classes whose constructor entry gives that role."""
+    if owner_role is None:
+        return frozenset(e.attr for e in entries(kind))
+    owners = {e.name for e in entries("constructor") if e.role == owner_role}
+    return frozenset(e.attr for e in entries(kind) if e.name.rsplit(".", 1)[0] in owners)
+
+
+@cache
+def backward_methods() -> frozenset[str]:
+    """Method names that run the backward pass: torch's `loss.backward()` and the frameworks'
+    (`accelerator.backward(loss)`, a LightningModule's `self.manual_backward(loss)`)."""
+    return frozenset({"backward"}) | methods("backward")
+
+
+@cache
+def accumulation_keywords() -> tuple[str, ...]:
+    """Constructor keywords that set a framework's accumulation factor, in the order they are tried."""
+    return tuple(dict.fromkeys(k for e in entries("constructor") for k in e.accumulation_keywords))
+
+
+def fp16_setting(class_name: str) -> tuple[str, tuple] | None:
+    """(keyword, values) that make a framework object built by `class_name` run fp16 with a scaler."""
+    for entry in entries("constructor"):
+        if entry.attr == class_name and entry.fp16_keyword:
+            return entry.fp16_keyword, entry.fp16_values
+    return None
+
+
+@cache
+def hooks(step: str) -> frozenset[str]:
+    """Method names of the framework hooks of one step kind ("train", "eval", "eval_loader")."""
+    return frozenset(e.attr for e in entries("hook") if e.step == step)
+
+
+def hook_kind(method: str) -> str | None:
+    """The step kind of a framework hook by its method name, or None."""
+    for entry in entries("hook"):
+        if entry.attr == method:
+            return entry.step
+    return None
+
+
+@cache
+def seeds() -> frozenset[str]:
+    """Qualified names of the framework helpers that seed torch's global generator."""
+    return frozenset(e.name for e in entries("seed"))
+
+
+def lookup(qualified_name: str) -> Entry | None:
+    """The entry of a resolved import path (exact, or the longest prefix entry)."""
+    best = None
+    for entry in entries():
+        if entry.name == qualified_name:
+            return entry
+        if entry.prefix and qualified_name.startswith(entry.name + ".") and \
+                (best is None or len(entry.name) > len(best.name)):
+            best = entry
+    return best
+
+
+def owns_accumulation(qualified_name: str) -> bool:
+    """`accelerate.Accelerator.backward`: the framework divides the loss by its own K."""
+    entry = lookup(qualified_name)
+    return entry is not None and entry.owns_accumulation
+
+
+def clock(qualified_name: str) -> str | None:
+    """The clock a framework call runs (or makes prepared objects step) on: "sync", ... or None."""
+    entry = lookup(qualified_name)
+    return None if entry is None else entry.clock or entry.scheduler_clock
+
+
+def for_rule(code: str) -> tuple[Entry, ...]:
+    """The entries a rule reads, for `trainlint explain CODE`."""
+    return tuple(e for e in entries() if code in e.rules)
+
+
+@cache
+def model_packages() -> tuple[str, ...]:
+    """Import roots of the frameworks that have model base classes (their models are torch modules)."""
+    return tuple(p for f in frameworks() if any(e.kind == "model_base" for e in f.entries) for p in f.packages)
+
+
+@cache
+def epoch_setting_wrappers() -> frozenset[str]:
+    """Method names of the `prepare` calls whose prepared loaders set their sampler's epoch."""
+    return frozenset(e.attr for e in entries("prepare") if e.sets_epoch)

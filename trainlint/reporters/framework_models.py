@@ -1,0 +1,59 @@
+"""The framework models as `trainlint explain` prints them: the section a rule's documentation gets
+(the frameworks whose entries name the rule) and the list of every model (`explain --frameworks`).
+Derived from trainlint/frameworks/*.toml through the model's loader, never written by hand."""
+
+from __future__ import annotations
+
+from trainlint.model import frameworks
+
+
+def _describe(entry: frameworks.Entry) -> str:
+    """`accelerate.Accelerator.accumulate` (accumulation_context, owns accumulation, clock: sync)."""
+    notes = [entry.kind]
+    if entry.role:
+        notes.append(f"role: {entry.role}")
+    if entry.step:
+        notes.append(f"step: {entry.step}")
+    if entry.owns_accumulation:
+        notes.append("owns accumulation")
+    if entry.clock or entry.scheduler_clock:
+        notes.append(f"clock: {entry.clock or entry.scheduler_clock}")
+    if entry.unscales:
+        notes.append("unscales fp16 gradients")
+    if entry.sets_epoch:
+        notes.append("sets the loader's epoch")
+    if entry.state:
+        notes.append("saves " + ", ".join(entry.state))
+    name = entry.name + (".*" if entry.prefix else "")
+    return f"`{name}` ({'; '.join(notes)})"
+
+
+def rule_section(code: str) -> str:
+    """Markdown appended to `trainlint explain CODE`: the framework entries that name the rule."""
+    lines = ["", "## Frameworks", ""]
+    found = False
+    for fw in frameworks.frameworks():
+        mine = [e for e in fw.entries if code in e.rules]
+        if mine:
+            found = True
+            lines.append(f"- {fw.title} ({fw.path}): " + ", ".join(_describe(e) for e in mine))
+    if not found:
+        lines.append("No framework model names this rule (`trainlint explain --frameworks` lists them).")
+    else:
+        lines[3:3] = ["This rule understands these framework calls, classes and hooks "
+                      "(trainlint/frameworks/*.toml; `trainlint explain --frameworks` lists every model):", ""]
+    return "\n".join(lines) + "\n"
+
+
+def render_models() -> str:
+    """Every framework model: its file, packages, documentation and entries with the rules they serve."""
+    out = []
+    for fw in frameworks.frameworks():
+        out.append(f"{fw.id}: {fw.title} ({fw.path}; packages: {', '.join(fw.packages)}; "
+                   f"{len(fw.entries)} entries, {len(fw.examples)} examples)")
+        if fw.docs:
+            out.append(f"  {fw.docs}")
+        for entry in fw.entries:
+            out.append(f"  - {_describe(entry)}  [{', '.join(entry.rules)}]")
+        out.append("")
+    return "\n".join(out)
