@@ -183,3 +183,32 @@ async def test_saving_a_helper_checks_the_open_notebook_again(tmp_path):
     finally:
         await asyncio.wait_for(client.shutdown_session(), TIMEOUT)
         await client.stop()
+
+
+SETUP_TL101 = ("import torch\nmodel = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+               "sched = torch.optim.lr_scheduler.StepLR(opt, 10)\naccum = 4\n"
+               "loader = torch.utils.data.DataLoader(list(range(8)), batch_size=2)\n")
+LOOP_TL101 = ("for i, (x, y) in enumerate(loader):\n    loss = torch.nn.functional.mse_loss(model(x), y) / accum\n"
+              "    loss.backward()\n    sched.step()\n    if (i + 1) % accum == 0:\n        opt.step()\n"
+              "        opt.zero_grad()\n")
+
+
+@pytest.mark.asyncio
+async def test_a_premise_in_another_cell_is_related_information_on_that_cell(tmp_path):
+    """The optimizer and the scheduler are built in the first cell, stepped in the second: the
+    finding on the second cell points at the first cell's lines that prove them."""
+    (tmp_path / "pyproject.toml").write_text('[tool.trainlint]\nselect = ["TL101"]\n')
+    client, _ = await _start()
+    notebook = (tmp_path / "train.ipynb").as_uri()
+    setup, loop = (f"vscode-notebook-cell:{tmp_path}/train.ipynb#W{i}" for i in range(2))
+    try:
+        _open(client, notebook, [_cell(setup, SETUP_TL101), _cell(loop, LOOP_TL101)])
+        [diagnostic] = (await _published(client, loop, 1)).diagnostics
+        assert diagnostic.code == "TL101" and diagnostic.range.start.line == 3
+        related = {(r.location.uri, r.location.range.start.line): r.message for r in diagnostic.related_information}
+        # `opt = torch.optim.SGD(...)` is line 3 of the first cell (0-based 2), `sched = ...` line 4
+        assert "optimizer" in related[(setup, 2)] and "scheduler" in related[(setup, 3)]
+        assert any(uri == loop for uri, _ in related)  # the loop's own premises stay on its cell
+    finally:
+        await asyncio.wait_for(client.shutdown_session(), TIMEOUT)
+        await client.stop()

@@ -25,22 +25,30 @@ def finding_range(finding: Finding, encoder: Encoder) -> types.Range:
     return encoder.range_to_client(line, character, end_line, end_character)
 
 
-def related_information(finding: Finding, encoder: Encoder, uri: str) -> list[types.DiagnosticRelatedInformation]:
+def related_information(finding: Finding, encoder: Encoder, uri: str,
+                        cell_uris: dict[int, str] | None = None) -> list[types.DiagnosticRelatedInformation]:
     """The finding's premises located away from its own line, each at the whole line that proves it
-    (evidence is always in the finding's own document)."""
+    (evidence is always in the finding's own document; in a notebook, a premise may lie in another
+    cell: it is located in that cell's document, `cell_uris`)."""
     related = []
     for item in finding.evidence:
-        if item.line == finding.line:
+        if item.line == finding.line and item.cell == finding.cell:
             continue
         line = item.line - 1
-        end = len(encoder.lines[line]) if 0 <= line < len(encoder.lines) else 0
+        if item.cell is not None and item.cell != finding.cell and cell_uris and item.cell in cell_uris:
+            # another cell's document: its whole line, from its start to the next line's
+            where = types.Location(uri=cell_uris[item.cell], range=types.Range(
+                start=types.Position(line=line, character=0), end=types.Position(line=line + 1, character=0)))
+        else:
+            end = len(encoder.lines[line]) if 0 <= line < len(encoder.lines) else 0
+            where = types.Location(uri=uri, range=encoder.range_to_client(line, 0, line, end))
         related.append(types.DiagnosticRelatedInformation(
-            location=types.Location(uri=uri, range=encoder.range_to_client(line, 0, line, end)),
-            message=f"{item.premise} ({item.verdict}: {item.kind})"))
+            location=where, message=f"{item.premise} ({item.verdict}: {item.kind})"))
     return related
 
 
-def to_diagnostic(finding: Finding, encoder: Encoder, uri: str | None = None) -> types.Diagnostic:
+def to_diagnostic(finding: Finding, encoder: Encoder, uri: str | None = None,
+                  cell_uris: dict[int, str] | None = None) -> types.Diagnostic:
     rule = registry().get(finding.code)
     return types.Diagnostic(
         range=finding_range(finding, encoder),
@@ -49,7 +57,7 @@ def to_diagnostic(finding: Finding, encoder: Encoder, uri: str | None = None) ->
         code=finding.code,
         code_description=types.CodeDescription(href=rule.docs_url()) if rule else None,
         source=SOURCE,
-        related_information=(related_information(finding, encoder, uri) or None) if uri is not None else None,
+        related_information=(related_information(finding, encoder, uri, cell_uris) or None) if uri is not None else None,
     )
 
 

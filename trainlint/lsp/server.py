@@ -84,6 +84,8 @@ class Linted:
     lines: list[str]
     sliced: bool = False  # checked as a slice of the document (`trainlint.document`)
     declined: str | None = None  # why it was not checked (too large for max-file-size or its memory budget)
+    #: a notebook cell's: the URI of each code cell by its number, where a premise of a finding may lie
+    cell_uris: dict[int, str] | None = None
     _comments: Comments | None = field(default=None, repr=False)
 
     @property
@@ -272,7 +274,8 @@ class TrainlintServer(LanguageServer):
             if finding.fix is not None and any(edit.cell != finding.cell for edit in finding.fix.edits):
                 finding = replace(finding, fix=None)  # a quick fix edits the cell it is offered in
             by_cell.setdefault(finding.cell, []).append(finding)
-        return {unquote(uri): Linted(version, text, by_cell.get(number, []), split_lines(text))
+        cell_uris = {number: uri for number, uri, _, _ in cells}
+        return {unquote(uri): Linted(version, text, by_cell.get(number, []), split_lines(text), cell_uris=cell_uris)
                 for number, uri, version, text in cells}
 
     def schedule_notebook(self, notebook_uri: str, delay: float) -> None:
@@ -292,7 +295,7 @@ class TrainlintServer(LanguageServer):
             return  # edited meanwhile: the newer edit's publish follows
         for uri, linted in cells.items():
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-                uri=uri, diagnostics=self.diagnostics(linted), version=linted.version))
+                uri=uri, diagnostics=self.diagnostics(linted, uri), version=linted.version))
 
     def forget_notebook(self, notebook_uri: str) -> None:
         task = self._pending.pop(unquote(notebook_uri), None)
@@ -415,7 +418,7 @@ class TrainlintServer(LanguageServer):
 
     def diagnostics(self, linted: Linted, uri: str) -> list[types.Diagnostic]:
         encoder = self.encoder(linted)
-        return [to_diagnostic(f, encoder, uri) for f in linted.findings]
+        return [to_diagnostic(f, encoder, uri, linted.cell_uris) for f in linted.findings]
 
     # -- pushing --------------------------------------------------------------------------
     def schedule(self, uri: str, delay: float) -> None:
