@@ -239,7 +239,7 @@ _CLASS_PIECE = '''
                 self.opt.zero_grad()
             self.sched.step()
 
-    def validate_{i}(self, loader):
+    def validate_{i}(self, loader: DataLoader):
         self.model.eval()
         losses = []
         for batch in loader:
@@ -286,7 +286,7 @@ def forward_{i}(model, batch):
     return forward_{p}(model, batch)
 
 
-def stage_{i}(model, opt, sched, loader, out):
+def stage_{i}(model, opt: torch.optim.Optimizer, sched: torch.optim.lr_scheduler.LRScheduler, loader, out):
     for step, batch in enumerate(loader):
         loss = forward_{i}(model, batch) / 4
         loss.backward()

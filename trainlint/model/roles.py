@@ -364,7 +364,16 @@ class Roles:
             return inner if inner == MODEL else None
         if isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_pretrained":
             return MODEL if "Model" in (dotted_tail(call.func.value) or "") else None
-        return self._from_returns(call, scope, depth, position=None)
+        role = self._from_returns(call, scope, depth, position=None)
+        if role is None and not (tail[:1].isupper() or _FACTORY_WORDS.search(tail)):
+            # a project function whose name says nothing (`build`, `setup`): what its code returns is
+            # the proof, not the name of the variable it is bound to. Asked only here, for a value
+            # whose role is in question, so a library's other calls are never read for it.
+            summary = self.index.summary_of(call.func, scope, ROLE_WORDS)
+            produced = summary.produces if summary is not None else None
+            if produced:
+                return self._settle(produced, "construction", call, f"built by `{tail}(...)`, whose code makes one")
+        return role
 
     def _from_returns(self, call: cst.Call, scope: Scope, depth: int, position: int | None) -> str | None:
         """What a same-file function returns (`opt = build_optimizer(model)`), or the element at
