@@ -24,7 +24,6 @@ import hashlib
 import hmac
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -99,6 +98,8 @@ def user_key() -> bytes:
             pass
         # Written in full under a random name, then linked to its name, which fails if another
         # run made it first: a key is never seen half written, nor replaced.
+        import tempfile  # only when a file is written
+
         fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".key.")
         try:
             with os.fdopen(fd, "wb") as handle:
@@ -190,6 +191,8 @@ class CacheFolder:
             folder = self._folder(self.directory)
             for name in parts[:-1]:
                 folder = self._folder(folder / name)
+            import tempfile  # only when a file is written
+
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{parts[-1]}.", suffix=".tmp")
             try:
                 with os.fdopen(fd, "wb") as handle:

@@ -46,16 +46,16 @@ ALL = frozenset({"*"})
 
 
 def _rule_names() -> dict[str, str]:
-    from trainlint.rules import registry
+    from trainlint.rules import heads
 
-    return {rule.name: code for code, rule in registry().items()}
+    return {rule.name: code for code, rule in heads().items()}
 
 
 def _known_codes() -> frozenset[str]:
-    from trainlint.rules import registry
+    from trainlint.rules import heads
     from trainlint.settings import SYNTAX_ERROR_CODE
 
-    return frozenset(registry()) | {SYNTAX_ERROR_CODE}
+    return frozenset(heads()) | {SYNTAX_ERROR_CODE}
 
 
 @dataclass(frozen=True)
@@ -262,9 +262,9 @@ def _removal(directive: Directive, unused: set[Code], line_text: str) -> Edit:
 
 
 def _noqa_finding(path: str, code: str, directive: Directive, message: str, fix: Fix | None) -> Finding:
-    from trainlint.rules import registry
+    from trainlint.rules import heads
 
-    rule = registry()[code]
+    rule = heads()[code]
     return Finding(path, directive.line, directive.start + 1, directive.line, directive.end + 1, code, rule.name,
                    rule.severity, message, fix)
 

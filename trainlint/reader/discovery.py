@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pathspec import GitIgnoreSpec
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 #: Directory (or file) names never walked into unless `exclude` is set, which replaces this list.
 DEFAULT_EXCLUDES: tuple[str, ...] = (
@@ -95,7 +98,11 @@ def _read_patterns(path: str) -> GitIgnoreSpec | None:
             lines = handle.read(_MAX_IGNORE_FILE).splitlines()
     except (OSError, ValueError):
         return None
-    return GitIgnoreSpec.from_lines(lines) if lines else None
+    if not lines:
+        return None
+    from pathspec import GitIgnoreSpec  # only where a .gitignore has patterns (tens of ms to import)
+
+    return GitIgnoreSpec.from_lines(lines)
 
 
 class GitIgnore:

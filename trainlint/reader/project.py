@@ -26,9 +26,7 @@ import re
 import sys
 import tokenize
 from pathlib import Path
-from typing import Callable, Iterable
-
-import libcst as cst
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from trainlint import guard
 from trainlint.cache_folder import CacheFolder
@@ -37,6 +35,9 @@ from trainlint.reader import import_store
 from trainlint.reader.config_files import ROOT_MARKERS, ConfigError, find_config
 from trainlint.reader.discovery import Discovery, MissingPath, discover
 from trainlint.reader.files import DEFAULT_MAX_FILE_SIZE, SkippedFile, UnreadableFile, read_source
+
+if TYPE_CHECKING:
+    import libcst as cst
 
 # the suffixes of module files, in the order the import system tries them (only `.py` is read)
 _SUFFIXES = (*importlib.machinery.EXTENSION_SUFFIXES, ".py", *importlib.machinery.BYTECODE_SUFFIXES)
@@ -143,6 +144,8 @@ def _simple_bound_names(source: str) -> set[str] | None:
 
 
 def _bound_names_libcst(source: str, path: str) -> set[str]:
+    import libcst as cst
+
     problem = guard.check(source, path)
     if problem is not None and problem.final:
         return set()
@@ -719,6 +722,8 @@ class Project:
 def tree_of(text: str, path: str) -> cst.Module | None:
     """LibCST's tree of a project file's text; None when the nesting guard does not let LibCST
     parse it or LibCST cannot (such a file answers nothing)."""
+    import libcst as cst
+
     problem = guard.check(text, path)
     if problem is not None and problem.final:
         return None
