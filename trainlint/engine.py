@@ -277,6 +277,14 @@ def lint_path(path: str, settings: Settings | None = None, cache: ResultCache | 
     when it has none to give, the result is neither looked up nor stored).
     """
     settings = settings or Settings()
+    if cache is not None and project is not None:
+        # a file whose stat stamp is the one recorded when its hash was taken is not read: its
+        # result is looked up by that hash (a miss reads it, and keys the result by its bytes)
+        known = project.unchanged_digests(path)
+        if known is not None:
+            cached = cache.get_by_hash(known[0], path, settings, known[1])
+            if cached is not None:
+                return cached
     try:
         data = read_source(path, settings.max_file_size)
     except (UnreadableFile, SkippedFile) as err:
