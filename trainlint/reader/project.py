@@ -185,15 +185,21 @@ def _real_in(path: str | os.PathLike, folders: dict[str, str]) -> Path:
     own): realpath costs a system call per path component, and files share their folders. A path
     with a `..` part (which realpath applies after the links before it) is resolved whole, and
     so is one that is itself a symlink."""
+    return Path(_real_text_in(path, folders))
+
+
+def _real_text_in(path: str | os.PathLike, folders: dict[str, str]) -> str:
+    """`_real_in` as a string (a warm run resolves the tens of thousands of paths of its import
+    graph: no pathlib object for each)."""
     text = os.path.abspath(path)
     folder, name = os.path.split(text)
     if not name or ".." in os.fspath(path).split(os.sep):
-        return _real(text)
+        return os.path.realpath(text)
     real_folder = folders.get(folder)
     if real_folder is None:
         real_folder = folders[folder] = os.path.realpath(folder)
     candidate = os.path.join(real_folder, name)
-    return _real(candidate) if os.path.islink(candidate) else Path(candidate)
+    return os.path.realpath(candidate) if os.path.islink(candidate) else candidate
 
 
 def _reals(paths: Iterable[str | os.PathLike]) -> list[Path]:
@@ -369,7 +375,7 @@ class Project:
         key = path if type(path) is str else str(path)
         found = self._real_keys.get(key)
         if found is None:
-            found = self._real_keys[key] = str(self._real(key))
+            found = self._real_keys[key] = _real_text_in(key, self._real_folders)
         return found
 
     def _inside(self, path: Path | str) -> bool:
