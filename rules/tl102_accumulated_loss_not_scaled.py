@@ -8,7 +8,7 @@ from trainlint.model.accumulation import MEAN, LossTracer, describe_k
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.rule import FixSpec, Rule, bad, good
-from trainlint.rules import registry
+from trainlint.rules import rule_class
 from trainlint.model.training import training_model
 from trainlint.model.shipped import k_condition
 from trainlint.model.premises import premise
@@ -501,7 +501,7 @@ class AccumulatedLossNotScaled(Rule):
         in_receiver = isinstance(func, cst.Attribute) and func.value is loss
         replacement = f"({divided})" if in_receiver else divided
         title = f"Divide the loss by `{ctx.code_for(k)}` before backward"
-        if registry()["TL103"]().why_unequal(ctx, tracer, trace) is not None:
+        if rule_class("TL103")().why_unequal(ctx, tracer, trace) is not None:
             title += " (micro-batches of different sizes then weigh the same: TL103 stays)"
         return FixSpec(title, safe=False, replacements=((loss, replacement),))
 

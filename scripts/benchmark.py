@@ -25,6 +25,12 @@ files, timed in the same run:
   processes that check nothing, only the largest file LibCST parses, and all files (bounded by the
   largest file, not by the number of files, when no tree outlives its file).
 
+One file (`--one-file FILE...`, alone): what a pre-commit hook or an editor's save hook pays per
+file, as whole processes. `trainlint check FILE` (the default settings and result cache; the file
+gets a new last line before each run, so the cache misses as for a file just edited) against
+`python -c "import libcst; libcst.parse_module(open(F).read())"` on the same file, alternating,
+best of `--runs`: wall and CPU (user + system of the child) ratios to the baseline.
+
 torch is located with `importlib.util.find_spec`, never imported. Nothing is asserted.
 """
 
@@ -185,6 +191,44 @@ def peak_rss_mb(paths: list[str]) -> float:
     return int(done.stdout.split()[-1]) / 1024
 
 
+_BARE_PARSE = "import libcst, sys; libcst.parse_module(open(sys.argv[1]).read())"
+
+
+# as an installed package runs: its modules' bytecode cached (PYTHONDONTWRITEBYTECODE would make
+# every process compile trainlint's modules again; the first, untimed runs write the caches)
+_ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+
+
+def _process(command: list[str], cwd: str) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one child process."""
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=_ENV)
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def one_file(path: Path, runs: int) -> dict:
+    """A whole `trainlint check F` process against importing LibCST and parsing F in a bare one."""
+    original = path.read_bytes()
+    check, parse = [], []
+    with tempfile.TemporaryDirectory() as folder:
+        target = Path(folder) / path.name
+        target.write_bytes(original)
+        _process([sys.executable, "-c", _BARE_PARSE, str(target)], folder)  # untimed: bytecode caches
+        _process([sys.executable, "-m", "trainlint", "check", str(target)], folder)
+        for run in range(max(1, runs)):
+            target.write_bytes(original + f"\n# run {run}\n".encode())  # new content: a cache miss
+            parse.append(_process([sys.executable, "-c", _BARE_PARSE, str(target)], folder))
+            check.append(_process([sys.executable, "-m", "trainlint", "check", str(target)], folder))
+    best = {name: (min(w for w, _ in times), min(c for _, c in times)) for name, times in
+            (("check", check), ("parse", parse))}
+    return {"file": str(path), "lines": original.count(b"\n"), "runs": max(1, runs),
+            "check_wall_s": round(best["check"][0], 4), "parse_wall_s": round(best["parse"][0], 4),
+            "wall_ratio": round(best["check"][0] / best["parse"][0], 3),
+            "check_cpu_s": round(best["check"][1], 4), "parse_cpu_s": round(best["parse"][1], 4),
+            "cpu_ratio": round(best["check"][1] / best["parse"][1], 3) if best["parse"][1] else None}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("directories", nargs="*", type=Path, help="default: the installed torch package")
@@ -194,8 +238,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--per-file", action="store_true",
                         help="check each file alone, without the project index (the old behaviour)")
+    parser.add_argument("--one-file", type=Path, nargs="+", metavar="FILE",
+                        help="only the one-file measure: whole `trainlint check FILE` processes")
+    parser.add_argument("--runs", type=int, default=7, help="processes of each kind per file (--one-file)")
     args = parser.parse_args(argv)
     as_project = not args.per_file
+    if args.one_file:
+        measures = [one_file(path, args.runs) for path in args.one_file]
+        if args.json:
+            print(json.dumps({"one_file": measures}, indent=2))
+            return 0
+        print("one file: a whole `trainlint check F` process against "
+              "`python -c \"import libcst; libcst.parse_module(open(F).read())\"` (best of runs)")
+        for m in measures:
+            print(f"  {m['file']} ({m['lines']} lines): {m['wall_ratio']:.3f}x wall "
+                  f"({m['check_wall_s'] * 1000:.0f} ms vs {m['parse_wall_s'] * 1000:.0f} ms), "
+                  f"{m['cpu_ratio']}x CPU ({m['check_cpu_s'] * 1000:.0f} ms vs {m['parse_cpu_s'] * 1000:.0f} ms)")
+        return 0
 
     directories = args.directories or [torch_sources()]
     files = load(directories)

@@ -392,3 +392,17 @@ def test_a_key_inside_the_checked_project_is_not_used(repo, monkeypatch):
     assert done.stderr.splitlines() == [
         f"trainlint: warning: not using the cache: the cache key {key} is inside the checked project"]
     assert entries(repo / ".trainlint_cache") == []
+
+
+def test_a_cache_file_is_created_as_mkstemp_creates_one(tmp_path):
+    """`_unique_file` (mkstemp without importing tempfile): a new private file under a random
+    name in the folder, never an existing name."""
+    from trainlint.cache_folder import _unique_file
+
+    made = [_unique_file(tmp_path, ".entry.", ".tmp") for _ in range(20)]
+    for fd, path in made:
+        os.close(fd)
+        assert path.parent == tmp_path and path.name.startswith(".entry.") and path.name.endswith(".tmp")
+        if hasattr(os, "getuid"):
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert len({path for _, path in made}) == 20

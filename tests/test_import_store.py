@@ -142,7 +142,89 @@ def test_a_store_is_stale_when_a_folder_it_lists_changed(tmp_path):
     cache, name = CacheFolder(tmp_path / ".cache"), ("imports", "store.json")
     stamps = {str(folder): import_store.folder_stamp(str(folder))}
     assert import_store.save(cache, name, stamps, {str(folder / "a.py"): ("hash", [folder / "b.py"])})
-    assert import_store.load(cache, name, lambda p: True) == (
-        stamps, {str(folder / "a.py"): ("hash", [folder / "b.py"])})
+    assert import_store.load(cache, name, lambda p: True) == (  # paths come back as strings
+        stamps, {str(folder / "a.py"): ("hash", [str(folder / "b.py")])}, {})
     (folder / "new.py").write_text("")
     assert import_store.load(cache, name, lambda p: True) is None
+
+
+# -- stat-based change detection: a warm run reads no unchanged file ---------------------------------
+
+def _age_files(root: Path) -> None:
+    """The files' times in the past too: a stamp is kept only once a change must move it."""
+    for path in root.rglob("*.py"):
+        os.utime(path, ns=(PAST, PAST))
+
+
+def _count_reads(monkeypatch) -> list[str]:
+    """Every read of a source (the engine's and the project's), by path."""
+    from trainlint import engine
+
+    reads: list[str] = []
+
+    def counting(read):
+        def wrapped(path, *args, **kwargs):
+            reads.append(str(path))
+            return read(path, *args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(engine, "read_source", counting(engine.read_source))
+    monkeypatch.setattr(project, "read_source", counting(project.read_source))
+    return reads
+
+
+def test_a_warm_run_reads_no_unchanged_file(tmp_path, monkeypatch):
+    _write(tmp_path, {"pyproject.toml": "", "helpers.py": NULL_CONTEXT, "evaluate.py": EVALUATE,
+                      "train.py": "import helpers\nimport evaluate\n", "other.py": "import json\n"})
+    _age_files(tmp_path)
+    _age(tmp_path)
+    cache_dir = tmp_path / ".cache"
+    paths = [str(tmp_path / name) for name in ("evaluate.py", "helpers.py", "train.py", "other.py")]
+    cold = _results(paths, cache=ResultCache(cache_dir))
+    reads = _count_reads(monkeypatch)
+    assert _results(paths, cache=ResultCache(cache_dir)) == cold  # a new run: a new Project
+    assert reads == []
+    # one file changed: the files of its component of the import graph are checked again (their
+    # results may depend on it), a file outside it is not even read
+    (tmp_path / "helpers.py").write_text(NULL_CONTEXT + "\nx = 1\n")
+    warm = _results(paths, cache=ResultCache(cache_dir))
+    assert str(tmp_path / "helpers.py") in reads and str(tmp_path / "other.py") not in reads
+    assert warm == _results(paths)
+
+
+def test_a_file_replaced_by_one_of_the_same_size_and_time_is_read_again(tmp_path):
+    """The inode is part of the stamp: a file written elsewhere and moved over the checked one
+    (as editors and git do) with the same size and modification time is checked again."""
+    _write(tmp_path, {"pyproject.toml": "", "evaluate.py": EVALUATE})
+    _age_files(tmp_path)
+    _age(tmp_path)
+    cache_dir, path = tmp_path / ".cache", tmp_path / "evaluate.py"
+    before = _results([str(path)], cache=ResultCache(cache_dir))
+    assert before[0][1]
+    replacement = tmp_path / "replacement.tmp"
+    changed = EVALUATE.replace("model.eval()", "model.Eval()")  # the same size; nothing to report
+    assert len(changed) == len(EVALUATE) and changed != EVALUATE
+    replacement.write_text(textwrap.dedent(changed).lstrip())
+    os.utime(replacement, ns=(PAST, PAST))
+    os.replace(replacement, path)
+    _age(tmp_path)
+    after = _results([str(path)], cache=ResultCache(cache_dir))
+    assert after == _results([str(path)]) and after != before
+
+
+def test_a_stamp_taken_within_the_clock_tick_is_not_trusted(tmp_path):
+    """A file modified just before it was read could change again without its time moving (as
+    git's racy entries): its stamp is not kept, so an edit in place that keeps the size and the
+    time is still seen by the next run."""
+    _write(tmp_path, {"pyproject.toml": "", "evaluate.py": EVALUATE})
+    _age(tmp_path)
+    cache_dir, path = tmp_path / ".cache", tmp_path / "evaluate.py"
+    before = _results([str(path)], cache=ResultCache(cache_dir))
+    written = os.stat(path).st_mtime_ns  # just now: racy
+    with open(path, "r+b") as handle:  # in place: the same inode and size
+        data = handle.read().replace(b"model.eval()", b"model.Eval()")
+        handle.seek(0)
+        handle.write(data)
+    os.utime(path, ns=(written, written))
+    after = _results([str(path)], cache=ResultCache(cache_dir))
+    assert after == _results([str(path)]) and after != before

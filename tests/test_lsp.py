@@ -360,6 +360,28 @@ async def test_quick_edits_are_debounced_and_only_the_latest_version_is_publishe
         assert await stop(client) == 0
 
 
+def test_the_default_debounce_adapts_to_the_last_check():
+    """No debounce after a check under FAST_LINT_SECONDS (a small edit shows at once), as long as
+    the last check took after a slower one (at most the 150 ms default), the default before any
+    check; a client's own `debounceMs` is kept as it set it."""
+    from trainlint.lsp.server import DEFAULT_DEBOUNCE_SECONDS, FAST_LINT_SECONDS, create_server
+
+    server = create_server()
+    uri = "file:///project/train.py"
+    assert server.debounce_for(uri) == DEFAULT_DEBOUNCE_SECONDS
+    server._lint_seconds[uri] = FAST_LINT_SECONDS / 3
+    assert server.debounce_for(uri) == 0
+    server._lint_seconds[uri] = FAST_LINT_SECONDS * 2
+    assert server.debounce_for(uri) == FAST_LINT_SECONDS * 2
+    server._lint_seconds[uri] = 5.0
+    assert server.debounce_for(uri) == DEFAULT_DEBOUNCE_SECONDS
+    server.forget(uri)
+    assert server.debounce_for(uri) == DEFAULT_DEBOUNCE_SECONDS
+    server.adaptive_debounce, server.debounce = False, 0.2  # `debounceMs: 200`
+    server._lint_seconds[uri] = FAST_LINT_SECONDS / 3
+    assert server.debounce_for(uri) == 0.2
+
+
 @pytest.mark.asyncio
 async def test_versions_are_never_published_out_of_order(tmp_path):
     # no debounce: every edit is checked, but a result for an older version must not follow a newer one

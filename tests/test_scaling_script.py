@@ -68,3 +68,16 @@ def test_the_benchmark_script_runs_its_phases_on_a_small_tree(tmp_path):
     report = __import__("json").loads(done.stdout)
     assert report["files"] == 2 and report["cold_ratio"] > 0
     assert any(name.startswith("rule TL") for name in report["phases_ratio"]), report["phases_ratio"]
+
+
+def test_the_benchmark_script_measures_one_file_as_whole_processes(tmp_path):
+    """`benchmark.py --one-file`: a `trainlint check F` process against LibCST's import and parse of
+    F, as ratios to that baseline measured in the same run. Only that it runs and says so."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "train_clean.py"
+    done = subprocess.run([sys.executable, str(SCRIPTS / "benchmark.py"), "--one-file", str(example), "--runs", "1",
+                           "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (measure,) = __import__("json").loads(done.stdout)["one_file"]
+    assert measure["file"] == str(example) and measure["lines"] > 100
+    assert measure["wall_ratio"] > 0 and measure["cpu_ratio"] > 0
+    assert measure["check_cpu_s"] > 0 and measure["parse_cpu_s"] > 0

@@ -12,7 +12,8 @@ from libcst.metadata.position_provider import NEWLINE_RE
 
 from trainlint.model.checkpoint_base import string_value
 from trainlint.model.index import FileIndex, walk
-from trainlint.positions import Positions, _PositionState, _Ranges, first_lines, split_lines
+from trainlint.positions import split_lines
+from trainlint.spans import Positions, _PositionState, _Ranges, first_lines
 from trainlint.rules import registry
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -24,7 +24,7 @@ from pathlib import Path
 from trainlint.cache_folder import CacheFolder
 from trainlint.finding import EVIDENCE_KINDS, VERDICTS, Edit, Evidence, FileResult, Finding, Fix, Severity
 
-_FORMAT = 4  # bumped when the entry layout changes
+_FORMAT = 5  # bumped when the entry layout or the key changes (5: evidence and notebook cells, stat-keyed lookups)
 
 
 @lru_cache(maxsize=1)
@@ -52,17 +52,21 @@ def cache_key(data: bytes, path: str, settings, depends: str = "") -> str:
     file, which may have changed in between. `depends` is the digest of the project files the
     result may depend on (`Project.dependency_digest`).
     """
-    digest = hashlib.sha256(f"{_FORMAT}\0{_code_fingerprint()}\0{_settings_digest(path, settings)}\0".encode())
-    digest.update(hashlib.sha256(data).digest())
+    return _key(hashlib.sha256(data).hexdigest(), _settings_digest(path, settings), depends)
+
+
+def _key(content: str, settings_digest: str, depends: str) -> str:
+    """`cache_key` of bytes whose SHA-256 is `content` (hex): a warm run whose stat stamps say a
+    file is unchanged knows its hash without reading it (`Project.unchanged_digests`)."""
+    digest = hashlib.sha256(f"{_FORMAT}\0{_code_fingerprint()}\0{settings_digest}\0{content}\0".encode())
     digest.update(hashlib.sha256(depends.encode("utf-8", "surrogatepass")).digest())
     return digest.hexdigest()
 
 
-def _binding(data: bytes, path: str, settings, depends: str) -> dict:
+def _binding(content: str, settings_digest: str, depends: str) -> dict:
     from trainlint import __version__
 
-    return {"format": _FORMAT, "trainlint": __version__, "settings": _settings_digest(path, settings),
-            "content": hashlib.sha256(data).hexdigest(),
+    return {"format": _FORMAT, "trainlint": __version__, "settings": settings_digest, "content": content,
             "imports": hashlib.sha256(depends.encode("utf-8", "surrogatepass")).hexdigest()}
 
 
@@ -138,14 +142,19 @@ class ResultCache:
     def get(self, data: bytes, path: str, settings, depends: str = "") -> FileResult | None:
         """The cached result for these bytes of `path` (importing the project files `depends`
         names), or None (a miss) unless a valid entry describes exactly them."""
-        body = self.folder.read(*self._names(cache_key(data, path, settings, depends)))
+        return self.get_by_hash(hashlib.sha256(data).hexdigest(), path, settings, depends)
+
+    def get_by_hash(self, content: str, path: str, settings, depends: str = "") -> FileResult | None:
+        """`get` for the bytes whose SHA-256 (hex) is `content`."""
+        settings_digest = _settings_digest(path, settings)
+        body = self.folder.read(*self._names(_key(content, settings_digest, depends)))
         if body is None:
             return None
         try:
             entry = json.loads(body)
         except (ValueError, RecursionError):
             return None
-        if not isinstance(entry, dict) or entry.get("binding") != _binding(data, path, settings, depends):
+        if not isinstance(entry, dict) or entry.get("binding") != _binding(content, settings_digest, depends):
             return None
         raw = entry.get("findings")
         if not isinstance(raw, list):
@@ -158,6 +167,7 @@ class ResultCache:
     def put(self, data: bytes, path: str, settings, result: FileResult, depends: str = "") -> None:
         """Store `result`, which must have been computed from exactly `data` (and the project
         files `depends` names)."""
-        entry = {"binding": _binding(data, path, settings, depends),
+        content, settings_digest = hashlib.sha256(data).hexdigest(), _settings_digest(path, settings)
+        entry = {"binding": _binding(content, settings_digest, depends),
                  "findings": [_entry(f) for f in result.findings]}
-        self.folder.write(*self._names(cache_key(data, path, settings, depends)), body=json.dumps(entry).encode())
+        self.folder.write(*self._names(_key(content, settings_digest, depends)), body=json.dumps(entry).encode())

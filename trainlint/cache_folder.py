@@ -8,8 +8,8 @@ entries) or as a link itself. So:
   a real folder, not a link, owned by the user and not writable by others; otherwise the cache is
   not used at all (`CacheFolder.problem` says why, the CLI prints it as one warning, and the run
   checks every file);
-- a file is written under a name nobody can predict (`tempfile.mkstemp`: O_CREAT | O_EXCL |
-  O_NOFOLLOW, mode 0600) and moved over its name with `os.replace`, which replaces a link instead
+- a file is written under a name nobody can predict (`_unique_file`, as `tempfile.mkstemp`:
+  a random name, O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600) and moved over its name with `os.replace`, which replaces a link instead
   of writing through it; `.gitignore` is only ever created (O_EXCL), never rewritten;
 - a file is read with O_NOFOLLOW (a link is a miss) and used only if it carries the HMAC of this
   user's key (`user_key`: a random secret in the user's cache folder, outside every repository)
@@ -24,7 +24,6 @@ import hashlib
 import hmac
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -99,7 +98,7 @@ def user_key() -> bytes:
             pass
         # Written in full under a random name, then linked to its name, which fails if another
         # run made it first: a key is never seen half written, nor replaced.
-        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".key.")
+        fd, tmp = _unique_file(file.parent, ".key.", "")
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(os.urandom(_KEY_SIZE))
@@ -112,6 +111,20 @@ def user_key() -> bytes:
         return _read_key(file)
     except OSError as err:
         raise Unsafe(f"cannot make or read the cache key {file}: {err.strerror or err}") from None
+
+
+def _unique_file(folder: Path, prefix: str, suffix: str) -> tuple[int, Path]:
+    """`tempfile.mkstemp(suffix, prefix, folder)` without importing tempfile (and shutil, random,
+    bz2 and lzma with it: a one-file check writes one entry): a name with 64 random bits, created
+    with the flags and mode mkstemp uses."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        path = folder / f"{prefix}{os.urandom(8).hex()}{suffix}"
+        try:
+            return os.open(path, flags, 0o600), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no unused name in {folder}")
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -190,7 +203,7 @@ class CacheFolder:
             folder = self._folder(self.directory)
             for name in parts[:-1]:
                 folder = self._folder(folder / name)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{parts[-1]}.", suffix=".tmp")
+            fd, tmp = _unique_file(folder, f".{parts[-1]}.", ".tmp")
             try:
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(self._mac(parts, body) + b"\n" + body)

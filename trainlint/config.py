@@ -18,7 +18,6 @@ directory.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -184,6 +183,8 @@ def load_config(path: Path) -> FileConfig:
     values: dict = {"path": path, "keys": frozenset(table)}
     for key, raw in table.items():
         if key not in SCHEMA:
+            import difflib  # only for an unknown key's suggestion
+
             close = difflib.get_close_matches(key.replace("_", "-"), KEYS, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else f" (known keys: {', '.join(KEYS)})"
             raise ConfigError(f"{where}: unknown key '{key}'{hint}")

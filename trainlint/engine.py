@@ -7,33 +7,36 @@ nothing about configuration files or output formats: it takes `Settings` and ret
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import hashlib
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from typing import Callable, Iterable, Iterator
-
-import libcst as cst
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from trainlint import guard
 from trainlint.budget import over_budget
 from trainlint.cache import ResultCache, _code_fingerprint
-from trainlint.context import FileContext
 from trainlint.finding import PROVEN, UNKNOWN, Edit, Evidence, FileResult, Finding, Fix, Severity
-from trainlint.model.linker import summaries_of
+from trainlint.gate import RuleHead
 from trainlint.notebook import Notebook, NotebookError, is_notebook, notebook_error, read_notebook
 from trainlint.parsing import Parser, _syntax_error, decode_source, normalize_identifiers
+from trainlint.positions import split_lines
 from trainlint.reader.files import SkippedFile, UnreadableFile, read_source
-from trainlint.reader.project import Project
-from trainlint.positions import Positions, split_lines
-from trainlint.rule import FixSpec, Report, Rule
-from trainlint.rules import registry
+from trainlint.rules import heads, load
 from trainlint.settings import SYNTAX_ERROR_CODE, Settings
 from trainlint.suppress import NOQA_CODES, apply_suppressions
 
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from trainlint.spans import Positions
+    from trainlint.reader.project import Project
+    from trainlint.rule import FixSpec, Report, Rule
+
+# What only a file some rule reads needs (LibCST, the models, the rules' modules) is imported
+# when such a file comes: a run over files no rule can fire in never imports them (issue 38).
 
 _FRESH = Parser()
 
@@ -48,23 +51,22 @@ def _describe(exc: BaseException) -> str:
 
 
 def _rules_for(source: str, codes: frozenset[str],
-               imported: Callable[[], list[str]] = list) -> tuple[list[Rule], list[Rule]]:
-    """The cheap pre-filter: selected rules whose trigger words occur in the text, and apart those
-    that may also draw on a project file it imports (their words occur in such a file). The gate
+               imported: Callable[[], list[str]] = list) -> tuple[list[RuleHead], list[RuleHead]]:
+    """The cheap pre-filter: the heads (`trainlint.rules.heads`: no rule module imported) of the
+    selected rules whose trigger words occur in the text, and apart those that may also draw on a
+    project file it imports (their words occur in such a file; marked `via_imports`). The gate
     reads this file's parse alone: the second list is gated by what this file must hold even so
     (`Rule.imported_gate`)."""
     own, via_imports = [], []
     found: dict[str, bool] = {}  # the words searched for in `source` so far
-    for code, rule_cls in registry().items():
+    for code, head in heads().items():
         if code not in codes or code in NOQA_CODES:
             continue
-        if (any(word in source for word in rule_cls.imported_triggers)
-                and any(rule_cls.may_match(text) for text in imported())):
-            rule = rule_cls()
-            rule.via_imports = True
-            via_imports.append(rule)
-        elif rule_cls.may_match(source, found):
-            own.append(rule_cls())
+        if (any(word in source for word in head.imported_triggers)
+                and any(head.may_match(text) for text in imported())):
+            via_imports.append(dataclasses.replace(head, via_imports=True))
+        elif head.may_match(source, found):
+            own.append(head)
     return own, via_imports
 
 
@@ -199,6 +201,8 @@ def _check_text(source: str, path: str, settings: Settings, project: Project | N
     if not rules and problem is None:
         result.findings = apply_suppressions([], source, path, codes)
         return result
+    from trainlint.model.linker import summaries_of
+
     summary = summaries_of(project).cached_summary(digest) if project is not None else None
     if summary is not None and summary.index is not None:
         module, error = summary.index.module, None  # parsed already, when a file importing it was checked
@@ -211,6 +215,11 @@ def _check_text(source: str, path: str, settings: Settings, project: Project | N
     if not rules:
         result.findings = apply_suppressions([], source, path, codes)
         return result
+    from trainlint.context import FileContext
+    from trainlint.spans import Positions
+
+    if chosen is None:
+        rules = load(rules)  # the rules that can fire: only their modules are imported
 
     # LibCST generates code (rules quote it, positions are computed by it) recursively: the guard
     # bounds nesting at guard.MAX_DEPTH, which needs more than Python's default 1,000 frames.
@@ -314,7 +323,7 @@ def _premise_line(positions: Positions, node: cst.CSTNode, fallback: int) -> int
         return fallback
 
 
-def _prefiltered(source: str, path: str, codes: frozenset[str], project: Project | None) -> list[Rule]:
+def _prefiltered(source: str, path: str, codes: frozenset[str], project: Project | None) -> list[RuleHead]:
     """The rules `_rules_for` lets through for the file at `path`, with those its imports draw in."""
     imported = functools.cache(lambda: project.imported_sources(path, source)) if project is not None else list
     rules, via_imports = _rules_for(source, codes, imported)
@@ -327,7 +336,7 @@ def document_rules(source: str, path: str, settings: Settings, project: Project 
     source, _ = normalize_identifiers(source)  # as `lint_source` reads it
     rules = _prefiltered(source, path, settings.codes_for_path(path), project)
     tree = parser.python_tree(source, path)
-    return parser.gated(rules, tree) if rules and tree is not None else rules
+    return load(parser.gated(rules, tree) if rules and tree is not None else rules)
 
 
 def _unchecked(path: str, err: Exception) -> FileResult:
@@ -348,6 +357,14 @@ def lint_path(path: str, settings: Settings | None = None, cache: ResultCache | 
     when it has none to give, the result is neither looked up nor stored).
     """
     settings = settings or Settings()
+    if cache is not None and project is not None:
+        # a file whose stat stamp is the one recorded when its hash was taken is not read: its
+        # result is looked up by that hash (a miss reads it, and keys the result by its bytes)
+        known = project.unchanged_digests(path)
+        if known is not None:
+            cached = cache.get_by_hash(known[0], path, settings, known[1])
+            if cached is not None:
+                return cached
     try:
         data = read_source(path, settings.max_file_size)
     except (UnreadableFile, SkippedFile) as err:
@@ -388,6 +405,9 @@ def _crashed(path: str) -> FileResult:
 
 def _lint_alone(path: str, settings: Settings, cache: ResultCache | None, project: Project | None) -> FileResult:
     """`path` in a process of its own: if checking it crashes the process, only it is lost."""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
         with ProcessPoolExecutor(max_workers=1, initializer=_start_worker, initargs=(settings, cache, project)) as pool:
             return pool.submit(_lint_in_worker, path).result()
@@ -417,6 +437,8 @@ def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int
     done = done or (lambda: None)
     paths = list(paths)
     if project is None and paths:
+        from trainlint.reader.project import Project
+
         project = Project.for_paths(paths, settings.max_file_size)
     jobs = max(1, min(jobs, os.cpu_count() or 1, len(paths)))
     if cache is not None and project is not None:
@@ -433,6 +455,9 @@ def lint_paths(paths: Iterable[str], settings: Settings | None = None, jobs: int
     if cache is not None and project is not None:
         project.key_components()  # found once here; the workers get them with the project
         project.save_imports(cache.directory, _code_fingerprint())
+    from concurrent.futures import ProcessPoolExecutor  # a run of one process never imports them
+    from concurrent.futures.process import BrokenProcessPool
+
     # One file a task, largest first: the gate makes most files cheap and a few costly, and fixed
     # chunks of paths would leave one worker with the costly ones at the end.
     todo = sorted(set(paths), key=_size, reverse=True)

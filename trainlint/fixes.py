@@ -14,7 +14,6 @@ import ast
 import io
 import os
 import stat
-import tempfile
 import tokenize
 from collections import Counter
 from dataclasses import dataclass, field
@@ -214,6 +213,8 @@ def write_fixed(path: str, original: bytes, source: str, root: str | None = None
     directory = os.path.dirname(target)
     try:
         mode = info.st_mode & 0o7777
+        import tempfile  # only when a fix is written (with shutil, random, bz2, lzma: a check never needs them)
+
         fd, temporary = tempfile.mkstemp(prefix=".trainlint-fix-", suffix=".tmp", dir=directory)
     except OSError as err:
         raise WriteError(f"cannot fix {path}: {err.strerror or err}") from None

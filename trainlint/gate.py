@@ -528,3 +528,68 @@ def gated(rules: list, tree: ast.AST, facts: Callable[[], Facts] | None = None) 
         return rules
     found = facts() if facts is not None else facts_of_tree(tree)
     return [rule for rule, test in zip(rules, tests) if test is None or test(found)]
+
+
+def triggered(triggers: tuple, source: str, found: dict | None = None) -> bool:
+    """Some trigger occurs in `source` (`Rule.triggers`: a string that must occur, a text test
+    with `search`, or a tuple of them that must all occur; none: always). `found` remembers, across
+    the rules checked on one text, which words occur (rules share words: each is searched once)."""
+    if not triggers:
+        return True
+    if found is None:
+        found = {}
+    for trigger in triggers:
+        for word in (trigger,) if not isinstance(trigger, tuple) else trigger:
+            present = found.get(word)
+            if present is None:
+                present = found[word] = word in source if isinstance(word, str) else \
+                    word.search(source) is not None
+            if not present:
+                break
+        else:
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class RuleHead:
+    """What selection, the text pre-filter and the gate need of a rule, without importing its
+    module (and LibCST with it): the generated table `trainlint.rules._table` holds one per rule,
+    checked against the rule classes by a test. `trainlint.rules.load` makes the rules of heads
+    that passed."""
+
+    code: str
+    name: str
+    severity: object  # trainlint.finding.Severity
+    enabled_by_default: bool
+    family: str  # the code's family: "TL1" for TL101
+    module: str  # the rule's module in trainlint.rules
+    triggers: tuple = ()
+    gate: Gate | None = None
+    imported_triggers: tuple[str, ...] = ()
+    imported_gate: Gate | None = None
+    via_imports: bool = False  # as `Rule.via_imports`
+
+    def may_match(self, source: str, found: dict | None = None) -> bool:
+        return triggered(self.triggers, source, found)
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A function of a gate (`defines(is_evaluation_name)`) named by its module, imported when the
+    gate first asks it (the module may import LibCST; a gate reached only in files that refer to
+    what the rule is about)."""
+
+    module: str
+    qualname: str
+
+    def __call__(self, *args):
+        import importlib
+
+        function = self.__dict__.get("_function")
+        if function is None:
+            function = importlib.import_module(self.module)
+            for part in self.qualname.split("."):
+                function = getattr(function, part)
+            object.__setattr__(self, "_function", function)
+        return function(*args)

@@ -14,12 +14,17 @@ import tokenize
 import unicodedata
 from dataclasses import dataclass, replace
 
-import libcst as cst
+from typing import TYPE_CHECKING
 
 from trainlint import guard
 from trainlint.finding import SYNTAX_ERROR_CODE, Edit, Finding, Severity
 from trainlint.gate import gated, python_tree
 from trainlint.positions import split_lines
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+# LibCST is imported by the parse that needs it: a file no rule can fire in is never given to it.
 
 
 def _syntax_error(path: str, line: int, column: int, message: str, source: str | None = None,
@@ -161,6 +166,8 @@ def normalize_identifiers(source: str) -> tuple[str, ColumnMap | None]:
 
 def _parse(source: str, path: str, problem: guard.Problem | None) -> tuple[cst.Module | None, Finding | None]:
     """LibCST's tree; `problem` is CPython's objection, if any, reported if LibCST agrees."""
+    import libcst as cst
+
     try:
         return cst.parse_module(source), None
     except cst.ParserSyntaxError as err:
@@ -200,6 +207,8 @@ class Parser:
 
 def dotted_name(expr: cst.CSTNode | None) -> str | None:
     """`a.b.c` for a Name/Attribute chain, else None."""
+    import libcst as cst  # imported already: a node exists
+
     if isinstance(expr, cst.Name):
         return expr.value
     if isinstance(expr, cst.Attribute):

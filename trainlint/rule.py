@@ -12,12 +12,13 @@ import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Iterable
 
-import libcst as cst
-
 from trainlint.finding import Severity
 from trainlint.model.premises import Premise, premise, unknown  # noqa: F401  (rules state premises with these)
+from trainlint.gate import triggered
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # LibCST only in annotations: selection imports this module, never LibCST
+    import libcst as cst
+
     from trainlint.context import FileContext
     from trainlint.gate import Gate
 
@@ -144,23 +145,8 @@ class Rule:
 
     @classmethod
     def may_match(cls, source: str, found: dict[str, bool] | None = None) -> bool:
-        """Some trigger occurs in `source`. `found` remembers, across the rules checked on one
-        text, which words occur (rules share words: each is searched for once)."""
-        if not cls.triggers:
-            return True
-        if found is None:
-            found = {}
-        for trigger in cls.triggers:
-            for word in (trigger,) if not isinstance(trigger, tuple) else trigger:
-                present = found.get(word)
-                if present is None:
-                    present = found[word] = word in source if isinstance(word, str) else \
-                        word.search(source) is not None
-                if not present:
-                    break
-            else:
-                return True
-        return False
+        """Some trigger occurs in `source` (`trainlint.gate.triggered`)."""
+        return triggered(cls.triggers, source, found)
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)

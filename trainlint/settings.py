@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from trainlint.finding import SYNTAX_ERROR_CODE, Finding
 from trainlint.reader.config_files import ROOT_MARKERS
 from trainlint.reader.files import DEFAULT_MAX_FILE_SIZE
-from trainlint.rules import registry
+from trainlint.rules import heads
 
 DEFAULT_MIN_TORCH = (2, 6)
 #: Rules not reported in test code unless configured (`test-code-ignore`): the hazards of files a
@@ -50,12 +50,12 @@ def canonical_selector(selector: str) -> str:
     upper case for codes and prefixes (`tl1` -> `TL1`); raises SelectorError, naming the selector
     as it was written, when it names no rule."""
     written = selector.strip()
-    names = {rule.name: code for code, rule in registry().items()}
+    names = {rule.name: code for code, rule in heads().items()}
     if written.lower() in names:
         return names[written.lower()]
     upper = written.upper()
     if upper != "ALL":
-        codes = set(registry()) | {SYNTAX_ERROR_CODE}
+        codes = set(heads()) | {SYNTAX_ERROR_CODE}
         if not upper.startswith("TL") or not any(code.startswith(upper) for code in codes):
             raise SelectorError(f"unknown rule selector '{written}'")
     return upper
@@ -64,7 +64,7 @@ def canonical_selector(selector: str) -> str:
 def codes_for(selector: str) -> set[str]:
     """The rule codes a selector names: `ALL`, a code, a code prefix such as `TL1`, or a rule name."""
     selector = canonical_selector(selector)
-    codes = set(registry()) | {SYNTAX_ERROR_CODE}
+    codes = set(heads()) | {SYNTAX_ERROR_CODE}
     if selector == "ALL":
         return codes
     return {code for code in codes if code.startswith(selector)}
@@ -75,7 +75,7 @@ def resolve_selection(select: list[str] | None, extend_select: list[str], ignore
 
     TL000 (a file that does not parse) is always reported unless ignored explicitly.
     """
-    rules = registry()
+    rules = heads()  # the rules' table: selecting imports no rule
     if select is None:
         chosen = {code for code, rule in rules.items() if rule.enabled_by_default}
     else:

@@ -50,16 +50,16 @@ ALL = frozenset({"*"})
 
 
 def _rule_names() -> dict[str, str]:
-    from trainlint.rules import registry
+    from trainlint.rules import heads
 
-    return {rule.name: code for code, rule in registry().items()}
+    return {rule.name: code for code, rule in heads().items()}
 
 
 def _known_codes() -> frozenset[str]:
-    from trainlint.rules import registry
+    from trainlint.rules import heads
     from trainlint.settings import SYNTAX_ERROR_CODE
 
-    return frozenset(registry()) | {SYNTAX_ERROR_CODE}
+    return frozenset(heads()) | {SYNTAX_ERROR_CODE}
 
 
 @dataclass(frozen=True)
@@ -285,9 +285,9 @@ def _removal(directive: Directive, unused: set[Code], line_text: str) -> Edit:
 
 def _noqa_finding(path: str, code: str, directive: Directive, message: str, fix: Fix | None,
                   premises: tuple[str, ...] = ()) -> Finding:
-    from trainlint.rules import registry
+    from trainlint.rules import heads
 
-    rule = registry()[code]
+    rule = heads()[code]
     # the premises sit on the directive's own line: the comment, read with the tokenizer (a real
     # comment, not text in a string), and the findings checked on that line
     evidence = tuple(Evidence(text, PROVEN, kind, path, directive.line) for text, kind in premises)

@@ -8,9 +8,11 @@ itself, and pushing as well would show every finding twice (VS Code and Neovim k
 pulled diagnostics apart), so the server pushes `publishDiagnostics` only to clients without pull
 support. Pull requests are answered either way.
 
-Pushing: on open and save at once, on change after a short debounce (`debounceMs` in the
-initialization options, default 150). Linting runs in one worker thread; a result is published
-only if the document still has the version it was computed for.
+Pushing: on open and save at once, on change after a debounce that adapts to how long the
+document's last check took: none when it took under 30 ms (the result shows within a frame of a
+pause in typing), else as long as that check took, at most 150 ms. `debounceMs` in the
+initialization options sets a fixed debounce instead. Linting runs in one worker thread; a result
+is published only if the document still has the version it was computed for.
 
 An edit is checked as a slice: the definitions it changed, what they can reach, and the module's
 own code; the other definitions keep their findings (`trainlint.document`). Once the document has
@@ -35,6 +37,7 @@ import asyncio
 import logging
 import os
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from urllib.parse import unquote, urlparse
@@ -70,7 +73,10 @@ logger = logging.getLogger(__name__)
 NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(notebook_selector=[types.NotebookDocumentFilterWithCells(
     notebook="jupyter-notebook", cells=[types.NotebookCellLanguage(language="python")])])
 
-DEFAULT_DEBOUNCE_SECONDS = 0.150
+DEFAULT_DEBOUNCE_SECONDS = 0.150  # the adaptive debounce's ceiling (`TrainlintServer.debounce_for`)
+#: A check of a document that took less than this publishes on the next change without a debounce:
+#: a debounce saves checks of versions about to be replaced, which cost nothing here.
+FAST_LINT_SECONDS = 0.030
 DEFAULT_CONFIRM_SECONDS = 2.0  # idle time before the whole file is checked after a sliced check
 
 
@@ -146,6 +152,8 @@ class TrainlintServer(LanguageServer):
         super().__init__("trainlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full,
                          protocol_cls=TrainlintProtocol, notebook_document_sync=NOTEBOOK_SYNC)
         self.debounce = debounce
+        self.adaptive_debounce = True  # False once the client set `debounceMs`
+        self._lint_seconds: dict[str, float] = {}  # per document: its last check's CPU seconds
         self.confirm_delay = DEFAULT_CONFIRM_SECONDS
         self.push_diagnostics = True
         self.diagnostic_refresh = False  # the client takes `workspace/diagnostic/refresh`
@@ -177,6 +185,7 @@ class TrainlintServer(LanguageServer):
               only_if_current: bool, whole: bool = False) -> Linted | None:
         if only_if_current and self._open_version(uri) != version:
             return None  # the document changed while this waited for the worker
+        started = time.thread_time()  # this thread's CPU: the check's own cost, however busy the machine
         path = document_path(uri)
         declined = _declined(text, path or uri, settings)
         if declined is not None:  # the limits the command line applies to a file on disk
@@ -199,7 +208,18 @@ class TrainlintServer(LanguageServer):
             result = lint_source(text, path or uri, settings, project, parser=Parser())
         for error in result.errors:
             logger.error("%s", error)
+        if not whole:  # the idle check of the whole file is not what an edit waits for
+            self._lint_seconds[uri] = time.thread_time() - started
         return Linted(version, text, result.findings, split_lines(text), sliced)
+
+    def debounce_for(self, uri: str) -> float:
+        """Seconds to wait after a change of `uri` before checking it: the client's `debounceMs`
+        if it set one; else none when the document's last check took under FAST_LINT_SECONDS, or
+        as long as that check took, at most `debounce` (and `debounce` before any check)."""
+        last = self._lint_seconds.get(uri)
+        if not self.adaptive_debounce or last is None:
+            return self.debounce
+        return 0.0 if last < FAST_LINT_SECONDS else min(self.debounce, last)
 
     async def lint(self, uri: str, only_if_current: bool = False) -> Linted | None:
         """The findings for the document's current text (cached per version); for a notebook's
@@ -448,6 +468,7 @@ class TrainlintServer(LanguageServer):
         self._results.pop(uri, None)
         self._documents.pop(uri, None)
         self._declined.pop(uri, None)
+        self._lint_seconds.pop(uri, None)
         confirming = self._confirming.pop(uri, None)
         if confirming is not None:
             confirming.cancel()
@@ -484,7 +505,9 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: TrainlintServer, params: types.InitializeParams) -> None:
-        ls.debounce = _milliseconds_option(params.initialization_options, "debounceMs", ls.debounce)
+        chosen = _milliseconds_option(params.initialization_options, "debounceMs", None)
+        if chosen is not None:  # the client's own debounce, as it set it
+            ls.debounce, ls.adaptive_debounce = chosen, False
         ls.confirm_delay = _milliseconds_option(params.initialization_options, "confirmMs", ls.confirm_delay)
         capabilities = params.capabilities
         text_document = capabilities.text_document
@@ -504,7 +527,7 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE_SECONDS) -> TrainlintServer
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: TrainlintServer, params: types.DidChangeTextDocumentParams) -> None:
-        ls.schedule(params.text_document.uri, ls.debounce)
+        ls.schedule(params.text_document.uri, ls.debounce_for(params.text_document.uri))
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
     def notebook_did_open(ls: TrainlintServer, params: types.DidOpenNotebookDocumentParams) -> None:

@@ -12,8 +12,10 @@ not reported by default (`--include-unproven`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import libcst as cst
+if TYPE_CHECKING:  # LibCST only in annotations: rule.py imports this module, and selection imports rule.py
+    import libcst as cst
 
 from trainlint.finding import EVIDENCE_KINDS
 

@@ -13,6 +13,12 @@ A folder whose time was less than `_RACY_NS` before it was listed could change a
 same clock tick without its time moving (as git's "racy" index entries): a store that depends on
 one is not written.
 
+Each file's entry also holds its stat stamp (size, modification time, inode) when its content
+hash was taken, so a warm run hashes (and reads) only the files whose stamp moved, as ruff and
+mypy do; a stamp taken less than `_RACY_NS` after the file's modification time is not kept (the
+file could change again within the clock tick). Paths stay strings: a warm run reads a store of
+tens of thousands of them.
+
 The store is kept in the `CacheFolder` (`imports/`), which reads only a store this user's
 trainlint wrote (a repository can ship its cache folder, not a store). It is still read as
 untrusted input: anything not of the exact shape, or naming a file outside the project, is
@@ -29,7 +35,7 @@ from pathlib import Path
 
 from trainlint.cache_folder import CacheFolder
 
-_FORMAT = 1
+_FORMAT = 2
 _RACY_NS = 2_000_000_000  # FAT stores times to 2 s; other file systems are finer
 _LIMIT = 1 << 28  # a store names every file of the project: a large one is large
 
@@ -41,6 +47,21 @@ def folder_stamp(folder: str) -> tuple[int | None, int]:
         return os.stat(folder).st_mtime_ns, now
     except OSError:
         return None, now
+
+
+def file_stamp(path: str) -> tuple[int, int, int] | None:
+    """(size, modification time, inode) of a file (links followed, as it is read), or None."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return info.st_size, info.st_mtime_ns, info.st_ino
+
+
+def settled(stamp: tuple[int, int, int] | None, now: int) -> bool:
+    """A file stamp taken at `now` that a later change must move: its modification time is at
+    least `_RACY_NS` before `now` (a change within the same clock tick would not move it)."""
+    return stamp is not None and stamp[1] <= now - _RACY_NS
 
 
 def _current(folder: str) -> int | None:
@@ -59,11 +80,12 @@ def store_name(root: Path, max_file_size: int, code: str) -> tuple[str, str]:
     return "imports", f"{digest.hexdigest()}.json"
 
 
-def load(cache: CacheFolder, name: tuple[str, str],
-         inside) -> tuple[dict[str, tuple[int | None, int]], dict[str, tuple[str, list[Path]]]] | None:
-    """(folder stamps, file -> (content hash, imported files)) from the store `name` in `cache`,
-    or None when there is none (or none this user wrote), it is not exactly a store's shape, names
-    a file for which `inside` is false, or a folder it depends on changed since."""
+def load(cache: CacheFolder, name: tuple[str, str], inside) -> tuple[
+        dict[str, tuple[int | None, int]], dict[str, tuple[str, list[str]]], dict[str, tuple[int, int, int]]] | None:
+    """(folder stamps, file -> (content hash, imported files), file -> its stat stamp when hashed)
+    from the store `name` in `cache`, or None when there is none (or none this user wrote), it is
+    not exactly a store's shape, names a file for which `inside` (given a path string) is false,
+    or a folder it depends on changed since."""
     body = cache.read(*name, limit=_LIMIT)
     if body is None:
         return None
@@ -84,25 +106,36 @@ def load(cache: CacheFolder, name: tuple[str, str],
         if _current(folder) != stamp[0]:
             return None
         stamps[folder] = (stamp[0], stamp[1])
-    resolved = {}
+    resolved, file_stamps = {}, {}
     for path, entry in files.items():
-        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
                 and isinstance(entry[1], list) and all(isinstance(p, str) for p in entry[1])):
             return None
-        imported = [Path(p) for p in entry[1]]
+        stamp = entry[2]
+        if stamp is not None:
+            if not (isinstance(stamp, list) and len(stamp) == 3 and all(type(n) is int for n in stamp)):
+                return None
+            file_stamps[path] = tuple(stamp)
+        imported = entry[1]
         if not all(inside(p) for p in imported):
             return None
         resolved[path] = (entry[0], imported)
-    return stamps, resolved
+    return stamps, resolved, file_stamps
 
 
 def save(cache: CacheFolder, name: tuple[str, str], stamps: dict[str, tuple[int | None, int]],
-         resolved: dict[str, tuple[str, list[Path]]]) -> bool:
+         resolved: dict[str, tuple[str, list[str | Path]]],
+         file_stamps: dict[str, tuple[int, int, int]] | None = None) -> bool:
     """Write the store `name` into `cache` atomically; False (and nothing written) when it cannot
     be, or a folder it depends on was modified too shortly before it was listed to be trusted (a
     missing folder is a state too: it is stamped None, and its creation makes the store stale)."""
     if any(mtime is not None and mtime > listed - _RACY_NS for mtime, listed in stamps.values()):
         return False
     data = {"format": _FORMAT, "folders": {folder: list(stamp) for folder, stamp in stamps.items()},
-            "files": {path: [digest, [str(p) for p in imported]] for path, (digest, imported) in resolved.items()}}
+            "files": {path: [digest, [str(p) for p in imported], _listed((file_stamps or {}).get(path))]
+                      for path, (digest, imported) in resolved.items()}}
     return cache.write(*name, body=json.dumps(data).encode())
+
+
+def _listed(stamp: tuple[int, int, int] | None) -> list[int] | None:
+    return list(stamp) if stamp is not None else None

@@ -24,11 +24,10 @@ import io
 import os
 import re
 import sys
+import time
 import tokenize
 from pathlib import Path
-from typing import Callable, Iterable
-
-import libcst as cst
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from trainlint import guard
 from trainlint.cache_folder import CacheFolder
@@ -38,6 +37,9 @@ from trainlint.reader.config_files import ROOT_MARKERS, ConfigError, find_config
 from trainlint.reader.discovery import Discovery, MissingPath, discover
 from trainlint.notebook import NotebookError, is_notebook, read_notebook
 from trainlint.reader.files import DEFAULT_MAX_FILE_SIZE, SkippedFile, UnreadableFile, read_source
+
+if TYPE_CHECKING:
+    import libcst as cst
 
 # the suffixes of module files, in the order the import system tries them (only `.py` is read)
 _SUFFIXES = (*importlib.machinery.EXTENSION_SUFFIXES, ".py", *importlib.machinery.BYTECODE_SUFFIXES)
@@ -144,6 +146,8 @@ def _simple_bound_names(source: str) -> set[str] | None:
 
 
 def _bound_names_libcst(source: str, path: str) -> set[str]:
+    import libcst as cst
+
     problem = guard.check(source, path)
     if problem is not None and problem.final:
         return set()
@@ -182,15 +186,21 @@ def _real_in(path: str | os.PathLike, folders: dict[str, str]) -> Path:
     own): realpath costs a system call per path component, and files share their folders. A path
     with a `..` part (which realpath applies after the links before it) is resolved whole, and
     so is one that is itself a symlink."""
+    return Path(_real_text_in(path, folders))
+
+
+def _real_text_in(path: str | os.PathLike, folders: dict[str, str]) -> str:
+    """`_real_in` as a string (a warm run resolves the tens of thousands of paths of its import
+    graph: no pathlib object for each)."""
     text = os.path.abspath(path)
     folder, name = os.path.split(text)
     if not name or ".." in os.fspath(path).split(os.sep):
-        return _real(text)
+        return os.path.realpath(text)
     real_folder = folders.get(folder)
     if real_folder is None:
         real_folder = folders[folder] = os.path.realpath(folder)
     candidate = os.path.join(real_folder, name)
-    return _real(candidate) if os.path.islink(candidate) else Path(candidate)
+    return os.path.realpath(candidate) if os.path.islink(candidate) else candidate
 
 
 def _reals(paths: Iterable[str | os.PathLike]) -> list[Path]:
@@ -245,32 +255,38 @@ class Project:
         self._root_prefix = str(self.root).rstrip(os.sep) + os.sep
         self._found: dict[tuple[str, str], tuple[Path, list[str]] | None] = {}
         self._files: dict[str, tuple[tuple[int, int], str, str]] = {}  # path -> (stat stamp, hash, text)
-        self._components: dict[Path, tuple[str | None, str | None]] | None = None  # `key_components`
+        self._components: dict[str, tuple[str | None, str | None]] | None = None  # `key_components`
         self._folders_listed = 0  # by `_below`, in this run
         self._imports: dict[tuple[str, int, int], list[Path]] = {}  # (path, text) -> imported_files
         self._paths_of: dict[str, tuple[str, ...]] = {}  # an importing file's folder -> _search_path
         self._modules: dict[tuple[tuple[str, ...], str], tuple | None] = {}  # (locations, name) -> _spec
         self._reals: dict[str, Path] = {}  # realpath of each path asked about (a few stat calls each)
+        self._real_keys: dict[str, str] = {}  # the same, as strings (the cache keys' graph is of strings)
         self._real_folders: dict[str, str] = {}  # realpath of their folders
         self._names: dict[str, list[str]] = {}  # content hash -> imported_names of that text
         # what a file's bytes may read, kept between runs (`import_store`): real path -> (content
         # hash, `_reach`), and each listed folder's (modification time, when listed)
-        self._resolved: dict[str, tuple[str, list[Path]]] = {}
+        self._resolved: dict[str, tuple[str, list[Path | str]]] = {}
         self._stamps: dict[str, tuple[int | None, int]] = {}
+        # each file's (size, modification time, inode) when its content hash was taken, with that
+        # hash (settled stamps only: `import_store.settled`): while the stamp is unchanged, the
+        # hash is not taken again
+        self._file_stamps: dict[str, tuple[tuple[int, int, int], str]] = {}
         self._resolved_changed = False
 
     # worker processes get the root, the paths, what the imports resolve to and the cache keys'
     # components, and build their own caches
     def __getstate__(self) -> dict:
         return {"root": self.root, "paths": self._paths, "max_file_size": self.max_file_size,
-                "resolved": self._resolved, "stamps": self._stamps, "components": self._components}
+                "resolved": self._resolved, "stamps": self._stamps, "components": self._components,
+                "file_stamps": self._file_stamps}
 
     def __setstate__(self, state: dict) -> None:
         self.root, self._paths, self.max_file_size = state["root"], state["paths"], state["max_file_size"]
         self.discovery_for, self.generation = None, 0  # the paths are known: they were found before
         self._init_caches()
         self._resolved, self._stamps = state["resolved"], state["stamps"]
-        self._components = state["components"]
+        self._components, self._file_stamps = state["components"], state["file_stamps"]
 
     @property
     def paths(self) -> list[Path]:
@@ -297,11 +313,13 @@ class Project:
         self._folders_listed = 0
         self._imports.clear()
         self._reals.clear()
+        self._real_keys.clear()
         self._real_folders.clear()
         self._modules.clear()
         self._paths_of.clear()
         self._resolved.clear()
         self._stamps.clear()
+        self._file_stamps.clear()
 
     @staticmethod
     def file_key(path: str | os.PathLike) -> Path:
@@ -353,9 +371,18 @@ class Project:
             found = self._reals[key] = _real_in(key, self._real_folders)
         return found
 
-    def _inside(self, path: Path) -> bool:
+    def _real_key(self, path: str | os.PathLike) -> str:
+        """`str(self._real(path))`, remembered until `refresh`."""
+        key = path if type(path) is str else str(path)
+        found = self._real_keys.get(key)
+        if found is None:
+            found = self._real_keys[key] = _real_text_in(key, self._real_folders)
+        return found
+
+    def _inside(self, path: Path | str) -> bool:
         """`path` (already absolute and resolved) is in the project."""
-        return path == self.root or str(path).startswith(self._root_prefix)
+        text = path if type(path) is str else str(path)
+        return text.startswith(self._root_prefix) or text == str(self.root)
 
     def _listing(self, folder: str | Path) -> tuple[frozenset[str], frozenset[str]]:
         """(files, folders) in a folder, listed once: most imports name no project file, and one
@@ -511,28 +538,47 @@ class Project:
         besides those bytes: the digest of its component (see above). None when it cannot be
         said (the file is not one of the checked files, or it changed since the project read it):
         such a result is not cached."""
-        entry = self.key_components().get(self._real(path))
+        entry = self.key_components().get(self._real_key(path))
         if entry is None or entry[0] != hashlib.sha256(data).hexdigest():
             return None
         return entry[1]  # None for a component too large to list
 
-    def key_components(self) -> dict[Path, tuple[str | None, str | None]]:
-        """Each node reachable from the checked files -> (its content hash, its component's
-        digest); found once per run, or per `refresh` (called before worker processes start,
-        they get it with the project)."""
+    def unchanged_digests(self, path: str) -> tuple[str, str] | None:
+        """(content hash, `dependency_digest`) of the checked file at `path` without reading it:
+        when its stat stamp (size, modification time, inode) is the one recorded when that hash
+        was taken, in this run or a run whose import store this one loaded. None otherwise (it may
+        have changed: read it, and key its result by its bytes)."""
+        key = self._real_key(path)
+        entry = self.key_components().get(key)
+        if entry is None or entry[0] is None or entry[1] is None:
+            return None
+        if not self._unchanged(key, entry[0]) or self._file_stamps[key][0][0] > self.max_file_size:
+            return None
+        return entry[0], entry[1]
+
+    def _unchanged(self, key: str, digest: str) -> bool:
+        """The file `key` (a real path) still has the content hash `digest`, as its stat stamp says."""
+        recorded = self._file_stamps.get(key)
+        return recorded is not None and recorded[1] == digest and import_store.file_stamp(key) == recorded[0]
+
+    def key_components(self) -> dict[str, tuple[str | None, str | None]]:
+        """Each node (its real path, a string) reachable from the checked files -> (its content
+        hash, its component's digest); found once per run, or per `refresh` (called before worker
+        processes start, they get it with the project)."""
         if self._components is None:
-            checked = set(self.paths)
-            edges: dict[Path, list[Path]] = {}
-            hashes: dict[Path, str | None] = {}
+            real = self._real_key
+            checked = {str(path) for path in self.paths}
+            edges: dict[str, list[Path | str]] = {}
+            hashes: dict[str, str | None] = {}
             todo = sorted(checked)
             while todo:
                 node = todo.pop()
                 if node not in edges:
                     hashes[node], edges[node] = self._node(node)
-                    todo.extend(self._real(other) for other in edges[node])
+                    todo.extend(real(other) for other in edges[node])
             group = {node: node for node in edges}  # union-find: each node's representative
 
-            def find(node: Path) -> Path:
+            def find(node: str) -> str:
                 while group[node] != node:
                     group[node] = group[group[node]]
                     node = group[node]
@@ -540,10 +586,10 @@ class Project:
 
             for node, others in edges.items():
                 for other in others:
-                    a, b = find(node), find(self._real(other))
+                    a, b = find(node), find(real(other))
                     if a != b:
                         group[a] = b
-            members: dict[Path, list[Path]] = {}
+            members: dict[str, list[str]] = {}
             for node in edges:
                 members.setdefault(find(node), []).append(node)
             self._components = {}
@@ -557,12 +603,15 @@ class Project:
                     self._components[node] = (hashes[node], digest.hexdigest() if bounded else None)
         return self._components
 
-    def _node(self, node: Path) -> tuple[str | None, list[Path]]:
-        """(content hash, edges) of a node: a folder's from `_below`, a file's `_reach` from the
-        store when it has it for that content."""
-        key = str(node)
+    def _node(self, node: str) -> tuple[str | None, list[Path | str]]:
+        """(content hash, edges) of a node (a real path): a folder's from `_below`, a file's
+        `_reach` from the store when it has it for that content; a file whose stat stamp is the
+        one recorded when its hash was taken is not read at all."""
+        key = node
         known = self._resolved.get(key)
         if known is not None and known[0] in (_FOLDER, _UNBOUNDED):
+            return known
+        if known is not None and self._unchanged(key, known[0]):
             return known
         # an extension or bytecode module is never read: it only changes what is imported
         read = self._read(node) if key.endswith(".py") or is_notebook(key) else None
@@ -573,7 +622,7 @@ class Project:
             return self._resolved[key]
         if known is not None and known[0] == read[0]:
             return read[0], known[1]
-        found = self._reach(node, read[1])
+        found = self._reach(Path(node), read[1])
         self._resolved[key] = (read[0], found)
         self._resolved_changed = True
         return read[0], found
@@ -657,29 +706,34 @@ class Project:
         is there (written by this user's trainlint, whose code has the fingerprint `code`:
         `CacheFolder`, `import_store.store_name`) and no folder it depends on
         changed."""
-        loaded = import_store.load(CacheFolder(directory), self._store(code), lambda p: self._inside(p))
+        loaded = import_store.load(CacheFolder(directory), self._store(code), self._inside)
         if loaded is not None:
-            stamps, resolved = loaded
+            stamps, resolved, file_stamps = loaded
             self._stamps.update(stamps)
             self._resolved.update(resolved)
+            self._file_stamps.update((path, (stamp, resolved[path][0])) for path, stamp in file_stamps.items())
 
     def save_imports(self, directory: str | os.PathLike, code: str) -> None:
         """Write what the imports resolved to into the store, when this run resolved any (with
         what it loaded from there: a run that checks a few files keeps the others' entries)."""
+        # a stamp is stored with the entry whose content hash it was taken for
+        stamps = {path: stamp for path, (stamp, digest) in self._file_stamps.items()
+                  if path in self._resolved and self._resolved[path][0] == digest}
         if self._resolved_changed and import_store.save(CacheFolder(directory), self._store(code), self._stamps,
-                                                        self._resolved):
+                                                        self._resolved, stamps):
             self._resolved_changed = False
 
     def _store(self, code: str) -> tuple[str, str]:
         return import_store.store_name(self.root, self.max_file_size, code)
 
     # -- reading and parsing files -------------------------------------------------------------
-    def _read(self, path: Path) -> tuple[str, str] | None:
+    def _read(self, path: Path | str) -> tuple[str, str] | None:
         """(content hash, text) of a file, read again only when its size or modification time changes."""
         key = str(path)
+        now = time.time_ns()
         try:
-            stat = path.stat()
-        except OSError:
+            stat = os.stat(key)
+        except (OSError, ValueError):
             return None
         stamp = (stat.st_mtime_ns, stat.st_size)
         known = self._files.get(key)
@@ -694,6 +748,15 @@ class Project:
             text = _notebook_python(text)
         read = (hashlib.sha256(data).hexdigest(), text)
         self._files[key] = (stamp, *read)
+        # the stamp of these bytes, kept only when a later change must move it (stat before the
+        # read: a change in between moves it too, and the hash is taken again next time)
+        file_stamp = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        if import_store.settled(file_stamp, now) and len(data) == stat.st_size:
+            if self._file_stamps.get(key) != (file_stamp, read[0]):
+                self._file_stamps[key] = (file_stamp, read[0])
+                self._resolved_changed = True  # the store keeps the stamps
+        else:
+            self._file_stamps.pop(key, None)
         return read
 
     def read(self, path: Path) -> tuple[str, str] | None:
@@ -723,6 +786,8 @@ class Project:
 def tree_of(text: str, path: str) -> cst.Module | None:
     """LibCST's tree of a project file's text; None when the nesting guard does not let LibCST
     parse it or LibCST cannot (such a file answers nothing)."""
+    import libcst as cst
+
     problem = guard.check(text, path)
     if problem is not None and problem.final:
         return None
