@@ -24,6 +24,9 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
 - `hook`: a method the framework calls; `step` is "train" (per micro-batch, gradients on), "eval"
   (under no_grad, in eval mode) or "eval_loader" (returns a loader used for evaluation only).
 - `seed`: seeds torch's global generator (among others).
+- `accessor`: a method of a model base that hands back an object of `role` the framework built
+  (a LightningModule's `self.optimizers()`, `self.lr_schedulers()`); asked of `self.<method>()` in
+  a class whose base resolves to the entry's class.
 
 Every entry names the `rules` that read it (for `trainlint explain`) and an `example`: the id of an
 `[example.<id>]` table with `title`, the `codes` its `bad` code draws and its `good` twin does not
@@ -38,7 +41,7 @@ from functools import cache
 from importlib import resources
 
 KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_context", "sync_flag", "prepare",
-                   "save_state", "clip", "unscale", "unwrap", "hook", "seed"})
+                   "save_state", "clip", "unscale", "unwrap", "hook", "seed", "accessor"})
 CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
 HOOK_STEPS = frozenset({"train", "eval", "eval_loader"})
 
@@ -112,8 +115,8 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
             raise FrameworkModelError(f"{where}: `{key}` must be one of {sorted(CLOCKS)}")
     if raw["kind"] == "hook" and raw.get("step") not in HOOK_STEPS:
         raise FrameworkModelError(f"{where}: a hook's `step` must be one of {sorted(HOOK_STEPS)}")
-    if raw["kind"] == "constructor" and not isinstance(raw.get("role"), str):
-        raise FrameworkModelError(f"{where}: a constructor needs a `role`")
+    if raw["kind"] in ("constructor", "accessor") and not isinstance(raw.get("role"), str):
+        raise FrameworkModelError(f"{where}: a {raw['kind']} needs a `role`")
     fp16 = raw.get("fp16", {})
     return Entry(framework, raw["name"], raw["kind"], raw["example"], tuple(raw.get("rules", ())),
                  raw.get("match") == "prefix", raw.get("role"), bool(raw.get("owns_accumulation")),
@@ -184,6 +187,18 @@ def class_names(role: str) -> frozenset[str]:
     """The bare class names (`Accelerator`, `Fabric`) of the constructors of a role, for code that
     names them without an import trainlint can resolve (annotations, star imports)."""
     return frozenset(e.attr for e in entries("constructor") if e.role == role and not e.prefix)
+
+
+@cache
+def accessors() -> dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]]:
+    """method name -> (owner class name, role, the framework's import roots) of every accessor entry:
+    `self.lr_schedulers()` in a class deriving from lightning's LightningModule is a scheduler."""
+    table: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {}
+    packages = {f.id: f.packages for f in frameworks()}
+    for e in entries("accessor"):
+        owner = e.name.rsplit(".", 2)[-2]
+        table.setdefault(e.attr, []).append((owner, e.role, packages.get(e.framework, ())))
+    return {name: tuple(found) for name, found in table.items()}
 
 
 @cache

@@ -364,6 +364,9 @@ class Roles:
             return inner if inner == MODEL else None
         if isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_pretrained":
             return MODEL if "Model" in (dotted_tail(call.func.value) or "") else None
+        role = self._from_accessor(call)
+        if role is not None:
+            return role
         role = self._from_returns(call, scope, depth, position=None)
         if role is None and not (tail[:1].isupper() or _FACTORY_WORDS.search(tail)):
             # a project function whose name says nothing (`build`, `setup`): what its code returns is
@@ -374,6 +377,26 @@ class Roles:
             if produced:
                 return self._settle(produced, "construction", call, f"built by `{tail}(...)`, whose code makes one")
         return role
+
+    def _from_accessor(self, call: cst.Call) -> str | None:
+        """`self.lr_schedulers()` in a class whose base resolves to a framework class with that
+        accessor (the framework models' `accessor` entries): the object the framework built."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return None
+        found = frameworks.accessors().get(func.attr.value)
+        function = self.index.function_at(call) if found else None
+        klass = self.index.classes.get(function.class_name) if function is not None and function.class_name else None
+        if klass is None:
+            return None
+        for base in klass.bases:
+            qualname = self.index.resolve(base.value, self.index.module_scope) or ""
+            root, _, last = qualname.partition(".")[0], None, qualname.rsplit(".", 1)[-1]
+            for owner, role, packages in found:
+                if last == owner and root in packages:
+                    return self._settle(role, "framework", call,
+                                        f"`self.{func.attr.value}()` of a `{qualname}` hands back the {role} it built")
+        return None
 
     def _from_returns(self, call: cst.Call, scope: Scope, depth: int, position: int | None) -> str | None:
         """What a same-file function returns (`opt = build_optimizer(model)`), or the element at
