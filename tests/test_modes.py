@@ -497,3 +497,63 @@ def test_a_method_of_a_same_file_class_that_switches_modes_is_followed():
         """
     assert _unrestored(template.format(restore="self.train()")) == []
     assert _unrestored(template.format(restore="pass")) == [("evaluate(model, val_loader)", "model")]
+
+
+@pytest.mark.parametrize("switch, kinds", [
+    ("_ = [nets[k].eval() for k in nets]", [EVAL]),
+    ("for k in nets.keys():\n    nets[k].eval()", [EVAL]),
+    ("for m in nets.values():\n    m.eval()", [EVAL]),
+    ("for name, m in nets.items():\n    m.eval()", [EVAL]),
+    ("for name, m in nets.items():\n    nets[name].eval()", [EVAL]),
+    ("for m in (nets.enc, nets.dec):\n    m.eval()", [EVAL]),
+    # the loop switches to train: every member is in train mode, the evaluation sees it
+    ("for m in nets.values():\n    m.train()", [TRAIN]),
+    # a member may be skipped: nothing is proven, the last known switch stands
+    ("_ = [nets[k].eval() for k in nets if k != 'dec']", [TRAIN]),
+    ("for k in nets:\n    if k != 'dec':\n        nets[k].eval()", [TRAIN]),
+    ("for k in nets:\n    if k == 'dec':\n        continue\n    nets[k].eval()", [TRAIN]),
+    ("_ = (nets[k].eval() for k in nets)", [TRAIN]),  # a generator nobody consumes runs nothing
+    ("for k in other:\n    nets[k].eval()", [TRAIN]),  # the keys of another container
+])
+def test_mode_set_by_a_loop_over_a_container(switch, kinds):
+    switch = switch.replace("\n", "\n            ")
+    source = f"""
+        import torch
+
+        def run(nets, x):
+            nets.enc.train()
+            nets.dec.train()
+            {switch}
+            with torch.no_grad():
+                return nets.dec(nets.enc(x))
+        """
+    found = {key: fact_kinds for _, key, fact_kinds, _ in _forwards(source)}
+    assert found == {"nets.enc": kinds, "nets.dec": kinds}
+
+
+def test_modules_loop_reaches_the_model_itself():
+    source = """
+        import torch
+
+        def run(model, x):
+            model.train()
+            for m in model.modules():
+                m.eval()
+            with torch.no_grad():
+                return model(x)
+        """
+    assert _forwards(source) == [("return model(x)", "model", [EVAL], [OFF])]
+
+
+def test_train_loop_over_a_container_undoes_eval():
+    source = """
+        import torch
+
+        def run(nets, x):
+            nets.enc.eval()
+            for m in nets.values():
+                m.train()
+            with torch.no_grad():
+                return nets.enc(x)
+        """
+    assert _forwards(source) == [("return nets.enc(x)", "nets.enc", [TRAIN], [OFF])]

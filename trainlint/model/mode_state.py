@@ -59,6 +59,14 @@ class State:
         modes[key] = facts
         return State(modes, self.grad)
 
+    def set_under(self, key: str, facts: frozenset[Fact], itself: bool) -> "State":
+        """Every model under `key` (`model.bert` under `model`), and `key` itself when `itself`,
+        left by the same facts."""
+        modes = {k: facts if k.startswith(key + ".") else v for k, v in self.modes.items()}
+        if itself:
+            modes[key] = facts
+        return State(modes, self.grad)
+
     def with_grad(self, grad: frozenset[str]) -> "State":
         return State(self.modes, grad)
 
