@@ -557,3 +557,40 @@ def test_train_loop_over_a_container_undoes_eval():
                 return nets.enc(x)
         """
     assert _forwards(source) == [("return nets.enc(x)", "nets.enc", [TRAIN], [OFF])]
+
+
+@pytest.mark.parametrize("inputs, grad", [
+    ("x = Variable(batch, volatile=True)", [OFF]),
+    ("x = Variable(batch.cuda(), volatile=True).view(-1, 4)", [OFF]),
+    ("x, y = Variable(batch, volatile=True), Variable(labels)", [OFF]),
+    ("x = Variable(batch, volatile=True)\nx = x.cuda()", [OFF]),  # computed from a volatile input
+    ("x = Variable(batch)", [ON]),
+    ("x = Variable(batch, volatile=False)", [ON]),
+    ("x, y = Variable(batch), Variable(labels, volatile=True)", [ON]),  # the model never sees y
+    ("x = Variable(batch, volatile=True)\nif flip:\n    x = batch", [ON]),  # not on every path
+])
+def test_legacy_volatile_input_records_no_graph(inputs, grad):
+    inputs = inputs.replace("\n", "\n            ")
+    source = f"""
+        from torch.autograd import Variable
+
+        def evaluate(model, batch, labels, flip):
+            model.eval()
+            {inputs}
+            return model(x)
+        """
+    assert _forwards(source) == [("return model(x)", "model", [EVAL], grad)]
+
+
+def test_volatile_input_rebound_later_in_the_loop_records_a_graph():
+    source = """
+        from torch.autograd import Variable
+
+        def evaluate(model, batches):
+            model.eval()
+            x = Variable(batches[0], volatile=True)
+            for batch in batches:
+                out = model(x)
+                x = batch
+        """
+    assert _forwards(source) == [("out = model(x)", "model", [EVAL], [ON])]

@@ -1,6 +1,7 @@
 """Where gradient recording is on or off: `no_grad`/`inference_mode`/`enable_grad` contexts and
-decorators, `set_grad_enabled(flag)`, project context managers that turn recording off, and the
-literal True/False a call binds to a helper's flag parameter (`run_epoch(..., train=False)`).
+decorators, `set_grad_enabled(flag)`, project context managers that turn recording off, the
+literal True/False a call binds to a helper's flag parameter (`run_epoch(..., train=False)`), and
+the legacy `Variable(x, volatile=True)` whose forwards record nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +31,117 @@ GRAD_FUNCTIONS = frozenset({
     "torch.autograd.functional.jacobian", "torch.autograd.functional.hessian",
     "torch.autograd.functional.vjp", "torch.autograd.functional.jvp", "functorch.grad", "functorch.vjp",
 })
+
+
+# the legacy wrapper; before PyTorch 0.4, `volatile=True` made every result computed from it record
+# no graph (the `no_grad` of that time); 0.4 removed the flag (it only warns now), and code using
+# it also reads `loss.data[0]`, which later versions reject
+VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+_MAX_VOLATILE_DEPTH = 4
+
+
+def volatile_input(index, call: cst.Call, scope: Scope) -> cst.Call | None:
+    """The `Variable(..., volatile=True)` an input of `call` is computed from (directly, through
+    operations on it, or through the assignment that reaches the use on every path), or None."""
+    for arg in call.args:
+        found = _volatile_source(index, arg.value, scope, 0)
+        if found is not None:
+            return found
+    return None
+
+
+def _volatile_source(index, expr: cst.BaseExpression, scope: Scope, depth: int) -> cst.Call | None:
+    if depth > _MAX_VOLATILE_DEPTH:
+        return None
+    for node in _operands(expr):
+        if isinstance(node, cst.Call) and index.resolve(node.func, scope) in VARIABLE:
+            volatile = keyword_arg(node, "volatile")
+            if volatile is not None and is_true(volatile.value):
+                return node
+        elif isinstance(node, cst.Name):
+            value = _dominating_value(index, node, scope)
+            found = _volatile_source(index, value, scope, depth + 1) if value is not None else None
+            if found is not None:
+                return found
+    return None
+
+
+def _operands(expr: cst.BaseExpression):
+    """`expr` and the values it computes from (a result of an operation on a volatile input is
+    volatile), not entering lambdas or comprehensions, nor the name of a called function."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+            continue
+        if isinstance(node, cst.Call):
+            stack.extend(arg.value for arg in node.args)
+            if isinstance(node.func, cst.Attribute):
+                stack.append(node.func.value)  # `x.cuda()`, `x.view(n, -1)`
+        elif isinstance(node, cst.Attribute):
+            stack.append(node.value)
+        elif isinstance(node, cst.Subscript):
+            stack.append(node.value)
+        elif isinstance(node, cst.BinaryOperation):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, cst.UnaryOperation):
+            stack.append(node.expression)
+
+
+def _dominating_value(index, use: cst.Name, scope: Scope) -> cst.BaseExpression | None:
+    """The value of the assignment to `use`'s name that every path to `use` runs last: a statement
+    of a block around `use`, before it, with no other binding of the name in between."""
+    bindings = scope.lookup(use.value)
+    at = index.place.get(use)
+    if at is None:
+        return None
+    statement = index.enclosing_statement(use)
+    best = None
+    for binding in bindings:
+        if binding.kind != "assign" or not isinstance(binding.node, cst.Assign):
+            continue
+        where = index.place.get(binding.node)
+        if where is None or where >= at or binding.node in _ancestors_of(index, statement):
+            continue
+        if best is None or where > index.place[best.node]:
+            best = binding
+    if best is None or best.value is None or not _dominates(index, best.node, statement):
+        return None
+    start = index.place[best.node]
+    around = _ancestors_of(index, statement)  # `x = x.cuda()` binds `x` after this use of it
+    # a loop around the use (and not around the assignment) brings back what its body binds later
+    loops = [(index.place[loop], index.subtree_end(index.place[loop])) for loop in around
+             if isinstance(loop, (cst.For, cst.While)) and index.place[loop] > start]
+    for binding in bindings:  # anything between the assignment and the use may rebind the name
+        where = index.place.get(binding.node)
+        if where is None or binding.node is best.node:
+            continue
+        if start < where < at and binding.node not in around or any(a <= where < b for a, b in loops):
+            return None
+    return best.value
+
+
+def _ancestors_of(index, node: cst.CSTNode) -> set:
+    return {node, *index.ancestors(node)}
+
+
+def _dominates(index, assign: cst.CSTNode, statement: cst.CSTNode) -> bool:
+    """The simple statement line of `assign` sits in a block that holds `statement` (at any depth),
+    before it, in the same function."""
+    line = index.parent(assign)
+    block = index.parent(line)
+    if not isinstance(line, cst.SimpleStatementLine) or not isinstance(block, (cst.IndentedBlock, cst.Module)):
+        return False
+    child = statement
+    for ancestor in index.ancestors(statement):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if ancestor is block:
+            body = list(block.body)
+            return child in body and body.index(line) < body.index(child)
+        child = ancestor
+    return False
 
 
 def context_grad(index, expr: cst.BaseExpression, scope: Scope) -> str | None:

@@ -15,7 +15,7 @@ import re
 import libcst as cst
 
 from trainlint.model.grad_mode import (GRAD_SETTERS, context_grad, decorator_grad, flag_value, is_false, is_true,
-                                       literal_flags)
+                                       literal_flags, volatile_input)
 from trainlint.model.index import FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args, walk
 from trainlint.model.mode_names import (MEMBERS_AND_SELF, SELF, function_name, last_component, strip_wrappers,
                                         switched_members)
@@ -488,6 +488,8 @@ class FunctionRun:
         key, method = self._forward_key(call, frame)
         if key is None:
             return
+        if OFF not in state.grad and volatile_input(self.index, call, frame.scope) is not None:
+            state = state.with_grad(frozenset({OFF}))  # `model(Variable(x, volatile=True))`: records nothing
         if self.loop_stack and state.grad == GRAD_ON:
             self.grad_forwarded.add(key)
         if frame.depth != 0:
