@@ -732,6 +732,146 @@ class TrainModeNotRestored(Rule):
             """,
             title="a method of the model's class called at the top of each epoch puts it back in train mode (its frozen backbone in eval)",
         ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+            class Solver:
+                def __init__(self, model, optimizer, train_loader, val_loader):
+                    self.model, self.optimizer = model, optimizer
+                    self.train_loader, self.val_loader = train_loader, val_loader
+
+                def fit(self, epochs):
+                    self.model.train()
+                    for epoch in range(epochs):
+                        self.run_epoch(self.train_loader)
+                        self.model.eval()
+                        with torch.no_grad():
+                            self.run_epoch(self.val_loader, validation=True)
+
+                def run_epoch(self, loader, validation=False):
+                    total = 0.0
+                    for x, y in loader:
+                        loss = nn.functional.mse_loss(self.model(x), y)
+                        if not validation:
+                            self.optimizer.zero_grad()
+                            loss.backward()
+                            self.optimizer.step()
+                        total += loss.item()
+                    return total
+            """,
+            line=13,
+            title="the validation pass of a shared epoch helper leaves the model in eval mode: train() runs once, before the epoch loop",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+            class Solver:
+                def __init__(self, model, optimizer, train_loader, val_loader):
+                    self.model, self.optimizer = model, optimizer
+                    self.train_loader, self.val_loader = train_loader, val_loader
+
+                def fit(self, epochs):
+                    for epoch in range(epochs):
+                        self.model.train()
+                        self.run_epoch(self.train_loader)
+                        self.model.eval()
+                        with torch.no_grad():
+                            self.run_epoch(self.val_loader, validation=True)
+
+                def run_epoch(self, loader, validation=False):
+                    total = 0.0
+                    for x, y in loader:
+                        loss = nn.functional.mse_loss(self.model(x), y)
+                        if not validation:
+                            self.optimizer.zero_grad()
+                            loss.backward()
+                            self.optimizer.step()
+                        total += loss.item()
+                    return total
+            """,
+            title="the epoch helper trains or validates by its flag; the caller calls train() at the top of each epoch",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+            def train_epoch(loader, model, optimizer):
+                model.train()
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    nn.functional.cross_entropy(model(x), y).backward()
+                    optimizer.step()
+
+            def test_epoch(loader, model):
+                model.eval()
+                with torch.no_grad():
+                    return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+
+            def main(model, ema, train_loader, test_loader, epochs):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                for epoch in range(epochs):
+                    params = (train_loader, ema, optimizer)
+                    train_epoch(*params)
+                    print(test_epoch(test_loader, model))
+            """,
+            line=21,
+            fixed="""
+            import torch
+            from torch import nn
+
+            def train_epoch(loader, model, optimizer):
+                model.train()
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    nn.functional.cross_entropy(model(x), y).backward()
+                    optimizer.step()
+
+            def test_epoch(loader, model):
+                model.eval()
+                with torch.no_grad():
+                    return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+
+            def main(model, ema, train_loader, test_loader, epochs):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                for epoch in range(epochs):
+                    params = (train_loader, ema, optimizer)
+                    train_epoch(*params)
+                    print(test_epoch(test_loader, model))
+                    model.train()
+            """,
+            title="the epoch helper receives its arguments from a tuple that holds another model: `model` is never put back in train mode",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+            def train_epoch(loader, model, optimizer):
+                model.train()
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    nn.functional.cross_entropy(model(x), y).backward()
+                    optimizer.step()
+
+            def test_epoch(loader, model):
+                model.eval()
+                with torch.no_grad():
+                    return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+
+            def main(model, ema, train_loader, test_loader, epochs):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                for epoch in range(epochs):
+                    params = (train_loader, model, optimizer)
+                    train_epoch(*params)
+                    print(test_epoch(test_loader, model))
+            """,
+            title="the epoch helper that calls model.train() receives the model through *params, a tuple literal",
+        ),
     )
 
     def check(self, ctx):

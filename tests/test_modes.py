@@ -594,3 +594,25 @@ def test_volatile_input_rebound_later_in_the_loop_records_a_graph():
                 x = batch
         """
     assert _forwards(source) == [("out = model(x)", "model", [EVAL], [ON])]
+
+
+@pytest.mark.parametrize("last, kinds", [
+    ("assert False", [CHOSEN]),  # never falls through: the mode is one the condition chose
+    ("assert setting in ('finetune', 'freeze')", [EVAL, TRAIN]),  # may fall through: the first train() stands
+])
+def test_assert_false_branch_never_falls_through(last, kinds):
+    source = f"""
+        import torch
+
+        def run(model, x, setting):
+            model.train()
+            if setting == "finetune":
+                model.train()
+            elif setting == "freeze":
+                model.eval()
+            else:
+                {last}
+            with torch.no_grad():
+                return model(x)
+        """
+    assert [k for _, _, k, _ in _forwards(source)] == [kinds]

@@ -168,3 +168,4 @@ class Flow:
     at_call: dict = field(default_factory=dict)  # call node -> State before it (analysed function only)
     forwards: list[Forward] = field(default_factory=list)
     unrestored: list[Unrestored] = field(default_factory=list)
+    backwards: set = field(default_factory=set)  # backward calls of training loops this run reached

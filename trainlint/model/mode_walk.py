@@ -74,6 +74,8 @@ class FunctionRun:
             value = node.value if isinstance(node, cst.Return) else node.exc
             after = self.expression(value, state, frame) if value is not None else state
             return Outcome(ret=after) if isinstance(node, cst.Return) else Outcome()
+        if isinstance(node, cst.Assert) and is_false(node.test):
+            return Outcome()  # `assert False`: the branch never falls through (a raise)
         if isinstance(node, cst.Break):
             return Outcome(brk=state)
         if isinstance(node, cst.Continue):
@@ -460,6 +462,7 @@ class FunctionRun:
         return Fact(kind, node, site, anchor, bool(self.loop_stack), via)
 
     def _check_backward(self, call: cst.Call, state: State) -> None:
+        self.flow.backwards.add(call)
         for key, facts in state.modes.items():
             for fact in facts:
                 if fact.kind == EVAL and fact.in_training and fact.anchor is not None and self._trains(key):

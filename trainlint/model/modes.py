@@ -150,7 +150,21 @@ class ModeModel:
                     found[item.anchor] = item
                     if self.index.function_at(item.anchor) is function:
                         named_here.add(item.anchor)
-        return list(found.values())
+        return [item for item in found.values() if not self._refuted_by_own_function(item)]
+
+    def _refuted_by_own_function(self, item: Unrestored) -> bool:
+        """An eval that reached a helper's backward through the helper's entry state (the join of
+        all its callers) is refuted by the run of the function holding the eval, which follows
+        each call with its own arguments (`self.model.train()` before `run_epoch(epoch)`,
+        `run_epoch(epoch, cross_valid=True)` skipping the backward): that run reached the same
+        backward, completely, and saw no eval left there."""
+        function = self.index.function_at(item.anchor)
+        if function is None or function.node in self._in_progress:
+            return False
+        flow = self.flow(function)
+        if not flow.complete or item.backward not in flow.backwards:
+            return False
+        return not any(other.anchor is item.anchor for other in flow.unrestored)
 
     def undone_by_next_phase(self, item: Unrestored) -> bool:
         """Alternating phases (a GAN: `D.train(); G.eval()` for the discriminator's phase, `G.train();
@@ -567,9 +581,8 @@ class ModeModel:
             if receiver_key:
                 mapping[positional[0]] = receiver_key
             positional = positional[1:]
-        args = positional_args(call)
-        for name, arg in zip(positional, args):
-            key = self._key(arg.value, frame)
+        for name, value in zip(positional, _positional_values(call, frame.scope)):
+            key = self._key(value, frame)
             if key:
                 mapping[name] = key
         for arg in call.args:
@@ -660,6 +673,35 @@ def is_evaluation_name(name: str) -> bool:
 
 def _is_mode_call(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value in ("eval", "train")
+
+
+def _positional_values(call: cst.Call, scope: Scope) -> list[cst.BaseExpression]:
+    """The expressions a call passes by position, a `*params` expanded when `params` is a tuple or
+    list literal (`params = (loader, model, opt)`, `train_epoch(*params, epoch)`); the positions
+    after a star that cannot be expanded are not known."""
+    values: list[cst.BaseExpression] = []
+    for arg in call.args:
+        if arg.keyword is not None or arg.star == "**":
+            continue
+        if arg.star == "*":
+            elements = _literal_elements(arg.value, scope)
+            if elements is None:
+                break
+            values += elements
+            continue
+        values.append(arg.value)
+    return values
+
+
+def _literal_elements(expr: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression] | None:
+    if isinstance(expr, cst.Name):
+        bindings = scope.lookup(expr.value)
+        if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
+            return None
+        expr = bindings[0].value
+    if not isinstance(expr, (cst.Tuple, cst.List)) or not all(isinstance(e, cst.Element) for e in expr.elements):
+        return None
+    return [e.value for e in expr.elements]
 
 
 def _unwrap_iterable(expr: cst.BaseExpression) -> cst.BaseExpression:
