@@ -872,6 +872,89 @@ class TrainModeNotRestored(Rule):
             """,
             title="the epoch helper that calls model.train() receives the model through *params, a tuple literal",
         ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            student = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.Dropout(0.2), torch.nn.Linear(256, 10))
+            teacher = torch.nn.Sequential(torch.nn.Linear(784, 1200), torch.nn.Dropout(0.5), torch.nn.Linear(1200, 10))
+            teacher.load_state_dict(torch.load("teacher.pt", weights_only=True))
+            optimizer = torch.optim.SGD([*student.parameters(), *teacher.parameters()], lr=0.01)
+
+            def evaluate(loader):
+                student.eval()
+                teacher.eval()
+                with torch.no_grad():
+                    return [(student(x).argmax(1) == teacher(x).argmax(1)).float().mean().item() for x, _ in loader]
+
+            for epoch in range(10):
+                student.train()
+                for x, y in train_loader:
+                    soft = F.softmax(teacher(x) / 4.0, dim=1).detach()
+                    loss = F.kl_div(F.log_softmax(student(x) / 4.0, dim=1), soft, reduction="batchmean")
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(evaluate(val_loader))
+            """,
+            line=23,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+            student = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.Dropout(0.2), torch.nn.Linear(256, 10))
+            teacher = torch.nn.Sequential(torch.nn.Linear(784, 1200), torch.nn.Dropout(0.5), torch.nn.Linear(1200, 10))
+            teacher.load_state_dict(torch.load("teacher.pt", weights_only=True))
+            optimizer = torch.optim.SGD([*student.parameters(), *teacher.parameters()], lr=0.01)
+
+            def evaluate(loader):
+                student.eval()
+                teacher.eval()
+                with torch.no_grad():
+                    return [(student(x).argmax(1) == teacher(x).argmax(1)).float().mean().item() for x, _ in loader]
+
+            for epoch in range(10):
+                student.train()
+                for x, y in train_loader:
+                    soft = F.softmax(teacher(x) / 4.0, dim=1).detach()
+                    loss = F.kl_div(F.log_softmax(student(x) / 4.0, dim=1), soft, reduction="batchmean")
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(evaluate(val_loader))
+                teacher.train()
+            """,
+            title="the optimizer holds the teacher's parameters too: it is trained, in the eval mode the evaluation leaves it in",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            student = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.Dropout(0.2), torch.nn.Linear(256, 10))
+            teacher = torch.nn.Sequential(torch.nn.Linear(784, 1200), torch.nn.Dropout(0.5), torch.nn.Linear(1200, 10))
+            teacher.load_state_dict(torch.load("teacher.pt", weights_only=True))
+            optimizer = torch.optim.SGD(student.parameters(), lr=0.01)
+
+            def evaluate(loader):
+                student.eval()
+                teacher.eval()
+                with torch.no_grad():
+                    return [(student(x).argmax(1) == teacher(x).argmax(1)).float().mean().item() for x, _ in loader]
+
+            for epoch in range(10):
+                student.train()
+                for x, y in train_loader:
+                    soft = F.softmax(teacher(x) / 4.0, dim=1).detach()
+                    loss = F.kl_div(F.log_softmax(student(x) / 4.0, dim=1), soft, reduction="batchmean")
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(evaluate(val_loader))
+            """,
+            title="a frozen teacher left in eval mode beside an optimizer that holds only the student's parameters",
+        ),
     )
 
     def check(self, ctx):

@@ -616,3 +616,25 @@ def test_assert_false_branch_never_falls_through(last, kinds):
                 return model(x)
         """
     assert [k for _, _, k, _ in _forwards(source)] == [kinds]
+
+
+@pytest.mark.parametrize("setup, trained", [
+    # every optimizer's parameters are known and the teacher's are not among them
+    ("opt = torch.optim.AdamW(student.parameters())\nstudent, teacher, opt = accelerator.prepare(student, teacher, opt)",
+     {"student"}),
+    ("opt = torch.optim.AdamW([*student.parameters(), *teacher.parameters()])", {"student", "teacher"}),
+    # a helper whose body is not here receives the teacher: it may build an optimizer over it
+    ("opt = torch.optim.AdamW(student.parameters())\nextra = make_optimizer(teacher)\nteacher.train()",
+     {"student", "teacher"}),
+    # no optimizer built here: nothing is proven, the old evidence stands
+    ("opt = make_optimizer(student)\nstudent, teacher, opt = accelerator.prepare(student, teacher, opt)",
+     {"student", "teacher"}),
+])
+def test_a_model_no_optimizer_holds_is_not_trained(setup, trained):
+    source = f"""
+import torch
+{setup}
+student.train()
+"""
+    _, model = _model(source)
+    assert {name for name in ("student", "teacher") if model.is_trained(name)} == trained

@@ -470,7 +470,8 @@ class FunctionRun:
 
     def _trains(self, key: str) -> bool:
         return self.model.is_trained(key) or (
-            key in self.grad_forwarded and last_component(key) not in self.model.frozen_names)
+            key in self.grad_forwarded and last_component(key) not in self.model.frozen_names
+            and self.model.may_be_optimized(key))
 
     def _forward_key(self, call: cst.Call, frame: Frame) -> tuple[str | None, str | None]:
         """The model key a call runs forward (`model(x)`, `self.net.forward(x)`, `m.generate(...)`)

@@ -78,6 +78,7 @@ class ModeModel:
         self._module_classes: dict[str, bool] = {}
         self._trained: frozenset[str] | None = None
         self._frozen: frozenset[str] = frozenset()
+        self._users: frozenset[str] | None | bool = False  # not computed yet
 
     # -- public queries ----------------------------------------------------------------------------
     def flow(self, function: FunctionInfo | None) -> Flow:
@@ -382,8 +383,30 @@ class ModeModel:
 
     def is_trained(self, key: str) -> bool:
         """A model the file trains: `key.train()` somewhere, or its parameters go to an optimizer,
-        `accelerator.prepare`, `fabric.setup` or DDP (and it is not frozen)."""
-        return last_component(key) in self.trained_names
+        `accelerator.prepare`, `fabric.setup` or DDP (and it is not frozen), and it may be
+        optimized (see `may_be_optimized`)."""
+        return last_component(key) in self.trained_names and self.may_be_optimized(key)
+
+    def may_be_optimized(self, key: str) -> bool:
+        """False when the file proves no optimizer holds the model's parameters: it builds its
+        optimizers from the parameters of known modules, this one is not among them, and the file
+        neither reads its parameters nor hands it to code that could (a frozen teacher beside
+        `SGD(student.parameters())`, even when `accelerator.prepare` wraps both)."""
+        users = self._parameter_users()
+        return users is None or last_component(key) in users
+
+    def _parameter_users(self) -> frozenset[str] | None:
+        if self._users is False:
+            found, optimizers, unknown = set(), 0, False
+            for kind, name in file_facts.values(self.ctx, "modes.parameter_users"):
+                if kind == "unknown":
+                    unknown = True
+                elif kind == "optimizer":
+                    optimizers += 1
+                else:
+                    found.add(name)
+            self._users = None if unknown or not optimizers else frozenset(found)
+        return self._users
 
     @property
     def trained_names(self) -> frozenset[str]:
@@ -774,6 +797,43 @@ def _trained_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple[str, str]]]:
                     for t in n.targets) for n in walk(loop.body)):
                 for owner in owners:
                     yield loop, ("frozen", owner)
+
+
+# library calls that take a model and never build an optimizer over it
+_NOT_OPTIMIZING = frozenset({"prepare", "setup", "prepare_model", "unwrap_model", "to", "cuda", "cpu", "eval",
+                             "train", "load_state_dict", "deepcopy", "copy", "print", "len", "isinstance",
+                             "hasattr", "getattr", "type", "str", "repr", "id", "format", "info", "debug",
+                             "warning"})
+
+
+@file_fact("modes.parameter_users")
+def _parameter_users(ctx) -> Iterator[tuple[cst.CSTNode, tuple[str, str]]]:
+    """What could put a model's parameters into an optimizer: ("optimizer", "") per optimizer
+    built here, ("params", name) for `name.parameters()` read anywhere and for a model handed
+    to a call whose body is not in this file (a project or library helper may build one), and
+    ("unknown", "") when an optimizer's parameters or a `.parameters()` receiver cannot be named."""
+    index = ctx.index
+    for site in index.calls:
+        call = site.node
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("parameters", "named_parameters"):
+            receiver = dotted_name(strip_wrappers(func.value))
+            yield call, ("params", last_component(receiver)) if receiver else ("unknown", "")
+            continue
+        qualname = index.resolve(func, site.scope)
+        last = (qualname or dotted_name(func) or "").rsplit(".", 1)[-1]
+        if role_of_callee(qualname) == OPTIMIZER or last.endswith("Optimizer"):
+            yield call, ("optimizer", "")
+            if not any(parameter_owners(arg.value, site.scope) for arg in call.args):
+                yield call, ("unknown", "")
+            continue
+        if last in _NOT_OPTIMIZING or (qualname or "").startswith("torch.") or \
+                index.callee(call, site.scope) is not None:
+            continue
+        for arg in call.args:
+            text = dotted_name(strip_wrappers(arg.value))
+            if text:
+                yield call, ("params", last_component(text))
 
 
 def _precedes(index, first: cst.CSTNode, second: cst.CSTNode) -> bool:
