@@ -955,6 +955,89 @@ class TrainModeNotRestored(Rule):
             """,
             title="a frozen teacher left in eval mode beside an optimizer that holds only the student's parameters",
         ),
+        bad(
+            """
+            import copy
+
+            import torch
+            import torch.nn.functional as F
+
+
+            def adversarial(model, images, labels, eps=0.03):
+                model = copy.copy(model)
+                model.eval()
+                images = images.clone().requires_grad_(True)
+                grad, = torch.autograd.grad(F.cross_entropy(model(images), labels), images)
+                return (images + eps * grad.sign()).detach()
+
+
+            def train(model, optimizer, loader, epochs):
+                model.train()
+                for epoch in range(epochs):
+                    for images, labels in loader:
+                        adv = adversarial(model, images, labels)
+                        loss = F.cross_entropy(model(images), labels) + F.cross_entropy(model(adv), labels)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            line=19,
+            fixed="""
+            import copy
+
+            import torch
+            import torch.nn.functional as F
+
+
+            def adversarial(model, images, labels, eps=0.03):
+                model = copy.copy(model)
+                model.eval()
+                images = images.clone().requires_grad_(True)
+                grad, = torch.autograd.grad(F.cross_entropy(model(images), labels), images)
+                return (images + eps * grad.sign()).detach()
+
+
+            def train(model, optimizer, loader, epochs):
+                model.train()
+                for epoch in range(epochs):
+                    for images, labels in loader:
+                        adv = adversarial(model, images, labels)
+                        model.train()
+                        loss = F.cross_entropy(model(images), labels) + F.cross_entropy(model(adv), labels)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            title="a shallow copy shares its submodules: eval() on it switches the trained model's layers",
+        ),
+        good(
+            """
+            import copy
+
+            import torch
+            import torch.nn.functional as F
+
+
+            def adversarial(model, images, labels, eps=0.03):
+                model = copy.deepcopy(model)
+                model.eval()
+                images = images.clone().requires_grad_(True)
+                grad, = torch.autograd.grad(F.cross_entropy(model(images), labels), images)
+                return (images + eps * grad.sign()).detach()
+
+
+            def train(model, optimizer, loader, epochs):
+                model.train()
+                for epoch in range(epochs):
+                    for images, labels in loader:
+                        adv = adversarial(model, images, labels)
+                        loss = F.cross_entropy(model(images), labels) + F.cross_entropy(model(adv), labels)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            title="the attack puts a deep copy of the model in eval mode; the trained model stays in train mode",
+        ),
     )
 
     def check(self, ctx):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import libcst as cst
 
 from trainlint.model.index import FunctionInfo, Scope, keyword_arg, positional_args
+from trainlint.model.mode_names import dominating_value
 from trainlint.model.mode_state import COND, Frame, OFF, ON
 
 
@@ -59,7 +60,7 @@ def _volatile_source(index, expr: cst.BaseExpression, scope: Scope, depth: int) 
             if volatile is not None and is_true(volatile.value):
                 return node
         elif isinstance(node, cst.Name):
-            value = _dominating_value(index, node, scope)
+            value = dominating_value(index, node, scope)
             found = _volatile_source(index, value, scope, depth + 1) if value is not None else None
             if found is not None:
                 return found
@@ -87,61 +88,6 @@ def _operands(expr: cst.BaseExpression):
             stack.extend((node.left, node.right))
         elif isinstance(node, cst.UnaryOperation):
             stack.append(node.expression)
-
-
-def _dominating_value(index, use: cst.Name, scope: Scope) -> cst.BaseExpression | None:
-    """The value of the assignment to `use`'s name that every path to `use` runs last: a statement
-    of a block around `use`, before it, with no other binding of the name in between."""
-    bindings = scope.lookup(use.value)
-    at = index.place.get(use)
-    if at is None:
-        return None
-    statement = index.enclosing_statement(use)
-    best = None
-    for binding in bindings:
-        if binding.kind != "assign" or not isinstance(binding.node, cst.Assign):
-            continue
-        where = index.place.get(binding.node)
-        if where is None or where >= at or binding.node in _ancestors_of(index, statement):
-            continue
-        if best is None or where > index.place[best.node]:
-            best = binding
-    if best is None or best.value is None or not _dominates(index, best.node, statement):
-        return None
-    start = index.place[best.node]
-    around = _ancestors_of(index, statement)  # `x = x.cuda()` binds `x` after this use of it
-    # a loop around the use (and not around the assignment) brings back what its body binds later
-    loops = [(index.place[loop], index.subtree_end(index.place[loop])) for loop in around
-             if isinstance(loop, (cst.For, cst.While)) and index.place[loop] > start]
-    for binding in bindings:  # anything between the assignment and the use may rebind the name
-        where = index.place.get(binding.node)
-        if where is None or binding.node is best.node:
-            continue
-        if start < where < at and binding.node not in around or any(a <= where < b for a, b in loops):
-            return None
-    return best.value
-
-
-def _ancestors_of(index, node: cst.CSTNode) -> set:
-    return {node, *index.ancestors(node)}
-
-
-def _dominates(index, assign: cst.CSTNode, statement: cst.CSTNode) -> bool:
-    """The simple statement line of `assign` sits in a block that holds `statement` (at any depth),
-    before it, in the same function."""
-    line = index.parent(assign)
-    block = index.parent(line)
-    if not isinstance(line, cst.SimpleStatementLine) or not isinstance(block, (cst.IndentedBlock, cst.Module)):
-        return False
-    child = statement
-    for ancestor in index.ancestors(statement):
-        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            return False
-        if ancestor is block:
-            body = list(block.body)
-            return child in body and body.index(line) < body.index(child)
-        child = ancestor
-    return False
 
 
 def context_grad(index, expr: cst.BaseExpression, scope: Scope) -> str | None:

@@ -145,3 +145,68 @@ def _iterated(target: cst.BaseExpression, iterable: cst.BaseExpression, variable
 def _same(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
     text = dotted_name(a)
     return text is not None and text == dotted_name(b)
+
+
+def dominating_value(index, use: cst.Name, scope: Scope) -> cst.BaseExpression | None:
+    """The value of the assignment to `use`'s name that every path to `use` runs last: a statement
+    of a block around `use`, before it, with no other binding of the name in between."""
+    bindings = scope.lookup(use.value)
+    at = index.place.get(use)
+    if at is None:
+        return None
+    statement = index.enclosing_statement(use)
+    best = None
+    for binding in bindings:
+        if binding.kind != "assign" or not isinstance(binding.node, cst.Assign):
+            continue
+        where = index.place.get(binding.node)
+        if where is None or where >= at or binding.node in _ancestors_of(index, statement):
+            continue
+        if best is None or where > index.place[best.node]:
+            best = binding
+    if best is None or best.value is None or not _dominates(index, best.node, statement):
+        return None
+    start = index.place[best.node]
+    around = _ancestors_of(index, statement)  # `x = x.cuda()` binds `x` after this use of it
+    # a loop around the use (and not around the assignment) brings back what its body binds later
+    loops = [(index.place[loop], index.subtree_end(index.place[loop])) for loop in around
+             if isinstance(loop, (cst.For, cst.While)) and index.place[loop] > start]
+    for binding in bindings:  # anything between the assignment and the use may rebind the name
+        where = index.place.get(binding.node)
+        if where is None or binding.node is best.node:
+            continue
+        if start < where < at and binding.node not in around or any(a <= where < b for a, b in loops):
+            return None
+    return best.value
+
+
+def _ancestors_of(index, node: cst.CSTNode) -> set:
+    return {node, *index.ancestors(node)}
+
+
+def _dominates(index, assign: cst.CSTNode, statement: cst.CSTNode) -> bool:
+    """The simple statement line of `assign` sits in a block that holds `statement` (at any depth),
+    before it, in the same function."""
+    line = index.parent(assign)
+    block = index.parent(line)
+    if not isinstance(line, cst.SimpleStatementLine) or not isinstance(block, (cst.IndentedBlock, cst.Module)):
+        return False
+    child = statement
+    for ancestor in index.ancestors(statement):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if ancestor is block:
+            body = list(block.body)
+            return child in body and body.index(line) < body.index(child)
+        child = ancestor
+    return False
+
+
+def deep_copied(index, use: cst.BaseExpression, scope: Scope) -> bool:
+    """`use` is a name that, on every path here, holds `copy.deepcopy(...)`: an object of its own
+    (`model = deepcopy(model); model.eval()` leaves the caller's model as it was). A shallow copy
+    or a wrapper (`DDP(model)`) shares the modules whose mode a switch sets."""
+    if not isinstance(use, cst.Name) or not any(b.kind == "assign" for b in scope.lookup(use.value)):
+        return False
+    value = dominating_value(index, use, scope)
+    return isinstance(value, cst.Call) and index.resolve(value.func, scope) == "copy.deepcopy"

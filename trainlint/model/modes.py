@@ -38,8 +38,8 @@ from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_ON_CONTEXTS, decorat
 from trainlint.model.index import (FunctionInfo, Scope, dotted_name, iter_children, positional_args, unpacked_position,
                                    walk)
 from trainlint.model.layers import FREE, LIBRARY, verdict
-from trainlint.model.mode_names import (PASS_THROUGH_METHODS, WRAPPER_ATTRS, function_name, last_component,
-                                        parameter_owners, strip_wrappers)
+from trainlint.model.mode_names import (PASS_THROUGH_METHODS, WRAPPER_ATTRS, deep_copied, function_name,
+                                        last_component, parameter_owners, strip_wrappers)
 from trainlint.model.mode_state import (Abandon, ENTRY, Fact, Flow, Forward, Frame, NEW, OFF, ON, State, TRAINED,
                                         Unrestored, join_all)
 from trainlint.model.mode_walk import FunctionRun, body_statements, statements_of
@@ -635,7 +635,7 @@ class ModeModel:
             return f"{base}.{expr.attr.value}" if base else None
         if isinstance(expr, cst.Name):
             name = expr.value
-            if name in frame.subst:
+            if name in frame.subst and not deep_copied(self.index, expr, frame.scope):
                 return frame.subst[name]
             bindings = frame.scope.lookup(name)
             if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:

@@ -29,6 +29,7 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, 
                                    positional_args, walk)
 from trainlint.model.layers import class_verdict
 from trainlint.model.grad_mode import GRAD_WORDS, context_grad, decorator_grad
+from trainlint.model.mode_names import deep_copied
 from trainlint.model.mode_state import OFF
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCALER, SCHEDULER, Roles
 from trainlint.model.value_kinds import is_number
@@ -466,7 +467,7 @@ class _Summariser:
                     and node.func.attr.value in ("eval", "train")):
                 continue
             target = _target_name(node.func.value, params)
-            if target is None:
+            if target is None or deep_copied(self.index, node.func.value, function.scope):
                 continue
             seen.setdefault(target, []).append(_mode_of(node))
         return tuple((target, kinds[0], kinds[-1]) for target, kinds in seen.items())
