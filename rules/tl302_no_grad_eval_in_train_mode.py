@@ -672,6 +672,123 @@ class NoGradEvalInTrainMode(Rule):
             """,
             title="each network of a literal tuple put in eval mode by a loop",
         ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class MLP(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.up = nn.Linear(width, 4 * width)
+                    self.act = nn.Sequential(nn.GELU(), nn.Dropout(0.1))
+                    self.down = nn.Linear(4 * width, width)
+
+                def forward(self, x):
+                    return self.down(self.act(self.up(x)))
+
+
+            class Block(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.norm = nn.LayerNorm(width)
+                    self.mlp = MLP(width)
+
+                def forward(self, x):
+                    return x + self.mlp(self.norm(x))
+
+
+            class TinyLM(nn.Module):
+                def __init__(self, vocab, width, depth):
+                    super().__init__()
+                    self.body = nn.ModuleDict(dict(
+                        embed=nn.Embedding(vocab, width),
+                        blocks=nn.ModuleList([Block(width) for _ in range(depth)]),
+                        norm=nn.LayerNorm(width),
+                    ))
+                    self.head = nn.Linear(width, vocab, bias=False)
+
+                def forward(self, tokens):
+                    x = self.body.embed(tokens)
+                    for block in self.body.blocks:
+                        x = block(x)
+                    return self.head(self.body.norm(x))
+
+
+            model = TinyLM(50304, 768, 12)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4)
+            for step in range(1000):
+                for x, y in train_loader:
+                    loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        val_loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+            """,
+            line=53,
+            title="dropout three classes deep (a block's MLP, in a ModuleList, in a ModuleDict) stays on in the evaluation",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class MLP(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.up = nn.Linear(width, 4 * width)
+                    self.act = nn.GELU()
+                    self.down = nn.Linear(4 * width, width)
+
+                def forward(self, x):
+                    return self.down(self.act(self.up(x)))
+
+
+            class Block(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.norm = nn.LayerNorm(width)
+                    self.mlp = MLP(width)
+
+                def forward(self, x):
+                    return x + self.mlp(self.norm(x))
+
+
+            class TinyLM(nn.Module):
+                def __init__(self, vocab, width, depth):
+                    super().__init__()
+                    self.body = nn.ModuleDict(dict(
+                        embed=nn.Embedding(vocab, width),
+                        blocks=nn.ModuleList([Block(width) for _ in range(depth)]),
+                        norm=nn.LayerNorm(width),
+                    ))
+                    self.head = nn.Linear(width, vocab, bias=False)
+
+                def forward(self, tokens):
+                    x = self.body.embed(tokens)
+                    for block in self.body.blocks:
+                        x = block(x)
+                    return self.head(self.body.norm(x))
+
+
+            model = TinyLM(50304, 768, 12)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4)
+            for step in range(1000):
+                for x, y in train_loader:
+                    loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        val_loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+            """,
+            title="a model whose classes nest containers and blocks of Linear/LayerNorm/GELU only: its mode changes nothing",
+        ),
     )
 
     def check(self, ctx):

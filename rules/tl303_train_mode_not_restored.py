@@ -1038,6 +1038,143 @@ class TrainModeNotRestored(Rule):
             """,
             title="the attack puts a deep copy of the model in eval mode; the trained model stays in train mode",
         ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class Vocoder(nn.Module):
+                def __init__(self, channels):
+                    super().__init__()
+                    self.net = nn.Sequential(
+                        nn.utils.spectral_norm(nn.Conv1d(80, channels, 7, padding=3)),
+                        nn.LeakyReLU(0.2),
+                        nn.utils.weight_norm(nn.Conv1d(channels, 1, 7, padding=3)),
+                        nn.Tanh(),
+                    )
+
+                def forward(self, mel):
+                    return self.net(mel)
+
+                def eval(self, inference=False):
+                    super().eval()
+                    if inference:
+                        for layer in self.net:
+                            if isinstance(layer, nn.Conv1d):
+                                nn.utils.remove_weight_norm(layer)
+
+
+            def validate(model, loader):
+                model.eval()
+                with torch.no_grad():
+                    return sum((model(mel) - wav).abs().mean().item() for mel, wav in loader)
+
+
+            model = Vocoder(256)
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+            model.train()
+            for epoch in range(100):
+                for mel, wav in train_loader:
+                    loss = (model(mel) - wav).abs().mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(validate(model, val_loader))
+            """,
+            line=41,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class Vocoder(nn.Module):
+                def __init__(self, channels):
+                    super().__init__()
+                    self.net = nn.Sequential(
+                        nn.utils.spectral_norm(nn.Conv1d(80, channels, 7, padding=3)),
+                        nn.LeakyReLU(0.2),
+                        nn.utils.weight_norm(nn.Conv1d(channels, 1, 7, padding=3)),
+                        nn.Tanh(),
+                    )
+
+                def forward(self, mel):
+                    return self.net(mel)
+
+                def eval(self, inference=False):
+                    super().eval()
+                    if inference:
+                        for layer in self.net:
+                            if isinstance(layer, nn.Conv1d):
+                                nn.utils.remove_weight_norm(layer)
+
+
+            def validate(model, loader):
+                model.eval()
+                with torch.no_grad():
+                    return sum((model(mel) - wav).abs().mean().item() for mel, wav in loader)
+
+
+            model = Vocoder(256)
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+            model.train()
+            for epoch in range(100):
+                for mel, wav in train_loader:
+                    loss = (model(mel) - wav).abs().mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(validate(model, val_loader))
+                model.train()
+            """,
+            title="spectral norm runs its power iteration only in train mode: the eval() left by validation changes training",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class Vocoder(nn.Module):
+                def __init__(self, channels):
+                    super().__init__()
+                    self.net = nn.Sequential(
+                        nn.utils.weight_norm(nn.Conv1d(80, channels, 7, padding=3)),
+                        nn.LeakyReLU(0.2),
+                        nn.utils.weight_norm(nn.Conv1d(channels, 1, 7, padding=3)),
+                        nn.Tanh(),
+                    )
+
+                def forward(self, mel):
+                    return self.net(mel)
+
+                def eval(self, inference=False):
+                    super().eval()
+                    if inference:
+                        for layer in self.net:
+                            if isinstance(layer, nn.Conv1d):
+                                nn.utils.remove_weight_norm(layer)
+
+
+            def validate(model, loader):
+                model.eval()
+                with torch.no_grad():
+                    return sum((model(mel) - wav).abs().mean().item() for mel, wav in loader)
+
+
+            model = Vocoder(256)
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+            model.train()
+            for epoch in range(100):
+                for mel, wav in train_loader:
+                    loss = (model(mel) - wav).abs().mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(validate(model, val_loader))
+            """,
+            title="a network of weight-normed convolutions (its eval() override calls super().eval()) computes the same in both modes",
+        ),
     )
 
     def check(self, ctx):
