@@ -28,7 +28,9 @@ class EvalForwardWithGrad(Rule):
         evaluation, or the batches evaluated after `model.eval()`) whose forward call runs with
         autograd recording on: no `torch.no_grad()` / `torch.inference_mode()` context, no
         `@torch.no_grad()` / `@torch.inference_mode()` decorator, no `torch.set_grad_enabled(False)`
-        before it, and no caller in the same file that disables grad around the call. Code that
+        before it, and no caller in the same file that disables grad around the call (a function
+        that only the project's other files call counts as evaluated without grad when every one
+        of those calls sits under `no_grad`). Code that
         needs gradients in eval mode (an adversarial attack, a saliency map, `autograd.grad`, a
         frozen teacher in a training step) is left alone, and so is a forward that runs once, in no
         loop, on tensors a torch factory made (`model(torch.zeros(1, 3, 224, 224))`, a warm-up or a

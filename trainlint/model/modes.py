@@ -515,6 +515,10 @@ class ModeModel:
         if function.node in self._entries:
             return self._entries[function.node]
         sites = self.index.callers(function)
+        if not sites and self._called_elsewhere_without_grad(function):
+            # every call of it, all in other project files, runs under `no_grad`
+            self._entries[function.node] = State({}, frozenset({OFF}))
+            return self._entries[function.node]
         if not sites or depth >= _MAX_ENTRY_DEPTH:
             return default
         states = []
@@ -532,6 +536,16 @@ class ModeModel:
         state = join_all(states) or default
         self._entries[function.node] = state
         return state
+
+    def _called_elsewhere_without_grad(self, function: FunctionInfo) -> bool:
+        """A module-level function that the project's other files call, each call under a grad-off
+        context (`with torch.no_grad(): validate(...)` in train.py)."""
+        linker = getattr(self.index, "linker", None)
+        if linker is None or function.class_name is not None or \
+                self.index.scope_at(function.node) is not self.index.module_scope:
+            return False
+        calls = linker.callers(function.name)
+        return bool(calls) and all(call.grad_off for call in calls)
 
     def _translate_entry(self, site, function: FunctionInfo, before: State) -> State:
         caller_frame = Frame(site.function, site.scope, {})
