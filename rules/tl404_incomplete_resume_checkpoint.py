@@ -569,6 +569,65 @@ class IncompleteResumeCheckpoint(Rule):
             line=5,
             title="a resume that takes only the weights of the run's own checkpoint",
         ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class Synthesizer(nn.Module):
+                def __init__(self, dim):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim))
+                    self.step = 0
+
+                def forward(self, x):
+                    self.step += 1
+                    return self.net(x)
+
+                def reset_step(self):
+                    self.step = 0
+
+                def save(self, path, optimizer):
+                    torch.save({"model_state": self.state_dict(), "optimizer_state": optimizer.state_dict()}, path)
+
+                def load(self, path, optimizer):
+                    checkpoint = torch.load(path, weights_only=True)
+                    self.load_state_dict(checkpoint["model_state"])
+                    optimizer.load_state_dict(checkpoint["optimizer_state"])
+            """,
+            line=19,
+            title="the step counter is a plain attribute: the module's state_dict() does not hold it",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class Synthesizer(nn.Module):
+                def __init__(self, dim):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim))
+                    self.register_buffer("step", torch.zeros(1, dtype=torch.long))
+
+                def forward(self, x):
+                    self.step += 1
+                    return self.net(x)
+
+                def reset_step(self):
+                    self.step = torch.zeros_like(self.step)
+
+                def save(self, path, optimizer):
+                    torch.save({"model_state": self.state_dict(), "optimizer_state": optimizer.state_dict()}, path)
+
+                def load(self, path, optimizer):
+                    checkpoint = torch.load(path, weights_only=True)
+                    self.load_state_dict(checkpoint["model_state"])
+                    optimizer.load_state_dict(checkpoint["optimizer_state"])
+            """,
+            title="the step counter is a registered buffer, saved inside the module's state_dict()",
+        ),
     )
 
     def check(self, ctx):

@@ -161,12 +161,51 @@ class ResumeCheckpoints:
             missing = {kind: available[kind] for kind in STATE_KINDS if kind in available and kind not in kinds}
             if "step" in missing and self._counter_in_path(save, missing["step"]):
                 del missing["step"]  # `f"{out}/{step:07d}.pt"`: the file name holds the counter
+            if "step" in missing:
+                # `self.register_buffer("step", ...)` saved with `self.state_dict()`: inside the dict
+                missing["step"] = [n for n in missing["step"] if not self._in_saved_state_dict(save, n)]
+                if not missing["step"]:
+                    del missing["step"]
             if "scheduler" in missing:
                 # `for _ in range(start): sched.step()` on resume: replayed, not read from the file
                 missing["scheduler"] = [n for n in missing["scheduler"] if n not in self.replayed_schedulers]
                 if not missing["scheduler"]:
                     del missing["scheduler"]
             yield ResumeSave(save, kinds, available, missing)
+
+    def _in_saved_state_dict(self, save: Save, label: str) -> bool:
+        """`self.<attr>` is a registered buffer or parameter of the save's class (so part of its
+        `state_dict()`), and the save writes `self.state_dict()`."""
+        function = save.site.function
+        if not label.startswith("self.") or function is None or function.class_name is None:
+            return False
+        attr = label[len("self."):]
+        if attr not in self._module_state_attrs(function.class_name, function.scope):
+            return False
+        saved = [save.obj] if save.obj is not None else []
+        if isinstance(save.obj, cst.Name):
+            saved += [b.value for b in save.scope.lookup(save.obj.value) if b.kind == "assign" and b.value is not None]
+        return any(isinstance(node, cst.Call) and dotted_name(node.func) == "self.state_dict" and not node.args
+                   for expr in saved for node in walk(expr))
+
+    def _module_state_attrs(self, class_name: str, scope: Scope) -> set[str]:
+        """Attributes a class registers as module state: `self.register_buffer("step", t)`,
+        `self.register_parameter("step", p)`, `self.step = nn.Parameter(...)`."""
+        found = set()
+        node = self.index.classes.get(class_name)
+        if node is None:
+            return found
+        for call in (n for n in self.index.subtree(node) if type(n) is cst.Call):  # its methods too
+            func = call.func
+            args = positional_args(call)
+            if isinstance(func, cst.Attribute) and func.attr.value in ("register_buffer", "register_parameter") \
+                    and dotted_name(func.value) == "self" and args and isinstance(args[0].value, cst.SimpleString):
+                found.add(args[0].value.evaluated_value)
+        for attr, values in self.index.class_attributes.get(class_name, {}).items():
+            if any(isinstance(v, cst.Call) and self.index.resolve(v.func, self.index.scope_at(v)) in
+                   ("torch.nn.Parameter", "torch.nn.parameter.Parameter") for v in values):
+                found.add(attr)
+        return found
 
     @property
     def replayed_schedulers(self) -> set[str]:
