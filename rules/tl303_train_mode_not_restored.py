@@ -1179,9 +1179,12 @@ class TrainModeNotRestored(Rule):
 
     def check(self, ctx):
         model = ctx.model(modes)
+        reported = set()  # one finding per eval call, for the first model it leaves that matters
         for item in model.unrestored():
-            if model.undone_by_next_phase(item) or not self._mode_matters(ctx, model, item):
+            if item.anchor in reported or model.undone_by_next_phase(item) or \
+                    not self._mode_matters(ctx, model, item):
                 continue
+            reported.add(item.anchor)
             yield self.report(item.anchor, self._message(ctx, item), _fix(ctx, item))
 
     @staticmethod

@@ -638,3 +638,30 @@ student.train()
 """
     _, model = _model(source)
     assert {name for name in ("student", "teacher") if model.is_trained(name)} == trained
+
+
+def test_unrestored_lists_every_model_an_eval_call_leaves_in_key_order():
+    source = """
+        import torch
+
+        def validate(gen, disc, loader):
+            gen.eval()
+            disc.eval()
+            with torch.no_grad():
+                return [disc(gen(z)) for z in loader]
+
+        def train(gen, disc, opt, loader, val_loader):
+            gen.train()
+            disc.train()
+            for epoch in range(10):
+                for z in loader:
+                    loss = disc(gen(z)).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                validate(gen, disc, val_loader)
+        """
+    ctx, model = _model(source)
+    items = model.unrestored()
+    assert {ctx.code_for(item.anchor) for item in items} == {"validate(gen, disc, val_loader)"}
+    assert [item.key for item in items] == ["disc", "gen"]

@@ -132,8 +132,11 @@ class ModeModel:
             yield from self.flow(function).forwards
 
     def unrestored(self) -> list[Unrestored]:
-        """Eval calls in training loops that a later backward still sees, once per anchor."""
-        found: dict[cst.CSTNode, Unrestored] = {}
+        """Eval calls in training loops that a later backward still sees: per anchor, every model
+        it leaves in eval mode (in key order, so the answer does not depend on which rule asked
+        first), as named by one flow."""
+        found: dict[cst.CSTNode, dict[str, Unrestored]] = {}
+        chosen: dict[cst.CSTNode, Flow] = {}
         # the loop's own function first: its keys are the names written there; but an anchor in
         # another function (the caller's `evaluate(net)` seen again through the helper's loop) is
         # named in the terms of the flow of the function that holds it
@@ -145,13 +148,18 @@ class ModeModel:
             if key in seen:
                 continue
             seen.add(key)
-            for item in self.flow(function).unrestored:
-                if item.anchor not in found or (item.anchor not in named_here and
+            flow = self.flow(function)
+            for item in flow.unrestored:
+                if item.anchor not in found or (item.anchor not in named_here and chosen[item.anchor] is not flow and
                                                 self.index.function_at(item.anchor) is function):
-                    found[item.anchor] = item
+                    found[item.anchor] = {}
+                    chosen[item.anchor] = flow
                     if self.index.function_at(item.anchor) is function:
                         named_here.add(item.anchor)
-        return [item for item in found.values() if not self._refuted_by_own_function(item)]
+                if chosen[item.anchor] is flow:
+                    found[item.anchor].setdefault(item.key, item)
+        return [items[k] for items in found.values() for k in sorted(items)
+                if not self._refuted_by_own_function(items[k])]
 
     def _refuted_by_own_function(self, item: Unrestored) -> bool:
         """An eval that reached a helper's backward through the helper's entry state (the join of
