@@ -628,6 +628,47 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             title="the step counter is a registered buffer, saved inside the module's state_dict()",
         ),
+        bad(
+            """
+            import os
+
+            import torch
+
+
+            def train(model, optimizer, loader, epochs, out):
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    torch.save({"model": model.state_dict()},
+                               os.path.join(out, "model.pt"))
+                    torch.save({"optimizer": optimizer.state_dict()}, os.path.join(out, f"optimizer_{epoch}.pt"))
+            """,
+            line=13,
+            title="the weights and the optimizer in two files of one checkpoint: together they still lack the epoch",
+        ),
+        good(
+            """
+            import os
+
+            import torch
+
+
+            def train(model, optimizer, loader, epochs, out):
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()},
+                               os.path.join(out, f"checkpoint_{epoch}.pt"))
+                    torch.save({"model": model.state_dict()}, os.path.join(out, "weights.pt"))
+            """,
+            title="a weights file saved beside a full checkpoint is a file of its own (both hold the model), not a part of it",
+        ),
     )
 
     def check(self, ctx):

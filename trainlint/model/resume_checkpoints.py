@@ -268,32 +268,33 @@ class ResumeCheckpoints:
         """State written by the other saves of the same function (one file per object). None when
         one of them writes something we cannot see into, or goes through another save function."""
         group = self._save_groups().get((save.site.function, id(save.scope)))
-        unseen, counts = group
+        unseen, saved = group
         own = self.object_kinds(save)
         if own is None:
             if unseen - self.is_checkpoint(save):
                 return None
         elif unseen:
             return None
-        kinds = {kind for kind, count in counts.items() if count > (own is not None and kind in own)}
+        # a save that holds some of the same state (the model again) is another file of its own,
+        # not a part of this one: `checkpoint.th` with the epoch beside a `model.th` of weights
+        kinds = set().union(*(other for other in saved if own is None or not (other & own)))
         body = save.site.function.node if save.site.function is not None else None
         if body is not None and self._saves_elsewhere(body):
             return None  # `save(state, file)`, `save_fsdp_optimizer(...)`: more files we cannot read
         return kinds
 
-    def _save_groups(self) -> dict[tuple[FunctionInfo | None, int], tuple[int, dict[str, int]]]:
+    def _save_groups(self) -> dict[tuple[FunctionInfo | None, int], tuple[int, list[frozenset[str]]]]:
         """For the saves of each (function, scope): how many are checkpoints we cannot see into,
-        and how many saves hold each kind of state (a save's others are its group less itself)."""
+        and the kinds of state each of the others holds."""
         if self._groups is None:
             self._groups = {}
             for save in self.saves:
-                unseen, counts = self._groups.setdefault((save.site.function, id(save.scope)), (0, {}))
+                unseen, saved = self._groups.setdefault((save.site.function, id(save.scope)), (0, []))
                 kinds = self.object_kinds(save)
                 if kinds is None:
-                    self._groups[(save.site.function, id(save.scope))] = (unseen + self.is_checkpoint(save), counts)
+                    self._groups[(save.site.function, id(save.scope))] = (unseen + self.is_checkpoint(save), saved)
                 else:
-                    for kind in kinds:
-                        counts[kind] = counts.get(kind, 0) + 1
+                    saved.append(frozenset(kinds))
         return self._groups
 
     def _saves_elsewhere(self, body: cst.CSTNode) -> bool:
