@@ -669,6 +669,28 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             title="a weights file saved beside a full checkpoint is a file of its own (both hold the model), not a part of it",
         ),
+        good(
+            """
+            import os
+
+            import torch
+
+
+            class Saver:
+                def __init__(self, expdir):
+                    self.expdir = expdir
+                    self.global_step = 0
+
+                def save_model(self, model, optimizer, name="model"):
+                    path = os.path.join(self.expdir, name + ".pt")
+                    if optimizer is not None:
+                        torch.save({"global_step": self.global_step, "model": model.state_dict(),
+                                    "optimizer": optimizer.state_dict()}, path)
+                    else:
+                        torch.save({"global_step": self.global_step, "model": model.state_dict()}, path)
+            """,
+            title="two branches write the same file, with the optimizer when there is one",
+        ),
     )
 
     def check(self, ctx):

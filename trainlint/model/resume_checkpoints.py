@@ -276,14 +276,18 @@ class ResumeCheckpoints:
         elif unseen:
             return None
         # a save that holds some of the same state (the model again) is another file of its own,
-        # not a part of this one: `checkpoint.th` with the epoch beside a `model.th` of weights
-        kinds = set().union(*(other for other in saved if own is None or not (other & own)))
+        # not a part of this one: `checkpoint.th` with the epoch beside a `model.th` of weights;
+        # unless it writes the same path (the other branch of `if optimizer is not None:`)
+        dest = self._dest_text(save)
+        kinds = set().union(*(other for other, where in saved
+                              if own is None or not (other & own) or (where is not None and where == dest)))
         body = save.site.function.node if save.site.function is not None else None
         if body is not None and self._saves_elsewhere(body):
             return None  # `save(state, file)`, `save_fsdp_optimizer(...)`: more files we cannot read
         return kinds
 
-    def _save_groups(self) -> dict[tuple[FunctionInfo | None, int], tuple[int, list[frozenset[str]]]]:
+    def _save_groups(self) -> dict[tuple[FunctionInfo | None, int],
+                                   tuple[int, list[tuple[frozenset[str], str | None]]]]:
         """For the saves of each (function, scope): how many are checkpoints we cannot see into,
         and the kinds of state each of the others holds."""
         if self._groups is None:
@@ -294,8 +298,11 @@ class ResumeCheckpoints:
                 if kinds is None:
                     self._groups[(save.site.function, id(save.scope))] = (unseen + self.is_checkpoint(save), saved)
                 else:
-                    saved.append(frozenset(kinds))
+                    saved.append((frozenset(kinds), self._dest_text(save)))
         return self._groups
+
+    def _dest_text(self, save: Save) -> str | None:
+        return self.ctx.code_for(save.dest) if save.dest is not None else None
 
     def _saves_elsewhere(self, body: cst.CSTNode) -> bool:
         """`body` calls a save function other than those this model reads (once per function)."""
