@@ -34,7 +34,10 @@ class TrainModeNotRestored(Rule):
         iteration or in the next ones) can run before any `model.train()`. `model.train()` at the
         top of each epoch is enough when evaluation runs only at the end of the epoch, but not
         when evaluation runs every N steps inside the step loop. Models that are never trained
-        (a frozen teacher, an EMA copy) may stay in eval mode, and so may a module whose mode
+        (a frozen teacher, an EMA copy) may stay in eval mode: a model is untrained when the file
+        builds its optimizers from the parameters of named modules and it is not among them (nor
+        read with `.parameters()`, nor handed to a helper whose body is elsewhere); an `eval()`
+        on `copy.deepcopy(model)` switches the copy only. So may a module whose mode
         changes nothing (a loss criterion such as `nn.CrossEntropyLoss()` or a project loss class
         without dropout/BatchNorm, a GroupNorm-only network, a library class not known to hold
         dropout or BatchNorm: the same judgement as TL302's). Alternating phases are not evaluations: a GAN
