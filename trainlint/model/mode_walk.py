@@ -492,7 +492,8 @@ class FunctionRun:
         key, method = self._forward_key(call, frame)
         if key is None:
             return
-        if OFF not in state.grad and volatile_input(self.index, call, frame.scope) is not None:
+        if OFF not in state.grad and self.model.has_volatile and \
+                volatile_input(self.index, call, frame.scope) is not None:
             state = state.with_grad(frozenset({OFF}))  # `model(Variable(x, volatile=True))`: records nothing
         if self.loop_stack and state.grad == GRAD_ON:
             self.grad_forwarded.add(key)

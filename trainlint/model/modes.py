@@ -79,6 +79,16 @@ class ModeModel:
         self._trained: frozenset[str] | None = None
         self._frozen: frozenset[str] = frozenset()
         self._users: frozenset[str] | None | bool = False  # not computed yet
+        self._volatile: bool | None = None
+
+    @property
+    def has_volatile(self) -> bool:
+        """The file passes `volatile=` to some call (legacy `Variable`s): only then are forward
+        inputs traced back to one (a look-up per forward)."""
+        if self._volatile is None:
+            self._volatile = any(arg.keyword is not None and arg.keyword.value == "volatile"
+                                 for site in self.index.calls for arg in site.node.args)
+        return self._volatile
 
     # -- public queries ----------------------------------------------------------------------------
     def flow(self, function: FunctionInfo | None) -> Flow:
