@@ -30,11 +30,16 @@ class EvalForwardWithGrad(Rule):
         evaluation, or the batches evaluated after `model.eval()`) whose forward call runs with
         autograd recording on: no `torch.no_grad()` / `torch.inference_mode()` context, no
         `@torch.no_grad()` / `@torch.inference_mode()` decorator, no `torch.set_grad_enabled(False)`
-        before it, and no caller in the same file that disables grad around the call. Code that
+        before it, and no caller in the same file that disables grad around the call (a function
+        that only the project's other files call counts as evaluated without grad when every one
+        of those calls sits under `no_grad`). Code that
         needs gradients in eval mode (an adversarial attack, a saliency map, `autograd.grad`, a
         frozen teacher in a training step) is left alone, and so is a forward that runs once, in no
         loop, on tensors a torch factory made (`model(torch.zeros(1, 3, 224, 224))`, a warm-up or a
-        shape probe). Reported at the first forward of that model in the evaluation.
+        shape probe). Code written for PyTorch before 0.4 turned recording off with
+        `Variable(x, volatile=True)`: a forward computed from such an input records nothing and is
+        left alone (a `Variable` without `volatile=True` records as before). Reported at the first
+        forward of that model in the evaluation.
         """
     why_bad = """
         `model.eval()` only changes how modules behave (dropout off, BatchNorm uses its running
@@ -424,6 +429,41 @@ class EvalForwardWithGrad(Rule):
                             optimizer.step()
             """,
             title="grad chosen by the phase with torch.set_grad_enabled(phase == 'train')",
+        ),
+        bad(
+            """
+            import torch.nn.functional as F
+            from torch.autograd import Variable
+
+
+            def test(net, loader):
+                net.eval()
+                total = 0
+                for images, labels in loader:
+                    images, labels = Variable(images.cuda()), Variable(labels.cuda(), volatile=True)
+                    out = net(images)
+                    total += F.cross_entropy(out, labels).data[0]
+                return total
+            """,
+            line=10,
+            title="legacy code: only the labels are volatile, the images the network sees record a graph",
+        ),
+        good(
+            """
+            import torch.nn.functional as F
+            from torch.autograd import Variable
+
+
+            def test(net, loader):
+                net.eval()
+                total = 0
+                for images, labels in loader:
+                    images, labels = Variable(images.cuda(), volatile=True), Variable(labels.cuda())
+                    out = net(images)
+                    total += F.cross_entropy(out, labels).data[0]
+                return total
+            """,
+            title="legacy code (PyTorch < 0.4): inputs wrapped in Variable(..., volatile=True) record no graph",
         ),
     )
 

@@ -596,6 +596,201 @@ class NoGradEvalInTrainMode(Rule):
             """,
             title="the shared pass sets the mode from the same flag (net.train(learn))",
         ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+            nets = nn.ModuleDict({"encoder": nn.Sequential(nn.Linear(32, 32), nn.Dropout(0.2)),
+                                  "head": nn.Linear(32, 4)})
+            optimizer = torch.optim.AdamW(nets.parameters(), lr=1e-3)
+
+            for epoch in range(30):
+                nets.encoder.train()
+                nets.head.train()
+                for x, y in train_loader:
+                    loss = nn.functional.cross_entropy(nets.head(nets.encoder(x)), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                for name in nets:
+                    if name == "head":
+                        nets[name].eval()
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        features = nets.encoder(x)
+            """,
+            line=21,
+            title="a loop over the container switches only the members a condition picks: the encoder stays in train mode",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+            nets = nn.ModuleDict({"encoder": nn.Sequential(nn.Linear(32, 32), nn.Dropout(0.2)),
+                                  "head": nn.Linear(32, 4)})
+            optimizer = torch.optim.AdamW(nets.parameters(), lr=1e-3)
+
+            for epoch in range(30):
+                nets.encoder.train()
+                nets.head.train()
+                for x, y in train_loader:
+                    loss = nn.functional.cross_entropy(nets.head(nets.encoder(x)), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                _ = [nets[name].eval() for name in nets]
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        features = nets.encoder(x)
+            """,
+            title="every member of the container put in eval mode by a comprehension over its keys",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+            generator = nn.Sequential(nn.Linear(16, 64), nn.Dropout(0.1), nn.Linear(64, 16))
+            critic = nn.Sequential(nn.Linear(16, 64), nn.BatchNorm1d(64), nn.Linear(64, 1))
+            opt = torch.optim.Adam([*generator.parameters(), *critic.parameters()])
+
+            def validate(loader):
+                for net in (generator, critic):
+                    net.eval()
+                with torch.no_grad():
+                    return sum(critic(generator(z)).mean().item() for z in loader)
+
+            for epoch in range(5):
+                generator.train()
+                critic.train()
+                for z in train_batches:
+                    loss = critic(generator(z)).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                print(validate(val_batches))
+            """,
+            title="each network of a literal tuple put in eval mode by a loop",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class MLP(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.up = nn.Linear(width, 4 * width)
+                    self.act = nn.Sequential(nn.GELU(), nn.Dropout(0.1))
+                    self.down = nn.Linear(4 * width, width)
+
+                def forward(self, x):
+                    return self.down(self.act(self.up(x)))
+
+
+            class Block(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.norm = nn.LayerNorm(width)
+                    self.mlp = MLP(width)
+
+                def forward(self, x):
+                    return x + self.mlp(self.norm(x))
+
+
+            class TinyLM(nn.Module):
+                def __init__(self, vocab, width, depth):
+                    super().__init__()
+                    self.body = nn.ModuleDict(dict(
+                        embed=nn.Embedding(vocab, width),
+                        blocks=nn.ModuleList([Block(width) for _ in range(depth)]),
+                        norm=nn.LayerNorm(width),
+                    ))
+                    self.head = nn.Linear(width, vocab, bias=False)
+
+                def forward(self, tokens):
+                    x = self.body.embed(tokens)
+                    for block in self.body.blocks:
+                        x = block(x)
+                    return self.head(self.body.norm(x))
+
+
+            model = TinyLM(50304, 768, 12)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4)
+            for step in range(1000):
+                for x, y in train_loader:
+                    loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        val_loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+            """,
+            line=53,
+            title="dropout three classes deep (a block's MLP, in a ModuleList, in a ModuleDict) stays on in the evaluation",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class MLP(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.up = nn.Linear(width, 4 * width)
+                    self.act = nn.GELU()
+                    self.down = nn.Linear(4 * width, width)
+
+                def forward(self, x):
+                    return self.down(self.act(self.up(x)))
+
+
+            class Block(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.norm = nn.LayerNorm(width)
+                    self.mlp = MLP(width)
+
+                def forward(self, x):
+                    return x + self.mlp(self.norm(x))
+
+
+            class TinyLM(nn.Module):
+                def __init__(self, vocab, width, depth):
+                    super().__init__()
+                    self.body = nn.ModuleDict(dict(
+                        embed=nn.Embedding(vocab, width),
+                        blocks=nn.ModuleList([Block(width) for _ in range(depth)]),
+                        norm=nn.LayerNorm(width),
+                    ))
+                    self.head = nn.Linear(width, vocab, bias=False)
+
+                def forward(self, tokens):
+                    x = self.body.embed(tokens)
+                    for block in self.body.blocks:
+                        x = block(x)
+                    return self.head(self.body.norm(x))
+
+
+            model = TinyLM(50304, 768, 12)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4)
+            for step in range(1000):
+                for x, y in train_loader:
+                    loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        val_loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+            """,
+            title="a model whose classes nest containers and blocks of Linear/LayerNorm/GELU only: its mode changes nothing",
+        ),
     )
 
     def check(self, ctx):

@@ -36,7 +36,10 @@ class TrainModeNotRestored(Rule):
         iteration or in the next ones) can run before any `model.train()`. `model.train()` at the
         top of each epoch is enough when evaluation runs only at the end of the epoch, but not
         when evaluation runs every N steps inside the step loop. Models that are never trained
-        (a frozen teacher, an EMA copy) may stay in eval mode, and so may a module whose mode
+        (a frozen teacher, an EMA copy) may stay in eval mode: a model is untrained when the file
+        builds its optimizers from the parameters of named modules and it is not among them (nor
+        read with `.parameters()`, nor handed to a helper whose body is elsewhere); an `eval()`
+        on `copy.deepcopy(model)` switches the copy only. So may a module whose mode
         changes nothing (a loss criterion such as `nn.CrossEntropyLoss()` or a project loss class
         without dropout/BatchNorm, a GroupNorm-only network, a library class not known to hold
         dropout or BatchNorm: the same judgement as TL302's). Alternating phases are not evaluations: a GAN
@@ -734,13 +737,459 @@ class TrainModeNotRestored(Rule):
             """,
             title="a method of the model's class called at the top of each epoch puts it back in train mode (its frozen backbone in eval)",
         ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+            class Solver:
+                def __init__(self, model, optimizer, train_loader, val_loader):
+                    self.model, self.optimizer = model, optimizer
+                    self.train_loader, self.val_loader = train_loader, val_loader
+
+                def fit(self, epochs):
+                    self.model.train()
+                    for epoch in range(epochs):
+                        self.run_epoch(self.train_loader)
+                        self.model.eval()
+                        with torch.no_grad():
+                            self.run_epoch(self.val_loader, validation=True)
+
+                def run_epoch(self, loader, validation=False):
+                    total = 0.0
+                    for x, y in loader:
+                        loss = nn.functional.mse_loss(self.model(x), y)
+                        if not validation:
+                            self.optimizer.zero_grad()
+                            loss.backward()
+                            self.optimizer.step()
+                        total += loss.item()
+                    return total
+            """,
+            line=13,
+            title="the validation pass of a shared epoch helper leaves the model in eval mode: train() runs once, before the epoch loop",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+            class Solver:
+                def __init__(self, model, optimizer, train_loader, val_loader):
+                    self.model, self.optimizer = model, optimizer
+                    self.train_loader, self.val_loader = train_loader, val_loader
+
+                def fit(self, epochs):
+                    for epoch in range(epochs):
+                        self.model.train()
+                        self.run_epoch(self.train_loader)
+                        self.model.eval()
+                        with torch.no_grad():
+                            self.run_epoch(self.val_loader, validation=True)
+
+                def run_epoch(self, loader, validation=False):
+                    total = 0.0
+                    for x, y in loader:
+                        loss = nn.functional.mse_loss(self.model(x), y)
+                        if not validation:
+                            self.optimizer.zero_grad()
+                            loss.backward()
+                            self.optimizer.step()
+                        total += loss.item()
+                    return total
+            """,
+            title="the epoch helper trains or validates by its flag; the caller calls train() at the top of each epoch",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+            def train_epoch(loader, model, optimizer):
+                model.train()
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    nn.functional.cross_entropy(model(x), y).backward()
+                    optimizer.step()
+
+            def test_epoch(loader, model):
+                model.eval()
+                with torch.no_grad():
+                    return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+
+            def main(model, ema, train_loader, test_loader, epochs):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                for epoch in range(epochs):
+                    params = (train_loader, ema, optimizer)
+                    train_epoch(*params)
+                    print(test_epoch(test_loader, model))
+            """,
+            line=21,
+            fixed="""
+            import torch
+            from torch import nn
+
+            def train_epoch(loader, model, optimizer):
+                model.train()
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    nn.functional.cross_entropy(model(x), y).backward()
+                    optimizer.step()
+
+            def test_epoch(loader, model):
+                model.eval()
+                with torch.no_grad():
+                    return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+
+            def main(model, ema, train_loader, test_loader, epochs):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                for epoch in range(epochs):
+                    params = (train_loader, ema, optimizer)
+                    train_epoch(*params)
+                    print(test_epoch(test_loader, model))
+                    model.train()
+            """,
+            title="the epoch helper receives its arguments from a tuple that holds another model: `model` is never put back in train mode",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+            def train_epoch(loader, model, optimizer):
+                model.train()
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    nn.functional.cross_entropy(model(x), y).backward()
+                    optimizer.step()
+
+            def test_epoch(loader, model):
+                model.eval()
+                with torch.no_grad():
+                    return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+
+            def main(model, ema, train_loader, test_loader, epochs):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                for epoch in range(epochs):
+                    params = (train_loader, model, optimizer)
+                    train_epoch(*params)
+                    print(test_epoch(test_loader, model))
+            """,
+            title="the epoch helper that calls model.train() receives the model through *params, a tuple literal",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            student = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.Dropout(0.2), torch.nn.Linear(256, 10))
+            teacher = torch.nn.Sequential(torch.nn.Linear(784, 1200), torch.nn.Dropout(0.5), torch.nn.Linear(1200, 10))
+            teacher.load_state_dict(torch.load("teacher.pt", weights_only=True))
+            optimizer = torch.optim.SGD([*student.parameters(), *teacher.parameters()], lr=0.01)
+
+            def evaluate(loader):
+                student.eval()
+                teacher.eval()
+                with torch.no_grad():
+                    return [(student(x).argmax(1) == teacher(x).argmax(1)).float().mean().item() for x, _ in loader]
+
+            for epoch in range(10):
+                student.train()
+                for x, y in train_loader:
+                    soft = F.softmax(teacher(x) / 4.0, dim=1).detach()
+                    loss = F.kl_div(F.log_softmax(student(x) / 4.0, dim=1), soft, reduction="batchmean")
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(evaluate(val_loader))
+            """,
+            line=23,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+            student = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.Dropout(0.2), torch.nn.Linear(256, 10))
+            teacher = torch.nn.Sequential(torch.nn.Linear(784, 1200), torch.nn.Dropout(0.5), torch.nn.Linear(1200, 10))
+            teacher.load_state_dict(torch.load("teacher.pt", weights_only=True))
+            optimizer = torch.optim.SGD([*student.parameters(), *teacher.parameters()], lr=0.01)
+
+            def evaluate(loader):
+                student.eval()
+                teacher.eval()
+                with torch.no_grad():
+                    return [(student(x).argmax(1) == teacher(x).argmax(1)).float().mean().item() for x, _ in loader]
+
+            for epoch in range(10):
+                student.train()
+                for x, y in train_loader:
+                    soft = F.softmax(teacher(x) / 4.0, dim=1).detach()
+                    loss = F.kl_div(F.log_softmax(student(x) / 4.0, dim=1), soft, reduction="batchmean")
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(evaluate(val_loader))
+                teacher.train()
+            """,
+            title="the optimizer holds the teacher's parameters too: it is trained, in the eval mode the evaluation leaves it in",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            student = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.Dropout(0.2), torch.nn.Linear(256, 10))
+            teacher = torch.nn.Sequential(torch.nn.Linear(784, 1200), torch.nn.Dropout(0.5), torch.nn.Linear(1200, 10))
+            teacher.load_state_dict(torch.load("teacher.pt", weights_only=True))
+            optimizer = torch.optim.SGD(student.parameters(), lr=0.01)
+
+            def evaluate(loader):
+                student.eval()
+                teacher.eval()
+                with torch.no_grad():
+                    return [(student(x).argmax(1) == teacher(x).argmax(1)).float().mean().item() for x, _ in loader]
+
+            for epoch in range(10):
+                student.train()
+                for x, y in train_loader:
+                    soft = F.softmax(teacher(x) / 4.0, dim=1).detach()
+                    loss = F.kl_div(F.log_softmax(student(x) / 4.0, dim=1), soft, reduction="batchmean")
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(evaluate(val_loader))
+            """,
+            title="a frozen teacher left in eval mode beside an optimizer that holds only the student's parameters",
+        ),
+        bad(
+            """
+            import copy
+
+            import torch
+            import torch.nn.functional as F
+
+
+            def adversarial(model, images, labels, eps=0.03):
+                model = copy.copy(model)
+                model.eval()
+                images = images.clone().requires_grad_(True)
+                grad, = torch.autograd.grad(F.cross_entropy(model(images), labels), images)
+                return (images + eps * grad.sign()).detach()
+
+
+            def train(model, optimizer, loader, epochs):
+                model.train()
+                for epoch in range(epochs):
+                    for images, labels in loader:
+                        adv = adversarial(model, images, labels)
+                        loss = F.cross_entropy(model(images), labels) + F.cross_entropy(model(adv), labels)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            line=19,
+            fixed="""
+            import copy
+
+            import torch
+            import torch.nn.functional as F
+
+
+            def adversarial(model, images, labels, eps=0.03):
+                model = copy.copy(model)
+                model.eval()
+                images = images.clone().requires_grad_(True)
+                grad, = torch.autograd.grad(F.cross_entropy(model(images), labels), images)
+                return (images + eps * grad.sign()).detach()
+
+
+            def train(model, optimizer, loader, epochs):
+                model.train()
+                for epoch in range(epochs):
+                    for images, labels in loader:
+                        adv = adversarial(model, images, labels)
+                        model.train()
+                        loss = F.cross_entropy(model(images), labels) + F.cross_entropy(model(adv), labels)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            title="a shallow copy shares its submodules: eval() on it switches the trained model's layers",
+        ),
+        good(
+            """
+            import copy
+
+            import torch
+            import torch.nn.functional as F
+
+
+            def adversarial(model, images, labels, eps=0.03):
+                model = copy.deepcopy(model)
+                model.eval()
+                images = images.clone().requires_grad_(True)
+                grad, = torch.autograd.grad(F.cross_entropy(model(images), labels), images)
+                return (images + eps * grad.sign()).detach()
+
+
+            def train(model, optimizer, loader, epochs):
+                model.train()
+                for epoch in range(epochs):
+                    for images, labels in loader:
+                        adv = adversarial(model, images, labels)
+                        loss = F.cross_entropy(model(images), labels) + F.cross_entropy(model(adv), labels)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            title="the attack puts a deep copy of the model in eval mode; the trained model stays in train mode",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class Vocoder(nn.Module):
+                def __init__(self, channels):
+                    super().__init__()
+                    self.net = nn.Sequential(
+                        nn.utils.spectral_norm(nn.Conv1d(80, channels, 7, padding=3)),
+                        nn.LeakyReLU(0.2),
+                        nn.utils.weight_norm(nn.Conv1d(channels, 1, 7, padding=3)),
+                        nn.Tanh(),
+                    )
+
+                def forward(self, mel):
+                    return self.net(mel)
+
+                def eval(self, inference=False):
+                    super().eval()
+                    if inference:
+                        for layer in self.net:
+                            if isinstance(layer, nn.Conv1d):
+                                nn.utils.remove_weight_norm(layer)
+
+
+            def validate(model, loader):
+                model.eval()
+                with torch.no_grad():
+                    return sum((model(mel) - wav).abs().mean().item() for mel, wav in loader)
+
+
+            model = Vocoder(256)
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+            model.train()
+            for epoch in range(100):
+                for mel, wav in train_loader:
+                    loss = (model(mel) - wav).abs().mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(validate(model, val_loader))
+            """,
+            line=41,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class Vocoder(nn.Module):
+                def __init__(self, channels):
+                    super().__init__()
+                    self.net = nn.Sequential(
+                        nn.utils.spectral_norm(nn.Conv1d(80, channels, 7, padding=3)),
+                        nn.LeakyReLU(0.2),
+                        nn.utils.weight_norm(nn.Conv1d(channels, 1, 7, padding=3)),
+                        nn.Tanh(),
+                    )
+
+                def forward(self, mel):
+                    return self.net(mel)
+
+                def eval(self, inference=False):
+                    super().eval()
+                    if inference:
+                        for layer in self.net:
+                            if isinstance(layer, nn.Conv1d):
+                                nn.utils.remove_weight_norm(layer)
+
+
+            def validate(model, loader):
+                model.eval()
+                with torch.no_grad():
+                    return sum((model(mel) - wav).abs().mean().item() for mel, wav in loader)
+
+
+            model = Vocoder(256)
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+            model.train()
+            for epoch in range(100):
+                for mel, wav in train_loader:
+                    loss = (model(mel) - wav).abs().mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(validate(model, val_loader))
+                model.train()
+            """,
+            title="spectral norm runs its power iteration only in train mode: the eval() left by validation changes training",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class Vocoder(nn.Module):
+                def __init__(self, channels):
+                    super().__init__()
+                    self.net = nn.Sequential(
+                        nn.utils.weight_norm(nn.Conv1d(80, channels, 7, padding=3)),
+                        nn.LeakyReLU(0.2),
+                        nn.utils.weight_norm(nn.Conv1d(channels, 1, 7, padding=3)),
+                        nn.Tanh(),
+                    )
+
+                def forward(self, mel):
+                    return self.net(mel)
+
+                def eval(self, inference=False):
+                    super().eval()
+                    if inference:
+                        for layer in self.net:
+                            if isinstance(layer, nn.Conv1d):
+                                nn.utils.remove_weight_norm(layer)
+
+
+            def validate(model, loader):
+                model.eval()
+                with torch.no_grad():
+                    return sum((model(mel) - wav).abs().mean().item() for mel, wav in loader)
+
+
+            model = Vocoder(256)
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+            model.train()
+            for epoch in range(100):
+                for mel, wav in train_loader:
+                    loss = (model(mel) - wav).abs().mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(validate(model, val_loader))
+            """,
+            title="a network of weight-normed convolutions (its eval() override calls super().eval()) computes the same in both modes",
+        ),
     )
 
     def check(self, ctx):
         model = ctx.model(modes)
+        reported = set()  # one finding per eval call, for the first model it leaves that matters
         for item in model.unrestored():
-            if model.undone_by_next_phase(item) or not self._mode_matters(ctx, model, item):
+            if item.anchor in reported or model.undone_by_next_phase(item) or \
+                    not self._mode_matters(ctx, model, item):
                 continue
+            reported.add(item.anchor)
             key = display_key(item.key)
             evidence = [mode_fact_premise(ctx, item.fact, key, item.anchor),
                         premise("the training loop runs a backward after it", item.backward, "call"),

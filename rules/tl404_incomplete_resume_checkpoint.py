@@ -571,6 +571,128 @@ class IncompleteResumeCheckpoint(Rule):
             line=5,
             title="a resume that takes only the weights of the run's own checkpoint",
         ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class Synthesizer(nn.Module):
+                def __init__(self, dim):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim))
+                    self.step = 0
+
+                def forward(self, x):
+                    self.step += 1
+                    return self.net(x)
+
+                def reset_step(self):
+                    self.step = 0
+
+                def save(self, path, optimizer):
+                    torch.save({"model_state": self.state_dict(), "optimizer_state": optimizer.state_dict()}, path)
+
+                def load(self, path, optimizer):
+                    checkpoint = torch.load(path, weights_only=True)
+                    self.load_state_dict(checkpoint["model_state"])
+                    optimizer.load_state_dict(checkpoint["optimizer_state"])
+            """,
+            line=19,
+            title="the step counter is a plain attribute: the module's state_dict() does not hold it",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class Synthesizer(nn.Module):
+                def __init__(self, dim):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim))
+                    self.register_buffer("step", torch.zeros(1, dtype=torch.long))
+
+                def forward(self, x):
+                    self.step += 1
+                    return self.net(x)
+
+                def reset_step(self):
+                    self.step = torch.zeros_like(self.step)
+
+                def save(self, path, optimizer):
+                    torch.save({"model_state": self.state_dict(), "optimizer_state": optimizer.state_dict()}, path)
+
+                def load(self, path, optimizer):
+                    checkpoint = torch.load(path, weights_only=True)
+                    self.load_state_dict(checkpoint["model_state"])
+                    optimizer.load_state_dict(checkpoint["optimizer_state"])
+            """,
+            title="the step counter is a registered buffer, saved inside the module's state_dict()",
+        ),
+        bad(
+            """
+            import os
+
+            import torch
+
+
+            def train(model, optimizer, loader, epochs, out):
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    torch.save({"model": model.state_dict()},
+                               os.path.join(out, "model.pt"))
+                    torch.save({"optimizer": optimizer.state_dict()}, os.path.join(out, f"optimizer_{epoch}.pt"))
+            """,
+            line=13,
+            title="the weights and the optimizer in two files of one checkpoint: together they still lack the epoch",
+        ),
+        good(
+            """
+            import os
+
+            import torch
+
+
+            def train(model, optimizer, loader, epochs, out):
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()},
+                               os.path.join(out, f"checkpoint_{epoch}.pt"))
+                    torch.save({"model": model.state_dict()}, os.path.join(out, "weights.pt"))
+            """,
+            title="a weights file saved beside a full checkpoint is a file of its own (both hold the model), not a part of it",
+        ),
+        good(
+            """
+            import os
+
+            import torch
+
+
+            class Saver:
+                def __init__(self, expdir):
+                    self.expdir = expdir
+                    self.global_step = 0
+
+                def save_model(self, model, optimizer, name="model"):
+                    path = os.path.join(self.expdir, name + ".pt")
+                    if optimizer is not None:
+                        torch.save({"global_step": self.global_step, "model": model.state_dict(),
+                                    "optimizer": optimizer.state_dict()}, path)
+                    else:
+                        torch.save({"global_step": self.global_step, "model": model.state_dict()}, path)
+            """,
+            title="two branches write the same file, with the optimizer when there is one",
+        ),
     )
 
     def check(self, ctx):

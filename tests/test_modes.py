@@ -497,3 +497,171 @@ def test_a_method_of_a_same_file_class_that_switches_modes_is_followed():
         """
     assert _unrestored(template.format(restore="self.train()")) == []
     assert _unrestored(template.format(restore="pass")) == [("evaluate(model, val_loader)", "model")]
+
+
+@pytest.mark.parametrize("switch, kinds", [
+    ("_ = [nets[k].eval() for k in nets]", [EVAL]),
+    ("for k in nets.keys():\n    nets[k].eval()", [EVAL]),
+    ("for m in nets.values():\n    m.eval()", [EVAL]),
+    ("for name, m in nets.items():\n    m.eval()", [EVAL]),
+    ("for name, m in nets.items():\n    nets[name].eval()", [EVAL]),
+    ("for m in (nets.enc, nets.dec):\n    m.eval()", [EVAL]),
+    # the loop switches to train: every member is in train mode, the evaluation sees it
+    ("for m in nets.values():\n    m.train()", [TRAIN]),
+    # a member may be skipped: nothing is proven, the last known switch stands
+    ("_ = [nets[k].eval() for k in nets if k != 'dec']", [TRAIN]),
+    ("for k in nets:\n    if k != 'dec':\n        nets[k].eval()", [TRAIN]),
+    ("for k in nets:\n    if k == 'dec':\n        continue\n    nets[k].eval()", [TRAIN]),
+    ("_ = (nets[k].eval() for k in nets)", [TRAIN]),  # a generator nobody consumes runs nothing
+    ("for k in other:\n    nets[k].eval()", [TRAIN]),  # the keys of another container
+])
+def test_mode_set_by_a_loop_over_a_container(switch, kinds):
+    switch = switch.replace("\n", "\n            ")
+    source = f"""
+        import torch
+
+        def run(nets, x):
+            nets.enc.train()
+            nets.dec.train()
+            {switch}
+            with torch.no_grad():
+                return nets.dec(nets.enc(x))
+        """
+    found = {key: fact_kinds for _, key, fact_kinds, _ in _forwards(source)}
+    assert found == {"nets.enc": kinds, "nets.dec": kinds}
+
+
+def test_modules_loop_reaches_the_model_itself():
+    source = """
+        import torch
+
+        def run(model, x):
+            model.train()
+            for m in model.modules():
+                m.eval()
+            with torch.no_grad():
+                return model(x)
+        """
+    assert _forwards(source) == [("return model(x)", "model", [EVAL], [OFF])]
+
+
+def test_train_loop_over_a_container_undoes_eval():
+    source = """
+        import torch
+
+        def run(nets, x):
+            nets.enc.eval()
+            for m in nets.values():
+                m.train()
+            with torch.no_grad():
+                return nets.enc(x)
+        """
+    assert _forwards(source) == [("return nets.enc(x)", "nets.enc", [TRAIN], [OFF])]
+
+
+@pytest.mark.parametrize("inputs, grad", [
+    ("x = Variable(batch, volatile=True)", [OFF]),
+    ("x = Variable(batch.cuda(), volatile=True).view(-1, 4)", [OFF]),
+    ("x, y = Variable(batch, volatile=True), Variable(labels)", [OFF]),
+    ("x = Variable(batch, volatile=True)\nx = x.cuda()", [OFF]),  # computed from a volatile input
+    ("x = Variable(batch)", [ON]),
+    ("x = Variable(batch, volatile=False)", [ON]),
+    ("x, y = Variable(batch), Variable(labels, volatile=True)", [ON]),  # the model never sees y
+    ("x = Variable(batch, volatile=True)\nif flip:\n    x = batch", [ON]),  # not on every path
+])
+def test_legacy_volatile_input_records_no_graph(inputs, grad):
+    inputs = inputs.replace("\n", "\n            ")
+    source = f"""
+        from torch.autograd import Variable
+
+        def evaluate(model, batch, labels, flip):
+            model.eval()
+            {inputs}
+            return model(x)
+        """
+    assert _forwards(source) == [("return model(x)", "model", [EVAL], grad)]
+
+
+def test_volatile_input_rebound_later_in_the_loop_records_a_graph():
+    source = """
+        from torch.autograd import Variable
+
+        def evaluate(model, batches):
+            model.eval()
+            x = Variable(batches[0], volatile=True)
+            for batch in batches:
+                out = model(x)
+                x = batch
+        """
+    assert _forwards(source) == [("out = model(x)", "model", [EVAL], [ON])]
+
+
+@pytest.mark.parametrize("last, kinds", [
+    ("assert False", [CHOSEN]),  # never falls through: the mode is one the condition chose
+    ("assert setting in ('finetune', 'freeze')", [EVAL, TRAIN]),  # may fall through: the first train() stands
+])
+def test_assert_false_branch_never_falls_through(last, kinds):
+    source = f"""
+        import torch
+
+        def run(model, x, setting):
+            model.train()
+            if setting == "finetune":
+                model.train()
+            elif setting == "freeze":
+                model.eval()
+            else:
+                {last}
+            with torch.no_grad():
+                return model(x)
+        """
+    assert [k for _, _, k, _ in _forwards(source)] == [kinds]
+
+
+@pytest.mark.parametrize("setup, trained", [
+    # every optimizer's parameters are known and the teacher's are not among them
+    ("opt = torch.optim.AdamW(student.parameters())\nstudent, teacher, opt = accelerator.prepare(student, teacher, opt)",
+     {"student"}),
+    ("opt = torch.optim.AdamW([*student.parameters(), *teacher.parameters()])", {"student", "teacher"}),
+    # a helper whose body is not here receives the teacher: it may build an optimizer over it
+    ("opt = torch.optim.AdamW(student.parameters())\nextra = make_optimizer(teacher)\nteacher.train()",
+     {"student", "teacher"}),
+    # no optimizer built here: nothing is proven, the old evidence stands
+    ("opt = make_optimizer(student)\nstudent, teacher, opt = accelerator.prepare(student, teacher, opt)",
+     {"student", "teacher"}),
+])
+def test_a_model_no_optimizer_holds_is_not_trained(setup, trained):
+    source = f"""
+import torch
+{setup}
+student.train()
+"""
+    _, model = _model(source)
+    assert {name for name in ("student", "teacher") if model.is_trained(name)} == trained
+
+
+def test_unrestored_lists_every_model_an_eval_call_leaves_in_key_order():
+    source = """
+        import torch
+
+        def validate(gen, disc, loader):
+            gen.eval()
+            disc.eval()
+            with torch.no_grad():
+                return [disc(gen(z)) for z in loader]
+
+        def train(gen, disc, opt, loader, val_loader):
+            gen.train()
+            disc.train()
+            for epoch in range(10):
+                for z in loader:
+                    loss = disc(gen(z)).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                validate(gen, disc, val_loader)
+        """
+    ctx, model = _model(source)
+    items = model.unrestored()
+    assert {ctx.code_for(item.anchor) for item in items} == {"validate(gen, disc, val_loader)"}
+    assert [item.key for item in items] == ["disc", "gen"]

@@ -770,3 +770,29 @@ def test_state_a_caller_in_another_file_holds_counts_for_the_helpers_checkpoint(
     if fires:  # the scheduler is named with the file that holds it (it is not in scope in train.py)
         message = next(f.message for f in result.findings if f.code == "TL404")
         assert "LR scheduler state (`scheduler` in main.py)" in message, message
+
+
+def test_mode_effect_of_a_deep_copy_stays_with_the_copy():
+    summary = summary_of("""
+        import copy
+
+        def attack_deep(model, x):
+            model = copy.deepcopy(model)
+            model.eval()
+            return model(x)
+
+        def attack_shallow(model, x):
+            model = copy.copy(model)  # shares the submodules whose mode eval() sets
+            model.eval()
+            return model(x)
+
+        def attack_maybe(model, x, fresh):
+            if fresh:
+                model = copy.deepcopy(model)
+            model.eval()
+            return model(x)
+        """)
+    f = summary.functions
+    assert f["attack_deep"].mode_effect("model") is None
+    assert f["attack_shallow"].mode_effect("model") == ("eval", "eval")
+    assert f["attack_maybe"].mode_effect("model") == ("eval", "eval")

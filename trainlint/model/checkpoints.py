@@ -78,7 +78,8 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         self._kinds_by_scope: dict[int, tuple[Scope, list[tuple[str, str]]]] = {}
         self._loaded_texts: set[str] | None = None
         self._moves: dict[tuple[cst.CSTNode, int], dict[str, int]] = {}
-        self._groups: dict[tuple[FunctionInfo | None, int], tuple[int, dict[str, int]]] | None = None
+        self._groups: dict[tuple[FunctionInfo | None, int],
+                           tuple[int, list[tuple[frozenset[str], str | None]]]] | None = None
         self._other_saves: dict[cst.CSTNode, bool] = {}
         self._kinds: dict[int, set[str] | None] = {}
         self._binding_tables: dict[int, tuple[list, list[int], list[int]]] = {}

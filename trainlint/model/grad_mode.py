@@ -1,6 +1,7 @@
 """Where gradient recording is on or off: `no_grad`/`inference_mode`/`enable_grad` contexts and
-decorators, `set_grad_enabled(flag)`, project context managers that turn recording off, and the
-literal True/False a call binds to a helper's flag parameter (`run_epoch(..., train=False)`).
+decorators, `set_grad_enabled(flag)`, project context managers that turn recording off, the
+literal True/False a call binds to a helper's flag parameter (`run_epoch(..., train=False)`), and
+the legacy `Variable(x, volatile=True)` whose forwards record nothing.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import libcst as cst
 
 from trainlint.model.index import FunctionInfo, Scope, keyword_arg, positional_args
+from trainlint.model.mode_names import dominating_value
 from trainlint.model.mode_state import COND, Frame, OFF, ON
 
 
@@ -30,6 +32,62 @@ GRAD_FUNCTIONS = frozenset({
     "torch.autograd.functional.jacobian", "torch.autograd.functional.hessian",
     "torch.autograd.functional.vjp", "torch.autograd.functional.jvp", "functorch.grad", "functorch.vjp",
 })
+
+
+# the legacy wrapper; before PyTorch 0.4, `volatile=True` made every result computed from it record
+# no graph (the `no_grad` of that time); 0.4 removed the flag (it only warns now), and code using
+# it also reads `loss.data[0]`, which later versions reject
+VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+_MAX_VOLATILE_DEPTH = 4
+
+
+def volatile_input(index, call: cst.Call, scope: Scope) -> cst.Call | None:
+    """The `Variable(..., volatile=True)` an input of `call` is computed from (directly, through
+    operations on it, or through the assignment that reaches the use on every path), or None."""
+    for arg in call.args:
+        found = _volatile_source(index, arg.value, scope, 0)
+        if found is not None:
+            return found
+    return None
+
+
+def _volatile_source(index, expr: cst.BaseExpression, scope: Scope, depth: int) -> cst.Call | None:
+    if depth > _MAX_VOLATILE_DEPTH:
+        return None
+    for node in _operands(expr):
+        if isinstance(node, cst.Call) and index.resolve(node.func, scope) in VARIABLE:
+            volatile = keyword_arg(node, "volatile")
+            if volatile is not None and is_true(volatile.value):
+                return node
+        elif isinstance(node, cst.Name):
+            value = dominating_value(index, node, scope)
+            found = _volatile_source(index, value, scope, depth + 1) if value is not None else None
+            if found is not None:
+                return found
+    return None
+
+
+def _operands(expr: cst.BaseExpression):
+    """`expr` and the values it computes from (a result of an operation on a volatile input is
+    volatile), not entering lambdas or comprehensions, nor the name of a called function."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+            continue
+        if isinstance(node, cst.Call):
+            stack.extend(arg.value for arg in node.args)
+            if isinstance(node.func, cst.Attribute):
+                stack.append(node.func.value)  # `x.cuda()`, `x.view(n, -1)`
+        elif isinstance(node, cst.Attribute):
+            stack.append(node.value)
+        elif isinstance(node, cst.Subscript):
+            stack.append(node.value)
+        elif isinstance(node, cst.BinaryOperation):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, cst.UnaryOperation):
+            stack.append(node.expression)
 
 
 def context_grad(index, expr: cst.BaseExpression, scope: Scope) -> str | None:

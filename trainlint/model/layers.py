@@ -43,7 +43,9 @@ _NN_BASES = re.compile(r"^(torch\.)?nn\.(Module|modules\.loss\._Loss|modules\.lo
 _SAFE_CALL_ROOTS = ("torch", "math", "numpy", "np", "F", "functools", "itertools", "collections")
 _BUILTINS = frozenset({"float", "int", "bool", "str", "list", "tuple", "dict", "set", "len", "range", "max",
                        "min", "abs", "sum", "super", "getattr", "isinstance", "zip", "enumerate", "sorted"})
-_MAX_DEPTH = 5
+_MAX_DEPTH = 8  # a class of containers of classes of layers: each level counts
+_WEIGHT_NORM = frozenset({"torch.nn.utils.weight_norm", "torch.nn.utils.parametrizations.weight_norm"})
+_SPECTRAL_NORM = frozenset({"torch.nn.utils.spectral_norm", "torch.nn.utils.parametrizations.spectral_norm"})
 
 
 def verdict(index: FileIndex, call: cst.Call, scope: Scope, depth: int = 0) -> str | None:
@@ -64,6 +66,11 @@ def verdict(index: FileIndex, call: cst.Call, scope: Scope, depth: int = 0) -> s
         summary = index.summary_of(func, scope, ("Module",))  # a class of another project file
         if summary is not None:
             return getattr(summary, "mode_dependence", None)
+    if name in _WEIGHT_NORM:  # the module it is given, its weight reparametrized the same in both modes
+        args = [a.value for a in call.args if a.keyword is None and not a.star]
+        return verdict(index, args[0], scope, depth + 1) if args and isinstance(args[0], cst.Call) else None
+    if name in _SPECTRAL_NORM:
+        return DEPENDENT  # power iteration runs only in train mode
     if name.startswith("torch.nn."):
         last = name.rsplit(".", 1)[-1]
         if last in _NN_UNKNOWN or name.startswith(("torch.nn.parallel", "torch.nn.functional")):
@@ -112,7 +119,8 @@ def class_verdict(index: FileIndex, class_name: str, depth: int = 0) -> str | No
         if isinstance(inner, cst.Call):
             func = inner.func
             if isinstance(func, cst.Attribute) and func.attr.value in ("train", "eval", "add_module",
-                                                                        "register_module"):
+                                                                        "register_module") and \
+                    not _is_super(func.value):  # an `eval()` override calling `super().eval()`
                 return None
     for values in index.class_attributes.get(class_name, {}).values():
         for value in values:
@@ -168,6 +176,10 @@ def _container_verdict(index: FileIndex, call: cst.Call, scope: Scope, depth: in
                 return result
             modules += 1
     return FREE if modules or not call.args else None
+
+
+def _is_super(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "super"
 
 
 def _bound_to_class(name: str, scope: Scope) -> bool:

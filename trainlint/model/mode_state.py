@@ -59,6 +59,14 @@ class State:
         modes[key] = facts
         return State(modes, self.grad)
 
+    def set_under(self, key: str, facts: frozenset[Fact], itself: bool) -> "State":
+        """Every model under `key` (`model.bert` under `model`), and `key` itself when `itself`,
+        left by the same facts."""
+        modes = {k: facts if k.startswith(key + ".") else v for k, v in self.modes.items()}
+        if itself:
+            modes[key] = facts
+        return State(modes, self.grad)
+
     def with_grad(self, grad: frozenset[str]) -> "State":
         return State(self.modes, grad)
 
@@ -160,3 +168,4 @@ class Flow:
     at_call: dict = field(default_factory=dict)  # call node -> State before it (analysed function only)
     forwards: list[Forward] = field(default_factory=list)
     unrestored: list[Unrestored] = field(default_factory=list)
+    backwards: set = field(default_factory=set)  # backward calls of training loops this run reached

@@ -15,9 +15,10 @@ import re
 import libcst as cst
 
 from trainlint.model.grad_mode import (GRAD_SETTERS, context_grad, decorator_grad, flag_value, is_false, is_true,
-                                       literal_flags)
+                                       literal_flags, volatile_input)
 from trainlint.model.index import FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args, walk
-from trainlint.model.mode_names import function_name, last_component, strip_wrappers
+from trainlint.model.mode_names import (MEMBERS_AND_SELF, SELF, function_name, last_component, strip_wrappers,
+                                        switched_members)
 from trainlint.model.mode_state import (Abandon, CHOSEN, COND, ENTRY_FACTS, EVAL, Fact, Flow, Forward, Frame, GRAD_ON,
                                         MODE_WORDS, NEW, OFF, ON, Outcome, RESTORE, State, TRAIN, UNKNOWN_FACTS,
                                         Unrestored, join, join_all)
@@ -73,6 +74,8 @@ class FunctionRun:
             value = node.value if isinstance(node, cst.Return) else node.exc
             after = self.expression(value, state, frame) if value is not None else state
             return Outcome(ret=after) if isinstance(node, cst.Return) else Outcome()
+        if isinstance(node, cst.Assert) and is_false(node.test):
+            return Outcome()  # `assert False`: the branch never falls through (a raise)
         if isinstance(node, cst.Break):
             return Outcome(brk=state)
         if isinstance(node, cst.Continue):
@@ -189,9 +192,9 @@ class FunctionRun:
         finally:
             if training:
                 self.loop_stack.pop()
-        after = head
+        after = self._members_switched_by(node, head, frame) if isinstance(node, cst.For) else head
         if node.orelse is not None:
-            after = self.block(body_statements(node.orelse.body), head, frame).fall
+            after = self.block(body_statements(node.orelse.body), after, frame).fall
         return Outcome(fall=join(after, outcome.brk), ret=outcome.ret)
 
     def with_(self, node: cst.With, state: State, frame: Frame) -> Outcome:
@@ -302,6 +305,9 @@ class FunctionRun:
         if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train") and (
                 target is None or _overrides_module_mode(target)):
             kind = self._mode_kind(call)
+            members = switched_members(call, self.index) if kind is not None else []
+            if members:  # `[model[k].eval() for k in model]`, `for net in (G, D): net.train()`
+                return self._set_members(members, kind, call, state, frame)
             key = model._key(func.value, frame) if kind is not None else None
             if key is not None:
                 return state.set(key, frozenset({self._fact(kind, call, frame)}))
@@ -318,6 +324,36 @@ class FunctionRun:
             if summary is not None and hasattr(summary, "mode_effect"):
                 return self._project_mode_effects(call, summary, state, frame)
             state = self._external_train_helper(call, name, state, frame)
+        return state
+
+    def _set_members(self, members, kind: str, call: cst.Call, state: State, frame: Frame) -> State:
+        """A mode call that a loop runs on every member of a container (or on each model of a
+        literal list): each member is left in that mode."""
+        facts = frozenset({self._fact(kind, call, frame)})
+        for expr, reached in members:
+            key = self.model._key(expr, frame)
+            if key is not None:
+                state = state.set(key, facts) if reached == SELF else \
+                    state.set_under(key, facts, itself=reached == MEMBERS_AND_SELF)
+        return state
+
+    def _members_switched_by(self, loop: cst.For, state: State | None, frame: Frame) -> State | None:
+        """After `for m in nets.values(): m.eval()`: every member is in eval mode, though the loop
+        may also have run no iteration (then the container has no member to leave in another mode).
+        Only when each mode call of the body is such a call, run on every iteration."""
+        if state is None:
+            return state
+        switches = []
+        for node in self.index.calls_under(loop.body):
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train"):
+                kind = self._mode_kind(node)
+                members = switched_members(node, self.index) if kind is not None else []
+                if not members:
+                    return state
+                switches.append((members, kind, node))
+        for members, kind, node in switches:
+            state = self._set_members(members, kind, node, state, frame)
         return state
 
     def _mode_method(self, call: cst.Call, scope: Scope) -> FunctionInfo | None:
@@ -426,6 +462,7 @@ class FunctionRun:
         return Fact(kind, node, site, anchor, bool(self.loop_stack), via)
 
     def _check_backward(self, call: cst.Call, state: State) -> None:
+        self.flow.backwards.add(call)
         for key, facts in state.modes.items():
             for fact in facts:
                 if fact.kind == EVAL and fact.in_training and fact.anchor is not None and self._trains(key):
@@ -433,7 +470,8 @@ class FunctionRun:
 
     def _trains(self, key: str) -> bool:
         return self.model.is_trained(key) or (
-            key in self.grad_forwarded and last_component(key) not in self.model.frozen_names)
+            key in self.grad_forwarded and last_component(key) not in self.model.frozen_names
+            and self.model.may_be_optimized(key))
 
     def _forward_key(self, call: cst.Call, frame: Frame) -> tuple[str | None, str | None]:
         """The model key a call runs forward (`model(x)`, `self.net.forward(x)`, `m.generate(...)`)
@@ -454,6 +492,9 @@ class FunctionRun:
         key, method = self._forward_key(call, frame)
         if key is None:
             return
+        if OFF not in state.grad and self.model.has_volatile and \
+                volatile_input(self.index, call, frame.scope) is not None:
+            state = state.with_grad(frozenset({OFF}))  # `model(Variable(x, volatile=True))`: records nothing
         if self.loop_stack and state.grad == GRAD_ON:
             self.grad_forwarded.add(key)
         if frame.depth != 0:

@@ -38,8 +38,8 @@ from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_ON_CONTEXTS, decorat
 from trainlint.model.index import (FunctionInfo, Scope, dotted_name, iter_children, positional_args, unpacked_position,
                                    walk)
 from trainlint.model.layers import FREE, LIBRARY, verdict
-from trainlint.model.mode_names import (PASS_THROUGH_METHODS, WRAPPER_ATTRS, function_name, last_component,
-                                        parameter_owners, strip_wrappers)
+from trainlint.model.mode_names import (PASS_THROUGH_METHODS, WRAPPER_ATTRS, deep_copied, function_name,
+                                        last_component, parameter_owners, strip_wrappers)
 from trainlint.model.mode_state import (Abandon, ENTRY, Fact, Flow, Forward, Frame, NEW, OFF, ON, State, TRAINED,
                                         Unrestored, join_all)
 from trainlint.model.mode_walk import FunctionRun, body_statements, statements_of
@@ -81,6 +81,17 @@ class ModeModel:
         self._module_classes: dict[str, bool] = {}
         self._trained: frozenset[str] | None = None
         self._frozen: frozenset[str] = frozenset()
+        self._users: frozenset[str] | None | bool = False  # not computed yet
+        self._volatile: bool | None = None
+
+    @property
+    def has_volatile(self) -> bool:
+        """The file passes `volatile=` to some call (legacy `Variable`s): only then are forward
+        inputs traced back to one (a look-up per forward)."""
+        if self._volatile is None:
+            self._volatile = any(arg.keyword is not None and arg.keyword.value == "volatile"
+                                 for site in self.index.calls for arg in site.node.args)
+        return self._volatile
 
     # -- public queries ----------------------------------------------------------------------------
     def flow(self, function: FunctionInfo | None) -> Flow:
@@ -134,8 +145,11 @@ class ModeModel:
             yield from self.flow(function).forwards
 
     def unrestored(self) -> list[Unrestored]:
-        """Eval calls in training loops that a later backward still sees, once per anchor."""
-        found: dict[cst.CSTNode, Unrestored] = {}
+        """Eval calls in training loops that a later backward still sees: per anchor, every model
+        it leaves in eval mode (in key order, so the answer does not depend on which rule asked
+        first), as named by one flow."""
+        found: dict[cst.CSTNode, dict[str, Unrestored]] = {}
+        chosen: dict[cst.CSTNode, Flow] = {}
         # the loop's own function first: its keys are the names written there; but an anchor in
         # another function (the caller's `evaluate(net)` seen again through the helper's loop) is
         # named in the terms of the flow of the function that holds it
@@ -147,13 +161,32 @@ class ModeModel:
             if key in seen:
                 continue
             seen.add(key)
-            for item in self.flow(function).unrestored:
-                if item.anchor not in found or (item.anchor not in named_here and
+            flow = self.flow(function)
+            for item in flow.unrestored:
+                if item.anchor not in found or (item.anchor not in named_here and chosen[item.anchor] is not flow and
                                                 self.index.function_at(item.anchor) is function):
-                    found[item.anchor] = item
+                    found[item.anchor] = {}
+                    chosen[item.anchor] = flow
                     if self.index.function_at(item.anchor) is function:
                         named_here.add(item.anchor)
-        return list(found.values())
+                if chosen[item.anchor] is flow:
+                    found[item.anchor].setdefault(item.key, item)
+        return [items[k] for items in found.values() for k in sorted(items)
+                if not self._refuted_by_own_function(items[k])]
+
+    def _refuted_by_own_function(self, item: Unrestored) -> bool:
+        """An eval that reached a helper's backward through the helper's entry state (the join of
+        all its callers) is refuted by the run of the function holding the eval, which follows
+        each call with its own arguments (`self.model.train()` before `run_epoch(epoch)`,
+        `run_epoch(epoch, cross_valid=True)` skipping the backward): that run reached the same
+        backward, completely, and saw no eval left there."""
+        function = self.index.function_at(item.anchor)
+        if function is None or function.node in self._in_progress:
+            return False
+        flow = self.flow(function)
+        if not flow.complete or item.backward not in flow.backwards:
+            return False
+        return not any(other.anchor is item.anchor for other in flow.unrestored)
 
     def undone_by_next_phase(self, item: Unrestored) -> bool:
         """Alternating phases (a GAN: `D.train(); G.eval()` for the discriminator's phase, `G.train();
@@ -371,8 +404,30 @@ class ModeModel:
 
     def is_trained(self, key: str) -> bool:
         """A model the file trains: `key.train()` somewhere, or its parameters go to an optimizer,
-        `accelerator.prepare`, `fabric.setup` or DDP (and it is not frozen)."""
-        return last_component(key) in self.trained_names
+        `accelerator.prepare`, `fabric.setup` or DDP (and it is not frozen), and it may be
+        optimized (see `may_be_optimized`)."""
+        return last_component(key) in self.trained_names and self.may_be_optimized(key)
+
+    def may_be_optimized(self, key: str) -> bool:
+        """False when the file proves no optimizer holds the model's parameters: it builds its
+        optimizers from the parameters of known modules, this one is not among them, and the file
+        neither reads its parameters nor hands it to code that could (a frozen teacher beside
+        `SGD(student.parameters())`, even when `accelerator.prepare` wraps both)."""
+        users = self._parameter_users()
+        return users is None or last_component(key) in users
+
+    def _parameter_users(self) -> frozenset[str] | None:
+        if self._users is False:
+            found, optimizers, unknown = set(), 0, False
+            for kind, name in file_facts.values(self.ctx, "modes.parameter_users"):
+                if kind == "unknown":
+                    unknown = True
+                elif kind == "optimizer":
+                    optimizers += 1
+                else:
+                    found.add(name)
+            self._users = None if unknown or not optimizers else frozenset(found)
+        return self._users
 
     @property
     def trained_names(self) -> frozenset[str]:
@@ -481,6 +536,10 @@ class ModeModel:
         if function.node in self._entries:
             return self._entries[function.node]
         sites = self.index.callers(function)
+        if not sites and self._called_elsewhere_without_grad(function):
+            # every call of it, all in other project files, runs under `no_grad`
+            self._entries[function.node] = State({}, frozenset({OFF}))
+            return self._entries[function.node]
         if not sites or depth >= _MAX_ENTRY_DEPTH:
             return default
         states = []
@@ -498,6 +557,16 @@ class ModeModel:
         state = join_all(states) or default
         self._entries[function.node] = state
         return state
+
+    def _called_elsewhere_without_grad(self, function: FunctionInfo) -> bool:
+        """A module-level function that the project's other files call, each call under a grad-off
+        context (`with torch.no_grad(): validate(...)` in train.py)."""
+        linker = getattr(self.index, "linker", None)
+        if linker is None or function.class_name is not None or \
+                self.index.scope_at(function.node) is not self.index.module_scope:
+            return False
+        calls = linker.callers(function.name)
+        return bool(calls) and all(call.grad_off for call in calls)
 
     def _translate_entry(self, site, function: FunctionInfo, before: State) -> State:
         caller_frame = Frame(site.function, site.scope, {})
@@ -570,9 +639,8 @@ class ModeModel:
             if receiver_key:
                 mapping[positional[0]] = receiver_key
             positional = positional[1:]
-        args = positional_args(call)
-        for name, arg in zip(positional, args):
-            key = self._key(arg.value, frame)
+        for name, value in zip(positional, _positional_values(call, frame.scope)):
+            key = self._key(value, frame)
             if key:
                 mapping[name] = key
         for arg in call.args:
@@ -602,7 +670,7 @@ class ModeModel:
             return f"{base}.{expr.attr.value}" if base else None
         if isinstance(expr, cst.Name):
             name = expr.value
-            if name in frame.subst:
+            if name in frame.subst and not deep_copied(self.index, expr, frame.scope):
                 return frame.subst[name]
             bindings = frame.scope.lookup(name)
             if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
@@ -663,6 +731,35 @@ def is_evaluation_name(name: str) -> bool:
 
 def _is_mode_call(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value in ("eval", "train")
+
+
+def _positional_values(call: cst.Call, scope: Scope) -> list[cst.BaseExpression]:
+    """The expressions a call passes by position, a `*params` expanded when `params` is a tuple or
+    list literal (`params = (loader, model, opt)`, `train_epoch(*params, epoch)`); the positions
+    after a star that cannot be expanded are not known."""
+    values: list[cst.BaseExpression] = []
+    for arg in call.args:
+        if arg.keyword is not None or arg.star == "**":
+            continue
+        if arg.star == "*":
+            elements = _literal_elements(arg.value, scope)
+            if elements is None:
+                break
+            values += elements
+            continue
+        values.append(arg.value)
+    return values
+
+
+def _literal_elements(expr: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression] | None:
+    if isinstance(expr, cst.Name):
+        bindings = scope.lookup(expr.value)
+        if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
+            return None
+        expr = bindings[0].value
+    if not isinstance(expr, (cst.Tuple, cst.List)) or not all(isinstance(e, cst.Element) for e in expr.elements):
+        return None
+    return [e.value for e in expr.elements]
 
 
 def _unwrap_iterable(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -735,6 +832,43 @@ def _trained_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple[str, str]]]:
                     for t in n.targets) for n in walk(loop.body)):
                 for owner in owners:
                     yield loop, ("frozen", owner)
+
+
+# library calls that take a model and never build an optimizer over it
+_NOT_OPTIMIZING = frozenset({"prepare", "setup", "prepare_model", "unwrap_model", "to", "cuda", "cpu", "eval",
+                             "train", "load_state_dict", "deepcopy", "copy", "print", "len", "isinstance",
+                             "hasattr", "getattr", "type", "str", "repr", "id", "format", "info", "debug",
+                             "warning"})
+
+
+@file_fact("modes.parameter_users")
+def _parameter_users(ctx) -> Iterator[tuple[cst.CSTNode, tuple[str, str]]]:
+    """What could put a model's parameters into an optimizer: ("optimizer", "") per optimizer
+    built here, ("params", name) for `name.parameters()` read anywhere and for a model handed
+    to a call whose body is not in this file (a project or library helper may build one), and
+    ("unknown", "") when an optimizer's parameters or a `.parameters()` receiver cannot be named."""
+    index = ctx.index
+    for site in index.calls:
+        call = site.node
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("parameters", "named_parameters"):
+            receiver = dotted_name(strip_wrappers(func.value))
+            yield call, ("params", last_component(receiver)) if receiver else ("unknown", "")
+            continue
+        qualname = index.resolve(func, site.scope)
+        last = (qualname or dotted_name(func) or "").rsplit(".", 1)[-1]
+        if role_of_callee(qualname) == OPTIMIZER or last.endswith("Optimizer"):
+            yield call, ("optimizer", "")
+            if not any(parameter_owners(arg.value, site.scope) for arg in call.args):
+                yield call, ("unknown", "")
+            continue
+        if last in _NOT_OPTIMIZING or (qualname or "").startswith("torch.") or \
+                index.callee(call, site.scope) is not None:
+            continue
+        for arg in call.args:
+            text = dotted_name(strip_wrappers(arg.value))
+            if text:
+                yield call, ("params", last_component(text))
 
 
 def _precedes(index, first: cst.CSTNode, second: cst.CSTNode) -> bool:

@@ -161,12 +161,51 @@ class ResumeCheckpoints:
             missing = {kind: available[kind] for kind in STATE_KINDS if kind in available and kind not in kinds}
             if "step" in missing and self._counter_in_path(save, missing["step"]):
                 del missing["step"]  # `f"{out}/{step:07d}.pt"`: the file name holds the counter
+            if "step" in missing:
+                # `self.register_buffer("step", ...)` saved with `self.state_dict()`: inside the dict
+                missing["step"] = [n for n in missing["step"] if not self._in_saved_state_dict(save, n)]
+                if not missing["step"]:
+                    del missing["step"]
             if "scheduler" in missing:
                 # `for _ in range(start): sched.step()` on resume: replayed, not read from the file
                 missing["scheduler"] = [n for n in missing["scheduler"] if n not in self.replayed_schedulers]
                 if not missing["scheduler"]:
                     del missing["scheduler"]
             yield ResumeSave(save, kinds, available, missing)
+
+    def _in_saved_state_dict(self, save: Save, label: str) -> bool:
+        """`self.<attr>` is a registered buffer or parameter of the save's class (so part of its
+        `state_dict()`), and the save writes `self.state_dict()`."""
+        function = save.site.function
+        if not label.startswith("self.") or function is None or function.class_name is None:
+            return False
+        attr = label[len("self."):]
+        if attr not in self._module_state_attrs(function.class_name, function.scope):
+            return False
+        saved = [save.obj] if save.obj is not None else []
+        if isinstance(save.obj, cst.Name):
+            saved += [b.value for b in save.scope.lookup(save.obj.value) if b.kind == "assign" and b.value is not None]
+        return any(isinstance(node, cst.Call) and dotted_name(node.func) == "self.state_dict" and not node.args
+                   for expr in saved for node in walk(expr))
+
+    def _module_state_attrs(self, class_name: str, scope: Scope) -> set[str]:
+        """Attributes a class registers as module state: `self.register_buffer("step", t)`,
+        `self.register_parameter("step", p)`, `self.step = nn.Parameter(...)`."""
+        found = set()
+        node = self.index.classes.get(class_name)
+        if node is None:
+            return found
+        for call in (n for n in self.index.subtree(node) if type(n) is cst.Call):  # its methods too
+            func = call.func
+            args = positional_args(call)
+            if isinstance(func, cst.Attribute) and func.attr.value in ("register_buffer", "register_parameter") \
+                    and dotted_name(func.value) == "self" and args and isinstance(args[0].value, cst.SimpleString):
+                found.add(args[0].value.evaluated_value)
+        for attr, values in self.index.class_attributes.get(class_name, {}).items():
+            if any(isinstance(v, cst.Call) and self.index.resolve(v.func, self.index.scope_at(v)) in
+                   ("torch.nn.Parameter", "torch.nn.parameter.Parameter") for v in values):
+                found.add(attr)
+        return found
 
     @property
     def replayed_schedulers(self) -> set[str]:
@@ -229,33 +268,41 @@ class ResumeCheckpoints:
         """State written by the other saves of the same function (one file per object). None when
         one of them writes something we cannot see into, or goes through another save function."""
         group = self._save_groups().get((save.site.function, id(save.scope)))
-        unseen, counts = group
+        unseen, saved = group
         own = self.object_kinds(save)
         if own is None:
             if unseen - self.is_checkpoint(save):
                 return None
         elif unseen:
             return None
-        kinds = {kind for kind, count in counts.items() if count > (own is not None and kind in own)}
+        # a save that holds some of the same state (the model again) is another file of its own,
+        # not a part of this one: `checkpoint.th` with the epoch beside a `model.th` of weights;
+        # unless it writes the same path (the other branch of `if optimizer is not None:`)
+        dest = self._dest_text(save)
+        kinds = set().union(*(other for other, where in saved
+                              if own is None or not (other & own) or (where is not None and where == dest)))
         body = save.site.function.node if save.site.function is not None else None
         if body is not None and self._saves_elsewhere(body):
             return None  # `save(state, file)`, `save_fsdp_optimizer(...)`: more files we cannot read
         return kinds
 
-    def _save_groups(self) -> dict[tuple[FunctionInfo | None, int], tuple[int, dict[str, int]]]:
+    def _save_groups(self) -> dict[tuple[FunctionInfo | None, int],
+                                   tuple[int, list[tuple[frozenset[str], str | None]]]]:
         """For the saves of each (function, scope): how many are checkpoints we cannot see into,
-        and how many saves hold each kind of state (a save's others are its group less itself)."""
+        and the kinds of state each of the others holds."""
         if self._groups is None:
             self._groups = {}
             for save in self.saves:
-                unseen, counts = self._groups.setdefault((save.site.function, id(save.scope)), (0, {}))
+                unseen, saved = self._groups.setdefault((save.site.function, id(save.scope)), (0, []))
                 kinds = self.object_kinds(save)
                 if kinds is None:
-                    self._groups[(save.site.function, id(save.scope))] = (unseen + self.is_checkpoint(save), counts)
+                    self._groups[(save.site.function, id(save.scope))] = (unseen + self.is_checkpoint(save), saved)
                 else:
-                    for kind in kinds:
-                        counts[kind] = counts.get(kind, 0) + 1
+                    saved.append((frozenset(kinds), self._dest_text(save)))
         return self._groups
+
+    def _dest_text(self, save: Save) -> str | None:
+        return self.ctx.code_for(save.dest) if save.dest is not None else None
 
     def _saves_elsewhere(self, body: cst.CSTNode) -> bool:
         """`body` calls a save function other than those this model reads (once per function)."""

@@ -30,6 +30,7 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, 
                                    positional_args, walk)
 from trainlint.model.layers import class_verdict
 from trainlint.model.grad_mode import GRAD_WORDS, context_grad, decorator_grad
+from trainlint.model.mode_names import deep_copied
 from trainlint.model.mode_state import OFF
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCALER, SCHEDULER, Roles
 from trainlint.model.value_kinds import is_number
@@ -182,6 +183,9 @@ class CallArguments:
     #: (name, role) of the optimizers, schedulers and scalers the calling function holds: state a
     #: checkpoint helper was not handed is still state the caller's run has
     state: tuple[tuple[str, str], ...] = ()
+    #: the call runs with autograd recording off: inside `with torch.no_grad():` (or another
+    #: grad-off context) in its function, or in a function decorated to run without grad
+    grad_off: bool = False
 
     def argument(self, params: tuple[str, ...], param: str | None, keyword: str) -> str | None:
         """The text passed for `param` (a name of `params`, or `*N` for the N-th positional argument
@@ -315,8 +319,22 @@ class _Summariser:
         text = self.index.module.code_for_node
         return [CallArguments(callee, tuple(text(a.value) for a in positional_args(site.node)),
                               tuple((a.keyword.value, text(a.value)) for a in site.node.args if a.keyword is not None),
-                              self._state_in(site.scope))
+                              self._state_in(site.scope), self._grad_off_at(site.node, site.function))
                 for site, callee in self._calls_named(function_name) if not any(a.star for a in site.node.args)]
+
+    def _grad_off_at(self, node: cst.CSTNode, function: FunctionInfo | None) -> bool:
+        """`node` runs under a grad-off `with` of its function, or in a function decorated so."""
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if isinstance(ancestor, cst.With):
+                scope = self.index.scope_at(ancestor)
+                grads = [context_grad(self.index, item.item, scope) for item in ancestor.items]
+                if OFF in grads:
+                    return True
+                if any(g is not None for g in grads):
+                    return False  # an inner `enable_grad()`/`set_grad_enabled(flag)` decides
+        return function is not None and decorator_grad(self.index, function) == OFF
 
     def _state_in(self, scope: Scope) -> tuple[tuple[str, str], ...]:
         """The names the calling function (or the module's own code) binds to an optimizer, a
@@ -467,7 +485,7 @@ class _Summariser:
                     and node.func.attr.value in ("eval", "train")):
                 continue
             target = _target_name(node.func.value, params)
-            if target is None:
+            if target is None or deep_copied(self.index, node.func.value, function.scope):
                 continue
             seen.setdefault(target, []).append(_mode_of(node))
         return tuple((target, kinds[0], kinds[-1]) for target, kinds in seen.items())
