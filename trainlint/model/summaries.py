@@ -812,21 +812,43 @@ def _is_docstring(statement: cst.CSTNode) -> bool:
 
 
 def instance_class(index: FileIndex, expr: cst.BaseExpression, scope: Scope,
-                   words: tuple[str, ...] = ()) -> ClassSummary | None:
+                   words: tuple[str, ...] = (), depth: int = 0) -> ClassSummary | None:
     """The project class that built the object `expr` holds (`sched = WarmupCosine(opt, ...)`,
-    `self.sched = ...`), when every binding says the same one."""
+    `self.sched = ...`), when every binding says the same one. A `None` binding (`sched = None`
+    before `if args.sched: sched = Cycle(...)`) holds no object to call; a parameter holds what
+    every call of its function in the file passes for it."""
     values: list[cst.BaseExpression] = []
     if isinstance(expr, cst.Name):
         bindings = scope.lookup(expr.value)
+        if len(bindings) == 1 and bindings[0].kind == "param" and depth < 3:
+            return _parameter_class(index, expr.value, bindings[0], words, depth)
         if any(b.kind != "assign" or b.value is None for b in bindings):
             return None
-        values = [b.value for b in bindings]
+        values = [b.value for b in bindings if not (isinstance(b.value, cst.Name) and b.value.value == "None")]
     elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
         values = index.self_attribute_values(expr.attr.value, scope)
     found: ClassSummary | None = None
     for value in values:
         built = index.summary_of(value.func, index.scope_at(value), words) if isinstance(value, cst.Call) else None
         if not isinstance(built, ClassSummary) or (found is not None and built is not found):
+            return None
+        found = built
+    return found
+
+
+def _parameter_class(index: FileIndex, name: str, binding, words: tuple[str, ...], depth: int) -> ClassSummary | None:
+    """The class of what every same-file call passes for parameter `name` (None when a call
+    passes something else, leaves it out, or there is no call in the file)."""
+    function = index.function_at(binding.node)
+    if function is None or any(p.name.value == name and p.default is not None
+                               for p in function.node.params.params):
+        return None  # a default value is a value the callers need not pass
+    found: ClassSummary | None = None
+    sites = index.callers(function)
+    for site in sites:
+        argument = index.argument_for(site.node, function, name)
+        built = instance_class(index, argument, site.scope, words, depth + 1) if argument is not None else None
+        if built is None or (found is not None and built is not found):
             return None
         found = built
     return found
