@@ -28,6 +28,7 @@ import libcst as cst
 from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
                                    positional_args, walk)
 from trainlint.model.layers import class_verdict
+from trainlint.model.loader_use import parameter_only_drawn_from
 from trainlint.model.grad_mode import GRAD_WORDS, context_grad, decorator_grad
 from trainlint.model.mode_state import OFF
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCALER, SCHEDULER, Roles
@@ -87,6 +88,9 @@ class FunctionSummary:
     # `batch_size=1`), or the keyword arguments for one (`{"batch_size": b, "drop_last": True}`)
     equal_batches: bool = False
     sets_epoch: bool = False  # it calls `.set_epoch(...)` (on a sampler or loader it is handed)
+    # parameters it only draws batches from (`next(iter(p))`, a loop that breaks after a few
+    # batches, `cycle(p)`): a loader handed to it is not gone through (`loader_use`)
+    drawn_params: tuple[str, ...] = ()
 
     @property
     def produces(self) -> str | None:
@@ -362,9 +366,17 @@ class _Summariser:
             returns=self._returns(function), returns_mean=self._returns_mean(function),
             returned_keys=self._returned_keys(function), equal_batches=self._equal_batches(function),
             sets_epoch=any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
-                           and n.func.attr.value == "set_epoch" for n in self._own_nodes(function)))
+                           and n.func.attr.value == "set_epoch" for n in self._own_nodes(function)),
+            drawn_params=self._drawn_params(function, params))
         self._memo[node] = summary
         return summary
+
+    def _drawn_params(self, function: FunctionInfo, params: list[str]) -> tuple[str, ...]:
+        own = self._own_nodes(function)
+        if not any(isinstance(n, cst.Break) or (isinstance(n, cst.Call) and isinstance(n.func, cst.Name)
+                                                 and n.func.value == "next") for n in own):
+            return ()  # nothing in it stops early or draws one batch
+        return tuple(p for p in params if parameter_only_drawn_from(self.index, function, p))
 
     def _equal_batches(self, function: FunctionInfo) -> bool:
         returns = [n.value for n in self._own_nodes(function) if isinstance(n, cst.Return) and n.value is not None]
