@@ -91,6 +91,12 @@ class FunctionSummary:
     # parameters it only draws batches from (`next(iter(p))`, a loop that breaks after a few
     # batches, `cycle(p)`): a loader handed to it is not gone through (`loader_use`)
     drawn_params: tuple[str, ...] = ()
+    # what it returns makes batches of one size depending on an argument: (parameter, ((constant,
+    # equal), ...), equal otherwise or None, the parameter's default as a constant or None). From
+    # `if flag == "test": drop_last = False ... else: drop_last = True` before `DataLoader(...,
+    # drop_last=drop_last)`, or `DataLoader(..., drop_last=drop_last)` with `drop_last=True` a
+    # parameter; or a helper that passes its parameter on to one (`equal_batches_for` reads it)
+    equal_batches_by: tuple | None = None
 
     @property
     def produces(self) -> str | None:
@@ -367,9 +373,47 @@ class _Summariser:
             returned_keys=self._returned_keys(function), equal_batches=self._equal_batches(function),
             sets_epoch=any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
                            and n.func.attr.value == "set_epoch" for n in self._own_nodes(function)),
-            drawn_params=self._drawn_params(function, params))
+            drawn_params=self._drawn_params(function, params), equal_batches_by=self._equal_batches_by(function))
         self._memo[node] = summary
         return summary
+
+    def _equal_batches_by(self, function: FunctionInfo) -> tuple | None:
+        """`FunctionSummary.equal_batches_by`: one returned loader (alone or in a returned tuple)
+        whose `drop_last` depends on one parameter only."""
+        returns = self._returns_of(function)
+        if len(returns) != 1:
+            return None
+        value = returns[0]
+        names = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+        for name in names:
+            if isinstance(name, cst.Call) and \
+                    (self.index.resolve(name.func, function.scope) or "").rsplit(".", 1)[-1] == "DataLoader":
+                return _drop_last_by(function, keyword_value(name, "drop_last"))
+            if not isinstance(name, cst.Name):
+                continue
+            bindings = function.scope.lookup(name.value)
+            if len(bindings) != 1 or bindings[0].kind != "assign":
+                continue
+            call = bindings[0].value
+            if isinstance(call, cst.Call) and \
+                    (self.index.resolve(call.func, function.scope) or "").rsplit(".", 1)[-1] == "DataLoader":
+                return _drop_last_by(function, keyword_value(call, "drop_last"))
+            node = bindings[0].node
+            if call is None and isinstance(node, cst.Assign) and isinstance(node.targets[0].target, cst.Tuple) \
+                    and isinstance(node.value, cst.Call):
+                call = node.value
+                # `data_set, data_loader = data_provider(self.args, flag)`: the helper's answer, its
+                # parameter our own or a constant
+                inner = self.summary_of(call.func, function.scope, ("DataLoader",)) \
+                    if not _is_self_or_super(call.func.value if isinstance(call.func, cst.Attribute) else call.func) \
+                    else None
+                if isinstance(inner, FunctionSummary) and inner.equal_batches_by is not None:
+                    param = inner.equal_batches_by[0]
+                    argument = _argument(call, inner.params, param)
+                    if isinstance(argument, cst.Name) and any(
+                            p.name.value == argument.value for p in function.node.params.params):
+                        return (argument.value, *inner.equal_batches_by[1:3], None)
+        return None
 
     def _drawn_params(self, function: FunctionInfo, params: list[str]) -> tuple[str, ...]:
         own = self._own_nodes(function)
@@ -727,6 +771,135 @@ class _Summariser:
             if isinstance(summary, ClassSummary) and summary.role:
                 return summary.role
         return OTHER
+
+
+def constant_text(expr: cst.BaseExpression | None) -> str | None:
+    """A literal argument as text to compare (`"val"` -> `val`, `True` -> `True`), else None."""
+    if isinstance(expr, cst.SimpleString) and isinstance(expr.evaluated_value, str):
+        return expr.evaluated_value
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+        return expr.value
+    if isinstance(expr, cst.Integer):
+        return expr.value
+    return None
+
+
+def _argument(call: cst.Call, params: tuple[str, ...], param: str) -> cst.BaseExpression | None:
+    value = keyword_value(call, param)
+    if value is not None:
+        return value
+    positional = positional_args(call)
+    if param in params and params.index(param) < len(positional):
+        return positional[params.index(param)].value
+    return None
+
+
+def equal_batches_for(summary: FunctionSummary, call: cst.Call) -> bool:
+    """A call of a loader factory makes batches of one size: unconditionally, or for the constant
+    it passes (or leaves at the default) for the parameter `drop_last` depends on."""
+    if summary.equal_batches:
+        return True
+    if summary.equal_batches_by is None:
+        return False
+    param, cases, otherwise, default = summary.equal_batches_by
+    argument = _argument(call, summary.params, param)
+    text = constant_text(argument) if argument is not None else default
+    if text is None:
+        return False
+    return dict(cases).get(text, bool(otherwise)) if otherwise is not None or text in dict(cases) else False
+
+
+def _drop_last_by(function: FunctionInfo, drop: cst.BaseExpression | None) -> tuple | None:
+    """How `drop_last=<drop>` in `function` depends on one parameter (`FunctionSummary.equal_batches_by`)."""
+    if not isinstance(drop, cst.Name):
+        return None
+    params = {p.name.value: p for p in function.node.params.params}
+    bindings = function.scope.lookup(drop.value)
+    if len(bindings) == 1 and bindings[0].kind == "param" and drop.value in params:
+        default = params[drop.value].default
+        return (drop.value, (("True", True), ("False", False)), None,
+                constant_text(default) if default is not None else None)
+    if not bindings or any(b.kind != "assign" or not isinstance(b.value, cst.Name)
+                           or b.value.value not in ("True", "False") for b in bindings):
+        return None
+    param, cases, otherwise = None, {}, None
+    for binding in bindings:
+        equal = binding.value.value == "True"
+        tests, case = _branch_of(function, binding.node)
+        if tests is None:
+            return None
+        for name, _ in tests:
+            if param not in (None, name):
+                return None
+            param = name
+        if case is None:
+            otherwise = equal if otherwise in (None, equal) else "mixed"
+        else:
+            cases.setdefault(case, equal)
+    if param is None or param not in params or otherwise == "mixed":
+        return None
+    return (param, tuple(sorted(cases.items())), otherwise, None)
+
+
+def _branch_of(function: FunctionInfo, statement: cst.CSTNode):
+    """The `if p == "a": ... elif p == "b": ... else: ...` branch a statement of `function` sits in:
+    ([(p, constant) of the chain's tests], the constant of its branch or None for the `else`);
+    (None, None) when it sits anywhere else (another condition, a loop, no chain)."""
+    tests, case = [], None
+    child: cst.CSTNode = statement
+    for node in _path_up(function, statement):
+        if isinstance(node, cst.If):
+            test = _equality_test(node.test)
+            if test is None:
+                return None, None
+            tests.append(test)
+            if node.body is child:
+                if case is not None or len(tests) > 1:
+                    return None, None  # a condition inside another branch
+                case = test[1]
+            elif node.orelse is not child:
+                return None, None
+        elif not isinstance(node, (cst.IndentedBlock, cst.Else, cst.SimpleStatementLine)):
+            return None, None
+        child = node
+    if not tests:
+        return None, None
+    if case is None and not isinstance(_first_else(function, statement), cst.Else):
+        return None, None
+    return tests, case
+
+
+def _path_up(function: FunctionInfo, statement: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes from `statement`'s parent up to (not including) the function's body."""
+    parents: dict[int, cst.CSTNode] = {}
+    for node in walk(function.node.body):
+        for child in iter_children(node):
+            parents[id(child)] = node
+    path, node = [], parents.get(id(statement))
+    while node is not None and node is not function.node.body:
+        path.append(node)
+        node = parents.get(id(node))
+    return path
+
+
+def _first_else(function: FunctionInfo, statement: cst.CSTNode) -> cst.CSTNode | None:
+    for node in _path_up(function, statement):
+        if isinstance(node, (cst.Else, cst.If)):
+            return node
+    return None
+
+
+def _equality_test(test: cst.BaseExpression) -> tuple[str, str] | None:
+    """`p == "a"` (or `"a" == p`) -> (p, "a")."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return None
+    left, right = test.left, test.comparisons[0].comparator
+    if isinstance(left, cst.Name) and constant_text(right) is not None:
+        return left.value, constant_text(right)
+    if isinstance(right, cst.Name) and constant_text(left) is not None:
+        return right.value, constant_text(left)
+    return None
 
 
 def equal_batch_arguments(call: cst.Call) -> bool:
