@@ -626,7 +626,10 @@ class _Summariser:
 
     # -- factories ------------------------------------------------------------------------------
     def _returns(self, function: FunctionInfo) -> str | None:
-        for value in self._returns_of(function):
+        values = self._returns_of(function)
+        if values and all(isinstance(v, cst.Lambda) for v in values):
+            return OTHER  # it hands back a plain function (`lambda x: (x + 1) / 2`), whatever its name
+        for value in values:
             if isinstance(value, cst.Name) and value.value in _param_names(function):
                 continue  # hands back what it was given
             role = self.roles.of(value, function.scope)
