@@ -62,6 +62,94 @@ class AccumulatedLossNotScaled(Rule):
         "https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html",
     )
     examples = (
+        good(
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+
+            class Yolo_loss(nn.Module):
+                def forward(self, xin, labels=None):
+                    loss, loss_xy, loss_wh = 0, 0, 0
+                    for output_id, output in enumerate(xin):
+                        loss_xy += F.binary_cross_entropy(input=output[..., :2], target=labels[..., :2], reduction='sum')
+                        loss_wh += F.mse_loss(input=output[..., 2:4], target=labels[..., 2:4], reduction='sum') / 2
+                    loss = loss_xy + loss_wh
+                    return loss, loss_xy, loss_wh
+
+
+            def train(model, train_loader, optimizer, config):
+                criterion = Yolo_loss()
+                global_step = 0
+                for i, batch in enumerate(train_loader):
+                    global_step += 1
+                    loss, loss_xy, loss_wh = criterion(model(batch[0]), batch[1])
+                    loss.backward()
+                    if global_step % config.subdivisions == 0:
+                        optimizer.step()
+                        model.zero_grad()
+            """,
+            title="a loss module that sums over the micro-batch's samples (reduction='sum', from a zero start): summed over the window too",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+
+            class Yolo_loss(nn.Module):
+                def forward(self, xin, labels=None):
+                    loss, loss_xy, loss_wh = 0, 0, 0
+                    for output_id, output in enumerate(xin):
+                        loss_xy += F.binary_cross_entropy(input=output[..., :2], target=labels[..., :2])
+                        loss_wh += F.mse_loss(input=output[..., 2:4], target=labels[..., 2:4]) / 2
+                    loss = loss_xy + loss_wh
+                    return loss, loss_xy, loss_wh
+
+
+            def train(model, train_loader, optimizer, config):
+                criterion = Yolo_loss()
+                global_step = 0
+                for i, batch in enumerate(train_loader):
+                    global_step += 1
+                    loss, loss_xy, loss_wh = criterion(model(batch[0]), batch[1])
+                    loss.backward()
+                    if global_step % config.subdivisions == 0:
+                        optimizer.step()
+                        model.zero_grad()
+            """,
+            line=22,
+            fixed="""
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+
+            class Yolo_loss(nn.Module):
+                def forward(self, xin, labels=None):
+                    loss, loss_xy, loss_wh = 0, 0, 0
+                    for output_id, output in enumerate(xin):
+                        loss_xy += F.binary_cross_entropy(input=output[..., :2], target=labels[..., :2])
+                        loss_wh += F.mse_loss(input=output[..., 2:4], target=labels[..., 2:4]) / 2
+                    loss = loss_xy + loss_wh
+                    return loss, loss_xy, loss_wh
+
+
+            def train(model, train_loader, optimizer, config):
+                criterion = Yolo_loss()
+                global_step = 0
+                for i, batch in enumerate(train_loader):
+                    global_step += 1
+                    loss, loss_xy, loss_wh = criterion(model(batch[0]), batch[1])
+                    (loss / config.subdivisions).backward()
+                    if global_step % config.subdivisions == 0:
+                        optimizer.step()
+                        model.zero_grad()
+            """,
+            title="the same loss module with the default mean reduction: each micro-batch's mean adds up",
+        ),
         bad(
             """
             import torch
