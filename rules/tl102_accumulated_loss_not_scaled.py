@@ -71,12 +71,14 @@ class AccumulatedLossNotScaled(Rule):
 
             class Yolo_loss(nn.Module):
                 def forward(self, xin, labels=None):
-                    loss, loss_xy, loss_wh = 0, 0, 0
+                    loss, loss_xy, loss_wh, loss_obj, loss_cls = 0, 0, 0, 0, 0
                     for output_id, output in enumerate(xin):
                         loss_xy += F.binary_cross_entropy(input=output[..., :2], target=labels[..., :2], reduction='sum')
                         loss_wh += F.mse_loss(input=output[..., 2:4], target=labels[..., 2:4], reduction='sum') / 2
-                    loss = loss_xy + loss_wh
-                    return loss, loss_xy, loss_wh
+                        loss_obj += F.binary_cross_entropy(input=output[..., 4], target=labels[..., 4], reduction='sum')
+                        loss_cls += F.binary_cross_entropy(input=output[..., 5:], target=labels[..., 5:], reduction='sum')
+                    loss = loss_xy + loss_wh + loss_obj + loss_cls
+                    return loss, loss_xy, loss_wh, loss_obj, loss_cls
 
 
             def train(model, train_loader, optimizer, config):
@@ -84,7 +86,7 @@ class AccumulatedLossNotScaled(Rule):
                 global_step = 0
                 for i, batch in enumerate(train_loader):
                     global_step += 1
-                    loss, loss_xy, loss_wh = criterion(model(batch[0]), batch[1])
+                    loss, loss_xy, loss_wh, loss_obj, loss_cls = criterion(model(batch[0]), batch[1])
                     loss.backward()
                     if global_step % config.subdivisions == 0:
                         optimizer.step()
@@ -101,12 +103,14 @@ class AccumulatedLossNotScaled(Rule):
 
             class Yolo_loss(nn.Module):
                 def forward(self, xin, labels=None):
-                    loss, loss_xy, loss_wh = 0, 0, 0
+                    loss, loss_xy, loss_wh, loss_obj, loss_cls = 0, 0, 0, 0, 0
                     for output_id, output in enumerate(xin):
                         loss_xy += F.binary_cross_entropy(input=output[..., :2], target=labels[..., :2])
                         loss_wh += F.mse_loss(input=output[..., 2:4], target=labels[..., 2:4]) / 2
-                    loss = loss_xy + loss_wh
-                    return loss, loss_xy, loss_wh
+                        loss_obj += F.binary_cross_entropy(input=output[..., 4], target=labels[..., 4])
+                        loss_cls += F.binary_cross_entropy(input=output[..., 5:], target=labels[..., 5:])
+                    loss = loss_xy + loss_wh + loss_obj + loss_cls
+                    return loss, loss_xy, loss_wh, loss_obj, loss_cls
 
 
             def train(model, train_loader, optimizer, config):
@@ -114,13 +118,13 @@ class AccumulatedLossNotScaled(Rule):
                 global_step = 0
                 for i, batch in enumerate(train_loader):
                     global_step += 1
-                    loss, loss_xy, loss_wh = criterion(model(batch[0]), batch[1])
+                    loss, loss_xy, loss_wh, loss_obj, loss_cls = criterion(model(batch[0]), batch[1])
                     loss.backward()
                     if global_step % config.subdivisions == 0:
                         optimizer.step()
                         model.zero_grad()
             """,
-            line=22,
+            line=24,
             fixed="""
             import torch
             import torch.nn as nn
@@ -129,12 +133,14 @@ class AccumulatedLossNotScaled(Rule):
 
             class Yolo_loss(nn.Module):
                 def forward(self, xin, labels=None):
-                    loss, loss_xy, loss_wh = 0, 0, 0
+                    loss, loss_xy, loss_wh, loss_obj, loss_cls = 0, 0, 0, 0, 0
                     for output_id, output in enumerate(xin):
                         loss_xy += F.binary_cross_entropy(input=output[..., :2], target=labels[..., :2])
                         loss_wh += F.mse_loss(input=output[..., 2:4], target=labels[..., 2:4]) / 2
-                    loss = loss_xy + loss_wh
-                    return loss, loss_xy, loss_wh
+                        loss_obj += F.binary_cross_entropy(input=output[..., 4], target=labels[..., 4])
+                        loss_cls += F.binary_cross_entropy(input=output[..., 5:], target=labels[..., 5:])
+                    loss = loss_xy + loss_wh + loss_obj + loss_cls
+                    return loss, loss_xy, loss_wh, loss_obj, loss_cls
 
 
             def train(model, train_loader, optimizer, config):
@@ -142,7 +148,7 @@ class AccumulatedLossNotScaled(Rule):
                 global_step = 0
                 for i, batch in enumerate(train_loader):
                     global_step += 1
-                    loss, loss_xy, loss_wh = criterion(model(batch[0]), batch[1])
+                    loss, loss_xy, loss_wh, loss_obj, loss_cls = criterion(model(batch[0]), batch[1])
                     (loss / config.subdivisions).backward()
                     if global_step % config.subdivisions == 0:
                         optimizer.step()

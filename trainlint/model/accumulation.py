@@ -154,7 +154,8 @@ class LossTracer:
                 return Trace(kind, left.k_division, token, left.producers)
             return Trace(SCALED, None, left.token_level, left.producers)  # weighted by the window's count
         if isinstance(op, (cst.Add, cst.Subtract)):
-            left = self.trace(expr.left, scope, via, depth + 1)
+            # `a + b + c + d` nests one level per term: a sum of terms is one step deeper, not four
+            left = self.trace(expr.left, scope, via, depth)
             right = self.trace(expr.right, scope, via, depth + 1)
             if CYCLE in (left.kind, right.kind):
                 return right if left.kind == CYCLE else left
