@@ -31,8 +31,10 @@ class AccumulatedLossNotScaled(Rule):
         The loss is followed through its assignments (`loss = loss / K`, `loss /= K`,
         `(loss / K).backward()`, `scaler.scale(loss / K)`) and into same-file helpers.
         `accelerator.backward(loss)` on an Accelerator created with `gradient_accumulation_steps`
-        divides by K itself and is not flagged; sum-reduced losses (also a model of this file whose
-        `forward` returns one) and losses weighted by anything the rule cannot read are left alone,
+        divides by K itself and is not flagged; sum-reduced losses (also a model or loss module of
+        this file whose `forward` returns one: terms with `reduction="sum"` added up from a zero
+        start, a term halved by a constant included) and losses weighted by anything the rule
+        cannot read are left alone,
         and so is a loop that divides the accumulated gradients by K itself before the step
         (`p.grad /= K`).
 

@@ -34,7 +34,8 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         the optimizer is guarded (that is TL101), and a scheduler stepped after the step are not
         flagged; nor is a schedule class of the project's own (no base class) whose `step()` writes
         the learning rate of the coming update into the param groups while building it writes
-        none: it is meant to step before the update it sets. When the scheduler's line sits right above the optimizer's, the fix swaps the two
+        none: it is meant to step before the update it sets (also when it reaches the loop as a
+        parameter: every call of that function in the file passes one, or None). When the scheduler's line sits right above the optimizer's, the fix swaps the two
         lines; it changes which learning rate each update uses, so it is offered as unsafe.
         """
     why_bad = """
