@@ -11,6 +11,7 @@ from trainlint.rule import Rule, bad, good
 from trainlint.model.training import training_model
 from trainlint.model.accumulation import describe_k, is_plateau_scheduler, micro_batch_horizon
 from trainlint.model.shipped import k_condition
+from trainlint.model.index import walk
 from trainlint.model.summaries import COUNTER, POSITION, own_rate_clock
 from trainlint.model.premises import premise
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, training_premises
@@ -40,7 +41,9 @@ class SchedulerStepPerMicroBatch(Rule):
         by the loop's K, or counts the loop's micro-batches with K nowhere in it
         (`total_steps=epochs * len(train_loader)`), stepping it every micro-batch ends it on time.
         A schedule of the project's own whose `step(epoch, it)` writes the rate for the position it is
-        told is left alone too (a repeated call sets the same rate); one that advances its own
+        told is left alone too (a repeated call sets the same rate), and so is any `step(...)` handed a
+        name the loop binds (`step(cur_epoch=epoch, cur_step=i)`, torch's `step(epoch)`), whatever its
+        class: it sets the rate for that position instead of advancing; one that advances its own
         counter on each call runs ahead like torch's, and the message says so. An object whose
         `zero_grad()` is called as well as its `step()` owns the optimizer, whatever its name.
 
@@ -541,6 +544,58 @@ class SchedulerStepPerMicroBatch(Rule):
         good(
             """
             import torch
+            from schedules import build_schedule
+
+
+            def train_epoch(model, optimizer, loader, epoch, accum_steps):
+                lr_scheduler = build_schedule(optimizer, iters_per_epoch=len(loader))
+                for i, (x, y) in enumerate(loader):
+                    lr_scheduler.step(cur_epoch=epoch, cur_step=i)
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
+                    loss.backward()
+                    if (i + 1) % accum_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            title="a schedule from elsewhere told its position by the loop (step(cur_epoch=epoch, cur_step=i)) on every call",
+        ),
+        bad(
+            """
+            import torch
+            from schedules import build_schedule
+
+
+            def train_epoch(model, optimizer, loader, epoch, accum_steps):
+                lr_scheduler = build_schedule(optimizer, iters_per_epoch=len(loader))
+                for i, (x, y) in enumerate(loader):
+                    lr_scheduler.step()
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
+                    loss.backward()
+                    if (i + 1) % accum_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            line=8,
+            fixed="""
+            import torch
+            from schedules import build_schedule
+
+
+            def train_epoch(model, optimizer, loader, epoch, accum_steps):
+                lr_scheduler = build_schedule(optimizer, iters_per_epoch=len(loader))
+                for i, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
+                    loss.backward()
+                    if (i + 1) % accum_steps == 0:
+                        optimizer.step()
+                        lr_scheduler.step()
+                        optimizer.zero_grad()
+            """,
+            title="the same schedule stepped with no position: each call advances it",
+        ),
+        good(
+            """
+            import torch
             from torch.optim.lr_scheduler import OneCycleLR
 
 
@@ -638,6 +693,8 @@ class SchedulerStepPerMicroBatch(Rule):
                 if model.runs_per_update(loop, ref) or micro_batch_horizon(model, loop, ref):
                     continue
                 clock = own_rate_clock(ctx.index, ref.node.func.value, ref.scope)
+                if clock is None and _told_loop_position(ctx.index, loop, ref):
+                    clock = POSITION  # `sched.step(cur_epoch=epoch, cur_step=i)`: set, not advanced
                 if clock == POSITION:
                     continue  # told where it is (`step(epoch, it)`): a repeated call sets the same rate
                 name = ctx.code_for(ref.node.func.value)
@@ -663,6 +720,22 @@ class SchedulerStepPerMicroBatch(Rule):
                             premise(f"`{name}.step()` is not under the update's guard: it runs on every micro-batch",
                                     ref.node, "call")]
                 yield self.report_if(k_condition(ctx, loop), ref.node, message, fix, evidence)
+
+
+def _told_loop_position(index, loop, ref) -> bool:
+    """`sched.step(...)` written in the loop is handed a name the loop (or a loop around it) binds
+    on each iteration (`step(cur_epoch=epoch, cur_step=i)`, torch's `step(epoch)`): whatever its
+    class, the rate it sets is the one for the position it is told, so a repeated call for the
+    same position does not run the schedule ahead."""
+    if ref.via or not isinstance(loop.node, (cst.For, cst.While)):
+        return False
+    bound: set[str] = set()
+    for ancestor in index.ancestors(ref.node):
+        if isinstance(ancestor, cst.For):
+            bound |= {n.value for n in walk(ancestor.target) if isinstance(n, cst.Name)}
+        if isinstance(ancestor, cst.FunctionDef):
+            break
+    return any(isinstance(n, cst.Name) and n.value in bound for arg in ref.node.args for n in walk(arg.value))
 
 
 def _fix(ctx, loop, ref, name):

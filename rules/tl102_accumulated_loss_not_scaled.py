@@ -33,8 +33,10 @@ class AccumulatedLossNotScaled(Rule):
         The loss is followed through its assignments (`loss = loss / K`, `loss /= K`,
         `(loss / K).backward()`, `scaler.scale(loss / K)`) and into same-file helpers.
         `accelerator.backward(loss)` on an Accelerator created with `gradient_accumulation_steps`
-        divides by K itself and is not flagged; sum-reduced losses (also a model of this file whose
-        `forward` returns one) and losses weighted by anything the rule cannot read are left alone,
+        divides by K itself and is not flagged; sum-reduced losses (also a model or loss module of
+        this file whose `forward` returns one: terms with `reduction="sum"` added up from a zero
+        start, a term halved by a constant included) and losses weighted by anything the rule
+        cannot read are left alone,
         and so is a loop that divides the accumulated gradients by K itself before the step
         (`p.grad /= K`).
 
@@ -64,6 +66,100 @@ class AccumulatedLossNotScaled(Rule):
         "https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html",
     )
     examples = (
+        good(
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+
+            class Yolo_loss(nn.Module):
+                def forward(self, xin, labels=None):
+                    loss, loss_xy, loss_wh, loss_obj, loss_cls = 0, 0, 0, 0, 0
+                    for output_id, output in enumerate(xin):
+                        loss_xy += F.binary_cross_entropy(input=output[..., :2], target=labels[..., :2], reduction='sum')
+                        loss_wh += F.mse_loss(input=output[..., 2:4], target=labels[..., 2:4], reduction='sum') / 2
+                        loss_obj += F.binary_cross_entropy(input=output[..., 4], target=labels[..., 4], reduction='sum')
+                        loss_cls += F.binary_cross_entropy(input=output[..., 5:], target=labels[..., 5:], reduction='sum')
+                    loss = loss_xy + loss_wh + loss_obj + loss_cls
+                    return loss, loss_xy, loss_wh, loss_obj, loss_cls
+
+
+            def train(model, train_loader, optimizer, config):
+                criterion = Yolo_loss()
+                global_step = 0
+                for i, batch in enumerate(train_loader):
+                    global_step += 1
+                    loss, loss_xy, loss_wh, loss_obj, loss_cls = criterion(model(batch[0]), batch[1])
+                    loss.backward()
+                    if global_step % config.subdivisions == 0:
+                        optimizer.step()
+                        model.zero_grad()
+            """,
+            title="a loss module that sums over the micro-batch's samples (reduction='sum', from a zero start): summed over the window too",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+
+            class Yolo_loss(nn.Module):
+                def forward(self, xin, labels=None):
+                    loss, loss_xy, loss_wh, loss_obj, loss_cls = 0, 0, 0, 0, 0
+                    for output_id, output in enumerate(xin):
+                        loss_xy += F.binary_cross_entropy(input=output[..., :2], target=labels[..., :2])
+                        loss_wh += F.mse_loss(input=output[..., 2:4], target=labels[..., 2:4]) / 2
+                        loss_obj += F.binary_cross_entropy(input=output[..., 4], target=labels[..., 4])
+                        loss_cls += F.binary_cross_entropy(input=output[..., 5:], target=labels[..., 5:])
+                    loss = loss_xy + loss_wh + loss_obj + loss_cls
+                    return loss, loss_xy, loss_wh, loss_obj, loss_cls
+
+
+            def train(model, train_loader, optimizer, config):
+                criterion = Yolo_loss()
+                global_step = 0
+                for i, batch in enumerate(train_loader):
+                    global_step += 1
+                    loss, loss_xy, loss_wh, loss_obj, loss_cls = criterion(model(batch[0]), batch[1])
+                    loss.backward()
+                    if global_step % config.subdivisions == 0:
+                        optimizer.step()
+                        model.zero_grad()
+            """,
+            line=24,
+            fixed="""
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+
+            class Yolo_loss(nn.Module):
+                def forward(self, xin, labels=None):
+                    loss, loss_xy, loss_wh, loss_obj, loss_cls = 0, 0, 0, 0, 0
+                    for output_id, output in enumerate(xin):
+                        loss_xy += F.binary_cross_entropy(input=output[..., :2], target=labels[..., :2])
+                        loss_wh += F.mse_loss(input=output[..., 2:4], target=labels[..., 2:4]) / 2
+                        loss_obj += F.binary_cross_entropy(input=output[..., 4], target=labels[..., 4])
+                        loss_cls += F.binary_cross_entropy(input=output[..., 5:], target=labels[..., 5:])
+                    loss = loss_xy + loss_wh + loss_obj + loss_cls
+                    return loss, loss_xy, loss_wh, loss_obj, loss_cls
+
+
+            def train(model, train_loader, optimizer, config):
+                criterion = Yolo_loss()
+                global_step = 0
+                for i, batch in enumerate(train_loader):
+                    global_step += 1
+                    loss, loss_xy, loss_wh, loss_obj, loss_cls = criterion(model(batch[0]), batch[1])
+                    (loss / config.subdivisions).backward()
+                    if global_step % config.subdivisions == 0:
+                        optimizer.step()
+                        model.zero_grad()
+            """,
+            title="the same loss module with the default mean reduction: each micro-batch's mean adds up",
+        ),
         bad(
             """
             import torch

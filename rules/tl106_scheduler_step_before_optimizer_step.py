@@ -36,7 +36,8 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         the optimizer is guarded (that is TL101), and a scheduler stepped after the step are not
         flagged; nor is a schedule class of the project's own (no base class) whose `step()` writes
         the learning rate of the coming update into the param groups while building it writes
-        none: it is meant to step before the update it sets. When the scheduler's line sits right above the optimizer's, the fix swaps the two
+        none: it is meant to step before the update it sets (also when it reaches the loop as a
+        parameter: every call of that function in the file passes one, or None). When the scheduler's line sits right above the optimizer's, the fix swaps the two
         lines; it changes which learning rate each update uses, so it is offered as unsafe.
         """
     why_bad = """
@@ -143,6 +144,66 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             """,
             line=22,
             title="a project schedule that, like torch's, sets the first rate when it is built",
+        ),
+        good(
+            """
+            import torch
+
+
+            class Cycle:
+                def __init__(self, optimizer, peak, total):
+                    self.optimizer, self.peak, self.total = optimizer, peak, total
+                    self.count = 0
+
+                def step(self):
+                    self.count += 1
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = self.peak * min(1.0, 2 - 2 * self.count / self.total)
+
+
+            def train_epoch(loader, model, opt, scheduler):
+                for x, y in loader:
+                    if scheduler is not None:
+                        scheduler.step()
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+
+
+            opt = torch.optim.Adam(model.parameters())
+            scheduler = None
+            if use_schedule:
+                scheduler = Cycle(opt, 3e-4, total=10_000)
+            for epoch in range(10):
+                train_epoch(loader, model, opt, scheduler)
+            """,
+            title="a scheduler of its own handed to the training function (or None): it writes the coming rate",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train_epoch(loader, model, opt, scheduler):
+                for x, y in loader:
+                    if scheduler is not None:
+                        scheduler.step()
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+
+
+            opt = torch.optim.Adam(model.parameters(), lr=3e-4)
+            scheduler = None
+            if use_schedule:
+                scheduler = torch.optim.lr_schedulerr.OneCycleLR(opt, max_lr=3e-4, total_steps=10_000)
+            for epoch in range(10):
+                train_epoch(loader, model, opt, scheduler)
+            """,
+            line=7,
+            title="torch's OneCycleLR handed to the same training function still steps too early",
         ),
         bad(
             """

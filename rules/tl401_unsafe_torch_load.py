@@ -9,7 +9,8 @@ import libcst as cst
 from trainlint.model.checkpoints import checkpoint_model
 from trainlint.finding import Severity
 from trainlint.gate import reference_text, refers_to
-from trainlint.model.index import keyword_arg, positional_args
+from trainlint.model.checkpoint_base import SAVE_FUNCTIONS
+from trainlint.model.index import keyword_arg, positional_args, walk
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import state_premise
@@ -35,7 +36,9 @@ class UnsafeTorchLoad(Rule):
         parameter whose default is False, or when a custom `pickle_module` is passed without
         `weights_only=True`), `pickle.load`/`dill.load` of a checkpoint file, and `torch.load`
         without `weights_only` when the configured `min-torch-version` is below 2.6 (where the
-        default was still False).
+        default was still False). Not a load in a class's `__setstate__` of a buffer unpacked from
+        the state it is handed when the class's `__getstate__` wrote that buffer with `torch.save`
+        into an `io.BytesIO`: pickle is already loading the object, and these bytes are part of it.
         """
     why_bad = """
         Pickle runs code by design: an object's `__reduce__` can return `(os.system, ("...",))`,
@@ -54,6 +57,58 @@ class UnsafeTorchLoad(Rule):
         "https://docs.python.org/3/library/pickle.html (the warning at the top)",
     )
     examples = (
+        good(
+            """
+            import io
+            import torch
+
+
+            class Batch:
+                def __getstate__(self):
+                    buffer = io.BytesIO()
+                    torch.save(self.tensors, buffer)
+                    return buffer, self.meta
+
+                def __setstate__(self, state):
+                    buffer, meta = state
+                    buffer.seek(0)
+                    self.tensors = torch.load(buffer, weights_only=False)
+                    self.meta = meta
+            """,
+            title="__setstate__ reads back the bytes its own __getstate__ wrote into the pickle: already being unpickled",
+        ),
+        bad(
+            """
+            import torch
+
+
+            class Batch:
+                def __getstate__(self):
+                    torch.save(self.tensors, self.path)
+                    return self.path, self.meta
+
+                def __setstate__(self, state):
+                    path, meta = state
+                    self.tensors = torch.load(path, weights_only=False)
+                    self.meta = meta
+            """,
+            line=11,
+            fixed="""
+            import torch
+
+
+            class Batch:
+                def __getstate__(self):
+                    torch.save(self.tensors, self.path)
+                    return self.path, self.meta
+
+                def __setstate__(self, state):
+                    path, meta = state
+                    self.tensors = torch.load(path, weights_only=True)
+                    self.meta = meta
+            """,
+            title="a __setstate__ that loads a file named in the state: the file is a new source",
+        ),
         bad(
             """
             import torch
@@ -298,6 +353,8 @@ class UnsafeTorchLoad(Rule):
 
     def _check_torch_load(self, ctx, site):
         call = site.node
+        if _reads_own_pickled_state(ctx.index, site):
+            return  # the bytes are part of a pickle being loaded already: no new source of code
         arg = keyword_arg(call, "weights_only")
         if arg is not None:
             if _is_false(arg.value) or _false_by_default(ctx, site, arg.value):
@@ -417,3 +474,39 @@ def _add_weights_only(call: cst.Call) -> FixSpec:
     args.append(cst.Arg(cst.Name("True"), keyword=cst.Name("weights_only"),
                         equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
     return FixSpec("Pass weights_only=True", safe=False, replacements=((call, call.with_changes(args=args)),))
+
+
+def _reads_own_pickled_state(index, site) -> bool:
+    """`torch.load(buf)` in a class's `__setstate__`, `buf` unpacked from the state it is handed,
+    and the class's `__getstate__` writes that state with `torch.save` into an `io.BytesIO`: the
+    object is being unpickled already (pickle calls `__setstate__` with what `__getstate__`
+    returned), so this load reads bytes of that same pickle and trusts nothing new. A load of a
+    file named in the state, or of a state `__getstate__` did not write, is not this."""
+    function = site.function
+    if function is None or function.name != "__setstate__" or not function.class_name:
+        return False
+    params = [p.name.value for p in function.node.params.params][1:]
+    source = positional_args(site.node)[0].value if positional_args(site.node) else None
+    if len(params) != 1 or not isinstance(source, cst.Name):
+        return False
+    # `buf, extra = state` (or `buf = state[0]`): the loaded bytes come from the state argument
+    from_state = False
+    for binding in site.scope.lookup(source.value):
+        node = binding.node
+        value = node.value if isinstance(node, cst.Assign) else None
+        root = value.value if isinstance(value, cst.Subscript) else value
+        if not (isinstance(root, cst.Name) and root.value == params[0]):
+            return False
+        from_state = True
+    getstate = index.method(function.class_name, "__getstate__")
+    if not from_state or getstate is None:
+        return False
+    buffers: set[str] = set()  # the `io.BytesIO()` objects `__getstate__` makes
+    for node in walk(getstate.node.body):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) \
+                and index.resolve(node.value.func, getstate.scope) == "io.BytesIO" \
+                and isinstance(node.targets[0].target, cst.Name):
+            buffers.add(node.targets[0].target.value)
+    return any(isinstance(node, cst.Call) and index.resolve(node.func, getstate.scope) in SAVE_FUNCTIONS
+               and len(node.args) >= 2 and isinstance(node.args[1].value, cst.Name)
+               and node.args[1].value.value in buffers for node in walk(getstate.node.body))

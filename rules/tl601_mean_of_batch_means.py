@@ -10,7 +10,7 @@ from typing import Iterator
 import libcst as cst
 
 from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
-from trainlint.model.summaries import FunctionSummary, equal_batch_arguments
+from trainlint.model.summaries import FunctionSummary, equal_batch_arguments, equal_batches_for
 from trainlint.model.training import training_model
 from trainlint.finding import Severity
 from trainlint.gate import iterates_loader
@@ -107,6 +107,122 @@ class MeanOfBatchMeans(Rule):
                 return running / steps
             """,
             title="drop_last=True comes with the keyword arguments a helper returns: equal batches",
+        ),
+        good(
+            """
+            import numpy as np
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            def data_provider(args, flag):
+                if flag == "test":
+                    drop_last = True
+                elif flag == "pred":
+                    drop_last = False
+                else:
+                    drop_last = True
+                data_set = Series(args.root, flag=flag)
+                return data_set, DataLoader(data_set, batch_size=args.batch_size, drop_last=drop_last)
+
+
+            class Experiment:
+                def _get_data(self, flag):
+                    data_set, data_loader = data_provider(self.args, flag)
+                    return data_set, data_loader
+
+                def vali(self, vali_loader, criterion):
+                    total_loss = []
+                    with torch.no_grad():
+                        for x, y in vali_loader:
+                            total_loss.append(criterion(self.model(x), y).item())
+                    return np.average(total_loss)
+
+                def train(self, criterion):
+                    vali_data, vali_loader = self._get_data(flag="val")
+                    test_data, test_loader = self._get_data(flag="test")
+                    return self.vali(vali_loader, criterion), self.vali(test_loader, criterion)
+            """,
+            title="every loader vali() is handed drops its last batch: drop_last chosen by the flag passed through two helpers",
+        ),
+        bad(
+            """
+            import numpy as np
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            def data_provider(args, flag):
+                if flag == "test":
+                    drop_last = False
+                elif flag == "pred":
+                    drop_last = False
+                else:
+                    drop_last = True
+                data_set = Series(args.root, flag=flag)
+                return data_set, DataLoader(data_set, batch_size=args.batch_size, drop_last=drop_last)
+
+
+            class Experiment:
+                def _get_data(self, flag):
+                    data_set, data_loader = data_provider(self.args, flag)
+                    return data_set, data_loader
+
+                def vali(self, vali_loader, criterion):
+                    total_loss = []
+                    with torch.no_grad():
+                        for x, y in vali_loader:
+                            total_loss.append(criterion(self.model(x), y).item())
+                    return np.average(total_loss)
+
+                def train(self, criterion):
+                    vali_data, vali_loader = self._get_data(flag="val")
+                    test_data, test_loader = self._get_data(flag="test")
+                    return self.vali(vali_loader, criterion), self.vali(test_loader, criterion)
+            """,
+            line=27,
+            title="the same helpers, but the test flag keeps the short last batch",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            def make_loader(dataset, batch_size, drop_last=True):
+                return DataLoader(dataset, batch_size=batch_size, drop_last=drop_last)
+
+
+            @torch.no_grad()
+            def validate(model, dataset, criterion):
+                running, steps = 0.0, 0
+                for x, y in make_loader(dataset, 128):
+                    running += criterion(model(x), y).item()
+                    steps += 1
+                return running / steps
+            """,
+            title="a loader helper whose drop_last=True is its parameter's default: batches of one size",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            def make_loader(dataset, batch_size, drop_last=False):
+                return DataLoader(dataset, batch_size=batch_size, drop_last=drop_last)
+
+
+            @torch.no_grad()
+            def validate(model, dataset, criterion):
+                running, steps = 0.0, 0
+                for x, y in make_loader(dataset, 128):
+                    running += criterion(model(x), y).item()
+                    steps += 1
+                return running / steps
+            """,
+            line=15,
+            title="the same helper with drop_last=False by default keeps the short last batch",
         ),
         bad(
             """
@@ -512,9 +628,11 @@ def _other_split_loader(node: cst.CSTNode, loader_text: str) -> str | None:
     return counted if here is not None and there is not None and here != there else None
 
 
-def _equal_batches(flow, loader) -> bool:
+def _equal_batches(flow, loader, depth: int = 0) -> bool:
     """The loader makes batches of one size: built with `drop_last=True` or `batch_size=1`, here or
-    by a project function (in another file too), or with keyword arguments one returns."""
+    by a project function (in another file too, `drop_last` chosen there by a constant argument or
+    left at a default parameter value), or with keyword arguments one returns; a loader parameter
+    when every call of its function in the file passes such a loader."""
     call = loader_constructor(flow, loader)
     if call is not None:
         if equal_batch_arguments(call):
@@ -522,24 +640,41 @@ def _equal_batches(flow, loader) -> bool:
         scope = flow.scope_of(call)
         return any(a.star == "**" and isinstance(a.value, cst.Call) and _factory_equal_batches(flow, a.value, scope)
                    for a in call.args)
+    if isinstance(loader, cst.Name) and depth < 3:
+        binding = flow.reaching(loader)
+        if binding is not None and binding.kind == "param":
+            function = flow.index.function_at(binding.node)
+            sites = flow.index.callers(function) if function is not None else []
+            arguments = [flow.index.argument_for(site.node, function, loader.value) for site in sites]
+            return bool(arguments) and all(a is not None and _equal_batches(flow, a, depth + 1) for a in arguments)
     built = _built_by(flow, loader)
     return built is not None and _factory_equal_batches(flow, built, flow.scope_of(built))
 
 
 def _built_by(flow, loader) -> cst.Call | None:
-    """The call a loader variable was bound to, when there is one binding."""
+    """The call a loader variable was bound to, when there is one binding (`data, loader =
+    get_data(flag="val")` too: the factory's summary says which element is the loader)."""
     if isinstance(loader, cst.Call):
         return loader
     if isinstance(loader, cst.Name):
         binding = flow.reaching(loader)
         value = binding.value if binding is not None else None
+        if value is None and binding is not None and binding.kind == "assign" and isinstance(binding.node, cst.Assign) \
+                and isinstance(binding.node.targets[0].target, cst.Tuple):
+            value = binding.node.value
         return value if isinstance(value, cst.Call) else None
     return None
 
 
 def _factory_equal_batches(flow, call: cst.Call, scope) -> bool:
     summary = flow.index.summary_of(call.func, scope, _LOADER_WORDS)
-    return isinstance(summary, FunctionSummary) and summary.equal_batches
+    if summary is None:
+        method = flow.index.callee(call, scope)  # `self._get_data(flag="val")`
+        linker = flow.index.linker
+        if method is not None and linker is not None:
+            summary = linker.own(flow.index).member([method.class_name, method.name] if method.class_name
+                                                    else [method.name])
+    return isinstance(summary, FunctionSummary) and equal_batches_for(summary, call)
 
 
 def _accumulators(flow, loop) -> dict[str, str]:

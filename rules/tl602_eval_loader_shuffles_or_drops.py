@@ -61,8 +61,12 @@ class EvalLoaderShufflesOrDrops(Rule):
         Training loaders, samplers (shuffling through `sampler=` is the sampler's business) and
         loaders whose names say nothing are left alone, and so is `drop_last=True` on batches of
         one sample (`batch_size=1`, or no batch size at all), which leave no partial batch. A loader
-        that is only drawn from (`next(iter(val_loader))` for preview pictures or a probe, never gone
-        through) is no evaluation loader, whatever its name.
+        that is only drawn from is no evaluation loader, whatever its name: `next(iter(val_loader))`
+        for preview pictures, a loop that breaks after one batch or when its `enumerate` index
+        reaches a bound, `next(...)` on an endless `itertools.cycle(val_loader)` (or a generator of
+        the project that repeats it inside `while True:`), or a project function (in any file) that
+        draws from it only in these ways; such a loader is never gone through, so neither its order
+        nor a dropped last batch changes a result.
         """
     why_bad = """
         `drop_last=True` silently leaves the tail of the validation or test set out of every
@@ -132,6 +136,141 @@ class EvalLoaderShufflesOrDrops(Rule):
                 return correct / len(val_set), preview
             """,
             title="a preview batch drawn, but the same loader also feeds the accuracy",
+        ),
+        good(
+            """
+            import itertools
+            import torch
+            from torch.utils.data import DataLoader
+
+            def fit(model, opt, train_set, val_set, steps):
+                train_batches = itertools.cycle(DataLoader(train_set, batch_size=32, shuffle=True))
+                val_loader = DataLoader(val_set, batch_size=32, shuffle=True, drop_last=True)
+                val_batches = itertools.cycle(val_loader)
+                for step in range(steps):
+                    x, y = next(train_batches)
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    if step % 500 == 0:
+                        with torch.no_grad():
+                            vx, vy = next(val_batches)
+                            print(step, torch.nn.functional.cross_entropy(model(vx), vy).item())
+            """,
+            title="a validation loader drawn from through an endless cycle, one batch per probe: no pass over the set",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def fit(model, opt, train_set, val_set, epochs):
+                train_loader = DataLoader(train_set, batch_size=32, shuffle=True)
+                val_loader = DataLoader(val_set, batch_size=32, shuffle=True, drop_last=True)
+                for epoch in range(epochs):
+                    for x, y in train_loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    with torch.no_grad():
+                        total = 0.0
+                        for vx, vy in val_loader:
+                            total += torch.nn.functional.cross_entropy(model(vx), vy, reduction="sum").item()
+                    print(epoch, total / len(val_set))
+            """,
+            line=6,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def fit(model, opt, train_set, val_set, epochs):
+                train_loader = DataLoader(train_set, batch_size=32, shuffle=True)
+                val_loader = DataLoader(val_set, batch_size=32, shuffle=False, drop_last=False)
+                for epoch in range(epochs):
+                    for x, y in train_loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    with torch.no_grad():
+                        total = 0.0
+                        for vx, vy in val_loader:
+                            total += torch.nn.functional.cross_entropy(model(vx), vy, reduction="sum").item()
+                    print(epoch, total / len(val_set))
+            """,
+            title="the same validation loader gone through to the end for the epoch's loss",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def listen(model, loader, samples):
+                for i, (mel, wav) in enumerate(loader, 1):
+                    if i > samples:
+                        break
+                    save_wav(model.generate(mel), f"sample_{i}.wav")
+
+            def fit(model, opt, dataset, epochs):
+                test_loader = DataLoader(dataset, batch_size=1, shuffle=True)
+                for epoch in range(epochs):
+                    for mel, wav in DataLoader(dataset, batch_size=16, shuffle=True):
+                        loss = torch.nn.functional.l1_loss(model(mel), wav)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    with torch.no_grad():
+                        listen(model, test_loader, samples=4)
+            """,
+            title="a test loader handed to a helper that listens to a few random samples and stops",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def listen(model, loader, samples):
+                total = 0.0
+                for i, (mel, wav) in enumerate(loader, 1):
+                    total += torch.nn.functional.l1_loss(model(mel), wav).item()
+                return total / i
+
+            def fit(model, opt, dataset, epochs):
+                test_loader = DataLoader(dataset, batch_size=1, shuffle=True)
+                for epoch in range(epochs):
+                    for mel, wav in DataLoader(dataset, batch_size=16, shuffle=True):
+                        loss = torch.nn.functional.l1_loss(model(mel), wav)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    with torch.no_grad():
+                        print(epoch, listen(model, test_loader, samples=4))
+            """,
+            line=11,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def listen(model, loader, samples):
+                total = 0.0
+                for i, (mel, wav) in enumerate(loader, 1):
+                    total += torch.nn.functional.l1_loss(model(mel), wav).item()
+                return total / i
+
+            def fit(model, opt, dataset, epochs):
+                test_loader = DataLoader(dataset, batch_size=1, shuffle=False)
+                for epoch in range(epochs):
+                    for mel, wav in DataLoader(dataset, batch_size=16, shuffle=True):
+                        loss = torch.nn.functional.l1_loss(model(mel), wav)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    with torch.no_grad():
+                        print(epoch, listen(model, test_loader, samples=4))
+            """,
+            title="the same test loader handed to a helper that goes through all of it",
         ),
         bad(
             """

@@ -98,3 +98,106 @@ def test_a_name_in_another_function_is_another_loader():
     """
     ctx, binding = _binding(source, "val_loader")
     assert only_drawn_from(ctx.index, "val_loader", binding)
+
+
+@pytest.mark.parametrize("uses,drawn", [
+    ("for b in val_loader:\n        break", True),  # one batch
+    ("for i, b in enumerate(val_loader):\n        if i >= 3:\n            break\n        show(b)", True),
+    ("for i, b in enumerate(val_loader):\n        if loss_is_nan(b):\n            break", False),  # not a bound
+    ("for b in val_loader:\n        show(b)", False),  # gone through
+    ("batches = itertools.cycle(val_loader)\n    first = next(batches)", True),
+    ("batches = itertools.cycle(val_loader)\n    for b in batches:\n        pass", False),
+])
+def test_a_loader_drawn_by_a_bounded_loop_or_an_endless_cycle(uses, drawn):
+    source = f"import itertools\ndef f(ds):\n    val_loader = DataLoader(ds, shuffle=True)\n    {uses}\n"
+    ctx, binding = _binding(source, "val_loader")
+    assert only_drawn_from(ctx.index, "val_loader", binding) is drawn
+
+
+SAMPLER = """
+def listen(model, loader, samples):
+    for i, (mel, wav) in enumerate(loader, 1):
+        if i > samples:
+            break
+        save(model.generate(mel), i)
+
+
+def score(model, loader):
+    total = 0.0
+    for mel, wav in loader:
+        total += (model(mel) - wav).abs().mean().item()
+    return total
+"""
+TRAIN = """
+from torch.utils.data import DataLoader
+from sampler import {helper}
+
+
+def fit(model, dataset):
+    test_loader = DataLoader(dataset, batch_size=4, shuffle=True)
+    return {helper}(model, test_loader, 4) if "{helper}" == "listen" else {helper}(model, test_loader)
+"""
+
+
+@pytest.mark.parametrize("helper,expected", [("listen", []), ("score", [7])])
+def test_a_loader_handed_to_a_helper_in_another_file_that_only_draws(tmp_path, helper, expected):
+    (tmp_path / "sampler.py").write_text(textwrap.dedent(SAMPLER))
+    (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN.format(helper=helper)))
+    settings = Settings(select=resolve_selection(["TL602"], [], []))
+    result = list(lint_paths([str(tmp_path / "train.py")], settings))[0]
+    assert result.errors == []
+    assert [f.line for f in result.findings] == expected
+
+
+PROVIDER = """
+from torch.utils.data import DataLoader
+
+
+def data_provider(args, flag):
+    if flag == "test":
+        drop_last = {test_drop}
+    elif flag == "pred":
+        drop_last = False
+    else:
+        drop_last = True
+    data_set = Series(args.root, flag=flag)
+    return data_set, DataLoader(data_set, batch_size=args.batch_size, drop_last=drop_last)
+"""
+EXPERIMENT = """
+import numpy as np
+import torch
+from provider import data_provider
+
+
+class Experiment:
+    def _get_data(self, flag):
+        data_set, data_loader = data_provider(self.args, flag)
+        return data_set, data_loader
+
+    def vali(self, vali_loader, criterion):
+        total_loss = []
+        with torch.no_grad():
+            for x, y in vali_loader:
+                total_loss.append(criterion(self.model(x), y).item())
+        return np.average(total_loss)
+
+    def train(self, criterion):
+        vali_data, vali_loader = self._get_data(flag="val")
+        test_data, test_loader = self._get_data(flag="{flag}")
+        return self.vali(vali_loader, criterion), self.vali(test_loader, criterion)
+"""
+
+
+@pytest.mark.parametrize("test_drop,flag,expected", [
+    ("True", "test", []),  # every loader vali() sees drops its last batch
+    ("False", "test", [17]),  # the test loader keeps it
+    ("False", "val", []),  # ... but vali() is only handed validation loaders
+    ("False", "pred", [17]),
+])
+def test_drop_last_chosen_by_a_flag_in_another_file(tmp_path, test_drop, flag, expected):
+    (tmp_path / "provider.py").write_text(textwrap.dedent(PROVIDER.format(test_drop=test_drop)))
+    (tmp_path / "experiment.py").write_text(textwrap.dedent(EXPERIMENT.format(flag=flag)))
+    settings = Settings(select=resolve_selection(["TL601"], [], []))
+    result = list(lint_paths([str(tmp_path / "experiment.py")], settings))[0]
+    assert result.errors == []
+    assert [f.line for f in result.findings] == expected

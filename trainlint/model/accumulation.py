@@ -143,6 +143,10 @@ class LossTracer:
             left = self.trace(expr.left, scope, via, depth + 1)
             if divisor == "k":
                 return Trace(SCALED, expr, left.token_level, left.producers, left.kind)
+            if divisor == "other" and via and left.kind == SUM and isinstance(expr.right, (cst.Integer, cst.Float)):
+                # a sum halved by a constant inside the loss function a micro-batch calls: still
+                # a sum over its samples (that function cannot know the window's count)
+                return left
             if divisor == "local":
                 token = left.token_level or (self.ctx.code_for(expr.right)
                                              if _LOSS_COUNTS.search(self.ctx.code_for(expr.right)) else None)
@@ -150,7 +154,8 @@ class LossTracer:
                 return Trace(kind, left.k_division, token, left.producers)
             return Trace(SCALED, None, left.token_level, left.producers)  # weighted by the window's count
         if isinstance(op, (cst.Add, cst.Subtract)):
-            left = self.trace(expr.left, scope, via, depth + 1)
+            # `a + b + c + d` nests one level per term: a sum of terms is one step deeper, not four
+            left = self.trace(expr.left, scope, via, depth)
             right = self.trace(expr.right, scope, via, depth + 1)
             if CYCLE in (left.kind, right.kind):
                 return right if left.kind == CYCLE else left
@@ -261,8 +266,8 @@ class LossTracer:
                     traces.append(self.trace(binding.node.value, scope, via, depth + 1))
             elif binding.kind == "assign":
                 if binding.value is not None:
-                    if binding.value is expr:
-                        continue
+                    if binding.value is expr or _is_zero(binding.value):
+                        continue  # `total = 0` before `total += ...`: the start adds nothing
                     traces.append(self.trace(binding.value, scope, via, depth + 1))
                 elif isinstance(binding.node, cst.Assign) and isinstance(binding.node.value, cst.Call):
                     # `logits, loss = model(x, y)`; a same-file helper's returned tuple is read
@@ -664,6 +669,11 @@ def _int_literal(expr: cst.BaseExpression) -> int | None:
             isinstance(expr.expression, cst.Integer):
         return -int(expr.expression.evaluated_value)
     return None
+
+
+def _is_zero(expr: cst.BaseExpression) -> bool:
+    """The literal `0` / `0.0`."""
+    return isinstance(expr, (cst.Integer, cst.Float)) and float(expr.value) == 0
 
 
 def _combine(traces: list[Trace]) -> Trace:

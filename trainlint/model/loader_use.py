@@ -3,35 +3,59 @@
 `imgs = next(iter(val_loader))` takes one batch (sample pictures, a shape probe, a warm-up): the
 loader is never gone through, so what makes an evaluation loader wrong (a shuffled order, a dropped
 last batch) does not apply to it. A loader is "only drawn from" when every use of its name in its
-function (in the file, for an attribute), apart from its binding, is `next(iter(name))`; any other
-use (a `for` over it, `len(name)`, `it = iter(name)` drawn from batch after batch, handing it to a
-function) may go through it.
+function (in the file, for an attribute), apart from its binding, is a draw:
+
+- `next(iter(name))`: the first batch of a fresh iterator;
+- a `for` over `name` (or `enumerate(name)`) that stops after a fixed number of batches: its body
+  ends in an unconditional `break` (one batch), or breaks when the `enumerate` index reaches a
+  bound (`if i > samples: break`): a spot check, not a pass over the set;
+- `it = cycle(name)` (itertools, or a generator of the project that repeats its argument inside
+  `while True:`) with `it` used only as `next(it)`: an endless stream never ends an epoch;
+- handed to a project function (this file or one it imports) whose parameter is only drawn from.
+
+Any other use (a `for` to the end, `len(name)`, `it = iter(name)` drawn from batch after batch,
+handing it to a function that may go through it) may go through it.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.model.index import FileIndex, dotted_name, walk
+from trainlint.model.index import FileIndex, FunctionInfo, dotted_name, positional_args, walk
+
+# a file whose text has none of these draws nothing from a loader (its summaries are not parsed)
+DRAW_WORDS = ("next(", "break")
+_CYCLES = frozenset({"itertools.cycle", "cycle"})
 
 
 def only_drawn_from(index: FileIndex, holder: str, binding: cst.CSTNode) -> bool:
-    """Every use of the loader named `holder` (a name or `self.attr`) is a single draw."""
+    """Every use of the loader named `holder` (a name or `self.attr`) is a draw (see above)."""
     targets = [t.target for t in binding.targets] if isinstance(binding, cst.Assign) else \
         [binding.target] if isinstance(binding, cst.AnnAssign) else []
     if not any(isinstance(t, (cst.Name, cst.Attribute)) and dotted_name(t) == holder for t in targets):
         return False  # a dict entry or a keyword argument: its uses are not written under this name
-    drawn = False
-    inside_binding = {id(n) for n in walk(binding)}
     function = index.function_at(binding)
     # a local name is used in its function; an attribute (`self.val_loader`) anywhere in the file
     region = function.node if function is not None and "." not in holder else index.module
+    return _only_drawn(index, holder, region, {id(n) for n in walk(binding)}, 0)
+
+
+def parameter_only_drawn_from(index: FileIndex, function: FunctionInfo, param: str) -> bool:
+    """Every use of parameter `param` in `function`'s body is a draw (for `FunctionSummary`)."""
+    return _only_drawn(index, param, function.node.body, set(), 1)
+
+
+def _only_drawn(index: FileIndex, holder: str, region: cst.CSTNode, skip: set[int], depth: int) -> bool:
+    drawn = False
     for node in walk(region):
-        if not isinstance(node, (cst.Name, cst.Attribute)) or id(node) in inside_binding:
+        if not isinstance(node, (cst.Name, cst.Attribute)) or id(node) in skip:
             continue
         if dotted_name(node) != holder or _part_of_longer_name(index, node):
             continue
-        if _drawn_once(index, node):
+        if isinstance(index.parent(node), cst.Param):
+            continue  # the parameter's own declaration
+        if _drawn_once(index, node) or _bounded_loop(index, node) or _cycled(index, node) \
+                or _handed_to_drawing_function(index, node, depth):
             drawn = True
             continue
         return False
@@ -48,6 +72,125 @@ def _drawn_once(index: FileIndex, node: cst.CSTNode) -> bool:
     """`next(iter(node))`: the first batch of a fresh iterator, not an epoch."""
     call = _call_with_only_argument(index, node, "iter")
     return call is not None and _call_with_only_argument(index, call, "next") is not None
+
+
+def _bounded_loop(index: FileIndex, node: cst.CSTNode) -> bool:
+    """`for b in node:` / `for i, b in enumerate(node):` that stops after a fixed number of batches."""
+    counter = None
+    iterated: cst.CSTNode = node
+    wrapper = _call_with_only_argument(index, node, "enumerate")
+    if wrapper is not None:
+        iterated = wrapper
+    loop = index.parent(iterated)
+    if not isinstance(loop, cst.For) or loop.iter is not iterated or loop.orelse is not None:
+        return False
+    if wrapper is not None and isinstance(loop.target, cst.Tuple) and loop.target.elements \
+            and isinstance(loop.target.elements[0].value, cst.Name):
+        counter = loop.target.elements[0].value.value
+    body = list(loop.body.body) if isinstance(loop.body, cst.IndentedBlock) else []
+    if body and _is_break(body[-1]):
+        return True  # one batch, whatever the loop does with it
+    if counter is None:
+        return False
+    return any(isinstance(s, cst.If) and _counter_reaches_bound(s.test, counter) and s.orelse is None
+               and isinstance(s.body, cst.IndentedBlock) and s.body.body and _is_break(s.body.body[-1])
+               for s in body)
+
+
+def _is_break(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and any(isinstance(s, cst.Break) for s in statement.body)
+
+
+def _counter_reaches_bound(test: cst.BaseExpression, counter: str) -> bool:
+    """`i > n`, `i >= n`, `i == n` (or `n < i`, ...): the index has come to a bound."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return False
+    operator, right = test.comparisons[0].operator, test.comparisons[0].comparator
+    left_is = isinstance(test.left, cst.Name) and test.left.value == counter
+    right_is = isinstance(right, cst.Name) and right.value == counter
+    if left_is:
+        return isinstance(operator, (cst.GreaterThan, cst.GreaterThanEqual, cst.Equal))
+    if right_is:
+        return isinstance(operator, (cst.LessThan, cst.LessThanEqual, cst.Equal))
+    return False
+
+
+def _cycled(index: FileIndex, node: cst.CSTNode) -> bool:
+    """`it = cycle(node)` (or a project generator repeating it forever), `it` used only in `next(it)`."""
+    arg = index.parent(node)
+    call = index.parent(arg) if isinstance(arg, cst.Arg) else None
+    if not (isinstance(call, cst.Call) and call.args and call.args[0] is arg):
+        return False
+    scope = index.scope_at(call)
+    if index.resolve(call.func, scope) not in _CYCLES and not _repeats_forever(index, call, scope):
+        return False
+    statement = index.parent(call)
+    if not (isinstance(statement, cst.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0].target, cst.Name)):
+        return False
+    name = statement.targets[0].target.value
+    function = index.function_at(call)
+    region = function.node if function is not None else index.module
+    uses = [n for n in walk(region) if isinstance(n, cst.Name) and n.value == name
+            and n is not statement.targets[0].target and not _part_of_longer_name(index, n)]
+    return bool(uses) and all(_call_with_only_argument(index, n, "next") is not None for n in uses)
+
+
+def _repeats_forever(index: FileIndex, call: cst.Call, scope) -> bool:
+    """`call` runs a generator of this file whose first parameter is iterated inside `while True:`
+    (`def data_loop(dl): while True: for x in dl: yield x`) and that never returns or breaks out."""
+    if not isinstance(call.func, cst.Name):
+        return False
+    defs = [b.node for b in scope.lookup(call.func.value) if b.kind == "def"]
+    if len(defs) != 1 or not isinstance(defs[0], cst.FunctionDef):
+        return False
+    function = defs[0]
+    params = function.params.params
+    if not params:
+        return False
+    first = params[0].name.value
+    nodes = list(walk(function.body))
+    if any(isinstance(n, cst.Return) for n in nodes):
+        return False
+    for loop in nodes:
+        if isinstance(loop, cst.While) and isinstance(loop.test, cst.Name) and loop.test.value == "True":
+            inner = list(walk(loop.body))
+            if any(isinstance(n, (cst.Yield)) for n in inner) and not any(
+                    isinstance(n, cst.Break) and not _inside_inner_loop(index, n, loop) for n in inner) \
+                    and any(isinstance(n, cst.For) and any(isinstance(m, cst.Name) and m.value == first
+                                                             for m in walk(n.iter)) for n in inner):
+                return True
+    return False
+
+
+def _inside_inner_loop(index: FileIndex, node: cst.CSTNode, outer: cst.While) -> bool:
+    for ancestor in index.ancestors(node):
+        if ancestor is outer:
+            return False
+        if isinstance(ancestor, (cst.For, cst.While)):
+            return True
+    return False
+
+
+def _handed_to_drawing_function(index: FileIndex, node: cst.CSTNode, depth: int) -> bool:
+    """`node` passed to a project function whose matching parameter is only drawn from."""
+    if depth > 2:
+        return False
+    arg = index.parent(node)
+    call = index.parent(arg) if isinstance(arg, cst.Arg) else None
+    if not isinstance(call, cst.Call) or arg.star:
+        return False
+    scope = index.scope_at(call)
+    summary = index.summary_of(call.func, scope, DRAW_WORDS)
+    params = getattr(summary, "params", None)
+    drawn = getattr(summary, "drawn_params", ())
+    if params is None or not drawn:
+        return False
+    if arg.keyword is not None:
+        return arg.keyword.value in drawn
+    positional = positional_args(call)
+    position = next((i for i, a in enumerate(positional) if a is arg), None)
+    return position is not None and position < len(params) and params[position] in drawn
 
 
 def _call_with_only_argument(index: FileIndex, node: cst.CSTNode, function: str) -> cst.Call | None:

@@ -343,7 +343,8 @@ class Roles:
             # a project class plays the role its code shows (a `WarmupScheduler` whose `step()`
             # steps the optimizer is an optimizer); a project factory, the role of what it returns.
             # (Other project functions are not read for this: that would parse most of a library.)
-            summary = self.index.summary_of(call.func, scope, ROLE_WORDS)
+            # ("lambda": a factory of plain functions, `get_data_scaler`, is read to say it is none)
+            summary = self.index.summary_of(call.func, scope, ROLE_WORDS + ("lambda",))
             role = summary.produces if summary is not None else None
             if role:
                 return self._settle(role, "construction", call, f"built by `{tail}(...)`, whose code makes one")

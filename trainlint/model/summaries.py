@@ -29,6 +29,7 @@ from trainlint.model import frameworks
 from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
                                    positional_args, walk)
 from trainlint.model.layers import class_verdict
+from trainlint.model.loader_use import parameter_only_drawn_from
 from trainlint.model.grad_mode import GRAD_WORDS, context_grad, decorator_grad
 from trainlint.model.mode_names import deep_copied
 from trainlint.model.mode_state import OFF
@@ -89,6 +90,15 @@ class FunctionSummary:
     # `batch_size=1`), or the keyword arguments for one (`{"batch_size": b, "drop_last": True}`)
     equal_batches: bool = False
     sets_epoch: bool = False  # it calls `.set_epoch(...)` (on a sampler or loader it is handed)
+    # parameters it only draws batches from (`next(iter(p))`, a loop that breaks after a few
+    # batches, `cycle(p)`): a loader handed to it is not gone through (`loader_use`)
+    drawn_params: tuple[str, ...] = ()
+    # what it returns makes batches of one size depending on an argument: (parameter, ((constant,
+    # equal), ...), equal otherwise or None, the parameter's default as a constant or None). From
+    # `if flag == "test": drop_last = False ... else: drop_last = True` before `DataLoader(...,
+    # drop_last=drop_last)`, or `DataLoader(..., drop_last=drop_last)` with `drop_last=True` a
+    # parameter; or a helper that passes its parameter on to one (`equal_batches_for` reads it)
+    equal_batches_by: tuple | None = None
 
     @property
     def produces(self) -> str | None:
@@ -381,9 +391,55 @@ class _Summariser:
             returns=self._returns(function), returns_mean=self._returns_mean(function),
             returned_keys=self._returned_keys(function), equal_batches=self._equal_batches(function),
             sets_epoch=any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
-                           and n.func.attr.value == "set_epoch" for n in self._own_nodes(function)))
+                           and n.func.attr.value == "set_epoch" for n in self._own_nodes(function)),
+            drawn_params=self._drawn_params(function, params), equal_batches_by=self._equal_batches_by(function))
         self._memo[node] = summary
         return summary
+
+    def _equal_batches_by(self, function: FunctionInfo) -> tuple | None:
+        """`FunctionSummary.equal_batches_by`: one returned loader (alone or in a returned tuple)
+        whose `drop_last` depends on one parameter only."""
+        returns = self._returns_of(function)
+        if len(returns) != 1:
+            return None
+        value = returns[0]
+        names = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+        for name in names:
+            if isinstance(name, cst.Call) and \
+                    (self.index.resolve(name.func, function.scope) or "").rsplit(".", 1)[-1] == "DataLoader":
+                return _drop_last_by(function, keyword_value(name, "drop_last"))
+            if not isinstance(name, cst.Name):
+                continue
+            bindings = function.scope.lookup(name.value)
+            if len(bindings) != 1 or bindings[0].kind != "assign":
+                continue
+            call = bindings[0].value
+            if isinstance(call, cst.Call) and \
+                    (self.index.resolve(call.func, function.scope) or "").rsplit(".", 1)[-1] == "DataLoader":
+                return _drop_last_by(function, keyword_value(call, "drop_last"))
+            node = bindings[0].node
+            if call is None and isinstance(node, cst.Assign) and isinstance(node.targets[0].target, cst.Tuple) \
+                    and isinstance(node.value, cst.Call):
+                call = node.value
+                # `data_set, data_loader = data_provider(self.args, flag)`: the helper's answer, its
+                # parameter our own or a constant
+                inner = self.summary_of(call.func, function.scope, ("DataLoader",)) \
+                    if not _is_self_or_super(call.func.value if isinstance(call.func, cst.Attribute) else call.func) \
+                    else None
+                if isinstance(inner, FunctionSummary) and inner.equal_batches_by is not None:
+                    param = inner.equal_batches_by[0]
+                    argument = _argument(call, inner.params, param)
+                    if isinstance(argument, cst.Name) and any(
+                            p.name.value == argument.value for p in function.node.params.params):
+                        return (argument.value, *inner.equal_batches_by[1:3], None)
+        return None
+
+    def _drawn_params(self, function: FunctionInfo, params: list[str]) -> tuple[str, ...]:
+        own = self._own_nodes(function)
+        if not any(isinstance(n, cst.Break) or (isinstance(n, cst.Call) and isinstance(n.func, cst.Name)
+                                                 and n.func.value == "next") for n in own):
+            return ()  # nothing in it stops early or draws one batch
+        return tuple(p for p in params if parameter_only_drawn_from(self.index, function, p))
 
     def _equal_batches(self, function: FunctionInfo) -> bool:
         returns = [n.value for n in self._own_nodes(function) if isinstance(n, cst.Return) and n.value is not None]
@@ -589,7 +645,10 @@ class _Summariser:
 
     # -- factories ------------------------------------------------------------------------------
     def _returns(self, function: FunctionInfo) -> str | None:
-        for value in self._returns_of(function):
+        values = self._returns_of(function)
+        if values and all(isinstance(v, cst.Lambda) for v in values):
+            return OTHER  # it hands back a plain function (`lambda x: (x + 1) / 2`), whatever its name
+        for value in values:
             if isinstance(value, cst.Name) and value.value in _param_names(function):
                 continue  # hands back what it was given
             role = self.roles.of(value, function.scope)
@@ -736,6 +795,135 @@ class _Summariser:
         return OTHER
 
 
+def constant_text(expr: cst.BaseExpression | None) -> str | None:
+    """A literal argument as text to compare (`"val"` -> `val`, `True` -> `True`), else None."""
+    if isinstance(expr, cst.SimpleString) and isinstance(expr.evaluated_value, str):
+        return expr.evaluated_value
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+        return expr.value
+    if isinstance(expr, cst.Integer):
+        return expr.value
+    return None
+
+
+def _argument(call: cst.Call, params: tuple[str, ...], param: str) -> cst.BaseExpression | None:
+    value = keyword_value(call, param)
+    if value is not None:
+        return value
+    positional = positional_args(call)
+    if param in params and params.index(param) < len(positional):
+        return positional[params.index(param)].value
+    return None
+
+
+def equal_batches_for(summary: FunctionSummary, call: cst.Call) -> bool:
+    """A call of a loader factory makes batches of one size: unconditionally, or for the constant
+    it passes (or leaves at the default) for the parameter `drop_last` depends on."""
+    if summary.equal_batches:
+        return True
+    if summary.equal_batches_by is None:
+        return False
+    param, cases, otherwise, default = summary.equal_batches_by
+    argument = _argument(call, summary.params, param)
+    text = constant_text(argument) if argument is not None else default
+    if text is None:
+        return False
+    return dict(cases).get(text, bool(otherwise)) if otherwise is not None or text in dict(cases) else False
+
+
+def _drop_last_by(function: FunctionInfo, drop: cst.BaseExpression | None) -> tuple | None:
+    """How `drop_last=<drop>` in `function` depends on one parameter (`FunctionSummary.equal_batches_by`)."""
+    if not isinstance(drop, cst.Name):
+        return None
+    params = {p.name.value: p for p in function.node.params.params}
+    bindings = function.scope.lookup(drop.value)
+    if len(bindings) == 1 and bindings[0].kind == "param" and drop.value in params:
+        default = params[drop.value].default
+        return (drop.value, (("True", True), ("False", False)), None,
+                constant_text(default) if default is not None else None)
+    if not bindings or any(b.kind != "assign" or not isinstance(b.value, cst.Name)
+                           or b.value.value not in ("True", "False") for b in bindings):
+        return None
+    param, cases, otherwise = None, {}, None
+    for binding in bindings:
+        equal = binding.value.value == "True"
+        tests, case = _branch_of(function, binding.node)
+        if tests is None:
+            return None
+        for name, _ in tests:
+            if param not in (None, name):
+                return None
+            param = name
+        if case is None:
+            otherwise = equal if otherwise in (None, equal) else "mixed"
+        else:
+            cases.setdefault(case, equal)
+    if param is None or param not in params or otherwise == "mixed":
+        return None
+    return (param, tuple(sorted(cases.items())), otherwise, None)
+
+
+def _branch_of(function: FunctionInfo, statement: cst.CSTNode):
+    """The `if p == "a": ... elif p == "b": ... else: ...` branch a statement of `function` sits in:
+    ([(p, constant) of the chain's tests], the constant of its branch or None for the `else`);
+    (None, None) when it sits anywhere else (another condition, a loop, no chain)."""
+    tests, case = [], None
+    child: cst.CSTNode = statement
+    for node in _path_up(function, statement):
+        if isinstance(node, cst.If):
+            test = _equality_test(node.test)
+            if test is None:
+                return None, None
+            tests.append(test)
+            if node.body is child:
+                if case is not None or len(tests) > 1:
+                    return None, None  # a condition inside another branch
+                case = test[1]
+            elif node.orelse is not child:
+                return None, None
+        elif not isinstance(node, (cst.IndentedBlock, cst.Else, cst.SimpleStatementLine)):
+            return None, None
+        child = node
+    if not tests:
+        return None, None
+    if case is None and not isinstance(_first_else(function, statement), cst.Else):
+        return None, None
+    return tests, case
+
+
+def _path_up(function: FunctionInfo, statement: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes from `statement`'s parent up to (not including) the function's body."""
+    parents: dict[int, cst.CSTNode] = {}
+    for node in walk(function.node.body):
+        for child in iter_children(node):
+            parents[id(child)] = node
+    path, node = [], parents.get(id(statement))
+    while node is not None and node is not function.node.body:
+        path.append(node)
+        node = parents.get(id(node))
+    return path
+
+
+def _first_else(function: FunctionInfo, statement: cst.CSTNode) -> cst.CSTNode | None:
+    for node in _path_up(function, statement):
+        if isinstance(node, (cst.Else, cst.If)):
+            return node
+    return None
+
+
+def _equality_test(test: cst.BaseExpression) -> tuple[str, str] | None:
+    """`p == "a"` (or `"a" == p`) -> (p, "a")."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return None
+    left, right = test.left, test.comparisons[0].comparator
+    if isinstance(left, cst.Name) and constant_text(right) is not None:
+        return left.value, constant_text(right)
+    if isinstance(right, cst.Name) and constant_text(left) is not None:
+        return right.value, constant_text(left)
+    return None
+
+
 def equal_batch_arguments(call: cst.Call) -> bool:
     """A `DataLoader(...)` call written with `drop_last=True` or `batch_size=1`: equal batches."""
     drop = keyword_value(call, "drop_last")
@@ -831,21 +1019,43 @@ def _is_docstring(statement: cst.CSTNode) -> bool:
 
 
 def instance_class(index: FileIndex, expr: cst.BaseExpression, scope: Scope,
-                   words: tuple[str, ...] = ()) -> ClassSummary | None:
+                   words: tuple[str, ...] = (), depth: int = 0) -> ClassSummary | None:
     """The project class that built the object `expr` holds (`sched = WarmupCosine(opt, ...)`,
-    `self.sched = ...`), when every binding says the same one."""
+    `self.sched = ...`), when every binding says the same one. A `None` binding (`sched = None`
+    before `if args.sched: sched = Cycle(...)`) holds no object to call; a parameter holds what
+    every call of its function in the file passes for it."""
     values: list[cst.BaseExpression] = []
     if isinstance(expr, cst.Name):
         bindings = scope.lookup(expr.value)
+        if len(bindings) == 1 and bindings[0].kind == "param" and depth < 3:
+            return _parameter_class(index, expr.value, bindings[0], words, depth)
         if any(b.kind != "assign" or b.value is None for b in bindings):
             return None
-        values = [b.value for b in bindings]
+        values = [b.value for b in bindings if not (isinstance(b.value, cst.Name) and b.value.value == "None")]
     elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
         values = index.self_attribute_values(expr.attr.value, scope)
     found: ClassSummary | None = None
     for value in values:
         built = index.summary_of(value.func, index.scope_at(value), words) if isinstance(value, cst.Call) else None
         if not isinstance(built, ClassSummary) or (found is not None and built is not found):
+            return None
+        found = built
+    return found
+
+
+def _parameter_class(index: FileIndex, name: str, binding, words: tuple[str, ...], depth: int) -> ClassSummary | None:
+    """The class of what every same-file call passes for parameter `name` (None when a call
+    passes something else, leaves it out, or there is no call in the file)."""
+    function = index.function_at(binding.node)
+    if function is None or any(p.name.value == name and p.default is not None
+                               for p in function.node.params.params):
+        return None  # a default value is a value the callers need not pass
+    found: ClassSummary | None = None
+    sites = index.callers(function)
+    for site in sites:
+        argument = index.argument_for(site.node, function, name)
+        built = instance_class(index, argument, site.scope, words, depth + 1) if argument is not None else None
+        if built is None or (found is not None and built is not found):
             return None
         found = built
     return found
