@@ -2,11 +2,19 @@
 
     python scripts/mined_bugs.py export MIRRORS [--out /work/mined]   # write the two versions of each file
     python scripts/mined_bugs.py score [--out /work/mined] [--json]    # run trainlint on them, recall per class
+    python scripts/mined_bugs.py export-whole MIRRORS [--out /work/mined]  # the whole repository at each commit
+    python scripts/mined_bugs.py score-whole [--out /work/mined] [--json] [--half tune|test]  # `trainlint .` there
+
+Every command takes `--data FILE`: another JSON list of cases of the same shape (a newly mined set
+kept outside the project before it is added) instead of the project's.
 
 `tests/realworld/mined_bugs.json` lists commits that fix a silent training bug of a class of the rule
 catalogue: {repository, buggy, fix, path, line, class, why}. `buggy` is the fix's parent, `line` the
 line of the buggy version where the catalogue says the finding is reported, `class` the rule code,
-`why` one sentence on what was wrong. No code of those repositories is kept in the project: `export`
+`why` one sentence on what was wrong. Three optional labels (issue 36): `capability`, the missing
+capability a case needs (e.g. "framework owns the loop", "update split across methods"),
+`framework`, the framework whose idiom holds the bug (e.g. "accelerate", "lightning"), and `half`,
+"tune" or "test", fixed before any result is read. No code of those repositories is kept in the project: `export`
 takes it from git mirrors (MIRRORS/<owner>+<name>, a bare git directory or one holding `repo/`, as
 the `fetch` tool leaves them) and writes, outside the project,
 OUT/<owner>+<name>/<fix>/{buggy,fixed}/<folder of path>/*.py — the file and the Python files of its
@@ -17,6 +25,18 @@ and once with its folder as the project. A bug counts as found when a finding of
 reported within 2 lines of `line` in the buggy version and none of that class is reported within 2
 lines of the corresponding line (through a line diff) of the fixed version. Exit status 0, or 2 when
 the data is malformed or an exported file is missing.
+
+Whole repositories (issue 36), as `trainlint .` reports a bug in CI: `export-whole` writes every
+`.py` file, `pyproject.toml`, `setup.py`, `setup.cfg` and `requirements*.txt` of the repository at
+each buggy and fixed commit to OUT/whole/<owner>+<name>/<commit>/ (once per commit, shared by its
+cases; a blob the snapshot left out is skipped and counted). `score-whole` runs
+`trainlint . --output-format json --no-cache --allow-skipped` there as a subprocess with the default
+selection (plus `--extend-select CODE` for a case whose rule is off by default), once per commit,
+and keeps the findings in OUT/whole-json/<owner>+<name>/<commit>.json (rerun when trainlint's
+sources change). A case is found when a finding of its class is reported within 2 lines of `line`
+in its file at the buggy commit, and quiet when fixed when none of that class is within 2 lines of
+the corresponding line at the fixed commit. It prints recall per class, capability and framework,
+and the share of found cases whose fixed version is quiet; exit status 2 when a run failed.
 """
 
 from __future__ import annotations
