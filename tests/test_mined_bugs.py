@@ -3,12 +3,16 @@
 The data's shape is checked always. The scoring (`scripts/mined_bugs.py score`) needs the two versions
 of each file exported outside the project (`scripts/mined_bugs.py export MIRRORS`): it runs when
 TRAINLINT_MINED names their directory or /work/mined holds them, and is skipped elsewhere.
+Whole-repository scoring (issue 36, `export-whole`/`score-whole`) is tested end to end on a git
+repository of two commits made here, with the real trainlint subprocess.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -104,9 +108,6 @@ def test_scoring_runs_on_every_exported_fix():
 
 
 # -- whole repositories (issue 36) ----------------------------------------------------------------
-import json  # noqa: E402
-import subprocess  # noqa: E402
-
 BUGGY_SCRIPT = """\
 import torch
 from torch.utils.data import DataLoader
