@@ -3,12 +3,16 @@
 The data's shape is checked always. The scoring (`scripts/mined_bugs.py score`) needs the two versions
 of each file exported outside the project (`scripts/mined_bugs.py export MIRRORS`): it runs when
 TRAINLINT_MINED names their directory or /work/mined holds them, and is skipped elsewhere.
+Whole-repository scoring (issue 36, `export-whole`/`score-whole`) is tested end to end on a git
+repository of two commits made here, with the real trainlint subprocess.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -101,3 +105,157 @@ def test_scoring_runs_on_every_exported_fix():
         for mode in ("alone", "project"):
             assert r[mode]["found"] == (bool(r[mode]["buggy"]) and not r[mode]["fixed"])
             assert all(abs(n - r["entry"]["line"]) <= mined.SLACK for n in r[mode]["buggy"])
+
+
+# -- whole repositories (issue 36) ----------------------------------------------------------------
+BUGGY_SCRIPT = """\
+import torch
+from torch.utils.data import DataLoader
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1)), batch_size=8)
+accumulation = 4
+
+for epoch in range(3):
+    scaler = torch.amp.GradScaler()
+    for step, (x, y) in enumerate(loader):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y) / accumulation
+        scaler.scale(loss).backward()
+        if (step + 1) % accumulation == 0:
+            scaler.step(optimizer)
+            scaler.update()
+"""
+# the fix: the scaler made once, the gradients cleared once per update (lines move: the diff maps them)
+FIXED_SCRIPT = """\
+import torch
+from torch.utils.data import DataLoader
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1)), batch_size=8)
+accumulation = 4
+scaler = torch.amp.GradScaler()  # made once: its scale carries over from epoch to epoch
+
+for epoch in range(3):
+    for step, (x, y) in enumerate(loader):
+        loss = torch.nn.functional.mse_loss(model(x), y) / accumulation
+        scaler.scale(loss).backward()
+        if (step + 1) % accumulation == 0:
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+"""
+
+
+def _run(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    return subprocess.run(args, cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def mirrored(tmp_path):
+    """A repository of two commits (a buggy training script, then its fix) mirrored as `fetch` leaves
+    it (MIRRORS/o+n/repo, a bare git directory), and the cases mined from it."""
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    _run(src, "git", "init", "-q")
+    (src / "train.py").write_text(BUGGY_SCRIPT)
+    (src / "pkg" / "helpers.py").write_text("def helper():\n    return 1\n")
+    (src / "pkg" / "lost.py").write_text("LOST = True\n")
+    (src / "pyproject.toml").write_text('[project]\nname = "n"\ndependencies = ["torch>=2.4"]\n')
+    (src / "requirements-dev.txt").write_text("pytest\n")
+    (src / "README.md").write_text("# not exported\n")
+    _run(src, "git", "add", ".")
+    _run(src, "git", "commit", "-qm", "buggy")
+    buggy = _run(src, "git", "rev-parse", "HEAD")
+    (src / "train.py").write_text(FIXED_SCRIPT)
+    _run(src, "git", "commit", "-qam", "fix")
+    fix = _run(src, "git", "rev-parse", "HEAD")
+    mirrors = tmp_path / "mirrors"
+    _run(tmp_path, "git", "clone", "-q", "--bare", str(src), str(mirrors / "o+n" / "repo"))
+    # a snapshot may leave a blob out: lose pkg/lost.py's (a loose object of the local clone)
+    lost = _run(src, "git", "rev-parse", f"{buggy}:pkg/lost.py")
+    (mirrors / "o+n" / "repo" / "objects" / lost[:2] / lost[2:]).unlink()
+    case = {"repository": "o/n", "buggy": buggy, "fix": fix, "path": "train.py"}
+    cases = [
+        {**case, "line": 12, "class": "TL104", "why": "zero_grad runs on every micro-batch of the window.",
+         "capability": "order", "framework": "plain", "half": "tune"},
+        # TL205 is off by default: scored with --extend-select TL205
+        {**case, "line": 10, "class": "TL205", "why": "the GradScaler is made again in every epoch.",
+         "capability": "loops", "framework": "plain", "half": "tune"},
+        # the fix left the unequal micro-batch weighting: found, but still reported when fixed
+        {**case, "line": 13, "class": "TL103", "why": "a mean loss divided by K with a short last batch.",
+         "capability": "values", "half": "test"},
+        # not reported at all: missed
+        {**case, "line": 11, "class": "TL801", "why": "the loader never reshuffles between the epochs.",
+         "capability": "values", "half": "test"},
+    ]
+    data = tmp_path / "cases.json"
+    data.write_text(json.dumps(cases))
+    return mirrors, data, buggy, fix
+
+
+def _script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
+
+
+def test_export_whole_and_score_whole_end_to_end(mirrored, tmp_path):
+    mirrors, data, buggy, fix = mirrored
+    out = tmp_path / "out"
+    done = _script("export-whole", str(mirrors), "--out", str(out), "--data", str(data))
+    assert done.returncode == 0, done.stderr
+    assert "1 missing blobs skipped" in done.stdout
+    for commit in (buggy, fix):
+        root = mined.whole_dir(out, "o/n", commit)
+        kept = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.name != ".exported")
+        assert kept == ["pkg/helpers.py", "pyproject.toml", "requirements-dev.txt", "train.py"]
+    assert (mined.whole_dir(out, "o/n", fix) / "train.py").read_text() == FIXED_SCRIPT
+
+    done = _script("score-whole", "--out", str(out), "--data", str(data), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    by_class = {r["entry"]["class"]: r for r in report["results"]}
+    assert by_class["TL104"]["found"] and by_class["TL104"]["quiet"] and by_class["TL104"]["buggy"] == [12]
+    assert by_class["TL205"]["found"] and by_class["TL205"]["quiet"]
+    assert by_class["TL103"]["found"] and by_class["TL103"]["quiet"] is False
+    assert by_class["TL103"]["fixed_line"] == 12 and by_class["TL103"]["fixed"] == [12]
+    assert not by_class["TL801"]["found"]
+    assert report["overall"] == {"total": 4, "found": 3, "found_quiet": 2, "error": 0}
+    assert report["fixed_quiet"] == {"quiet": 2, "found": 3}
+    assert report["per_capability"]["values"] == {"total": 2, "found": 1, "found_quiet": 0, "error": 0}
+    assert report["per_framework"]["(none)"]["total"] == 2
+    # one trainlint run per commit, not per case
+    assert sorted(p.stem for p in (out / "whole-json" / "o+n").glob("*.json")) == sorted([buggy, fix])
+
+    done = _script("score-whole", "--out", str(out), "--data", str(data), "--half", "test")
+    assert done.returncode == 0, done.stderr
+    assert "recall 1/2 = 50% in whole repositories" in done.stdout
+    assert "fixed versions quiet in 0/1 found cases" in done.stdout
+
+
+def test_score_whole_before_export_is_a_clear_error(mirrored, tmp_path):
+    _, data, _, _ = mirrored
+    done = _script("score-whole", "--out", str(tmp_path / "nothing"), "--data", str(data))
+    assert done.returncode == 2
+    assert "run `export-whole` first" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_export_whole_without_the_mirror_is_a_clear_error(mirrored, tmp_path):
+    _, data, _, _ = mirrored
+    done = _script("export-whole", str(tmp_path / "no-mirrors"), "--out", str(tmp_path / "out"), "--data", str(data))
+    assert done.returncode == 2
+    assert "no git directory for o/n" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("bad,problem", [
+    ({"capability": ""}, "capability"),
+    ({"framework": 3}, "framework"),
+    ({"half": "train"}, "half"),
+])
+def test_validate_checks_the_optional_labels(bad, problem):
+    assert mined.validate([{**GOOD, "capability": "order", "framework": "accelerate", "half": "tune"}]) == []
+    problems = mined.validate([{**GOOD, **bad}])
+    assert len(problems) == 1 and problem in problems[0], problems
