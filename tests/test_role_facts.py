@@ -75,3 +75,73 @@ def test_a_scaler_by_name_built_as_a_plain_function_is_no_grad_scaler(tmp_path, 
     assert done.returncode == (1 if expected else 0), done.stderr
     findings = json.loads(done.stdout)["findings"]
     assert [(f["path"], f["line"]) for f in findings] == [("utils.py", line) for line in expected]
+
+
+FACTORY = {
+    # the loader is the second element of what the other file's factory returns
+    "loader": """
+from torch.utils.data import DataLoader
+
+
+def data_provider(args, flag):
+    data_set = list(range(args.n))
+    data_loader = DataLoader(data_set, batch_size=args.batch_size, shuffle=flag == "train")
+    return data_set, data_loader
+""",
+    # the look-alike: the same shape, but the second element is a plain list of index batches
+    "list": """
+def data_provider(args, flag):
+    data_set = list(range(args.n))
+    data_loader = [data_set[i:i + args.batch_size] for i in range(0, args.n, args.batch_size)]
+    return data_set, data_loader
+""",
+}
+EXPERIMENT = """
+import numpy as np
+import torch
+from provider import data_provider
+
+
+class Experiment:
+    def __init__(self, args, model):
+        self.args = args
+        self.model = model
+
+    def _get_data(self, flag):
+        data_set, data_loader = data_provider(self.args, flag)
+        return data_set, data_loader
+
+    def vali(self, vali_data, vali_loader, criterion):
+        total_loss = []
+        self.model.eval()
+        with torch.no_grad():
+            for batch_x, batch_y in vali_loader:
+                loss = criterion(self.model(batch_x), batch_y)
+                total_loss.append(loss.item())
+        total_loss = np.average(total_loss)
+        self.model.train()
+        return total_loss
+
+    def train(self):
+        vali_data, vali_loader = self._get_data(flag="val")
+        return self.vali(vali_data, vali_loader, torch.nn.MSELoss())
+"""
+
+
+@pytest.mark.parametrize("kind", ["loader", "list"])
+def test_a_loader_returned_in_a_tuple_by_another_files_factory_is_proven(tmp_path, kind):
+    """`vali_loader` comes through a method from the second element of another file's
+    `data_provider(...)`: a DataLoader its code builds proves the role (TL601 reports); the same
+    shape handing back a list of batches proves nothing, and the name alone reports nothing."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "provider.py").write_text(textwrap.dedent(FACTORY[kind]))
+    (tmp_path / "exp.py").write_text(textwrap.dedent(EXPERIMENT))
+    done = subprocess.run([sys.executable, "-m", "trainlint", ".", "--select", "TL601", "--no-cache",
+                           "--output-format", "json"], capture_output=True, text=True, cwd=tmp_path)
+    findings = json.loads(done.stdout)["findings"]
+    if kind == "loader":
+        [finding] = findings
+        assert finding["code"] == "TL601" and finding["path"].endswith("exp.py")
+        assert any("data_provider" in e["premise"] and e["verdict"] == "proven" for e in finding["evidence"])
+    else:
+        assert findings == []

@@ -410,6 +410,12 @@ class Roles:
                 continue
             value = node.value
             if position is not None:
+                if isinstance(value, cst.Call) and self.index.function_at(node) is target:
+                    # `return make_loader(args, flag)`: the element of what that call returns
+                    role = self._from_call_at(value, target.scope, depth + 1, position)
+                    if role:
+                        return role
+                    continue
                 if not (isinstance(value, (cst.Tuple, cst.List)) and position < len(value.elements)):
                     continue
                 value = value.elements[position].value
@@ -478,7 +484,24 @@ class Roles:
         unpacked = unpacked_position(assign, name)
         if not isinstance(assign.value, cst.Call) or unpacked is None:
             return None
-        return self._from_returns(assign.value, scope, depth, position=unpacked[0])
+        return self._from_call_at(assign.value, scope, depth, unpacked[0])
+
+    def _from_call_at(self, call: cst.Call, scope: Scope, depth: int, position: int) -> str | None:
+        """The role of the element at `position` of the tuple `call` returns: read in a function of
+        this file, else in the summary of a project function of another file (`data_set, loader =
+        data_provider(args, flag)`: the loader its code builds)."""
+        if depth > 8:
+            return None
+        role = self._from_returns(call, scope, depth, position=position)
+        if role:
+            return role
+        summary = self.index.summary_of(call.func, scope, ROLE_WORDS)
+        produced = summary.produces_at(position) if isinstance(getattr(summary, "returns_at", None), tuple) else None
+        if produced:
+            tail = dotted_tail(call.func) or "the call"
+            return self._settle(produced, "construction", call,
+                                f"element {position + 1} of what `{tail}(...)` returns, whose code builds one")
+        return None
 
     def _from_self_attribute(self, attr: str, scope: Scope, depth: int) -> str | None:
         for value in self.index.self_attribute_values(attr, scope):

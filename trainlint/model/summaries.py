@@ -99,11 +99,18 @@ class FunctionSummary:
     # drop_last=drop_last)`, or `DataLoader(..., drop_last=drop_last)` with `drop_last=True` a
     # parameter; or a helper that passes its parameter on to one (`equal_batches_for` reads it)
     equal_batches_by: tuple | None = None
+    # the role of each element of the tuple it returns (`return data_set, data_loader`), when every
+    # return is a tuple of that length: what `_, loader = make(...)` in another file is
+    returns_at: tuple[str | None, ...] = ()
 
     @property
     def produces(self) -> str | None:
         """The role of what a call of it gives (a factory's product)."""
         return self.returns
+
+    def produces_at(self, position: int) -> str | None:
+        """The role of the element at `position` of the tuple a call of it gives."""
+        return self.returns_at[position] if position < len(self.returns_at) else None
 
     def mode_effect(self, target: str) -> tuple[str, str] | None:
         for name, first, last in self.modes:
@@ -389,6 +396,7 @@ class _Summariser:
             modes=self._modes(function), detached=self._detached(function, body_off), saves=self._saves(function),
             save_path=self._save_path(function),
             returns=self._returns(function), returns_mean=self._returns_mean(function),
+            returns_at=self._returns_at(function),
             returned_keys=self._returned_keys(function), equal_batches=self._equal_batches(function),
             sets_epoch=any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
                            and n.func.attr.value == "set_epoch" for n in self._own_nodes(function)),
@@ -655,6 +663,24 @@ class _Summariser:
             if role:
                 return role
         return None
+
+    def _returns_at(self, function: FunctionInfo) -> tuple[str | None, ...]:
+        """The roles of the elements of the tuple every return gives (same length), else ()."""
+        values = self._returns_of(function)
+        if not values or not all(isinstance(v, cst.Tuple) for v in values):
+            return ()
+        lengths = {len(v.elements) for v in values}
+        if len(lengths) != 1 or any(isinstance(e, cst.StarredElement) for v in values for e in v.elements):
+            return ()
+        roles: list[str | None] = []
+        for position in range(lengths.pop()):
+            found = None
+            for value in values:
+                found = self.roles.of(value.elements[position].value, function.scope)
+                if found:
+                    break
+            roles.append(found)
+        return tuple(roles) if any(roles) else ()
 
     def _returned_keys(self, function: FunctionInfo) -> tuple[str, ...] | None:
         values = self._returns_of(function)
