@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Iterable
 
 from trainlint.finding import Severity
-from trainlint.model.premises import Premise, premise, unknown  # noqa: F401  (rules state premises with these)
 from trainlint.gate import triggered
 
 if TYPE_CHECKING:  # LibCST only in annotations: selection imports this module, never LibCST
     import libcst as cst
+
+    from trainlint.model.premises import Premise
 
     from trainlint.context import FileContext
     from trainlint.gate import Gate
@@ -210,3 +211,13 @@ def registered() -> dict[str, type[Rule]]:
     """The rule classes registered so far by code, in code order (every rule: `trainlint.rules.registry`,
     which imports them first; the base class sits below the rules and never imports them)."""
     return dict(sorted(_REGISTRY.items()))
+
+
+def __getattr__(name: str):
+    """`premise`, `unknown` and `Premise` (what rules state their premises with) from the model,
+    imported when a rule asks for them: selection imports this module and must not import the model."""
+    if name in ("Premise", "premise", "unknown"):
+        from trainlint.model import premises
+
+        return getattr(premises, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
