@@ -49,7 +49,8 @@ def test_the_cli_declines_it_in_bounded_memory_and_time(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     took = time.perf_counter() - start
     assert "Traceback" not in done.stderr
-    assert "trainlint: warning: skipped dense.py: checking it would take about" in done.stderr
+    # a skipped file is an error (exit 2) unless --allow-skipped accepts it
+    assert "trainlint: error: skipped dense.py: checking it would take about" in done.stderr
     assert took < 30
     peak = int(done.stdout)  # the whole process, interpreter and imports included
     assert peak <= 300 * len(DENSE), f"{peak >> 20} MB"

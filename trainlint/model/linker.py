@@ -142,8 +142,15 @@ class Summaries:
         target = self.project.real(path)
         needle = f"{name}("
         found = []
+        # a file that can call the target's function imports its module (directly or through
+        # others): it is in the target's component of the import graph. Where the run has that
+        # graph already (a cached run), the files outside it are not even read.
+        components = self.project.known_components()
+        own = components.get(str(target)) if components is not None else None
         for candidate in self.project.paths:
             if candidate == target and not own_file:
+                continue
+            if own is not None and own[1] is not None and components.get(str(candidate), own)[1] != own[1]:
                 continue
             text = self.project.source(candidate)
             if text is None or needle not in text:
