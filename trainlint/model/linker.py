@@ -143,14 +143,16 @@ class Summaries:
         needle = f"{name}("
         found = []
         # a file that can call the target's function imports its module (directly or through
-        # others): it is in the target's component of the import graph. Where the run has that
-        # graph already (a cached run), the files outside it are not even read.
-        components = self.project.known_components()
-        own = components.get(str(target)) if components is not None else None
+        # others): it is in the target's component of the import graph, the unit the result cache
+        # keys on. Files outside it are not read, so a result never depends on a file its cache
+        # key leaves out (a cached and an uncached run agree), and a warm run reads none of them.
+        components = self.project.key_components()
+        own = components.get(str(target))
         for candidate in self.project.paths:
             if candidate == target and not own_file:
                 continue
             if own is not None and own[1] is not None and components.get(str(candidate), own)[1] != own[1]:
+                # (an unbounded component, digest None, is not told apart: every file is read)
                 continue
             text = self.project.source(candidate)
             if text is None or needle not in text:

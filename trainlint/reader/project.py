@@ -561,11 +561,6 @@ class Project:
         recorded = self._file_stamps.get(key)
         return recorded is not None and recorded[1] == digest and import_store.file_stamp(key) == recorded[0]
 
-    def known_components(self) -> dict[str, tuple[str | None, str | None]] | None:
-        """`key_components` if this run has computed them already (a run with the result cache),
-        else None: asking for them reads every file."""
-        return self._components
-
     def key_components(self) -> dict[str, tuple[str | None, str | None]]:
         """Each node (its real path, a string) reachable from the checked files -> (its content
         hash, its component's digest); found once per run, or per `refresh` (called before worker
