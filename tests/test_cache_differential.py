@@ -464,3 +464,25 @@ def test_cached_results_match_uncached_after_random_edits(tmp_path):
 def test_cached_results_match_uncached_after_a_thousand_random_edits(tmp_path):
     mismatches = differential(tmp_path, SLOW_EDITS, seed=2026)
     assert mismatches == [], f"{len(mismatches)} of {SLOW_EDITS} edits:\n" + "\n".join(mismatches)
+
+
+def test_a_copy_of_a_checked_file_elsewhere_in_its_component_has_its_own_result(tmp_path):
+    """optim/engine.py is a byte-for-byte copy of transformer.py: same content, same component, but
+    its `.optim` import names a module that does not exist, so its optimizer is unproven and it has
+    no finding. transformer.py never clears gradients (TL105) and must not get the copy's result."""
+    root = PROJECTS / "trainer_good" / "src" / "lmtrain"
+    transformer = (root / "transformer.py").read_text().replace("sched.zero_grad()", "pass")
+    files = {"pyproject.toml": "", "lmtrain/__init__.py": "", "lmtrain/transformer.py": transformer,
+             "lmtrain/optim/__init__.py": "from .scheduled import ScheduledOptim\n",
+             "lmtrain/optim/scheduled.py": (root / "optim" / "scheduled.py").read_text(),
+             "lmtrain/optim/engine.py": transformer}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    paths = sorted(str(tmp_path / name) for name in files if name.endswith(".py"))
+    cache = ResultCache(tmp_path / ".cache")
+    fresh = _findings(paths, None)
+    assert ("transformer.py", [], [("TL105", 19, 17)]) in [(n, e, [f[:3] for f in fs]) for n, e, fs in fresh]
+    assert ("engine.py", [], []) in fresh
+    assert _findings(paths, cache) == fresh
+    assert _findings(paths, cache) == fresh  # the warm run too

@@ -208,6 +208,12 @@ def _reals(paths: Iterable[str | os.PathLike]) -> list[Path]:
     return [_real_in(path, folders) for path in paths]
 
 
+def _own_place(key: str, component: str | None) -> str | None:
+    """What a checked file's cached result depends on besides its bytes: its component's digest
+    and its own real path `key` (the same bytes elsewhere in the component are another module)."""
+    return None if component is None else f"{key}\0{component}"
+
+
 def find_root(paths: Iterable[str | os.PathLike]) -> Path:
     """The directory of the nearest configuration file above the paths' common directory (the one
     `config.Resolver` gives them: a trainlint.toml, or a pyproject.toml with `[tool.trainlint]`);
@@ -531,17 +537,20 @@ class Project:
     # and its edges: a change that alters an answer changes one of these (a new module that
     # shadows another is in the reach of the files it shadows it for). A candidate that is a
     # symlink is named among the edges too: a new link to a file already reached moves an answer
-    # without adding a node.
+    # without adding a node. The checked file's own place (its real path) is part of what its
+    # result depends on too: two files with the same bytes in one component (a copy beside the
+    # original) resolve their relative imports from different folders and have different callers.
 
     def dependency_digest(self, path: str, data: bytes) -> str | None:
         """What a cached result of `data`, the bytes of the checked file at `path`, depends on
         besides those bytes: the digest of its component (see above). None when it cannot be
         said (the file is not one of the checked files, or it changed since the project read it):
         such a result is not cached."""
-        entry = self.key_components().get(self._real_key(path))
+        key = self._real_key(path)
+        entry = self.key_components().get(key)
         if entry is None or entry[0] != hashlib.sha256(data).hexdigest():
             return None
-        return entry[1]  # None for a component too large to list
+        return _own_place(key, entry[1])  # None for a component too large to list
 
     def unchanged_digests(self, path: str) -> tuple[str, str] | None:
         """(content hash, `dependency_digest`) of the checked file at `path` without reading it:
@@ -554,7 +563,7 @@ class Project:
             return None
         if not self._unchanged(key, entry[0]) or self._file_stamps[key][0][0] > self.max_file_size:
             return None
-        return entry[0], entry[1]
+        return entry[0], _own_place(key, entry[1])
 
     def _unchanged(self, key: str, digest: str) -> bool:
         """The file `key` (a real path) still has the content hash `digest`, as its stat stamp says."""
