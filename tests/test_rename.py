@@ -19,7 +19,6 @@ ALL = Settings(select=resolve_selection(["ALL"], [], []))
 # 36 of 220 bad examples losing their finding when renamed, before evidence; these remain). Strict:
 # one that starts passing must leave this list.
 KNOWN_NAME_PREMISES = {
-    "TL102-bad-5": "a loss is a per-micro-batch mean by its callee's name (`loss_fn`)",
     "TL103-bad-0": "a premise of the model still read from a name (not yet diagnosed)",
     "TL103-bad-2": "a premise of the model still read from a name (not yet diagnosed)",
     "TL103-bad-6": "a premise of the model still read from a name (not yet diagnosed)",
@@ -32,7 +31,6 @@ KNOWN_NAME_PREMISES = {
     "TL501-bad-5": "a premise of the model still read from a name (not yet diagnosed)",
     "TL502-bad-2": "a premise of the model still read from a name (not yet diagnosed)",
     "TL601-bad-0": "a per-batch mean recognised by its callee's name (`criterion`, _CRITERION_NAME)",
-    "TL601-bad-8": "a premise of the model still read from a name (not yet diagnosed)",
     "TL702-bad-1": "a premise of the model still read from a name (not yet diagnosed)",
     "TL702-bad-2": "a premise of the model still read from a name (not yet diagnosed)",
     "TL702-bad-3": "a premise of the model still read from a name (not yet diagnosed)",
