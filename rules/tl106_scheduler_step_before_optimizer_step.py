@@ -185,7 +185,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             import torch
 
 
-            def train_epoch(loader, model, opt, scheduler):
+            def train_epoch(loader, model, opt, scheduler: torch.optim.lr_scheduler.LRScheduler | None):
                 for x, y in loader:
                     if scheduler is not None:
                         scheduler.step()
