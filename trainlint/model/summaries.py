@@ -646,20 +646,9 @@ class _Summariser:
                     return passed
                 args = positional_args(node)
                 dest = args[1].value if len(args) > 1 else keyword_value(node, "f") or keyword_value(node, "filename")
-                # through the local names the destination is made of, a few steps: `torch.save(obj, f)`
-                # in `with open(tmp, "wb") as f:` with `tmp = f"{path}.tmp"` (an atomic save) writes `path`
-                pending, seen = [(dest, 0)] if dest is not None else [], set()
-                while pending:
-                    expr, depth = pending.pop(0)
-                    for part in walk(expr):
-                        if not isinstance(part, cst.Name):
-                            continue
-                        if part.value in params:
-                            return part.value
-                        if depth < 3 and part.value not in seen:
-                            seen.add(part.value)
-                            pending += [(b.value, depth + 1) for b in function.scope.lookup(part.value)
-                                        if b.kind in ("assign", "with") and b.value is not None]
+                for part in walk(dest) if dest is not None else ():
+                    if isinstance(part, cst.Name) and part.value in params:
+                        return part.value
         return None
 
     # -- factories ------------------------------------------------------------------------------
