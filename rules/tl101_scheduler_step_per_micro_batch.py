@@ -548,7 +548,7 @@ class SchedulerStepPerMicroBatch(Rule):
 
 
             def train_epoch(model, optimizer, loader, epoch, accum_steps):
-                lr_scheduler = build_schedule(optimizer, iters_per_epoch=len(loader))
+                lr_scheduler: torch.optim.lr_scheduler.LRScheduler = build_schedule(optimizer, iters_per_epoch=len(loader))
                 for i, (x, y) in enumerate(loader):
                     lr_scheduler.step(cur_epoch=epoch, cur_step=i)
                     loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
@@ -566,7 +566,7 @@ class SchedulerStepPerMicroBatch(Rule):
 
 
             def train_epoch(model, optimizer, loader, epoch, accum_steps):
-                lr_scheduler = build_schedule(optimizer, iters_per_epoch=len(loader))
+                lr_scheduler: torch.optim.lr_scheduler.LRScheduler = build_schedule(optimizer, iters_per_epoch=len(loader))
                 for i, (x, y) in enumerate(loader):
                     lr_scheduler.step()
                     loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
@@ -582,7 +582,7 @@ class SchedulerStepPerMicroBatch(Rule):
 
 
             def train_epoch(model, optimizer, loader, epoch, accum_steps):
-                lr_scheduler = build_schedule(optimizer, iters_per_epoch=len(loader))
+                lr_scheduler: torch.optim.lr_scheduler.LRScheduler = build_schedule(optimizer, iters_per_epoch=len(loader))
                 for i, (x, y) in enumerate(loader):
                     loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
                     loss.backward()

@@ -185,7 +185,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             import torch
 
 
-            def train_epoch(loader, model, opt, scheduler):
+            def train_epoch(loader, model, opt, scheduler: torch.optim.lr_scheduler.LRScheduler | None):
                 for x, y in loader:
                     if scheduler is not None:
                         scheduler.step()
@@ -198,7 +198,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             opt = torch.optim.Adam(model.parameters(), lr=3e-4)
             scheduler = None
             if use_schedule:
-                scheduler = torch.optim.lr_schedulerr.OneCycleLR(opt, max_lr=3e-4, total_steps=10_000)
+                scheduler = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-4, total_steps=10_000)
             for epoch in range(10):
                 train_epoch(loader, model, opt, scheduler)
             """,

@@ -98,11 +98,11 @@ class MeanOfBatchMeans(Rule):
 
 
             @torch.no_grad()
-            def validate(model, dataset, criterion):
+            def validate(model, dataset):
                 loader = DataLoader(dataset, **loader_options(128))
                 running, steps = 0.0, 0
                 for x, y in loader:
-                    running += criterion(model(x), y).item()
+                    running += torch.nn.functional.cross_entropy(model(x), y).item()
                     steps += 1
                 return running / steps
             """,
@@ -194,10 +194,10 @@ class MeanOfBatchMeans(Rule):
 
 
             @torch.no_grad()
-            def validate(model, dataset, criterion):
+            def validate(model, dataset):
                 running, steps = 0.0, 0
                 for x, y in make_loader(dataset, 128):
-                    running += criterion(model(x), y).item()
+                    running += torch.nn.functional.cross_entropy(model(x), y).item()
                     steps += 1
                 return running / steps
             """,
@@ -214,10 +214,10 @@ class MeanOfBatchMeans(Rule):
 
 
             @torch.no_grad()
-            def validate(model, dataset, criterion):
+            def validate(model, dataset):
                 running, steps = 0.0, 0
                 for x, y in make_loader(dataset, 128):
-                    running += criterion(model(x), y).item()
+                    running += torch.nn.functional.cross_entropy(model(x), y).item()
                     steps += 1
                 return running / steps
             """,
@@ -235,11 +235,11 @@ class MeanOfBatchMeans(Rule):
 
 
             @torch.no_grad()
-            def validate(model, dataset, criterion):
+            def validate(model, dataset):
                 loader = DataLoader(dataset, **loader_options(128))
                 running, steps = 0.0, 0
                 for x, y in loader:
-                    running += criterion(model(x), y).item()
+                    running += torch.nn.functional.cross_entropy(model(x), y).item()
                     steps += 1
                 return running / steps
             """,
@@ -484,7 +484,7 @@ class MeanOfBatchMeans(Rule):
             import torch
 
 
-            def train(model, train_dataloader: torch.utils.data.DataLoader, eval_dataloader, optimizer, epochs):
+            def train(model, train_dataloader: torch.utils.data.DataLoader, eval_dataloader: torch.utils.data.DataLoader, optimizer, epochs):
                 for epoch in range(epochs):
                     model.train()
                     total_loss = 0.0

@@ -614,10 +614,26 @@ def _only_evaluated(ctx, call, holder: str) -> bool:
     for node in ctx.index.subtree(owner.body if isinstance(owner, cst.FunctionDef) else owner):
         if isinstance(node, cst.For) and holder in {n.value for n in walk(node.iter) if isinstance(n, cst.Name)}:
             loops.append(node)
+        elif isinstance(node, cst.Call):
+            loops.extend(_loops_of_callee_over(ctx, node, holder))
     if not loops:
         return False
-    scope = flow.scope_of(call)
-    return all(flow.under_no_grad(loop.body) and not mode_model.computes_grad(loop, scope) for loop in loops)
+    return all(flow.under_no_grad(loop.body) and not mode_model.computes_grad(loop, flow.scope_of(loop))
+               for loop in loops)
+
+
+def _loops_of_callee_over(ctx, call: cst.Call, holder: str) -> list[cst.For]:
+    """The loops of a same-file function that `call` hands the loader `holder` to, over the
+    parameter it arrives in (`evaluate(model, test_loader)`: `for x, y in loader:` in `evaluate`)."""
+    index = ctx.index
+    callee = index.callee(call, index.scope_at(call))
+    if callee is None:
+        return []
+    params = [p.name.value for p in (*callee.node.params.posonly_params, *callee.node.params.params)]
+    received = {param for param in params
+                if isinstance(argument := index.argument_for(call, callee, param), cst.Name) and argument.value == holder}
+    return [node for node in index.subtree(callee.node.body)
+            if isinstance(node, cst.For) and received & {n.value for n in walk(node.iter) if isinstance(n, cst.Name)}]
 
 
 def _one_sample_batches(call: cst.Call) -> bool:

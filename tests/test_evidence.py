@@ -255,12 +255,13 @@ def test_a_premise_outside_the_module_is_stated_at_the_finding():
                                                        state("the call", call, "call")])
 
     from trainlint import engine
-    original = engine._rules_for
+    original, original_load = engine._rules_for, engine.load
     engine._rules_for = lambda source, codes, imported: ([Probe()], [])
+    engine.load = lambda chosen: list(chosen)  # the probe is a rule already, not a head to import
     try:
         result = lint_source("x = 1\n\nprint(x)\n", "probe.py", Settings(select=resolve_selection(["ALL"], [], [])))
     finally:
-        engine._rules_for = original
+        engine._rules_for, engine.load = original, original_load
     assert result.errors == []
     [finding] = [f for f in result.findings if f.name == "probe"]
     assert [(e.premise, e.line) for e in finding.evidence] == [("made up", 3), ("the call", 3)]

@@ -480,3 +480,28 @@ def test_tl402_fix_adds_one_helper_whatever_the_line_ending(newline):
     outcome = fix_source(TWO_SAVES.replace("\n", newline), lint(), policy)
     assert outcome.fixed == Counter({"TL402": 2})
     assert outcome.source == expected.replace("\n", newline)
+
+
+def test_a_counter_in_the_file_name_passed_to_an_atomic_save_helper_is_saved():
+    """TL402's fix routes a save through `atomic_save(obj, path)`, which writes `with open(tmp, "wb")
+    as f:`: the epoch in the path handed to it still goes into the file name (no new TL404)."""
+    source = (
+        "import os\n\nimport torch\n\n\n"
+        "def atomic_save(obj, path):\n"
+        "    tmp = f\"{path}.tmp\"\n"
+        "    with open(tmp, \"wb\") as f:\n"
+        "        torch.save(obj, f)\n"
+        "    os.replace(tmp, path)\n\n\n"
+        "def train(model, optimizer, loader, epochs, out):\n"
+        "    for epoch in range(epochs):\n"
+        "        for x, y in loader:\n"
+        "            loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+        "            optimizer.zero_grad()\n"
+        "            loss.backward()\n"
+        "            optimizer.step()\n"
+        "        atomic_save({\"model\": model.state_dict(), \"optimizer\": optimizer.state_dict()},\n"
+        "                    os.path.join(out, f\"ckpt_{epoch}.pt\"))\n"
+    )
+    assert [f.line for f in lint()(source).findings if f.code == "TL404"] == []
+    unnamed = source.replace("f\"ckpt_{epoch}.pt\"", "\"ckpt.pt\"")
+    assert [f.line for f in lint()(unnamed).findings if f.code == "TL404"] == [20]

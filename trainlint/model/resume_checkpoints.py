@@ -228,9 +228,15 @@ class ResumeCheckpoints:
         """The save's path names one of the step/epoch counters, directly or through the variable
         holding the path: a resume reads the counter back from the file name."""
         dest = save.dest
+        wanted = set(counters)
+        if dest is None and save.helper is not None:
+            # a project helper whose path parameter is not told (`atomic_save(state, f"{out}/{step}.pt")`
+            # writing through `with open(tmp, "wb") as f`): a counter in an argument beside the
+            # saved object goes into what it writes
+            return any(isinstance(node, (cst.Name, cst.Attribute)) and dotted_name(node) in wanted
+                       for arg in save.node.args if arg.value is not save.obj for node in walk(arg.value))
         if dest is None:
             return False
-        wanted = set(counters)
         expressions, seen = [(dest, 0)], set()
         while expressions:
             expr, depth = expressions.pop()
