@@ -50,7 +50,7 @@ FIRST_CONTACT_ROUNDS = {
     1: (FIRST_CONTACT, FIRST_CONTACT_MANIFEST),
     2: (ROOT / "tests" / "realworld" / "first_contact_2.json",
         ROOT / "tests" / "realworld" / "first_contact_2_manifest.json"),
-    # round 3 (issue 35: 231 repositories, seed 35, two reviewers on the test half, a third settling)
+    # round 3 (issue 35: 230 repositories, seed 35, two reviewers on the test half, a third settling)
     3: (ROOT / "tests" / "realworld" / "first_contact_3.json",
         ROOT / "tests" / "realworld" / "first_contact_3_manifest.json"),
 }
