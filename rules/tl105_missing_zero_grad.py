@@ -12,7 +12,8 @@ from trainlint.gate import named
 from trainlint.model.index import dotted_name, positional_args, walk
 from trainlint.model.roles import roles as roles_model
 from trainlint.fixkit import block_of, dotted, line_holding, position_of, update_anchor
-from trainlint.rule import FixSpec, Rule, after, bad, before, good, premise
+from trainlint.rule import FixSpec, Rule, after, bad, before, good
+from trainlint.model.premises import premise
 from trainlint.model.proofs import loop_premises
 
 

@@ -243,7 +243,8 @@ def test_include_unproven_from_the_command_line_and_the_configuration(tmp_path):
 def test_a_premise_outside_the_module_is_stated_at_the_finding():
     """A premise whose node is not in the checked module (made up to ask a question, or another
     file's) costs neither the finding nor an internal error: it sits at the finding's line."""
-    from trainlint.rule import Rule, bad, good, premise as state
+    from trainlint.model.premises import premise as state
+    from trainlint.rule import Rule, bad, good
 
     class Probe(Rule):
         code = ""  # not registered

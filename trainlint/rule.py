@@ -212,12 +212,3 @@ def registered() -> dict[str, type[Rule]]:
     which imports them first; the base class sits below the rules and never imports them)."""
     return dict(sorted(_REGISTRY.items()))
 
-
-def __getattr__(name: str):
-    """`premise`, `unknown` and `Premise` (what rules state their premises with) from the model,
-    imported when a rule asks for them: selection imports this module and must not import the model."""
-    if name in ("Premise", "premise", "unknown"):
-        from trainlint.model import premises
-
-        return getattr(premises, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
