@@ -151,8 +151,8 @@ class Summaries:
         for candidate in self.project.paths:
             if candidate == target and not own_file:
                 continue
+            # (an unbounded component, digest None, is not told apart: every file is read)
             if own is not None and own[1] is not None and components.get(str(candidate), own)[1] != own[1]:
-                # (an unbounded component, digest None, is not told apart: every file is read)
                 continue
             text = self.project.source(candidate)
             if text is None or needle not in text:

@@ -344,10 +344,9 @@ class Roles:
             # steps the optimizer is an optimizer); a project factory, the role of what it returns.
             # (Other project functions are not read for this: that would parse most of a library.)
             # ("lambda": a factory of plain functions, `get_data_scaler`, is read to say it is none)
-            summary = self.index.summary_of(call.func, scope, ROLE_WORDS + ("lambda",))
-            role = summary.produces if summary is not None else None
+            role = self._from_summary(call, scope, ROLE_WORDS + ("lambda",))
             if role:
-                return self._settle(role, "construction", call, f"built by `{tail}(...)`, whose code makes one")
+                return role
         qualname = self.index.resolve(call.func, scope)
         role = role_of_callee(qualname)
         if role:
@@ -373,11 +372,23 @@ class Roles:
             # a project function whose name says nothing (`build`, `setup`): what its code returns is
             # the proof, not the name of the variable it is bound to. Asked only here, for a value
             # whose role is in question, so a library's other calls are never read for it.
-            summary = self.index.summary_of(call.func, scope, ROLE_WORDS)
-            produced = summary.produces if summary is not None else None
-            if produced:
-                return self._settle(produced, "construction", call, f"built by `{tail}(...)`, whose code makes one")
+            role = self._from_summary(call, scope, ROLE_WORDS)
         return role
+
+    def _from_summary(self, call: cst.Call, scope: Scope, words: tuple[str, ...],
+                      position: int | None = None) -> str | None:
+        """The role of what the project function or class `call` runs gives, from its summary (this
+        file's or another's): the whole result, or the element at `position` of the tuple it returns."""
+        summary = self.index.summary_of(call.func, scope, words)
+        if summary is None:
+            return None
+        role = summary.produces if position is None else summary.produces_at(position)
+        if not role:
+            return None
+        tail = dotted_tail(call.func) or "the call"
+        how = (f"built by `{tail}(...)`, whose code makes one" if position is None else
+               f"element {position + 1} of what `{tail}(...)` returns, whose code builds one")
+        return self._settle(role, "construction", call, how)
 
     def _from_accessor(self, call: cst.Call) -> str | None:
         """`self.lr_schedulers()` in a class whose base resolves to a framework class with that
@@ -392,7 +403,7 @@ class Roles:
             return None
         for base in klass.bases:
             qualname = self.index.resolve(base.value, self.index.module_scope) or ""
-            root, _, last = qualname.partition(".")[0], None, qualname.rsplit(".", 1)[-1]
+            root, last = qualname.split(".", 1)[0], qualname.rsplit(".", 1)[-1]
             for owner, role, packages in found:
                 if last == owner and root in packages:
                     return self._settle(role, "framework", call,
@@ -492,16 +503,8 @@ class Roles:
         data_provider(args, flag)`: the loader its code builds)."""
         if depth > 8:
             return None
-        role = self._from_returns(call, scope, depth, position=position)
-        if role:
-            return role
-        summary = self.index.summary_of(call.func, scope, ROLE_WORDS)
-        produced = summary.produces_at(position) if isinstance(getattr(summary, "returns_at", None), tuple) else None
-        if produced:
-            tail = dotted_tail(call.func) or "the call"
-            return self._settle(produced, "construction", call,
-                                f"element {position + 1} of what `{tail}(...)` returns, whose code builds one")
-        return None
+        return self._from_returns(call, scope, depth, position=position) or \
+            self._from_summary(call, scope, ROLE_WORDS, position)
 
     def _from_self_attribute(self, attr: str, scope: Scope, depth: int) -> str | None:
         for value in self.index.self_attribute_values(attr, scope):

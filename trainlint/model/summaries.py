@@ -164,6 +164,10 @@ class ClassSummary:
         """The role of what a call of it gives: an instance."""
         return self.role
 
+    def produces_at(self, position: int) -> str | None:
+        """An instance is no tuple to unpack."""
+        return None
+
     @property
     def params(self) -> tuple[str, ...]:
         init = self.method("__init__")
