@@ -18,9 +18,12 @@ class MalformedNoqa(Rule):
         are not a code (`# noqa: TL401 trusted`), or other text after `noqa`. Codes are rule codes
         (`TL401`) or rule names (`unsafe-torch-load`) separated by commas and/or spaces; after
         them may come another `# comment` or a `(reason)`. A malformed comment suppresses nothing.
-        Only comments that could be meant for trainlint are judged: those naming a TL code (`TL`
-        and digits) or a rule name, and those naming no code at all (`# noqa:`, a bare `# noqa`
-        followed by words). Other tools' comments are left alone: their codes (`# noqa: E501 long
+        Only comments proven meant for trainlint are judged: those naming a TL code (`TL` and
+        digits) or a rule name, and those naming no code at all (`# noqa:`, a bare `# noqa`
+        followed by words) on a line where trainlint reports a finding, which the comment then
+        fails to silence. Naming no code on a line with no finding of ours, the comment is
+        flake8's blanket `# noqa` (`import plugins  # noqa, register module`) and is left alone.
+        Other tools' comments are left alone: their codes (`# noqa: E501 long
         line`, also without the colon: `# noqa F401`) and words that are no code of ours
         (`# noqa: GB_REGISTRY`, `# noqa: set_linter`, a sentence for another linter). So is a
         quoted `"# noqa"` (text in a comment, such as a commented-out line of code). A second
@@ -68,12 +71,20 @@ class MalformedNoqa(Rule):
         ),
         bad(
             """
-            for x, y in loader:
-                loss = criterion(model(x), y)  # noqa because the loss is logged
-                loss.backward()
+            import torch
+
+            state = torch.load(path, weights_only=False)  # noqa because the file is ours
             """,
-            line=2,
-            title="words after a bare noqa",
+            line=3,
+            title="words after a bare noqa, on a line with a finding it fails to silence",
+        ),
+        good(
+            """
+            import torch
+            import torch_geometric.graphgym.models.head  # noqa, register module
+            from fairseq.hub_utils import BPEHubInterface  # noqa; noqa
+            """,
+            title="words after a bare noqa on a line with no finding: flake8's blanket comment",
         ),
         good(
             """

@@ -132,16 +132,42 @@ def test_other_tools_noqa_comments_are_left_alone(comment):
 
 
 @pytest.mark.parametrize("comment, problem", [
-    ("# noqa:", "no codes after `noqa:`"),
     ("# noqa: trusted TL401", "`trusted` is not a rule code or name"),
     ("# noqa: trusted, unsafe-torch-load", "`trusted` is not a rule code or name"),
     ("# noqa TL401", "missing `:` before `TL401`"),
-    ("# noqa because the loss is logged", "`because the loss is logged` after a bare `# noqa`"),
 ])
-def test_malformed_noqa_meant_for_trainlint_names_the_problem(comment, problem):
+def test_malformed_noqa_naming_our_code_names_the_problem(comment, problem):
     result = lint_source(f"import torch\n\nx = compute()  {comment}\n", "train.py", ALL_NOQA)
     (finding,) = result.findings
     assert finding.code == "TL002" and problem in finding.message, finding.message
+    assert "names a trainlint code" in finding.evidence[0].premise
+
+
+CODELESS = [
+    ("# noqa:", "no codes after `noqa:`"),
+    ("# noqa because the loss is logged", "`because the loss is logged` after a bare `# noqa`"),
+    ("# noqa, register module", "`, register module` after a bare `# noqa`"),
+    ("# noqa; noqa", "`; noqa` after a bare `# noqa`"),
+]
+
+
+@pytest.mark.parametrize("comment, problem", CODELESS)
+def test_codeless_malformed_noqa_on_a_line_we_report_is_ours(comment, problem):
+    """Naming no code, the comment is proven meant for trainlint by the finding it fails to silence."""
+    result = lint_source(script(f"{LOAD}  {comment}"), "train.py", ALL_NOQA)
+    assert sorted(f.code for f in result.findings) == ["TL002", "TL401"]
+    (malformed,) = [f for f in result.findings if f.code == "TL002"]
+    assert problem in malformed.message, malformed.message
+    assert "TL401 is reported on this line" in malformed.evidence[0].premise
+
+
+@pytest.mark.parametrize("comment, problem", CODELESS)
+def test_codeless_malformed_noqa_on_a_quiet_line_is_another_tools(comment, problem):
+    """flake8 reads `# noqa, register module` as its blanket comment; with nothing of ours on the
+    line, nothing proves it is meant for trainlint."""
+    source = f"import torch\nimport torch_geometric.graphgym.models.head  {comment}\n\n{LOAD}\n"
+    result = lint_source(source, "train.py", ALL_NOQA)
+    assert [(f.code, f.line) for f in result.findings] == [("TL401", 4)]
 
 
 def test_a_trainlint_noqa_after_another_tools_is_read():

@@ -10,8 +10,10 @@ suppresses nothing. The grammar of `# noqa`:
     ...then nothing, another `# comment`, or a `(reason)`.
 
 Anything else after `noqa` (`# noqa TL401` without the colon, `# noqa:` without codes, words after
-the codes) is malformed: it suppresses nothing and is reported as TL002 when it could be meant for
-trainlint (it names a TL code or a rule name, or no code at all). Comments of other tools are left
+the codes) is malformed: it suppresses nothing and is reported as TL002 when it is meant for
+trainlint: it names a TL code or a rule name, or it names no code at all and a finding of ours is on
+its line (the finding it fails to silence is the proof; with none, `# noqa, register module` is
+flake8's blanket comment, not ours to judge). Comments of other tools are left
 alone: other codes (`# noqa: E501`, `# noqa F401`, `# noqa: E501  trusted source`) and words that
 are no code of ours (`# noqa: GB_REGISTRY`, `# noqa: set_linter`, prose). A later `# noqa` in the
 same comment (`# noqa: E501 long  # noqa: TL401`) is read when the first is another tool's.
@@ -24,7 +26,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from trainlint.finding import PROVEN, Edit, Evidence, FileResult, Finding, Fix
@@ -88,6 +90,8 @@ class Directive:
     problem: str | None = None  # why it is malformed
     #: malformed for trainlint, but naming only what is not ours (`# noqa: set_linter`): another tool's
     foreign: bool = False
+    #: some word after `noqa` is a TL code or a rule name (proof that the comment is meant for trainlint)
+    names_ours: bool = False
 
     @property
     def blanket(self) -> bool:
@@ -157,6 +161,8 @@ def parse_directive(comment: str, line: int = 1, offset: int = 0,
         if comment[match.end():match.end() + 1] in _QUOTES:
             continue
         directive = _directive_at(comment, match, line, offset, names)
+        if directive.problem is not None and _looks_ours(comment[match.end():], names):
+            directive = replace(directive, names_ours=True)
         if directive.mine:
             return directive
         first = first or directive
@@ -305,8 +311,8 @@ def _may_matter(source: str, any_findings: bool) -> bool:
         directive = parse_directive(source[match.start():line_end], names=names)
         if directive is None:  # a quoted `"# noqa"`
             continue
-        if (directive.problem is not None and directive.concerns_trainlint) or any(c.is_ours for c in directive.codes) \
-                or (directive.blanket and any_findings):
+        if (directive.problem is not None and directive.concerns_trainlint and (directive.names_ours or any_findings)) \
+                or any(c.is_ours for c in directive.codes) or (directive.blanket and any_findings):
             return True
     return False
 
@@ -332,13 +338,21 @@ def apply_suppressions(findings: list[Finding], source: str, path: str, codes: f
 
     known = _known_codes()
     lines: list[str] | None = None
+    reported_on: dict[int, list[str]] = {}
+    for finding in findings:
+        reported_on.setdefault(finding.line, []).append(finding.code)
     for line, directive in directives.items():
         if directive.problem is not None:
-            if MALFORMED_NOQA in codes and directive.concerns_trainlint:
+            # naming a code of ours proves the comment is ours; naming none, only a finding of ours on
+            # its line does (else it is another tool's blanket `# noqa` followed by prose)
+            meant = ("it names a trainlint code or rule name" if directive.names_ours else
+                     f"{', '.join(sorted(set(reported_on[line])))} is reported on this line, and the comment "
+                     f"silences nothing" if line in reported_on else None)
+            if MALFORMED_NOQA in codes and directive.concerns_trainlint and meant is not None:
                 kept.append(_noqa_finding(path, MALFORMED_NOQA, directive,
                                           f"malformed `# noqa`, it suppresses nothing: {directive.problem}", None,
                                           (("this is a real comment (read by the tokenizer), a `# noqa` directive "
-                                            "meant for trainlint", "use"),
+                                            "meant for trainlint: " + meant, "use"),
                                            (f"it does not parse: {directive.problem}", "use"))))
             continue
         if UNUSED_NOQA not in codes or directive.suppresses(UNUSED_NOQA):
