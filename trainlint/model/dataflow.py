@@ -161,6 +161,70 @@ class Dataflow:
             return binding.node.value
         return None
 
+    # -- values through containers and **kwargs -------------------------------------------------
+    def keyword_values(self, call: cst.Call, word: str, depth: int = 0) -> list[tuple[cst.BaseExpression, cst.Call]]:
+        """What `call` is handed for keyword `word`, with the call that writes it: the keyword
+        itself (`DataLoader(ds, sampler=s)`), a `**mapping` the same function fills (a dict
+        literal or `dict(...)` bound to it, `mapping["sampler"] = s`), and, when the mapping is the
+        enclosing function's own `**kwargs`, what each same-file caller of that function passes
+        for `word` (then written by that caller's call: `build_loader(ds, sampler=s)`)."""
+        found: list[tuple[cst.BaseExpression, cst.Call]] = []
+        value = keyword_value(call, word)
+        if value is not None:
+            found.append((value, call))
+        for arg in call.args:
+            if arg.star != "**":
+                continue
+            if isinstance(arg.value, cst.Dict):
+                found += [(v, call) for v in _dict_values(arg.value, word)]
+                continue
+            if not isinstance(arg.value, cst.Name):
+                continue
+            name = arg.value
+            for binding in self.scope_of(call).lookup(name.value):
+                if binding.kind == "param":  # a parameter is bound in the def's header, outside its body
+                    found += self._kwargs_from_callers(binding, self.scope_of(call), word, depth)
+            for binding in self.bindings_in_function(name.value, call):
+                if binding.kind != "param" and binding.value is not None:
+                    found += [(v, call) for v in _mapping_values(self.index, binding.value, self.scope_of(call),
+                                                                 word)]
+            found += [(v, call) for v in self._subscript_writes(name, word)]
+        return found
+
+    def _kwargs_from_callers(self, binding: Binding, scope: Scope, word: str,
+                             depth: int) -> list[tuple[cst.BaseExpression, cst.Call]]:
+        """`def build(ds, **kwargs): return DataLoader(ds, **kwargs)`: what the callers pass for `word`."""
+        while scope is not None and binding not in scope.bindings.get(binding.name, ()):
+            scope = scope.parent
+        if depth >= 2 or scope is None or not isinstance(scope.node, cst.FunctionDef) \
+                or scope.node.params.star_kwarg is not binding.node:
+            return []  # a plain parameter holding a mapping: its callers' dicts are not followed
+        function = self.index.function_of_node.get(scope.node)
+        if function is None:
+            return []
+        found = []
+        for site in self.index.callers(function):
+            found += self.keyword_values(site.node, word, depth + 1)
+        return found
+
+    def _subscript_writes(self, name: cst.Name, word: str) -> list[cst.BaseExpression]:
+        """`mapping["word"] = value` statements in the function of `name` (once per function)."""
+        owner = self._owner(name)
+        key = ("subscript-writes", owner)
+        if key not in self._roots:
+            writes: dict[tuple[str, str], list[cst.BaseExpression]] = {}
+            for node in self.index.scope_nodes(owner):
+                if type(node) is cst.Assign:
+                    for target in node.targets:
+                        item = target.target
+                        if isinstance(item, cst.Subscript) and isinstance(item.value, cst.Name) \
+                                and len(item.slice) == 1 and isinstance(item.slice[0].slice, cst.Index) \
+                                and isinstance(item.slice[0].slice.value, cst.SimpleString):
+                            text = item.slice[0].slice.value.evaluated_value
+                            writes.setdefault((item.value.value, text), []).append(node.value)
+            self._roots[key] = writes  # type: ignore[assignment]
+        return self._roots[key].get((name.value, word), [])  # type: ignore[union-attr]
+
     # -- grad-disabled regions ------------------------------------------------------------------
     def grad_context(self, item: cst.BaseExpression, scope: Scope) -> bool | None:
         """False for a context manager that turns recording off, True for one that turns it on."""
@@ -675,6 +739,22 @@ def loader_constructor(flow: Dataflow, expr: cst.BaseExpression) -> cst.Call | N
         expr = values[0]
         scope = flow.scope_of(expr)
     return None
+
+
+def _dict_values(mapping: cst.Dict, word: str) -> list[cst.BaseExpression]:
+    """The values of `{"word": value}` (a string key)."""
+    return [e.value for e in mapping.elements if isinstance(e, cst.DictElement)
+            and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == word]
+
+
+def _mapping_values(index: FileIndex, value: cst.BaseExpression, scope: Scope, word: str) -> list[cst.BaseExpression]:
+    """What a mapping's construction gives `word`: a dict literal or `dict(word=...)`."""
+    if isinstance(value, cst.Dict):
+        return _dict_values(value, word)
+    if isinstance(value, cst.Call) and index.resolve(value.func, scope) == "dict":
+        found = keyword_value(value, word)
+        return [found] if found is not None else []
+    return []
 
 
 def _dotted_names(expr: cst.BaseExpression) -> Iterator[str]:

@@ -1,0 +1,157 @@
+"""Values one step away (issue 36): a sampler reaching its loader through a `**mapping` or a
+factory's `**kwargs`, a loader held under the name a factory's caller gives it, a cadence test
+stored in a boolean, and the order of the clear within the update window. Each bad case in a
+real idiom fires; its correct look-alike stays quiet."""
+
+from __future__ import annotations
+
+import textwrap
+
+from trainlint.engine import lint_source
+
+
+def codes_at(source: str, code: str) -> list[int]:
+    """Lines where `code` is reported in `source`."""
+    result = lint_source(textwrap.dedent(source), "train.py")
+    return [f.line for f in result.findings if f.code == code]
+
+
+# -- TL801: the sampler reaches the DataLoader through a mapping or **kwargs --------------------------
+SAMPLER_IN_MAPPING = """
+import torch
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+
+def make_loader(dataset, batch_size, distributed):
+    loader_kwargs = {"batch_size": batch_size, "num_workers": 4, "pin_memory": True}
+    if distributed:
+        loader_kwargs["sampler"] = DistributedSampler(dataset)
+    else:
+        loader_kwargs["shuffle"] = True
+    return DataLoader(dataset, **loader_kwargs)
+
+
+def train(model, dataset, opt, epochs):
+    loader = make_loader(dataset, 32, distributed=True)
+    for epoch in range(epochs):
+{set_epoch}        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+"""
+
+
+def test_sampler_written_into_the_loader_kwargs_fires():
+    assert codes_at(SAMPLER_IN_MAPPING.replace("{set_epoch}", ""), "TL801") == [10]
+
+
+def test_sampler_in_the_loader_kwargs_with_set_epoch_on_the_loader_is_quiet():
+    source = SAMPLER_IN_MAPPING.replace("{set_epoch}", "        loader.sampler.set_epoch(epoch)\n")
+    assert codes_at(source, "TL801") == []
+
+
+def test_sampler_in_a_dict_literal_handed_as_kwargs_fires():
+    source = """
+    import torch
+    from torch.utils.data import DataLoader
+    from torch.utils.data.distributed import DistributedSampler
+
+
+    def train(model, dataset, opt, epochs):
+        loader_args = dict(batch_size=32, sampler=DistributedSampler(dataset), drop_last=True)
+        loader = DataLoader(dataset, **loader_args)
+        for epoch in range(epochs):
+            for x, y in loader:
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+    """
+    assert codes_at(source, "TL801") == [8]
+
+
+SAMPLER_THROUGH_KWARGS = """
+import torch
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+
+def build_loader(dataset, batch_size, **kwargs):
+    return DataLoader(dataset, batch_size=batch_size, pin_memory=True, **kwargs)
+
+
+def train(model, dataset, opt, epochs):
+    sampler = DistributedSampler(dataset, shuffle=True)
+    loader = build_loader(dataset, 32, sampler=sampler, num_workers=2)
+    for epoch in range(epochs):
+{set_epoch}        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+"""
+
+
+def test_sampler_through_a_factorys_kwargs_fires():
+    assert codes_at(SAMPLER_THROUGH_KWARGS.replace("{set_epoch}", ""), "TL801") == [12]
+
+
+def test_sampler_through_a_factorys_kwargs_with_set_epoch_is_quiet():
+    source = SAMPLER_THROUGH_KWARGS.replace("{set_epoch}", "        sampler.set_epoch(epoch)\n")
+    assert codes_at(source, "TL801") == []
+
+
+def test_kwargs_of_another_caller_do_not_carry_the_sampler():
+    """The factory's other caller (a validation loader) passes no sampler: only the training
+    call that passes one is the sampler's loader; a single pass over the validation loader is no
+    epoch loop."""
+    source = """
+    import torch
+    from torch.utils.data import DataLoader
+    from torch.utils.data.distributed import DistributedSampler
+
+
+    def build_loader(dataset, **kwargs):
+        return DataLoader(dataset, batch_size=32, **kwargs)
+
+
+    def train(model, train_set, val_set, opt, epochs):
+        sampler = DistributedSampler(train_set)
+        loader = build_loader(train_set, sampler=sampler)
+        val_loader = build_loader(val_set, shuffle=False)
+        for epoch in range(epochs):
+            sampler.set_epoch(epoch)
+            for x, y in loader:
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+    """
+    assert codes_at(source, "TL801") == []
+
+
+def test_loader_returned_by_a_factory_and_held_by_name_fires():
+    """`loader = make_loader(...)` then `for ... in loader`: the loop iterates the factory's
+    loader (before, the name was followed to the factory call and the loop was not matched)."""
+    source = """
+    import torch
+    from torch.utils.data import DataLoader
+    from torch.utils.data.distributed import DistributedSampler
+
+
+    def make_loader(dataset):
+        return DataLoader(dataset, batch_size=32, sampler=DistributedSampler(dataset))
+
+
+    def train(model, dataset, opt, epochs):
+        loader = make_loader(dataset)
+        for epoch in range(epochs):
+            for x, y in loader:
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+    """
+    assert codes_at(source, "TL801") == [8]
+    fixed = source.replace("        for epoch in range(epochs):\n",
+                           "        for epoch in range(epochs):\n            loader.sampler.set_epoch(epoch)\n")
+    assert codes_at(fixed, "TL801") == []
