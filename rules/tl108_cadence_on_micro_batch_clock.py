@@ -10,6 +10,7 @@ from trainlint.finding import Severity
 from trainlint.fixkit import has_multiline_string
 from trainlint.gate import named
 from trainlint.model import frameworks
+from trainlint.model.dataflow import dataflow
 from trainlint.model.index import Scope, walk
 from trainlint.model.mode_state import MODE_WORDS
 from trainlint.model.roles import ACCELERATOR, CONFIG, MODEL, OTHER
@@ -33,6 +34,9 @@ class _Cadence:
     scope: Scope
     via: tuple[cst.Call, ...]
     modulo: cst.BinaryOperation  # `counter % every`
+    #: the assignment whose value the test reads (`should_eval = step % every == 0` then
+    #: `if should_eval:`), None when the test holds the modulo itself
+    stored: cst.CSTNode | None = None
 
 
 class CadenceOnMicroBatchClock(Rule):
@@ -477,21 +481,33 @@ class CadenceOnMicroBatchClock(Rule):
                             premise(f"`{ctx.code_for(cadence.node.test)}` tests the micro-batch counter, outside the "
                                     "update's branch", cadence.node.test, "use"),
                             premise(f"under it: {work}", ref.node, "call")]
+                if cadence.stored is not None:
+                    evidence.insert(-1, premise(f"`{ctx.code_for(cadence.node.test)}` holds "
+                                                f"`{_condition_text(ctx, cadence)}`", cadence.stored, "use"))
                 yield self.report(cadence.node.test, _message(ctx, loop, cadence, clock, work),
                                   _fix(ctx, loop, cadence) if clock == UPDATE else None, evidence=evidence)
 
 
+def _condition_text(ctx, cadence: _Cadence) -> str:
+    """The stored condition's text (`step % eval_every == 0`)."""
+    value = cadence.stored.value if isinstance(cadence.stored, (cst.Assign, cst.AnnAssign)) else None
+    return " ".join(ctx.code_for(value).split()) if value is not None else ""
+
+
 def _message(ctx, loop: TrainingLoop, cadence: _Cadence, clock: str, work: str) -> str:
     test = ctx.code_for(cadence.node.test)
+    shown = f"`if {test}:`"
+    if cadence.stored is not None:
+        shown += f" (`{test} = {_condition_text(ctx, cadence)}`)"
     counter = ctx.code_for(cadence.modulo.left)
     k = describe_k(ctx, loop)
     every = ctx.code_for(cadence.modulo.right)
     if clock == MICRO:
-        return (f"`if {test}:` counts micro-batches (`{counter}` advances on every one), outside the update: the "
+        return (f"{shown} counts micro-batches (`{counter}` advances on every one), outside the update: the "
                 f"{work} runs every `{every}` micro-batches (`{every}` / {k} updates apart) "
                 "and in the middle of an accumulation window (a checkpoint then drops the gradients "
                 "accumulated so far); test an update counter inside the update branch")
-    return (f"`{counter}` advances once per update, but `if {test}:` is tested on every micro-batch: while it is "
+    return (f"`{counter}` advances once per update, but {shown} is tested on every micro-batch: while it is "
             f"a multiple, the {work} runs on each of the {k} micro-batches of the window, {k} times for one update; "
             "move the test inside the update branch")
 
@@ -525,6 +541,7 @@ def _cadence_around(ctx, model: TrainingModel, loop: TrainingLoop, ref: CallRef)
     """The innermost `if <counter> % <every> ...:` holding the call, between the loop and the call,
     that is not an update condition (`% K`, `sync_gradients`)."""
     segments = model.path(loop, ref)
+    flow = ctx.model(dataflow)
     k_text = ctx.code_for(loop.k) if loop.k is not None else None
     for position in range(len(segments) - 1, -1, -1):
         segment = segments[position]
@@ -533,19 +550,23 @@ def _cadence_around(ctx, model: TrainingModel, loop: TrainingLoop, ref: CallRef)
         for child, node in zip(segment, segment[1:]):
             if not isinstance(node, cst.If) or child is node.test:
                 continue
-            modulos = [n for n in walk(node.test) if isinstance(n, cst.BinaryOperation)
+            # the condition itself, or the value a name it tests was given in the same iteration
+            test, stored = flow.stored_condition(node.test)
+            if stored is not None and not (position > 0 or flow.inside(stored, loop.node)):
+                test, stored = node.test, None  # computed once before the loop: not this loop's clock
+            modulos = [n for n in walk(test) if isinstance(n, cst.BinaryOperation)
                        and isinstance(n.operator, cst.Modulo)]
             if not modulos:
                 continue
             if any(k_text is not None and ctx.code_for(m.right) == k_text for m in modulos) or \
-                    any(isinstance(n, cst.Attribute) and n.attr.value == "sync_gradients" for n in walk(node.test)):
+                    any(isinstance(n, cst.Attribute) and n.attr.value == "sync_gradients" for n in walk(test)):
                 return None  # it tests the window boundary as well
             if len(modulos) != 1 or _counter(modulos[0].left) is None:
                 return None
-            if any(model._update_condition(part, scope) is not False for part in _conjuncts(node.test)
+            if any(model._update_condition(part, scope) is not False for part in _conjuncts(test)
                    if not any(n is modulos[0] for n in walk(part))):
                 return None  # `if not is_accumulating and step % every == 0:`: it tests the boundary too
-            return _Cadence(node, scope, via, modulos[0])
+            return _Cadence(node, scope, via, modulos[0], stored)
     return None
 
 

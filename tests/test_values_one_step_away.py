@@ -155,3 +155,93 @@ def test_loader_returned_by_a_factory_and_held_by_name_fires():
     fixed = source.replace("        for epoch in range(epochs):\n",
                            "        for epoch in range(epochs):\n            loader.sampler.set_epoch(epoch)\n")
     assert codes_at(fixed, "TL801") == []
+
+
+# -- TL108: a cadence test stored in a boolean -------------------------------------------------------
+CADENCE_TRAINER = """
+import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizer, train_loader, val_loader, accum_steps=8, eval_every=500):
+        self.model, self.optimizer = model, optimizer
+        self.train_loader, self.val_loader = train_loader, val_loader
+        self.accum_steps, self.eval_every = accum_steps, eval_every
+        self.global_step = 0
+
+    @torch.no_grad()
+    def evaluate(self):
+        self.model.eval()
+        total = sum(self.model(**batch).loss.item() for batch in self.val_loader)
+        self.model.train()
+        return total / len(self.val_loader)
+
+    def train_epoch(self):
+        self.model.train()
+        for step, batch in enumerate(self.train_loader):
+            loss = self.model(**batch).loss / self.accum_steps
+            loss.backward()
+            if (step + 1) % self.accum_steps == 0:
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+                self.global_step += 1
+{body}
+"""
+
+STORED_ON_MICRO_CLOCK = """
+            should_eval = step > 0 and step % self.eval_every == 0
+            if should_eval:
+                print(self.evaluate())
+"""
+
+
+def test_cadence_stored_in_a_boolean_fires():
+    source = CADENCE_TRAINER.replace("{body}", STORED_ON_MICRO_CLOCK.strip("\n"))
+    lines = codes_at(source, "TL108")
+    assert lines == [29]
+    result = lint_source(textwrap.dedent(source), "train.py")
+    finding = next(f for f in result.findings if f.code == "TL108")
+    assert "should_eval = step > 0 and step % self.eval_every == 0" in finding.message
+    assert any(p.line == 28 for p in finding.evidence)  # the assignment is a premise
+
+
+def test_cadence_stored_with_the_update_condition_is_quiet():
+    """The boolean also tests the window boundary: it is true once per update."""
+    body = """
+            do_eval = (step + 1) % self.accum_steps == 0 and self.global_step % self.eval_every == 0
+            if do_eval:
+                print(self.evaluate())
+"""
+    assert codes_at(CADENCE_TRAINER.replace("{body}", body.strip("\n")), "TL108") == []
+
+
+def test_cadence_stored_and_tested_inside_the_update_is_quiet():
+    body = """
+                should_eval = self.global_step % self.eval_every == 0
+                if should_eval:
+                    print(self.evaluate())
+"""
+    assert codes_at(CADENCE_TRAINER.replace("{body}", body.strip("\n")), "TL108") == []
+
+
+def test_flag_set_before_the_loop_is_not_a_cadence():
+    """`run_eval = epoch % 2 == 0` before the micro-batch loop is not this loop's clock."""
+    source = """
+    import torch
+
+
+    def train_epoch(model, loader, opt, evaluate, epoch, accum_steps=4):
+        run_eval = epoch % 2 == 0
+        model.train()
+        for step, (x, y) in enumerate(loader):
+            loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
+            loss.backward()
+            if (step + 1) % accum_steps == 0:
+                opt.step()
+                opt.zero_grad()
+            if run_eval and step == 0:
+                model.eval()
+                evaluate(model)
+                model.train()
+    """
+    assert codes_at(source, "TL108") == []

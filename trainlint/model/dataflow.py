@@ -161,6 +161,25 @@ class Dataflow:
             return binding.node.value
         return None
 
+    # -- conditions stored in a name ------------------------------------------------------------
+    def stored_condition(self, test: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.CSTNode | None]:
+        """The condition an `if` reads: the test itself, or, for a name (`if should_eval:`), the
+        value of the assignment that reaches it in the same function (`should_eval = step %
+        every == 0`), followed through up to three names; with that assignment (None for the
+        test itself). A name bound by a parameter, a loop or an augmented assignment stays itself."""
+        statement: cst.CSTNode | None = None
+        for _ in range(3):
+            if not isinstance(test, cst.Name):
+                break
+            binding = self.reaching(test)
+            if binding is None or binding.kind != "assign" or not isinstance(binding.node, (cst.Assign, cst.AnnAssign)):
+                break
+            value = self.bound_value(binding)
+            if value is None or binding.value is None:  # tuple unpacking: not one condition
+                break
+            test, statement = value, binding.node
+        return test, statement
+
     # -- values through containers and **kwargs -------------------------------------------------
     def keyword_values(self, call: cst.Call, word: str, depth: int = 0) -> list[tuple[cst.BaseExpression, cst.Call]]:
         """What `call` is handed for keyword `word`, with the call that writes it: the keyword
