@@ -245,3 +245,78 @@ def test_flag_set_before_the_loop_is_not_a_cadence():
                 model.train()
     """
     assert codes_at(source, "TL108") == []
+
+
+# -- TL104: the clear's place within the update window -----------------------------------------------
+CLEAR_TRAINER = """
+import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizer, scheduler, loader, grad_accum=8):
+        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        self.loader, self.grad_accum = loader, grad_accum
+
+    def train_epoch(self):
+        self.model.train()
+        for step, batch in enumerate(self.loader):
+            update = (step + 1) % self.grad_accum == 0
+            if {clear_test}:
+                self.optimizer.zero_grad(set_to_none=True)
+            loss = self.model(**batch).loss / self.grad_accum
+            loss.backward()
+            if update:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                self.optimizer.step()
+                self.scheduler.step()
+"""
+
+
+def test_clear_on_the_last_micro_batch_before_its_backward_fires():
+    source = CLEAR_TRAINER.replace("{clear_test}", "update")
+    assert codes_at(source, "TL104") == [15]
+    finding = next(f for f in lint_source(textwrap.dedent(source), "train.py").findings if f.code == "TL104")
+    assert "before that micro-batch's `loss.backward()`" in finding.message
+    assert {p.line for p in finding.evidence} >= {15, 17, 20}
+
+
+def test_clear_on_the_first_micro_batch_of_the_window_is_quiet():
+    """`step % K == 0` is the window's first micro-batch: clearing before its backward is right."""
+    source = CLEAR_TRAINER.replace("{clear_test}", "step % self.grad_accum == 0")
+    assert codes_at(source, "TL104") == []
+
+
+def test_clear_under_the_same_branch_before_the_boundary_backward_fires():
+    source = """
+    import torch
+
+
+    def train(model, loader, opt, accum_steps=4):
+        model.train()
+        for i, (x, y) in enumerate(loader):
+            loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
+            if (i + 1) % accum_steps == 0:
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            else:
+                loss.backward()
+    """
+    assert codes_at(source, "TL104") == [10]
+
+
+def test_clear_after_the_step_in_the_same_branch_is_quiet():
+    source = """
+    import torch
+
+
+    def train(model, loader, opt, accum_steps=4):
+        model.train()
+        for i, (x, y) in enumerate(loader):
+            loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
+            loss.backward()
+            if (i + 1) % accum_steps == 0:
+                opt.step()
+                opt.zero_grad()
+    """
+    assert codes_at(source, "TL104") == []
