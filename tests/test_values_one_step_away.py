@@ -320,3 +320,58 @@ def test_clear_after_the_step_in_the_same_branch_is_quiet():
                 opt.zero_grad()
     """
     assert codes_at(source, "TL104") == []
+
+
+# -- TL106: the step half of an update in a wrapper whose parts come from its constructions ------------
+STEP_WRAPPER = """
+import torch
+from torch.optim.lr_scheduler import OneCycleLR
+
+
+class UpdateStep:
+    def __init__(self, optimizer, lr_scheduler, max_norm=1.0):
+        self.optimizer = optimizer
+        self.lr_scheduler = lr_scheduler
+        self.max_norm = max_norm
+
+    def __call__(self, parameters):
+        torch.nn.utils.clip_grad_norm_(parameters, self.max_norm)
+{steps}
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+def build_update(model, lr, total_steps):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    return UpdateStep(optimizer, OneCycleLR(optimizer, max_lr=lr, total_steps=total_steps))
+"""
+
+
+def test_scheduler_before_optimizer_in_a_step_wrapper_fires():
+    steps = "        self.lr_scheduler.step()\n        self.optimizer.step()"
+    source = STEP_WRAPPER.replace("{steps}", steps)
+    assert codes_at(source, "TL106") == [14]
+    finding = next(f for f in lint_source(textwrap.dedent(source), "train.py").findings if f.code == "TL106")
+    # the roles are proven by what the construction passes, one step away from `self.lr_scheduler`
+    assert all(p.verdict == "proven" for p in finding.evidence)
+    assert {p.line for p in finding.evidence} >= {20, 21}
+
+
+def test_optimizer_before_scheduler_in_a_step_wrapper_is_quiet():
+    steps = "        self.optimizer.step()\n        self.lr_scheduler.step()"
+    assert codes_at(STEP_WRAPPER.replace("{steps}", steps), "TL106") == []
+
+
+def test_step_wrapper_whose_parts_only_names_tell_is_quiet():
+    """Nothing in the file builds the wrapper: `scheduler` is only a name (it may be a schedule of
+    the project's own that sets the coming rate), so the order proves nothing."""
+    source = """
+    class OptimizerScheduler:
+        def __init__(self, optimizer, scheduler):
+            self.optimizer = optimizer
+            self.scheduler = scheduler
+
+        def step(self):
+            self.scheduler.step()
+            self.optimizer.step()
+    """
+    assert codes_at(source, "TL106") == []
