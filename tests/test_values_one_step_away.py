@@ -375,3 +375,60 @@ def test_step_wrapper_whose_parts_only_names_tell_is_quiet():
             self.optimizer.step()
     """
     assert codes_at(source, "TL106") == []
+
+
+# -- TL102: a loss summed from a container of terms ------------------------------------------------------
+LOSS_TERMS = """
+import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizer, loader, grad_accum_steps=4):
+        self.model, self.optimizer, self.loader = model, optimizer, loader
+        self.grad_accum_steps = grad_accum_steps
+
+    def train_epoch(self):
+        self.model.train()
+        for step, batch in enumerate(self.loader):
+            out = self.model(**batch)
+{terms}
+            loss.backward()
+            if (step + 1) % self.grad_accum_steps == 0:
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+"""
+
+
+def test_loss_summed_from_a_dict_of_terms_fires():
+    terms = """
+            loss_dict = {"lm": out.loss, "aux": 0.01 * out.aux_loss}
+            loss = sum(loss_dict.values())
+"""
+    assert codes_at(LOSS_TERMS.replace("{terms}", terms.strip("\n")), "TL102") == [16]
+
+
+def test_loss_summed_from_terms_written_by_key_fires():
+    terms = """
+            loss_dict = {}
+            loss_dict["lm"] = out.loss
+            loss_dict["balance"] = 0.01 * out.aux_loss
+            loss = sum(loss_dict.values())
+"""
+    assert codes_at(LOSS_TERMS.replace("{terms}", terms.strip("\n")), "TL102") == [18]
+
+
+def test_loss_summed_from_scaled_terms_is_quiet():
+    terms = """
+            loss_dict = {}
+            loss_dict["lm"] = out.loss / self.grad_accum_steps
+            loss_dict["balance"] = 0.01 * out.aux_loss / self.grad_accum_steps
+            loss = sum(loss_dict.values())
+"""
+    assert codes_at(LOSS_TERMS.replace("{terms}", terms.strip("\n")), "TL102") == []
+
+
+def test_summed_terms_divided_by_k_are_quiet():
+    terms = """
+            loss = sum([out.loss, 0.01 * out.aux_loss]) / self.grad_accum_steps
+"""
+    assert codes_at(LOSS_TERMS.replace("{terms}", terms.strip("\n")), "TL102") == []

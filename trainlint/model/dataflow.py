@@ -226,23 +226,41 @@ class Dataflow:
             found += self.keyword_values(site.node, word, depth + 1)
         return found
 
-    def _subscript_writes(self, name: cst.Name, word: str) -> list[cst.BaseExpression]:
-        """`mapping["word"] = value` statements in the function of `name` (once per function)."""
+    def _subscript_writes(self, name: cst.Name, word: str | None) -> list[cst.BaseExpression]:
+        """`mapping["word"] = value` statements in the function of `name` (once per function);
+        with `word` None, what is written under any key (`losses[k] = ...`)."""
         owner = self._owner(name)
         key = ("subscript-writes", owner)
         if key not in self._roots:
-            writes: dict[tuple[str, str], list[cst.BaseExpression]] = {}
+            writes: dict[tuple[str, str | None], list[cst.BaseExpression]] = {}
             for node in self.index.scope_nodes(owner):
                 if type(node) is cst.Assign:
                     for target in node.targets:
                         item = target.target
-                        if isinstance(item, cst.Subscript) and isinstance(item.value, cst.Name) \
-                                and len(item.slice) == 1 and isinstance(item.slice[0].slice, cst.Index) \
-                                and isinstance(item.slice[0].slice.value, cst.SimpleString):
-                            text = item.slice[0].slice.value.evaluated_value
-                            writes.setdefault((item.value.value, text), []).append(node.value)
+                        if not (isinstance(item, cst.Subscript) and isinstance(item.value, cst.Name)
+                                and len(item.slice) == 1 and isinstance(item.slice[0].slice, cst.Index)):
+                            continue
+                        writes.setdefault((item.value.value, None), []).append(node.value)
+                        index = item.slice[0].slice.value
+                        if isinstance(index, cst.SimpleString):
+                            writes.setdefault((item.value.value, index.evaluated_value), []).append(node.value)
             self._roots[key] = writes  # type: ignore[assignment]
         return self._roots[key].get((name.value, word), [])  # type: ignore[union-attr]
+
+    def container_values(self, name: cst.Name) -> list[cst.BaseExpression]:
+        """What a container `name` holds in its function, one step away: the elements of the
+        literal it was bound to (`{"lm": lm_loss, "aux": 0.1 * aux}`, `[a, b]`), what is written
+        into it by key (`losses["aux"] = ...`) and what is appended to it."""
+        found: list[cst.BaseExpression] = []
+        for binding in self.bindings_in_function(name.value, name):
+            value = binding.value
+            if isinstance(value, cst.Dict):
+                found += [e.value for e in value.elements if isinstance(e, cst.DictElement)]
+            elif isinstance(value, (cst.List, cst.Tuple)):
+                found += [e.value for e in value.elements if isinstance(e, cst.Element)]
+        found += self._subscript_writes(name, None)
+        found += self.appended_values(self._owner(name)).get(name.value, [])
+        return found
 
     # -- grad-disabled regions ------------------------------------------------------------------
     def grad_context(self, item: cst.BaseExpression, scope: Scope) -> bool | None:
