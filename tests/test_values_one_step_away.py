@@ -432,3 +432,41 @@ def test_summed_terms_divided_by_k_are_quiet():
             loss = sum([out.loss, 0.01 * out.aux_loss]) / self.grad_accum_steps
 """
     assert codes_at(LOSS_TERMS.replace("{terms}", terms.strip("\n")), "TL102") == []
+
+
+# -- TL801: a loader returned inside a tuple by a method ------------------------------------------------
+TUPLE_METHOD = """
+import torch
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+
+class Trainer:
+    def __init__(self, model, optimizer, train_set, val_set, epochs):
+        self.model, self.optimizer, self.epochs = model, optimizer, epochs
+        self.train_loader, self.train_sampler, self.val_loader = self.build_loaders(train_set, val_set)
+
+    def build_loaders(self, train_set, val_set):
+        sampler = DistributedSampler(train_set)
+        train_loader = DataLoader(train_set, batch_size=32, sampler=sampler, num_workers=4)
+        val_loader = DataLoader(val_set, batch_size=64)
+        return train_loader, sampler, val_loader
+
+    def fit(self):
+        for epoch in range(self.epochs):
+{set_epoch}            self.model.train()
+            for x, y in self.train_loader:
+                loss = torch.nn.functional.mse_loss(self.model(x), y)
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+"""
+
+
+def test_loader_returned_in_a_tuple_by_a_method_fires():
+    assert codes_at(TUPLE_METHOD.replace("{set_epoch}", ""), "TL801") == [13]
+
+
+def test_loader_returned_in_a_tuple_by_a_method_with_set_epoch_is_quiet():
+    source = TUPLE_METHOD.replace("{set_epoch}", "            self.train_sampler.set_epoch(epoch)\n")
+    assert codes_at(source, "TL801") == []

@@ -164,7 +164,7 @@ class DataOrder:
     def _tuple_views(self, build: SamplerBuild) -> list[SamplerBuild]:
         found: list[SamplerBuild] = []
         function = build.function
-        if function is None or function.class_name is not None:
+        if function is None:
             return found
         positions: dict[str, int] = {}
         for node in walk(function.node.body):
