@@ -470,3 +470,47 @@ def test_loader_returned_in_a_tuple_by_a_method_fires():
 def test_loader_returned_in_a_tuple_by_a_method_with_set_epoch_is_quiet():
     source = TUPLE_METHOD.replace("{set_epoch}", "            self.train_sampler.set_epoch(epoch)\n")
     assert codes_at(source, "TL801") == []
+
+
+# -- TL103: micro-batches packed by a token budget, one unpacking away; the path that divides by K -------
+PACKED_UPDATE = """
+import torch
+
+
+class PolicyTrainer:
+    def __init__(self, policy, optimizer, cfg):
+        self.policy, self.optimizer, self.cfg = policy, optimizer, cfg
+
+    def update(self, rollout):
+        self.policy.train()
+        self.accum = self.cfg.mini_batch_size // self.cfg.micro_batch_size
+        for mini_batch in rollout.split(self.cfg.mini_batch_size):
+            if self.cfg.pack_by_tokens:
+                micro_batches, _ = pack_by_token_budget(mini_batch, max_tokens=self.cfg.max_tokens)
+            else:
+                micro_batches = mini_batch.split(self.cfg.micro_batch_size)
+            self.optimizer.zero_grad()
+            for micro in micro_batches:
+                logprobs = self.policy(micro["input_ids"])
+                pg_loss = policy_gradient_loss(logprobs, micro["advantages"])
+{scale}
+                loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), 1.0)
+            self.optimizer.step()
+"""
+
+
+def test_division_by_k_of_micro_batches_packed_by_tokens_fires():
+    scale = "                loss = pg_loss / self.accum"
+    assert codes_at(PACKED_UPDATE.replace("{scale}", scale), "TL103") == [21]
+
+
+def test_division_by_k_only_on_the_path_of_equal_splits_is_quiet():
+    """The fix weights packed micro-batches by their share; `/ K` is left on the path where the
+    micro-batches are equal `split` pieces: the two assignments are never on one path."""
+    scale = """
+                if self.cfg.pack_by_tokens:
+                    loss = pg_loss * (len(micro) / self.cfg.mini_batch_size)
+                else:
+                    loss = pg_loss / self.accum"""
+    assert codes_at(PACKED_UPDATE.replace("{scale}", scale.strip("\n")), "TL103") == []

@@ -180,6 +180,27 @@ class Dataflow:
             test, statement = value, binding.node
         return test, statement
 
+    # -- paths ----------------------------------------------------------------------------------
+    def branch_sides(self, node: cst.CSTNode) -> set[tuple[str, bool]]:
+        """The `if` tests around `node` in its function, as source text, each with the side `node`
+        runs on (True: the body, False: the `else`)."""
+        found: set[tuple[str, bool]] = set()
+        child = node
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if isinstance(ancestor, cst.If) and child is not ancestor.test:
+                found.add((self.ctx.code_for(ancestor.test), child is ancestor.body))
+            child = ancestor
+        return found
+
+    def exclusive(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        """`first` and `second` never run on one path: one sits in the body of an `if` whose `else`
+        (or the `else` of an `if` written the same way, the test unchanged between) holds the other
+        (`if cfg.dynamic: batches = pack(...)` against `else: loss = loss / k`)."""
+        sides = self.branch_sides(second)
+        return any((test, not side) in sides for test, side in self.branch_sides(first))
+
     # -- values through containers and **kwargs -------------------------------------------------
     def keyword_values(self, call: cst.Call, word: str, depth: int = 0) -> list[tuple[cst.BaseExpression, cst.Call]]:
         """What `call` is handed for keyword `word`, with the call that writes it: the keyword
