@@ -59,6 +59,12 @@ class ZeroGradPerMicroBatch(Rule):
         is correct and not flagged. `model.zero_grad()` inside the Accelerate block is flagged:
         only the prepared optimizer's `zero_grad` is skipped.
 
+        The clear's place within the window counts too: a `zero_grad()` under the update's own
+        condition (the step's `if`, or a test written the same way) that runs before the last
+        micro-batch's backward, with the step after that backward, throws away what the window's
+        other micro-batches accumulated, and is flagged. Under a test of the window's first
+        micro-batch (`if i % K == 0:` while the step tests `(i + 1) % K == 0`) it is correct.
+
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
         raises it: the finding then says it holds only when K is set above 1 and is reported one

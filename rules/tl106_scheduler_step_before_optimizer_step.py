@@ -37,7 +37,11 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         flagged; nor is a schedule class of the project's own (no base class) whose `step()` writes
         the learning rate of the coming update into the param groups while building it writes
         none: it is meant to step before the update it sets (also when it reaches the loop as a
-        parameter: every call of that function in the file passes one, or None). When the scheduler's line sits right above the optimizer's, the fix swaps the two
+        parameter: every call of that function in the file passes one, or None). A function that
+        holds only the step half of an update (no backward: `OptimizerScheduler.step()`, whose
+        caller runs the backward) is flagged when both its scheduler and its optimizer are proven,
+        also by what the constructions of its class pass (`self.scheduler = scheduler` in
+        `__init__`, `OptimizerScheduler(opt, get_linear_schedule_with_warmup(opt, ...))`). When the scheduler's line sits right above the optimizer's, the fix swaps the two
         lines; it changes which learning rate each update uses, so it is offered as unsafe.
         """
     why_bad = """

@@ -54,7 +54,8 @@ class CadenceOnMicroBatchClock(Rule):
         a checkpoint (`torch.save`, `accelerator.save_state`, `model.save_pretrained`, a project
         function that saves), when that test runs on every micro-batch: outside the update branch
         (`if (i + 1) % K == 0:`, after `if ...: continue`, under `if accelerator.sync_gradients:`)
-        or inside the nested micro-batch loop.
+        or inside the nested micro-batch loop. A test stored in a name first is read through it
+        (`should_eval = step % eval_every == 0` in the loop, then `if should_eval:`).
 
         Two counters are flagged: the micro-batch counter (the loop's `enumerate` index, or a counter
         bumped on every iteration), and the update counter when it is bumped inside the update
