@@ -514,3 +514,35 @@ def test_division_by_k_only_on_the_path_of_equal_splits_is_quiet():
                 else:
                     loss = pg_loss / self.accum"""
     assert codes_at(PACKED_UPDATE.replace("{scale}", scale.strip("\n")), "TL103") == []
+
+
+def test_sampler_two_factories_away_fires_and_set_epoch_quiets_it():
+    """`sampler=` passed to a factory whose `**kwargs` go to another factory's `**kwargs`, which
+    builds the DataLoader: two steps away."""
+    source = """
+    import torch
+    from torch.utils.data import DataLoader
+    from torch.utils.data.distributed import DistributedSampler
+
+
+    def _make(dataset, **loader_kwargs):
+        return DataLoader(dataset, pin_memory=True, **loader_kwargs)
+
+
+    def build_train_loader(dataset, batch_size, **kwargs):
+        return _make(dataset, batch_size=batch_size, drop_last=True, **kwargs)
+
+
+    def train(model, dataset, opt, epochs):
+        sampler = DistributedSampler(dataset)
+        loader = build_train_loader(dataset, 32, sampler=sampler)
+        for epoch in range(epochs):
+            for x, y in loader:
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+    """
+    assert codes_at(source, "TL801") == [16]
+    fixed = source.replace("        for epoch in range(epochs):\n",
+                           "        for epoch in range(epochs):\n            sampler.set_epoch(epoch)\n")
+    assert codes_at(fixed, "TL801") == []
