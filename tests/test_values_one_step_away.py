@@ -546,3 +546,55 @@ def test_sampler_two_factories_away_fires_and_set_epoch_quiets_it():
     fixed = source.replace("        for epoch in range(epochs):\n",
                            "        for epoch in range(epochs):\n            sampler.set_epoch(epoch)\n")
     assert codes_at(fixed, "TL801") == []
+
+
+# -- TL602: an evaluation loader's shuffle handed in through a mapping ------------------------------------
+KWARGS_LOADERS = """
+import torch
+import torch.nn.functional as F
+from torchvision import datasets, transforms
+
+
+def evaluate(model, loader):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for data, target in loader:
+            correct += model(data).argmax(dim=1).eq(target).sum().item()
+    return correct / len(loader.dataset)
+
+
+def main(args, model, optimizer):
+    train_kwargs = {"batch_size": args.batch_size}
+    test_kwargs = {"batch_size": args.test_batch_size}
+    if torch.cuda.is_available():
+        cuda_kwargs = {"num_workers": 1, "pin_memory": True{shuffle}}
+        train_kwargs.update(cuda_kwargs)
+        test_kwargs.update(cuda_kwargs)
+{train_shuffle}    train_set = datasets.MNIST("data", train=True, download=True, transform=transforms.ToTensor())
+    test_set = datasets.MNIST("data", train=False, transform=transforms.ToTensor())
+    train_loader = torch.utils.data.DataLoader(train_set, **train_kwargs)
+    test_loader = torch.utils.data.DataLoader(test_set, **test_kwargs)
+    for epoch in range(args.epochs):
+        model.train()
+        for data, target in train_loader:
+            optimizer.zero_grad()
+            F.nll_loss(model(data), target).backward()
+            optimizer.step()
+        print(evaluate(model, test_loader))
+"""
+
+
+def test_shuffle_shared_into_the_test_kwargs_fires_without_a_fix():
+    source = KWARGS_LOADERS.replace("{shuffle}", ', "shuffle": True').replace("{train_shuffle}", "")
+    result = lint_source(textwrap.dedent(source), "train.py")
+    found = [f for f in result.findings if f.code == "TL602"]
+    assert [f.line for f in found] == [26]
+    assert found[0].fix is None  # the `True` is shared with the training loader: no edit is right
+    assert any(p.line == 20 for p in found[0].evidence)
+
+
+def test_shuffle_only_in_the_train_kwargs_is_quiet():
+    source = KWARGS_LOADERS.replace("{shuffle}", "").replace(
+        "{train_shuffle}", '    train_kwargs["shuffle"] = True\n')
+    assert codes_at(source, "TL602") == []

@@ -229,6 +229,29 @@ class Dataflow:
                     found += [(v, call) for v in _mapping_values(self.index, binding.value, self.scope_of(call),
                                                                  word)]
             found += [(v, call) for v in self._subscript_writes(name, word)]
+            found += [(v, call) for v in self._update_writes(name, word)]
+        return found
+
+    def _update_writes(self, name: cst.Name, word: str) -> list[cst.BaseExpression]:
+        """What `mapping.update(...)` calls in the function of `name` give `word`: a keyword
+        (`kw.update(shuffle=True)`), a dict literal, or a name bound to one in that function
+        (`cuda_kwargs = {"shuffle": True}; test_kwargs.update(cuda_kwargs)`)."""
+        found: list[cst.BaseExpression] = []
+        for call in self.index.calls_under(self._owner(name)):
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "update"
+                    and isinstance(func.value, cst.Name) and func.value.value == name.value):
+                continue
+            value = keyword_value(call, word)
+            if value is not None:
+                found.append(value)
+            for arg in positional_args(call):
+                if isinstance(arg.value, cst.Dict):
+                    found += _dict_values(arg.value, word)
+                elif isinstance(arg.value, cst.Name):
+                    for binding in self.bindings_in_function(arg.value.value, call):
+                        if binding.value is not None:
+                            found += _mapping_values(self.index, binding.value, self.scope_of(call), word)
         return found
 
     def _kwargs_from_callers(self, binding: Binding, scope: Scope, word: str,
