@@ -598,3 +598,27 @@ def test_shuffle_only_in_the_train_kwargs_is_quiet():
     source = KWARGS_LOADERS.replace("{shuffle}", "").replace(
         "{train_shuffle}", '    train_kwargs["shuffle"] = True\n')
     assert codes_at(source, "TL602") == []
+
+
+def test_cadence_narrowed_by_a_later_literal_is_still_read():
+    """`should_eval = step % every == 0`, then `if step == 0: should_eval = False`: the literal only
+    narrows the stored test, which still runs on the micro-batch clock."""
+    body = """
+            should_eval = step % self.eval_every == 0
+            if step == 0:
+                should_eval = False
+            if should_eval:
+                print(self.evaluate())
+"""
+    assert codes_at(CADENCE_TRAINER.replace("{body}", body.strip("\n")), "TL108") == [31]
+
+
+def test_flag_set_only_by_literals_is_not_a_cadence():
+    body = """
+            should_eval = False
+            if batch.get("last_of_epoch"):
+                should_eval = True
+            if should_eval:
+                print(self.evaluate())
+"""
+    assert codes_at(CADENCE_TRAINER.replace("{body}", body.strip("\n")), "TL108") == []

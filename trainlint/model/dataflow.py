@@ -172,6 +172,10 @@ class Dataflow:
             if not isinstance(test, cst.Name):
                 break
             binding = self.reaching(test)
+            if binding is not None and _is_bool_literal(binding.value):
+                # `if not eval_first and step == 0: should_eval = False` only narrows the test the
+                # name was given before: read that one
+                binding = self._last_computed(test)
             if binding is None or binding.kind != "assign" or not isinstance(binding.node, (cst.Assign, cst.AnnAssign)):
                 break
             value = self.bound_value(binding)
@@ -200,6 +204,15 @@ class Dataflow:
         (`if cfg.dynamic: batches = pack(...)` against `else: loss = loss / k`)."""
         sides = self.branch_sides(second)
         return any((test, not side) in sides for test, side in self.branch_sides(first))
+
+    def _last_computed(self, name: cst.Name) -> Binding | None:
+        """The last assignment before `name`'s use whose value is not a literal True/False."""
+        _, positions, entries = self._binding_order(name)
+        at = self.position(name)
+        for position, _, binding, end in reversed(entries[:bisect.bisect_left(positions, at)]):
+            if binding.kind == "assign" and 0 <= end < at and not _is_bool_literal(binding.value):
+                return binding
+        return None
 
     # -- values through containers and **kwargs -------------------------------------------------
     def keyword_values(self, call: cst.Call, word: str, depth: int = 0) -> list[tuple[cst.BaseExpression, cst.Call]]:
@@ -744,6 +757,10 @@ def _is_import_path(expr: cst.BaseExpression, scope: Scope) -> bool:
         return False
     bindings = scope.lookup(base.value)
     return bool(bindings) and all(b.kind == "import" for b in bindings)
+
+
+def _is_bool_literal(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value in ("True", "False")
 
 
 def _is_true(expr: cst.BaseExpression) -> bool:
