@@ -55,7 +55,9 @@ class CadenceOnMicroBatchClock(Rule):
         function that saves), when that test runs on every micro-batch: outside the update branch
         (`if (i + 1) % K == 0:`, after `if ...: continue`, under `if accelerator.sync_gradients:`)
         or inside the nested micro-batch loop. A test stored in a name first is read through it
-        (`should_eval = step % eval_every == 0` in the loop, then `if should_eval:`).
+        (`should_eval = step % eval_every == 0` in the loop, then `if should_eval:`), and so is a
+        predicate of the file that returns one test (`if self._should_evaluate(step):`), its
+        counter taken as the caller passes it.
 
         Two counters are flagged: the micro-batch counter (the loop's `enumerate` index, or a counter
         bumped on every iteration), and the update counter when it is bumped inside the update
@@ -490,15 +492,17 @@ class CadenceOnMicroBatchClock(Rule):
 
 
 def _condition_text(ctx, cadence: _Cadence) -> str:
-    """The stored condition's text (`step % eval_every == 0`)."""
-    value = cadence.stored.value if isinstance(cadence.stored, (cst.Assign, cst.AnnAssign)) else None
+    """The stored condition's text (`step % eval_every == 0`), or the predicate's returned one."""
+    value = cadence.stored.value if isinstance(cadence.stored, (cst.Assign, cst.AnnAssign, cst.Return)) else None
     return " ".join(ctx.code_for(value).split()) if value is not None else ""
 
 
 def _message(ctx, loop: TrainingLoop, cadence: _Cadence, clock: str, work: str) -> str:
     test = ctx.code_for(cadence.node.test)
     shown = f"`if {test}:`"
-    if cadence.stored is not None:
+    if isinstance(cadence.stored, cst.Return):
+        shown += f" (it returns `{_condition_text(ctx, cadence)}`)"
+    elif cadence.stored is not None:
         shown += f" (`{test} = {_condition_text(ctx, cadence)}`)"
     counter = ctx.code_for(cadence.modulo.left)
     k = describe_k(ctx, loop)
@@ -555,6 +559,11 @@ def _cadence_around(ctx, model: TrainingModel, loop: TrainingLoop, ref: CallRef)
             test, stored = flow.stored_condition(node.test)
             if stored is not None and not (position > 0 or flow.inside(stored, loop.node)):
                 test, stored = node.test, None  # computed once before the loop: not this loop's clock
+            predicate = None
+            if isinstance(test, cst.Call):  # `if self.should_eval(step):` a predicate of the file
+                predicate = _predicate(ctx, model, test, scope)
+                if predicate is not None:
+                    test, stored = predicate[0], predicate[1]
             modulos = [n for n in walk(test) if isinstance(n, cst.BinaryOperation)
                        and isinstance(n.operator, cst.Modulo)]
             if not modulos:
@@ -564,10 +573,49 @@ def _cadence_around(ctx, model: TrainingModel, loop: TrainingLoop, ref: CallRef)
                 return None  # it tests the window boundary as well
             if len(modulos) != 1 or _counter(modulos[0].left) is None:
                 return None
-            if any(model._update_condition(part, scope) is not False for part in _conjuncts(test)
+            test_scope = predicate[2].scope if predicate is not None else scope
+            if any(model._update_condition(part, test_scope) is not False for part in _conjuncts(test)
                    if not any(n is modulos[0] for n in walk(part))):
                 return None  # `if not is_accumulating and step % every == 0:`: it tests the boundary too
-            return _Cadence(node, scope, via, modulos[0], stored)
+            modulo = modulos[0]
+            if predicate is not None:
+                # the predicate's counter as the caller names it: its argument, or the same `self.x`
+                counter = _argument_counter(ctx, modulo, predicate)
+                if counter is None:
+                    return None
+                modulo = cst.BinaryOperation(counter, cst.Modulo(), modulo.right)
+            return _Cadence(node, scope, via, modulo, stored)
+    return None
+
+
+def _predicate(ctx, model: TrainingModel, call: cst.Call, scope: Scope):
+    """(returned expression, its `return` statement, the function) for a call of a same-file
+    function or method whose body returns one expression (`def should_eval(self, step): return
+    step % self.eval_every == 0`), else None."""
+    function = model.callee(call, scope)
+    if function is None:
+        return None
+    returns = [n for n in walk(function.node.body) if isinstance(n, cst.Return)]
+    if len(returns) != 1 or returns[0].value is None:
+        return None
+    return returns[0].value, returns[0], function, call
+
+
+def _argument_counter(ctx, modulo: cst.BinaryOperation, predicate) -> cst.BaseExpression | None:
+    """The counter a predicate's `counter % every` reads, as the caller passes it: the argument
+    for a parameter, or `self.<attr>` when the caller is a method of the same class."""
+    _, _, function, call = predicate
+    counter = _counter(modulo.left)
+    if isinstance(counter, cst.Name):
+        bindings = function.scope.bindings.get(counter.value, ())
+        if not any(b.kind == "param" for b in bindings):
+            return None
+        argument = ctx.index.argument_for(call, function, counter.value)
+        return _counter(argument) if argument is not None else None
+    if isinstance(counter, cst.Attribute) and isinstance(counter.value, cst.Name) and counter.value.value == "self":
+        caller = ctx.index.function_at(call)
+        if function.class_name and caller is not None and getattr(caller, "class_name", None) == function.class_name:
+            return counter
     return None
 
 

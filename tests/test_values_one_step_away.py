@@ -622,3 +622,58 @@ def test_flag_set_only_by_literals_is_not_a_cadence():
                 print(self.evaluate())
 """
     assert codes_at(CADENCE_TRAINER.replace("{body}", body.strip("\n")), "TL108") == []
+
+
+# -- TL108: a cadence test one call away (a predicate method of the trainer) -----------------------------
+PREDICATE_TRAINER = """
+import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizer, loader, evaluator, accum=4, eval_every=200):
+        self.model, self.optimizer, self.loader = model, optimizer, loader
+        self.evaluator, self.accum, self.eval_every = evaluator, accum, eval_every
+        self.updates = 0
+
+    def _should_evaluate(self, step):
+        return {predicate}
+
+    @torch.no_grad()
+    def evaluate(self):
+        self.model.eval()
+        score = self.evaluator(self.model)
+        self.model.train()
+        return score
+
+    def train(self):
+        self.model.train()
+        for step, batch in enumerate(self.loader):
+            loss = self.model(**batch).loss / self.accum
+            loss.backward()
+            if (step + 1) % self.accum == 0:
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+                self.updates += 1
+{test}
+"""
+
+
+def test_cadence_in_a_predicate_on_the_micro_batch_counter_fires():
+    source = PREDICATE_TRAINER.replace("{predicate}", "step > 0 and step % self.eval_every == 0").replace(
+        "{test}", "            if self._should_evaluate(step):\n                print(self.evaluate())")
+    assert codes_at(source, "TL108") == [30]
+    finding = next(f for f in lint_source(textwrap.dedent(source), "train.py").findings if f.code == "TL108")
+    assert "it returns `step > 0 and step % self.eval_every == 0`" in finding.message
+
+
+def test_cadence_predicate_called_inside_the_update_is_quiet():
+    source = PREDICATE_TRAINER.replace("{predicate}", "step % self.eval_every == 0").replace(
+        "{test}", "                if self._should_evaluate(self.updates):\n                    print(self.evaluate())")
+    assert codes_at(source, "TL108") == []
+
+
+def test_cadence_predicate_that_tests_the_boundary_too_is_quiet():
+    source = PREDICATE_TRAINER.replace(
+        "{predicate}", "(step + 1) % self.accum == 0 and self.updates % self.eval_every == 0").replace(
+        "{test}", "            if self._should_evaluate(step):\n                print(self.evaluate())")
+    assert codes_at(source, "TL108") == []
