@@ -677,3 +677,52 @@ def test_cadence_predicate_that_tests_the_boundary_too_is_quiet():
         "{predicate}", "(step + 1) % self.accum == 0 and self.updates % self.eval_every == 0").replace(
         "{test}", "            if self._should_evaluate(step):\n                print(self.evaluate())")
     assert codes_at(source, "TL108") == []
+
+
+# -- roles: an attribute set from an __init__ parameter, proven by what the constructions pass ----------
+def _role_source(source: str, attribute: str):
+    import libcst as cst
+
+    from trainlint.context import FileContext
+    from trainlint.model.index import walk
+    from trainlint.model.roles import roles
+
+    source = textwrap.dedent(source)
+    ctx = FileContext("t.py", source, cst.parse_module(source), (2, 6))
+    found = ctx.model(roles)
+    for node in walk(ctx.module):
+        if isinstance(node, cst.Attribute) and ctx.code_for(node) == attribute \
+                and isinstance(ctx.index.parent(node), cst.Attribute):  # `self.x.step` in a method
+            scope = ctx.index.scope_at(node)
+            return found.of(node, scope), found.source(node, scope)
+    raise AssertionError(attribute)
+
+
+WRAPPER = """
+import torch
+
+
+class Stepper:
+    def __init__(self, opt, sched):
+        self.opt = opt
+        self.sched = sched
+
+    def step(self):
+        self.opt.step()
+        self.sched.step()
+
+{built}
+"""
+
+
+def test_constructions_prove_the_role_of_a_parameter_attribute():
+    built = ("def make(model):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+             "    return Stepper(opt, torch.optim.lr_scheduler.StepLR(opt, 10))")
+    role, source = _role_source(WRAPPER.replace("{built}", built), "self.sched")
+    assert role == "scheduler" and source.proven and source.kind == "argument"
+
+
+def test_constructions_that_pass_unknown_values_leave_the_name_guess():
+    built = "def make(opt, sched):\n    return Stepper(opt, sched)"
+    role, source = _role_source(WRAPPER.replace("{built}", built), "self.sched")
+    assert role == "scheduler" and not source.proven
