@@ -12,6 +12,7 @@ from trainlint.gate import named
 from trainlint.model.index import keyword_arg, positional_args
 from trainlint.model.roles import MODEL, roles
 from trainlint.rule import Rule, bad, good
+from trainlint.model.dataflow import dataflow
 from trainlint.model.training import training_model
 from trainlint.model.shipped import k_condition
 from trainlint.model.premises import premise
@@ -476,7 +477,7 @@ class UnequalMicroBatchWeighting(Rule):
             return (f"the update guard also fires on `{ctx.code_for(flush).strip()}`, so the last window of an "
                     "epoch is short and its micro-batches, each divided by the full K, are underweighted")
         if guard.kind == "micro_loop" and isinstance(guard.node, cst.For) and \
-                _unsized_window(guard.node.iter, guard.scope):
+                _unsized_window(guard.node.iter, guard.scope, at=trace.k_division, flow=ctx.model(dataflow)):
             return (f"the micro-batches come from `{ctx.code_for(guard.node.iter)}`, whose batches can differ in "
                     "size: every window with unequal micro-batches is misweighted")
         loader, loader_text = tracer.loader_of_loop()
@@ -600,19 +601,28 @@ def _model_called_with_targets(ctx, node: cst.CSTNode) -> bool:
     return targets and ctx.model(roles).of(node.func, ctx.index.scope_at(node)) == MODEL
 
 
-def _unsized_window(iterable: cst.BaseExpression, scope, depth: int = 0) -> bool:
+def _unsized_window(iterable: cst.BaseExpression, scope, depth: int = 0, at: cst.CSTNode | None = None,
+                    flow=None) -> bool:
     """Micro-batches from a list/window of batches of any size, not `range(K)` with fixed-size
-    sampling and not the `chunk`/`split` pieces of one batch (followed through one assignment)."""
+    sampling and not the `chunk`/`split` pieces of one batch (followed through one assignment).
+    With `at` (the division by K) and `flow`, a binding on a path that never reaches `at`
+    (`if dynamic: batches = pack(...)` while `else: loss / k`) does not count."""
     if isinstance(iterable, cst.Call):
         func = iterable.func
         name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
         if name in ("range", "chunk", "split", "tensor_split"):
             return False
         if name in ("enumerate", "zip", "list", "tuple") and iterable.args:
-            return _unsized_window(iterable.args[0].value, scope, depth + 1)
+            return _unsized_window(iterable.args[0].value, scope, depth + 1, at, flow)
         return True
     if isinstance(iterable, cst.Name) and scope is not None and depth < 3:
-        values = [b.value for b in scope.lookup(iterable.value) if b.value is not None]
+        bindings = [b for b in scope.lookup(iterable.value)
+                    if at is None or flow is None or not flow.exclusive(b.node, at)]
+        values = [b.value for b in bindings if b.value is not None]
+        # `micro_batches, _ = rearrange_micro_batches(batch, max_token_len=...)`: an element of a
+        # call's result, one step away, as the call itself (a packer by token budget is unsized)
+        values += [b.node.value for b in bindings if b.value is None and b.kind == "assign"
+                   and isinstance(b.node, cst.Assign) and isinstance(b.node.value, cst.Call)]
         if values and all(isinstance(v, cst.Call) for v in values):
-            return any(_unsized_window(v, scope, depth + 1) for v in values)
+            return any(_unsized_window(v, scope, depth + 1, at, flow) for v in values)
     return isinstance(iterable, (cst.Name, cst.Attribute, cst.Subscript))

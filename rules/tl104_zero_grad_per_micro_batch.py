@@ -59,6 +59,12 @@ class ZeroGradPerMicroBatch(Rule):
         is correct and not flagged. `model.zero_grad()` inside the Accelerate block is flagged:
         only the prepared optimizer's `zero_grad` is skipped.
 
+        The clear's place within the window counts too: a `zero_grad()` under the update's own
+        condition (the step's `if`, or a test written the same way) that runs before the last
+        micro-batch's backward, with the step after that backward, throws away what the window's
+        other micro-batches accumulated, and is flagged. Under a test of the window's first
+        micro-batch (`if i % K == 0:` while the step tests `(i + 1) % K == 0`) it is correct.
+
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
         raises it: the finding then says it holds only when K is set above 1 and is reported one
@@ -523,6 +529,18 @@ class ZeroGradPerMicroBatch(Rule):
                     else:
                         yield self.report_if(k_condition(ctx, loop), ref.node, self._message(name, k), fix,
                                              self._evidence(ctx, loop, ref, name))
+            for clear, backward, step in model.cleared_before_last_backward(loop):
+                name = f"`{ctx.code_for(clear.node.func.value)}.zero_grad()`"
+                yield self.report_if(k_condition(ctx, loop), clear.node, (
+                    f"{name} runs once per update, on the window's last micro-batch, but before that micro-batch's "
+                    f"`{ctx.code_for(backward.node).strip()}`: it throws away the gradients of the window's other "
+                    f"micro-batches, and the step sees only the last micro-batch's gradient (1 of {k}); clear "
+                    "after the optimizer step (or at the window's first micro-batch)"),
+                    evidence=[*accumulation_premises(ctx, loop),
+                              premise(f"{name} runs under the update's condition", clear.node, "call"),
+                              premise("the last micro-batch's backward runs after it", backward.node, "call"),
+                              premise("the optimizer step of the same update runs after that backward", step.node,
+                                      "call")])
             for ref in _grad_none_assignments(model, loop):
                 if not model.runs_per_update(loop, ref):
                     yield self.report_if(k_condition(ctx, loop), ref.node, self._message(f"`{ctx.code_for(ref.node)}`", k),

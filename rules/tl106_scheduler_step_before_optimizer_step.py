@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.model.amp import OPTIMIZER_STEPS, SCHED_STEP, amp_model, describe, per_update
+from trainlint.model.amp import OPTIMIZER_STEPS, SCHED_STEP, STEP, amp_model, describe, per_update
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.fixkit import block_of, move_line, own_line, position_in
-from trainlint.model.roles import ROLE_WORDS
+from trainlint.model.roles import ROLE_WORDS, roles
 from trainlint.model.summaries import instance_class
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.premises import premise
@@ -37,7 +37,11 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         flagged; nor is a schedule class of the project's own (no base class) whose `step()` writes
         the learning rate of the coming update into the param groups while building it writes
         none: it is meant to step before the update it sets (also when it reaches the loop as a
-        parameter: every call of that function in the file passes one, or None). When the scheduler's line sits right above the optimizer's, the fix swaps the two
+        parameter: every call of that function in the file passes one, or None). A function that
+        holds only the step half of an update (no backward: `OptimizerScheduler.step()`, whose
+        caller runs the backward) is flagged when both its scheduler and its optimizer are proven,
+        also by what the constructions of its class pass (`self.scheduler = scheduler` in
+        `__init__`, `OptimizerScheduler(opt, get_linear_schedule_with_warmup(opt, ...))`). When the scheduler's line sits right above the optimizer's, the fix swaps the two
         lines; it changes which learning rate each update uses, so it is offered as unsafe.
         """
     why_bad = """
@@ -476,6 +480,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
 
     def check(self, ctx):
         model = ctx.model(amp_model)
+        yield from self._in_step_functions(ctx, model)
         for unit in model.units:
             if unit.loop is not None and not unit.loop.innermost:
                 # an outer loop's scheduler runs on a slower clock (per epoch, per rollout): only its
@@ -509,6 +514,37 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                                       "update", sched.node, "call")],
                 )
 
+
+    def _in_step_functions(self, ctx, model):
+        """The step half of an update in a function of its own (`OptimizerScheduler.step()`, the
+        caller runs the backward): a scheduler stepped before the optimizer there, when both are
+        proven (built, typed or handed in as such; a name is not enough)."""
+        found = ctx.model(roles)
+        for unit in model.step_functions:
+            steps = [e for e in unit.of_kind(STEP) if not e.engine]
+            first_step = steps[0]
+            receiver = first_step.node.func.value
+            source = found.source(receiver, first_step.scope)
+            if source is None or not source.proven:
+                continue
+            for sched in unit.events[:unit.events.index(first_step)]:
+                if sched.kind != SCHED_STEP or sched.has_args or _sets_next_rate(ctx, sched.node):
+                    continue
+                sched_source = found.source(sched.node.func.value, sched.scope)
+                if sched_source is None or not sched_source.proven or _skips_first_iteration(ctx, unit, sched):
+                    continue
+                yield self.report(
+                    sched.node,
+                    f"`{describe(sched.node, ctx)}` runs before `{describe(first_step.node, ctx)}` in the step "
+                    f"of one update: the schedule skips its first value and every update uses the next one; "
+                    f"step the scheduler after the optimizer",
+                    _swap_fix(ctx, sched, first_step),
+                    evidence=[*scheduler_premise(ctx, sched.node, sched.scope),
+                              role_premise(ctx, receiver, first_step.scope, "optimizer"),
+                              premise(f"`{describe(sched.node, ctx)}` runs before the optimizer step, with no "
+                                      "backward or loop between them", sched.node, "call")],
+                )
+                break
 
     def _before_inner_updates(self, ctx, model, unit):
         """`sched.step()` in the body of an outer loop (epochs, RL rollouts), before the first

@@ -10,6 +10,7 @@ from trainlint.finding import Severity
 from trainlint.fixkit import has_multiline_string
 from trainlint.gate import named
 from trainlint.model import frameworks
+from trainlint.model.dataflow import dataflow
 from trainlint.model.index import Scope, walk
 from trainlint.model.mode_state import MODE_WORDS
 from trainlint.model.roles import ACCELERATOR, CONFIG, MODEL, OTHER
@@ -33,6 +34,9 @@ class _Cadence:
     scope: Scope
     via: tuple[cst.Call, ...]
     modulo: cst.BinaryOperation  # `counter % every`
+    #: the assignment whose value the test reads (`should_eval = step % every == 0` then
+    #: `if should_eval:`), None when the test holds the modulo itself
+    stored: cst.CSTNode | None = None
 
 
 class CadenceOnMicroBatchClock(Rule):
@@ -50,7 +54,10 @@ class CadenceOnMicroBatchClock(Rule):
         a checkpoint (`torch.save`, `accelerator.save_state`, `model.save_pretrained`, a project
         function that saves), when that test runs on every micro-batch: outside the update branch
         (`if (i + 1) % K == 0:`, after `if ...: continue`, under `if accelerator.sync_gradients:`)
-        or inside the nested micro-batch loop.
+        or inside the nested micro-batch loop. A test stored in a name first is read through it
+        (`should_eval = step % eval_every == 0` in the loop, then `if should_eval:`), and so is a
+        predicate of the file that returns one test (`if self._should_evaluate(step):`), its
+        counter taken as the caller passes it.
 
         Two counters are flagged: the micro-batch counter (the loop's `enumerate` index, or a counter
         bumped on every iteration), and the update counter when it is bumped inside the update
@@ -477,21 +484,35 @@ class CadenceOnMicroBatchClock(Rule):
                             premise(f"`{ctx.code_for(cadence.node.test)}` tests the micro-batch counter, outside the "
                                     "update's branch", cadence.node.test, "use"),
                             premise(f"under it: {work}", ref.node, "call")]
+                if cadence.stored is not None:
+                    evidence.insert(-1, premise(f"`{ctx.code_for(cadence.node.test)}` holds "
+                                                f"`{_condition_text(ctx, cadence)}`", cadence.stored, "use"))
                 yield self.report(cadence.node.test, _message(ctx, loop, cadence, clock, work),
                                   _fix(ctx, loop, cadence) if clock == UPDATE else None, evidence=evidence)
 
 
+def _condition_text(ctx, cadence: _Cadence) -> str:
+    """The stored condition's text (`step % eval_every == 0`), or the predicate's returned one."""
+    value = cadence.stored.value if isinstance(cadence.stored, (cst.Assign, cst.AnnAssign, cst.Return)) else None
+    return " ".join(ctx.code_for(value).split()) if value is not None else ""
+
+
 def _message(ctx, loop: TrainingLoop, cadence: _Cadence, clock: str, work: str) -> str:
     test = ctx.code_for(cadence.node.test)
+    shown = f"`if {test}:`"
+    if isinstance(cadence.stored, cst.Return):
+        shown += f" (it returns `{_condition_text(ctx, cadence)}`)"
+    elif cadence.stored is not None:
+        shown += f" (`{test} = {_condition_text(ctx, cadence)}`)"
     counter = ctx.code_for(cadence.modulo.left)
     k = describe_k(ctx, loop)
     every = ctx.code_for(cadence.modulo.right)
     if clock == MICRO:
-        return (f"`if {test}:` counts micro-batches (`{counter}` advances on every one), outside the update: the "
+        return (f"{shown} counts micro-batches (`{counter}` advances on every one), outside the update: the "
                 f"{work} runs every `{every}` micro-batches (`{every}` / {k} updates apart) "
                 "and in the middle of an accumulation window (a checkpoint then drops the gradients "
                 "accumulated so far); test an update counter inside the update branch")
-    return (f"`{counter}` advances once per update, but `if {test}:` is tested on every micro-batch: while it is "
+    return (f"`{counter}` advances once per update, but {shown} is tested on every micro-batch: while it is "
             f"a multiple, the {work} runs on each of the {k} micro-batches of the window, {k} times for one update; "
             "move the test inside the update branch")
 
@@ -525,6 +546,7 @@ def _cadence_around(ctx, model: TrainingModel, loop: TrainingLoop, ref: CallRef)
     """The innermost `if <counter> % <every> ...:` holding the call, between the loop and the call,
     that is not an update condition (`% K`, `sync_gradients`)."""
     segments = model.path(loop, ref)
+    flow = ctx.model(dataflow)
     k_text = ctx.code_for(loop.k) if loop.k is not None else None
     for position in range(len(segments) - 1, -1, -1):
         segment = segments[position]
@@ -533,19 +555,67 @@ def _cadence_around(ctx, model: TrainingModel, loop: TrainingLoop, ref: CallRef)
         for child, node in zip(segment, segment[1:]):
             if not isinstance(node, cst.If) or child is node.test:
                 continue
-            modulos = [n for n in walk(node.test) if isinstance(n, cst.BinaryOperation)
+            # the condition itself, or the value a name it tests was given in the same iteration
+            test, stored = flow.stored_condition(node.test)
+            if stored is not None and not (position > 0 or flow.inside(stored, loop.node)):
+                test, stored = node.test, None  # computed once before the loop: not this loop's clock
+            predicate = None
+            if isinstance(test, cst.Call):  # `if self.should_eval(step):` a predicate of the file
+                predicate = _predicate(ctx, model, test, scope)
+                if predicate is not None:
+                    test, stored = predicate[0], predicate[1]
+            modulos = [n for n in walk(test) if isinstance(n, cst.BinaryOperation)
                        and isinstance(n.operator, cst.Modulo)]
             if not modulos:
                 continue
             if any(k_text is not None and ctx.code_for(m.right) == k_text for m in modulos) or \
-                    any(isinstance(n, cst.Attribute) and n.attr.value == "sync_gradients" for n in walk(node.test)):
+                    any(isinstance(n, cst.Attribute) and n.attr.value == "sync_gradients" for n in walk(test)):
                 return None  # it tests the window boundary as well
             if len(modulos) != 1 or _counter(modulos[0].left) is None:
                 return None
-            if any(model._update_condition(part, scope) is not False for part in _conjuncts(node.test)
+            test_scope = predicate[2].scope if predicate is not None else scope
+            if any(model._update_condition(part, test_scope) is not False for part in _conjuncts(test)
                    if not any(n is modulos[0] for n in walk(part))):
                 return None  # `if not is_accumulating and step % every == 0:`: it tests the boundary too
-            return _Cadence(node, scope, via, modulos[0])
+            modulo = modulos[0]
+            if predicate is not None:
+                # the predicate's counter as the caller names it: its argument, or the same `self.x`
+                counter = _argument_counter(ctx, modulo, predicate)
+                if counter is None:
+                    return None
+                modulo = cst.BinaryOperation(counter, cst.Modulo(), modulo.right)
+            return _Cadence(node, scope, via, modulo, stored)
+    return None
+
+
+def _predicate(ctx, model: TrainingModel, call: cst.Call, scope: Scope):
+    """(returned expression, its `return` statement, the function) for a call of a same-file
+    function or method whose body returns one expression (`def should_eval(self, step): return
+    step % self.eval_every == 0`), else None."""
+    function = model.callee(call, scope)
+    if function is None:
+        return None
+    returns = [n for n in walk(function.node.body) if isinstance(n, cst.Return)]
+    if len(returns) != 1 or returns[0].value is None:
+        return None
+    return returns[0].value, returns[0], function, call
+
+
+def _argument_counter(ctx, modulo: cst.BinaryOperation, predicate) -> cst.BaseExpression | None:
+    """The counter a predicate's `counter % every` reads, as the caller passes it: the argument
+    for a parameter, or `self.<attr>` when the caller is a method of the same class."""
+    _, _, function, call = predicate
+    counter = _counter(modulo.left)
+    if isinstance(counter, cst.Name):
+        bindings = function.scope.bindings.get(counter.value, ())
+        if not any(b.kind == "param" for b in bindings):
+            return None
+        argument = ctx.index.argument_for(call, function, counter.value)
+        return _counter(argument) if argument is not None else None
+    if isinstance(counter, cst.Attribute) and isinstance(counter.value, cst.Name) and counter.value.value == "self":
+        caller = ctx.index.function_at(call)
+        if function.class_name and caller is not None and getattr(caller, "class_name", None) == function.class_name:
+            return counter
     return None
 
 

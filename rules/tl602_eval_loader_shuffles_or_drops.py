@@ -57,6 +57,9 @@ class EvalLoaderShufflesOrDrops(Rule):
         split (`MNIST(..., train=False)`, `load_dataset(..., split="validation")`, `ds["test"]`),
         it is returned by `val_dataloader`/`test_dataloader`/`get_eval_dataloader` or built inside an
         evaluation function, or it is only iterated by evaluation loops (no backward, grad off).
+        The flags may come through a `**mapping` the function fills (`test_kwargs.update(cuda_kwargs)`
+        with `"shuffle": True` in `cuda_kwargs`, `kwargs["shuffle"] = True`); such a value is often
+        shared with the training loader, so no fix is offered for it.
 
         Training loaders, samplers (shuffling through `sampler=` is the sampler's business) and
         loaders whose names say nothing are left alone, and so is `drop_last=True` on batches of
@@ -458,10 +461,10 @@ class EvalLoaderShufflesOrDrops(Rule):
             if name.rsplit(".", 1)[-1] != "DataLoader":
                 continue
             call = site.node
-            shuffle = keyword_value(call, "shuffle")
+            shuffle = _passed(ctx, call, "shuffle")
             if shuffle is None and len(positional_args(call)) >= 3:
                 shuffle = positional_args(call)[2].value
-            drop = keyword_value(call, "drop_last")
+            drop = _passed(ctx, call, "drop_last")
             if _one_sample_batches(call):
                 drop = None  # batches of one sample: there is no partial batch to drop
             bad_args = [(word, value) for word, value in (("shuffle", shuffle), ("drop_last", drop))
@@ -480,11 +483,12 @@ class EvalLoaderShufflesOrDrops(Rule):
                 consequence.append("the last partial batch is never evaluated")
             if any(w == "shuffle" for w, _ in bad_args):
                 consequence.append("the batch order changes from run to run")
+            # a value written into a mapping may be shared with the training loader: no fix then
             fix = FixSpec(
                 "Set " + " and ".join(f"`{w}=False`" for w, _ in bad_args),
                 safe=False,
                 replacements=tuple((value, cst.Name("False")) for _, value in bad_args),
-            )
+            ) if all(any(a.value is value for a in call.args if not a.star) for _, value in bad_args) else None
             yield self.report(
                 call,
                 f"evaluation DataLoader ({why}) built with {words}: " + " and ".join(consequence)
@@ -646,3 +650,15 @@ def _one_sample_batches(call: cst.Call) -> bool:
     if size is None:
         return keyword_value(call, "batch_sampler") is None
     return isinstance(size, cst.Integer) and size.evaluated_value == 1
+
+
+def _passed(ctx, call: cst.Call, word: str) -> cst.BaseExpression | None:
+    """The value `call` is given for keyword `word`: directly, or through a `**mapping` filled in
+    the same function (`test_kwargs.update(cuda_kwargs)` with `"shuffle": True` in it) or a
+    factory's `**kwargs`; a direct keyword first, then the last value found."""
+    direct = keyword_value(call, word)
+    if direct is not None:
+        return direct
+    values = [value for value, writer in ctx.model(dataflow).keyword_values(call, word) if writer is call]
+    return values[-1] if values else None
+

@@ -56,7 +56,12 @@ class SameDataOrderEveryEpoch(Rule):
         The epoch loop is the loop around the training loop over the loader (a loop that runs a
         backward and an optimizer step), in the same function, around a same-file call of the
         function holding it, or a loop that hands the loader to a call that trains (a function of
-        the file with a training loop, or a call that also receives the optimizer).
+        the file with a training loop, or a call that also receives the optimizer). The sampler
+        reaches its loader directly, through a `**mapping` the same function fills
+        (`loader_kwargs["sampler"] = sampler`, `dict(sampler=...)`), or through the `**kwargs` of a
+        same-file factory that returns the DataLoader (`build_loader(ds, sampler=sampler)`); the
+        loader is followed to the callers of a function or method that returns it, alone or in a
+        tuple.
 
         Quiet when `set_epoch` is called directly or through a helper, when the loader goes
         through `accelerator.prepare` (Accelerate's loaders set their sampler's epoch on every

@@ -16,6 +16,7 @@ from typing import Iterator
 import libcst as cst
 
 from trainlint.model import file_facts, frameworks
+from trainlint.model.dataflow import dataflow
 from trainlint.model.file_facts import file_fact
 from trainlint.model.index import Scope, dotted_name, keyword_arg, positional_args, unpacked_position, walk
 from trainlint.model.roles import _PASS_THROUGH_FUNCTIONS, _PASS_THROUGH_METHODS, LOADER, \
@@ -134,7 +135,37 @@ class LossTracer:
             return Trace(MEAN, producers=[expr]) if re.search(r"loss", expr.attr.value, re.I) else Trace(UNKNOWN)
         if isinstance(expr, cst.Subscript):
             return Trace(MEAN, producers=[expr])
+        if isinstance(expr, (cst.List, cst.Tuple)) and expr.elements:
+            return self._sum_of([e.value for e in expr.elements], scope, via, depth)
         return Trace(UNKNOWN)
+
+    def _sum_of(self, terms: list[cst.BaseExpression], scope: Scope, via, depth: int) -> Trace:
+        """The sum of several loss terms, as `a + b` reads: scaled if one is, a mean if one is."""
+        traces = [t for t in (self.trace(term, scope, via, depth + 1) for term in terms) if t.kind != CYCLE]
+        if not traces:
+            return Trace(UNKNOWN)
+        kinds = {t.kind for t in traces}
+        kind = SCALED if SCALED in kinds else MEAN if MEAN in kinds else SUM if kinds == {SUM} else UNKNOWN
+        divided = next((t.k_division for t in traces if t.k_division is not None), None)
+        return Trace(kind, divided, next((t.token_level for t in traces if t.token_level), None),
+                     [p for t in traces for p in t.producers])
+
+    def _summed_container(self, call: cst.Call, scope: Scope, via, depth: int) -> Trace | None:
+        """`sum(losses.values())`, `sum([lm_loss, aux_loss])`, `sum(loss_terms)`: the sum of what
+        the container holds, one step away (`Dataflow.container_values`)."""
+        args = positional_args(call)
+        if len(args) != 1 or self.index.resolve(call.func, scope) != "sum":
+            return None
+        summed = args[0].value
+        if isinstance(summed, cst.Call) and isinstance(summed.func, cst.Attribute) \
+                and summed.func.attr.value == "values" and not summed.args:
+            summed = summed.func.value
+        if isinstance(summed, (cst.List, cst.Tuple)):
+            return self._sum_of([e.value for e in summed.elements], scope, via, depth) if summed.elements else None
+        if isinstance(summed, cst.Name):
+            values = self.ctx.model(dataflow).container_values(summed)
+            return self._sum_of(values, scope, via, depth) if values else None
+        return None
 
     def _trace_binary(self, expr: cst.BinaryOperation, scope: Scope, via, depth: int) -> Trace:
         op = expr.operator
@@ -345,6 +376,9 @@ class LossTracer:
                     self.trace(fake.left, scope, via, depth + 1)
             if method in ("mul", "multiply"):
                 return Trace(UNKNOWN)
+        summed = self._summed_container(call, scope, via, depth)
+        if summed is not None:
+            return summed
         target = self.model.callee(call, scope)
         if target is not None:
             returns = [n.value for n in walk(target.node.body)

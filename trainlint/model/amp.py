@@ -177,6 +177,8 @@ class AmpModel:
         self.roles = ctx.model(roles)
         self.training: TrainingModel = ctx.model(training_model)
         self.units: list[Unit] = []
+        #: the step half of an update, in a function of its own (see `_build_step_functions`)
+        self.step_functions: list[Unit] = []
         self._engines: set[str] | None = None
         self._named_scales: dict[tuple[int, str, int], cst.Call | None] = {}  # see _named_scale_call
         self._build()
@@ -379,6 +381,26 @@ class AmpModel:
             if any(e.kind in BACKWARDS for e in events) and \
                     any(e.kind in OPTIMIZER_STEPS and not e.loops for e in events):
                 self.units.append(Unit(function.node, function.scope, None, events))
+        self._build_step_functions(reached, candidates, holding_loops)
+
+    def _build_step_functions(self, reached: set, candidates: set, holding_loops: set) -> None:
+        """Functions that run the step half of one update for a caller that runs the backward
+        (`OptimizerScheduler.step()`: `self.scheduler.step(); self.optimizer.step()`): no backward,
+        no loop around their steps, an optimizer step and a scheduler step."""
+        stepping: dict = {}
+        for site in self.index.calls:
+            func = site.node.func
+            if site.function is not None and type(func) is cst.Attribute and func.attr.value == "step":
+                stepping[site.function.node] = stepping.get(site.function.node, 0) + 1
+        for function in self.index.functions:
+            node = function.node
+            if stepping.get(node, 0) < 2 or node in reached or node in candidates or id(function) in holding_loops:
+                continue
+            events = list(self.events_in(node.body, function.scope))
+            if any(e.kind in BACKWARDS or e.loops for e in events):
+                continue
+            if any(e.kind == STEP and not e.engine for e in events) and any(e.kind == SCHED_STEP for e in events):
+                self.step_functions.append(Unit(node, function.scope, None, events))
 
 
     def _may_run_an_update(self) -> set:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from trainlint.model import frameworks
+from trainlint.model.dataflow import dataflow
 from trainlint.model.index import FunctionInfo, Scope, dotted_name, keyword_value, positional_args, walk
 from trainlint.model.roles import ACCELERATOR, OPTIMIZER, roles
 from trainlint.model.summaries import FunctionSummary
@@ -163,7 +164,7 @@ class DataOrder:
     def _tuple_views(self, build: SamplerBuild) -> list[SamplerBuild]:
         found: list[SamplerBuild] = []
         function = build.function
-        if function is None or function.class_name is not None:
+        if function is None:
             return found
         positions: dict[str, int] = {}
         for node in walk(function.node.body):
@@ -248,15 +249,32 @@ class DataOrder:
         return False
 
     def _loader_built_with(self, build: SamplerBuild) -> cst.Call | None:
-        """The DataLoader call that takes this sampler (directly, by its holder, or in a BatchSampler)."""
+        """The call that builds a loader with this sampler (directly, by its holder, or in a
+        BatchSampler): the DataLoader call, with the sampler as its keyword or in a `**mapping`
+        (`loader_kwargs["sampler"] = sampler`); or, when a same-file factory hands its `**kwargs`
+        on to the DataLoader and returns it, the factory's call that passes the sampler
+        (`build_loader(ds, sampler=sampler)`)."""
+        flow = self.ctx.model(dataflow)
         for site in self.index.calls:
             if (self.index.resolve(site.node.func, site.scope) or "").rsplit(".", 1)[-1] != "DataLoader":
                 continue
             for word in ("sampler", "batch_sampler"):
-                value = keyword_value(site.node, word)
-                if value is not None and self._holds_sampler(value, build, site.scope):
-                    return site.node
+                for value, writer in flow.keyword_values(site.node, word):
+                    if not self._holds_sampler(value, build, self.index.scope_at(value)):
+                        continue
+                    if writer is site.node or not self._returns(site):
+                        return site.node
+                    return writer
         return None
+
+    def _returns(self, site) -> bool:
+        """The function holding the DataLoader call returns it (or the name it is bound to)."""
+        if site.function is None:
+            return False
+        holder = holder_of(self.index, site.node)
+        return any(isinstance(node, cst.Return) and node.value is not None
+                   and (node.value is site.node or (holder is not None and dotted_name(node.value) == holder))
+                   for node in walk(site.function.node.body))
 
     def _holds_sampler(self, value: cst.BaseExpression, build: SamplerBuild, scope: Scope, depth: int = 0) -> bool:
         if value is build.call:
@@ -303,6 +321,20 @@ class DataOrder:
             expr = positional_args(expr)[0].value
         return expr
 
+    def named_iterable(self, loop: cst.For) -> cst.BaseExpression:
+        """What a `for` loop iterates through the wrappers only, stopping at a name (`loader`
+        where `loader = make_loader(...)`: the factory's callers hold its loader by that name)."""
+        expr = loop.iter
+        scope = self.index.scope_at(loop)
+        for _ in range(4):
+            if not isinstance(expr, cst.Call) or not positional_args(expr):
+                break
+            name = self.index.resolve(expr.func, scope) or ""
+            if name not in _WRAPPERS and name.rsplit(".", 1)[-1] not in _WRAPPERS:
+                break
+            expr = positional_args(expr)[0].value
+        return expr
+
     def loops_over(self, holder: str | None, call: cst.Call | None, where: SamplerBuild) -> list[cst.For]:
         """The `for` loops over the loader (by its holder, or over the DataLoader call itself)."""
         found = []
@@ -310,8 +342,9 @@ class DataOrder:
             if not isinstance(loop, cst.For):
                 continue
             iterated = self.iterated(loop)
-            if iterated is call or (holder is not None and dotted_name(iterated) == holder
-                                    and self._same_place(iterated, where, holder)):
+            if iterated is call or any(holder is not None and dotted_name(it) == holder
+                                       and self._same_place(it, where, holder)
+                                       for it in (iterated, self.named_iterable(loop))):
                 found.append(loop)
         return found
 

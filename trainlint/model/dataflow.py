@@ -161,6 +161,164 @@ class Dataflow:
             return binding.node.value
         return None
 
+    # -- conditions stored in a name ------------------------------------------------------------
+    def stored_condition(self, test: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.CSTNode | None]:
+        """The condition an `if` reads: the test itself, or, for a name (`if should_eval:`), the
+        value of the assignment that reaches it in the same function (`should_eval = step %
+        every == 0`), followed through up to three names; with that assignment (None for the
+        test itself). A name bound by a parameter, a loop or an augmented assignment stays itself."""
+        statement: cst.CSTNode | None = None
+        for _ in range(3):
+            if not isinstance(test, cst.Name):
+                break
+            binding = self.reaching(test)
+            if binding is not None and _is_bool_literal(binding.value):
+                # `if not eval_first and step == 0: should_eval = False` only narrows the test the
+                # name was given before: read that one
+                binding = self._last_computed(test)
+            if binding is None or binding.kind != "assign" or not isinstance(binding.node, (cst.Assign, cst.AnnAssign)):
+                break
+            value = self.bound_value(binding)
+            if value is None or binding.value is None:  # tuple unpacking: not one condition
+                break
+            test, statement = value, binding.node
+        return test, statement
+
+    # -- paths ----------------------------------------------------------------------------------
+    def branch_sides(self, node: cst.CSTNode) -> set[tuple[str, bool]]:
+        """The `if` tests around `node` in its function, as source text, each with the side `node`
+        runs on (True: the body, False: the `else`)."""
+        found: set[tuple[str, bool]] = set()
+        child = node
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if isinstance(ancestor, cst.If) and child is not ancestor.test:
+                found.add((self.ctx.code_for(ancestor.test), child is ancestor.body))
+            child = ancestor
+        return found
+
+    def exclusive(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        """`first` and `second` never run on one path: one sits in the body of an `if` whose `else`
+        (or the `else` of an `if` written the same way, the test unchanged between) holds the other
+        (`if cfg.dynamic: batches = pack(...)` against `else: loss = loss / k`)."""
+        sides = self.branch_sides(second)
+        return any((test, not side) in sides for test, side in self.branch_sides(first))
+
+    def _last_computed(self, name: cst.Name) -> Binding | None:
+        """The last assignment before `name`'s use whose value is not a literal True/False."""
+        _, positions, entries = self._binding_order(name)
+        at = self.position(name)
+        for position, _, binding, end in reversed(entries[:bisect.bisect_left(positions, at)]):
+            if binding.kind == "assign" and 0 <= end < at and not _is_bool_literal(binding.value):
+                return binding
+        return None
+
+    # -- values through containers and **kwargs -------------------------------------------------
+    def keyword_values(self, call: cst.Call, word: str, depth: int = 0) -> list[tuple[cst.BaseExpression, cst.Call]]:
+        """What `call` is handed for keyword `word`, with the call that writes it: the keyword
+        itself (`DataLoader(ds, sampler=s)`), a `**mapping` the same function fills (a dict
+        literal or `dict(...)` bound to it, `mapping["sampler"] = s`), and, when the mapping is the
+        enclosing function's own `**kwargs`, what each same-file caller of that function passes
+        for `word` (then written by that caller's call: `build_loader(ds, sampler=s)`)."""
+        found: list[tuple[cst.BaseExpression, cst.Call]] = []
+        value = keyword_value(call, word)
+        if value is not None:
+            found.append((value, call))
+        for arg in call.args:
+            if arg.star != "**":
+                continue
+            if isinstance(arg.value, cst.Dict):
+                found += [(v, call) for v in _dict_values(arg.value, word)]
+                continue
+            if not isinstance(arg.value, cst.Name):
+                continue
+            name = arg.value
+            for binding in self.scope_of(call).lookup(name.value):
+                if binding.kind == "param":  # a parameter is bound in the def's header, outside its body
+                    found += self._kwargs_from_callers(binding, self.scope_of(call), word, depth)
+            for binding in self.bindings_in_function(name.value, call):
+                if binding.kind != "param" and binding.value is not None:
+                    found += [(v, call) for v in _mapping_values(self.index, binding.value, self.scope_of(call),
+                                                                 word)]
+            found += [(v, call) for v in self._subscript_writes(name, word)]
+            found += [(v, call) for v in self._update_writes(name, word)]
+        return found
+
+    def _update_writes(self, name: cst.Name, word: str) -> list[cst.BaseExpression]:
+        """What `mapping.update(...)` calls in the function of `name` give `word`: a keyword
+        (`kw.update(shuffle=True)`), a dict literal, or a name bound to one in that function
+        (`cuda_kwargs = {"shuffle": True}; test_kwargs.update(cuda_kwargs)`)."""
+        found: list[cst.BaseExpression] = []
+        for call in self.index.calls_under(self._owner(name)):
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "update"
+                    and isinstance(func.value, cst.Name) and func.value.value == name.value):
+                continue
+            value = keyword_value(call, word)
+            if value is not None:
+                found.append(value)
+            for arg in positional_args(call):
+                if isinstance(arg.value, cst.Dict):
+                    found += _dict_values(arg.value, word)
+                elif isinstance(arg.value, cst.Name):
+                    for binding in self.bindings_in_function(arg.value.value, call):
+                        if binding.value is not None:
+                            found += _mapping_values(self.index, binding.value, self.scope_of(call), word)
+        return found
+
+    def _kwargs_from_callers(self, binding: Binding, scope: Scope, word: str,
+                             depth: int) -> list[tuple[cst.BaseExpression, cst.Call]]:
+        """`def build(ds, **kwargs): return DataLoader(ds, **kwargs)`: what the callers pass for `word`."""
+        while scope is not None and binding not in scope.bindings.get(binding.name, ()):
+            scope = scope.parent
+        if depth >= 2 or scope is None or not isinstance(scope.node, cst.FunctionDef) \
+                or scope.node.params.star_kwarg is not binding.node:
+            return []  # a plain parameter holding a mapping: its callers' dicts are not followed
+        function = self.index.function_of_node.get(scope.node)
+        if function is None:
+            return []
+        found = []
+        for site in self.index.callers(function):
+            found += self.keyword_values(site.node, word, depth + 1)
+        return found
+
+    def _subscript_writes(self, name: cst.Name, word: str | None) -> list[cst.BaseExpression]:
+        """`mapping["word"] = value` statements in the function of `name` (once per function);
+        with `word` None, what is written under any key (`losses[k] = ...`)."""
+        owner = self._owner(name)
+        key = ("subscript-writes", owner)
+        if key not in self._roots:
+            writes: dict[tuple[str, str | None], list[cst.BaseExpression]] = {}
+            for node in self.index.scope_nodes(owner):
+                if type(node) is cst.Assign:
+                    for target in node.targets:
+                        item = target.target
+                        if not (isinstance(item, cst.Subscript) and isinstance(item.value, cst.Name)
+                                and len(item.slice) == 1 and isinstance(item.slice[0].slice, cst.Index)):
+                            continue
+                        writes.setdefault((item.value.value, None), []).append(node.value)
+                        index = item.slice[0].slice.value
+                        if isinstance(index, cst.SimpleString):
+                            writes.setdefault((item.value.value, index.evaluated_value), []).append(node.value)
+            self._roots[key] = writes  # type: ignore[assignment]
+        return self._roots[key].get((name.value, word), [])  # type: ignore[union-attr]
+
+    def container_values(self, name: cst.Name) -> list[cst.BaseExpression]:
+        """What a container `name` holds in its function, one step away: the elements of the
+        literal it was bound to (`{"lm": lm_loss, "aux": 0.1 * aux}`, `[a, b]`), what is written
+        into it by key (`losses["aux"] = ...`) and what is appended to it."""
+        found: list[cst.BaseExpression] = []
+        for binding in self.bindings_in_function(name.value, name):
+            value = binding.value
+            if isinstance(value, cst.Dict):
+                found += [e.value for e in value.elements if isinstance(e, cst.DictElement)]
+            elif isinstance(value, (cst.List, cst.Tuple)):
+                found += [e.value for e in value.elements if isinstance(e, cst.Element)]
+        found += self._subscript_writes(name, None)
+        found += self.appended_values(self._owner(name)).get(name.value, [])
+        return found
+
     # -- grad-disabled regions ------------------------------------------------------------------
     def grad_context(self, item: cst.BaseExpression, scope: Scope) -> bool | None:
         """False for a context manager that turns recording off, True for one that turns it on."""
@@ -601,6 +759,10 @@ def _is_import_path(expr: cst.BaseExpression, scope: Scope) -> bool:
     return bool(bindings) and all(b.kind == "import" for b in bindings)
 
 
+def _is_bool_literal(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value in ("True", "False")
+
+
 def _is_true(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "True"
 
@@ -675,6 +837,22 @@ def loader_constructor(flow: Dataflow, expr: cst.BaseExpression) -> cst.Call | N
         expr = values[0]
         scope = flow.scope_of(expr)
     return None
+
+
+def _dict_values(mapping: cst.Dict, word: str) -> list[cst.BaseExpression]:
+    """The values of `{"word": value}` (a string key)."""
+    return [e.value for e in mapping.elements if isinstance(e, cst.DictElement)
+            and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == word]
+
+
+def _mapping_values(index: FileIndex, value: cst.BaseExpression, scope: Scope, word: str) -> list[cst.BaseExpression]:
+    """What a mapping's construction gives `word`: a dict literal or `dict(word=...)`."""
+    if isinstance(value, cst.Dict):
+        return _dict_values(value, word)
+    if isinstance(value, cst.Call) and index.resolve(value.func, scope) == "dict":
+        found = keyword_value(value, word)
+        return [found] if found is not None else []
+    return []
 
 
 def _dotted_names(expr: cst.BaseExpression) -> Iterator[str]:

@@ -177,6 +177,7 @@ class Roles:
         self._binding_sources: dict[tuple[str, Scope, int], Source | None] = {}
         self._cleared: dict[tuple[str, cst.CSTNode | None], set[str]] | None = None
         self._attributes: dict[tuple[cst.CSTNode | None, str], set[str]] | None = None
+        self._built: dict[str, list] | None = None  # `_constructions`
         #: why a role was given against what the name or class says: (expr, scope) -> a phrase
         self.evidence: dict[tuple[cst.CSTNode, Scope], str] = {}
         #: how each role `of` gave was established (`source`): (expr, scope) -> Source
@@ -507,11 +508,23 @@ class Roles:
             self._from_summary(call, scope, ROLE_WORDS, position)
 
     def _from_self_attribute(self, attr: str, scope: Scope, depth: int) -> str | None:
+        guessed: tuple[str, Source | None] | None = None
         for value in self.index.self_attribute_values(attr, scope):
             method_scope = self.index.scope_at(value)
             role = self._infer(value, method_scope, depth + 1)
+            if role and self._last is not None and not self._last.proven and guessed is None:
+                guessed = (role, self._last)
+                # `self.scheduler = scheduler` from a parameter only its name tells: what the
+                # same-file constructions of the class pass for it may prove it
+                passed = self._from_constructions(value, method_scope, depth)
+                if passed == role:
+                    return role
+                continue
             if role:
                 return role
+        if guessed is not None:
+            self._last = guessed[1]
+            return guessed[0]
         # `self.warmup = warmup` in `__init__`: what the callers building the class pass
         class_scope = scope.class_scope()
         if class_scope is not None and self.index.linker is not None:
@@ -519,6 +532,44 @@ class Roles:
                                 "argument", class_scope.node, f"what the callers building `{class_scope.name}` pass")
         return None
 
+
+    def _from_constructions(self, value: cst.BaseExpression, scope: Scope, depth: int) -> str | None:
+        """The role every same-file construction of the class gives the `__init__` parameter that
+        `value` names (`OptimizerScheduler(optimizer=opt, scheduler=get_linear_schedule_with_warmup(...))`),
+        when they all prove the same one; settled as a caller's argument."""
+        if not isinstance(value, cst.Name) or scope.kind != "function" or depth > 6:
+            return None
+        function = self.index.function_of_node.get(scope.node)
+        if function is None or function.name != "__init__" or function.class_name is None:
+            return None
+        if not any(b.kind == "param" for b in scope.bindings.get(value.value, ())):
+            return None
+        found: set[str | None] = set()
+        proof: Source | None = None
+        for site in self._constructions().get(function.class_name, ()):
+            argument = self.index.argument_for(site.node, function, value.value)
+            if argument is None:
+                return None
+            role = self._infer(argument, site.scope, depth + 1)
+            if role is None or self._last is None or not self._last.proven:
+                return None
+            found.add(role)
+            proof = proof or self._last
+        if len(found) != 1 or proof is None:
+            return None
+        role = found.pop()
+        return self._settle(role, "argument", proof.node,
+                            f"what the constructions of `{function.class_name}` pass for `{value.value}`: {proof.how}")
+
+    def _constructions(self) -> dict[str, list]:
+        """Class name -> the call sites `ClassName(...)` of the file (one pass, asked per attribute)."""
+        if self._built is None:
+            self._built = {}
+            for site in self.index.calls:
+                func = site.node.func
+                if type(func) is cst.Name and func.value in self.index.classes:
+                    self._built.setdefault(func.value, []).append(site)
+        return self._built
 
     def optimized_modules(self, expr: cst.BaseExpression, scope: Scope) -> set[str] | None:
         """The modules whose parameters an optimizer was built on (`Adam(netD.parameters())` ->

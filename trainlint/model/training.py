@@ -725,6 +725,53 @@ class TrainingModel:
                 return candidate
         return ref.node
 
+    # -- order within the update window -------------------------------------------------------------
+    def cleared_before_last_backward(self, loop: TrainingLoop) -> list[tuple[CallRef, CallRef, CallRef]]:
+        """(clear, backward, step): a `zero_grad()` that runs once per update, on the window's last
+        micro-batch (under the step's own guard, or a test written the same way), before that
+        micro-batch's backward, which comes before the optimizer step in the same iteration: the
+        clear throws away what the window's first K-1 micro-batches accumulated, and the step
+        sees only the last one's gradient. A clear under a test of the window's first micro-batch
+        (`if i % K == 0:` while the step tests `(i + 1) % K == 0`) is where a window starts: it
+        is not one of these; nor is a clear that follows the step."""
+        guard = loop.guard
+        if not (loop.innermost and loop.accumulates) or guard is None or guard.kind != "branch":
+            return []
+        order = {id(ref.node): position for position, ref in enumerate(loop.calls)}
+        own = self.own_calls(loop)
+        steps = [ref for ref in loop.step_calls if id(ref.node) in order and self._at_update_boundary(loop, ref)]
+        backwards = [ref for ref in loop.backward_calls if id(ref.node) in order and self._inner_loop(loop, ref) is None
+                     and (not self.runs_per_update(loop, ref) or self._at_update_boundary(loop, ref))]
+        found = []
+        for clear in own:
+            if not self.is_zero_grad(clear.node, clear.scope) or not self._at_update_boundary(loop, clear):
+                continue
+            at = order[id(clear.node)]
+            later = [b for b in backwards if order[id(b.node)] > at]
+            for backward in later:
+                step = next((r for r in steps if order[id(r.node)] > order[id(backward.node)]), None)
+                if step is not None and not any(at < order[id(r.node)] < order[id(backward.node)] for r in steps):
+                    found.append((clear, backward, step))
+                    break
+        return found
+
+    def _at_update_boundary(self, loop: TrainingLoop, ref: CallRef) -> bool:
+        """The call runs on the window's last micro-batch: under the update guard's branch, or
+        under an `if` whose test reads as the guard's, written the same way, on the same side."""
+        guard = loop.guard
+        if guard is None or guard.kind != "branch":
+            return False
+        if self._under_guard(loop, ref, guard):
+            return True
+        text = self.ctx.code_for(guard.condition)
+        body_side = guard.branch is getattr(guard.node, "body", None)
+        for segment in self.path(loop, ref):
+            for child, node in zip(segment, segment[1:]):
+                if isinstance(node, cst.If) and child is not node.test \
+                        and self.ctx.code_for(node.test) == text and (child is node.body) == body_side:
+                    return True
+        return False
+
     def update_calls(self, loop: TrainingLoop) -> list[CallRef]:
         """The calls that run once per update, in statement order."""
         if not loop.innermost:
