@@ -665,3 +665,49 @@ def test_unrestored_lists_every_model_an_eval_call_leaves_in_key_order():
     items = model.unrestored()
     assert {ctx.code_for(item.anchor) for item in items} == {"validate(gen, disc, val_loader)"}
     assert [item.key for item in items] == ["disc", "gen"]
+
+
+@pytest.mark.parametrize("rebind, found", [
+    # wrapped on one branch: `model` is `self.model` or a wrapper around it, the same module's mode
+    ("model = torch.nn.DataParallel(model)", True),
+    ("model = model.to(self.device)", True),
+    # a copy or another module on one branch: `model` may not be `self.model`, nothing is proven
+    ("model = copy.deepcopy(model)", False),
+    ("model = self.ema_model", False),
+])
+def test_a_name_rewrapped_on_a_branch_still_names_the_module(rebind, found):
+    """simpletransformers' `train`/`evaluate`: `model = self.model`, then `if args.n_gpu > 1: model =
+    DataParallel(model)`; `evaluate` (reached through `eval_model`) calls `model.eval()`, so the
+    loop that calls `eval_model` mid-epoch keeps training `self.model` in eval mode."""
+    source = f"""
+        import copy
+        import torch
+
+        class Runner:
+            def train(self, loader, args, optimizer):
+                model = self.model
+                if args.n_gpu > 1:
+                    {rebind}
+                for epoch in range(args.epochs):
+                    model.train()
+                    for step, batch in enumerate(loader):
+                        loss = model(**batch)[0]
+                        loss.backward()
+                        optimizer.step()
+                        model.zero_grad()
+                        if step % args.eval_every == 0:
+                            self.eval_model(args)
+
+            def eval_model(self, args):
+                return self.evaluate(args)
+
+            def evaluate(self, args):
+                model = self.model
+                if args.n_gpu > 1:
+                    {rebind}
+                model.eval()
+                with torch.no_grad():
+                    return model(args.x)
+        """
+    expected = [("self.eval_model(args)", "self.model")] if found else []
+    assert _unrestored(source) == expected
