@@ -144,6 +144,12 @@ class ModeModel:
         for function in self.candidate_functions():
             yield from self.flow(function).forwards
 
+    def helper_forwards(self) -> Iterator[Forward]:
+        """Calls of same-file helpers that run a model's forward in the eval mode the calling
+        function set (`Forward.helper`), at the call."""
+        for function in self.candidate_functions():
+            yield from self.flow(function).helper_forwards
+
     def unrestored(self) -> list[Unrestored]:
         """Eval calls in training loops that a later backward still sees: per anchor, every model
         it leaves in eval mode (in key order, so the answer does not depend on which rule asked
