@@ -711,3 +711,64 @@ def test_a_name_rewrapped_on_a_branch_still_names_the_module(rebind, found):
         """
     expected = [("self.eval_model(args)", "self.model")] if found else []
     assert _unrestored(source) == expected
+
+
+def _helper_forwards(source: str):
+    ctx, model = _model(source)
+    return sorted((ctx.code_for(ctx.index.enclosing_statement(f.call)).strip(), f.key, f.helper.name)
+                  for f in model.helper_forwards())
+
+
+@pytest.mark.parametrize("forward_body, expected", [
+    ("return self._model.forward(batch)", [("out = self._forward(batch)", "self._model", "_forward")]),
+    # the helper turns recording off itself: still a helper forward in eval mode (TL301 reads the grad)
+    ("with torch.no_grad():\n                    return self._model(batch)",
+     [("out = self._forward(batch)", "self._model", "_forward")]),
+    ("return self._other(batch)", []),  # another model: not the one the caller switched
+])
+def test_a_helper_runs_the_forward_in_the_mode_its_caller_set(forward_body, expected):
+    """jiant's trainer: `_validate` calls `self._model.eval()`, then `_calculate_validation_performance`
+    (its only caller is `_validate`) runs each batch through `self._forward`, which the training
+    loop shares: the forward runs in eval mode at the evaluation's call of `_forward`."""
+    source = f"""
+        import torch
+
+        class Trainer:
+            def _forward(self, batch):
+                {forward_body}
+
+            def train(self, loader):
+                for batch in loader:
+                    self._model.train()
+                    loss = self._forward(batch)["loss"]
+                    loss.backward()
+                    self._optimizer.step()
+                    self._optimizer.zero_grad()
+                    self._validate(loader)
+
+            def _validate(self, loader):
+                self._model.eval()
+                return self._calculate_validation_performance(loader)
+
+            def _calculate_validation_performance(self, loader):
+                total = 0.0
+                for batch in loader:
+                    out = self._forward(batch)
+                    total += out["loss"].item()
+                return total
+        """
+    assert _helper_forwards(source) == expected
+
+
+def test_a_helper_after_train_mode_is_no_eval_forward():
+    source = """
+        class Runner:
+            def infer(self, x):
+                return self.module_(x)
+
+            def validation_step(self, x):
+                self.module_.eval()
+                self.module_.train()
+                return self.infer(x)
+        """
+    assert _helper_forwards(source) == []
