@@ -67,6 +67,9 @@ class ResumeSave:
     kinds: set[str]
     available: dict[str, list[str]]
     missing: dict[str, list[str]]
+    #: a checkpoint directory written file by file: the saves of its function, one per object (the
+    #: unit is the directory, not one file); empty for a checkpoint that is one file
+    parts: tuple["Save", ...] = ()
 
 
 @dataclass(eq=False)
