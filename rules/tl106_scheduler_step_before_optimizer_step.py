@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import libcst as cst
 
 from trainlint.model.amp import OPTIMIZER_STEPS, SCHED_STEP, amp_model, describe, per_update
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.fixkit import block_of, move_line, own_line, position_in
-from trainlint.model.roles import ROLE_WORDS
+from trainlint.model.roles import OPTIMIZER, ROLE_WORDS, SCHEDULER, roles
 from trainlint.model.summaries import instance_class
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.premises import premise
@@ -26,7 +28,8 @@ class SchedulerStepBeforeOptimizerStep(Rule):
     what_it_does = """
         Flags `sched.step()` when, within one update of a training loop (or of a function that runs
         one update), it runs before the optimizer's `opt.step()` / `scaler.step(opt)`: at the top
-        of the iteration, or between the backward and the step.
+        of the iteration, or between the backward and the step. The `step()` of a class that holds
+        an optimizer and its scheduler and steps both is one update too, wherever the backward is.
 
         In an outer loop (epochs, or the rollouts of an RL trainer) whose iterations run their
         updates in inner loops or helpers, `sched.step()` is flagged when it comes before the first
@@ -307,6 +310,86 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         bad(
             """
             import torch
+            from transformers import get_linear_schedule_with_warmup
+
+
+            class OptimizerScheduler:
+                def __init__(self, optimizer, scheduler):
+                    self.optimizer = optimizer
+                    self.scheduler = scheduler
+
+                def step(self):
+                    self.scheduler.step()
+                    self.optimizer.step()
+
+
+            def create_optimizer(model, t_total):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+                scheduler = get_linear_schedule_with_warmup(optimizer, 0, t_total)
+                return OptimizerScheduler(optimizer, scheduler)
+            """,
+            line=11,
+            fixed="""
+            import torch
+            from transformers import get_linear_schedule_with_warmup
+
+
+            class OptimizerScheduler:
+                def __init__(self, optimizer, scheduler):
+                    self.optimizer = optimizer
+                    self.scheduler = scheduler
+
+                def step(self):
+                    self.optimizer.step()
+                    self.scheduler.step()
+
+
+            def create_optimizer(model, t_total):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+                scheduler = get_linear_schedule_with_warmup(optimizer, 0, t_total)
+                return OptimizerScheduler(optimizer, scheduler)
+            """,
+            title="a wrapper whose step() is one update, the scheduler first",
+        ),
+        good(
+            """
+            import torch
+            from transformers import get_linear_schedule_with_warmup
+
+
+            class OptimizerScheduler:
+                def __init__(self, optimizer, scheduler):
+                    self.optimizer = optimizer
+                    self.scheduler = scheduler
+
+                def step(self):
+                    self.optimizer.step()
+                    self.scheduler.step()
+
+
+            class NoamOpt:
+                def __init__(self, optimizer, warmup, d_model):
+                    self.optimizer = optimizer
+                    self.warmup, self.d_model, self._step = warmup, d_model, 0
+
+                def step(self):
+                    self._step += 1
+                    rate = self.d_model ** -0.5 * min(self._step ** -0.5, self._step * self.warmup ** -1.5)
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = rate
+                    self.optimizer.step()
+
+
+            def create_optimizer(model, t_total):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+                scheduler = get_linear_schedule_with_warmup(optimizer, 0, t_total)
+                return OptimizerScheduler(optimizer, scheduler)
+            """,
+            title="the wrapper steps the optimizer first; a wrapper that sets the rate itself steps no scheduler",
+        ),
+        bad(
+            """
+            import torch
 
             def train_step(model, batch, opt, sched: torch.optim.lr_scheduler.LRScheduler):
                 sched.step()
@@ -475,6 +558,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
     )
 
     def check(self, ctx):
+        yield from self._wrapper_steps(ctx)
         model = ctx.model(amp_model)
         for unit in model.units:
             if unit.loop is not None and not unit.loop.innermost:
@@ -510,6 +594,45 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                 )
 
 
+    def _wrapper_steps(self, ctx):
+        """`step()` of a class that holds an optimizer and its scheduler and steps both (jiant's
+        `OptimizerScheduler`): one call of it is one update, so a scheduler stepped first in its
+        body runs before the optimizer in every update, wherever the backward is."""
+        role_model = ctx.model(roles)
+        for class_node in ctx.index.classes.values():
+            method = next((s for s in class_node.body.body if isinstance(s, cst.FunctionDef)
+                           and s.name.value == "step"), None)
+            if method is None or not isinstance(method.body, cst.IndentedBlock):
+                continue
+            scope = ctx.index.scope_at(method.body)
+            stepped = []  # (role, call) of the unconditional `X.step()` statements, in order
+            for statement in method.body.body:
+                if not isinstance(statement, cst.SimpleStatementLine):
+                    continue
+                for small in statement.body:
+                    call = small.value if isinstance(small, cst.Expr) else None
+                    if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and \
+                            call.func.attr.value == "step" and not call.args:
+                        stepped.append((role_model.of(call.func.value, scope), call))
+            first_optimizer = next((i for i, (role, _) in enumerate(stepped) if role == OPTIMIZER), None)
+            if first_optimizer is None:
+                continue
+            for role, call in stepped[:first_optimizer]:
+                if role != SCHEDULER or _sets_next_rate(ctx, call):
+                    continue
+                step = stepped[first_optimizer][1]
+                yield self.report(
+                    call,
+                    f"`{describe(call, ctx)}` runs before `{describe(step, ctx)}` in `{class_node.name.value}.step()`, "
+                    "which makes one update: the schedule skips its first value and every update uses the "
+                    "next one; step the scheduler after the optimizer",
+                    _swap_fix(ctx, _Event(call), _Event(step)),
+                    evidence=[role_premise(ctx, step.func.value, scope, OPTIMIZER),
+                              *scheduler_premise(ctx, call, scope),
+                              premise(f"`{class_node.name.value}.step()` steps the optimizer and the scheduler: one "
+                                      "update", method, "call")])
+                break
+
     def _before_inner_updates(self, ctx, model, unit):
         """`sched.step()` in the body of an outer loop (epochs, RL rollouts), before the first
         optimizer step that the inner loops (or the helpers it calls) run in the same iteration:
@@ -540,6 +663,12 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                 f"schedule's first value and each later one uses the next; step the scheduler after them",
                 evidence=[*loop_premises(ctx, loop), *scheduler_premise(ctx, sched.node, sched.scope),
                           premise("it runs before the first optimizer step of the iteration", sched.node, "call")])
+
+
+class _Event(NamedTuple):
+    """A step call outside the update model's events, as `_swap_fix` reads one."""
+    node: cst.Call
+    via: tuple = ()
 
 
 def _sets_next_rate(ctx, call: cst.CSTNode) -> bool:
