@@ -471,8 +471,12 @@ class UnequalMicroBatchWeighting(Rule):
         """`loss / self.args.gradient_accumulation_steps` in a framework train hook that names the
         current window's size (frameworks.window_hooks), in a class deriving from that framework class."""
         table = frameworks.window_hooks()
+        names = {e.attr for found in table.values() for e in found}
         for class_node in ctx.index.classes.values():
-            owners = ancestors(ctx.index, class_node) & set(table) if table else set()
+            # only a class that defines such a hook is worth resolving its bases for
+            if not any(isinstance(s, cst.FunctionDef) and s.name.value in names for s in class_node.body.body):
+                continue
+            owners = ancestors(ctx.index, class_node) & set(table)
             if not owners:
                 continue
             hooks = {e.attr: e for owner in sorted(owners) for e in table[owner]}

@@ -756,11 +756,12 @@ def _counters_restored_by_helpers(ctx, function) -> dict[str, cst.Call]:
     same-file helper that reads a checkpoint: assigned from what it returns, or set by it on `self`."""
     index = ctx.index
     found: dict[str, cst.Call] = {}
+    reads = ctx.model(_checkpoint_readers)
     for node in walk(function.node.body):
         if not isinstance(node, cst.Call) or index.function_at(node) is not function:
             continue
         target = index.callee(node, index.scope_at(node))
-        if target is None or target is function or not _reads_checkpoint(ctx, target):
+        if target is None or target is function or not reads(target):
             continue
         parent = index.parent(node)
         if isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1:
@@ -776,6 +777,17 @@ def _counters_restored_by_helpers(ctx, function) -> dict[str, cst.Call]:
                         if name and name.startswith("self.") and COUNTER_NAME.match(name.rsplit(".", 1)[-1]):
                             found.setdefault(name, node)
     return found
+
+
+def _checkpoint_readers(ctx):
+    """`reads(function)`: `_reads_checkpoint`, answered once per function of the file."""
+    known: dict = {}
+
+    def reads(target) -> bool:
+        if target.node not in known:
+            known[target.node] = _reads_checkpoint(ctx, target)
+        return known[target.node]
+    return reads
 
 
 def _reads_checkpoint(ctx, target) -> bool:
