@@ -316,3 +316,11 @@ def test_window_size_facts_go_together_on_a_train_hook(tmp_path):
                                        '[example.e]\ntitle = "t"\ncodes = []\nbad = ""\ngood = ""\n')
     with pytest.raises(frameworks.FrameworkModelError, match="train hook"):
         frameworks.load_folder(tmp_path)
+
+
+def test_explain_names_the_window_size_a_hook_relies_on():
+    from trainlint.reporters.framework_models import rule_section
+
+    section = rule_section("TL103")
+    assert "`transformers.Trainer.training_step` (hook; step: train; window size: " \
+           "self.current_gradient_accumulation_steps, not self.args.gradient_accumulation_steps)" in section
