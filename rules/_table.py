@@ -65,7 +65,7 @@ HEADS = (
         family='TL1',
         module='tl103_unequal_micro_batch_weighting',
         triggers=(('backward', 'step('),),
-        gate=_All(parts=(_Matches(field='names', pattern=re.compile('backward', 40)), _Matches(field='names', pattern=re.compile('^step$', 40)))),
+        gate=_All(parts=(_Matches(field='names', pattern=re.compile('backward', 40)), _Any(parts=(_Matches(field='names', pattern=re.compile('^step$', 40)), _Matches(field='names', pattern=re.compile('^training_step$', 40)))))),
         imported_triggers=(),
         imported_gate=None,
     ),

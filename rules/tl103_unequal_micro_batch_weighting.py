@@ -9,7 +9,9 @@ import libcst as cst
 from trainlint.model.accumulation import MEAN, LossTracer, Trace
 from trainlint.finding import Severity
 from trainlint.gate import named
-from trainlint.model.index import keyword_arg, positional_args
+from trainlint.model import frameworks
+from trainlint.model.framework_classes import ancestors
+from trainlint.model.index import dotted_name, keyword_arg, positional_args, walk
 from trainlint.model.roles import MODEL, roles
 from trainlint.rule import Rule, bad, good
 from trainlint.model.dataflow import dataflow
@@ -26,7 +28,9 @@ class UnequalMicroBatchWeighting(Rule):
     summary = "A mean loss divided by the number of micro-batches where micro-batches can differ in size"
     message = "dividing each micro-batch mean by K misweights micro-batches of different sizes"
     triggers = (("backward", "step("),)
-    gate = named("backward") & named("^step$")  # a training loop: a backward and an optimizer step
+    # a training loop (a backward and an optimizer step), or a framework's train hook that runs the
+    # backward of one micro-batch (an HF Trainer's `training_step` override)
+    gate = named("backward") & (named("^step$") | named("^training_step$"))
     what_it_does = """
         Under gradient accumulation, flags the division of a per-micro-batch mean loss by a
         constant number of micro-batches (`loss / K`, `loss /= grad_accum`, `loss / len(batches)`)
@@ -44,6 +48,13 @@ class UnequalMicroBatchWeighting(Rule):
         `ignore_index=-1` that nothing in the file ever writes into the labels (a packed token
         stream) is no evidence of padding, and when the loss comes from a module class of the same
         file, `transformers` model names elsewhere in the file are none either.
+
+        A framework that owns the loop says where the window's size lives: in a train hook of a
+        subclass of such a framework class (the framework models' `window_size` facts: an HF
+        `Trainer`'s `training_step` override), dividing the loss by the fixed K
+        (`self.args.gradient_accumulation_steps`) is flagged: the last window of an epoch whose
+        length is not a multiple of K holds fewer micro-batches, and the Trainer divides by
+        `self.current_gradient_accumulation_steps` for that reason.
 
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
@@ -412,6 +423,7 @@ class UnequalMicroBatchWeighting(Rule):
     )
 
     def check(self, ctx):
+        yield from self._fixed_window_divisions(ctx)
         model = ctx.model(training_model)
         for loop in model.loops + model.window_functions:
             if not (loop.innermost and loop.accumulates):
@@ -456,6 +468,42 @@ class UnequalMicroBatchWeighting(Rule):
                               premise(f"micro-batches of one window can differ in size: {why}", backward.loss,
                                       "use")])
 
+    def _fixed_window_divisions(self, ctx):
+        """`loss / self.args.gradient_accumulation_steps` in a framework train hook that names the
+        current window's size (frameworks.window_hooks), in a class deriving from that framework class."""
+        table = frameworks.window_hooks()
+        names = {e.attr for found in table.values() for e in found}
+        for class_node in ctx.index.classes.values():
+            # only a class that defines such a hook is worth resolving its bases for
+            if not any(isinstance(s, cst.FunctionDef) and s.name.value in names for s in class_node.body.body):
+                continue
+            owners = ancestors(ctx.index, class_node) & set(table)
+            if not owners:
+                continue
+            hooks = {e.attr: e for owner in sorted(owners) for e in table[owner]}
+            for statement in class_node.body.body:
+                entry = hooks.get(statement.name.value) if isinstance(statement, cst.FunctionDef) else None
+                if entry is None or not _runs_backward(statement):
+                    continue
+                fixed = f"self.{entry.fixed_window_size}"
+                for node in walk(statement.body):
+                    divisor = None
+                    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+                        divisor = node.right
+                    elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.DivideAssign):
+                        divisor = node.value
+                    if divisor is None or dotted_name(divisor) != fixed:
+                        continue
+                    yield self.report(node, (
+                        f"`{ctx.code_for(node).strip()}` divides by the fixed K in `{entry.attr}` of a "
+                        f"`{entry.name.rsplit('.', 1)[0]}`: the last window of an epoch whose length is not a "
+                        f"multiple of K holds fewer micro-batches, so its gradient is too small; divide by "
+                        f"`self.{entry.window_size}`, the size of the current window"),
+                        evidence=[premise(f"`{class_node.name.value}` derives from `{entry.name.rsplit('.', 1)[0]}`, "
+                                          f"whose loop runs `{entry.attr}` once per micro-batch", class_node, "framework"),
+                                  premise(f"`{fixed}` is K for every window, `self.{entry.window_size}` the current "
+                                          "window's size", node, "use")])
+
     def why_unequal(self, ctx, tracer: LossTracer, trace: Trace) -> str | None:
         """Why a mean loss divided by K misweights this loop's micro-batches, or None (TL102's
         fix asks too: its `/ K` leaves this finding where there is a reason)."""
@@ -489,6 +537,11 @@ class UnequalMicroBatchWeighting(Rule):
                 return (f"`{loader_text}` has no `drop_last=True`, so the last micro-batch of an epoch can be "
                         "short: the last window of each epoch is misweighted")
         return None
+
+
+def _runs_backward(function: cst.FunctionDef) -> bool:
+    return any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+               and n.func.attr.value in frameworks.backward_methods() for n in walk(function.body))
 
 
 def _is_model_loss(node: cst.CSTNode) -> bool:

@@ -26,7 +26,8 @@ class SchedulerStepBeforeOptimizerStep(Rule):
     what_it_does = """
         Flags `sched.step()` when, within one update of a training loop (or of a function that runs
         one update), it runs before the optimizer's `opt.step()` / `scaler.step(opt)`: at the top
-        of the iteration, or between the backward and the step.
+        of the iteration, or between the backward and the step. The `step()` of a class that holds
+        an optimizer and its scheduler and steps both is one update too, wherever the backward is.
 
         In an outer loop (epochs, or the rollouts of an RL trainer) whose iterations run their
         updates in inner loops or helpers, `sched.step()` is flagged when it comes before the first
@@ -307,6 +308,86 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             """,
             line=17,
             title="the optimizer step in a Trainer helper",
+        ),
+        bad(
+            """
+            import torch
+            from transformers import get_linear_schedule_with_warmup
+
+
+            class OptimizerScheduler:
+                def __init__(self, optimizer, scheduler):
+                    self.optimizer = optimizer
+                    self.scheduler = scheduler
+
+                def step(self):
+                    self.scheduler.step()
+                    self.optimizer.step()
+
+
+            def create_optimizer(model, t_total):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+                scheduler = get_linear_schedule_with_warmup(optimizer, 0, t_total)
+                return OptimizerScheduler(optimizer, scheduler)
+            """,
+            line=11,
+            fixed="""
+            import torch
+            from transformers import get_linear_schedule_with_warmup
+
+
+            class OptimizerScheduler:
+                def __init__(self, optimizer, scheduler):
+                    self.optimizer = optimizer
+                    self.scheduler = scheduler
+
+                def step(self):
+                    self.optimizer.step()
+                    self.scheduler.step()
+
+
+            def create_optimizer(model, t_total):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+                scheduler = get_linear_schedule_with_warmup(optimizer, 0, t_total)
+                return OptimizerScheduler(optimizer, scheduler)
+            """,
+            title="a wrapper whose step() is one update, the scheduler first",
+        ),
+        good(
+            """
+            import torch
+            from transformers import get_linear_schedule_with_warmup
+
+
+            class OptimizerScheduler:
+                def __init__(self, optimizer, scheduler):
+                    self.optimizer = optimizer
+                    self.scheduler = scheduler
+
+                def step(self):
+                    self.optimizer.step()
+                    self.scheduler.step()
+
+
+            class NoamOpt:
+                def __init__(self, optimizer, warmup, d_model):
+                    self.optimizer = optimizer
+                    self.warmup, self.d_model, self._step = warmup, d_model, 0
+
+                def step(self):
+                    self._step += 1
+                    rate = self.d_model ** -0.5 * min(self._step ** -0.5, self._step * self.warmup ** -1.5)
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = rate
+                    self.optimizer.step()
+
+
+            def create_optimizer(model, t_total):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+                scheduler = get_linear_schedule_with_warmup(optimizer, 0, t_total)
+                return OptimizerScheduler(optimizer, scheduler)
+            """,
+            title="the wrapper steps the optimizer first; a wrapper that sets the rate itself steps no scheduler",
         ),
         bad(
             """

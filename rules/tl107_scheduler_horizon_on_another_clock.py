@@ -115,6 +115,41 @@ class SchedulerHorizonOnAnotherClock(Rule):
         bad(
             """
             import torch
+            from tqdm import tqdm
+
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, num_epochs)
+            for epoch in tqdm(range(1, num_epochs + 1), desc="Training"):
+                for batch in train_loader:
+                    loss = loss_fn(model(batch["input"]), batch["gt"])
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    scheduler.step()
+            """,
+            line=5,
+            title="epochs counted from 1 under a progress bar: `num_epochs` is still the epoch count",
+        ),
+        good(
+            """
+            import torch
+            from tqdm import tqdm
+
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, num_epochs)
+            for epoch in tqdm(range(1, num_epochs + 1), desc="Training"):
+                for batch in train_loader:
+                    loss = loss_fn(model(batch["input"]), batch["gt"])
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                scheduler.step()
+            """,
+            title="the same epoch loop with the cosine stepped once per epoch",
+        ),
+        bad(
+            """
+            import torch
             from transformers import get_linear_schedule_with_warmup
 
 
@@ -741,11 +776,38 @@ def _epoch_bounds(ctx, model: TrainingModel, loop: TrainingLoop) -> set[str]:
     """The bounds of the epoch loops that run `loop` (`for epoch in range(args.epochs)` -> args.epochs)."""
     bounds = set()
     for outer in ctx.model(_epoch_loops_around).get(loop, ()):
-        iterable = outer.node.iter
-        if isinstance(iterable, cst.Call) and dotted_name(iterable.func) == "range" and \
-                1 <= len(positional_args(iterable)) <= 2 and not any(a.keyword for a in iterable.args):
-            bounds.add(ctx.code_for(positional_args(iterable)[-1].value))
+        iterable = _counted_range(ctx, outer.node.iter, outer.scope)
+        if iterable is not None and 1 <= len(positional_args(iterable)) <= 2 and \
+                not any(a.keyword for a in iterable.args):
+            args = positional_args(iterable)
+            stop = args[-1].value
+            bounds.add(ctx.code_for(stop))
+            # `range(1, epochs + 1)`: `epochs` iterations
+            if len(args) == 2 and isinstance(stop, cst.BinaryOperation) and isinstance(stop.operator, cst.Add) \
+                    and ctx.code_for(stop.right) == ctx.code_for(args[0].value):
+                bounds.add(ctx.code_for(stop.left))
     return bounds
+
+
+# progress bars and counters around the epoch range iterate it once each (`tqdm(range(epochs))`)
+_RANGE_WRAPPERS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm", "enumerate"})
+_RANGES = frozenset({"range", "tqdm.trange", "tqdm.auto.trange", "tqdm.notebook.trange"})
+
+
+def _counted_range(ctx, iterable: cst.BaseExpression, scope: Scope) -> cst.Call | None:
+    """The `range(...)` call (or tqdm's `trange`) an epoch loop counts, through one progress-bar
+    wrapper or `enumerate` (`tqdm(range(1, epochs + 1))`), or None."""
+    for _ in range(2):
+        if not isinstance(iterable, cst.Call):
+            return None
+        name = dotted_name(iterable.func)
+        resolved = ctx.index.resolve(iterable.func, scope) or name
+        if name == "range" or resolved in _RANGES:
+            return iterable
+        if resolved not in _RANGE_WRAPPERS or not positional_args(iterable):
+            return None
+        iterable = positional_args(iterable)[0].value
+    return None
 
 
 def _counts_epochs(ctx, model: TrainingModel, loop: TrainingLoop, expr: cst.BaseExpression, scope: Scope,

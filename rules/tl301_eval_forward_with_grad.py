@@ -39,7 +39,8 @@ class EvalForwardWithGrad(Rule):
         shape probe). Code written for PyTorch before 0.4 turned recording off with
         `Variable(x, volatile=True)`: a forward computed from such an input records nothing and is
         left alone (a `Variable` without `volatile=True` records as before). Reported at the first
-        forward of that model in the evaluation.
+        forward of that model in the evaluation; when the forward sits in a helper that training
+        shares too (`self.module_.eval()`, then `self.infer(x)`), at the evaluation's call of it.
         """
     why_bad = """
         `model.eval()` only changes how modules behave (dropout off, BatchNorm uses its running
@@ -309,6 +310,78 @@ class EvalForwardWithGrad(Rule):
             line=5,
             title="the caller switches to eval mode, the helper forwards with grad on",
         ),
+        bad(
+            """
+            import torch
+
+
+            class Net:
+                def infer(self, x):
+                    return self.module_(torch.as_tensor(x, device=self.device))
+
+                def train_step(self, xb, yb):
+                    self.module_.train()
+                    self.optimizer_.zero_grad()
+                    loss = self.criterion_(self.infer(xb), yb)
+                    loss.backward()
+                    self.optimizer_.step()
+                    return loss.item()
+
+                def validation_step(self, xb, yb):
+                    self.module_.eval()
+                    y_pred = self.infer(xb)
+                    return self.criterion_(y_pred, yb).item()
+            """,
+            line=18,
+            fixed="""
+            import torch
+
+
+            class Net:
+                def infer(self, x):
+                    return self.module_(torch.as_tensor(x, device=self.device))
+
+                def train_step(self, xb, yb):
+                    self.module_.train()
+                    self.optimizer_.zero_grad()
+                    loss = self.criterion_(self.infer(xb), yb)
+                    loss.backward()
+                    self.optimizer_.step()
+                    return loss.item()
+
+                @torch.no_grad()
+                def validation_step(self, xb, yb):
+                    self.module_.eval()
+                    y_pred = self.infer(xb)
+                    return self.criterion_(y_pred, yb).item()
+            """,
+            title="a validation hook runs its forward through a helper that the training step shares",
+        ),
+        good(
+            """
+            import torch
+
+
+            class Net:
+                def infer(self, x):
+                    return self.module_(torch.as_tensor(x, device=self.device))
+
+                def train_step(self, xb, yb):
+                    self.module_.train()
+                    self.optimizer_.zero_grad()
+                    loss = self.criterion_(self.infer(xb), yb)
+                    loss.backward()
+                    self.optimizer_.step()
+                    return loss.item()
+
+                def validation_step(self, xb, yb):
+                    self.module_.eval()
+                    with torch.no_grad():
+                        y_pred = self.infer(xb)
+                    return self.criterion_(y_pred, yb).item()
+            """,
+            title="the shared helper called under no_grad in the validation hook",
+        ),
         good(
             """
             import torch
@@ -470,7 +543,9 @@ class EvalForwardWithGrad(Rule):
     def check(self, ctx):
         model = ctx.model(modes)
         reported = set()
-        for forward in model.forwards():
+        in_functions = set()  # the functions holding a reported forward
+        direct = list(model.forwards())
+        for forward in direct:
             if forward.method == "generate":  # generate() disables grad itself
                 continue
             if not forward.facts or any(fact.kind != EVAL for fact in forward.facts):
@@ -484,13 +559,31 @@ class EvalForwardWithGrad(Rule):
             if _one_off_probe(ctx, forward.call):
                 continue  # a warm-up or shape probe on a made-up tensor: one graph, freed at once
             reported.add(group)
-            key = display_key(forward.key)
-            evidence = [mode_fact_premise(ctx, fact, key, forward.call)
-                        for fact in sorted(forward.facts, key=lambda f: ctx.code_for(f.node) if f.node else "")][:2]
-            evidence += [premise("grad recording is on at this forward: no `no_grad`/`inference_mode` around it, no "
-                                 "decorator, no caller that turns it off", forward.call, "call"),
-                         evaluation_premise(ctx, model, forward)]
-            yield self.report(forward.call, self._message(ctx, forward), _fix(ctx, model, forward), evidence=evidence)
+            in_functions.add(function.node if function else None)
+            yield self._report(ctx, model, forward)
+        for forward in model.helper_forwards():
+            # `self.module_.eval()` then `self.infer(x)`, a helper whose own forward is reported
+            # nowhere (it also serves training, so its callers' modes join to no eval)
+            if forward.method == "generate" or forward.grad != frozenset({ON}) or forward.helper is None \
+                    or forward.helper.node in in_functions:
+                continue
+            function = forward.function
+            group = (function.node if function else None, forward.key, frozenset(f.node for f in forward.facts))
+            if group in reported or not model.is_graph_free_evaluation(forward):
+                continue
+            reported.add(group)
+            yield self._report(ctx, model, forward)
+
+    def _report(self, ctx, model, forward):
+        key = display_key(forward.key)
+        evidence = [mode_fact_premise(ctx, fact, key, forward.call)
+                    for fact in sorted(forward.facts, key=lambda f: ctx.code_for(f.node) if f.node else "")][:2]
+        evidence += [premise("grad recording is on at this forward: no `no_grad`/`inference_mode` around it, no "
+                             "decorator, no caller that turns it off", forward.call, "call"),
+                     evaluation_premise(ctx, model, forward)]
+        if forward.helper is not None:
+            evidence.append(premise(f"`{forward.helper.name}()` runs the forward of `{key}`", forward.call, "call"))
+        return self.report(forward.call, self._message(ctx, forward), _fix(ctx, model, forward), evidence=evidence)
 
     def _message(self, ctx, forward) -> str:
         function = forward.function
@@ -500,6 +593,8 @@ class EvalForwardWithGrad(Rule):
         source = f"`{switch[0]}`" if len(switch) == 1 else f"`{key}.eval()`"
         if any(f.site is None for f in forward.facts):
             source += " in its callers"
+        if forward.helper is not None:
+            where += f" (through `{forward.helper.name}()`)"
         return (f"{where} runs `{key}` in eval mode ({source}) with grad recording on: "
                 f"every batch builds an autograd graph and keeps its activations; wrap the evaluation "
                 f"in `with torch.no_grad():` or `torch.inference_mode()`"

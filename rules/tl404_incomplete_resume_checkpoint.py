@@ -41,6 +41,10 @@ class IncompleteResumeCheckpoint(Rule):
         parameter's name or annotation; a counter by `for epoch in ...` or `step += 1`. State written
         by another `torch.save` in the same function (one file per object) counts as saved, and so
         does a counter written into the file name (`f"{out}/{step:07d}.pt"`): a resume parses it back.
+        A function that fills a checkpoint directory file by file (`model.pt`, `optimizer.pt`, each
+        a bare `state_dict()`, directly or through a helper nested in it) writes one checkpoint:
+        its saves are judged together, at the first (at the helper's `torch.save` when they all go
+        through one).
         A scheduler fast-forwarded on resume by replaying its `step()` (a loop that steps it and
         trains nothing, `for _ in range(start_epoch): sched.step()`) is restored from the counter.
 
@@ -270,6 +274,65 @@ class IncompleteResumeCheckpoint(Rule):
                 torch.save(lr_scheduler.state_dict(), os.path.join(output_dir, "scheduler.pt"))
             """,
             title="one file per object",
+        ),
+        bad(
+            """
+            import os
+            import tempfile
+
+            import torch
+
+
+            class Engine:
+                def __init__(self, model, optimizer, amp):
+                    self.model = model
+                    self.optimizer = optimizer
+                    self.grad_scaler = torch.cuda.amp.GradScaler() if amp else None
+
+                def save_checkpoint(self, checkpoint_dir):
+                    def save_state(state, name):
+                        tmp = tempfile.NamedTemporaryFile("w+b", dir=checkpoint_dir, delete=False)
+                        torch.save(state, tmp)
+                        tmp.close()
+                        os.replace(tmp.name, os.path.join(checkpoint_dir, f"{name}.pt"))
+
+                    save_state(self.model.state_dict(), "model")
+                    save_state(self.optimizer.state_dict(), "optimizer")
+            """,
+            line=16,
+            title="a directory filled file by file through a nested helper, without the GradScaler",
+        ),
+        good(
+            """
+            import os
+            import tempfile
+
+            import torch
+
+
+            class Engine:
+                def __init__(self, model, optimizer, amp):
+                    self.model = model
+                    self.optimizer = optimizer
+                    self.grad_scaler = torch.cuda.amp.GradScaler() if amp else None
+
+                def save_checkpoint(self, checkpoint_dir):
+                    def save_state(state, name):
+                        tmp = tempfile.NamedTemporaryFile("w+b", dir=checkpoint_dir, delete=False)
+                        torch.save(state, tmp)
+                        tmp.close()
+                        os.replace(tmp.name, os.path.join(checkpoint_dir, f"{name}.pt"))
+
+                    save_state(self.model.state_dict(), "model")
+                    save_state(self.optimizer.state_dict(), "optimizer")
+                    if self.grad_scaler is not None:
+                        save_state(self.grad_scaler.state_dict(), "grad_scaler")
+
+                def export(self, out_dir):
+                    torch.save(self.model.state_dict(), os.path.join(out_dir, "model.pt"))
+                    torch.save(self.model.config, os.path.join(out_dir, "config.pt"))
+            """,
+            title="the scaler saved beside the others; an export of weights and config is no resume point",
         ),
         good(
             """
@@ -701,12 +764,21 @@ class IncompleteResumeCheckpoint(Rule):
             if not resume.missing:
                 continue
             consequences = "; ".join(_CONSEQUENCE[k] for k in STATE_KINDS if k in resume.missing)
+            them = 'it' if len(resume.missing) == 1 else 'them'
+            if resume.parts:
+                # a directory filled file by file: the function's saves together are the checkpoint
+                what = "this checkpoint, written file by file (" + ", ".join(sorted(resume.kinds)) + "),"
+                fix = f"save {them} beside the others"
+                held = premise("the saves of this function write one checkpoint, one file per object: "
+                               + ", ".join(sorted(resume.kinds)), resume.parts[0].node, "call")
+            else:
+                what, fix = "this resume checkpoint", f"add {them} to the saved dict"
+                held = premise("this save writes the model's state with training state (a resume point): "
+                               + ", ".join(sorted(resume.kinds)), resume.save.node, "call")
             yield self.report(
                 resume.save.node,
-                f"this resume checkpoint leaves out {_missing_text(resume.missing)}: after a resume "
-                f"{consequences}; add {'it' if len(resume.missing) == 1 else 'them'} to the saved dict",
-                evidence=[premise("this save writes the model's state with training state (a resume point): "
-                                  + ", ".join(sorted(resume.kinds)), resume.save.node, "call"),
+                f"{what} leaves out {_missing_text(resume.missing)}: after a resume {consequences}; {fix}",
+                evidence=[held,
                           *(state_premise(ctx, resume.save.scope, kind, labels[0], resume.save.node)
                             for kind, labels in resume.missing.items() if labels)],
             )

@@ -49,7 +49,9 @@ class MetricFromLastBatch(Rule):
         The value is known for a loss or metric by what computes it: a loss function or criterion
         (`F.cross_entropy`, `nn.CrossEntropyLoss()` instances, a callee named as a loss), a
         model output's `.loss`, a mean or sum over a comparison (`(pred == y).float().mean()`), or
-        a project helper that returns a mean (a Dice or IoU function). The evaluation loop is a loop
+        a project helper that returns a mean (a Dice or IoU function), or by how it is reported: a
+        value of any callable divided after the loop by the number of the loop's batches
+        (`return val_loss / len(val_loader)`) is meant as a per-batch average. The evaluation loop is a loop
         over a loader that runs no backward and no optimizer step. The value reported must be the
         one assigned in the loop (no assignment in between), reported as itself (unwrapped by
         `.item()`, `float()`, in a tuple, a dict or an f-string).
@@ -150,6 +152,59 @@ class MetricFromLastBatch(Rule):
             """,
             line=16,
             title="a Trainer method writing the last batch's loss to TensorBoard",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            class Solver:
+                def __init__(self, model, validation_loader: DataLoader, validation_fn):
+                    self.model = model
+                    self.validation_loader = validation_loader
+                    self.validation_fn = validation_fn
+
+                def validate(self):
+                    self.model.eval()
+                    validation_loss = 0.0
+                    for data, target in self.validation_loader:
+                        with torch.no_grad():
+                            validation_loss = self.validation_fn(self.model(data), target)
+                    self.model.train()
+                    return validation_loss / len(self.validation_loader)
+            """,
+            line=18,
+            title="a user-given metric averaged over the batches, but assigned on each (only the last one is averaged)",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            class Solver:
+                def __init__(self, model, validation_loader: DataLoader, validation_fn):
+                    self.model = model
+                    self.validation_loader = validation_loader
+                    self.validation_fn = validation_fn
+
+                def validate(self):
+                    self.model.eval()
+                    validation_loss = 0.0
+                    for data, target in self.validation_loader:
+                        with torch.no_grad():
+                            validation_loss += self.validation_fn(self.model(data), target)
+                    self.model.train()
+                    return validation_loss / len(self.validation_loader)
+
+                def last_output(self):
+                    for data, target in self.validation_loader:
+                        with torch.no_grad():
+                            output = self.model(data)
+                    return output
+            """,
+            title="the metric accumulated over the batches, then averaged (a last output returned as is: no metric)",
         ),
         bad(
             """
@@ -347,6 +402,13 @@ class MetricFromLastBatch(Rule):
                 if _says_last(ctx, loop, statement) or _LAST_NAME.match(name):
                     continue
                 what = assigned[name]
+                if what is None:
+                    # `validation_loss = self.validation_fn(out, y)` in the loop, `return
+                    # validation_loss / len(loader)` after it: averaged over the batches as a
+                    # per-batch metric would be, but it holds the last batch's value only
+                    if not _averaged_over_batches(ctx, use, loader):
+                        continue
+                    what = f"averaged over the batches after the loop: `{ctx.code_for(ctx.index.parent(use))}`"
                 yield self.report(
                     statement,
                     f"`{name}` is assigned on every batch of the evaluation loop ({what}) and reported after it: "
@@ -389,9 +451,10 @@ def _one_batch(flow, loader) -> bool:
     return isinstance(size, cst.Call) and dotted_name(size.func) == "len"
 
 
-def _per_batch_values(flow, loop) -> dict[str, str]:
-    """Names assigned (not accumulated) on every iteration from a loss or metric -> why it is one."""
-    found: dict[str, str] = {}
+def _per_batch_values(flow, loop) -> dict[str, str | None]:
+    """Names assigned (not accumulated) on every iteration -> why the value is a loss or metric
+    (None when what computes it does not say)."""
+    found: dict[str, str | None] = {}
     stack = list(loop.body.body) if isinstance(loop.body, cst.IndentedBlock) else []
     while stack:
         node = stack.pop()
@@ -401,11 +464,12 @@ def _per_batch_values(flow, loop) -> dict[str, str]:
                         and isinstance(small.targets[0].target, cst.Name):
                     name = small.targets[0].target.value
                     reads_itself = any(isinstance(n, cst.Name) and n.value == name for n in walk(small.value))
-                    what = None if reads_itself else _loss_or_metric(flow, small.value, 0)
-                    if what:
-                        found[name] = what
-                    else:
+                    if reads_itself:
                         found.pop(name, None)
+                    else:
+                        # None: nothing computing it says it is a metric; only its average over the
+                        # loop's batches after the loop (`value / len(loader)`) can say so
+                        found[name] = _loss_or_metric(flow, small.value, 0)
         elif isinstance(node, (cst.With, cst.Try)):
             stack.extend(node.body.body)
     return found
@@ -500,6 +564,8 @@ def _reported_names(expr):
                 stack.extend(a.value for a in node.args[:1])
             elif _is_reporting(node) or (isinstance(func, cst.Name) and func.value == "dict"):
                 stack.extend(a.value for a in node.args)
+        elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+            stack.append(node.left)  # `value / len(loader)`: the value, averaged
         elif isinstance(node, (cst.Tuple, cst.List)):
             stack.extend(e.value for e in node.elements)
         elif isinstance(node, cst.Dict):
@@ -508,6 +574,18 @@ def _reported_names(expr):
             stack.extend(p.expression for p in node.parts if isinstance(p, cst.FormattedStringExpression))
         elif isinstance(node, cst.ConcatenatedString):
             stack.extend((node.left, node.right))
+
+
+def _averaged_over_batches(ctx, use: cst.Name, loader: cst.BaseExpression) -> bool:
+    """`use / len(loader)` with the loader the evaluation loop iterates."""
+    parent = ctx.index.parent(use)
+    if not (isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Divide)
+            and parent.left is use):
+        return False
+    divisor = parent.right
+    return isinstance(divisor, cst.Call) and dotted_name(divisor.func) == "len" and len(divisor.args) == 1 \
+        and dotted_name(divisor.args[0].value) is not None \
+        and dotted_name(divisor.args[0].value) == dotted_name(loader)
 
 
 def _says_last(ctx, loop, statement) -> bool:

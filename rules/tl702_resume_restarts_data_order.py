@@ -9,7 +9,7 @@ import libcst as cst
 
 from trainlint.finding import Severity
 from trainlint.gate import iterates_loader, named, refers_to
-from trainlint.model.checkpoint_base import LOAD_FUNCTIONS, SAVE_FUNCTIONS, string_value
+from trainlint.model.checkpoint_base import COUNTER_NAME, LOAD_FUNCTIONS, SAVE_FUNCTIONS, string_value
 from trainlint.model.checkpoints import checkpoint_model
 from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
 from trainlint.model.index import dotted_name, walk
@@ -57,6 +57,12 @@ class ResumeRestartsDataOrder(Rule):
         micro-batches, with no factor K in the skip: `skip_first_batches(loader, completed_steps)`
         skips K times too few batches.
 
+        Also flags an epoch loop that counts from 0 (`for epoch in range(epochs)`) around a loop
+        over a loader, when a same-file helper that reads a checkpoint restored the step counter
+        that loop advances before it (`self.global_step = self.load_checkpoints()`, or
+        `self._load_checkpoint()` setting `self.global_steps`) and neither the range nor a
+        `continue` uses it: even with the loader's position restored, the completed epochs run again.
+
         The finding is at the loop. Restores of epoch counters with checkpoints written at the end
         of the epoch are fine (the next epoch starts from its first batch) and stay quiet, as do
         loops that draw random batches (`get_batch()`) instead of iterating a loader.
@@ -79,6 +85,62 @@ class ResumeRestartsDataOrder(Rule):
         "https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html",
     )
     examples = (
+        bad(
+            """
+            import torch
+
+
+            class PPOTrainer:
+                def load_checkpoint(self):
+                    state = torch.load(self.resume_path, map_location="cpu", weights_only=False)
+                    self.policy.load_state_dict(state["policy"])
+                    self.train_dataloader.load_state_dict(state["dataloader"])
+                    self.global_steps = state["global_steps"]
+
+                def fit(self):
+                    self.global_steps = 0
+                    self.load_checkpoint()
+                    for epoch in range(self.config.total_epochs):
+                        for batch in self.train_dataloader:
+                            self.update_policy(batch)
+                            self.global_steps += 1
+                            if self.global_steps % self.config.save_freq == 0:
+                                self.save_checkpoint()
+            """,
+            line=15,
+            title="the step restored by a helper, the epoch loop restarted at 0 (the loader's position is restored)",
+        ),
+        good(
+            """
+            import torch
+
+
+            class PPOTrainer:
+                def load_checkpoint(self):
+                    state = torch.load(self.resume_path, map_location="cpu", weights_only=False)
+                    self.policy.load_state_dict(state["policy"])
+                    self.train_dataloader.load_state_dict(state["dataloader"])
+                    self.global_steps = state["global_steps"]
+
+                def fit(self):
+                    self.global_steps = 0
+                    self.load_checkpoint()
+                    first_epoch = self.global_steps // len(self.train_dataloader)
+                    for epoch in range(first_epoch, self.config.total_epochs):
+                        for batch in self.train_dataloader:
+                            self.update_policy(batch)
+                            self.global_steps += 1
+                            if self.global_steps % self.config.save_freq == 0:
+                                self.save_checkpoint()
+
+                def evaluate_all(self):
+                    self.load_checkpoint()
+                    for epoch in range(3):
+                        for batch in self.val_dataloader:
+                            self.score(batch)
+            """,
+            title="the epoch loop starts at the restored epoch; a loop that advances no restored counter is no resume",
+        ),
         bad(
             """
             import torch
@@ -555,6 +617,26 @@ class ResumeRestartsDataOrder(Rule):
     )
 
     def check(self, ctx):
+        reported = set()
+        for finding in self._check(ctx):
+            reported.add(id(finding.node))
+            yield finding
+        for restart in _epoch_restarts(ctx, ctx.model(dataflow)):
+            inner, outer, counter, via, stop = restart
+            finding = self.report(
+                inner,
+                f"the resume restores `{counter}` (in `{via}`), but the epoch loop around this one starts "
+                f"again at epoch 0 (`range({ctx.code_for(stop).strip()})`): the epochs the interrupted run "
+                "completed are trained again and the run goes past its planned length; start the epoch "
+                f"loop at the restored epoch (`{counter} // len(loader)`) or skip the completed ones",
+                evidence=[premise(f"`{via}` restores `{counter}` from a checkpoint before the loops", restart.call,
+                                  "call"),
+                          premise(f"the loop advances `{counter}`", restart.advance, "use"),
+                          premise("the epoch loop counts from 0, whatever was restored", outer.iter, "use")])
+            if id(finding.node) not in reported:
+                yield finding
+
+    def _check(self, ctx):
         flow = ctx.model(dataflow)
         training = ctx.model(training_model)
         loops = [loop for loop in training.loops if isinstance(loop.node, cst.For) and loop.innermost]
@@ -595,6 +677,139 @@ class ResumeRestartsDataOrder(Rule):
                         evidence=[*_evidence_of(ctx, restore, node, loop),
                                   premise(f"the skip `{ctx.code_for(skip).strip()}` counts updates", skip, "use")])
                     break
+
+
+class _Restart(tuple):
+    """(inner loader loop, epoch loop, counter, the call that restores it, the epoch range's stop),
+    with the restoring call and the counter's advance in the loop for the evidence."""
+
+    call: cst.Call
+    advance: cst.CSTNode
+
+
+def _epoch_restarts(ctx, flow):
+    """Epoch loops from 0 (`for epoch in range(E)`) around a loop over a loader, after a same-file
+    helper restored the loop's step counter from a checkpoint: `self.global_step =
+    self.load_checkpoints()` (a helper that reads a checkpoint and returns the step), or
+    `self._load_checkpoint()` (a method that reads one and sets `self.global_steps`). The counter
+    is this loop's (advanced in it), the range does not use it or anything computed from it, and
+    no `continue` skips epochs."""
+    index = ctx.index
+    for function in index.functions:
+        restored = _counters_restored_by_helpers(ctx, function)
+        if not restored:
+            continue
+        for outer in walk(function.node.body):
+            if not isinstance(outer, cst.For) or index.function_at(outer) is not function:
+                continue
+            stop = _range_from_zero(outer.iter)
+            if stop is None or any(isinstance(n, cst.Continue) for n in walk(outer.body)
+                                   if _only_in(index, n, outer)):
+                continue
+            inner = next((n for n in walk(outer.body) if isinstance(n, cst.For) and n is not outer
+                          and index.function_at(n) is function and loader_of_loop(flow, n) is not None), None)
+            if inner is None:
+                continue
+            for counter, call in restored.items():
+                if not flow.before(call, outer):
+                    continue
+                advance = next((n for n in walk(outer.body) if isinstance(n, cst.AugAssign)
+                                and dotted_name(n.target) == counter), None)
+                if advance is None:
+                    continue
+                derived = _derived_names(index, function, counter)
+                if _mentions(stop, derived):
+                    continue
+                via = ctx.code_for(call.func).strip() + "()"
+                restart = _Restart((inner, outer, counter, via, stop))
+                restart.call, restart.advance = call, advance
+                yield restart
+                break
+
+
+def _only_in(index, node, loop) -> bool:
+    """`node` belongs to `loop` itself, not to a loop nested in it (a `continue` of the inner loop
+    skips batches, not epochs)."""
+    for ancestor in index.ancestors(node):
+        if ancestor is loop:
+            return True
+        if isinstance(ancestor, (cst.For, cst.While, cst.FunctionDef)):
+            return False
+    return False
+
+
+def _range_from_zero(iterable) -> cst.BaseExpression | None:
+    """The stop of `range(E)` / `range(0, E)`, or None."""
+    if not (isinstance(iterable, cst.Call) and dotted_name(iterable.func) == "range") or \
+            any(a.keyword or a.star for a in iterable.args):
+        return None
+    args = [a.value for a in iterable.args]
+    if len(args) == 1:
+        return args[0]
+    if len(args) == 2 and isinstance(args[0], cst.Integer) and args[0].value == "0":
+        return args[1]
+    return None
+
+
+def _counters_restored_by_helpers(ctx, function) -> dict[str, cst.Call]:
+    """Step counters (`self.global_step`, `global_step`) a call in `function` restores through a
+    same-file helper that reads a checkpoint: assigned from what it returns, or set by it on `self`."""
+    index = ctx.index
+    found: dict[str, cst.Call] = {}
+    reads = ctx.model(_checkpoint_readers)
+    for node in walk(function.node.body):
+        if not isinstance(node, cst.Call) or index.function_at(node) is not function:
+            continue
+        target = index.callee(node, index.scope_at(node))
+        if target is None or target is function or not reads(target):
+            continue
+        parent = index.parent(node)
+        if isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1:
+            name = dotted_name(parent.targets[0].target)
+            if name and COUNTER_NAME.match(name.rsplit(".", 1)[-1]):
+                found.setdefault(name, node)
+        elif isinstance(parent, cst.Expr) and isinstance(node.func, cst.Attribute) and \
+                dotted_name(node.func.value) == "self":
+            for assign in walk(target.node.body):
+                if isinstance(assign, cst.Assign) and index.function_at(assign) is target:
+                    for t in assign.targets:
+                        name = dotted_name(t.target)
+                        if name and name.startswith("self.") and COUNTER_NAME.match(name.rsplit(".", 1)[-1]):
+                            found.setdefault(name, node)
+    return found
+
+
+def _checkpoint_readers(ctx):
+    """`reads(function)`: `_reads_checkpoint`, answered once per function of the file."""
+    known: dict = {}
+
+    def reads(target) -> bool:
+        if target.node not in known:
+            known[target.node] = _reads_checkpoint(ctx, target)
+        return known[target.node]
+    return reads
+
+
+def _reads_checkpoint(ctx, target) -> bool:
+    """The helper loads a checkpoint itself: `torch.load`, or a `load_state_dict`/`load_checkpoint`."""
+    for node in walk(target.node.body):
+        if isinstance(node, cst.Call):
+            if ctx.index.resolve(node.func, target.scope) in LOAD_FUNCTIONS:
+                return True
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("load_state_dict", "load_checkpoint"):
+                return True
+    return False
+
+
+def _derived_names(index, function, counter: str) -> set[str]:
+    """The counter and the names of `function` computed from it (`start_epoch = step // n`)."""
+    derived = {counter}
+    assigns = [n for n in walk(function.node.body) if isinstance(n, cst.Assign) and index.function_at(n) is function]
+    for _ in range(3):
+        for node in assigns:
+            if _mentions(node.value, derived):
+                derived |= {name for t in node.targets for name in [dotted_name(t.target)] if name}
+    return derived
 
 
 def _evidence_of(ctx, restore, node, loop) -> list:

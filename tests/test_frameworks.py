@@ -273,3 +273,54 @@ def test_the_model_reads_the_backward_methods_from_the_data(monkeypatch):
     assert {"TL101", "TL102"} <= _codes(example.bad)
     monkeypatch.setattr(frameworks, "backward_methods", lambda: frozenset({"backward"}))
     assert not {"TL101", "TL102"} & _codes(example.bad)
+
+
+# -- a framework's train hook names the window's size (TL103) -----------------------------------
+_FIXED_K_STEP = '''
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        loss = self.compute_loss(model, inputs)
+        loss = loss / self.args.gradient_accumulation_steps
+        self.accelerator.backward(loss)
+        return loss.detach()
+'''
+
+
+def test_a_trainer_of_the_project_own_making_is_not_the_frameworks():
+    """The same override in a class that only shares HF's names (its own `Trainer`, no import):
+    nothing says a framework runs it on windows that can be short."""
+    source = "class Trainer:\n    pass\n\n\nclass MyTrainer(Trainer):" + _FIXED_K_STEP
+    assert "TL103" not in _codes(source)
+    assert "TL103" in _codes("from transformers import Trainer\n\n\nclass MyTrainer(Trainer):" + _FIXED_K_STEP)
+
+
+def test_the_framework_class_is_found_through_a_project_base_in_another_file(tmp_path):
+    """LLaMA-Factory's HyperParallelTrainer derives from CustomSeq2SeqTrainer (another file), which
+    derives from transformers' Seq2SeqTrainer."""
+    from trainlint.engine import lint_path
+    from trainlint.reader.project import Project
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "base.py").write_text("from transformers import Seq2SeqTrainer\n\n\n"
+                                      "class CustomSeq2SeqTrainer(Seq2SeqTrainer):\n    pass\n")
+    (tmp_path / "parallel.py").write_text("from base import CustomSeq2SeqTrainer\n\n\n"
+                                          "class HyperParallelTrainer(CustomSeq2SeqTrainer):" + _FIXED_K_STEP)
+    result = lint_path(str(tmp_path / "parallel.py"), ALL, project=Project(tmp_path))
+    assert [(f.line, f.code) for f in result.findings if f.code == "TL103"] == [(7, "TL103")]
+    alone = lint_path(str(tmp_path / "parallel.py"), ALL)
+    assert "TL103" not in {f.code for f in alone.findings}
+
+
+def test_window_size_facts_go_together_on_a_train_hook(tmp_path):
+    (tmp_path / "bad.toml").write_text('framework = "x"\n[[entry]]\nname = "x.T.training_step"\nkind = "hook"\n'
+                                       'step = "eval"\nwindow_size = "w"\nfixed_window_size = "k"\nexample = "e"\n'
+                                       '[example.e]\ntitle = "t"\ncodes = []\nbad = ""\ngood = ""\n')
+    with pytest.raises(frameworks.FrameworkModelError, match="train hook"):
+        frameworks.load_folder(tmp_path)
+
+
+def test_explain_names_the_window_size_a_hook_relies_on():
+    from trainlint.reporters.framework_models import rule_section
+
+    section = rule_section("TL103")
+    assert "`transformers.Trainer.training_step` (hook; step: train; window size: " \
+           "self.current_gradient_accumulation_steps, not self.args.gradient_accumulation_steps)" in section

@@ -665,3 +665,110 @@ def test_unrestored_lists_every_model_an_eval_call_leaves_in_key_order():
     items = model.unrestored()
     assert {ctx.code_for(item.anchor) for item in items} == {"validate(gen, disc, val_loader)"}
     assert [item.key for item in items] == ["disc", "gen"]
+
+
+@pytest.mark.parametrize("rebind, found", [
+    # wrapped on one branch: `model` is `self.model` or a wrapper around it, the same module's mode
+    ("model = torch.nn.DataParallel(model)", True),
+    ("model = model.to(self.device)", True),
+    # a copy or another module on one branch: `model` may not be `self.model`, nothing is proven
+    ("model = copy.deepcopy(model)", False),
+    ("model = self.ema_model", False),
+])
+def test_a_name_rewrapped_on_a_branch_still_names_the_module(rebind, found):
+    """simpletransformers' `train`/`evaluate`: `model = self.model`, then `if args.n_gpu > 1: model =
+    DataParallel(model)`; `evaluate` (reached through `eval_model`) calls `model.eval()`, so the
+    loop that calls `eval_model` mid-epoch keeps training `self.model` in eval mode."""
+    source = f"""
+        import copy
+        import torch
+
+        class Runner:
+            def train(self, loader, args, optimizer):
+                model = self.model
+                if args.n_gpu > 1:
+                    {rebind}
+                for epoch in range(args.epochs):
+                    model.train()
+                    for step, batch in enumerate(loader):
+                        loss = model(**batch)[0]
+                        loss.backward()
+                        optimizer.step()
+                        model.zero_grad()
+                        if step % args.eval_every == 0:
+                            self.eval_model(args)
+
+            def eval_model(self, args):
+                return self.evaluate(args)
+
+            def evaluate(self, args):
+                model = self.model
+                if args.n_gpu > 1:
+                    {rebind}
+                model.eval()
+                with torch.no_grad():
+                    return model(args.x)
+        """
+    expected = [("self.eval_model(args)", "self.model")] if found else []
+    assert _unrestored(source) == expected
+
+
+def _helper_forwards(source: str):
+    ctx, model = _model(source)
+    return sorted((ctx.code_for(ctx.index.enclosing_statement(f.call)).strip(), f.key, f.helper.name)
+                  for f in model.helper_forwards())
+
+
+@pytest.mark.parametrize("forward_body, expected", [
+    ("return self._model.forward(batch)", [("out = self._forward(batch)", "self._model", "_forward")]),
+    # the helper turns recording off itself: still a helper forward in eval mode (TL301 reads the grad)
+    ("with torch.no_grad():\n                    return self._model(batch)",
+     [("out = self._forward(batch)", "self._model", "_forward")]),
+    ("return self._other(batch)", []),  # another model: not the one the caller switched
+])
+def test_a_helper_runs_the_forward_in_the_mode_its_caller_set(forward_body, expected):
+    """jiant's trainer: `_validate` calls `self._model.eval()`, then `_calculate_validation_performance`
+    (its only caller is `_validate`) runs each batch through `self._forward`, which the training
+    loop shares: the forward runs in eval mode at the evaluation's call of `_forward`."""
+    source = f"""
+        import torch
+
+        class Trainer:
+            def _forward(self, batch):
+                {forward_body}
+
+            def train(self, loader):
+                for batch in loader:
+                    self._model.train()
+                    loss = self._forward(batch)["loss"]
+                    loss.backward()
+                    self._optimizer.step()
+                    self._optimizer.zero_grad()
+                    self._validate(loader)
+
+            def _validate(self, loader):
+                self._model.eval()
+                return self._calculate_validation_performance(loader)
+
+            def _calculate_validation_performance(self, loader):
+                total = 0.0
+                for batch in loader:
+                    out = self._forward(batch)
+                    total += out["loss"].item()
+                return total
+        """
+    assert _helper_forwards(source) == expected
+
+
+def test_a_helper_after_train_mode_is_no_eval_forward():
+    source = """
+        class Runner:
+            def infer(self, x):
+                return self.module_(x)
+
+            def validation_step(self, x):
+                self.module_.eval()
+                self.module_.train()
+                return self.infer(x)
+        """
+    assert _helper_forwards(source) == []

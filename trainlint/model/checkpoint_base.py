@@ -27,7 +27,8 @@ ROLE_KIND = {OPTIMIZER: "optimizer", SCHEDULER: "scheduler", SCALER: "scaler"}
 # (Totals such as `epochs` or `total_steps` are settings, not counters.)
 COUNTER_NAME = re.compile(r"^(global_)?(step|epoch|iteration|iter|it|num_updates|update|"
                           r"completed_steps|train_step|cur_epoch|current_epoch|start_epoch|epoch_idx|step_idx|"
-                          r"n_iter|cur_iter|current_step|global_step|iter_num|step_num|epoch_num)$", re.I)
+                          r"n_iter|cur_iter|current_step|global_step|iter_num|step_num|epoch_num|"
+                          r"steps|global_steps)$", re.I)  # `self.global_steps += 1` (verl), `steps` too
 
 
 @dataclass(eq=False)
@@ -67,6 +68,9 @@ class ResumeSave:
     kinds: set[str]
     available: dict[str, list[str]]
     missing: dict[str, list[str]]
+    #: a checkpoint directory written file by file: the saves of its function, one per object (the
+    #: unit is the directory, not one file); empty for a checkpoint that is one file
+    parts: tuple["Save", ...] = ()
 
 
 @dataclass(eq=False)

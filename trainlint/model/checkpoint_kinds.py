@@ -7,7 +7,7 @@ import re
 import libcst as cst
 
 from trainlint.model.checkpoint_base import LOAD_FUNCTIONS, ROLE_KIND, Save, path_words, string_value
-from trainlint.model.index import Scope, positional_args
+from trainlint.model.index import Scope, positional_args, walk
 from trainlint.model.roles import MODEL
 
 
@@ -52,15 +52,12 @@ class SaveKinds:
         value = self.value_of(obj, save.scope)
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
                 and value.func.attr.value == "state_dict":
-            receiver = value.func.value
-            kinds = self.value_kinds(receiver, save.scope)
-            if kinds:
-                return kinds
-            role = self.state_role(receiver, save.scope)
-            if role is not None or DATA_WORDS.search(self.text(receiver)) or \
-                    re.search(r"loader|sampler|dataset|callback|tokenizer", self.text(receiver), re.I):
-                return {"data"}  # a data loader's or sampler's state: part of a checkpoint, not a model
-            return {"model"}
+            return self._state_dict_kinds(value, save.scope)
+        if isinstance(value, cst.Call) and not value.args:
+            # `self.get_model_state()`: a method of this file that returns a `state_dict()`
+            returned = self._returned_state_dicts(value, save.scope)
+            if returned:
+                return set().union(*(self._state_dict_kinds(call, scope) for call, scope in returned))
         if isinstance(value, (cst.Name, cst.Attribute)):
             role = self.state_role(value, save.scope)
             if role == MODEL and isinstance(obj, cst.Name) and self.is_param(obj, save.scope):
@@ -70,6 +67,33 @@ class SaveKinds:
             if role in ROLE_KIND:
                 return {ROLE_KIND[role]}
         return None
+
+    def _state_dict_kinds(self, value: cst.Call, scope: Scope) -> set[str]:
+        """What `X.state_dict()` holds, by what `X` is."""
+        receiver = value.func.value
+        kinds = self.value_kinds(receiver, scope)
+        if kinds:
+            return kinds
+        role = self.state_role(receiver, scope)
+        if role is not None or DATA_WORDS.search(self.text(receiver)) or \
+                re.search(r"loader|sampler|dataset|callback|tokenizer", self.text(receiver), re.I):
+            return {"data"}  # a data loader's or sampler's state: part of a checkpoint, not a model
+        return {"model"}
+
+    def _returned_state_dicts(self, call: cst.Call, scope: Scope) -> list[tuple[cst.Call, Scope]]:
+        """The `X.state_dict()` calls a same-file function returns, when every return is one."""
+        target = self.index.callee(call, scope)
+        if target is None:
+            return []
+        found = []
+        for node in walk(target.node.body):
+            if isinstance(node, cst.Return) and self.index.function_at(node) is target:
+                value = node.value
+                if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+                        and value.func.attr.value == "state_dict" and not value.args):
+                    return []
+                found.append((value, target.scope))
+        return found
 
     def path_text(self, save: Save) -> str:
         """Source text of where a save goes, through single assignments and `open(...)`."""

@@ -141,7 +141,10 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         """`save_checkpoint(state, path)` where a project helper, of this file or another, `torch.save`s
         its `state` parameter: a save of the argument (TL402 judges the helper's own `torch.save`)."""
         summary = callable_summary(self.index, site.node.func, site.scope, SAVE_WORDS)
-        if summary is None or len(summary.saves) != 1:
+        if summary is None:
+            self._local_helper_save(site)
+            return
+        if len(summary.saves) != 1:
             return  # a dict the helper builds from several parameters is judged at its own save
         def argument(param: str | None, keyword: str) -> cst.BaseExpression | None:
             if param is None:
@@ -158,6 +161,33 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         obj = argument(summary.saves[0][0], "obj")
         if obj is not None:
             self.saves.append(Save(site, obj, argument(summary.save_path, "f"), summary.name))
+            self._save_nodes.add(site.node)
+
+    def _local_helper_save(self, site: CallSite) -> None:
+        """`save_state(self.optimizer.state_dict(), "optimizer")` where `save_state` is a def of this
+        file that no summary covers (nested in the method that fills a checkpoint directory) and
+        whose one `torch.save` writes its parameter: a save of the argument, like `_helper_save`."""
+        target = self.index.callee(site.node, site.scope)
+        if target is None:
+            return
+        inner = [node for node in walk(target.node.body) if isinstance(node, cst.Call)
+                 and self.index.resolve(node.func, target.scope) in SAVE_FUNCTIONS
+                 and self.index.function_at(node) is target]
+        args = positional_args(inner[0]) if len(inner) == 1 else []
+        if not args or not isinstance(args[0].value, cst.Name):
+            return
+        params = [p.name.value for p in (*target.node.params.posonly_params, *target.node.params.params)]
+        if target.class_name is not None and params[:1] in (["self"], ["cls"]):
+            params = params[1:]
+        name = args[0].value.value
+        if name not in params or any(b.kind != "param" for b in target.scope.lookup(name)):
+            return  # the helper saves something else, or rebinds what it was handed
+        found = keyword_arg(site.node, name)
+        given = positional_args(site.node)
+        position = params.index(name)
+        obj = found.value if found is not None else given[position].value if position < len(given) else None
+        if obj is not None:
+            self.saves.append(Save(site, obj, None, target.name))
             self._save_nodes.add(site.node)
 
     def value_of(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0,

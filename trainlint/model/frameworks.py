@@ -23,6 +23,11 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
 - `unwrap`: hands back the module it was given, unwrapped (`accelerator.unwrap_model(model)`).
 - `hook`: a method the framework calls; `step` is "train" (per micro-batch, gradients on), "eval"
   (under no_grad, in eval mode) or "eval_loader" (returns a loader used for evaluation only).
+  A train hook of a framework that owns accumulation may name `window_size`, the attribute of
+  `self` that holds the number of micro-batches in the current window (fewer in the short last
+  window of an epoch), and `fixed_window_size`, the attribute that always holds K: an override
+  that divides its loss by the fixed one under-weights the short window (HF's Trainer:
+  `current_gradient_accumulation_steps` against `args.gradient_accumulation_steps`).
 - `seed`: seeds torch's global generator (among others).
 - `accessor`: a method of a model base that hands back an object of `role` the framework built
   (a LightningModule's `self.optimizers()`, `self.lr_schedulers()`); asked of `self.<method>()` in
@@ -69,6 +74,8 @@ class Entry:
     accumulation_keywords: tuple[str, ...] = ()
     fp16_keyword: str | None = None
     fp16_values: tuple = ()
+    window_size: str | None = None
+    fixed_window_size: str | None = None
 
     @property
     def attr(self) -> str:
@@ -98,7 +105,7 @@ class Framework:
 
 _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "owns_accumulation", "clock",
                          "scheduler_clock", "sets_epoch", "unscales", "step", "state", "accumulation_keywords",
-                         "fp16"})
+                         "fp16", "window_size", "fixed_window_size"})
 
 
 def _entry(framework: str, raw: dict, where: str) -> Entry:
@@ -117,12 +124,16 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
         raise FrameworkModelError(f"{where}: a hook's `step` must be one of {sorted(HOOK_STEPS)}")
     if raw["kind"] in ("constructor", "accessor") and not isinstance(raw.get("role"), str):
         raise FrameworkModelError(f"{where}: a {raw['kind']} needs a `role`")
+    if ("window_size" in raw) != ("fixed_window_size" in raw) or \
+            "window_size" in raw and (raw["kind"] != "hook" or raw.get("step") != "train"):
+        raise FrameworkModelError(f"{where}: `window_size` and `fixed_window_size` go together, on a train hook")
     fp16 = raw.get("fp16", {})
     return Entry(framework, raw["name"], raw["kind"], raw["example"], tuple(raw.get("rules", ())),
                  raw.get("match") == "prefix", raw.get("role"), bool(raw.get("owns_accumulation")),
                  raw.get("clock"), raw.get("scheduler_clock"), bool(raw.get("sets_epoch")),
                  bool(raw.get("unscales")), raw.get("step"), tuple(raw.get("state", ())),
-                 tuple(raw.get("accumulation_keywords", ())), fp16.get("keyword"), tuple(fp16.get("values", ())))
+                 tuple(raw.get("accumulation_keywords", ())), fp16.get("keyword"), tuple(fp16.get("values", ())),
+                 raw.get("window_size"), raw.get("fixed_window_size"))
 
 
 def _framework(path: str, data: dict) -> Framework:
@@ -250,6 +261,17 @@ def hook_kind(method: str) -> str | None:
         if entry.attr == method:
             return entry.step
     return None
+
+
+@cache
+def window_hooks() -> dict[str, tuple[Entry, ...]]:
+    """Framework class (resolved name) -> its train hooks that name the current window's size
+    (`window_size`) and the fixed K (`fixed_window_size`)."""
+    table: dict[str, list[Entry]] = {}
+    for e in entries("hook"):
+        if e.window_size:
+            table.setdefault(e.name.rsplit(".", 1)[0], []).append(e)
+    return {owner: tuple(found) for owner, found in table.items()}
 
 
 @cache

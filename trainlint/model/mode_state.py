@@ -144,6 +144,9 @@ class Forward:
     # passes (`run_epoch(model, val_loader, train=False)` into `with torch.set_grad_enabled(train)`)
     via: cst.Call | None = None
     flags: tuple[tuple[str, bool], ...] = ()
+    # the helper whose body holds the model's forward, when `call` is this function's call of it
+    # (skorch's `validation_step`: `self.module_.eval()`, then `self.infer(x)` runs `self.module_(x)`)
+    helper: FunctionInfo | None = None
 
 
 @dataclass(eq=False)
@@ -167,5 +170,8 @@ class Flow:
     complete: bool = True
     at_call: dict = field(default_factory=dict)  # call node -> State before it (analysed function only)
     forwards: list[Forward] = field(default_factory=list)
+    # forwards a helper runs for this function in the modes this function set, at the helper's call
+    # (kept apart: the helper's own flow holds its forward, in the modes of all its callers joined)
+    helper_forwards: list[Forward] = field(default_factory=list)
     unrestored: list[Unrestored] = field(default_factory=list)
     backwards: set = field(default_factory=set)  # backward calls of training loops this run reached

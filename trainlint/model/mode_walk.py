@@ -502,6 +502,12 @@ class FunctionRun:
                     (facts := state.facts(key)) != ENTRY_FACTS:
                 self.flow.forwards.append(Forward(call, key, frame.function, facts, state.grad, method,
                                                   frame.chain[0], tuple(sorted(frame.flags.items()))))
+            elif frame.depth == 1 and (facts := state.facts(key)) != ENTRY_FACTS and facts and \
+                    all(f.kind == EVAL for f in facts):
+                # a helper called right here runs the model in the eval mode this function (or
+                # every caller of it) set
+                self.flow.helper_forwards.append(Forward(frame.chain[0], key, self.flow.function, facts, state.grad,
+                                                         method, helper=frame.function))
             return
         facts = state.facts(key)
         if facts == ENTRY_FACTS:

@@ -144,6 +144,12 @@ class ModeModel:
         for function in self.candidate_functions():
             yield from self.flow(function).forwards
 
+    def helper_forwards(self) -> Iterator[Forward]:
+        """Calls of same-file helpers that run a model's forward in the eval mode the calling
+        function set (`Forward.helper`), at the call."""
+        for function in self.candidate_functions():
+            yield from self.flow(function).helper_forwards
+
     def unrestored(self) -> list[Unrestored]:
         """Eval calls in training loops that a later backward still sees: per anchor, every model
         it leaves in eval mode (in key order, so the answer does not depend on which rule asked
@@ -673,6 +679,9 @@ class ModeModel:
             if name in frame.subst and not deep_copied(self.index, expr, frame.scope):
                 return frame.subst[name]
             bindings = frame.scope.lookup(name)
+            # `model = self.model; if n_gpu > 1: model = DataParallel(model)`: a rebinding that wraps
+            # the name's own value (or moves it, `model.to(dev)`) names the same module
+            bindings = [b for b in bindings if not (b.kind == "assign" and _rewraps(b.value, name))] or bindings
             if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
                 value = bindings[0].value
                 if isinstance(value, (cst.Attribute, cst.Name)) or (
@@ -727,6 +736,22 @@ def modes(ctx) -> ModeModel:
 def is_evaluation_name(name: str) -> bool:
     """A function named as an evaluation (`evaluate`, `val_epoch`), and not a pytest test."""
     return EVAL_FUNCTION_NAME.match(name) is not None and _PYTEST_NAME.match(name) is None
+
+
+def _rewraps(value: cst.BaseExpression | None, name: str) -> bool:
+    """`value` hands back the module `name` already holds: `DataParallel(name)`, `name.to(dev)`,
+    `accelerator.unwrap_model(name)` (wrappers and pass-through calls, nested)."""
+    while isinstance(value, cst.Call):
+        func = value.func
+        if isinstance(func, cst.Attribute) and func.attr.value in PASS_THROUGH_METHODS:
+            value = func.value
+            continue
+        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        args = positional_args(value)
+        if last not in _UNWRAPPERS or not args:
+            return False
+        value = args[0].value
+    return isinstance(value, cst.Name) and value.value == name
 
 
 def _is_mode_call(call: cst.Call) -> bool:

@@ -84,7 +84,7 @@ class ResumeCheckpoints:
             for attr, values in self.index.class_attributes.get(class_name, {}).items():
                 kind = None
                 for value in values:
-                    if isinstance(value, (cst.Call, cst.Name)):
+                    if isinstance(value, (cst.Call, cst.Name, cst.IfExp)):  # `GradScaler() if amp else None`
                         role = self.roles.of(value, self.index.scope_at(value))
                         if role in ROLE_KIND:
                             kind = ROLE_KIND[role]
@@ -129,6 +129,11 @@ class ResumeCheckpoints:
 
     def resume_saves(self) -> Iterator["ResumeSave"]:
         """Saves meant for resuming, with what they hold and what the code around them has."""
+        found = list(self._one_file_saves())
+        yield from found
+        yield from self._directory_units({(r.save.site.function, id(r.save.scope)) for r in found})
+
+    def _one_file_saves(self) -> Iterator["ResumeSave"]:
         for save in self.saves:
             content = self.saved_dict(save.obj, save.scope)
             kinds = self.object_kinds(save)
@@ -158,20 +163,68 @@ class ResumeCheckpoints:
             if self._scratch_file(save):
                 continue
             available = self.available_state(save.scope, save.site.function)
-            missing = {kind: available[kind] for kind in STATE_KINDS if kind in available and kind not in kinds}
-            if "step" in missing and self._counter_in_path(save, missing["step"]):
-                del missing["step"]  # `f"{out}/{step:07d}.pt"`: the file name holds the counter
-            if "step" in missing:
-                # `self.register_buffer("step", ...)` saved with `self.state_dict()`: inside the dict
-                missing["step"] = [n for n in missing["step"] if not self._in_saved_state_dict(save, n)]
-                if not missing["step"]:
-                    del missing["step"]
-            if "scheduler" in missing:
-                # `for _ in range(start): sched.step()` on resume: replayed, not read from the file
-                missing["scheduler"] = [n for n in missing["scheduler"] if n not in self.replayed_schedulers]
-                if not missing["scheduler"]:
-                    del missing["scheduler"]
-            yield ResumeSave(save, kinds, available, missing)
+            yield ResumeSave(save, kinds, available, self._missing(save, kinds, available))
+
+    def _missing(self, save: Save, kinds: set[str], available: dict[str, list[str]]) -> dict[str, list[str]]:
+        missing = {kind: available[kind] for kind in STATE_KINDS if kind in available and kind not in kinds}
+        if "step" in missing and self._counter_in_path(save, missing["step"]):
+            del missing["step"]  # `f"{out}/{step:07d}.pt"`: the file name holds the counter
+        if "step" in missing:
+            # `self.register_buffer("step", ...)` saved with `self.state_dict()`: inside the dict
+            missing["step"] = [n for n in missing["step"] if not self._in_saved_state_dict(save, n)]
+            if not missing["step"]:
+                del missing["step"]
+        if "scheduler" in missing:
+            # `for _ in range(start): sched.step()` on resume: replayed, not read from the file
+            missing["scheduler"] = [n for n in missing["scheduler"] if n not in self.replayed_schedulers]
+            if not missing["scheduler"]:
+                del missing["scheduler"]
+        return missing
+
+    def _directory_units(self, done: set) -> Iterator["ResumeSave"]:
+        """A checkpoint directory filled file by file: a function that saves the model's state and the
+        optimizer's each on its own (`model.pt`, `optimizer.pt`, directly or through a helper it
+        calls) writes one resume point, the directory; what none of its saves holds is left out.
+        Quiet when one of them is a dict (judged as a file of its own), writes something we cannot
+        see into that the function built itself, or the function saves through calls this model
+        does not read."""
+        groups: dict[tuple, list[Save]] = {}
+        for save in self.saves:
+            groups.setdefault((save.site.function, id(save.scope)), []).append(save)
+        for key, saves in groups.items():
+            if key in done or len(saves) < 2:
+                continue
+            kinds: set[str] = set()
+            for save in saves:
+                own = self.object_kinds(save)
+                if self.saved_dict(save.obj, save.scope) is not None or \
+                        own is None and self.is_checkpoint(save) and not self.is_param(save.obj, save.scope):
+                    break
+                kinds |= own or set()
+            else:
+                if not {"model", "optimizer"} <= kinds:
+                    continue
+                function = saves[0].site.function
+                body = function.node if function is not None else None
+                if body is not None and self._saves_elsewhere(body):
+                    continue
+                anchor = self._written_by(saves[0])
+                if any(self._scratch_file(s) for s in saves):
+                    continue
+                available = self.available_state(saves[0].scope, function)
+                missing = self._missing(saves[0], kinds, available)
+                if any(self._counter_in_path(s, missing.get("step", [])) for s in saves):
+                    missing.pop("step", None)
+                yield ResumeSave(anchor, kinds, available, missing, tuple(saves))
+
+    def _written_by(self, save: Save) -> Save:
+        """The `torch.save` that writes a save: its own, or that of the same-file helper it calls
+        (`save_state(...)` nested in the method: its one `torch.save(state, f)`)."""
+        if save.helper is None:
+            return save
+        target = self.index.callee(save.node, save.scope)
+        inner = [s for s in self.saves if target is not None and s.site.function is target and s.helper is None]
+        return inner[0] if len(inner) == 1 else save
 
     def _in_saved_state_dict(self, save: Save, label: str) -> bool:
         """`self.<attr>` is a registered buffer or parameter of the save's class (so part of its

@@ -296,6 +296,11 @@ class Roles:
             return self._from_call(expr, scope, depth)
         if isinstance(expr, cst.Dict):
             return self._settle(CONFIG, "construction", expr, "a dict literal")
+        if isinstance(expr, cst.IfExp):
+            # `GradScaler() if amp else None`: the object is that, or absent
+            branches = [b for b in (expr.body, expr.orelse) if not (isinstance(b, cst.Name) and b.value == "None")]
+            if len(branches) == 1:
+                return self._infer(branches[0], scope, depth + 1)
         return None
 
     def _role_from_name(self, name: str, scope: Scope) -> str | None:

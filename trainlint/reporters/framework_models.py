@@ -24,6 +24,8 @@ def _describe(entry: frameworks.Entry) -> str:
         notes.append("sets the loader's epoch")
     if entry.state:
         notes.append("saves " + ", ".join(entry.state))
+    if entry.window_size:
+        notes.append(f"window size: self.{entry.window_size}, not self.{entry.fixed_window_size}")
     name = entry.name + (".*" if entry.prefix else "")
     return f"`{name}` ({'; '.join(notes)})"
 
