@@ -64,6 +64,45 @@ def test_grad_off_decorators(decorator):
     assert _forwards(source) == [("return model(x)", "model", [EVAL], [OFF])]
 
 
+@pytest.mark.parametrize("imports, wrapper", [
+    ("import paddle", "with paddle.no_grad():"),
+    ("import paddle", "with paddle.set_grad_enabled(False):"),
+    ("from paddle import no_grad", "with no_grad():"),
+    ("import oneflow as flow", "with flow.inference_mode():"),
+])
+def test_grad_off_contexts_of_torch_like_frameworks(imports, wrapper):
+    """Paddle's and OneFlow's switches (trainlint/frameworks/*.toml), by their resolved imports."""
+    source = f"""
+        {imports}
+
+        def run(model, x):
+            model.eval()
+            {wrapper}
+                return model(x)
+        """
+    assert _forwards(source) == [("return model(x)", "model", [EVAL], [OFF])]
+
+
+def test_a_framework_named_in_text_only_turns_nothing_off():
+    """`paddle.no_grad` is known by its import: a torch file whose own `no_grad` is a project
+    helper, or that only names paddle in a string, still records."""
+    source = """
+        import torch
+
+        class paddle:
+            @staticmethod
+            def no_grad():
+                return open("paddle.no_grad")
+
+        def run(model, x):
+            model.eval()
+            print("paddle.no_grad()")
+            with paddle.no_grad():
+                return model(x)
+        """
+    assert _forwards(source) == [("return model(x)", "model", [EVAL], [ON])]
+
+
 def test_enable_grad_turns_grad_back_on_and_the_context_ends():
     source = """
         import torch

@@ -30,7 +30,7 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, 
                                    positional_args, walk)
 from trainlint.model.layers import class_verdict
 from trainlint.model.loader_use import parameter_only_drawn_from
-from trainlint.model.grad_mode import GRAD_WORDS, context_grad, decorator_grad
+from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_WORDS, context_grad, decorator_grad
 from trainlint.model.mode_names import deep_copied
 from trainlint.model.mode_state import OFF
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCALER, SCHEDULER, Roles
@@ -43,10 +43,7 @@ DETACH_WORDS = ("detach", ".item(", ".tolist(", ".numpy(", "no_grad", "inference
 SAVE_WORDS = ("save", "dump")
 MEAN_WORDS = ("mean", "mse_loss", "l1_loss")
 
-GRAD_OFF_NAMES = frozenset({
-    "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode",
-    "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
-})
+GRAD_OFF_NAMES = GRAD_OFF_CONTEXTS  # torch's and the torch-like frameworks' (grad_mode.py)
 _CONTEXTMANAGER = frozenset({"contextlib.contextmanager", "contextmanager"})
 _SAVERS = frozenset({"torch.save", "torch.serialization.save", "pickle.dump", "joblib.dump",
                      "safetensors.torch.save_file", "safetensors.torch.save_model", "save_file"})
