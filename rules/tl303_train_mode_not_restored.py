@@ -396,6 +396,73 @@ class TrainModeNotRestored(Rule):
             import torch
 
 
+            def fit_embeddings(unet, text_encoder, loader, optimizer):
+                for epoch in range(3):
+                    unet.eval()
+                    text_encoder.train()
+                    for batch in loader:
+                        loss = (unet(text_encoder(batch)) - batch).pow(2).mean()
+                        loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+
+
+            def fine_tune(unet, text_encoder, loader, optimizer):
+                unet.train()
+                for batch in loader:
+                    loss = unet(text_encoder(batch)).mean()
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+
+            def main(unet, text_encoder, loader, make_optimizer):
+                unet.requires_grad_(False)
+                fit_embeddings(unet, text_encoder, loader, make_optimizer(text_encoder))
+                unet.requires_grad_(True)
+                fine_tune(unet, text_encoder, loader, make_optimizer(unet))
+            """,
+            title="a network frozen by the caller for this phase (trained in another) stays in eval mode",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def fit_embeddings(unet, text_encoder, loader, optimizer):
+                for epoch in range(3):
+                    unet.eval()
+                    text_encoder.train()
+                    for batch in loader:
+                        loss = (unet(text_encoder(batch)) - batch).pow(2).mean()
+                        loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+
+
+            def fine_tune(unet, text_encoder, loader, optimizer):
+                unet.train()
+                for batch in loader:
+                    loss = unet(text_encoder(batch)).mean()
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+
+            def main(unet, text_encoder, loader, make_optimizer):
+                unet.encoder.requires_grad_(False)
+                fit_embeddings(unet, text_encoder, loader, make_optimizer(text_encoder, unet.decoder))
+                unet.requires_grad_(True)
+                fine_tune(unet, text_encoder, loader, make_optimizer(unet))
+            """,
+            line=6,
+            title="only a part of the network is frozen: its other parts train with dropout off",
+        ),
+        good(
+            """
+            import torch
+
+
             def train_epoch(model, loader, optimizer):
                 model.train()
                 for x, y in loader:

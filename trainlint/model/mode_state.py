@@ -43,13 +43,17 @@ UNKNOWN_FACTS = frozenset({Fact(UNKNOWN)})
 
 
 class State:
-    """Mode facts per model key and the grad state; immutable, compared by value."""
+    """Mode facts per model key, the grad state, and the models whose parameters are all frozen
+    (key -> the call or loop that froze them: `model.requires_grad_(False)`, `for p in
+    model.parameters(): p.requires_grad = False`); immutable, compared by value."""
 
-    __slots__ = ("modes", "grad")
+    __slots__ = ("modes", "grad", "frozen")
 
-    def __init__(self, modes: dict[str, frozenset[Fact]], grad: frozenset[str]) -> None:
+    def __init__(self, modes: dict[str, frozenset[Fact]], grad: frozenset[str],
+                 frozen: dict[str, cst.CSTNode] | None = None) -> None:
         self.modes = modes
         self.grad = grad
+        self.frozen = frozen or {}
 
     def facts(self, key: str) -> frozenset[Fact]:
         return self.modes.get(key, ENTRY_FACTS)
@@ -57,7 +61,7 @@ class State:
     def set(self, key: str, facts: frozenset[Fact]) -> "State":
         modes = dict(self.modes)
         modes[key] = facts
-        return State(modes, self.grad)
+        return State(modes, self.grad, self.frozen)
 
     def set_under(self, key: str, facts: frozenset[Fact], itself: bool) -> "State":
         """Every model under `key` (`model.bert` under `model`), and `key` itself when `itself`,
@@ -65,16 +69,44 @@ class State:
         modes = {k: facts if k.startswith(key + ".") else v for k, v in self.modes.items()}
         if itself:
             modes[key] = facts
-        return State(modes, self.grad)
+        return State(modes, self.grad, self.frozen)
 
     def with_grad(self, grad: frozenset[str]) -> "State":
-        return State(self.modes, grad)
+        return State(self.modes, grad, self.frozen)
 
     def without_prefix(self, prefix: str) -> "State":
-        return State({k: v for k, v in self.modes.items() if not k.startswith(prefix)}, self.grad)
+        return State({k: v for k, v in self.modes.items() if not k.startswith(prefix)}, self.grad,
+                     {k: v for k, v in self.frozen.items() if not k.startswith(prefix)})
+
+    # -- frozen parameters ---------------------------------------------------------------------
+    def frozen_by(self, key: str) -> cst.CSTNode | None:
+        """What froze every parameter of `key`: a freeze of `key` itself or of a model holding it
+        (`model.requires_grad_(False)` freezes `model.encoder`); None when not proven frozen."""
+        parts = key.split(".")
+        for end in range(len(parts), 0, -1):
+            found = self.frozen.get(".".join(parts[:end]))
+            if found is not None:
+                return found
+        return None
+
+    def freeze(self, key: str, node: cst.CSTNode) -> "State":
+        frozen = dict(self.frozen)
+        frozen[key] = node
+        return State(self.modes, self.grad, frozen)
+
+    def unfreeze(self, key: str) -> "State":
+        """Some parameter of `key` may record again (`key.requires_grad_(True)`, a part of it
+        unfrozen, `key` bound to another object): neither it, its parts nor a model holding it is
+        known frozen."""
+        if not self.frozen:
+            return self
+        frozen = {k: v for k, v in self.frozen.items()
+                  if not (k == key or k.startswith(key + ".") or key.startswith(k + "."))}
+        return self if len(frozen) == len(self.frozen) else State(self.modes, self.grad, frozen)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, State) and self.grad == other.grad and self.modes == other.modes
+        return isinstance(other, State) and self.grad == other.grad and self.modes == other.modes and \
+            self.frozen.keys() == other.frozen.keys()
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -87,7 +119,8 @@ def join(a: State | None, b: State | None) -> State | None:
     modes = {}
     for key in a.modes.keys() | b.modes.keys():
         modes[key] = a.facts(key) | b.facts(key)
-    return State(modes, a.grad | b.grad)
+    # frozen only when frozen on both paths
+    return State(modes, a.grad | b.grad, {k: v for k, v in a.frozen.items() if k in b.frozen})
 
 
 def join_all(states: Iterable[State | None]) -> State | None:
@@ -144,6 +177,8 @@ class Forward:
     # passes (`run_epoch(model, val_loader, train=False)` into `with torch.set_grad_enabled(train)`)
     via: cst.Call | None = None
     flags: tuple[tuple[str, bool], ...] = ()
+    # the call or loop that froze every parameter of the model before this forward (None: not proven)
+    frozen: cst.CSTNode | None = None
 
 
 @dataclass(eq=False)

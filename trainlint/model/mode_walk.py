@@ -116,10 +116,15 @@ class FunctionRun:
             key = self.model._key(target, frame)
             if key is None:
                 continue
+            source = self.model._key(value, frame)
+            if source != key:  # `model = model.to(dev)` keeps it; another object is not known frozen
+                frozen_by = state.frozen_by(source) if source is not None else None
+                state = state.unfreeze(key)
+                if frozen_by is not None:
+                    state = state.freeze(key, frozen_by)
             if isinstance(value, cst.Call) and self.model.is_module_constructor(value, frame.scope):
                 state = state.set(key, frozenset({self._fact(NEW, node, frame)}))
                 continue
-            source = self.model._key(value, frame)
             if source is not None and source != key:
                 if source in state.modes:
                     state = state.set(key, state.facts(source))
@@ -193,6 +198,8 @@ class FunctionRun:
             if training:
                 self.loop_stack.pop()
         after = self._members_switched_by(node, head, frame) if isinstance(node, cst.For) else head
+        if isinstance(node, cst.For) and after is not None:
+            after = self._parameters_frozen_by(node, after, frame)
         if node.orelse is not None:
             after = self.block(body_statements(node.orelse.body), after, frame).fall
         return Outcome(fall=join(after, outcome.brk), ret=outcome.ret)
@@ -311,6 +318,11 @@ class FunctionRun:
             key = model._key(func.value, frame) if kind is not None else None
             if key is not None:
                 return state.set(key, frozenset({self._fact(kind, call, frame)}))
+        if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and target is None:
+            key = model._key(func.value, frame)
+            if key is not None:
+                flag = _requires_grad_flag(call)
+                state = state.freeze(key, call) if flag is False else state.unfreeze(key)
         if self.loop_stack and self.training.is_backward(call, scope):
             self._check_backward(call, state)
         self._record_forward(call, state, frame)
@@ -355,6 +367,37 @@ class FunctionRun:
         for members, kind, node in switches:
             state = self._set_members(members, kind, node, state, frame)
         return state
+
+    def _parameters_frozen_by(self, loop: cst.For, state: State, frame: Frame) -> State:
+        """After `for p in model.parameters(): p.requires_grad = False` (or `p.requires_grad_(False)`,
+        `for name, p in model.named_parameters()`): every parameter of `model` is frozen, when the
+        body sets each one it iterates, as a statement of its own that nothing skips (no `if`
+        around it, no `continue`/`break`); any other setting of `requires_grad` in the loop may
+        unfreeze some of them."""
+        iterated = loop.iter
+        if not (isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Attribute) and
+                iterated.func.attr.value in ("parameters", "named_parameters")):
+            return state
+        key = self.model._key(iterated.func.value, frame)
+        if key is None:
+            return state
+        target = loop.target
+        if iterated.func.attr.value == "named_parameters":
+            if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
+                return state
+            target = target.elements[1].value
+        if not isinstance(target, cst.Name):
+            return state
+        flags = [_requires_grad_setting(n, target.value) for n in walk(loop.body)]
+        if not any(flag is not None for flag in flags):
+            return state
+        skippable = any(isinstance(n, (cst.Continue, cst.Break, cst.Return, cst.Raise)) for n in walk(loop.body))
+        whole = any(_requires_grad_setting(statement, target.value) is False
+                    for line in body_statements(loop.body) if isinstance(line, cst.SimpleStatementLine)
+                    for statement in line.body)
+        if whole and not skippable and all(flag in (None, False) for flag in flags):
+            return state.freeze(key, loop)
+        return state.unfreeze(key)
 
     def _mode_method(self, call: cst.Call, scope: Scope) -> FunctionInfo | None:
         """`model.train_custom()` on an instance of a class of this file (every binding of the name
@@ -464,6 +507,8 @@ class FunctionRun:
     def _check_backward(self, call: cst.Call, state: State) -> None:
         self.flow.backwards.add(call)
         for key, facts in state.modes.items():
+            if state.frozen_by(key) is not None:
+                continue  # every parameter frozen at this backward: the loop does not train it
             for fact in facts:
                 if fact.kind == EVAL and fact.in_training and fact.anchor is not None and self._trains(key):
                     self.flow.unrestored.append(Unrestored(fact.anchor, key, fact, call, self.loop_stack[-1][0]))
@@ -506,7 +551,8 @@ class FunctionRun:
         facts = state.facts(key)
         if facts == ENTRY_FACTS:
             return
-        self.flow.forwards.append(Forward(call, key, frame.function, facts, state.grad, method))
+        self.flow.forwards.append(Forward(call, key, frame.function, facts, state.grad, method,
+                                          frozen=state.frozen_by(key)))
 
     def _inline(self, call: cst.Call, target: FunctionInfo, state: State, frame: Frame) -> State:
         inner = self._callee_frame(call, target, frame)
@@ -523,6 +569,32 @@ class FunctionRun:
         prefix = f"{target.qualname}@{frame.depth + 1}:"
         return Frame(target, target.scope, subst, prefix, frame.chain + (call,), frame.active | {target.node},
                      literal_flags(call, target))
+
+
+def _requires_grad_flag(call: cst.Call) -> bool | None:
+    """The flag of `x.requires_grad_(flag)`: True when omitted, None when not a literal."""
+    args = positional_args(call) or [a for a in call.args if a.keyword is not None]
+    if not args:
+        return True
+    value = args[0].value
+    return False if is_false(value) else True if is_true(value) else None
+
+
+def _requires_grad_setting(node: cst.CSTNode, name: str) -> bool | None:
+    """What `node` sets `name.requires_grad` to (`p.requires_grad = False`, `p.requires_grad_(False)`):
+    False, True (or a value not known: True), or None when it does not set it."""
+    if isinstance(node, cst.Expr):
+        node = node.value
+    if isinstance(node, cst.Assign):
+        if not any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad" and
+                   isinstance(t.target.value, cst.Name) and t.target.value.value == name for t in node.targets):
+            return None
+        return False if is_false(node.value) else True
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+            node.func.attr.value == "requires_grad_" and isinstance(node.func.value, cst.Name) and \
+            node.func.value.value == name:
+        return _requires_grad_flag(node) is not False
+    return None
 
 
 def _decorator_callee(expr: cst.BaseExpression) -> cst.BaseExpression:
