@@ -459,6 +459,17 @@ class EvalForwardWithGrad(Rule):
                 return [model(images).argmax(-1) for images, _ in loader]
             """,
             line=8,
+            fixed="""
+            import torch
+
+
+            @torch.no_grad()
+            def test(model, loader):
+                model.eval()
+                for name, param in model.backbone.named_parameters():
+                    param.requires_grad = False
+                return [model(images).argmax(-1) for images, _ in loader]
+            """,
             title="only the backbone is frozen: the rest of the model's parameters still record a graph",
         ),
         bad(
@@ -474,6 +485,18 @@ class EvalForwardWithGrad(Rule):
                 return predictions
             """,
             line=7,
+            fixed="""
+            import torch
+
+
+            @torch.no_grad()
+            def test(model, teacher, loader):
+                model.eval()
+                teacher.requires_grad_(False)
+                predictions = [model(images).argmax(-1) for images, _ in loader]
+                model.requires_grad_(False)
+                return predictions
+            """,
             title="another model frozen before the evaluation, the evaluated one only after it",
         ),
         bad(

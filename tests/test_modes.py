@@ -704,3 +704,79 @@ def test_unrestored_lists_every_model_an_eval_call_leaves_in_key_order():
     items = model.unrestored()
     assert {ctx.code_for(item.anchor) for item in items} == {"validate(gen, disc, val_loader)"}
     assert [item.key for item in items] == ["disc", "gen"]
+
+
+def _frozen_at_forwards(source: str):
+    """(line text of the forward, the line text of what froze it or None) per forward."""
+    ctx, model = _model(source)
+    result = []
+    for forward in model.forwards():
+        line = ctx.code_for(ctx.index.enclosing_statement(forward.call)).strip()
+        by = forward.frozen
+        result.append((line, ctx.code_for(by).strip().splitlines()[0] if by is not None else None))
+    return result
+
+
+@pytest.mark.parametrize("freeze, frozen_by", [
+    ("model.requires_grad_(False)", "model.requires_grad_(False)"),
+    ("model.eval().requires_grad_(False).to(device)", "model.eval().requires_grad_(False)"),
+    ("for p in model.parameters():\n        p.requires_grad = False", "for p in model.parameters():"),
+    ("for k, v in model.named_parameters():\n        v.requires_grad_(False)", "for k, v in model.named_parameters():"),
+    ("for p in model.parameters():\n        p.requires_grad = False\n    model = model.to(device)",
+     "for p in model.parameters():"),
+    # not every parameter, not on every path, or undone
+    ("model.backbone.requires_grad_(False)", None),
+    ("teacher.requires_grad_(False)", None),
+    ("for name, p in model.named_parameters():\n        if 'head' not in name:\n            p.requires_grad = False",
+     None),
+    ("for p in model.parameters():\n        p.requires_grad = freeze_all", None),
+    ("model.requires_grad_(False)\n    model.head.requires_grad_(True)", None),
+    ("model.requires_grad_(False)\n    model = Net()", None),
+    ("if frozen:\n        model.requires_grad_(False)", None),
+])
+def test_frozen_parameters_along_the_flow(freeze, frozen_by):
+    freeze = freeze.replace("\n", "\n        ")  # the source's own indentation
+    source = f"""
+        import torch
+
+        def run(model, teacher, loader, device, frozen, freeze_all):
+            model.eval()
+            {freeze}
+            for x in loader:
+                print(model(x))
+        """
+    assert _frozen_at_forwards(source) == [("print(model(x))", frozen_by)]
+
+
+def test_a_freeze_after_the_forward_proves_nothing_there():
+    source = """
+        import torch
+
+        def run(model, loader):
+            model.eval()
+            for x in loader:
+                print(model(x))
+            model.requires_grad_(False)
+        """
+    assert _frozen_at_forwards(source) == [("print(model(x))", None)]
+
+
+def test_what_every_caller_froze_is_frozen_in_the_helper():
+    """The freeze reaches a helper through its parameter, only when every caller made it."""
+    helper = """
+        import torch
+
+        def predict(net, loader):
+            net.eval()
+            return [net(x) for x in loader]
+
+        def main(model, loader):
+            model.requires_grad_(False)
+            predict(model, loader)
+        """
+    assert ("return [net(x) for x in loader]", "model.requires_grad_(False)") in _frozen_at_forwards(helper)
+    mixed = helper + """
+        def other(model, loader):
+            predict(model, loader)
+        """
+    assert ("return [net(x) for x in loader]", None) in _frozen_at_forwards(mixed)
