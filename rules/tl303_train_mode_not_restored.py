@@ -39,7 +39,11 @@ class TrainModeNotRestored(Rule):
         (a frozen teacher, an EMA copy) may stay in eval mode: a model is untrained when the file
         builds its optimizers from the parameters of named modules and it is not among them (nor
         read with `.parameters()`, nor handed to a helper whose body is elsewhere); an `eval()`
-        on `copy.deepcopy(model)` switches the copy only. So may a module whose mode
+        on `copy.deepcopy(model)` switches the copy only. A model whose every parameter is frozen
+        at the backward (`requires_grad_(False)` before it, in the loop's function or by every
+        caller) is not trained there either, nor one that the loop forwards only under `no_grad`
+        (a momentum encoder, a reference model) and hands to no code it cannot follow: the
+        backward reaches none of its parameters. So may a module whose mode
         changes nothing (a loss criterion such as `nn.CrossEntropyLoss()` or a project loss class
         without dropout/BatchNorm, a GroupNorm-only network, a library class not known to hold
         dropout or BatchNorm: the same judgement as TL302's). Alternating phases are not evaluations: a GAN
@@ -390,6 +394,74 @@ class TrainModeNotRestored(Rule):
                 optimizer.step()
             """,
             title="a frozen teacher stays in eval mode",
+        ),
+        good(
+            """
+            import torch
+            from apex import amp
+
+
+            def train_epoch(model, model_ema, loader, optimizer, alpha=0.999):
+                model.train()
+                model_ema.eval()
+                for images, _ in loader:
+                    q = model(images)
+                    with torch.no_grad():
+                        k = model_ema(images)
+                    loss = -(q * k).sum(-1).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    with torch.no_grad():
+                        for p, p_ema in zip(model.parameters(), model_ema.parameters()):
+                            p_ema.mul_(alpha).add_(p, alpha=1 - alpha)
+
+
+            def main(model, model_ema, loader, epochs):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.03)
+                model, optimizer = amp.initialize(model, optimizer)
+                optimizer_ema = torch.optim.SGD(model_ema.parameters(), lr=0)  # amp wants one; never stepped
+                model_ema, optimizer_ema = amp.initialize(model_ema, optimizer_ema)
+                for epoch in range(epochs):
+                    train_epoch(model, model_ema, loader, optimizer)
+            """,
+            title="a momentum encoder forwarded only under no_grad (an optimizer built over it for amp, never stepped)",
+        ),
+        bad(
+            """
+            import torch
+            from apex import amp
+
+
+            def train_epoch(model, model_ema, loader, optimizer, alpha=0.999):
+                model_ema.eval()
+                for images, _ in loader:
+                    q = model(images)
+                    with torch.no_grad():
+                        k = model_ema(images)
+                    loss = -(q * k).sum(-1).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    with torch.no_grad():
+                        for p, p_ema in zip(model.parameters(), model_ema.parameters()):
+                            p_ema.mul_(alpha).add_(p, alpha=1 - alpha)
+
+
+            def main(model, model_ema, loader, val_loader, epochs):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.03)
+                model, optimizer = amp.initialize(model, optimizer)
+                optimizer_ema = torch.optim.SGD(model_ema.parameters(), lr=0)  # amp wants one; never stepped
+                model_ema, optimizer_ema = amp.initialize(model_ema, optimizer_ema)
+                model.train()
+                for epoch in range(epochs):
+                    train_epoch(model, model_ema, loader, optimizer)
+                    model.module.eval()
+                    with torch.no_grad():
+                        print(sum((model(x).argmax(-1) == y).sum().item() for x, y in val_loader))
+            """,
+            line=28,
+            title="the trained model itself put in eval mode through its wrapper (`model.module`), beside the encoder",
         ),
         good(
             """

@@ -204,3 +204,18 @@ class Flow:
     forwards: list[Forward] = field(default_factory=list)
     unrestored: list[Unrestored] = field(default_factory=list)
     backwards: set = field(default_factory=set)  # backward calls of training loops this run reached
+    # per training loop: the models it forwards with grad on, those it forwards only with grad off,
+    # and those it hands (grad on) to a call whose body the run does not follow
+    grad_on: dict = field(default_factory=dict)
+    grad_off: dict = field(default_factory=dict)
+    handed: dict = field(default_factory=dict)
+
+    def untrained_in(self, loop: cst.CSTNode, key: str) -> bool:
+        """The loop forwards `key` only with grad recording off, records no forward of it (or of a
+        model holding it) with grad on, and hands neither to code it does not follow: the loop's
+        backward reaches none of its parameters, so the loop does not train it."""
+        if key not in self.grad_off.get(loop, ()):
+            return False
+        parts = key.split(".")
+        holders = {".".join(parts[:end]) for end in range(1, len(parts) + 1)}
+        return not (holders & self.grad_on.get(loop, set()) or holders & self.handed.get(loop, set()))

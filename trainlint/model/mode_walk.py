@@ -25,6 +25,10 @@ from trainlint.model.mode_state import (Abandon, CHOSEN, COND, ENTRY_FACTS, EVAL
 
 
 CONTEXTMANAGER = frozenset({"contextlib.contextmanager", "contextmanager"})
+# a module's methods that run no forward of it (its mode, its parameters, where it lives, its state)
+_NOT_FORWARDING = frozenset({"eval", "train", "parameters", "named_parameters", "buffers", "named_buffers",
+                             "state_dict", "load_state_dict", "to", "cuda", "cpu", "float", "half", "requires_grad_",
+                             "zero_grad", "apply", "modules", "children", "named_modules", "register_buffer"})
 _FORWARD_METHODS = frozenset({"forward", "generate"})
 
 # an `if` testing the mode (`if was_training:`, `if self.training:`, `if phase == "train":`)
@@ -326,7 +330,10 @@ class FunctionRun:
         if self.loop_stack and self.training.is_backward(call, scope):
             self._check_backward(call, state)
         self._record_forward(call, state, frame)
-        if target is not None and frame.depth < _MAX_INLINE_DEPTH and target.node not in frame.active:
+        followed = target is not None and frame.depth < _MAX_INLINE_DEPTH and target.node not in frame.active
+        if not followed and self.loop_stack and state.grad != frozenset({OFF}):
+            self._hand_over(call, frame)
+        if followed:
             after = self._inline(call, target, state, frame)
             if target.class_name is not None and self.index.callee(call, scope) is None:
                 after = self._own_train_mode(call, target, after, frame)
@@ -337,6 +344,20 @@ class FunctionRun:
                 return self._project_mode_effects(call, summary, state, frame)
             state = self._external_train_helper(call, name, state, frame)
         return state
+
+    def _hand_over(self, call: cst.Call, frame: Frame) -> None:
+        """Models a training loop hands, with grad on, to a call the run does not follow (a helper
+        of another file, a library function, a method of the model): that code may forward them."""
+        if self.model._key(call, frame) is not None:
+            return  # `unwrap_model(model)`, `model.to(dev)`: hands back the model itself
+        func = call.func
+        receiver = func.value if isinstance(func, cst.Attribute) else None
+        keys = {self.model._key(arg.value, frame) for arg in call.args}
+        if receiver is not None and func.attr.value not in _NOT_FORWARDING:
+            keys.add(self.model._key(receiver, frame))
+        keys.discard(None)
+        for loop, _ in self.loop_stack:
+            self.flow.handed.setdefault(loop, set()).update(keys)
 
     def _set_members(self, members, kind: str, call: cst.Call, state: State, frame: Frame) -> State:
         """A mode call that a loop runs on every member of a container (or on each model of a
@@ -509,6 +530,8 @@ class FunctionRun:
         for key, facts in state.modes.items():
             if state.frozen_by(key) is not None:
                 continue  # every parameter frozen at this backward: the loop does not train it
+            # (a loop that forwards it only under no_grad: filtered once the run is complete,
+            # ModeModel.unrestored)
             for fact in facts:
                 if fact.kind == EVAL and fact.in_training and fact.anchor is not None and self._trains(key):
                     self.flow.unrestored.append(Unrestored(fact.anchor, key, fact, call, self.loop_stack[-1][0]))
@@ -542,6 +565,9 @@ class FunctionRun:
             state = state.with_grad(frozenset({OFF}))  # `model(Variable(x, volatile=True))`: records nothing
         if self.loop_stack and state.grad == GRAD_ON:
             self.grad_forwarded.add(key)
+        for loop, _ in self.loop_stack:
+            (self.flow.grad_off if state.grad == frozenset({OFF}) else self.flow.grad_on) \
+                .setdefault(loop, set()).add(key)
         if frame.depth != 0:
             if frame.depth == 1 and self.flag_off and state.grad == frozenset({OFF}) and \
                     (facts := state.facts(key)) != ENTRY_FACTS:

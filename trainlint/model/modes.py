@@ -171,8 +171,9 @@ class ModeModel:
                         named_here.add(item.anchor)
                 if chosen[item.anchor] is flow:
                     found[item.anchor].setdefault(item.key, item)
-        return [items[k] for items in found.values() for k in sorted(items)
-                if not self._refuted_by_own_function(items[k])]
+        return [items[k] for anchor, items in found.items() for k in sorted(items)
+                if not self._refuted_by_own_function(items[k])
+                and not chosen[anchor].untrained_in(items[k].loop, items[k].key)]
 
     def _refuted_by_own_function(self, item: Unrestored) -> bool:
         """An eval that reached a helper's backward through the helper's entry state (the join of
