@@ -290,7 +290,7 @@ class GradScalerMisuse(Rule):
                 continue  # the caller may scale the loss or update the scaler
             for step in scaler_steps:
                 scaler = ctx.code_for(step.node.func.value)
-                if not unit.has(SCALER_UPDATE):
+                if not unit.has(SCALER_UPDATE) and not step.updates:
                     yield self.report(
                         step.node,
                         f"`{describe(step.node, ctx)}` without `{scaler}.update()` in the loop: the scale "

@@ -33,6 +33,8 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   `set_grad_enabled(flag)`. The grad-mode model reads them beside torch's, so an evaluation under
   `paddle.no_grad()` is known to record nothing (without them, its forward would be taken as
   recording).
+- `scaler_step`: a method of a framework's GradScaler that unscales the gradients, steps the
+  optimizer it is given and updates the scale in one call (Paddle's `scaler.minimize(opt, loss)`).
 
 Every entry names the `rules` that read it (for `trainlint explain`) and an `example`: the id of an
 `[example.<id>]` table with `title`, the `codes` its `bad` code draws and its `good` twin does not
@@ -48,7 +50,7 @@ from importlib import resources
 
 KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_context", "sync_flag", "prepare",
                    "save_state", "clip", "unscale", "unwrap", "hook", "seed", "accessor",
-                   "grad_off", "grad_on", "grad_setter"})
+                   "grad_off", "grad_on", "grad_setter", "scaler_step"})
 CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
 HOOK_STEPS = frozenset({"train", "eval", "eval_loader"})
 
