@@ -780,3 +780,31 @@ def test_what_every_caller_froze_is_frozen_in_the_helper():
             predict(model, loader)
         """
     assert ("return [net(x) for x in loader]", None) in _frozen_at_forwards(mixed)
+
+
+@pytest.mark.parametrize("encode, reported", [
+    ("with torch.no_grad():\n            k = model_ema(x)", []),
+    # the loop records a graph through it, or hands it to code the run does not follow
+    ("k = model_ema(x)", ["model_ema"]),
+    ("with torch.no_grad():\n            k = model_ema(x)\n        k = k + encode(model_ema, x)", ["model_ema"]),
+])
+def test_a_model_forwarded_only_without_grad_is_not_trained_by_the_loop(encode, reported):
+    """`model_ema` is held by an optimizer (apex wants one), so the file alone says it may be
+    trained; the loop's own forwards say its backward never reaches it."""
+    encode = encode.replace("\n", "\n        ")
+    source = f"""
+        import torch
+        from helpers import encode
+
+        def run(model, model_ema, loader, optimizer):
+            optimizer_ema = torch.optim.SGD(model_ema.parameters(), lr=0)
+            model.train()
+            for x in loader:
+                model_ema.eval()
+                q = model(x)
+                {encode}
+                optimizer.zero_grad()
+                (q * k).sum().backward()
+                optimizer.step()
+        """
+    assert [item.key for item in _model(source)[1].unrestored()] == reported
