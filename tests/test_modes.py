@@ -733,13 +733,21 @@ def _frozen_at_forwards(source: str):
     ("model.requires_grad_(False)\n    model.head.requires_grad_(True)", None),
     ("model.requires_grad_(False)\n    model = Net()", None),
     ("if frozen:\n        model.requires_grad_(False)", None),
+    # handed to code not followed here, it may come back with trainable parameters
+    ("model.requires_grad_(False)\n    inject_trainable_lora(model, r=4)", None),
+    ("model.requires_grad_(False)\n    model.add_adapter(config)", None),
+    ("model.requires_grad_(False)\n    model.fc = torch.nn.Linear(8, 2)", None),
+    ("model.requires_grad_(False)\n    print(model, model.device)\n    x0 = torch.zeros(1).to(model.device)",
+     "model.requires_grad_(False)"),
 ])
 def test_frozen_parameters_along_the_flow(freeze, frozen_by):
     freeze = freeze.replace("\n", "\n        ")  # the source's own indentation
     source = f"""
         import torch
 
-        def run(model, teacher, loader, device, frozen, freeze_all):
+        from peft_helpers import inject_trainable_lora
+
+        def run(model, teacher, loader, device, frozen, freeze_all, config):
             model.eval()
             {freeze}
             for x in loader:

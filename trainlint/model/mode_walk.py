@@ -25,6 +25,13 @@ from trainlint.model.mode_state import (Abandon, CHOSEN, COND, ENTRY_FACTS, EVAL
 
 
 CONTEXTMANAGER = frozenset({"contextlib.contextmanager", "contextmanager"})
+_INSPECTING = frozenset({"isinstance", "type", "len", "id", "repr", "str", "print", "hasattr"})
+# attributes of a torch (or Transformers) module that describe it and hold no parameter
+_MODULE_FACTS = frozenset({"device", "dtype", "config", "training"})
+# a module's methods that add no parameter and set no `requires_grad` (a frozen model stays frozen)
+_KEEPS_FLAGS = frozenset({"eval", "train", "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "state_dict",
+                          "load_state_dict", "buffers", "named_buffers", "zero_grad", "forward", "generate",
+                          "parameters", "named_parameters"})
 # a module's methods that run no forward of it (its mode, its parameters, where it lives, its state)
 _NOT_FORWARDING = frozenset({"eval", "train", "parameters", "named_parameters", "buffers", "named_buffers",
                              "state_dict", "load_state_dict", "to", "cuda", "cpu", "float", "half", "requires_grad_",
@@ -333,6 +340,8 @@ class FunctionRun:
         followed = target is not None and frame.depth < _MAX_INLINE_DEPTH and target.node not in frame.active
         if not followed and self.loop_stack and state.grad != frozenset({OFF}):
             self._hand_over(call, frame)
+        if not followed and state.frozen:
+            state = self._may_unfreeze(call, state, frame)
         if followed:
             after = self._inline(call, target, state, frame)
             if target.class_name is not None and self.index.callee(call, scope) is None:
@@ -343,6 +352,41 @@ class FunctionRun:
             if summary is not None and hasattr(summary, "mode_effect"):
                 return self._project_mode_effects(call, summary, state, frame)
             state = self._external_train_helper(call, name, state, frame)
+        return state
+
+    def _may_unfreeze(self, call: cst.Call, state: State, frame: Frame) -> State:
+        """A frozen model handed to code the run does not follow may come back with trainable
+        parameters (`inject_trainable_lora(unet)`, `unfreeze(model)`): it stays frozen only when
+        that code is a project function whose summary says it only runs or inspects that
+        argument (`FunctionSummary.run_only`), or an inspecting builtin (`print(model)`)."""
+        if self.model._key(call, frame) is not None:
+            return state  # `model.to(dev)`, `unwrap_model(model)`: the model itself
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in _INSPECTING:
+            return state
+        if isinstance(func, cst.Attribute) and func.attr.value not in _KEEPS_FLAGS:
+            key = self.model._key(func.value, frame)
+            if key is not None and state.frozen_by(key) is not None:
+                state = state.unfreeze(key)  # `unet.add_adapter(...)`: a method of its own
+        summary = None
+        positional = positional_args(call)
+        for arg in call.args:
+            value = arg.value
+            if isinstance(value, cst.Attribute) and value.attr.value in _MODULE_FACTS:
+                continue  # `x.to(unet.device)`: a fact about the model, not the model
+            key = self.model._key(value, frame)
+            if key is None or arg.star or (state.frozen_by(key) is None and not any(
+                    k.startswith(key + ".") for k in state.frozen)):
+                continue
+            if summary is None:
+                summary = self.index.summary_of(func, frame.scope) or False
+            run_only = getattr(summary, "run_only", ()) if summary else ()
+            params = getattr(summary, "params", ()) if summary else ()
+            position = next((i for i, a in enumerate(positional) if a is arg), None)
+            name = arg.keyword.value if arg.keyword is not None else \
+                params[position] if position is not None and position < len(params) else None
+            if name is None or name not in run_only:
+                state = state.unfreeze(key)
         return state
 
     def _hand_over(self, call: cst.Call, frame: Frame) -> None:
