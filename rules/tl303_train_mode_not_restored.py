@@ -12,7 +12,7 @@ from trainlint.model.mode_names import display_key
 from trainlint.model.modes import modes
 from trainlint.fixkit import block_of, dotted, line_holding, own_line
 from trainlint.rule import FixSpec, Rule, after, bad, good
-from trainlint.model.premises import premise
+from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import evaluation_premise, grad_off_site, mode_fact_premise
 
 
@@ -1333,6 +1333,16 @@ class TrainModeNotRestored(Rule):
             evidence = [mode_fact_premise(ctx, item.fact, key, item.anchor),
                         premise("the training loop runs a backward after it", item.backward, "call"),
                         premise(f"no `{key}.train()` runs between the evaluation and that backward", item.loop, "use")]
+            # what the backward trains: a forward of it with grad on in the loop, its parameters not
+            # all frozen there (a model only forwarded under no_grad, or frozen, is not reported);
+            # not required: on round 3 a forward in code the run does not follow (a model trained by
+            # `model = self.train()` inside its own `fit()`) carried a true finding
+            if item.forward is not None:
+                evidence.append(premise(f"the loop trains `{key}`: it runs forward with grad recording on here, its "
+                                        f"parameters not all frozen", item.forward, "call", required=False))
+            else:
+                evidence.append(unknown(f"the loop trains `{key}`: no forward of it with grad on is seen in the loop "
+                                        f"(it may run in code not followed)", item.loop, "use", required=False))
             yield self.report(item.anchor, self._message(ctx, item), _fix(ctx, item), evidence=evidence)
 
     @staticmethod

@@ -190,6 +190,9 @@ class Unrestored:
     fact: Fact
     backward: cst.Call
     loop: cst.CSTNode
+    # a forward of the model (or of one holding it) that the loop runs with grad on: what its
+    # backward trains (None when the run saw none: a forward in code it does not follow)
+    forward: cst.CSTNode | None = None
 
 
 class Abandon(Exception):
@@ -206,7 +209,7 @@ class Flow:
     backwards: set = field(default_factory=set)  # backward calls of training loops this run reached
     # per training loop: the models it forwards with grad on, those it forwards only with grad off,
     # and those it hands (grad on) to a call whose body the run does not follow
-    grad_on: dict = field(default_factory=dict)
+    grad_on: dict = field(default_factory=dict)  # loop -> {key: the first such forward}
     grad_off: dict = field(default_factory=dict)
     handed: dict = field(default_factory=dict)
 
@@ -218,4 +221,11 @@ class Flow:
             return False
         parts = key.split(".")
         holders = {".".join(parts[:end]) for end in range(1, len(parts) + 1)}
-        return not (holders & self.grad_on.get(loop, set()) or holders & self.handed.get(loop, set()))
+        return not (holders & self.grad_on.get(loop, {}).keys() or holders & self.handed.get(loop, set()))
+
+    def trained_through(self, loop: cst.CSTNode, key: str) -> cst.CSTNode | None:
+        """The first forward of `key`, or of a model holding it, that the loop runs with grad on."""
+        forwards = self.grad_on.get(loop, {})
+        parts = key.split(".")
+        return next((forwards[h] for end in range(len(parts), 0, -1)
+                     if (h := ".".join(parts[:end])) in forwards), None)

@@ -578,7 +578,9 @@ class FunctionRun:
             # ModeModel.unrestored)
             for fact in facts:
                 if fact.kind == EVAL and fact.in_training and fact.anchor is not None and self._trains(key):
-                    self.flow.unrestored.append(Unrestored(fact.anchor, key, fact, call, self.loop_stack[-1][0]))
+                    loop = self.loop_stack[-1][0]
+                    self.flow.unrestored.append(Unrestored(fact.anchor, key, fact, call, loop,
+                                                           self.flow.trained_through(loop, key)))
 
     def _trains(self, key: str) -> bool:
         return self.model.is_trained(key) or (
@@ -610,8 +612,10 @@ class FunctionRun:
         if self.loop_stack and state.grad == GRAD_ON:
             self.grad_forwarded.add(key)
         for loop, _ in self.loop_stack:
-            (self.flow.grad_off if state.grad == frozenset({OFF}) else self.flow.grad_on) \
-                .setdefault(loop, set()).add(key)
+            if state.grad == frozenset({OFF}):
+                self.flow.grad_off.setdefault(loop, set()).add(key)
+            else:
+                self.flow.grad_on.setdefault(loop, {}).setdefault(key, call)
         if frame.depth != 0:
             if frame.depth == 1 and self.flag_off and state.grad == frozenset({OFF}) and \
                     (facts := state.facts(key)) != ENTRY_FACTS:
