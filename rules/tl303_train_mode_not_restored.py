@@ -1335,8 +1335,8 @@ class TrainModeNotRestored(Rule):
                         premise(f"no `{key}.train()` runs between the evaluation and that backward", item.loop, "use")]
             # what the backward trains: a forward of it with grad on in the loop, its parameters not
             # all frozen there (a model only forwarded under no_grad, or frozen, is not reported);
-            # not required: on round 3 a forward in code the run does not follow (a model trained by
-            # `model = self.train()` inside its own `fit()`) carried a true finding
+            # not required: on round 3 a true finding's forward ran through an alias the run does not
+            # tie to the model (`model = self.train()`, then `model = DataParallel(model)` on a branch)
             if item.forward is not None:
                 evidence.append(premise(f"the loop trains `{key}`: it runs forward with grad recording on here, its "
                                         f"parameters not all frozen", item.forward, "call", required=False))
