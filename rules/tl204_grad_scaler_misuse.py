@@ -33,7 +33,9 @@ class GradScalerMisuse(Rule):
           anywhere in the update.
 
         A loop with both an AMP branch (`scaler.step(opt)`) and a plain branch (`opt.step()`) is not
-        flagged; neither are Accelerate or Fabric loops, which own their scaler.
+        flagged; neither are Accelerate or Fabric loops, which own their scaler. PaddlePaddle's
+        `scaler.minimize(opt, scaled_loss)` (on a `paddle.amp.GradScaler`, known from the framework
+        model) unscales, steps and updates in one call: it counts as the scaler's step and update.
         """
     why_bad = """
         `scaler.scale(loss)` multiplies the loss by the current scale (65536 at the start), so every
@@ -290,7 +292,7 @@ class GradScalerMisuse(Rule):
                 continue  # the caller may scale the loss or update the scaler
             for step in scaler_steps:
                 scaler = ctx.code_for(step.node.func.value)
-                if not unit.has(SCALER_UPDATE):
+                if not unit.has(SCALER_UPDATE) and not step.updates:
                     yield self.report(
                         step.node,
                         f"`{describe(step.node, ctx)}` without `{scaler}.update()` in the loop: the scale "

@@ -7,6 +7,7 @@ import libcst as cst
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.mode_names import display_key
+from trainlint.model.dataflow import dataflow
 from trainlint.model.mode_state import EVAL, ON
 from trainlint.model.modes import modes
 from trainlint.fixkit import line_holding, module_name, wrap_in
@@ -36,7 +37,10 @@ class EvalForwardWithGrad(Rule):
         needs gradients in eval mode (an adversarial attack, a saliency map, `autograd.grad`, a
         frozen teacher in a training step) is left alone, and so is a forward that runs once, in no
         loop, on tensors a torch factory made (`model(torch.zeros(1, 3, 224, 224))`, a warm-up or a
-        shape probe). Code written for PyTorch before 0.4 turned recording off with
+        shape probe), and so is a forward of a model whose every parameter was frozen before it
+        (`model.requires_grad_(False)`, `p.requires_grad = False` for each of
+        `model.parameters()`; not a part of it, not after the evaluation) on inputs that carry
+        no graph: nothing records. Code written for PyTorch before 0.4 turned recording off with
         `Variable(x, volatile=True)`: a forward computed from such an input records nothing and is
         left alone (a `Variable` without `volatile=True` records as before). Reported at the first
         forward of that model in the evaluation; when the forward sits in a helper that training
@@ -503,6 +507,71 @@ class EvalForwardWithGrad(Rule):
             """,
             title="grad chosen by the phase with torch.set_grad_enabled(phase == 'train')",
         ),
+        good(
+            """
+            import torch
+
+
+            def test(model, loader):
+                model.eval()
+                for name, param in model.named_parameters():
+                    param.requires_grad = False
+                return [model(images).argmax(-1) for images, _ in loader]
+            """,
+            title="every parameter of the evaluated model frozen before the evaluation: nothing records",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def test(model, loader):
+                model.eval()
+                for name, param in model.backbone.named_parameters():
+                    param.requires_grad = False
+                return [model(images).argmax(-1) for images, _ in loader]
+            """,
+            line=8,
+            fixed="""
+            import torch
+
+
+            @torch.no_grad()
+            def test(model, loader):
+                model.eval()
+                for name, param in model.backbone.named_parameters():
+                    param.requires_grad = False
+                return [model(images).argmax(-1) for images, _ in loader]
+            """,
+            title="only the backbone is frozen: the rest of the model's parameters still record a graph",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def test(model, teacher, loader):
+                model.eval()
+                teacher.requires_grad_(False)
+                predictions = [model(images).argmax(-1) for images, _ in loader]
+                model.requires_grad_(False)
+                return predictions
+            """,
+            line=7,
+            fixed="""
+            import torch
+
+
+            @torch.no_grad()
+            def test(model, teacher, loader):
+                model.eval()
+                teacher.requires_grad_(False)
+                predictions = [model(images).argmax(-1) for images, _ in loader]
+                model.requires_grad_(False)
+                return predictions
+            """,
+            title="another model frozen before the evaluation, the evaluated one only after it",
+        ),
         bad(
             """
             import torch.nn.functional as F
@@ -558,6 +627,8 @@ class EvalForwardWithGrad(Rule):
                 continue
             if _one_off_probe(ctx, forward.call):
                 continue  # a warm-up or shape probe on a made-up tensor: one graph, freed at once
+            if forward.frozen is not None and not _input_records(ctx, forward.call):
+                continue  # every parameter frozen before it, inputs that record nothing: no graph
             reported.add(group)
             in_functions.add(function.node if function else None)
             yield self._report(ctx, model, forward)
@@ -599,6 +670,13 @@ class EvalForwardWithGrad(Rule):
                 f"every batch builds an autograd graph and keeps its activations; wrap the evaluation "
                 f"in `with torch.no_grad():` or `torch.inference_mode()`"
                 + (f", or decorate `{function.name}` with `@torch.no_grad()`" if function is not None else ""))
+
+
+def _input_records(ctx, call: cst.Call) -> bool:
+    """An input of the forward is known to carry a graph (the output of another forward): with the
+    model's parameters frozen, the forward records only through such an input."""
+    flow = ctx.model(dataflow)
+    return any(flow.carries_graph(arg.value) is True for arg in call.args)
 
 
 def _one_off_probe(ctx, call) -> bool:

@@ -12,7 +12,7 @@ from trainlint.model.mode_names import display_key
 from trainlint.model.modes import modes
 from trainlint.fixkit import block_of, dotted, line_holding, own_line
 from trainlint.rule import FixSpec, Rule, after, bad, good
-from trainlint.model.premises import premise
+from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import evaluation_premise, grad_off_site, mode_fact_premise
 
 
@@ -39,7 +39,11 @@ class TrainModeNotRestored(Rule):
         (a frozen teacher, an EMA copy) may stay in eval mode: a model is untrained when the file
         builds its optimizers from the parameters of named modules and it is not among them (nor
         read with `.parameters()`, nor handed to a helper whose body is elsewhere); an `eval()`
-        on `copy.deepcopy(model)` switches the copy only. So may a module whose mode
+        on `copy.deepcopy(model)` switches the copy only. A model whose every parameter is frozen
+        at the backward (`requires_grad_(False)` before it, in the loop's function or by every
+        caller) is not trained there either, nor one that the loop forwards only under `no_grad`
+        (a momentum encoder, a reference model) and hands to no code it cannot follow: the
+        backward reaches none of its parameters. So may a module whose mode
         changes nothing (a loss criterion such as `nn.CrossEntropyLoss()` or a project loss class
         without dropout/BatchNorm, a GroupNorm-only network, a library class not known to hold
         dropout or BatchNorm: the same judgement as TL302's). Alternating phases are not evaluations: a GAN
@@ -390,6 +394,141 @@ class TrainModeNotRestored(Rule):
                 optimizer.step()
             """,
             title="a frozen teacher stays in eval mode",
+        ),
+        good(
+            """
+            import torch
+            from apex import amp
+
+
+            def train_epoch(model, model_ema, loader, optimizer, alpha=0.999):
+                model.train()
+                model_ema.eval()
+                for images, _ in loader:
+                    q = model(images)
+                    with torch.no_grad():
+                        k = model_ema(images)
+                    loss = -(q * k).sum(-1).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    with torch.no_grad():
+                        for p, p_ema in zip(model.parameters(), model_ema.parameters()):
+                            p_ema.mul_(alpha).add_(p, alpha=1 - alpha)
+
+
+            def main(model, model_ema, loader, epochs):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.03)
+                model, optimizer = amp.initialize(model, optimizer)
+                optimizer_ema = torch.optim.SGD(model_ema.parameters(), lr=0)  # amp wants one; never stepped
+                model_ema, optimizer_ema = amp.initialize(model_ema, optimizer_ema)
+                for epoch in range(epochs):
+                    train_epoch(model, model_ema, loader, optimizer)
+            """,
+            title="a momentum encoder forwarded only under no_grad (an optimizer built over it for amp, never stepped)",
+        ),
+        bad(
+            """
+            import torch
+            from apex import amp
+
+
+            def train_epoch(model, model_ema, loader, optimizer, alpha=0.999):
+                model_ema.eval()
+                for images, _ in loader:
+                    q = model(images)
+                    with torch.no_grad():
+                        k = model_ema(images)
+                    loss = -(q * k).sum(-1).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    with torch.no_grad():
+                        for p, p_ema in zip(model.parameters(), model_ema.parameters()):
+                            p_ema.mul_(alpha).add_(p, alpha=1 - alpha)
+
+
+            def main(model, model_ema, loader, val_loader, epochs):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.03)
+                model, optimizer = amp.initialize(model, optimizer)
+                optimizer_ema = torch.optim.SGD(model_ema.parameters(), lr=0)  # amp wants one; never stepped
+                model_ema, optimizer_ema = amp.initialize(model_ema, optimizer_ema)
+                model.train()
+                for epoch in range(epochs):
+                    train_epoch(model, model_ema, loader, optimizer)
+                    model.module.eval()
+                    with torch.no_grad():
+                        print(sum((model(x).argmax(-1) == y).sum().item() for x, y in val_loader))
+            """,
+            line=28,
+            title="the trained model itself put in eval mode through its wrapper (`model.module`), beside the encoder",
+        ),
+        good(
+            """
+            import torch
+
+
+            def fit_embeddings(unet, text_encoder, loader, optimizer):
+                for epoch in range(3):
+                    unet.eval()
+                    text_encoder.train()
+                    for batch in loader:
+                        loss = (unet(text_encoder(batch)) - batch).pow(2).mean()
+                        loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+
+
+            def fine_tune(unet, text_encoder, loader, optimizer):
+                unet.train()
+                for batch in loader:
+                    loss = unet(text_encoder(batch)).mean()
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+
+            def main(unet, text_encoder, loader, make_optimizer):
+                unet.requires_grad_(False)
+                fit_embeddings(unet, text_encoder, loader, make_optimizer(text_encoder))
+                unet.requires_grad_(True)
+                fine_tune(unet, text_encoder, loader, make_optimizer(unet))
+            """,
+            title="a network frozen by the caller for this phase (trained in another) stays in eval mode",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def fit_embeddings(unet, text_encoder, loader, optimizer):
+                for epoch in range(3):
+                    unet.eval()
+                    text_encoder.train()
+                    for batch in loader:
+                        loss = (unet(text_encoder(batch)) - batch).pow(2).mean()
+                        loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+
+
+            def fine_tune(unet, text_encoder, loader, optimizer):
+                unet.train()
+                for batch in loader:
+                    loss = unet(text_encoder(batch)).mean()
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+
+            def main(unet, text_encoder, loader, make_optimizer):
+                unet.encoder.requires_grad_(False)
+                fit_embeddings(unet, text_encoder, loader, make_optimizer(text_encoder, unet.decoder))
+                unet.requires_grad_(True)
+                fine_tune(unet, text_encoder, loader, make_optimizer(unet))
+            """,
+            line=6,
+            title="only a part of the network is frozen: its other parts train with dropout off",
         ),
         good(
             """
@@ -1194,6 +1333,16 @@ class TrainModeNotRestored(Rule):
             evidence = [mode_fact_premise(ctx, item.fact, key, item.anchor),
                         premise("the training loop runs a backward after it", item.backward, "call"),
                         premise(f"no `{key}.train()` runs between the evaluation and that backward", item.loop, "use")]
+            # what the backward trains: a forward of it with grad on in the loop, its parameters not
+            # all frozen there (a model only forwarded under no_grad, or frozen, is not reported);
+            # not required: on round 3 a true finding's forward ran through an alias the run does not
+            # tie to the model (`model = self.train()`, then `model = DataParallel(model)` on a branch)
+            if item.forward is not None:
+                evidence.append(premise(f"the loop trains `{key}`: it runs forward with grad recording on here, its "
+                                        f"parameters not all frozen", item.forward, "call", required=False))
+            else:
+                evidence.append(unknown(f"the loop trains `{key}`: no forward of it with grad on is seen in the loop "
+                                        f"(it may run in code not followed)", item.loop, "use", required=False))
             yield self.report(item.anchor, self._message(ctx, item), _fix(ctx, item), evidence=evidence)
 
     @staticmethod

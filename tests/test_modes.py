@@ -64,6 +64,45 @@ def test_grad_off_decorators(decorator):
     assert _forwards(source) == [("return model(x)", "model", [EVAL], [OFF])]
 
 
+@pytest.mark.parametrize("imports, wrapper", [
+    ("import paddle", "with paddle.no_grad():"),
+    ("import paddle", "with paddle.set_grad_enabled(False):"),
+    ("from paddle import no_grad", "with no_grad():"),
+    ("import oneflow as flow", "with flow.inference_mode():"),
+])
+def test_grad_off_contexts_of_torch_like_frameworks(imports, wrapper):
+    """Paddle's and OneFlow's switches (trainlint/frameworks/*.toml), by their resolved imports."""
+    source = f"""
+        {imports}
+
+        def run(model, x):
+            model.eval()
+            {wrapper}
+                return model(x)
+        """
+    assert _forwards(source) == [("return model(x)", "model", [EVAL], [OFF])]
+
+
+def test_a_framework_named_in_text_only_turns_nothing_off():
+    """`paddle.no_grad` is known by its import: a torch file whose own `no_grad` is a project
+    helper, or that only names paddle in a string, still records."""
+    source = """
+        import torch
+
+        class paddle:
+            @staticmethod
+            def no_grad():
+                return open("paddle.no_grad")
+
+        def run(model, x):
+            model.eval()
+            print("paddle.no_grad()")
+            with paddle.no_grad():
+                return model(x)
+        """
+    assert _forwards(source) == [("return model(x)", "model", [EVAL], [ON])]
+
+
 def test_enable_grad_turns_grad_back_on_and_the_context_ends():
     source = """
         import torch
@@ -772,3 +811,113 @@ def test_a_helper_after_train_mode_is_no_eval_forward():
                 return self.infer(x)
         """
     assert _helper_forwards(source) == []
+def _frozen_at_forwards(source: str):
+    """(line text of the forward, the line text of what froze it or None) per forward."""
+    ctx, model = _model(source)
+    result = []
+    for forward in model.forwards():
+        line = ctx.code_for(ctx.index.enclosing_statement(forward.call)).strip()
+        by = forward.frozen
+        result.append((line, ctx.code_for(by).strip().splitlines()[0] if by is not None else None))
+    return result
+
+
+@pytest.mark.parametrize("freeze, frozen_by", [
+    ("model.requires_grad_(False)", "model.requires_grad_(False)"),
+    ("model.eval().requires_grad_(False).to(device)", "model.eval().requires_grad_(False)"),
+    ("for p in model.parameters():\n        p.requires_grad = False", "for p in model.parameters():"),
+    ("for k, v in model.named_parameters():\n        v.requires_grad_(False)", "for k, v in model.named_parameters():"),
+    ("for p in model.parameters():\n        p.requires_grad = False\n    model = model.to(device)",
+     "for p in model.parameters():"),
+    # not every parameter, not on every path, or undone
+    ("model.backbone.requires_grad_(False)", None),
+    ("teacher.requires_grad_(False)", None),
+    ("for name, p in model.named_parameters():\n        if 'head' not in name:\n            p.requires_grad = False",
+     None),
+    ("for p in model.parameters():\n        p.requires_grad = freeze_all", None),
+    ("model.requires_grad_(False)\n    model.head.requires_grad_(True)", None),
+    ("model.requires_grad_(False)\n    model = Net()", None),
+    ("if frozen:\n        model.requires_grad_(False)", None),
+    # handed to code not followed here, it may come back with trainable parameters
+    ("model.requires_grad_(False)\n    inject_trainable_lora(model, r=4)", None),
+    ("model.requires_grad_(False)\n    model.add_adapter(config)", None),
+    ("model.requires_grad_(False)\n    model.fc = torch.nn.Linear(8, 2)", None),
+    ("model.requires_grad_(False)\n    print(model, model.device)\n    x0 = torch.zeros(1).to(model.device)",
+     "model.requires_grad_(False)"),
+])
+def test_frozen_parameters_along_the_flow(freeze, frozen_by):
+    freeze = freeze.replace("\n", "\n        ")  # the source's own indentation
+    source = f"""
+        import torch
+
+        from peft_helpers import inject_trainable_lora
+
+        def run(model, teacher, loader, device, frozen, freeze_all, config):
+            model.eval()
+            {freeze}
+            for x in loader:
+                print(model(x))
+        """
+    assert _frozen_at_forwards(source) == [("print(model(x))", frozen_by)]
+
+
+def test_a_freeze_after_the_forward_proves_nothing_there():
+    source = """
+        import torch
+
+        def run(model, loader):
+            model.eval()
+            for x in loader:
+                print(model(x))
+            model.requires_grad_(False)
+        """
+    assert _frozen_at_forwards(source) == [("print(model(x))", None)]
+
+
+def test_what_every_caller_froze_is_frozen_in_the_helper():
+    """The freeze reaches a helper through its parameter, only when every caller made it."""
+    helper = """
+        import torch
+
+        def predict(net, loader):
+            net.eval()
+            return [net(x) for x in loader]
+
+        def main(model, loader):
+            model.requires_grad_(False)
+            predict(model, loader)
+        """
+    assert ("return [net(x) for x in loader]", "model.requires_grad_(False)") in _frozen_at_forwards(helper)
+    mixed = helper + """
+        def other(model, loader):
+            predict(model, loader)
+        """
+    assert ("return [net(x) for x in loader]", None) in _frozen_at_forwards(mixed)
+
+
+@pytest.mark.parametrize("encode, reported", [
+    ("with torch.no_grad():\n            k = model_ema(x)", []),
+    # the loop records a graph through it, or hands it to code the run does not follow
+    ("k = model_ema(x)", ["model_ema"]),
+    ("with torch.no_grad():\n            k = model_ema(x)\n        k = k + encode(model_ema, x)", ["model_ema"]),
+])
+def test_a_model_forwarded_only_without_grad_is_not_trained_by_the_loop(encode, reported):
+    """`model_ema` is held by an optimizer (apex wants one), so the file alone says it may be
+    trained; the loop's own forwards say its backward never reaches it."""
+    encode = encode.replace("\n", "\n        ")
+    source = f"""
+        import torch
+        from helpers import encode
+
+        def run(model, model_ema, loader, optimizer):
+            optimizer_ema = torch.optim.SGD(model_ema.parameters(), lr=0)
+            model.train()
+            for x in loader:
+                model_ema.eval()
+                q = model(x)
+                {encode}
+                optimizer.zero_grad()
+                (q * k).sum().backward()
+                optimizer.step()
+        """
+    assert [item.key for item in _model(source)[1].unrestored()] == reported

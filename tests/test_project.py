@@ -796,3 +796,36 @@ def test_mode_effect_of_a_deep_copy_stays_with_the_copy():
     assert f["attack_deep"].mode_effect("model") is None
     assert f["attack_shallow"].mode_effect("model") == ("eval", "eval")
     assert f["attack_maybe"].mode_effect("model") == ("eval", "eval")
+
+
+def test_parameters_a_function_only_runs():
+    """`FunctionSummary.run_only`: what a helper of another file does to a model it is handed;
+    a frozen model handed to it stays frozen only when it only runs or looks at it."""
+    summary = summary_of("""
+        import torch
+
+        def predict(model, x, mode=0):
+            if isinstance(model, torch.nn.DataParallel):
+                print(model)
+            return split(model, x) if mode else model.eval()(x)
+
+        def split(model, x):
+            return torch.cat([model(part) for part in x.chunk(2)]) if len(x) > 1 else split(model, x[:1])
+
+        def inject(model, rank):
+            model.lora = torch.nn.Linear(rank, rank)
+            return model
+
+        def unfreeze(model):
+            model.requires_grad_(True)
+
+        def keep(model, store):
+            store.append(model)
+
+        def hooks(model, fn):
+            model.apply(fn)
+        """)
+    assert summary.function("predict").run_only == ("model",)  # `x` and `mode` are used otherwise
+    assert summary.function("split").run_only == ("model",)
+    for name in ("inject", "unfreeze", "keep", "hooks"):
+        assert "model" not in summary.function(name).run_only, name

@@ -81,6 +81,8 @@ class Event:
     scaled_by: str = ""
     #: nested loops (inside the unit) that enclose the event, outermost first
     loops: tuple[cst.CSTNode, ...] = ()
+    #: for SCALER_STEP: the call also updates the scale (Paddle's `scaler.minimize(opt, loss)`)
+    updates: bool = False
 
     @property
     def anchor(self) -> cst.CSTNode:
@@ -230,6 +232,11 @@ class AmpModel:
                          needs_unscale=not self_unscaling)
         if attr in frameworks.methods("unscale"):  # `accelerator.unscale_gradients()`
             return Event(UNSCALE, call, scope, subject=self.ctx.code_for(receiver))
+        if attr in frameworks.methods("scaler_step") and self.roles.of(receiver, scope) == SCALER:
+            # a framework scaler's own update: unscales, steps the optimizer it is given, updates
+            args = positional_args(call)
+            return Event(SCALER_STEP, call, scope, subject=self.ctx.code_for(args[0].value) if args else "",
+                         has_args=bool(call.args), updates=True)
         if attr not in ("step", "scale", "unscale_", "update"):
             return None
         if name is not None and self.roles.of(receiver, scope) is None:

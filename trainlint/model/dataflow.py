@@ -20,7 +20,7 @@ from trainlint.model import frameworks
 from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
                              positional_args, unpacked_position, walk_expression)
 from trainlint.model.roles import ACCELERATOR, LOADER, MODEL, roles
-from trainlint.model.grad_mode import GRAD_WORDS
+from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_SETTERS, GRAD_WORDS
 from trainlint.model.summaries import DETACH_WORDS, callable_summary
 from trainlint.model.training import training_model
 from trainlint.model.value_kinds import NUMBER_ATTRIBUTES, NUMBER_FUNCTIONS, NUMBER_METHODS, NUMBER_WORDS, is_number
@@ -48,10 +48,8 @@ NON_GRAPH_TORCH = frozenset({
 _MODEL_VERB = re.compile(r"_?(unwrap|wrap|build|create|make|get|init|setup|load|prepare|save|copy|export|convert)_", re.I)
 _LOSS_CALLEE = re.compile(r"(^|_)(criterion|criteria|crit|loss|losses|loss_?fn|loss_?func|lossfn)($|_)|loss$",
                           re.IGNORECASE)
-GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
-                      "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"})
-GRAD_ON = frozenset({"torch.enable_grad", "torch.autograd.enable_grad"})
-SET_GRAD = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
+# the grad switches, torch's and the torch-like frameworks' (one list: grad_mode.py)
+GRAD_OFF, GRAD_ON, SET_GRAD = GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_SETTERS
 # framework hooks that the framework runs with grad recording off
 # framework hooks run under no_grad (Lightning's validation_step, ...): trainlint/frameworks/*.toml
 NO_GRAD_HOOKS = frameworks.hooks("eval")

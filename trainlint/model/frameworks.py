@@ -32,6 +32,14 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
 - `accessor`: a method of a model base that hands back an object of `role` the framework built
   (a LightningModule's `self.optimizers()`, `self.lr_schedulers()`); asked of `self.<method>()` in
   a class whose base resolves to the entry's class.
+- `grad_off`, `grad_on`, `grad_setter`: a framework whose autograd works like torch's (PaddlePaddle,
+  OneFlow: `model.eval()` leaves recording on, a forward records a graph) and its own switches: a
+  context or decorator that turns recording off (`paddle.no_grad`) or on (`paddle.enable_grad`), and
+  `set_grad_enabled(flag)`. The grad-mode model reads them beside torch's, so an evaluation under
+  `paddle.no_grad()` is known to record nothing (without them, its forward would be taken as
+  recording).
+- `scaler_step`: a method of a framework's GradScaler that unscales the gradients, steps the
+  optimizer it is given and updates the scale in one call (Paddle's `scaler.minimize(opt, loss)`).
 
 Every entry names the `rules` that read it (for `trainlint explain`) and an `example`: the id of an
 `[example.<id>]` table with `title`, the `codes` its `bad` code draws and its `good` twin does not
@@ -46,7 +54,8 @@ from functools import cache
 from importlib import resources
 
 KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_context", "sync_flag", "prepare",
-                   "save_state", "clip", "unscale", "unwrap", "hook", "seed", "accessor"})
+                   "save_state", "clip", "unscale", "unwrap", "hook", "seed", "accessor",
+                   "grad_off", "grad_on", "grad_setter", "scaler_step"})
 CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
 HOOK_STEPS = frozenset({"train", "eval", "eval_loader"})
 
@@ -272,6 +281,13 @@ def window_hooks() -> dict[str, tuple[Entry, ...]]:
         if e.window_size:
             table.setdefault(e.name.rsplit(".", 1)[0], []).append(e)
     return {owner: tuple(found) for owner, found in table.items()}
+
+
+@cache
+def grad_switches(kind: str) -> frozenset[str]:
+    """Qualified names of the frameworks' grad switches of one kind ("grad_off", "grad_on",
+    "grad_setter"): `paddle.no_grad`, `oneflow.inference_mode`, `paddle.set_grad_enabled`."""
+    return frozenset(e.name for e in entries(kind))
 
 
 @cache

@@ -8,22 +8,26 @@ from __future__ import annotations
 
 import libcst as cst
 
+from trainlint.model import frameworks
 from trainlint.model.index import FunctionInfo, Scope, keyword_arg, positional_args
 from trainlint.model.mode_names import dominating_value
 from trainlint.model.mode_state import COND, Frame, OFF, ON
 
 
+# torch's, and those of the frameworks whose autograd works like torch's (`paddle.no_grad`: the data
+# in trainlint/frameworks/*.toml, kinds grad_off / grad_on / grad_setter)
 GRAD_OFF_CONTEXTS = frozenset({
     "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode",
     "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
-})
+}) | frameworks.grad_switches("grad_off")
 
 # the words a project file must hold to be read for grad-mode or module-mode effects (summaries.py)
 GRAD_WORDS = ("no_grad", "inference_mode", "set_grad_enabled", "grad_mode")
 GRAD_ON_CONTEXTS = frozenset({"torch.enable_grad", "torch.autograd.enable_grad",
-                              "torch.autograd.grad_mode.enable_grad"})
+                              "torch.autograd.grad_mode.enable_grad"}) | frameworks.grad_switches("grad_on")
 GRAD_SETTERS = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
-                          "torch.autograd.grad_mode.set_grad_enabled", "torch._C._set_grad_enabled"})
+                          "torch.autograd.grad_mode.set_grad_enabled", "torch._C._set_grad_enabled"}) | \
+    frameworks.grad_switches("grad_setter")
 
 # calls that compute gradients: a region holding one is not an evaluation
 GRAD_FUNCTIONS = frozenset({

@@ -43,13 +43,17 @@ UNKNOWN_FACTS = frozenset({Fact(UNKNOWN)})
 
 
 class State:
-    """Mode facts per model key and the grad state; immutable, compared by value."""
+    """Mode facts per model key, the grad state, and the models whose parameters are all frozen
+    (key -> the call or loop that froze them: `model.requires_grad_(False)`, `for p in
+    model.parameters(): p.requires_grad = False`); immutable, compared by value."""
 
-    __slots__ = ("modes", "grad")
+    __slots__ = ("modes", "grad", "frozen")
 
-    def __init__(self, modes: dict[str, frozenset[Fact]], grad: frozenset[str]) -> None:
+    def __init__(self, modes: dict[str, frozenset[Fact]], grad: frozenset[str],
+                 frozen: dict[str, cst.CSTNode] | None = None) -> None:
         self.modes = modes
         self.grad = grad
+        self.frozen = frozen or {}
 
     def facts(self, key: str) -> frozenset[Fact]:
         return self.modes.get(key, ENTRY_FACTS)
@@ -57,7 +61,7 @@ class State:
     def set(self, key: str, facts: frozenset[Fact]) -> "State":
         modes = dict(self.modes)
         modes[key] = facts
-        return State(modes, self.grad)
+        return State(modes, self.grad, self.frozen)
 
     def set_under(self, key: str, facts: frozenset[Fact], itself: bool) -> "State":
         """Every model under `key` (`model.bert` under `model`), and `key` itself when `itself`,
@@ -65,16 +69,44 @@ class State:
         modes = {k: facts if k.startswith(key + ".") else v for k, v in self.modes.items()}
         if itself:
             modes[key] = facts
-        return State(modes, self.grad)
+        return State(modes, self.grad, self.frozen)
 
     def with_grad(self, grad: frozenset[str]) -> "State":
-        return State(self.modes, grad)
+        return State(self.modes, grad, self.frozen)
 
     def without_prefix(self, prefix: str) -> "State":
-        return State({k: v for k, v in self.modes.items() if not k.startswith(prefix)}, self.grad)
+        return State({k: v for k, v in self.modes.items() if not k.startswith(prefix)}, self.grad,
+                     {k: v for k, v in self.frozen.items() if not k.startswith(prefix)})
+
+    # -- frozen parameters ---------------------------------------------------------------------
+    def frozen_by(self, key: str) -> cst.CSTNode | None:
+        """What froze every parameter of `key`: a freeze of `key` itself or of a model holding it
+        (`model.requires_grad_(False)` freezes `model.encoder`); None when not proven frozen."""
+        parts = key.split(".")
+        for end in range(len(parts), 0, -1):
+            found = self.frozen.get(".".join(parts[:end]))
+            if found is not None:
+                return found
+        return None
+
+    def freeze(self, key: str, node: cst.CSTNode) -> "State":
+        frozen = dict(self.frozen)
+        frozen[key] = node
+        return State(self.modes, self.grad, frozen)
+
+    def unfreeze(self, key: str) -> "State":
+        """Some parameter of `key` may record again (`key.requires_grad_(True)`, a part of it
+        unfrozen, `key` bound to another object): neither it, its parts nor a model holding it is
+        known frozen."""
+        if not self.frozen:
+            return self
+        frozen = {k: v for k, v in self.frozen.items()
+                  if not (k == key or k.startswith(key + ".") or key.startswith(k + "."))}
+        return self if len(frozen) == len(self.frozen) else State(self.modes, self.grad, frozen)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, State) and self.grad == other.grad and self.modes == other.modes
+        return isinstance(other, State) and self.grad == other.grad and self.modes == other.modes and \
+            self.frozen.keys() == other.frozen.keys()
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -87,7 +119,8 @@ def join(a: State | None, b: State | None) -> State | None:
     modes = {}
     for key in a.modes.keys() | b.modes.keys():
         modes[key] = a.facts(key) | b.facts(key)
-    return State(modes, a.grad | b.grad)
+    # frozen only when frozen on both paths
+    return State(modes, a.grad | b.grad, {k: v for k, v in a.frozen.items() if k in b.frozen})
 
 
 def join_all(states: Iterable[State | None]) -> State | None:
@@ -147,6 +180,8 @@ class Forward:
     # the helper whose body holds the model's forward, when `call` is this function's call of it
     # (skorch's `validation_step`: `self.module_.eval()`, then `self.infer(x)` runs `self.module_(x)`)
     helper: FunctionInfo | None = None
+    # the call or loop that froze every parameter of the model before this forward (None: not proven)
+    frozen: cst.CSTNode | None = None
 
 
 @dataclass(eq=False)
@@ -158,6 +193,9 @@ class Unrestored:
     fact: Fact
     backward: cst.Call
     loop: cst.CSTNode
+    # a forward of the model (or of one holding it) that the loop runs with grad on: what its
+    # backward trains (None when the run saw none: a forward in code it does not follow)
+    forward: cst.CSTNode | None = None
 
 
 class Abandon(Exception):
@@ -175,3 +213,25 @@ class Flow:
     helper_forwards: list[Forward] = field(default_factory=list)
     unrestored: list[Unrestored] = field(default_factory=list)
     backwards: set = field(default_factory=set)  # backward calls of training loops this run reached
+    # per training loop: the models it forwards with grad on, those it forwards only with grad off,
+    # and those it hands (grad on) to a call whose body the run does not follow
+    grad_on: dict = field(default_factory=dict)  # loop -> {key: the first such forward}
+    grad_off: dict = field(default_factory=dict)
+    handed: dict = field(default_factory=dict)
+
+    def untrained_in(self, loop: cst.CSTNode, key: str) -> bool:
+        """The loop forwards `key` only with grad recording off, records no forward of it (or of a
+        model holding it) with grad on, and hands neither to code it does not follow: the loop's
+        backward reaches none of its parameters, so the loop does not train it."""
+        if key not in self.grad_off.get(loop, ()):
+            return False
+        parts = key.split(".")
+        holders = {".".join(parts[:end]) for end in range(1, len(parts) + 1)}
+        return not (holders & self.grad_on.get(loop, {}).keys() or holders & self.handed.get(loop, set()))
+
+    def trained_through(self, loop: cst.CSTNode, key: str) -> cst.CSTNode | None:
+        """The first forward of `key`, or of a model holding it, that the loop runs with grad on."""
+        forwards = self.grad_on.get(loop, {})
+        parts = key.split(".")
+        return next((forwards[h] for end in range(len(parts), 0, -1)
+                     if (h := ".".join(parts[:end])) in forwards), None)

@@ -25,6 +25,17 @@ from trainlint.model.mode_state import (Abandon, CHOSEN, COND, ENTRY_FACTS, EVAL
 
 
 CONTEXTMANAGER = frozenset({"contextlib.contextmanager", "contextmanager"})
+_INSPECTING = frozenset({"isinstance", "type", "len", "id", "repr", "str", "print", "hasattr"})
+# attributes of a torch (or Transformers) module that describe it and hold no parameter
+_MODULE_FACTS = frozenset({"device", "dtype", "config", "training"})
+# a module's methods that add no parameter and set no `requires_grad` (a frozen model stays frozen)
+_KEEPS_FLAGS = frozenset({"eval", "train", "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "state_dict",
+                          "load_state_dict", "buffers", "named_buffers", "zero_grad", "forward", "generate",
+                          "parameters", "named_parameters"})
+# a module's methods that run no forward of it (its mode, its parameters, where it lives, its state)
+_NOT_FORWARDING = frozenset({"eval", "train", "parameters", "named_parameters", "buffers", "named_buffers",
+                             "state_dict", "load_state_dict", "to", "cuda", "cpu", "float", "half", "requires_grad_",
+                             "zero_grad", "apply", "modules", "children", "named_modules", "register_buffer"})
 _FORWARD_METHODS = frozenset({"forward", "generate"})
 
 # an `if` testing the mode (`if was_training:`, `if self.training:`, `if phase == "train":`)
@@ -116,10 +127,15 @@ class FunctionRun:
             key = self.model._key(target, frame)
             if key is None:
                 continue
+            source = self.model._key(value, frame)
+            if source != key:  # `model = model.to(dev)` keeps it; another object is not known frozen
+                frozen_by = state.frozen_by(source) if source is not None else None
+                state = state.unfreeze(key)
+                if frozen_by is not None:
+                    state = state.freeze(key, frozen_by)
             if isinstance(value, cst.Call) and self.model.is_module_constructor(value, frame.scope):
                 state = state.set(key, frozenset({self._fact(NEW, node, frame)}))
                 continue
-            source = self.model._key(value, frame)
             if source is not None and source != key:
                 if source in state.modes:
                     state = state.set(key, state.facts(source))
@@ -193,6 +209,8 @@ class FunctionRun:
             if training:
                 self.loop_stack.pop()
         after = self._members_switched_by(node, head, frame) if isinstance(node, cst.For) else head
+        if isinstance(node, cst.For) and after is not None:
+            after = self._parameters_frozen_by(node, after, frame)
         if node.orelse is not None:
             after = self.block(body_statements(node.orelse.body), after, frame).fall
         return Outcome(fall=join(after, outcome.brk), ret=outcome.ret)
@@ -311,10 +329,20 @@ class FunctionRun:
             key = model._key(func.value, frame) if kind is not None else None
             if key is not None:
                 return state.set(key, frozenset({self._fact(kind, call, frame)}))
+        if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and target is None:
+            key = model._key(func.value, frame)
+            if key is not None:
+                flag = _requires_grad_flag(call)
+                state = state.freeze(key, call) if flag is False else state.unfreeze(key)
         if self.loop_stack and self.training.is_backward(call, scope):
             self._check_backward(call, state)
         self._record_forward(call, state, frame)
-        if target is not None and frame.depth < _MAX_INLINE_DEPTH and target.node not in frame.active:
+        followed = target is not None and frame.depth < _MAX_INLINE_DEPTH and target.node not in frame.active
+        if not followed and self.loop_stack and state.grad != frozenset({OFF}):
+            self._hand_over(call, frame)
+        if not followed and state.frozen:
+            state = self._may_unfreeze(call, state, frame)
+        if followed:
             after = self._inline(call, target, state, frame)
             if target.class_name is not None and self.index.callee(call, scope) is None:
                 after = self._own_train_mode(call, target, after, frame)
@@ -325,6 +353,55 @@ class FunctionRun:
                 return self._project_mode_effects(call, summary, state, frame)
             state = self._external_train_helper(call, name, state, frame)
         return state
+
+    def _may_unfreeze(self, call: cst.Call, state: State, frame: Frame) -> State:
+        """A frozen model handed to code the run does not follow may come back with trainable
+        parameters (`inject_trainable_lora(unet)`, `unfreeze(model)`): it stays frozen only when
+        that code is a project function whose summary says it only runs or inspects that
+        argument (`FunctionSummary.run_only`), or an inspecting builtin (`print(model)`)."""
+        if self.model._key(call, frame) is not None:
+            return state  # `model.to(dev)`, `unwrap_model(model)`: the model itself
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in _INSPECTING:
+            return state
+        if isinstance(func, cst.Attribute) and func.attr.value not in _KEEPS_FLAGS:
+            key = self.model._key(func.value, frame)
+            if key is not None and state.frozen_by(key) is not None:
+                state = state.unfreeze(key)  # `unet.add_adapter(...)`: a method of its own
+        summary = None
+        positional = positional_args(call)
+        for arg in call.args:
+            value = arg.value
+            if isinstance(value, cst.Attribute) and value.attr.value in _MODULE_FACTS:
+                continue  # `x.to(unet.device)`: a fact about the model, not the model
+            key = self.model._key(value, frame)
+            if key is None or arg.star or (state.frozen_by(key) is None and not any(
+                    k.startswith(key + ".") for k in state.frozen)):
+                continue
+            if summary is None:
+                summary = self.index.summary_of(func, frame.scope) or False
+            run_only = getattr(summary, "run_only", ()) if summary else ()
+            params = getattr(summary, "params", ()) if summary else ()
+            position = next((i for i, a in enumerate(positional) if a is arg), None)
+            name = arg.keyword.value if arg.keyword is not None else \
+                params[position] if position is not None and position < len(params) else None
+            if name is None or name not in run_only:
+                state = state.unfreeze(key)
+        return state
+
+    def _hand_over(self, call: cst.Call, frame: Frame) -> None:
+        """Models a training loop hands, with grad on, to a call the run does not follow (a helper
+        of another file, a library function, a method of the model): that code may forward them."""
+        if self.model._key(call, frame) is not None:
+            return  # `unwrap_model(model)`, `model.to(dev)`: hands back the model itself
+        func = call.func
+        receiver = func.value if isinstance(func, cst.Attribute) else None
+        keys = {self.model._key(arg.value, frame) for arg in call.args}
+        if receiver is not None and func.attr.value not in _NOT_FORWARDING:
+            keys.add(self.model._key(receiver, frame))
+        keys.discard(None)
+        for loop, _ in self.loop_stack:
+            self.flow.handed.setdefault(loop, set()).update(keys)
 
     def _set_members(self, members, kind: str, call: cst.Call, state: State, frame: Frame) -> State:
         """A mode call that a loop runs on every member of a container (or on each model of a
@@ -355,6 +432,37 @@ class FunctionRun:
         for members, kind, node in switches:
             state = self._set_members(members, kind, node, state, frame)
         return state
+
+    def _parameters_frozen_by(self, loop: cst.For, state: State, frame: Frame) -> State:
+        """After `for p in model.parameters(): p.requires_grad = False` (or `p.requires_grad_(False)`,
+        `for name, p in model.named_parameters()`): every parameter of `model` is frozen, when the
+        body sets each one it iterates, as a statement of its own that nothing skips (no `if`
+        around it, no `continue`/`break`); any other setting of `requires_grad` in the loop may
+        unfreeze some of them."""
+        iterated = loop.iter
+        if not (isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Attribute) and
+                iterated.func.attr.value in ("parameters", "named_parameters")):
+            return state
+        key = self.model._key(iterated.func.value, frame)
+        if key is None:
+            return state
+        target = loop.target
+        if iterated.func.attr.value == "named_parameters":
+            if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
+                return state
+            target = target.elements[1].value
+        if not isinstance(target, cst.Name):
+            return state
+        flags = [_requires_grad_setting(n, target.value) for n in walk(loop.body)]
+        if not any(flag is not None for flag in flags):
+            return state
+        skippable = any(isinstance(n, (cst.Continue, cst.Break, cst.Return, cst.Raise)) for n in walk(loop.body))
+        whole = any(_requires_grad_setting(statement, target.value) is False
+                    for line in body_statements(loop.body) if isinstance(line, cst.SimpleStatementLine)
+                    for statement in line.body)
+        if whole and not skippable and all(flag in (None, False) for flag in flags):
+            return state.freeze(key, loop)
+        return state.unfreeze(key)
 
     def _mode_method(self, call: cst.Call, scope: Scope) -> FunctionInfo | None:
         """`model.train_custom()` on an instance of a class of this file (every binding of the name
@@ -464,9 +572,15 @@ class FunctionRun:
     def _check_backward(self, call: cst.Call, state: State) -> None:
         self.flow.backwards.add(call)
         for key, facts in state.modes.items():
+            if state.frozen_by(key) is not None:
+                continue  # every parameter frozen at this backward: the loop does not train it
+            # (a loop that forwards it only under no_grad: filtered once the run is complete,
+            # ModeModel.unrestored)
             for fact in facts:
                 if fact.kind == EVAL and fact.in_training and fact.anchor is not None and self._trains(key):
-                    self.flow.unrestored.append(Unrestored(fact.anchor, key, fact, call, self.loop_stack[-1][0]))
+                    loop = self.loop_stack[-1][0]
+                    self.flow.unrestored.append(Unrestored(fact.anchor, key, fact, call, loop,
+                                                           self.flow.trained_through(loop, key)))
 
     def _trains(self, key: str) -> bool:
         return self.model.is_trained(key) or (
@@ -497,6 +611,11 @@ class FunctionRun:
             state = state.with_grad(frozenset({OFF}))  # `model(Variable(x, volatile=True))`: records nothing
         if self.loop_stack and state.grad == GRAD_ON:
             self.grad_forwarded.add(key)
+        for loop, _ in self.loop_stack:
+            if state.grad == frozenset({OFF}):
+                self.flow.grad_off.setdefault(loop, set()).add(key)
+            else:
+                self.flow.grad_on.setdefault(loop, {}).setdefault(key, call)
         if frame.depth != 0:
             if frame.depth == 1 and self.flag_off and state.grad == frozenset({OFF}) and \
                     (facts := state.facts(key)) != ENTRY_FACTS:
@@ -512,7 +631,8 @@ class FunctionRun:
         facts = state.facts(key)
         if facts == ENTRY_FACTS:
             return
-        self.flow.forwards.append(Forward(call, key, frame.function, facts, state.grad, method))
+        self.flow.forwards.append(Forward(call, key, frame.function, facts, state.grad, method,
+                                          frozen=state.frozen_by(key)))
 
     def _inline(self, call: cst.Call, target: FunctionInfo, state: State, frame: Frame) -> State:
         inner = self._callee_frame(call, target, frame)
@@ -529,6 +649,32 @@ class FunctionRun:
         prefix = f"{target.qualname}@{frame.depth + 1}:"
         return Frame(target, target.scope, subst, prefix, frame.chain + (call,), frame.active | {target.node},
                      literal_flags(call, target))
+
+
+def _requires_grad_flag(call: cst.Call) -> bool | None:
+    """The flag of `x.requires_grad_(flag)`: True when omitted, None when not a literal."""
+    args = positional_args(call) or [a for a in call.args if a.keyword is not None]
+    if not args:
+        return True
+    value = args[0].value
+    return False if is_false(value) else True if is_true(value) else None
+
+
+def _requires_grad_setting(node: cst.CSTNode, name: str) -> bool | None:
+    """What `node` sets `name.requires_grad` to (`p.requires_grad = False`, `p.requires_grad_(False)`):
+    False, True (or a value not known: True), or None when it does not set it."""
+    if isinstance(node, cst.Expr):
+        node = node.value
+    if isinstance(node, cst.Assign):
+        if not any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad" and
+                   isinstance(t.target.value, cst.Name) and t.target.value.value == name for t in node.targets):
+            return None
+        return False if is_false(node.value) else True
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+            node.func.attr.value == "requires_grad_" and isinstance(node.func.value, cst.Name) and \
+            node.func.value.value == name:
+        return _requires_grad_flag(node) is not False
+    return None
 
 
 def _decorator_callee(expr: cst.BaseExpression) -> cst.BaseExpression:

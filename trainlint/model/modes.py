@@ -177,8 +177,9 @@ class ModeModel:
                         named_here.add(item.anchor)
                 if chosen[item.anchor] is flow:
                     found[item.anchor].setdefault(item.key, item)
-        return [items[k] for items in found.values() for k in sorted(items)
-                if not self._refuted_by_own_function(items[k])]
+        return [items[k] for anchor, items in found.items() for k in sorted(items)
+                if not self._refuted_by_own_function(items[k])
+                and not chosen[anchor].untrained_in(items[k].loop, items[k].key)]
 
     def _refuted_by_own_function(self, item: Unrestored) -> bool:
         """An eval that reached a helper's backward through the helper's entry state (the join of
@@ -598,7 +599,17 @@ class ModeModel:
                 if name not in modes and self.is_trained(arg_key):
                     modes[name] = frozenset({Fact(TRAINED, site.node, None, via=function_name(site.function),
                                                   in_training=True)})
-        return State(modes, before.grad)
+        # what the caller froze stays frozen, under the names the function knows it by
+        frozen: dict[str, cst.CSTNode] = {}
+        for caller_key, node in before.frozen.items():
+            passed = False
+            for name, arg_key in mapping.items():
+                if caller_key == arg_key or caller_key.startswith(arg_key + "."):
+                    frozen[name + caller_key[len(arg_key):]] = node
+                    passed = True
+            if not passed and caller_key.split(".")[0] not in local_names:
+                frozen.setdefault(caller_key, node)
+        return State(modes, before.grad, frozen)
 
     def _trains_before(self, site) -> bool:
         """The call site is inside a training loop, or after one in the same function."""

@@ -30,7 +30,7 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, 
                                    positional_args, walk)
 from trainlint.model.layers import class_verdict
 from trainlint.model.loader_use import parameter_only_drawn_from
-from trainlint.model.grad_mode import GRAD_WORDS, context_grad, decorator_grad
+from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_WORDS, context_grad, decorator_grad
 from trainlint.model.mode_names import deep_copied
 from trainlint.model.mode_state import OFF
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCALER, SCHEDULER, Roles
@@ -43,10 +43,7 @@ DETACH_WORDS = ("detach", ".item(", ".tolist(", ".numpy(", "no_grad", "inference
 SAVE_WORDS = ("save", "dump")
 MEAN_WORDS = ("mean", "mse_loss", "l1_loss")
 
-GRAD_OFF_NAMES = frozenset({
-    "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode",
-    "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
-})
+GRAD_OFF_NAMES = GRAD_OFF_CONTEXTS  # torch's and the torch-like frameworks' (grad_mode.py)
 _CONTEXTMANAGER = frozenset({"contextlib.contextmanager", "contextmanager"})
 _SAVERS = frozenset({"torch.save", "torch.serialization.save", "pickle.dump", "joblib.dump",
                      "safetensors.torch.save_file", "safetensors.torch.save_model", "save_file"})
@@ -102,6 +99,10 @@ class FunctionSummary:
     # the role of each element of the tuple it returns (`return data_set, data_loader`), when every
     # return is a tuple of that length: what `_, loader = make(...)` in another file is
     returns_at: tuple[str | None, ...] = ()
+    # parameters it only runs or looks at (`p(x)`, `p.eval()`, `isinstance(p, ...)`, handed on to
+    # functions of its file that do the same): it adds no parameter to a model handed to it and
+    # turns none of its parameters' `requires_grad` back on
+    run_only: tuple[str, ...] = ()
 
     @property
     def produces(self) -> str | None:
@@ -404,9 +405,57 @@ class _Summariser:
             returned_keys=self._returned_keys(function), equal_batches=self._equal_batches(function),
             sets_epoch=any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
                            and n.func.attr.value == "set_epoch" for n in self._own_nodes(function)),
-            drawn_params=self._drawn_params(function, params), equal_batches_by=self._equal_batches_by(function))
+            drawn_params=self._drawn_params(function, params), equal_batches_by=self._equal_batches_by(function),
+            run_only=tuple(p for p in params if self._runs_only(function, p, frozenset({node}))))
         self._memo[node] = summary
         return summary
+
+    def _runs_only(self, function: FunctionInfo, param: str, visiting: frozenset) -> bool:
+        """Every use of `param` in the function's own body runs it (`param(x)`), calls one of
+        `_RUN_ONLY_METHODS` on it, hands it to an inspecting builtin, or hands it to a function of
+        this file that does the same (a recursion counts as doing the same); any other use (rebound,
+        an attribute assigned or read, kept in a container, returned) may reach anything."""
+        if param not in {p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params,
+                                                *function.node.params.kwonly_params)}:
+            return False
+        allowed: set[int] = set()
+        for node in self._own_nodes(function):
+            if not isinstance(node, cst.Call):
+                continue
+            func = node.func
+            if isinstance(func, cst.Name) and func.value == param:
+                allowed.add(id(func))
+            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and \
+                    func.value.value == param and func.attr.value in _RUN_ONLY_METHODS:
+                allowed.add(id(func.value))
+            for position, arg in enumerate(node.args):
+                if not (isinstance(arg.value, cst.Name) and arg.value.value == param) or arg.star:
+                    continue
+                if isinstance(func, cst.Name) and func.value in _INSPECTING_BUILTINS:
+                    allowed.add(id(arg.value))
+                    continue
+                target = self.index.callee(node, function.scope)
+                if target is None:
+                    continue
+                names = [p.name.value for p in (*target.node.params.posonly_params, *target.node.params.params)]
+                if target.class_name is not None and names and names[0] in ("self", "cls"):
+                    names = names[1:]
+                name = arg.keyword.value if arg.keyword is not None else names[position] if position < len(names) \
+                    else None
+                if name is not None and (target.node in visiting or
+                                         self._runs_only(target, name, visiting | {target.node})):
+                    allowed.add(id(arg.value))
+        # names that are not uses: an attribute's name (`x.model`), a keyword (`f(model=...)`), a parameter
+        for node in walk(function.node.body):
+            if isinstance(node, cst.Attribute):
+                allowed.add(id(node.attr))
+            elif isinstance(node, cst.Arg) and node.keyword is not None:
+                allowed.add(id(node.keyword))
+            elif isinstance(node, cst.Param):
+                allowed.add(id(node.name))
+        # every use, nested functions' included (a closure may do anything with it)
+        return all(id(node) in allowed for node in walk(function.node.body)
+                   if isinstance(node, cst.Name) and node.value == param)
 
     def _equal_batches_by(self, function: FunctionInfo) -> tuple | None:
         """`FunctionSummary.equal_batches_by`: one returned loader (alone or in a returned tuple)
@@ -1041,6 +1090,13 @@ def _string(expr: cst.CSTNode | None) -> str | None:
         value = expr.evaluated_value
         return value if isinstance(value, str) else None
     return None
+
+
+# what `FunctionSummary.run_only` lets a function do with a model: run it, switch its mode, move it,
+# read its state or its parameters' values (not their flags: `parameters()` is not among them)
+_RUN_ONLY_METHODS = frozenset({"forward", "eval", "train", "to", "cuda", "cpu", "float", "half", "double",
+                               "bfloat16", "state_dict", "named_buffers", "buffers"})
+_INSPECTING_BUILTINS = frozenset({"isinstance", "type", "len", "id", "repr", "str", "print", "hasattr"})
 
 
 def _is_docstring(statement: cst.CSTNode) -> bool:
