@@ -811,6 +811,8 @@ def test_a_helper_after_train_mode_is_no_eval_forward():
                 return self.infer(x)
         """
     assert _helper_forwards(source) == []
+
+
 def _frozen_at_forwards(source: str):
     """(line text of the forward, the line text of what froze it or None) per forward."""
     ctx, model = _model(source)
