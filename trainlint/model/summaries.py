@@ -93,6 +93,10 @@ class FunctionSummary:
     # parameters it only draws batches from (`next(iter(p))`, a loop that breaks after a few
     # batches, `cycle(p)`): a loader handed to it is not gone through (`loader_use`)
     drawn_params: tuple[str, ...] = ()
+    # parameters a training loop of its own iterates (`for x, y in loader:` whose body runs a
+    # backward and an optimizer step): a loader handed there feeds the training, one handed to
+    # another parameter (the validation loader beside it) does not
+    trains_over: tuple[str, ...] = ()
     # what it returns makes batches of one size depending on an argument: (parameter, ((constant,
     # equal), ...), equal otherwise or None, the parameter's default as a constant or None). From
     # `if flag == "test": drop_last = False ... else: drop_last = True` before `DataLoader(...,
@@ -404,7 +408,8 @@ class _Summariser:
             returned_keys=self._returned_keys(function), equal_batches=self._equal_batches(function),
             sets_epoch=any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
                            and n.func.attr.value == "set_epoch" for n in self._own_nodes(function)),
-            drawn_params=self._drawn_params(function, params), equal_batches_by=self._equal_batches_by(function))
+            drawn_params=self._drawn_params(function, params), equal_batches_by=self._equal_batches_by(function),
+            trains_over=trained_params(function, params, self._own_nodes(function)))
         self._memo[node] = summary
         return summary
 
@@ -823,6 +828,38 @@ class _Summariser:
             if isinstance(summary, ClassSummary) and summary.role:
                 return summary.role
         return OTHER
+
+
+_ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip", "islice", "Prefetcher"})
+
+
+def trained_params(function: FunctionInfo, params, own: list[cst.CSTNode]) -> tuple[str, ...]:
+    """The parameters a `for` loop of `function` iterates (through `enumerate`/`tqdm`/`zip`)
+    whose body calls `backward` and `step`: what a training loop there goes through."""
+    found = []
+    for node in own:
+        if type(node) is not cst.For:
+            continue
+        methods = {c.func.attr.value for c in walk(node.body)
+                   if isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute)}
+        if not {"backward", "step"} <= methods:
+            continue
+        for name in iterated_names(node.iter):
+            if name in params and name not in found:
+                found.append(name)
+    return tuple(found)
+
+
+def iterated_names(expr: cst.BaseExpression) -> list[str]:
+    """The names a loop's iterable goes through: `loader` of `enumerate(tqdm(loader))`, both of `zip(a, b)`."""
+    if isinstance(expr, cst.Name):
+        return [expr.value]
+    if isinstance(expr, cst.Call):
+        func = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else \
+            expr.func.value if isinstance(expr.func, cst.Name) else None
+        if func in _ITERATION_WRAPPERS:
+            return [name for arg in positional_args(expr) for name in iterated_names(arg.value)]
+    return []
 
 
 def constant_text(expr: cst.BaseExpression | None) -> str | None:
