@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from trainlint.model.index import CallSite, Scope, walk_scope  # noqa: F401 - checkpoint modules import walk_scope from here
+from trainlint.model.premises import Premise  # noqa: F401 - in an annotation
 from trainlint.model.roles import OPTIMIZER, SCALER, SCHEDULER
 
 
@@ -67,6 +68,8 @@ class ResumeSave:
     kinds: set[str]
     available: dict[str, list[str]]
     missing: dict[str, list[str]]
+    # for a checkpoint of the weights alone: that a resume reads it back (proven or unknown)
+    read_back: "Premise | None" = None
 
 
 @dataclass(eq=False)

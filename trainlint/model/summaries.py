@@ -33,6 +33,7 @@ from trainlint.model.loader_use import parameter_only_drawn_from
 from trainlint.model.grad_mode import GRAD_WORDS, context_grad, decorator_grad
 from trainlint.model.mode_names import deep_copied
 from trainlint.model.mode_state import OFF
+from trainlint.model.path_literals import load_literals
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCALER, SCHEDULER, Roles
 from trainlint.model.value_kinds import is_number
 
@@ -236,6 +237,7 @@ class FileSummary:
         self._classes: dict[str, cst.ClassDef] = {}
         self._constructions: dict[str, list[Construction]] = {}
         self._calls: dict[str, list[CallArguments]] = {}
+        self._loaded: frozenset[str] | None = None
         if index is None:
             return
         for name, bindings in index.module_scope.bindings.items():
@@ -251,6 +253,13 @@ class FileSummary:
     @property
     def index(self) -> FileIndex | None:
         return self._summariser.index if self._summariser is not None else None
+
+    @property
+    def loaded_files(self) -> frozenset[str]:
+        """The file names the file's `torch.load` calls spell out (`path_literals`)."""
+        if self._loaded is None:
+            self._loaded = load_literals(self.index) if self.index is not None else frozenset()
+        return self._loaded
 
     def function(self, name: str) -> FunctionSummary | None:
         found = self._functions.get(name)
