@@ -104,6 +104,10 @@ class FunctionSummary:
     # drop_last=drop_last)`, or `DataLoader(..., drop_last=drop_last)` with `drop_last=True` a
     # parameter; or a helper that passes its parameter on to one (`equal_batches_for` reads it)
     equal_batches_by: tuple | None = None
+    # the condition (as text) that chooses between `drop_last = True` and `drop_last = False` before
+    # the returned loader is built, when it is none of its parameters (`if args.data == "m4":`): a
+    # configuration the caller's code does not show, so whether its last batch is short is unknown
+    drop_last_chosen_by: str | None = None
     # the role of each element of the tuple it returns (`return data_set, data_loader`), when every
     # return is a tuple of that length: what `_, loader = make(...)` in another file is
     returns_at: tuple[str | None, ...] = ()
@@ -418,7 +422,8 @@ class _Summariser:
             sets_epoch=any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
                            and n.func.attr.value == "set_epoch" for n in self._own_nodes(function)),
             drawn_params=self._drawn_params(function, params), equal_batches_by=self._equal_batches_by(function),
-            trains_over=trained_params(function, params, self._own_nodes(function)))
+            trains_over=trained_params(function, params, self._own_nodes(function)),
+            drop_last_chosen_by=self._drop_last_chosen_by(function))
         self._memo[node] = summary
         return summary
 
@@ -458,6 +463,41 @@ class _Summariser:
                     if isinstance(argument, cst.Name) and any(
                             p.name.value == argument.value for p in function.node.params.params):
                         return (argument.value, *inner.equal_batches_by[1:3], None)
+        return None
+
+    def _drop_last_chosen_by(self, function: FunctionInfo) -> str | None:
+        """`FunctionSummary.drop_last_chosen_by`: the returned loader's `drop_last=<name>` is bound
+        only to `True` and `False` literals, both, and `equal_batches_by` cannot say by which
+        parameter: the test of the `if` around a `False` binding that reads no parameter."""
+        returns = self._returns_of(function)
+        if len(returns) != 1:
+            return None
+        value = returns[0]
+        for name in [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]:
+            call = name
+            if isinstance(name, cst.Name):
+                bindings = function.scope.lookup(name.value)
+                call = bindings[0].value if len(bindings) == 1 and bindings[0].kind == "assign" else None
+            if not (isinstance(call, cst.Call) and
+                    (self.index.resolve(call.func, function.scope) or "").rsplit(".", 1)[-1] == "DataLoader"):
+                continue
+            drop = keyword_value(call, "drop_last")
+            if not isinstance(drop, cst.Name) or _drop_last_by(function, drop) is not None:
+                return None
+            bindings = function.scope.lookup(drop.value)
+            values = {b.value.value if b.kind == "assign" and isinstance(b.value, cst.Name) else None for b in bindings}
+            if values != {"True", "False"}:
+                return None
+            params = set(_param_names(function))
+            for binding in bindings:
+                if binding.value.value != "False":
+                    continue
+                test = next((n.test for n in _path_up(function, binding.node) if isinstance(n, cst.If)), None)
+                if test is not None and not any(isinstance(n, cst.Name) and n.value in params and
+                                                not isinstance(self.index.parent(n), cst.Attribute)
+                                                for n in walk(test)):
+                    return " ".join(cst.Module([]).code_for_node(test).split())
+            return None
         return None
 
     def _drawn_params(self, function: FunctionInfo, params: list[str]) -> tuple[str, ...]:
