@@ -64,7 +64,9 @@ class MeanOfBatchMeans(Rule):
         `loss.item() * x.size(0)` divided by `len(loader.dataset)`), on running averages weighted
         by batch size (`AverageMeter.update(val, n)`), on running displays inside the loop, and
         when the loader is built with `drop_last=True` or `batch_size=1` (in the same file, or by a
-        project function, in another file too, or with keyword arguments one returns; also
+        project function, in another file too, or with keyword arguments one returns; a name one
+        step away counts: a variable bound to `True`, a parameter every call leaves at a default of
+        `True`, `**options` of a dict literal; also
         through `accelerator.prepare`, whose loaders keep the batches of those they wrap): every
         batch then has the same size and the mean of means is exact. When the project function
         turns `drop_last` off only under a configuration value (`if args.data == "m4":`) rather
@@ -274,6 +276,66 @@ class MeanOfBatchMeans(Rule):
                 return np.average(total_loss)
             """,
             title="a prepared loader keeps the `drop_last=True` of the one it wraps",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            @torch.no_grad()
+            def evaluate(model, dataset, criterion, drop_last=True):
+                options = {"batch_size": 64, "shuffle": False}
+                loader = DataLoader(dataset, drop_last=drop_last, **options)
+                total = 0.0
+                for x, y in loader:
+                    total += criterion(model(x), y).item()
+                return total / len(loader)
+
+
+            def report(model, val_set, criterion):
+                return evaluate(model, val_set, criterion)
+            """,
+            title="`drop_last` is a parameter that every call leaves at its default of `True`",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            @torch.no_grad()
+            def evaluate(model, dataset, criterion, drop_last=True):
+                options = {"batch_size": 64, "shuffle": False}
+                loader = DataLoader(dataset, drop_last=drop_last, **options)
+                total = 0.0
+                for x, y in loader:
+                    total += criterion(model(x), y).item()
+                return total / len(loader)
+
+
+            def report(model, val_set, criterion):
+                return evaluate(model, val_set, criterion, drop_last=False)
+            """,
+            line=12,
+            title="the same parameter, but its one call passes `False`",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            @torch.no_grad()
+            def evaluate(model, dataset, criterion):
+                options = {"batch_size": 64, "shuffle": False, "drop_last": True}
+                loader = DataLoader(dataset, **options)
+                total = 0.0
+                for x, y in loader:
+                    total += criterion(model(x), y).item()
+                return total / len(loader)
+            """,
+            title="`drop_last=True` from a dict of options built beside the loader",
         ),
         good(
             """
@@ -732,7 +794,11 @@ def _equal_batches(flow, loader, depth: int = 0) -> bool:
         if equal_batch_arguments(call):
             return True
         scope = flow.scope_of(call)
-        return any(a.star == "**" and isinstance(a.value, cst.Call) and _factory_equal_batches(flow, a.value, scope)
+        drop = keyword_value(call, "drop_last")
+        if drop is not None and _is_true(flow, drop, scope):
+            return True
+        return any(a.star == "**" and (isinstance(a.value, cst.Call) and _factory_equal_batches(flow, a.value, scope)
+                                       or _dict_drops_last(flow, a.value, scope))
                    for a in call.args)
     if isinstance(loader, cst.Name) and depth < 3:
         binding = flow.reaching(loader)
@@ -750,6 +816,46 @@ def _equal_batches(flow, loader, depth: int = 0) -> bool:
             return bool(arguments) and all(a is not None and _equal_batches(flow, a, depth + 1) for a in arguments)
     built = _built_by(flow, loader)
     return built is not None and _factory_equal_batches(flow, built, flow.scope_of(built))
+
+
+def _is_true(flow, expr, scope, depth: int = 0) -> bool:
+    """`expr` is `True` one step away: a name bound once to it, or a parameter left at a default of
+    `True` (or passed `True`) by every call of its function in the file."""
+    if isinstance(expr, cst.Name) and expr.value == "True":
+        return True
+    if not isinstance(expr, cst.Name) or depth > 1:
+        return False
+    bindings = scope.lookup(expr.value)
+    if len(bindings) != 1:
+        return False
+    binding = bindings[0]
+    if binding.kind == "assign" and binding.value is not None:
+        return _is_true(flow, binding.value, scope, depth + 1)
+    if binding.kind != "param":
+        return False
+    function = flow.index.function_at(binding.node)
+    param = binding.node if isinstance(binding.node, cst.Param) else None
+    if function is None or param is None:
+        return False
+    passed = [flow.index.argument_for(site.node, function, expr.value) for site in flow.index.callers(function)]
+    values = [value if value is not None else param.default for value in passed] or [param.default]
+    return all(isinstance(value, cst.Name) and value.value == "True" for value in values)
+
+
+def _dict_drops_last(flow, expr, scope) -> bool:
+    """`**options` with `options = {"batch_size": 64, "drop_last": True}` (or `dict(drop_last=True)`)."""
+    if not isinstance(expr, cst.Name):
+        return False
+    bindings = scope.lookup(expr.value)
+    value = bindings[0].value if len(bindings) == 1 and bindings[0].kind == "assign" else None
+    if isinstance(value, cst.Dict):
+        return any(isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
+                   and e.key.evaluated_value == "drop_last" and _is_true(flow, e.value, scope, 1)
+                   for e in value.elements)
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict":
+        drop = keyword_value(value, "drop_last")
+        return drop is not None and _is_true(flow, drop, scope, 1)
+    return False
 
 
 def _built_by(flow, loader) -> cst.Call | None:
