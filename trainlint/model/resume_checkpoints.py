@@ -191,23 +191,18 @@ class ResumeCheckpoints:
         if value is not None:
             written.add(self.text(value))
         names = path_literals(save.dest, save.scope)
-        saved_keys = set(content.keys()) if content is not None else set()
-        for site in self.loads:
-            args = positional_args(site.node)
-            if not args or site.node is save.node:
-                continue
-            shared = names & path_literals(args[0].value, site.scope)
-            if self._load_sources(site) & written or shared:
-                what = f"`{sorted(shared)[0]}`" if shared else f"`{self.text(save.dest)[:60]}`"
-                return premise(f"a load of this file reads {what} back: a resume reads this checkpoint",
-                               site.node, "use")
-            name = self._loaded_name(site)
-            if saved_keys and name is not None and self._training_follows(site.node):
-                body = site.function.node if site.function is not None else self.index.module
-                if saved_keys <= self._uses_of_checkpoint(name, body, site.scope)[3]:
-                    return premise(f"a load of this file reads every key this save writes "
-                                   f"({', '.join(sorted(saved_keys))}) and training goes on after it",
-                                   site.node, "use")
+        saved_keys = frozenset(content.keys()) if content is not None else frozenset()
+        shown = save.dest if save.dest is not None else save.node
+        # the file's loads, from any of its definitions (a file fact: the language server checks
+        # an edited definition with the rest's values)
+        for sources, literals, keys, trains_after, load in file_facts.values(self.ctx, "checkpoints.resume_reads"):
+            if sources & written or names & literals:
+                what = f"`{sorted(names & literals)[0]}`" if names & literals else f"`{self.text(save.dest)[:60]}`"
+                return premise(f"a load of this file (`{load}`) reads {what} back: a resume reads this checkpoint",
+                               shown, "use")
+            if saved_keys and trains_after and saved_keys <= keys:
+                return premise(f"a load of this file (`{load}`) reads every key this save writes "
+                               f"({', '.join(sorted(saved_keys))}) and training goes on after it", shown, "use")
         function = save.site.function
         linker = self.index.linker
         if names and function is not None and function.class_name is None and linker is not None \
@@ -439,27 +434,25 @@ class ResumeCheckpoints:
         if counter is not None:
             return premise(f"the load restores the run's counter (`{self.text(counter)}`): training goes on "
                            "where the checkpoint stopped", counter, "use")
-        written = self._written_by(site)
-        if written is not None:
-            return premise("the load reads the file a save of this file writes: the run's own checkpoint",
-                           written, "use")
         args = positional_args(site.node)
         path = args[0].value if args else site.node
+        written = self._written_by(site)
+        if written is not None:
+            return premise(f"the load reads the file a save of this file writes (`{written}`): the run's own "
+                           "checkpoint", path, "use")
         return unknown(f"the load continues this run: only the name of its path (`{self.text(path)[:60]}`) says "
                        "so, and nothing it restores is training state", path, "use")
 
-    def _written_by(self, site: CallSite) -> cst.CSTNode | None:
-        """The save of this file that writes what the load reads (the same path text)."""
+    def _written_by(self, site: CallSite) -> str | None:
+        """The code of a save of this file (in any of its definitions) that writes what the load
+        reads (the same path text)."""
         sources = self._load_sources(site)
         if not sources:
             return None
         if self._written is None:  # once per file: every load asks
             self._written = {}
-            for save in self.saves:
-                if save.dest is not None:
-                    value = self.value_of(save.dest, save.scope, at=save.node)
-                    for text in (self.text(save.dest), self.text(value) if value is not None else ""):
-                        self._written.setdefault(text, save.node)
+            for text, save in file_facts.values(self.ctx, "checkpoints.written_paths"):
+                self._written.setdefault(text, save)
         return next((self._written[source] for source in sorted(sources) if source in self._written), None)
 
     def _restored_counter(self, name: str, body: cst.CSTNode, scope: Scope) -> cst.CSTNode | None:
