@@ -211,7 +211,6 @@ class ResumeCheckpoints:
             if shared:
                 return premise(f"a file that calls `{function.name}` loads `{sorted(shared)[0]}`, the file it "
                                "writes: a resume reads this checkpoint", save.dest, "use")
-        shown = save.dest if save.dest is not None else save.node
         return unknown("a resume reads this file back: only its name says so (no load of the project reads "
                        "it; a weights file such as a best-model export is not read to resume)", shown, "use")
 
