@@ -456,7 +456,14 @@ class ResumeCheckpoints:
 
     def _restored_counter(self, name: str, body: cst.CSTNode, scope: Scope) -> cst.CSTNode | None:
         """A step/epoch key of the loaded checkpoint whose value is kept (`start_epoch =
-        ckpt["epoch"] + 1`, `return ckpt["iter"]`), not only printed or formatted."""
+        ckpt["epoch"] + 1`, `return ckpt["iter"]`), not only printed or formatted. The same for
+        every load into `name` there: answered once (a script may load into `ckpt` hundreds of times)."""
+        memo = (body, id(scope), name)
+        if memo not in self._counters:
+            self._counters[memo] = self._kept_counter(name, body, scope)
+        return self._counters[memo]
+
+    def _kept_counter(self, name: str, body: cst.CSTNode, scope: Scope) -> cst.CSTNode | None:
         table = self._checkpoint_uses(body, scope)
         reads = [node for node in table.subscripts.get(name, ())
                  if isinstance(node.slice[0].slice, cst.Index)
