@@ -33,7 +33,12 @@ class IncompleteResumeCheckpoint(Rule):
     what_it_does = """
         Flags a `torch.save` of a checkpoint meant for resuming that omits state the surrounding code
         has. A checkpoint is meant for resuming when it holds model state and optimizer state or a
-        step/epoch counter, or when its name says so (last, latest, resume, checkpoint, ckpt). The
+        step/epoch counter. One of the weights alone whose file name says it is one (last, latest,
+        resume, checkpoint, ckpt) must be shown to be read back by a resume: a load of this file reads
+        the same path (or a file name the two paths spell alike, `"last.pth"`), or every key the
+        saved dict has before training goes on, or a file that calls the saving function loads that
+        file name. A best-model export that nothing reads back is no resume point, whatever its
+        name (such a finding is unproven: `--include-unproven`). The
         state the code has is what the saving function can reach: its own names and parameters, the
         module's, the attributes of its class, and the local names of same-file callers of a save
         helper. Optimizers, LR schedulers and GradScalers are known by what built them
@@ -51,6 +56,10 @@ class IncompleteResumeCheckpoint(Rule):
         Also flags the load side: a `torch.load` of a resumable checkpoint (one the same file saves
         with optimizer state, or one whose step/epoch the code reads back) after which only the model
         is restored while an optimizer (or a scheduler or scaler the checkpoint holds) is in reach.
+        The load must continue this run: it keeps the checkpoint's step/epoch (assigned or returned,
+        not only printed) or reads the file a save of this file writes. A fresh model initialised
+        from another run's file (a pretrained backbone for fine-tuning or a linear evaluation) is
+        not a resume, however its path is called (`args.checkpoint`): unproven, not reported by default.
         A load that only feeds an evaluation is not a resume: no training runs after it in its
         function, and a model is put in `eval()` (or a `no_grad` block runs) after it.
 
@@ -346,10 +355,14 @@ class IncompleteResumeCheckpoint(Rule):
         ),
         bad(
             """
+            import os
+
             import torch
 
             net = Net()
             opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+            if os.path.exists("latest.ckpt"):
+                net.load_state_dict(torch.load("latest.ckpt", weights_only=True))
             for epoch in range(90):
                 for x, y in loader:
                     loss = torch.nn.functional.cross_entropy(net(x), y)
@@ -358,8 +371,8 @@ class IncompleteResumeCheckpoint(Rule):
                     opt.step()
                 torch.save(net.state_dict(), "latest.ckpt")
             """,
-            line=11,
-            title="the weights alone, after every epoch, to the file a restart would read",
+            line=15,
+            title="the weights alone, after every epoch, to the file a restart reads",
         ),
         bad(
             """
@@ -375,6 +388,8 @@ class IncompleteResumeCheckpoint(Rule):
 
             model = Net()
             opt = torch.optim.Adam(model.parameters())
+            if args.resume:
+                model.load_state_dict(torch.load("round.ckpt", weights_only=True))
             for r in range(rounds):
                 train_round(model, opt, loader)
             """,
@@ -392,9 +407,13 @@ class IncompleteResumeCheckpoint(Rule):
                     loss.backward()
                     opt.step()
                 torch.save(model.state_dict(), f"{out_dir}/last.ckpt")
+
+            def resume(model, out_dir):
+                model.load_state_dict(torch.load(f"{out_dir}/last.ckpt", weights_only=True))
             """,
             line=9,
-            title="saved after the epoch's loop by a function other files call, perhaps every epoch",
+            title="saved after the epoch's loop by a function other files call, perhaps every epoch, "
+                  "and read back by a resume",
         ),
         good(
             """
@@ -413,6 +432,59 @@ class IncompleteResumeCheckpoint(Rule):
             torch.save(net.state_dict(), "net.ckpt")
             """,
             title="the weights saved once, after the last epoch: nothing resumes from them",
+        ),
+        good(
+            """
+            import os
+
+            import torch
+
+            def save_model(args, model):
+                torch.save(model.state_dict(), os.path.join(args.output_dir, f"{args.name}_checkpoint.bin"))
+
+            def train(args, model, opt, loader, evaluate):
+                best_acc = 0.0
+                for epoch in range(args.epochs):
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    accuracy = evaluate(model)
+                    if accuracy > best_acc:
+                        save_model(args, model)
+                        best_acc = accuracy
+            """,
+            title="the best model's weights, written every time it improves: no load of the project reads "
+                  "the file back, whatever its name",
+        ),
+        bad(
+            """
+            import torch
+
+            def train(model, opt, loader):
+                for x, y in loader:
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+
+            if __name__ == "__main__":
+                args = parse_args()
+                ckpt = {}
+                if args.ckpt is not None:
+                    ckpt = torch.load(args.ckpt, weights_only=False)
+                    args = ckpt["args"]
+                model = Net(args)
+                if "model" in ckpt:
+                    model.load_state_dict(ckpt["model"])
+                opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+                for i in range(args.epochs):
+                    train(model, opt, loader)
+                    torch.save({"model": model.state_dict(), "args": args}, f"checkpoint/net_{i + 1:03d}.pt")
+            """,
+            line=22,
+            title="the load reads back every key the save writes, and the epochs go on after it",
         ),
         good(
             """
@@ -613,13 +685,13 @@ class IncompleteResumeCheckpoint(Rule):
             import torch
 
             def resume_from(cfg, net):
-                ckpt = torch.load(cfg.resume_path, map_location="cpu", weights_only=True)
+                ckpt = torch.load(os.path.join(cfg.out_dir, "last.pth"), map_location="cpu", weights_only=True)
                 net.load_state_dict(ckpt["model"])
 
             def save_state(cfg, epoch, net, opt, sched):
                 torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(),
                             "lr_scheduler": sched.state_dict(), "epoch": epoch},
-                           os.path.join(cfg.out_dir, f"epoch_{epoch}.pth"))
+                           os.path.join(cfg.out_dir, "last.pth"))
 
             def main(cfg, net, loader):
                 opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr)
@@ -632,7 +704,28 @@ class IncompleteResumeCheckpoint(Rule):
                     save_state(cfg, epoch, net, opt, sched)
             """,
             line=5,
-            title="a resume that takes only the weights of the run's own checkpoint",
+            title="a resume that takes only the weights of the run's own checkpoint (the file `save_state` writes)",
+        ),
+        good(
+            """
+            import torch
+
+            def main(args, encoder, classifier, loader):
+                ckpt = torch.load(args.resume, map_location="cpu", weights_only=True)
+                encoder.load_state_dict(ckpt["model"])
+                print("loaded the encoder trained for", ckpt["epoch"], "epochs")
+                opt = torch.optim.SGD(classifier.parameters(), lr=0.1, momentum=0.9)
+                for epoch in range(args.epochs):
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(classifier(encoder(x)), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    torch.save({"model": classifier.state_dict(), "optimizer": opt.state_dict(),
+                                "epoch": epoch}, f"classifier_{epoch}.pth")
+            """,
+            title="a linear evaluation starts from a pretrained encoder: its epoch is only printed, and the "
+                  "path is no file this script writes",
         ),
         bad(
             """
@@ -779,10 +872,11 @@ class IncompleteResumeCheckpoint(Rule):
                 resume.save.node,
                 f"{what} leaves out {_missing_text(resume.missing)}: after a resume {consequences}; {fix}",
                 evidence=[held,
+                          *([resume.read_back] if resume.read_back is not None else []),
                           *(state_premise(ctx, resume.save.scope, kind, labels[0], resume.save.node)
                             for kind, labels in resume.missing.items() if labels)],
             )
-        for site, missing, _ in model.partial_restores():
+        for site, missing, _, resume in model.partial_restores():
             names = ", ".join(quoted_state(name) for _, name in missing)
             what = "restores only the model" if missing[0][0] == "optimizer" else "restores the model"
             yield self.report(
@@ -792,5 +886,6 @@ class IncompleteResumeCheckpoint(Rule):
                 + "; ".join(_CONSEQUENCE[kind] for kind, _ in missing),
                 evidence=[premise("this load reads a training checkpoint and restores the model from it", site.node,
                                   "call"),
+                          resume,
                           *(state_premise(ctx, site.scope, kind, label, site.node) for kind, label in missing)],
             )

@@ -45,7 +45,9 @@ class GraphKeptAcrossIterations(Rule):
         comparisons, on an accumulator reset inside the iteration, and on accumulators that are
         meant to carry the graph: a sum or list of losses that is backpropagated afterwards
         (`total = total + loss_i` then `total.backward()`, `torch.stack(losses).mean().backward()`)
-        or returned to a caller that does so. A state is a name the assignment rebinds
+        or returned to a caller that does so, or handed to (or read as the same global or `self.`
+        attribute by) a same-file function this one calls whose backward it feeds (an episode's
+        actor-critic update that sums the kept values and log-probabilities into its loss). A state is a name the assignment rebinds
         (`pipeline.unet = accelerator.unwrap_model(unet)` stores a module, it feeds nothing back),
         and calls named for what they do to a model (`unwrap_model`, `get_model`) run no forward.
         """
@@ -526,6 +528,90 @@ class GraphKeptAcrossIterations(Rule):
             """
             import torch
 
+            def update(rewards, gamma=0.99):
+                returns, value_losses, policy_losses, running = [], [], [], 0.0
+                for r in reversed(rewards):
+                    running = r + gamma * running
+                    returns.insert(0, running)
+                for log_prob, value, ret in zip(actor.saved_log_probs, critic.saved_values, returns):
+                    advantage = ret - value.item()
+                    policy_losses.append(-log_prob * advantage)
+                    value_losses.append(torch.nn.functional.smooth_l1_loss(value, torch.tensor([ret])))
+                optimizer.zero_grad()
+                (torch.stack(policy_losses).sum() + torch.stack(value_losses).sum()).backward()
+                optimizer.step()
+                del actor.saved_log_probs[:]
+                del critic.saved_values[:]
+
+            def train(env, episodes):
+                for episode in range(episodes):
+                    state, done, rewards = env.reset(), False, []
+                    while not done:
+                        probs = actor(torch.as_tensor(state))
+                        dist = torch.distributions.Categorical(probs)
+                        action = dist.sample()
+                        actor.saved_log_probs.append(dist.log_prob(action))
+                        critic.saved_values.append(critic(torch.as_tensor(state)))
+                        state, reward, done, _ = env.step(action.item())
+                        rewards.append(reward)
+                    update(rewards)
+            """,
+            title="actor-critic: the step's values and log-probabilities are kept for the episode's update, "
+                  "which backpropagates and clears them",
+        ),
+        bad(
+            """
+            import torch
+
+            def report(rewards):
+                print(sum(rewards), torch.stack(critic.saved_values).mean().item())
+                del critic.saved_values[:]
+
+            def train(env, episodes):
+                for episode in range(episodes):
+                    state, done, rewards = env.reset(), False, []
+                    while not done:
+                        probs = actor(torch.as_tensor(state))
+                        action = torch.distributions.Categorical(probs).sample()
+                        critic.saved_values.append(critic(torch.as_tensor(state)))
+                        loss = -torch.log(probs[action])
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                        state, reward, done, _ = env.step(action.item())
+                        rewards.append(reward)
+                    report(rewards)
+            """,
+            line=13,
+            fixed="""
+            import torch
+
+            def report(rewards):
+                print(sum(rewards), torch.stack(critic.saved_values).mean().item())
+                del critic.saved_values[:]
+
+            def train(env, episodes):
+                for episode in range(episodes):
+                    state, done, rewards = env.reset(), False, []
+                    while not done:
+                        probs = actor(torch.as_tensor(state))
+                        action = torch.distributions.Categorical(probs).sample()
+                        critic.saved_values.append(critic(torch.as_tensor(state)).detach())
+                        loss = -torch.log(probs[action])
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                        state, reward, done, _ = env.step(action.item())
+                        rewards.append(reward)
+                    report(rewards)
+            """,
+            title="the critic's values kept for the episode's report, which only prints them: never "
+                  "backpropagated",
+        ),
+        good(
+            """
+            import torch
+
             def collect(model, loader):
                 outputs = []
                 for x, _ in loader:
@@ -680,6 +766,8 @@ class GraphKeptAcrossIterations(Rule):
         backpropagated, returned_names = self._returned[owner]
         if key in backpropagated:
             return None  # the kept graph is backpropagated: the point of keeping it
+        if key in flow.backpropagated_by_calls(owner):
+            return None  # ... by a function this one calls (an episode's update): needed until then
         if key in returned_names and not _backpropagated_each_iteration(flow, loop, value) \
                 and not _iterates_data(ctx, flow, loop):
             return None  # a sum of loss terms handed to the caller, which backpropagates it

@@ -16,6 +16,7 @@ from trainlint.finding import Severity
 from trainlint.gate import iterates_loader
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk, walk_expression
 from trainlint.model.summaries import MEAN_WORDS, callable_summary
+from trainlint.model.roles import ACCELERATOR, _unpacked_prepare_argument
 from trainlint.rule import Rule, bad, good
 from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import code, loader_premise, role_premise, training_premises
@@ -63,8 +64,14 @@ class MeanOfBatchMeans(Rule):
         `loss.item() * x.size(0)` divided by `len(loader.dataset)`), on running averages weighted
         by batch size (`AverageMeter.update(val, n)`), on running displays inside the loop, and
         when the loader is built with `drop_last=True` or `batch_size=1` (in the same file, or by a
-        project function, in another file too, or with keyword arguments one returns): every
-        batch then has the same size and the mean of means is exact.
+        project function, in another file too, or with keyword arguments one returns; a name one
+        step away counts: a variable bound to `True`, a parameter every call leaves at a default of
+        `True`, `**options` of a dict literal; also
+        through `accelerator.prepare`, whose loaders keep the batches of those they wrap): every
+        batch then has the same size and the mean of means is exact. When the project function
+        turns `drop_last` off only under a configuration value (`if args.data == "m4":`) rather
+        than an argument the caller passes, whether the last batch is short is unknown: the
+        finding is unproven (`--include-unproven`).
 
         An average taken inside a training loop (the loop runs the backward and the step) is a
         logged training loss, not a metric a model is chosen or reported by: it is reported at
@@ -182,6 +189,153 @@ class MeanOfBatchMeans(Rule):
             """,
             line=27,
             title="the same helpers, but the test flag keeps the short last batch",
+        ),
+        good(
+            """
+            import numpy as np
+            import torch
+            from accelerate import Accelerator
+            from torch.utils.data import DataLoader
+
+
+            def data_provider(args, flag):
+                drop_last = True
+                if args.data == "m4":
+                    drop_last = False
+                data_set = Series(args.root, flag=flag)
+                return data_set, DataLoader(data_set, batch_size=args.batch_size, drop_last=drop_last)
+
+
+            def main(args, model):
+                accelerator = Accelerator()
+                vali_data, vali_loader = data_provider(args, "val")
+                vali_loader, model = accelerator.prepare(vali_loader, model)
+                total_loss = []
+                with torch.no_grad():
+                    for x, y in vali_loader:
+                        total_loss.append(torch.nn.functional.mse_loss(model(x), y).item())
+                return np.average(total_loss)
+            """,
+            title="through `accelerator.prepare`, a loader whose `drop_last` only a dataset setting turns off: "
+                  "whether a batch is short is not shown (unproven)",
+        ),
+        bad(
+            """
+            import numpy as np
+            import torch
+            from accelerate import Accelerator
+            from torch.utils.data import DataLoader
+
+
+            def data_provider(args, flag):
+                drop_last = True
+                if flag == "val":
+                    drop_last = False
+                data_set = Series(args.root, flag=flag)
+                return data_set, DataLoader(data_set, batch_size=args.batch_size, drop_last=drop_last)
+
+
+            def main(args, model):
+                accelerator = Accelerator()
+                vali_data, vali_loader = data_provider(args, "val")
+                vali_loader, model = accelerator.prepare(vali_loader, model)
+                total_loss = []
+                with torch.no_grad():
+                    for x, y in vali_loader:
+                        total_loss.append(torch.nn.functional.mse_loss(model(x), y).item())
+                return np.average(total_loss)
+            """,
+            line=23,
+            title="the same path, but the flag it is called with keeps the short last batch",
+        ),
+        good(
+            """
+            import numpy as np
+            import torch
+            from accelerate import Accelerator
+            from torch.utils.data import DataLoader
+
+
+            def data_provider(args, flag):
+                if flag == "test":
+                    drop_last = True
+                else:
+                    drop_last = True
+                data_set = Series(args.root, flag=flag)
+                return data_set, DataLoader(data_set, batch_size=args.batch_size, drop_last=drop_last)
+
+
+            def main(args, model):
+                accelerator = Accelerator()
+                vali_data, vali_loader = data_provider(args, "val")
+                vali_loader, model = accelerator.prepare(vali_loader, model)
+                total_loss = []
+                with torch.no_grad():
+                    for x, y in vali_loader:
+                        total_loss.append(torch.nn.functional.mse_loss(model(x), y).item())
+                return np.average(total_loss)
+            """,
+            title="a prepared loader keeps the `drop_last=True` of the one it wraps",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            @torch.no_grad()
+            def evaluate(model, dataset, drop_last=True):
+                options = {"batch_size": 64, "shuffle": False}
+                loader = DataLoader(dataset, drop_last=drop_last, **options)
+                total = 0.0
+                for x, y in loader:
+                    total += torch.nn.functional.mse_loss(model(x), y).item()
+                return total / len(loader)
+
+
+            def report(model, val_set):
+                return evaluate(model, val_set)
+            """,
+            title="`drop_last` is a parameter that every call leaves at its default of `True`",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            @torch.no_grad()
+            def evaluate(model, dataset, drop_last=True):
+                options = {"batch_size": 64, "shuffle": False}
+                loader = DataLoader(dataset, drop_last=drop_last, **options)
+                total = 0.0
+                for x, y in loader:
+                    total += torch.nn.functional.mse_loss(model(x), y).item()
+                return total / len(loader)
+
+
+            def report(model, val_set):
+                return evaluate(model, val_set, drop_last=False)
+            """,
+            line=12,
+            title="the same parameter, but its one call passes `False`",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            @torch.no_grad()
+            def evaluate(model, dataset):
+                options = {"batch_size": 64, "shuffle": False, "drop_last": True}
+                loader = DataLoader(dataset, **options)
+                total = 0.0
+                for x, y in loader:
+                    total += torch.nn.functional.mse_loss(model(x), y).item()
+                return total / len(loader)
+            """,
+            title="`drop_last=True` from a dict of options built beside the loader",
         ),
         good(
             """
@@ -587,7 +741,9 @@ class MeanOfBatchMeans(Rule):
 
     @staticmethod
     def _evidence(ctx, flow, loop, loader, division, what) -> list:
+        short = _short_batch_premise(ctx, flow, loader)
         return [loader_premise(ctx, loader, flow.scope_of(loop)),
+                *([short] if short is not None else []),
                 premise(f"the loop sums per-batch means ({what})", loop, "use"),
                 premise("the sum is divided by a number of batches", division, "use")]
 
@@ -638,10 +794,21 @@ def _equal_batches(flow, loader, depth: int = 0) -> bool:
         if equal_batch_arguments(call):
             return True
         scope = flow.scope_of(call)
-        return any(a.star == "**" and isinstance(a.value, cst.Call) and _factory_equal_batches(flow, a.value, scope)
+        drop = keyword_value(call, "drop_last")
+        if drop is not None and _is_true(flow, drop, scope):
+            return True
+        return any(a.star == "**" and (isinstance(a.value, cst.Call) and _factory_equal_batches(flow, a.value, scope)
+                                       or _dict_drops_last(flow, a.value, scope))
                    for a in call.args)
     if isinstance(loader, cst.Name) and depth < 3:
         binding = flow.reaching(loader)
+        if binding is not None and binding.kind == "assign" and isinstance(binding.node, cst.Assign):
+            # `train_loader, model, opt = accelerator.prepare(train_loader, model, opt)`: the prepared
+            # loader keeps the batch size and `drop_last` of the one it wraps
+            prepared = _unpacked_prepare_argument(binding.node, loader.value)
+            if prepared is not None and flow.roles.of(binding.node.value.func.value, flow.scope_of(loader)) \
+                    in (ACCELERATOR, None):
+                return _equal_batches(flow, prepared, depth + 1)
         if binding is not None and binding.kind == "param":
             function = flow.index.function_at(binding.node)
             sites = flow.index.callers(function) if function is not None else []
@@ -649,6 +816,46 @@ def _equal_batches(flow, loader, depth: int = 0) -> bool:
             return bool(arguments) and all(a is not None and _equal_batches(flow, a, depth + 1) for a in arguments)
     built = _built_by(flow, loader)
     return built is not None and _factory_equal_batches(flow, built, flow.scope_of(built))
+
+
+def _is_true(flow, expr, scope, depth: int = 0) -> bool:
+    """`expr` is `True` one step away: a name bound once to it, or a parameter left at a default of
+    `True` (or passed `True`) by every call of its function in the file."""
+    if isinstance(expr, cst.Name) and expr.value == "True":
+        return True
+    if not isinstance(expr, cst.Name) or depth > 1:
+        return False
+    bindings = scope.lookup(expr.value)
+    if len(bindings) != 1:
+        return False
+    binding = bindings[0]
+    if binding.kind == "assign" and binding.value is not None:
+        return _is_true(flow, binding.value, scope, depth + 1)
+    if binding.kind != "param":
+        return False
+    function = flow.index.function_at(binding.node)
+    param = binding.node if isinstance(binding.node, cst.Param) else None
+    if function is None or param is None:
+        return False
+    passed = [flow.index.argument_for(site.node, function, expr.value) for site in flow.index.callers(function)]
+    values = [value if value is not None else param.default for value in passed] or [param.default]
+    return all(isinstance(value, cst.Name) and value.value == "True" for value in values)
+
+
+def _dict_drops_last(flow, expr, scope) -> bool:
+    """`**options` with `options = {"batch_size": 64, "drop_last": True}` (or `dict(drop_last=True)`)."""
+    if not isinstance(expr, cst.Name):
+        return False
+    bindings = scope.lookup(expr.value)
+    value = bindings[0].value if len(bindings) == 1 and bindings[0].kind == "assign" else None
+    if isinstance(value, cst.Dict):
+        return any(isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
+                   and e.key.evaluated_value == "drop_last" and _is_true(flow, e.value, scope, 1)
+                   for e in value.elements)
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict":
+        drop = keyword_value(value, "drop_last")
+        return drop is not None and _is_true(flow, drop, scope, 1)
+    return False
 
 
 def _built_by(flow, loader) -> cst.Call | None:
@@ -667,6 +874,11 @@ def _built_by(flow, loader) -> cst.Call | None:
 
 
 def _factory_equal_batches(flow, call: cst.Call, scope) -> bool:
+    summary = _factory_summary(flow, call, scope)
+    return isinstance(summary, FunctionSummary) and equal_batches_for(summary, call)
+
+
+def _factory_summary(flow, call: cst.Call, scope):
     summary = flow.index.summary_of(call.func, scope, _LOADER_WORDS)
     if summary is None:
         method = flow.index.callee(call, scope)  # `self._get_data(flag="val")`
@@ -674,7 +886,28 @@ def _factory_equal_batches(flow, call: cst.Call, scope) -> bool:
         if method is not None and linker is not None:
             summary = linker.own(flow.index).member([method.class_name, method.name] if method.class_name
                                                     else [method.name])
-    return isinstance(summary, FunctionSummary) and equal_batches_for(summary, call)
+    return summary
+
+
+def _short_batch_premise(ctx, flow, loader, depth: int = 0):
+    """Whether the last batch can be short is unknown when the project function that built the
+    loader picks `drop_last` by a configuration value (`if args.data == "m4": drop_last = False`,
+    True otherwise): followed the way `_equal_batches` follows the loader."""
+    if isinstance(loader, cst.Name) and depth < 3:
+        binding = flow.reaching(loader)
+        if binding is not None and binding.kind == "assign" and isinstance(binding.node, cst.Assign):
+            prepared = _unpacked_prepare_argument(binding.node, loader.value)
+            if prepared is not None:
+                return _short_batch_premise(ctx, flow, prepared, depth + 1)
+    built = _built_by(flow, loader)
+    if built is None or loader_constructor(flow, loader) is not None:
+        return None
+    summary = _factory_summary(flow, built, flow.scope_of(built))
+    if isinstance(summary, FunctionSummary) and summary.drop_last_chosen_by is not None:
+        return unknown(f"`{code(ctx, loader)}` can end with a short batch: `{summary.name}` turns `drop_last` "
+                       f"off only when `{summary.drop_last_chosen_by[:60]}`, a configuration this code does not "
+                       "show", built, "argument")
+    return None
 
 
 def _accumulators(flow, loop) -> dict[str, str]:

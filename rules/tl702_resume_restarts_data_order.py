@@ -1081,7 +1081,10 @@ def _saves_inside(ctx, loop) -> bool:
     helper; a weights-only export there does not count)."""
     index = ctx.index
     checkpoints = ctx.model(checkpoint_model)
-    resume_points = {resume.save.node for resume in checkpoints.resume_saves()}
+    # TL404's answer to "is this a resume point": a weights file that no load is shown to read
+    # back (`read_back` unknown) is none here either
+    resume_points = {resume.save.node for resume in checkpoints.resume_saves()
+                     if resume.read_back is None or resume.read_back.proven}
     # saves the checkpoint model reads, helpers' included (`atomic_save(model.state_dict(), "best.pt")`)
     judged = {save.node for save in checkpoints.saves}
     for ref in loop.calls:

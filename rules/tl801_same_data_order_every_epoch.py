@@ -641,6 +641,88 @@ class SameDataOrderEveryEpoch(Rule):
             """,
             title="a sampler that advances its own epoch on every pass",
         ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader, DistributedSampler
+
+
+            def fit_one_epoch(model, optimizer, epoch, gen, gen_val):
+                model.train()
+                for images, targets in gen:
+                    optimizer.zero_grad()
+                    torch.nn.functional.cross_entropy(model(images), targets).backward()
+                    optimizer.step()
+                model.eval()
+                with torch.no_grad():
+                    for images, targets in gen_val:
+                        print(torch.nn.functional.cross_entropy(model(images), targets).item())
+
+
+            train_sampler = DistributedSampler(train_set, shuffle=True)
+            val_sampler = DistributedSampler(val_set, shuffle=False)
+            gen = DataLoader(train_set, batch_size=16, sampler=train_sampler)
+            gen_val = DataLoader(val_set, batch_size=16, sampler=val_sampler)
+            for epoch in range(100):
+                train_sampler.set_epoch(epoch)
+                fit_one_epoch(model, optimizer, epoch, gen, gen_val)
+            """,
+            title="the validation sampler goes to the epoch function beside the optimizer, but its training "
+                  "loop iterates the other loader",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader, DistributedSampler
+
+
+            def fit_one_epoch(model, optimizer, epoch, gen, gen_val):
+                model.train()
+                for images, targets in gen:
+                    optimizer.zero_grad()
+                    torch.nn.functional.cross_entropy(model(images), targets).backward()
+                    optimizer.step()
+                model.eval()
+                with torch.no_grad():
+                    for images, targets in gen_val:
+                        print(torch.nn.functional.cross_entropy(model(images), targets).item())
+
+
+            train_sampler = DistributedSampler(train_set, shuffle=True)
+            val_sampler = DistributedSampler(val_set, shuffle=False)
+            gen = DataLoader(train_set, batch_size=16, sampler=train_sampler)
+            gen_val = DataLoader(val_set, batch_size=16, sampler=val_sampler)
+            for epoch in range(100):
+                fit_one_epoch(model, optimizer, epoch, gen, gen_val)
+            """,
+            line=17,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader, DistributedSampler
+
+
+            def fit_one_epoch(model, optimizer, epoch, gen, gen_val):
+                model.train()
+                for images, targets in gen:
+                    optimizer.zero_grad()
+                    torch.nn.functional.cross_entropy(model(images), targets).backward()
+                    optimizer.step()
+                model.eval()
+                with torch.no_grad():
+                    for images, targets in gen_val:
+                        print(torch.nn.functional.cross_entropy(model(images), targets).item())
+
+
+            train_sampler = DistributedSampler(train_set, shuffle=True)
+            val_sampler = DistributedSampler(val_set, shuffle=False)
+            gen = DataLoader(train_set, batch_size=16, sampler=train_sampler)
+            gen_val = DataLoader(val_set, batch_size=16, sampler=val_sampler)
+            for epoch in range(100):
+                train_sampler.set_epoch(epoch)
+                fit_one_epoch(model, optimizer, epoch, gen, gen_val)
+            """,
+            title="the training sampler handed to the same epoch function, and no `set_epoch`",
+        ),
     )
 
     def check(self, ctx):
@@ -676,11 +758,16 @@ class SameDataOrderEveryEpoch(Rule):
 
 
 def _sampler_evidence(ctx, build, loops, why: str) -> list:
-    loop = loops[0] if isinstance(loops, (list, tuple)) and loops else None
+    """The sampler's construction, the epoch loop, and what trains on its loader there: a training
+    loop over it, or a call whose training loop iterates the parameter it is handed to."""
     found = [premise(f"`{build.what}` is built here: {why}", build.call, "construction")]
-    if isinstance(loop, cst.CSTNode):
-        found.append(premise("an epoch loop runs the training over it more than once", loop, "use"))
-    found += training_premises(ctx, loop.body if isinstance(loop, cst.For) else build.call)[:1]
+    epoch_loop, inner = loops[0]
+    found.append(premise("an epoch loop runs the training over its loader more than once", epoch_loop, "use"))
+    if isinstance(inner, cst.For):
+        found += training_premises(ctx, inner.body)[:1]
+    else:
+        found.append(premise(f"its loader goes to `{code(ctx, inner.func)}(...)`, whose training loop iterates it",
+                             inner, "call"))
     return found
 
 

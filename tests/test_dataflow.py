@@ -129,3 +129,35 @@ def test_constructors_and_lookups_are_not_forwards():
                 other.append(get_model_config(name))
         """, "out")
     assert flow.carries_graph(expr) is None
+
+
+EPISODES = """
+import torch
+
+def finish_episode(log_probs, rewards, optimizer):
+    terms = [-lp * r for lp, r in zip(log_probs, rewards)]
+    optimizer.zero_grad()
+    {use}
+    optimizer.step()
+
+def train(env, policy, optimizer, episodes):
+    for _ in range(episodes):
+        state, done, saved, rewards = env.reset(), False, [], []
+        while not done:
+            probs = policy(torch.as_tensor(state))
+            action = torch.multinomial(probs, 1).item()
+            saved.append(torch.log(probs[action]))
+            state, reward, done, _ = env.step(action)
+            rewards.append(reward)
+        finish_episode(saved, rewards, optimizer)
+"""
+
+
+@pytest.mark.parametrize("use,kept", [
+    ("torch.stack(terms).sum().backward()", {"saved", "rewards"}),  # handed to parameters the backward reads
+    ("print(torch.stack(terms).sum().item())", set()),  # only printed: no backward there
+])
+def test_a_list_handed_to_a_function_that_backpropagates_it(use, kept):
+    flow, _ = _value_of(EPISODES.format(use=use), "saved")
+    train = next(f for f in flow.index.functions if f.name == "train")
+    assert set(flow.backpropagated_by_calls(train.node)) & {"saved", "rewards"} == kept

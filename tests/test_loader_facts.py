@@ -201,3 +201,53 @@ def test_drop_last_chosen_by_a_flag_in_another_file(tmp_path, test_drop, flag, e
     result = list(lint_paths([str(tmp_path / "experiment.py")], settings))[0]
     assert result.errors == []
     assert [f.line for f in result.findings] == expected
+
+
+FIT = """
+import torch
+
+
+def fit_one_epoch(model, optimizer, epoch, gen, gen_val):
+    model.train()
+    for iteration, (images, targets) in enumerate(gen):
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(images), targets).backward()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        for images, targets in gen_val:
+            print(torch.nn.functional.cross_entropy(model(images), targets).item())
+"""
+EPOCHS = """
+import torch
+from torch.utils.data import DataLoader, DistributedSampler
+from utils_fit import fit_one_epoch
+
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+train_sampler = DistributedSampler(train_set, shuffle=True)
+val_sampler = DistributedSampler(val_set, shuffle=False)
+gen = DataLoader(train_set, batch_size=16, sampler=train_sampler)
+gen_val = DataLoader(val_set, batch_size=16, sampler=val_sampler)
+for epoch in range(100):
+    {set_epoch}
+    fit_one_epoch(model, optimizer, epoch, gen, gen_val)
+"""
+
+
+@pytest.mark.parametrize("set_epoch,expected", [
+    # the validation sampler goes to the same call, beside the optimizer, but the function's
+    # training loop iterates `gen`: only the training sampler's missing set_epoch is reported
+    ("train_sampler.set_epoch(epoch)", []),
+    ("pass", [8]),
+])
+def test_a_loader_handed_to_another_files_epoch_function_feeds_training_only_through_the_trained_parameter(
+        tmp_path, set_epoch, expected):
+    (tmp_path / "utils_fit.py").write_text(textwrap.dedent(FIT))
+    (tmp_path / "train.py").write_text(textwrap.dedent(EPOCHS.format(set_epoch=set_epoch)))
+    settings = Settings(select=resolve_selection(["TL801"], [], []))
+    result = list(lint_paths([str(tmp_path / "train.py")], settings))[0]
+    assert result.errors == []
+    assert [f.line for f in result.findings] == expected
+    if expected:
+        assert any("training loop iterates it" in e.premise and e.line == 14 for e in result.findings[0].evidence)

@@ -29,9 +29,9 @@ KNOWN_NAME_PREMISES = {
     "TL302-bad-0": "a premise of the model still read from a name (not yet diagnosed)",
     "TL302-bad-4": "a premise of the model still read from a name (not yet diagnosed)",
     "TL302-bad-5": "a premise of the model still read from a name (not yet diagnosed)",
-    "TL404-bad-12": "a step counter is known by its name and how it counts (`self.step += 1`): TL404's documented "
+    "TL404-bad-13": "a step counter is known by its name and how it counts (`self.step += 1`): TL404's documented "
                     "design, its premise stated unknown",
-    "TL404-bad-13": "an epoch counter is known by its name (`for epoch in range(...)`): TL404's documented design, "
+    "TL404-bad-14": "an epoch counter is known by its name (`for epoch in range(...)`): TL404's documented design, "
                     "its premise stated unknown",
     "TL501-bad-4": "a premise of the model still read from a name (not yet diagnosed)",
     "TL501-bad-5": "a premise of the model still read from a name (not yet diagnosed)",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from trainlint.model.index import CallSite, Scope, walk_scope  # noqa: F401 - checkpoint modules import walk_scope from here
+from trainlint.model.premises import Premise  # noqa: F401 - in an annotation
 from trainlint.model.roles import OPTIMIZER, SCALER, SCHEDULER
 
 
@@ -71,6 +72,8 @@ class ResumeSave:
     #: a checkpoint directory written file by file: the saves of its function, one per object (the
     #: unit is the directory, not one file); empty for a checkpoint that is one file
     parts: tuple["Save", ...] = ()
+    # for a checkpoint of the weights alone: that a resume reads it back (proven or unknown)
+    read_back: "Premise | None" = None
 
 
 @dataclass(eq=False)

@@ -38,6 +38,7 @@ from trainlint.model.checkpoint_base import (COUNTER_NAME, CheckpointUses, LOAD_
                                              Save, SavedDict, string_value, walk_scope)
 from trainlint.model.checkpoint_kinds import SaveKinds
 from trainlint.model.file_facts import file_fact
+from trainlint.model.path_literals import path_literals
 from trainlint.model.index import (CallSite, FileIndex, FunctionInfo, Scope, dotted_name, keyword_arg, positional_args,
                                    walk)
 from trainlint.model.resume_checkpoints import ResumeCheckpoints
@@ -87,9 +88,10 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         self._sources: dict[cst.Call, frozenset[str]] = {}  # load -> the path texts it reads
         self._kinds_of_load: dict[cst.Call, frozenset[str]] = {}  # load -> what its result is used for
         self._by_source: dict[str, Counter] | None = None  # path text -> kind -> loads using it
-        self._written: set[str] | None = None  # the path texts the file's saves write
+        self._written: dict[str, str] | None = None  # path text a save writes -> that save's code
         self._params: dict[tuple[int, str], bool] = {}  # (scope, name) -> bound only as a parameter
         self._name_uses: dict[tuple, tuple] = {}  # (body, scope, name) -> _uses_of_checkpoint's answer
+        self._counters: dict[tuple, cst.CSTNode | None] = {}  # (body, scope, name) -> _restored_counter's answer
         self._name_reuse: dict[tuple[int, str, int], str | None] = {}  # (scope, name, depth) -> path verdict
         self._temporary_names: dict[tuple[int, str, int], bool] = {}  # (scope, name, depth) -> from a temp file
         self._texts: dict[cst.CSTNode, str] = {}  # node -> its code: a save's path is read by several parts
@@ -393,6 +395,39 @@ def _saved_dict_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple[frozenset, froze
         content = model.saved_dict(save.obj, save.scope)
         if content is not None:
             yield save.node, (frozenset(content.keys()), frozenset(model.holds(content)))
+
+
+@file_fact("checkpoints.written_paths")
+def _written_path_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple[str, str]]]:
+    """(path text, the save's code) of each save's destination and of the value a name there holds:
+    a load of the same text reads what the save writes (TL404's load side)."""
+    model = ctx.model(checkpoint_model)
+    for save in model.saves:
+        if save.dest is None:
+            continue
+        value = model.value_of(save.dest, save.scope, at=save.node)
+        shown = " ".join(model.text(save.node).split())[:80]
+        for node in {save.dest, value} - {None}:
+            yield save.node, (model.text(node), shown)
+
+
+@file_fact("checkpoints.resume_reads")
+def _resume_read_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple]]:
+    """For each load: (path texts, file names its path spells out, keys read from its result,
+    whether training runs after it, its code): what TL404 needs to tell that a save's file is
+    read back by a resume, from any definition of the file."""
+    model = ctx.model(checkpoint_model)
+    for site in model.loads:
+        args = positional_args(site.node)
+        if not args:
+            continue
+        name = model._loaded_name(site)
+        keys: frozenset[str] = frozenset()
+        if name is not None:
+            body = site.function.node if site.function is not None else ctx.index.module
+            keys = frozenset(model._uses_of_checkpoint(name, body, site.scope)[3])
+        yield site.node, (model._load_sources(site), path_literals(args[0].value, site.scope), keys,
+                          model._training_follows(site.node), " ".join(model.text(site.node).split())[:80])
 
 
 @file_fact("checkpoints.read_back")

@@ -30,7 +30,7 @@ from trainlint.model import frameworks
 from trainlint.model.dataflow import dataflow
 from trainlint.model.index import FunctionInfo, Scope, dotted_name, keyword_value, positional_args, walk
 from trainlint.model.roles import ACCELERATOR, OPTIMIZER, roles
-from trainlint.model.summaries import FunctionSummary
+from trainlint.model.summaries import FunctionSummary, iterated_names
 from trainlint.model.training import calls_in, training_model
 
 DISTRIBUTED_SAMPLERS = ("torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler")
@@ -384,17 +384,30 @@ class DataOrder:
                         or not self._same_place(site.node, build, holder):
                     continue
                 outer = self.enclosing_loop(site.node)
-                if outer is not None and self._runs_an_epoch(site.node, site.scope):
+                if outer is not None and self._runs_an_epoch(site.node, site.scope, holder):
                     found.append((outer, site.node))
         return [(outer, inner) for outer, inner in found if repeats(outer)]
 
-    def _runs_an_epoch(self, call: cst.Call, scope: Scope) -> bool:
+    def _runs_an_epoch(self, call: cst.Call, scope: Scope, holder: str) -> bool:
         """A call handed the loader that trains on it: a same-file function holding a training loop,
-        or a call that also receives an optimizer."""
+        or a call that also receives an optimizer. Not when the function's training loop goes
+        through another of its parameters (`fit_one_epoch(..., gen, gen_val, ...)` trains on `gen`,
+        and `gen_val` only feeds its evaluation), here or in a project file's summary."""
         callee = self.index.callee(call, scope)
         if callee is not None:
-            return any(t.function is callee for t in self.training.loops)
-        return any(self.roles.of(a.value, scope) == OPTIMIZER for a in call.args)
+            loops = [t for t in self.training.loops if t.function is callee]
+            if not loops:
+                return False
+            params = _params(callee)
+            trained = {name for t in loops if isinstance(t.node, cst.For)
+                       for name in iterated_names(self.iterated(t.node)) if name in params}
+            return not trained or _receiving_param(call, params, holder) in trained
+        if not any(self.roles.of(a.value, scope) == OPTIMIZER for a in call.args):
+            return False
+        summary = self.index.summary_of(call.func, scope)
+        if isinstance(summary, FunctionSummary) and summary.trains_over:
+            return _receiving_param(call, summary.params, holder) in summary.trains_over
+        return True
 
     # -- set_epoch ----------------------------------------------------------------------------------
     def set_epoch_reaches(self, build: SamplerBuild) -> bool:
@@ -439,6 +452,26 @@ class DataOrder:
 
 
 _HARMLESS = frozenset({"DataLoader", "BatchSampler", "len", "print", "list", "next", "isinstance", "str"})
+
+
+def _params(function: FunctionInfo) -> tuple[str, ...]:
+    params = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
+    if function.class_name and params and params[0] in ("self", "cls"):
+        params = params[1:]
+    return tuple(params)
+
+
+def _receiving_param(call: cst.Call, params: tuple[str, ...], holder: str) -> str | None:
+    """The parameter of the called function that `holder` is passed to."""
+    positional = positional_args(call)
+    for arg in call.args:
+        if dotted_name(arg.value) != holder:
+            continue
+        if arg.keyword is not None:
+            return arg.keyword.value
+        if arg.star == "" and arg in positional and positional.index(arg) < len(params):
+            return params[positional.index(arg)]
+    return None
 
 
 def _calls_set_epoch(function: cst.FunctionDef) -> bool:

@@ -65,6 +65,7 @@ class Dataflow:
         self._graph_memo: dict[cst.CSTNode, bool | None] = {}
         self._no_grad_memo: dict[cst.CSTNode, bool] = {}
         self._roots: dict[cst.CSTNode | None, list[cst.BaseExpression]] = {}
+        self._by_calls: dict[cst.CSTNode, dict[str, cst.Call]] = {}  # `backpropagated_by_calls`
         # asked once per node and per (scope, name, function): a name bound hundreds of times in
         # one function must not cost a walk of every binding's ancestors at every use
         self._owners: dict[cst.CSTNode, cst.CSTNode] = {}
@@ -416,6 +417,48 @@ class Dataflow:
             return True
         text = dotted_name(receiver)
         return text is not None and _BACKWARD_RECEIVER_NAMES.match(text.rsplit(".", 1)[-1]) is not None
+
+    def backpropagated_by_calls(self, owner: cst.CSTNode) -> dict[str, cst.Call]:
+        """Dotted names of `owner` (a function, or the module) that a same-file function it calls
+        backpropagates, each with that call: the argument handed to a parameter feeding the
+        callee's backward (`update(saved_log_probs)`), or a module-level name (or, from a method of
+        the same class, a `self.` attribute) that the callee reads without binding it and that
+        feeds its backward (an episode's `Update()` summing `critic.saved_values` into the loss).
+        Answered once per function."""
+        found = self._by_calls.get(owner)
+        if found is not None:
+            return found
+        found = self._by_calls[owner] = {}
+        owner_class = self.index.function_of_node[owner].class_name if owner in self.index.function_of_node else None
+        for call in self.index.calls_under(owner):
+            if self._owner(call) is not owner:
+                continue  # a nested def's call: its own business
+            scope = self.scope_of(call)
+            callee = self.index.callee(call, scope)
+            if callee is None or callee.node is owner:
+                continue
+            roots = self.backward_roots(callee.node)
+            if not roots:
+                continue
+            fed = self.names_feeding(roots, roots[0])
+            params = {p.name.value for p in (*callee.node.params.posonly_params, *callee.node.params.params)}
+            for param in params:
+                handed = self.index.argument_for(call, callee, param)
+                text = dotted_name(handed) if handed is not None else None
+                if text is None:
+                    continue
+                for name in fed:
+                    if name == param or name.startswith(param + "."):
+                        found.setdefault(text + name[len(param):], call)
+            for name in fed:
+                head = name.split(".", 1)[0]
+                if head == "self":
+                    if owner_class is not None and callee.class_name == owner_class:
+                        found.setdefault(name, call)
+                elif head not in params and not callee.scope.bindings.get(head) \
+                        and (owner is self.index.module or not self.bindings_in_function(head, call)):
+                    found.setdefault(name, call)  # the same global in both
+        return found
 
     def names_feeding(self, expressions: list[cst.BaseExpression], at: cst.CSTNode, limit: int = 6) -> set[str]:
         """Dotted names that flow into `expressions`, through assignments in the same function."""

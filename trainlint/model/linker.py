@@ -211,6 +211,18 @@ class Linker:
         return [(_relative(self.project, where), use)
                 for where, use in self._summaries.callers_by_file(self.path, function_name)]
 
+    def loaded_by_callers(self, function_name: str) -> frozenset[str]:
+        """The file names that the files calling this file's function `function_name` load
+        (a save helper here, the resume that reads its file back in the script that calls it)."""
+        if self.project is None or not self.project.contains(self.path):
+            return frozenset()
+        found: set[str] = set()
+        for where in {where for where, _ in self._summaries.callers_by_file(self.path, function_name)}:
+            summary = self._summaries.file_summary(where)
+            if summary is not None:
+                found |= summary.loaded_files
+        return frozenset(found)
+
     def constructor_role(self, index: FileIndex, class_name: str, attr: str) -> str | None:
         """The role the callers that build `class_name` give the `__init__` parameter that
         `self.<attr>` is set from, when they all agree."""

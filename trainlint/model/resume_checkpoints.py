@@ -13,6 +13,8 @@ from trainlint.model import file_facts
 from trainlint.model.checkpoint_base import (COUNTER_NAME, ROLE_KIND, STATE_KINDS, CheckpointUses, ResumeSave, Save,
                                              path_words, state_label, string_value)
 from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS
+from trainlint.model.path_literals import path_literals
+from trainlint.model.premises import Premise, premise, unknown
 from trainlint.model.index import CallSite, FunctionInfo, Scope, dotted_name, positional_args, walk
 from trainlint.model.roles import SCHEDULER
 from trainlint.model.training import training_model
@@ -30,6 +32,9 @@ KEY_PATTERNS: dict[str, re.Pattern] = {
 }
 EXPORT_PATH = re.compile(r"best|final|export|inference|deploy|release|pretrained|weights", re.I)
 RESUME_PATH = re.compile(r"last|latest|resume|checkpoint|ckpt", re.I)
+# calls that only show a value (a loaded counter passed to them restores nothing)
+_ONLY_SHOWN = frozenset({"print", "format", "info", "debug", "warning", "log", "write", "set_description",
+                         "set_postfix", "add_scalar"})
 _NAME_CACHE: dict[str, cst.Name] = {}
 
 
@@ -162,8 +167,11 @@ class ResumeCheckpoints:
                 continue  # best.pt / final weights with metadata: an export, not a resume point
             if self._scratch_file(save):
                 continue
+            # a checkpoint of the weights alone, a resume point only by its file's name: that a
+            # resume reads it back must be shown (a best-model export is never read back)
+            read_back = None if kinds & {"optimizer", "step"} else self._read_back(save, content)
             available = self.available_state(save.scope, save.site.function)
-            yield ResumeSave(save, kinds, available, self._missing(save, kinds, available))
+            yield ResumeSave(save, kinds, available, self._missing(save, kinds, available), read_back=read_back)
 
     def _missing(self, save: Save, kinds: set[str], available: dict[str, list[str]]) -> dict[str, list[str]]:
         missing = {kind: available[kind] for kind in STATE_KINDS if kind in available and kind not in kinds}
@@ -208,16 +216,16 @@ class ResumeCheckpoints:
                 body = function.node if function is not None else None
                 if body is not None and self._saves_elsewhere(body):
                     continue
-                anchor = self._written_by(saves[0])
+                anchor = self._writing_save(saves[0])
                 if any(self._scratch_file(s) for s in saves):
                     continue
                 available = self.available_state(saves[0].scope, function)
                 missing = self._missing(saves[0], kinds, available)
                 if any(self._counter_in_path(s, missing.get("step", [])) for s in saves):
                     missing.pop("step", None)
-                yield ResumeSave(anchor, kinds, available, missing, tuple(saves))
+                yield ResumeSave(anchor, kinds, available, missing, parts=tuple(saves))
 
-    def _written_by(self, save: Save) -> Save:
+    def _writing_save(self, save: Save) -> Save:
         """The `torch.save` that writes a save: its own, or that of the same-file helper it calls
         (`save_state(...)` nested in the method: its one `torch.save(state, f)`)."""
         if save.helper is None:
@@ -225,6 +233,39 @@ class ResumeCheckpoints:
         target = self.index.callee(save.node, save.scope)
         inner = [s for s in self.saves if target is not None and s.site.function is target and s.helper is None]
         return inner[0] if len(inner) == 1 else save
+
+    def _read_back(self, save: Save, content) -> Premise:
+        """That a load reads this save's file back before training goes on: one of this file reads
+        the same path (its text, or a file name the two paths spell out alike) or the very keys the
+        saved dict has; or a file calling the saving function loads that file name. Unknown when
+        nothing but the path's name says the file is read back."""
+        written = {self.text(save.dest)} if save.dest is not None else set()
+        value = self.value_of(save.dest, save.scope, at=save.node) if save.dest is not None else None
+        if value is not None:
+            written.add(self.text(value))
+        names = path_literals(save.dest, save.scope)
+        saved_keys = frozenset(content.keys()) if content is not None else frozenset()
+        shown = save.dest if save.dest is not None else save.node
+        # the file's loads, from any of its definitions (a file fact: the language server checks
+        # an edited definition with the rest's values)
+        for sources, literals, keys, trains_after, load in file_facts.values(self.ctx, "checkpoints.resume_reads"):
+            if sources & written or names & literals:
+                what = f"`{sorted(names & literals)[0]}`" if names & literals else f"`{self.text(save.dest)[:60]}`"
+                return premise(f"a load of this file (`{load}`) reads {what} back: a resume reads this checkpoint",
+                               shown, "use")
+            if saved_keys and trains_after and saved_keys <= keys:
+                return premise(f"a load of this file (`{load}`) reads every key this save writes "
+                               f"({', '.join(sorted(saved_keys))}) and training goes on after it", shown, "use")
+        function = save.site.function
+        linker = self.index.linker
+        if names and function is not None and function.class_name is None and linker is not None \
+                and function.scope.parent is self.index.module_scope:
+            shared = names & linker.loaded_by_callers(function.name)
+            if shared:
+                return premise(f"a file that calls `{function.name}` loads `{sorted(shared)[0]}`, the file it "
+                               "writes: a resume reads this checkpoint", save.dest, "use")
+        return unknown("a resume reads this file back: only its name says so (no load of the project reads "
+                       "it; a weights file such as a best-model export is not read to resume)", shown, "use")
 
     def _in_saved_state_dict(self, save: Save, label: str) -> bool:
         """`self.<attr>` is a registered buffer or parameter of the save's class (so part of its
@@ -402,12 +443,10 @@ class ResumeCheckpoints:
             if self._feeds_evaluation(site, body):
                 continue  # the weights of a finished run, read back to be evaluated: not a resume
             saved = self._saved_with_keys(keys)
-            if not ("optimizer" in saved or "step" in read):
+            counter = self._restored_counter(name, body, site.scope)
+            if not ("optimizer" in saved or counter is not None):
                 continue  # nothing says this checkpoint holds more than weights
-            if read <= {"model"} and not self._reads_a_resume_file(site):
-                # only the weights are taken (a fine-tuning start from pretrained weights): that a
-                # dict this file saves also has a "model" key does not make this file that dict
-                continue
+            resume = self._resume_premise(site, counter)
             held = (saved | read) & {"optimizer", "scheduler", "scaler"}
             held.add("optimizer")
             available = self.available_state(site.scope, site.function)
@@ -419,21 +458,90 @@ class ResumeCheckpoints:
                 elsewhere = self._restored_by_other_loads(site)
                 missing = [(kind, label) for kind, label in missing if kind not in elsewhere]
             if missing:
-                yield site, missing, saved | read
+                yield site, missing, saved | read, resume
 
-    def _reads_a_resume_file(self, site: CallSite) -> bool:
-        """The load reads what a save of this file writes (the same path text), or a path named as
-        a resume (`args.resume`, `last.pt`, `ckpt_path`)."""
+    def _training_follows(self, node: cst.CSTNode) -> bool:
+        """Training runs after `node`: `trains_after`, or a later statement of a block holding it
+        (the resume under `if args.ckpt:` inside `if __name__ == "__main__":`, the epochs after it)."""
+        training = self.ctx.model(training_model)
+        if training.trains_after(node):
+            return True
+        child = node
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+                statements = list(ancestor.body)
+                at = next((i for i, statement in enumerate(statements) if statement is child), None)
+                if at is not None and any(training._runs_training(later) for later in statements[at + 1:]):
+                    return True
+            child = ancestor
+        return False
+
+    def _resume_premise(self, site: CallSite, counter: cst.CSTNode | None) -> Premise:
+        """That the load continues a run, not a fresh one started from another run's weights (a
+        fine-tuning or linear-evaluation start from a pretrained file): proven when it restores the
+        step/epoch counter the loop goes on from, or reads the file a save of this file writes;
+        unknown when only the path's name says so (`args.resume`, `args.checkpoint`)."""
+        if counter is not None:
+            return premise(f"the load restores the run's counter (`{self.text(counter)}`): training goes on "
+                           "where the checkpoint stopped", counter, "use")
+        args = positional_args(site.node)
+        path = args[0].value if args else site.node
+        written = self._written_by(site)
+        if written is not None:
+            return premise(f"the load reads the file a save of this file writes (`{written}`): the run's own "
+                           "checkpoint", path, "use")
+        return unknown(f"the load continues this run: only the name of its path (`{self.text(path)[:60]}`) says "
+                       "so, and nothing it restores is training state", path, "use")
+
+    def _written_by(self, site: CallSite) -> str | None:
+        """The code of a save of this file (in any of its definitions) that writes what the load
+        reads (the same path text)."""
         sources = self._load_sources(site)
         if not sources:
-            return False
+            return None
         if self._written is None:  # once per file: every load asks
-            self._written = set()
-            for save in self.saves:
-                if save.dest is not None:
-                    value = self.value_of(save.dest, save.scope, at=save.node)
-                    self._written |= {self.text(save.dest), self.text(value) if value is not None else ""}
-        return bool(sources & self._written) or any(RESUME_PATH.search(source) for source in sources)
+            self._written = {}
+            for text, save in file_facts.values(self.ctx, "checkpoints.written_paths"):
+                self._written.setdefault(text, save)
+        return next((self._written[source] for source in sorted(sources) if source in self._written), None)
+
+    def _restored_counter(self, name: str, body: cst.CSTNode, scope: Scope) -> cst.CSTNode | None:
+        """A step/epoch key of the loaded checkpoint whose value is kept (`start_epoch =
+        ckpt["epoch"] + 1`, `return ckpt["iter"]`), not only printed or formatted. The same for
+        every load into `name` there: answered once (a script may load into `ckpt` hundreds of times)."""
+        memo = (body, id(scope), name)
+        if memo not in self._counters:
+            self._counters[memo] = self._kept_counter(name, body, scope)
+        return self._counters[memo]
+
+    def _kept_counter(self, name: str, body: cst.CSTNode, scope: Scope) -> cst.CSTNode | None:
+        table = self._checkpoint_uses(body, scope)
+        reads = [node for node in table.subscripts.get(name, ())
+                 if isinstance(node.slice[0].slice, cst.Index)
+                 and "step" in self._key_kinds(string_value(node.slice[0].slice.value) or "")]
+        reads += [node for node in table.methods.get(name, ()) if node.func.attr.value in ("get", "pop") and node.args
+                  and "step" in self._key_kinds(string_value(node.args[0].value) or "")]
+        return next((node for node in reads if self._value_kept(node)), None)
+
+    def _value_kept(self, node: cst.CSTNode) -> bool:
+        """The value is assigned or returned, not only handed to a print, a log or a format."""
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, cst.Call):
+                func = ancestor.func
+                called = func.attr.value if isinstance(func, cst.Attribute) else \
+                    func.value if isinstance(func, cst.Name) else ""
+                if called in _ONLY_SHOWN:
+                    return False
+            elif isinstance(ancestor, cst.FormattedString) or (
+                    isinstance(ancestor, cst.BinaryOperation) and isinstance(ancestor.operator, cst.Modulo)):
+                return False  # `f"epoch {ckpt['epoch']}"`, `"epoch %d" % ckpt["epoch"]`
+            elif isinstance(ancestor, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Return)):
+                return True
+            elif isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return False
+        return False
 
     def _restored_by_other_loads(self, site: CallSite) -> set[str]:
         """The kinds that the file's other loads of the same checkpoint restore or read: same path

@@ -33,6 +33,7 @@ from trainlint.model.loader_use import parameter_only_drawn_from
 from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_WORDS, context_grad, decorator_grad
 from trainlint.model.mode_names import deep_copied
 from trainlint.model.mode_state import OFF
+from trainlint.model.path_literals import load_literals
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCALER, SCHEDULER, Roles
 from trainlint.model.value_kinds import is_number
 
@@ -90,12 +91,20 @@ class FunctionSummary:
     # parameters it only draws batches from (`next(iter(p))`, a loop that breaks after a few
     # batches, `cycle(p)`): a loader handed to it is not gone through (`loader_use`)
     drawn_params: tuple[str, ...] = ()
+    # parameters a training loop of its own iterates (`for x, y in loader:` whose body runs a
+    # backward and an optimizer step): a loader handed there feeds the training, one handed to
+    # another parameter (the validation loader beside it) does not
+    trains_over: tuple[str, ...] = ()
     # what it returns makes batches of one size depending on an argument: (parameter, ((constant,
     # equal), ...), equal otherwise or None, the parameter's default as a constant or None). From
     # `if flag == "test": drop_last = False ... else: drop_last = True` before `DataLoader(...,
     # drop_last=drop_last)`, or `DataLoader(..., drop_last=drop_last)` with `drop_last=True` a
     # parameter; or a helper that passes its parameter on to one (`equal_batches_for` reads it)
     equal_batches_by: tuple | None = None
+    # the condition (as text) that chooses between `drop_last = True` and `drop_last = False` before
+    # the returned loader is built, when it is none of its parameters (`if args.data == "m4":`): a
+    # configuration the caller's code does not show, so whether its last batch is short is unknown
+    drop_last_chosen_by: str | None = None
     # the role of each element of the tuple it returns (`return data_set, data_loader`), when every
     # return is a tuple of that length: what `_, loader = make(...)` in another file is
     returns_at: tuple[str | None, ...] = ()
@@ -233,6 +242,7 @@ class FileSummary:
         self._classes: dict[str, cst.ClassDef] = {}
         self._constructions: dict[str, list[Construction]] = {}
         self._calls: dict[str, list[CallArguments]] = {}
+        self._loaded: frozenset[str] | None = None
         if index is None:
             return
         for name, bindings in index.module_scope.bindings.items():
@@ -248,6 +258,13 @@ class FileSummary:
     @property
     def index(self) -> FileIndex | None:
         return self._summariser.index if self._summariser is not None else None
+
+    @property
+    def loaded_files(self) -> frozenset[str]:
+        """The file names the file's `torch.load` calls spell out (`path_literals`)."""
+        if self._loaded is None:
+            self._loaded = load_literals(self.index) if self.index is not None else frozenset()
+        return self._loaded
 
     def function(self, name: str) -> FunctionSummary | None:
         found = self._functions.get(name)
@@ -406,7 +423,9 @@ class _Summariser:
             sets_epoch=any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
                            and n.func.attr.value == "set_epoch" for n in self._own_nodes(function)),
             drawn_params=self._drawn_params(function, params), equal_batches_by=self._equal_batches_by(function),
-            run_only=tuple(p for p in params if self._runs_only(function, p, frozenset({node}))))
+            run_only=tuple(p for p in params if self._runs_only(function, p, frozenset({node}))),
+            trains_over=trained_params(function, params, self._own_nodes(function)),
+            drop_last_chosen_by=self._drop_last_chosen_by(function))
         self._memo[node] = summary
         return summary
 
@@ -493,6 +512,41 @@ class _Summariser:
                     if isinstance(argument, cst.Name) and any(
                             p.name.value == argument.value for p in function.node.params.params):
                         return (argument.value, *inner.equal_batches_by[1:3], None)
+        return None
+
+    def _drop_last_chosen_by(self, function: FunctionInfo) -> str | None:
+        """`FunctionSummary.drop_last_chosen_by`: the returned loader's `drop_last=<name>` is bound
+        only to `True` and `False` literals, both, and `equal_batches_by` cannot say by which
+        parameter: the test of the `if` around a `False` binding that reads no parameter."""
+        returns = self._returns_of(function)
+        if len(returns) != 1:
+            return None
+        value = returns[0]
+        for name in [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]:
+            call = name
+            if isinstance(name, cst.Name):
+                bindings = function.scope.lookup(name.value)
+                call = bindings[0].value if len(bindings) == 1 and bindings[0].kind == "assign" else None
+            if not (isinstance(call, cst.Call) and
+                    (self.index.resolve(call.func, function.scope) or "").rsplit(".", 1)[-1] == "DataLoader"):
+                continue
+            drop = keyword_value(call, "drop_last")
+            if not isinstance(drop, cst.Name) or _drop_last_by(function, drop) is not None:
+                return None
+            bindings = function.scope.lookup(drop.value)
+            values = {b.value.value if b.kind == "assign" and isinstance(b.value, cst.Name) else None for b in bindings}
+            if values != {"True", "False"}:
+                return None
+            params = set(_param_names(function))
+            for binding in bindings:
+                if binding.value.value != "False":
+                    continue
+                test = next((n.test for n in _path_up(function, binding.node) if isinstance(n, cst.If)), None)
+                if test is not None and not any(isinstance(n, cst.Name) and n.value in params and
+                                                not isinstance(self.index.parent(n), cst.Attribute)
+                                                for n in walk(test)):
+                    return " ".join(cst.Module([]).code_for_node(test).split())
+            return None
         return None
 
     def _drawn_params(self, function: FunctionInfo, params: list[str]) -> tuple[str, ...]:
@@ -872,6 +926,38 @@ class _Summariser:
             if isinstance(summary, ClassSummary) and summary.role:
                 return summary.role
         return OTHER
+
+
+_ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip", "islice", "Prefetcher"})
+
+
+def trained_params(function: FunctionInfo, params, own: list[cst.CSTNode]) -> tuple[str, ...]:
+    """The parameters a `for` loop of `function` iterates (through `enumerate`/`tqdm`/`zip`)
+    whose body calls `backward` and `step`: what a training loop there goes through."""
+    found = []
+    for node in own:
+        if type(node) is not cst.For:
+            continue
+        methods = {c.func.attr.value for c in walk(node.body)
+                   if isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute)}
+        if not {"backward", "step"} <= methods:
+            continue
+        for name in iterated_names(node.iter):
+            if name in params and name not in found:
+                found.append(name)
+    return tuple(found)
+
+
+def iterated_names(expr: cst.BaseExpression) -> list[str]:
+    """The names a loop's iterable goes through: `loader` of `enumerate(tqdm(loader))`, both of `zip(a, b)`."""
+    if isinstance(expr, cst.Name):
+        return [expr.value]
+    if isinstance(expr, cst.Call):
+        func = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else \
+            expr.func.value if isinstance(expr.func, cst.Name) else None
+        if func in _ITERATION_WRAPPERS:
+            return [name for arg in positional_args(expr) for name in iterated_names(arg.value)]
+    return []
 
 
 def constant_text(expr: cst.BaseExpression | None) -> str | None:
