@@ -34,7 +34,8 @@ class GraphKeptAcrossIterations(Rule):
     what_it_does = """
         Flags a loop that keeps a value carrying an autograd graph beyond its iteration: the loss
         (or a model output, or anything computed from them without `.item()`, `.detach()`,
-        `float()`, `.tolist()` or `.numpy()`) appended to a list, added to an accumulator, or stored
+        `float()`, `.tolist()` or `.numpy()`; the gradients `torch.autograd.grad` returns carry a
+        graph only when it is called with `create_graph=True`) appended to a list, added to an accumulator, or stored
         in a dict, where the container was created before the loop (or is an attribute such as
         `self.history`, also in a Lightning `training_step`); and a recurrent state fed back into
         the model batch after batch (`output, hidden = model(x, hidden)`) without being detached.
@@ -231,6 +232,49 @@ class GraphKeptAcrossIterations(Rule):
                     totals[name] += value.item()
             """,
             title="the per-name totals keep numbers",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            def saliency(model, loader):
+                total = 0
+                for x, y in loader:
+                    x.requires_grad_(True)
+                    loss = F.cross_entropy(model(x), y)
+                    total = total + torch.autograd.grad(loss, x)[0].abs().sum(0)
+                return total
+            """,
+            title="gradients from torch.autograd.grad without create_graph: plain tensors, no graph",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            def saliency(model, loader):
+                total = 0
+                for x, y in loader:
+                    x.requires_grad_(True)
+                    loss = F.cross_entropy(model(x), y)
+                    total = total + torch.autograd.grad(loss, x, create_graph=True)[0].abs().sum(0)
+                return total
+            """,
+            line=9,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+            def saliency(model, loader):
+                total = 0
+                for x, y in loader:
+                    x.requires_grad_(True)
+                    loss = F.cross_entropy(model(x), y)
+                    total = total + torch.autograd.grad(loss, x, create_graph=True)[0].abs().sum(0).detach()
+                return total
+            """,
+            title="gradients built with create_graph=True carry a graph of their own",
         ),
         bad(
             """

@@ -40,7 +40,11 @@ class NeedlessRetainGraph(Rule):
         trunk, GAN-style discriminator then generator updates, a gradient penalty), when the call
         also passes `create_graph=True` (higher-order gradients), when the backward runs once per
         element of a collection of losses built before the loop, and when the loop carries a
-        recurrent state (`hidden = model(x, hidden)`) whose graph spans iterations.
+        recurrent state (`hidden = model(x, hidden)`) whose graph spans iterations, or when a
+        value computed before the loop with a graph (`adj_norm = F.normalize(adj + perturbation)`,
+        `perturbation` requiring grad) feeds every turn's loss: the next turn's backward runs
+        through that part again. When such a value's graph cannot be told (a project function's
+        result), that premise is unknown and the finding is not reported by default.
         """
     why_bad = """
         A backward pass frees the tensors that the graph saved for it (activations, inputs of
@@ -311,6 +315,55 @@ class NeedlessRetainGraph(Rule):
             """,
             title="a recurrent state carries the graph into the next iteration (a different problem)",
         ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def meta_gradient(model, features, adj, labels, steps):
+                perturbation = torch.zeros_like(adj, requires_grad=True)
+                adj_norm = F.normalize(adj + perturbation, p=1, dim=1)
+                total = torch.zeros_like(adj)
+                for _ in range(steps):
+                    loss = F.cross_entropy(model(adj_norm @ features), labels)
+                    total += torch.autograd.grad(loss, perturbation, retain_graph=True)[0]
+                return total
+            """,
+            title="a normalised matrix built once before the loop: every turn backpropagates through it again",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def meta_gradient(model, features, adj, labels, steps):
+                perturbation = torch.zeros_like(adj, requires_grad=True)
+                total = torch.zeros_like(adj)
+                for _ in range(steps):
+                    adj_norm = F.normalize(adj + perturbation, p=1, dim=1)
+                    loss = F.cross_entropy(model(adj_norm @ features), labels)
+                    total += torch.autograd.grad(loss, perturbation, retain_graph=True)[0]
+                return total
+            """,
+            line=11,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+
+            def meta_gradient(model, features, adj, labels, steps):
+                perturbation = torch.zeros_like(adj, requires_grad=True)
+                total = torch.zeros_like(adj)
+                for _ in range(steps):
+                    adj_norm = F.normalize(adj + perturbation, p=1, dim=1)
+                    loss = F.cross_entropy(model(adj_norm @ features), labels)
+                    total += torch.autograd.grad(loss, perturbation)[0]
+                return total
+            """,
+            title="the same matrix rebuilt in every turn: each graph is used once",
+        ),
     )
 
     def check(self, ctx):
@@ -336,6 +389,14 @@ class NeedlessRetainGraph(Rule):
             loop = _innermost_loop(ctx.index, call)
             if loop is not None and (_root_from_before_loop(flow, loop, root) or _carried_state(flow, loop)):
                 continue
+            before = _graph_from_before_loop(flow, loop, root, call) if loop is not None else None
+            if before is not None and flow.carries_graph(before[1]):
+                continue  # the next turn's backward runs again through the part built before the loop
+            stays = [premise("the graph does not reach into the loop's next iteration", loop, "use")] \
+                if loop is not None else []
+            if before is not None:  # a value from before the loop, which may carry a graph, feeds it
+                stays = [unknown(f"the graph does not reach into the loop's next iteration through "
+                                 f"`{before[0]}` (built before the loop)", before[1], "use")]
             yield self.report(
                 call,
                 f"`{ctx.code_for(call.func)}(..., retain_graph=True)` keeps every saved activation of the "
@@ -345,7 +406,7 @@ class NeedlessRetainGraph(Rule):
                 FixSpec("Remove `retain_graph=True`", safe=False, replacements=((call, _without(call, "retain_graph")),)),
                 evidence=[premise("`retain_graph=True` keeps the graph's saved tensors", retain, "argument"),
                           premise(f"the graph of `{code(ctx, root)}` is built in this function", root, "use"),
-                          premise("no later backward runs through that graph", call, "use")],
+                          premise("no later backward runs through that graph", call, "use"), *stays],
             )
 
     def _later_backward(self, flow, model, owner, call, scope, root, backwards) -> bool:
@@ -392,6 +453,9 @@ def _separate_graphs(flow, retained: tuple[set[str], bool], later_root, later) -
     return detached and bool(names) and bool(later_names) and not (names & later_names)
 
 
+_LEAF_MAKERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.autograd.Variable"})
+
+
 def _innermost_loop(index, node):
     for ancestor in index.ancestors(node):
         if isinstance(ancestor, (cst.For, cst.While)):
@@ -416,6 +480,40 @@ def _root_from_before_loop(flow, loop, root) -> bool:
         if flow.inside(binding.node, loop.body):
             return False
     return True
+
+
+def _graph_from_before_loop(flow, loop, root, call) -> tuple[str, cst.BaseExpression] | None:
+    """A variable feeding the retained graph that is computed before the loop and never rebound
+    in it, whose value may carry a graph (`adj_norm = normalize(modified_adj)` then
+    `hidden = adj_norm @ features @ w` in every turn): the next turn's backward runs through the
+    same pre-loop part of the graph again, which the `retain_graph=True` of this turn keeps.
+    The name and its value, or None."""
+    names, _ = flow.graph_sources(root, call)
+    for name in sorted(names):
+        if "." in name:
+            continue
+        bindings = flow.bindings_in_function(name, call)
+        if not bindings or not all(b.kind == "assign" and flow.before(b.node, loop) for b in bindings):
+            continue
+        for binding in bindings:
+            value = flow.bound_value(binding)
+            if value is not None and not isinstance(value, cst.Name) and not _leaf(flow, value) \
+                    and any(isinstance(n, (cst.Call, cst.BinaryOperation)) for n in walk_expression(value)) \
+                    and flow.carries_graph(value) is not False:
+                return name, value
+    return None
+
+
+def _leaf(flow, value: cst.BaseExpression) -> bool:
+    """A tensor made to require gradients (`torch.zeros(..., requires_grad=True)`,
+    `nn.Parameter(...)`, `x.requires_grad_()`): a leaf, with no graph of its own to free."""
+    if not isinstance(value, cst.Call):
+        return False
+    if keyword_value(value, "requires_grad") is not None:
+        return True
+    if isinstance(value.func, cst.Attribute) and value.func.attr.value == "requires_grad_":
+        return True
+    return flow.index.resolve(value.func, flow.scope_of(value)) in _LEAF_MAKERS
 
 
 def _carried_state(flow, loop) -> bool:

@@ -12,7 +12,7 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk
 from trainlint.model.modes import modes
-from trainlint.model.loader_use import only_drawn_from
+from trainlint.model.loader_use import never_read, only_drawn_from
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import code, loader_premise, role_premise, training_premises
@@ -69,7 +69,11 @@ class EvalLoaderShufflesOrDrops(Rule):
         reaches a bound, `next(...)` on an endless `itertools.cycle(val_loader)` (or a generator of
         the project that repeats it inside `while True:`), or a project function (in any file) that
         draws from it only in these ways; such a loader is never gone through, so neither its order
-        nor a dropped last batch changes a result.
+        nor a dropped last batch changes a result. The same holds for a loader drawn from through
+        `it = iter(loader)` only by `next(it)` in a loop of `range(B)` with B capped by a number
+        the code states (`min(max_iter, len(loader))`, `max_iter=100`): a capped random sample
+        (`range(len(loader))` draws are a pass and still count). A function's local loader that is
+        never read at all (built, never used) feeds no evaluation and is left alone.
         """
     why_bad = """
         `drop_last=True` silently leaves the tail of the validation or test set out of every
@@ -162,6 +166,73 @@ class EvalLoaderShufflesOrDrops(Rule):
                             print(step, torch.nn.functional.cross_entropy(model(vx), vy).item())
             """,
             title="a validation loader drawn from through an endless cycle, one batch per probe: no pass over the set",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def fit(model, opt, train_set, test_set, epochs):
+                train_loader = DataLoader(train_set, batch_size=32, shuffle=True)
+                test_loader = DataLoader(test_set, batch_size=32, shuffle=True)
+                for epoch in range(epochs):
+                    for x, y in train_loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+            """,
+            title="a test loader built and never used: it feeds no evaluation",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            @torch.no_grad()
+            def probe(model, dataset, max_iter=100):
+                val_loader = DataLoader(dataset, batch_size=32, shuffle=True)
+                batches = iter(val_loader)
+                correct = 0
+                max_iter = min(max_iter, len(val_loader))
+                for i in range(max_iter):
+                    x, y = next(batches)
+                    correct += (model(x).argmax(1) == y).sum().item()
+                return correct / (max_iter * 32)
+            """,
+            title="a random sample of at most 100 batches drawn from a shuffled set: shuffling is the point",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            @torch.no_grad()
+            def probe(model, dataset):
+                val_loader = DataLoader(dataset, batch_size=32, shuffle=True, drop_last=True)
+                batches = iter(val_loader)
+                correct = 0
+                for i in range(len(val_loader)):
+                    x, y = next(batches)
+                    correct += (model(x).argmax(1) == y).sum().item()
+                return correct / len(dataset)
+            """,
+            line=6,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            @torch.no_grad()
+            def probe(model, dataset):
+                val_loader = DataLoader(dataset, batch_size=32, shuffle=False, drop_last=False)
+                batches = iter(val_loader)
+                correct = 0
+                for i in range(len(val_loader)):
+                    x, y = next(batches)
+                    correct += (model(x).argmax(1) == y).sum().item()
+                return correct / len(dataset)
+            """,
+            title="every batch drawn one by one: a whole pass over the set",
         ),
         bad(
             """
@@ -477,6 +548,8 @@ class EvalLoaderShufflesOrDrops(Rule):
             holder = _holder_name(ctx.index, call)
             if holder is not None and only_drawn_from(ctx.index, holder, ctx.index.enclosing_statement(call)):
                 continue  # `next(iter(loader))` only: one batch for pictures or a probe, no evaluation
+            if holder is not None and never_read(ctx.index, holder, ctx.index.enclosing_statement(call)):
+                continue  # built and never used: it feeds no evaluation, whatever its name
             words = " and ".join(f"`{w}=True`" for w, _ in bad_args)
             consequence = []
             if any(w == "drop_last" for w, _ in bad_args):

@@ -57,6 +57,14 @@ def run(model, loader, opt, criterion):
     ("probe", False),
     ("torch.zeros(3)", False),
     ("loss.shape[0]", False),
+    # gradients: plain tensors unless create_graph=True (keyword or fifth positional argument)
+    ("torch.autograd.grad(loss, x)[0]", False),
+    ("torch.autograd.grad(loss, x, retain_graph=True)[0]", False),
+    ("torch.autograd.grad(loss, x, create_graph=False)[0]", False),
+    ("torch.autograd.grad(loss, x, create_graph=True)[0]", True),
+    ("torch.autograd.grad(loss, x, None, True, True)[0]", True),
+    ("torch.autograd.grad(loss, x, create_graph=second_order)[0]", None),
+    ("torch.autograd.grad(loss, x, **options)[0]", None),
     ("x", None),
     ("helper(x)", None),
 ])

@@ -11,7 +11,7 @@ import pytest
 from trainlint.context import FileContext
 from trainlint.engine import lint_paths
 from trainlint.model.index import walk
-from trainlint.model.loader_use import only_drawn_from
+from trainlint.model.loader_use import never_read, only_drawn_from
 from trainlint.settings import Settings, resolve_selection
 
 DATA = """
@@ -77,7 +77,11 @@ def _binding(source: str, holder: str):
     ("first = next(iter(val_loader))", True),
     ("first = next(iter(val_loader))\n    again = next(iter(val_loader))", True),
     ("it = iter(val_loader)\n    first = next(it)", False),  # drawn from batch after batch
-    ("first = next(iter(val_loader))\n    n = len(val_loader)", False),
+    ("first = next(iter(val_loader))\n    n = len(val_loader)", True),  # a count iterates nothing
+    ("n = len(val_loader)", False),  # nothing drawn either
+    ("first = iter(val_loader).next()", True),  # Python 2's spelling of the draw
+    # a fresh loader bound to the name when the first is exhausted is no use of it
+    ("first = iter(val_loader).next()\n    val_loader = DataLoader(ds, shuffle=True)", True),
     ("first = next(iter(val_loader))\n    for b in val_loader:\n        pass", False),
     ("evaluate(val_loader)", False),
     ("pass", False),  # never used: nothing says how
@@ -85,6 +89,46 @@ def _binding(source: str, holder: str):
 def test_a_loader_only_drawn_from(uses, drawn):
     ctx, binding = _binding(f"def f(ds):\n    val_loader = DataLoader(ds, shuffle=True)\n    {uses}\n", "val_loader")
     assert only_drawn_from(ctx.index, "val_loader", binding) is drawn
+
+
+@pytest.mark.parametrize("bound,drawn", [
+    ("min(max_iter, len(val_loader))", True),  # at most the default's 100 batches
+    ("max_iter", True),
+    ("8", True),
+    ("len(val_loader)", False),  # a pass over the set, one batch at a time
+    ("steps", False),  # a parameter without a default: any number, the set's length too
+    ("min(steps, len(val_loader))", False),
+])
+def test_a_loader_drawn_a_capped_number_of_times(bound, drawn):
+    source = f"""
+    def f(ds, steps, max_iter=100):
+        val_loader = DataLoader(ds, shuffle=True)
+        it = iter(val_loader)
+        max_iter = min(max_iter, len(val_loader))
+        for i in range({bound}):
+            x, y = it.next()
+    """
+    ctx, binding = _binding(source, "val_loader")
+    assert only_drawn_from(ctx.index, "val_loader", binding) is drawn
+
+
+@pytest.mark.parametrize("uses,unread", [
+    ("pass", True),
+    ("val_loader = DataLoader(ds)", True),  # bound again, still never read
+    ("for b in val_loader:\n        pass", False),
+    ("return val_loader", False),
+    ("loaders = {'val': val_loader}", False),
+    ("def inner():\n        return len(val_loader)", False),  # read by a nested function
+    ("global val_loader", False),  # the module's name: read anywhere
+])
+def test_a_loader_never_read(uses, unread):
+    ctx, binding = _binding(f"def f(ds):\n    val_loader = DataLoader(ds, shuffle=True)\n    {uses}\n", "val_loader")
+    assert never_read(ctx.index, "val_loader", binding) is unread
+
+
+def test_a_module_level_loader_is_never_taken_for_unread():
+    ctx, binding = _binding("val_loader = DataLoader(ds, shuffle=True)\n", "val_loader")
+    assert not never_read(ctx.index, "val_loader", binding)  # another file may import it
 
 
 def test_a_name_in_another_function_is_another_loader():

@@ -25,6 +25,8 @@ from trainlint.model.summaries import DETACH_WORDS, callable_summary
 from trainlint.model.training import training_model
 from trainlint.model.value_kinds import NUMBER_ATTRIBUTES, NUMBER_FUNCTIONS, NUMBER_METHODS, NUMBER_WORDS, is_number
 
+# differentiation that returns the gradients (a graph of their own only with create_graph=True)
+AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
 # methods whose result never carries a graph
 DETACHING_METHODS = frozenset({"item", "detach", "detach_", "tolist", "numpy"})
 NON_DIFFERENTIABLE_METHODS = frozenset({
@@ -732,6 +734,8 @@ class Dataflow:
                 return False
             if qualname.startswith(("numpy.", "math.", "statistics.")):
                 return False
+            if qualname in AUTOGRAD_GRAD:
+                return _grad_graph(call)
             if qualname.startswith("torch."):
                 last = qualname.rsplit(".", 1)[-1]
                 if last in NON_GRAPH_TORCH:
@@ -802,6 +806,21 @@ def _is_import_path(expr: cst.BaseExpression, scope: Scope) -> bool:
 
 def _is_bool_literal(expr: cst.BaseExpression | None) -> bool:
     return isinstance(expr, cst.Name) and expr.value in ("True", "False")
+
+
+def _grad_graph(call: cst.Call) -> bool | None:
+    """`torch.autograd.grad(...)` returns gradients with a graph of their own only when called
+    with `create_graph=True` (its fifth parameter); without it (the default, False) they are
+    plain tensors (no `grad_fn`), whatever graph the outputs carried."""
+    flag = keyword_value(call, "create_graph")
+    positional = positional_args(call)
+    if flag is None and len(positional) >= 5:
+        flag = positional[4].value
+    if any(a.star for a in call.args) and flag is None:
+        return None  # `**kwargs` may hold it
+    if flag is None or isinstance(flag, cst.Name) and flag.value == "False":
+        return False
+    return True if _is_true(flag) else None
 
 
 def _is_true(expr: cst.BaseExpression) -> bool:

@@ -5,7 +5,10 @@ loader is never gone through, so what makes an evaluation loader wrong (a shuffl
 last batch) does not apply to it. A loader is "only drawn from" when every use of its name in its
 function (in the file, for an attribute), apart from its binding, is a draw:
 
-- `next(iter(name))`: the first batch of a fresh iterator;
+- `next(iter(name))` (or Python 2's `iter(name).next()`): the first batch of a fresh iterator;
+- `it = iter(name)` with `it` drawn from only by `next(it)` (`it.next()`) in a `for` over
+  `range(B)` whose bound is capped by a number the code states (`min(max_iter, len(name))` with
+  `max_iter=100` a parameter's default, or a literal): a capped sample, not a pass over the set;
 - a `for` over `name` (or `enumerate(name)`) that stops after a fixed number of batches: its body
   ends in an unconditional `break` (one batch), or breaks when the `enumerate` index reaches a
   bound (`if i > samples: break`): a spot check, not a pass over the set;
@@ -13,8 +16,13 @@ function (in the file, for an attribute), apart from its binding, is a draw:
   `while True:`) with `it` used only as `next(it)`: an endless stream never ends an epoch;
 - handed to a project function (this file or one it imports) whose parameter is only drawn from.
 
-Any other use (a `for` to the end, `len(name)`, `it = iter(name)` drawn from batch after batch,
-handing it to a function that may go through it) may go through it.
+`len(name)` iterates nothing and is neither a draw nor a pass, and a rebinding of the name (`name =
+DataLoader(...)` again, when the first one is exhausted) is no use of it. Any other use (a `for` to
+the end, `it = iter(name)` drawn from batch after batch or `range(len(name))` times, handing it to
+a function that may go through it) may go through it.
+
+`never_read`: a function's local loader whose name is never read in that function at all (built,
+never used): it feeds nothing, an evaluation least of all.
 """
 
 from __future__ import annotations
@@ -52,14 +60,41 @@ def _only_drawn(index: FileIndex, holder: str, region: cst.CSTNode, skip: set[in
             continue
         if dotted_name(node) != holder or _part_of_longer_name(index, node):
             continue
-        if isinstance(index.parent(node), cst.Param):
-            continue  # the parameter's own declaration
+        if isinstance(index.parent(node), cst.Param) or _rebound(index, node):
+            continue  # the parameter's own declaration, or a new loader bound to the name
+        if _call_with_only_argument(index, node, "len") is not None:
+            continue  # its number of batches: iterates nothing
         if _drawn_once(index, node) or _bounded_loop(index, node) or _cycled(index, node) \
-                or _handed_to_drawing_function(index, node, depth):
+                or _capped_draws(index, node) or _handed_to_drawing_function(index, node, depth):
             drawn = True
             continue
         return False
     return drawn
+
+
+def never_read(index: FileIndex, holder: str, binding: cst.CSTNode) -> bool:
+    """The loader bound to the local name `holder` by `binding` is never read in its function
+    (nor in a function nested in it): no loop, no call, no return hands it anywhere."""
+    function = index.function_at(binding)
+    if function is None or "." in holder or not isinstance(binding, (cst.Assign, cst.AnnAssign)):
+        return False  # a module's name can be imported elsewhere; an attribute read anywhere
+    targets = [t.target for t in binding.targets] if isinstance(binding, cst.Assign) else [binding.target]
+    if not any(isinstance(t, cst.Name) and t.value == holder for t in targets):
+        return False
+    for node in index.subtree(function.node.body):
+        if isinstance(node, (cst.Global, cst.Nonlocal)) and any(n.name.value == holder for n in node.names):
+            return False  # the module's (or an enclosing function's) name: read elsewhere
+        if isinstance(node, cst.Name) and node.value == holder and not _part_of_longer_name(index, node) \
+                and not _rebound(index, node):
+            return False
+    return True
+
+
+def _rebound(index: FileIndex, node: cst.CSTNode) -> bool:
+    """`node` is the whole target of an assignment (`name = ...`): it receives a value, reads none."""
+    parent = index.parent(node)
+    return isinstance(parent, cst.AssignTarget) and parent.target is node \
+        or isinstance(parent, cst.AnnAssign) and parent.target is node
 
 
 def _part_of_longer_name(index: FileIndex, node: cst.CSTNode) -> bool:
@@ -69,9 +104,71 @@ def _part_of_longer_name(index: FileIndex, node: cst.CSTNode) -> bool:
 
 
 def _drawn_once(index: FileIndex, node: cst.CSTNode) -> bool:
-    """`next(iter(node))`: the first batch of a fresh iterator, not an epoch."""
+    """`next(iter(node))` or `iter(node).next()`: the first batch of a fresh iterator, not an epoch."""
     call = _call_with_only_argument(index, node, "iter")
-    return call is not None and _call_with_only_argument(index, call, "next") is not None
+    return call is not None and _next_of(index, call)
+
+
+def _next_of(index: FileIndex, node: cst.CSTNode) -> bool:
+    """`next(node)`, or Python 2's `node.next()`: one batch drawn from the iterator `node`."""
+    if _call_with_only_argument(index, node, "next") is not None:
+        return True
+    attribute = index.parent(node)
+    call = index.parent(attribute)
+    return isinstance(attribute, cst.Attribute) and attribute.value is node and attribute.attr.value == "next" \
+        and isinstance(call, cst.Call) and call.func is attribute and not call.args
+
+
+def _capped_draws(index: FileIndex, node: cst.CSTNode) -> bool:
+    """`it = iter(node)`, and `it` only drawn from (`next(it)`) in `for _ in range(B)` loops whose
+    bound B is capped by a stated number: at most B batches, whatever the set's size."""
+    call = _call_with_only_argument(index, node, "iter")
+    statement = index.parent(call) if call is not None else None
+    if not (isinstance(statement, cst.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0].target, cst.Name)):
+        return False
+    name = statement.targets[0].target.value
+    function = index.function_at(call)
+    region = function.node if function is not None else index.module
+    uses = [n for n in walk(region) if isinstance(n, cst.Name) and n.value == name
+            and n is not statement.targets[0].target and not _attribute_of_another(index, n)]
+    return bool(uses) and all(_next_of(index, n) and _in_capped_range(index, n) for n in uses)
+
+
+def _attribute_of_another(index: FileIndex, node: cst.CSTNode) -> bool:
+    """`x.it`: an attribute of another object, not the name `it` (`it.next()` is a use of `it`)."""
+    parent = index.parent(node)
+    return isinstance(parent, cst.Attribute) and parent.attr is node
+
+
+def _in_capped_range(index: FileIndex, node: cst.CSTNode) -> bool:
+    """The innermost loop around `node` is `for _ in range(B)` with B capped (`_capped`)."""
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.While)):
+            return False
+        if isinstance(ancestor, cst.For):
+            bound = ancestor.iter
+            return isinstance(bound, cst.Call) and isinstance(bound.func, cst.Name) \
+                and bound.func.value == "range" and len(bound.args) == 1 and not bound.args[0].star \
+                and _capped(index, bound.args[0].value, index.scope_at(bound), frozenset())
+    return False
+
+
+def _capped(index: FileIndex, expr: cst.BaseExpression, scope, seen: frozenset) -> bool:
+    """`expr` is at most a number the code states: a literal, `min(...)` of which one is capped, or
+    a name every binding of which is capped (a parameter by its default: the value its callers get
+    when they leave it out)."""
+    if isinstance(expr, cst.Integer):
+        return True
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "min":
+        return any(not a.star and _capped(index, a.value, scope, seen) for a in expr.args)
+    if not isinstance(expr, cst.Name) or len(seen) > 4:
+        return False
+    fresh = [b for b in scope.lookup(expr.value) if id(b) not in seen]
+    return bool(fresh) and all(
+        isinstance(b.value, cst.Integer) if b.kind == "param"
+        else b.kind == "assign" and b.value is not None and _capped(index, b.value, scope, seen | {id(b)})
+        for b in fresh)
 
 
 def _bounded_loop(index: FileIndex, node: cst.CSTNode) -> bool:
