@@ -757,7 +757,11 @@ class TrainingModel:
         covered = {id(ref.node) for tl in self.loops for ref in tl.backward_calls}
         for function in self.index.functions:
             direct = self.index.calls_under(function.node.body)
-            if not any(self.is_backward(c, function.scope) for c in direct if id(c) not in covered):
+            # the backward written here, or the step written here and the backward in a helper it
+            # calls per micro-batch (`for mb in micro_batches: self._loss_and_backward(mb)`, then
+            # `self.optimizer.step()`): one update split across methods
+            if not any(self.is_backward(c, function.scope) or self.is_optimizer_step(c, function.scope)
+                       for c in direct if id(c) not in covered):
                 continue
             backward, steps, calls = [], [], []
             for ref in self.reachable_calls(function.node.body, function.scope):
