@@ -44,6 +44,11 @@ class ClipBeforeUnscale(Rule):
         same way (`backward(loss, scaler)` scaling under `if scaler is not None:`, the clip under
         `if scaler is None:`).
 
+        An update split across files is followed too: a method that clips and then calls
+        `scaler.step(opt)` (an `Updater.step(grad_scaler)`) with no backward of its own receives
+        the gradients of its callers' backward; when a file of its part of the project scales a
+        loss before a backward and none calls `unscale_`, the clip is flagged there.
+
         When the clip is a statement of its own that runs once per update, and the update steps one
         optimizer through the scaler, the fix inserts `scaler.unscale_(opt)` on the line above it
         (unsafe: it changes the update, as intended).
