@@ -599,14 +599,14 @@ class ClipBeforeUnscale(Rule):
         yield self.report(
             clip.node,
             f"`{describe(clip.node, ctx)}` clips the gradients that `{describe(step.node, ctx)}` receives "
-            f"from a backward on `{scaler}.scale(loss)` (run by the caller, {unit.scaled_in}); nothing unscales "
-            f"them first: call `{scaler}.unscale_({step.subject})` before clipping, so the threshold applies "
+            f"from the callers' backward on a loss scaled by `{scaler}.scale(...)` ({unit.scaled_in}); nothing "
+            f"unscales them first: call `{scaler}.unscale_({step.subject})` before clipping, so the threshold applies "
             f"to the true gradients",
             evidence=[premise(f"`{describe(step.node, ctx)}` steps on gradients of a scaled loss: the scaler "
                               f"unscales them itself only inside `step`, after this clip", step.node, "call"),
                       role_premise(ctx, step.node.func.value, step.scope, SCALER),
-                      premise(f"a caller scales the loss before its backward ({unit.scaled_in}), and no file "
-                              "of this part of the project calls `unscale_`", clip.node, "call")],
+                      premise(f"the loss is scaled before its backward ({unit.scaled_in}), and no file of this "
+                              "part of the project calls `unscale_`", clip.node, "call")],
         )
 
 

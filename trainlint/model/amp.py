@@ -409,14 +409,17 @@ class AmpModel:
                 self.units.append(Unit(function.node, function.scope, None, events, scaled_in=scaled_in))
 
     def _scaled_elsewhere(self) -> str:
-        """The project file (relative path) where a caller scales a loss, when one does and no
-        file of the update's part of the project unscales gradients; else ""."""
+        """The project file (relative path) where a loss is scaled (`.scale(`), when one is, a
+        backward runs, and no file of the update's part of the project unscales gradients; else ""."""
         linker = self.index.linker
         unscales = ("unscale_", *frameworks.methods("unscale"))
         if linker is None or linker.files_mentioning(*unscales) != []:
             return ""  # checked alone (callers unknown), or some caller may unscale first
-        backward = set(linker.files_mentioning(".backward(") or ())
-        return next((path for path in linker.files_mentioning(".scale(") or () if path in backward), "")
+        # the scale and the backward can sit apart too (`forward()` returns `scaler.scale(loss)`,
+        # the script runs `loss.backward()`)
+        if not linker.files_mentioning(".backward("):
+            return ""
+        return next(iter(linker.files_mentioning(".scale(") or ()), "")
 
 
     def _may_run_an_update(self) -> set:
