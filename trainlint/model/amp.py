@@ -383,7 +383,11 @@ class AmpModel:
             if any(e.kind in BACKWARDS for e in events) and \
                     any(e.kind in OPTIMIZER_STEPS and not e.loops for e in events):
                 self.units.append(Unit(function.node, function.scope, None, events))
-        self._build_update_ends(reached | {unit.node for unit in self.units}, holding_loops)
+        # a helper that a unit already reaches (`train_step` runs the backward, then calls
+        # `self.optimizer_step()`) belongs to that unit's update, not to one of its own
+        helpers = {self.index.function_at(e.node) for unit in self.units for e in unit.events if e.via}
+        self._build_update_ends(reached | {unit.node for unit in self.units} |
+                                {helper.node for helper in helpers if helper is not None}, holding_loops)
 
     def _build_update_ends(self, covered: set, holding_loops: set) -> None:
         """Functions that end an update whose backward runs elsewhere: `scaler.step(opt)` outside
