@@ -102,6 +102,9 @@ class FunctionSummary:
     # the role of each element of the tuple it returns (`return data_set, data_loader`), when every
     # return is a tuple of that length: what `_, loader = make(...)` in another file is
     returns_at: tuple[str | None, ...] = ()
+    # it runs a backward (`loss.backward()`, `engine.backward(loss)`) and steps nothing: one
+    # micro-batch's half of an update whose step its caller runs (`backward_step(model, batch, k)`)
+    backward_only: bool = False
 
     @property
     def produces(self) -> str | None:
@@ -404,7 +407,8 @@ class _Summariser:
             returned_keys=self._returned_keys(function), equal_batches=self._equal_batches(function),
             sets_epoch=any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
                            and n.func.attr.value == "set_epoch" for n in self._own_nodes(function)),
-            drawn_params=self._drawn_params(function, params), equal_batches_by=self._equal_batches_by(function))
+            drawn_params=self._drawn_params(function, params), equal_batches_by=self._equal_batches_by(function),
+            backward_only=self._backward_only(function))
         self._memo[node] = summary
         return summary
 
@@ -474,6 +478,13 @@ class _Summariser:
             else:
                 return False
         return True
+
+    def _backward_only(self, function: FunctionInfo) -> bool:
+        """`FunctionSummary.backward_only`: a backward call of its own, and no `.step(...)`."""
+        methods = [n.func.attr.value for n in self._own_nodes(function)
+                   if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)]
+        backwards = frameworks.backward_methods()
+        return any(m in backwards for m in methods) and "step" not in methods
 
     def _own_nodes(self, function: FunctionInfo) -> list[cst.CSTNode]:
         """Nodes of the function's body, not those of nested defs or classes (walked once)."""
