@@ -689,6 +689,13 @@ def _mismatch(ctx, model: TrainingModel, loop: TrainingLoop, ref: CallRef, clock
                       "schedule reaches its end after that many steps, within the first epoch, then repeats or "
                       "stays at its end (a cosine climbs back: the LR oscillates); count the length in the steps it "
                       "takes (epochs times the steps per epoch), or step it once per epoch")
+    product = _epochs_by_use(ctx, loop, expr)
+    if product is not None:
+        per = {BATCH: "every batch", MICRO: "every micro-batch", UPDATE: "once per update"}[clock]
+        return None, (f"`{arg}` counts epochs (`{ctx.code_for(product)}` multiplies it by the loader's length "
+                      f"to count steps), but `{name}.step()` runs {per}: the schedule reaches its end after that "
+                      "many steps, within the first epoch, then repeats or stays at its end (a cosine climbs back: "
+                      "the LR oscillates); count the length in the steps it takes, or step it once per epoch")
     samples = _counts_samples(ctx, loop, expr, scope)
     if samples is not None:
         return None, (f"`{arg}` counts samples (`{samples}`), but `{name}.step()` runs once per "
@@ -816,6 +823,7 @@ def _counts_epochs(ctx, model: TrainingModel, loop: TrainingLoop, expr: cst.Base
     bounds = _epoch_bounds(ctx, model, loop)
     if not bounds or depth > 2:
         return False
+    expr = _unwrapped(expr)
     if ctx.code_for(expr) in bounds or _bound_by_self(ctx, expr, bounds):
         return True
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
@@ -827,6 +835,47 @@ def _counts_epochs(ctx, model: TrainingModel, loop: TrainingLoop, expr: cst.Base
         if len(values) == 1 and ctx.code_for(expr) in bounds:
             return True
     return False
+
+
+def _epochs_by_use(ctx, loop: TrainingLoop, expr: cst.BaseExpression) -> cst.BinaryOperation | None:
+    """The horizon (inside `max(1, x)`, `int(x)`) is what the file multiplies by the length of the
+    loader the loop iterates to count steps (`num_training_steps = epochs * len(train_loader)`):
+    an epoch count, shown by its use, where no `for epoch in range(...)` bounds the epochs (a
+    `while step < num_training_steps` loop)."""
+    expr = _unwrapped(expr)
+    if not isinstance(expr, (cst.Name, cst.Attribute)):
+        return None
+    loaders = _loop_loaders(ctx, loop)
+    if not loaders:
+        return None
+    text = ctx.code_for(expr)
+    for product, factor, loader in ctx.model(_products_with_lengths):
+        if factor == text and loader in loaders:
+            return product
+    return None
+
+
+def _unwrapped(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`max(1, x)`, `int(x)`, `math.ceil(x)` -> `x`: a guard against 0 or a rounding leaves the count."""
+    while isinstance(expr, cst.Call) and dotted_name(expr.func) in ("max", "min", "int", "math.ceil") and \
+            not any(a.keyword or a.star for a in expr.args):
+        inner = [a.value for a in expr.args if not isinstance(a.value, cst.Integer)]
+        if len(inner) != 1:
+            return expr
+        expr = inner[0]
+    return expr
+
+
+def _products_with_lengths(ctx) -> list[tuple[cst.BinaryOperation, str, str]]:
+    """Each `x * len(y)` (or `len(y) * x`) of the file, once: (the product, `x`, `y`) as text."""
+    found = []
+    for node in walk(ctx.module):
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+            for factor, length in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(length, cst.Call) and dotted_name(length.func) == "len" and len(length.args) == 1 \
+                        and isinstance(factor, (cst.Name, cst.Attribute)):
+                    found.append((node, ctx.code_for(factor), ctx.code_for(length.args[0].value)))
+    return found
 
 
 def _bound_by_self(ctx, expr: cst.BaseExpression, bounds: set[str]) -> bool:

@@ -9,6 +9,7 @@ import libcst as cst
 from trainlint.model.amp import (BACKWARDS, CLIP, OPTIMIZER_STEPS, SCALED_BACKWARD, SCALER_STEP, UNSCALE, amp_model, describe,
                            measures_only, per_update)
 from trainlint.model.amp import CLIP_NAMES
+from trainlint.model.roles import SCALER
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.rule import FixSpec, Rule, bad, good
@@ -42,6 +43,11 @@ class ClipBeforeUnscale(Rule):
         does a clip under the opposite of the test that guards every scaled backward, written the
         same way (`backward(loss, scaler)` scaling under `if scaler is not None:`, the clip under
         `if scaler is None:`).
+
+        An update split across files is followed too: a method that clips and then calls
+        `scaler.step(opt)` (an `Updater.step(grad_scaler)`) with no backward of its own receives
+        the gradients of its callers' backward; when a file of its part of the project scales a
+        loss before a backward and none calls `unscale_`, the clip is flagged there.
 
         When the clip is a statement of its own that runs once per update, and the update steps one
         optimizer through the scaler, the fix inserts `scaler.unscale_(opt)` on the line above it
@@ -543,6 +549,9 @@ class ClipBeforeUnscale(Rule):
                 scaled = unit.of_kind(SCALED_BACKWARD)
                 if scaled and all(unit.exclusive(ctx.index, clip, event) for event in scaled):
                     continue  # the non-AMP branch: its backward and its clip see true gradients
+                if unit.scaled_in:
+                    yield from self._update_end(ctx, unit, clip)
+                    continue
                 if not unit.has(SCALED_BACKWARD):
                     framework = unit.framework_scaler
                     yield self.report(
@@ -576,6 +585,29 @@ class ClipBeforeUnscale(Rule):
                               premise(f"no `{scaler}.unscale_(...)` runs before this clip in the update", clip.node,
                                       "call")],
                 )
+
+
+    def _update_end(self, ctx, unit, clip):
+        """The clip in a function that ends an update whose scaled backward runs in its callers
+        (`AmpModel._build_update_ends`): reported when a `scaler.step` follows it on its path."""
+        steps = [event for event in unit.of_kind(SCALER_STEP)
+                 if unit.events.index(event) > unit.events.index(clip) and not unit.exclusive(ctx.index, clip, event)]
+        if not steps:
+            return
+        step = steps[0]
+        scaler = ctx.code_for(step.node.func.value) if isinstance(step.node.func, cst.Attribute) else "scaler"
+        yield self.report(
+            clip.node,
+            f"`{describe(clip.node, ctx)}` clips the gradients that `{describe(step.node, ctx)}` receives "
+            f"from the callers' backward on a loss scaled by `{scaler}.scale(...)` ({unit.scaled_in}); nothing "
+            f"unscales them first: call `{scaler}.unscale_({step.subject})` before clipping, so the threshold applies "
+            f"to the true gradients",
+            evidence=[premise(f"`{describe(step.node, ctx)}` steps on gradients of a scaled loss: the scaler "
+                              f"unscales them itself only inside `step`, after this clip", step.node, "call"),
+                      role_premise(ctx, step.node.func.value, step.scope, SCALER),
+                      premise(f"the loss is scaled before its backward ({unit.scaled_in}), and no file of this "
+                              "part of the project calls `unscale_`", clip.node, "call")],
+        )
 
 
 def _scaler_optional(ctx, clip, scaled) -> bool:

@@ -607,3 +607,73 @@ def test_training_after_a_node_and_schedulers_replayed_on_resume():
     assert model.trains_after(loads['torch.load("last.pt")'])
     assert not model.trains_after(loads['torch.load("best.pt")'])
     assert ctx.model(checkpoint_model).replayed_schedulers == {"sched"}
+
+
+def test_window_function_with_the_backward_in_a_per_micro_batch_helper():
+    """The step written in `train_step`, the backward in the helper its micro-batch loop calls:
+    one accumulation window split across two methods."""
+    ctx, model = build("""
+        class Trainer:
+            def _loss_and_backward(self, mb):
+                loss = self.model(mb).loss
+                loss.backward()
+                return loss
+
+            def train_step(self, batch):
+                self.optimizer.zero_grad()
+                for mb in batch.split(self.micro_bsz):
+                    self._loss_and_backward(mb)
+                self.optimizer.step()
+        """)
+    assert model.loops == []
+    [window] = model.window_functions
+    assert window.node.name.value == "train_step"
+    assert window.guard.kind == "micro_loop"
+    assert [ctx.code_for(ref.node) for ref in window.backward_calls] == ["loss.backward()"]
+
+
+def test_a_caller_of_the_window_function_is_not_another_window():
+    """`run()` reaches the backward and the step only through `train_step`: not a second window."""
+    ctx, model = build("""
+        class Trainer:
+            def _loss_and_backward(self, mb):
+                self.model(mb).loss.backward()
+
+            def train_step(self, batch):
+                for mb in batch.split(self.micro_bsz):
+                    self._loss_and_backward(mb)
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+
+            def run(self, batch):
+                return self.train_step(batch)
+        """)
+    assert [w.node.name.value for w in model.window_functions] == ["train_step"]
+
+
+def test_reaching_bindings_stop_at_the_last_assignment_before_the_use():
+    """A plain assignment that runs on every way to the use overwrites the earlier bindings (both
+    branches of an `if`); an assignment between it and the use still reaches."""
+    source = textwrap.dedent("""
+        def f(x, mask, sp):
+            if sp:
+                loss = gather(x)
+            else:
+                loss = crit(x)
+            loss = loss.sum() / mask.sum()
+            if sp:
+                loss = loss * 2
+            loss.backward()
+    """)
+    ctx = FileContext("t.py", source, cst.parse_module(source), (2, 6))
+    index = ctx.index
+    call = next(site.node for site in index.calls if ctx.code_for(site.node) == "loss.backward()")
+    use = call.func.value
+    reaching = index.reaching_bindings(use, "loss", index.scope_at(use))
+    assert [ctx.code_for(b.value) for b in reaching] == ["loss.sum() / mask.sum()", "loss * 2"]
+    # inside the last assignment's own value, no assignment before it runs on every way: the
+    # branches above it reach (and, unnarrowed, the rest: the answer stays an over-approximation)
+    value = next(b.value for b in reaching if ctx.code_for(b.value) == "loss.sum() / mask.sum()")
+    inner = value.left.func.value
+    found = {ctx.code_for(b.value) for b in index.reaching_bindings(inner, "loss", index.scope_at(inner))}
+    assert {"crit(x)", "gather(x)"} <= found

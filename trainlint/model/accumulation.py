@@ -195,6 +195,12 @@ class LossTracer:
             return Trace(kind, left.k_division or right.k_division, left.token_level or right.token_level,
                          left.producers + right.producers)
         if isinstance(op, cst.Multiply):
+            # `loss * world_size` (undoing DDP's average over processes) leaves a per-micro-batch
+            # loss per micro-batch: the factor counts processes, not the window's share
+            # `token_loss * loss_mask` zeroes the padding: the same per-token losses, fewer of them
+            for factor, other in ((expr.right, expr.left), (expr.left, expr.right)):
+                if _process_count(factor, scope) or _is_mask(factor):
+                    return self.trace(other, scope, via, depth + 1)
             left = self.trace(expr.left, scope, via, depth + 1)
             right = self.trace(expr.right, scope, via, depth + 1)
             if any(t.kind == SCALED for t in (left, right)):
@@ -208,6 +214,9 @@ class LossTracer:
         text = self.ctx.code_for(divisor)
         if self.k_text is not None and text == self.k_text:
             return "k"
+        if isinstance(divisor, cst.BinaryOperation) and isinstance(divisor.operator, cst.Add) and \
+                _tiny(divisor.right):  # `n_tokens + 1e-8`: an epsilon against 0 leaves the count
+            return self._divisor_kind(divisor.right if _tiny(divisor.left) else divisor.left, scope)
         if self._k_like(divisor):
             return "k"
         if isinstance(divisor, cst.Call) and isinstance(divisor.func, cst.Name) and divisor.func.value == "len":
@@ -359,6 +368,13 @@ class LossTracer:
 
     def _trace_call(self, call: cst.Call, scope: Scope, via, depth: int) -> Trace:
         func = call.func
+        reduced = self.index.resolve(func, scope)
+        if reduced in ("torch.sum", "torch.mean") and positional_args(call) and len(call.args) == 1:
+            # `torch.sum(x)`: the reduction of its argument, as `x.sum()` is
+            inner = self.trace(positional_args(call)[0].value, scope, via, depth + 1)
+            if reduced == "torch.sum":
+                return Trace(SUM, None, inner.token_level, [call])
+            return inner if inner.kind == SCALED else Trace(MEAN, None, inner.token_level, [call])
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             if method in ("float", "to", "cuda", "contiguous", "squeeze", "clone"):
@@ -708,6 +724,53 @@ def _int_literal(expr: cst.BaseExpression) -> int | None:
 def _is_zero(expr: cst.BaseExpression) -> bool:
     """The literal `0` / `0.0`."""
     return isinstance(expr, (cst.Integer, cst.Float)) and float(expr.value) == 0
+
+
+def _is_mask(expr: cst.BaseExpression) -> bool:
+    """`loss_mask`, `attention_mask.to(dev)`, `self.mask`: a 0/1 mask of valid positions."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and \
+            expr.func.attr.value in ("to", "float", "type_as", "view", "reshape", "flatten", "cuda"):
+        expr = expr.func.value
+    name = _name_text(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+    return bool(name and re.search(r"(^|_)mask$", name.rsplit(".", 1)[-1]))
+
+
+def _tiny(expr: cst.BaseExpression) -> bool:
+    """A float literal below 1e-3 (`1e-8`, `1e-6`): an epsilon added to a count."""
+    if not isinstance(expr, cst.Float):
+        return False
+    try:
+        return 0 < float(expr.value) < 1e-3
+    except ValueError:
+        return False
+
+
+# Attributes that hold the number of training processes (`self.world_size`, `accelerator.num_processes`).
+_PROCESS_COUNT_ATTRS = frozenset({"world_size", "num_processes", "dp_size", "dp_world_size"})
+
+
+def _process_count(expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+    """The number of data-parallel processes, by its value: `dist.get_world_size()`,
+    `mesh.size("dp")`, `accelerator.num_processes`, a literal 1, or a name every assignment of
+    which is one of these (`dp_size = mesh.size("dp") if sp else dist.get_world_size()`)."""
+    if depth > 2:
+        return False
+    if isinstance(expr, cst.Integer):
+        return expr.value == "1"
+    if isinstance(expr, cst.IfExp):
+        return _process_count(expr.body, scope, depth + 1) and _process_count(expr.orelse, scope, depth + 1)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Attribute, cst.Name)):
+        name = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else expr.func.value
+        args = positional_args(expr)
+        return name == "get_world_size" or (
+            name == "size" and len(args) == 1 and isinstance(args[0].value, cst.SimpleString))
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value in _PROCESS_COUNT_ATTRS
+    if isinstance(expr, cst.Name):
+        bindings = scope.lookup(expr.value)
+        return bool(bindings) and all(b.kind == "assign" and b.value is not None and b.value is not expr
+                                      and _process_count(b.value, scope, depth + 1) for b in bindings)
+    return False
 
 
 def _combine(traces: list[Trace]) -> Trace:

@@ -99,6 +99,10 @@ class Unit:
     scope: Scope
     loop: TrainingLoop | None          # None for a function that runs one update by itself
     events: list[Event] = field(default_factory=list)
+    #: for the end of an update split across functions (a method that clips and calls
+    #: `scaler.step(opt)`, run after its callers' backward): the project file whose
+    #: `scaler.scale(loss).backward()` made the gradients it receives; "" otherwise
+    scaled_in: str = ""
 
     @property
     def cyclic(self) -> bool:
@@ -162,7 +166,7 @@ class Unit:
     def uses_scaler(self) -> bool:
         """Backward runs on a GradScaler-scaled loss somewhere in this update (our own GradScaler,
         or the one inside an fp16 Accelerator/Fabric)."""
-        return self.has(SCALED_BACKWARD) or bool(self.framework_scaler)
+        return self.has(SCALED_BACKWARD) or bool(self.framework_scaler) or bool(self.scaled_in)
 
     @property
     def framework_scaler(self) -> str:
@@ -389,6 +393,11 @@ class AmpModel:
                     any(e.kind in OPTIMIZER_STEPS and not e.loops for e in events):
                 self.units.append(Unit(function.node, function.scope, None, events))
         self._build_step_functions(reached, candidates, holding_loops)
+        # a helper that a unit already reaches (`train_step` runs the backward, then calls
+        # `self.optimizer_step()`) belongs to that unit's update, not to one of its own
+        helpers = {self.index.function_at(e.node) for unit in self.units for e in unit.events if e.via}
+        self._build_update_ends(reached | {unit.node for unit in self.units} |
+                                {helper.node for helper in helpers if helper is not None}, holding_loops)
 
     def _build_step_functions(self, reached: set, candidates: set, holding_loops: set) -> None:
         """Functions that run the step half of one update for a caller that runs the backward
@@ -408,6 +417,42 @@ class AmpModel:
                 continue
             if any(e.kind == STEP and not e.engine for e in events) and any(e.kind == SCHED_STEP for e in events):
                 self.step_functions.append(Unit(node, function.scope, None, events))
+
+    def _build_update_ends(self, covered: set, holding_loops: set) -> None:
+        """Functions that end an update whose backward runs elsewhere: `scaler.step(opt)` outside
+        any loop, no backward in reach (an `Updater.step(grad_scaler)` that the engine calls after
+        `grad_scaler.scale(loss).backward()`). `scaler.step` unscales the gradients it is handed
+        unless `unscale_` ran first, so they arrive scaled; what the callers do is read from the
+        project's files: one scales a loss (`.scale(`), none unscales (`unscale_`). A same-file
+        caller's loop already holds the function in its own unit (`covered`)."""
+        owners = {id(site.function) for site in self.index.calls
+                  if site.function is not None and isinstance(site.node.func, cst.Attribute)
+                  and site.node.func.attr.value == "step" and positional_args(site.node)}
+        scaled_in = None
+        for function in self.index.functions:
+            if id(function) not in owners or function.node in covered or id(function) in holding_loops:
+                continue
+            events = list(self.events_in(function.node.body, function.scope))
+            if not any(e.kind == SCALER_STEP and not e.loops for e in events) or \
+                    any(e.kind in BACKWARDS or e.kind == UNSCALE for e in events):
+                continue
+            if scaled_in is None:
+                scaled_in = self._scaled_elsewhere()
+            if scaled_in:
+                self.units.append(Unit(function.node, function.scope, None, events, scaled_in=scaled_in))
+
+    def _scaled_elsewhere(self) -> str:
+        """The project file (relative path) where a loss is scaled (`.scale(`), when one is, a
+        backward runs, and no file of the update's part of the project unscales gradients; else ""."""
+        linker = self.index.linker
+        unscales = ("unscale_", *frameworks.methods("unscale"))
+        if linker is None or linker.files_mentioning(*unscales) != []:
+            return ""  # checked alone (callers unknown), or some caller may unscale first
+        # the scale and the backward can sit apart too (`forward()` returns `scaler.scale(loss)`,
+        # the script runs `loss.backward()`)
+        if not linker.files_mentioning(".backward("):
+            return ""
+        return next(iter(linker.files_mentioning(".scale(") or ()), "")
 
 
     def _may_run_an_update(self) -> set:

@@ -438,11 +438,41 @@ class FileIndex:
             return bindings
         loop, position = self._loop_position(use)
         if loop is None:
-            return bindings
+            return self._after_last_kill(use, bindings)
         inside = self._bindings_by_loop(bindings).get(loop)
         if not inside or not any(kills and at < position for _, at, kills in inside):
+            return self._after_last_kill(use, bindings)
+        return self._after_last_kill(use, [binding for binding, _, _ in inside])
+
+    def _after_last_kill(self, use: cst.CSTNode, bindings: list[Binding]) -> list[Binding]:
+        """`bindings` narrowed by the nearest plain assignment of the name that runs on every way to
+        `use`: a statement of a block around `use`, written before it there. The bindings before
+        it are overwritten (`loss = loss_fn(x)` in one branch, then `loss = loss.sum() / n` and
+        `loss.backward()`: the backward sees the last); those from it to `use` are kept, and a
+        binding after `use` can come back to it only through a loop that enters the block at its
+        start, past that assignment again."""
+        if len(bindings) < 2:
             return bindings
-        return [binding for binding, _, _ in inside]
+        statement_of = {}
+        for binding in bindings:
+            if isinstance(binding.node, cst.Assign):
+                statement_of.setdefault(id(self.parents.get(binding.node)), binding)
+        if not statement_of:
+            return bindings
+        child = use
+        for ancestor in self.ancestors(use):
+            if isinstance(ancestor, _SCOPE_BOUNDARIES):
+                break
+            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+                body = list(ancestor.body)
+                position = next((i for i, s in enumerate(body) if s is child), None)
+                for at in range(position - 1 if position is not None else -1, -1, -1):
+                    if id(body[at]) in statement_of:
+                        span = {id(s) for s in body[at:position + 1]}
+                        return [b for b in bindings
+                                if any(id(a) in span for a in (b.node, *self.ancestors(b.node)))]
+            child = ancestor
+        return bindings
 
     def _loop_position(self, node: cst.CSTNode) -> tuple[cst.For | cst.While | None, int]:
         """The innermost loop whose body holds `node` (in the same scope) and the index, in that

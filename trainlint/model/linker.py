@@ -135,6 +135,23 @@ class Summaries:
                 path, class_name, lambda summary: summary.constructions_of(class_name), own_file=True)]
         return self._constructions[key]
 
+    def mentioning(self, path: str, words: tuple[str, ...]) -> list[Path]:
+        """The checked files that can call into the file at `path` or be called by it (its
+        component of the import graph, the file itself included) whose text holds one of `words`:
+        where the rest of an update split across files can be (`scaler.scale(loss).backward()`
+        in the engine that calls an updater's `step`)."""
+        target = self.project.real(path)
+        components = self.project.key_components()
+        own = components.get(str(target))
+        found = []
+        for candidate in self.project.paths:
+            if own is not None and own[1] is not None and components.get(str(candidate), own)[1] != own[1]:
+                continue
+            text = self.project.source(candidate)
+            if text is not None and any(word in text for word in words):
+                found.append(candidate)
+        return found
+
     def _uses(self, path: str, name: str, found_in, own_file: bool) -> list:
         """(file, use) for what `found_in(summary)` finds (calls with a `callee`) in the checked files whose text
         calls `name`, kept when the callee is the module-level `name` of the file at `path`; in that
@@ -222,6 +239,14 @@ class Linker:
             if summary is not None:
                 found |= summary.loaded_files
         return frozenset(found)
+
+    def files_mentioning(self, *words: str) -> list[str] | None:
+        """The project files (paths relative to its root) that this file's update can be split
+        with (`Summaries.mentioning`) whose text holds one of `words`; None when the file is
+        checked on its own (no project: what other files hold is unknown)."""
+        if self.project is None or not self.project.contains(self.path):
+            return None
+        return [_relative(self.project, where) for where in self._summaries.mentioning(self.path, words)]
 
     def constructor_role(self, index: FileIndex, class_name: str, attr: str) -> str | None:
         """The role the callers that build `class_name` give the `__init__` parameter that

@@ -112,6 +112,9 @@ class FunctionSummary:
     # functions of its file that do the same): it adds no parameter to a model handed to it and
     # turns none of its parameters' `requires_grad` back on
     run_only: tuple[str, ...] = ()
+    # it runs a backward (`loss.backward()`, `engine.backward(loss)`) and steps nothing: one
+    # micro-batch's half of an update whose step its caller runs (`backward_step(model, batch, k)`)
+    backward_only: bool = False
 
     @property
     def produces(self) -> str | None:
@@ -425,7 +428,8 @@ class _Summariser:
             drawn_params=self._drawn_params(function, params), equal_batches_by=self._equal_batches_by(function),
             run_only=tuple(p for p in params if self._runs_only(function, p, frozenset({node}))),
             trains_over=trained_params(function, params, self._own_nodes(function)),
-            drop_last_chosen_by=self._drop_last_chosen_by(function))
+            drop_last_chosen_by=self._drop_last_chosen_by(function),
+            backward_only=self._backward_only(function))
         self._memo[node] = summary
         return summary
 
@@ -577,6 +581,13 @@ class _Summariser:
             else:
                 return False
         return True
+
+    def _backward_only(self, function: FunctionInfo) -> bool:
+        """`FunctionSummary.backward_only`: a backward call of its own, and no `.step(...)`."""
+        methods = [n.func.attr.value for n in self._own_nodes(function)
+                   if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)]
+        backwards = frameworks.backward_methods()
+        return any(m in backwards for m in methods) and "step" not in methods
 
     def _own_nodes(self, function: FunctionInfo) -> list[cst.CSTNode]:
         """Nodes of the function's body, not those of nested defs or classes (walked once)."""

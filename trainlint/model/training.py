@@ -191,6 +191,7 @@ class TrainingModel:
         self._runs_training_memo: dict[int, tuple[cst.CSTNode, bool]] = {}
         self._statement_tables: dict[int, tuple] = {}  # owner -> (owner, positions, trains_from): see trains_after
         self._trained_functions: set[cst.CSTNode] | None = None
+        self._project_backwards: dict[int, bool] = {}  # call id -> `_project_backward`
         self._build()
 
     # -- classification of calls -----------------------------------------------------------------
@@ -200,7 +201,22 @@ class TrainingModel:
             # `self.backward(loss)` running a method of this file is a helper, not a backward:
             # the backward inside it is reached through it
             return self.callee(call, scope) is None
-        return self.index.resolve(func, scope) == "torch.autograd.backward"
+        name = self.index.resolve(func, scope)
+        if name == "torch.autograd.backward":
+            return True
+        return name is not None and self._project_backward(call, scope)
+
+    def _project_backward(self, call: cst.Call, scope: Scope) -> bool:
+        """`backward_step(model, batch, k)` imported from another file of the project, which runs a
+        backward and steps nothing (its summary's `backward_only`): the micro-batch half of an
+        update split across files, a backward where the caller's loop runs it."""
+        if self.index.linker is None or self.callee(call, scope) is not None:
+            return False
+        found = self._project_backwards.get(id(call))
+        if found is None:
+            summary = self.index.summary_of(call.func, scope, words=("backward",))
+            found = self._project_backwards[id(call)] = bool(getattr(summary, "backward_only", False))
+        return found
 
     def is_optimizer_step(self, call: cst.Call, scope: Scope) -> bool:
         """`opt.step()` on an optimizer, or `scaler.step(opt)`."""
@@ -804,7 +820,11 @@ class TrainingModel:
         covered = {id(ref.node) for tl in self.loops for ref in tl.backward_calls}
         for function in self.index.functions:
             direct = self.index.calls_under(function.node.body)
-            if not any(self.is_backward(c, function.scope) for c in direct if id(c) not in covered):
+            # the backward written here, or the step written here and the backward in a helper it
+            # calls per micro-batch (`for mb in micro_batches: self._loss_and_backward(mb)`, then
+            # `self.optimizer.step()`): one update split across methods
+            if not any(self.is_backward(c, function.scope) or self.is_optimizer_step(c, function.scope)
+                       for c in direct if id(c) not in covered):
                 continue
             backward, steps, calls = [], [], []
             for ref in self.reachable_calls(function.node.body, function.scope):
