@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import pkgutil
 
 from trainlint.gate import RuleHead
 from trainlint.rule import Rule, registered
@@ -42,6 +41,8 @@ def head_of(rule: type[Rule]) -> RuleHead:
 
 
 def _modules() -> list[str]:
+    import pkgutil  # only to list every rule (registry), never on a run's path
+
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 

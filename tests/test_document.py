@@ -97,3 +97,31 @@ def test_sliced_checks_keep_positions_with_other_line_endings(newline):
     for version in _versions(source):
         assert _findings(linter.lint(version, "x.py", ALL)) == _findings(lint_source(version, "x.py", ALL))
     assert (linter.sliced > 0) == (newline == "\r\n")
+
+
+def test_an_edit_reads_what_only_its_own_new_piece_says(monkeypatch):
+    """After the first slice, an edit of one definition works out the names (`_names`) of its new
+    text only: the replaced text's were worked out when it was the document's."""
+    import sys
+    from pathlib import Path
+
+    import trainlint.document as document
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "scripts"))
+    from lsp_latency import edited, training_script
+
+    said = []
+    real = document._names
+    monkeypatch.setattr(document, "_names", lambda text, tree, name: said.append(text) or real(text, tree, name))
+    text = training_script(600)
+    linter = DocumentLinter()
+    settings = Settings()
+    linter.lint(text, "runner.py", settings)
+    versions = edited(text, 4)
+    linter.lint(versions[0], "runner.py", settings)  # the first slice reads every piece once
+    for before, version in zip(versions, versions[1:]):
+        said.clear()
+        assert _findings(linter.lint(version, "runner.py", settings)) == _findings(
+            lint_source(version, "runner.py", settings))
+        new = [text for _, text in split(version) if text not in {t for _, t in split(before)}]
+        assert said == new and len(new) == 1

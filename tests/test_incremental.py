@@ -118,3 +118,32 @@ def test_compiling_the_pieces_gives_the_compilers_answer_for_the_whole(name):
     for version in [clean, source, clean + source, clean]:
         assert _findings(version, parser) == _findings(version)
     assert any(code == "TL000" for code, *_ in _findings(source, DocumentParser()))
+
+
+def _nested(depth: int) -> str:
+    """A statement Python parses whose tree is `depth` levels deep (a chain of additions)."""
+    return "x = " + "+".join(["1"] * depth) + "\n"
+
+
+def test_the_nesting_bound_walks_only_changed_pieces_and_answers_as_the_whole(monkeypatch):
+    """The guard's nesting bound on a document is walked piece by piece, each piece once per text:
+    an edit of one function walks that piece only, and a piece too deep gives the TL000 the
+    walk of the whole source gives (same place, same message)."""
+    from trainlint import guard
+
+    walked = []
+    real = guard._too_deep
+    monkeypatch.setattr(guard, "_too_deep", lambda tree, source="": walked.append(source) or real(tree, source))
+    functions = [f"def f{n}(x):\n    return x + {n}\n" for n in range(6)]
+    source = "import torch\n\n\n" + "\n\n".join(functions)
+    parser = DocumentParser()
+    assert parser.guard_check(source, "x.py", parser.python_tree(source, "x.py")) is None
+    walked.clear()
+    edited = source.replace("x + 3", "x * 3")
+    assert parser.guard_check(edited, "x.py", parser.python_tree(edited, "x.py")) is None
+    assert walked == ["def f3(x):\n    return x * 3\n\n\n"]  # the changed piece alone
+
+    deep = edited + "\n\n" + _nested(guard.MAX_DEPTH + 5)
+    problem = parser.guard_check(deep, "x.py", parser.python_tree(deep, "x.py"))
+    assert problem is not None and problem.message == guard.TOO_DEEP and problem == guard.check(deep, "x.py")
+    assert _findings(deep, parser) == _findings(deep)

@@ -188,3 +188,52 @@ def test_the_same_findings_with_lazy_and_eager_rule_imports():
 def test_the_same_findings_for_each_file_checked_alone_lazy_and_eager(path):
     """Each file in a fresh process: the lazy run imports only what that file's rules need."""
     assert _json_check([path], eager=False) == _json_check([path], eager=True)
+
+
+def test_a_text_run_imports_neither_the_other_reporters_nor_importlib_resources(tmp_path):
+    """A one-file check that prints text imports the text reporter only, and reads the framework
+    models without importlib.resources (zipfile, tempfile, shutil and the compressors with it)."""
+    (tmp_path / "restore.py").write_text(LOADS)
+    probe = _RUN.replace('m.split(".")[0] == "libcst" or m.startswith(("trainlint.rules.tl", "trainlint.model"))',
+                         'm.startswith(("trainlint.reporters.", "importlib.resources", "zipfile"))')
+    proc = subprocess.run([sys.executable, "-c", probe, "check", "--no-cache", "restore.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    done = json.loads(proc.stdout.splitlines()[-1])
+    assert done["code"] == 1  # TL401: the framework models were read, the findings rendered
+    assert done["modules"] == ["trainlint.reporters.catalog", "trainlint.reporters.options",
+                               "trainlint.reporters.statistics", "trainlint.reporters.text"]
+
+
+def test_every_reporter_is_found_by_its_format():
+    from trainlint.reporters import REPORTERS, render
+
+    assert list(REPORTERS) == ["text", "json", "github", "sarif", "lsp"] and "xml" not in REPORTERS
+    assert all(callable(REPORTERS[fmt]) for fmt in REPORTERS)
+    with pytest.raises(ValueError, match="unknown format 'xml'"):
+        render("xml", [])
+
+
+def _dedented(code: str) -> str:
+    import textwrap
+
+    return textwrap.dedent(code).strip("\n") + "\n"
+
+
+def test_examples_are_cleaned_as_textwrap_dedent_cleans_them():
+    """rule._clean's loop for space-indented code gives dedent's result: every string literal
+    handed to bad()/good() in the rules, and seeded random texts of spaces, tabs, text and line ends."""
+    import random
+
+    from trainlint.rule import _clean
+
+    texts = []
+    for path in sorted((ROOT / "rules").glob("tl*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("bad", "good"):
+                texts += [arg.value for arg in [*node.args, *(k.value for k in node.keywords)]
+                          if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
+    assert len(texts) > 300
+    generator = random.Random(38)
+    texts += ["".join(generator.choice(["  ", " ", "\t", "x", "\n", "\n", "\r", "y z"])
+                      for _ in range(generator.randrange(0, 30))) for _ in range(5000)]
+    assert [_clean(text) for text in texts] == [_dedented(text) for text in texts]

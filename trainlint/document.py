@@ -158,7 +158,7 @@ class DocumentLinter:
             name = _defined_name(tree, text)
             if name is None:
                 return None  # a module-level statement was removed
-            old.append(_names(text, tree, name))
+            old.append(self._said.get(text) or _names(text, tree, name))  # said last version
         said = {text: self._said.get(text) or _names(text, tree, name)
                 for (_, text), tree, name in zip(pieces, trees, names)}
         self._said = said  # this version's pieces only: memory follows the document

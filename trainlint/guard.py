@@ -105,22 +105,25 @@ def _longest_logical_line(source: str) -> int:
 
 
 def check(source: str, path: str, tree: ast.Module | None = None,
-          compiled: "Callable[[str, str], Problem | None] | None" = None) -> Problem | None:
+          compiled: "Callable[[str, str], Problem | None] | None" = None,
+          too_deep: "Callable[[ast.Module, str], ast.AST | None] | None" = None) -> Problem | None:
     """None if LibCST may parse `source`; else the TL000 to report instead.
 
     `tree` is Python's parse of `source` when the caller has it already (the engine parses once
     for the guard and the gate); without it the source is parsed here. `compiled` replaces the
     compiler's check (`compile_problem`) with one that gives the same answer (the language
-    server's, which compiles only the changed pieces of a document)."""
+    server's, which compiles only the changed pieces of a document), and `too_deep` the nesting
+    bound's walk (`_too_deep`; the server's walks only the changed pieces)."""
     # CPython warns about the code it compiles (`"\d"`, `1()`, `assert (x, y)`) on stderr:
     # not the linter's findings, and not to be printed among its output
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return _check(source, path, tree, compiled or compile_problem)
+        return _check(source, path, tree, compiled or compile_problem, too_deep or _too_deep)
 
 
 def _check(source: str, path: str, tree: ast.Module | None,
-           compiled: "Callable[[str, str], Problem | None]") -> Problem | None:
+           compiled: "Callable[[str, str], Problem | None]",
+           too_deep: "Callable[[ast.Module, str], ast.AST | None]" = None) -> Problem | None:
     try:
         if tree is None:
             tree = ast.parse(source, filename=path)
@@ -135,7 +138,7 @@ def _check(source: str, path: str, tree: ast.Module | None,
         return Problem(1, 1, TOO_DEEP)
     except ValueError as err:  # e.g. a NUL byte (the engine reports those before this)
         return Problem(1, 1, f"cannot parse: {err}")
-    deep = _too_deep(tree, source)
+    deep = (too_deep or _too_deep)(tree, source)
     if deep is not None:
         line = getattr(deep, "lineno", 1)
         lines = split_lines(source)

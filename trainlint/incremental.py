@@ -89,6 +89,7 @@ class DocumentParser(Parser):
         self._trees: dict[str, ast.Module | None] = {}  # the last version's, joined
         self._modules: dict[str, cst.Module | None] = {}  # the last version's, joined
         self._compiles: dict[str, bool] = {}  # by text: the piece compiles on its own
+        self._shallow: dict[str, bool] = {}  # by text: no node of the piece is too deep (guard)
         self._gathered: dict[str, Gathered] = {}  # by text: the gate's facts of the piece
         self._counts: list[int] | None = None  # the statements of each piece of the joined module
 
@@ -146,7 +147,25 @@ class DocumentParser(Parser):
         joined = self._joined(tree)
         if joined is None or joined[0] != source:
             return super().guard_check(source, path, tree)
-        return guard.check(source, path, tree, lambda text, name: self._compile(joined[1], text, name))
+        return guard.check(source, path, tree, lambda text, name: self._compile(joined[1], text, name),
+                           lambda tree, text: self._too_deep(joined[1], tree, text))
+
+    def _too_deep(self, pieces: list[tuple[int, str]], tree: ast.Module, source: str) -> ast.AST | None:
+        """`guard._too_deep(tree, source)` for the joined tree, walking only the pieces not walked
+        before. A node's depth in the joined module is its depth in its piece's module (both put
+        the top-level statements at depth 1), and the walk's pruning is sound with any bound on
+        the lines' length, so the module is within the bound exactly when every piece is; when
+        one is not, the whole tree is walked for the node the guard reports."""
+        shallow = {}
+        for line, text in pieces:
+            ok = self._shallow.get(text)
+            if ok is None:
+                ok = guard._too_deep(self._python[(line, text)], text) is None
+            shallow[text] = ok
+            if not ok:
+                return guard._too_deep(tree, source)
+        self._shallow = shallow  # only this version's pieces: memory follows the document
+        return None
 
     def _compile(self, pieces: list[tuple[int, str]], source: str, path: str) -> guard.Problem | None:
         """`guard.compile_problem(source, path)`, compiling only the pieces not compiled before.

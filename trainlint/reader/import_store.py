@@ -107,6 +107,7 @@ def load(cache: CacheFolder, name: tuple[str, str], inside) -> tuple[
             return None
         stamps[folder] = (stamp[0], stamp[1])
     resolved, file_stamps = {}, {}
+    inside_seen: set[str] = set()  # files import the same few paths: each is asked about once
     for path, entry in files.items():
         if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
                 and isinstance(entry[1], list) and all(isinstance(p, str) for p in entry[1])):
@@ -117,8 +118,11 @@ def load(cache: CacheFolder, name: tuple[str, str], inside) -> tuple[
                 return None
             file_stamps[path] = tuple(stamp)
         imported = entry[1]
-        if not all(inside(p) for p in imported):
-            return None
+        for p in imported:
+            if p not in inside_seen:
+                if not inside(p):
+                    return None
+                inside_seen.add(p)
         resolved[path] = (entry[0], imported)
     return stamps, resolved, file_stamps
 

@@ -578,13 +578,15 @@ class Project:
             real = self._real_key
             checked = {str(path) for path in self.paths}
             edges: dict[str, list[Path | str]] = {}
+            real_edges: dict[str, list[str]] = {}  # each edge resolved once (a warm run has tens of thousands)
             hashes: dict[str, str | None] = {}
             todo = sorted(checked)
             while todo:
                 node = todo.pop()
                 if node not in edges:
                     hashes[node], edges[node] = self._node(node)
-                    todo.extend(real(other) for other in edges[node])
+                    real_edges[node] = [real(other) for other in edges[node]]
+                    todo.extend(real_edges[node])
             group = {node: node for node in edges}  # union-find: each node's representative
 
             def find(node: str) -> str:
@@ -593,9 +595,9 @@ class Project:
                     node = group[node]
                 return node
 
-            for node, others in edges.items():
+            for node, others in real_edges.items():
                 for other in others:
-                    a, b = find(node), find(real(other))
+                    a, b = find(node), find(other)
                     if a != b:
                         group[a] = b
             members: dict[str, list[str]] = {}
@@ -725,10 +727,12 @@ class Project:
     def save_imports(self, directory: str | os.PathLike, code: str) -> None:
         """Write what the imports resolved to into the store, when this run resolved any (with
         what it loaded from there: a run that checks a few files keeps the others' entries)."""
+        if not self._resolved_changed:  # a warm run: the store already holds all of it
+            return
         # a stamp is stored with the entry whose content hash it was taken for
         stamps = {path: stamp for path, (stamp, digest) in self._file_stamps.items()
                   if path in self._resolved and self._resolved[path][0] == digest}
-        if self._resolved_changed and import_store.save(CacheFolder(directory), self._store(code), self._stamps,
+        if import_store.save(CacheFolder(directory), self._store(code), self._stamps,
                                                         self._resolved, stamps):
             self._resolved_changed = False
 

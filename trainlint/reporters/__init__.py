@@ -6,22 +6,39 @@ Each module exposes `render(results, files_checked, options) -> str`; `REPORTERS
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import importlib
+from collections.abc import Mapping
+from typing import Callable, Iterator, Sequence
 
 from trainlint.finding import FileResult
-from trainlint.reporters import github, json, lsp, sarif, text
 from trainlint.reporters.options import ReportOptions
 from trainlint.reporters.statistics import render_statistics
 
 Reporter = Callable[[Sequence[FileResult], int, ReportOptions], str]
 
-REPORTERS: dict[str, Reporter] = {
-    "text": text.render,
-    "json": json.render,
-    "github": github.render,
-    "sarif": sarif.render,
-    "lsp": lsp.render,
-}
+
+class _Reporters(Mapping):
+    """`--format` name -> its reporter's render; a reporter's module is imported when it is looked
+    up, so a run that prints text never imports the SARIF, JSON or GitHub reporters."""
+
+    _MODULES = ("text", "json", "github", "sarif", "lsp")
+
+    def __getitem__(self, fmt: str) -> Reporter:
+        if fmt not in self._MODULES:
+            raise KeyError(fmt)
+        return importlib.import_module(f"{__name__}.{fmt}").render
+
+    def __contains__(self, fmt: object) -> bool:
+        return fmt in self._MODULES
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._MODULES)
+
+    def __len__(self) -> int:
+        return len(self._MODULES)
+
+
+REPORTERS: Mapping[str, Reporter] = _Reporters()
 
 
 def render(fmt: str, results: Sequence[FileResult], files_checked: int | None = None,
