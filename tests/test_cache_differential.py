@@ -489,3 +489,20 @@ def test_a_copy_of_a_checked_file_elsewhere_in_its_component_has_its_own_result(
     assert ("engine.py", [], []) in fresh
     assert _findings(paths, cache) == fresh
     assert _findings(paths, cache) == fresh  # the warm run too
+
+
+def test_a_copy_of_a_trainer_never_built_does_not_take_the_roles_its_original_is_built_with(tmp_path):
+    """utils.py is a byte-for-byte copy of trainer.py, so both share one summary by content; only
+    trainer.Trainer is built (by main.py, with a scheduler), so only trainer.py's `self.schedule` is
+    proven a scheduler. The copy's check must not read the callers of the original's path (seed 23,
+    edit 126 of the differential found it: the fresh run reported TL101 in the copy, the cached one
+    did not)."""
+    root = PROJECTS / "trainer_bad" / "src" / "lmtrain"
+    shutil.copytree(root.parent.parent, tmp_path / "trainer_bad")
+    package = tmp_path / "trainer_bad" / "src" / "lmtrain"
+    (package / "utils.py").write_text((package / "trainer.py").read_text())
+    paths = sorted(str(p) for p in _python_files(tmp_path / "trainer_bad"))
+    fresh = {name: [f[0] for f in found] for name, _, found in _findings(paths, None)}
+    assert "TL101" in fresh["trainer.py"]
+    assert "TL101" not in fresh["utils.py"]
+    assert _findings(paths, ResultCache(tmp_path / ".cache")) == _findings(paths, None)

@@ -39,12 +39,21 @@ class FileContext:
     @property
     def index(self) -> FileIndex:
         if self._index is None:
-            if self._summary is not None and self._summary.index is not None:
+            if self._summary is not None and self._summary.index is not None and self._same_file(self._summary.index):
                 self._index = self._summary.index
             else:
                 self._index = FileIndex(self.module)
                 self._index.linker = Linker(self.project, self.path)
         return self._index
+
+    def _same_file(self, index: FileIndex) -> bool:
+        """The index a summary holds answers for the path it was made for (its linker reads that
+        file's callers and constructions): a byte-for-byte copy of the file elsewhere in the project
+        shares the summary by content but needs an index of its own."""
+        linker = index.linker
+        if linker is None or self.project is None:
+            return False
+        return linker.path == self.path or self.project.real(linker.path) == self.project.real(self.path)
 
     def model(self, build: Callable[["FileContext"], T]) -> T:
         """A per-file model (training loops, evaluation regions, ...) built once, shared by rules."""
