@@ -829,3 +829,48 @@ def test_parameters_a_function_only_runs():
     assert summary.function("split").run_only == ("model",)
     for name in ("inject", "unfreeze", "keep", "hooks"):
         assert "model" not in summary.function(name).run_only, name
+
+
+_FLAGGED_HELPER = """
+    import torch
+
+
+    def forward_pass(model, batch, is_training=False):
+        if not is_training:
+            model.eval()
+        x, y = batch
+        return torch.nn.functional.cross_entropy(model(x), y)
+    """
+_FLAGGED_TRAINING = """
+    import torch
+    from torch import nn
+    from utils import forward_pass
+
+    model = nn.Sequential(nn.Linear(10, 10), nn.Dropout(0.1), nn.Linear(10, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model.train()
+    for epoch in range(10):{probe}
+        for batch in train_loader:
+            loss = forward_pass(model, batch, {flag})
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    """
+_PROBE = """
+        with torch.no_grad():
+            val = forward_pass(model, next(iter(val_loader)))"""
+
+
+@pytest.mark.parametrize("flag, probe, expected", [
+    ("is_training=True", "", set()),  # the helper's eval() runs only when is_training is false
+    ("True", "", set()),  # the same flag passed by position
+    ("is_training=False", "", {11}),  # the eval() runs in the training call itself
+    ("is_training=True", _PROBE, {11}),  # the default (False) switches to eval; nothing restores it
+    ("is_training=flag", "", {11}),  # a value not known here: the eval() may run
+])
+def test_a_helper_of_another_file_switches_modes_under_the_flags_the_call_passes(tmp_path, flag, probe, expected):
+    write(tmp_path, {"utils.py": _FLAGGED_HELPER,
+                     "train.py": _FLAGGED_TRAINING.replace("{probe}", probe).replace("{flag}", flag)})
+    results = list(lint_paths([str(tmp_path / "train.py"), str(tmp_path / "utils.py")], ALL))
+    found = {f.line for r in results for f in r.findings if f.code == "TL303"}
+    assert found == expected

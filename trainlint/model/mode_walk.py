@@ -508,8 +508,9 @@ class FunctionRun:
         argument is left the way the function leaves it (`evaluate(model, loader)` that never
         calls `model.train()` again leaves `model` in eval mode, set at this call)."""
         positional = positional_args(call)
+        flags = _summary_flags(call, summary)
         for position, param in enumerate(summary.params):
-            effect = summary.mode_effect(param)
+            effect = summary.mode_effect(param, flags)
             if effect is None:
                 continue
             arg = keyword_arg(call, param)
@@ -783,3 +784,19 @@ def statements_of(container: cst.CSTNode) -> list | None:
     if isinstance(container, (cst.IndentedBlock, cst.SimpleStatementSuite)):
         return list(container.body)
     return None
+
+
+def _summary_flags(call: cst.Call, summary) -> dict[str, bool]:
+    """The flag parameters of another file's function that `call` binds to a literal True/False,
+    passed or by default (`evaluate_model(model, path, is_training=True)`)."""
+    if any(arg.star for arg in call.args):
+        return {}
+    flags = dict(getattr(summary, "flag_defaults", ()))
+    values = dict(zip(summary.params, (a.value for a in positional_args(call))))
+    values.update((a.keyword.value, a.value) for a in call.args if a.keyword is not None)
+    for name, value in values.items():
+        if is_true(value) or is_false(value):
+            flags[name] = is_true(value)
+        else:
+            flags.pop(name, None)  # a value not known here: both branches may run
+    return flags

@@ -30,7 +30,7 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, 
                                    positional_args, walk)
 from trainlint.model.layers import class_verdict
 from trainlint.model.loader_use import parameter_only_drawn_from
-from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_WORDS, context_grad, decorator_grad
+from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_WORDS, context_grad, decorator_grad, is_false, is_true
 from trainlint.model.mode_names import deep_copied
 from trainlint.model.mode_state import OFF
 from trainlint.model.path_literals import load_literals
@@ -76,6 +76,12 @@ class FunctionSummary:
     grad_off: bool = False
     body_grad_off: bool = False
     modes: tuple[tuple[str, str, str], ...] = ()  # (param or self.attr, first mode, last mode)
+    # each `.eval()`/`.train()` in order: (param or self.attr, mode, guards), the guards being the
+    # (flag parameter, value) pairs under which its `if`s run it (`if not is_training: model.eval()`
+    # -> (("is_training", False),)); a caller passing the other value skips it
+    mode_calls: tuple[tuple[str, str, tuple[tuple[str, bool], ...]], ...] = ()
+    # parameters with a literal True/False default that the body never rebinds
+    flag_defaults: tuple[tuple[str, bool], ...] = ()
     detached: Detached = Detached()
     saves: tuple[tuple[str, bool], ...] = ()  # (parameter written, atomic)
     save_path: str | None = None  # the parameter naming the file it writes
@@ -125,7 +131,13 @@ class FunctionSummary:
         """The role of the element at `position` of the tuple a call of it gives."""
         return self.returns_at[position] if position < len(self.returns_at) else None
 
-    def mode_effect(self, target: str) -> tuple[str, str] | None:
+    def mode_effect(self, target: str, flags: dict[str, bool] | None = None) -> tuple[str, str] | None:
+        """(first, last) mode the function sets on `target`; with `flags` (the flag parameters a
+        call binds to literals, defaults included), only the switches those values run."""
+        if flags:
+            kinds = [mode for name, mode, guards in self.mode_calls if name == target
+                     and all(flags.get(param, value) == value for param, value in guards)]
+            return (kinds[0], kinds[-1]) if kinds else None
         for name, first, last in self.modes:
             if name == target:
                 return first, last
@@ -418,7 +430,8 @@ class _Summariser:
         body_off = self._body_grad_off(function)
         summary = FunctionSummary(
             name=function.name, params=tuple(params), grad_off=self._grad_off(function), body_grad_off=body_off,
-            modes=self._modes(function), detached=self._detached(function, body_off), saves=self._saves(function),
+            modes=self._modes(function), mode_calls=self._mode_calls(function),
+            flag_defaults=self._flag_defaults(function), detached=self._detached(function, body_off), saves=self._saves(function),
             save_path=self._save_path(function),
             returns=self._returns(function), returns_mean=self._returns_mean(function),
             returns_at=self._returns_at(function),
@@ -671,6 +684,47 @@ class _Summariser:
                 continue
             seen.setdefault(target, []).append(_mode_of(node))
         return tuple((target, kinds[0], kinds[-1]) for target, kinds in seen.items())
+
+    def _mode_calls(self, function: FunctionInfo) -> tuple[tuple[str, str, tuple[tuple[str, bool], ...]], ...]:
+        params = {p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params,
+                                         *function.node.params.kwonly_params)}
+        flags = {name for name in params
+                 if all(b.kind == "param" for b in function.scope.bindings.get(name, ()))}
+        found = []
+        for node in self._own_nodes(function):
+            if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                    and node.func.attr.value in ("eval", "train")):
+                continue
+            target = _target_name(node.func.value, params)
+            if target is None or deep_copied(self.index, node.func.value, function.scope):
+                continue
+            found.append((target, _mode_of(node), self._flag_guards(node, function, flags)))
+        return tuple(found)
+
+    def _flag_guards(self, node: cst.CSTNode, function: FunctionInfo, flags: set[str]) -> tuple[tuple[str, bool], ...]:
+        """The (parameter, value) pairs the `if`s around `node` need to run it: `if not p:` -> (p, False),
+        `if p:` -> (p, True), and the reverse in their `else`."""
+        guards = []
+        child = node
+        for ancestor in self.index.ancestors(node):
+            if ancestor is function.node:
+                break
+            if isinstance(ancestor, cst.If) and (child is ancestor.body or child is ancestor.orelse):
+                test, value = ancestor.test, True
+                while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                    test, value = test.expression, not value
+                if isinstance(test, cst.Name) and test.value in flags:
+                    guards.append((test.value, value if child is ancestor.body else not value))
+            child = ancestor
+        return tuple(guards)
+
+    @staticmethod
+    def _flag_defaults(function: FunctionInfo) -> tuple[tuple[str, bool], ...]:
+        params = function.node.params
+        return tuple((p.name.value, is_true(p.default))
+                     for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+                     if p.default is not None and (is_true(p.default) or is_false(p.default))
+                     and all(b.kind == "param" for b in function.scope.bindings.get(p.name.value, ())))
 
     # -- detached results -----------------------------------------------------------------------
     def _detached(self, function: FunctionInfo, body_off: bool) -> Detached:
