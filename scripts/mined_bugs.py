@@ -313,7 +313,9 @@ def export_whole(entries: list[dict], mirrors: Path, out: Path) -> list[str]:
 
 
 def _trainlint(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trainlint", *args], cwd=cwd, capture_output=True, text=True)
+    # -P: the checked repository (the working directory) is not put on sys.path, so its own
+    # `rules/` or `trainlint/` package cannot stand in for ours
+    return subprocess.run([sys.executable, "-P", "-m", "trainlint", *args], cwd=cwd, capture_output=True, text=True)
 
 
 def off_by_default() -> frozenset[str]:
