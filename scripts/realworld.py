@@ -148,7 +148,7 @@ def run_trainlint(folder: Path, repository: str, jobs: int) -> list[Finding]:
     """A default check of one exported repository, as its own project."""
     # --allow-skipped: an exported repository may hold a file over max-file-size or a link out of
     # it; the measure is about the findings of the files that are checked
-    command = [sys.executable, "-m", "trainlint", ".", "--output-format", "json", "--no-cache", "--allow-skipped"]
+    command = [sys.executable, "-P", "-m", "trainlint", ".", "--output-format", "json", "--no-cache", "--allow-skipped"]
     if jobs > 1:
         command += ["--jobs", str(jobs)]
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True)
