@@ -53,6 +53,11 @@ FIRST_CONTACT_ROUNDS = {
     # round 3 (issue 35: 230 repositories, seed 35, two reviewers on the test half, a third settling)
     3: (ROOT / "tests" / "realworld" / "first_contact_3.json",
         ROOT / "tests" / "realworld" / "first_contact_3_manifest.json"),
+    # round 5 (issue 35: 210 repositories split by a hash of their names before collection, at most 5
+    # findings per repository, 150 per half; two reviewers on both halves, a third settling). Round 4's
+    # data was lost with the machine that held it.
+    5: (ROOT / "tests" / "realworld" / "first_contact_5.json",
+        ROOT / "tests" / "realworld" / "first_contact_5_manifest.json"),
 }
 OPTIONAL_FIELDS = {"half": ("tune", "test"), "phase": ("first-contact", "end")}
 # round 3 also keeps each reviewer's verdict ({"A": "FP", "B": "minor", "C": ...}) and a false
