@@ -87,6 +87,59 @@ class ZeroGradPerMicroBatch(Rule):
         "https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation",
     )
     examples = (
+        good(
+            """
+            import torch
+            from accelerate import Accelerator
+
+
+            class Finetuner:
+                def __init__(self, model, loader, accum):
+                    self.accelerator = Accelerator(gradient_accumulation_steps=accum)
+                    self.optimizer = torch.optim.AdamW(model.parameters())
+                    keys, values = ["model"], [model]
+                    keys.extend(["optimizer"])
+                    values.extend([self.optimizer])
+                    for key, value in zip(keys, self.accelerator.prepare(*values)):
+                        setattr(self, key, value)
+                    self.loader = loader
+
+                def epoch(self):
+                    for batch in self.loader:
+                        with self.accelerator.accumulate(self.model):
+                            self.optimizer.zero_grad()
+                            loss = self.model(**batch).loss
+                            self.accelerator.backward(loss)
+                            self.optimizer.step()
+            """,
+            title="the optimizer went through `accelerator.prepare(*values)` in a list: Accelerate skips its clears between syncs",
+        ),
+        bad(
+            """
+            import torch
+            from accelerate import Accelerator
+
+
+            class Finetuner:
+                def __init__(self, model, loader, accum):
+                    self.accelerator = Accelerator(gradient_accumulation_steps=accum)
+                    self.optimizer = torch.optim.AdamW(model.parameters())
+                    keys, values = ["model"], [model]
+                    for key, value in zip(keys, self.accelerator.prepare(*values)):
+                        setattr(self, key, value)
+                    self.loader = loader
+
+                def epoch(self):
+                    for batch in self.loader:
+                        with self.accelerator.accumulate(self.model):
+                            self.optimizer.zero_grad()
+                            loss = self.model(**batch).loss
+                            self.accelerator.backward(loss)
+                            self.optimizer.step()
+            """,
+            line=17,
+            title="the prepared list holds only the model: the optimizer's clear runs on every micro-batch",
+        ),
         bad(
             """
             import torch

@@ -280,6 +280,39 @@ class AmpModel:
                 return arg is not None and _literal(arg.value) in setting[1]
         return False
 
+    def scheduler_arguments(self, expr: cst.BaseExpression, scope: Scope) -> set[str]:
+        """The objects the scheduler `expr` was constructed on, as the code names them: the names and
+        attributes passed positionally or as `optimizer=` to each construction bound to it (its
+        optimizer is among them); empty when a value bound to it is not a construction."""
+        found: set[str] = set()
+        for value, value_scope in self._bound_values(expr, scope):
+            if not isinstance(value, cst.Call):
+                return set()
+            arg = keyword_arg(value, "optimizer")
+            args = [arg] if arg is not None else positional_args(value)
+            for a in args:
+                if isinstance(a.value, (cst.Name, cst.Attribute)):
+                    found |= self.aliases(a.value, value_scope)
+        return found
+
+    def aliases(self, expr: cst.BaseExpression, scope: Scope) -> set[str]:
+        """`expr`'s text and the texts of the names and attributes bound to it (`self.opt = opt`)."""
+        found = {self.ctx.code_for(expr)}
+        for value, _ in self._bound_values(expr, scope):
+            if isinstance(value, (cst.Name, cst.Attribute)):
+                found.add(self.ctx.code_for(value))
+        return found
+
+    def stepped_object(self, event: Event) -> cst.BaseExpression | None:
+        """The optimizer a STEP or SCALER_STEP event steps (`opt.step()`, `scaler.step(opt)`)."""
+        call = event.node
+        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+            return None
+        if event.kind == STEP:
+            return call.func.value
+        args = positional_args(call)
+        return args[0].value if args else None
+
     def _bound_values(self, expr: cst.BaseExpression, scope: Scope) -> list[tuple[cst.BaseExpression, Scope]]:
         """What `x` or `self.x` was assigned, with the scope each value is written in."""
         if isinstance(expr, cst.Name):

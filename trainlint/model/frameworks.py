@@ -9,7 +9,9 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
 
 - `constructor`: building it gives an object of `role` (roles.py's roles); `accumulation_keywords`
   are the keywords that set its accumulation factor K; `fp16 = {keyword, values}` when its backward
-  runs a GradScaler.
+  runs a GradScaler; `unlinks_scheduler = {keyword, values}` when that keyword set to one of the values
+  cuts a prepared scheduler loose from the optimizer: it then steps on every call of its `step()`, not
+  once per window (Accelerate's `step_scheduler_with_optimizer=False`).
 - `model_base`: a class that user models derive from (a torch module).
 - `backward`: runs the backward pass; `owns_accumulation`: it divides the loss by the framework's K.
 - `accumulation_context`: a context (`with accelerator.accumulate(model):`) inside which prepared
@@ -83,6 +85,8 @@ class Entry:
     accumulation_keywords: tuple[str, ...] = ()
     fp16_keyword: str | None = None
     fp16_values: tuple = ()
+    unlinks_scheduler_keyword: str | None = None
+    unlinks_scheduler_values: tuple = ()
     window_size: str | None = None
     fixed_window_size: str | None = None
 
@@ -114,7 +118,7 @@ class Framework:
 
 _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "owns_accumulation", "clock",
                          "scheduler_clock", "sets_epoch", "unscales", "step", "state", "accumulation_keywords",
-                         "fp16", "window_size", "fixed_window_size"})
+                         "fp16", "unlinks_scheduler", "window_size", "fixed_window_size"})
 
 
 def _entry(framework: str, raw: dict, where: str) -> Entry:
@@ -137,11 +141,13 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
             "window_size" in raw and (raw["kind"] != "hook" or raw.get("step") != "train"):
         raise FrameworkModelError(f"{where}: `window_size` and `fixed_window_size` go together, on a train hook")
     fp16 = raw.get("fp16", {})
+    unlinks = raw.get("unlinks_scheduler", {})
     return Entry(framework, raw["name"], raw["kind"], raw["example"], tuple(raw.get("rules", ())),
                  raw.get("match") == "prefix", raw.get("role"), bool(raw.get("owns_accumulation")),
                  raw.get("clock"), raw.get("scheduler_clock"), bool(raw.get("sets_epoch")),
                  bool(raw.get("unscales")), raw.get("step"), tuple(raw.get("state", ())),
                  tuple(raw.get("accumulation_keywords", ())), fp16.get("keyword"), tuple(fp16.get("values", ())),
+                 unlinks.get("keyword"), tuple(unlinks.get("values", ())),
                  raw.get("window_size"), raw.get("fixed_window_size"))
 
 
@@ -257,6 +263,15 @@ def fp16_setting(class_name: str) -> tuple[str, tuple] | None:
     for entry in entries("constructor"):
         if entry.attr == class_name and entry.fp16_keyword:
             return entry.fp16_keyword, entry.fp16_values
+    return None
+
+
+def scheduler_unlinking(class_name: str) -> tuple[str, tuple] | None:
+    """(keyword, values) that make a framework object built by `class_name` step its prepared
+    schedulers on every call instead of once per accumulation window."""
+    for entry in entries("constructor"):
+        if entry.attr == class_name and entry.unlinks_scheduler_keyword:
+            return entry.unlinks_scheduler_keyword, entry.unlinks_scheduler_values
     return None
 
 

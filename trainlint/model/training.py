@@ -187,6 +187,7 @@ class TrainingModel:
         self.window_functions: list[TrainingLoop] = []
         self._accelerate: dict[int, AccelerateAccumulation | None] = {}
         self._prepared: dict[str, list[tuple[cst.Assign, Scope]]] | None = None
+        self._list_passed: list[tuple[str, Scope]] | None = None
         # `_runs_training` is asked per save and per later statement: each statement is walked once
         self._runs_training_memo: dict[int, tuple[cst.CSTNode, bool]] = {}
         self._statement_tables: dict[int, tuple] = {}  # owner -> (owner, positions, trains_from): see trains_after
@@ -475,6 +476,22 @@ class TrainingModel:
             return True, None
         return True, arg.value
 
+    def unlinks_schedulers(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """The Accelerator `expr` is built with its prepared schedulers cut loose from the optimizer
+        (`step_scheduler_with_optimizer=False`, framework data): they step on every call."""
+        construction = self._accelerator_construction(expr, scope)
+        if construction is None:
+            return False
+        name = self.index.resolve(construction.func, self.index.scope_at(construction)) or ""
+        setting = frameworks.scheduler_unlinking(name.rsplit(".", 1)[-1])
+        if setting is None:
+            return False
+        arg = keyword_arg(construction, setting[0])
+        if arg is None:
+            return False
+        literal = {"False": False, "True": True}.get(arg.value.value) if isinstance(arg.value, cst.Name) else None
+        return literal is not None and literal in setting[1]
+
     def _accelerator_construction(self, expr: cst.BaseExpression, scope: Scope) -> cst.Call | None:
         values: list[tuple[cst.BaseExpression, Scope]] = []
         if isinstance(expr, cst.Name):
@@ -518,6 +535,8 @@ class TrainingModel:
         if text is None:
             return None
         prepared = self._prepared_targets()
+        if self._passed_in_list(text, scope):
+            return None  # handed to `prepare(*objs)` in a list: what it is rebound to is not followed
         if text in prepared:
             if text.startswith("self."):
                 if any(s.class_name == scope.class_name for _, s in prepared[text]):
@@ -540,13 +559,61 @@ class TrainingModel:
                 return False
         return None
 
+    def _passed_in_list(self, text: str, scope: Scope) -> bool:
+        """`objs.append(self.optimizer)` (or `objs.extend([...])`, `objs = [...]`, `objs += [...]`) and
+        then `accelerator.prepare(*objs)`: the object went through `prepare`, and what the prepared
+        results are bound to (`setattr(self, name, obj)` over a list of names) is not followed."""
+        if self._list_passed is None:
+            self._list_passed = []
+            for site in self.index.calls:
+                func = site.node.func
+                if not (isinstance(func, cst.Attribute) and func.attr.value in _PREPARE_METHODS):
+                    continue
+                for arg in site.node.args:
+                    if arg.star == "*" and isinstance(arg.value, cst.Name):
+                        for element in self._list_elements(arg.value.value, site.scope):
+                            path = _identifier_path(element)
+                            if path:
+                                self._list_passed.append((path, site.scope))
+        for path, site_scope in self._list_passed:
+            if path != text:
+                continue
+            if text.startswith("self.") and site_scope.class_name == scope.class_name:
+                return True
+            if not text.startswith("self.") and site_scope is scope:
+                return True
+        return False
+
+    def _list_elements(self, name: str, scope: Scope) -> list[cst.BaseExpression]:
+        """The elements put into the list `name` of `scope`: its assigned list literals, and what its
+        `.append(x)`, `.extend([...])` and `+= [...]` add (through `a if c else b`)."""
+        sources: list[cst.BaseExpression] = [b.value for b in scope.lookup(name) if b.value is not None]
+        for site in self.index.calls:
+            func = site.node.func
+            if site.scope is scope and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) \
+                    and func.value.value == name and func.attr.value in ("append", "extend", "insert") \
+                    and site.node.args:
+                value = site.node.args[-1].value
+                sources.append(cst.List([cst.Element(value)]) if func.attr.value != "extend" else value)
+        elements: list[cst.BaseExpression] = []
+        pending = list(sources)
+        while pending:
+            expr = pending.pop()
+            if isinstance(expr, (cst.List, cst.Tuple)):
+                elements.extend(e.value for e in expr.elements if isinstance(e, cst.Element))
+            elif isinstance(expr, cst.IfExp):
+                pending += [expr.body, expr.orelse]
+            elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+                pending += [expr.left, expr.right]
+        return elements
+
     def _prepared_targets(self) -> dict[str, list[tuple[cst.Assign, Scope]]]:
         if self._prepared is None:
             self._prepared = {}
             for site in self.index.calls:
                 func = site.node.func
                 if not (isinstance(func, cst.Attribute)
-                        and func.attr.value in ("prepare", "prepare_scheduler", "prepare_optimizer", "setup")):
+                        and func.attr.value in _PREPARE_METHODS):
                     continue
                 statement = self.index.enclosing_statement(site.node)
                 if isinstance(statement, cst.Assign) and statement.value is site.node:
@@ -669,14 +736,15 @@ class TrainingModel:
         if self._under_guard(loop, ref, guard):
             if guard.kind != "accelerate":
                 return True
-            return self._accelerate_skips(ref) or self._under_other_update_condition(loop, ref)
-        if guard.kind == "accelerate" and self._accelerate_skips(ref):
+            return self._accelerate_skips(loop, ref) or self._under_other_update_condition(loop, ref)
+        if guard.kind == "accelerate" and self._accelerate_skips(loop, ref):
             return True
         return self._under_other_update_condition(loop, ref)
 
-    def _accelerate_skips(self, ref: CallRef | cst.CSTNode) -> bool:
+    def _accelerate_skips(self, loop: TrainingLoop, ref: CallRef | cst.CSTNode) -> bool:
         """A call Accelerate itself runs once per update inside `accumulate`: `.step()` /
-        `.zero_grad()` of a prepared optimizer or scheduler."""
+        `.zero_grad()` of a prepared optimizer or scheduler (not a scheduler's step when the
+        Accelerator is built with `step_scheduler_with_optimizer=False`: it then steps on every call)."""
         call = ref.node if isinstance(ref, CallRef) else ref
         scope = ref.scope if isinstance(ref, CallRef) else self.index.scope_at(call)
         if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
@@ -686,6 +754,10 @@ class TrainingModel:
         role = self.roles.of(receiver, scope)
         if role not in (OPTIMIZER, SCHEDULER):
             return False
+        if role == SCHEDULER and call.func.attr.value == "step":
+            accelerate = self.accelerate_accumulation(loop)
+            if accelerate is not None and self.unlinks_schedulers(accelerate.accelerator, accelerate.scope):
+                return False
         return self.is_prepared(receiver, scope) is not False
 
     def _under_other_update_condition(self, loop: TrainingLoop, ref: CallRef | cst.CSTNode) -> bool:
@@ -894,6 +966,9 @@ def _identifier(node: cst.CSTNode) -> str | None:
     if isinstance(node, cst.Attribute):
         return node.attr.value
     return None
+
+
+_PREPARE_METHODS = ("prepare", "prepare_scheduler", "prepare_optimizer", "setup")
 
 
 def _identifier_path(expr: cst.BaseExpression) -> str | None:
