@@ -56,8 +56,11 @@ class ZeroGradPerMicroBatch(Rule):
         Clearing at the top or bottom of the guarded update, after a `continue` guard, under its
         own `if i % K == 0:`, before a nested micro-batch loop, or through a prepared optimizer
         inside `with accelerator.accumulate(model):` (Accelerate skips it between gradient syncs)
-        is correct and not flagged. `model.zero_grad()` inside the Accelerate block is flagged:
-        only the prepared optimizer's `zero_grad` is skipped.
+        is correct and not flagged (a prepared optimizer includes one handed to
+        `accelerator.prepare(*objs)` in a list). `model.zero_grad()` inside the Accelerate block is
+        flagged: only the prepared optimizer's `zero_grad` is skipped. A retry loop
+        (`while size: try: ... backward ... except OOM: size //= 2 else: break`) is not a micro-batch
+        loop: it repeats only after a failure, and a clear in it drops the failed attempt's gradients.
 
         The clear's place within the window counts too: a `zero_grad()` under the update's own
         condition (the step's `if`, or a test written the same way) that runs before the last
@@ -87,6 +90,43 @@ class ZeroGradPerMicroBatch(Rule):
         "https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation",
     )
     examples = (
+        good(
+            """
+            import torch
+
+
+            def fit_batch(model, optimizer, batch, micro_batch_size):
+                while micro_batch_size > 0:
+                    try:
+                        optimizer.zero_grad()
+                        loss = model(batch).mean()
+                        loss.backward()
+                    except torch.cuda.OutOfMemoryError:
+                        micro_batch_size //= 2
+                    else:
+                        break
+                optimizer.step()
+            """,
+            title="an out-of-memory retry loop: it repeats only after a failure, whose partial gradients the clear drops",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def fit_batch(model, optimizer, micro_batches):
+                while micro_batches:
+                    try:
+                        optimizer.zero_grad()
+                        loss = model(micro_batches.pop()).mean()
+                        loss.backward()
+                    except torch.cuda.OutOfMemoryError:
+                        torch.cuda.empty_cache()
+                optimizer.step()
+            """,
+            line=7,
+            title="the same try/except with no `break` on success: every micro-batch runs, each clearing the last",
+        ),
         good(
             """
             import torch

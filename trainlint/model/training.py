@@ -33,7 +33,9 @@ Public API (stable; other rules depend on it)
                        `node` is the `With`.
   - kind "micro_loop": the backward runs in a nested loop over micro-batches and the step after it
                        (`for micro_step in range(K): ... loss.backward()` then `opt.step()`);
-                       `node` is the nested loop, `condition` its iterable.
+                       `node` is the nested loop, `condition` its iterable. Not a retry loop
+                       (`while n: try: <backward> except OOM: n //= 2 else: break`): it repeats
+                       only after a failure, so nothing adds up across its iterations.
   - `k`: the accumulation factor expression when it can be told (`grad_accum`, `self.accum`, `4`,
     the Accelerator's `gradient_accumulation_steps=` value), else None.
   - `scope`/`via`: where the guard node is written and the helper chain from the loop body to it.
@@ -339,7 +341,7 @@ class TrainingModel:
             for segment in self.path(loop, ref):
                 for node in segment[1:]:
                     if isinstance(node, _LOOPS) and node is not loop.node and not self._holds(node, step, loop) \
-                            and _iterates_micro_batches(node, self.ctx):
+                            and _iterates_micro_batches(node, self.ctx) and not _repeats_only_on_error(node, segment):
                         return Guard(node, "micro_loop", node.iter if isinstance(node, cst.For) else node.test,
                                      _k_of_micro_loop(node), self.index.scope_at(node), ())
         return None
@@ -1010,6 +1012,27 @@ def _iterates_micro_batches(node: cst.CSTNode, ctx) -> bool:
         text = ctx.code_for(iterable.args[-1].value) if iterable.args else ""
         return bool(_MICRO_ITER.search(text) or _K_ARG.search(text))
     return bool(_MICRO_ITER.search(ctx.code_for(iterable)))
+
+
+def _repeats_only_on_error(loop: cst.CSTNode, path: list[cst.CSTNode]) -> bool:
+    """`while chunk_size: try: <backward> ... except OOM: chunk_size //= 2 else: break`: the loop ends
+    with a `try` whose success path breaks out (`else: break`, or `break` closing its body) and the
+    backward (on `path`) is in that `try`'s body. An iteration follows another only after an
+    exception: a retry of the same batch, not a loop over micro-batches whose gradients add up."""
+    body = getattr(loop, "body", None)
+    if not isinstance(body, cst.IndentedBlock) or not body.body or not any(n is body for n in path):
+        return False
+    last = body.body[-1]
+    if not isinstance(last, cst.Try) or last.finalbody is not None or not any(n is last.body for n in path):
+        return False  # the backward is not in the `try` body (a handler, the `else`, elsewhere)
+
+    def breaks(block: cst.BaseSuite | None) -> bool:
+        if not isinstance(block, cst.IndentedBlock) or not block.body:
+            return False
+        final = block.body[-1]
+        return isinstance(final, cst.SimpleStatementLine) and any(isinstance(s, cst.Break) for s in final.body)
+
+    return breaks(last.orelse.body if last.orelse is not None else None) or breaks(last.body)
 
 
 def _k_of_micro_loop(node: cst.CSTNode) -> cst.BaseExpression | None:
