@@ -66,7 +66,9 @@ class ZeroGradPerMicroBatch(Rule):
         condition (the step's `if`, or a test written the same way) that runs before the last
         micro-batch's backward, with the step after that backward, throws away what the window's
         other micro-batches accumulated, and is flagged. Under a test of the window's first
-        micro-batch (`if i % K == 0:` while the step tests `(i + 1) % K == 0`) it is correct.
+        micro-batch (`if i % K == 0:` while the step tests `(i + 1) % K == 0`) it is correct, and
+        so is a clear on one side of an `if`/`else` (`if scaler: ... zero_grad()`) whose backward
+        and step are on the other side: they never run in the same iteration.
 
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
@@ -90,6 +92,50 @@ class ZeroGradPerMicroBatch(Rule):
         "https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation",
     )
     examples = (
+        good(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler() if use_amp else None
+            for i, (x, y) in enumerate(loader):
+                loss = torch.nn.functional.mse_loss(model(x), y) / accum
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    if (i + 1) % accum == 0:
+                        scaler.step(optimizer)
+                        scaler.update()
+                        optimizer.zero_grad()
+                else:
+                    loss.backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            title="the AMP branch clears after its step; the plain backward is on the other side of the `else`",
+        ),
+        bad(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler() if use_amp else None
+            for i, (x, y) in enumerate(loader):
+                loss = torch.nn.functional.mse_loss(model(x), y) / accum
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    if (i + 1) % accum == 0:
+                        scaler.step(optimizer)
+                        scaler.update()
+                        optimizer.zero_grad()
+                else:
+                    if (i + 1) % accum == 0:
+                        optimizer.zero_grad()
+                    loss.backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+            """,
+            line=14,
+            title="the plain branch clears before its own backward on the window's last micro-batch",
+        ),
         good(
             """
             import torch

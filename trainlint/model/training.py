@@ -837,13 +837,29 @@ class TrainingModel:
             if not self.is_zero_grad(clear.node, clear.scope) or not self._at_update_boundary(loop, clear):
                 continue
             at = order[id(clear.node)]
-            later = [b for b in backwards if order[id(b.node)] > at]
+            later = [b for b in backwards if order[id(b.node)] > at and not self._exclusive(clear, b)]
             for backward in later:
-                step = next((r for r in steps if order[id(r.node)] > order[id(backward.node)]), None)
+                step = next((r for r in steps if order[id(r.node)] > order[id(backward.node)]
+                             and not self._exclusive(backward, r)), None)
                 if step is not None and not any(at < order[id(r.node)] < order[id(backward.node)] for r in steps):
                     found.append((clear, backward, step))
                     break
         return found
+
+    def _exclusive(self, a: CallRef, b: CallRef) -> bool:
+        """`a` and `b` sit on the two sides of one `if`/`else` (`if scaler: ... zero_grad()` and
+        `else: loss.backward()`): they never run in the same iteration."""
+        x, y = (a.node, b.node) if a.via == b.via else (a.anchor, b.anchor)
+        ancestors = self.index.ancestors
+        chain = {id(node): child for child, node in zip([x, *ancestors(x)], ancestors(x))}
+        child = y
+        for ancestor in ancestors(y):
+            if id(ancestor) in chain:
+                other = chain[id(ancestor)]
+                return isinstance(ancestor, cst.If) and ancestor.orelse is not None and \
+                    {id(other), id(child)} == {id(ancestor.body), id(ancestor.orelse)}
+            child = ancestor
+        return False
 
     def _at_update_boundary(self, loop: TrainingLoop, ref: CallRef) -> bool:
         """The call runs on the window's last micro-batch: under the update guard's branch, or
