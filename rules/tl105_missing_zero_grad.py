@@ -35,6 +35,8 @@ class MissingZeroGrad(Rule):
         update inside the accumulation guard). Clearing only before the loop, or only in an outer
         epoch loop, does not. Engines that own backward and step together (`engine.backward(loss);
         engine.step()` in DeepSpeed) and `opt.step(closure)` (whose closure clears) are not flagged.
+        A framework's own clear counts too (framework data: NVIDIA Warp's `tape.zero()` on a
+        `wp.Tape`, which holds the gradients its `tape.backward(loss)` wrote).
         """
     why_bad = """
         `backward()` adds into `.grad`; it never overwrites. Without a clear, update n applies the sum

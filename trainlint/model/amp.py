@@ -223,7 +223,7 @@ class AmpModel:
             if attr == "backward" and positional_args(call) and self._fp16_framework(receiver, scope):
                 scaled_by = self.ctx.code_for(receiver)
             return Event(BACKWARD, call, scope, subject=self.ctx.code_for(receiver), scaled_by=scaled_by)
-        if _clears_by_name(attr):
+        if _clears_by_name(attr) or self._framework_clear(receiver, attr, scope):
             return Event(ZERO_GRAD, call, scope, subject=self.ctx.code_for(receiver))
         if attr in _GRAD_CLEARING_METHODS and _mentions_grad(receiver):
             return Event(ZERO_GRAD, call, scope, subject=self.ctx.code_for(receiver))
@@ -264,6 +264,19 @@ class AmpModel:
         if role == SCHEDULER:
             return Event(SCHED_STEP, call, scope, subject=text, has_args=has_args)
         return None
+
+    def _framework_clear(self, receiver: cst.BaseExpression, attr: str, scope: Scope) -> bool:
+        """`tape.zero()` on `tape` built by `wp.Tape()`: a framework method that clears the gradients
+        its object holds (`grad_clear` entries), asked of objects of that class only."""
+        if attr not in frameworks.methods("grad_clear"):
+            return False
+        for value, value_scope in self._bound_values(receiver, scope):
+            if isinstance(value, cst.Call):
+                name = self.index.resolve(value.func, value_scope)
+                entry = frameworks.lookup(f"{name}.{attr}") if name else None
+                if entry is not None and entry.kind == "grad_clear":
+                    return True
+        return False
 
     def _fp16_framework(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         """An Accelerator created with `mixed_precision="fp16"` or a Fabric with a 16-bit mixed

@@ -40,6 +40,9 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   `set_grad_enabled(flag)`. The grad-mode model reads them beside torch's, so an evaluation under
   `paddle.no_grad()` is known to record nothing (without them, its forward would be taken as
   recording).
+- `grad_clear`: a method that clears the gradients its object holds, named on the class it is
+  called on (NVIDIA Warp's `tape.zero()` on a `wp.Tape`, whose `tape.backward(loss)` wrote them):
+  a clear like `zero_grad()`, asked only of objects built by that class.
 - `scaler_step`: a method of a framework's GradScaler that unscales the gradients, steps the
   optimizer it is given and updates the scale in one call (Paddle's `scaler.minimize(opt, loss)`).
 
@@ -57,7 +60,7 @@ from pathlib import Path
 
 KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_context", "sync_flag", "prepare",
                    "save_state", "clip", "unscale", "unwrap", "hook", "seed", "accessor",
-                   "grad_off", "grad_on", "grad_setter", "scaler_step"})
+                   "grad_off", "grad_on", "grad_setter", "scaler_step", "grad_clear"})
 CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
 HOOK_STEPS = frozenset({"train", "eval", "eval_loader"})
 
