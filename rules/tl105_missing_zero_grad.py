@@ -55,6 +55,21 @@ class MissingZeroGrad(Rule):
         "https://pytorch.org/docs/stable/notes/autograd.html#gradient-accumulation",
     )
     examples = (
+        good(
+            """
+            import warp as wp
+            from warp_nn.optimizers import Adam
+
+            optimizer = Adam(policy.parameters(), lr=3e-4)
+            for update in range(updates):
+                with wp.Tape() as tape:
+                    loss = policy.loss(observations, returns)
+                tape.backward(loss)
+                optimizer.step()
+                tape.zero()
+            """,
+            title="NVIDIA Warp: `tape.zero()` clears what the tape's backward wrote",
+        ),
         bad(
             """
             import torch

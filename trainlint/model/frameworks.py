@@ -24,7 +24,9 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
 - `unscale`: unscales an fp16 run's gradients (`accelerator.unscale_gradients()`).
 - `unwrap`: hands back the module it was given, unwrapped (`accelerator.unwrap_model(model)`).
 - `hook`: a method the framework calls; `step` is "train" (per micro-batch, gradients on), "eval"
-  (under no_grad, in eval mode) or "eval_loader" (returns a loader used for evaluation only).
+  (under no_grad, in eval mode), "eval_loader" (returns a loader used for evaluation only) or
+  "update" (once per optimizer step: Lightning's `optimizer_step`, whose override may step the
+  scheduler itself).
   A train hook of a framework that owns accumulation may name `window_size`, the attribute of
   `self` that holds the number of micro-batches in the current window (fewer in the short last
   window of an epoch), and `fixed_window_size`, the attribute that always holds K: an override
@@ -62,7 +64,7 @@ KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_contex
                    "save_state", "clip", "unscale", "unwrap", "hook", "seed", "accessor",
                    "grad_off", "grad_on", "grad_setter", "scaler_step", "grad_clear"})
 CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
-HOOK_STEPS = frozenset({"train", "eval", "eval_loader"})
+HOOK_STEPS = frozenset({"train", "eval", "eval_loader", "update"})
 
 
 class FrameworkModelError(Exception):
@@ -280,7 +282,7 @@ def scheduler_unlinking(class_name: str) -> tuple[str, tuple] | None:
 
 @cache
 def hooks(step: str) -> frozenset[str]:
-    """Method names of the framework hooks of one step kind ("train", "eval", "eval_loader")."""
+    """Method names of the framework hooks of one step kind ("train", "eval", "eval_loader", "update")."""
     return frozenset(e.attr for e in entries("hook") if e.step == step)
 
 
