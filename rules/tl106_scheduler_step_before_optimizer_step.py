@@ -654,9 +654,12 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                     own = [e for e in unit.of_kind(*OPTIMIZER_STEPS)
                            if e.subject in built_on or (model.stepped_object(e) is not None and
                                                         model.aliases(model.stepped_object(e), e.scope) & built_on)]
-                    if not own or unit.events.index(own[0]) < unit.events.index(sched):
-                        continue  # its own optimizer steps before it, or is not one this update steps
-                    step = own[0]
+                    if own:
+                        if unit.events.index(own[0]) < unit.events.index(sched):
+                            continue  # its own optimizer steps before it
+                        step = own[0]
+                    elif not any(e.via for e in unit.of_kind(*OPTIMIZER_STEPS)):
+                        continue  # every optimizer this update steps is named here, none is its own
                 yield self.report(
                     sched.node,
                     f"`{describe(sched.node, ctx)}` runs before `{describe(step.node, ctx)}` in the "
