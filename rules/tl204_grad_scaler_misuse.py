@@ -61,8 +61,11 @@ class GradScalerMisuse(Rule):
             """
             import torch
 
+            scaler = torch.amp.GradScaler("cuda")
+            head_optimizers = {name: torch.optim.AdamW(head.parameters(), lr=1e-3) for name, head in heads.items()}
 
-            def update_heads(heads, head_optimizers, scaler, features, targets):
+
+            def update_heads(features, targets):
                 for name in heads:
                     head_opt = head_optimizers[name]
                     head_opt.zero_grad()
@@ -78,8 +81,11 @@ class GradScalerMisuse(Rule):
             """
             import torch
 
+            scaler = torch.amp.GradScaler("cuda")
+            shared_opt = torch.optim.AdamW(heads.parameters(), lr=1e-3)
 
-            def update_heads(heads, shared_opt, scaler, features, targets):
+
+            def update_heads(features, targets):
                 for name in heads:
                     shared_opt.zero_grad()
                     with torch.autocast("cuda", dtype=torch.float16):
@@ -88,7 +94,7 @@ class GradScalerMisuse(Rule):
                     scaler.step(shared_opt)
                 scaler.update()
             """,
-            line=10,
+            line=13,
             title="the same optimizer stepped on every iteration before the one update(): the second step raises",
         ),
         bad(
