@@ -33,7 +33,11 @@ class SchedulerStepPerMicroBatch(Rule):
 
         Under Accelerate, a scheduler passed to `accelerator.prepare` is accumulation-aware (it
         only advances when gradients sync), so stepping it inside `with accelerator.accumulate(...)`
-        is fine; a scheduler that was not prepared is flagged. Per-epoch schedulers stepped outside
+        is fine; a scheduler that was not prepared is flagged. A prepared scheduler of an Accelerator
+        built with `step_scheduler_with_optimizer=False` steps on every call by the user's own choice
+        (Accelerate's switch for a schedule not counted in updates) and is left alone; one the code
+        never passed to `prepare` is not covered by that switch and is still flagged. An object
+        handed to `accelerator.prepare(*objs)` in a list counts as prepared. Per-epoch schedulers stepped outside
         the batch loop and `ReduceLROnPlateau.step(metric)` are not about the update clock and are
         left alone. So is a scheduler built on the micro-batch clock: when every length argument
         of its construction (`num_warmup_steps=warmup * K`, `num_training_steps=total * K`, `T_max`,
@@ -72,6 +76,65 @@ class SchedulerStepPerMicroBatch(Rule):
         "https://huggingface.co/docs/transformers/main_classes/optimizer_schedules",
     )
     examples = (
+        good(
+            """
+            from accelerate import Accelerator
+            from transformers import get_constant_schedule_with_warmup
+
+
+            class Tuner:
+                def setup(self, model, opt, loader, accum):
+                    self.accelerator = Accelerator(gradient_accumulation_steps=accum, step_scheduler_with_optimizer=False)
+                    self.opt = opt
+                    self.sched = get_constant_schedule_with_warmup(self.opt, num_warmup_steps=500)
+                    names, objs = ["model", "opt", "sched"], [model, self.opt, self.sched]
+                    objs.append(loader)
+                    wrapped = self.accelerator.prepare(*objs)
+                    for attr, obj in zip(names, wrapped):
+                        setattr(self, attr, obj)
+                    self.loader = wrapped[-1]
+
+                def fit(self):
+                    for batch in self.loader:
+                        with self.accelerator.accumulate(self.model):
+                            loss = self.model(**batch).loss
+                            self.accelerator.backward(loss)
+                            self.opt.step()
+                            self.sched.step()
+                            self.opt.zero_grad()
+            """,
+            title="prepared through a list (`prepare(*objs)`), on an Accelerator told to step schedulers on every call",
+        ),
+        bad(
+            """
+            from accelerate import Accelerator
+            from transformers import get_constant_schedule_with_warmup
+
+
+            class Tuner:
+                def setup(self, model, opt, loader, accum):
+                    self.accelerator = Accelerator(gradient_accumulation_steps=accum, step_scheduler_with_optimizer=False)
+                    self.opt = opt
+                    self.sched = get_constant_schedule_with_warmup(self.opt, num_warmup_steps=500)
+                    names, objs = ["model", "opt"], [model, self.opt]
+                    objs.append(loader)
+                    wrapped = self.accelerator.prepare(*objs)
+                    for attr, obj in zip(names, wrapped):
+                        setattr(self, attr, obj)
+                    self.loader = wrapped[-1]
+
+                def fit(self):
+                    for batch in self.loader:
+                        with self.accelerator.accumulate(self.model):
+                            loss = self.model(**batch).loss
+                            self.accelerator.backward(loss)
+                            self.opt.step()
+                            self.sched.step()
+                            self.opt.zero_grad()
+            """,
+            line=23,
+            title="the same switch, but the scheduler never went into the prepared list",
+        ),
         bad(
             """
             import torch
@@ -692,6 +755,10 @@ class SchedulerStepPerMicroBatch(Rule):
                     continue
                 if model.runs_per_update(loop, ref) or micro_batch_horizon(model, loop, ref):
                     continue
+                if accelerate is not None and loop.guard.kind == "accelerate" and \
+                        model.unlinks_schedulers(accelerate.accelerator, accelerate.scope) and \
+                        model.is_prepared(ref.node.func.value, ref.scope) is not False:
+                    continue  # prepared, and Accelerate was told to step it on every call: the clock chosen
                 clock = own_rate_clock(ctx.index, ref.node.func.value, ref.scope)
                 if clock is None and _told_loop_position(ctx.index, loop, ref):
                     clock = POSITION  # `sched.step(cur_epoch=epoch, cur_step=i)`: set, not advanced

@@ -26,7 +26,7 @@ class AccumulatedLossNotScaled(Rule):
     what_it_does = """
         Finds training loops that accumulate gradients over K micro-batches (the backward runs on
         every iteration while the optimizer step is guarded, or the backward runs in a nested
-        micro-batch loop) and flags the backward call when the loss it receives is a
+        micro-batch loop; not an out-of-memory retry loop whose `try` breaks out on success) and flags the backward call when the loss it receives is a
         per-micro-batch mean (`criterion(out, y)`, `model(**batch).loss`, `F.cross_entropy(...)`)
         that is neither divided by K nor weighted by the window's sample or token count.
 
@@ -66,6 +66,44 @@ class AccumulatedLossNotScaled(Rule):
         "https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html",
     )
     examples = (
+        good(
+            """
+            import torch
+
+
+            def fit_batch(model, optimizer, batch, micro_batch_size):
+                optimizer.zero_grad()
+                while micro_batch_size > 0:
+                    try:
+                        loss = model(batch).mean()
+                        loss.backward()
+                    except torch.cuda.OutOfMemoryError:
+                        optimizer.zero_grad()
+                        micro_batch_size //= 2
+                    else:
+                        break
+                optimizer.step()
+            """,
+            title="an out-of-memory retry loop: one successful backward per step, nothing adds up",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def fit_batch(model, optimizer, micro_batches):
+                optimizer.zero_grad()
+                while micro_batches:
+                    try:
+                        loss = model(micro_batches.pop()).mean()
+                        loss.backward()
+                    except torch.cuda.OutOfMemoryError:
+                        torch.cuda.empty_cache()
+                optimizer.step()
+            """,
+            line=9,
+            title="the same try/except with no `break` on success: every micro-batch's mean adds up",
+        ),
         good(
             """
             import torch

@@ -56,14 +56,19 @@ class ZeroGradPerMicroBatch(Rule):
         Clearing at the top or bottom of the guarded update, after a `continue` guard, under its
         own `if i % K == 0:`, before a nested micro-batch loop, or through a prepared optimizer
         inside `with accelerator.accumulate(model):` (Accelerate skips it between gradient syncs)
-        is correct and not flagged. `model.zero_grad()` inside the Accelerate block is flagged:
-        only the prepared optimizer's `zero_grad` is skipped.
+        is correct and not flagged (a prepared optimizer includes one handed to
+        `accelerator.prepare(*objs)` in a list). `model.zero_grad()` inside the Accelerate block is
+        flagged: only the prepared optimizer's `zero_grad` is skipped. A retry loop
+        (`while size: try: ... backward ... except OOM: size //= 2 else: break`) is not a micro-batch
+        loop: it repeats only after a failure, and a clear in it drops the failed attempt's gradients.
 
         The clear's place within the window counts too: a `zero_grad()` under the update's own
         condition (the step's `if`, or a test written the same way) that runs before the last
         micro-batch's backward, with the step after that backward, throws away what the window's
         other micro-batches accumulated, and is flagged. Under a test of the window's first
-        micro-batch (`if i % K == 0:` while the step tests `(i + 1) % K == 0`) it is correct.
+        micro-batch (`if i % K == 0:` while the step tests `(i + 1) % K == 0`) it is correct, and
+        so is a clear on one side of an `if`/`else` (`if scaler: ... zero_grad()`) whose backward
+        and step are on the other side: they never run in the same iteration.
 
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
@@ -87,6 +92,140 @@ class ZeroGradPerMicroBatch(Rule):
         "https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation",
     )
     examples = (
+        good(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler() if use_amp else None
+            for i, (x, y) in enumerate(loader):
+                loss = torch.nn.functional.mse_loss(model(x), y) / accum
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    if (i + 1) % accum == 0:
+                        scaler.step(optimizer)
+                        scaler.update()
+                        optimizer.zero_grad()
+                else:
+                    loss.backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            title="the AMP branch clears after its step; the plain backward is on the other side of the `else`",
+        ),
+        bad(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler() if use_amp else None
+            for i, (x, y) in enumerate(loader):
+                loss = torch.nn.functional.mse_loss(model(x), y) / accum
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    if (i + 1) % accum == 0:
+                        scaler.step(optimizer)
+                        scaler.update()
+                        optimizer.zero_grad()
+                else:
+                    if (i + 1) % accum == 0:
+                        optimizer.zero_grad()
+                    loss.backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+            """,
+            line=14,
+            title="the plain branch clears before its own backward on the window's last micro-batch",
+        ),
+        good(
+            """
+            import torch
+
+
+            def fit_batch(model, optimizer, batch, micro_batch_size):
+                while micro_batch_size > 0:
+                    try:
+                        optimizer.zero_grad()
+                        loss = model(batch).mean()
+                        loss.backward()
+                    except torch.cuda.OutOfMemoryError:
+                        micro_batch_size //= 2
+                    else:
+                        break
+                optimizer.step()
+            """,
+            title="an out-of-memory retry loop: it repeats only after a failure, whose partial gradients the clear drops",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def fit_batch(model, optimizer, micro_batches):
+                while micro_batches:
+                    try:
+                        optimizer.zero_grad()
+                        loss = model(micro_batches.pop()).mean()
+                        loss.backward()
+                    except torch.cuda.OutOfMemoryError:
+                        torch.cuda.empty_cache()
+                optimizer.step()
+            """,
+            line=7,
+            title="the same try/except with no `break` on success: every micro-batch runs, each clearing the last",
+        ),
+        good(
+            """
+            import torch
+            from accelerate import Accelerator
+
+
+            class Finetuner:
+                def __init__(self, model, loader, accum):
+                    self.accelerator = Accelerator(gradient_accumulation_steps=accum)
+                    self.optimizer = torch.optim.AdamW(model.parameters())
+                    keys, values = ["model"], [model]
+                    keys.extend(["optimizer"])
+                    values.extend([self.optimizer])
+                    for key, value in zip(keys, self.accelerator.prepare(*values)):
+                        setattr(self, key, value)
+                    self.loader = loader
+
+                def epoch(self):
+                    for batch in self.loader:
+                        with self.accelerator.accumulate(self.model):
+                            self.optimizer.zero_grad()
+                            loss = self.model(**batch).loss
+                            self.accelerator.backward(loss)
+                            self.optimizer.step()
+            """,
+            title="the optimizer went through `accelerator.prepare(*values)` in a list: Accelerate skips its clears between syncs",
+        ),
+        bad(
+            """
+            import torch
+            from accelerate import Accelerator
+
+
+            class Finetuner:
+                def __init__(self, model, loader, accum):
+                    self.accelerator = Accelerator(gradient_accumulation_steps=accum)
+                    self.optimizer = torch.optim.AdamW(model.parameters())
+                    keys, values = ["model"], [model]
+                    for key, value in zip(keys, self.accelerator.prepare(*values)):
+                        setattr(self, key, value)
+                    self.loader = loader
+
+                def epoch(self):
+                    for batch in self.loader:
+                        with self.accelerator.accumulate(self.model):
+                            self.optimizer.zero_grad()
+                            loss = self.model(**batch).loss
+                            self.accelerator.backward(loss)
+                            self.optimizer.step()
+            """,
+            line=17,
+            title="the prepared list holds only the model: the optimizer's clear runs on every micro-batch",
+        ),
         bad(
             """
             import torch

@@ -35,6 +35,8 @@ class MissingZeroGrad(Rule):
         update inside the accumulation guard). Clearing only before the loop, or only in an outer
         epoch loop, does not. Engines that own backward and step together (`engine.backward(loss);
         engine.step()` in DeepSpeed) and `opt.step(closure)` (whose closure clears) are not flagged.
+        A framework's own clear counts too (framework data: NVIDIA Warp's `tape.zero()` on a
+        `wp.Tape`, which holds the gradients its `tape.backward(loss)` wrote).
         """
     why_bad = """
         `backward()` adds into `.grad`; it never overwrites. Without a clear, update n applies the sum
@@ -53,6 +55,21 @@ class MissingZeroGrad(Rule):
         "https://pytorch.org/docs/stable/notes/autograd.html#gradient-accumulation",
     )
     examples = (
+        good(
+            """
+            import warp as wp
+            from warp_nn.optimizers import Adam
+
+            optimizer = Adam(policy.parameters(), lr=3e-4)
+            for update in range(updates):
+                with wp.Tape() as tape:
+                    loss = policy.loss(observations, returns)
+                tape.backward(loss)
+                optimizer.step()
+                tape.zero()
+            """,
+            title="NVIDIA Warp: `tape.zero()` clears what the tape's backward wrote",
+        ),
         bad(
             """
             import torch

@@ -28,6 +28,9 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         one update), it runs before the optimizer's `opt.step()` / `scaler.step(opt)`: at the top
         of the iteration, or between the backward and the step. The `step()` of a class that holds
         an optimizer and its scheduler and steps both is one update too, wherever the backward is.
+        A scheduler is paired with the optimizer its construction names (`LambdaLR(opt_b, ...)`):
+        with several optimizers in one update it is flagged only before that optimizer's step, and
+        not when that optimizer is not one the update steps.
 
         In an outer loop (epochs, or the rollouts of an RL trainer) whose iterations run their
         updates in inner loops or helpers, `sched.step()` is flagged when it comes before the first
@@ -63,6 +66,67 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         "https://pytorch.org/docs/stable/generated/torch.optim.lr_scheduler.LRScheduler.html",
     )
     examples = (
+        good(
+            """
+            import torch
+            from zero_opt import ZeroOptimizer
+
+            base_opt = ZeroOptimizer(model, lr=1e-4)
+            base_sched = torch.optim.lr_scheduler.LambdaLR(base_opt, lambda s: min(1.0, s / 100))
+            prompt_opt = torch.optim.AdamW(prompt_embeddings.parameters(), lr=1e-3)
+            prompt_sched = torch.optim.lr_scheduler.LambdaLR(prompt_opt, lambda s: min(1.0, s / 100))
+            for batch in loader:
+                loss = compute_loss(model, prompt_embeddings, batch)
+                base_opt.backward(loss)
+                base_opt.step()
+                base_sched.step()
+                prompt_opt.step()
+                prompt_sched.step()
+                base_opt.zero_grad()
+                prompt_opt.zero_grad()
+            """,
+            title="a scheduler steps after the optimizer it was built on, before another optimizer's step",
+        ),
+        bad(
+            """
+            import torch
+            from zero_opt import ZeroOptimizer
+
+            base_opt = ZeroOptimizer(model, lr=1e-4)
+            base_sched = torch.optim.lr_scheduler.LambdaLR(base_opt, lambda s: min(1.0, s / 100))
+            prompt_opt = torch.optim.AdamW(prompt_embeddings.parameters(), lr=1e-3)
+            prompt_sched = torch.optim.lr_scheduler.LambdaLR(prompt_opt, lambda s: min(1.0, s / 100))
+            for batch in loader:
+                loss = compute_loss(model, prompt_embeddings, batch)
+                base_opt.backward(loss)
+                base_opt.step()
+                base_sched.step()
+                prompt_sched.step()
+                prompt_opt.step()
+                base_opt.zero_grad()
+                prompt_opt.zero_grad()
+            """,
+            line=13,
+            fixed="""
+            import torch
+            from zero_opt import ZeroOptimizer
+
+            base_opt = ZeroOptimizer(model, lr=1e-4)
+            base_sched = torch.optim.lr_scheduler.LambdaLR(base_opt, lambda s: min(1.0, s / 100))
+            prompt_opt = torch.optim.AdamW(prompt_embeddings.parameters(), lr=1e-3)
+            prompt_sched = torch.optim.lr_scheduler.LambdaLR(prompt_opt, lambda s: min(1.0, s / 100))
+            for batch in loader:
+                loss = compute_loss(model, prompt_embeddings, batch)
+                base_opt.backward(loss)
+                base_opt.step()
+                base_sched.step()
+                prompt_opt.step()
+                prompt_sched.step()
+                base_opt.zero_grad()
+                prompt_opt.zero_grad()
+            """,
+            title="the second scheduler steps before the optimizer it was built on",
+        ),
         good(
             """
             import math
@@ -584,12 +648,24 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                     continue  # `if step > 0: sched.step()` follows the previous iteration's step
                 if _sets_next_rate(ctx, sched.node):
                     continue  # a schedule of its own that writes the coming update's rate
+                step = first_step
+                built_on = model.scheduler_arguments(sched.node.func.value, sched.scope)
+                if built_on:  # paired with the optimizer it was built on, not the one stepped first
+                    own = [e for e in unit.of_kind(*OPTIMIZER_STEPS)
+                           if e.subject in built_on or (model.stepped_object(e) is not None and
+                                                        model.aliases(model.stepped_object(e), e.scope) & built_on)]
+                    if own:
+                        if unit.events.index(own[0]) < unit.events.index(sched):
+                            continue  # its own optimizer steps before it
+                        step = own[0]
+                    elif not any(e.via for e in unit.of_kind(*OPTIMIZER_STEPS)):
+                        continue  # every optimizer this update steps is named here, none is its own
                 yield self.report(
                     sched.node,
-                    f"`{describe(sched.node, ctx)}` runs before `{describe(first_step.node, ctx)}` in the "
+                    f"`{describe(sched.node, ctx)}` runs before `{describe(step.node, ctx)}` in the "
                     f"same update: the schedule skips its first value and every update uses the next "
                     f"one; step the scheduler after the optimizer",
-                    _swap_fix(ctx, sched, first_step),
+                    _swap_fix(ctx, sched, step),
                     evidence=[*unit_premises(ctx, unit), *scheduler_premise(ctx, sched.node, sched.scope),
                               premise(f"`{describe(sched.node, ctx)}` runs before the optimizer step in the same "
                                       "update", sched.node, "call")],

@@ -10,8 +10,9 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.accumulation import (_counts_micro_batches, _factors, _k_names, _loop_loaders,
                                           _times_k, describe_k, is_plateau_scheduler)
-from trainlint.model.index import Scope, dotted_name, positional_args, walk
-from trainlint.model.roles import SCHEDULER, _unpacked_prepare_argument, role_of_callee
+from trainlint.model import frameworks
+from trainlint.model.index import FunctionInfo, Scope, dotted_name, positional_args, walk
+from trainlint.model.roles import SCHEDULER, _unpacked_prepare_argument, role_of_callee, roles as roles_model
 from trainlint.model.shipped import k_condition
 from trainlint.model.training import CallRef, TrainingLoop, TrainingModel, training_model
 from trainlint.rule import Rule, bad, good
@@ -70,7 +71,9 @@ class SchedulerHorizonOnAnotherClock(Rule):
           epoch, after the batch loop;
         - in a Lightning `configure_optimizers`, `"interval": "step"` with a length of
           `self.trainer.max_epochs`, or the default epoch interval with
-          `self.trainer.estimated_stepping_batches`.
+          `self.trainer.estimated_stepping_batches` (not when the module overrides a hook Lightning
+          runs once per optimizer step, `optimizer_step`, and steps the scheduler there: it then
+          advances once per update).
 
         `step(epoch)`/`step(metric)` calls, `ReduceLROnPlateau` and schedulers whose length cannot be
         told are left alone. A length on the micro-batch clock for a scheduler stepped on every
@@ -94,6 +97,51 @@ class SchedulerHorizonOnAnotherClock(Rule):
         "https://lightning.ai/docs/pytorch/stable/api/lightning.pytorch.core.LightningModule.html#lightning.pytorch.core.LightningModule.configure_optimizers",
     )
     examples = (
+        good(
+            """
+            import torch
+            import lightning as L
+            from transformers import get_cosine_schedule_with_warmup
+
+
+            class Classifier(L.LightningModule):
+                def training_step(self, batch, batch_idx):
+                    x, y = batch
+                    return torch.nn.functional.cross_entropy(self.net(x), y)
+
+                def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure):
+                    optimizer.step(closure=optimizer_closure)
+                    self.lr_schedulers().step()
+
+                def configure_optimizers(self):
+                    optimizer = torch.optim.AdamW(self.parameters(), lr=3e-4)
+                    scheduler = get_cosine_schedule_with_warmup(
+                        optimizer, num_warmup_steps=100, num_training_steps=self.trainer.estimated_stepping_batches)
+                    return [optimizer], [scheduler]
+            """,
+            title="an `optimizer_step` override steps the scheduler once per update: a horizon in optimizer steps is on its clock",
+        ),
+        bad(
+            """
+            import torch
+            import lightning as L
+            from transformers import get_cosine_schedule_with_warmup
+
+
+            class Classifier(L.LightningModule):
+                def training_step(self, batch, batch_idx):
+                    x, y = batch
+                    return torch.nn.functional.cross_entropy(self.net(x), y)
+
+                def configure_optimizers(self):
+                    optimizer = torch.optim.AdamW(self.parameters(), lr=3e-4)
+                    scheduler = get_cosine_schedule_with_warmup(
+                        optimizer, num_warmup_steps=100, num_training_steps=self.trainer.estimated_stepping_batches)
+                    return [optimizer], [scheduler]
+            """,
+            line=14,
+            title="no override: Lightning steps the scheduler once per epoch (the default interval)",
+        ),
         bad(
             """
             import torch
@@ -583,7 +631,8 @@ class SchedulerHorizonOnAnotherClock(Rule):
                                 "max_epochs updates and then repeats or stays at its end; use "
                                 "`self.trainer.estimated_stepping_batches`"),
                                 evidence=self._lightning_evidence(ctx, horizon, node))
-                        elif interval == "epoch" and text.endswith("trainer.estimated_stepping_batches"):
+                        elif interval == "epoch" and text.endswith("trainer.estimated_stepping_batches") \
+                                and not _stepped_per_update_hook(ctx, function):
                             seen.add(id(horizon.arg))
                             yield self.report(horizon.arg, (
                                 f"`{ctx.code_for(horizon.arg)}` counts optimizer steps, but Lightning steps this "
@@ -933,6 +982,22 @@ def _process_factor(ctx, expr: cst.BaseExpression, scope: Scope, depth: int = 0)
         if isinstance(factor, cst.Call) and ctx.index.resolve(factor.func, scope) in _WORLD_SIZE:
             return ctx.code_for(factor)
     return None
+
+
+def _stepped_per_update_hook(ctx, configure: FunctionInfo) -> bool:
+    """The class of `configure_optimizers` overrides a hook the framework runs once per optimizer step
+    (framework data: Lightning's `optimizer_step`) and steps a scheduler there (`self.lr_schedulers().step()`):
+    the scheduler advances once per update, the clock `estimated_stepping_batches` counts."""
+    update_hooks = frameworks.hooks("update")
+    found = ctx.model(roles_model)
+    for function in ctx.index.functions:
+        if function.class_name != configure.class_name or function.name not in update_hooks:
+            continue
+        for call in ctx.index.calls_under(function.node.body):
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "step" and \
+                    found.of(call.func.value, ctx.index.scope_at(call)) == SCHEDULER:
+                return True
+    return False
 
 
 def _lightning_schedulers(ctx, value: cst.BaseExpression):

@@ -17,6 +17,7 @@ from trainlint.model.roles import ACCELERATOR, CONFIG, MODEL, OTHER
 from trainlint.model.summaries import SAVE_WORDS, FunctionSummary, callable_summary
 from trainlint.model.training import CallRef, TrainingLoop, TrainingModel, training_model
 from trainlint.model.accumulation import describe_k
+from trainlint.model.shipped import k_condition
 from trainlint.rule import FixSpec, Rule, after, bad, delete, good
 from trainlint.model.premises import premise
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, scheduler_premise, training_premises, unit_premises
@@ -68,6 +69,10 @@ class CadenceOnMicroBatchClock(Rule):
         micro-batches in a nested loop), or that also tests the update condition, is left alone.
         When the update counter is tested right after the update branch, the fix moves the test
         to the end of that branch; it changes when the evaluation runs, so it is offered as unsafe.
+
+        When K is 1 as the code ships (`GRAD_ACCUM = 1`, an argparse option or a config field that
+        defaults to 1), every micro-batch is an update and there is no window to land in: the
+        finding then says it holds only when K is set above 1 and is reported one severity lower.
         """
     why_bad = """
         Evaluation and checkpoint cadence belong to the update clock: "every 500 steps" means every
@@ -91,6 +96,47 @@ class CadenceOnMicroBatchClock(Rule):
         "https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation",
     )
     examples = (
+        bad(
+            """
+            import torch
+
+            GRAD_ACCUM = 1
+
+
+            def train(model, optimizer, loader, save_every):
+                for step, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / GRAD_ACCUM
+                    loss.backward()
+                    if (step + 1) % GRAD_ACCUM == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    if step % save_every == 0:
+                        torch.save(model.state_dict(), f"ckpt_{step}.pt")
+            """,
+            line=13,
+            title="K is a constant 1 as shipped: every micro-batch is an update; reported only as conditional on K > 1",
+            severity=Severity.INFO,
+        ),
+        bad(
+            """
+            import torch
+
+            GRAD_ACCUM = 4
+
+
+            def train(model, optimizer, loader, save_every):
+                for step, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / GRAD_ACCUM
+                    loss.backward()
+                    if (step + 1) % GRAD_ACCUM == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    if step % save_every == 0:
+                        torch.save(model.state_dict(), f"ckpt_{step}.pt")
+            """,
+            line=13,
+            title="the same cadence with K = 4: a checkpoint lands mid-window",
+        ),
         bad(
             """
             import torch
@@ -487,8 +533,9 @@ class CadenceOnMicroBatchClock(Rule):
                 if cadence.stored is not None:
                     evidence.insert(-1, premise(f"`{ctx.code_for(cadence.node.test)}` holds "
                                                 f"`{_condition_text(ctx, cadence)}`", cadence.stored, "use"))
-                yield self.report(cadence.node.test, _message(ctx, loop, cadence, clock, work),
-                                  _fix(ctx, loop, cadence) if clock == UPDATE else None, evidence=evidence)
+                yield self.report_if(k_condition(ctx, loop), cadence.node.test,
+                                     _message(ctx, loop, cadence, clock, work),
+                                     _fix(ctx, loop, cadence) if clock == UPDATE else None, evidence=evidence)
 
 
 def _condition_text(ctx, cadence: _Cadence) -> str:

@@ -10,7 +10,7 @@ from trainlint.model.amp import (BACKWARD, SCALE, SCALED_BACKWARD, SCALER_STEP, 
                            describe)
 from trainlint.finding import Severity
 from trainlint.gate import named
-from trainlint.model.index import positional_args
+from trainlint.model.index import positional_args, walk
 from trainlint.rule import Rule, bad, good
 from trainlint.model.premises import premise
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, unit_premises
@@ -28,7 +28,9 @@ class GradScalerMisuse(Rule):
         In a training loop (or an update function) that uses a GradScaler, flags:
         - `opt.step()` called directly when the backward ran on `scaler.scale(loss)` and the update has
           no `scaler.step(opt)`;
-        - `scaler.step(opt)` in a loop that never calls `scaler.update()`;
+        - `scaler.step(opt)` in a loop that never calls `scaler.update()` (not a loop whose every
+          iteration steps a different optimizer, `scaler.step(optims[key])` for the loop's `key`,
+          with `scaler.update()` once after it: PyTorch's pattern for several optimizers);
         - `scaler.step(opt)` in a loop whose backward runs on the plain loss, with no `scaler.scale`
           anywhere in the update.
 
@@ -55,6 +57,46 @@ class GradScalerMisuse(Rule):
         "https://pytorch.org/docs/stable/amp.html#torch.amp.GradScaler.step",
     )
     examples = (
+        good(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler("cuda")
+            head_optimizers = {name: torch.optim.AdamW(head.parameters(), lr=1e-3) for name, head in heads.items()}
+
+
+            def update_heads(features, targets):
+                for name in heads:
+                    head_opt = head_optimizers[name]
+                    head_opt.zero_grad()
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = torch.nn.functional.mse_loss(heads[name](features), targets[name])
+                    scaler.scale(loss).backward()
+                    scaler.step(head_opt)
+                scaler.update()
+            """,
+            title="one scaler, a different optimizer each iteration, one update() after the loop (torch's multi-optimizer pattern)",
+        ),
+        bad(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler("cuda")
+            shared_opt = torch.optim.AdamW(heads.parameters(), lr=1e-3)
+
+
+            def update_heads(features, targets):
+                for name in heads:
+                    shared_opt.zero_grad()
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = torch.nn.functional.mse_loss(heads[name](features), targets[name])
+                    scaler.scale(loss).backward()
+                    scaler.step(shared_opt)
+                scaler.update()
+            """,
+            line=13,
+            title="the same optimizer stepped on every iteration before the one update(): the second step raises",
+        ),
         bad(
             """
             import torch
@@ -293,6 +335,8 @@ class GradScalerMisuse(Rule):
             for step in scaler_steps:
                 scaler = ctx.code_for(step.node.func.value)
                 if not unit.has(SCALER_UPDATE) and not step.updates:
+                    if _one_step_per_optimizer(ctx, unit, step):
+                        continue  # each optimizer stepped once, one update after the loop: torch's pattern
                     yield self.report(
                         step.node,
                         f"`{describe(step.node, ctx)}` without `{scaler}.update()` in the loop: the scale "
@@ -337,3 +381,44 @@ class GradScalerMisuse(Rule):
                     return False
         return True
 
+
+def _one_step_per_optimizer(ctx, unit, step) -> bool:
+    """`for key in keys: ... scaler.step(optims[key])` (or `for opt in optims: scaler.step(opt)`), then
+    `scaler.update()` after the loop in the same function: each iteration steps a different optimizer
+    (chosen by the loop variable) and the scale is updated once after all of them, the pattern of
+    PyTorch's "multiple optimizers" AMP example. A second `scaler.step` of one optimizer before the
+    update, the only one that raises, is not shown."""
+    loop = unit.loop.node
+    if not isinstance(loop, cst.For) or step.via:
+        return False
+    index = ctx.index
+    targets = {n.value for n in walk(loop.target) if isinstance(n, cst.Name)}
+    args = positional_args(step.node)
+    if not args or not targets:
+        return False
+    stepped = args[0].value
+    if isinstance(stepped, cst.Name) and stepped.value not in targets:
+        bindings = step.scope.lookup(stepped.value)
+        if not bindings or not all(b.kind == "assign" and b.value is not None and
+                                   any(a is loop for a in index.ancestors(b.node)) for b in bindings):
+            return False
+        values = [b.value for b in bindings]
+    else:
+        values = [stepped]
+    for value in values:
+        if isinstance(value, cst.Name) and value.value in targets:
+            continue
+        if not (isinstance(value, cst.Subscript) and any(
+                isinstance(n, cst.Name) and n.value in targets for e in value.slice for n in walk(e.slice))):
+            return False
+    scaler = ctx.code_for(step.node.func.value)
+    function = index.function_at(loop)
+    end = index.place[loop]
+    for site in index.calls:
+        call = site.node
+        if site.function is function and index.place[call] > end and \
+                not any(a is loop for a in index.ancestors(call)) and \
+                isinstance(call.func, cst.Attribute) and call.func.attr.value == "update" and \
+                ctx.code_for(call.func.value) == scaler:
+            return True
+    return False

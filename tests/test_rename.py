@@ -23,6 +23,10 @@ KNOWN_NAME_PREMISES = {
     ('TL102', 'bad', 'a function that runs one accumulation window (its caller lives elsewhere)'):
         ("a window function's micro-batch loop is recognised by its iterable's name (`micro_batches`, "
          "training._MICRO_ITER) and its loss as a per-micro-batch mean by its callee's name (`loss_fn`)"),
+    ('TL102', 'bad', "the same try/except with no `break` on success: every micro-batch's mean adds up"):
+        "a `while` loop over micro-batches is recognised by its condition's name (`micro_batches`, training._MICRO_ITER)",
+    ('TL104', 'bad', 'the same try/except with no `break` on success: every micro-batch runs, each clearing the last'):
+        "a `while` loop over micro-batches is recognised by its condition's name (`micro_batches`, training._MICRO_ITER)",
     ('TL103', 'bad', 'the divisor is the running micro-batch counter of the window'):
         'a premise of the model still read from a name (not yet diagnosed)',
     ('TL103', 'bad', 'a model that returns its own loss over the labels it is given, padding masked with -100'):

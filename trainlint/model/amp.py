@@ -223,7 +223,7 @@ class AmpModel:
             if attr == "backward" and positional_args(call) and self._fp16_framework(receiver, scope):
                 scaled_by = self.ctx.code_for(receiver)
             return Event(BACKWARD, call, scope, subject=self.ctx.code_for(receiver), scaled_by=scaled_by)
-        if _clears_by_name(attr):
+        if _clears_by_name(attr) or self._framework_clear(receiver, attr, scope):
             return Event(ZERO_GRAD, call, scope, subject=self.ctx.code_for(receiver))
         if attr in _GRAD_CLEARING_METHODS and _mentions_grad(receiver):
             return Event(ZERO_GRAD, call, scope, subject=self.ctx.code_for(receiver))
@@ -265,6 +265,19 @@ class AmpModel:
             return Event(SCHED_STEP, call, scope, subject=text, has_args=has_args)
         return None
 
+    def _framework_clear(self, receiver: cst.BaseExpression, attr: str, scope: Scope) -> bool:
+        """`tape.zero()` on `tape` built by `wp.Tape()`: a framework method that clears the gradients
+        its object holds (`grad_clear` entries), asked of objects of that class only."""
+        if attr not in frameworks.methods("grad_clear"):
+            return False
+        for value, value_scope in self._bound_values(receiver, scope):
+            if isinstance(value, cst.Call):
+                name = self.index.resolve(value.func, value_scope)
+                entry = frameworks.lookup(f"{name}.{attr}") if name else None
+                if entry is not None and entry.kind == "grad_clear":
+                    return True
+        return False
+
     def _fp16_framework(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         """An Accelerator created with `mixed_precision="fp16"` or a Fabric with a 16-bit mixed
         precision, written as literals in this file: their `backward(loss)` runs a GradScaler."""
@@ -279,6 +292,39 @@ class AmpModel:
                 arg = keyword_arg(value, setting[0])
                 return arg is not None and _literal(arg.value) in setting[1]
         return False
+
+    def scheduler_arguments(self, expr: cst.BaseExpression, scope: Scope) -> set[str]:
+        """The objects the scheduler `expr` was constructed on, as the code names them: the names and
+        attributes passed positionally or as `optimizer=` to each construction bound to it (its
+        optimizer is among them); empty when a value bound to it is not a construction."""
+        found: set[str] = set()
+        for value, value_scope in self._bound_values(expr, scope):
+            if not isinstance(value, cst.Call):
+                return set()
+            arg = keyword_arg(value, "optimizer")
+            args = [arg] if arg is not None else positional_args(value)
+            for a in args:
+                if isinstance(a.value, (cst.Name, cst.Attribute)):
+                    found |= self.aliases(a.value, value_scope)
+        return found
+
+    def aliases(self, expr: cst.BaseExpression, scope: Scope) -> set[str]:
+        """`expr`'s text and the texts of the names and attributes bound to it (`self.opt = opt`)."""
+        found = {self.ctx.code_for(expr)}
+        for value, _ in self._bound_values(expr, scope):
+            if isinstance(value, (cst.Name, cst.Attribute)):
+                found.add(self.ctx.code_for(value))
+        return found
+
+    def stepped_object(self, event: Event) -> cst.BaseExpression | None:
+        """The optimizer a STEP or SCALER_STEP event steps (`opt.step()`, `scaler.step(opt)`)."""
+        call = event.node
+        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+            return None
+        if event.kind == STEP:
+            return call.func.value
+        args = positional_args(call)
+        return args[0].value if args else None
 
     def _bound_values(self, expr: cst.BaseExpression, scope: Scope) -> list[tuple[cst.BaseExpression, Scope]]:
         """What `x` or `self.x` was assigned, with the scope each value is written in."""

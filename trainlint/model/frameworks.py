@@ -9,7 +9,9 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
 
 - `constructor`: building it gives an object of `role` (roles.py's roles); `accumulation_keywords`
   are the keywords that set its accumulation factor K; `fp16 = {keyword, values}` when its backward
-  runs a GradScaler.
+  runs a GradScaler; `unlinks_scheduler = {keyword, values}` when that keyword set to one of the values
+  cuts a prepared scheduler loose from the optimizer: it then steps on every call of its `step()`, not
+  once per window (Accelerate's `step_scheduler_with_optimizer=False`).
 - `model_base`: a class that user models derive from (a torch module).
 - `backward`: runs the backward pass; `owns_accumulation`: it divides the loss by the framework's K.
 - `accumulation_context`: a context (`with accelerator.accumulate(model):`) inside which prepared
@@ -22,7 +24,9 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
 - `unscale`: unscales an fp16 run's gradients (`accelerator.unscale_gradients()`).
 - `unwrap`: hands back the module it was given, unwrapped (`accelerator.unwrap_model(model)`).
 - `hook`: a method the framework calls; `step` is "train" (per micro-batch, gradients on), "eval"
-  (under no_grad, in eval mode) or "eval_loader" (returns a loader used for evaluation only).
+  (under no_grad, in eval mode), "eval_loader" (returns a loader used for evaluation only) or
+  "update" (once per optimizer step: Lightning's `optimizer_step`, whose override may step the
+  scheduler itself).
   A train hook of a framework that owns accumulation may name `window_size`, the attribute of
   `self` that holds the number of micro-batches in the current window (fewer in the short last
   window of an epoch), and `fixed_window_size`, the attribute that always holds K: an override
@@ -38,6 +42,9 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   `set_grad_enabled(flag)`. The grad-mode model reads them beside torch's, so an evaluation under
   `paddle.no_grad()` is known to record nothing (without them, its forward would be taken as
   recording).
+- `grad_clear`: a method that clears the gradients its object holds, named on the class it is
+  called on (NVIDIA Warp's `tape.zero()` on a `wp.Tape`, whose `tape.backward(loss)` wrote them):
+  a clear like `zero_grad()`, asked only of objects built by that class.
 - `scaler_step`: a method of a framework's GradScaler that unscales the gradients, steps the
   optimizer it is given and updates the scale in one call (Paddle's `scaler.minimize(opt, loss)`).
 
@@ -55,9 +62,9 @@ from pathlib import Path
 
 KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_context", "sync_flag", "prepare",
                    "save_state", "clip", "unscale", "unwrap", "hook", "seed", "accessor",
-                   "grad_off", "grad_on", "grad_setter", "scaler_step"})
+                   "grad_off", "grad_on", "grad_setter", "scaler_step", "grad_clear"})
 CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
-HOOK_STEPS = frozenset({"train", "eval", "eval_loader"})
+HOOK_STEPS = frozenset({"train", "eval", "eval_loader", "update"})
 
 
 class FrameworkModelError(Exception):
@@ -83,6 +90,8 @@ class Entry:
     accumulation_keywords: tuple[str, ...] = ()
     fp16_keyword: str | None = None
     fp16_values: tuple = ()
+    unlinks_scheduler_keyword: str | None = None
+    unlinks_scheduler_values: tuple = ()
     window_size: str | None = None
     fixed_window_size: str | None = None
 
@@ -114,7 +123,7 @@ class Framework:
 
 _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "owns_accumulation", "clock",
                          "scheduler_clock", "sets_epoch", "unscales", "step", "state", "accumulation_keywords",
-                         "fp16", "window_size", "fixed_window_size"})
+                         "fp16", "unlinks_scheduler", "window_size", "fixed_window_size"})
 
 
 def _entry(framework: str, raw: dict, where: str) -> Entry:
@@ -137,11 +146,13 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
             "window_size" in raw and (raw["kind"] != "hook" or raw.get("step") != "train"):
         raise FrameworkModelError(f"{where}: `window_size` and `fixed_window_size` go together, on a train hook")
     fp16 = raw.get("fp16", {})
+    unlinks = raw.get("unlinks_scheduler", {})
     return Entry(framework, raw["name"], raw["kind"], raw["example"], tuple(raw.get("rules", ())),
                  raw.get("match") == "prefix", raw.get("role"), bool(raw.get("owns_accumulation")),
                  raw.get("clock"), raw.get("scheduler_clock"), bool(raw.get("sets_epoch")),
                  bool(raw.get("unscales")), raw.get("step"), tuple(raw.get("state", ())),
                  tuple(raw.get("accumulation_keywords", ())), fp16.get("keyword"), tuple(fp16.get("values", ())),
+                 unlinks.get("keyword"), tuple(unlinks.get("values", ())),
                  raw.get("window_size"), raw.get("fixed_window_size"))
 
 
@@ -260,9 +271,18 @@ def fp16_setting(class_name: str) -> tuple[str, tuple] | None:
     return None
 
 
+def scheduler_unlinking(class_name: str) -> tuple[str, tuple] | None:
+    """(keyword, values) that make a framework object built by `class_name` step its prepared
+    schedulers on every call instead of once per accumulation window."""
+    for entry in entries("constructor"):
+        if entry.attr == class_name and entry.unlinks_scheduler_keyword:
+            return entry.unlinks_scheduler_keyword, entry.unlinks_scheduler_values
+    return None
+
+
 @cache
 def hooks(step: str) -> frozenset[str]:
-    """Method names of the framework hooks of one step kind ("train", "eval", "eval_loader")."""
+    """Method names of the framework hooks of one step kind ("train", "eval", "eval_loader", "update")."""
     return frozenset(e.attr for e in entries("hook") if e.step == step)
 
 

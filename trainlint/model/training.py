@@ -33,7 +33,9 @@ Public API (stable; other rules depend on it)
                        `node` is the `With`.
   - kind "micro_loop": the backward runs in a nested loop over micro-batches and the step after it
                        (`for micro_step in range(K): ... loss.backward()` then `opt.step()`);
-                       `node` is the nested loop, `condition` its iterable.
+                       `node` is the nested loop, `condition` its iterable. Not a retry loop
+                       (`while n: try: <backward> except OOM: n //= 2 else: break`): it repeats
+                       only after a failure, so nothing adds up across its iterations.
   - `k`: the accumulation factor expression when it can be told (`grad_accum`, `self.accum`, `4`,
     the Accelerator's `gradient_accumulation_steps=` value), else None.
   - `scope`/`via`: where the guard node is written and the helper chain from the loop body to it.
@@ -187,6 +189,7 @@ class TrainingModel:
         self.window_functions: list[TrainingLoop] = []
         self._accelerate: dict[int, AccelerateAccumulation | None] = {}
         self._prepared: dict[str, list[tuple[cst.Assign, Scope]]] | None = None
+        self._list_passed: list[tuple[str, Scope]] | None = None
         # `_runs_training` is asked per save and per later statement: each statement is walked once
         self._runs_training_memo: dict[int, tuple[cst.CSTNode, bool]] = {}
         self._statement_tables: dict[int, tuple] = {}  # owner -> (owner, positions, trains_from): see trains_after
@@ -338,7 +341,7 @@ class TrainingModel:
             for segment in self.path(loop, ref):
                 for node in segment[1:]:
                     if isinstance(node, _LOOPS) and node is not loop.node and not self._holds(node, step, loop) \
-                            and _iterates_micro_batches(node, self.ctx):
+                            and _iterates_micro_batches(node, self.ctx) and not _repeats_only_on_error(node, segment):
                         return Guard(node, "micro_loop", node.iter if isinstance(node, cst.For) else node.test,
                                      _k_of_micro_loop(node), self.index.scope_at(node), ())
         return None
@@ -475,6 +478,22 @@ class TrainingModel:
             return True, None
         return True, arg.value
 
+    def unlinks_schedulers(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """The Accelerator `expr` is built with its prepared schedulers cut loose from the optimizer
+        (`step_scheduler_with_optimizer=False`, framework data): they step on every call."""
+        construction = self._accelerator_construction(expr, scope)
+        if construction is None:
+            return False
+        name = self.index.resolve(construction.func, self.index.scope_at(construction)) or ""
+        setting = frameworks.scheduler_unlinking(name.rsplit(".", 1)[-1])
+        if setting is None:
+            return False
+        arg = keyword_arg(construction, setting[0])
+        if arg is None:
+            return False
+        literal = {"False": False, "True": True}.get(arg.value.value) if isinstance(arg.value, cst.Name) else None
+        return literal is not None and literal in setting[1]
+
     def _accelerator_construction(self, expr: cst.BaseExpression, scope: Scope) -> cst.Call | None:
         values: list[tuple[cst.BaseExpression, Scope]] = []
         if isinstance(expr, cst.Name):
@@ -518,6 +537,8 @@ class TrainingModel:
         if text is None:
             return None
         prepared = self._prepared_targets()
+        if self._passed_in_list(text, scope):
+            return None  # handed to `prepare(*objs)` in a list: what it is rebound to is not followed
         if text in prepared:
             if text.startswith("self."):
                 if any(s.class_name == scope.class_name for _, s in prepared[text]):
@@ -540,13 +561,61 @@ class TrainingModel:
                 return False
         return None
 
+    def _passed_in_list(self, text: str, scope: Scope) -> bool:
+        """`objs.append(self.optimizer)` (or `objs.extend([...])`, `objs = [...]`, `objs += [...]`) and
+        then `accelerator.prepare(*objs)`: the object went through `prepare`, and what the prepared
+        results are bound to (`setattr(self, name, obj)` over a list of names) is not followed."""
+        if self._list_passed is None:
+            self._list_passed = []
+            for site in self.index.calls:
+                func = site.node.func
+                if not (isinstance(func, cst.Attribute) and func.attr.value in _PREPARE_METHODS):
+                    continue
+                for arg in site.node.args:
+                    if arg.star == "*" and isinstance(arg.value, cst.Name):
+                        for element in self._list_elements(arg.value.value, site.scope):
+                            path = _identifier_path(element)
+                            if path:
+                                self._list_passed.append((path, site.scope))
+        for path, site_scope in self._list_passed:
+            if path != text:
+                continue
+            if text.startswith("self.") and site_scope.class_name == scope.class_name:
+                return True
+            if not text.startswith("self.") and site_scope is scope:
+                return True
+        return False
+
+    def _list_elements(self, name: str, scope: Scope) -> list[cst.BaseExpression]:
+        """The elements put into the list `name` of `scope`: its assigned list literals, and what its
+        `.append(x)`, `.extend([...])` and `+= [...]` add (through `a if c else b`)."""
+        sources: list[cst.BaseExpression] = [b.value for b in scope.lookup(name) if b.value is not None]
+        for site in self.index.calls:
+            func = site.node.func
+            if site.scope is scope and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) \
+                    and func.value.value == name and func.attr.value in ("append", "extend", "insert") \
+                    and site.node.args:
+                value = site.node.args[-1].value
+                sources.append(cst.List([cst.Element(value)]) if func.attr.value != "extend" else value)
+        elements: list[cst.BaseExpression] = []
+        pending = list(sources)
+        while pending:
+            expr = pending.pop()
+            if isinstance(expr, (cst.List, cst.Tuple)):
+                elements.extend(e.value for e in expr.elements if isinstance(e, cst.Element))
+            elif isinstance(expr, cst.IfExp):
+                pending += [expr.body, expr.orelse]
+            elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+                pending += [expr.left, expr.right]
+        return elements
+
     def _prepared_targets(self) -> dict[str, list[tuple[cst.Assign, Scope]]]:
         if self._prepared is None:
             self._prepared = {}
             for site in self.index.calls:
                 func = site.node.func
                 if not (isinstance(func, cst.Attribute)
-                        and func.attr.value in ("prepare", "prepare_scheduler", "prepare_optimizer", "setup")):
+                        and func.attr.value in _PREPARE_METHODS):
                     continue
                 statement = self.index.enclosing_statement(site.node)
                 if isinstance(statement, cst.Assign) and statement.value is site.node:
@@ -669,14 +738,15 @@ class TrainingModel:
         if self._under_guard(loop, ref, guard):
             if guard.kind != "accelerate":
                 return True
-            return self._accelerate_skips(ref) or self._under_other_update_condition(loop, ref)
-        if guard.kind == "accelerate" and self._accelerate_skips(ref):
+            return self._accelerate_skips(loop, ref) or self._under_other_update_condition(loop, ref)
+        if guard.kind == "accelerate" and self._accelerate_skips(loop, ref):
             return True
         return self._under_other_update_condition(loop, ref)
 
-    def _accelerate_skips(self, ref: CallRef | cst.CSTNode) -> bool:
+    def _accelerate_skips(self, loop: TrainingLoop, ref: CallRef | cst.CSTNode) -> bool:
         """A call Accelerate itself runs once per update inside `accumulate`: `.step()` /
-        `.zero_grad()` of a prepared optimizer or scheduler."""
+        `.zero_grad()` of a prepared optimizer or scheduler (not a scheduler's step when the
+        Accelerator is built with `step_scheduler_with_optimizer=False`: it then steps on every call)."""
         call = ref.node if isinstance(ref, CallRef) else ref
         scope = ref.scope if isinstance(ref, CallRef) else self.index.scope_at(call)
         if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
@@ -686,6 +756,10 @@ class TrainingModel:
         role = self.roles.of(receiver, scope)
         if role not in (OPTIMIZER, SCHEDULER):
             return False
+        if role == SCHEDULER and call.func.attr.value == "step":
+            accelerate = self.accelerate_accumulation(loop)
+            if accelerate is not None and self.unlinks_schedulers(accelerate.accelerator, accelerate.scope):
+                return False
         return self.is_prepared(receiver, scope) is not False
 
     def _under_other_update_condition(self, loop: TrainingLoop, ref: CallRef | cst.CSTNode) -> bool:
@@ -763,13 +837,29 @@ class TrainingModel:
             if not self.is_zero_grad(clear.node, clear.scope) or not self._at_update_boundary(loop, clear):
                 continue
             at = order[id(clear.node)]
-            later = [b for b in backwards if order[id(b.node)] > at]
+            later = [b for b in backwards if order[id(b.node)] > at and not self._exclusive(clear, b)]
             for backward in later:
-                step = next((r for r in steps if order[id(r.node)] > order[id(backward.node)]), None)
+                step = next((r for r in steps if order[id(r.node)] > order[id(backward.node)]
+                             and not self._exclusive(backward, r)), None)
                 if step is not None and not any(at < order[id(r.node)] < order[id(backward.node)] for r in steps):
                     found.append((clear, backward, step))
                     break
         return found
+
+    def _exclusive(self, a: CallRef, b: CallRef) -> bool:
+        """`a` and `b` sit on the two sides of one `if`/`else` (`if scaler: ... zero_grad()` and
+        `else: loss.backward()`): they never run in the same iteration."""
+        x, y = (a.node, b.node) if a.via == b.via else (a.anchor, b.anchor)
+        ancestors = self.index.ancestors
+        chain = {id(node): child for child, node in zip([x, *ancestors(x)], ancestors(x))}
+        child = y
+        for ancestor in ancestors(y):
+            if id(ancestor) in chain:
+                other = chain[id(ancestor)]
+                return isinstance(ancestor, cst.If) and ancestor.orelse is not None and \
+                    {id(other), id(child)} == {id(ancestor.body), id(ancestor.orelse)}
+            child = ancestor
+        return False
 
     def _at_update_boundary(self, loop: TrainingLoop, ref: CallRef) -> bool:
         """The call runs on the window's last micro-batch: under the update guard's branch, or
@@ -896,6 +986,9 @@ def _identifier(node: cst.CSTNode) -> str | None:
     return None
 
 
+_PREPARE_METHODS = ("prepare", "prepare_scheduler", "prepare_optimizer", "setup")
+
+
 def _identifier_path(expr: cst.BaseExpression) -> str | None:
     if isinstance(expr, cst.Name):
         return expr.value
@@ -935,6 +1028,27 @@ def _iterates_micro_batches(node: cst.CSTNode, ctx) -> bool:
         text = ctx.code_for(iterable.args[-1].value) if iterable.args else ""
         return bool(_MICRO_ITER.search(text) or _K_ARG.search(text))
     return bool(_MICRO_ITER.search(ctx.code_for(iterable)))
+
+
+def _repeats_only_on_error(loop: cst.CSTNode, path: list[cst.CSTNode]) -> bool:
+    """`while chunk_size: try: <backward> ... except OOM: chunk_size //= 2 else: break`: the loop ends
+    with a `try` whose success path breaks out (`else: break`, or `break` closing its body) and the
+    backward (on `path`) is in that `try`'s body. An iteration follows another only after an
+    exception: a retry of the same batch, not a loop over micro-batches whose gradients add up."""
+    body = getattr(loop, "body", None)
+    if not isinstance(body, cst.IndentedBlock) or not body.body or not any(n is body for n in path):
+        return False
+    last = body.body[-1]
+    if not isinstance(last, cst.Try) or last.finalbody is not None or not any(n is last.body for n in path):
+        return False  # the backward is not in the `try` body (a handler, the `else`, elsewhere)
+
+    def breaks(block: cst.BaseSuite | None) -> bool:
+        if not isinstance(block, cst.IndentedBlock) or not block.body:
+            return False
+        final = block.body[-1]
+        return isinstance(final, cst.SimpleStatementLine) and any(isinstance(s, cst.Break) for s in final.body)
+
+    return breaks(last.orelse.body if last.orelse is not None else None) or breaks(last.body)
 
 
 def _k_of_micro_loop(node: cst.CSTNode) -> cst.BaseExpression | None:
