@@ -723,6 +723,105 @@ class GraphKeptAcrossIterations(Rule):
             """,
             title="running loss as a Python float",
         ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            def hit_rate(scores, targets):
+                rates = []
+                best = scores.argmax(dim=1)
+                hits = best.eq(targets).float().sum()
+                rates.append(hits.mul_(100.0 / targets.size(0)))
+                return rates
+
+
+            class MarginHead(nn.Module):
+                def forward(self, scores, targets):
+                    loss = nn.functional.cross_entropy(scores * 30.0, targets)
+                    return loss, hit_rate(scores.detach(), targets)[0]
+
+
+            class Learner(nn.Module):
+                def __init__(self, encoder):
+                    super().__init__()
+                    self.encoder = encoder
+                    self.head = MarginHead().cuda()
+                    self.opt = torch.optim.SGD(self.parameters(), lr=0.1)
+
+                def fit(self, loader):
+                    total = 0
+                    for feats, targets in loader:
+                        self.opt.zero_grad()
+                        loss, rate = self.head.forward(self.encoder(feats), targets)
+                        loss.backward()
+                        self.opt.step()
+                        total += rate
+                    return total
+            """,
+            title="a criterion's second result is a count of `eq` hits on detached scores: no graph",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class MarginHead(nn.Module):
+                def forward(self, scores, targets):
+                    loss = nn.functional.cross_entropy(scores * 30.0, targets)
+                    return loss, scores.softmax(dim=1).max(dim=1)[0].mean()
+
+
+            class Learner(nn.Module):
+                def __init__(self, encoder):
+                    super().__init__()
+                    self.encoder = encoder
+                    self.head = MarginHead().cuda()
+                    self.opt = torch.optim.SGD(self.parameters(), lr=0.1)
+
+                def fit(self, loader):
+                    total = 0
+                    for feats, targets in loader:
+                        self.opt.zero_grad()
+                        loss, confidence = self.head.forward(self.encoder(feats), targets)
+                        loss.backward()
+                        self.opt.step()
+                        total += confidence
+                    return total
+            """,
+            line=25,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class MarginHead(nn.Module):
+                def forward(self, scores, targets):
+                    loss = nn.functional.cross_entropy(scores * 30.0, targets)
+                    return loss, scores.softmax(dim=1).max(dim=1)[0].mean()
+
+
+            class Learner(nn.Module):
+                def __init__(self, encoder):
+                    super().__init__()
+                    self.encoder = encoder
+                    self.head = MarginHead().cuda()
+                    self.opt = torch.optim.SGD(self.parameters(), lr=0.1)
+
+                def fit(self, loader):
+                    total = 0
+                    for feats, targets in loader:
+                        self.opt.zero_grad()
+                        loss, confidence = self.head.forward(self.encoder(feats), targets)
+                        loss.backward()
+                        self.opt.step()
+                        total += confidence.detach()
+                    return total
+            """,
+            title="a criterion's second result is the mean confidence of the undetached scores",
+        ),
     )
 
     def check(self, ctx):
