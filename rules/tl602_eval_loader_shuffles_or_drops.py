@@ -12,7 +12,7 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk
 from trainlint.model.modes import modes
-from trainlint.model.loader_use import never_read, only_drawn_from
+from trainlint.model.loader_use import never_read, never_runs, only_drawn_from
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import code, loader_premise, role_premise, training_premises
@@ -72,8 +72,14 @@ class EvalLoaderShufflesOrDrops(Rule):
         nor a dropped last batch changes a result. The same holds for a loader drawn from through
         `it = iter(loader)` only by `next(it)` in a loop of `range(B)` with B capped by a number
         the code states (`min(max_iter, len(loader))`, `max_iter=100`): a capped random sample
-        (`range(len(loader))` draws are a pass and still count). A function's local loader that is
-        never read at all (built, never used) feeds no evaluation and is left alone.
+        (`range(len(loader))` draws are a pass and still count), and for `self.it = iter(loader)`
+        drawn one batch per call (`self.it.next()`, outside any loop of its function) and bound
+        again to `iter(loader)` under `except StopIteration:`: a restarted stream of single batches
+        for the logs. A function's local loader that is never read at all (built, never used), a
+        module's loader read neither in the module nor named by a project file that can import it,
+        and a loader built by a module-level function that never runs (replaced by a later `def` of
+        its name before anything reads it, or named nowhere it could be called from) feed no
+        evaluation and are left alone.
         """
     why_bad = """
         `drop_last=True` silently leaves the tail of the validation or test set out of every
@@ -523,6 +529,137 @@ class EvalLoaderShufflesOrDrops(Rule):
             """,
             title="an unnamed loader used for training",
         ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            class Monitor:
+                def __init__(self, model, holdout, writer):
+                    self.model, self.writer = model, writer
+                    self.val_loader = DataLoader(holdout, batch_size=8, shuffle=True, drop_last=True)
+                    self.val_batches = iter(self.val_loader)
+
+                @torch.no_grad()
+                def snapshot(self, step):
+                    try:
+                        images, masks = next(self.val_batches)
+                    except StopIteration:
+                        self.val_batches = iter(self.val_loader)
+                        images, masks = next(self.val_batches)
+                    self.writer.add_images("val/pred", self.model(images).sigmoid(), step)
+            """,
+            title="one random batch per call for the logs, the iterator restarted when it runs out",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            class Monitor:
+                def __init__(self, model, holdout, writer):
+                    self.model, self.writer = model, writer
+                    self.val_loader = DataLoader(holdout, batch_size=8, shuffle=True, drop_last=True)
+                    self.val_batches = iter(self.val_loader)
+
+                @torch.no_grad()
+                def score(self, step):
+                    hits = 0
+                    for _ in range(len(self.val_loader)):
+                        try:
+                            images, masks = next(self.val_batches)
+                        except StopIteration:
+                            self.val_batches = iter(self.val_loader)
+                            images, masks = next(self.val_batches)
+                        hits += (self.model(images).sigmoid().round() == masks).sum().item()
+                    self.writer.add_scalar("val/hits", hits, step)
+            """,
+            line=8,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            class Monitor:
+                def __init__(self, model, holdout, writer):
+                    self.model, self.writer = model, writer
+                    self.val_loader = DataLoader(holdout, batch_size=8, shuffle=False, drop_last=False)
+                    self.val_batches = iter(self.val_loader)
+
+                @torch.no_grad()
+                def score(self, step):
+                    hits = 0
+                    for _ in range(len(self.val_loader)):
+                        try:
+                            images, masks = next(self.val_batches)
+                        except StopIteration:
+                            self.val_batches = iter(self.val_loader)
+                            images, masks = next(self.val_batches)
+                        hits += (self.model(images).sigmoid().round() == masks).sum().item()
+                    self.writer.add_scalar("val/hits", hits, step)
+            """,
+            title="the same restarted iterator drawn len(loader) times in a loop: a whole pass",
+        ),
+        good(
+            """
+            from torch.utils.data import DataLoader
+
+
+            def holdout_loader(holdout, batch_size):
+                return DataLoader(holdout, batch_size=batch_size, drop_last=True)
+
+
+            def holdout_loader(holdout, batch_size):
+                return DataLoader(holdout, batch_size=batch_size)
+
+
+            def run(model, holdout):
+                return [model(x) for x in holdout_loader(holdout, 64)]
+            """,
+            title="a factory replaced by a later def of the same name before anything calls it",
+        ),
+        bad(
+            """
+            from torch.utils.data import DataLoader
+
+
+            def holdout_loader(holdout, batch_size):
+                return DataLoader(holdout, batch_size=batch_size, drop_last=True)
+
+
+            FACTORIES = {"holdout": holdout_loader}
+
+
+            def holdout_loader(holdout, batch_size):
+                return DataLoader(holdout, batch_size=batch_size)
+
+
+            def run(model, holdout):
+                return [model(x) for x in FACTORIES["holdout"](holdout, 64)]
+            """,
+            line=5,
+            fixed="""
+            from torch.utils.data import DataLoader
+
+
+            def holdout_loader(holdout, batch_size):
+                return DataLoader(holdout, batch_size=batch_size, drop_last=False)
+
+
+            FACTORIES = {"holdout": holdout_loader}
+
+
+            def holdout_loader(holdout, batch_size):
+                return DataLoader(holdout, batch_size=batch_size)
+
+
+            def run(model, holdout):
+                return [model(x) for x in FACTORIES["holdout"](holdout, 64)]
+            """,
+            title="the first def is registered before the second replaces it: it still runs",
+        ),
     )
 
     def check(self, ctx):
@@ -550,6 +687,8 @@ class EvalLoaderShufflesOrDrops(Rule):
                 continue  # `next(iter(loader))` only: one batch for pictures or a probe, no evaluation
             if holder is not None and never_read(ctx.index, holder, ctx.index.enclosing_statement(call)):
                 continue  # built and never used: it feeds no evaluation, whatever its name
+            if site.function is not None and never_runs(ctx.index, site.function):
+                continue  # built by a function nothing calls (replaced by a later def, never named)
             words = " and ".join(f"`{w}=True`" for w, _ in bad_args)
             consequence = []
             if any(w == "drop_last" for w, _ in bad_args):
