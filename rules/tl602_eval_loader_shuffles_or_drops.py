@@ -13,6 +13,7 @@ from trainlint.gate import named
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk
 from trainlint.model.modes import modes
 from trainlint.model.loader_use import never_read, never_runs, only_drawn_from
+from trainlint.model.summaries import ClassSummary
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import code, loader_premise, role_premise, training_premises
@@ -79,7 +80,9 @@ class EvalLoaderShufflesOrDrops(Rule):
         module's loader read neither in the module nor named by a project file that can import it,
         and a loader built by a module-level function that never runs (replaced by a later `def` of
         its name before anything reads it, or named nowhere it could be called from) feed no
-        evaluation and are left alone.
+        evaluation and are left alone. `shuffle=True` is left alone on a dataset of a project
+        class whose `__getitem__` never reads its index (a fresh random sample at every call): no
+        order of indices changes what it yields.
         """
     why_bad = """
         `drop_last=True` silently leaves the tail of the validation or test set out of every
@@ -660,6 +663,73 @@ class EvalLoaderShufflesOrDrops(Rule):
             """,
             title="the first def is registered before the second replaces it: it still runs",
         ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+
+
+            class RandomFields(Dataset):
+                def __init__(self, size, count):
+                    self.size, self.count = size, count
+
+                def __len__(self):
+                    return self.count
+
+                def __getitem__(self, i):
+                    field = torch.randn(self.size)
+                    return field, simulate(field)
+
+
+            test_set = RandomFields(64, 200)
+            test_loader = DataLoader(test_set, batch_size=10, shuffle=True)
+            """,
+            title="every item is a fresh random draw whatever its index: shuffled indices change nothing",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+
+
+            class RandomFields(Dataset):
+                def __init__(self, size, count):
+                    self.size, self.count = size, count
+
+                def __len__(self):
+                    return self.count
+
+                def __getitem__(self, i):
+                    field = torch.randn(self.size, generator=torch.Generator().manual_seed(i))
+                    return field, simulate(field)
+
+
+            test_set = RandomFields(64, 200)
+            test_loader = DataLoader(test_set, batch_size=10, shuffle=True)
+            """,
+            line=18,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+
+
+            class RandomFields(Dataset):
+                def __init__(self, size, count):
+                    self.size, self.count = size, count
+
+                def __len__(self):
+                    return self.count
+
+                def __getitem__(self, i):
+                    field = torch.randn(self.size, generator=torch.Generator().manual_seed(i))
+                    return field, simulate(field)
+
+
+            test_set = RandomFields(64, 200)
+            test_loader = DataLoader(test_set, batch_size=10, shuffle=False)
+            """,
+            title="each item is seeded by its index: the shuffled order changes the batches",
+        ),
     )
 
     def check(self, ctx):
@@ -675,6 +745,8 @@ class EvalLoaderShufflesOrDrops(Rule):
             drop = _passed(ctx, call, "drop_last")
             if _one_sample_batches(call):
                 drop = None  # batches of one sample: there is no partial batch to drop
+            if shuffle is not None and _index_ignored(ctx, _dataset_arg(call), site.scope):
+                shuffle = None  # its items do not depend on the index: no order of indices changes them
             bad_args = [(word, value) for word, value in (("shuffle", shuffle), ("drop_last", drop))
                         if isinstance(value, cst.Name) and value.value == "True"]
             if not bad_args:
@@ -780,6 +852,27 @@ def _dataset_arg(call) -> cst.BaseExpression | None:
         args = positional_args(call)
         dataset = args[0].value if args else None
     return dataset
+
+
+def _index_ignored(ctx, dataset, scope) -> bool:
+    """The dataset is an instance of a project class whose `__getitem__` never reads its index
+    (a fresh random sample at every call): shuffling the indices changes nothing it yields."""
+    if isinstance(dataset, cst.Name):
+        values = [b.value for b in scope.lookup(dataset.value)]
+        if not values or any(v is None for v in values):
+            return False
+    elif isinstance(dataset, cst.Call):
+        values = [dataset]
+    else:
+        return False
+    for value in values:
+        if not isinstance(value, cst.Call):
+            return False
+        built = ctx.index.summary_of(value.func, ctx.index.scope_at(value))
+        method = built.method("__getitem__") if isinstance(built, ClassSummary) else None
+        if method is None or not method.params or method.params[0] not in method.unread_params:
+            return False
+    return True
 
 
 def _dataset_kind(ctx, dataset, scope, depth: int = 0) -> str | None:

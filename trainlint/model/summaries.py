@@ -130,6 +130,9 @@ class FunctionSummary:
     # it runs a backward (`loss.backward()`, `engine.backward(loss)`) and steps nothing: one
     # micro-batch's half of an update whose step its caller runs (`backward_step(model, batch, k)`)
     backward_only: bool = False
+    #: positional parameters its body never names (`__getitem__(self, index)` that draws a fresh
+    #: random sample whatever the index: an order of indices changes nothing it returns)
+    unread_params: tuple[str, ...] = ()
 
     @property
     def produces(self) -> str | None:
@@ -451,9 +454,18 @@ class _Summariser:
             run_only=tuple(p for p in params if self._runs_only(function, p, frozenset({node}))),
             trains_over=trained_params(function, params, self._own_nodes(function)),
             drop_last_chosen_by=self._drop_last_chosen_by(function),
-            backward_only=self._backward_only(function))
+            backward_only=self._backward_only(function),
+            unread_params=self._unread_params(function, params))
         self._memo[node] = summary
         return summary
+
+    def _unread_params(self, function: FunctionInfo, params: list[str]) -> tuple[str, ...]:
+        """The parameters no name in the body (nested functions included) refers to; none when
+        the body reaches its names by text (`locals()`, `vars()`, `eval`, `exec`)."""
+        named = {n.value for n in walk(function.node.body) if isinstance(n, cst.Name)}
+        if named & {"locals", "vars", "eval", "exec"}:
+            return ()
+        return tuple(p for p in params if p not in named)
 
     def _runs_only(self, function: FunctionInfo, param: str, visiting: frozenset) -> bool:
         """Every use of `param` in the function's own body runs it (`param(x)`), calls one of
