@@ -51,6 +51,11 @@ class GraphKeptAcrossIterations(Rule):
         actor-critic update that sums the kept values and log-probabilities into its loss). A state is a name the assignment rebinds
         (`pipeline.unet = accelerator.unwrap_model(unet)` stores a module, it feeds nothing back),
         and calls named for what they do to a model (`unwrap_model`, `get_model`) run no forward.
+        A module the file freezes and never turns back on (`emb.weight.requires_grad = False`,
+        `net.requires_grad_(False)`, `p.requires_grad = False` over `net.parameters()`) gives a
+        graph only through its inputs. What a project function or criterion returns is followed
+        into its file (`loss, acc = self.crit.forward(out, y)` with `acc` counted from `eq` on
+        detached scores: no graph), also through `from helpers import *`.
         """
     why_bad = """
         A tensor produced by differentiable operations holds a reference to the node that made it,
@@ -821,6 +826,91 @@ class GraphKeptAcrossIterations(Rule):
                     return total
             """,
             title="a criterion's second result is the mean confidence of the undetached scores",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+            import pytorch_lightning as pl
+
+
+            class Factors(pl.LightningModule):
+                def __init__(self, n_users, n_items, dim, reg):
+                    super().__init__()
+                    self.user_encoder = nn.Embedding(n_users, dim)
+                    self.item_encoder = nn.Embedding(n_items, dim)
+                    self.user_encoder.weight.requires_grad = False
+                    self.item_encoder.weight.requires_grad = False
+                    self.reg = reg
+
+                def training_step(self, batch, batch_idx):
+                    user_ids, item_ids, ratings = batch
+                    v = self.item_encoder(item_ids)
+                    gram = v.transpose(1, 2) @ v + self.reg
+                    rhs = v.transpose(1, 2) @ ratings.unsqueeze(-1)
+                    solved = torch.linalg.solve(gram, rhs).squeeze(-1)
+                    self.user_encoder.weight[user_ids] = solved
+                    return ((self.user_encoder(user_ids).unsqueeze(1) * v).sum(-1) - ratings).pow(2).mean()
+            """,
+            title="a closed-form solve from embeddings whose weights are frozen: no graph to keep",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+            import pytorch_lightning as pl
+
+
+            class Factors(pl.LightningModule):
+                def __init__(self, n_users, n_items, dim, reg):
+                    super().__init__()
+                    self.user_encoder = nn.Embedding(n_users, dim)
+                    self.item_encoder = nn.Embedding(n_items, dim)
+                    self.user_encoder.weight.requires_grad = False
+                    self.item_encoder.weight.requires_grad = False
+                    self.reg = reg
+
+                def unfreeze(self):
+                    self.item_encoder.weight.requires_grad = True
+
+                def training_step(self, batch, batch_idx):
+                    user_ids, item_ids, ratings = batch
+                    v = self.item_encoder(item_ids)
+                    gram = v.transpose(1, 2) @ v + self.reg
+                    rhs = v.transpose(1, 2) @ ratings.unsqueeze(-1)
+                    solved = torch.linalg.solve(gram, rhs).squeeze(-1)
+                    self.user_encoder.weight[user_ids] = solved
+                    return ((self.user_encoder(user_ids).unsqueeze(1) * v).sum(-1) - ratings).pow(2).mean()
+            """,
+            line=24,
+            fixed="""
+            import torch
+            from torch import nn
+            import pytorch_lightning as pl
+
+
+            class Factors(pl.LightningModule):
+                def __init__(self, n_users, n_items, dim, reg):
+                    super().__init__()
+                    self.user_encoder = nn.Embedding(n_users, dim)
+                    self.item_encoder = nn.Embedding(n_items, dim)
+                    self.user_encoder.weight.requires_grad = False
+                    self.item_encoder.weight.requires_grad = False
+                    self.reg = reg
+
+                def unfreeze(self):
+                    self.item_encoder.weight.requires_grad = True
+
+                def training_step(self, batch, batch_idx):
+                    user_ids, item_ids, ratings = batch
+                    v = self.item_encoder(item_ids)
+                    gram = v.transpose(1, 2) @ v + self.reg
+                    rhs = v.transpose(1, 2) @ ratings.unsqueeze(-1)
+                    solved = torch.linalg.solve(gram, rhs).squeeze(-1)
+                    self.user_encoder.weight[user_ids] = solved.detach()
+                    return ((self.user_encoder(user_ids).unsqueeze(1) * v).sum(-1) - ratings).pow(2).mean()
+            """,
+            title="the item weights are turned back on elsewhere: the solve may carry their graph",
         ),
     )
 
