@@ -749,9 +749,9 @@ class GraphKeptAcrossIterations(Rule):
 
 
             class Learner(nn.Module):
-                def __init__(self, encoder):
+                def __init__(self):
                     super().__init__()
-                    self.encoder = encoder
+                    self.encoder = nn.Linear(64, 32)
                     self.head = MarginHead().cuda()
                     self.opt = torch.optim.SGD(self.parameters(), lr=0.1)
 
@@ -763,7 +763,7 @@ class GraphKeptAcrossIterations(Rule):
                         loss.backward()
                         self.opt.step()
                         total += rate
-                    return total
+                    print("total", total)
             """,
             title="a criterion's second result is a count of `eq` hits on detached scores: no graph",
         ),
@@ -780,9 +780,9 @@ class GraphKeptAcrossIterations(Rule):
 
 
             class Learner(nn.Module):
-                def __init__(self, encoder):
+                def __init__(self):
                     super().__init__()
-                    self.encoder = encoder
+                    self.encoder = nn.Linear(64, 32)
                     self.head = MarginHead().cuda()
                     self.opt = torch.optim.SGD(self.parameters(), lr=0.1)
 
@@ -794,7 +794,7 @@ class GraphKeptAcrossIterations(Rule):
                         loss.backward()
                         self.opt.step()
                         total += confidence
-                    return total
+                    print("total", total)
             """,
             line=25,
             fixed="""
@@ -809,9 +809,9 @@ class GraphKeptAcrossIterations(Rule):
 
 
             class Learner(nn.Module):
-                def __init__(self, encoder):
+                def __init__(self):
                     super().__init__()
-                    self.encoder = encoder
+                    self.encoder = nn.Linear(64, 32)
                     self.head = MarginHead().cuda()
                     self.opt = torch.optim.SGD(self.parameters(), lr=0.1)
 
@@ -823,7 +823,7 @@ class GraphKeptAcrossIterations(Rule):
                         loss.backward()
                         self.opt.step()
                         total += confidence.detach()
-                    return total
+                    print("total", total)
             """,
             title="a criterion's second result is the mean confidence of the undetached scores",
         ),
@@ -833,26 +833,33 @@ class GraphKeptAcrossIterations(Rule):
             from torch import nn
             import pytorch_lightning as pl
 
+            class Tower(nn.Module):
+                def __init__(self, count, dim):
+                    super().__init__()
+                    self.table = nn.Embedding(count, dim)
+
+                def forward(self, ids):
+                    return self.table(ids)
 
             class Factors(pl.LightningModule):
                 def __init__(self, n_users, n_items, dim, reg):
                     super().__init__()
-                    self.user_encoder = nn.Embedding(n_users, dim)
-                    self.item_encoder = nn.Embedding(n_items, dim)
-                    self.user_encoder.weight.requires_grad = False
-                    self.item_encoder.weight.requires_grad = False
+                    self.user_tower = Tower(n_users, dim)
+                    self.item_tower = Tower(n_items, dim)
+                    self.user_tower.requires_grad_(False)
+                    self.item_tower.requires_grad_(False)
                     self.reg = reg
 
                 def training_step(self, batch, batch_idx):
                     user_ids, item_ids, ratings = batch
-                    v = self.item_encoder(item_ids)
+                    v = self.item_tower(item_ids)
                     gram = v.transpose(1, 2) @ v + self.reg
                     rhs = v.transpose(1, 2) @ ratings.unsqueeze(-1)
                     solved = torch.linalg.solve(gram, rhs).squeeze(-1)
-                    self.user_encoder.weight[user_ids] = solved
-                    return ((self.user_encoder(user_ids).unsqueeze(1) * v).sum(-1) - ratings).pow(2).mean()
+                    self.user_tower.table.weight[user_ids] = solved
+                    return ((self.user_tower(user_ids).unsqueeze(1) * v).sum(-1) - ratings).pow(2).mean()
             """,
-            title="a closed-form solve from embeddings whose weights are frozen: no graph to keep",
+            title="a closed-form solve from towers whose parameters are frozen: no graph to keep",
         ),
         bad(
             """
@@ -861,56 +868,74 @@ class GraphKeptAcrossIterations(Rule):
             import pytorch_lightning as pl
 
 
+            class Tower(nn.Module):
+                def __init__(self, count, dim):
+                    super().__init__()
+                    self.table = nn.Embedding(count, dim)
+
+                def forward(self, ids):
+                    return self.table(ids)
+
+
             class Factors(pl.LightningModule):
                 def __init__(self, n_users, n_items, dim, reg):
                     super().__init__()
-                    self.user_encoder = nn.Embedding(n_users, dim)
-                    self.item_encoder = nn.Embedding(n_items, dim)
-                    self.user_encoder.weight.requires_grad = False
-                    self.item_encoder.weight.requires_grad = False
+                    self.user_tower = Tower(n_users, dim)
+                    self.item_tower = Tower(n_items, dim)
+                    self.user_tower.requires_grad_(False)
+                    self.item_tower.requires_grad_(False)
                     self.reg = reg
 
-                def unfreeze(self):
-                    self.item_encoder.weight.requires_grad = True
+                def thaw(self):
+                    self.item_tower.requires_grad_(True)
 
                 def training_step(self, batch, batch_idx):
                     user_ids, item_ids, ratings = batch
-                    v = self.item_encoder(item_ids)
+                    v = self.item_tower(item_ids)
                     gram = v.transpose(1, 2) @ v + self.reg
                     rhs = v.transpose(1, 2) @ ratings.unsqueeze(-1)
                     solved = torch.linalg.solve(gram, rhs).squeeze(-1)
-                    self.user_encoder.weight[user_ids] = solved
-                    return ((self.user_encoder(user_ids).unsqueeze(1) * v).sum(-1) - ratings).pow(2).mean()
+                    self.user_tower.table.weight[user_ids] = solved
+                    return ((self.user_tower(user_ids).unsqueeze(1) * v).sum(-1) - ratings).pow(2).mean()
             """,
-            line=24,
+            line=33,
             fixed="""
             import torch
             from torch import nn
             import pytorch_lightning as pl
 
 
+            class Tower(nn.Module):
+                def __init__(self, count, dim):
+                    super().__init__()
+                    self.table = nn.Embedding(count, dim)
+
+                def forward(self, ids):
+                    return self.table(ids)
+
+
             class Factors(pl.LightningModule):
                 def __init__(self, n_users, n_items, dim, reg):
                     super().__init__()
-                    self.user_encoder = nn.Embedding(n_users, dim)
-                    self.item_encoder = nn.Embedding(n_items, dim)
-                    self.user_encoder.weight.requires_grad = False
-                    self.item_encoder.weight.requires_grad = False
+                    self.user_tower = Tower(n_users, dim)
+                    self.item_tower = Tower(n_items, dim)
+                    self.user_tower.requires_grad_(False)
+                    self.item_tower.requires_grad_(False)
                     self.reg = reg
 
-                def unfreeze(self):
-                    self.item_encoder.weight.requires_grad = True
+                def thaw(self):
+                    self.item_tower.requires_grad_(True)
 
                 def training_step(self, batch, batch_idx):
                     user_ids, item_ids, ratings = batch
-                    v = self.item_encoder(item_ids)
+                    v = self.item_tower(item_ids)
                     gram = v.transpose(1, 2) @ v + self.reg
                     rhs = v.transpose(1, 2) @ ratings.unsqueeze(-1)
                     solved = torch.linalg.solve(gram, rhs).squeeze(-1)
-                    self.user_encoder.weight[user_ids] = solved.detach()
-                    return ((self.user_encoder(user_ids).unsqueeze(1) * v).sum(-1) - ratings).pow(2).mean()
+                    self.user_tower.table.weight[user_ids] = solved.detach()
+                    return ((self.user_tower(user_ids).unsqueeze(1) * v).sum(-1) - ratings).pow(2).mean()
             """,
-            title="the item weights are turned back on elsewhere: the solve may carry their graph",
+            title="the item tower is turned back on elsewhere: the solve may carry its graph",
         ),
     )
 

@@ -536,12 +536,14 @@ class EvalLoaderShufflesOrDrops(Rule):
             """
             import torch
             from torch.utils.data import DataLoader
+            from torchvision.datasets import MNIST
+            from torchvision.transforms import ToTensor
 
 
             class Monitor:
-                def __init__(self, model, holdout, writer):
+                def __init__(self, model, root, writer):
                     self.model, self.writer = model, writer
-                    self.val_loader = DataLoader(holdout, batch_size=8, shuffle=True, drop_last=True)
+                    self.val_loader = DataLoader(MNIST(root, train=False, transform=ToTensor()), batch_size=8, shuffle=True, drop_last=True)
                     self.val_batches = iter(self.val_loader)
 
                 @torch.no_grad()
@@ -559,12 +561,14 @@ class EvalLoaderShufflesOrDrops(Rule):
             """
             import torch
             from torch.utils.data import DataLoader
+            from torchvision.datasets import MNIST
+            from torchvision.transforms import ToTensor
 
 
             class Monitor:
-                def __init__(self, model, holdout, writer):
+                def __init__(self, model, root, writer):
                     self.model, self.writer = model, writer
-                    self.val_loader = DataLoader(holdout, batch_size=8, shuffle=True, drop_last=True)
+                    self.val_loader = DataLoader(MNIST(root, train=False, transform=ToTensor()), batch_size=8, shuffle=True, drop_last=True)
                     self.val_batches = iter(self.val_loader)
 
                 @torch.no_grad()
@@ -579,16 +583,18 @@ class EvalLoaderShufflesOrDrops(Rule):
                         hits += (self.model(images).sigmoid().round() == masks).sum().item()
                     self.writer.add_scalar("val/hits", hits, step)
             """,
-            line=8,
+            line=10,
             fixed="""
             import torch
             from torch.utils.data import DataLoader
+            from torchvision.datasets import MNIST
+            from torchvision.transforms import ToTensor
 
 
             class Monitor:
-                def __init__(self, model, holdout, writer):
+                def __init__(self, model, root, writer):
                     self.model, self.writer = model, writer
-                    self.val_loader = DataLoader(holdout, batch_size=8, shuffle=False, drop_last=False)
+                    self.val_loader = DataLoader(MNIST(root, train=False, transform=ToTensor()), batch_size=8, shuffle=False, drop_last=False)
                     self.val_batches = iter(self.val_loader)
 
                 @torch.no_grad()
@@ -608,14 +614,15 @@ class EvalLoaderShufflesOrDrops(Rule):
         good(
             """
             from torch.utils.data import DataLoader
+            from torchvision.datasets import MNIST
 
 
-            def holdout_loader(holdout, batch_size):
-                return DataLoader(holdout, batch_size=batch_size, drop_last=True)
+            def holdout_loader(root, batch_size):
+                return DataLoader(MNIST(root, train=False), batch_size=batch_size, drop_last=True)
 
 
-            def holdout_loader(holdout, batch_size):
-                return DataLoader(holdout, batch_size=batch_size)
+            def holdout_loader(root, batch_size):
+                return DataLoader(MNIST(root, train=False), batch_size=batch_size)
 
 
             def run(model, holdout):
@@ -626,36 +633,38 @@ class EvalLoaderShufflesOrDrops(Rule):
         bad(
             """
             from torch.utils.data import DataLoader
+            from torchvision.datasets import MNIST
 
 
-            def holdout_loader(holdout, batch_size):
-                return DataLoader(holdout, batch_size=batch_size, drop_last=True)
+            def holdout_loader(root, batch_size):
+                return DataLoader(MNIST(root, train=False), batch_size=batch_size, drop_last=True)
 
 
             FACTORIES = {"holdout": holdout_loader}
 
 
-            def holdout_loader(holdout, batch_size):
-                return DataLoader(holdout, batch_size=batch_size)
+            def holdout_loader(root, batch_size):
+                return DataLoader(MNIST(root, train=False), batch_size=batch_size)
 
 
             def run(model, holdout):
                 return [model(x) for x in FACTORIES["holdout"](holdout, 64)]
             """,
-            line=5,
+            line=6,
             fixed="""
             from torch.utils.data import DataLoader
+            from torchvision.datasets import MNIST
 
 
-            def holdout_loader(holdout, batch_size):
-                return DataLoader(holdout, batch_size=batch_size, drop_last=False)
+            def holdout_loader(root, batch_size):
+                return DataLoader(MNIST(root, train=False), batch_size=batch_size, drop_last=False)
 
 
             FACTORIES = {"holdout": holdout_loader}
 
 
-            def holdout_loader(holdout, batch_size):
-                return DataLoader(holdout, batch_size=batch_size)
+            def holdout_loader(root, batch_size):
+                return DataLoader(MNIST(root, train=False), batch_size=batch_size)
 
 
             def run(model, holdout):
@@ -683,6 +692,10 @@ class EvalLoaderShufflesOrDrops(Rule):
 
             test_set = RandomFields(64, 200)
             test_loader = DataLoader(test_set, batch_size=10, shuffle=True)
+            model.eval()
+            with torch.no_grad():
+                for field, target in test_loader:
+                    report((model(field) - target).abs().mean().item())
             """,
             title="every item is a fresh random draw whatever its index: shuffled indices change nothing",
         ),
@@ -706,6 +719,10 @@ class EvalLoaderShufflesOrDrops(Rule):
 
             test_set = RandomFields(64, 200)
             test_loader = DataLoader(test_set, batch_size=10, shuffle=True)
+            model.eval()
+            with torch.no_grad():
+                for field, target in test_loader:
+                    report((model(field) - target).abs().mean().item())
             """,
             line=18,
             fixed="""
@@ -727,6 +744,10 @@ class EvalLoaderShufflesOrDrops(Rule):
 
             test_set = RandomFields(64, 200)
             test_loader = DataLoader(test_set, batch_size=10, shuffle=False)
+            model.eval()
+            with torch.no_grad():
+                for field, target in test_loader:
+                    report((model(field) - target).abs().mean().item())
             """,
             title="each item is seeded by its index: the shuffled order changes the batches",
         ),
