@@ -12,7 +12,7 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk
 from trainlint.model.modes import modes
-from trainlint.model.loader_use import never_read, never_runs, only_drawn_from
+from trainlint.model.loader_use import named_nowhere, never_read, never_runs, only_drawn_from
 from trainlint.model.summaries import ClassSummary
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.premises import premise, unknown
@@ -79,8 +79,9 @@ class EvalLoaderShufflesOrDrops(Rule):
         for the logs. A function's local loader that is never read at all (built, never used), a
         module's loader read neither in the module nor named by a project file that can import it,
         and a loader built by a module-level function that never runs (replaced by a later `def` of
-        its name before anything reads it, or named nowhere it could be called from) feed no
-        evaluation and are left alone. `shuffle=True` is left alone on a dataset of a project
+        its name before anything reads it) feed no evaluation and are left alone. A loader built by
+        a module-level function that no file of its import component names may come from an entry
+        point named outside Python: that it runs is unproven (reported with `--include-unproven`). `shuffle=True` is left alone on a dataset of a project
         class whose `__getitem__` never reads its index (a fresh random sample at every call): no
         order of indices changes what it yields.
         """
@@ -781,7 +782,8 @@ class EvalLoaderShufflesOrDrops(Rule):
             if holder is not None and never_read(ctx.index, holder, ctx.index.enclosing_statement(call)):
                 continue  # built and never used: it feeds no evaluation, whatever its name
             if site.function is not None and never_runs(ctx.index, site.function):
-                continue  # built by a function nothing calls (replaced by a later def, never named)
+                continue  # built by a function replaced by a later def before anything reads it
+            uncalled = site.function is not None and named_nowhere(ctx.index, site.function)
             words = " and ".join(f"`{w}=True`" for w, _ in bad_args)
             consequence = []
             if any(w == "drop_last" for w, _ in bad_args):
@@ -801,15 +803,19 @@ class EvalLoaderShufflesOrDrops(Rule):
                 fix,
                 evidence=[premise("a `DataLoader` is built here", call, "construction"),
                           *(premise(f"`{w}=True`", value, "argument") for w, value in bad_args),
-                          self._evaluation_premise(ctx, site, why)],
+                          self._evaluation_premise(ctx, site, why, uncalled)],
             )
 
     @staticmethod
-    def _evaluation_premise(ctx, site, why: str):
+    def _evaluation_premise(ctx, site, why: str, uncalled: bool = False):
         """Proven by an argument (`train=False`, a split), a framework hook (`val_dataloader`) or
         its use (iterated only by evaluation loops); a name alone (the holder's, the dataset's, the
-        function's) leaves it unknown."""
+        function's) leaves it unknown. Built by a function no file of its import component names
+        (`uncalled`), it is unknown and required: that the function runs at all is unproven."""
         text = f"the loader feeds an evaluation: {why}"
+        if uncalled:
+            return unknown(f"{text}, and `{site.function.name}` runs: no file that can import it calls it",
+                           site.function.node, "call")
         if why.startswith("returned by"):
             return premise(text, site.function.node, "framework")
         if "`train=False`" in why or "split" in why and "=" in why:

@@ -259,6 +259,11 @@ class Linker:
                 found |= summary.loaded_files
         return frozenset(found)
 
+    def whole_project(self) -> bool:
+        """The run checks every file of the project (`Project.checks_everything`): a file that can
+        import this one is in its import component."""
+        return self.project is not None and self.project.contains(self.path) and self.project.checks_everything()
+
     def files_mentioning(self, *words: str) -> list[str] | None:
         """The project files (paths relative to its root) that this file's update can be split
         with (`Summaries.mentioning`) whose text holds one of `words`; None when the file is

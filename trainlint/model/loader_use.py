@@ -27,8 +27,9 @@ a function that may go through it) may go through it.
 `never_read`: a function's local loader whose name is never read in that function at all (built,
 never used), or a module's whose name is read neither in the module nor named by any file that
 can import it: it feeds nothing, an evaluation least of all. `never_runs`: a module-level function
-replaced by a later `def` of its name before anything reads it, or never named anywhere it could
-be called from: a loader it would build is never built.
+replaced by a later `def` of its name before anything reads it: a loader it would build is never
+built. `named_nowhere`: one whose name no file that can import it holds (it may still be an entry
+point named outside Python: unproven that it runs, not refuted).
 """
 
 from __future__ import annotations
@@ -102,11 +103,9 @@ def never_read(index: FileIndex, holder: str, binding: cst.CSTNode) -> bool:
 
 def never_runs(index: FileIndex, function: FunctionInfo) -> bool:
     """A module-level, undecorated function that no code can call: its name is bound again at
-    module level before anything reads it (a second `def` of the same name replaces it), or
-    nothing in the file reads its name and no other file of its import component names it (no
-    `globals()`, `vars()`, `exec`/`eval` or argument-less `fire.Fire()` reaching names by text)."""
+    module level before anything reads it (a second `def` of the same name replaces it)."""
     node = function.node
-    if function.class_name is not None or function.scope.parent is not index.module_scope or node.decorators:
+    if not _module_function(index, function):
         return False
     name = function.name
     start = index.place.get(node)
@@ -116,9 +115,21 @@ def never_runs(index: FileIndex, function: FunctionInfo) -> bool:
     reads = [index.place.get(n, -1) for n in _reads(index, name, index.module)]
     later = sorted(index.place.get(b.node, -1) for b in index.module_scope.bindings.get(name, ())
                    if index.place.get(b.node, -1) >= end and b.kind in ("def", "class", "assign", "import"))
-    if later and not any(start <= at < later[0] for at in reads):
-        return True  # replaced before any read: nothing can call this one
-    return not reads and not _dynamic_names(index) and _unmentioned_elsewhere(index, name)
+    return bool(later) and not any(start <= at < later[0] for at in reads)
+
+
+def named_nowhere(index: FileIndex, function: FunctionInfo) -> bool:
+    """A module-level, undecorated function whose name nothing in its file reads and no other
+    file of its import component holds (no `globals()`, `vars()`, `exec`/`eval` or argument-less
+    `fire.Fire()` reaching names by text). It may still be an entry point named outside Python
+    (a console script, a config's `_target_`): that it runs is unproven, not refuted."""
+    return _module_function(index, function) and not _reads(index, function.name, index.module) \
+        and not _dynamic_names(index) and _unmentioned_elsewhere(index, function.name)
+
+
+def _module_function(index: FileIndex, function: FunctionInfo) -> bool:
+    return function.class_name is None and function.scope.parent is index.module_scope \
+        and not function.node.decorators
 
 
 def _reads(index: FileIndex, name: str, region: cst.CSTNode) -> list[cst.Name]:
@@ -154,10 +165,12 @@ def _dynamic_names(index: FileIndex) -> bool:
 
 
 def _unmentioned_elsewhere(index: FileIndex, name: str) -> bool:
-    """No other file of the project that can import this one holds the text `name` (checked as
-    part of a project only; a file checked on its own may be imported by anything)."""
+    """No other file of the project that can import this one holds the text `name`: known only
+    when the run checks the whole project (a file left out may import it)."""
     linker = index.linker
-    files = linker.files_mentioning(name) if linker is not None else None
+    if linker is None or not linker.whole_project():
+        return False  # a file not checked in this run may import it
+    files = linker.files_mentioning(name)
     return files is not None and len(files) <= 1
 
 
