@@ -536,8 +536,13 @@ def _returned_share(flow, owner, call, root) -> cst.BaseExpression | None:
 
 
 def _bound_here(flow, name: str, at) -> bool:
+    """A variable the function binds (not a parameter), to a value carrying a graph (a log dict of
+    `.item()` numbers handed to a helper shares no part of the graph)."""
     bindings = flow.bindings_in_function(name, at)
-    return bool(bindings) and all(b.kind in ("assign", "augassign", "annassign", "with") for b in bindings)
+    if not bindings or not all(b.kind in ("assign", "augassign", "annassign", "with") for b in bindings):
+        return False
+    return any(value is not None and flow.carries_graph(value) is True
+               for value in (flow.bound_value(b) for b in bindings))
 
 
 def _callers_backpropagate(index, flow, owner) -> bool | None:
