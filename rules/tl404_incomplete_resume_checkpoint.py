@@ -51,7 +51,10 @@ class IncompleteResumeCheckpoint(Rule):
         its saves are judged together, at the first (at the helper's `torch.save` when they all go
         through one).
         A scheduler fast-forwarded on resume by replaying its `step()` (a loop that steps it and
-        trains nothing, `for _ in range(start_epoch): sched.step()`) is restored from the counter.
+        trains nothing, `for _ in range(start_epoch): sched.step()`) is restored from the counter,
+        and so is a timm schedule (not the plateau one) every `step(...)`/`step_update(...)` of
+        which is told its position (`sched.step_update(epoch * len(loader) + i)`): its rate is a
+        function of that position, it counts nothing itself.
 
         Also flags the load side: a `torch.load` of a resumable checkpoint (one the same file saves
         with optimizer state, or one whose step/epoch the code reads back) after which only the model
@@ -82,6 +85,45 @@ class IncompleteResumeCheckpoint(Rule):
         "https://pytorch.org/docs/stable/amp.html#saving-resuming",
     )
     examples = (
+        good(
+            """
+            import torch
+            from timm.scheduler import CosineLRScheduler
+
+            model = Net()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            schedule = CosineLRScheduler(optimizer, t_initial=epochs * len(loader), t_in_epochs=False)
+            for epoch in range(epochs):
+                for i, batch in enumerate(loader):
+                    optimizer.zero_grad()
+                    model(batch).loss.backward()
+                    optimizer.step()
+                    schedule.step_update(epoch * len(loader) + i)
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch}, "last.pt")
+            """,
+            title="a timm schedule told its position at every step: its rate follows the saved epoch",
+        ),
+        bad(
+            """
+            import torch
+            from timm.scheduler import PlateauLRScheduler
+
+            model = Net()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            schedule = PlateauLRScheduler(optimizer, patience_t=3)
+            for epoch in range(epochs):
+                for batch in loader:
+                    optimizer.zero_grad()
+                    model(batch).loss.backward()
+                    optimizer.step()
+                schedule.step(epoch, evaluate(model))
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch}, "last.pt")
+            """,
+            line=13,
+            title="a timm plateau schedule keeps the history of its metric: told the epoch, it still has state",
+        ),
         bad(
             """
             import torch

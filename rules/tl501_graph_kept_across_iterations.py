@@ -51,6 +51,11 @@ class GraphKeptAcrossIterations(Rule):
         actor-critic update that sums the kept values and log-probabilities into its loss). A state is a name the assignment rebinds
         (`pipeline.unet = accelerator.unwrap_model(unet)` stores a module, it feeds nothing back),
         and calls named for what they do to a model (`unwrap_model`, `get_model`) run no forward.
+        A module the file freezes and never turns back on (`emb.weight.requires_grad = False`,
+        `net.requires_grad_(False)`, `p.requires_grad = False` over `net.parameters()`) gives a
+        graph only through its inputs. What a project function or criterion returns is followed
+        into its file (`loss, acc = self.crit.forward(out, y)` with `acc` counted from `eq` on
+        detached scores: no graph), also through `from helpers import *`.
         """
     why_bad = """
         A tensor produced by differentiable operations holds a reference to the node that made it,
@@ -722,6 +727,215 @@ class GraphKeptAcrossIterations(Rule):
                 running_loss += loss.item() * inputs.size(0)
             """,
             title="running loss as a Python float",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            def hit_rate(scores, targets):
+                rates = []
+                best = scores.argmax(dim=1)
+                hits = best.eq(targets).float().sum()
+                rates.append(hits.mul_(100.0 / targets.size(0)))
+                return rates
+
+
+            class MarginHead(nn.Module):
+                def forward(self, scores, targets):
+                    loss = nn.functional.cross_entropy(scores * 30.0, targets)
+                    return loss, hit_rate(scores.detach(), targets)[0]
+
+
+            class Learner(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.encoder = nn.Linear(64, 32)
+                    self.head = MarginHead().cuda()
+                    self.opt = torch.optim.SGD(self.parameters(), lr=0.1)
+
+                def fit(self, loader):
+                    total = 0
+                    for feats, targets in loader:
+                        self.opt.zero_grad()
+                        loss, rate = self.head.forward(self.encoder(feats), targets)
+                        loss.backward()
+                        self.opt.step()
+                        total += rate
+                    print("total", total)
+            """,
+            title="a criterion's second result is a count of `eq` hits on detached scores: no graph",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class MarginHead(nn.Module):
+                def forward(self, scores, targets):
+                    loss = nn.functional.cross_entropy(scores * 30.0, targets)
+                    return loss, scores.softmax(dim=1).max(dim=1)[0].mean()
+
+
+            class Learner(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.encoder = nn.Linear(64, 32)
+                    self.head = MarginHead().cuda()
+                    self.opt = torch.optim.SGD(self.parameters(), lr=0.1)
+
+                def fit(self, loader):
+                    total = 0
+                    for feats, targets in loader:
+                        self.opt.zero_grad()
+                        loss, confidence = self.head.forward(self.encoder(feats), targets)
+                        loss.backward()
+                        self.opt.step()
+                        total += confidence
+                    print("total", total)
+            """,
+            line=25,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class MarginHead(nn.Module):
+                def forward(self, scores, targets):
+                    loss = nn.functional.cross_entropy(scores * 30.0, targets)
+                    return loss, scores.softmax(dim=1).max(dim=1)[0].mean()
+
+
+            class Learner(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.encoder = nn.Linear(64, 32)
+                    self.head = MarginHead().cuda()
+                    self.opt = torch.optim.SGD(self.parameters(), lr=0.1)
+
+                def fit(self, loader):
+                    total = 0
+                    for feats, targets in loader:
+                        self.opt.zero_grad()
+                        loss, confidence = self.head.forward(self.encoder(feats), targets)
+                        loss.backward()
+                        self.opt.step()
+                        total += confidence.detach()
+                    print("total", total)
+            """,
+            title="a criterion's second result is the mean confidence of the undetached scores",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+            import pytorch_lightning as pl
+
+            class Tower(nn.Module):
+                def __init__(self, count, dim):
+                    super().__init__()
+                    self.table = nn.Embedding(count, dim)
+
+                def forward(self, ids):
+                    return self.table(ids)
+
+            class Factors(pl.LightningModule):
+                def __init__(self, n_users, n_items, dim, reg):
+                    super().__init__()
+                    self.user_tower = Tower(n_users, dim)
+                    self.item_tower = Tower(n_items, dim)
+                    self.user_tower.requires_grad_(False)
+                    self.item_tower.requires_grad_(False)
+                    self.reg = reg
+
+                def training_step(self, batch, batch_idx):
+                    user_ids, item_ids, ratings = batch
+                    v = self.item_tower(item_ids)
+                    gram = v.transpose(1, 2) @ v + self.reg
+                    rhs = v.transpose(1, 2) @ ratings.unsqueeze(-1)
+                    solved = torch.linalg.solve(gram, rhs).squeeze(-1)
+                    self.user_tower.table.weight[user_ids] = solved
+                    return ((self.user_tower(user_ids).unsqueeze(1) * v).sum(-1) - ratings).pow(2).mean()
+            """,
+            title="a closed-form solve from towers whose parameters are frozen: no graph to keep",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+            import pytorch_lightning as pl
+
+
+            class Tower(nn.Module):
+                def __init__(self, count, dim):
+                    super().__init__()
+                    self.table = nn.Embedding(count, dim)
+
+                def forward(self, ids):
+                    return self.table(ids)
+
+
+            class Factors(pl.LightningModule):
+                def __init__(self, n_users, n_items, dim, reg):
+                    super().__init__()
+                    self.user_tower = Tower(n_users, dim)
+                    self.item_tower = Tower(n_items, dim)
+                    self.user_tower.requires_grad_(False)
+                    self.item_tower.requires_grad_(False)
+                    self.reg = reg
+
+                def thaw(self):
+                    self.item_tower.requires_grad_(True)
+
+                def training_step(self, batch, batch_idx):
+                    user_ids, item_ids, ratings = batch
+                    v = self.item_tower(item_ids)
+                    gram = v.transpose(1, 2) @ v + self.reg
+                    rhs = v.transpose(1, 2) @ ratings.unsqueeze(-1)
+                    solved = torch.linalg.solve(gram, rhs).squeeze(-1)
+                    self.user_tower.table.weight[user_ids] = solved
+                    return ((self.user_tower(user_ids).unsqueeze(1) * v).sum(-1) - ratings).pow(2).mean()
+            """,
+            line=33,
+            fixed="""
+            import torch
+            from torch import nn
+            import pytorch_lightning as pl
+
+
+            class Tower(nn.Module):
+                def __init__(self, count, dim):
+                    super().__init__()
+                    self.table = nn.Embedding(count, dim)
+
+                def forward(self, ids):
+                    return self.table(ids)
+
+
+            class Factors(pl.LightningModule):
+                def __init__(self, n_users, n_items, dim, reg):
+                    super().__init__()
+                    self.user_tower = Tower(n_users, dim)
+                    self.item_tower = Tower(n_items, dim)
+                    self.user_tower.requires_grad_(False)
+                    self.item_tower.requires_grad_(False)
+                    self.reg = reg
+
+                def thaw(self):
+                    self.item_tower.requires_grad_(True)
+
+                def training_step(self, batch, batch_idx):
+                    user_ids, item_ids, ratings = batch
+                    v = self.item_tower(item_ids)
+                    gram = v.transpose(1, 2) @ v + self.reg
+                    rhs = v.transpose(1, 2) @ ratings.unsqueeze(-1)
+                    solved = torch.linalg.solve(gram, rhs).squeeze(-1)
+                    self.user_tower.table.weight[user_ids] = solved.detach()
+                    return ((self.user_tower(user_ids).unsqueeze(1) * v).sum(-1) - ratings).pow(2).mean()
+            """,
+            title="the item tower is turned back on elsewhere: the solve may carry its graph",
         ),
     )
 

@@ -44,7 +44,12 @@ class NeedlessRetainGraph(Rule):
         value computed before the loop with a graph (`adj_norm = F.normalize(adj + perturbation)`,
         `perturbation` requiring grad) feeds every turn's loss: the next turn's backward runs
         through that part again. When such a value's graph cannot be told (a project function's
-        result), that premise is unknown and the finding is not reported by default.
+        result), that premise is unknown and the finding is not reported by default. When the
+        function returns a value computed from the retained graph's variables (an auxiliary loss
+        backpropagated with `retain_graph=True`, then the main loss summed from the same terms
+        returned), a caller's backward runs through the retained part again: it stays quiet when
+        a same-file caller backpropagates the result, and the premise is unknown when the function
+        has no caller in the file.
         """
     why_bad = """
         A backward pass frees the tensors that the graph saved for it (activations, inputs of
@@ -364,6 +369,60 @@ class NeedlessRetainGraph(Rule):
             """,
             title="the same matrix rebuilt in every turn: each graph is used once",
         ),
+        good(
+            """
+            class Critic:
+                def penalised_loss(self, states, targets):
+                    values = self.net(states)
+                    gap = (values - targets).abs().mean()
+                    weighted = self.log_weight.exp() * gap
+                    self.weight_opt.zero_grad()
+                    (-weighted).backward(retain_graph=True)
+                    self.weight_opt.step()
+                    return ((values - targets) ** 2).mean() + weighted
+
+                def update(self, states, targets):
+                    total = self.penalised_loss(states, targets)
+                    self.net_opt.zero_grad()
+                    total.backward()
+                    self.net_opt.step()
+            """,
+            title="the returned loss shares the retained terms and the caller backpropagates it",
+        ),
+        bad(
+            """
+            class Critic:
+                def penalised_loss(self, states, targets):
+                    values = self.net(states)
+                    gap = (values - targets).abs().mean()
+                    weighted = self.log_weight.exp() * gap
+                    self.weight_opt.zero_grad()
+                    (-weighted).backward(retain_graph=True)
+                    self.weight_opt.step()
+                    return ((values - targets) ** 2).mean() + weighted
+
+                def report(self, states, targets):
+                    total = self.penalised_loss(states, targets)
+                    return {"loss": total.item()}
+            """,
+            line=7,
+            fixed="""
+            class Critic:
+                def penalised_loss(self, states, targets):
+                    values = self.net(states)
+                    gap = (values - targets).abs().mean()
+                    weighted = self.log_weight.exp() * gap
+                    self.weight_opt.zero_grad()
+                    (-weighted).backward()
+                    self.weight_opt.step()
+                    return ((values - targets) ** 2).mean() + weighted
+
+                def report(self, states, targets):
+                    total = self.penalised_loss(states, targets)
+                    return {"loss": total.item()}
+            """,
+            title="the returned loss shares the retained terms, but its only caller just logs it",
+        ),
     )
 
     def check(self, ctx):
@@ -394,6 +453,13 @@ class NeedlessRetainGraph(Rule):
                 continue  # the next turn's backward runs again through the part built before the loop
             stays = [premise("the graph does not reach into the loop's next iteration", loop, "use")] \
                 if loop is not None else []
+            returned = _returned_share(flow, owner, call, root)
+            if returned is not None:  # the function hands part of the retained graph to its callers
+                backprop = _callers_backpropagate(ctx.index, flow, owner)
+                if backprop is True:
+                    continue  # a caller's backward runs through the retained graph again
+                stays.append(premise(f"no caller backpropagates the returned `{code(ctx, returned)}`, which "
+                                     "shares that graph", returned, "call", proven=backprop is False))
             if before is not None:  # a value from before the loop, which may carry a graph, feeds it
                 stays = [unknown(f"the graph does not reach into the loop's next iteration through "
                                  f"`{before[0]}` (built before the loop)", before[1], "use")]
@@ -442,6 +508,69 @@ def _backward_calls(flow, model, owner) -> tuple[list[int], list[tuple[cst.Call,
         positions.append(flow.position(later))
         calls.append((later, later_root))
     return positions, calls
+
+
+def _returned_share(flow, owner, call, root) -> cst.BaseExpression | None:
+    """A value the function returns after `call` that is computed from a variable of the
+    retained graph (`alpha_loss` backpropagated with `retain_graph=True`, then
+    `return q_loss` with `q_loss` summed from the same terms): a caller may backpropagate it,
+    through the nodes the retained graph kept. Only variables the function binds count (a
+    parameter or an attribute is a leaf both use, not a shared part of this graph)."""
+    if not isinstance(owner, cst.FunctionDef):
+        return None
+    end = flow.end(call)
+    retained = None
+    for node in walk(owner.body):
+        if not isinstance(node, cst.Return) or node.value is None or flow.position(node) < end \
+                or flow._owner(node) is not owner:
+            continue
+        if retained is None:
+            names, _ = flow.graph_sources(root, call)
+            retained = {name for name in names if "." not in name and _bound_here(flow, name, call)}
+            if not retained:
+                return None
+        names, _ = flow.graph_sources(node.value, node)
+        if retained & names:
+            return node.value
+    return None
+
+
+def _bound_here(flow, name: str, at) -> bool:
+    """A variable the function binds (not a parameter), to a value carrying a graph (a log dict of
+    `.item()` numbers handed to a helper shares no part of the graph)."""
+    bindings = flow.bindings_in_function(name, at)
+    if not bindings or not all(b.kind in ("assign", "augassign", "annassign", "with") for b in bindings):
+        return False
+    return any(value is not None and flow.carries_graph(value) is True
+               for value in (flow.bound_value(b) for b in bindings))
+
+
+def _callers_backpropagate(index, flow, owner) -> bool | None:
+    """Whether a caller backpropagates what the function returns: True when a same-file call's
+    result feeds a backward in the calling function (`q_loss = self._q_loss(batch)` then
+    `q_loss.backward()`), False when the function has same-file callers and none does, None when
+    it has none in this file (its callers, if any, are elsewhere)."""
+    info = index.function_of_node.get(owner)
+    if info is None:
+        return None
+    sites = index.callers(info)
+    if not sites:
+        return None
+    for site in sites:
+        caller = flow._owner(site.node)
+        roots = flow.backward_roots(caller)
+        if not roots:
+            continue
+        if any(site.node is n for root in roots for n in walk_expression(root)):
+            return True
+        statement = index.enclosing_statement(site.node)
+        targets = set()
+        for node in walk(statement):
+            if isinstance(node, cst.AssignTarget):
+                targets |= {n.value for n in walk(node.target) if isinstance(n, cst.Name)}
+        if targets & flow.names_feeding(roots, roots[0]):
+            return True
+    return False
 
 
 def _separate_graphs(flow, retained: tuple[set[str], bool], later_root, later) -> bool:

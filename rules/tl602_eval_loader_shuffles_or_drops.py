@@ -12,7 +12,8 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk
 from trainlint.model.modes import modes
-from trainlint.model.loader_use import never_read, only_drawn_from
+from trainlint.model.loader_use import named_nowhere, never_read, never_runs, only_drawn_from
+from trainlint.model.summaries import ClassSummary
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import code, loader_premise, role_premise, training_premises
@@ -72,8 +73,17 @@ class EvalLoaderShufflesOrDrops(Rule):
         nor a dropped last batch changes a result. The same holds for a loader drawn from through
         `it = iter(loader)` only by `next(it)` in a loop of `range(B)` with B capped by a number
         the code states (`min(max_iter, len(loader))`, `max_iter=100`): a capped random sample
-        (`range(len(loader))` draws are a pass and still count). A function's local loader that is
-        never read at all (built, never used) feeds no evaluation and is left alone.
+        (`range(len(loader))` draws are a pass and still count), and for `self.it = iter(loader)`
+        drawn one batch per call (`self.it.next()`, outside any loop of its function) and bound
+        again to `iter(loader)` under `except StopIteration:`: a restarted stream of single batches
+        for the logs. A function's local loader that is never read at all (built, never used), a
+        module's loader read neither in the module nor named by a project file that can import it,
+        and a loader built by a module-level function that never runs (replaced by a later `def` of
+        its name before anything reads it) feed no evaluation and are left alone. A loader built by
+        a module-level function that no file of its import component names may come from an entry
+        point named outside Python: that it runs is unproven (reported with `--include-unproven`). `shuffle=True` is left alone on a dataset of a project
+        class whose `__getitem__` never reads its index (a fresh random sample at every call): no
+        order of indices changes what it yields.
         """
     why_bad = """
         `drop_last=True` silently leaves the tail of the validation or test set out of every
@@ -523,6 +533,225 @@ class EvalLoaderShufflesOrDrops(Rule):
             """,
             title="an unnamed loader used for training",
         ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            from torchvision.datasets import MNIST
+            from torchvision.transforms import ToTensor
+
+
+            class Monitor:
+                def __init__(self, model, root, writer):
+                    self.model, self.writer = model, writer
+                    self.val_loader = DataLoader(MNIST(root, train=False, transform=ToTensor()), batch_size=8, shuffle=True, drop_last=True)
+                    self.val_batches = iter(self.val_loader)
+
+                @torch.no_grad()
+                def snapshot(self, step):
+                    try:
+                        images, masks = next(self.val_batches)
+                    except StopIteration:
+                        self.val_batches = iter(self.val_loader)
+                        images, masks = next(self.val_batches)
+                    self.writer.add_images("val/pred", self.model(images).sigmoid(), step)
+            """,
+            title="one random batch per call for the logs, the iterator restarted when it runs out",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            from torchvision.datasets import MNIST
+            from torchvision.transforms import ToTensor
+
+
+            class Monitor:
+                def __init__(self, model, root, writer):
+                    self.model, self.writer = model, writer
+                    self.val_loader = DataLoader(MNIST(root, train=False, transform=ToTensor()), batch_size=8, shuffle=True, drop_last=True)
+                    self.val_batches = iter(self.val_loader)
+
+                @torch.no_grad()
+                def score(self, step):
+                    hits = 0
+                    for _ in range(len(self.val_loader)):
+                        try:
+                            images, masks = next(self.val_batches)
+                        except StopIteration:
+                            self.val_batches = iter(self.val_loader)
+                            images, masks = next(self.val_batches)
+                        hits += (self.model(images).sigmoid().round() == masks).sum().item()
+                    self.writer.add_scalar("val/hits", hits, step)
+            """,
+            line=10,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+            from torchvision.datasets import MNIST
+            from torchvision.transforms import ToTensor
+
+
+            class Monitor:
+                def __init__(self, model, root, writer):
+                    self.model, self.writer = model, writer
+                    self.val_loader = DataLoader(MNIST(root, train=False, transform=ToTensor()), batch_size=8, shuffle=False, drop_last=False)
+                    self.val_batches = iter(self.val_loader)
+
+                @torch.no_grad()
+                def score(self, step):
+                    hits = 0
+                    for _ in range(len(self.val_loader)):
+                        try:
+                            images, masks = next(self.val_batches)
+                        except StopIteration:
+                            self.val_batches = iter(self.val_loader)
+                            images, masks = next(self.val_batches)
+                        hits += (self.model(images).sigmoid().round() == masks).sum().item()
+                    self.writer.add_scalar("val/hits", hits, step)
+            """,
+            title="the same restarted iterator drawn len(loader) times in a loop: a whole pass",
+        ),
+        good(
+            """
+            from torch.utils.data import DataLoader
+            from torchvision.datasets import MNIST
+
+
+            def holdout_loader(root, batch_size):
+                return DataLoader(MNIST(root, train=False), batch_size=batch_size, drop_last=True)
+
+
+            def holdout_loader(root, batch_size):
+                return DataLoader(MNIST(root, train=False), batch_size=batch_size)
+
+
+            def run(model, holdout):
+                return [model(x) for x in holdout_loader(holdout, 64)]
+            """,
+            title="a factory replaced by a later def of the same name before anything calls it",
+        ),
+        bad(
+            """
+            from torch.utils.data import DataLoader
+            from torchvision.datasets import MNIST
+
+
+            def holdout_loader(root, batch_size):
+                return DataLoader(MNIST(root, train=False), batch_size=batch_size, drop_last=True)
+
+
+            FACTORIES = {"holdout": holdout_loader}
+
+
+            def holdout_loader(root, batch_size):
+                return DataLoader(MNIST(root, train=False), batch_size=batch_size)
+
+
+            def run(model, holdout):
+                return [model(x) for x in FACTORIES["holdout"](holdout, 64)]
+            """,
+            line=6,
+            fixed="""
+            from torch.utils.data import DataLoader
+            from torchvision.datasets import MNIST
+
+
+            def holdout_loader(root, batch_size):
+                return DataLoader(MNIST(root, train=False), batch_size=batch_size, drop_last=False)
+
+
+            FACTORIES = {"holdout": holdout_loader}
+
+
+            def holdout_loader(root, batch_size):
+                return DataLoader(MNIST(root, train=False), batch_size=batch_size)
+
+
+            def run(model, holdout):
+                return [model(x) for x in FACTORIES["holdout"](holdout, 64)]
+            """,
+            title="the first def is registered before the second replaces it: it still runs",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+
+
+            class RandomFields(Dataset):
+                def __init__(self, size, count):
+                    self.size, self.count = size, count
+
+                def __len__(self):
+                    return self.count
+
+                def __getitem__(self, i):
+                    field = torch.randn(self.size)
+                    return field, simulate(field)
+
+
+            test_set = RandomFields(64, 200)
+            test_loader = DataLoader(test_set, batch_size=10, shuffle=True)
+            model.eval()
+            with torch.no_grad():
+                for field, target in test_loader:
+                    report((model(field) - target).abs().mean().item())
+            """,
+            title="every item is a fresh random draw whatever its index: shuffled indices change nothing",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+
+
+            class RandomFields(Dataset):
+                def __init__(self, size, count):
+                    self.size, self.count = size, count
+
+                def __len__(self):
+                    return self.count
+
+                def __getitem__(self, i):
+                    field = torch.randn(self.size, generator=torch.Generator().manual_seed(i))
+                    return field, simulate(field)
+
+
+            test_set = RandomFields(64, 200)
+            test_loader = DataLoader(test_set, batch_size=10, shuffle=True)
+            model.eval()
+            with torch.no_grad():
+                for field, target in test_loader:
+                    report((model(field) - target).abs().mean().item())
+            """,
+            line=18,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+
+
+            class RandomFields(Dataset):
+                def __init__(self, size, count):
+                    self.size, self.count = size, count
+
+                def __len__(self):
+                    return self.count
+
+                def __getitem__(self, i):
+                    field = torch.randn(self.size, generator=torch.Generator().manual_seed(i))
+                    return field, simulate(field)
+
+
+            test_set = RandomFields(64, 200)
+            test_loader = DataLoader(test_set, batch_size=10, shuffle=False)
+            model.eval()
+            with torch.no_grad():
+                for field, target in test_loader:
+                    report((model(field) - target).abs().mean().item())
+            """,
+            title="each item is seeded by its index: the shuffled order changes the batches",
+        ),
     )
 
     def check(self, ctx):
@@ -538,6 +767,8 @@ class EvalLoaderShufflesOrDrops(Rule):
             drop = _passed(ctx, call, "drop_last")
             if _one_sample_batches(call):
                 drop = None  # batches of one sample: there is no partial batch to drop
+            if shuffle is not None and _index_ignored(ctx, _dataset_arg(call), site.scope):
+                shuffle = None  # its items do not depend on the index: no order of indices changes them
             bad_args = [(word, value) for word, value in (("shuffle", shuffle), ("drop_last", drop))
                         if isinstance(value, cst.Name) and value.value == "True"]
             if not bad_args:
@@ -550,6 +781,9 @@ class EvalLoaderShufflesOrDrops(Rule):
                 continue  # `next(iter(loader))` only: one batch for pictures or a probe, no evaluation
             if holder is not None and never_read(ctx.index, holder, ctx.index.enclosing_statement(call)):
                 continue  # built and never used: it feeds no evaluation, whatever its name
+            if site.function is not None and never_runs(ctx.index, site.function):
+                continue  # built by a function replaced by a later def before anything reads it
+            uncalled = site.function is not None and named_nowhere(ctx.index, site.function)
             words = " and ".join(f"`{w}=True`" for w, _ in bad_args)
             consequence = []
             if any(w == "drop_last" for w, _ in bad_args):
@@ -569,15 +803,19 @@ class EvalLoaderShufflesOrDrops(Rule):
                 fix,
                 evidence=[premise("a `DataLoader` is built here", call, "construction"),
                           *(premise(f"`{w}=True`", value, "argument") for w, value in bad_args),
-                          self._evaluation_premise(ctx, site, why)],
+                          self._evaluation_premise(ctx, site, why, uncalled)],
             )
 
     @staticmethod
-    def _evaluation_premise(ctx, site, why: str):
+    def _evaluation_premise(ctx, site, why: str, uncalled: bool = False):
         """Proven by an argument (`train=False`, a split), a framework hook (`val_dataloader`) or
         its use (iterated only by evaluation loops); a name alone (the holder's, the dataset's, the
-        function's) leaves it unknown."""
+        function's) leaves it unknown. Built by a function no file of its import component names
+        (`uncalled`), it is unknown and required: that the function runs at all is unproven."""
         text = f"the loader feeds an evaluation: {why}"
+        if uncalled:
+            return unknown(f"{text}, and `{site.function.name}` runs: no file that can import it calls it",
+                           site.function.node, "call")
         if why.startswith("returned by"):
             return premise(text, site.function.node, "framework")
         if "`train=False`" in why or "split" in why and "=" in why:
@@ -641,6 +879,27 @@ def _dataset_arg(call) -> cst.BaseExpression | None:
         args = positional_args(call)
         dataset = args[0].value if args else None
     return dataset
+
+
+def _index_ignored(ctx, dataset, scope) -> bool:
+    """The dataset is an instance of a project class whose `__getitem__` never reads its index
+    (a fresh random sample at every call): shuffling the indices changes nothing it yields."""
+    if isinstance(dataset, cst.Name):
+        values = [b.value for b in scope.lookup(dataset.value)]
+        if not values or any(v is None for v in values):
+            return False
+    elif isinstance(dataset, cst.Call):
+        values = [dataset]
+    else:
+        return False
+    for value in values:
+        if not isinstance(value, cst.Call):
+            return False
+        built = ctx.index.summary_of(value.func, ctx.index.scope_at(value))
+        method = built.method("__getitem__") if isinstance(built, ClassSummary) else None
+        if method is None or not method.params or method.params[0] not in method.unread_params:
+            return False
+    return True
 
 
 def _dataset_kind(ctx, dataset, scope, depth: int = 0) -> str | None:

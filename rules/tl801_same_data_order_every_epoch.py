@@ -68,7 +68,10 @@ class SameDataOrderEveryEpoch(Rule):
         pass), on frameworks that own the epoch loop (a Lightning `train_dataloader` hook), on a
         sampler whose `__iter__` advances its own epoch or draws from the global generator, on
         evaluation samplers (`shuffle=False` on a loader no training loop iterates), and on a
-        seed that involves the epoch (`torch.manual_seed(seed + epoch)`).
+        seed that involves the epoch (`torch.manual_seed(seed + epoch)`). An epoch loop over
+        `range(1)`, or over `range(n)` with every binding of `n` a literal 0 or 1 and nothing that
+        can change it otherwise (a `global n` in a function, `exec`/`eval`, a write through
+        `globals()` as a configurator does), runs once: there is no later epoch to replay the order.
 
         The fix (for a sampler whose `set_epoch` is never called) inserts
         `sampler.set_epoch(epoch)` as the first statement of the epoch loop. It is unsafe: the
@@ -96,6 +99,58 @@ class SameDataOrderEveryEpoch(Rule):
         "https://huggingface.co/docs/accelerate/package_reference/torch_wrappers",
     )
     examples = (
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            num_epochs = 1
+            sampler = DistributedSampler(corpus)
+            loader = DataLoader(corpus, batch_size=16, sampler=sampler)
+            for epoch in range(num_epochs):
+                for tokens in loader:
+                    optimizer.zero_grad()
+                    loss = lm(tokens).loss
+                    loss.backward()
+                    optimizer.step()
+            """,
+            title="a single epoch, its count a literal 1: there is no later epoch to replay the order",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            num_epochs = 1
+            exec(open("overrides.py").read())
+            sampler = DistributedSampler(corpus)
+            loader = DataLoader(corpus, batch_size=16, sampler=sampler)
+            for epoch in range(num_epochs):
+                for tokens in loader:
+                    optimizer.zero_grad()
+                    loss = lm(tokens).loss
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=6,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            num_epochs = 1
+            exec(open("overrides.py").read())
+            sampler = DistributedSampler(corpus)
+            loader = DataLoader(corpus, batch_size=16, sampler=sampler)
+            for epoch in range(num_epochs):
+                sampler.set_epoch(epoch)
+                for tokens in loader:
+                    optimizer.zero_grad()
+                    loss = lm(tokens).loss
+                    loss.backward()
+                    optimizer.step()
+            """,
+            title="a default of 1 that a configurator run by `exec` can raise",
+        ),
         bad(
             """
             import torch
@@ -802,7 +857,7 @@ def _reseeded_each_epoch(rule, ctx):
             continue
         loader = loader_of_loop(flow, loop)
         epoch_loop = order.enclosing_loop(loop)
-        if loader is None or epoch_loop is None or not repeats(epoch_loop):
+        if loader is None or epoch_loop is None or not repeats(epoch_loop, index):
             continue
         call = loader_constructor(flow, loader)
         if call is None:

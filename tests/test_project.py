@@ -874,3 +874,42 @@ def test_a_helper_of_another_file_switches_modes_under_the_flags_the_call_passes
     results = list(lint_paths([str(tmp_path / "train.py"), str(tmp_path / "utils.py")], ALL))
     found = {f.line for r in results for f in r.findings if f.code == "TL303"}
     assert found == expected
+
+
+def test_a_loader_nothing_in_the_project_reads_or_builds_feeds_no_evaluation(tmp_path):
+    """TL602: in a run over the whole project, a script's module-level loader no file reads feeds
+    no evaluation, and a factory no file calls is unproven to run (not reported by default);
+    once another file calls the factory, its loader is an evaluation's again."""
+    write(tmp_path, {
+        "stats.py": """
+            from torch.utils.data import DataLoader
+
+            train_loader = DataLoader(train_set, batch_size=8, shuffle=True)
+            val_loader = DataLoader(val_set, batch_size=8, shuffle=True)
+            for batch in train_loader:
+                record(batch)
+            """,
+        "data.py": """
+            from torch.utils.data import DataLoader
+
+            def test_loader(test_set):
+                return DataLoader(test_set, batch_size=8, drop_last=True)
+            """,
+        "train.py": """
+            from data import something_else
+            """,
+    })
+    project = Project(tmp_path)
+    for name in ("stats.py", "data.py"):
+        assert "TL602" in {code for _, code in _codes(lint_path(str(tmp_path / name), ALL))}, name
+        assert "TL602" not in {code for _, code in _codes(lint_path(str(tmp_path / name), ALL, project=project))}, name
+        # checked without the rest of the project: a file left out may import it
+        partial = list(lint_paths([str(tmp_path / name)], ALL))[0]
+        assert "TL602" in {code for _, code in _codes(partial)}, name
+    write(tmp_path, {"train.py": """
+        from data import test_loader
+
+        for x in test_loader(held_out):
+            score(x)
+        """})
+    assert (5, "TL602") in _codes(lint_path(str(tmp_path / "data.py"), ALL, project=Project(tmp_path)))

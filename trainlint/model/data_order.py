@@ -386,7 +386,7 @@ class DataOrder:
                 outer = self.enclosing_loop(site.node)
                 if outer is not None and self._runs_an_epoch(site.node, site.scope, holder):
                     found.append((outer, site.node))
-        return [(outer, inner) for outer, inner in found if repeats(outer)]
+        return [(outer, inner) for outer, inner in found if repeats(outer, self.index)]
 
     def _runs_an_epoch(self, call: cst.Call, scope: Scope, holder: str) -> bool:
         """A call handed the loader that trains on it: a same-file function holding a training loop,
@@ -478,13 +478,43 @@ def _calls_set_epoch(function: cst.FunctionDef) -> bool:
     return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "set_epoch" for c in calls_in(function.body))
 
 
-def repeats(loop: cst.For | cst.While) -> bool:
-    """The loop may run more than once (not `for _ in range(1)`)."""
+def repeats(loop: cst.For | cst.While, index=None) -> bool:
+    """The loop may run more than once: not `for _ in range(1)`, nor (given the file's `index`)
+    `for epoch in range(max_epoch)` with every binding of `max_epoch` a literal 0 or 1 and nothing
+    that can rebind it otherwise (a `global max_epoch` in a function, `exec`/`globals()`/`vars()`
+    as a configurator runs them)."""
     if isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call) and dotted_name(loop.iter.func) == "range":
         args = positional_args(loop.iter)
-        if len(args) == 1 and isinstance(args[0].value, cst.Integer) and args[0].value.evaluated_value <= 1:
+        if len(args) == 1 and not loop.iter.args[0].star and _at_most_one(args[0].value, loop, index):
             return False
     return True
+
+
+def _at_most_one(bound: cst.BaseExpression, loop: cst.For, index) -> bool:
+    if isinstance(bound, cst.Integer):
+        return bound.evaluated_value <= 1
+    if not isinstance(bound, cst.Name) or index is None:
+        return False
+    bindings = index.scope_at(loop).lookup(bound.value)
+    if not bindings or not all(b.kind == "assign" and isinstance(b.value, cst.Integer)
+                               and b.value.evaluated_value <= 1 for b in bindings):
+        return False
+    for node in walk(index.module):
+        if isinstance(node, cst.Global) and any(n.name.value == bound.value for n in node.names):
+            return False
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) \
+                and node.func.value in ("exec", "eval", "globals", "vars", "setattr") \
+                and not _only_read(index, node):
+            return False
+    return True
+
+
+def _only_read(index, call: cst.Call) -> bool:
+    """`globals().items()` (`.keys()`, `.values()`, `.get(...)`, `.copy()`): the namespace read, not written."""
+    parent = index.parent(call)
+    return isinstance(call.func, cst.Name) and call.func.value in ("globals", "vars") \
+        and isinstance(parent, cst.Attribute) and parent.value is call \
+        and parent.attr.value in ("items", "keys", "values", "get", "copy")
 
 
 def _self_attributes_read(function: cst.FunctionDef) -> set[str]:

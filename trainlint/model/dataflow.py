@@ -18,7 +18,7 @@ import libcst as cst
 
 from trainlint.model import frameworks
 from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
-                             positional_args, unpacked_position, walk_expression)
+                             positional_args, unpacked_position, walk, walk_expression)
 from trainlint.model.roles import ACCELERATOR, LOADER, MODEL, roles
 from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_SETTERS, GRAD_WORDS
 from trainlint.model.summaries import DETACH_WORDS, callable_summary
@@ -74,6 +74,7 @@ class Dataflow:
         self._function_bindings: dict[tuple[int, str, cst.CSTNode], list[Binding]] = {}
         self._orders_of_bindings: dict[tuple, tuple] = {}  # `_binding_order`
         self._flows: dict[tuple, tuple[list[str], bool]] = {}  # per (scope, name, function): `_flow_of`, `_sources_of`
+        self._frozen: set[str] | None = None  # `frozen_modules`
 
     # -- source order ---------------------------------------------------------------------------
     # Places count in pre-order from the start of the node's enclosing function (or module), as
@@ -743,6 +744,9 @@ class Dataflow:
                         _is_true(keyword_value(call, "requires_grad")) else False
                 return _any_of(*(self.carries_graph(a, depth + 1) for a in args)) if args else None
         if self.is_model(func, scope):
+            if dotted_name(func) in self.frozen_modules():
+                # a module whose parameters (some, or all) are frozen: a graph only through its inputs
+                return _any_of(*(self.carries_graph(a, depth + 1) for a in args)) if args else None
             return True
         if isinstance(func, cst.Attribute):
             # a method on a tensor: keeps the receiver's graph
@@ -751,6 +755,51 @@ class Dataflow:
                 return receiver
         if self.is_loss_function(func, scope):
             return True if any(self.carries_graph(a, depth + 1) for a in args) else None
+        return None
+
+    def frozen_modules(self) -> set[str]:
+        """Dotted names of modules whose parameters (some or all) the file freezes and never turns
+        back on: `emb.weight.requires_grad = False` (`.weight`/`.bias`), `net.requires_grad_(False)`,
+        `for p in net.parameters(): p.requires_grad = False`. Their forward has a graph only when an
+        input carries one (which of their parameters stay trainable is not told). A module toggled
+        back (`requires_grad = True`, a GAN's discriminator between its updates) is not frozen."""
+        if self._frozen is None:
+            frozen: set[str] = set()
+            thawed: set[str] = set()
+            for node in walk(self.index.module):
+                if isinstance(node, cst.Assign) and (_is_false(node.value) or _is_true(node.value)):
+                    into = frozen if _is_false(node.value) else thawed
+                    for target in node.targets:
+                        t = target.target
+                        if not (isinstance(t, cst.Attribute) and t.attr.value == "requires_grad"):
+                            continue
+                        holder = t.value
+                        if isinstance(holder, cst.Attribute) and holder.attr.value in ("weight", "bias"):
+                            name = dotted_name(holder.value)  # `emb.weight.requires_grad`
+                        elif isinstance(holder, cst.Name):  # `p.requires_grad` in `for p in net.parameters()`
+                            name = self._parameters_loop_owner(node, holder.value)
+                        else:
+                            name = None
+                        if name:
+                            into.add(name)
+                elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+                        and node.func.attr.value == "requires_grad_":
+                    name = dotted_name(node.func.value)
+                    if not name:
+                        continue
+                    if "." in name and name.rsplit(".", 1)[1] in ("weight", "bias"):
+                        name = name.rsplit(".", 1)[0]  # `emb.weight.requires_grad_(False)`
+                    (frozen if node.args and _is_false(node.args[0].value) else thawed).add(name)
+            self._frozen = frozen - thawed
+        return self._frozen
+
+    def _parameters_loop_owner(self, node: cst.CSTNode, variable: str) -> str | None:
+        """`net` when `node` is inside `for <variable> in net.parameters():`."""
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, cst.For) and isinstance(ancestor.target, cst.Name) \
+                    and ancestor.target.value == variable and isinstance(ancestor.iter, cst.Call) \
+                    and isinstance(ancestor.iter.func, cst.Attribute) and ancestor.iter.func.attr.value == "parameters":
+                return dotted_name(ancestor.iter.func.value)
         return None
 
     def is_model(self, func: cst.BaseExpression, scope: Scope) -> bool:
@@ -825,6 +874,10 @@ def _grad_graph(call: cst.Call) -> bool | None:
 
 def _is_true(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "True"
+
+
+def _is_false(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "False"
 
 
 def _any_of(*values: bool | None) -> bool | None:

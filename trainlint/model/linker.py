@@ -16,6 +16,7 @@ from pathlib import Path
 import libcst as cst
 
 from trainlint.model.index import FileIndex, Scope
+from trainlint.parsing import dotted_name
 from trainlint.model.summaries import (CallArguments, ClassSummary, Construction, FileSummary, FunctionSummary,
                                        summarise)
 from trainlint.reader.project import Project, tree_of
@@ -209,11 +210,29 @@ class Linker:
                 if index.scope_of_node[node].parent is index.module_scope:  # a module-level def/class
                     return self.own(index).member([expr.value])
                 return None
+            if not bindings and self.project is not None:
+                return self._star_imported(index, expr.value, words)
         if self.project is None or not _head_is_import(expr, scope):
             return None
         qualname = index.resolve(expr, scope)
         return self._summaries.lookup(qualname, self.path, words) if qualname else None
 
+
+    def _star_imported(self, index: FileIndex, name: str, words: tuple[str, ...]) -> Summary | None:
+        """A name the file never binds, defined at module level in a project module it imports
+        with `from tools import *` (the last such import that defines it wins, as in Python)."""
+        for statement in reversed(index.module.body):
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
+                    base = dotted_name(small.module) if small.module is not None else ""
+                    base = "." * len(small.relative) + (base or "")
+                    qualname = f"{base}.{name}" if base and not base.endswith(".") else f"{base}{name}"
+                    found = self._summaries.lookup(qualname, self.path, words)
+                    if found is not None:
+                        return found
+        return None
 
     def callers(self, function_name: str) -> list[CallArguments]:
         """Calls of this file's module-level function `function_name` in the project's other files."""
@@ -239,6 +258,11 @@ class Linker:
             if summary is not None:
                 found |= summary.loaded_files
         return frozenset(found)
+
+    def whole_project(self) -> bool:
+        """The run checks every file of the project (`Project.checks_everything`): a file that can
+        import this one is in its import component."""
+        return self.project is not None and self.project.contains(self.path) and self.project.checks_everything()
 
     def files_mentioning(self, *words: str) -> list[str] | None:
         """The project files (paths relative to its root) that this file's update can be split

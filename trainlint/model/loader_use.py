@@ -12,6 +12,9 @@ function (in the file, for an attribute), apart from its binding, is a draw:
 - a `for` over `name` (or `enumerate(name)`) that stops after a fixed number of batches: its body
   ends in an unconditional `break` (one batch), or breaks when the `enumerate` index reaches a
   bound (`if i > samples: break`): a spot check, not a pass over the set;
+- `it = iter(name)` drawn from one batch per call (`it.next()`, outside any loop of its function),
+  the draw in a `try:` whose `except StopIteration:` binds `it = iter(name)` again: a stream of
+  single batches restarted when it runs out (a picture to log), never a pass over the set;
 - `it = cycle(name)` (itertools, or a generator of the project that repeats its argument inside
   `while True:`) with `it` used only as `next(it)`: an endless stream never ends an epoch;
 - handed to a project function (this file or one it imports) whose parameter is only drawn from.
@@ -22,7 +25,11 @@ the end, `it = iter(name)` drawn from batch after batch or `range(len(name))` ti
 a function that may go through it) may go through it.
 
 `never_read`: a function's local loader whose name is never read in that function at all (built,
-never used): it feeds nothing, an evaluation least of all.
+never used), or a module's whose name is read neither in the module nor named by any file that
+can import it: it feeds nothing, an evaluation least of all. `never_runs`: a module-level function
+replaced by a later `def` of its name before anything reads it: a loader it would build is never
+built. `named_nowhere`: one whose name no file that can import it holds (it may still be an entry
+point named outside Python: unproven that it runs, not refuted).
 """
 
 from __future__ import annotations
@@ -65,7 +72,8 @@ def _only_drawn(index: FileIndex, holder: str, region: cst.CSTNode, skip: set[in
         if _call_with_only_argument(index, node, "len") is not None:
             continue  # its number of batches: iterates nothing
         if _drawn_once(index, node) or _bounded_loop(index, node) or _cycled(index, node) \
-                or _capped_draws(index, node) or _handed_to_drawing_function(index, node, depth):
+                or _capped_draws(index, node) or _restarted_stream(index, node) \
+                or _handed_to_drawing_function(index, node, depth):
             drawn = True
             continue
         return False
@@ -76,11 +84,14 @@ def never_read(index: FileIndex, holder: str, binding: cst.CSTNode) -> bool:
     """The loader bound to the local name `holder` by `binding` is never read in its function
     (nor in a function nested in it): no loop, no call, no return hands it anywhere."""
     function = index.function_at(binding)
-    if function is None or "." in holder or not isinstance(binding, (cst.Assign, cst.AnnAssign)):
-        return False  # a module's name can be imported elsewhere; an attribute read anywhere
+    if "." in holder or not isinstance(binding, (cst.Assign, cst.AnnAssign)):
+        return False  # an attribute can be read anywhere
     targets = [t.target for t in binding.targets] if isinstance(binding, cst.Assign) else [binding.target]
     if not any(isinstance(t, cst.Name) and t.value == holder for t in targets):
         return False
+    if function is None:  # a module's name: unread in it, and no file that can import it names it
+        return not _read_in(index, holder, index.module) and not _dynamic_names(index) \
+            and _unmentioned_elsewhere(index, holder)
     for node in index.subtree(function.node.body):
         if isinstance(node, (cst.Global, cst.Nonlocal)) and any(n.name.value == holder for n in node.names):
             return False  # the module's (or an enclosing function's) name: read elsewhere
@@ -88,6 +99,79 @@ def never_read(index: FileIndex, holder: str, binding: cst.CSTNode) -> bool:
                 and not _rebound(index, node):
             return False
     return True
+
+
+def never_runs(index: FileIndex, function: FunctionInfo) -> bool:
+    """A module-level, undecorated function that no code can call: its name is bound again at
+    module level before anything reads it (a second `def` of the same name replaces it)."""
+    node = function.node
+    if not _module_function(index, function):
+        return False
+    name = function.name
+    start = index.place.get(node)
+    if start is None:
+        return False
+    end = index.subtree_end(start)
+    reads = [index.place.get(n, -1) for n in _reads(index, name, index.module)]
+    later = sorted(index.place.get(b.node, -1) for b in index.module_scope.bindings.get(name, ())
+                   if index.place.get(b.node, -1) >= end and b.kind in ("def", "class", "assign", "import"))
+    return bool(later) and not any(start <= at < later[0] for at in reads)
+
+
+def named_nowhere(index: FileIndex, function: FunctionInfo) -> bool:
+    """A module-level, undecorated function whose name nothing in its file reads and no other
+    file of its import component holds (no `globals()`, `vars()`, `exec`/`eval` or argument-less
+    `fire.Fire()` reaching names by text). It may still be an entry point named outside Python
+    (a console script, a config's `_target_`): that it runs is unproven, not refuted."""
+    return _module_function(index, function) and not _reads(index, function.name, index.module) \
+        and not _dynamic_names(index) and _unmentioned_elsewhere(index, function.name)
+
+
+def _module_function(index: FileIndex, function: FunctionInfo) -> bool:
+    return function.class_name is None and function.scope.parent is index.module_scope \
+        and not function.node.decorators
+
+
+def _reads(index: FileIndex, name: str, region: cst.CSTNode) -> list[cst.Name]:
+    """The uses of the name `name` in `region` that read it (not a def's own name, a target
+    receiving a value, a parameter, or the attribute of another object)."""
+    found = []
+    for node in walk(region):
+        if not isinstance(node, cst.Name) or node.value != name:
+            continue
+        parent = index.parent(node)
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef)) and parent.name is node \
+                or isinstance(parent, cst.Param) or _rebound(index, node) \
+                or isinstance(parent, cst.Attribute) and parent.attr is node:
+            continue
+        found.append(node)
+    return found
+
+
+def _read_in(index: FileIndex, name: str, region: cst.CSTNode) -> bool:
+    return bool(_reads(index, name, region))
+
+
+def _dynamic_names(index: FileIndex) -> bool:
+    """The module reaches its names by text: `globals()`, `vars()`, `locals()`, `exec`, `eval`,
+    or `fire.Fire()` with no argument (every module-level function a command)."""
+    for site in index.calls:
+        func = site.node.func
+        if isinstance(func, cst.Name) and func.value in ("globals", "vars", "locals", "exec", "eval"):
+            return True
+        if index.resolve(func, site.scope) == "fire.Fire" and not site.node.args:
+            return True
+    return False
+
+
+def _unmentioned_elsewhere(index: FileIndex, name: str) -> bool:
+    """No other file of the project that can import this one holds the text `name`: known only
+    when the run checks the whole project (a file left out may import it)."""
+    linker = index.linker
+    if linker is None or not linker.whole_project():
+        return False  # a file not checked in this run may import it
+    files = linker.files_mentioning(name)
+    return files is not None and len(files) <= 1
 
 
 def _rebound(index: FileIndex, node: cst.CSTNode) -> bool:
@@ -133,6 +217,83 @@ def _capped_draws(index: FileIndex, node: cst.CSTNode) -> bool:
     uses = [n for n in walk(region) if isinstance(n, cst.Name) and n.value == name
             and n is not statement.targets[0].target and not _attribute_of_another(index, n)]
     return bool(uses) and all(_next_of(index, n) and _in_capped_range(index, n) for n in uses)
+
+
+def _restarted_stream(index: FileIndex, node: cst.CSTNode) -> bool:
+    """`it = iter(node)` (`self.it = iter(self.loader)`) with `it` used only by single draws
+    (`next(it)`, `it.next()`) outside any loop of their function, each inside a `try:` whose
+    `except StopIteration:` binds `it = iter(node)` again (or inside that handler), and by those
+    rebindings: one batch per call, the iterator restarted when it runs out. An endless stream
+    of single batches (a picture, a logged loss), never a pass over the set."""
+    call = _call_with_only_argument(index, node, "iter")
+    statement = index.parent(call) if call is not None else None
+    if not (isinstance(statement, cst.Assign) and len(statement.targets) == 1):
+        return False
+    stream = dotted_name(statement.targets[0].target)
+    loader = dotted_name(node)
+    if stream is None or loader is None:
+        return False
+    function = index.function_at(call)
+    region = index.module if "." in stream or function is None else function.node
+    drawn = False
+    for use in walk(region):
+        if not isinstance(use, (cst.Name, cst.Attribute)) or dotted_name(use) != stream \
+                or _attribute_of_another(index, use):
+            continue
+        if _restarts(index, use, loader):
+            continue
+        if not (_next_of(index, use) and not _in_loop(index, use) and _restarted_on_stop(index, use, stream, loader)):
+            return False
+        drawn = True
+    return drawn
+
+
+def _restarts(index: FileIndex, use: cst.CSTNode, loader: str) -> bool:
+    """`use` is the whole target of `use = iter(<loader>)`."""
+    parent = index.parent(use)
+    statement = index.parent(parent) if isinstance(parent, cst.AssignTarget) and parent.target is use else None
+    return isinstance(statement, cst.Assign) and len(statement.targets) == 1 \
+        and isinstance(statement.value, cst.Call) and isinstance(statement.value.func, cst.Name) \
+        and statement.value.func.value == "iter" and len(statement.value.args) == 1 \
+        and dotted_name(statement.value.args[0].value) == loader
+
+
+def _in_loop(index: FileIndex, node: cst.CSTNode) -> bool:
+    """A `for` or `while` of `node`'s own function holds it (its draws repeat within one call)."""
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return False
+        if isinstance(ancestor, (cst.For, cst.While, cst.CompFor)):
+            return True
+    return False
+
+
+def _restarted_on_stop(index: FileIndex, use: cst.CSTNode, stream: str, loader: str) -> bool:
+    """The draw `use` is in the body of a `try:` (or in the handler itself) whose
+    `except StopIteration:` binds `stream = iter(<loader>)` again."""
+    child = use
+    for ancestor in index.ancestors(use):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return False
+        if isinstance(ancestor, cst.ExceptHandler) and _catches_stop(ancestor) \
+                and _handler_restarts(index, ancestor, stream, loader):
+            return True
+        if isinstance(ancestor, cst.Try) and child is ancestor.body and any(
+                _catches_stop(h) and _handler_restarts(index, h, stream, loader) for h in ancestor.handlers):
+            return True
+        child = ancestor
+    return False
+
+
+def _catches_stop(handler: cst.ExceptHandler) -> bool:
+    caught = handler.type
+    names = [e.value for e in caught.elements] if isinstance(caught, cst.Tuple) else [caught]
+    return any(isinstance(n, cst.Name) and n.value == "StopIteration" for n in names)
+
+
+def _handler_restarts(index: FileIndex, handler: cst.ExceptHandler, stream: str, loader: str) -> bool:
+    return any(isinstance(n, (cst.Name, cst.Attribute)) and dotted_name(n) == stream and _restarts(index, n, loader)
+               for n in walk(handler.body))
 
 
 def _attribute_of_another(index: FileIndex, node: cst.CSTNode) -> bool:

@@ -184,7 +184,9 @@ class ResumeCheckpoints:
                 del missing["step"]
         if "scheduler" in missing:
             # `for _ in range(start): sched.step()` on resume: replayed, not read from the file
-            missing["scheduler"] = [n for n in missing["scheduler"] if n not in self.replayed_schedulers]
+            # `sched.step(position)` of a timm schedule: its rate a function of the position it is told
+            missing["scheduler"] = [n for n in missing["scheduler"]
+                                    if n not in self.replayed_schedulers and not self._told_position(n)]
             if not missing["scheduler"]:
                 del missing["scheduler"]
         return missing
@@ -317,6 +319,29 @@ class ResumeCheckpoints:
                 if all(self.roles.of(n.func.value, scope) == SCHEDULER for n in steps):
                     self._replayed |= {name for n in steps if (name := dotted_name(n.func.value))}
         return self._replayed
+
+    def _told_position(self, name: str) -> bool:
+        """The scheduler `name` is built only by a timm schedule whose rate is a function of the
+        position it is told (`timm.scheduler.CosineLRScheduler`, not the plateau one, which keeps
+        the metric's history), and every `step(...)`/`step_update(...)` on it passes that position
+        (`sched.step(epoch * len(loader) + i)`): it counts nothing itself, so nothing of it is lost
+        when the checkpoint leaves it out (the position comes from the saved counter)."""
+        built = [node.value for node in walk(self.index.module) if isinstance(node, cst.Assign)
+                 and any(dotted_name(t.target) == name for t in node.targets)]
+        if not built:
+            return False
+        for value in built:
+            if not isinstance(value, cst.Call):
+                return False
+            qualname = self.index.resolve(value.func, self.index.scope_at(value)) or ""
+            if not qualname.startswith("timm.scheduler.") or "Plateau" in qualname:
+                return False
+        steps = [n for n in walk(self.index.module) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                 and n.func.attr.value in ("step", "step_update") and dotted_name(n.func.value) == name]
+        return bool(steps) and all(
+            any(not a.star and (a.keyword is None or a.keyword.value in ("epoch", "num_updates"))
+                and not isinstance(a.value, (cst.Integer, cst.Float)) for a in n.args[:1])
+            for n in steps)
 
     def _counter_in_path(self, save: Save, counters: list[str]) -> bool:
         """The save's path names one of the step/epoch counters, directly or through the variable

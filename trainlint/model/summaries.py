@@ -40,7 +40,7 @@ from trainlint.model.value_kinds import is_number
 # Words a project file must hold for its summaries to answer a question: one without them is not
 # parsed for it (the answer cannot be there), which keeps a whole-library check close to per-file cost
 # (GRAD_WORDS and MODE_WORDS live in modes.py, ROLE_WORDS in roles.py).
-DETACH_WORDS = ("detach", ".item(", ".tolist(", ".numpy(", "no_grad", "inference_mode")
+DETACH_WORDS = ("detach", ".item(", ".tolist(", ".numpy(", "no_grad", "inference_mode", ".eq(", ".argmax(")
 SAVE_WORDS = ("save", "dump")
 MEAN_WORDS = ("mean", "mse_loss", "l1_loss")
 
@@ -53,6 +53,15 @@ _DETACHING_METHODS = frozenset({"detach", "item", "tolist", "numpy", "detach_"})
 _DETACHING_FUNCTIONS = frozenset({"float", "int", "bool", "round", "len", "str", "math.sqrt", "math.exp"})
 _SAME_GRAPH_METHODS = frozenset({"cpu", "cuda", "to", "float", "double", "half", "clone", "contiguous", "view",
                                  "reshape", "squeeze", "unsqueeze", "mean", "sum", "flatten"})
+#: tensor methods whose result never carries a graph (comparisons, indices, integer casts)
+_NON_DIFFERENTIABLE_METHODS = frozenset({"argmax", "argmin", "argsort", "eq", "ne", "lt", "le", "gt", "ge", "long",
+                                         "int", "bool", "byte", "nonzero", "isnan", "isinf", "isfinite", "any",
+                                         "all", "sign", "bincount", "count_nonzero"})
+#: tensor arithmetic methods: their result carries the graph of the receiver and of the operands
+_ARITHMETIC_METHODS = frozenset({"add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "true_divide"})
+#: `nn.Module` methods that return the module itself
+_MODULE_RETURNING_METHODS = frozenset({"cuda", "cpu", "to", "float", "double", "half", "bfloat16", "train", "eval",
+                                       "requires_grad_", "type"})
 # `ClassSummary.rate_clock` values
 COUNTER, POSITION = "counter", "position"
 _SCHEDULER_BASES = ("LRScheduler", "_LRScheduler", "LambdaLR", "ReduceLROnPlateau", "Scheduler")
@@ -121,6 +130,9 @@ class FunctionSummary:
     # it runs a backward (`loss.backward()`, `engine.backward(loss)`) and steps nothing: one
     # micro-batch's half of an update whose step its caller runs (`backward_step(model, batch, k)`)
     backward_only: bool = False
+    #: positional parameters its body never names (`__getitem__(self, index)` that draws a fresh
+    #: random sample whatever the index: an order of indices changes nothing it returns)
+    unread_params: tuple[str, ...] = ()
 
     @property
     def produces(self) -> str | None:
@@ -442,9 +454,18 @@ class _Summariser:
             run_only=tuple(p for p in params if self._runs_only(function, p, frozenset({node}))),
             trains_over=trained_params(function, params, self._own_nodes(function)),
             drop_last_chosen_by=self._drop_last_chosen_by(function),
-            backward_only=self._backward_only(function))
+            backward_only=self._backward_only(function),
+            unread_params=self._unread_params(function, params))
         self._memo[node] = summary
         return summary
+
+    def _unread_params(self, function: FunctionInfo, params: list[str]) -> tuple[str, ...]:
+        """The parameters no name in the body (nested functions included) refers to; none when
+        the body reaches its names by text (`locals()`, `vars()`, `eval`, `exec`)."""
+        named = {n.value for n in walk(function.node.body) if isinstance(n, cst.Name)}
+        if named & {"locals", "vars", "eval", "exec"}:
+            return ()
+        return tuple(p for p in params if p not in named)
 
     def _runs_only(self, function: FunctionInfo, param: str, visiting: frozenset) -> bool:
         """Every use of `param` in the function's own body runs it (`param(x)`), calls one of
@@ -764,24 +785,45 @@ class _Summariser:
             bindings = scope.lookup(expr.value)
             if not bindings or any(b.kind not in ("assign", "augassign") or b.value is None for b in bindings):
                 return False
-            return all(self.is_detached(b.value, scope, depth + 1) for b in bindings)
+            if not all(self.is_detached(b.value, scope, depth + 1) for b in bindings):
+                return False
+            # a list filled by `.append(...)` is as detached as what is put in it
+            return all(self.is_detached(value, scope, depth + 1) for value in self._put_into(expr.value, scope))
         if isinstance(expr, cst.Attribute):
             return expr.attr.value == "data"
         if isinstance(expr, (cst.Tuple, cst.List)):
             return all(self.is_detached(e.value, scope, depth + 1) for e in expr.elements)
+        if isinstance(expr, cst.Subscript):
+            return self.is_detached(expr.value, scope, depth)  # an element of a detached result
         if isinstance(expr, cst.Call):
             func = expr.func
             if isinstance(func, cst.Attribute):
                 if func.attr.value in _DETACHING_METHODS:
                     return True
-                if func.attr.value in _SAME_GRAPH_METHODS:
-                    return self.is_detached(func.value, scope, depth + 1)
+                if func.attr.value in _SAME_GRAPH_METHODS:  # a step within the expression: no depth
+                    return self.is_detached(func.value, scope, depth)
+                if func.attr.value in _NON_DIFFERENTIABLE_METHODS:
+                    return True  # a comparison, an index, a count: no graph whatever the receiver
+                if func.attr.value in _ARITHMETIC_METHODS:
+                    return self.is_detached(func.value, scope, depth) \
+                        and all(self.is_detached(a.value, scope, depth) for a in expr.args)
             if self.index.resolve(func, scope) in _DETACHING_FUNCTIONS:
                 return True
             summary = self.summary_of(func, scope, DETACH_WORDS)
             if isinstance(summary, FunctionSummary):
                 return summary.detached.whole or summary.body_grad_off
         return False
+
+    def _put_into(self, name: str, scope: Scope) -> list[cst.BaseExpression]:
+        """What `name.append(x)` / `.extend` / `.insert` put into the container `name` in `scope`."""
+        found = []
+        for site in self.index.calls:
+            func = site.node.func
+            if site.scope is scope and isinstance(func, cst.Attribute) \
+                    and func.attr.value in ("append", "extend", "insert") \
+                    and isinstance(func.value, cst.Name) and func.value.value == name and site.node.args:
+                found.append(site.node.args[-1].value)
+        return found
 
     # -- saves ----------------------------------------------------------------------------------
     def _saves(self, function: FunctionInfo) -> tuple[tuple[str, bool], ...]:
@@ -1314,12 +1356,18 @@ def callable_summary(index: FileIndex, func: cst.BaseExpression, scope: Scope,
         return summary
     if summary is not None:
         return None  # calling a class builds an instance
+    if isinstance(func, cst.Attribute) and func.attr.value == "forward" \
+            and isinstance(func.value, (cst.Name, cst.Attribute)):
+        return callable_summary(index, func.value, scope, words)  # `self.criterion.forward(...)`
     values: list[cst.BaseExpression] = []
     if isinstance(func, cst.Name):
         values = [b.value for b in scope.lookup(func.value) if b.kind == "assign" and b.value is not None]
     elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
         values = index.self_attribute_values(func.attr.value, scope)
     for value in values:
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                and value.func.attr.value in _MODULE_RETURNING_METHODS and isinstance(value.func.value, cst.Call):
+            value = value.func.value  # `Criterion(...).cuda()`: the module itself
         if isinstance(value, cst.Call):
             built = index.summary_of(value.func, index.scope_at(value), words)
             if isinstance(built, ClassSummary):

@@ -279,6 +279,7 @@ class Project:
         # hash is not taken again
         self._file_stamps: dict[str, tuple[tuple[int, int, int], str]] = {}
         self._resolved_changed = False
+        self._everything: bool | None = None  # `checks_everything`
 
     # worker processes get the root, the paths, what the imports resolve to and the cache keys'
     # components, and build their own caches
@@ -302,6 +303,21 @@ class Project:
             except (ConfigError, MissingPath, OSError):
                 self._paths = []
         return self._paths
+
+    def checks_everything(self) -> bool:
+        """Every Python file under the root (with the default excludes) is a checked file: a run
+        over the whole project, where a file that can import a checked one is checked too (its
+        import component holds all that can read its names). Found once per process."""
+        if self._everything is None:
+            if self._paths is None:
+                self._everything = True  # no paths given: the root's files are the checked ones
+            else:
+                try:
+                    found = set(_reals(discover([str(self.root)], None)))
+                    self._everything = bool(found) and found <= set(self._paths)
+                except (ConfigError, MissingPath, OSError):
+                    self._everything = False
+        return self._everything
 
     @classmethod
     def for_paths(cls, paths: Iterable[str | os.PathLike], max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> Project:
