@@ -35,7 +35,8 @@ class TrainModeNotRestored(Rule):
         context manager restores it), is flagged when a later backward of the loop (in the same
         iteration or in the next ones) can run before any `model.train()`. `model.train()` at the
         top of each epoch is enough when evaluation runs only at the end of the epoch, but not
-        when evaluation runs every N steps inside the step loop. Models that are never trained
+        when evaluation runs every N steps inside the step loop; a `train()` under `if critic is not None:`
+        (or `if critic:`) counts too, since the branch it skips has no module to restore. Models that are never trained
         (a frozen teacher, an EMA copy) may stay in eval mode: a model is untrained when the file
         builds its optimizers from the parameters of named modules and it is not among them (nor
         read with `.parameters()`, nor handed to a helper whose body is elsewhere); an `eval()`
@@ -1318,6 +1319,56 @@ class TrainModeNotRestored(Rule):
                 print(validate(model, val_loader))
             """,
             title="a network of weight-normed convolutions (its eval() override calls super().eval()) computes the same in both modes",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def fit(model, probe, optimizer, train_loader, val_loader, epochs):
+                for epoch in range(epochs):
+                    model.train()
+                    if probe is not None:
+                        probe.train()
+                    for x, y in train_loader:
+                        loss = F.cross_entropy(model(x), y)
+                        if probe is not None:
+                            loss = loss + F.cross_entropy(probe(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    model.eval()
+                    if probe is not None:
+                        probe.eval()
+                    with torch.no_grad():
+                        print(epoch, sum(F.cross_entropy(model(x), y).item() for x, y in val_loader))
+            """,
+            title="an optional module switched back to train mode under `if probe is not None:`: skipped only when there is none",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def fit(model, probe, optimizer, train_loader, val_loader, epochs, probe_dropout=True):
+                for epoch in range(epochs):
+                    model.train()
+                    if probe_dropout:
+                        probe.train()
+                    for x, y in train_loader:
+                        loss = F.cross_entropy(model(x), y) + F.cross_entropy(probe(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    model.eval()
+                    probe.eval()
+                    with torch.no_grad():
+                        print(epoch, sum(F.cross_entropy(model(x), y).item() for x, y in val_loader))
+            """,
+            line=16,
+            title="the train() of a module that always exists is skipped by a setting: it keeps training in eval mode",
         ),
     )
 

@@ -156,7 +156,39 @@ class FunctionRun:
         outcome.absorb(then)
         outcome.absorb(other)
         outcome.fall = self._join_branches(node, state, then.fall, other.fall)
+        present = self._presence_test(node.test, frame)
+        if present is not None and outcome.fall is not None:
+            # `if discriminator: discriminator.train()`: on the other branch there is no module (None),
+            # so whatever mode it was left in there concerns no model: it is in the mode of the branch
+            # where it exists
+            key, in_body = present
+            branch = then.fall if in_body else other.fall
+            if branch is not None and key in branch.modes:
+                outcome.fall = outcome.fall.set(key, branch.facts(key))
         return outcome
+
+    def _presence_test(self, test: cst.BaseExpression, frame: Frame) -> tuple[str, bool] | None:
+        """The model a test checks for presence (`if model:`, `if model is not None:`, `if not model:`,
+        `if model is None:`), and whether the `if` body is the branch where it exists."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self._presence_test(test.expression, frame)
+            return (inner[0], not inner[1]) if inner is not None else None
+        present = True
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            target = test.comparisons[0]
+            if not (isinstance(target.comparator, cst.Name) and target.comparator.value == "None"):
+                return None
+            if isinstance(target.operator, (cst.IsNot, cst.NotEqual)):
+                present = True
+            elif isinstance(target.operator, (cst.Is, cst.Equal)):
+                present = False
+            else:
+                return None
+            test = test.left
+        if not isinstance(test, (cst.Name, cst.Attribute)):
+            return None
+        key = self.model._key(test, frame)
+        return (key, present) if key is not None else None
 
     def _else(self, node: cst.If, state: State, frame: Frame) -> Outcome:
         if isinstance(node.orelse, cst.If):
