@@ -33,7 +33,9 @@ class TrainModeNotRestored(Rule):
         `model.train(False)` in the loop, or a call to a function that leaves the model in eval
         mode (it calls `eval()` and neither `train()`, `train(was_training)`, a `finally` nor a
         context manager restores it), is flagged when a later backward of the loop (in the same
-        iteration or in the next ones) can run before any `model.train()`. `model.train()` at the
+        iteration or in the next ones) can run before any `model.train()`. A backward that the
+        call's literal arguments skip does not count (`run_epoch(val_loader)` with `optimizer=None` by
+        default, into `if optimizer is not None: loss.backward()`). `model.train()` at the
         top of each epoch is enough when evaluation runs only at the end of the epoch, but not
         when evaluation runs every N steps inside the step loop; a `train()` under `if critic is not None:`
         (or `if critic:`) counts too, since the branch it skips has no module to restore. Models that are never trained
@@ -1369,6 +1371,71 @@ class TrainModeNotRestored(Rule):
             """,
             line=16,
             title="the train() of a module that always exists is skipped by a setting: it keeps training in eval mode",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Runner:
+                def __init__(self, model, optimizer):
+                    self.model = model
+                    self.optimizer = optimizer
+
+                def step(self, x, y, optimizer):
+                    loss = F.cross_entropy(self.model(x), y)
+                    if optimizer is not None:
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    return loss.item()
+
+                def run_epoch(self, loader, optimizer=None):
+                    return sum(self.step(x, y, optimizer) for x, y in loader)
+
+                def fit(self, train_loader, val_loader, epochs):
+                    for epoch in range(epochs):
+                        self.model.train()
+                        self.run_epoch(train_loader, optimizer=self.optimizer)
+                        self.model.eval()
+                        with torch.no_grad():
+                            print(epoch, self.run_epoch(val_loader))
+            """,
+            title="the validation pass runs the shared step without an optimizer: `if optimizer is not None:` skips its backward",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Runner:
+                def __init__(self, model, optimizer):
+                    self.model = model
+                    self.optimizer = optimizer
+
+                def step(self, x, y, optimizer):
+                    loss = F.cross_entropy(self.model(x), y)
+                    if optimizer is not None:
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    return loss.item()
+
+                def run_epoch(self, loader, optimizer=None):
+                    return sum(self.step(x, y, optimizer) for x, y in loader)
+
+                def fit(self, train_loader, val_loader, epochs):
+                    self.model.train()
+                    for epoch in range(epochs):
+                        self.run_epoch(train_loader, optimizer=self.optimizer)
+                        self.model.eval()
+                        with torch.no_grad():
+                            print(epoch, self.run_epoch(val_loader))
+            """,
+            line=25,
+            title="the same runner with train() only before the epoch loop: the next epoch's training pass runs in eval mode",
         ),
     )
 

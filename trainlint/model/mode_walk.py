@@ -14,8 +14,8 @@ import re
 
 import libcst as cst
 
-from trainlint.model.grad_mode import (GRAD_SETTERS, context_grad, decorator_grad, flag_value, is_false, is_true,
-                                       literal_flags, volatile_input)
+from trainlint.model.grad_mode import (GRAD_SETTERS, bool_flag_value, context_grad, decorator_grad, flag_value,
+                                       is_false, is_true, literal_flags, volatile_input)
 from trainlint.model.index import FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args, walk
 from trainlint.model.mode_names import (MEMBERS_AND_SELF, SELF, function_name, last_component, strip_wrappers,
                                         switched_members)
@@ -290,7 +290,7 @@ class FunctionRun:
         if not frame.flags or not isinstance(expr, cst.Call) or len(expr.args) != 1 or \
                 self.index.resolve(expr.func, frame.scope) not in GRAD_SETTERS:
             return None
-        flag = flag_value(expr.args[0].value, frame)
+        flag = bool_flag_value(expr.args[0].value, frame)
         return None if flag is None else ON if flag else OFF
 
     def _context_manager(self, expr, frame: Frame):
@@ -346,7 +346,7 @@ class FunctionRun:
         if name in GRAD_SETTERS:
             args = positional_args(call) or [a for a in call.args if a.keyword is not None]
             value = args[0].value if args else None
-            flag = flag_value(value, frame) if value is not None else None
+            flag = bool_flag_value(value, frame) if value is not None else None
             if flag is not None:
                 return state.with_grad(frozenset({ON if flag else OFF}))
             grad = OFF if value is not None and is_false(value) else ON if value is not None and is_true(value) else COND
@@ -681,7 +681,7 @@ class FunctionRun:
         subst = self.model._argument_keys(call, target, frame)
         prefix = f"{target.qualname}@{frame.depth + 1}:"
         return Frame(target, target.scope, subst, prefix, frame.chain + (call,), frame.active | {target.node},
-                     literal_flags(call, target))
+                     literal_flags(call, target, frame.flags))
 
 
 def _requires_grad_flag(call: cst.Call) -> bool | None:

@@ -315,7 +315,7 @@ class ModeModel:
                 return True
         return False
 
-    def computes_grad(self, node: cst.CSTNode, scope: Scope, flags: tuple[tuple[str, bool], ...] = ()) -> bool:
+    def computes_grad(self, node: cst.CSTNode, scope: Scope, flags: tuple[tuple[str, object], ...] = ()) -> bool:
         """`node` (directly or through same-file helpers) runs a backward, an optimizer step,
         `torch.autograd.grad`, `enable_grad` or turns `requires_grad` on: not an evaluation.
         With `flags` (parameters a caller binds to literals), a branch those values skip
