@@ -33,7 +33,9 @@ class TrainModeNotRestored(Rule):
         `model.train(False)` in the loop, or a call to a function that leaves the model in eval
         mode (it calls `eval()` and neither `train()`, `train(was_training)`, a `finally` nor a
         context manager restores it), is flagged when a later backward of the loop (in the same
-        iteration or in the next ones) can run before any `model.train()`. A backward that the
+        iteration or in the next ones) can run before any `model.train()`; a method named `backward`
+        whose result is read (`flow.backward(z).clamp(-1, 1)`) is the project's own (an inverse pass),
+        not autograd's, which returns None. A backward that the
         call's literal arguments skip does not count (`run_epoch(val_loader)` with `optimizer=None` by
         default, into `if optimizer is not None: loss.backward()`). `model.train()` at the
         top of each epoch is enough when evaluation runs only at the end of the epoch, but not
@@ -1436,6 +1438,49 @@ class TrainModeNotRestored(Rule):
             """,
             line=25,
             title="the same runner with train() only before the epoch loop: the next epoch's training pass runs in eval mode",
+        ),
+        good(
+            """
+            import torch
+
+
+            def train(flow, optimizer, batches, n_steps, sample_every=500):
+                for step in range(n_steps):
+                    flow.train()
+                    z, log_det = flow(next(batches))
+                    loss = (0.5 * z.pow(2).flatten(1).sum(1) - log_det).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    flow.eval()
+                    if step % sample_every == 0:
+                        with torch.no_grad():
+                            samples = flow.backward(torch.randn(64, 784)).clamp(-1, 1)
+                        torch.save(samples, f"samples_{step}.pt")
+            """,
+            title="a flow's inverse pass named `backward` (its result is read: autograd's backward returns None) is no training backward",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train(flow, optimizer, batches, n_steps, sample_every=500):
+                flow.train()
+                for step in range(n_steps):
+                    z, log_det = flow(next(batches))
+                    loss = (0.5 * z.pow(2).flatten(1).sum(1) - log_det).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    flow.eval()
+                    if step % sample_every == 0:
+                        with torch.no_grad():
+                            samples = flow.backward(torch.randn(64, 784)).clamp(-1, 1)
+                        torch.save(samples, f"samples_{step}.pt")
+            """,
+            line=12,
+            title="the same flow with train() only before the loop: the next step's `loss.backward()` trains it in eval mode",
         ),
     )
 
