@@ -43,7 +43,8 @@ class TrainModeNotRestored(Rule):
         (or `if critic:`) counts too, since the branch it skips has no module to restore. Models that are never trained
         (a frozen teacher, an EMA copy) may stay in eval mode: a model is untrained when the file
         builds its optimizers from the parameters of named modules and it is not among them (nor
-        read with `.parameters()`, nor handed to a helper whose body is elsewhere); an `eval()`
+        read with `.parameters()`, nor handed to a helper whose body is elsewhere), or when every
+        optimizer the loop steps is built in sight and none holds its parameters; an `eval()`
         on `copy.deepcopy(model)` switches the copy only. A model whose every parameter is frozen
         at the backward (`requires_grad_(False)` before it, in the loop's function or by every
         caller) is not trained there either, nor one that the loop forwards only under `no_grad`
@@ -1481,6 +1482,69 @@ class TrainModeNotRestored(Rule):
             """,
             line=12,
             title="the same flow with train() only before the loop: the next step's `loss.backward()` trains it in eval mode",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def finetune(teacher, loader, epochs):
+                optimizer = torch.optim.SGD(teacher.parameters(), lr=0.01)
+                teacher.train()
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        loss = F.cross_entropy(teacher(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+
+
+            def synthesize(generator, teacher, steps, batch_size=64, num_classes=10, noise_dim=100):
+                optimizer = torch.optim.Adam(generator.parameters(), lr=1e-4)
+                generator.train()
+                for step in range(steps):
+                    labels = torch.randint(0, num_classes, (batch_size,))
+                    images = generator(torch.randn(batch_size, noise_dim), labels)
+                    teacher.eval()
+                    loss = F.cross_entropy(teacher(images), labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            title="a teacher fine-tuned elsewhere in the file is frozen in eval mode for a generator's loop whose only optimizer holds the generator",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def finetune(teacher, loader, epochs):
+                optimizer = torch.optim.SGD(teacher.parameters(), lr=0.01)
+                teacher.train()
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        loss = F.cross_entropy(teacher(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+
+
+            def synthesize(generator, teacher, steps, batch_size=64, num_classes=10, noise_dim=100):
+                optimizer = torch.optim.Adam([*generator.parameters(), *teacher.parameters()], lr=1e-4)
+                generator.train()
+                for step in range(steps):
+                    labels = torch.randint(0, num_classes, (batch_size,))
+                    images = generator(torch.randn(batch_size, noise_dim), labels)
+                    teacher.eval()
+                    loss = F.cross_entropy(teacher(images), labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=22,
+            title="the generator's optimizer also holds the teacher's parameters: the loop trains the teacher in eval mode",
         ),
     )
 

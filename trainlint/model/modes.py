@@ -179,7 +179,25 @@ class ModeModel:
                     found[item.anchor].setdefault(item.key, item)
         return [items[k] for anchor, items in found.items() for k in sorted(items)
                 if not self._refuted_by_own_function(items[k])
-                and not chosen[anchor].untrained_in(items[k].loop, items[k].key)]
+                and not chosen[anchor].untrained_in(items[k].loop, items[k].key)
+                and not self.stepped_without(items[k].loop, items[k].key)]
+
+    def stepped_without(self, loop_node: cst.CSTNode, key: str) -> bool:
+        """The loop steps optimizers whose constructions are all seen, and none holds parameters of
+        `key` (nor of a module holding it or held by it): its backward may reach the model (a frozen
+        teacher's logits feeding a generator's loss), but the loop never updates it."""
+        loop = self.training_loops.get(loop_node)
+        if loop is None or not loop.step_calls:
+            return False
+        for ref in loop.step_calls:
+            owners = self._optimizer_owners(ref.node, ref.scope, full=True)
+            if owners is None:
+                return False
+            for owner in owners:
+                if owner == key or owner.startswith(key + ".") or key.startswith(owner + ".") or \
+                        last_component(owner) == last_component(key):
+                    return False
+        return True
 
     def _refuted_by_own_function(self, item: Unrestored) -> bool:
         """An eval that reached a helper's backward through the helper's entry state (the join of
@@ -259,9 +277,10 @@ class ModeModel:
             receiver = mapping[head] + receiver[len(head):] if head in mapping else None
         return receiver is not None and last_component(receiver) == name
 
-    def _optimizer_owners(self, step: cst.Call, scope: Scope) -> set[str] | None:
+    def _optimizer_owners(self, step: cst.Call, scope: Scope, full: bool = False) -> set[str] | None:
         """The modules whose parameters the optimizer of `opt.step()` / `scaler.step(opt)` holds,
-        from its construction (`Adam(D.parameters())`); None when that is not seen."""
+        from its construction (`Adam(D.parameters())`); None when that is not seen. Their last
+        components, or with `full` the whole names (`self.generative_model`)."""
         func = step.func
         args = positional_args(step)
         receiver = args[0].value if args and self.training.roles.of(func.value, scope) == SCALER else func.value
@@ -279,6 +298,10 @@ class ModeModel:
             found = parameter_owners(value, scope)
             if not found:
                 return None
+            if full:
+                found = _parameter_owner_names(value, scope)
+                if found is None:
+                    return None
             owners |= found
         return owners or None
 
@@ -373,7 +396,55 @@ class ModeModel:
             region = self.common_ancestor([s for s in sites if s is not None] + [forward.call])
         if region is None or self.computes_grad(region, scope):
             return False
+        if self.backward_fed_by(forward.call) is not None:
+            return False  # its output is backpropagated: a frozen partner in a training step
         return self.in_loop(forward.call, function) or self.is_evaluation_function(function)
+
+    def backward_fed_by(self, call: cst.Call) -> cst.Call | None:
+        """A backward of the same function that the result of `call` flows into: the call is in
+        what it backpropagates, or is the value of an assignment (`logits += teacher(z) * w`) whose
+        binding is the one reaching a name there (`loss = criterion(logits, y)`, then
+        `loss.backward()`), following reaching bindings a few steps back."""
+        from trainlint.model.dataflow import dataflow  # dataflow builds on modes' neighbours
+
+        flow = self.ctx.model(dataflow)
+        function = self.index.function_at(call)
+        owner = function.node if function is not None else self.ctx.module
+        holder = next((a for a in self.index.ancestors(call)
+                       if isinstance(a, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.BaseSmallStatement,
+                                         cst.BaseCompoundStatement))), None)
+        for site in self.index.calls_under(owner):
+            if self.index.function_at(site) is not function or \
+                    not self.training.is_backward(site, self.index.scope_at(site)):
+                continue
+            root = flow.backward_root(site, self.index.scope_at(site))
+            if root is None:
+                continue
+            if self.contains(root, call):
+                return site
+            if not isinstance(holder, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                continue
+            level = [n for n in walk(root) if isinstance(n, cst.Name)]
+            seen: set = set()
+            for _ in range(6):
+                following = []
+                for name in level:
+                    binding = flow.reaching(name)
+                    if binding is None or id(binding.node) in seen:
+                        continue
+                    seen.add(id(binding.node))
+                    if binding.node is holder or (binding.node is not None and _binds(holder, name.value)
+                                                  and flow.exclusive(holder, binding.node)):
+                        return site  # the binding reaching it, or its alternative on the other branch
+                    value = flow.bound_value(binding)
+                    if value is None and isinstance(binding.node, cst.AugAssign):
+                        value = binding.node.value
+                    if value is not None:
+                        following += [n for n in walk(value) if isinstance(n, cst.Name)]
+                level = following
+                if not level:
+                    break
+        return None
 
     def no_grad_evaluation_region(self, forward: Forward) -> cst.CSTNode | None:
         """TL302's region: a validation/test loader loop, or the body of a function named as an
@@ -924,3 +995,31 @@ def _precedes(index, first: cst.CSTNode, second: cst.CSTNode) -> bool:
                 return False
             return statements.index(a) < statements.index(b)
     return False
+
+
+def _parameter_owner_names(expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> set[str] | None:
+    """The whole names of `X` in each `X.parameters()` / `X.named_parameters()` under `expr`
+    (through one level of a variable holding them); None when one of them cannot be named."""
+    owners: set[str] = set()
+    for node in walk(expr):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                node.func.attr.value in ("parameters", "named_parameters"):
+            text = dotted_name(strip_wrappers(node.func.value))
+            if not text:
+                return None
+            owners.add(text)
+        elif isinstance(node, cst.Name) and depth == 0:
+            for binding in scope.lookup(node.value):
+                if binding.value is not None and binding.value is not node:
+                    more = _parameter_owner_names(binding.value, scope, depth + 1)
+                    if more is None:
+                        return None
+                    owners |= more
+    return owners
+
+
+def _binds(statement: cst.CSTNode, name: str) -> bool:
+    """`statement` (an assignment) binds the plain name `name`."""
+    targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else \
+        [statement.target] if isinstance(statement, (cst.AugAssign, cst.AnnAssign)) else []
+    return any(isinstance(t, cst.Name) and t.value == name for t in targets)
