@@ -874,3 +874,53 @@ def test_a_helper_of_another_file_switches_modes_under_the_flags_the_call_passes
     results = list(lint_paths([str(tmp_path / "train.py"), str(tmp_path / "utils.py")], ALL))
     found = {f.line for r in results for f in r.findings if f.code == "TL303"}
     assert found == expected
+
+
+_EVAL_HELPER = """
+import torch.nn.functional as F
+
+
+def validate(model, loader):
+    model.eval()
+    total = 0.0
+    for x, y in loader:
+        total += F.cross_entropy(model(x), y).item()
+    return total / len(loader)
+"""
+
+_GRAD_OFF_SCRIPT = """
+import torch
+
+from evaluation import validate
+
+
+def main(model, loader):
+    {switch}
+    print(validate(model, loader))
+"""
+
+_UNIT_TEST = """
+from evaluation import validate
+
+
+def test_validate_returns_a_number(model, loader):
+    assert validate(model, loader) >= 0
+"""
+
+
+@pytest.mark.parametrize("switch, with_test, expected", [
+    ("torch.set_grad_enabled(False)", False, set()),  # the script turns recording off for the process
+    ("torch.set_grad_enabled(False)", True, set()),  # a pytest test of the helper evaluates nothing
+    ("torch.set_grad_enabled(True)", False, {9}),  # recording on: the evaluation builds graphs
+    ("pass", True, {9}),  # nothing turns it off; the unit test does not decide either way
+])
+def test_a_helper_whose_every_caller_turned_grad_off_for_the_process_evaluates_without_graphs(
+        tmp_path, switch, with_test, expected):
+    files = {"evaluation.py": _EVAL_HELPER, "run.py": _GRAD_OFF_SCRIPT.replace("{switch}", switch)}
+    if with_test:
+        files["tests/test_evaluation.py"] = _UNIT_TEST
+    write(tmp_path, files)
+    results = list(lint_paths([str(tmp_path / name) for name in files], ALL))
+    found = {f.line for r in results if r.path.endswith("evaluation.py") and not r.path.endswith("test_evaluation.py")
+             for f in r.findings if f.code == "TL301"}
+    assert found == expected

@@ -638,12 +638,14 @@ class ModeModel:
 
     def _called_elsewhere_without_grad(self, function: FunctionInfo) -> bool:
         """A module-level function that the project's other files call, each call under a grad-off
-        context (`with torch.no_grad(): validate(...)` in train.py)."""
+        context (`with torch.no_grad(): validate(...)` in train.py) or after the script turned
+        recording off for the whole process (`torch.set_grad_enabled(False)`); a pytest test
+        calling it (`test_*` in a `test_*.py` file) checks its behaviour and evaluates nothing."""
         linker = getattr(self.index, "linker", None)
         if linker is None or function.class_name is not None or \
                 self.index.scope_at(function.node) is not self.index.module_scope:
             return False
-        calls = linker.callers(function.name)
+        calls = [call for where, call in linker.callers_by_file(function.name) if not _pytest_call(where, call)]
         return bool(calls) and all(call.grad_off for call in calls)
 
     def _translate_entry(self, site, function: FunctionInfo, before: State) -> State:
@@ -1023,3 +1025,10 @@ def _binds(statement: cst.CSTNode, name: str) -> bool:
     targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else \
         [statement.target] if isinstance(statement, (cst.AugAssign, cst.AnnAssign)) else []
     return any(isinstance(t, cst.Name) and t.value == name for t in targets)
+
+
+def _pytest_call(path: str, call) -> bool:
+    """A call in a pytest test: a `test_*` function of a file pytest collects (`test_*.py`, `*_test.py`)."""
+    file = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return bool(call.caller) and _PYTEST_NAME.match(call.caller) is not None and \
+        (file.startswith("test_") or file.endswith("_test.py")) and file.endswith(".py")

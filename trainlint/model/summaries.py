@@ -30,9 +30,10 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, 
                                    positional_args, walk)
 from trainlint.model.layers import class_verdict
 from trainlint.model.loader_use import parameter_only_drawn_from
-from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_WORDS, context_grad, decorator_grad, is_false, is_true
+from trainlint.model.grad_mode import (GRAD_OFF_CONTEXTS, GRAD_SETTERS, GRAD_WORDS, context_grad, decorator_grad, is_false,
+                                       is_true)
 from trainlint.model.mode_names import deep_copied
-from trainlint.model.mode_state import OFF
+from trainlint.model.mode_state import OFF, ON
 from trainlint.model.path_literals import load_literals
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCALER, SCHEDULER, Roles
 from trainlint.model.value_kinds import is_number
@@ -232,6 +233,8 @@ class CallArguments:
     #: the call runs with autograd recording off: inside `with torch.no_grad():` (or another
     #: grad-off context) in its function, or in a function decorated to run without grad
     grad_off: bool = False
+    #: the function holding the call (None: the module's own code)
+    caller: str | None = None
 
     def argument(self, params: tuple[str, ...], param: str | None, keyword: str) -> str | None:
         """The text passed for `param` (a name of `params`, or `*N` for the N-th positional argument
@@ -373,11 +376,15 @@ class _Summariser:
         text = self.index.module.code_for_node
         return [CallArguments(callee, tuple(text(a.value) for a in positional_args(site.node)),
                               tuple((a.keyword.value, text(a.value)) for a in site.node.args if a.keyword is not None),
-                              self._state_in(site.scope), self._grad_off_at(site.node, site.function))
+                              self._state_in(site.scope), self._grad_off_at(site.node, site.function),
+                              site.function.name if site.function is not None else None)
                 for site, callee in self._calls_named(function_name) if not any(a.star for a in site.node.args)]
 
     def _grad_off_at(self, node: cst.CSTNode, function: FunctionInfo | None) -> bool:
-        """`node` runs under a grad-off `with` of its function, or in a function decorated so."""
+        """`node` runs under a grad-off `with` of its function, after a `torch.set_grad_enabled(False)`
+        statement of a block holding it (the last such switch before it, process-wide), or in a
+        function decorated so."""
+        child = node
         for ancestor in self.index.ancestors(node):
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 break
@@ -388,7 +395,28 @@ class _Summariser:
                     return True
                 if any(g is not None for g in grads):
                     return False  # an inner `enable_grad()`/`set_grad_enabled(flag)` decides
+            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)) and child in ancestor.body:
+                switched = self._last_grad_switch(ancestor.body[:ancestor.body.index(child)])
+                if switched is not None:
+                    return switched == OFF
+            child = ancestor
         return function is not None and decorator_grad(self.index, function) == OFF
+
+    def _last_grad_switch(self, statements) -> str | None:
+        """The grad state the last `torch.set_grad_enabled(<literal>)` statement among `statements`
+        sets (OFF / ON), None when none of them is one."""
+        for statement in reversed(statements):
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in reversed(statement.body):
+                call = small.value if isinstance(small, cst.Expr) else None
+                if not isinstance(call, cst.Call) or \
+                        self.index.resolve(call.func, self.index.scope_at(call)) not in GRAD_SETTERS:
+                    continue
+                args = positional_args(call) or [a for a in call.args if a.keyword is not None]
+                if len(args) == 1 and (is_false(args[0].value) or is_true(args[0].value)):
+                    return OFF if is_false(args[0].value) else ON
+        return None
 
     def _state_in(self, scope: Scope) -> tuple[tuple[str, str], ...]:
         """The names the calling function (or the module's own code) binds to an optimizer, a
