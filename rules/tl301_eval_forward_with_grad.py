@@ -38,7 +38,10 @@ class EvalForwardWithGrad(Rule):
         needs gradients in eval mode (an adversarial attack, a saliency map, `autograd.grad`, a
         frozen teacher in a training step, also when its output reaches the step's backward through
         assignments, `logits = logits + w * teacher(z)` in an inner loop, then `loss(logits, y).backward()`)
-        is left alone, and so is a forward that runs once, in no
+        is left alone, and so is a call whose literal argument sends a project model's `forward` down a
+        branch that runs its submodules under `no_grad` (`model(batch, mode="inference")` into
+        `elif mode == "inference": with torch.no_grad(): ...`, nothing before the branch running a
+        submodule), and so is a forward that runs once, in no
         loop, on tensors a torch factory made (`model(torch.zeros(1, 3, 224, 224))`, a warm-up or a
         shape probe), and so is a forward of a model whose every parameter was frozen before it
         (`model.requires_grad_(False)`, `p.requires_grad = False` for each of
@@ -700,6 +703,8 @@ class EvalForwardWithGrad(Rule):
                 continue
             if _one_off_probe(ctx, forward.call):
                 continue  # a warm-up or shape probe on a made-up tensor: one graph, freed at once
+            if model.grad_off_by_arguments(forward.call) is not None:
+                continue  # `model(x, mode="inference")`: the branch of its forward runs under no_grad
             if forward.frozen is not None and not _input_records(ctx, forward.call):
                 continue  # every parameter frozen before it, inputs that record nothing: no graph
             reported.add(group)

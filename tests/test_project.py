@@ -924,3 +924,57 @@ def test_a_helper_whose_every_caller_turned_grad_off_for_the_process_evaluates_w
     found = {f.line for r in results if r.path.endswith("evaluation.py") and not r.path.endswith("test_evaluation.py")
              for f in r.findings if f.code == "TL301"}
     assert found == expected
+
+
+_MODE_MODEL = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Translator(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.FloatTensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor
+        self.generator = nn.Conv2d(channels, 3, 3, padding=1)
+
+    def prepare(self, batch):
+        return batch["label"].float(), batch["image"]
+
+    def forward(self, batch, mode):
+        labels, images = self.prepare(batch)
+        {before}
+        if mode == "loss":
+            return F.l1_loss(self.generator(labels), images)
+        elif mode == "inference":
+            with torch.no_grad():
+                fake = self.generator(labels)
+            return fake
+        raise ValueError(mode)
+"""
+
+_MODE_SCRIPT = """
+import torch
+
+from models import Translator
+
+model = Translator(8)
+model.eval()
+for batch in loader:
+    fake = model(batch, mode={mode})
+    torch.save(fake, "fake.pt")
+"""
+
+
+@pytest.mark.parametrize("mode, before, expected", [
+    ('"inference"', "pass", set()),  # the branch it selects runs the generator under no_grad
+    ('"loss"', "pass", {9}),  # this branch records a graph
+    ('"inference"', "labels = self.generator(labels)", {9}),  # a submodule runs before the branch, grad on
+    ("chosen", "pass", {9}),  # a value not known here
+])
+def test_a_forward_whose_mode_argument_selects_a_branch_under_no_grad(tmp_path, mode, before, expected):
+    write(tmp_path, {"models.py": _MODE_MODEL.replace("{before}", before),
+                     "infer.py": _MODE_SCRIPT.replace("{mode}", mode)})
+    results = list(lint_paths([str(tmp_path / "infer.py"), str(tmp_path / "models.py")], ALL))
+    found = {f.line for r in results if r.path.endswith("infer.py") for f in r.findings if f.code == "TL301"}
+    assert found == expected

@@ -33,8 +33,8 @@ import libcst as cst
 
 from trainlint.model import file_facts, frameworks
 from trainlint.model.file_facts import file_fact
-from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_ON_CONTEXTS, decorator_grad, is_false, is_true,
-                                       skipped_branch)
+from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_ON_CONTEXTS, GRAD_WORDS, decorator_grad, is_false, is_true,
+                                       literal_value, skipped_branch)
 from trainlint.model.index import (FunctionInfo, Scope, dotted_name, iter_children, positional_args, unpacked_position,
                                    walk)
 from trainlint.model.layers import FREE, LIBRARY, verdict
@@ -399,6 +399,26 @@ class ModeModel:
         if self.backward_fed_by(forward.call) is not None:
             return False  # its output is backpropagated: a frozen partner in a training step
         return self.in_loop(forward.call, function) or self.is_evaluation_function(function)
+
+    def grad_off_by_arguments(self, call: cst.Call) -> cst.Call | None:
+        """The construction of the model `call` runs (`model(x, mode="inference")`), when every
+        construction of it builds a project class whose `forward`, under the literals this call
+        passes, runs all its submodules under a grad-off context (`FunctionSummary.grad_off_when`);
+        None when that is not proven."""
+        func = call.func
+        receiver = func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" else func
+        scope = self.index.scope_at(call)
+        constructions = self._constructions(receiver, scope)
+        if not constructions or any(arg.star for arg in call.args):
+            return None
+        positional = tuple(literal_value(a.value) for a in positional_args(call))
+        keywords = {a.keyword.value: literal_value(a.value) for a in call.args if a.keyword is not None}
+        for built, where in constructions:
+            summary = self.index.summary_of(built.func, where, GRAD_WORDS)
+            forward = summary.method("forward") if summary is not None and hasattr(summary, "method") else None
+            if forward is None or not forward.grad_off_for(positional, keywords):
+                return None
+        return constructions[0][0]
 
     def backward_fed_by(self, call: cst.Call) -> cst.Call | None:
         """A backward of the same function that the result of `call` flows into: the call is in
