@@ -34,7 +34,10 @@ class EvalForwardWithGrad(Rule):
         before it, and no caller in the same file that disables grad around the call (a function
         that only the project's other files call counts as evaluated without grad when every one
         of those calls sits under `no_grad` or after a `torch.set_grad_enabled(False)` statement that
-        turns recording off for the process; a pytest test calling it evaluates nothing). Code that
+        turns recording off for the process, or inside a helper every call of which in its file does;
+        a method counts when every call of a method by its name in the files that can reach it
+        does, leaving out calls on an object built from another class that defines that method
+        itself; a pytest test calling it evaluates nothing). Code that
         needs gradients in eval mode (an adversarial attack, a saliency map, `autograd.grad`, a
         frozen teacher in a training step, also when its output reaches the step's backward through
         assignments, `logits = logits + w * teacher(z)` in an inner loop, then `loss(logits, y).backward()`)

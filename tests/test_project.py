@@ -978,3 +978,75 @@ def test_a_forward_whose_mode_argument_selects_a_branch_under_no_grad(tmp_path, 
     results = list(lint_paths([str(tmp_path / "infer.py"), str(tmp_path / "models.py")], ALL))
     found = {f.line for r in results if r.path.endswith("infer.py") for f in r.findings if f.code == "TL301"}
     assert found == expected
+
+
+_EVALUATOR = """
+class Evaluator:
+    def __init__(self, loader):
+        self.loader = loader
+
+    def evaluate(self, net):
+        net.eval()
+        outputs = []
+        for x in self.loader:
+            outputs.append(net(x))
+        return outputs
+"""
+
+_OTHER_EVALUATOR = """
+class OtherEvaluator:
+    def __init__(self, loader):
+        self.loader = loader
+
+    def evaluate(self, net):
+        return [net(x) for x in self.loader]
+"""
+
+_ENGINE = """
+import torch
+
+
+class Engine:
+    def __init__(self, evaluator):
+        self.evaluator = evaluator
+
+    def after_epoch(self, model):
+        with torch.no_grad():
+            self.evaluator.evaluate(model)
+"""
+
+_EVAL_SCRIPT = """
+import torch
+
+from evaluator import Evaluator
+from other_evaluator import OtherEvaluator
+
+
+def run(model, loader):
+    evaluator = Evaluator(loader)
+    evaluator.evaluate(model)
+
+
+def run_other(model, loader):
+    evaluator = OtherEvaluator(loader)
+    evaluator.evaluate(model)
+
+
+def main(model, loader):
+    {wrap}
+        run(model, loader)
+    run_other(model, loader)
+"""
+
+
+@pytest.mark.parametrize("wrap, expected", [
+    ("with torch.no_grad():", set()),  # every call of a method named `evaluate` that can be this one: grad off
+    ("if loader is not None:", {10}),  # the script's own call runs with grad on
+])
+def test_a_method_whose_every_call_in_the_project_runs_without_grad(tmp_path, wrap, expected):
+    files = {"evaluator.py": _EVALUATOR, "other_evaluator.py": _OTHER_EVALUATOR, "engine.py": _ENGINE,
+             "eval.py": _EVAL_SCRIPT.replace("{wrap}", wrap)}
+    write(tmp_path, files)
+    results = list(lint_paths([str(tmp_path / name) for name in files], ALL))
+    found = {f.line for r in results if r.path.endswith("/evaluator.py") for f in r.findings if f.code == "TL301"}
+    assert found == expected

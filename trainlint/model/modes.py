@@ -662,10 +662,21 @@ class ModeModel:
         recording off for the whole process (`torch.set_grad_enabled(False)`); a pytest test
         calling it (`test_*` in a `test_*.py` file) checks its behaviour and evaluates nothing."""
         linker = getattr(self.index, "linker", None)
-        if linker is None or function.class_name is not None or \
-                self.index.scope_at(function.node) is not self.index.module_scope:
+        if linker is None:
             return False
-        calls = [call for where, call in linker.callers_by_file(function.name) if not _pytest_call(where, call)]
+        if function.class_name is not None:
+            # a method: every call of a method by that name that the project's files reachable from
+            # here make (`with torch.no_grad(): self.evaluator.evaluate(model)`), this file's included
+            owner = function.scope.parent
+            if function.name.startswith("__") or owner is None or owner.parent is not self.index.module_scope:
+                return False
+            found = linker.method_callers_by_file(function.name)
+        elif self.index.scope_at(function.node) is not self.index.module_scope:
+            return False
+        else:
+            found = linker.callers_by_file(function.name)
+        calls = [call for where, call in found if not _pytest_call(where, call) and
+                 not _another_class_method(call, function.class_name)]
         return bool(calls) and all(call.grad_off for call in calls)
 
     def _translate_entry(self, site, function: FunctionInfo, before: State) -> State:
@@ -1052,3 +1063,11 @@ def _pytest_call(path: str, call) -> bool:
     file = path.replace("\\", "/").rsplit("/", 1)[-1]
     return bool(call.caller) and _PYTEST_NAME.match(call.caller) is not None and \
         (file.startswith("test_") or file.endswith("_test.py")) and file.endswith(".py")
+
+
+def _another_class_method(call, class_name: str | None) -> bool:
+    """A method call whose receiver is built from other classes only, each defining that method
+    itself (`evaluator = CrowdHumanEvaluator(...)`, then `evaluator.evaluate(model)`): it runs theirs."""
+    classes = getattr(call, "receiver_classes", ())
+    return bool(classes) and class_name is not None and \
+        all(own and name.rsplit(".", 1)[-1] != class_name for name, own in classes)

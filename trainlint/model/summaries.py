@@ -246,6 +246,10 @@ class CallArguments:
     grad_off: bool = False
     #: the function holding the call (None: the module's own code)
     caller: str | None = None
+    #: for a method call, the classes its receiver is built from when every binding of it is a
+    #: construction (`evaluator = CrowdHumanEvaluator(...)`), each with whether that class defines
+    #: the called method itself; empty when not known
+    receiver_classes: tuple[tuple[str, bool], ...] = ()
 
     def argument(self, params: tuple[str, ...], param: str | None, keyword: str) -> str | None:
         """The text passed for `param` (a name of `params`, or `*N` for the N-th positional argument
@@ -271,6 +275,7 @@ class FileSummary:
         self._classes: dict[str, cst.ClassDef] = {}
         self._constructions: dict[str, list[Construction]] = {}
         self._calls: dict[str, list[CallArguments]] = {}
+        self._method_calls: dict[str, list[CallArguments]] = {}
         self._loaded: frozenset[str] | None = None
         if index is None:
             return
@@ -325,6 +330,12 @@ class FileSummary:
             self._calls[function_name] = self._summariser.calls(function_name) \
                 if self._summariser is not None else []
         return self._calls[function_name]
+
+    def method_calls_of(self, name: str) -> list[CallArguments]:
+        """Every call of a method named `name` in this file (`x.name(...)`, whatever `x` is)."""
+        if name not in self._method_calls:
+            self._method_calls[name] = self._summariser.method_calls(name) if self._summariser is not None else []
+        return self._method_calls[name]
 
     def constructions_of(self, class_name: str) -> list[Construction]:
         """Where this file builds a class called `class_name` with arguments of a known role."""
@@ -391,7 +402,35 @@ class _Summariser:
                               site.function.name if site.function is not None else None)
                 for site, callee in self._calls_named(function_name) if not any(a.star for a in site.node.args)]
 
-    def _grad_off_at(self, node: cst.CSTNode, function: FunctionInfo | None) -> bool:
+    def method_calls(self, name: str) -> list[CallArguments]:
+        found = []
+        for site in self.index.calls:
+            func = site.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == name:
+                found.append(CallArguments(dotted_name(func) or "", (), (), (),
+                                           self._grad_off_at(site.node, site.function),
+                                           site.function.name if site.function is not None else None,
+                                           self._receiver_classes(func.value, site.scope, name)))
+        return found
+
+    def _receiver_classes(self, receiver: cst.BaseExpression, scope: Scope, method: str) -> tuple[tuple[str, bool], ...]:
+        """`CallArguments.receiver_classes` of a local name every binding of which builds a class."""
+        if not isinstance(receiver, cst.Name):
+            return ()
+        bindings = scope.lookup(receiver.value)
+        found = []
+        for binding in bindings:
+            value = binding.value
+            if binding.kind != "assign" or not isinstance(value, cst.Call):
+                return ()
+            name = self.index.resolve(value.func, scope) or dotted_name(value.func)
+            summary = self.index.summary_of(value.func, scope)
+            if name is None or not isinstance(summary, ClassSummary):
+                return ()
+            found.append((name, summary.method(method) is not None))
+        return tuple(found)
+
+    def _grad_off_at(self, node: cst.CSTNode, function: FunctionInfo | None, depth: int = 0) -> bool:
         """`node` runs under a grad-off `with` of its function, after a `torch.set_grad_enabled(False)`
         statement of a block holding it (the last such switch before it, process-wide), or in a
         function decorated so."""
@@ -411,7 +450,14 @@ class _Summariser:
                 if switched is not None:
                     return switched == OFF
             child = ancestor
-        return function is not None and decorator_grad(self.index, function) == OFF
+        if function is None:
+            return False
+        if decorator_grad(self.index, function) == OFF:
+            return True
+        # a helper of this file whose every call here runs with grad off (`voc_test(...)` called
+        # only inside `with torch.no_grad():` in `main`)
+        sites = self.index.callers(function) if depth < 2 else []
+        return bool(sites) and all(self._grad_off_at(site.node, site.function, depth + 1) for site in sites)
 
     def _last_grad_switch(self, statements) -> str | None:
         """The grad state the last `torch.set_grad_enabled(<literal>)` statement among `statements`
