@@ -33,9 +33,18 @@ class EvalForwardWithGrad(Rule):
         `@torch.no_grad()` / `@torch.inference_mode()` decorator, no `torch.set_grad_enabled(False)`
         before it, and no caller in the same file that disables grad around the call (a function
         that only the project's other files call counts as evaluated without grad when every one
-        of those calls sits under `no_grad`). Code that
+        of those calls sits under `no_grad` or after a `torch.set_grad_enabled(False)` statement that
+        turns recording off for the process, or inside a helper every call of which in its file does;
+        a method counts when every call of a method by its name in the files that can reach it
+        does, leaving out calls on an object built from another class that defines that method
+        itself; a pytest test calling it evaluates nothing). Code that
         needs gradients in eval mode (an adversarial attack, a saliency map, `autograd.grad`, a
-        frozen teacher in a training step) is left alone, and so is a forward that runs once, in no
+        frozen teacher in a training step, also when its output reaches the step's backward through
+        assignments, `logits = logits + w * teacher(z)` in an inner loop, then `loss(logits, y).backward()`)
+        is left alone, and so is a call whose literal argument sends a project model's `forward` down a
+        branch that runs its submodules under `no_grad` (`model(batch, mode="inference")` into
+        `elif mode == "inference": with torch.no_grad(): ...`, nothing before the branch running a
+        submodule), and so is a forward that runs once, in no
         loop, on tensors a torch factory made (`model(torch.zeros(1, 3, 224, 224))`, a warm-up or a
         shape probe), and so is a forward of a model whose every parameter was frozen before it
         (`model.requires_grad_(False)`, `p.requires_grad = False` for each of
@@ -607,6 +616,76 @@ class EvalForwardWithGrad(Rule):
             """,
             title="legacy code (PyTorch < 0.4): inputs wrapped in Variable(..., volatile=True) record no graph",
         ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def synthesize(generator, teachers, weights, steps, batch_size=64, num_classes=10, noise_dim=100):
+                optimizer = torch.optim.Adam(generator.parameters(), lr=1e-4)
+                generator.train()
+                for step in range(steps):
+                    labels = torch.randint(0, num_classes, (batch_size,))
+                    images = generator(torch.randn(batch_size, noise_dim), labels)
+                    logits = 0
+                    for teacher, w in zip(teachers, weights):
+                        teacher.eval()
+                        logits = logits + w * teacher(images)
+                    loss = F.cross_entropy(logits, labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            title="frozen teachers in eval mode whose logits feed the generator's loss: the graph through them is what its backward needs",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def synthesize(generator, teachers, weights, steps, batch_size=64, num_classes=10, noise_dim=100):
+                optimizer = torch.optim.Adam(generator.parameters(), lr=1e-4)
+                generator.train()
+                for step in range(steps):
+                    labels = torch.randint(0, num_classes, (batch_size,))
+                    images = generator(torch.randn(batch_size, noise_dim), labels)
+                    loss = F.cross_entropy(images.flatten(1)[:, :num_classes], labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    agreement = 0
+                    for teacher, w in zip(teachers, weights):
+                        teacher.eval()
+                        agreement = agreement + w * (teacher(images).argmax(1) == labels).float().mean().item()
+                    print(step, agreement)
+            """,
+            line=18,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+
+            def synthesize(generator, teachers, weights, steps, batch_size=64, num_classes=10, noise_dim=100):
+                optimizer = torch.optim.Adam(generator.parameters(), lr=1e-4)
+                generator.train()
+                for step in range(steps):
+                    labels = torch.randint(0, num_classes, (batch_size,))
+                    images = generator(torch.randn(batch_size, noise_dim), labels)
+                    loss = F.cross_entropy(images.flatten(1)[:, :num_classes], labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    agreement = 0
+                    for teacher, w in zip(teachers, weights):
+                        teacher.eval()
+                        with torch.no_grad():
+                            agreement = agreement + w * (teacher(images).argmax(1) == labels).float().mean().item()
+                    print(step, agreement)
+            """,
+            title="the same teachers scored after the update: their outputs reach no backward, so each forward keeps a graph for nothing",
+        ),
     )
 
     def check(self, ctx):
@@ -627,6 +706,8 @@ class EvalForwardWithGrad(Rule):
                 continue
             if _one_off_probe(ctx, forward.call):
                 continue  # a warm-up or shape probe on a made-up tensor: one graph, freed at once
+            if model.grad_off_by_arguments(forward.call) is not None:
+                continue  # `model(x, mode="inference")`: the branch of its forward runs under no_grad
             if forward.frozen is not None and not _input_records(ctx, forward.call):
                 continue  # every parameter frozen before it, inputs that record nothing: no graph
             reported.add(group)

@@ -835,7 +835,7 @@ class NoGradEvalInTrainMode(Rule):
         function = forward.function
         where = f"`{function.name}()`" if function is not None else "this evaluation"
         if forward.via is not None and function is not None:
-            off = ", ".join(f"`{name}={value}`" for name, value in forward.flags if not value)
+            off = ", ".join(f"`{name}={value}`" for name, value in forward.flags if value is False)
             where = f"`{function.name}()`, called with {off} (grad off),"
         if fact.kind == NEW:
             why = "it was just built and nothing calls `eval()` on it"

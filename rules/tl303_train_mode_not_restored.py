@@ -33,12 +33,18 @@ class TrainModeNotRestored(Rule):
         `model.train(False)` in the loop, or a call to a function that leaves the model in eval
         mode (it calls `eval()` and neither `train()`, `train(was_training)`, a `finally` nor a
         context manager restores it), is flagged when a later backward of the loop (in the same
-        iteration or in the next ones) can run before any `model.train()`. `model.train()` at the
+        iteration or in the next ones) can run before any `model.train()`; a method named `backward`
+        whose result is read (`flow.backward(z).clamp(-1, 1)`) is the project's own (an inverse pass),
+        not autograd's, which returns None. A backward that the
+        call's literal arguments skip does not count (`run_epoch(val_loader)` with `optimizer=None` by
+        default, into `if optimizer is not None: loss.backward()`). `model.train()` at the
         top of each epoch is enough when evaluation runs only at the end of the epoch, but not
-        when evaluation runs every N steps inside the step loop. Models that are never trained
+        when evaluation runs every N steps inside the step loop; a `train()` under `if critic is not None:`
+        (or `if critic:`) counts too, since the branch it skips has no module to restore. Models that are never trained
         (a frozen teacher, an EMA copy) may stay in eval mode: a model is untrained when the file
         builds its optimizers from the parameters of named modules and it is not among them (nor
-        read with `.parameters()`, nor handed to a helper whose body is elsewhere); an `eval()`
+        read with `.parameters()`, nor handed to a helper whose body is elsewhere), or when every
+        optimizer the loop steps is built in sight and none holds its parameters; an `eval()`
         on `copy.deepcopy(model)` switches the copy only. A model whose every parameter is frozen
         at the backward (`requires_grad_(False)` before it, in the loop's function or by every
         caller) is not trained there either, nor one that the loop forwards only under `no_grad`
@@ -1318,6 +1324,227 @@ class TrainModeNotRestored(Rule):
                 print(validate(model, val_loader))
             """,
             title="a network of weight-normed convolutions (its eval() override calls super().eval()) computes the same in both modes",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def fit(model, probe, optimizer, train_loader, val_loader, epochs):
+                for epoch in range(epochs):
+                    model.train()
+                    if probe is not None:
+                        probe.train()
+                    for x, y in train_loader:
+                        loss = F.cross_entropy(model(x), y)
+                        if probe is not None:
+                            loss = loss + F.cross_entropy(probe(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    model.eval()
+                    if probe is not None:
+                        probe.eval()
+                    with torch.no_grad():
+                        print(epoch, sum(F.cross_entropy(model(x), y).item() for x, y in val_loader))
+            """,
+            title="an optional module switched back to train mode under `if probe is not None:`: skipped only when there is none",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def fit(model, probe, optimizer, train_loader, val_loader, epochs, probe_dropout=True):
+                for epoch in range(epochs):
+                    model.train()
+                    if probe_dropout:
+                        probe.train()
+                    for x, y in train_loader:
+                        loss = F.cross_entropy(model(x), y) + F.cross_entropy(probe(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    model.eval()
+                    probe.eval()
+                    with torch.no_grad():
+                        print(epoch, sum(F.cross_entropy(model(x), y).item() for x, y in val_loader))
+            """,
+            line=16,
+            title="the train() of a module that always exists is skipped by a setting: it keeps training in eval mode",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Runner:
+                def __init__(self, model, optimizer):
+                    self.model = model
+                    self.optimizer = optimizer
+
+                def step(self, x, y, optimizer):
+                    loss = F.cross_entropy(self.model(x), y)
+                    if optimizer is not None:
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    return loss.item()
+
+                def run_epoch(self, loader, optimizer=None):
+                    return sum(self.step(x, y, optimizer) for x, y in loader)
+
+                def fit(self, train_loader, val_loader, epochs):
+                    for epoch in range(epochs):
+                        self.model.train()
+                        self.run_epoch(train_loader, optimizer=self.optimizer)
+                        self.model.eval()
+                        with torch.no_grad():
+                            print(epoch, self.run_epoch(val_loader))
+            """,
+            title="the validation pass runs the shared step without an optimizer: `if optimizer is not None:` skips its backward",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Runner:
+                def __init__(self, model, optimizer):
+                    self.model = model
+                    self.optimizer = optimizer
+
+                def step(self, x, y, optimizer):
+                    loss = F.cross_entropy(self.model(x), y)
+                    if optimizer is not None:
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    return loss.item()
+
+                def run_epoch(self, loader, optimizer=None):
+                    return sum(self.step(x, y, optimizer) for x, y in loader)
+
+                def fit(self, train_loader, val_loader, epochs):
+                    self.model.train()
+                    for epoch in range(epochs):
+                        self.run_epoch(train_loader, optimizer=self.optimizer)
+                        self.model.eval()
+                        with torch.no_grad():
+                            print(epoch, self.run_epoch(val_loader))
+            """,
+            line=25,
+            title="the same runner with train() only before the epoch loop: the next epoch's training pass runs in eval mode",
+        ),
+        good(
+            """
+            import torch
+
+
+            def train(flow, optimizer, batches, n_steps, sample_every=500):
+                for step in range(n_steps):
+                    flow.train()
+                    z, log_det = flow(next(batches))
+                    loss = (0.5 * z.pow(2).flatten(1).sum(1) - log_det).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    flow.eval()
+                    if step % sample_every == 0:
+                        with torch.no_grad():
+                            samples = flow.backward(torch.randn(64, 784)).clamp(-1, 1)
+                        torch.save(samples, f"samples_{step}.pt")
+            """,
+            title="a flow's inverse pass named `backward` (its result is read: autograd's backward returns None) is no training backward",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train(flow, optimizer, batches, n_steps, sample_every=500):
+                flow.train()
+                for step in range(n_steps):
+                    z, log_det = flow(next(batches))
+                    loss = (0.5 * z.pow(2).flatten(1).sum(1) - log_det).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    flow.eval()
+                    if step % sample_every == 0:
+                        with torch.no_grad():
+                            samples = flow.backward(torch.randn(64, 784)).clamp(-1, 1)
+                        torch.save(samples, f"samples_{step}.pt")
+            """,
+            line=12,
+            title="the same flow with train() only before the loop: the next step's `loss.backward()` trains it in eval mode",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def finetune(teacher, loader, epochs):
+                optimizer = torch.optim.SGD(teacher.parameters(), lr=0.01)
+                teacher.train()
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        loss = F.cross_entropy(teacher(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+
+
+            def synthesize(generator, teacher, steps, batch_size=64, num_classes=10, noise_dim=100):
+                optimizer = torch.optim.Adam(generator.parameters(), lr=1e-4)
+                generator.train()
+                for step in range(steps):
+                    labels = torch.randint(0, num_classes, (batch_size,))
+                    images = generator(torch.randn(batch_size, noise_dim), labels)
+                    teacher.eval()
+                    loss = F.cross_entropy(teacher(images), labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            title="a teacher fine-tuned elsewhere in the file is frozen in eval mode for a generator's loop whose only optimizer holds the generator",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def finetune(teacher, loader, epochs):
+                optimizer = torch.optim.SGD(teacher.parameters(), lr=0.01)
+                teacher.train()
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        loss = F.cross_entropy(teacher(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+
+
+            def synthesize(generator, teacher, steps, batch_size=64, num_classes=10, noise_dim=100):
+                optimizer = torch.optim.Adam([*generator.parameters(), *teacher.parameters()], lr=1e-4)
+                generator.train()
+                for step in range(steps):
+                    labels = torch.randint(0, num_classes, (batch_size,))
+                    images = generator(torch.randn(batch_size, noise_dim), labels)
+                    teacher.eval()
+                    loss = F.cross_entropy(teacher(images), labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=22,
+            title="the generator's optimizer also holds the teacher's parameters: the loop trains the teacher in eval mode",
         ),
     )
 

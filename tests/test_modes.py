@@ -923,3 +923,37 @@ def test_a_model_forwarded_only_without_grad_is_not_trained_by_the_loop(encode, 
                 optimizer.step()
         """
     assert [item.key for item in _model(source)[1].unrestored()] == reported
+
+
+@pytest.mark.parametrize("call, expected", [
+    ("run(model, opt, val_loader)", []),  # `optim=None` by default: the backward is skipped
+    ("run(model, opt, val_loader, optim=None)", []),
+    ('run(model, opt, val_loader, optim=opt, phase="val")', []),  # `phase != "train"` returns first
+    ("run(model, opt, val_loader, optim=opt)", [("model.eval()", "model")]),  # the backward runs in eval mode
+])
+def test_literal_none_and_string_arguments_decide_the_helpers_tests(call, expected):
+    source = """
+        import torch
+
+        def step(model, x, optim, phase):
+            loss = model(x).sum()
+            if phase != "train":
+                return loss
+            if optim is not None:
+                optim.zero_grad()
+                loss.backward()
+                optim.step()
+            return loss
+
+        def run(model, opt, loader, optim=None, phase="train"):
+            for x in loader:
+                step(model, x, optim, phase)
+
+        def fit(model, opt, train_loader, val_loader, epochs):
+            for epoch in range(epochs):
+                model.train()
+                run(model, opt, train_loader, optim=opt)
+                model.eval()
+                CALL
+        """.replace("CALL", call)
+    assert _unrestored(source) == expected

@@ -913,3 +913,179 @@ def test_a_loader_nothing_in_the_project_reads_or_builds_feeds_no_evaluation(tmp
             score(x)
         """})
     assert (5, "TL602") in _codes(lint_path(str(tmp_path / "data.py"), ALL, project=Project(tmp_path)))
+
+
+_EVAL_HELPER = """
+import torch.nn.functional as F
+
+
+def validate(model, loader):
+    model.eval()
+    total = 0.0
+    for x, y in loader:
+        total += F.cross_entropy(model(x), y).item()
+    return total / len(loader)
+"""
+
+_GRAD_OFF_SCRIPT = """
+import torch
+
+from evaluation import validate
+
+
+def main(model, loader):
+    {switch}
+    print(validate(model, loader))
+"""
+
+_UNIT_TEST = """
+from evaluation import validate
+
+
+def test_validate_returns_a_number(model, loader):
+    assert validate(model, loader) >= 0
+"""
+
+
+@pytest.mark.parametrize("switch, with_test, expected", [
+    ("torch.set_grad_enabled(False)", False, set()),  # the script turns recording off for the process
+    ("torch.set_grad_enabled(False)", True, set()),  # a pytest test of the helper evaluates nothing
+    ("torch.set_grad_enabled(True)", False, {9}),  # recording on: the evaluation builds graphs
+    ("pass", True, {9}),  # nothing turns it off; the unit test does not decide either way
+])
+def test_a_helper_whose_every_caller_turned_grad_off_for_the_process_evaluates_without_graphs(
+        tmp_path, switch, with_test, expected):
+    files = {"evaluation.py": _EVAL_HELPER, "run.py": _GRAD_OFF_SCRIPT.replace("{switch}", switch)}
+    if with_test:
+        files["tests/test_evaluation.py"] = _UNIT_TEST
+    write(tmp_path, files)
+    results = list(lint_paths([str(tmp_path / name) for name in files], ALL))
+    found = {f.line for r in results if r.path.endswith("evaluation.py") and not r.path.endswith("test_evaluation.py")
+             for f in r.findings if f.code == "TL301"}
+    assert found == expected
+
+
+_MODE_MODEL = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Translator(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.FloatTensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor
+        self.generator = nn.Conv2d(channels, 3, 3, padding=1)
+
+    def prepare(self, batch):
+        return batch["label"].float(), batch["image"]
+
+    def forward(self, batch, mode):
+        labels, images = self.prepare(batch)
+        {before}
+        if mode == "loss":
+            return F.l1_loss(self.generator(labels), images)
+        elif mode == "inference":
+            with torch.no_grad():
+                fake = self.generator(labels)
+            return fake
+        raise ValueError(mode)
+"""
+
+_MODE_SCRIPT = """
+import torch
+
+from models import Translator
+
+model = Translator(8)
+model.eval()
+for batch in loader:
+    fake = model(batch, mode={mode})
+    torch.save(fake, "fake.pt")
+"""
+
+
+@pytest.mark.parametrize("mode, before, expected", [
+    ('"inference"', "pass", set()),  # the branch it selects runs the generator under no_grad
+    ('"loss"', "pass", {9}),  # this branch records a graph
+    ('"inference"', "labels = self.generator(labels)", {9}),  # a submodule runs before the branch, grad on
+    ("chosen", "pass", {9}),  # a value not known here
+])
+def test_a_forward_whose_mode_argument_selects_a_branch_under_no_grad(tmp_path, mode, before, expected):
+    write(tmp_path, {"models.py": _MODE_MODEL.replace("{before}", before),
+                     "infer.py": _MODE_SCRIPT.replace("{mode}", mode)})
+    results = list(lint_paths([str(tmp_path / "infer.py"), str(tmp_path / "models.py")], ALL))
+    found = {f.line for r in results if r.path.endswith("infer.py") for f in r.findings if f.code == "TL301"}
+    assert found == expected
+
+
+_EVALUATOR = """
+class Evaluator:
+    def __init__(self, loader):
+        self.loader = loader
+
+    def evaluate(self, net):
+        net.eval()
+        outputs = []
+        for x in self.loader:
+            outputs.append(net(x))
+        return outputs
+"""
+
+_OTHER_EVALUATOR = """
+class OtherEvaluator:
+    def __init__(self, loader):
+        self.loader = loader
+
+    def evaluate(self, net):
+        return [net(x) for x in self.loader]
+"""
+
+_ENGINE = """
+import torch
+
+
+class Engine:
+    def __init__(self, evaluator):
+        self.evaluator = evaluator
+
+    def after_epoch(self, model):
+        with torch.no_grad():
+            self.evaluator.evaluate(model)
+"""
+
+_EVAL_SCRIPT = """
+import torch
+
+from evaluator import Evaluator
+from other_evaluator import OtherEvaluator
+
+
+def run(model, loader):
+    evaluator = Evaluator(loader)
+    evaluator.evaluate(model)
+
+
+def run_other(model, loader):
+    evaluator = OtherEvaluator(loader)
+    evaluator.evaluate(model)
+
+
+def main(model, loader):
+    {wrap}
+        run(model, loader)
+    run_other(model, loader)
+"""
+
+
+@pytest.mark.parametrize("wrap, expected", [
+    ("with torch.no_grad():", set()),  # every call of a method named `evaluate` that can be this one: grad off
+    ("if loader is not None:", {10}),  # the script's own call runs with grad on
+])
+def test_a_method_whose_every_call_in_the_project_runs_without_grad(tmp_path, wrap, expected):
+    files = {"evaluator.py": _EVALUATOR, "other_evaluator.py": _OTHER_EVALUATOR, "engine.py": _ENGINE,
+             "eval.py": _EVAL_SCRIPT.replace("{wrap}", wrap)}
+    write(tmp_path, files)
+    results = list(lint_paths([str(tmp_path / name) for name in files], ALL))
+    found = {f.line for r in results if r.path.endswith("/evaluator.py") for f in r.findings if f.code == "TL301"}
+    assert found == expected

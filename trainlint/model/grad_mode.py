@@ -149,10 +149,36 @@ def decorator_grad(index, function: FunctionInfo) -> str | None:
     return None
 
 
-def literal_flags(call: cst.Call, target: FunctionInfo) -> dict[str, bool]:
-    """The parameters of `target` that `call` binds to a literal True/False, passed or by default,
-    and that the body never rebinds: `self._run_batch(x, train=False)` is analysed with `train`
-    false, not joined over both values its callers pass."""
+class _NoneLiteral:
+    """A parameter bound to the literal `None` (`predict(loader)` with `optim=None` by default)."""
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+NONE = _NoneLiteral()
+
+
+def literal_value(expr: cst.BaseExpression):
+    """The constant a literal spells: True, False, NONE, a string; None when it is not one."""
+    if is_true(expr):
+        return True
+    if is_false(expr):
+        return False
+    if isinstance(expr, cst.Name) and expr.value == "None":
+        return NONE
+    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+        value = expr.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def literal_flags(call: cst.Call, target: FunctionInfo, outer: dict | None = None) -> dict:
+    """The parameters of `target` that `call` binds to a literal (True/False, None, a string),
+    passed or by default, and that the body never rebinds: `self._run_batch(x, train=False)` is
+    analysed with `train` false, not joined over both values its callers pass; `predict(loader)`
+    with `optim=None` by default skips its `if optim is not None:` branch. `outer`: the caller's own
+    literal-bound parameters, handed on by name (`self.process_batch(batch, optim)`)."""
     if any(arg.star for arg in call.args):
         return {}
     params = target.node.params
@@ -163,24 +189,65 @@ def literal_flags(call: cst.Call, target: FunctionInfo) -> dict[str, bool]:
     values.update((p.name.value, arg.value) for p, arg in zip(positional, positional_args(call)))
     values.update((arg.keyword.value, arg.value) for arg in call.args if arg.keyword is not None)
     bindings = target.scope.bindings
-    return {name: is_true(value) for name, value in values.items()
-            if (is_true(value) or is_false(value))
-            and all(binding.kind == "param" for binding in bindings.get(name, ()))}
+    found = {}
+    for name, value in values.items():
+        literal = literal_value(value)
+        if literal is None and outer and isinstance(value, cst.Name):
+            literal = outer.get(value.value)
+        if literal is not None and all(binding.kind == "param" for binding in bindings.get(name, ())):
+            found[name] = literal
+    return found
 
 
 def flag_value(expr: cst.BaseExpression, frame: Frame) -> bool | None:
-    """What a test on a literal-bound parameter evaluates to in this frame (`train`, `not train`)."""
+    """What a test on a literal-bound parameter evaluates to in this frame (`train`, `not train`,
+    `optim is not None`, `mode == "inference"`, and `and`/`or` of such tests)."""
     if not frame.flags:
         return None
     if isinstance(expr, cst.Name):
-        return frame.flags.get(expr.value)
+        value = frame.flags.get(expr.value)
+        return None if value is None else False if value is NONE else bool(value)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
         inner = flag_value(expr.expression, frame)
         return None if inner is None else not inner
+    if isinstance(expr, cst.BooleanOperation):
+        left, right = flag_value(expr.left, frame), flag_value(expr.right, frame)
+        if isinstance(expr.operator, cst.And):
+            return False if False in (left, right) else True if left is True and right is True else None
+        return True if True in (left, right) else False if left is False and right is False else None
+    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+        target = expr.comparisons[0]
+        operator = target.operator
+        left, right = expr.left, target.comparator
+        if isinstance(left, cst.Name) and left.value in frame.flags:
+            bound, other = frame.flags[left.value], literal_value(right)
+        elif isinstance(right, cst.Name) and right.value in frame.flags:
+            bound, other = frame.flags[right.value], literal_value(left)
+        else:
+            return None
+        if other is None:
+            return None
+        if isinstance(operator, (cst.Is, cst.IsNot)):
+            if other is not NONE and not isinstance(other, bool):
+                return None  # `is` on strings: identity, not equality
+            same = bound is other
+            return same if isinstance(operator, cst.Is) else not same
+        if isinstance(operator, (cst.Equal, cst.NotEqual)):
+            same = bound is other if NONE in (bound, other) else type(bound) is type(other) and bound == other
+            return same if isinstance(operator, cst.Equal) else not same
     return None
 
 
-def skipped_branch(index, node: cst.CSTNode, root: cst.CSTNode, flags: dict[str, bool]) -> bool:
+def bool_flag_value(expr: cst.BaseExpression, frame: Frame) -> bool | None:
+    """`flag_value` of a parameter bound to True/False (or `not` of one): the value a grad switch
+    (`set_grad_enabled(train)`) is handed."""
+    inner = expr.expression if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not) else expr
+    if not (isinstance(inner, cst.Name) and isinstance(frame.flags.get(inner.value), bool)):
+        return None
+    return flag_value(expr, frame)
+
+
+def skipped_branch(index, node: cst.CSTNode, root: cst.CSTNode, flags: dict) -> bool:
     """`node` sits in a branch of an `if` under `root` that the literal `flags` never take."""
     child = node
     for ancestor in index.ancestors(node):

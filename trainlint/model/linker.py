@@ -126,6 +126,28 @@ class Summaries:
                                             own_file=False)
         return self._callers[key]
 
+    def method_callers_by_file(self, path: str, name: str) -> list[tuple[Path, CallArguments]]:
+        """Every call of a method named `name` (`x.name(...)`, whatever `x` is) in the checked files
+        that can reach the file at `path` (its component of the import graph, itself included):
+        a superset of the calls of its methods called `name`."""
+        self._current()
+        key = (str(self.project.real(path)), "." + name)
+        if key not in self._callers:
+            target = self.project.real(path)
+            components = self.project.key_components()
+            own = components.get(str(target))
+            found = []
+            for candidate in self.project.paths:
+                if own is not None and own[1] is not None and components.get(str(candidate), own)[1] != own[1]:
+                    continue
+                text = self.project.source(candidate)
+                if text is None or f".{name}(" not in text:
+                    continue
+                summary = self.file_summary(candidate)
+                found += [(candidate, use) for use in (summary.method_calls_of(name) if summary is not None else ())]
+            self._callers[key] = found
+        return self._callers[key]
+
     def constructions(self, path: str, class_name: str) -> list[Construction]:
         """Where the checked files build the class `class_name` of the file at `path` with arguments
         (`Trainer(model, opt, sched)` in the script, for the roles of `self.model` & co.)."""
@@ -246,6 +268,14 @@ class Linker:
             return []
         return [(_relative(self.project, where), use)
                 for where, use in self._summaries.callers_by_file(self.path, function_name)]
+
+    def method_callers_by_file(self, name: str) -> list[tuple[str, CallArguments]]:
+        """Every call of a method named `name` in the project files that can reach this one, with
+        each file's path relative to the project root."""
+        if self.project is None or not self.project.contains(self.path):
+            return []
+        return [(_relative(self.project, where), use)
+                for where, use in self._summaries.method_callers_by_file(self.path, name)]
 
     def loaded_by_callers(self, function_name: str) -> frozenset[str]:
         """The file names that the files calling this file's function `function_name` load

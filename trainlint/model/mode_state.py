@@ -176,7 +176,7 @@ class Forward:
     # a forward in a helper that this function's call `via` runs with grad off by the literal it
     # passes (`run_epoch(model, val_loader, train=False)` into `with torch.set_grad_enabled(train)`)
     via: cst.Call | None = None
-    flags: tuple[tuple[str, bool], ...] = ()
+    flags: tuple[tuple[str, object], ...] = ()
     # the helper whose body holds the model's forward, when `call` is this function's call of it
     # (skorch's `validation_step`: `self.module_.eval()`, then `self.infer(x)` runs `self.module_(x)`)
     helper: FunctionInfo | None = None

@@ -14,8 +14,8 @@ import re
 
 import libcst as cst
 
-from trainlint.model.grad_mode import (GRAD_SETTERS, context_grad, decorator_grad, flag_value, is_false, is_true,
-                                       literal_flags, volatile_input)
+from trainlint.model.grad_mode import (GRAD_SETTERS, bool_flag_value, context_grad, decorator_grad, flag_value,
+                                       is_false, is_true, literal_flags, volatile_input)
 from trainlint.model.index import FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args, walk
 from trainlint.model.mode_names import (MEMBERS_AND_SELF, SELF, function_name, last_component, strip_wrappers,
                                         switched_members)
@@ -156,7 +156,39 @@ class FunctionRun:
         outcome.absorb(then)
         outcome.absorb(other)
         outcome.fall = self._join_branches(node, state, then.fall, other.fall)
+        present = self._presence_test(node.test, frame)
+        if present is not None and outcome.fall is not None:
+            # `if discriminator: discriminator.train()`: on the other branch there is no module (None),
+            # so whatever mode it was left in there concerns no model: it is in the mode of the branch
+            # where it exists
+            key, in_body = present
+            branch = then.fall if in_body else other.fall
+            if branch is not None and key in branch.modes:
+                outcome.fall = outcome.fall.set(key, branch.facts(key))
         return outcome
+
+    def _presence_test(self, test: cst.BaseExpression, frame: Frame) -> tuple[str, bool] | None:
+        """The model a test checks for presence (`if model:`, `if model is not None:`, `if not model:`,
+        `if model is None:`), and whether the `if` body is the branch where it exists."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self._presence_test(test.expression, frame)
+            return (inner[0], not inner[1]) if inner is not None else None
+        present = True
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            target = test.comparisons[0]
+            if not (isinstance(target.comparator, cst.Name) and target.comparator.value == "None"):
+                return None
+            if isinstance(target.operator, (cst.IsNot, cst.NotEqual)):
+                present = True
+            elif isinstance(target.operator, (cst.Is, cst.Equal)):
+                present = False
+            else:
+                return None
+            test = test.left
+        if not isinstance(test, (cst.Name, cst.Attribute)):
+            return None
+        key = self.model._key(test, frame)
+        return (key, present) if key is not None else None
 
     def _else(self, node: cst.If, state: State, frame: Frame) -> Outcome:
         if isinstance(node.orelse, cst.If):
@@ -258,7 +290,7 @@ class FunctionRun:
         if not frame.flags or not isinstance(expr, cst.Call) or len(expr.args) != 1 or \
                 self.index.resolve(expr.func, frame.scope) not in GRAD_SETTERS:
             return None
-        flag = flag_value(expr.args[0].value, frame)
+        flag = bool_flag_value(expr.args[0].value, frame)
         return None if flag is None else ON if flag else OFF
 
     def _context_manager(self, expr, frame: Frame):
@@ -314,7 +346,7 @@ class FunctionRun:
         if name in GRAD_SETTERS:
             args = positional_args(call) or [a for a in call.args if a.keyword is not None]
             value = args[0].value if args else None
-            flag = flag_value(value, frame) if value is not None else None
+            flag = bool_flag_value(value, frame) if value is not None else None
             if flag is not None:
                 return state.with_grad(frozenset({ON if flag else OFF}))
             grad = OFF if value is not None and is_false(value) else ON if value is not None and is_true(value) else COND
@@ -649,7 +681,7 @@ class FunctionRun:
         subst = self.model._argument_keys(call, target, frame)
         prefix = f"{target.qualname}@{frame.depth + 1}:"
         return Frame(target, target.scope, subst, prefix, frame.chain + (call,), frame.active | {target.node},
-                     literal_flags(call, target))
+                     literal_flags(call, target, frame.flags))
 
 
 def _requires_grad_flag(call: cst.Call) -> bool | None:

@@ -33,8 +33,8 @@ import libcst as cst
 
 from trainlint.model import file_facts, frameworks
 from trainlint.model.file_facts import file_fact
-from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_ON_CONTEXTS, decorator_grad, is_false, is_true,
-                                       skipped_branch)
+from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_ON_CONTEXTS, GRAD_WORDS, decorator_grad, is_false, is_true,
+                                       literal_value, skipped_branch)
 from trainlint.model.index import (FunctionInfo, Scope, dotted_name, iter_children, positional_args, unpacked_position,
                                    walk)
 from trainlint.model.layers import FREE, LIBRARY, verdict
@@ -179,7 +179,25 @@ class ModeModel:
                     found[item.anchor].setdefault(item.key, item)
         return [items[k] for anchor, items in found.items() for k in sorted(items)
                 if not self._refuted_by_own_function(items[k])
-                and not chosen[anchor].untrained_in(items[k].loop, items[k].key)]
+                and not chosen[anchor].untrained_in(items[k].loop, items[k].key)
+                and not self.stepped_without(items[k].loop, items[k].key)]
+
+    def stepped_without(self, loop_node: cst.CSTNode, key: str) -> bool:
+        """The loop steps optimizers whose constructions are all seen, and none holds parameters of
+        `key` (nor of a module holding it or held by it): its backward may reach the model (a frozen
+        teacher's logits feeding a generator's loss), but the loop never updates it."""
+        loop = self.training_loops.get(loop_node)
+        if loop is None or not loop.step_calls:
+            return False
+        for ref in loop.step_calls:
+            owners = self._optimizer_owners(ref.node, ref.scope, full=True)
+            if owners is None:
+                return False
+            for owner in owners:
+                if owner == key or owner.startswith(key + ".") or key.startswith(owner + ".") or \
+                        last_component(owner) == last_component(key):
+                    return False
+        return True
 
     def _refuted_by_own_function(self, item: Unrestored) -> bool:
         """An eval that reached a helper's backward through the helper's entry state (the join of
@@ -259,9 +277,10 @@ class ModeModel:
             receiver = mapping[head] + receiver[len(head):] if head in mapping else None
         return receiver is not None and last_component(receiver) == name
 
-    def _optimizer_owners(self, step: cst.Call, scope: Scope) -> set[str] | None:
+    def _optimizer_owners(self, step: cst.Call, scope: Scope, full: bool = False) -> set[str] | None:
         """The modules whose parameters the optimizer of `opt.step()` / `scaler.step(opt)` holds,
-        from its construction (`Adam(D.parameters())`); None when that is not seen."""
+        from its construction (`Adam(D.parameters())`); None when that is not seen. Their last
+        components, or with `full` the whole names (`self.generative_model`)."""
         func = step.func
         args = positional_args(step)
         receiver = args[0].value if args and self.training.roles.of(func.value, scope) == SCALER else func.value
@@ -279,6 +298,10 @@ class ModeModel:
             found = parameter_owners(value, scope)
             if not found:
                 return None
+            if full:
+                found = _parameter_owner_names(value, scope)
+                if found is None:
+                    return None
             owners |= found
         return owners or None
 
@@ -315,7 +338,7 @@ class ModeModel:
                 return True
         return False
 
-    def computes_grad(self, node: cst.CSTNode, scope: Scope, flags: tuple[tuple[str, bool], ...] = ()) -> bool:
+    def computes_grad(self, node: cst.CSTNode, scope: Scope, flags: tuple[tuple[str, object], ...] = ()) -> bool:
         """`node` (directly or through same-file helpers) runs a backward, an optimizer step,
         `torch.autograd.grad`, `enable_grad` or turns `requires_grad` on: not an evaluation.
         With `flags` (parameters a caller binds to literals), a branch those values skip
@@ -373,7 +396,75 @@ class ModeModel:
             region = self.common_ancestor([s for s in sites if s is not None] + [forward.call])
         if region is None or self.computes_grad(region, scope):
             return False
+        if self.backward_fed_by(forward.call) is not None:
+            return False  # its output is backpropagated: a frozen partner in a training step
         return self.in_loop(forward.call, function) or self.is_evaluation_function(function)
+
+    def grad_off_by_arguments(self, call: cst.Call) -> cst.Call | None:
+        """The construction of the model `call` runs (`model(x, mode="inference")`), when every
+        construction of it builds a project class whose `forward`, under the literals this call
+        passes, runs all its submodules under a grad-off context (`FunctionSummary.grad_off_when`);
+        None when that is not proven."""
+        func = call.func
+        receiver = func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" else func
+        scope = self.index.scope_at(call)
+        constructions = self._constructions(receiver, scope)
+        if not constructions or any(arg.star for arg in call.args):
+            return None
+        positional = tuple(literal_value(a.value) for a in positional_args(call))
+        keywords = {a.keyword.value: literal_value(a.value) for a in call.args if a.keyword is not None}
+        for built, where in constructions:
+            summary = self.index.summary_of(built.func, where, GRAD_WORDS)
+            forward = summary.method("forward") if summary is not None and hasattr(summary, "method") else None
+            if forward is None or not forward.grad_off_for(positional, keywords):
+                return None
+        return constructions[0][0]
+
+    def backward_fed_by(self, call: cst.Call) -> cst.Call | None:
+        """A backward of the same function that the result of `call` flows into: the call is in
+        what it backpropagates, or is the value of an assignment (`logits += teacher(z) * w`) whose
+        binding is the one reaching a name there (`loss = criterion(logits, y)`, then
+        `loss.backward()`), following reaching bindings a few steps back."""
+        from trainlint.model.dataflow import dataflow  # dataflow builds on modes' neighbours
+
+        flow = self.ctx.model(dataflow)
+        function = self.index.function_at(call)
+        owner = function.node if function is not None else self.ctx.module
+        holder = next((a for a in self.index.ancestors(call)
+                       if isinstance(a, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.BaseSmallStatement,
+                                         cst.BaseCompoundStatement))), None)
+        for site in self.index.calls_under(owner):
+            if self.index.function_at(site) is not function or \
+                    not self.training.is_backward(site, self.index.scope_at(site)):
+                continue
+            root = flow.backward_root(site, self.index.scope_at(site))
+            if root is None:
+                continue
+            if self.contains(root, call):
+                return site
+            if not isinstance(holder, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                continue
+            level = [n for n in walk(root) if isinstance(n, cst.Name)]
+            seen: set = set()
+            for _ in range(6):
+                following = []
+                for name in level:
+                    binding = flow.reaching(name)
+                    if binding is None or id(binding.node) in seen:
+                        continue
+                    seen.add(id(binding.node))
+                    if binding.node is holder or (binding.node is not None and _binds(holder, name.value)
+                                                  and flow.exclusive(holder, binding.node)):
+                        return site  # the binding reaching it, or its alternative on the other branch
+                    value = flow.bound_value(binding)
+                    if value is None and isinstance(binding.node, cst.AugAssign):
+                        value = binding.node.value
+                    if value is not None:
+                        following += [n for n in walk(value) if isinstance(n, cst.Name)]
+                level = following
+                if not level:
+                    break
+        return None
 
     def no_grad_evaluation_region(self, forward: Forward) -> cst.CSTNode | None:
         """TL302's region: a validation/test loader loop, or the body of a function named as an
@@ -567,12 +658,25 @@ class ModeModel:
 
     def _called_elsewhere_without_grad(self, function: FunctionInfo) -> bool:
         """A module-level function that the project's other files call, each call under a grad-off
-        context (`with torch.no_grad(): validate(...)` in train.py)."""
+        context (`with torch.no_grad(): validate(...)` in train.py) or after the script turned
+        recording off for the whole process (`torch.set_grad_enabled(False)`); a pytest test
+        calling it (`test_*` in a `test_*.py` file) checks its behaviour and evaluates nothing."""
         linker = getattr(self.index, "linker", None)
-        if linker is None or function.class_name is not None or \
-                self.index.scope_at(function.node) is not self.index.module_scope:
+        if linker is None:
             return False
-        calls = linker.callers(function.name)
+        if function.class_name is not None:
+            # a method: every call of a method by that name that the project's files reachable from
+            # here make (`with torch.no_grad(): self.evaluator.evaluate(model)`), this file's included
+            owner = function.scope.parent
+            if function.name.startswith("__") or owner is None or owner.parent is not self.index.module_scope:
+                return False
+            found = linker.method_callers_by_file(function.name)
+        elif self.index.scope_at(function.node) is not self.index.module_scope:
+            return False
+        else:
+            found = linker.callers_by_file(function.name)
+        calls = [call for where, call in found if not _pytest_call(where, call) and
+                 not _another_class_method(call, function.class_name)]
         return bool(calls) and all(call.grad_off for call in calls)
 
     def _translate_entry(self, site, function: FunctionInfo, before: State) -> State:
@@ -924,3 +1028,46 @@ def _precedes(index, first: cst.CSTNode, second: cst.CSTNode) -> bool:
                 return False
             return statements.index(a) < statements.index(b)
     return False
+
+
+def _parameter_owner_names(expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> set[str] | None:
+    """The whole names of `X` in each `X.parameters()` / `X.named_parameters()` under `expr`
+    (through one level of a variable holding them); None when one of them cannot be named."""
+    owners: set[str] = set()
+    for node in walk(expr):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                node.func.attr.value in ("parameters", "named_parameters"):
+            text = dotted_name(strip_wrappers(node.func.value))
+            if not text:
+                return None
+            owners.add(text)
+        elif isinstance(node, cst.Name) and depth == 0:
+            for binding in scope.lookup(node.value):
+                if binding.value is not None and binding.value is not node:
+                    more = _parameter_owner_names(binding.value, scope, depth + 1)
+                    if more is None:
+                        return None
+                    owners |= more
+    return owners
+
+
+def _binds(statement: cst.CSTNode, name: str) -> bool:
+    """`statement` (an assignment) binds the plain name `name`."""
+    targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else \
+        [statement.target] if isinstance(statement, (cst.AugAssign, cst.AnnAssign)) else []
+    return any(isinstance(t, cst.Name) and t.value == name for t in targets)
+
+
+def _pytest_call(path: str, call) -> bool:
+    """A call in a pytest test: a `test_*` function of a file pytest collects (`test_*.py`, `*_test.py`)."""
+    file = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return bool(call.caller) and _PYTEST_NAME.match(call.caller) is not None and \
+        (file.startswith("test_") or file.endswith("_test.py")) and file.endswith(".py")
+
+
+def _another_class_method(call, class_name: str | None) -> bool:
+    """A method call whose receiver is built from other classes only, each defining that method
+    itself (`evaluator = CrowdHumanEvaluator(...)`, then `evaluator.evaluate(model)`): it runs theirs."""
+    classes = getattr(call, "receiver_classes", ())
+    return bool(classes) and class_name is not None and \
+        all(own and name.rsplit(".", 1)[-1] != class_name for name, own in classes)

@@ -30,9 +30,10 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, 
                                    positional_args, walk)
 from trainlint.model.layers import class_verdict
 from trainlint.model.loader_use import parameter_only_drawn_from
-from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_WORDS, context_grad, decorator_grad, is_false, is_true
+from trainlint.model.grad_mode import (GRAD_OFF_CONTEXTS, GRAD_SETTERS, GRAD_WORDS, context_grad, decorator_grad, flag_value,
+                                       is_false, is_true, literal_value)
 from trainlint.model.mode_names import deep_copied
-from trainlint.model.mode_state import OFF
+from trainlint.model.mode_state import OFF, ON, Frame
 from trainlint.model.path_literals import load_literals
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCALER, SCHEDULER, Roles
 from trainlint.model.value_kinds import is_number
@@ -133,6 +134,17 @@ class FunctionSummary:
     #: positional parameters its body never names (`__getitem__(self, index)` that draws a fresh
     #: random sample whatever the index: an order of indices changes nothing it returns)
     unread_params: tuple[str, ...] = ()
+    # a `forward` whose parameter, bound to one of these literals, sends it down a branch that runs
+    # every call that could reach a submodule under a grad-off context (`forward(data, mode)` with
+    # `elif mode == "inference": with torch.no_grad(): ...`): (parameter, literal True/False/string)
+    grad_off_when: tuple[tuple[str, object], ...] = ()
+
+    def grad_off_for(self, positional: tuple[object, ...], keywords: dict[str, object]) -> bool:
+        """A call binding these literals (None: not a literal) runs this function without grad."""
+        bound = dict(zip(self.params, positional))
+        bound.update(keywords)
+        return any(param in bound and type(bound[param]) is type(value) and bound[param] == value
+                   for param, value in self.grad_off_when)
 
     @property
     def produces(self) -> str | None:
@@ -244,6 +256,12 @@ class CallArguments:
     #: the call runs with autograd recording off: inside `with torch.no_grad():` (or another
     #: grad-off context) in its function, or in a function decorated to run without grad
     grad_off: bool = False
+    #: the function holding the call (None: the module's own code)
+    caller: str | None = None
+    #: for a method call, the classes its receiver is built from when every binding of it is a
+    #: construction (`evaluator = CrowdHumanEvaluator(...)`), each with whether that class defines
+    #: the called method itself; empty when not known
+    receiver_classes: tuple[tuple[str, bool], ...] = ()
 
     def argument(self, params: tuple[str, ...], param: str | None, keyword: str) -> str | None:
         """The text passed for `param` (a name of `params`, or `*N` for the N-th positional argument
@@ -269,6 +287,7 @@ class FileSummary:
         self._classes: dict[str, cst.ClassDef] = {}
         self._constructions: dict[str, list[Construction]] = {}
         self._calls: dict[str, list[CallArguments]] = {}
+        self._method_calls: dict[str, list[CallArguments]] = {}
         self._loaded: frozenset[str] | None = None
         if index is None:
             return
@@ -323,6 +342,12 @@ class FileSummary:
             self._calls[function_name] = self._summariser.calls(function_name) \
                 if self._summariser is not None else []
         return self._calls[function_name]
+
+    def method_calls_of(self, name: str) -> list[CallArguments]:
+        """Every call of a method named `name` in this file (`x.name(...)`, whatever `x` is)."""
+        if name not in self._method_calls:
+            self._method_calls[name] = self._summariser.method_calls(name) if self._summariser is not None else []
+        return self._method_calls[name]
 
     def constructions_of(self, class_name: str) -> list[Construction]:
         """Where this file builds a class called `class_name` with arguments of a known role."""
@@ -385,11 +410,43 @@ class _Summariser:
         text = self.index.module.code_for_node
         return [CallArguments(callee, tuple(text(a.value) for a in positional_args(site.node)),
                               tuple((a.keyword.value, text(a.value)) for a in site.node.args if a.keyword is not None),
-                              self._state_in(site.scope), self._grad_off_at(site.node, site.function))
+                              self._state_in(site.scope), self._grad_off_at(site.node, site.function),
+                              site.function.name if site.function is not None else None)
                 for site, callee in self._calls_named(function_name) if not any(a.star for a in site.node.args)]
 
-    def _grad_off_at(self, node: cst.CSTNode, function: FunctionInfo | None) -> bool:
-        """`node` runs under a grad-off `with` of its function, or in a function decorated so."""
+    def method_calls(self, name: str) -> list[CallArguments]:
+        found = []
+        for site in self.index.calls:
+            func = site.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == name:
+                found.append(CallArguments(dotted_name(func) or "", (), (), (),
+                                           self._grad_off_at(site.node, site.function),
+                                           site.function.name if site.function is not None else None,
+                                           self._receiver_classes(func.value, site.scope, name)))
+        return found
+
+    def _receiver_classes(self, receiver: cst.BaseExpression, scope: Scope, method: str) -> tuple[tuple[str, bool], ...]:
+        """`CallArguments.receiver_classes` of a local name every binding of which builds a class."""
+        if not isinstance(receiver, cst.Name):
+            return ()
+        bindings = scope.lookup(receiver.value)
+        found = []
+        for binding in bindings:
+            value = binding.value
+            if binding.kind != "assign" or not isinstance(value, cst.Call):
+                return ()
+            name = self.index.resolve(value.func, scope) or dotted_name(value.func)
+            summary = self.index.summary_of(value.func, scope)
+            if name is None or not isinstance(summary, ClassSummary):
+                return ()
+            found.append((name, summary.method(method) is not None))
+        return tuple(found)
+
+    def _grad_off_at(self, node: cst.CSTNode, function: FunctionInfo | None, depth: int = 0) -> bool:
+        """`node` runs under a grad-off `with` of its function, after a `torch.set_grad_enabled(False)`
+        statement of a block holding it (the last such switch before it, process-wide), or in a
+        function decorated so."""
+        child = node
         for ancestor in self.index.ancestors(node):
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 break
@@ -400,7 +457,35 @@ class _Summariser:
                     return True
                 if any(g is not None for g in grads):
                     return False  # an inner `enable_grad()`/`set_grad_enabled(flag)` decides
-        return function is not None and decorator_grad(self.index, function) == OFF
+            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)) and child in ancestor.body:
+                switched = self._last_grad_switch(ancestor.body[:ancestor.body.index(child)])
+                if switched is not None:
+                    return switched == OFF
+            child = ancestor
+        if function is None:
+            return False
+        if decorator_grad(self.index, function) == OFF:
+            return True
+        # a helper of this file whose every call here runs with grad off (`voc_test(...)` called
+        # only inside `with torch.no_grad():` in `main`)
+        sites = self.index.callers(function) if depth < 2 else []
+        return bool(sites) and all(self._grad_off_at(site.node, site.function, depth + 1) for site in sites)
+
+    def _last_grad_switch(self, statements) -> str | None:
+        """The grad state the last `torch.set_grad_enabled(<literal>)` statement among `statements`
+        sets (OFF / ON), None when none of them is one."""
+        for statement in reversed(statements):
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in reversed(statement.body):
+                call = small.value if isinstance(small, cst.Expr) else None
+                if not isinstance(call, cst.Call) or \
+                        self.index.resolve(call.func, self.index.scope_at(call)) not in GRAD_SETTERS:
+                    continue
+                args = positional_args(call) or [a for a in call.args if a.keyword is not None]
+                if len(args) == 1 and (is_false(args[0].value) or is_true(args[0].value)):
+                    return OFF if is_false(args[0].value) else ON
+        return None
 
     def _state_in(self, scope: Scope) -> tuple[tuple[str, str], ...]:
         """The names the calling function (or the module's own code) binds to an optimizer, a
@@ -452,6 +537,7 @@ class _Summariser:
                            and n.func.attr.value == "set_epoch" for n in self._own_nodes(function)),
             drawn_params=self._drawn_params(function, params), equal_batches_by=self._equal_batches_by(function),
             run_only=tuple(p for p in params if self._runs_only(function, p, frozenset({node}))),
+            grad_off_when=self._grad_off_when(function, params),
             trains_over=trained_params(function, params, self._own_nodes(function)),
             drop_last_chosen_by=self._drop_last_chosen_by(function),
             backward_only=self._backward_only(function),
@@ -622,6 +708,134 @@ class _Summariser:
                    if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)]
         backwards = frameworks.backward_methods()
         return any(m in backwards for m in methods) and "step" not in methods
+
+    def _grad_off_when(self, function: FunctionInfo, params: list[str]) -> tuple[tuple[str, object], ...]:
+        """`FunctionSummary.grad_off_when`, for a `forward` method: each literal a test of one of its
+        parameters compares with (`mode == "inference"`, `if not trainable:`) under which every
+        call it runs that could reach a submodule sits under a grad-off context."""
+        if function.name != "forward" or function.class_name is None:
+            return ()
+        bindings = function.scope.bindings
+        candidates: list[tuple[str, object]] = []
+        for node in self._own_nodes(function):
+            if not isinstance(node, cst.If):
+                continue
+            test = node.test
+            if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                test = test.expression
+            if isinstance(test, cst.Name):
+                candidates += [(test.value, True), (test.value, False)]
+            elif isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and \
+                    isinstance(test.left, cst.Name) and isinstance(test.comparisons[0].operator, (cst.Equal, cst.NotEqual)):
+                value = literal_value(test.comparisons[0].comparator)
+                if isinstance(value, (bool, str)):
+                    candidates.append((test.left.value, value))
+        found = []
+        for param, value in dict.fromkeys(candidates):
+            if param not in params or not all(b.kind == "param" for b in bindings.get(param, ())):
+                continue
+            frame = Frame(None, function.scope, {}, flags={param: value})
+            if self._quiet_block(body_of(function.node), function, frame, 0) is not None:
+                found.append((param, value))
+        return tuple(found)
+
+    def _quiet_block(self, statements, function: FunctionInfo, frame: Frame, depth: int) -> bool | None:
+        """None when some statement (in the branches `frame`'s literals take) runs a call that could
+        reach a submodule with grad on; else whether the block returns (or raises) for sure."""
+        for statement in statements:
+            if isinstance(statement, cst.If):
+                chosen = flag_value(statement.test, frame)
+                if chosen is None and not self._quiet_expression(statement.test, function, depth):
+                    return None
+                branches = [statement.body, statement.orelse] if chosen is None else \
+                    [statement.body if chosen else statement.orelse]
+                ends = []
+                for branch in branches:
+                    inner = [branch] if isinstance(branch, cst.If) else body_of(branch) if branch is not None else []
+                    result = self._quiet_block(inner, function, frame, depth)
+                    if result is None:
+                        return None
+                    ends.append(result)
+                if all(ends):
+                    return True
+                continue
+            if isinstance(statement, cst.With):
+                scope = self.index.scope_at(statement)
+                if any(context_grad(self.index, item.item, scope) == OFF for item in statement.items):
+                    if any(isinstance(n, (cst.Return, cst.Raise)) for n in walk(statement.body)) and not any(
+                            isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], (cst.Return, cst.Raise))
+                            for s in body_of(statement)):
+                        return None  # a return inside, but not for sure: follow no further
+                    if any(isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], (cst.Return, cst.Raise))
+                           for s in body_of(statement)):
+                        return True
+                    continue
+            if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and \
+                    isinstance(statement.body[0], (cst.Return, cst.Raise)):
+                small = statement.body[0]
+                value = small.value if isinstance(small, cst.Return) else small.exc
+                return True if value is None or self._quiet_expression(value, function, depth) else None
+            if any(isinstance(n, (cst.Return, cst.Yield)) for n in walk(statement)) or \
+                    not self._quiet_expression(statement, function, depth):
+                return None
+        return False
+
+    def _quiet_expression(self, node: cst.CSTNode, function: FunctionInfo, depth: int) -> bool:
+        """Every call under `node` is one that reaches no submodule: a builtin or imported function, a
+        method of a value that is not an attribute of `self` (`x.long()`, `label_map.size()`), a
+        method of the class that is itself quiet (two levels), or an attribute of `self` assigned
+        only imported references (`self.FloatTensor = torch.cuda.FloatTensor`)."""
+        scope = function.scope
+        for sub in walk(node):
+            if isinstance(sub, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+                return False
+            if not isinstance(sub, cst.Call):
+                continue
+            func = sub.func
+            if isinstance(func, cst.Name):
+                bindings = scope.lookup(func.value)
+                if bindings and not all(b.kind == "import" for b in bindings):
+                    return False  # a local value or a function of the project: may run a module
+                continue
+            if not isinstance(func, cst.Attribute):
+                return False
+            if func.attr.value in ("forward", "generate", "__call__", "apply"):
+                return False
+            receiver = func.value
+            root = receiver
+            while isinstance(root, (cst.Attribute, cst.Subscript)):
+                root = root.value
+            if isinstance(root, cst.Call):
+                continue  # a method of what a call gave (`self.FloatTensor(n).zero_()`): that call is checked
+            if not (isinstance(root, cst.Name) and root.value == "self"):
+                if isinstance(root, cst.Name) and any(
+                        b.kind != "import" and isinstance(b.value, cst.Attribute) for b in scope.lookup(root.value)):
+                    return False  # `net = self.netG`, then `net.encode(x)`
+                continue
+            if not (isinstance(receiver, cst.Name) and receiver.value == "self"):
+                return False  # `self.netG.encode(x)`: a method of a submodule
+            method = self.index.method(function.class_name, func.attr.value)
+            if method is not None:
+                if depth >= 2 or self._quiet_block(body_of(method.node), method, Frame(None, method.scope, {}),
+                                                   depth + 1) is None:
+                    return False
+                continue
+            values = self.index.self_attribute_values(func.attr.value, scope)
+            if not values or not all(self._imported_reference(v, scope) for v in values):
+                return False
+        return True
+
+    def _imported_reference(self, value: cst.BaseExpression, scope: Scope) -> bool:
+        """`torch.cuda.FloatTensor`, or an `a if c else b` of such: a name of an imported module."""
+        if isinstance(value, cst.IfExp):
+            return self._imported_reference(value.body, scope) and self._imported_reference(value.orelse, scope)
+        if not isinstance(value, (cst.Name, cst.Attribute)):
+            return False
+        root = value
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        return isinstance(root, cst.Name) and bool(scope.lookup(root.value)) and \
+            all(b.kind == "import" for b in scope.lookup(root.value))
 
     def _own_nodes(self, function: FunctionInfo) -> list[cst.CSTNode]:
         """Nodes of the function's body, not those of nested defs or classes (walked once)."""
@@ -1373,3 +1587,13 @@ def callable_summary(index: FileIndex, func: cst.BaseExpression, scope: Scope,
             if isinstance(built, ClassSummary):
                 return built.method("__call__") or built.method("forward")
     return None
+
+
+def body_of(node) -> list:
+    """The statements of a function, a suite or an `else`."""
+    if isinstance(node, cst.Else):
+        node = node.body
+    if isinstance(node, (cst.FunctionDef, cst.With)):
+        node = node.body
+    body = getattr(node, "body", ())
+    return list(body) if isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)) else []

@@ -203,11 +203,22 @@ class TrainingModel:
         if isinstance(func, cst.Attribute) and func.attr.value in frameworks.backward_methods():
             # `self.backward(loss)` running a method of this file is a helper, not a backward:
             # the backward inside it is reached through it
-            return self.callee(call, scope) is None
+            return self.callee(call, scope) is None and not self._result_read(call)
         name = self.index.resolve(func, scope)
         if name == "torch.autograd.backward":
             return True
         return name is not None and self._project_backward(call, scope)
+
+    def _result_read(self, call: cst.Call) -> bool:
+        """The call's result is read as a value (`flow.backward(z).clamp(-1, 1)`, `net.backward(y)[0]`,
+        `inv.backward(y) * s`): autograd's backward (and the frameworks') returns None, so this is a
+        method of the project's own (a normalizing flow's inverse pass), not a backward."""
+        parent = self.index.parent(call)
+        if isinstance(parent, cst.Attribute) and parent.value is call:
+            return True
+        if isinstance(parent, cst.Subscript) and parent.value is call:
+            return True
+        return isinstance(parent, cst.BinaryOperation)
 
     def _project_backward(self, call: cst.Call, scope: Scope) -> bool:
         """`backward_step(model, batch, k)` imported from another file of the project, which runs a
