@@ -40,6 +40,20 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   recording).
 - `scaler_step`: a method of a framework's GradScaler that unscales the gradients, steps the
   optimizer it is given and updates the scale in one call (Paddle's `scaler.minimize(opt, loss)`).
+- `dataset_source`: a call that returns a dataset of the framework: `returns` names its class
+  (`datasets.Dataset`), `keyword_returns` the class a literal true keyword makes it return instead
+  (`load_dataset(..., streaming=True)`: `{ streaming = "datasets.IterableDataset" }`). A method
+  entry (`datasets.Dataset.to_iterable_dataset`) applies to a receiver of its class; a method of
+  a dataset class with no entry returns a dataset of the same class (`ds.map(...)`,
+  `ds.with_format("torch")`, and `dsd["train"]` too).
+- `dataset_combine`: a function that returns a dataset of the kind of the datasets it is handed
+  (`split_dataset_by_node(ds, ...)`, `interleave_datasets([a, b])`).
+- `dataset_shuffle`: a dataset method that returns the dataset shuffled with a generator drawn once,
+  from its `seed`; when the class also has an `epoch_setter` entry, the order is keyed by that seed
+  and an epoch only the setter changes (HF's `IterableDataset.shuffle`: without
+  `set_epoch(epoch)` every pass replays the same order); otherwise one fixed permutation.
+- `epoch_setter`: the method that moves a dataset's shuffle to the next epoch
+  (`IterableDataset.set_epoch`).
 
 Every entry names the `rules` that read it (for `trainlint explain`) and an `example`: the id of an
 `[example.<id>]` table with `title`, the `codes` its `bad` code draws and its `good` twin does not
@@ -55,7 +69,8 @@ from pathlib import Path
 
 KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_context", "sync_flag", "prepare",
                    "save_state", "clip", "unscale", "unwrap", "hook", "seed", "accessor",
-                   "grad_off", "grad_on", "grad_setter", "scaler_step"})
+                   "grad_off", "grad_on", "grad_setter", "scaler_step", "dataset_source", "dataset_combine",
+                   "dataset_shuffle", "epoch_setter"})
 CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
 HOOK_STEPS = frozenset({"train", "eval", "eval_loader"})
 
@@ -85,6 +100,8 @@ class Entry:
     fp16_values: tuple = ()
     window_size: str | None = None
     fixed_window_size: str | None = None
+    returns: str | None = None
+    keyword_returns: tuple[tuple[str, str], ...] = ()
 
     @property
     def attr(self) -> str:
@@ -114,7 +131,7 @@ class Framework:
 
 _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "owns_accumulation", "clock",
                          "scheduler_clock", "sets_epoch", "unscales", "step", "state", "accumulation_keywords",
-                         "fp16", "window_size", "fixed_window_size"})
+                         "fp16", "window_size", "fixed_window_size", "returns", "keyword_returns"})
 
 
 def _entry(framework: str, raw: dict, where: str) -> Entry:
@@ -131,6 +148,9 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
             raise FrameworkModelError(f"{where}: `{key}` must be one of {sorted(CLOCKS)}")
     if raw["kind"] == "hook" and raw.get("step") not in HOOK_STEPS:
         raise FrameworkModelError(f"{where}: a hook's `step` must be one of {sorted(HOOK_STEPS)}")
+    if raw["kind"] == "dataset_source" and not isinstance(raw.get("returns"), str) or \
+            raw["kind"] != "dataset_source" and ("returns" in raw or "keyword_returns" in raw):
+        raise FrameworkModelError(f"{where}: a dataset_source (and only it) names the class it `returns`")
     if raw["kind"] in ("constructor", "accessor") and not isinstance(raw.get("role"), str):
         raise FrameworkModelError(f"{where}: a {raw['kind']} needs a `role`")
     if ("window_size" in raw) != ("fixed_window_size" in raw) or \
@@ -142,7 +162,8 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
                  raw.get("clock"), raw.get("scheduler_clock"), bool(raw.get("sets_epoch")),
                  bool(raw.get("unscales")), raw.get("step"), tuple(raw.get("state", ())),
                  tuple(raw.get("accumulation_keywords", ())), fp16.get("keyword"), tuple(fp16.get("values", ())),
-                 raw.get("window_size"), raw.get("fixed_window_size"))
+                 raw.get("window_size"), raw.get("fixed_window_size"), raw.get("returns"),
+                 tuple(sorted(raw.get("keyword_returns", {}).items())))
 
 
 def _framework(path: str, data: dict) -> Framework:
@@ -337,3 +358,16 @@ def model_packages() -> tuple[str, ...]:
 def epoch_setting_wrappers() -> frozenset[str]:
     """Method names of the `prepare` calls whose prepared loaders set their sampler's epoch."""
     return frozenset(e.attr for e in entries("prepare") if e.sets_epoch)
+
+
+def epoch_keyed(shuffle: Entry) -> bool:
+    """A `dataset_shuffle` whose class has an `epoch_setter`: its order changes only with that epoch."""
+    owner = shuffle.name.rsplit(".", 1)[0]
+    return any(e.name.rsplit(".", 1)[0] == owner for e in entries("epoch_setter"))
+
+
+@cache
+def dataset_classes() -> frozenset[str]:
+    """The dataset classes the `dataset_source` entries return (`datasets.IterableDataset`): a
+    method of one of them with no entry of its own returns a dataset of the same class."""
+    return frozenset(c for e in entries("dataset_source") for c in (e.returns, *dict(e.keyword_returns).values()))
