@@ -324,3 +324,51 @@ def test_explain_names_the_window_size_a_hook_relies_on():
     section = rule_section("TL103")
     assert "`transformers.Trainer.training_step` (hook; step: train; window size: " \
            "self.current_gradient_accumulation_steps, not self.args.gradient_accumulation_steps)" in section
+
+
+# -- HF datasets: a dataset that orders itself (TL801) -------------------------------------------
+def test_the_dataset_model_reads_the_data(monkeypatch):
+    """`IterableDataset.shuffle` replays one order per epoch because datasets.toml gives its class an
+    `epoch_setter`; without that fact the same code is quiet (the model keeps no list of its own)."""
+    example = next(fw for fw in FRAMEWORKS if fw.id == "datasets").examples["streaming_shuffle"]
+    assert "TL801" in _codes(example.bad)
+    monkeypatch.setattr(frameworks, "epoch_keyed", lambda entry: False)
+    assert "TL801" not in _codes(example.bad)
+
+
+_STREAM = '''
+from datasets import load_dataset
+from torch.utils.data import DataLoader
+
+ds = load_dataset("c4", split="train", streaming={streaming}).shuffle(seed=1)
+loader = DataLoader(ds{format}, batch_size=4)
+for epoch in range(3):
+    {set_epoch}
+    for batch in loader:
+        model(batch).backward()
+        opt.step()
+        opt.zero_grad()
+'''
+
+
+@pytest.mark.parametrize("streaming, format, set_epoch, fires", [
+    ("True", "", "pass", True),
+    ("True", "", "ds.set_epoch(epoch)", False),
+    ("True", "", "loader.dataset.set_epoch(epoch)", False),
+    ("True", ".with_format('torch')", "ds.set_epoch(epoch)", True),  # another object: its own epoch
+    ("True", ".with_format('torch')", "loader.dataset.set_epoch(epoch)", False),
+    ("True", "", "helper.set_epoch(epoch)", False),  # a receiver that cannot be told apart
+    ("False", "", "pass", False),  # map-style: the loader's sampler orders it
+    ("args.streaming", "", "pass", False),  # not known to be an IterableDataset
+])
+def test_an_iterable_dataset_shuffle_needs_set_epoch_on_the_object_iterated(streaming, format, set_epoch, fires):
+    source = _STREAM.format(streaming=streaming, format=format, set_epoch=set_epoch)
+    assert ("TL801" in _codes(source)) is fires
+
+
+def test_a_dataset_is_known_from_resolved_imports_not_names():
+    source = _STREAM.format(streaming="True", format="", set_epoch="pass")
+    assert "TL801" in _codes(source)
+    own = source.replace("from datasets import load_dataset\n",
+                         "def load_dataset(*args, **kwargs):\n    return Corpus(*args, **kwargs)\n")
+    assert "TL801" not in _codes(own)

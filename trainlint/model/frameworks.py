@@ -371,3 +371,10 @@ def dataset_classes() -> frozenset[str]:
     """The dataset classes the `dataset_source` entries return (`datasets.IterableDataset`): a
     method of one of them with no entry of its own returns a dataset of the same class."""
     return frozenset(c for e in entries("dataset_source") for c in (e.returns, *dict(e.keyword_returns).values()))
+
+
+@cache
+def dataset_sources() -> frozenset[str]:
+    """Qualified names of the `dataset_source` and `dataset_combine` entries: a file that makes a
+    framework dataset refers to one of them (`datasets.load_dataset`)."""
+    return frozenset(e.name for kind in ("dataset_source", "dataset_combine") for e in entries(kind))
