@@ -62,8 +62,11 @@ class SameDataOrderEveryEpoch(Rule):
           object the loader iterates: its buffer shuffle draws from a generator made once and moved
           only by the epoch. Each dataset object keeps its own epoch, so a `set_epoch` on the object
           that `with_format(...)` or `map(...)` was later called on does not count. What a dataset is
-          comes from the framework model (trainlint/frameworks/datasets.toml) and resolved imports; a
-          map-style `Dataset` is ordered by its loader's sampler and is not reported here.
+          comes from the framework model (trainlint/frameworks/datasets.toml) and resolved imports;
+        - a map-style `Dataset` shuffled once (`Dataset.shuffle(seed=...)`: one permutation of its
+          indices) under a DataLoader that does not shuffle (no `shuffle=True`, no sampler, no
+          `**kwargs` that may carry one): every epoch replays that permutation. Under a shuffling
+          loader its sampler draws a new order every epoch, and nothing is reported.
 
         The epoch loop is the loop around the training loop over the loader (a loop that runs a
         backward and an optimizer step), in the same function, around a same-file call of the
@@ -871,9 +874,9 @@ class SameDataOrderEveryEpoch(Rule):
 
 
 def _dataset_shuffles(rule, ctx):
-    """A dataset shuffled with an epoch-keyed shuffle (HF `IterableDataset.shuffle`, from
-    trainlint/frameworks/datasets.toml) under a loader an epoch loop trains on, whose epoch nothing
-    moves: one finding per shuffle call."""
+    """A framework dataset's shuffle (trainlint/frameworks/datasets.toml) under a loader an epoch loop
+    trains on: an epoch-keyed one (HF `IterableDataset.shuffle`) whose epoch nothing moves, or one
+    permutation (HF `Dataset.shuffle`) under a loader that does not shuffle. One finding per shuffle."""
     datasets = ctx.model(dataset_order)
     order = ctx.model(data_order)
     reported = set()
@@ -882,25 +885,34 @@ def _dataset_shuffles(rule, ctx):
             continue
         views = order.views(loader.view)
         placed = [loops for view in views for loops in [order.epoch_loops(view)] if loops]
-        if not placed or datasets.epoch_moved(loader, views):
+        if not placed or loader.kind == EPOCH_KEYED and datasets.epoch_moved(loader, views):
             continue
         reported.add(id(loader.shuffle))
         cls = loader.what.split(".", 1)[0]
-        evidence = [premise(f"`{code(ctx, loader.shuffle.func)}(...)` shuffles an `{cls}`: its buffer shuffle "
-                            "draws from a generator made once, moved only by `set_epoch(epoch)`",
-                            loader.shuffle, "construction"),
-                    premise("the loader iterates that dataset, and no `set_epoch(...)` reaches it",
-                            loader.view.loader_call, "argument")]
+        shuffled = f"`{code(ctx, loader.shuffle.func)}(...)`"
+        if loader.kind == EPOCH_KEYED:
+            evidence = [premise(f"{shuffled} shuffles an `{cls}`: its buffer shuffle draws from a generator made "
+                                "once, moved only by `set_epoch(epoch)`", loader.shuffle, "construction")]
+            if loader.view.loader_call is not None:
+                evidence.append(premise("the loader iterates that dataset, and no `set_epoch(...)` reaches it",
+                                        loader.view.loader_call, "argument"))
+            message = (f"`{loader.what}` draws its shuffle from a generator made once, and `set_epoch(epoch)` is "
+                       "never called on the dataset the loader iterates: every epoch replays the same order; call "
+                       "`<dataset>.set_epoch(epoch)` on that dataset (or `loader.dataset`) at the top of the epoch "
+                       "loop")
+        else:
+            evidence = [premise(f"{shuffled} permutes the `{cls}` once, when it is called", loader.shuffle,
+                                "construction")]
+            if loader.view.loader_call is not None:
+                evidence.append(premise("the loader over it does not shuffle (no `shuffle=True`, no sampler)",
+                                        loader.view.loader_call, "argument"))
+            message = (f"`{loader.what}` permutes the dataset once, and the loader over it does not shuffle: every "
+                       "epoch replays that one order; pass `shuffle=True` (or a sampler) to the DataLoader")
         epoch_loop, inner = placed[0][0]
         evidence.append(premise("an epoch loop runs the training over its loader more than once", epoch_loop, "use"))
         if isinstance(inner, cst.For):
             evidence += training_premises(ctx, inner.body)[:1]
-        yield rule.report(
-            loader.shuffle,
-            f"`{loader.what}` draws its shuffle from a generator made once, and `set_epoch(epoch)` is never called "
-            f"on the dataset the loader iterates: every epoch replays the same order; call "
-            f"`<dataset>.set_epoch(epoch)` on that dataset (or `loader.dataset`) at the top of the epoch loop",
-            evidence=evidence)
+        yield rule.report(loader.shuffle, message, evidence=evidence)
 
 
 def _sampler_evidence(ctx, build, loops, why: str) -> list:

@@ -332,7 +332,9 @@ def test_the_dataset_model_reads_the_data(monkeypatch):
     `epoch_setter`; without that fact the same code is quiet (the model keeps no list of its own)."""
     example = next(fw for fw in FRAMEWORKS if fw.id == "datasets").examples["streaming_shuffle"]
     assert "TL801" in _codes(example.bad)
-    monkeypatch.setattr(frameworks, "epoch_keyed", lambda entry: False)
+    real = frameworks.lookup
+    monkeypatch.setattr(frameworks, "lookup", lambda name: None if name == "datasets.IterableDataset.shuffle"
+                        else real(name))
     assert "TL801" not in _codes(example.bad)
 
 
@@ -358,7 +360,8 @@ for epoch in range(3):
     ("True", ".with_format('torch')", "ds.set_epoch(epoch)", True),  # another object: its own epoch
     ("True", ".with_format('torch')", "loader.dataset.set_epoch(epoch)", False),
     ("True", "", "helper.set_epoch(epoch)", False),  # a receiver that cannot be told apart
-    ("False", "", "pass", False),  # map-style: the loader's sampler orders it
+    ("False", "", "pass", True),  # map-style: one permutation, and the loader does not shuffle
+    ("False", ", shuffle=True", "pass", False),  # map-style: the loader's sampler orders it
     ("args.streaming", "", "pass", False),  # not known to be an IterableDataset
 ])
 def test_an_iterable_dataset_shuffle_needs_set_epoch_on_the_object_iterated(streaming, format, set_epoch, fires):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from trainlint.model import frameworks
-from trainlint.model.data_order import EPOCH_KEYED, SamplerBuild, data_order, holder_of, same_holder
+from trainlint.model.data_order import EPOCH_KEYED, FIXED, SamplerBuild, data_order, holder_of, same_holder
 from trainlint.model.dataflow import dataflow
 from trainlint.model.index import Scope, dotted_name, keyword_value, positional_args
 
@@ -37,7 +37,8 @@ _DEPTH = 12
 @dataclass(frozen=True, eq=False)
 class DatasetValue:
     cls: str  # the dataset class, as the entries name it: `datasets.IterableDataset`
-    shuffles: tuple[cst.Call, ...]  # the dataset_shuffle calls in its making (epoch-keyed or not)
+    #: the dataset_shuffle calls in its making, each with its entry (epoch-keyed or one permutation)
+    shuffles: tuple[tuple[cst.Call, frameworks.Entry], ...]
     made_by: cst.CSTNode  # the expression that made this object
 
 
@@ -49,6 +50,7 @@ class ShuffledLoader:
     made: DatasetValue  # the dataset object the loader iterates
     shuffle: cst.Call
     what: str  # `IterableDataset.shuffle`
+    kind: str  # EPOCH_KEYED: moved only by `set_epoch`; FIXED: one permutation, under a loader that keeps it
 
 
 class DatasetOrder:
@@ -108,7 +110,8 @@ class DatasetOrder:
         scope = self.index.scope_at(call)
         entry = self._entry(call.func, scope)
         if entry is not None and entry.kind == "dataset_source":  # reached through an import
-            return DatasetValue(_returned_class(entry, call), (), call)
+            cls = _returned_class(entry, call)
+            return DatasetValue(cls, (), call) if cls is not None else None
         if entry is not None and entry.kind == "dataset_combine":
             handed = self._handed(call, depth)
             classes = {d.cls for d in handed}
@@ -124,9 +127,10 @@ class DatasetOrder:
         if method is None:
             return DatasetValue(receiver.cls, receiver.shuffles, call)  # `map`, `with_format`, ...
         if method.kind == "dataset_source":
-            return DatasetValue(_returned_class(method, call), receiver.shuffles, call)
+            cls = _returned_class(method, call)
+            return DatasetValue(cls, receiver.shuffles, call) if cls is not None else None
         if method.kind == "dataset_shuffle":
-            return DatasetValue(receiver.cls, receiver.shuffles + (call,), call)
+            return DatasetValue(receiver.cls, receiver.shuffles + ((call, method),), call)
         return None  # `set_epoch` returns nothing
 
     def _entry(self, func: cst.BaseExpression, scope: Scope):
@@ -144,7 +148,7 @@ class DatasetOrder:
         found = [self.dataset(item, depth + 1) for item in items]
         return [] if any(d is None for d in found) else found
 
-    # -- loaders over a dataset shuffled with an epoch -------------------------------------------
+    # -- loaders over a shuffled dataset ---------------------------------------------------------
     def _build(self) -> None:
         for site in self.index.calls:
             if (self.index.resolve(site.node.func, site.scope) or "").rsplit(".", 1)[-1] != "DataLoader":
@@ -152,15 +156,7 @@ class DatasetOrder:
             argument = keyword_value(site.node, "dataset")
             if argument is None and positional_args(site.node):
                 argument = positional_args(site.node)[0].value
-            made = self.dataset(argument)
-            if made is None:
-                continue
-            shuffle = next((s for s in reversed(made.shuffles) if self._epoch_keyed(s, made.cls)), None)
-            if shuffle is None:
-                continue
-            view = SamplerBuild(shuffle, site.scope, site.function, EPOCH_KEYED, f"{_bare(made.cls)}.shuffle",
-                                holder=None, loader_call=site.node, loader=holder_of(self.index, site.node))
-            self.shuffled_loaders.append(ShuffledLoader(view, made, shuffle, view.what))
+            self._add(self.dataset(argument), site.node, site.scope, site.function, site.node)
         # a training loop over the dataset itself (`for batch in ds`, `for batch in ds.iter(batch_size=8)`)
         for training in self.order.training.loops:
             if not isinstance(training.node, cst.For):
@@ -169,23 +165,28 @@ class DatasetOrder:
             if isinstance(iterated, cst.Call) and \
                     (self.index.resolve(iterated.func, self.index.scope_at(iterated)) or "").endswith("DataLoader"):
                 continue
-            made = self.dataset(iterated)
-            shuffle = next((s for s in reversed(made.shuffles) if self._epoch_keyed(s, made.cls)), None) \
-                if made is not None else None
-            if shuffle is None:
-                continue
-            view = SamplerBuild(shuffle, self.index.scope_at(training.node), self.index.function_at(training.node),
-                                EPOCH_KEYED, f"{_bare(made.cls)}.shuffle", holder=None,
-                                loader_call=iterated if isinstance(iterated, cst.Call) else None,
-                                loader=dotted_name(iterated))
-            self.shuffled_loaders.append(ShuffledLoader(view, made, shuffle, view.what))
+            self._add(self.dataset(iterated), iterated, self.index.scope_at(training.node),
+                      self.index.function_at(training.node), None)
 
-    def _epoch_keyed(self, shuffle: cst.Call, cls: str) -> bool:
-        """The shuffle is a `dataset_shuffle` of the class the loader's dataset has, and that class has
-        an `epoch_setter` (its order moves only with the epoch)."""
-        entry = frameworks.lookup(f"{cls}.{shuffle.func.attr.value}") if isinstance(shuffle.func, cst.Attribute) \
-            else None
-        return entry is not None and entry.kind == "dataset_shuffle" and frameworks.epoch_keyed(entry)
+    def _add(self, made: DatasetValue | None, iterated: cst.BaseExpression, scope: Scope, function,
+             loader_call: cst.Call | None) -> None:
+        """Record a loader (`loader_call`) or a loop over `iterated` whose dataset's last shuffle is
+        epoch-keyed, or one permutation under a loader that does not shuffle."""
+        if made is None or not made.shuffles:
+            return
+        shuffle, entry = made.shuffles[-1]
+        if frameworks.epoch_keyed(entry):
+            kind = EPOCH_KEYED
+        elif loader_call is None or _loader_keeps_order(loader_call):
+            kind = FIXED
+        else:
+            return
+        cls = entry.name.rsplit(".", 1)[0]
+        holder = holder_of(self.index, loader_call) if loader_call is not None else dotted_name(iterated)
+        call = loader_call if loader_call is not None else iterated if isinstance(iterated, cst.Call) else None
+        view = SamplerBuild(shuffle, scope, function, kind, f"{_bare(cls)}.{entry.attr}", holder=None,
+                            loader_call=call, loader=holder)
+        self.shuffled_loaders.append(ShuffledLoader(view, made, shuffle, view.what, kind))
 
     def epoch_moved(self, loader: ShuffledLoader, views: list[SamplerBuild]) -> bool:
         """Some `set_epoch` may reach the object the loader iterates: called on it (a name holding
@@ -225,13 +226,35 @@ class DatasetOrder:
         return False
 
 
-def _returned_class(entry, call: cst.Call) -> str:
+def _loader_keeps_order(call: cst.Call) -> bool:
+    """A DataLoader call that is known not to reorder its dataset: no `shuffle` but a literal
+    `False`, no `sampler` or `batch_sampler`, no `*args`/`**kwargs` that may carry them."""
+    if any(arg.star for arg in call.args):
+        return False
+    positional = positional_args(call)
+    words = {"shuffle": 2, "sampler": 3, "batch_sampler": 4}
+    for word, place in words.items():
+        value = keyword_value(call, word)
+        if value is None and len(positional) > place:
+            value = positional[place].value
+        if value is None or isinstance(value, cst.Name) and value.value in ("None", "False"):
+            continue
+        return False
+    return True
+
+
+def _returned_class(entry, call: cst.Call) -> str | None:
     """The class a `dataset_source` call returns: `keyword_returns`' class when its keyword is a
-    literal `True` (`streaming=True`), else `returns`."""
+    literal `True` (`streaming=True`), `returns` when it is absent or a literal `False`; None
+    (unknown) when it is anything else (`streaming=args.streaming`)."""
     for word, cls in entry.keyword_returns:
         value = keyword_value(call, word)
         if isinstance(value, cst.Name) and value.value == "True":
             return cls
+        if value is not None and not (isinstance(value, cst.Name) and value.value == "False"):
+            return None
+        if any(arg.star == "**" for arg in call.args):
+            return None  # `**load_kwargs` may carry it
     return entry.returns
 
 
