@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trainlint.model.checkpoint_base import LOAD_FUNCTIONS, SAVE_FUNCTIONS, STATE_KINDS, STATE_LABELS, quoted_state
+from trainlint.model import frameworks
 from trainlint.model.checkpoints import checkpoint_model
 from trainlint.finding import Severity
 from trainlint.gate import reference_text, refers_to
@@ -28,8 +29,9 @@ class IncompleteResumeCheckpoint(Rule):
     severity = Severity.WARNING
     summary = "A resume checkpoint leaves out optimizer, scheduler, scaler or step state the script has"
     message = "this resume checkpoint leaves out training state the script has"
-    triggers = (("torch", reference_text(*SAVE_FUNCTIONS, *LOAD_FUNCTIONS)),)
-    gate = refers_to(*SAVE_FUNCTIONS, *LOAD_FUNCTIONS)
+    # `torch.save`/`torch.load`, and the frameworks' saves of a state dict (`dcp.save`: trainlint/frameworks/*.toml)
+    triggers = (("torch", reference_text(*SAVE_FUNCTIONS, *LOAD_FUNCTIONS, *sorted(frameworks.state_saves()))),)
+    gate = refers_to(*SAVE_FUNCTIONS, *LOAD_FUNCTIONS, *sorted(frameworks.state_saves()))
     what_it_does = """
         Flags a `torch.save` of a checkpoint meant for resuming that omits state the surrounding code
         has. A checkpoint is meant for resuming when it holds model state and optimizer state or a
@@ -68,6 +70,13 @@ class IncompleteResumeCheckpoint(Rule):
         is over: after the training loops, in no loop, at module level or in a function this file
         calls and never in a loop), on dicts built with `**other` or handed to helpers we cannot
         see into, and on evaluation code with no optimizer. RNG state is TL701's business.
+
+        A framework's save of the state dict it is handed is read the same way as `torch.save`
+        (trainlint/frameworks/distributed_checkpoint.toml: `torch.distributed.checkpoint.save`,
+        `async_save`, `save_state_dict`): `dcp.save({"model": model.state_dict(), "step": step},
+        checkpoint_id=...)` leaves out the optimizer. Values the model cannot tell (`get_state_dict(model,
+        optimizer)`'s results, a `Stateful` object) are not judged. The resume side of `dcp.load`
+        (it fills the dict it is handed in place) is not read yet.
         """
     why_bad = """
         A resume that restores the weights but not the optimizer restarts Adam with zero moments
@@ -80,6 +89,7 @@ class IncompleteResumeCheckpoint(Rule):
     references = (
         "https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html",
         "https://pytorch.org/docs/stable/amp.html#saving-resuming",
+        "https://pytorch.org/docs/stable/distributed.checkpoint.html",
     )
     examples = (
         bad(
@@ -848,6 +858,43 @@ class IncompleteResumeCheckpoint(Rule):
                         torch.save({"global_step": self.global_step, "model": model.state_dict()}, path)
             """,
             title="two branches write the same file, with the optimizer when there is one",
+        ),
+        bad(
+            """
+            import torch
+            import torch.distributed.checkpoint as dcp
+
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=3e-4, total_steps=total_steps)
+            for step, batch in enumerate(loader):
+                model(**batch).loss.backward()
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+                if step % args.save_every == 0:
+                    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}
+                    dcp.save(state, checkpoint_id=f"{args.output_dir}/step_{step}")
+            """,
+            line=13,
+            title="`torch.distributed.checkpoint.save` writes what the dict holds: the scheduler is left out",
+        ),
+        good(
+            """
+            import torch
+            import torch.distributed.checkpoint as dcp
+            from torch.distributed.checkpoint.state_dict import get_state_dict
+
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            for step, batch in enumerate(loader):
+                model(**batch).loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                if step % args.save_every == 0:
+                    model_sd, optim_sd = get_state_dict(model, optimizer)
+                    dcp.save({"model": model_sd, "optim": optim_sd, "step": step},
+                             checkpoint_id=f"{args.output_dir}/step_{step}")
+            """,
+            title="DCP's `get_state_dict(model, optimizer)`: the optimizer's state is in the dict",
         ),
     )
 

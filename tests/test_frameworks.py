@@ -375,3 +375,34 @@ def test_a_dataset_is_known_from_resolved_imports_not_names():
     own = source.replace("from datasets import load_dataset\n",
                          "def load_dataset(*args, **kwargs):\n    return Corpus(*args, **kwargs)\n")
     assert "TL801" not in _codes(own)
+
+
+# -- torch.distributed.checkpoint: a save of the state dict it is handed (TL404) ----------------------
+def test_a_state_save_names_what_it_saves_and_where(tmp_path):
+    (tmp_path / "bad.toml").write_text('framework = "x"\n[[entry]]\nname = "x.save"\nkind = "state_save"\n'
+                                       'saves = "state_dict"\nexample = "e"\n'
+                                       '[example.e]\ntitle = "t"\ncodes = []\nbad = ""\ngood = ""\n')
+    with pytest.raises(frameworks.FrameworkModelError, match="state_save"):
+        frameworks.load_folder(tmp_path)
+
+
+def test_the_checkpoint_model_reads_the_state_saves_from_the_data(monkeypatch):
+    """`dcp.save` is a save because distributed_checkpoint.toml says so."""
+    example = next(fw for fw in FRAMEWORKS if fw.id == "distributed_checkpoint").examples["dcp_save"]
+    assert "TL404" in _codes(example.bad)
+    monkeypatch.setattr(frameworks, "state_saves", lambda: {})
+    assert "TL404" not in _codes(example.bad)
+
+
+def test_a_dcp_save_is_no_torch_save_for_the_atomic_and_view_rules():
+    """DCP writes its shards and then its metadata (no single file to rename): TL402 and TL403,
+    which judge a `torch.save` to one path, leave it alone."""
+    source = ("import torch\nimport torch.distributed.checkpoint as dcp\n\n"
+              "optimizer = torch.optim.AdamW(model.parameters())\n"
+              "for step, batch in enumerate(loader):\n"
+              "    model(batch).backward()\n    optimizer.step()\n    optimizer.zero_grad()\n"
+              "    dcp.save({'model': model.state_dict(), 'optimizer': optimizer.state_dict(), 'step': step,\n"
+              "              'embed': model.embed.weight[:10]}, checkpoint_id='ckpt/last')\n")
+    assert not {"TL402", "TL403", "TL404"} & _codes(source)
+    assert {"TL402", "TL403"} <= _codes(source.replace("dcp.save(", "torch.save(").replace(
+        "checkpoint_id='ckpt/last'", "'ckpt/last.pt'"))

@@ -54,6 +54,11 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   `set_epoch(epoch)` every pass replays the same order); otherwise one fixed permutation.
 - `epoch_setter`: the method that moves a dataset's shuffle to the next epoch
   (`IterableDataset.set_epoch`).
+- `state_save`: a function that writes the state dict it is handed as one checkpoint (the
+  checkpoint model reads it beside `torch.save`, for TL404): `saves` names its parameter (the first
+  positional argument too), `path` the keyword that says where (`torch.distributed.checkpoint.save`:
+  `saves = "state_dict"`, `path = "checkpoint_id"`). Its own writing (a directory of shards, its
+  metadata written last) is not `torch.save`'s: TL402 and TL403 leave it alone.
 
 Every entry names the `rules` that read it (for `trainlint explain`) and an `example`: the id of an
 `[example.<id>]` table with `title`, the `codes` its `bad` code draws and its `good` twin does not
@@ -70,7 +75,7 @@ from pathlib import Path
 KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_context", "sync_flag", "prepare",
                    "save_state", "clip", "unscale", "unwrap", "hook", "seed", "accessor",
                    "grad_off", "grad_on", "grad_setter", "scaler_step", "dataset_source", "dataset_combine",
-                   "dataset_shuffle", "epoch_setter"})
+                   "dataset_shuffle", "epoch_setter", "state_save"})
 CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
 HOOK_STEPS = frozenset({"train", "eval", "eval_loader"})
 
@@ -102,6 +107,8 @@ class Entry:
     fixed_window_size: str | None = None
     returns: str | None = None
     keyword_returns: tuple[tuple[str, str], ...] = ()
+    saves: str | None = None
+    path: str | None = None
 
     @property
     def attr(self) -> str:
@@ -131,7 +138,7 @@ class Framework:
 
 _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "owns_accumulation", "clock",
                          "scheduler_clock", "sets_epoch", "unscales", "step", "state", "accumulation_keywords",
-                         "fp16", "window_size", "fixed_window_size", "returns", "keyword_returns"})
+                         "fp16", "window_size", "fixed_window_size", "returns", "keyword_returns", "saves", "path"})
 
 
 def _entry(framework: str, raw: dict, where: str) -> Entry:
@@ -151,6 +158,9 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
     if raw["kind"] == "dataset_source" and not isinstance(raw.get("returns"), str) or \
             raw["kind"] != "dataset_source" and ("returns" in raw or "keyword_returns" in raw):
         raise FrameworkModelError(f"{where}: a dataset_source (and only it) names the class it `returns`")
+    if (raw["kind"] == "state_save") != (isinstance(raw.get("saves"), str) and isinstance(raw.get("path"), str)) \
+            or raw["kind"] != "state_save" and ("saves" in raw or "path" in raw):
+        raise FrameworkModelError(f"{where}: a state_save (and only it) names the parameter it `saves` and its `path`")
     if raw["kind"] in ("constructor", "accessor") and not isinstance(raw.get("role"), str):
         raise FrameworkModelError(f"{where}: a {raw['kind']} needs a `role`")
     if ("window_size" in raw) != ("fixed_window_size" in raw) or \
@@ -163,7 +173,7 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
                  bool(raw.get("unscales")), raw.get("step"), tuple(raw.get("state", ())),
                  tuple(raw.get("accumulation_keywords", ())), fp16.get("keyword"), tuple(fp16.get("values", ())),
                  raw.get("window_size"), raw.get("fixed_window_size"), raw.get("returns"),
-                 tuple(sorted(raw.get("keyword_returns", {}).items())))
+                 tuple(sorted(raw.get("keyword_returns", {}).items())), raw.get("saves"), raw.get("path"))
 
 
 def _framework(path: str, data: dict) -> Framework:
@@ -378,3 +388,10 @@ def dataset_sources() -> frozenset[str]:
     """Qualified names of the `dataset_source` and `dataset_combine` entries: a file that makes a
     framework dataset refers to one of them (`datasets.load_dataset`)."""
     return frozenset(e.name for kind in ("dataset_source", "dataset_combine") for e in entries(kind))
+
+
+@cache
+def state_saves() -> dict[str, Entry]:
+    """Qualified name -> entry of the functions that write a state dict as one checkpoint
+    (`torch.distributed.checkpoint.save`), read beside `torch.save`."""
+    return {e.name: e for e in entries("state_save")}
