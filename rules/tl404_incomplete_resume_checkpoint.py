@@ -19,6 +19,10 @@ _CONSEQUENCE = {
 }
 
 
+# trainlint/frameworks/*.toml: `torch.distributed.checkpoint.save`, `.load`, ...
+_FRAMEWORK_IO = tuple(sorted({*frameworks.state_saves(), *frameworks.state_loads()}))
+
+
 def _missing_text(missing: dict[str, list[str]]) -> str:
     return ", ".join(f"{STATE_LABELS[kind]} ({quoted_state(names[0])})" for kind, names in missing.items())
 
@@ -29,9 +33,9 @@ class IncompleteResumeCheckpoint(Rule):
     severity = Severity.WARNING
     summary = "A resume checkpoint leaves out optimizer, scheduler, scaler or step state the script has"
     message = "this resume checkpoint leaves out training state the script has"
-    # `torch.save`/`torch.load`, and the frameworks' saves of a state dict (`dcp.save`: trainlint/frameworks/*.toml)
-    triggers = (("torch", reference_text(*SAVE_FUNCTIONS, *LOAD_FUNCTIONS, *sorted(frameworks.state_saves()))),)
-    gate = refers_to(*SAVE_FUNCTIONS, *LOAD_FUNCTIONS, *sorted(frameworks.state_saves()))
+    # `torch.save`/`torch.load`, and the frameworks' saves of (and loads into) a state dict (`dcp.save`, `dcp.load`)
+    triggers = (("torch", reference_text(*SAVE_FUNCTIONS, *LOAD_FUNCTIONS, *_FRAMEWORK_IO)),)
+    gate = refers_to(*SAVE_FUNCTIONS, *LOAD_FUNCTIONS, *_FRAMEWORK_IO)
     what_it_does = """
         Flags a `torch.save` of a checkpoint meant for resuming that omits state the surrounding code
         has. A checkpoint is meant for resuming when it holds model state and optimizer state or a
@@ -75,8 +79,11 @@ class IncompleteResumeCheckpoint(Rule):
         (trainlint/frameworks/distributed_checkpoint.toml: `torch.distributed.checkpoint.save`,
         `async_save`, `save_state_dict`): `dcp.save({"model": model.state_dict(), "step": step},
         checkpoint_id=...)` leaves out the optimizer. Values the model cannot tell (`get_state_dict(model,
-        optimizer)`'s results, a `Stateful` object) are not judged. The resume side of `dcp.load`
-        (it fills the dict it is handed in place) is not read yet.
+        optimizer)`'s results, a `Stateful` object) are not judged. A framework's load into the dict
+        it is handed (`dcp.load(state, checkpoint_id=...)`, in place) restores only what that dict
+        holds: a dict of the model (and the step, or the path this file's save writes: a resume)
+        without the optimizer, scheduler or scaler the code has is reported at the load, unless the
+        function restores them otherwise (`optimizer.load_state_dict(...)`, `set_state_dict(...)`).
         """
     why_bad = """
         A resume that restores the weights but not the optimizer restarts Adam with zero moments
@@ -923,7 +930,7 @@ class IncompleteResumeCheckpoint(Rule):
                           *(state_premise(ctx, resume.save.scope, kind, labels[0], resume.save.node)
                             for kind, labels in resume.missing.items() if labels)],
             )
-        for site, missing, _, resume in model.partial_restores():
+        for site, missing, _, resume in [*model.partial_restores(), *model.in_place_partial_restores()]:
             names = ", ".join(quoted_state(name) for _, name in missing)
             what = "restores only the model" if missing[0][0] == "optimizer" else "restores the model"
             yield self.report(

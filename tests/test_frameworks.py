@@ -406,3 +406,35 @@ def test_a_dcp_save_is_no_torch_save_for_the_atomic_and_view_rules():
     assert not {"TL402", "TL403", "TL404"} & _codes(source)
     assert {"TL402", "TL403"} <= _codes(source.replace("dcp.save(", "torch.save(").replace(
         "checkpoint_id='ckpt/last'", "'ckpt/last.pt'"))
+
+
+_DCP_RESUME = '''
+import torch
+import torch.distributed.checkpoint as dcp
+
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+state = {load_dict}
+dcp.load(state, checkpoint_id={load_path})
+{after}
+for step in range(args.max_steps):
+    model(**next(batches)).loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    if step % 1000 == 0:
+        state = {{"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}}
+        dcp.save(state, checkpoint_id="ckpt/latest")
+'''
+
+
+@pytest.mark.parametrize("load_dict, load_path, after, fires", [
+    ('{"model": model.state_dict(), "step": 0}', "args.resume", "", True),  # keeps the counter: a resume
+    ('{"model": model.state_dict()}', '"ckpt/latest"', "", True),  # reads what this file's save writes
+    ('{"model": model.state_dict()}', "args.pretrained", "", False),  # another run's weights: a fresh start
+    ('{"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": 0}', "args.resume", "", False),
+    ('{"model": model.state_dict(), "step": 0}', "args.resume",
+     'optimizer.load_state_dict(torch.load(args.optim_file, weights_only=True))', False),
+])
+def test_an_in_place_load_restores_only_what_its_dict_holds(load_dict, load_path, after, fires):
+    source = _DCP_RESUME.format(load_dict=load_dict, load_path=load_path, after=after)
+    found = [f.line for f in lint_source(source, "example.py", ALL).findings if f.code == "TL404"]
+    assert (found == [7]) is fires, found

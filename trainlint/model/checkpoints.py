@@ -68,6 +68,8 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         self.roles = ctx.model(roles)
         self.order: dict[cst.Call, int] = {site.node: i for i, site in enumerate(self.index.calls)}
         self.saves: list[Save] = []
+        #: loads into the dict they are handed (`dcp.load`): `obj` is that dict, `dest` where it is read from
+        self.in_place_loads: list[Save] = []
         self._save_nodes: set[cst.Call] = set()
         self.loads: list[CallSite] = []
         # (scope, name) -> [(key, value)] from `name["key"] = value` and `name.update(...)`
@@ -117,6 +119,11 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
                 self._save_nodes.add(site.node)
             elif name in LOAD_FUNCTIONS:
                 self.loads.append(site)
+            elif name in frameworks.state_loads():  # `dcp.load(state_dict, checkpoint_id=...)`: in place
+                entry = frameworks.state_loads()[name]
+                args = positional_args(site.node)
+                obj = args[0].value if args else _kw(site.node, entry.into)
+                self.in_place_loads.append(Save(site, obj, _kw(site.node, entry.path), framework=name))
             elif _SAVE_HELPER_NAME.search((name or dotted_name(site.node.func) or "").rsplit(".", 1)[-1]):
                 self._helper_save(site)
             func = site.node.func
@@ -512,8 +519,9 @@ _PASS_THROUGH_CALLS = {"deepcopy", "unwrap_model", "unwrap", "get_state_dict", "
 
 
 def _writes_state(name: str | None) -> bool:
-    """`torch.save`, or a framework's save of the state dict it is handed (`dcp.save`)."""
-    return name in SAVE_FUNCTIONS or name in frameworks.state_saves()
+    """`torch.save`, or a framework's save of (or in-place load into) the state dict it is handed
+    (`dcp.save`, `dcp.load`): the dict is read there, not handed on."""
+    return name in SAVE_FUNCTIONS or name in frameworks.state_saves() or name in frameworks.state_loads()
 
 
 def _kw(call: cst.Call, name: str) -> cst.BaseExpression | None:

@@ -59,6 +59,10 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   positional argument too), `path` the keyword that says where (`torch.distributed.checkpoint.save`:
   `saves = "state_dict"`, `path = "checkpoint_id"`). Its own writing (a directory of shards, its
   metadata written last) is not `torch.save`'s: TL402 and TL403 leave it alone.
+- `state_load`: a function that loads a checkpoint into the state dict it is handed, in place
+  (`torch.distributed.checkpoint.load(state_dict, checkpoint_id=...)`): `into` names that parameter
+  (the first positional argument too), `path` the keyword that says where. What the dict does not
+  hold is not restored (TL404's load side).
 
 Every entry names the `rules` that read it (for `trainlint explain`) and an `example`: the id of an
 `[example.<id>]` table with `title`, the `codes` its `bad` code draws and its `good` twin does not
@@ -75,7 +79,7 @@ from pathlib import Path
 KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_context", "sync_flag", "prepare",
                    "save_state", "clip", "unscale", "unwrap", "hook", "seed", "accessor",
                    "grad_off", "grad_on", "grad_setter", "scaler_step", "dataset_source", "dataset_combine",
-                   "dataset_shuffle", "epoch_setter", "state_save"})
+                   "dataset_shuffle", "epoch_setter", "state_save", "state_load"})
 CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
 HOOK_STEPS = frozenset({"train", "eval", "eval_loader"})
 
@@ -109,6 +113,7 @@ class Entry:
     keyword_returns: tuple[tuple[str, str], ...] = ()
     saves: str | None = None
     path: str | None = None
+    into: str | None = None
 
     @property
     def attr(self) -> str:
@@ -138,7 +143,8 @@ class Framework:
 
 _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "owns_accumulation", "clock",
                          "scheduler_clock", "sets_epoch", "unscales", "step", "state", "accumulation_keywords",
-                         "fp16", "window_size", "fixed_window_size", "returns", "keyword_returns", "saves", "path"})
+                         "fp16", "window_size", "fixed_window_size", "returns", "keyword_returns", "saves", "path",
+                         "into"})
 
 
 def _entry(framework: str, raw: dict, where: str) -> Entry:
@@ -159,8 +165,12 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
             raw["kind"] != "dataset_source" and ("returns" in raw or "keyword_returns" in raw):
         raise FrameworkModelError(f"{where}: a dataset_source (and only it) names the class it `returns`")
     if (raw["kind"] == "state_save") != (isinstance(raw.get("saves"), str) and isinstance(raw.get("path"), str)) \
-            or raw["kind"] != "state_save" and ("saves" in raw or "path" in raw):
+            or raw["kind"] not in ("state_save", "state_load") and ("saves" in raw or "path" in raw) \
+            or raw["kind"] == "state_load" and "saves" in raw:
         raise FrameworkModelError(f"{where}: a state_save (and only it) names the parameter it `saves` and its `path`")
+    if (raw["kind"] == "state_load") != (isinstance(raw.get("into"), str) and isinstance(raw.get("path"), str)):
+        raise FrameworkModelError(f"{where}: a state_load (and only it) names the parameter it loads `into` and its "
+                                  "`path`")
     if raw["kind"] in ("constructor", "accessor") and not isinstance(raw.get("role"), str):
         raise FrameworkModelError(f"{where}: a {raw['kind']} needs a `role`")
     if ("window_size" in raw) != ("fixed_window_size" in raw) or \
@@ -173,7 +183,8 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
                  bool(raw.get("unscales")), raw.get("step"), tuple(raw.get("state", ())),
                  tuple(raw.get("accumulation_keywords", ())), fp16.get("keyword"), tuple(fp16.get("values", ())),
                  raw.get("window_size"), raw.get("fixed_window_size"), raw.get("returns"),
-                 tuple(sorted(raw.get("keyword_returns", {}).items())), raw.get("saves"), raw.get("path"))
+                 tuple(sorted(raw.get("keyword_returns", {}).items())), raw.get("saves"), raw.get("path"),
+                 raw.get("into"))
 
 
 def _framework(path: str, data: dict) -> Framework:
@@ -395,3 +406,10 @@ def state_saves() -> dict[str, Entry]:
     """Qualified name -> entry of the functions that write a state dict as one checkpoint
     (`torch.distributed.checkpoint.save`), read beside `torch.save`."""
     return {e.name: e for e in entries("state_save")}
+
+
+@cache
+def state_loads() -> dict[str, Entry]:
+    """Qualified name -> entry of the functions that load a checkpoint into the state dict they are
+    handed, in place (`torch.distributed.checkpoint.load`)."""
+    return {e.name: e for e in entries("state_load")}
