@@ -438,3 +438,59 @@ def test_an_in_place_load_restores_only_what_its_dict_holds(load_dict, load_path
     source = _DCP_RESUME.format(load_dict=load_dict, load_path=load_path, after=after)
     found = [f.line for f in lint_source(source, "example.py", ALL).findings if f.code == "TL404"]
     assert (found == [7]) is fires, found
+
+
+# -- Lightning's self.log(..., on_epoch=True): an epoch mean weighted by batch_size (TL601) -----------
+_LOGGING_MODULE = '''
+{import_line}
+import torch.nn.functional as F
+
+
+class Classifier({base}):
+    def __init__(self, backbone, batch_size=64):
+        super().__init__()
+        self.save_hyperparameters(ignore=["backbone"])
+        self.backbone = backbone
+        self.batch_size = batch_size
+
+    def {hook}(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self.backbone(x), y)
+        self.log("loss", loss{arguments})
+        return loss
+{more}'''
+
+
+@pytest.mark.parametrize("import_line, base, hook, arguments, more, expected", [
+    ("import lightning.pytorch as pl", "pl.LightningModule", "validation_step",
+     ", batch_size=self.hparams.batch_size", "", "warning"),
+    ("from pytorch_lightning import LightningModule", "LightningModule", "test_step",
+     ", batch_size=self.batch_size", "", "warning"),  # set once, in the constructor
+    ("import lightning as L", "L.LightningModule", "validation_step", ", batch_size=64", "", "warning"),
+    ("import lightning as L", "L.LightningModule", "training_step", ", on_epoch=True, batch_size=64", "", "info"),
+    # quiet: the batch's own size, or none (read off the batch)
+    ("import lightning as L", "L.LightningModule", "validation_step", ", batch_size=len(y)", "", None),
+    ("import lightning as L", "L.LightningModule", "validation_step", "", "", None),
+    # quiet: training_step logs per step unless `on_epoch=True`; a sum is not a mean
+    ("import lightning as L", "L.LightningModule", "training_step", ", batch_size=64", "", None),
+    ("import lightning as L", "L.LightningModule", "validation_step", ", batch_size=64, reduce_fx='sum'", "", None),
+    # quiet: the attribute moves with every batch
+    ("import lightning as L", "L.LightningModule", "validation_step", ", batch_size=self.batch_size",
+     "\n    def on_validation_batch_start(self, batch, batch_idx, dataloader_idx=0):\n"
+     "        self.batch_size = len(batch[0])\n", None),
+    # quiet: the class's validation loader drops the short last batch
+    ("import lightning as L\nfrom torch.utils.data import DataLoader", "L.LightningModule", "validation_step",
+     ", batch_size=64", "\n    def val_dataloader(self):\n"
+     "        return DataLoader(self.val_set, batch_size=64, drop_last=True)\n", None),
+    # quiet: a class of the project's own that only shares the name
+    ("class LightningModule:\n    pass", "LightningModule", "validation_step", ", batch_size=64", "", None),
+])
+def test_a_framework_log_weighted_by_a_fixed_batch_size(import_line, base, hook, arguments, more, expected):
+    source = _LOGGING_MODULE.format(import_line=import_line, base=base, hook=hook, arguments=arguments, more=more)
+    result = lint_source(source, "example.py", ALL)
+    found = [f for f in result.findings if f.code == "TL601"]
+    if expected is None:
+        assert found == []
+    else:
+        assert [f.severity.value for f in found] == [expected], found
+        assert found[0].line == source.splitlines().index('        self.log("loss", loss' + arguments + ")") + 1

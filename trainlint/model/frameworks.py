@@ -63,6 +63,13 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   (`torch.distributed.checkpoint.load(state_dict, checkpoint_id=...)`): `into` names that parameter
   (the first positional argument too), `path` the keyword that says where. What the dict does not
   hold is not restored (TL404's load side).
+- `epoch_log`: a method of a model base that logs a value per step and reduces it over the epoch
+  as a mean weighted by `weight` (the keyword that says how many samples the step's value stands
+  for; absent, the framework reads it off the batch): Lightning's `self.log(name, value,
+  on_epoch=True, batch_size=...)`. `epoch_hooks` are the hooks where `on_epoch` defaults to true
+  (`validation_step`, `test_step`; `training_step` logs per step unless told). A fixed number
+  passed as the weight (`batch_size=self.hparams.batch_size`) weighs a short last batch like a
+  full one: an unweighted mean of batch means (TL601).
 
 Every entry names the `rules` that read it (for `trainlint explain`) and an `example`: the id of an
 `[example.<id>]` table with `title`, the `codes` its `bad` code draws and its `good` twin does not
@@ -79,7 +86,7 @@ from pathlib import Path
 KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_context", "sync_flag", "prepare",
                    "save_state", "clip", "unscale", "unwrap", "hook", "seed", "accessor",
                    "grad_off", "grad_on", "grad_setter", "scaler_step", "dataset_source", "dataset_combine",
-                   "dataset_shuffle", "epoch_setter", "state_save", "state_load"})
+                   "dataset_shuffle", "epoch_setter", "state_save", "state_load", "epoch_log"})
 CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
 HOOK_STEPS = frozenset({"train", "eval", "eval_loader"})
 
@@ -114,6 +121,8 @@ class Entry:
     saves: str | None = None
     path: str | None = None
     into: str | None = None
+    weight: str | None = None
+    epoch_hooks: tuple[str, ...] = ()
 
     @property
     def attr(self) -> str:
@@ -144,7 +153,7 @@ class Framework:
 _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "owns_accumulation", "clock",
                          "scheduler_clock", "sets_epoch", "unscales", "step", "state", "accumulation_keywords",
                          "fp16", "window_size", "fixed_window_size", "returns", "keyword_returns", "saves", "path",
-                         "into"})
+                         "into", "weight", "epoch_hooks"})
 
 
 def _entry(framework: str, raw: dict, where: str) -> Entry:
@@ -171,6 +180,9 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
     if (raw["kind"] == "state_load") != (isinstance(raw.get("into"), str) and isinstance(raw.get("path"), str)):
         raise FrameworkModelError(f"{where}: a state_load (and only it) names the parameter it loads `into` and its "
                                   "`path`")
+    if (raw["kind"] == "epoch_log") != isinstance(raw.get("weight"), str) or \
+            raw["kind"] != "epoch_log" and "epoch_hooks" in raw:
+        raise FrameworkModelError(f"{where}: an epoch_log (and only it) names the keyword of its `weight`")
     if raw["kind"] in ("constructor", "accessor") and not isinstance(raw.get("role"), str):
         raise FrameworkModelError(f"{where}: a {raw['kind']} needs a `role`")
     if ("window_size" in raw) != ("fixed_window_size" in raw) or \
@@ -184,7 +196,7 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
                  tuple(raw.get("accumulation_keywords", ())), fp16.get("keyword"), tuple(fp16.get("values", ())),
                  raw.get("window_size"), raw.get("fixed_window_size"), raw.get("returns"),
                  tuple(sorted(raw.get("keyword_returns", {}).items())), raw.get("saves"), raw.get("path"),
-                 raw.get("into"))
+                 raw.get("into"), raw.get("weight"), tuple(raw.get("epoch_hooks", ())))
 
 
 def _framework(path: str, data: dict) -> Framework:
@@ -413,3 +425,19 @@ def state_loads() -> dict[str, Entry]:
     """Qualified name -> entry of the functions that load a checkpoint into the state dict they are
     handed, in place (`torch.distributed.checkpoint.load`)."""
     return {e.name: e for e in entries("state_load")}
+
+
+@cache
+def epoch_logs() -> tuple[tuple[Entry, str, tuple[str, ...]], ...]:
+    """(entry, owner class's bare name, the framework's import roots) of every `epoch_log` entry:
+    `self.log(...)` in a class deriving from lightning's LightningModule (under any of its roots)."""
+    packages = {f.id: f.packages for f in frameworks()}
+    return tuple((e, e.name.rsplit(".", 2)[-2], packages.get(e.framework, ())) for e in entries("epoch_log"))
+
+
+@cache
+def epoch_log_owners() -> frozenset[str]:
+    """Qualified names a file may reach an `epoch_log` entry's class by (`lightning.pytorch.LightningModule`,
+    `lightning.LightningModule`, `pytorch_lightning.LightningModule`): for a rule's gate."""
+    return frozenset({e.name.rsplit(".", 1)[0] for e, _, _ in epoch_logs()}
+                     | {f"{root}.{owner}" for _, owner, roots in epoch_logs() for root in roots})
