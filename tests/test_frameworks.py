@@ -494,3 +494,17 @@ def test_a_framework_log_weighted_by_a_fixed_batch_size(import_line, base, hook,
     else:
         assert [f.severity.value for f in found] == [expected], found
         assert found[0].line == source.splitlines().index('        self.log("loss", loss' + arguments + ")") + 1
+
+
+def test_explain_names_the_facts_of_the_new_entry_kinds():
+    from trainlint.reporters.framework_models import rule_section
+
+    assert "`datasets.load_dataset` (dataset_source; returns datasets.Dataset, streaming=True: " \
+           "datasets.IterableDataset)" in rule_section("TL801")
+    assert "`datasets.IterableDataset.shuffle` (dataset_shuffle; keyed on an epoch only set_epoch moves)" \
+        in rule_section("TL801")
+    assert "`datasets.Dataset.shuffle` (dataset_shuffle; one permutation)" in rule_section("TL801")
+    assert "`torch.distributed.checkpoint.load` (state_load; loads into the dict `state_dict`, at `checkpoint_id`)" \
+        in rule_section("TL404")
+    assert "`lightning.pytorch.LightningModule.log` (epoch_log; epoch mean weighted by `batch_size`; on_epoch by " \
+           "default in validation_step, test_step)" in rule_section("TL601")
