@@ -112,49 +112,6 @@ class MeanOfBatchMeans(Rule):
         "https://lightning.ai/docs/pytorch/stable/extensions/logging.html#automatic-logging (batch_size)",
     )
     examples = (
-        bad(
-            """
-            import lightning as L
-            import torch.nn.functional as F
-
-
-            class LitClassifier(L.LightningModule):
-                def __init__(self, net, lr=1e-3, batch_size=128):
-                    super().__init__()
-                    self.save_hyperparameters(ignore=["net"])
-                    self.net = net
-
-                def validation_step(self, batch, batch_idx):
-                    images, labels = batch
-                    logits = self.net(images)
-                    acc = (logits.argmax(dim=1) == labels).float().mean()
-                    self.log("val_acc", acc, batch_size=self.hparams.batch_size)
-            """,
-            line=15,
-            title="Lightning's epoch mean weighted by a fixed `batch_size`: the short last batch weighs like a "
-                  "full one",
-        ),
-        good(
-            """
-            import lightning as L
-            import torch.nn.functional as F
-
-
-            class LitClassifier(L.LightningModule):
-                def __init__(self, net, lr=1e-3, batch_size=128):
-                    super().__init__()
-                    self.save_hyperparameters(ignore=["net"])
-                    self.net = net
-
-                def validation_step(self, batch, batch_idx):
-                    images, labels = batch
-                    logits = self.net(images)
-                    acc = (logits.argmax(dim=1) == labels).float().mean()
-                    self.log("val_acc", acc, batch_size=labels.size(0))
-            """,
-            title="the same log weighted by the batch's own size (or with no `batch_size`: Lightning reads it "
-                  "off the batch)",
-        ),
         good(
             """
             import torch
@@ -749,6 +706,49 @@ class MeanOfBatchMeans(Rule):
                 return nll
             """,
             title="old-style `.data[0]` of a summed loss, divided by the number of samples",
+        ),
+        bad(
+            """
+            import lightning as L
+            import torch.nn.functional as F
+
+
+            class LitClassifier(L.LightningModule):
+                def __init__(self, net, lr=1e-3, batch_size=128):
+                    super().__init__()
+                    self.save_hyperparameters(ignore=["net"])
+                    self.net = net
+
+                def validation_step(self, batch, batch_idx):
+                    images, labels = batch
+                    logits = self.net(images)
+                    acc = (logits.argmax(dim=1) == labels).float().mean()
+                    self.log("val_acc", acc, batch_size=self.hparams.batch_size)
+            """,
+            line=15,
+            title="Lightning's epoch mean weighted by a fixed `batch_size`: the short last batch weighs like a "
+                  "full one",
+        ),
+        good(
+            """
+            import lightning as L
+            import torch.nn.functional as F
+
+
+            class LitClassifier(L.LightningModule):
+                def __init__(self, net, lr=1e-3, batch_size=128):
+                    super().__init__()
+                    self.save_hyperparameters(ignore=["net"])
+                    self.net = net
+
+                def validation_step(self, batch, batch_idx):
+                    images, labels = batch
+                    logits = self.net(images)
+                    acc = (logits.argmax(dim=1) == labels).float().mean()
+                    self.log("val_acc", acc, batch_size=labels.size(0))
+            """,
+            title="the same log weighted by the batch's own size (or with no `batch_size`: Lightning reads it "
+                  "off the batch)",
         ),
     )
 
