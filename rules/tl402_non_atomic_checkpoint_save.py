@@ -503,8 +503,9 @@ class NonAtomicCheckpointSave(Rule):
     def check(self, ctx):
         model = ctx.model(checkpoint_model)
         for save in model.saves:
-            if save.helper or not model.is_checkpoint(save):
-                continue  # a helper's save is judged at its own `torch.save`, in its file
+            if save.helper or save.framework or not model.is_checkpoint(save):
+                continue  # a helper's save is judged at its own `torch.save`, in its file; a framework's
+                # save (`dcp.save`: shards, then its metadata) is not a `torch.save` to one path
             verdict = model.is_atomic(save)
             if verdict is True:
                 continue

@@ -213,6 +213,8 @@ class SavedTensorView(Rule):
     def check(self, ctx):
         model = ctx.model(checkpoint_model)
         for save in model.saves:
+            if save.framework:
+                continue  # `dcp.save` writes each tensor as its planner resolves it, not `torch.save`'s pickle
             views = model.saved_views(save)
             if not views:
                 continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trainlint.model.checkpoint_base import LOAD_FUNCTIONS, SAVE_FUNCTIONS, STATE_KINDS, STATE_LABELS, quoted_state
+from trainlint.model import frameworks
 from trainlint.model.checkpoints import checkpoint_model
 from trainlint.finding import Severity
 from trainlint.gate import reference_text, refers_to
@@ -18,6 +19,10 @@ _CONSEQUENCE = {
 }
 
 
+# trainlint/frameworks/*.toml: `torch.distributed.checkpoint.save`, `.load`, ...
+_FRAMEWORK_IO = tuple(sorted({*frameworks.state_saves(), *frameworks.state_loads()}))
+
+
 def _missing_text(missing: dict[str, list[str]]) -> str:
     return ", ".join(f"{STATE_LABELS[kind]} ({quoted_state(names[0])})" for kind, names in missing.items())
 
@@ -28,8 +33,9 @@ class IncompleteResumeCheckpoint(Rule):
     severity = Severity.WARNING
     summary = "A resume checkpoint leaves out optimizer, scheduler, scaler or step state the script has"
     message = "this resume checkpoint leaves out training state the script has"
-    triggers = (("torch", reference_text(*SAVE_FUNCTIONS, *LOAD_FUNCTIONS)),)
-    gate = refers_to(*SAVE_FUNCTIONS, *LOAD_FUNCTIONS)
+    # `torch.save`/`torch.load`, and the frameworks' saves of (and loads into) a state dict (`dcp.save`, `dcp.load`)
+    triggers = (("torch", reference_text(*SAVE_FUNCTIONS, *LOAD_FUNCTIONS, *_FRAMEWORK_IO)),)
+    gate = refers_to(*SAVE_FUNCTIONS, *LOAD_FUNCTIONS, *_FRAMEWORK_IO)
     what_it_does = """
         Flags a `torch.save` of a checkpoint meant for resuming that omits state the surrounding code
         has. A checkpoint is meant for resuming when it holds model state and optimizer state or a
@@ -71,6 +77,16 @@ class IncompleteResumeCheckpoint(Rule):
         is over: after the training loops, in no loop, at module level or in a function this file
         calls and never in a loop), on dicts built with `**other` or handed to helpers we cannot
         see into, and on evaluation code with no optimizer. RNG state is TL701's business.
+
+        A framework's save of the state dict it is handed is read the same way as `torch.save`
+        (trainlint/frameworks/distributed_checkpoint.toml: `torch.distributed.checkpoint.save`,
+        `async_save`, `save_state_dict`): `dcp.save({"model": model.state_dict(), "step": step},
+        checkpoint_id=...)` leaves out the optimizer. Values the model cannot tell (`get_state_dict(model,
+        optimizer)`'s results, a `Stateful` object) are not judged. A framework's load into the dict
+        it is handed (`dcp.load(state, checkpoint_id=...)`, in place) restores only what that dict
+        holds: a dict of the model (and the step, or the path this file's save writes: a resume)
+        without the optimizer, scheduler or scaler the code has is reported at the load, unless the
+        function restores them otherwise (`optimizer.load_state_dict(...)`, `set_state_dict(...)`).
         """
     why_bad = """
         A resume that restores the weights but not the optimizer restarts Adam with zero moments
@@ -83,6 +99,7 @@ class IncompleteResumeCheckpoint(Rule):
     references = (
         "https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html",
         "https://pytorch.org/docs/stable/amp.html#saving-resuming",
+        "https://pytorch.org/docs/stable/distributed.checkpoint.html",
     )
     examples = (
         good(
@@ -891,6 +908,43 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             title="two branches write the same file, with the optimizer when there is one",
         ),
+        bad(
+            """
+            import torch
+            import torch.distributed.checkpoint as dcp
+
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=3e-4, total_steps=total_steps)
+            for step, batch in enumerate(loader):
+                model(**batch).loss.backward()
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+                if step % args.save_every == 0:
+                    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}
+                    dcp.save(state, checkpoint_id=f"{args.output_dir}/step_{step}")
+            """,
+            line=13,
+            title="`torch.distributed.checkpoint.save` writes what the dict holds: the scheduler is left out",
+        ),
+        good(
+            """
+            import torch
+            import torch.distributed.checkpoint as dcp
+            from torch.distributed.checkpoint.state_dict import get_state_dict
+
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            for step, batch in enumerate(loader):
+                model(**batch).loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                if step % args.save_every == 0:
+                    model_sd, optim_sd = get_state_dict(model, optimizer)
+                    dcp.save({"model": model_sd, "optim": optim_sd, "step": step},
+                             checkpoint_id=f"{args.output_dir}/step_{step}")
+            """,
+            title="DCP's `get_state_dict(model, optimizer)`: the optimizer's state is in the dict",
+        ),
     )
 
     def check(self, ctx):
@@ -918,7 +972,7 @@ class IncompleteResumeCheckpoint(Rule):
                           *(state_premise(ctx, resume.save.scope, kind, labels[0], resume.save.node)
                             for kind, labels in resume.missing.items() if labels)],
             )
-        for site, missing, _, resume in model.partial_restores():
+        for site, missing, _, resume in [*model.partial_restores(), *model.in_place_partial_restores()]:
             names = ", ".join(quoted_state(name) for _, name in missing)
             what = "restores only the model" if missing[0][0] == "optimizer" else "restores the model"
             yield self.report(

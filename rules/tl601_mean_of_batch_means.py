@@ -13,7 +13,9 @@ from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loo
 from trainlint.model.summaries import FunctionSummary, equal_batch_arguments, equal_batches_for
 from trainlint.model.training import training_model
 from trainlint.finding import Severity
-from trainlint.gate import iterates_loader
+from trainlint.gate import iterates_loader, named, refers_to
+from trainlint.model import frameworks
+from trainlint.model.framework_classes import ancestors
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk, walk_expression
 from trainlint.model.summaries import MEAN_WORDS, callable_summary
 from trainlint.model.roles import ACCELERATOR, _unpacked_prepare_argument
@@ -46,8 +48,12 @@ class MeanOfBatchMeans(Rule):
     summary = "A metric averaged as the sum of per-batch means divided by the number of batches"
     message = "a mean of per-batch means overweights a short last batch: accumulate sums and counts"
     # the accumulation must run in a loop over a data loader
-    triggers = ("loader", "Loader", "_dl", "dl_", " dl", "(dl")
-    gate = iterates_loader()  # a loop over a data loader
+    triggers = ("loader", "Loader", "_dl", "dl_", " dl", "(dl", "batch_size")
+    # a loop over a data loader; or a framework's per-step log given a `batch_size` (trainlint/frameworks/*.toml)
+    gate = iterates_loader() | (
+        named("|".join(sorted({f"^{e.attr}$" for e, _, _ in frameworks.epoch_logs()})))
+        & named("|".join(sorted({f"^{e.weight}$" for e, _, _ in frameworks.epoch_logs()})))
+        & refers_to(*sorted(frameworks.epoch_log_owners())))
     what_it_does = """
         Flags a loss or accuracy accumulated over a data loader as per-batch means
         (`total += loss.item()` where the loss is a batch mean, `acc += correct / len(y)`,
@@ -77,6 +83,17 @@ class MeanOfBatchMeans(Rule):
         logged training loss, not a metric a model is chosen or reported by: it is reported at
         **info**, and the message says so, unless it divides by the length of another loader
         (a wrong count, not only a weighting). Averages over validation/test loaders stay warnings.
+
+        A framework that averages a logged value over the epoch for you is read from its model
+        (trainlint/frameworks/lightning.toml): Lightning's `self.log(name, value, on_epoch=True)`
+        (the default in `validation_step` and `test_step`) reduces the steps' values to a mean
+        weighted by `batch_size`, which it reads off the batch when it is not given; that mean is
+        right. Given a fixed number instead (`batch_size=self.hparams.batch_size`, a literal, an
+        attribute only the constructor sets, `args.batch_size`), every step weighs the same: a
+        batch mean logged that way is a mean of batch means. Reported at the `self.log` call, in a
+        class deriving from the framework's `LightningModule` (its resolved import); quiet when the
+        class's loader hook for that split drops the short last batch. In `training_step` (with
+        `on_epoch=True`) it is a logged training loss: info.
         """
     why_bad = """
         A mean-reduced loss is already an average over its batch. Averaging those averages gives
@@ -92,6 +109,7 @@ class MeanOfBatchMeans(Rule):
         "https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader (drop_last)",
         "https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html (reduction)",
         "https://github.com/pytorch/examples/blob/main/imagenet/main.py (AverageMeter.update(val, n))",
+        "https://lightning.ai/docs/pytorch/stable/extensions/logging.html#automatic-logging (batch_size)",
     )
     examples = (
         good(
@@ -689,6 +707,49 @@ class MeanOfBatchMeans(Rule):
             """,
             title="old-style `.data[0]` of a summed loss, divided by the number of samples",
         ),
+        bad(
+            """
+            import lightning as L
+            import torch.nn.functional as F
+
+
+            class LitClassifier(L.LightningModule):
+                def __init__(self, net, lr=1e-3, batch_size=128):
+                    super().__init__()
+                    self.save_hyperparameters(ignore=["net"])
+                    self.net = net
+
+                def validation_step(self, batch, batch_idx):
+                    images, labels = batch
+                    logits = self.net(images)
+                    acc = (logits.argmax(dim=1) == labels).float().mean()
+                    self.log("val_acc", acc, batch_size=self.hparams.batch_size)
+            """,
+            line=15,
+            title="Lightning's epoch mean weighted by a fixed `batch_size`: the short last batch weighs like a "
+                  "full one",
+        ),
+        good(
+            """
+            import lightning as L
+            import torch.nn.functional as F
+
+
+            class LitClassifier(L.LightningModule):
+                def __init__(self, net, lr=1e-3, batch_size=128):
+                    super().__init__()
+                    self.save_hyperparameters(ignore=["net"])
+                    self.net = net
+
+                def validation_step(self, batch, batch_idx):
+                    images, labels = batch
+                    logits = self.net(images)
+                    acc = (logits.argmax(dim=1) == labels).float().mean()
+                    self.log("val_acc", acc, batch_size=labels.size(0))
+            """,
+            title="the same log weighted by the batch's own size (or with no `batch_size`: Lightning reads it "
+                  "off the batch)",
+        ),
     )
 
     def check(self, ctx):
@@ -739,6 +800,8 @@ class MeanOfBatchMeans(Rule):
                     else:
                         yield self.report(node, message, evidence=self._evidence(ctx, flow, loop, loader, node, what))
 
+        yield from _framework_epoch_logs(self, ctx, flow)
+
     @staticmethod
     def _evidence(ctx, flow, loop, loader, division, what) -> list:
         short = _short_batch_premise(ctx, flow, loader)
@@ -746,6 +809,136 @@ class MeanOfBatchMeans(Rule):
                 *([short] if short is not None else []),
                 premise(f"the loop sums per-batch means ({what})", loop, "use"),
                 premise("the sum is divided by a number of batches", division, "use")]
+
+
+def _framework_epoch_logs(rule, ctx, flow):
+    """A framework's per-step log reduced to an epoch mean weighted by a fixed number
+    (`self.log("val_loss", loss, batch_size=self.hparams.batch_size)` in a LightningModule's
+    `validation_step`): the mean of the steps' batch means, every batch weighing the same."""
+    index = ctx.index
+    for class_name, class_node in index.classes.items():
+        bases = None
+        for entry, owner, roots in frameworks.epoch_logs():
+            if bases is None:
+                bases = ancestors(index, class_node)
+            derived = next((b for b in bases if b.rsplit(".", 1)[-1] == owner and b.split(".")[0] in roots), None)
+            if derived is None:
+                continue
+            for function in index.functions:
+                if function.class_name != class_name or frameworks.hook_kind(function.name) not in ("train", "eval"):
+                    continue
+                if _equal_batches_by_hook(flow, class_name, function.name):
+                    continue
+                for node in walk_expression(function.node.body):
+                    found = _fixed_weight_log(ctx, flow, entry, function, node)
+                    if found is None:
+                        continue
+                    weight, why_fixed, value, why_mean = found
+                    message = (f"`self.{entry.attr}(..., {entry.weight}={code(ctx, weight)})` averages the steps' "
+                               f"values over the epoch weighted by `{entry.weight}`, and {why_fixed}: every batch "
+                               f"weighs the same, so a short last batch is overweighted; pass the batch's own size "
+                               f"(`{entry.weight}=len(y)`) or leave it out for the framework to read it off the batch")
+                    evidence = [premise(f"`{class_name}` derives from `{derived}`: the framework reduces "
+                                        f"`self.{entry.attr}(..., on_epoch=True)` to a mean weighted by "
+                                        f"`{entry.weight}`", class_node, "construction"),
+                                premise(f"the weight is fixed: {why_fixed}", weight, "argument"),
+                                premise(f"the logged value is {why_mean}", value, "use")]
+                    if frameworks.hook_kind(function.name) == "train":
+                        yield rule.report(node, f"a logged training-loss average, reported at info: {message}",
+                                          severity=Severity.INFO, evidence=evidence)
+                    else:
+                        yield rule.report(node, message, evidence=evidence)
+
+
+def _fixed_weight_log(ctx, flow, entry, function, node):
+    """(weight, why it is fixed, value, why it is a batch mean) for `self.<log>(name, value, ...,
+    <weight>=<a fixed number>)` reduced to an epoch mean, or None."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == entry.attr
+            and isinstance(node.func.value, cst.Name) and node.func.value.value == "self"):
+        return None
+    if any(arg.star for arg in node.args):
+        return None
+    on_epoch = keyword_value(node, "on_epoch")
+    if on_epoch is None:
+        if function.name not in entry.epoch_hooks:
+            return None
+    elif not (isinstance(on_epoch, cst.Name) and on_epoch.value == "True"):
+        return None
+    reduce_fx = keyword_value(node, "reduce_fx")
+    if reduce_fx is not None and not (isinstance(reduce_fx, cst.SimpleString)
+                                      and reduce_fx.evaluated_value in ("mean", "avg")) \
+            and flow.index.resolve(reduce_fx, flow.scope_of(reduce_fx)) != "torch.mean":
+        return None
+    weight = keyword_value(node, entry.weight)
+    if weight is None:
+        return None  # read off the batch
+    why_fixed = _fixed_number(ctx, flow, weight, function, 0)
+    if why_fixed is None:
+        return None
+    args = positional_args(node)
+    value = keyword_value(node, "value") or (args[1].value if len(args) > 1 else None)
+    why_mean = _batch_mean(flow, value, 0)
+    if why_mean is None:
+        return None
+    return weight, why_fixed, value, why_mean
+
+
+def _fixed_number(ctx, flow, expr, function, depth) -> str | None:
+    """Why `expr` is the same number at every step, or None: a literal, a configuration value
+    (`self.hparams.batch_size`, `args.batch_size`), an attribute of `self` only its constructor sets,
+    or a name bound to one of these."""
+    if depth > 3:
+        return None
+    if isinstance(expr, cst.Integer):
+        return f"`{expr.value}` is a fixed number"
+    if isinstance(expr, cst.Name):
+        binding = flow.reaching(expr)
+        if binding is None:
+            bindings = flow.scope_of(expr).lookup(expr.value)
+            binding = bindings[0] if len(bindings) == 1 and bindings[0].kind == "assign" \
+                and flow.index.scope_at(bindings[0].node) is flow.index.module_scope else None
+        if binding is None or binding.kind != "assign" or binding.value is None:
+            return None
+        return _fixed_number(ctx, flow, binding.value, function, depth + 1)
+    text = dotted_name(expr)
+    if not isinstance(expr, cst.Attribute) or text is None:
+        return None
+    root, *attrs = text.split(".")
+    if root == "self":
+        if len(attrs) == 1:
+            writers = [f for f in flow.index.functions if f.class_name == function.class_name
+                       and f.name != "__init__" and _writes_self(f.node, attrs[0])]
+            return None if writers else f"`{text}` is set once, in the constructor"
+        return f"`{text}` is a configuration value, the same at every step"
+    binding = flow.scope_of(expr).lookup(root)
+    if binding and all(b.kind in ("assign", "import", "param") for b in binding) \
+            and not any(b.kind == "assign" and flow.index.function_at(b.node) is function for b in binding):
+        return f"`{text}` is a configuration value, the same at every step"
+    return None
+
+
+def _writes_self(function: cst.FunctionDef, attr: str) -> bool:
+    for node in walk(function.body):
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else \
+            [node.target] if isinstance(node, (cst.AugAssign, cst.AnnAssign)) else []
+        if any(isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self"
+               and t.attr.value == attr for t in targets):
+            return True
+    return False
+
+
+_STEP_LOADERS = {"training_step": "train_dataloader", "validation_step": "val_dataloader",
+                 "test_step": "test_dataloader"}
+
+
+def _equal_batches_by_hook(flow, class_name: str, hook: str) -> bool:
+    """The class's loader hook for the step's split returns a loader of equal batches
+    (`drop_last=True`, `batch_size=1`)."""
+    method = flow.index.method(class_name, _STEP_LOADERS.get(hook, ""))
+    if method is None:
+        return False
+    return any(isinstance(node, cst.Return) and node.value is not None and _equal_batches(flow, node.value)
+               for node in walk(method.node.body))
 
 
 def _counts_another_loader(division: cst.CSTNode, loader: cst.BaseExpression) -> bool:

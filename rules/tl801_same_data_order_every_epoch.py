@@ -5,9 +5,10 @@ from __future__ import annotations
 import libcst as cst
 
 from trainlint.finding import Severity
-from trainlint.gate import named
+from trainlint.gate import named, refers_to
 from trainlint.model import frameworks
 from trainlint.model.data_order import EPOCH_KEYED, FIXED, data_order, repeats
+from trainlint.model.dataset_order import dataset_order
 from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk
 from trainlint.model.training import calls_in
@@ -28,11 +29,14 @@ class SameDataOrderEveryEpoch(Rule):
     severity = Severity.WARNING
     summary = "A multi-epoch training loop whose data order cannot change from one epoch to the next"
     message = "the training data comes in the same order every epoch"
-    triggers = ("Sampler", "manual_seed", "seed", "enable_full_determinism")
+    triggers = ("Sampler", "manual_seed", "seed", "enable_full_determinism", "shuffle")
     # a sampler it reports is a `DistributedSampler` (or a subclass) or a sampler class of the file
     # (its `__iter__`); a seed reset each epoch needs a training loop here (a backward and a step)
+    # a framework dataset's epoch-keyed shuffle needs the dataset made here (trainlint/frameworks/datasets.toml)
     gate = named("DistributedSampler|^__iter__$") | (
-        named("seed|enable_full_determinism") & named("backward") & named("^step$"))
+        named("seed|enable_full_determinism") & named("backward") & named("^step$")) | (
+        named("|".join(f"^{m}$" for m in sorted(frameworks.methods("dataset_shuffle"))))
+        & refers_to(*sorted(frameworks.dataset_sources())))
     what_it_does = """
         Flags the construction of a training sampler (or the seeding of its generator) whose order
         is the same at every epoch of a training loop that runs several epochs over its loader:
@@ -52,6 +56,17 @@ class SameDataOrderEveryEpoch(Rule):
           own (it draws from torch's global generator; `random.seed` and `np.random.seed` do not
           touch it), `g.manual_seed(seed)` on the generator handed to the loader, or a loader
           rebuilt at every epoch with `generator=torch.Generator().manual_seed(seed)`.
+        - a Hugging Face `IterableDataset` (`load_dataset(..., streaming=True)`, `to_iterable_dataset()`,
+          `IterableDataset.from_generator`) shuffled with `.shuffle(...)`, seeded or not, under a loader
+          (or a loop) that an epoch loop trains on, when no `set_epoch(epoch)` reaches the dataset
+          object the loader iterates: its buffer shuffle draws from a generator made once and moved
+          only by the epoch. Each dataset object keeps its own epoch, so a `set_epoch` on the object
+          that `with_format(...)` or `map(...)` was later called on does not count. What a dataset is
+          comes from the framework model (trainlint/frameworks/datasets.toml) and resolved imports;
+        - a map-style `Dataset` shuffled once (`Dataset.shuffle(seed=...)`: one permutation of its
+          indices) under a DataLoader that does not shuffle (no `shuffle=True`, no sampler, no
+          `**kwargs` that may carry one): every epoch replays that permutation. Under a shuffling
+          loader its sampler draws a new order every epoch, and nothing is reported.
 
         The epoch loop is the loop around the training loop over the loader (a loop that runs a
         backward and an optimizer step), in the same function, around a same-file call of the
@@ -97,6 +112,7 @@ class SameDataOrderEveryEpoch(Rule):
         "https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler",
         "https://pytorch.org/docs/stable/notes/randomness.html",
         "https://huggingface.co/docs/accelerate/package_reference/torch_wrappers",
+        "https://huggingface.co/docs/datasets/stream#reshuffle",
     )
     examples = (
         good(
@@ -778,6 +794,105 @@ class SameDataOrderEveryEpoch(Rule):
             """,
             title="the training sampler handed to the same epoch function, and no `set_epoch`",
         ),
+        bad(
+            """
+            from datasets import load_dataset
+            from torch.utils.data import DataLoader
+
+            train_ds = load_dataset("allenai/c4", "en", split="train", streaming=True)
+            train_ds = train_ds.shuffle(seed=42, buffer_size=10_000).map(tokenize, batched=True)
+            loader = DataLoader(train_ds.with_format("torch"), batch_size=16)
+            for epoch in range(num_epochs):
+                train_ds.set_epoch(epoch)
+                for batch in loader:
+                    loss = model(**batch).loss
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            line=5,
+            title="a streaming dataset's `set_epoch` called on the object `with_format` copied, not on the one the "
+                  "loader iterates (each `IterableDataset` keeps its own epoch)",
+        ),
+        good(
+            """
+            from datasets import load_dataset
+            from torch.utils.data import DataLoader
+
+            train_ds = load_dataset("imdb", split="train").shuffle(seed=42).map(tokenize, batched=True)
+            loader = DataLoader(train_ds.with_format("torch"), batch_size=16, shuffle=True)
+            for epoch in range(num_epochs):
+                for batch in loader:
+                    loss = model(**batch).loss
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="a map-style `Dataset` (no `streaming=True`) shuffled once and handed to a shuffling DataLoader: "
+                  "its sampler draws a new order every epoch",
+        ),
+        good(
+            """
+            from datasets import load_dataset
+            from torch.utils.data import DataLoader
+
+            train_ds = load_dataset("allenai/c4", "en", split="train", streaming=True)
+            train_ds = train_ds.shuffle(seed=42, buffer_size=10_000).map(tokenize, batched=True)
+            train_ds = train_ds.with_format("torch")
+            loader = DataLoader(train_ds, batch_size=16)
+            for epoch in range(num_epochs):
+                train_ds.set_epoch(epoch)
+                for batch in loader:
+                    loss = model(**batch).loss
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="`set_epoch` on the very streaming dataset the loader iterates",
+        ),
+        good(
+            """
+            from torch.utils.data import DataLoader
+
+
+            def load_dataset(path, split, streaming=False):
+                return ShardedCorpus(path, split, streaming=streaming)
+
+
+            train_ds = load_dataset("corpus/", split="train", streaming=True).shuffle(seed=42)
+            loader = DataLoader(train_ds, batch_size=16)
+            for epoch in range(num_epochs):
+                for batch in loader:
+                    loss = model(**batch).loss
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="a project's own `load_dataset` (not Hugging Face's): nothing says how its shuffle orders",
+        ),
+        bad(
+            """
+            from datasets import load_dataset
+            from torch.utils.data import DataLoader
+
+
+            class Trainer:
+                def __init__(self, model, optimizer, path):
+                    self.model, self.optimizer = model, optimizer
+                    stream = load_dataset(path, split="train", streaming=True)
+                    self.train_data = stream.shuffle(buffer_size=5_000)
+
+                def fit(self, epochs):
+                    loader = DataLoader(self.train_data, batch_size=8, num_workers=2)
+                    for epoch in range(epochs):
+                        for batch in loader:
+                            self.model(**batch).loss.backward()
+                            self.optimizer.step()
+                            self.optimizer.zero_grad()
+            """,
+            line=9,
+            title="an unseeded shuffle replays too: its generator is drawn once, when `shuffle` is called",
+        ),
     )
 
     def check(self, ctx):
@@ -809,7 +924,50 @@ class SameDataOrderEveryEpoch(Rule):
                     "every epoch yields the same order; seed it with the epoch too (`seed + epoch`, set by "
                     "`set_epoch`)",
                     evidence=_sampler_evidence(ctx, build, loops, "its generator's seed is fixed at construction"))
+        yield from _dataset_shuffles(self, ctx)
         yield from _reseeded_each_epoch(self, ctx)
+
+
+def _dataset_shuffles(rule, ctx):
+    """A framework dataset's shuffle (trainlint/frameworks/datasets.toml) under a loader an epoch loop
+    trains on: an epoch-keyed one (HF `IterableDataset.shuffle`) whose epoch nothing moves, or one
+    permutation (HF `Dataset.shuffle`) under a loader that does not shuffle. One finding per shuffle."""
+    datasets = ctx.model(dataset_order)
+    order = ctx.model(data_order)
+    reported = set()
+    for loader in datasets.shuffled_loaders:
+        if id(loader.shuffle) in reported:
+            continue
+        views = order.views(loader.view)
+        placed = [loops for view in views for loops in [order.epoch_loops(view)] if loops]
+        if not placed or loader.kind == EPOCH_KEYED and datasets.epoch_moved(loader, views):
+            continue
+        reported.add(id(loader.shuffle))
+        cls = loader.what.split(".", 1)[0]
+        shuffled = f"`{code(ctx, loader.shuffle.func)}(...)`"
+        if loader.kind == EPOCH_KEYED:
+            evidence = [premise(f"{shuffled} shuffles an `{cls}`: its buffer shuffle draws from a generator made "
+                                "once, moved only by `set_epoch(epoch)`", loader.shuffle, "construction")]
+            if loader.view.loader_call is not None:
+                evidence.append(premise("the loader iterates that dataset, and no `set_epoch(...)` reaches it",
+                                        loader.view.loader_call, "argument"))
+            message = (f"`{loader.what}` draws its shuffle from a generator made once, and `set_epoch(epoch)` is "
+                       "never called on the dataset the loader iterates: every epoch replays the same order; call "
+                       "`<dataset>.set_epoch(epoch)` on that dataset (or `loader.dataset`) at the top of the epoch "
+                       "loop")
+        else:
+            evidence = [premise(f"{shuffled} permutes the `{cls}` once, when it is called", loader.shuffle,
+                                "construction")]
+            if loader.view.loader_call is not None:
+                evidence.append(premise("the loader over it does not shuffle (no `shuffle=True`, no sampler)",
+                                        loader.view.loader_call, "argument"))
+            message = (f"`{loader.what}` permutes the dataset once, and the loader over it does not shuffle: every "
+                       "epoch replays that one order; pass `shuffle=True` (or a sampler) to the DataLoader")
+        epoch_loop, inner = placed[0][0]
+        evidence.append(premise("an epoch loop runs the training over its loader more than once", epoch_loop, "use"))
+        if isinstance(inner, cst.For):
+            evidence += training_premises(ctx, inner.body)[:1]
+        yield rule.report(loader.shuffle, message, evidence=evidence)
 
 
 def _sampler_evidence(ctx, build, loops, why: str) -> list:

@@ -324,3 +324,187 @@ def test_explain_names_the_window_size_a_hook_relies_on():
     section = rule_section("TL103")
     assert "`transformers.Trainer.training_step` (hook; step: train; window size: " \
            "self.current_gradient_accumulation_steps, not self.args.gradient_accumulation_steps)" in section
+
+
+# -- HF datasets: a dataset that orders itself (TL801) -------------------------------------------
+def test_the_dataset_model_reads_the_data(monkeypatch):
+    """`IterableDataset.shuffle` replays one order per epoch because datasets.toml gives its class an
+    `epoch_setter`; without that fact the same code is quiet (the model keeps no list of its own)."""
+    example = next(fw for fw in FRAMEWORKS if fw.id == "datasets").examples["streaming_shuffle"]
+    assert "TL801" in _codes(example.bad)
+    real = frameworks.lookup
+    monkeypatch.setattr(frameworks, "lookup", lambda name: None if name == "datasets.IterableDataset.shuffle"
+                        else real(name))
+    assert "TL801" not in _codes(example.bad)
+
+
+_STREAM = '''
+from datasets import load_dataset
+from torch.utils.data import DataLoader
+
+ds = load_dataset("c4", split="train", streaming={streaming}).shuffle(seed=1)
+loader = DataLoader(ds{format}, batch_size=4)
+for epoch in range(3):
+    {set_epoch}
+    for batch in loader:
+        model(batch).backward()
+        opt.step()
+        opt.zero_grad()
+'''
+
+
+@pytest.mark.parametrize("streaming, format, set_epoch, fires", [
+    ("True", "", "pass", True),
+    ("True", "", "ds.set_epoch(epoch)", False),
+    ("True", "", "loader.dataset.set_epoch(epoch)", False),
+    ("True", ".with_format('torch')", "ds.set_epoch(epoch)", True),  # another object: its own epoch
+    ("True", ".with_format('torch')", "loader.dataset.set_epoch(epoch)", False),
+    ("True", "", "helper.set_epoch(epoch)", False),  # a receiver that cannot be told apart
+    ("False", "", "pass", True),  # map-style: one permutation, and the loader does not shuffle
+    ("False", ", shuffle=True", "pass", False),  # map-style: the loader's sampler orders it
+    ("args.streaming", "", "pass", False),  # not known to be an IterableDataset
+])
+def test_an_iterable_dataset_shuffle_needs_set_epoch_on_the_object_iterated(streaming, format, set_epoch, fires):
+    source = _STREAM.format(streaming=streaming, format=format, set_epoch=set_epoch)
+    assert ("TL801" in _codes(source)) is fires
+
+
+def test_a_dataset_is_known_from_resolved_imports_not_names():
+    source = _STREAM.format(streaming="True", format="", set_epoch="pass")
+    assert "TL801" in _codes(source)
+    own = source.replace("from datasets import load_dataset\n",
+                         "def load_dataset(*args, **kwargs):\n    return Corpus(*args, **kwargs)\n")
+    assert "TL801" not in _codes(own)
+
+
+# -- torch.distributed.checkpoint: a save of the state dict it is handed (TL404) ----------------------
+def test_a_state_save_names_what_it_saves_and_where(tmp_path):
+    (tmp_path / "bad.toml").write_text('framework = "x"\n[[entry]]\nname = "x.save"\nkind = "state_save"\n'
+                                       'saves = "state_dict"\nexample = "e"\n'
+                                       '[example.e]\ntitle = "t"\ncodes = []\nbad = ""\ngood = ""\n')
+    with pytest.raises(frameworks.FrameworkModelError, match="state_save"):
+        frameworks.load_folder(tmp_path)
+
+
+def test_the_checkpoint_model_reads_the_state_saves_from_the_data(monkeypatch):
+    """`dcp.save` is a save because distributed_checkpoint.toml says so."""
+    example = next(fw for fw in FRAMEWORKS if fw.id == "distributed_checkpoint").examples["dcp_save"]
+    assert "TL404" in _codes(example.bad)
+    monkeypatch.setattr(frameworks, "state_saves", lambda: {})
+    assert "TL404" not in _codes(example.bad)
+
+
+def test_a_dcp_save_is_no_torch_save_for_the_atomic_and_view_rules():
+    """DCP writes its shards and then its metadata (no single file to rename): TL402 and TL403,
+    which judge a `torch.save` to one path, leave it alone."""
+    source = ("import torch\nimport torch.distributed.checkpoint as dcp\n\n"
+              "optimizer = torch.optim.AdamW(model.parameters())\n"
+              "for step, batch in enumerate(loader):\n"
+              "    model(batch).backward()\n    optimizer.step()\n    optimizer.zero_grad()\n"
+              "    dcp.save({'model': model.state_dict(), 'optimizer': optimizer.state_dict(), 'step': step,\n"
+              "              'embed': model.embed.weight[:10]}, checkpoint_id='ckpt/last')\n")
+    assert not {"TL402", "TL403", "TL404"} & _codes(source)
+    assert {"TL402", "TL403"} <= _codes(source.replace("dcp.save(", "torch.save(").replace(
+        "checkpoint_id='ckpt/last'", "'ckpt/last.pt'"))
+
+
+_DCP_RESUME = '''
+import torch
+import torch.distributed.checkpoint as dcp
+
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+state = {load_dict}
+dcp.load(state, checkpoint_id={load_path})
+{after}
+for step in range(args.max_steps):
+    model(**next(batches)).loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    if step % 1000 == 0:
+        state = {{"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}}
+        dcp.save(state, checkpoint_id="ckpt/latest")
+'''
+
+
+@pytest.mark.parametrize("load_dict, load_path, after, fires", [
+    ('{"model": model.state_dict(), "step": 0}', "args.resume", "", True),  # keeps the counter: a resume
+    ('{"model": model.state_dict()}', '"ckpt/latest"', "", True),  # reads what this file's save writes
+    ('{"model": model.state_dict()}', "args.pretrained", "", False),  # another run's weights: a fresh start
+    ('{"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": 0}', "args.resume", "", False),
+    ('{"model": model.state_dict(), "step": 0}', "args.resume",
+     'optimizer.load_state_dict(torch.load(args.optim_file, weights_only=True))', False),
+])
+def test_an_in_place_load_restores_only_what_its_dict_holds(load_dict, load_path, after, fires):
+    source = _DCP_RESUME.format(load_dict=load_dict, load_path=load_path, after=after)
+    found = [f.line for f in lint_source(source, "example.py", ALL).findings if f.code == "TL404"]
+    assert (found == [7]) is fires, found
+
+
+# -- Lightning's self.log(..., on_epoch=True): an epoch mean weighted by batch_size (TL601) -----------
+_LOGGING_MODULE = '''
+{import_line}
+import torch.nn.functional as F
+
+
+class Classifier({base}):
+    def __init__(self, backbone, batch_size=64):
+        super().__init__()
+        self.save_hyperparameters(ignore=["backbone"])
+        self.backbone = backbone
+        self.batch_size = batch_size
+
+    def {hook}(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self.backbone(x), y)
+        self.log("loss", loss{arguments})
+        return loss
+{more}'''
+
+
+@pytest.mark.parametrize("import_line, base, hook, arguments, more, expected", [
+    ("import lightning.pytorch as pl", "pl.LightningModule", "validation_step",
+     ", batch_size=self.hparams.batch_size", "", "warning"),
+    ("from pytorch_lightning import LightningModule", "LightningModule", "test_step",
+     ", batch_size=self.batch_size", "", "warning"),  # set once, in the constructor
+    ("import lightning as L", "L.LightningModule", "validation_step", ", batch_size=64", "", "warning"),
+    ("import lightning as L", "L.LightningModule", "training_step", ", on_epoch=True, batch_size=64", "", "info"),
+    # quiet: the batch's own size, or none (read off the batch)
+    ("import lightning as L", "L.LightningModule", "validation_step", ", batch_size=len(y)", "", None),
+    ("import lightning as L", "L.LightningModule", "validation_step", "", "", None),
+    # quiet: training_step logs per step unless `on_epoch=True`; a sum is not a mean
+    ("import lightning as L", "L.LightningModule", "training_step", ", batch_size=64", "", None),
+    ("import lightning as L", "L.LightningModule", "validation_step", ", batch_size=64, reduce_fx='sum'", "", None),
+    # quiet: the attribute moves with every batch
+    ("import lightning as L", "L.LightningModule", "validation_step", ", batch_size=self.batch_size",
+     "\n    def on_validation_batch_start(self, batch, batch_idx, dataloader_idx=0):\n"
+     "        self.batch_size = len(batch[0])\n", None),
+    # quiet: the class's validation loader drops the short last batch
+    ("import lightning as L\nfrom torch.utils.data import DataLoader", "L.LightningModule", "validation_step",
+     ", batch_size=64", "\n    def val_dataloader(self):\n"
+     "        return DataLoader(self.val_set, batch_size=64, drop_last=True)\n", None),
+    # quiet: a class of the project's own that only shares the name
+    ("class LightningModule:\n    pass", "LightningModule", "validation_step", ", batch_size=64", "", None),
+])
+def test_a_framework_log_weighted_by_a_fixed_batch_size(import_line, base, hook, arguments, more, expected):
+    source = _LOGGING_MODULE.format(import_line=import_line, base=base, hook=hook, arguments=arguments, more=more)
+    result = lint_source(source, "example.py", ALL)
+    found = [f for f in result.findings if f.code == "TL601"]
+    if expected is None:
+        assert found == []
+    else:
+        assert [f.severity.value for f in found] == [expected], found
+        assert found[0].line == source.splitlines().index('        self.log("loss", loss' + arguments + ")") + 1
+
+
+def test_explain_names_the_facts_of_the_new_entry_kinds():
+    from trainlint.reporters.framework_models import rule_section
+
+    assert "`datasets.load_dataset` (dataset_source; returns datasets.Dataset, streaming=True: " \
+           "datasets.IterableDataset)" in rule_section("TL801")
+    assert "`datasets.IterableDataset.shuffle` (dataset_shuffle; keyed on an epoch only set_epoch moves)" \
+        in rule_section("TL801")
+    assert "`datasets.Dataset.shuffle` (dataset_shuffle; one permutation)" in rule_section("TL801")
+    assert "`torch.distributed.checkpoint.load` (state_load; loads into the dict `state_dict`, at `checkpoint_id`)" \
+        in rule_section("TL404")
+    assert "`lightning.pytorch.LightningModule.log` (epoch_log; epoch mean weighted by `batch_size`; on_epoch by " \
+           "default in validation_step, test_step)" in rule_section("TL601")

@@ -83,6 +83,9 @@ class Save:
     dest: cst.BaseExpression | None
     #: a project helper of another file that does the `torch.save` (`save_checkpoint(state, path)`)
     helper: str | None = None
+    #: a framework's save of the state dict it is handed (`torch.distributed.checkpoint.save`, from
+    #: trainlint/frameworks/*.toml): it writes the same state, its own way (not through `torch.save`)
+    framework: str | None = None
 
     @property
     def node(self) -> cst.Call:

@@ -32,7 +32,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from trainlint.model import file_facts
+from trainlint.model import file_facts, frameworks
 from trainlint.model.atomic_saves import AtomicSaves
 from trainlint.model.checkpoint_base import (COUNTER_NAME, CheckpointUses, LOAD_FUNCTIONS, ROLE_KIND, SAVE_FUNCTIONS,
                                              Save, SavedDict, string_value, walk_scope)
@@ -68,6 +68,8 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         self.roles = ctx.model(roles)
         self.order: dict[cst.Call, int] = {site.node: i for i, site in enumerate(self.index.calls)}
         self.saves: list[Save] = []
+        #: loads into the dict they are handed (`dcp.load`): `obj` is that dict, `dest` where it is read from
+        self.in_place_loads: list[Save] = []
         self._save_nodes: set[cst.Call] = set()
         self.loads: list[CallSite] = []
         # (scope, name) -> [(key, value)] from `name["key"] = value` and `name.update(...)`
@@ -109,8 +111,19 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
                 dest = args[1].value if len(args) > 1 else _kw(site.node, "f")
                 self.saves.append(Save(site, obj, dest))
                 self._save_nodes.add(site.node)
+            elif name in frameworks.state_saves():  # `dcp.save(state_dict, checkpoint_id=...)`
+                entry = frameworks.state_saves()[name]
+                args = positional_args(site.node)
+                obj = args[0].value if args else _kw(site.node, entry.saves)
+                self.saves.append(Save(site, obj, _kw(site.node, entry.path), framework=name))
+                self._save_nodes.add(site.node)
             elif name in LOAD_FUNCTIONS:
                 self.loads.append(site)
+            elif name in frameworks.state_loads():  # `dcp.load(state_dict, checkpoint_id=...)`: in place
+                entry = frameworks.state_loads()[name]
+                args = positional_args(site.node)
+                obj = args[0].value if args else _kw(site.node, entry.into)
+                self.in_place_loads.append(Save(site, obj, _kw(site.node, entry.path), framework=name))
             elif _SAVE_HELPER_NAME.search((name or dotted_name(site.node.func) or "").rsplit(".", 1)[-1]):
                 self._helper_save(site)
             func = site.node.func
@@ -128,7 +141,8 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
                     (type(parent) is cst.Arg and parent.value is node)
                     or (type(parent) is cst.Assign and parent.value is node)):
                 call = index.parent(parent) if isinstance(parent, cst.Arg) else None
-                if not (isinstance(call, cst.Call) and index.resolve(call.func, index.scope_at(call)) in SAVE_FUNCTIONS):
+                if not (isinstance(call, cst.Call) and call.func is not None
+                        and _writes_state(index.resolve(call.func, index.scope_at(call)))):
                     self.escapes.add((index.scope_at(node), node.value))
             if kind is cst.AssignTarget and isinstance(node.target, cst.Subscript) \
                     and isinstance(parent, cst.Assign):
@@ -502,6 +516,12 @@ def _seed_facts(ctx) -> Iterator[tuple[cst.CSTNode, bool]]:
 _PASS_THROUGH_METHODS = {"state_dict", "cpu", "to", "copy", "clone", "detach", "float", "half", "get_state"}
 _PASS_THROUGH_CALLS = {"deepcopy", "unwrap_model", "unwrap", "get_state_dict", "get_model_state_dict",
                        "de_parallel", "unwrap_module"}
+
+
+def _writes_state(name: str | None) -> bool:
+    """`torch.save`, or a framework's save of (or in-place load into) the state dict it is handed
+    (`dcp.save`, `dcp.load`): the dict is read there, not handed on."""
+    return name in SAVE_FUNCTIONS or name in frameworks.state_saves() or name in frameworks.state_loads()
 
 
 def _kw(call: cst.Call, name: str) -> cst.BaseExpression | None:

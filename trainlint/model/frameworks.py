@@ -47,6 +47,36 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   a clear like `zero_grad()`, asked only of objects built by that class.
 - `scaler_step`: a method of a framework's GradScaler that unscales the gradients, steps the
   optimizer it is given and updates the scale in one call (Paddle's `scaler.minimize(opt, loss)`).
+- `dataset_source`: a call that returns a dataset of the framework: `returns` names its class
+  (`datasets.Dataset`), `keyword_returns` the class a literal true keyword makes it return instead
+  (`load_dataset(..., streaming=True)`: `{ streaming = "datasets.IterableDataset" }`). A method
+  entry (`datasets.Dataset.to_iterable_dataset`) applies to a receiver of its class; a method of
+  a dataset class with no entry returns a dataset of the same class (`ds.map(...)`,
+  `ds.with_format("torch")`, and `dsd["train"]` too).
+- `dataset_combine`: a function that returns a dataset of the kind of the datasets it is handed
+  (`split_dataset_by_node(ds, ...)`, `interleave_datasets([a, b])`).
+- `dataset_shuffle`: a dataset method that returns the dataset shuffled with a generator drawn once,
+  from its `seed`; when the class also has an `epoch_setter` entry, the order is keyed by that seed
+  and an epoch only the setter changes (HF's `IterableDataset.shuffle`: without
+  `set_epoch(epoch)` every pass replays the same order); otherwise one fixed permutation.
+- `epoch_setter`: the method that moves a dataset's shuffle to the next epoch
+  (`IterableDataset.set_epoch`).
+- `state_save`: a function that writes the state dict it is handed as one checkpoint (the
+  checkpoint model reads it beside `torch.save`, for TL404): `saves` names its parameter (the first
+  positional argument too), `path` the keyword that says where (`torch.distributed.checkpoint.save`:
+  `saves = "state_dict"`, `path = "checkpoint_id"`). Its own writing (a directory of shards, its
+  metadata written last) is not `torch.save`'s: TL402 and TL403 leave it alone.
+- `state_load`: a function that loads a checkpoint into the state dict it is handed, in place
+  (`torch.distributed.checkpoint.load(state_dict, checkpoint_id=...)`): `into` names that parameter
+  (the first positional argument too), `path` the keyword that says where. What the dict does not
+  hold is not restored (TL404's load side).
+- `epoch_log`: a method of a model base that logs a value per step and reduces it over the epoch
+  as a mean weighted by `weight` (the keyword that says how many samples the step's value stands
+  for; absent, the framework reads it off the batch): Lightning's `self.log(name, value,
+  on_epoch=True, batch_size=...)`. `epoch_hooks` are the hooks where `on_epoch` defaults to true
+  (`validation_step`, `test_step`; `training_step` logs per step unless told). A fixed number
+  passed as the weight (`batch_size=self.hparams.batch_size`) weighs a short last batch like a
+  full one: an unweighted mean of batch means (TL601).
 
 Every entry names the `rules` that read it (for `trainlint explain`) and an `example`: the id of an
 `[example.<id>]` table with `title`, the `codes` its `bad` code draws and its `good` twin does not
@@ -62,7 +92,8 @@ from pathlib import Path
 
 KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_context", "sync_flag", "prepare",
                    "save_state", "clip", "unscale", "unwrap", "hook", "seed", "accessor",
-                   "grad_off", "grad_on", "grad_setter", "scaler_step", "grad_clear"})
+                   "grad_off", "grad_on", "grad_setter", "scaler_step", "grad_clear", "dataset_source",
+                   "dataset_combine", "dataset_shuffle", "epoch_setter", "state_save", "state_load", "epoch_log"})
 CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
 HOOK_STEPS = frozenset({"train", "eval", "eval_loader", "update"})
 
@@ -94,6 +125,13 @@ class Entry:
     unlinks_scheduler_values: tuple = ()
     window_size: str | None = None
     fixed_window_size: str | None = None
+    returns: str | None = None
+    keyword_returns: tuple[tuple[str, str], ...] = ()
+    saves: str | None = None
+    path: str | None = None
+    into: str | None = None
+    weight: str | None = None
+    epoch_hooks: tuple[str, ...] = ()
 
     @property
     def attr(self) -> str:
@@ -123,7 +161,8 @@ class Framework:
 
 _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "owns_accumulation", "clock",
                          "scheduler_clock", "sets_epoch", "unscales", "step", "state", "accumulation_keywords",
-                         "fp16", "unlinks_scheduler", "window_size", "fixed_window_size"})
+                         "fp16", "unlinks_scheduler", "window_size", "fixed_window_size", "returns", "keyword_returns",
+                         "saves", "path", "into", "weight", "epoch_hooks"})
 
 
 def _entry(framework: str, raw: dict, where: str) -> Entry:
@@ -140,6 +179,19 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
             raise FrameworkModelError(f"{where}: `{key}` must be one of {sorted(CLOCKS)}")
     if raw["kind"] == "hook" and raw.get("step") not in HOOK_STEPS:
         raise FrameworkModelError(f"{where}: a hook's `step` must be one of {sorted(HOOK_STEPS)}")
+    if raw["kind"] == "dataset_source" and not isinstance(raw.get("returns"), str) or \
+            raw["kind"] != "dataset_source" and ("returns" in raw or "keyword_returns" in raw):
+        raise FrameworkModelError(f"{where}: a dataset_source (and only it) names the class it `returns`")
+    if (raw["kind"] == "state_save") != (isinstance(raw.get("saves"), str) and isinstance(raw.get("path"), str)) \
+            or raw["kind"] not in ("state_save", "state_load") and ("saves" in raw or "path" in raw) \
+            or raw["kind"] == "state_load" and "saves" in raw:
+        raise FrameworkModelError(f"{where}: a state_save (and only it) names the parameter it `saves` and its `path`")
+    if (raw["kind"] == "state_load") != (isinstance(raw.get("into"), str) and isinstance(raw.get("path"), str)):
+        raise FrameworkModelError(f"{where}: a state_load (and only it) names the parameter it loads `into` and its "
+                                  "`path`")
+    if (raw["kind"] == "epoch_log") != isinstance(raw.get("weight"), str) or \
+            raw["kind"] != "epoch_log" and "epoch_hooks" in raw:
+        raise FrameworkModelError(f"{where}: an epoch_log (and only it) names the keyword of its `weight`")
     if raw["kind"] in ("constructor", "accessor") and not isinstance(raw.get("role"), str):
         raise FrameworkModelError(f"{where}: a {raw['kind']} needs a `role`")
     if ("window_size" in raw) != ("fixed_window_size" in raw) or \
@@ -153,7 +205,9 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
                  bool(raw.get("unscales")), raw.get("step"), tuple(raw.get("state", ())),
                  tuple(raw.get("accumulation_keywords", ())), fp16.get("keyword"), tuple(fp16.get("values", ())),
                  unlinks.get("keyword"), tuple(unlinks.get("values", ())),
-                 raw.get("window_size"), raw.get("fixed_window_size"))
+                 raw.get("window_size"), raw.get("fixed_window_size"), raw.get("returns"),
+                 tuple(sorted(raw.get("keyword_returns", {}).items())), raw.get("saves"), raw.get("path"),
+                 raw.get("into"), raw.get("weight"), tuple(raw.get("epoch_hooks", ())))
 
 
 def _framework(path: str, data: dict) -> Framework:
@@ -357,3 +411,53 @@ def model_packages() -> tuple[str, ...]:
 def epoch_setting_wrappers() -> frozenset[str]:
     """Method names of the `prepare` calls whose prepared loaders set their sampler's epoch."""
     return frozenset(e.attr for e in entries("prepare") if e.sets_epoch)
+
+
+def epoch_keyed(shuffle: Entry) -> bool:
+    """A `dataset_shuffle` whose class has an `epoch_setter`: its order changes only with that epoch."""
+    owner = shuffle.name.rsplit(".", 1)[0]
+    return any(e.name.rsplit(".", 1)[0] == owner for e in entries("epoch_setter"))
+
+
+@cache
+def dataset_classes() -> frozenset[str]:
+    """The dataset classes the `dataset_source` entries return (`datasets.IterableDataset`): a
+    method of one of them with no entry of its own returns a dataset of the same class."""
+    return frozenset(c for e in entries("dataset_source") for c in (e.returns, *dict(e.keyword_returns).values()))
+
+
+@cache
+def dataset_sources() -> frozenset[str]:
+    """Qualified names of the `dataset_source` and `dataset_combine` entries: a file that makes a
+    framework dataset refers to one of them (`datasets.load_dataset`)."""
+    return frozenset(e.name for kind in ("dataset_source", "dataset_combine") for e in entries(kind))
+
+
+@cache
+def state_saves() -> dict[str, Entry]:
+    """Qualified name -> entry of the functions that write a state dict as one checkpoint
+    (`torch.distributed.checkpoint.save`), read beside `torch.save`."""
+    return {e.name: e for e in entries("state_save")}
+
+
+@cache
+def state_loads() -> dict[str, Entry]:
+    """Qualified name -> entry of the functions that load a checkpoint into the state dict they are
+    handed, in place (`torch.distributed.checkpoint.load`)."""
+    return {e.name: e for e in entries("state_load")}
+
+
+@cache
+def epoch_logs() -> tuple[tuple[Entry, str, tuple[str, ...]], ...]:
+    """(entry, owner class's bare name, the framework's import roots) of every `epoch_log` entry:
+    `self.log(...)` in a class deriving from lightning's LightningModule (under any of its roots)."""
+    packages = {f.id: f.packages for f in frameworks()}
+    return tuple((e, e.name.rsplit(".", 2)[-2], packages.get(e.framework, ())) for e in entries("epoch_log"))
+
+
+@cache
+def epoch_log_owners() -> frozenset[str]:
+    """Qualified names a file may reach an `epoch_log` entry's class by (`lightning.pytorch.LightningModule`,
+    `lightning.LightningModule`, `pytorch_lightning.LightningModule`): for a rule's gate."""
+    return frozenset({e.name.rsplit(".", 1)[0] for e, _, _ in epoch_logs()}
+                     | {f"{root}.{owner}" for _, owner, roots in epoch_logs() for root in roots})

@@ -11,7 +11,8 @@ import libcst as cst
 
 from trainlint.model import file_facts
 from trainlint.model.checkpoint_base import (COUNTER_NAME, ROLE_KIND, STATE_KINDS, CheckpointUses, ResumeSave, Save,
-                                             path_words, state_label, string_value)
+                                             path_words, state_label, string_value, walk_scope)
+from trainlint.model.dataflow import dataflow
 from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS
 from trainlint.model.path_literals import path_literals
 from trainlint.model.premises import Premise, premise, unknown
@@ -43,6 +44,10 @@ def _is_counter_value(expr: cst.BaseExpression | None) -> bool:
     if isinstance(expr, cst.BinaryOperation):
         expr = expr.left
     return isinstance(expr, cst.Subscript)
+
+
+# a call that may restore what it is handed (`set_state_dict(model, optimizer, ...)`, `load_optimizer(opt, path)`)
+_RESTORING_CALL = re.compile(r"load|restore|resume|set_(\w+_)?state_dict", re.I)
 
 
 class ResumeCheckpoints:
@@ -484,6 +489,69 @@ class ResumeCheckpoints:
                 missing = [(kind, label) for kind, label in missing if kind not in elsewhere]
             if missing:
                 yield site, missing, saved | read, resume
+
+    def in_place_partial_restores(self) -> Iterator[tuple[CallSite, list[tuple[str, str]], set[str], Premise]]:
+        """Loads into the dict they are handed (`dcp.load(state, checkpoint_id=...)`, from the
+        framework models) whose dict holds the model but not state the code has: only what the dict
+        holds is restored. The load continues a run when its dict holds the step/epoch counter, or
+        when it reads the path a save of this file writes (the same text); the checkpoint holds the
+        optimizer (a resume point's), and what this file's saves of that kind hold besides. Quiet
+        when the function restores that state otherwise (`optimizer.load_state_dict(...)`, or hands
+        the object to a call that may)."""
+        saved_kinds: set[str] = set()
+        written: dict[str, Save] = {}
+        for save in self.saves:
+            kinds = self.object_kinds(self._reaching_dict(save)) if save.framework else None
+            if kinds and "model" in kinds:
+                saved_kinds |= kinds
+                if save.dest is not None:
+                    written[self.text(save.dest)] = save
+        for load in self.in_place_loads:
+            kinds = self.object_kinds(self._reaching_dict(load))
+            if not kinds or "model" not in kinds:
+                continue
+            path = self.text(load.dest) if load.dest is not None else None
+            if "step" in kinds:
+                resume = premise("the dict it loads into holds the run's step/epoch counter: training goes on where "
+                                 "the checkpoint stopped", load.obj, "use")
+            elif path is not None and path in written:
+                resume = premise(f"the load reads the checkpoint a save of this file writes (`{path[:60]}`): the "
+                                 "run's own", load.dest, "use")
+            else:
+                continue
+            held = (saved_kinds | {"optimizer"}) & {"optimizer", "scheduler", "scaler"}
+            available = self.available_state(load.scope, load.site.function)
+            restored = self._restored_beside(load)
+            missing = [(kind, available[kind][0]) for kind in ("optimizer", "scheduler", "scaler")
+                       if kind in held and kind in available and kind not in kinds
+                       and not restored & {label.rsplit(" in ", 1)[0] for label in available[kind]}]
+            if missing:
+                yield load.site, missing, kinds, resume
+
+    def _reaching_dict(self, load: Save) -> Save:
+        """The load (or save) with its dict as the assignment that reaches it, when a name is bound
+        more than once (`state = {...}` for the load, again for a save)."""
+        if isinstance(load.obj, cst.Name) and len(load.scope.lookup(load.obj.value)) > 1:
+            binding = self.ctx.model(dataflow).reaching(load.obj)
+            if binding is not None and binding.kind == "assign" and isinstance(binding.value, cst.Dict):
+                return Save(load.site, binding.value, load.dest, framework=load.framework)
+        return load
+
+    def _restored_beside(self, load: Save) -> set[str]:
+        """Names (`optimizer`, `self.scheduler`) the load's function restores or hands to a call
+        other than the load: `x.load_state_dict(...)`, `set_state_dict(model, optimizer, ...)`."""
+        body = load.site.function.node if load.site.function is not None else self.index.module
+        found: set[str] = set()
+        for node in walk_scope(body):
+            if not isinstance(node, cst.Call) or node is load.node:
+                continue
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict":
+                found.add(dotted_name(func.value) or "")
+            called = (dotted_name(func) or "").rsplit(".", 1)[-1]
+            if _RESTORING_CALL.search(called):
+                found |= {dotted_name(arg.value) or "" for arg in node.args}
+        return found - {""}
 
     def _training_follows(self, node: cst.CSTNode) -> bool:
         """Training runs after `node`: `trains_after`, or a later statement of a block holding it

@@ -26,6 +26,16 @@ def _describe(entry: frameworks.Entry) -> str:
         notes.append("saves " + ", ".join(entry.state))
     if entry.window_size:
         notes.append(f"window size: self.{entry.window_size}, not self.{entry.fixed_window_size}")
+    if entry.returns:
+        notes.append(f"returns {entry.returns}" + "".join(f", {word}=True: {cls}" for word, cls in entry.keyword_returns))
+    if entry.kind == "dataset_shuffle":
+        notes.append("keyed on an epoch only set_epoch moves" if frameworks.epoch_keyed(entry) else "one permutation")
+    if entry.saves or entry.into:
+        notes.append(f"{'saves' if entry.saves else 'loads into'} the dict `{entry.saves or entry.into}`, "
+                     f"at `{entry.path}`")
+    if entry.weight:
+        notes.append(f"epoch mean weighted by `{entry.weight}`"
+                     + (f"; on_epoch by default in {', '.join(entry.epoch_hooks)}" if entry.epoch_hooks else ""))
     name = entry.name + (".*" if entry.prefix else "")
     return f"`{name}` ({'; '.join(notes)})"
 
