@@ -132,6 +132,17 @@ def test_a_text_check_never_imports_click(tmp_path):
     assert done["code"] == 1 and "click" in done["click"] and "TL401" in out
 
 
+def test_a_text_check_of_a_file_no_rule_can_fire_in_imports_no_rule_code(tmp_path):
+    """Not even the Rule base class (its examples and dataclasses): selection, the pre-filter and
+    the gate read the table of heads, and the reporters link codes without it."""
+    (tmp_path / "plain.py").write_text("import json\n\n\ndef dump(options, path):\n"
+                                       "    json.dump(options, open(path, 'w'))\n")
+    probe = _RUN.replace('m.split(".")[0] == "click"', 'm in ("click", "libcst", "trainlint.rule")')
+    proc = subprocess.run([sys.executable, "-c", probe, "check", "--no-cache", "plain.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "GITHUB_ACTIONS": ""})
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"code": 0, "click": []}
+
+
 def test_the_fast_path_and_click_print_the_same(tmp_path):
     (tmp_path / "restore.py").write_text("import torch\n\n\ndef restore(path):\n"
                                          "    return torch.load(path, weights_only=False)\n")
