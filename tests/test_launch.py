@@ -204,3 +204,42 @@ def test_the_click_command_hands_check_its_namespace(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     seen = _click_options(["--no-cache", "x.py"], monkeypatch)
     assert SimpleNamespace(**seen) == launch.fast_options(["--no-cache", "x.py"])
+
+
+@pytest.mark.parametrize("setting", ["windows", "completion", "option"])
+def test_main_hands_to_click_where_click_reads_the_arguments_itself(setting, monkeypatch):
+    """On Windows click expands globs in the arguments; a completion request is click's to answer."""
+    called = []
+    monkeypatch.setattr(cli, "main", lambda: called.append("click"))
+    monkeypatch.setattr(check_command, "run_check", lambda options: called.append("fast"))
+    monkeypatch.setattr(sys, "argv", ["trainlint", "check", "--select", "TL1"] if setting == "option"
+                        else ["trainlint", "check", "*.py"])
+    if setting == "windows":
+        monkeypatch.setattr(os, "name", "nt")
+    if setting == "completion":
+        monkeypatch.setenv("_TRAINLINT_COMPLETE", "bash_complete")
+    launch.main()
+    assert called == ["click"]
+
+
+def test_main_runs_a_plain_check_itself(monkeypatch):
+    called = []
+    monkeypatch.setattr(cli, "main", lambda: called.append("click"))
+    monkeypatch.setattr(check_command, "run_check", lambda options: called.append(options.paths))
+    monkeypatch.setattr(sys, "argv", ["trainlint", "check", "--no-cache", "a.py"])
+    monkeypatch.delenv("_TRAINLINT_COMPLETE", raising=False)
+    with pytest.raises(SystemExit) as exited:  # run_check exits with the run's code; returning is 0, as in click
+        launch.main()
+    assert called == [("a.py",)] and exited.value.code == 0
+
+
+def test_an_interrupt_is_aborted_as_click_aborts(monkeypatch, capsys):
+    def interrupted(options):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(check_command, "run_check", interrupted)
+    monkeypatch.setattr(sys, "argv", ["trainlint", "a.py"])
+    monkeypatch.delenv("_TRAINLINT_COMPLETE", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        launch.main()
+    assert exited.value.code == 1 and capsys.readouterr().err == "\nAborted!\n"

@@ -6,7 +6,8 @@ check of a module with no training code. When the arguments are only paths and t
 `FAST_FLAGS` (no option that takes a value, no `-`, no help, version or other subcommand), they
 are read here into the namespace click would build (`fast_options`; tests/test_launch.py
 compares the two on every flag) and handed to `trainlint.check_command.run_check`. Anything else
-goes to click (`trainlint.cli.main`), as do the shell-completion requests click answers.
+goes to click (`trainlint.cli.main`), as do the shell-completion requests click answers and every
+run on Windows (where click expands globs in the arguments).
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ def _readable_or_absent(path: str) -> bool:
 
 
 def main() -> None:
-    options = None if "_TRAINLINT_COMPLETE" in os.environ else fast_options(sys.argv[1:])
+    # On Windows click expands globs, `~` and variables in the arguments itself: its path there
+    options = None if "_TRAINLINT_COMPLETE" in os.environ or os.name == "nt" else fast_options(sys.argv[1:])
     if options is None:
         from trainlint.cli import main as click_main
 
@@ -97,8 +99,10 @@ def main() -> None:
 
     # what click's standalone mode does with an interrupt and a closed pipe
     try:
+        code = 1
         try:
             run_check(options)  # exits with the run's code
+            code = 0
         except (EOFError, KeyboardInterrupt):
             echo(err=True)  # the blank line closes the terminal's `^C` echo
             echo("Aborted!", err=True)
@@ -111,6 +115,6 @@ def main() -> None:
 
             sys.stdout = _PacifyFlushWrapper(sys.stdout)
             sys.stderr = _PacifyFlushWrapper(sys.stderr)
-        sys.exit(1)
+        sys.exit(code)
     except (EOFError, KeyboardInterrupt):
         sys.exit(1)
