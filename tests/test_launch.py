@@ -243,3 +243,18 @@ def test_an_interrupt_is_aborted_as_click_aborts(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exited:
         launch.main()
     assert exited.value.code == 1 and capsys.readouterr().err == "\nAborted!\n"
+
+
+def test_every_fixture_and_example_is_reported_alike_by_both_paths():
+    """A text check of every fixture and example (the projects as projects), through the fast path
+    and through click: the same exit code, report and warnings."""
+    paths = [str(path.relative_to(ROOT)) for path in
+             sorted((ROOT / "tests" / "fixtures").rglob("*.py")) + sorted((ROOT / "examples").rglob("*.py"))]
+    env = {key: value for key, value in os.environ.items() if key not in ("GITHUB_ACTIONS", "NO_COLOR", "FORCE_COLOR")}
+    runs = [subprocess.run([sys.executable, "-c", f"import sys; sys.argv[0] = 'trainlint'; "
+                            f"from trainlint.{module} import main; main()",
+                            "check", "--no-cache", "--show-evidence", "--", *paths],
+                           cwd=ROOT, capture_output=True, env=env, timeout=600)
+            for module in ("launch", "cli")]
+    assert runs[0].returncode == 1 and runs[0].stdout.count(b"\n") > 50
+    assert (runs[0].returncode, runs[0].stdout, runs[0].stderr) == (runs[1].returncode, runs[1].stdout, runs[1].stderr)
