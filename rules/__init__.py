@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
+from typing import TYPE_CHECKING
 
 from trainlint.gate import RuleHead
-from trainlint.rule import Rule, registered
+
+if TYPE_CHECKING:  # the Rule base class is imported with the first rule module, not for selection
+    from trainlint.rule import Rule
 
 _HEADS: dict[str, RuleHead] = {}
 _all_imported = False
@@ -29,8 +33,15 @@ def heads() -> dict[str, RuleHead]:
         from trainlint.rules._table import HEADS
 
         _HEADS.update((head.code, head) for head in HEADS)
-    extra = {code: head_of(rule) for code, rule in registered().items() if code not in _HEADS}
+    extra = {code: head_of(rule) for code, rule in _registered().items() if code not in _HEADS}
     return dict(sorted({**_HEADS, **extra}.items())) if extra else _HEADS
+
+
+def _registered() -> dict[str, type[Rule]]:
+    """The rule classes registered in this process: none before trainlint.rule is imported (a rule
+    class is a subclass of its Rule), so a run that imports no rule never imports it."""
+    rule = sys.modules.get("trainlint.rule")
+    return rule.registered() if rule is not None else {}
 
 
 def head_of(rule: type[Rule]) -> RuleHead:
@@ -53,15 +64,17 @@ def registry() -> dict[str, type[Rule]]:
         for name in _modules():
             importlib.import_module(f"{__name__}.{name}")
         _all_imported = True
+    from trainlint.rule import registered
+
     return registered()
 
 
 def rule_class(code: str) -> type[Rule]:
     """The class of one rule, importing its module only; KeyError for an unknown code."""
-    found = registered().get(code)
+    found = _registered().get(code)
     if found is None:
         importlib.import_module(f"{__name__}.{heads()[code].module}")
-        found = registered()[code]
+        found = _registered()[code]
     return found
 
 

@@ -7,7 +7,7 @@ sending didChange until the diagnostics for that version arrive. Edits are seque
 is sent after the previous result), so every one is measured on its own.
 
 Run three times: with the server's default settings (its debounce adapts to the document's last
-check: none after a check under 30 ms, else that check's time up to 150 ms; part of what a user
+check: none after a check under 30 ms, else that check's time beyond 30 ms, up to 150 ms; part of what a user
 waits for), with the old fixed 150 ms (`debounceMs: 150`, the baseline the default is compared
 with in the same run) and with `debounceMs: 0` (the server's own work: decoding, linting, encoding,
 the round trip). Then, without

@@ -458,6 +458,34 @@ def test_a_component_under_a_folder_tree_too_large_to_list_is_not_cached(tmp_pat
     assert stored(tmp_path / "unbounded") == 1  # other.py's component is small
 
 
+def test_a_component_under_thousands_of_folders_is_cached(tmp_path):
+    """An installed environment's site-packages holds thousands of folders (2,700 with torch,
+    lightning, accelerate and timm): a file importing a package of 2,500 folders is still cached,
+    so a warm run of installed packages reads its results back."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "evaluate.py").write_text("import tools\n" + EVALUATE.format(decorator="tools.a.b.infer.inference"))
+    (tmp_path / "tools" / "a" / "b").mkdir(parents=True)
+    (tmp_path / "tools" / "__init__.py").write_text("")
+    (tmp_path / "tools" / "a" / "b" / "infer.py").write_text(NULL_CONTEXT)
+    for number in range(2_500):
+        (tmp_path / "tools" / f"part{number}").mkdir()
+    list(lint_paths([str(tmp_path / "evaluate.py")], ALL, cache=ResultCache(tmp_path / "cache")))
+    assert len(list((tmp_path / "cache").glob("??/*.json"))) == 1
+
+
+def test_system_folders_are_never_listed(tmp_path):
+    """/proc, /sys and /dev (a root of `/` names /sys for `import sys`) are unbounded at once."""
+    from trainlint.reader import project
+    from trainlint.reader.project import Project
+
+    (tmp_path / "train.py").write_text("x = 1\n")
+    checked = Project.for_paths([str(tmp_path / "train.py")])
+    for folder in ("/proc", "/sys", "/dev", "/sys/kernel"):
+        assert checked._below(folder) == [] and checked._resolved[folder][0] == project._UNBOUNDED
+    assert checked._folders_listed == 0
+    assert not project._system_folder("/system") and not project._system_folder("/devices/x")
+
+
 def test_cached_results_match_uncached_after_random_edits(tmp_path):
     mismatches = differential(tmp_path, FAST_EDITS, seed=23)
     assert mismatches == [], f"{len(mismatches)} of {FAST_EDITS} edits:\n" + "\n".join(mismatches)

@@ -361,9 +361,9 @@ async def test_quick_edits_are_debounced_and_only_the_latest_version_is_publishe
 
 
 def test_the_default_debounce_adapts_to_the_last_check():
-    """No debounce after a check under FAST_LINT_SECONDS (a small edit shows at once), as long as
-    the last check took after a slower one (at most the 150 ms default), the default before any
-    check; a client's own `debounceMs` is kept as it set it."""
+    """No debounce after a check under FAST_LINT_SECONDS (a small edit shows at once), the time the
+    last check took beyond it after a slower one (at most the 150 ms default; no jump at the
+    threshold), the default before any check; a client's own `debounceMs` is kept as it set it."""
     from trainlint.lsp.server import DEFAULT_DEBOUNCE_SECONDS, FAST_LINT_SECONDS, create_server
 
     server = create_server()
@@ -372,7 +372,11 @@ def test_the_default_debounce_adapts_to_the_last_check():
     server._lint_seconds[uri] = FAST_LINT_SECONDS / 3
     assert server.debounce_for(uri) == 0
     server._lint_seconds[uri] = FAST_LINT_SECONDS * 2
-    assert server.debounce_for(uri) == FAST_LINT_SECONDS * 2
+    assert server.debounce_for(uri) == pytest.approx(FAST_LINT_SECONDS)
+    server._lint_seconds[uri] = FAST_LINT_SECONDS
+    assert server.debounce_for(uri) == 0  # continuous: a check just over the threshold waits next to nothing
+    server._lint_seconds[uri] = FAST_LINT_SECONDS + 0.001
+    assert server.debounce_for(uri) == pytest.approx(0.001)
     server._lint_seconds[uri] = 5.0
     assert server.debounce_for(uri) == DEFAULT_DEBOUNCE_SECONDS
     server.forget(uri)

@@ -1,6 +1,6 @@
 """`python -m trainlint` runs the command line."""
 
-from trainlint.cli import main
+from trainlint.launch import main
 
 if __name__ == "__main__":
     main()

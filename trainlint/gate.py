@@ -41,6 +41,10 @@ from typing import Callable, Iterator
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
 
+#: Where a rule's documentation is (`trainlint.rule.DOCS_URL`; kept here, beside the heads, so the
+#: reporters link a code without importing the Rule base class)
+DOCS_URL = "https://github.com/trainlint/trainlint/blob/main/docs/rules.md#{code}"
+
 
 #: A loader's name, as the role model reads one (`trainlint.model.roles.LOADER_NAME`: kept equal by a
 #: test; the gate must not import the models).

@@ -10,8 +10,9 @@ support. Pull requests are answered either way.
 
 Pushing: on open and save at once, on change after a debounce that adapts to how long the
 document's last check took: none when it took under 30 ms (the result shows within a frame of a
-pause in typing), else as long as that check took, at most 150 ms. `debounceMs` in the
-initialization options sets a fixed debounce instead. Linting runs in one worker thread; a result
+pause in typing), else the time it took beyond those 30 ms, at most 150 ms (so the wait grows with
+the check's cost, without a jump at 30 ms). `debounceMs` in the initialization options sets a
+fixed debounce instead. Linting runs in one worker thread; a result
 is published only if the document still has the version it was computed for.
 
 An edit is checked as a slice: the definitions it changed, what they can reach, and the module's
@@ -74,8 +75,9 @@ NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(notebook_selector=[types.Noteb
     notebook="jupyter-notebook", cells=[types.NotebookCellLanguage(language="python")])])
 
 DEFAULT_DEBOUNCE_SECONDS = 0.150  # the adaptive debounce's ceiling (`TrainlintServer.debounce_for`)
-#: A check of a document that took less than this publishes on the next change without a debounce:
-#: a debounce saves checks of versions about to be replaced, which cost nothing here.
+#: A check of a document that took less than this publishes on the next change without a debounce
+#: (a debounce saves checks of versions about to be replaced, which cost nothing here); a slower
+#: one waits for the time it took beyond this.
 FAST_LINT_SECONDS = 0.030
 DEFAULT_CONFIRM_SECONDS = 2.0  # idle time before the whole file is checked after a sliced check
 
@@ -214,12 +216,14 @@ class TrainlintServer(LanguageServer):
 
     def debounce_for(self, uri: str) -> float:
         """Seconds to wait after a change of `uri` before checking it: the client's `debounceMs`
-        if it set one; else none when the document's last check took under FAST_LINT_SECONDS, or
-        as long as that check took, at most `debounce` (and `debounce` before any check)."""
+        if it set one; else the time the document's last check took beyond FAST_LINT_SECONDS (none
+        under it), at most `debounce` (and `debounce` before any check). A debounce as long as the
+        whole check jumped from nothing to 30 ms at 30 ms: a check of 31 ms showed its result after
+        61, one of 29 ms after 29; now the wait grows with the cost, continuously."""
         last = self._lint_seconds.get(uri)
         if not self.adaptive_debounce or last is None:
             return self.debounce
-        return 0.0 if last < FAST_LINT_SECONDS else min(self.debounce, last)
+        return min(self.debounce, max(0.0, last - FAST_LINT_SECONDS))
 
     async def lint(self, uri: str, only_if_current: bool = False) -> Linted | None:
         """The findings for the document's current text (cached per version); for a notebook's

@@ -36,7 +36,7 @@ from trainlint.reader import import_store
 from trainlint.reader.config_files import ROOT_MARKERS, ConfigError, find_config
 from trainlint.reader.discovery import Discovery, MissingPath, discover
 from trainlint.notebook import NotebookError, is_notebook, read_notebook
-from trainlint.reader.files import DEFAULT_MAX_FILE_SIZE, SkippedFile, UnreadableFile, read_source
+from trainlint.reader.files import DEFAULT_MAX_FILE_SIZE, SYSTEM_FOLDERS, SkippedFile, UnreadableFile, read_source
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -45,7 +45,11 @@ if TYPE_CHECKING:
 _SUFFIXES = (*importlib.machinery.EXTENSION_SUFFIXES, ".py", *importlib.machinery.BYTECODE_SUFFIXES)
 # the content hash a folder node has in the import store (`_below`), and one that was not listed
 _FOLDER, _UNBOUNDED = "folder", "unbounded"
-_MAX_FOLDERS = 2_000
+# Folders listed in a run at most. An installed environment's site-packages holds thousands (2,700
+# with torch, lightning, accelerate and timm: at 2,000, none of their results was cached, and a
+# warm run of them cost 0.37x the cold one); the system's own trees (/proc, /sys, /dev, which a
+# root of `/` would list for `import sys`) are never listed at all.
+_MAX_FOLDERS = 10_000
 
 
 _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(?P<base>\.*[\w.]*)[ \t]+import[ \t]+\(?(?P<names>[\w \t,.]*)"
@@ -206,6 +210,11 @@ def _real_text_in(path: str | os.PathLike, folders: dict[str, str]) -> str:
 def _reals(paths: Iterable[str | os.PathLike]) -> list[Path]:
     folders: dict[str, str] = {}
     return [_real_in(path, folders) for path in paths]
+
+
+def _system_folder(folder: str) -> bool:
+    """Under /proc, /sys or /dev (`files.SYSTEM_FOLDERS`): kernel state and devices, never listed."""
+    return any(folder == top or folder.startswith(top + "/") for top in SYSTEM_FOLDERS)
 
 
 def _own_place(key: str, component: str | None) -> str | None:
@@ -705,15 +714,16 @@ class Project:
     def _below(self, folder: str) -> list[Path]:
         """The edges of the folder node `folder` (a real path): its modules and its folders (those
         named as a name's part can be: identifiers), through the listings `find_module` reads;
-        the folders under it get theirs too. Past `_MAX_FOLDERS` listed in a run (a root of `/`,
-        where `import sys` names /sys), a folder is `_UNBOUNDED`: its component is not cached."""
+        the folders under it get theirs too. Past `_MAX_FOLDERS` listed in a run, and under
+        /proc, /sys or /dev (a root of `/`, where `import sys` names /sys), a folder is
+        `_UNBOUNDED`: its component is not cached."""
         todo = [folder]
         while todo:
             here = todo.pop()
             if here in self._resolved and self._resolved[here][0] in (_FOLDER, _UNBOUNDED):
                 continue
             self._resolved_changed = True
-            if self._folders_listed >= _MAX_FOLDERS:
+            if self._folders_listed >= _MAX_FOLDERS or _system_folder(here):
                 self._resolved[here] = (_UNBOUNDED, [])
                 continue
             self._folders_listed += 1

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 
 from trainlint.finding import Severity
-from trainlint.rule import DOCS_URL
+from trainlint.gate import DOCS_URL
 from trainlint.rules import heads, registry
 from trainlint.settings import SYNTAX_ERROR_CODE
 

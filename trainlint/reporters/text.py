@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import click
-
 from trainlint.finding import FileResult, Finding, Severity
 from trainlint.reporters.catalog import docs_urls
 from trainlint.reporters.options import ReportOptions
@@ -18,8 +16,17 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def _style(text: str, options: ReportOptions, **style) -> str:
-    return click.style(text, **style) if options.color else text
+#: the ANSI colour numbers of click.style's colour names that the report uses
+_ANSI = {"red": 31, "yellow": 33, "blue": 34}
+
+
+def _style(text: str, options: ReportOptions, fg: str | None = None, bold: bool | None = None) -> str:
+    """`click.style(text, fg=fg, bold=bold)` when colour is on (without importing click for a text
+    run; tests/test_launch.py compares the two)."""
+    if not options.color:
+        return text
+    return (f"\033[{_ANSI[fg]}m" if fg is not None else "") + \
+        (f"\033[{1 if bold else 22}m" if bold is not None else "") + text + "\033[0m"
 
 
 #: A span longer than this many lines shows its first lines, then `...`.
