@@ -7,6 +7,8 @@ Computed once per file from its `FileIndex` (and cached by the project per conte
   inside one, or it is a decorator (factory) whose wrapper runs under one
   (`@smart_inference_mode()`, `@torch_no_grad_eval`); `body_grad_off`: its own body runs under one;
 - `modes`: which parameter or `self.<attr>` it calls `.eval()`/`.train()` on, first and last;
+- `grad_off_when`: for a `forward`, the literal arguments that send it down a branch running its
+  submodules under a grad-off context (`model(batch, mode="inference")`);
 - `detached`: which part of its result is detached (`.detach()`, `.item()`, computed without grad):
   all of it, tuple positions, or dict keys;
 - `saves`: which parameter it writes with `torch.save`/`pickle.dump`/`safetensors`, and whether the
