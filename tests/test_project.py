@@ -1089,3 +1089,55 @@ def test_a_method_whose_every_call_in_the_project_runs_without_grad(tmp_path, wr
     results = list(lint_paths([str(tmp_path / name) for name in files], ALL))
     found = {f.line for r in results if r.path.endswith("/evaluator.py") for f in r.findings if f.code == "TL301"}
     assert found == expected
+
+
+def test_a_criterion_result_detached_through_a_star_import(tmp_path):
+    """TL501: `loss, acc = self.crit.forward(out, y)` where the criterion (loss.py) counts `acc`
+    with a helper it takes by `from metrics import *` on detached scores: no graph is kept; a
+    helper returning the scores' mean confidence keeps it."""
+    write(tmp_path, {
+        "metrics.py": """
+            def hits(scores, labels):
+                found = []
+                best = scores.argmax(dim=1)
+                found.append(best.eq(labels).float().sum().mul_(100.0 / labels.size(0)))
+                return found
+            """,
+        "loss.py": """
+            import torch.nn as nn
+            from metrics import *
+
+            class Margin(nn.Module):
+                def forward(self, scores, labels):
+                    return nn.functional.cross_entropy(scores, labels), hits(scores.detach(), labels)[0]
+            """,
+        "train.py": """
+            import torch
+            import torch.nn as nn
+            from loss import Margin
+
+            class Learner(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Linear(8, 4)
+                    self.crit = Margin().cuda()
+                    self.opt = torch.optim.SGD(self.parameters(), lr=0.1)
+
+                def fit(self, loader):
+                    total = 0
+                    for x, y in loader:
+                        self.opt.zero_grad()
+                        loss, acc = self.crit.forward(self.body(x), y)
+                        loss.backward()
+                        self.opt.step()
+                        total += acc
+                    print(total)
+            """,
+    })
+    path = str(tmp_path / "train.py")
+    assert (20, "TL501") not in _codes(lint_path(path, ALL, project=Project(tmp_path)))
+    write(tmp_path, {"metrics.py": '''
+        def hits(scores, labels):
+            return [scores.softmax(dim=1).max(dim=1)[0].mean()]
+        '''})
+    assert (20, "TL501") in _codes(lint_path(path, ALL, project=Project(tmp_path)))

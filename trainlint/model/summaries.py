@@ -59,7 +59,7 @@ _SAME_GRAPH_METHODS = frozenset({"cpu", "cuda", "to", "float", "double", "half",
 #: tensor methods whose result never carries a graph (comparisons, indices, integer casts)
 _NON_DIFFERENTIABLE_METHODS = frozenset({"argmax", "argmin", "argsort", "eq", "ne", "lt", "le", "gt", "ge", "long",
                                          "int", "bool", "byte", "nonzero", "isnan", "isinf", "isfinite", "any",
-                                         "all", "sign", "bincount", "count_nonzero"})
+                                         "all", "bincount", "count_nonzero"})
 #: tensor arithmetic methods: their result carries the graph of the receiver and of the operands
 _ARITHMETIC_METHODS = frozenset({"add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "true_divide"})
 #: `nn.Module` methods that return the module itself
@@ -1032,14 +1032,17 @@ class _Summariser:
 
     def _put_into(self, name: str, scope: Scope) -> list[cst.BaseExpression]:
         """What `name.append(x)` / `.extend` / `.insert` put into the container `name` in `scope`."""
-        found = []
-        for site in self.index.calls:
-            func = site.node.func
-            if site.scope is scope and isinstance(func, cst.Attribute) \
-                    and func.attr.value in ("append", "extend", "insert") \
-                    and isinstance(func.value, cst.Name) and func.value.value == name and site.node.args:
-                found.append(site.node.args[-1].value)
-        return found
+        memo = self.__dict__.setdefault("_put_memo", {})
+        if id(scope) not in memo:
+            by_name: dict[str, list[cst.BaseExpression]] = {}
+            for site in self.index.calls:
+                func = site.node.func
+                if site.scope is scope and isinstance(func, cst.Attribute) \
+                        and func.attr.value in ("append", "extend", "insert") \
+                        and isinstance(func.value, cst.Name) and site.node.args:
+                    by_name.setdefault(func.value.value, []).append(site.node.args[-1].value)
+            memo[id(scope)] = by_name
+        return memo[id(scope)].get(name, [])
 
     # -- saves ----------------------------------------------------------------------------------
     def _saves(self, function: FunctionInfo) -> tuple[tuple[str, bool], ...]:
