@@ -527,9 +527,10 @@ def test_timeout_stops_the_script_and_still_reports(reports):
     report = reports["timeout"]
     assert report.stopped == "timeout" and report.steps == 2
     assert report.error == "timed out: the script was stopped before it finished"
-    # what ran before the stop is reported, and the script's finally block ran after it
-    assert statuses(report) == {(11, "TL105"): CONFIRMED, (15, "TL402"): CONFIRMED,
-                                 (15, "TL404"): CONFIRMED}
+    # what ran before the stop is reported, and the script's finally block ran after it. (No TL404:
+    # a weights file named last.pt that no load of the project reads back is not proven a resume
+    # point, so the static pass leaves it unreported by default.)
+    assert statuses(report) == {(11, "TL105"): CONFIRMED, (15, "TL402"): CONFIRMED}
     assert report.runtime_only == []
 
 
