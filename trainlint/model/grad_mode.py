@@ -179,15 +179,14 @@ def literal_flags(call: cst.Call, target: FunctionInfo, outer: dict | None = Non
     analysed with `train` false, not joined over both values its callers pass; `predict(loader)`
     with `optim=None` by default skips its `if optim is not None:` branch. `outer`: the caller's own
     literal-bound parameters, handed on by name (`self.process_batch(batch, optim)`)."""
-    if any(arg.star for arg in call.args):
-        return {}
     params = target.node.params
     positional = [*params.posonly_params, *params.params]
     if target.class_name is not None and positional and positional[0].name.value in ("self", "cls"):
         positional = positional[1:]
-    values = {p.name.value: p.default for p in (*positional, *params.kwonly_params) if p.default is not None}
-    values.update((p.name.value, arg.value) for p, arg in zip(positional, positional_args(call)))
-    values.update((arg.keyword.value, arg.value) for arg in call.args if arg.keyword is not None)
+    defaults = {p.name.value: p.default for p in (*positional, *params.kwonly_params) if p.default is not None}
+    values = bound_arguments(call, [p.name.value for p in positional], defaults)
+    if values is None:
+        return {}
     bindings = target.scope.bindings
     found = {}
     for name, value in values.items():
@@ -197,6 +196,17 @@ def literal_flags(call: cst.Call, target: FunctionInfo, outer: dict | None = Non
         if literal is not None and all(binding.kind == "param" for binding in bindings.get(name, ())):
             found[name] = literal
     return found
+
+
+def bound_arguments(call: cst.Call, positional: list[str], defaults: dict) -> dict | None:
+    """What `call` binds each named parameter to: its argument (by position among `positional`, or
+    by keyword), else its entry in `defaults`. None when `*args`/`**kwargs` may bind any of them."""
+    if any(arg.star for arg in call.args):
+        return None
+    values = dict(defaults)
+    values.update(zip(positional, (arg.value for arg in positional_args(call))))
+    values.update((arg.keyword.value, arg.value) for arg in call.args if arg.keyword is not None)
+    return values
 
 
 def flag_value(expr: cst.BaseExpression, frame: Frame) -> bool | None:

@@ -14,8 +14,8 @@ import re
 
 import libcst as cst
 
-from trainlint.model.grad_mode import (GRAD_SETTERS, bool_flag_value, context_grad, decorator_grad, flag_value,
-                                       is_false, is_true, literal_flags, volatile_input)
+from trainlint.model.grad_mode import (GRAD_SETTERS, bool_flag_value, bound_arguments, context_grad, decorator_grad,
+                                       flag_value, is_false, is_true, literal_flags, volatile_input)
 from trainlint.model.index import FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args, walk
 from trainlint.model.mode_names import (MEMBERS_AND_SELF, SELF, function_name, last_component, strip_wrappers,
                                         switched_members)
@@ -821,11 +821,10 @@ def statements_of(container: cst.CSTNode) -> list | None:
 def _summary_flags(call: cst.Call, summary) -> dict[str, bool]:
     """The flag parameters of another file's function that `call` binds to a literal True/False,
     passed or by default (`evaluate_model(model, path, is_training=True)`)."""
-    if any(arg.star for arg in call.args):
+    values = bound_arguments(call, list(summary.params), {})
+    if values is None:
         return {}
     flags = dict(getattr(summary, "flag_defaults", ()))
-    values = dict(zip(summary.params, (a.value for a in positional_args(call))))
-    values.update((a.keyword.value, a.value) for a in call.args if a.keyword is not None)
     for name, value in values.items():
         if is_true(value) or is_false(value):
             flags[name] = is_true(value)
