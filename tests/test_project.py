@@ -1141,3 +1141,27 @@ def test_a_criterion_result_detached_through_a_star_import(tmp_path):
             return [scores.softmax(dim=1).max(dim=1)[0].mean()]
         '''})
     assert (20, "TL501") in _codes(lint_path(path, ALL, project=Project(tmp_path)))
+
+
+def test_a_components_method_callers_are_found_once_for_all_its_files(tmp_path, monkeypatch):
+    """A project of near-copies (an editor's `.history/` folder: hundreds of versions of one
+    trainer) asks "who calls a method `vali`" from every copy; the answer depends only on the
+    component of the import graph, so it is scanned once, not once per file (a quadratic number of
+    parses that took one such repository past ten minutes)."""
+    trainer = "class Exp:\n    def vali(self, loader):\n        return 0\n\n    def train(self):\n        self.vali(None)\n"
+    files = {"pyproject.toml": "", "main.py": "".join(f"import exp_{i}\n" for i in range(6))}
+    files.update({f"exp_{i}.py": trainer for i in range(6)})
+    write(tmp_path, files)
+    project = Project(tmp_path)
+    summaries = summaries_of(project)
+    scanned = []
+    original = type(summaries).file_summary
+
+    def counting(self, path):
+        scanned.append(Path(path).name)
+        return original(self, path)
+
+    monkeypatch.setattr(type(summaries), "file_summary", counting)
+    answers = [summaries.method_callers_by_file(str(tmp_path / f"exp_{i}.py"), "vali") for i in range(6)]
+    assert all(len(found) == 6 for found in answers)  # the six copies' `self.vali(None)`
+    assert sorted(scanned) == sorted(f"exp_{i}.py" for i in range(6))  # each file read once in all

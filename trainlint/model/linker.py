@@ -131,11 +131,14 @@ class Summaries:
         that can reach the file at `path` (its component of the import graph, itself included):
         a superset of the calls of its methods called `name`."""
         self._current()
-        key = (str(self.project.real(path)), "." + name)
+        target = self.project.real(path)
+        components = self.project.key_components()
+        own = components.get(str(target))
+        # the answer depends on the component only, not on the file asked from: every file of a
+        # component shares one scan (a project of many near-copies asks it once per file)
+        scope = own[1] if own is not None and own[1] is not None else str(target) if own is None else None
+        key = ("component", scope, "." + name)
         if key not in self._callers:
-            target = self.project.real(path)
-            components = self.project.key_components()
-            own = components.get(str(target))
             found = []
             for candidate in self.project.paths:
                 if own is not None and own[1] is not None and components.get(str(candidate), own)[1] != own[1]:
