@@ -1165,3 +1165,43 @@ def test_a_components_method_callers_are_found_once_for_all_its_files(tmp_path, 
     answers = [summaries.method_callers_by_file(str(tmp_path / f"exp_{i}.py"), "vali") for i in range(6)]
     assert all(len(found) == 6 for found in answers)  # the six copies' `self.vali(None)`
     assert sorted(scanned) == sorted(f"exp_{i}.py" for i in range(6))  # each file read once in all
+
+
+@pytest.mark.parametrize("loaded, severity", [("enc.pt", "warning"), ("dec.pt", "info")])
+def test_a_save_read_back_by_the_next_stage_is_a_warning(tmp_path, loaded, severity):
+    """TL402 at default severity needs something to read the file back. Stage one rewrites
+    `<out>/enc.pt` in place every epoch; stage two, another script of the same project (both import
+    `common`), loads `logs/enc.pt`: the file name the two paths spell out is the same, so a crash
+    mid-save destroys what the next stage reads (a warning, naming the reading file). Loading another
+    file name (`dec.pt`) proves nothing: the save stays at info."""
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "common.py": "import torch\n\ndef build():\n    return torch.nn.Linear(4, 4)\n",
+        "train_enc.py": """
+            import torch
+            from common import build
+
+            def main(out, loader, epochs):
+                model = build()
+                opt = torch.optim.Adam(model.parameters())
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        loss = torch.nn.functional.mse_loss(model(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    torch.save(model.state_dict(), f"{out}/enc.pt")
+        """,
+        "train_dec.py": f"""
+            import torch
+            from common import build
+
+            encoder = build()
+            encoder.load_state_dict(torch.load("logs/{loaded}", weights_only=True))
+        """,
+    })
+    found = [f for f in lint_path(str(tmp_path / "train_enc.py"), ALL, project=Project(tmp_path)).findings
+             if f.code == "TL402"]
+    assert [f.severity.value for f in found] == [severity]
+    if severity == "warning":
+        assert any("train_dec.py" in e.premise for e in found[0].evidence)

@@ -499,6 +499,19 @@ def read_back(ctx, save) -> tuple[str, str] | None:
             return kind, text
         if kind == "load" and ("marker", text) in facts:
             return "marker", text
+    # the file name the path spells out (`"enc.pt"` of `f"{out}/enc.pt"`), loaded under another
+    # spelling of the path: by a load of this file (`torch.load(self.root + "/enc.pt")` in the
+    # class's `load()`), or of another file of its import component (the next stage's script)
+    names = path_literals(save.dest, save.scope) if save.dest is not None else frozenset()
+    if not names:
+        return None
+    for _, literals, _, _, load in file_facts.values(ctx, "checkpoints.resume_reads"):
+        if names & literals:
+            return "name", f"{sorted(names & literals)[0]}` by `{load}"
+    linker = ctx.index.linker
+    if linker is not None:
+        for where in linker.files_loading(tuple(sorted(names))):
+            return "name", f"{where[1]}` by a load in `{where[0]}"
     return None
 
 

@@ -292,6 +292,23 @@ class Linker:
                 found |= summary.loaded_files
         return frozenset(found)
 
+    def files_loading(self, names: tuple[str, ...]) -> list[tuple[str, str]]:
+        """(path relative to the project root, file name) for each other file of this file's
+        import component whose `torch.load` paths spell out one of the file `names` (a checkpoint
+        written here and read back there)."""
+        if self.project is None or not self.project.contains(self.path):
+            return []
+        found = []
+        own = self.project.real(self.path)
+        for where in self._summaries.mentioning(self.path, names):
+            if where == own:
+                continue
+            summary = self._summaries.file_summary(where)
+            shared = set(names) & summary.loaded_files if summary is not None else set()
+            if shared:
+                found.append((_relative(self.project, where), sorted(shared)[0]))
+        return found
+
     def whole_project(self) -> bool:
         """The run checks every file of the project (`Project.checks_everything`): a file that can
         import this one is in its import component."""
