@@ -93,6 +93,7 @@ import libcst as cst
 from trainlint.model.index import (FileIndex, FunctionInfo, Scope, iter_children, keyword_arg, positional_args, walk,
                                    walk_scope)
 from trainlint.model import frameworks
+from trainlint.model.iterations import same_on_every_iteration
 from trainlint.model.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
 
 _MAX_CALL_DEPTH = 3
@@ -825,6 +826,43 @@ class TrainingModel:
             if candidate.node is ref.node:
                 return candidate
         return ref.node
+
+    def varying_test(self, loop: TrainingLoop, ref: CallRef | cst.CSTNode) -> cst.If | cst.While | None:
+        """The first `if` (or `while`) on the way from the loop body (through helpers) to `ref` whose
+        test can change between micro-batches: not the update's guard, not holding a backward of
+        the loop (where it is false nothing accumulates), and not a test with the same value on
+        every iteration (`iterations.same_on_every_iteration`: a setting such as `if args.fp16:`).
+        None: `ref` runs on every micro-batch the loop runs, if it runs at all."""
+        guard = loop.guard.node if loop.guard is not None else None
+        for position, segment in enumerate(self.path(loop, ref)):
+            owner = loop.node if position == 0 else next(
+                (a for a in self.index.ancestors(segment[0]) if isinstance(a, cst.FunctionDef)), None)
+            for child, node in zip(segment, segment[1:]):
+                if not isinstance(node, (cst.If, cst.While)) or child is node.test or node is guard:
+                    continue
+                if any(self._holds(node, b, loop) for b in loop.backward_calls):
+                    continue
+                if owner is None or not same_on_every_iteration(self.index, node.test, owner):
+                    return node
+        return None
+
+    def clears_within_window(self, loop: TrainingLoop) -> tuple[list[CallRef], list[tuple[CallRef, cst.CSTNode]]]:
+        """The clears (`zero_grad()`) that keep the window's gradients from adding up: those that
+        run on every micro-batch (off the update's guard, under no test that changes between
+        micro-batches) and those under the update's condition before its last backward
+        (`cleared_before_last_backward`); and, apart, the clears off the guard whose test can
+        change between micro-batches, with that test (where they run is unknown)."""
+        proven: list[CallRef] = [clear for clear, _, _ in self.cleared_before_last_backward(loop)]
+        unknown: list[tuple[CallRef, cst.CSTNode]] = []
+        for ref in self.own_calls(loop):
+            if not self.is_zero_grad(ref.node, ref.scope) or self.runs_per_update(loop, ref):
+                continue
+            test = self.varying_test(loop, ref)
+            if test is None:
+                proven.append(ref)
+            else:
+                unknown.append((ref, test))
+        return proven, unknown
 
     # -- order within the update window -------------------------------------------------------------
     def cleared_before_last_backward(self, loop: TrainingLoop) -> list[tuple[CallRef, CallRef, CallRef]]:
