@@ -40,8 +40,13 @@ class AccumulatedLossNotScaled(Rule):
         and so is a loop that divides the accumulated gradients by K itself before the step
         (`p.grad /= K`), or one whose window is cleared between its micro-batches (a `zero_grad()`
         on every micro-batch, or under the update's condition before its last backward: TL104):
-        no K gradients add up there. A clear under a test that can change between micro-batches
-        (`if i == 0:`) leaves that premise unproven.
+        no K gradients add up there, nor where a clear after a nested micro-batch loop comes before
+        every step (a meta-update that clears the per-task gradients, then backpropagates the
+        mean of the task losses). A clear under a test that can change between micro-batches
+        (`if i == 0:`) leaves that premise unproven. A loss computed by a function of another
+        project file is a mean only when every value it returns is one (`return F.mse_loss(a, b)`,
+        `.mean()`); one that reduces as its caller's setting says (`.mean()` or `.sum()` by a
+        `reduction` argument) is left alone.
 
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
@@ -641,6 +646,41 @@ class AccumulatedLossNotScaled(Rule):
             """,
             title="K a parameter that defaults to 1: reported as conditional on K > 1",
             severity=Severity.WARNING,
+        ),
+        good(
+            """
+            import torch
+
+
+            def outer_update(net, opt, task_batches, loss_fn):
+                losses = []
+                for x, y in task_batches:
+                    loss = loss_fn(net(x), y)
+                    loss.backward(retain_graph=True)
+                    losses.append(loss)
+                opt.zero_grad()
+                torch.stack(losses).mean().backward()
+                opt.step()
+            """,
+            title="the per-task gradients are cleared after the task loop: only the mean's backward reaches the step",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def outer_update(net, opt, task_batches, loss_fn):
+                losses = []
+                for x, y in task_batches:
+                    loss = loss_fn(net(x), y)
+                    loss.backward(retain_graph=True)
+                    losses.append(loss)
+                torch.stack(losses).mean().backward()
+                opt.step()
+                opt.zero_grad()
+            """,
+            line=8,
+            title="the clear comes after the step: the task loop's K mean gradients reach it",
         ),
     )
 

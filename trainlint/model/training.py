@@ -853,6 +853,7 @@ class TrainingModel:
         (`cleared_before_last_backward`); and, apart, the clears off the guard whose test can
         change between micro-batches, with that test (where they run is unknown)."""
         proven: list[CallRef] = [clear for clear, _, _ in self.cleared_before_last_backward(loop)]
+        proven += self._cleared_after_micro_loop(loop)
         unknown: list[tuple[CallRef, cst.CSTNode]] = []
         for ref in self.own_calls(loop):
             if not self.is_zero_grad(ref.node, ref.scope) or self.runs_per_update(loop, ref):
@@ -863,6 +864,52 @@ class TrainingModel:
             else:
                 unknown.append((ref, test))
         return proven, unknown
+
+    def _cleared_after_micro_loop(self, loop: TrainingLoop) -> list[CallRef]:
+        """For a window whose backward runs in a nested micro-batch loop: the clears that come after
+        that loop and before every optimizer step of the window, on its way (a statement of a block
+        that holds the step, written before it): what the micro-batch loop accumulated never
+        reaches a step (a meta-learning step that clears, then backpropagates a mean of the task
+        losses). Empty when some step can be reached without such a clear."""
+        guard = loop.guard
+        place = self.index.place
+        if guard is None or guard.kind != "micro_loop" or guard.node not in place:
+            return []
+        micro_end = self.index.subtree_end(place[guard.node])
+        steps = [r for r in loop.step_calls if not r.via and self._inner_loop(loop, r) is None]
+        clears = [r for r in self.own_calls(loop) if not r.via and self.is_zero_grad(r.node, r.scope)
+                  and place.get(r.node, -1) >= micro_end]
+        found: list[CallRef] = []
+        for step in steps:
+            clear = next((c for c in clears if place.get(step.node, -1) > place[c.node]
+                          and self._on_the_way(c.node, step.node)), None)
+            if clear is None:
+                return []
+            found.append(clear)
+        return found
+
+    def _on_the_way(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        """`first` runs on every way to `second`: its statement belongs to a block that holds
+        `second`, before the statement of that block that holds `second`."""
+        statement, block = first, None
+        for ancestor in self.index.ancestors(first):
+            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+                block = ancestor
+                break
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            statement = ancestor
+        if block is None:
+            return False
+        child = second
+        for ancestor in self.index.ancestors(second):
+            if ancestor is block:
+                body = list(block.body)
+                return statement in body and child in body and body.index(statement) < body.index(child)
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            child = ancestor
+        return False
 
     # -- order within the update window -------------------------------------------------------------
     def cleared_before_last_backward(self, loop: TrainingLoop) -> list[tuple[CallRef, CallRef, CallRef]]:
