@@ -43,8 +43,9 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         test on its way, not shared with the optimizer's step, that is false then: `if epoch > 0:`,
         the `else:` of `if epoch < warmup:`, with the counter's first value read from its `range`
         or `enumerate`): each call then follows the previous iteration's updates; when such a test
-        cannot be evaluated there (`if self.steps > warmup:`), the finding is unproven; nor is a schedule class of the project's own (no base class) whose `step()` writes
-        the learning rate of the coming update into the param groups while building it writes
+        cannot be evaluated there (`if self.steps > warmup:`), the finding is unproven; nor is a
+        schedule class of the project's own (no base class) whose `step()` writes the learning
+        rate of the coming update into the param groups while building it writes
         none: it is meant to step before the update it sets (also when it reaches the loop as a
         parameter: every call of that function in the file passes one, or None). A function that
         holds only the step half of an update (no backward: `OptimizerScheduler.step()`, whose
