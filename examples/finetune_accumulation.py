@@ -1,9 +1,11 @@
 """Fine-tune a classifier with gradient accumulation, resuming from a checkpoint.
 
 This script has bugs trainlint reports (the `# expect:` comments mark them):
-the optimizer's gradients are cleared on every micro-batch, the loss is not divided by the
-number of accumulation steps, the LR scheduler steps on every micro-batch instead of once per
-update, and the resume path unpickles the checkpoint with the full unpickler.
+the optimizer's gradients are cleared on every micro-batch (so the step sees only the last
+micro-batch's gradient; once the clear moves after the step, the undivided loss makes the
+update K times too large, which trainlint then reports as TL102), the LR scheduler steps on
+every micro-batch instead of once per update, and the resume path unpickles the checkpoint
+with the full unpickler.
 """
 
 import argparse
@@ -54,7 +56,7 @@ def main() -> None:
         for step, (x, y) in enumerate(loader):
             optimizer.zero_grad()  # expect: TL104
             loss = loss_fn(model(x), y)
-            loss.backward()  # expect: TL102
+            loss.backward()
             if (step + 1) % args.accum_steps == 0:
                 optimizer.step()
             scheduler.step()  # expect: TL101

@@ -112,7 +112,7 @@ HEADS = (
         enabled_by_default=True,
         family='TL1',
         module='tl107_scheduler_horizon_on_another_clock',
-        triggers=(('step(', 'sched'), ('step(', 'LR'), ('step(', 'schedule')),
+        triggers=(('step(', 'sched'), ('step(', 'LR'), ('step(', 'schedule'), 'configure_optimizers'),
         gate=_Any(parts=(_Matches(field='names', pattern=re.compile('^step$', 40)), _Matches(field='names', pattern=re.compile('^configure_optimizers$', 40)))),
         imported_triggers=(),
         imported_gate=None,

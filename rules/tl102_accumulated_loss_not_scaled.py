@@ -11,7 +11,7 @@ from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.rules import rule_class
 from trainlint.model.training import training_model
 from trainlint.model.shipped import k_condition
-from trainlint.model.premises import premise
+from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, training_premises
 
 
@@ -38,7 +38,15 @@ class AccumulatedLossNotScaled(Rule):
         start, a term halved by a constant included) and losses weighted by anything the rule
         cannot read are left alone,
         and so is a loop that divides the accumulated gradients by K itself before the step
-        (`p.grad /= K`).
+        (`p.grad /= K`), or one whose window is cleared between its micro-batches (a `zero_grad()`
+        on every micro-batch, or under the update's condition before its last backward: TL104):
+        no K gradients add up there, nor where a clear after a nested micro-batch loop comes before
+        every step (a meta-update that clears the per-task gradients, then backpropagates the
+        mean of the task losses). A clear under a test that can change between micro-batches
+        (`if i == 0:`) leaves that premise unproven. A loss computed by a function of another
+        project file is a mean only when every value it returns is one (`return F.mse_loss(a, b)`,
+        `.mean()`); one that reduces as its caller's setting says (`.mean()` or `.sum()` by a
+        `reduction` argument) is left alone.
 
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
@@ -66,6 +74,57 @@ class AccumulatedLossNotScaled(Rule):
         "https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html",
     )
     examples = (
+        good(
+            """
+            import torch
+
+            WINDOW = 4
+
+
+            def train(net, opt, batches):
+                for n, (x, y) in enumerate(batches):
+                    last = (n + 1) % WINDOW == 0
+                    if last:
+                        opt.zero_grad()
+                    torch.nn.functional.mse_loss(net(x), y).backward()
+                    if last:
+                        opt.step()
+            """,
+            title="the window's clear runs before its last backward (TL104's finding): only one micro-batch's "
+                  "gradient reaches the step, not K of them",
+        ),
+        bad(
+            """
+            import torch
+
+            WINDOW = 4
+
+
+            def train(net, opt, batches):
+                for n, (x, y) in enumerate(batches):
+                    if n % WINDOW == 0:
+                        opt.zero_grad()
+                    torch.nn.functional.mse_loss(net(x), y).backward()
+                    if (n + 1) % WINDOW == 0:
+                        opt.step()
+            """,
+            line=10,
+            fixed="""
+            import torch
+
+            WINDOW = 4
+
+
+            def train(net, opt, batches):
+                for n, (x, y) in enumerate(batches):
+                    if n % WINDOW == 0:
+                        opt.zero_grad()
+                    (torch.nn.functional.mse_loss(net(x), y) / WINDOW).backward()
+                    if (n + 1) % WINDOW == 0:
+                        opt.step()
+            """,
+            title="the clear at the window's first micro-batch: the K mean-loss gradients add up",
+        ),
         good(
             """
             import torch
@@ -588,6 +647,41 @@ class AccumulatedLossNotScaled(Rule):
             title="K a parameter that defaults to 1: reported as conditional on K > 1",
             severity=Severity.WARNING,
         ),
+        good(
+            """
+            import torch
+
+
+            def outer_update(net, opt, task_batches, loss_fn):
+                losses = []
+                for x, y in task_batches:
+                    loss = loss_fn(net(x), y)
+                    loss.backward(retain_graph=True)
+                    losses.append(loss)
+                opt.zero_grad()
+                torch.stack(losses).mean().backward()
+                opt.step()
+            """,
+            title="the per-task gradients are cleared after the task loop: only the mean's backward reaches the step",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def outer_update(net, opt, task_batches, loss_fn):
+                losses = []
+                for x, y in task_batches:
+                    loss = loss_fn(net(x), y)
+                    loss.backward(retain_graph=True)
+                    losses.append(loss)
+                torch.stack(losses).mean().backward()
+                opt.step()
+                opt.zero_grad()
+            """,
+            line=8,
+            title="the clear comes after the step: the task loop's K mean gradients reach it",
+        ),
     )
 
     def check(self, ctx):
@@ -598,6 +692,9 @@ class AccumulatedLossNotScaled(Rule):
             tracer = LossTracer(model, loop)
             if tracer.gradients_divided_by_k():
                 continue
+            discarding, maybe = model.clears_within_window(loop)
+            if discarding:
+                continue  # a clear inside the window: the step sees one micro-batch's gradient (TL104)
             for ref in loop.backward_calls:
                 if model._inner_loop(loop, ref) is not None or model.runs_per_update(loop, ref):
                     continue
@@ -615,6 +712,10 @@ class AccumulatedLossNotScaled(Rule):
                 evidence = [*accumulation_premises(ctx, loop),
                             premise(f"`{loss_text}` is a mean over the micro-batch, not divided by {k} before "
                                     "the backward", backward.loss, "call")]
+                for clear, test in maybe[:1]:
+                    evidence.append(unknown(
+                        f"the window's gradients add up: `{ctx.code_for(clear.node)}` runs under "
+                        f"`{ctx.code_for(test.test)}`, which can change between micro-batches", test.test, "use"))
                 yield self.report_if(k_condition(ctx, loop), ref.node, message,
                                      self._fix(ctx, loop, ref, backward, tracer, trace), evidence)
 

@@ -12,7 +12,7 @@ from trainlint.rule import FixSpec, Rule, after, bad, good, delete
 from trainlint.model.index import walk
 from trainlint.model.training import CallRef, training_model
 from trainlint.model.shipped import k_condition
-from trainlint.model.premises import premise
+from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, training_premises
 
 _CLIPS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "unscale_")
@@ -61,6 +61,12 @@ class ZeroGradPerMicroBatch(Rule):
         flagged: only the prepared optimizer's `zero_grad` is skipped. A retry loop
         (`while size: try: ... backward ... except OOM: size //= 2 else: break`) is not a micro-batch
         loop: it repeats only after a failure, and a clear in it drops the failed attempt's gradients.
+        A clear is said to run on every micro-batch only when each test on its way (other than the
+        update's guard and tests that also hold the backward) has the same value on every
+        micro-batch: a setting (`if args.fp16:`, an attribute set only in `__init__`). Under a test
+        that can change between micro-batches (`if i == 0:`, `if self.seen == 0:`, an attribute a
+        base class of another file keeps), where it may mark the window's start, the finding is
+        unproven.
 
         The clear's place within the window counts too: a `zero_grad()` under the update's own
         condition (the step's `if`, or a test written the same way) that runs before the last
@@ -335,6 +341,51 @@ class ZeroGradPerMicroBatch(Rule):
             """,
             line=9,
             title="Trainer class: zero_grad in the per-micro-batch helper",
+        ),
+        good(
+            """
+            import torch
+
+
+            class Learner:
+                def __init__(self, net, window):
+                    self.net, self.window = net, window
+                    self.opt = torch.optim.SGD(net.parameters(), lr=0.01)
+                    self.seen = 0
+
+                def learn(self, x, y):
+                    if self.seen == 0:
+                        self.opt.zero_grad()
+                    (torch.nn.functional.cross_entropy(self.net(x), y) / self.window).backward()
+                    self.seen += 1
+                    if self.seen % self.window == 0:
+                        self.opt.step()
+                        self.seen = 0
+            """,
+            title="called once per micro-batch: the clear is under a counter that changes between calls (the window's start)",
+        ),
+        bad(
+            """
+            import torch
+
+
+            class Learner:
+                def __init__(self, net, window, reset_each_batch):
+                    self.net, self.window = net, window
+                    self.reset_each_batch = reset_each_batch
+                    self.opt = torch.optim.SGD(net.parameters(), lr=0.01)
+                    self.seen = 0
+
+                def learn(self, x, y):
+                    if self.reset_each_batch:
+                        self.opt.zero_grad()
+                    (torch.nn.functional.cross_entropy(self.net(x), y) / self.window).backward()
+                    self.seen += 1
+                    if self.seen % self.window == 0:
+                        self.opt.step()
+            """,
+            line=13,
+            title="the clear's test is a setting fixed at construction: when it holds, it holds on every micro-batch",
         ),
         bad(
             """
@@ -664,10 +715,10 @@ class ZeroGradPerMicroBatch(Rule):
                             f"{name} runs on every micro-batch, between the backward and the optimizer step, which "
                             f"runs once every {k} micro-batches: the gradients are cleared before the step can use "
                             "them, so the optimizer steps on nothing; clear once per update, after the "
-                            "optimizer step"), fix, self._evidence(ctx, loop, ref, name))
+                            "optimizer step"), fix, self._evidence(ctx, model, loop, ref, name))
                     else:
                         yield self.report_if(k_condition(ctx, loop), ref.node, self._message(name, k), fix,
-                                             self._evidence(ctx, loop, ref, name))
+                                             self._evidence(ctx, model, loop, ref, name))
             for clear, backward, step in model.cleared_before_last_backward(loop):
                 name = f"`{ctx.code_for(clear.node.func.value)}.zero_grad()`"
                 yield self.report_if(k_condition(ctx, loop), clear.node, (
@@ -683,7 +734,7 @@ class ZeroGradPerMicroBatch(Rule):
             for ref in _grad_none_assignments(model, loop):
                 if not model.runs_per_update(loop, ref):
                     yield self.report_if(k_condition(ctx, loop), ref.node, self._message(f"`{ctx.code_for(ref.node)}`", k),
-                                         evidence=self._evidence(ctx, loop, ref, f"`{ctx.code_for(ref.node)}`"))
+                                         evidence=self._evidence(ctx, model, loop, ref, f"`{ctx.code_for(ref.node)}`"))
         yield from self._update_left_outside_its_guard(ctx, model)
 
     def _update_left_outside_its_guard(self, ctx, model):
@@ -708,15 +759,25 @@ class ZeroGradPerMicroBatch(Rule):
                     break
 
     @staticmethod
-    def _evidence(ctx, loop, ref, name: str) -> list:
-        return [*accumulation_premises(ctx, loop),
-                premise(f"{name} is not under the update's guard: it runs on every micro-batch", ref.node, "call")]
+    def _evidence(ctx, model, loop, ref, name: str) -> list:
+        return [*accumulation_premises(ctx, loop), _every_micro_batch(ctx, model, loop, ref, name)]
 
     @staticmethod
     def _message(what: str, k: str) -> str:
         return (f"{what} runs on every micro-batch, but the optimizer steps once every {k} micro-batches: "
                 "each clear throws away the gradients accumulated so far and the step sees only the last "
                 "micro-batch's gradient; clear once per update, after the optimizer step")
+
+
+def _every_micro_batch(ctx, model, loop, ref, name: str):
+    """The clear runs on every micro-batch: proven when no test on its way can change between
+    micro-batches (`TrainingModel.varying_test`); under one that can (`if i == 0:`,
+    `if self.epoch_iteration == 0:`: the window's first micro-batch, where a clear belongs) unknown."""
+    text = f"{name} is not under the update's guard: it runs on every micro-batch"
+    test = model.varying_test(loop, ref)
+    if test is not None:
+        return unknown(f"{text} (`{ctx.code_for(test.test)}` can change between micro-batches)", test.test, "use")
+    return premise(text, ref.node, "call")
 
 
 def _grad_none_assignments(model, loop) -> list[CallRef]:

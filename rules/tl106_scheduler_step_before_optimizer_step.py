@@ -11,7 +11,8 @@ from trainlint.fixkit import block_of, move_line, own_line, position_in
 from trainlint.model.roles import ROLE_WORDS, roles
 from trainlint.model.summaries import instance_class
 from trainlint.rule import FixSpec, Rule, bad, good
-from trainlint.model.premises import premise
+from trainlint.model.iterations import runs_on_first_iteration
+from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, scheduler_premise, training_premises, unit_premises
 
 
@@ -38,8 +39,13 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         second value. A per-epoch scheduler stepped after the epoch's updates, `ReduceLROnPlateau.step(val_loss)` (or any
         `step(...)` with a metric or epoch argument), a scheduler stepped on every micro-batch while
         the optimizer is guarded (that is TL101), and a scheduler stepped after the step are not
-        flagged; nor is a schedule class of the project's own (no base class) whose `step()` writes
-        the learning rate of the coming update into the param groups while building it writes
+        flagged; nor is one that does not run on the first iteration that steps the optimizer (a
+        test on its way, not shared with the optimizer's step, that is false then: `if epoch > 0:`,
+        the `else:` of `if epoch < warmup:`, with the counter's first value read from its `range`
+        or `enumerate`): each call then follows the previous iteration's updates; when such a test
+        cannot be evaluated there (`if self.steps > warmup:`), the finding is unproven; nor is a
+        schedule class of the project's own (no base class) whose `step()` writes the learning
+        rate of the coming update into the param groups while building it writes
         none: it is meant to step before the update it sets (also when it reaches the loop as a
         parameter: every call of that function in the file passes one, or None). A function that
         holds only the step half of an update (no backward: `OptimizerScheduler.step()`, whose
@@ -621,6 +627,49 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             """,
             title="`if step > 0:` at the top: each call follows the previous iteration's step",
         ),
+        good(
+            """
+            import torch
+
+
+            def fit(model, batches, epochs, peak):
+                opt = torch.optim.SGD(model.parameters(), lr=peak)
+                cosine = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
+                for epoch in range(epochs):
+                    if epoch < 2:
+                        for group in opt.param_groups:
+                            group["lr"] = peak * (epoch + 1) / 2
+                    else:
+                        cosine.step()
+                    for x, y in batches:
+                        opt.zero_grad()
+                        torch.nn.functional.mse_loss(model(x), y).backward()
+                        opt.step()
+            """,
+            title="an epoch-start step only from the third epoch on (the first two set the rate by hand)",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def fit(model, batches, epochs, peak):
+                opt = torch.optim.SGD(model.parameters(), lr=peak)
+                cosine = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
+                for epoch in range(2, epochs):
+                    if epoch < 2:
+                        for group in opt.param_groups:
+                            group["lr"] = peak * (epoch + 1) / 2
+                    else:
+                        cosine.step()
+                    for x, y in batches:
+                        opt.zero_grad()
+                        torch.nn.functional.mse_loss(model(x), y).backward()
+                        opt.step()
+            """,
+            line=12,
+            title="the same test, but the epochs count from 2: the first iteration already takes the step",
+        ),
     )
 
     def check(self, ctx):
@@ -644,7 +693,8 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                     continue
                 if not per_update(model, unit, sched):
                     continue  # stepped per micro-batch: TL101
-                if _skips_first_iteration(ctx, unit, sched):
+                first = _first_iteration(ctx, unit, sched, first_step.anchor)
+                if first is None:
                     continue  # `if step > 0: sched.step()` follows the previous iteration's step
                 if _sets_next_rate(ctx, sched.node):
                     continue  # a schedule of its own that writes the coming update's rate
@@ -668,7 +718,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                     _swap_fix(ctx, sched, step),
                     evidence=[*unit_premises(ctx, unit), *scheduler_premise(ctx, sched.node, sched.scope),
                               premise(f"`{describe(sched.node, ctx)}` runs before the optimizer step in the same "
-                                      "update", sched.node, "call")],
+                                      "update", sched.node, "call"), first],
                 )
 
 
@@ -688,7 +738,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                 if sched.kind != SCHED_STEP or sched.has_args or _sets_next_rate(ctx, sched.node):
                     continue
                 sched_source = found.source(sched.node.func.value, sched.scope)
-                if sched_source is None or not sched_source.proven or _skips_first_iteration(ctx, unit, sched):
+                if sched_source is None or not sched_source.proven or _skips_first_call(ctx, unit, sched):
                     continue
                 yield self.report(
                     sched.node,
@@ -724,7 +774,8 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             position = first_at.get(id(sched.node))
             if position is None or position > first_step:
                 continue
-            if _skips_first_iteration(ctx, unit, sched) or _sets_next_rate(ctx, sched.node):
+            first = _first_iteration(ctx, unit, sched, step_node)
+            if first is None or _sets_next_rate(ctx, sched.node):
                 continue
             yield self.report(
                 sched.node,
@@ -732,7 +783,8 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                 f"the `{describe(step_node, ctx)}` of its updates: the first iteration's updates skip the "
                 f"schedule's first value and each later one uses the next; step the scheduler after them",
                 evidence=[*loop_premises(ctx, loop), *scheduler_premise(ctx, sched.node, sched.scope),
-                          premise("it runs before the first optimizer step of the iteration", sched.node, "call")])
+                          premise("it runs before the first optimizer step of the iteration", sched.node, "call"),
+                          first])
 
 
 def _sets_next_rate(ctx, call: cst.CSTNode) -> bool:
@@ -743,9 +795,27 @@ def _sets_next_rate(ctx, call: cst.CSTNode) -> bool:
     return built is not None and built.sets_next_rate
 
 
-def _skips_first_iteration(ctx, unit, sched) -> bool:
-    """The scheduler's call sits under `if step > 0:` (`!= 0`, `>= 1`, `0 < step`): it never runs
-    before the first optimizer step, and each call follows the previous iteration's step."""
+def _first_iteration(ctx, unit, sched, step_node):
+    """Whether the scheduler's call runs on the first iteration of the unit's loop, as a premise:
+    proven when every test on its way takes its branch then (`iterations.runs_on_first_iteration`),
+    None when one provably does not (`if epoch > 0:`, the `else:` of `if epoch == 0:`: each call
+    then follows the previous iteration's updates, and the first updates use the schedule's first
+    value), unknown otherwise (`if self.steps > warmup:`). A unit that is one call of an update
+    function has no first iteration: a plain `if step > 0:` there still keeps the first step."""
+    text = "it runs on the first iteration that steps the optimizer, before any update has used the schedule's first value"
+    if unit.loop is None or not isinstance(unit.node, (cst.For, cst.While)):
+        return None if _skips_first_call(ctx, unit, sched) else premise(text, sched.anchor, "use")
+    runs = runs_on_first_iteration(ctx.index, sched.anchor, unit.node, step_node)
+    if runs is False:
+        return None
+    if runs is None:
+        return unknown(text + " (a test on its way cannot be evaluated there)", sched.anchor, "use")
+    return premise(text, sched.anchor, "use")
+
+
+def _skips_first_call(ctx, unit, sched) -> bool:
+    """The scheduler's call sits under `if step > 0:` (`!= 0`, `>= 1`, `0 < step`) in a function
+    that runs one update per call."""
     for ancestor in ctx.index.ancestors(sched.anchor):
         if ancestor is unit.node:
             break

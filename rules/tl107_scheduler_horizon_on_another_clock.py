@@ -11,6 +11,7 @@ from trainlint.gate import named
 from trainlint.model.accumulation import (_counts_micro_batches, _factors, _k_names, _loop_loaders,
                                           _times_k, describe_k, is_plateau_scheduler)
 from trainlint.model import frameworks
+from trainlint.model.dataflow import dataflow
 from trainlint.model.index import FunctionInfo, Scope, dotted_name, positional_args, walk
 from trainlint.model.roles import SCHEDULER, _unpacked_prepare_argument, role_of_callee, roles as roles_model
 from trainlint.model.shipped import k_condition
@@ -47,7 +48,7 @@ class SchedulerHorizonOnAnotherClock(Rule):
     severity = Severity.ERROR
     summary = "An LR scheduler's horizon is counted on another clock than the one its step() runs on"
     message = "the scheduler's horizon is counted on a different clock than its step() calls"
-    triggers = (("step(", "sched"), ("step(", "LR"), ("step(", "schedule"))
+    triggers = (("step(", "sched"), ("step(", "LR"), ("step(", "schedule"), "configure_optimizers")
     gate = named("^step$") | named("^configure_optimizers$")
     what_it_does = """
         Reads the length a scheduler is built with (`T_max`, `total_steps`, `num_training_steps`,
@@ -323,6 +324,24 @@ class SchedulerHorizonOnAnotherClock(Rule):
         bad(
             """
             import torch
+            import lightning as L
+            from transformers import get_cosine_schedule_with_warmup
+
+
+            class Tagger(L.LightningModule):
+                def configure_optimizers(self):
+                    opt = torch.optim.AdamW(self.parameters(), lr=2e-5)
+                    sched = get_cosine_schedule_with_warmup(
+                        opt, num_warmup_steps=100, num_training_steps=self.trainer.estimated_stepping_batches)
+                    per_step = {"scheduler": sched, "interval": "step"}
+                    return [opt], [sched]
+            """,
+            line=10,
+            title="Lightning: a per-step config is built but the bare scheduler is returned (stepped per epoch)",
+        ),
+        bad(
+            """
+            import torch
             import torch.distributed as dist
             from transformers import get_cosine_schedule_with_warmup
 
@@ -499,6 +518,23 @@ class SchedulerHorizonOnAnotherClock(Rule):
             """
             import torch
             import lightning as L
+            from transformers import get_cosine_schedule_with_warmup
+
+
+            class Tagger(L.LightningModule):
+                def configure_optimizers(self):
+                    opt = torch.optim.AdamW(self.parameters(), lr=2e-5)
+                    sched = get_cosine_schedule_with_warmup(
+                        opt, num_warmup_steps=100, num_training_steps=self.trainer.estimated_stepping_batches)
+                    sched = {"scheduler": sched, "interval": "step"}
+                    return [opt], [sched]
+            """,
+            title="Lightning: the name returned was rebound to the config that asks for per-step stepping",
+        ),
+        good(
+            """
+            import torch
+            import lightning as L
 
 
             class LitModel(L.LightningModule):
@@ -618,7 +654,7 @@ class SchedulerHorizonOnAnotherClock(Rule):
             for node in walk(function.node.body):
                 if not isinstance(node, cst.Return) or node.value is None:
                     continue
-                for scheduler, interval in _lightning_schedulers(ctx, node.value):
+                for scheduler, interval in _lightning_schedulers(ctx, node.value, function.scope):
                     for horizon in _constructed_horizons(ctx, scheduler, function.scope):
                         if id(horizon.arg) in seen:
                             continue
@@ -705,7 +741,7 @@ def _constructions(ctx, model: TrainingModel, expr: cst.BaseExpression, scope: S
 def _constructed_horizons(ctx, call: cst.Call, scope: Scope) -> list[_Horizon]:
     """The argument of a scheduler's construction that sets its length."""
     if isinstance(call, cst.Name):
-        values = [b.value for b in scope.lookup(call.value) if b.kind == "assign" and isinstance(b.value, cst.Call)]
+        values = [v for v in _reaching_values(ctx, call, scope) if isinstance(v, cst.Call)]
         return [h for v in values for h in _constructed_horizons(ctx, v, scope)]
     if not isinstance(call, cst.Call):
         return []
@@ -1000,25 +1036,55 @@ def _stepped_per_update_hook(ctx, configure: FunctionInfo) -> bool:
     return False
 
 
-def _lightning_schedulers(ctx, value: cst.BaseExpression):
+def _lightning_schedulers(ctx, value: cst.BaseExpression, scope: Scope, depth: int = 0):
     """(scheduler expression, interval) of what `configure_optimizers` returns: `[opt], [sched]`,
-    `{"optimizer": opt, "lr_scheduler": sched}`, `{"lr_scheduler": {"scheduler": s, "interval": "step"}}`."""
+    `{"optimizer": opt, "lr_scheduler": sched}`, `{"lr_scheduler": {"scheduler": s, "interval": "step"}}`;
+    a name is read as the values that reach the return (`config = {...}; return config`)."""
+    if isinstance(value, cst.Name) and depth < 3:
+        for expr in _reaching_values(ctx, value, scope):
+            yield from _lightning_schedulers(ctx, expr, scope, depth + 1)
+        return
     if isinstance(value, (cst.Tuple, cst.List)):
         for element in value.elements[1:] if isinstance(value, cst.Tuple) and len(value.elements) == 2 else []:
             inner = element.value
             items = inner.elements if isinstance(inner, (cst.List, cst.Tuple)) else [inner]
             for item in items:
                 expr = item.value if isinstance(item, cst.BaseElement) else item
-                yield from _lightning_entry(ctx, expr)
+                yield from _lightning_entry(ctx, expr, scope)
         return
     if isinstance(value, cst.Dict):
         for element in value.elements:
             if isinstance(element, cst.DictElement) and _key(element) == "lr_scheduler":
-                yield from _lightning_entry(ctx, element.value)
+                yield from _lightning_entry(ctx, element.value, scope)
 
 
-def _lightning_entry(ctx, expr: cst.BaseExpression):
-    if isinstance(expr, cst.Dict):
+def _reaching_values(ctx, name: cst.Name, scope: Scope) -> list[cst.BaseExpression]:
+    """The values `name` can hold where it is read: its assignments that reach the use (a later
+    plain assignment overwrites an earlier one: `scheduler = Cosine(...)` then
+    `scheduler = {"scheduler": scheduler, "interval": "step"}`). A name that may hold something
+    else there (a parameter, a loop target, an unpacked value) or a dict changed after it is built
+    (`config["interval"] = ...`, `config.update(...)`) gives nothing: what Lightning reads is unknown."""
+    bindings = ctx.index.reaching_bindings(name, name.value, scope)
+    values = []
+    for binding in bindings:
+        if binding.kind != "assign" or binding.value is None:
+            return []
+        values.append(binding.value)
+    if any(isinstance(v, cst.Dict) for v in values):
+        flow = ctx.model(dataflow)
+        if flow._subscript_writes(name, None) or any(
+                isinstance(c.func, cst.Attribute) and c.func.attr.value in ("update", "setdefault")
+                and isinstance(c.func.value, cst.Name) and c.func.value.value == name.value
+                for c in ctx.index.calls_under(flow._owner(name))):
+            return []
+    return values
+
+
+def _lightning_entry(ctx, expr: cst.BaseExpression, scope: Scope, depth: int = 0):
+    if isinstance(expr, cst.Name) and depth < 3:
+        for value in _reaching_values(ctx, expr, scope):
+            yield from _lightning_entry(ctx, value, scope, depth + 1)
+    elif isinstance(expr, cst.Dict):
         scheduler, interval = None, "epoch"
         for element in expr.elements:
             if not isinstance(element, cst.DictElement):
@@ -1031,7 +1097,7 @@ def _lightning_entry(ctx, expr: cst.BaseExpression):
                 interval = element.value.evaluated_value
         if scheduler is not None:
             yield scheduler, interval
-    elif isinstance(expr, (cst.Name, cst.Call)):
+    elif isinstance(expr, cst.Call):
         yield expr, "epoch"
 
 

@@ -19,7 +19,7 @@ from trainlint.model.training import CallRef, TrainingLoop, TrainingModel, train
 from trainlint.model.accumulation import describe_k
 from trainlint.model.shipped import k_condition
 from trainlint.rule import FixSpec, Rule, after, bad, delete, good
-from trainlint.model.premises import premise
+from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, scheduler_premise, training_premises, unit_premises
 
 _SAVERS = frozenset({"torch.save", "torch.serialization.save", "safetensors.torch.save_file",
@@ -67,6 +67,9 @@ class CadenceOnMicroBatchClock(Rule):
 
         A test inside the update branch, on the counter of a loop over updates (with the
         micro-batches in a nested loop), or that also tests the update condition, is left alone.
+        So is a loop whose window is cleared between its micro-batches (a `zero_grad()` on every
+        micro-batch, or under the update's condition before its last backward: TL104's finding):
+        no gradient adds up across the window for a checkpoint or an evaluation to land in.
         When the update counter is tested right after the update branch, the fix moves the test
         to the end of that branch; it changes when the evaluation runs, so it is offered as unsafe.
 
@@ -136,6 +139,47 @@ class CadenceOnMicroBatchClock(Rule):
             """,
             line=13,
             title="the same cadence with K = 4: a checkpoint lands mid-window",
+        ),
+        good(
+            """
+            import torch
+
+            WINDOW = 4
+
+
+            def train(net, opt, batches, snapshot_every):
+                for n, (x, y) in enumerate(batches):
+                    last = (n + 1) % WINDOW == 0
+                    if last:
+                        opt.zero_grad()
+                    torch.nn.functional.mse_loss(net(x), y).backward()
+                    if last:
+                        opt.step()
+                    if n % snapshot_every == 0:
+                        torch.save(net.state_dict(), "snapshot.pt")
+            """,
+            title="the window's clear runs before its last backward (TL104): no gradient adds up across micro-batches, "
+                  "so a snapshot between them loses nothing",
+        ),
+        bad(
+            """
+            import torch
+
+            WINDOW = 4
+
+
+            def train(net, opt, batches, snapshot_every):
+                for n, (x, y) in enumerate(batches):
+                    if n % WINDOW == 0:
+                        opt.zero_grad()
+                    (torch.nn.functional.mse_loss(net(x), y) / WINDOW).backward()
+                    if (n + 1) % WINDOW == 0:
+                        opt.step()
+                    if n % snapshot_every == 0:
+                        torch.save(net.state_dict(), "snapshot.pt")
+            """,
+            line=13,
+            title="the clear at the window's first micro-batch: gradients add up, and the snapshot lands mid-window",
         ),
         bad(
             """
@@ -513,6 +557,9 @@ class CadenceOnMicroBatchClock(Rule):
         for loop in model.loops + model.window_functions:
             if not (loop.innermost and loop.accumulates):
                 continue
+            discarding, maybe = model.clears_within_window(loop)
+            if discarding:
+                continue  # a clear inside the window: nothing accumulates across it to land in (TL104)
             for ref in model.own_calls(loop):
                 work = _cadenced_work(ctx, model, ref)
                 if work is None:
@@ -533,6 +580,10 @@ class CadenceOnMicroBatchClock(Rule):
                 if cadence.stored is not None:
                     evidence.insert(-1, premise(f"`{ctx.code_for(cadence.node.test)}` holds "
                                                 f"`{_condition_text(ctx, cadence)}`", cadence.stored, "use"))
+                for clear, test in maybe[:1]:
+                    evidence.append(unknown(
+                        f"the window's gradients add up: `{ctx.code_for(clear.node)}` runs under "
+                        f"`{ctx.code_for(test.test)}`, which can change between micro-batches", test.test, "use"))
                 yield self.report_if(k_condition(ctx, loop), cadence.node.test,
                                      _message(ctx, loop, cadence, clock, work),
                                      _fix(ctx, loop, cadence) if clock == UPDATE else None, evidence=evidence)

@@ -1205,3 +1205,52 @@ def test_a_save_read_back_by_the_next_stage_is_a_warning(tmp_path, loaded, sever
     assert [f.severity.value for f in found] == [severity]
     if severity == "warning":
         assert any("train_dec.py" in e.premise for e in found[0].evidence)
+
+
+@pytest.mark.parametrize("reduce, expected", [
+    # the helper reduces as its caller tells it (a setting): whether the loss is a mean is unknown
+    ('''
+        def objective(pred, target, reduction="mean"):
+            err = (pred - target) ** 2
+            if reduction == "sum":
+                return err.sum()
+            return err.mean()
+        ''', []),
+    # the helper sums: K summed micro-batches add up to the window's sum, nothing to divide
+    ('''
+        import torch.nn.functional as F
+
+        def objective(pred, target, reduction="mean"):
+            return F.mse_loss(pred, target, reduction="sum")
+        ''', []),
+    # the helper always returns a mean, whatever it is handed: K means add up
+    ('''
+        import torch.nn.functional as F
+
+        def objective(pred, target, reduction="mean"):
+            return 0.5 * F.mse_loss(pred, target)
+        ''', ["TL102"]),
+])
+def test_accumulated_loss_from_a_helper_of_another_file_is_what_its_returns_are(tmp_path, reduce, expected):
+    """TL102: a loss computed by a function of another project file is a per-micro-batch mean
+    only when every value that function returns is one (its summary's `returns_reduction`), not
+    because it is a call: one that reduces as its caller's setting says is unknown."""
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "objectives.py": reduce,
+        "train.py": """
+            import torch
+            from objectives import objective
+
+            def fit(net, opt, batches, cfg):
+                opt.zero_grad()
+                for n, (x, y) in enumerate(batches):
+                    loss = objective(net(x), y, cfg.reduction)
+                    loss.backward()
+                    if (n + 1) % cfg.window == 0:
+                        opt.step()
+                        opt.zero_grad()
+            """,
+    })
+    result = lint_path(str(tmp_path / "train.py"), ALL, project=Project(tmp_path))
+    assert [f.code for f in result.findings if f.code == "TL102"] == expected

@@ -23,6 +23,9 @@ KNOWN_NAME_PREMISES = {
     ('TL102', 'bad', 'a function that runs one accumulation window (its caller lives elsewhere)'):
         ("a window function's micro-batch loop is recognised by its iterable's name (`micro_batches`, "
          "training._MICRO_ITER) and its loss as a per-micro-batch mean by its callee's name (`loss_fn`)"),
+    ('TL102', 'bad', "the clear comes after the step: the task loop's K mean gradients reach it"):
+        ("a window function's micro-batch loop is recognised by its iterable's name (`task_batches`, "
+         "training._MICRO_ITER) and its loss as a per-micro-batch mean by its callee's name (`loss_fn`)"),
     ('TL102', 'bad', "the same try/except with no `break` on success: every micro-batch's mean adds up"):
         "a `while` loop over micro-batches is recognised by its condition's name (`micro_batches`, training._MICRO_ITER)",
     ('TL104', 'bad', 'the same try/except with no `break` on success: every micro-batch runs, each clearing the last'):

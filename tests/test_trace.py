@@ -538,7 +538,7 @@ def test_timeout_stops_the_script_and_still_reports(reports):
 def test_evidence_has_the_numbers(reports):
     bad = {f["code"]: f["evidence"] for f in reports["plain_accumulation_bad"].findings}
     assert "4x per optimizer step" in bad["TL101"]
-    assert "scale 1.0, expected 1/4" in bad["TL102"]
+    assert "TL102" not in bad  # the clear on every micro-batch (TL104): nothing adds up to be too large
     assert "only the last reached the step" in bad["TL104"]
     amp = {f["code"]: f["evidence"] for f in reports["amp_bad"].findings}
     assert "GradScaler's scale (65536)" in amp["TL201"]

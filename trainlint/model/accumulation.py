@@ -21,6 +21,7 @@ from trainlint.model.file_facts import file_fact
 from trainlint.model.index import Scope, dotted_name, keyword_arg, positional_args, unpacked_position, walk
 from trainlint.model.roles import _PASS_THROUGH_FUNCTIONS, _PASS_THROUGH_METHODS, LOADER, \
     _unpacked_prepare_argument
+from trainlint.model.summaries import FunctionSummary
 from trainlint.model.training import CallRef, TrainingLoop, TrainingModel
 
 # Divisors that are the number of micro-batches (or the accumulation factor) by their name.
@@ -531,6 +532,15 @@ class LossTracer:
             return Trace(SUM, producers=[call])
         if reduction == "none":
             return Trace(UNKNOWN)
+        if reduction is None:
+            # a function of another project file: what its returns are, not what its name suggests
+            # (`policy_loss(logp, adv, cfg.loss_reduction)` returns `.mean()` or `.sum()` as told)
+            summary = self.index.summary_of(call.func, scope)
+            if isinstance(summary, FunctionSummary):
+                if summary.returns_reduction == "sum":
+                    return Trace(SUM, producers=[call])
+                if summary.returns_reduction != "mean":
+                    return Trace(UNKNOWN)
         token = self._token_evidence(call, scope)
         return Trace(MEAN, token_level=token, producers=[call])
 

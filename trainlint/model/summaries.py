@@ -46,6 +46,12 @@ from trainlint.model.value_kinds import is_number
 DETACH_WORDS = ("detach", ".item(", ".tolist(", ".numpy(", "no_grad", "inference_mode", ".eq(", ".argmax(")
 SAVE_WORDS = ("save", "dump")
 MEAN_WORDS = ("mean", "mse_loss", "l1_loss")
+# torch.nn.functional losses whose `reduction` defaults to "mean"
+_MEAN_REDUCED_LOSSES = frozenset({
+    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "kl_div", "poisson_nll_loss", "gaussian_nll_loss", "hinge_embedding_loss",
+    "margin_ranking_loss", "soft_margin_loss", "multilabel_soft_margin_loss", "multilabel_margin_loss",
+    "multi_margin_loss", "cosine_embedding_loss", "triplet_margin_loss", "ctc_loss"})
 
 GRAD_OFF_NAMES = GRAD_OFF_CONTEXTS  # torch's and the torch-like frameworks' (grad_mode.py)
 _CONTEXTMANAGER = frozenset({"contextlib.contextmanager", "contextmanager"})
@@ -99,6 +105,10 @@ class FunctionSummary:
     save_path: str | None = None  # the parameter naming the file it writes
     returns: str | None = None
     returns_mean: bool = False  # a mean over its inputs (a Dice/IoU/RMSE helper: `.mean()`, `sqrt(mse)`)
+    # how every value it returns is reduced over the batch: "mean" (`.mean()`, `F.cross_entropy(a, b)`
+    # with the default reduction), "sum" (`.sum()`, `reduction="sum"`), None when its returns differ
+    # or one is reduced by what a caller passes (`reduction=reduction`) or cannot be told
+    returns_reduction: str | None = None
     # the keys of the one dict literal it returns (a `state_dict()` override: `{"model": ...,
     # "optimizer": ..., "step": ...}`), None when it returns anything else
     returned_keys: tuple[str, ...] | None = None
@@ -533,6 +543,7 @@ class _Summariser:
             flag_defaults=self._flag_defaults(function), detached=self._detached(function, body_off), saves=self._saves(function),
             save_path=self._save_path(function),
             returns=self._returns(function), returns_mean=self._returns_mean(function),
+            returns_reduction=self._returns_reduction(function),
             returns_at=self._returns_at(function),
             returned_keys=self._returned_keys(function), equal_batches=self._equal_batches(function),
             sets_epoch=any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
@@ -1126,6 +1137,49 @@ class _Summariser:
                 return None  # `**other` or a computed key: not all of what it holds is known
             keys.append(key.evaluated_value)
         return tuple(keys)
+
+    def _returns_reduction(self, function: FunctionInfo) -> str | None:
+        values = self._returns_of(function)
+        kinds = {self.reduction_of(v, function.scope) for v in values}
+        return kinds.pop() if len(kinds) == 1 else None
+
+    def reduction_of(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | None:
+        """How `expr` is reduced over the batch: "mean", "sum", or None (not told, or chosen by a
+        value this function does not fix, as a `reduction` parameter passed on)."""
+        if depth > 4:
+            return None
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            return self.reduction_of(bindings[0].value, scope, depth + 1) if len(bindings) == 1 and \
+                bindings[0].kind == "assign" and bindings[0].value is not None else None
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+            return self.reduction_of(expr.expression, scope, depth + 1)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
+            left = self.reduction_of(expr.left, scope, depth + 1)
+            return left if left == self.reduction_of(expr.right, scope, depth + 1) else None
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+            left, right = (self.reduction_of(side, scope, depth + 1) for side in (expr.left, expr.right))
+            constant = (cst.Integer, cst.Float)
+            if left is not None and isinstance(expr.right, constant):
+                return left
+            if right is not None and isinstance(expr.left, constant):
+                return right
+            return None
+        if not isinstance(expr, cst.Call):
+            return None
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("mean", "sum") and not expr.args:
+            return func.attr.value
+        name = self.index.resolve(func, scope) or ""
+        if name in ("torch.mean", "torch.sum") and len(expr.args) == 1:
+            return name.rsplit(".", 1)[-1]
+        if name.startswith("torch.nn.functional.") and name.rsplit(".", 1)[-1] in _MEAN_REDUCED_LOSSES:
+            reduction = keyword_value(expr, "reduction")
+            if reduction is None:
+                return "mean"
+            if isinstance(reduction, cst.SimpleString) and reduction.evaluated_value in ("mean", "sum"):
+                return reduction.evaluated_value
+        return None
 
     def _returns_mean(self, function: FunctionInfo) -> bool:
         values = self._returns_of(function)

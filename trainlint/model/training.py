@@ -93,6 +93,7 @@ import libcst as cst
 from trainlint.model.index import (FileIndex, FunctionInfo, Scope, iter_children, keyword_arg, positional_args, walk,
                                    walk_scope)
 from trainlint.model import frameworks
+from trainlint.model.iterations import same_on_every_iteration
 from trainlint.model.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
 
 _MAX_CALL_DEPTH = 3
@@ -825,6 +826,90 @@ class TrainingModel:
             if candidate.node is ref.node:
                 return candidate
         return ref.node
+
+    def varying_test(self, loop: TrainingLoop, ref: CallRef | cst.CSTNode) -> cst.If | cst.While | None:
+        """The first `if` (or `while`) on the way from the loop body (through helpers) to `ref` whose
+        test can change between micro-batches: not the update's guard, not holding a backward of
+        the loop (where it is false nothing accumulates), and not a test with the same value on
+        every iteration (`iterations.same_on_every_iteration`: a setting such as `if args.fp16:`).
+        None: `ref` runs on every micro-batch the loop runs, if it runs at all."""
+        guard = loop.guard.node if loop.guard is not None else None
+        for position, segment in enumerate(self.path(loop, ref)):
+            owner = loop.node if position == 0 else next(
+                (a for a in self.index.ancestors(segment[0]) if isinstance(a, cst.FunctionDef)), None)
+            for child, node in zip(segment, segment[1:]):
+                if not isinstance(node, (cst.If, cst.While)) or child is node.test or node is guard:
+                    continue
+                if any(self._holds(node, b, loop) for b in loop.backward_calls):
+                    continue
+                if owner is None or not same_on_every_iteration(self.index, node.test, owner):
+                    return node
+        return None
+
+    def clears_within_window(self, loop: TrainingLoop) -> tuple[list[CallRef], list[tuple[CallRef, cst.CSTNode]]]:
+        """The clears (`zero_grad()`) that keep the window's gradients from adding up: those that
+        run on every micro-batch (off the update's guard, under no test that changes between
+        micro-batches) and those under the update's condition before its last backward
+        (`cleared_before_last_backward`); and, apart, the clears off the guard whose test can
+        change between micro-batches, with that test (where they run is unknown)."""
+        proven: list[CallRef] = [clear for clear, _, _ in self.cleared_before_last_backward(loop)]
+        proven += self._cleared_after_micro_loop(loop)
+        unknown: list[tuple[CallRef, cst.CSTNode]] = []
+        for ref in self.own_calls(loop):
+            if not self.is_zero_grad(ref.node, ref.scope) or self.runs_per_update(loop, ref):
+                continue
+            test = self.varying_test(loop, ref)
+            if test is None:
+                proven.append(ref)
+            else:
+                unknown.append((ref, test))
+        return proven, unknown
+
+    def _cleared_after_micro_loop(self, loop: TrainingLoop) -> list[CallRef]:
+        """For a window whose backward runs in a nested micro-batch loop: the clears that come after
+        that loop and before every optimizer step of the window, on its way (a statement of a block
+        that holds the step, written before it): what the micro-batch loop accumulated never
+        reaches a step (a meta-learning step that clears, then backpropagates a mean of the task
+        losses). Empty when some step can be reached without such a clear."""
+        guard = loop.guard
+        place = self.index.place
+        if guard is None or guard.kind != "micro_loop" or guard.node not in place:
+            return []
+        micro_end = self.index.subtree_end(place[guard.node])
+        steps = [r for r in loop.step_calls if not r.via and self._inner_loop(loop, r) is None]
+        clears = [r for r in self.own_calls(loop) if not r.via and self.is_zero_grad(r.node, r.scope)
+                  and place.get(r.node, -1) >= micro_end]
+        found: list[CallRef] = []
+        for step in steps:
+            clear = next((c for c in clears if place.get(step.node, -1) > place[c.node]
+                          and self._on_the_way(c.node, step.node)), None)
+            if clear is None:
+                return []
+            found.append(clear)
+        return found
+
+    def _on_the_way(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        """`first` runs on every way to `second`: its statement belongs to a block that holds
+        `second`, before the statement of that block that holds `second`."""
+        statement, block = first, None
+        for ancestor in self.index.ancestors(first):
+            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+                block = ancestor
+                break
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            statement = ancestor
+        if block is None:
+            return False
+        child = second
+        for ancestor in self.index.ancestors(second):
+            if ancestor is block:
+                body = list(block.body)
+                return statement in body and child in body and body.index(statement) < body.index(child)
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            child = ancestor
+        return False
 
     # -- order within the update window -------------------------------------------------------------
     def cleared_before_last_backward(self, loop: TrainingLoop) -> list[tuple[CallRef, CallRef, CallRef]]:

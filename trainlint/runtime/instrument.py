@@ -741,7 +741,11 @@ class Trace:
                                               f"{_where(stack)}: the schedule runs {times}x too fast")
                 else:
                     self.note("TL101", stack, "the LR scheduler stepped once per optimizer step")
-        # TL102: backward calls per step and the loss's scale
+        # TL102: backward calls per step and the loss's scale; only the backward calls since the last
+        # clear of this optimizer's gradients add up in what the step applies
+        arrivals = [e for e in window if e.kind == "grad" and e.data["opt"] == id(opt)]
+        last_clear = max((i for i, a in enumerate(arrivals) if a.data["cleared"]), default=0)
+        reaching = len(arrivals) - last_clear
         for e in window:
             if e.kind != "backward":
                 continue
@@ -749,6 +753,10 @@ class Trace:
             ratio = e.data.get("ratio")
             if count < 2:
                 self.note("TL102", e.stack, "one backward call per optimizer step: no accumulation at run time")
+            elif arrivals and reaching < 2:
+                self.note("TL102", e.stack, f"backward ran {count}x per optimizer step, but the gradients were "
+                                            "cleared between them: only the last one's reached the step, "
+                                            "nothing added up (TL104)")
             elif ratio is None:
                 self.note("TL102", e.stack, "the loss could not be traced back to a loss function")
             elif e.data.get("reduction") != "mean":
@@ -762,7 +770,6 @@ class Trace:
                 self.note("TL102", e.stack, f"the loss was scaled by {ratio:.4g} for {count} backward calls "
                                             f"per optimizer step")
         # TL104 / TL105: what .grad held when each backward arrived (the watched parameter)
-        arrivals = [e for e in window if e.kind == "grad" and e.data["opt"] == id(opt)]
         if arrivals and state.steps >= 1:
             if not any(a.data["cleared"] for a in arrivals):
                 self.find("TL105", step_stack, f"optimizer.step() at {_where(step_stack)} (update {number}) "
