@@ -1416,13 +1416,18 @@ def _equality_test(test: cst.BaseExpression) -> tuple[str, str] | None:
 
 
 def equal_batch_arguments(call: cst.Call) -> bool:
-    """A `DataLoader(...)` call written with `drop_last=True` or `batch_size=1`: equal batches."""
+    """A `DataLoader(...)` call written with `drop_last=True` or `batch_size=1`, or leaving the batch
+    size at its default of 1 (no `batch_size`, no `batch_sampler`, no `*args`/`**kwargs` that could
+    pass one): equal batches."""
     drop = keyword_value(call, "drop_last")
     size = keyword_value(call, "batch_size")
     if size is None and len(positional_args(call)) >= 2:
         size = positional_args(call)[1].value
-    return (isinstance(drop, cst.Name) and drop.value == "True") or (
-        isinstance(size, cst.Integer) and size.value == "1")
+    if isinstance(drop, cst.Name) and drop.value == "True":
+        return True
+    if size is None:
+        return not any(arg.star for arg in call.args) and keyword_value(call, "batch_sampler") is None
+    return isinstance(size, cst.Integer) and size.value == "1"
 
 
 def _is_self_or_super(expr: cst.BaseExpression) -> bool:
