@@ -189,6 +189,8 @@ class Forward:
     helper: FunctionInfo | None = None
     # the call or loop that froze every parameter of the model before this forward (None: not proven)
     frozen: cst.CSTNode | None = None
+    # for a helper's forward (`helper` set): the forward call in the helper's body
+    inner: cst.Call | None = None
 
 
 @dataclass(eq=False)

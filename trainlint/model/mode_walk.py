@@ -678,6 +678,11 @@ class FunctionRun:
                      and (fact.evaluated is not None or loop in fact.loops)]
             if not found or not self._trains(key) or self._out_of_reach(key, loop, frame):
                 continue
+            place = self.index.place.get
+            # facts are a set: the order they are recorded in (the first one per anchor is kept) is
+            # the order of their places in the file, not of their hashes
+            found.sort(key=lambda f: (place(f.node, -1), place(f.anchor, -1), f.evaluated is not None,
+                                      place(f.evaluated, -1) if f.evaluated is not None else -1))
             for fact in found:
                 self.flow.unrestored.append(Unrestored(fact.anchor, key, fact, call, loop,
                                                        self.flow.trained_through(loop, key)))
@@ -809,7 +814,7 @@ class FunctionRun:
                 # a helper called right here runs the model in the eval mode this function (or
                 # every caller of it) set
                 self.flow.helper_forwards.append(Forward(frame.chain[0], key, self.flow.function, facts, state.grad,
-                                                         method, helper=frame.function))
+                                                         method, helper=frame.function, inner=call))
             return marked
         facts = state.facts(key)
         if facts == ENTRY_FACTS:
