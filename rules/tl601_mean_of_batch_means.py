@@ -70,7 +70,7 @@ class MeanOfBatchMeans(Rule):
         `loss.item() * x.size(0)` divided by `len(loader.dataset)`), on running averages weighted
         by batch size (`AverageMeter.update(val, n)`), on running displays inside the loop, and
         when the loader is built with `drop_last=True` or `batch_size=1` (written, or left at
-        DataLoader's default with no `batch_size`, `batch_sampler` or `**kwargs`) (in the same file, or by a
+        DataLoader's default with no `batch_size`, `sampler`, `batch_sampler` or `**kwargs`) (in the same file, or by a
         project function, in another file too, or with keyword arguments one returns; a name one
         step away counts: a variable bound to `True`, a parameter every call leaves at a default of
         `True`, `**options` of a dict literal; also

@@ -1477,7 +1477,7 @@ def _unmoved(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
 def equal_batch_arguments(call: cst.Call) -> bool:
     """A `DataLoader(...)` call written with `drop_last=True` or `batch_size=1`, or leaving the batch
     size at its default of 1 (no `batch_size`, no `batch_sampler`, no `*args`/`**kwargs` that could
-    pass one): equal batches."""
+    pass one, no `sampler` that could hand over several indices at once): equal batches."""
     drop = keyword_value(call, "drop_last")
     size = keyword_value(call, "batch_size")
     if size is None and len(positional_args(call)) >= 2:
@@ -1485,7 +1485,8 @@ def equal_batch_arguments(call: cst.Call) -> bool:
     if isinstance(drop, cst.Name) and drop.value == "True":
         return True
     if size is None:
-        return not any(arg.star for arg in call.args) and keyword_value(call, "batch_sampler") is None
+        return not any(arg.star for arg in call.args) and keyword_value(call, "batch_sampler") is None and \
+            keyword_value(call, "sampler") is None and len(positional_args(call)) < 3
     return isinstance(size, cst.Integer) and size.value == "1"
 
 
