@@ -54,6 +54,9 @@ class EvalForwardWithGrad(Rule):
         left alone (a `Variable` without `volatile=True` records as before). Reported at the first
         forward of that model in the evaluation; when the forward sits in a helper that training
         shares too (`self.module_.eval()`, then `self.infer(x)`), at the evaluation's call of it.
+        A forward that is never reached is left alone: an earlier statement of a block holding it
+        (no `try` around) reads a local the function binds only later (its first mention), so the
+        first batch raises `UnboundLocalError` before it.
         """
     why_bad = """
         `model.eval()` only changes how modules behave (dropout off, BatchNorm uses its running
@@ -686,6 +689,57 @@ class EvalForwardWithGrad(Rule):
             """,
             title="the same teachers scored after the update: their outputs reach no backward, so each forward keeps a graph for nothing",
         ),
+        good(
+            """
+            import torch
+
+
+            def validate(model, loader):
+                model.eval()
+                errors = []
+                for batch in loader:
+                    images = batch["image"]
+                    # `target` is bound only below: the first batch raises UnboundLocalError here
+                    target = target.float()
+                    target = batch["target"]
+                    errors.append((model(images) - target).abs().mean().item())
+                return errors
+            """,
+            title='the forward is never reached: the loop reads a local it binds only later, and the first batch raises UnboundLocalError',
+        ),
+        bad(
+            """
+            import torch
+
+
+            def validate(model, loader):
+                model.eval()
+                errors = []
+                target = None
+                for batch in loader:
+                    images = batch["image"]
+                    target = batch["target"] if target is None else target.float()
+                    errors.append((model(images) - target).abs().mean().item())
+                return errors
+            """,
+            line=11,
+            fixed="""
+            import torch
+
+
+            @torch.no_grad()
+            def validate(model, loader):
+                model.eval()
+                errors = []
+                target = None
+                for batch in loader:
+                    images = batch["image"]
+                    target = batch["target"] if target is None else target.float()
+                    errors.append((model(images) - target).abs().mean().item())
+                return errors
+            """,
+            title='the same read, of a local bound before the loop: the forward runs on every batch',
+        ),
     )
 
     def check(self, ctx):
@@ -710,6 +764,8 @@ class EvalForwardWithGrad(Rule):
                 continue  # `model(x, mode="inference")`: the branch of its forward runs under no_grad
             if forward.frozen is not None and not _input_records(ctx, forward.call):
                 continue  # every parameter frozen before it, inputs that record nothing: no graph
+            if ctx.model(dataflow).raises_before(forward.call) is not None:
+                continue  # never reached: a read of a local not yet bound raises first
             reported.add(group)
             in_functions.add(function.node if function else None)
             yield self._report(ctx, model, forward)
@@ -719,6 +775,8 @@ class EvalForwardWithGrad(Rule):
             if forward.method == "generate" or forward.grad != frozenset({ON}) or forward.helper is None \
                     or forward.helper.node in in_functions:
                 continue
+            if forward.inner is not None and ctx.model(dataflow).raises_before(forward.inner) is not None:
+                continue  # the helper never reaches its forward
             function = forward.function
             group = (function.node if function else None, forward.key, frozenset(f.node for f in forward.facts))
             if group in reported or not model.is_graph_free_evaluation(forward):

@@ -50,8 +50,12 @@ class NoGradEvalInTrainMode(Rule):
         unless its family is known to hold dropout or BatchNorm (torchvision and timm models,
         transformers, segmentation_models_pytorch, torch.nn Dropout/BatchNorm/RNN/Transformer
         layers): a quiet miss on an unknown library model is preferred to a warning that is false
-        for the GroupNorm-only, dropout-0 models common in diffusion code. A model whose
-        construction is not seen (a parameter, a factory) is still reported.
+        for the GroupNorm-only, dropout-0 models common in diffusion code. A parameter is judged by
+        what its callers pass: the same-file callers' constructions, or, when none is in the file,
+        what the project's other files build and pass (`Fitter().fit(model)` in run.py with
+        `model = MatrixFactorization(...)`, Embedding and Linear only: not reported). A model whose
+        construction is not seen (a factory, a caller passing something not built there) is still
+        reported.
         """
     why_bad = """
         `no_grad()` only stops autograd from recording; it does not change how modules behave.

@@ -52,7 +52,18 @@ class TrainModeNotRestored(Rule):
         backward reaches none of its parameters. So may a module whose mode
         changes nothing (a loss criterion such as `nn.CrossEntropyLoss()` or a project loss class
         without dropout/BatchNorm, a GroupNorm-only network, a library class not known to hold
-        dropout or BatchNorm: the same judgement as TL302's). Alternating phases are not evaluations: a GAN
+        dropout or BatchNorm: the same judgement as TL302's). An eval that a training step sets before
+        its own step loop starts, when nothing but that loop's training forwards uses the model in that
+        mode (no forward with grad off, no other forward, not handed to code the walk does not follow),
+        is the mode the step chose to train in (a linear probe keeping BatchNorm statistics frozen),
+        not one an evaluation left behind; it is reported once it survives into another iteration or
+        serves an evaluation first. A backward in a called function that cannot name the model (no
+        argument stands for it, it is neither a global nor a local of a function enclosing the callee)
+        and whose loop forwards a model of its own trains that model (a probe the evaluation fits):
+        `model` there is another object. `nn.Module.train()` recurses: `self.train()` in a method of
+        a module class puts `self.model` back in train mode too. An evaluation under
+        `if i == len(loader) - 1:` in `for i, x in enumerate(loader)` runs on the last step only: what it
+        leaves reaches the code after the loop, not another step. Alternating phases are not evaluations: a GAN
         loop that starts each phase with `D.train(); G.eval()` or `G.train(); D.eval()` freezes the
         partner network and the other phase undoes it; that is left alone when the loop calls the
         network's `train()` before coming back to the `eval()`, another phase's optimizer steps in
@@ -502,7 +513,7 @@ class TrainModeNotRestored(Rule):
             """,
             title="a network frozen by the caller for this phase (trained in another) stays in eval mode",
         ),
-        bad(
+        good(
             """
             import torch
 
@@ -533,8 +544,8 @@ class TrainModeNotRestored(Rule):
                 unet.requires_grad_(True)
                 fine_tune(unet, text_encoder, loader, make_optimizer(unet))
             """,
-            line=6,
-            title="only a part of the network is frozen: its other parts train with dropout off",
+            title="the epoch chooses eval mode for the step loop that follows (a part of the network frozen, its "
+                  "BatchNorm kept on running statistics): no evaluation left it there, each epoch sets it anew",
         ),
         good(
             """
@@ -950,11 +961,11 @@ class TrainModeNotRestored(Rule):
             import torch
             from torch import nn
 
-            def train_epoch(loader, model, optimizer):
+            def train_epoch(loader, model, optimizer, backbone):
                 model.train()
                 for x, y in loader:
                     optimizer.zero_grad()
-                    nn.functional.cross_entropy(model(x), y).backward()
+                    nn.functional.cross_entropy(model(backbone(x)), y).backward()
                     optimizer.step()
 
             def test_epoch(loader, model):
@@ -962,10 +973,10 @@ class TrainModeNotRestored(Rule):
                 with torch.no_grad():
                     return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
 
-            def main(model, ema, train_loader, test_loader, epochs):
-                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            def main(model, head, train_loader, test_loader, epochs):
+                optimizer = torch.optim.SGD([*model.parameters(), *head.parameters()], lr=0.1)
                 for epoch in range(epochs):
-                    params = (train_loader, ema, optimizer)
+                    params = (train_loader, head, optimizer, model)
                     train_epoch(*params)
                     print(test_epoch(test_loader, model))
             """,
@@ -974,11 +985,11 @@ class TrainModeNotRestored(Rule):
             import torch
             from torch import nn
 
-            def train_epoch(loader, model, optimizer):
+            def train_epoch(loader, model, optimizer, backbone):
                 model.train()
                 for x, y in loader:
                     optimizer.zero_grad()
-                    nn.functional.cross_entropy(model(x), y).backward()
+                    nn.functional.cross_entropy(model(backbone(x)), y).backward()
                     optimizer.step()
 
             def test_epoch(loader, model):
@@ -986,15 +997,15 @@ class TrainModeNotRestored(Rule):
                 with torch.no_grad():
                     return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
 
-            def main(model, ema, train_loader, test_loader, epochs):
-                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            def main(model, head, train_loader, test_loader, epochs):
+                optimizer = torch.optim.SGD([*model.parameters(), *head.parameters()], lr=0.1)
                 for epoch in range(epochs):
-                    params = (train_loader, ema, optimizer)
+                    params = (train_loader, head, optimizer, model)
                     train_epoch(*params)
                     print(test_epoch(test_loader, model))
                     model.train()
             """,
-            title="the epoch helper receives its arguments from a tuple that holds another model: `model` is never put back in train mode",
+            title="the epoch helper receives its arguments from a tuple: its `model` is the head, the backbone it trains is never put back in train mode",
         ),
         good(
             """
@@ -1546,6 +1557,345 @@ class TrainModeNotRestored(Rule):
             line=22,
             title="the generator's optimizer also holds the teacher's parameters: the loop trains the teacher in eval mode",
         ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+            from helpers import make_optimizer
+
+
+            def fit_classifier(model, features, labels, optimizer, epochs=100):
+                for epoch in range(epochs):
+                    model.train()
+                    loss = F.cross_entropy(model(features), labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                return model
+
+
+            def linear_eval(model, loader, classes):
+                model.eval()
+                with torch.no_grad():
+                    pairs = [(model.embed(x), y) for x, y in loader]
+                features = torch.cat([f for f, _ in pairs])
+                labels = torch.cat([y for _, y in pairs])
+                head = torch.nn.Linear(features.shape[1], classes)
+                return fit_classifier(head, features, labels, make_optimizer(head))
+
+
+            def pretrain(model, loader, probe_loader, epochs, classes):
+                optimizer = make_optimizer(model)
+                for epoch in range(epochs):
+                    model.train()
+                    for x in loader:
+                        loss = model(x)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    linear_eval(model, probe_loader, classes)
+            """,
+            title="the evaluation fits a classifier on features computed under no_grad: the callee's loop trains its own `model` (the classifier), a name the caller's model cannot be reached by; the epoch starts with model.train()",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+            from helpers import make_optimizer
+
+
+            def fit_classifier(model, features, labels, optimizer, epochs=100):
+                for epoch in range(epochs):
+                    model.train()
+                    loss = F.cross_entropy(model(features), labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                return model
+
+
+            def linear_eval(model, loader, classes):
+                model.eval()
+                with torch.no_grad():
+                    pairs = [(model.embed(x), y) for x, y in loader]
+                features = torch.cat([f for f, _ in pairs])
+                labels = torch.cat([y for _, y in pairs])
+                head = torch.nn.Linear(features.shape[1], classes)
+                return fit_classifier(head, features, labels, make_optimizer(head))
+
+
+            def pretrain(model, loader, probe_loader, epochs, classes, probe_every=1000):
+                optimizer = make_optimizer(model)
+                for epoch in range(epochs):
+                    model.train()
+                    for step, x in enumerate(loader):
+                        loss = model(x)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                        if step % probe_every == 0:
+                            linear_eval(model, probe_loader, classes)
+            """,
+            line=36,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+            from helpers import make_optimizer
+
+
+            def fit_classifier(model, features, labels, optimizer, epochs=100):
+                for epoch in range(epochs):
+                    model.train()
+                    loss = F.cross_entropy(model(features), labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                return model
+
+
+            def linear_eval(model, loader, classes):
+                model.eval()
+                with torch.no_grad():
+                    pairs = [(model.embed(x), y) for x, y in loader]
+                features = torch.cat([f for f, _ in pairs])
+                labels = torch.cat([y for _, y in pairs])
+                head = torch.nn.Linear(features.shape[1], classes)
+                return fit_classifier(head, features, labels, make_optimizer(head))
+
+
+            def pretrain(model, loader, probe_loader, epochs, classes, probe_every=1000):
+                optimizer = make_optimizer(model)
+                for epoch in range(epochs):
+                    model.train()
+                    for step, x in enumerate(loader):
+                        loss = model(x)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                        if step % probe_every == 0:
+                            linear_eval(model, probe_loader, classes)
+                            model.train()
+            """,
+            title="the same probe run every N steps inside the step loop: the caller's own next backward trains the backbone in the eval mode the probe left",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class Finetuner(nn.Module):
+                def __init__(self, model, loader, val_loader):
+                    super().__init__()
+                    self.model = nn.DataParallel(model)
+                    self.criterion = nn.CrossEntropyLoss()
+                    self.loader = loader
+                    self.val_loader = val_loader
+                    self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+
+                @torch.no_grad()
+                def validate(self):
+                    self.model.eval()
+                    return sum((self.model(x).argmax(-1) == y).sum().item() for x, y in self.val_loader)
+
+                def fit(self, epochs):
+                    for epoch in range(epochs):
+                        self.train()
+                        for x, y in self.loader:
+                            loss = self.criterion(self.model(x), y)
+                            loss.backward()
+                            self.optimizer.step()
+                            self.optimizer.zero_grad()
+                        print(epoch, self.validate())
+            """,
+            title='the trainer is an nn.Module holding the model: its own train() at the top of each epoch puts every submodule back in train mode',
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class Finetuner:
+                def __init__(self, model, loader, val_loader):
+                    self.model = nn.DataParallel(model)
+                    self.criterion = nn.CrossEntropyLoss()
+                    self.loader = loader
+                    self.val_loader = val_loader
+                    self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+
+                @torch.no_grad()
+                def validate(self):
+                    self.model.eval()
+                    return sum((self.model(x).argmax(-1) == y).sum().item() for x, y in self.val_loader)
+
+                def train(self):
+                    self.criterion.train()
+
+                def fit(self, epochs):
+                    for epoch in range(epochs):
+                        self.train()
+                        for x, y in self.loader:
+                            loss = self.criterion(self.model(x), y)
+                            loss.backward()
+                            self.optimizer.step()
+                            self.optimizer.zero_grad()
+                        print(epoch, self.validate())
+            """,
+            line=29,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class Finetuner:
+                def __init__(self, model, loader, val_loader):
+                    self.model = nn.DataParallel(model)
+                    self.criterion = nn.CrossEntropyLoss()
+                    self.loader = loader
+                    self.val_loader = val_loader
+                    self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+
+                @torch.no_grad()
+                def validate(self):
+                    self.model.eval()
+                    return sum((self.model(x).argmax(-1) == y).sum().item() for x, y in self.val_loader)
+
+                def train(self):
+                    self.criterion.train()
+
+                def fit(self, epochs):
+                    for epoch in range(epochs):
+                        self.train()
+                        for x, y in self.loader:
+                            loss = self.criterion(self.model(x), y)
+                            loss.backward()
+                            self.optimizer.step()
+                            self.optimizer.zero_grad()
+                        print(epoch, self.validate())
+                        self.model.train()
+            """,
+            title='a trainer that is not a module: its train() method switches only the criterion, the model stays in eval mode',
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+            from tqdm import tqdm
+
+
+            def train(model, optimizer, loader, val_x, val_y, epochs):
+                for epoch in range(epochs):
+                    model.train()
+                    with tqdm(loader) as bar:
+                        for i, (x, y) in enumerate(bar):
+                            loss = F.mse_loss(model(x), y)
+                            optimizer.zero_grad()
+                            loss.backward()
+                            optimizer.step()
+                            if i + 1 == len(loader):
+                                model.eval()
+                                with torch.no_grad():
+                                    bar.set_postfix(val=F.mse_loss(model(val_x), val_y).item())
+            """,
+            title='the evaluation runs only on the last step of the epoch (`i + 1 == len(loader)`): the loop ends there and the next epoch starts with model.train()',
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+            from tqdm import tqdm
+
+
+            def train(model, optimizer, loader, val_x, val_y, epochs):
+                for epoch in range(epochs):
+                    model.train()
+                    with tqdm(loader) as bar:
+                        for i, (x, y) in enumerate(bar):
+                            loss = F.mse_loss(model(x), y)
+                            optimizer.zero_grad()
+                            loss.backward()
+                            optimizer.step()
+                            if i + 1 == len(loader) // 2:
+                                model.eval()
+                                with torch.no_grad():
+                                    bar.set_postfix(val=F.mse_loss(model(val_x), val_y).item())
+            """,
+            line=16,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+            from tqdm import tqdm
+
+
+            def train(model, optimizer, loader, val_x, val_y, epochs):
+                for epoch in range(epochs):
+                    model.train()
+                    with tqdm(loader) as bar:
+                        for i, (x, y) in enumerate(bar):
+                            loss = F.mse_loss(model(x), y)
+                            optimizer.zero_grad()
+                            loss.backward()
+                            optimizer.step()
+                            if i + 1 == len(loader) // 2:
+                                model.eval()
+                                with torch.no_grad():
+                                    bar.set_postfix(val=F.mse_loss(model(val_x), val_y).item())
+                                model.train()
+            """,
+            title='the evaluation runs half-way through the epoch: the rest of the epoch trains in eval mode',
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def train_probe(model, loader, optimizer):
+                # the pretrained backbone keeps its BatchNorm statistics: the probe trains in eval mode
+                model.eval()
+                for x, y in loader:
+                    loss = F.cross_entropy(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+
+            def validate(model, loader):
+                model.eval()
+                with torch.no_grad():
+                    return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+
+
+            def main(model, train_loader, val_loader, epochs):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                for epoch in range(epochs):
+                    train_probe(model, train_loader, optimizer)
+                    print(epoch, validate(model, val_loader))
+            """,
+            title="the probe's training step chooses eval mode for the step loop that follows (frozen BatchNorm statistics, the linear-evaluation protocol): no evaluation left it there, each call sets it anew",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def fit(model, loader, val_loader, optimizer, epochs):
+                model.train()
+                for epoch in range(epochs):
+                    model.eval()
+                    with torch.no_grad():
+                        print(epoch, sum(F.cross_entropy(model(x), y).item() for x, y in val_loader))
+                    for x, y in loader:
+                        loss = F.cross_entropy(model(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            line=8,
+            title="eval() set before the step loop also serves an evaluation first: the evaluation's mode is never undone before training",
+        ),
     )
 
     def check(self, ctx):
@@ -1564,6 +1914,14 @@ class TrainModeNotRestored(Rule):
             # all frozen there (a model only forwarded under no_grad, or frozen, is not reported);
             # not required: on round 3 a true finding's forward ran through an alias the run does not
             # tie to the model (`model = self.train()`, then `model = DataParallel(model)` on a branch)
+            used = item.fact.evaluated
+            if isinstance(used, (cst.For, cst.While)):
+                evidence.append(premise("the eval mode is left over: it reaches another iteration of this loop",
+                                        used, "use"))
+            elif used is not None:
+                evidence.append(premise("the eval mode serves something other than the training step here "
+                                        "(a forward with grad off or outside the step loop, or code not followed)",
+                                        used, "call"))
             if item.forward is not None:
                 evidence.append(premise(f"the loop trains `{key}`: it runs forward with grad recording on here, its "
                                         f"parameters not all frozen", item.forward, "call", required=False))

@@ -69,7 +69,8 @@ class MeanOfBatchMeans(Rule):
         It stays quiet on sums divided by a sample count (`reduction="sum"`,
         `loss.item() * x.size(0)` divided by `len(loader.dataset)`), on running averages weighted
         by batch size (`AverageMeter.update(val, n)`), on running displays inside the loop, and
-        when the loader is built with `drop_last=True` or `batch_size=1` (in the same file, or by a
+        when the loader is built with `drop_last=True` or `batch_size=1` (written, or left at
+        DataLoader's default with no `batch_size`, `sampler`, `batch_sampler` or `**kwargs`) (in the same file, or by a
         project function, in another file too, or with keyword arguments one returns; a name one
         step away counts: a variable bound to `True`, a parameter every call leaves at a default of
         `True`, `**options` of a dict literal; also
@@ -92,7 +93,10 @@ class MeanOfBatchMeans(Rule):
         attribute only the constructor sets, `args.batch_size`), every step weighs the same: a
         batch mean logged that way is a mean of batch means. Reported at the `self.log` call, in a
         class deriving from the framework's `LightningModule` (its resolved import); quiet when the
-        class's loader hook for that split drops the short last batch. In `training_step` (with
+        class's loader hook for that split drops the short last batch. A weight of 1 states one sample
+        per step, which leaves no short batch: it is reported only when the class's loader hook for the
+        split batches more than one sample (unknown, so not reported by default, when the loader
+        feeding the step is not seen). In `training_step` (with
         `on_epoch=True`) it is a logged training loss: info.
         """
     why_bad = """
@@ -750,6 +754,84 @@ class MeanOfBatchMeans(Rule):
             title="the same log weighted by the batch's own size (or with no `batch_size`: Lightning reads it "
                   "off the batch)",
         ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            def validate(model, samples):
+                # the batch size is left at DataLoader's default of 1: every step is one sample
+                loader = DataLoader(samples, shuffle=False)
+                total = 0.0
+                with torch.no_grad():
+                    for x, y in loader:
+                        total += F.cross_entropy(model(x), y).item()
+                return total / len(loader)
+            """,
+            title="the loader leaves the batch size at DataLoader's default of 1: every step is one sample, none is short",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            def validate(model, samples, loader_options):
+                loader = DataLoader(samples, shuffle=False, **loader_options)
+                total = 0.0
+                with torch.no_grad():
+                    for x, y in loader:
+                        total += F.cross_entropy(model(x), y).item()
+                return total / len(loader)
+            """,
+            line=12,
+            title='a loader whose batch size comes in `**loader_options`: the default of 1 is not known to hold',
+        ),
+        good(
+            """
+            import lightning as L
+            import torch.nn.functional as F
+
+
+            class PerImageTuner(L.LightningModule):
+                def __init__(self, renderer):
+                    super().__init__()
+                    self.renderer = renderer
+
+                def validation_step(self, batch, batch_idx):
+                    camera, image = batch
+                    loss = F.l1_loss(self.renderer(camera), image)
+                    self.log("val/loss", loss, on_epoch=True, batch_size=1)
+            """,
+            title='a logged weight of 1 with no loader in sight: one sample per step is the size it states, nothing shows it wrong',
+        ),
+        bad(
+            """
+            import lightning as L
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            class PerImageTuner(L.LightningModule):
+                def __init__(self, renderer, views):
+                    super().__init__()
+                    self.renderer = renderer
+                    self.views = views
+
+                def val_dataloader(self):
+                    return DataLoader(self.views, batch_size=8)
+
+                def validation_step(self, batch, batch_idx):
+                    camera, image = batch
+                    loss = F.l1_loss(self.renderer(camera), image)
+                    self.log("val/loss", loss, on_epoch=True, batch_size=1)
+            """,
+            line=18,
+            title="the same weight of 1 while the class's own val_dataloader batches eight samples: the short last batch weighs like a full one",
+        ),
     )
 
     def check(self, ctx):
@@ -843,6 +925,9 @@ def _framework_epoch_logs(rule, ctx, flow):
                                         f"`{entry.weight}`", class_node, "construction"),
                                 premise(f"the weight is fixed: {why_fixed}", weight, "argument"),
                                 premise(f"the logged value is {why_mean}", value, "use")]
+                    several = _several_samples_premise(ctx, flow, weight, class_name, function.name)
+                    if several is not None:
+                        evidence.append(several)
                     if frameworks.hook_kind(function.name) == "train":
                         yield rule.report(node, f"a logged training-loss average, reported at info: {message}",
                                           severity=Severity.INFO, evidence=evidence)
@@ -929,6 +1014,41 @@ def _writes_self(function: cst.FunctionDef, attr: str) -> bool:
 
 _STEP_LOADERS = {"training_step": "train_dataloader", "validation_step": "val_dataloader",
                  "test_step": "test_dataloader"}
+
+
+def _several_samples_premise(ctx, flow, weight, class_name: str, hook: str):
+    """A weight of 1 states that each step is one sample: then no batch is short and the epoch mean
+    is the per-sample mean. It is wrong only when the steps hold more than one sample: proven when
+    the class's loader hook for the split builds its loader with another batch size, unknown (and
+    required) when the loader feeding the step is not seen. None for another weight."""
+    if not _literal_one(flow, weight, 0):
+        return None
+    method = flow.index.method(class_name, _STEP_LOADERS.get(hook, ""))
+    for node in walk(method.node.body) if method is not None else ():
+        if not (isinstance(node, cst.Return) and node.value is not None):
+            continue
+        call = loader_constructor(flow, node.value)
+        if call is None:
+            continue
+        size = keyword_value(call, "batch_size")
+        if size is None and len(positional_args(call)) >= 2:
+            size = positional_args(call)[1].value
+        if size is not None and not _literal_one(flow, size, 0):
+            return premise(f"the steps hold more than one sample: the loader is built with "
+                           f"`batch_size={code(ctx, size)}`", size, "argument")
+    return unknown("the steps hold more than one sample: a weight of 1 is each step's own size when the loader "
+                   "hands over one sample per step, and the loader feeding this step is not seen", weight, "argument")
+
+
+def _literal_one(flow, expr, depth: int) -> bool:
+    """`1`, or a name bound to it."""
+    if isinstance(expr, cst.Integer):
+        return expr.value == "1"
+    if isinstance(expr, cst.Name) and depth < 3:
+        binding = flow.reaching(expr)
+        return binding is not None and binding.kind == "assign" and binding.value is not None and \
+            _literal_one(flow, binding.value, depth + 1)
+    return False
 
 
 def _equal_batches_by_hook(flow, class_name: str, hook: str) -> bool:

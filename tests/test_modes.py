@@ -929,7 +929,11 @@ def test_a_model_forwarded_only_without_grad_is_not_trained_by_the_loop(encode, 
     ("run(model, opt, val_loader)", []),  # `optim=None` by default: the backward is skipped
     ("run(model, opt, val_loader, optim=None)", []),
     ('run(model, opt, val_loader, optim=opt, phase="val")', []),  # `phase != "train"` returns first
-    ("run(model, opt, val_loader, optim=opt)", [("model.eval()", "model")]),  # the backward runs in eval mode
+    # the backward runs in eval mode, but in the mode chosen right before the loop that trains in it (no
+    # evaluation used it, the next epoch's train() comes first): not a mode an evaluation left behind
+    ("run(model, opt, val_loader, optim=opt)", []),
+    # an evaluation (another file's helper handed the model) used the eval mode before the loop trains in it
+    ("evaluate(model, val_loader) or run(model, opt, train_loader, optim=opt)", [("model.eval()", "model")]),
 ])
 def test_literal_none_and_string_arguments_decide_the_helpers_tests(call, expected):
     source = """

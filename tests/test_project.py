@@ -1254,3 +1254,86 @@ def test_accumulated_loss_from_a_helper_of_another_file_is_what_its_returns_are(
     })
     result = lint_path(str(tmp_path / "train.py"), ALL, project=Project(tmp_path))
     assert [f.code for f in result.findings if f.code == "TL102"] == expected
+
+
+FM_MODELS_PY = """
+import torch
+from torch import nn
+
+
+class PairwiseScorer(nn.Module):
+    def __init__(self, fields, dim):
+        super().__init__()
+        self.embed = nn.Embedding(fields, dim)
+        self.bias = nn.Linear(dim, 1)
+        self.factors = nn.Parameter(torch.randn(dim, 4))
+
+    def forward(self, ids):
+        x = self.embed(ids).sum(1)
+        return self.bias(x) + (x @ self.factors).pow(2).sum(1, keepdim=True)
+
+
+class DeepScorer(nn.Module):
+    def __init__(self, fields, dim):
+        super().__init__()
+        self.embed = nn.Embedding(fields, dim)
+        self.head = nn.Sequential(nn.Linear(dim, dim), nn.Dropout(0.3), nn.Linear(dim, 1))
+
+    def forward(self, ids):
+        return self.head(self.embed(ids).sum(1))
+"""
+FM_TRAINER_PY = """
+import torch
+
+
+class Fitter:
+    def __init__(self, loader, val_loader, optimizer, epochs):
+        self.loader = loader
+        self.val_loader = val_loader
+        self.optimizer = optimizer
+        self.epochs = epochs
+
+    def fit(self, model):
+        for epoch in range(self.epochs):
+            model.train()
+            for ids, y in self.loader:
+                self.optimizer.zero_grad()
+                torch.nn.functional.mse_loss(model(ids), y).backward()
+                self.optimizer.step()
+            print(epoch, self.evaluate(model))
+
+    @torch.no_grad()
+    def evaluate(self, model):
+        return sum(torch.nn.functional.mse_loss(model(ids), y).item() for ids, y in self.val_loader)
+"""
+FM_RUN_PY = """
+import torch
+
+from models import MODEL
+from trainer import Fitter
+
+
+def main(loader, val_loader):
+    model = MODEL(1000, 16).to("cpu")
+    fitter = Fitter(loader, val_loader, torch.optim.Adam(model.parameters()), epochs=5)
+    fitter.fit(model)
+"""
+
+
+@pytest.mark.parametrize("model, reported", [("PairwiseScorer", False), ("DeepScorer", True)])
+def test_a_model_the_callers_in_other_files_build_is_judged_by_its_layers(tmp_path, model, reported):
+    """TL302: `Fitter.evaluate(model)` runs the model under no_grad in the train mode `fit()` set; the
+    model is a parameter whose only callers are in run.py, which builds it from models.py. An
+    Embedding/Linear/Parameter model computes the same in both modes (not reported); the look-alike
+    holding Dropout is."""
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "models.py": FM_MODELS_PY,
+        "trainer.py": FM_TRAINER_PY,
+        "run.py": FM_RUN_PY.replace("MODEL", model),
+    })
+    lines = (tmp_path / "trainer.py").read_text().splitlines()
+    forward = next(n for n, text in enumerate(lines, 1) if "return sum(" in text)
+    found = {line for line, code in _codes(lint_path(str(tmp_path / "trainer.py"), ALL, project=Project(tmp_path)))
+             if code == "TL302"}
+    assert found == ({forward} if reported else set())

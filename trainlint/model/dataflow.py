@@ -306,6 +306,65 @@ class Dataflow:
             self._roots[key] = writes  # type: ignore[assignment]
         return self._roots[key].get((name.value, word), [])  # type: ignore[union-attr]
 
+    # -- reachability -------------------------------------------------------------------------
+    def raises_before(self, node: cst.CSTNode) -> cst.Name | None:
+        """A read that always raises before `node` runs: in a statement that every path from the
+        function's entry to `node` runs first (an earlier statement of a block holding it, no `try`
+        around), a name the function binds (so Python takes it for a local), that is no parameter
+        nor declared global, read unconditionally, and written nowhere before that read (its first
+        mention in the function): the first arrival raises `UnboundLocalError`, so `node` is never
+        reached (a loop's body raises on its first iteration, before any later one)."""
+        function = self.index.function_at(node)
+        if not isinstance(function, FunctionInfo):
+            return None
+        child = node
+        parent = self.index.parent(child)
+        while parent is not None and parent is not function.node:
+            if isinstance(parent, (cst.Try, cst.TryStar, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return None
+            if isinstance(parent, cst.IndentedBlock):
+                for statement in parent.body:
+                    if statement is child:
+                        break
+                    if isinstance(statement, cst.SimpleStatementLine):
+                        found = self._unbound_read(statement, function)
+                        if found is not None:
+                            return found
+            child, parent = parent, self.index.parent(parent)
+        return None
+
+    def _unbound_read(self, statement: cst.SimpleStatementLine, function: FunctionInfo) -> cst.Name | None:
+        for small in statement.body:
+            if isinstance(small, (cst.Assign, cst.AnnAssign, cst.Expr, cst.Return)):
+                exprs = [small.value]
+            elif isinstance(small, cst.AugAssign):
+                exprs = [small.target, small.value]
+            else:
+                continue
+            # `x = x.float()`: the statement's own targets are bound after its value is read
+            later = {id(n) for t in (small.targets if isinstance(small, cst.Assign) else
+                                     [small] if isinstance(small, cst.AnnAssign) else [])
+                     for n in walk(t.target)}
+            for expr in exprs:
+                for name in _unconditional_loads(expr):
+                    if self._read_unbound(name, function, later):
+                        return name
+        return None
+
+    def _read_unbound(self, name: cst.Name, function: FunctionInfo, later: set) -> bool:
+        word = name.value
+        bindings = function.scope.bindings.get(word)
+        if not bindings or any(b.kind == "param" for b in bindings):
+            return False
+        at = self.position(name)
+        for node in self.index.subtree(function.node.body):
+            if type(node) is cst.Name and node.value == word and node is not name and id(node) not in later \
+                    and 0 <= self.position(node) < at:
+                return False  # mentioned before: bound (or read) there first
+            if type(node) in (cst.Global, cst.Nonlocal) and any(item.name.value == word for item in node.names):
+                return False
+        return True
+
     def container_values(self, name: cst.Name) -> list[cst.BaseExpression]:
         """What a container `name` holds in its function, one step away: the elements of the
         literal it was bound to (`{"lm": lm_loss, "aux": 0.1 * aux}`, `[a, b]`), what is written
@@ -842,6 +901,34 @@ def dataflow(ctx) -> Dataflow:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+def _unconditional_loads(expr: cst.CSTNode) -> Iterator[cst.Name]:
+    """The names an expression always reads when it is evaluated: not the right side of `and`/`or`,
+    the branches of `x if c else y`, a lambda's body, a comprehension, an attribute's name or a
+    keyword's name."""
+    if type(expr) is cst.Name:
+        yield expr
+        return
+    if isinstance(expr, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+        return
+    if isinstance(expr, cst.BooleanOperation):
+        yield from _unconditional_loads(expr.left)
+        return
+    if isinstance(expr, cst.IfExp):
+        yield from _unconditional_loads(expr.test)
+        return
+    if isinstance(expr, cst.Attribute):
+        yield from _unconditional_loads(expr.value)
+        return
+    if isinstance(expr, cst.NamedExpr):  # `(x := f())` binds x
+        yield from _unconditional_loads(expr.value)
+        return
+    if isinstance(expr, cst.Arg):
+        yield from _unconditional_loads(expr.value)
+        return
+    for child in iter_children(expr):
+        yield from _unconditional_loads(child)
+
+
 def _is_import_path(expr: cst.BaseExpression, scope: Scope) -> bool:
     """`torch.autograd`, `dist_autograd`: a name (or attribute chain on one) bound by an import."""
     base = expr

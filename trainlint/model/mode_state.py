@@ -27,7 +27,12 @@ class Fact(NamedTuple):
     `node` is the call (or assignment) that set it, `site` the call in the analysed function that
     led there (the same node when it is in that function; None when it comes from a caller),
     `anchor` the call in the innermost training loop's own body that led there, `in_training`
-    whether it was set while a training loop was running, `via` the function where `node` is.
+    whether it was set while a training loop was running, `via` the function where `node` is;
+    `loops` the training loops running when it was set; `evaluated` (for an eval) what used the
+    model in that mode outside a training loop entered after it: a forward with grad recording off,
+    a forward at the loop level of the eval, the model handed to code the walk does not follow, or
+    the call of another file's function that left it so (None: nothing yet, the mode was only
+    chosen for what follows).
     """
 
     kind: str
@@ -36,6 +41,8 @@ class Fact(NamedTuple):
     anchor: cst.CSTNode | None = None
     in_training: bool = False
     via: str | None = None
+    loops: frozenset = frozenset()
+    evaluated: cst.CSTNode | None = None
 
 
 ENTRY_FACTS = frozenset({Fact(ENTRY)})
@@ -182,6 +189,8 @@ class Forward:
     helper: FunctionInfo | None = None
     # the call or loop that froze every parameter of the model before this forward (None: not proven)
     frozen: cst.CSTNode | None = None
+    # for a helper's forward (`helper` set): the forward call in the helper's body
+    inner: cst.Call | None = None
 
 
 @dataclass(eq=False)

@@ -44,6 +44,8 @@ _MODE_TEST = re.compile(r"train|mode", re.IGNORECASE)
 # external helpers that (by their name) put a model they receive back in train mode
 _TRAIN_HELPER = re.compile(r"(^|_)train(_mode|ing_mode)?$|^set_train|^train_mode|^to_train", re.IGNORECASE)
 _MAX_INLINE_DEPTH = 3
+# a local of a called function, as the walk names it (`evaluate@1:encoder`)
+_PREFIXED = re.compile(r"^[\w.]+@\d+:")
 _LOOP_ROUNDS = 4
 _BUDGET = 40_000  # statements interpreted per function run; beyond it the run is abandoned
 
@@ -151,6 +153,9 @@ class FunctionRun:
         then = self.block(body_statements(node.body), state, frame)
         if chosen is True:
             return then
+        last = self._last_iteration(node, frame)
+        if last is not None:
+            then = self._leave_after(then, last, node, frame)
         other = self._else(node, state, frame)
         outcome = Outcome()
         outcome.absorb(then)
@@ -166,6 +171,49 @@ class FunctionRun:
             if branch is not None and key in branch.modes:
                 outcome.fall = outcome.fall.set(key, branch.facts(key))
         return outcome
+
+    def _last_iteration(self, node: cst.If, frame: Frame) -> cst.For | None:
+        """The loop whose last iteration alone takes this `if`: a statement of the body of
+        `for i, x in enumerate(seq)` testing `i == len(seq) - 1` (or `i + 1 == len(seq)`), `seq`
+        seen through a progress bar (`tqdm(loader)`, or a name bound to one) that yields its items."""
+        block = self.index.parent(node)
+        loop = self.index.parent(block) if isinstance(block, cst.IndentedBlock) else None
+        if not isinstance(loop, cst.For) or loop.body is not block:
+            return None
+        target, iterated = loop.target, loop.iter
+        if not (isinstance(target, cst.Tuple) and target.elements and isinstance(target.elements[0].value, cst.Name)
+                and isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Name)
+                and iterated.func.value == "enumerate" and len(iterated.args) == 1
+                and iterated.args[0].keyword is None and not iterated.args[0].star):
+            return None
+        counter = target.elements[0].value.value
+        test = node.test
+        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and
+                isinstance(test.comparisons[0].operator, cst.Equal)):
+            return None
+        sides = (test.left, test.comparisons[0].comparator)
+        code = self.model.ctx.code_for
+        sequence = code(_iterated(iterated.args[0].value, frame.scope))
+        for mine, other in (sides, sides[::-1]):
+            if isinstance(mine, cst.Name) and mine.value == counter:
+                length = _minus_one(other)
+            elif _plus_one(mine, counter):
+                length = other
+            else:
+                continue
+            if isinstance(length, cst.Call) and isinstance(length.func, cst.Name) and length.func.value == "len" \
+                    and len(length.args) == 1 and code(_iterated(length.args[0].value, frame.scope)) == sequence:
+                return loop
+        return None
+
+    def _leave_after(self, then: Outcome, loop: cst.For, node: cst.If, frame: Frame) -> Outcome:
+        """The branch of the last iteration: the rest of the loop's body runs after it, and then the
+        loop is over (what it leaves reaches the code after the loop, not another iteration)."""
+        statements = body_statements(loop.body)
+        rest = statements[statements.index(node) + 1:]
+        tail = self.block(rest, then.fall, frame) if then.fall is not None else Outcome()
+        leaving = join_all([tail.fall, tail.cont, tail.brk, then.brk, then.cont])
+        return Outcome(fall=None, ret=join(then.ret, tail.ret), brk=leaving)
 
     def _presence_test(self, test: cst.BaseExpression, frame: Frame) -> tuple[str, bool] | None:
         """The model a test checks for presence (`if model:`, `if model is not None:`, `if not model:`,
@@ -233,7 +281,8 @@ class FunctionRun:
                 result = self.block(body, head, frame)
                 outcome.ret = join(outcome.ret, result.ret)
                 outcome.brk = join(outcome.brk, result.brk)
-                new_head = join(join(head, result.fall), result.cont)
+                again = _left_over(join(result.fall, result.cont), state, node)
+                new_head = join(head, again)
                 if new_head == head:
                     break
                 head = new_head
@@ -360,18 +409,25 @@ class FunctionRun:
                 return self._set_members(members, kind, call, state, frame)
             key = model._key(func.value, frame) if kind is not None else None
             if key is not None:
-                return state.set(key, frozenset({self._fact(kind, call, frame)}))
+                facts = frozenset({self._fact(kind, call, frame)})
+                if self._proven_module(func.value, frame):
+                    # `nn.Module.train()` recurses into the children: every model held by it
+                    # (`self.model` of a module whose method calls `self.train()`) is switched too
+                    return state.set_under(key, facts, itself=True)
+                return state.set(key, facts)
         if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and target is None:
             key = model._key(func.value, frame)
             if key is not None:
                 flag = _requires_grad_flag(call)
                 state = state.freeze(key, call) if flag is False else state.unfreeze(key)
         if self.loop_stack and self.training.is_backward(call, scope):
-            self._check_backward(call, state)
-        self._record_forward(call, state, frame)
+            self._check_backward(call, state, frame)
+        state = self._record_forward(call, state, frame)
         followed = target is not None and frame.depth < _MAX_INLINE_DEPTH and target.node not in frame.active
         if not followed and self.loop_stack and state.grad != frozenset({OFF}):
             self._hand_over(call, frame)
+        if not followed:
+            state = self._used_unseen(call, state, frame)
         if not followed and state.frozen:
             state = self._may_unfreeze(call, state, frame)
         if followed:
@@ -555,7 +611,10 @@ class FunctionRun:
                 EVAL if last == "eval" else TRAIN
             if kind == RESTORE and not any(f.kind == EVAL for f in state.facts(key)):
                 continue  # put back the way it was: nothing changes for the caller
-            state = state.set(key, frozenset({self._fact(kind, call, frame)}))
+            fact = self._fact(kind, call, frame)
+            if kind == EVAL:
+                fact = fact._replace(evaluated=call)  # what that function runs in it is not seen here
+            state = state.set(key, frozenset({fact}))
         return state
 
     def _external_train_helper(self, call: cst.Call, name: str | None, state: State, frame: Frame) -> State:
@@ -600,20 +659,114 @@ class FunctionRun:
             if loop_depth < frame.depth:
                 anchor = frame.chain[loop_depth]
         via = function_name(frame.function)
-        return Fact(kind, node, site, anchor, bool(self.loop_stack), via)
+        return Fact(kind, node, site, anchor, bool(self.loop_stack), via,
+                    frozenset(loop for loop, _ in self.loop_stack))
 
-    def _check_backward(self, call: cst.Call, state: State) -> None:
+    def _check_backward(self, call: cst.Call, state: State, frame: Frame) -> None:
         self.flow.backwards.add(call)
+        loop = self.loop_stack[-1][0]
         for key, facts in state.modes.items():
             if state.frozen_by(key) is not None:
                 continue  # every parameter frozen at this backward: the loop does not train it
             # (a loop that forwards it only under no_grad: filtered once the run is complete,
             # ModeModel.unrestored)
-            for fact in facts:
-                if fact.kind == EVAL and fact.in_training and fact.anchor is not None and self._trains(key):
-                    loop = self.loop_stack[-1][0]
-                    self.flow.unrestored.append(Unrestored(fact.anchor, key, fact, call, loop,
-                                                           self.flow.trained_through(loop, key)))
+            found = [fact for fact in facts if fact.kind == EVAL and fact.in_training and fact.anchor is not None
+                     # an eval set before this training loop started, and nothing used the model in
+                     # that mode since but the loop's own training forwards: the mode the training
+                     # step chose to train in (a linear probe over frozen BatchNorm), not one an
+                     # evaluation left behind
+                     and (fact.evaluated is not None or loop in fact.loops)]
+            if not found or not self._trains(key) or self._out_of_reach(key, loop, frame):
+                continue
+            place = self.index.place.get
+            # facts are a set: the order they are recorded in (the first one per anchor is kept) is
+            # the order of their places in the file, not of their hashes
+            found.sort(key=lambda f: (place(f.node, -1), place(f.anchor, -1), f.evaluated is not None,
+                                      place(f.evaluated, -1) if f.evaluated is not None else -1))
+            for fact in found:
+                self.flow.unrestored.append(Unrestored(fact.anchor, key, fact, call, loop,
+                                                       self.flow.trained_through(loop, key)))
+
+    def _out_of_reach(self, key: str, loop: cst.CSTNode, frame: Frame) -> bool:
+        """The backward runs in a called function that cannot name the model `key` (no argument of
+        the call stands for it, a part of it or a model holding it; it is not a global, nor a local of
+        a function enclosing the callee), and the training loop there forwards a model of its own with
+        grad on: the backward trains that model (a probe the evaluation fits), not `key`."""
+        if frame.depth == 0:
+            return False
+        for value in frame.subst.values():
+            if value == key or key.startswith(value + ".") or value.startswith(key + "."):
+                return False
+        if frame.prefix and key.startswith(frame.prefix):
+            return False
+        if _PREFIXED.match(key) is None:  # a name of the analysed function, or a global
+            analysed = self.flow.function.scope if self.flow.function is not None else self.index.module_scope
+            head = key.split(".")[0]
+            if analysed is self.index.module_scope or head not in analysed.bindings:
+                return False  # a global: any function may name it
+            scope = frame.scope
+            while scope is not None:
+                if scope is analysed:
+                    return False  # a closure over the analysed function's locals
+                scope = scope.parent
+        own = self.flow.grad_on.get(loop, {})
+        return any(other != key and self._reachable_here(other, frame) for other in own)
+
+    @staticmethod
+    def _reachable_here(key: str, frame: Frame) -> bool:
+        """`key` is a model the frame's function names: its own local, or a parameter's argument."""
+        return bool(frame.prefix and key.startswith(frame.prefix)) or any(
+            value == key or key.startswith(value + ".") for value in frame.subst.values())
+
+    def _proven_module(self, receiver: cst.BaseExpression, frame: Frame) -> bool:
+        """The receiver of a mode call is a `torch.nn.Module`: `self` in a method of a class of this
+        file deriving from one, or a name every construction of which builds one."""
+        if isinstance(receiver, cst.Name) and receiver.value == "self" and "self" not in frame.subst:
+            owner = frame.scope.class_name
+            return owner is not None and self.model._is_module_class(owner)
+        if isinstance(receiver, cst.Name) and receiver.value == "self":
+            return False
+        if not isinstance(receiver, cst.Name):
+            return False
+        constructions = self.model._constructions(receiver, frame.scope)
+        return bool(constructions) and all(
+            isinstance(c, cst.Call) and self.model.is_module_constructor(c, frame.scope) for c, _ in constructions)
+
+    def _mark_used(self, state: State, key: str, node: cst.CSTNode, grad_on: bool) -> State:
+        """The model `key` (or a part of it, or a model holding it) is used at `node`: an eval of
+        it that no training loop entered since has run under, or any eval when `grad_on` is
+        False, now serves something other than training (an evaluation)."""
+        current = self.loop_stack[-1][0] if self.loop_stack else None
+        for other, facts in state.modes.items():
+            if not (other == key or other.startswith(key + ".") or key.startswith(other + ".")):
+                continue
+            if not any(f.kind == EVAL and f.in_training and f.evaluated is None for f in facts):
+                continue
+            marked = frozenset(f._replace(evaluated=node) if f.kind == EVAL and f.in_training and f.evaluated is None
+                               and (not grad_on or current is None or current in f.loops) else f for f in facts)
+            if marked != facts:
+                state = state.set(other, marked)
+        return state
+
+    def _used_unseen(self, call: cst.Call, state: State, frame: Frame) -> State:
+        """A model handed to code the walk does not follow (another file's helper, a library
+        function, a method of the model): what that code does with it is not seen, so an eval of
+        it counts as used there."""
+        if not any(f.kind == EVAL and f.in_training and f.evaluated is None
+                   for facts in state.modes.values() for f in facts):
+            return state
+        if self.model._key(call, frame) is not None:
+            return state  # `model.to(dev)`, `unwrap_model(model)`: the model itself
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in _INSPECTING:
+            return state
+        keys = {self.model._key(arg.value, frame) for arg in call.args}
+        if isinstance(func, cst.Attribute) and func.attr.value not in _NOT_FORWARDING:
+            keys.add(self.model._key(func.value, frame))
+        keys.discard(None)
+        for key in keys:
+            state = self._mark_used(state, key, call, grad_on=False)
+        return state
 
     def _trains(self, key: str) -> bool:
         return self.model.is_trained(key) or (
@@ -635,13 +788,15 @@ class FunctionRun:
             return None, None
         return self.model._key(receiver, frame), method
 
-    def _record_forward(self, call: cst.Call, state: State, frame: Frame) -> None:
+    def _record_forward(self, call: cst.Call, state: State, frame: Frame) -> State:
         key, method = self._forward_key(call, frame)
         if key is None:
-            return
+            return state
+        original = state
         if OFF not in state.grad and self.model.has_volatile and \
                 volatile_input(self.index, call, frame.scope) is not None:
             state = state.with_grad(frozenset({OFF}))  # `model(Variable(x, volatile=True))`: records nothing
+        marked = self._mark_used(original, key, call, grad_on=state.grad == GRAD_ON)
         if self.loop_stack and state.grad == GRAD_ON:
             self.grad_forwarded.add(key)
         for loop, _ in self.loop_stack:
@@ -659,13 +814,14 @@ class FunctionRun:
                 # a helper called right here runs the model in the eval mode this function (or
                 # every caller of it) set
                 self.flow.helper_forwards.append(Forward(frame.chain[0], key, self.flow.function, facts, state.grad,
-                                                         method, helper=frame.function))
-            return
+                                                         method, helper=frame.function, inner=call))
+            return marked
         facts = state.facts(key)
         if facts == ENTRY_FACTS:
-            return
+            return marked
         self.flow.forwards.append(Forward(call, key, frame.function, facts, state.grad, method,
                                           frozen=state.frozen_by(key)))
+        return marked
 
     def _inline(self, call: cst.Call, target: FunctionInfo, state: State, frame: Frame) -> State:
         inner = self._callee_frame(call, target, frame)
@@ -682,6 +838,66 @@ class FunctionRun:
         prefix = f"{target.qualname}@{frame.depth + 1}:"
         return Frame(target, target.scope, subst, prefix, frame.chain + (call,), frame.active | {target.node},
                      literal_flags(call, target, frame.flags))
+
+
+# calls that iterate the same items as their first argument (a progress bar around a loader)
+_SAME_ITEMS = frozenset({"tqdm", "progress_bar", "track"})
+
+
+def _same_items_call(expr: cst.BaseExpression) -> bool:
+    if not isinstance(expr, cst.Call) or not positional_args(expr):
+        return False
+    func = expr.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    return name in _SAME_ITEMS
+
+
+def _iterated(expr: cst.BaseExpression, scope: Scope) -> cst.BaseExpression:
+    """The sequence whose items a loop over `expr` gets: through progress bars (`tqdm(loader)`)
+    and a name bound once to one (`with tqdm(loader) as bar`)."""
+    for _ in range(4):
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            if len(bindings) == 1 and bindings[0].kind in ("assign", "with") and _same_items_call(bindings[0].value):
+                expr = bindings[0].value
+                continue
+        if _same_items_call(expr):
+            expr = positional_args(expr)[0].value
+            continue
+        break
+    return expr
+
+
+def _minus_one(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`X` of `X - 1`."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Subtract) and \
+            isinstance(expr.right, cst.Integer) and expr.right.evaluated_value == 1:
+        return expr.left
+    return None
+
+
+def _plus_one(expr: cst.BaseExpression, name: str) -> bool:
+    """`name + 1` (or `1 + name`)."""
+    if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add)):
+        return False
+    sides = (expr.left, expr.right)
+    return any(isinstance(a, cst.Name) and a.value == name and isinstance(b, cst.Integer) and b.evaluated_value == 1
+               for a, b in (sides, sides[::-1]))
+
+
+def _left_over(state: State | None, entry: State, loop: cst.CSTNode) -> State | None:
+    """The state an iteration hands to the next one: an eval the iteration set (not there when
+    the loop was entered) is now left over from an earlier iteration, not chosen for what follows
+    it (`Fact.evaluated` is the loop)."""
+    if state is None:
+        return None
+    for key, facts in state.modes.items():
+        before = entry.facts(key)
+        if not any(f.kind == EVAL and f.in_training and f.evaluated is None and f not in before for f in facts):
+            continue
+        state = state.set(key, frozenset(f._replace(evaluated=loop) if f.kind == EVAL and f.in_training and
+                                         f.evaluated is None and f not in before else f for f in facts))
+    return state
 
 
 def _requires_grad_flag(call: cst.Call) -> bool | None:

@@ -549,11 +549,65 @@ class ModeModel:
         if not calls or any(f.kind not in (NEW, ENTRY) for f in facts):
             own = self._constructions(receiver, scope)
             if own is None:
-                return True
+                passed = self._passed_modes(receiver, scope) if not calls else None
+                return passed is None or any(v not in (FREE, LIBRARY) for v in passed)
             calls += own
         if not calls:
             return True
         return any(verdict(self.index, call, call_scope) not in (FREE, LIBRARY) for call, call_scope in calls)
+
+    def _passed_modes(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> set | None:
+        """How the modules a parameter stands for depend on their mode (`layers` verdicts), from what
+        every caller passes: a same-file caller's construction (or its own parameter, followed), or,
+        when no caller is in this file, the calls of the project's other files (each argument's
+        construction judged there, `CallArguments.positional_modes`; a method's calls whose receiver
+        is built from another class do not count). None when some caller's argument is not known."""
+        expr = strip_wrappers(expr)
+        if depth > 3 or not isinstance(expr, cst.Name):
+            return None
+        bindings = scope.lookup(expr.value)
+        if len(bindings) != 1 or bindings[0].kind != "param":
+            return None
+        function = self.index.function_at(bindings[0].node)
+        if function is None:
+            return None
+        found: set = set()
+        sites = self.index.callers(function)
+        if sites:
+            for site in sites:
+                arg = self.index.argument_for(site.node, function, expr.value)
+                if arg is None:
+                    return None
+                own = self._constructions(arg, site.scope)
+                if own:
+                    found |= {verdict(self.index, call, call_scope) for call, call_scope in own}
+                    continue
+                more = self._passed_modes(arg, site.scope, depth + 1)
+                if more is None:
+                    return None
+                found |= more
+            return found if None not in found else None
+        linker = getattr(self.index, "linker", None)
+        if linker is None:
+            return None
+        params = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
+        if function.class_name is not None:
+            if not params or params[0] not in ("self", "cls"):
+                return None
+            params = params[1:]
+            calls = [call for _, call in linker.method_callers_by_file(function.name)
+                     if not call.receiver_classes or
+                     any(name.rsplit(".", 1)[-1] == function.class_name for name, _ in call.receiver_classes)]
+        elif self.index.scope_at(function.node) is self.index.module_scope:
+            calls = [call for _, call in linker.callers_by_file(function.name)]
+        else:
+            return None
+        for call in calls:
+            mode = call.mode_of(tuple(params), expr.value)
+            if mode is None:
+                return None
+            found.add(mode)
+        return found or None
 
     def _constructions(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> list | None:
         """The calls that bind `expr` (a name or `self.<attr>`), or None when some binding is not a

@@ -30,7 +30,7 @@ import libcst as cst
 from trainlint.model import frameworks
 from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
                                    positional_args, walk)
-from trainlint.model.layers import class_verdict
+from trainlint.model.layers import DEPENDENT, FREE, LIBRARY, class_verdict, verdict
 from trainlint.model.loader_use import parameter_only_drawn_from
 from trainlint.model.grad_mode import (GRAD_OFF_CONTEXTS, GRAD_SETTERS, GRAD_WORDS, context_grad, decorator_grad, flag_value,
                                        is_false, is_true, literal_value)
@@ -274,6 +274,18 @@ class CallArguments:
     #: construction (`evaluator = CrowdHumanEvaluator(...)`), each with whether that class defines
     #: the called method itself; empty when not known
     receiver_classes: tuple[tuple[str, bool], ...] = ()
+    #: per positional argument, and per keyword, how the module it is depends on its mode
+    #: (`layers.verdict` of its construction: "free", "dependent", "library"; None when not known)
+    positional_modes: tuple[str | None, ...] = ()
+    keyword_modes: tuple[tuple[str, str | None], ...] = ()
+
+    def mode_of(self, params: tuple[str, ...], param: str) -> str | None:
+        """How the module passed for `param` depends on its mode (None: not known, or not passed)."""
+        for keyword, mode in self.keyword_modes:
+            if keyword == param:
+                return mode
+        position = params.index(param) if param in params else -1
+        return self.positional_modes[position] if 0 <= position < len(self.positional_modes) else None
 
     def argument(self, params: tuple[str, ...], param: str | None, keyword: str) -> str | None:
         """The text passed for `param` (a name of `params`, or `*N` for the N-th positional argument
@@ -423,7 +435,10 @@ class _Summariser:
         return [CallArguments(callee, tuple(text(a.value) for a in positional_args(site.node)),
                               tuple((a.keyword.value, text(a.value)) for a in site.node.args if a.keyword is not None),
                               self._state_in(site.scope), self._grad_off_at(site.node, site.function),
-                              site.function.name if site.function is not None else None)
+                              site.function.name if site.function is not None else None, (),
+                              tuple(self._argument_mode(a.value, site.scope) for a in positional_args(site.node)),
+                              tuple((a.keyword.value, self._argument_mode(a.value, site.scope))
+                                    for a in site.node.args if a.keyword is not None))
                 for site, callee in self._calls_named(function_name) if not any(a.star for a in site.node.args)]
 
     def method_calls(self, name: str) -> list[CallArguments]:
@@ -431,11 +446,45 @@ class _Summariser:
         for site in self.index.calls:
             func = site.node.func
             if isinstance(func, cst.Attribute) and func.attr.value == name:
+                starred = any(a.star for a in site.node.args)
                 found.append(CallArguments(dotted_name(func) or "", (), (), (),
                                            self._grad_off_at(site.node, site.function),
                                            site.function.name if site.function is not None else None,
-                                           self._receiver_classes(func.value, site.scope, name)))
+                                           self._receiver_classes(func.value, site.scope, name),
+                                           () if starred else tuple(self._argument_mode(a.value, site.scope)
+                                                                    for a in positional_args(site.node)),
+                                           () if starred else tuple((a.keyword.value,
+                                                                     self._argument_mode(a.value, site.scope))
+                                                                    for a in site.node.args if a.keyword is not None)))
         return found
+
+    def _argument_mode(self, value: cst.BaseExpression, scope: Scope) -> str | None:
+        """How the module an argument is depends on its mode: a construction, or a local name every
+        binding of which builds one (`model = Net(...)`; `model = model.to(device)` keeps it);
+        None when not known."""
+        if isinstance(value, cst.Call):
+            calls = [value]
+        elif isinstance(value, cst.Name):
+            bindings = scope.lookup(value.value)
+            calls = []
+            for binding in bindings:
+                bound = _unmoved(binding.value) if binding.kind == "assign" else None
+                if isinstance(bound, cst.Name) and bound.value == value.value:
+                    continue  # `model = model.to(device)`: the same module
+                if not isinstance(bound, cst.Call):
+                    return None
+                calls.append(bound)
+        else:
+            return None
+        verdicts = set()
+        for call in calls:
+            call = _unmoved(call)
+            if not isinstance(call, cst.Call):
+                return None
+            verdicts.add(verdict(self.index, call, scope))
+        if not verdicts or None in verdicts:
+            return None
+        return DEPENDENT if DEPENDENT in verdicts else LIBRARY if LIBRARY in verdicts else FREE
 
     def _receiver_classes(self, receiver: cst.BaseExpression, scope: Scope, method: str) -> tuple[tuple[str, bool], ...]:
         """`CallArguments.receiver_classes` of a local name every binding of which builds a class."""
@@ -1469,14 +1518,30 @@ def _equality_test(test: cst.BaseExpression) -> tuple[str, str] | None:
     return None
 
 
+_MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16"})
+
+
+def _unmoved(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """`Net(...).to(device)` -> `Net(...)`: a module moved or cast is the same module."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MOVES:
+        expr = expr.func.value
+    return expr
+
+
 def equal_batch_arguments(call: cst.Call) -> bool:
-    """A `DataLoader(...)` call written with `drop_last=True` or `batch_size=1`: equal batches."""
+    """A `DataLoader(...)` call written with `drop_last=True` or `batch_size=1`, or leaving the batch
+    size at its default of 1 (no `batch_size`, no `batch_sampler`, no `*args`/`**kwargs` that could
+    pass one, no `sampler` that could hand over several indices at once): equal batches."""
     drop = keyword_value(call, "drop_last")
     size = keyword_value(call, "batch_size")
     if size is None and len(positional_args(call)) >= 2:
         size = positional_args(call)[1].value
-    return (isinstance(drop, cst.Name) and drop.value == "True") or (
-        isinstance(size, cst.Integer) and size.value == "1")
+    if isinstance(drop, cst.Name) and drop.value == "True":
+        return True
+    if size is None:
+        return not any(arg.star for arg in call.args) and keyword_value(call, "batch_sampler") is None and \
+            keyword_value(call, "sampler") is None and len(positional_args(call)) < 3
+    return isinstance(size, cst.Integer) and size.value == "1"
 
 
 def _is_self_or_super(expr: cst.BaseExpression) -> bool:
