@@ -915,6 +915,83 @@ def test_a_loader_nothing_in_the_project_reads_or_builds_feeds_no_evaluation(tmp
     assert (5, "TL602") in _codes(lint_path(str(tmp_path / "data.py"), ALL, project=Project(tmp_path)))
 
 
+def test_a_script_loader_is_read_only_by_files_that_import_the_script(tmp_path):
+    """TL602: a script's module-level loader that the script never reads is read by no file of its
+    import component that does not import the script, however many of them use the same variable
+    name (a helper module it imports with its own `val_loader`); a file that imports the script
+    (spells its module's name) and reads the name keeps the finding."""
+    write(tmp_path, {
+        "helpers.py": """
+            def evaluate(model, val_loader):
+                return sum(model(x).sum() for x in val_loader)
+            """,
+        "runs.py": """
+            from torch.utils.data import DataLoader
+            from helpers import evaluate
+
+            train_loader = DataLoader(train_set, batch_size=8, shuffle=True)
+            val_loader = DataLoader(val_set, batch_size=8, shuffle=True)
+            for batch in train_loader:
+                record(batch)
+            print(evaluate(model, train_loader))
+            """,
+    })
+    assert "TL602" not in {code for _, code in _codes(lint_path(str(tmp_path / "runs.py"), ALL,
+                                                                project=Project(tmp_path)))}
+    write(tmp_path, {"report.py": """
+        import runs
+        from helpers import evaluate
+
+        print(evaluate(model, runs.val_loader))
+        """})
+    assert (6, "TL602") in _codes(lint_path(str(tmp_path / "runs.py"), ALL, project=Project(tmp_path)))
+
+
+def test_a_loader_handed_to_a_method_that_only_draws_one_batch_from_it(tmp_path):
+    """TL602: a validation loader handed to a method of a project class (`gan.train(train_loader,
+    val_loader)`) that only passes it on to a function drawing one batch (`next(iter(loader))` for
+    sample pictures) is never gone through; a method that evaluates over it keeps the finding."""
+    write(tmp_path, {
+        "pictures.py": """
+            def write_samples(generator, loader, path):
+                batch = next(iter(loader))
+                save_grid(generator(batch), path)
+            """,
+        "gan.py": """
+            from pictures import write_samples
+
+            class Gan:
+                def __init__(self, generator, opt):
+                    self.generator, self.opt = generator, opt
+
+                def train(self, train_loader, val_loader):
+                    for epoch in range(10):
+                        for real in train_loader:
+                            self.opt.zero_grad()
+                            self.generator(real).mean().backward()
+                            self.opt.step()
+                        write_samples(self.generator, val_loader, f"epoch_{epoch}.png")
+            """,
+        "main.py": """
+            from torch.utils.data import DataLoader
+            from gan import Gan
+
+            train_loader = DataLoader(train_set, batch_size=8, shuffle=True)
+            val_loader = DataLoader(val_set, batch_size=8, shuffle=True)
+            gan = Gan(generator, opt)
+            gan.train(train_loader, val_loader)
+            """,
+    })
+    assert "TL602" not in {code for _, code in _codes(lint_path(str(tmp_path / "main.py"), ALL,
+                                                                project=Project(tmp_path)))}
+    write(tmp_path, {"pictures.py": """
+        def write_samples(generator, loader, path):
+            for batch in loader:
+                save_grid(generator(batch), path)
+        """})
+    assert (6, "TL602") in _codes(lint_path(str(tmp_path / "main.py"), ALL, project=Project(tmp_path)))
+
+
 _EVAL_HELPER = """
 import torch.nn.functional as F
 

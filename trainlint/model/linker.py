@@ -302,6 +302,23 @@ class Linker:
             return None
         return [_relative(self.project, where) for where in self._summaries.mentioning(self.path, words)]
 
+    def readers_mentioning(self, word: str) -> list[str] | None:
+        """`files_mentioning(word)` less the other files that cannot read this module's names: a
+        file that imports it spells its module name (`import run`, `from run import x`,
+        `importlib.import_module("run")`: the file's stem, or its folder's for an `__init__.py`);
+        one holding a star import (`from tools import *`, which may pass the names on) counts
+        whatever it spells."""
+        if self.project is None or not self.project.contains(self.path):
+            return None
+        own = self.project.real(self.path)
+        stem = own.parent.name if own.stem == "__init__" else own.stem
+        found = []
+        for where in self._summaries.mentioning(self.path, (word,)):
+            text = self.project.source(where) or ""
+            if self.project.real(where) == own or stem in text or "import *" in text:
+                found.append(_relative(self.project, where))
+        return found
+
     def constructor_role(self, index: FileIndex, class_name: str, attr: str) -> str | None:
         """The role the callers that build `class_name` give the `__init__` parameter that
         `self.<attr>` is set from, when they all agree."""

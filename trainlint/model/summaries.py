@@ -679,7 +679,11 @@ class _Summariser:
         own = self._own_nodes(function)
         if not any(isinstance(n, cst.Break) or (isinstance(n, cst.Call) and isinstance(n.func, cst.Name)
                                                  and n.func.value == "next") for n in own):
-            return ()  # nothing in it stops early or draws one batch
+            # nothing in it stops early or draws one batch: only a parameter it hands on to
+            # another function (which may draw from it) can be drawn from
+            handed = {a.value.value for n in own if type(n) is cst.Call for a in n.args
+                      if type(a.value) is cst.Name and not a.star}
+            params = [p for p in params if p in handed]
         return tuple(p for p in params if parameter_only_drawn_from(self.index, function, p))
 
     def _equal_batches(self, function: FunctionInfo) -> bool:
