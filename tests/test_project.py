@@ -992,6 +992,40 @@ def test_a_loader_handed_to_a_method_that_only_draws_one_batch_from_it(tmp_path)
     assert (6, "TL602") in _codes(lint_path(str(tmp_path / "main.py"), ALL, project=Project(tmp_path)))
 
 
+def test_a_batch_size_of_one_read_from_a_configuration_module(tmp_path):
+    """TL602: `drop_last=True` with a batch size a project configuration module sets to 1
+    (`__C.EVAL.BATCH_SIZE = 1`, `cfg = __C`) leaves no partial batch; the same setting at 4, or
+    written again by a file of the project (`cfg.EVAL.BATCH_SIZE = args.bs`), keeps the finding."""
+    config = """
+        from easydict import EasyDict
+
+        __C = EasyDict()
+        cfg = __C
+        __C.EVAL = EasyDict()
+        __C.EVAL.BATCH_SIZE = {size}
+        __C.TRAIN = EasyDict()
+        __C.TRAIN.BATCH_SIZE = 16
+        """
+    script = """
+        import torch
+        from torch.utils.data import DataLoader
+        from settings import cfg
+
+        test_loader = DataLoader(test_set, batch_size=cfg.EVAL.BATCH_SIZE, drop_last=True)
+        with torch.no_grad():
+            for x, y in test_loader:
+                record(model(x), y)
+        """
+    write(tmp_path, {"settings.py": config.replace("{size}", "1"), "evaluate.py": script})
+    assert "TL602" not in {code for _, code in _codes(lint_path(str(tmp_path / "evaluate.py"), ALL,
+                                                                project=Project(tmp_path)))}
+    write(tmp_path, {"settings.py": config.replace("{size}", "4")})
+    assert (6, "TL602") in _codes(lint_path(str(tmp_path / "evaluate.py"), ALL, project=Project(tmp_path)))
+    write(tmp_path, {"settings.py": config.replace("{size}", "1"),
+                     "launch.py": "from settings import cfg\ncfg.EVAL.BATCH_SIZE = args.bs\n"})
+    assert (6, "TL602") in _codes(lint_path(str(tmp_path / "evaluate.py"), ALL, project=Project(tmp_path)))
+
+
 _EVAL_HELPER = """
 import torch.nn.functional as F
 
