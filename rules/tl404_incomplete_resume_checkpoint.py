@@ -51,7 +51,9 @@ class IncompleteResumeCheckpoint(Rule):
         (`torch.optim.AdamW(...)`, `get_cosine_schedule_with_warmup(...)`, `GradScaler()`) or by a
         parameter's name or annotation; a counter by `for epoch in ...` or `step += 1`. State written
         by another `torch.save` in the same function (one file per object) counts as saved, and so
-        does a counter written into the file name (`f"{out}/{step:07d}.pt"`): a resume parses it back.
+        does a counter written into the file name (`f"{out}/{step:07d}.pt"`): a resume parses it back,
+        or written to a file by another call of the saving function (`json.dump({"step": step}, f)`,
+        `f.write(...)` on a file it opened, a project helper that does either).
         A function that fills a checkpoint directory file by file (`model.pt`, `optimizer.pt`, each
         a bare `state_dict()`, directly or through a helper nested in it) writes one checkpoint:
         its saves are judged together, at the first (at the helper's `torch.save` when they all go
@@ -944,6 +946,34 @@ class IncompleteResumeCheckpoint(Rule):
                              checkpoint_id=f"{args.output_dir}/step_{step}")
             """,
             title="DCP's `get_state_dict(model, optimizer)`: the optimizer's state is in the dict",
+        ),
+        good(
+            """
+            import json
+            import os
+            import torch
+
+            def keep(model, optimizer, scheduler, folder, global_step):
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "scheduler": scheduler.state_dict()}, os.path.join(folder, "state.pt"))
+                with open(os.path.join(folder, "progress.json"), "w") as handle:
+                    handle.write(json.dumps({"global_step": global_step}))
+            """,
+            title="the step counter written to a JSON file beside the checkpoint by the same function",
+        ),
+        bad(
+            """
+            import json
+            import os
+            import torch
+
+            def keep(model, optimizer, scheduler, folder, global_step):
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "scheduler": scheduler.state_dict()}, os.path.join(folder, "state.pt"))
+                print(json.dumps({"global_step": global_step}))
+            """,
+            line=6,
+            title="the step counter only printed: no file keeps it",
         ),
     )
 

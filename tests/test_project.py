@@ -1026,6 +1026,37 @@ def test_a_batch_size_of_one_read_from_a_configuration_module(tmp_path):
     assert (6, "TL602") in _codes(lint_path(str(tmp_path / "evaluate.py"), ALL, project=Project(tmp_path)))
 
 
+def test_a_counter_written_beside_the_checkpoint_by_a_helper_of_another_file(tmp_path):
+    """TL404: the step counter handed to a project helper that writes it to a file (through another
+    helper opening the file) is kept beside the checkpoint; a helper that only prints it is not."""
+    helper = """
+        import json
+
+
+        def write_text(text, path):
+            with open(path, "w") as handle:
+                handle.write(text)
+
+
+        def write_json(data, path):
+            write_text(json.dumps(data, indent=2), path)
+        """
+    write(tmp_path, {"files.py": helper, "keep.py": """
+        import torch
+        from files import write_json
+
+
+        def keep(model, optimizer, folder, global_step):
+            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, f"{folder}/state.pt")
+            write_json({"global_step": global_step}, f"{folder}/progress.json")
+        """})
+    assert "TL404" not in {code for _, code in _codes(lint_path(str(tmp_path / "keep.py"), ALL,
+                                                                project=Project(tmp_path)))}
+    write(tmp_path, {"files.py": helper.replace("write_text(json.dumps(data, indent=2), path)",
+                                                "print(json.dumps(data, indent=2), path)")})
+    assert (7, "TL404") in _codes(lint_path(str(tmp_path / "keep.py"), ALL, project=Project(tmp_path)))
+
+
 _EVAL_HELPER = """
 import torch.nn.functional as F
 

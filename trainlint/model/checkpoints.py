@@ -84,6 +84,7 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         self._groups: dict[tuple[FunctionInfo | None, int],
                            tuple[int, list[tuple[frozenset[str], str | None]]]] | None = None
         self._other_saves: dict[cst.CSTNode, bool] = {}
+        self._written_names: dict[cst.CSTNode, set[str]] = {}
         self._kinds: dict[int, set[str] | None] = {}
         self._binding_tables: dict[int, tuple[list, list[int], list[int]]] = {}
         self._uses: dict[tuple[cst.CSTNode, int], CheckpointUses] = {}

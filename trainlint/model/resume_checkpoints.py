@@ -18,6 +18,7 @@ from trainlint.model.path_literals import path_literals
 from trainlint.model.premises import Premise, premise, unknown
 from trainlint.model.index import CallSite, FunctionInfo, Scope, dotted_name, positional_args, walk
 from trainlint.model.roles import SCHEDULER
+from trainlint.model.summaries import written_values
 from trainlint.model.training import training_model
 
 
@@ -184,7 +185,8 @@ class ResumeCheckpoints:
             del missing["step"]  # `f"{out}/{step:07d}.pt"`: the file name holds the counter
         if "step" in missing:
             # `self.register_buffer("step", ...)` saved with `self.state_dict()`: inside the dict
-            missing["step"] = [n for n in missing["step"] if not self._in_saved_state_dict(save, n)]
+            missing["step"] = [n for n in missing["step"] if not self._in_saved_state_dict(save, n)
+                               and n not in self._written_beside(save)]
             if not missing["step"]:
                 del missing["step"]
         if "scheduler" in missing:
@@ -273,6 +275,23 @@ class ResumeCheckpoints:
                                "writes: a resume reads this checkpoint", save.dest, "use")
         return unknown("a resume reads this file back: only its name says so (no load of the project reads "
                        "it; a weights file such as a best-model export is not read to resume)", shown, "use")
+
+    def _written_beside(self, save: Save) -> set[str]:
+        """The names and `self.<attr>`s whose values the save's function writes to a file by a call
+        other than its saves (`write_json({"completed_steps": step}, f"{out}/train_state.json")`,
+        `json.dump({"epoch": epoch}, f)`): a counter kept beside the checkpoint (once per function)."""
+        function = save.site.function
+        body = function.node if function is not None else self.index.module
+        found = self._written_names.get(body)
+        if found is None:
+            found = self._written_names[body] = set()
+            for node in self.index.scope_nodes(body):
+                if type(node) is not cst.Call or node in self._save_nodes:
+                    continue
+                for expr in written_values(self.index, node, self.index.scope_at(node)):
+                    found |= {name for part in walk(expr) if isinstance(part, (cst.Name, cst.Attribute))
+                              and (name := dotted_name(part))}
+        return found
 
     def _in_saved_state_dict(self, save: Save, label: str) -> bool:
         """`self.<attr>` is a registered buffer or parameter of the save's class (so part of its
