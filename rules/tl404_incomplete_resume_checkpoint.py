@@ -39,10 +39,11 @@ class IncompleteResumeCheckpoint(Rule):
     what_it_does = """
         Flags a `torch.save` of a checkpoint meant for resuming that omits state the surrounding code
         has. A checkpoint is meant for resuming when it holds model state and optimizer state or a
-        step/epoch counter. One of the weights alone whose file name says it is one (last, latest,
+        step/epoch counter (a counter key holding a number written down, `"epoch": 0`, counts
+        nothing: the start of another run). One of the weights alone whose file name says it is one (last, latest,
         resume, checkpoint, ckpt) must be shown to be read back by a resume: a load of this file reads
         the same path (or a file name the two paths spell alike, `"last.pth"`), or every key the
-        saved dict has before training goes on, or a file that calls the saving function loads that
+        saved dict has (indexing no key it lacks) before training goes on, or a file that calls the saving function loads that
         file name. A best-model export that nothing reads back is no resume point, whatever its
         name (such a finding is unproven: `--include-unproven`). The
         state the code has is what the saving function can reach: its own names and parameters, the
@@ -974,6 +975,35 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             line=6,
             title="the step counter only printed: no file keeps it",
+        ),
+        good(
+            """
+            import torch
+
+            teacher = Net()
+            optimizer = torch.optim.SGD(teacher.parameters(), lr=0.1, momentum=0.9)
+            for epoch in range(epochs):
+                train_one_epoch(teacher, optimizer, loader)
+                torch.save({"model": teacher.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch}, "teacher_resume.pt")
+            student = SmallNet()
+            student.load_state_dict(teacher.state_dict(), strict=False)
+            torch.save({"model": student.state_dict(), "epoch": 0}, "student_init.pt")
+            """,
+            title="a starting point for another run: its epoch is written down as 0, not counted",
+        ),
+        bad(
+            """
+            import torch
+
+            teacher = Net()
+            optimizer = torch.optim.SGD(teacher.parameters(), lr=0.1, momentum=0.9)
+            for epoch in range(epochs):
+                train_one_epoch(teacher, optimizer, loader)
+                torch.save({"model": teacher.state_dict(), "epoch": epoch}, "teacher_resume.pt")
+            """,
+            line=7,
+            title="the epoch the loop counts, saved without the optimizer",
         ),
     )
 

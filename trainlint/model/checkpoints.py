@@ -343,7 +343,10 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         kinds: set[str] = set()
         for key, value, scope in content.items:
             if key is not None:
-                kinds |= self._key_kinds(key)
+                named = self._key_kinds(key)
+                if "step" in named and _number_literal(value):
+                    named.discard("step")  # `"global_step": 0`: a fresh start written down, not a counter
+                kinds |= named
             kinds |= self.value_kinds(value, scope)
             if depth < 3 and isinstance(value, (cst.Dict, cst.Call, cst.Name)):
                 nested = self.saved_dict(value, scope, 1)
@@ -438,10 +441,15 @@ def _resume_read_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple]]:
             continue
         name = model._loaded_name(site)
         keys: frozenset[str] = frozenset()
+        required: frozenset[str] = frozenset()
         if name is not None:
             body = site.function.node if site.function is not None else ctx.index.module
             keys = frozenset(model._uses_of_checkpoint(name, body, site.scope)[3])
-        yield site.node, (model._load_sources(site), path_literals(args[0].value, site.scope), keys,
+            # `ckpt["optim_state"]`: a key the load cannot do without (`.get` may miss)
+            required = frozenset(key for node in model._checkpoint_uses(body, site.scope).subscripts.get(name, ())
+                                 if isinstance(node.slice[0].slice, cst.Index)
+                                 and (key := string_value(node.slice[0].slice.value)) is not None)
+        yield site.node, (model._load_sources(site), path_literals(args[0].value, site.scope), keys, required,
                           model._training_follows(site.node), " ".join(model.text(site.node).split())[:80])
 
 
@@ -533,3 +541,10 @@ def _kw(call: cst.Call, name: str) -> cst.BaseExpression | None:
 def checkpoint_model(ctx) -> CheckpointModel:
     """The file's checkpoint model, shared by the checkpoint rules: `ctx.model(checkpoint_model)`."""
     return CheckpointModel(ctx)
+
+
+def _number_literal(value: cst.BaseExpression | None) -> bool:
+    """`0`, `-1`, `0.0`: a number the code writes down, not one it counts."""
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+        value = value.expression
+    return isinstance(value, (cst.Integer, cst.Float))

@@ -257,12 +257,14 @@ class ResumeCheckpoints:
         shown = save.dest if save.dest is not None else save.node
         # the file's loads, from any of its definitions (a file fact: the language server checks
         # an edited definition with the rest's values)
-        for sources, literals, keys, trains_after, load in file_facts.values(self.ctx, "checkpoints.resume_reads"):
+        for sources, literals, keys, required, trains_after, load in file_facts.values(self.ctx,
+                                                                                  "checkpoints.resume_reads"):
             if sources & written or names & literals:
                 what = f"`{sorted(names & literals)[0]}`" if names & literals else f"`{self.text(save.dest)[:60]}`"
                 return premise(f"a load of this file (`{load}`) reads {what} back: a resume reads this checkpoint",
                                shown, "use")
-            if saved_keys and trains_after and saved_keys <= keys:
+            # the same keys, and none this save does not write that the load indexes (it would fail here)
+            if saved_keys and trains_after and saved_keys <= keys and required <= saved_keys:
                 return premise(f"a load of this file (`{load}`) reads every key this save writes "
                                f"({', '.join(sorted(saved_keys))}) and training goes on after it", shown, "use")
         function = save.site.function
