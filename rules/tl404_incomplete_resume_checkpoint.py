@@ -53,6 +53,9 @@ class IncompleteResumeCheckpoint(Rule):
         parameter's name or annotation; a counter by `for epoch in ...` or `step += 1`. State written
         by another `torch.save` in the same function (one file per object) counts as saved, and so
         does a counter written into the file name (`f"{out}/{step:07d}.pt"`): a resume parses it back,
+        or that a method other than `__init__` sets to a number unconditionally before its loop counts
+        it up (`self.step = 0` then `while self.step < n:`): every call starts it again, so a
+        restored value would be overwritten,
         or written to a file by another call of the saving function (`json.dump({"step": step}, f)`,
         `f.write(...)` on a file it opened, a project helper that does either).
         A function that fills a checkpoint directory file by file (`model.pt`, `optimizer.pt`, each
@@ -1004,6 +1007,54 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             line=7,
             title="the epoch the loop counts, saved without the optimizer",
+        ),
+        good(
+            """
+            import torch
+
+            class Learner:
+                def __init__(self, net):
+                    self.net = net
+                    self.opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+                    self.current_step = 0
+
+                def learn(self, batches, steps):
+                    self.current_step = 0
+                    while self.current_step < steps:
+                        self.opt.zero_grad()
+                        self.net(next(batches)).backward()
+                        self.opt.step()
+                        self.current_step += 1
+
+                def save(self, path):
+                    torch.save({"net": self.net.state_dict(), "opt": self.opt.state_dict()}, path)
+            """,
+            title="a count every call of `learn` starts again at 0: a restored value would be overwritten",
+        ),
+        bad(
+            """
+            import torch
+
+            class Learner:
+                def __init__(self, net):
+                    self.net = net
+                    self.opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+                    self.current_step = 0
+
+                def learn(self, batches, steps, fresh=False):
+                    if fresh:
+                        self.current_step = 0
+                    while self.current_step < steps:
+                        self.opt.zero_grad()
+                        self.net(next(batches)).backward()
+                        self.opt.step()
+                        self.current_step += 1
+
+                def save(self, path):
+                    torch.save({"net": self.net.state_dict(), "opt": self.opt.state_dict()}, path)
+            """,
+            line=19,
+            title="the count goes on from where it was unless told to start afresh: it is the run's position",
         ),
     )
 

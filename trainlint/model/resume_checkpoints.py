@@ -186,7 +186,7 @@ class ResumeCheckpoints:
         if "step" in missing:
             # `self.register_buffer("step", ...)` saved with `self.state_dict()`: inside the dict
             missing["step"] = [n for n in missing["step"] if not self._in_saved_state_dict(save, n)
-                               and n not in self._written_beside(save)]
+                               and n not in self._written_beside(save) and not self._restarted_per_call(save, n)]
             if not missing["step"]:
                 del missing["step"]
         if "scheduler" in missing:
@@ -277,6 +277,38 @@ class ResumeCheckpoints:
                                "writes: a resume reads this checkpoint", save.dest, "use")
         return unknown("a resume reads this file back: only its name says so (no load of the project reads "
                        "it; a weights file such as a best-model export is not read to resume)", shown, "use")
+
+    def _restarted_per_call(self, save: Save, label: str) -> bool:
+        """`self.<attr>` is set to a number, unconditionally, at the top level of a method other than
+        `__init__` before a loop of that method counts it up (`self.step = 0` then `while self.step
+        < n: ... self.step += 1`): every call of that method starts the count again, whatever a
+        resume restored, so the saved value would tell the resumed run nothing."""
+        function = save.site.function
+        if not label.startswith("self.") or function is None or function.class_name is None:
+            return False
+        attr = label[len("self."):]
+        for method in self.index.functions:
+            if method.class_name != function.class_name or method.name == "__init__" \
+                    or not isinstance(method.node.body, cst.IndentedBlock):
+                continue
+            reset = False
+            for statement in method.node.body.body:
+                if isinstance(statement, cst.SimpleStatementLine):
+                    reset |= any(isinstance(small, cst.Assign) and len(small.targets) == 1
+                                 and dotted_name(small.targets[0].target) == label and _number(small.value)
+                                 for small in statement.body)
+                elif reset and any(isinstance(node, cst.AugAssign) and dotted_name(node.target) == label
+                                   and self._in_loop_of(node, method.node) for node in self.index.subtree(statement)):
+                    return True
+        return False
+
+    def _in_loop_of(self, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
+        for ancestor in self.index.ancestors(node):
+            if ancestor is function or isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return False
+            if isinstance(ancestor, (cst.For, cst.While)):
+                return True
+        return False
 
     def _written_beside(self, save: Save) -> set[str]:
         """The names and `self.<attr>`s whose values the save's function writes to a file by a call
@@ -833,3 +865,10 @@ class ResumeCheckpoints:
         if kinds & {"optimizer", "scheduler", "scaler"}:
             kinds.discard("model")
         return kinds
+
+
+def _number(value: cst.BaseExpression) -> bool:
+    """`0`, `-1`, `0.0`: a number written down."""
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+        value = value.expression
+    return isinstance(value, (cst.Integer, cst.Float))
