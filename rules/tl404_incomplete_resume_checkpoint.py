@@ -66,7 +66,10 @@ class IncompleteResumeCheckpoint(Rule):
         trains nothing, `for _ in range(start_epoch): sched.step()`) is restored from the counter,
         and so is a timm schedule (not the plateau one) every `step(...)`/`step_update(...)` of
         which is told its position (`sched.step_update(epoch * len(loader) + i)`): its rate is a
-        function of that position, it counts nothing itself.
+        function of that position, it counts nothing itself. So is a scheduler whose construction is
+        handed the value a training loop's counter starts from (`LambdaLR(opt, lambda e: f(e +
+        start_epoch))` beside `for epoch in range(start_epoch, n)`): a resume that starts from the
+        saved epoch builds it at its position.
 
         Also flags the load side: a `torch.load` of a resumable checkpoint (one the same file saves
         with optimizer state, or one whose step/epoch the code reads back) after which only the model
@@ -1055,6 +1058,42 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             line=19,
             title="the count goes on from where it was unless told to start afresh: it is the run's position",
+        ),
+        good(
+            """
+            import torch
+
+            def run(net, loader, first_epoch, last_epoch):
+                opt = torch.optim.Adam(net.parameters(), lr=2e-4)
+                decay = torch.optim.lr_scheduler.LambdaLR(
+                    opt, lambda e: 1.0 - max(0, e + first_epoch - 100) / 100)
+                for epoch in range(first_epoch, last_epoch):
+                    for batch in loader:
+                        opt.zero_grad()
+                        net(batch).backward()
+                        opt.step()
+                    decay.step()
+                    torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "epoch": epoch}, "run.pt")
+            """,
+            title="the schedule is built from the epoch the run starts at: a resume from the saved epoch rebuilds it",
+        ),
+        bad(
+            """
+            import torch
+
+            def run(net, loader, first_epoch, last_epoch):
+                opt = torch.optim.Adam(net.parameters(), lr=2e-4)
+                decay = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: 1.0 - max(0, e - 100) / 100)
+                for epoch in range(first_epoch, last_epoch):
+                    for batch in loader:
+                        opt.zero_grad()
+                        net(batch).backward()
+                        opt.step()
+                    decay.step()
+                    torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "epoch": epoch}, "run.pt")
+            """,
+            line=12,
+            title="the loop starts at the given epoch but the schedule from its first value",
         ),
     )
 

@@ -85,6 +85,8 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
                            tuple[int, list[tuple[frozenset[str], str | None]]]] | None = None
         self._other_saves: dict[cst.CSTNode, bool] = {}
         self._written_names: dict[cst.CSTNode, set[str]] = {}
+        self._starts: set[str] | None = None
+        self._from_start: dict[str, bool] = {}
         self._kinds: dict[int, set[str] | None] = {}
         self._binding_tables: dict[int, tuple[list, list[int], list[int]]] = {}
         self._uses: dict[tuple[cst.CSTNode, int], CheckpointUses] = {}

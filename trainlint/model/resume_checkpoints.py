@@ -193,7 +193,8 @@ class ResumeCheckpoints:
             # `for _ in range(start): sched.step()` on resume: replayed, not read from the file
             # `sched.step(position)` of a timm schedule: its rate a function of the position it is told
             missing["scheduler"] = [n for n in missing["scheduler"]
-                                    if n not in self.replayed_schedulers and not self._told_position(n)]
+                                    if n not in self.replayed_schedulers and not self._told_position(n)
+                                    and not self._built_from_start(n)]
             if not missing["scheduler"]:
                 del missing["scheduler"]
         return missing
@@ -400,6 +401,81 @@ class ResumeCheckpoints:
             any(not a.star and (a.keyword is None or a.keyword.value in ("epoch", "num_updates"))
                 and not isinstance(a.value, (cst.Integer, cst.Float)) for a in n.args[:1])
             for n in steps)
+
+    def _built_from_start(self, name: str) -> bool:
+        """Every construction of the scheduler `name` is handed (in any argument, or an argument of
+        a call among them: `LambdaLR(opt, Decay(n, start_epoch).factor)`, `last_epoch=start - 1`)
+        the value a training loop's counter starts from (`for epoch in range(start_epoch, n)`,
+        the same value when names are followed through `params = self.params` and `self.params =
+        params`): a resumed run that starts from the saved epoch builds the schedule at that
+        position, so nothing of it is lost when the checkpoint leaves it out."""
+        if name not in self._from_start:
+            self._from_start[name] = self._handed_start(name)
+        return self._from_start[name]
+
+    def _handed_start(self, name: str) -> bool:
+        starts = self._loop_starts()
+        if not starts:
+            return False
+        built = [node.value for node in self._assignments_to(name)]
+        if not built or not all(isinstance(value, cst.Call) for value in built):
+            return False
+        for value in built:
+            scope = self.index.scope_at(value)
+            if not any(self._same_value_text(node, scope) in starts for arg in value.args
+                       for node in walk(arg.value) if isinstance(node, (cst.Name, cst.Attribute))
+                       and not isinstance(self.index.parent(node), cst.Attribute)):
+                return False
+        return True
+
+    def _assignments_to(self, name: str) -> list[cst.Assign]:
+        return [node for node in self.index.subtree(self.index.module) if type(node) is cst.Assign
+                and any(dotted_name(t.target) == name for t in node.targets)]
+
+    def _loop_starts(self) -> set[str]:
+        """The values (as `_same_value_text`) the counters of the file's training loops start from:
+        `for epoch in range(start, n)` with a start that is not a number written down (once per file)."""
+        if self._starts is None:
+            self._starts = set()
+            training = self.ctx.model(training_model)
+            for node in self.index.loops:
+                if not isinstance(node, cst.For) or not isinstance(node.iter, cst.Call):
+                    continue
+                call = node.iter
+                args = positional_args(call)
+                if not (isinstance(call.func, cst.Name) and call.func.value == "range" and len(args) >= 2) \
+                        or not isinstance(args[0].value, (cst.Name, cst.Attribute)):
+                    continue
+                if not training._runs_training(node):
+                    continue
+                text = self._same_value_text(args[0].value, self.index.scope_at(node))
+                if text is not None:
+                    self._starts.add(text)
+        return self._starts
+
+    def _same_value_text(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | None:
+        """The dotted text of `expr` with its head replaced by what it stands for: a local name
+        bound once to another name or attribute (`params = self.params`), and an `__init__`
+        parameter the class keeps as an attribute (`self.params = params`)."""
+        text = dotted_name(expr)
+        if text is None or depth > 3:
+            return None
+        head, _, rest = text.partition(".")
+        bindings = scope.lookup(head) if head != "self" else []
+        if len(bindings) == 1:
+            binding = bindings[0]
+            if binding.kind == "assign" and isinstance(binding.value, (cst.Name, cst.Attribute)):
+                inner = self._same_value_text(binding.value, self.index.scope_at(binding.value), depth + 1)
+                if inner is not None:
+                    return inner + ("." + rest if rest else "")
+            elif binding.kind == "param":
+                function = self.index.function_at(binding.node)
+                if function is not None and function.name == "__init__" and function.class_name:
+                    kept = [attr for attr, values in self.index.class_attributes.get(function.class_name, {}).items()
+                            if any(isinstance(v, cst.Name) and v.value == head for v in values)]
+                    if len(kept) == 1:
+                        return f"self.{kept[0]}" + ("." + rest if rest else "")
+        return text
 
     def _counter_in_path(self, save: Save, counters: list[str]) -> bool:
         """The save's path names one of the step/epoch counters, directly or through the variable
