@@ -69,7 +69,9 @@ class IncompleteResumeCheckpoint(Rule):
         function of that position, it counts nothing itself. So is a scheduler whose construction is
         handed the value a training loop's counter starts from (`LambdaLR(opt, lambda e: f(e +
         start_epoch))` beside `for epoch in range(start_epoch, n)`): a resume that starts from the
-        saved epoch builds it at its position.
+        saved epoch builds it at its position. A save that writes some optimizers'
+        state leaves out only the schedulers built on them: one built on another optimizer belongs
+        to that optimizer's checkpoint (one file per network).
 
         Also flags the load side: a `torch.load` of a resumable checkpoint (one the same file saves
         with optimizer state, or one whose step/epoch the code reads back) after which only the model
@@ -1094,6 +1096,44 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             line=12,
             title="the loop starts at the given epoch but the schedule from its first value",
+        ),
+        good(
+            """
+            import torch
+
+            class Pair:
+                def __init__(self, gen, critic):
+                    self.gen, self.critic = gen, critic
+                    self.opt_gen = torch.optim.Adam(gen.parameters(), lr=2e-4)
+                    self.opt_critic = torch.optim.Adam(critic.parameters(), lr=2e-4)
+                    self.decay_gen = torch.optim.lr_scheduler.StepLR(self.opt_gen, 30)
+                    self.decay_critic = torch.optim.lr_scheduler.StepLR(self.opt_critic, 30)
+
+                def save_critic(self, step, path):
+                    torch.save({"step": step, "model": self.critic.state_dict(),
+                                "optimizer": self.opt_critic.state_dict(),
+                                "scheduler": self.decay_critic.state_dict()}, path)
+            """,
+            title="one file per network: the generator's schedule drives an optimizer this file does not hold",
+        ),
+        bad(
+            """
+            import torch
+
+            class Pair:
+                def __init__(self, gen, critic):
+                    self.gen, self.critic = gen, critic
+                    self.opt_gen = torch.optim.Adam(gen.parameters(), lr=2e-4)
+                    self.opt_critic = torch.optim.Adam(critic.parameters(), lr=2e-4)
+                    self.decay_gen = torch.optim.lr_scheduler.StepLR(self.opt_gen, 30)
+                    self.decay_critic = torch.optim.lr_scheduler.StepLR(self.opt_critic, 30)
+
+                def save_critic(self, step, path):
+                    torch.save({"step": step, "model": self.critic.state_dict(),
+                                "optimizer": self.opt_critic.state_dict()}, path)
+            """,
+            line=12,
+            title="the critic's own schedule is left out of the critic's file",
         ),
     )
 

@@ -16,7 +16,7 @@ from trainlint.model.dataflow import dataflow
 from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS
 from trainlint.model.path_literals import path_literals
 from trainlint.model.premises import Premise, premise, unknown
-from trainlint.model.index import CallSite, FunctionInfo, Scope, dotted_name, positional_args, walk
+from trainlint.model.index import CallSite, FunctionInfo, Scope, dotted_name, keyword_value, positional_args, walk
 from trainlint.model.roles import SCHEDULER
 from trainlint.model.summaries import written_values
 from trainlint.model.training import training_model
@@ -194,7 +194,8 @@ class ResumeCheckpoints:
             # `sched.step(position)` of a timm schedule: its rate a function of the position it is told
             missing["scheduler"] = [n for n in missing["scheduler"]
                                     if n not in self.replayed_schedulers and not self._told_position(n)
-                                    and not self._built_from_start(n)]
+                                    and not self._built_from_start(n)
+                                    and not self._drives_other_optimizer(save, n)]
             if not missing["scheduler"]:
                 del missing["scheduler"]
         return missing
@@ -412,6 +413,36 @@ class ResumeCheckpoints:
         if name not in self._from_start:
             self._from_start[name] = self._handed_start(name)
         return self._from_start[name]
+
+    def _drives_other_optimizer(self, save: Save, name: str) -> bool:
+        """The save writes the state of one or more optimizers (`self.opt_d.state_dict()`) and every
+        construction of the scheduler `name` is handed another one (`LambdaLR(self.opt_g, ...)`):
+        its schedule belongs to the checkpoint of that optimizer (one file per network)."""
+        content = self.saved_dict(save.obj, save.scope)
+        if content is None or not content.complete:
+            return False
+        saved = set()
+        for _, value, scope in content.items:
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                    and value.func.attr.value == "state_dict" and "optimizer" in self.value_kinds(value.func.value, scope):
+                text = dotted_name(value.func.value)
+                if text is None:
+                    return False
+                saved.add(text)
+        if not saved:
+            return False
+        built = [node.value for node in self._assignments_to(name)]
+        if not built:
+            return False
+        for value in built:
+            if not isinstance(value, cst.Call):
+                return False
+            args = positional_args(value)
+            driven = keyword_value(value, "optimizer") or (args[0].value if args else None)
+            text = dotted_name(driven) if driven is not None else None
+            if text is None or text in saved:
+                return False
+        return True
 
     def _handed_start(self, name: str) -> bool:
         starts = self._loop_starts()
