@@ -23,7 +23,7 @@ Summaries hold names and flags only (no syntax nodes), so they can be kept and s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -140,10 +140,20 @@ class FunctionSummary:
     # every call that could reach a submodule under a grad-off context (`forward(data, mode)` with
     # `elif mode == "inference": with torch.no_grad(): ...`): (parameter, literal True/False/string)
     grad_off_when: tuple[tuple[str, object], ...] = ()
-    # parameters whose value it writes to a file (`json.dump(p, f)`, `f.write(json.dumps(p))` on
-    # a file it opened, `torch.save(p, ...)`, `np.save(path, p)`, or handing it to a function that
-    # does): `write_json({"step": step}, path)` keeps the step beside a checkpoint
-    persists: tuple[str, ...] = ()
+    # () -> the parameters whose value it writes to a file (`json.dump(p, f)`, `f.write(json.dumps(p))`
+    # on a file it opened, `torch.save(p, ...)`, `np.save(path, p)`, or handing it to a function that
+    # does): `write_json({"step": step}, path)` keeps the step beside a checkpoint. Worked out when
+    # first asked (`persists`): it reads the functions it calls
+    persists_of: object = field(default=None, compare=False, repr=False)
+
+    @property
+    def persists(self) -> tuple[str, ...]:
+        found = self.__dict__.get("_persists")
+        if found is None:
+            object.__setattr__(self, "_persists", ())  # a function reaching itself: nothing more
+            found = self.persists_of() if self.persists_of is not None else ()
+            object.__setattr__(self, "_persists", found)
+        return found
 
     def grad_off_for(self, positional: tuple[object, ...], keywords: dict[str, object]) -> bool:
         """A call binding these literals (None: not a literal) runs this function without grad."""
@@ -548,7 +558,7 @@ class _Summariser:
             drop_last_chosen_by=self._drop_last_chosen_by(function),
             backward_only=self._backward_only(function),
             unread_params=self._unread_params(function, params),
-            persists=self._persists(function, params))
+            persists_of=lambda: self._persists(function, params))
         self._memo[node] = summary
         return summary
 
