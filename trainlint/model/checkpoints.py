@@ -87,6 +87,7 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         self._written_names: dict[cst.CSTNode, set[str]] = {}
         self._starts: set[str] | None = None
         self._from_start: dict[str, bool] = {}
+        self._assigned: dict[str, list[cst.Assign]] | None = None
         self._kinds: dict[int, set[str] | None] = {}
         self._binding_tables: dict[int, tuple[list, list[int], list[int]]] = {}
         self._uses: dict[tuple[cst.CSTNode, int], CheckpointUses] = {}

@@ -460,8 +460,16 @@ class ResumeCheckpoints:
         return True
 
     def _assignments_to(self, name: str) -> list[cst.Assign]:
-        return [node for node in self.index.subtree(self.index.module) if type(node) is cst.Assign
-                and any(dotted_name(t.target) == name for t in node.targets)]
+        """The file's assignments to the name or attribute `name` (the table made once per file)."""
+        if self._assigned is None:
+            self._assigned = {}
+            for node in self.index.subtree(self.index.module):
+                if type(node) is cst.Assign:
+                    for target in node.targets:
+                        text = dotted_name(target.target)
+                        if text is not None:
+                            self._assigned.setdefault(text, []).append(node)
+        return self._assigned.get(name, [])
 
     def _loop_starts(self) -> set[str]:
         """The values (as `_same_value_text`) the counters of the file's training loops start from:
