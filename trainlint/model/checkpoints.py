@@ -88,6 +88,7 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         self._starts: set[str] | None = None
         self._from_start: dict[str, bool] = {}
         self._assigned: dict[str, list[cst.Assign]] | None = None
+        self._restarted: dict[tuple[str, str], bool] = {}
         self._kinds: dict[int, set[str] | None] = {}
         self._binding_tables: dict[int, tuple[list, list[int], list[int]]] = {}
         self._uses: dict[tuple[cst.CSTNode, int], CheckpointUses] = {}

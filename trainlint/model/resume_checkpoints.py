@@ -288,9 +288,14 @@ class ResumeCheckpoints:
         function = save.site.function
         if not label.startswith("self.") or function is None or function.class_name is None:
             return False
-        attr = label[len("self."):]
+        key = (function.class_name, label)
+        if key not in self._restarted:
+            self._restarted[key] = self._reset_before_count(function.class_name, label)
+        return self._restarted[key]
+
+    def _reset_before_count(self, class_name: str, label: str) -> bool:
         for method in self.index.functions:
-            if method.class_name != function.class_name or method.name == "__init__" \
+            if method.class_name != class_name or method.name == "__init__" \
                     or not isinstance(method.node.body, cst.IndentedBlock):
                 continue
             reset = False
