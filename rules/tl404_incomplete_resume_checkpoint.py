@@ -67,9 +67,10 @@ class IncompleteResumeCheckpoint(Rule):
         and so is a timm schedule (not the plateau one) every `step(...)`/`step_update(...)` of
         which is told its position (`sched.step_update(epoch * len(loader) + i)`): its rate is a
         function of that position, it counts nothing itself. So is a scheduler whose construction is
-        handed the value a training loop's counter starts from (`LambdaLR(opt, lambda e: f(e +
-        start_epoch))` beside `for epoch in range(start_epoch, n)`): a resume that starts from the
-        saved epoch builds it at its position. A save that writes some optimizers'
+        handed the value a training loop's counter starts from where it sets the schedule's position
+        (`last_epoch=`, or the rate function: `LambdaLR(opt, lambda e: f(e + start_epoch))` beside
+        `for epoch in range(start_epoch, n)`; not a length such as `T_max=n - start_epoch`): a
+        resume that starts from the saved epoch builds it at its position. A save that writes some optimizers'
         state leaves out only the schedulers built on them: one built on another optimizer belongs
         to that optimizer's checkpoint (one file per network).
 
@@ -1096,6 +1097,24 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             line=12,
             title="the loop starts at the given epoch but the schedule from its first value",
+        ),
+        bad(
+            """
+            import torch
+
+            def run(net, loader, first_epoch, last_epoch):
+                opt = torch.optim.Adam(net.parameters(), lr=2e-4)
+                decay = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=last_epoch - first_epoch)
+                for epoch in range(first_epoch, last_epoch):
+                    for batch in loader:
+                        opt.zero_grad()
+                        net(batch).backward()
+                        opt.step()
+                    decay.step()
+                    torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "epoch": epoch}, "run.pt")
+            """,
+            line=12,
+            title="the start only shortens the cosine: a resume climbs back to the peak rate",
         ),
         good(
             """

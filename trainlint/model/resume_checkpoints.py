@@ -458,7 +458,7 @@ class ResumeCheckpoints:
             return False
         for value in built:
             scope = self.index.scope_at(value)
-            if not any(self._same_value_text(node, scope) in starts for arg in value.args
+            if not any(self._same_value_text(node, scope) in starts for arg in value.args if _positions(arg)
                        for node in walk(arg.value) if isinstance(node, (cst.Name, cst.Attribute))
                        and not isinstance(self.index.parent(node), cst.Attribute)):
                 return False
@@ -992,3 +992,15 @@ def _number(value: cst.BaseExpression) -> bool:
     if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
         value = value.expression
     return isinstance(value, (cst.Integer, cst.Float))
+
+
+def _positions(arg: cst.Arg) -> bool:
+    """An argument of a scheduler's construction that sets where its schedule stands: `last_epoch=`,
+    or the function that gives the rate (`lambda e: ...`, `Decay(n, start).factor`, `partial(...)`);
+    a length or a step size (`T_max=epochs - start`) only stretches the schedule from its start."""
+    if arg.keyword is not None and arg.keyword.value == "last_epoch":
+        return True
+    value = arg.value
+    while isinstance(value, cst.Attribute):
+        value = value.value
+    return isinstance(value, (cst.Lambda, cst.Call))
