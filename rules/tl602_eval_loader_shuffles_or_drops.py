@@ -781,8 +781,8 @@ class EvalLoaderShufflesOrDrops(Rule):
                 total = 0.0
                 with torch.no_grad():
                     for x, label in test_loader:
-                        total += (detector(x) - x).pow(2).mean().item()
-                return total / len(test_loader)
+                        total += (detector(x) - x).pow(2).sum().item()
+                return total / len(held_out)
             """,
             line=5,
             fixed="""
@@ -794,8 +794,8 @@ class EvalLoaderShufflesOrDrops(Rule):
                 total = 0.0
                 with torch.no_grad():
                     for x, label in test_loader:
-                        total += (detector(x) - x).pow(2).mean().item()
-                return total / len(test_loader)
+                        total += (detector(x) - x).pow(2).sum().item()
+                return total / len(held_out)
             """,
             title="a quarter of the set per batch: a size not divisible by four loses its tail",
         ),

@@ -347,16 +347,28 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         kinds: set[str] = set()
         for key, value, scope in content.items:
             if key is not None:
-                named = self._key_kinds(key)
-                if "step" in named and _number_literal(value):
-                    named.discard("step")  # `"global_step": 0`: a fresh start written down, not a counter
-                kinds |= named
+                kinds |= self._key_kinds(key)
             kinds |= self.value_kinds(value, scope)
             if depth < 3 and isinstance(value, (cst.Dict, cst.Call, cst.Name)):
                 nested = self.saved_dict(value, scope, 1)
                 if nested is not None:
                     kinds |= self.holds(nested, depth + 1)
         return kinds
+
+    def counts_step(self, content: SavedDict, depth: int = 0) -> bool:
+        """A saved dict holds a step/epoch counter that counts: a counter key whose value is not a
+        number written down (`"global_step": 0` is the start of another run, not a position), or
+        a value that is a counter (`epoch + 1`)."""
+        for key, value, scope in content.items:
+            if key is not None and "step" in self._key_kinds(key) and not _number_literal(value):
+                return True
+            if "step" in self.value_kinds(value, scope):
+                return True
+            if depth < 3 and isinstance(value, (cst.Dict, cst.Call, cst.Name)):
+                nested = self.saved_dict(value, scope, 1)
+                if nested is not None and self.counts_step(nested, depth + 1):
+                    return True
+        return False
 
     def value_kinds(self, value: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> set[str]:
         """Kinds of state a dict value carries, from its head: `optimizer.state_dict()` is optimizer

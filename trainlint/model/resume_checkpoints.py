@@ -160,10 +160,14 @@ class ResumeCheckpoints:
                     continue  # saved once training is over: a final export, whatever its name
             elif not content.complete:
                 continue
+            # `"global_step": 0` written down: no position of this run
+            written_down = content is not None and "step" in kinds and not self.counts_step(content)
             beside = self._kinds_saved_beside(save)
             if beside is None:
                 continue
             kinds = kinds | beside
+            if written_down:
+                kinds.discard("step")
             if "model" not in kinds:
                 continue
             resumable = bool(kinds & {"optimizer", "step"}) or bool(RESUME_PATH.search(path))
