@@ -39,10 +39,11 @@ class IncompleteResumeCheckpoint(Rule):
     what_it_does = """
         Flags a `torch.save` of a checkpoint meant for resuming that omits state the surrounding code
         has. A checkpoint is meant for resuming when it holds model state and optimizer state or a
-        step/epoch counter. One of the weights alone whose file name says it is one (last, latest,
+        step/epoch counter (a counter key holding a number written down, `"epoch": 0`, counts
+        nothing: the start of another run). One of the weights alone whose file name says it is one (last, latest,
         resume, checkpoint, ckpt) must be shown to be read back by a resume: a load of this file reads
         the same path (or a file name the two paths spell alike, `"last.pth"`), or every key the
-        saved dict has before training goes on, or a file that calls the saving function loads that
+        saved dict has (indexing no key it lacks) before training goes on, or a file that calls the saving function loads that
         file name. A best-model export that nothing reads back is no resume point, whatever its
         name (such a finding is unproven: `--include-unproven`). The
         state the code has is what the saving function can reach: its own names and parameters, the
@@ -51,7 +52,12 @@ class IncompleteResumeCheckpoint(Rule):
         (`torch.optim.AdamW(...)`, `get_cosine_schedule_with_warmup(...)`, `GradScaler()`) or by a
         parameter's name or annotation; a counter by `for epoch in ...` or `step += 1`. State written
         by another `torch.save` in the same function (one file per object) counts as saved, and so
-        does a counter written into the file name (`f"{out}/{step:07d}.pt"`): a resume parses it back.
+        does a counter written into the file name (`f"{out}/{step:07d}.pt"`): a resume parses it back,
+        or that a method other than `__init__` sets to a number unconditionally before its loop counts
+        it up (`self.step = 0` then `while self.step < n:`): every call starts it again, so a
+        restored value would be overwritten,
+        or written to a file by another call of the saving function (`json.dump({"step": step}, f)`,
+        `f.write(...)` on a file it opened, a project helper that does either).
         A function that fills a checkpoint directory file by file (`model.pt`, `optimizer.pt`, each
         a bare `state_dict()`, directly or through a helper nested in it) writes one checkpoint:
         its saves are judged together, at the first (at the helper's `torch.save` when they all go
@@ -60,7 +66,13 @@ class IncompleteResumeCheckpoint(Rule):
         trains nothing, `for _ in range(start_epoch): sched.step()`) is restored from the counter,
         and so is a timm schedule (not the plateau one) every `step(...)`/`step_update(...)` of
         which is told its position (`sched.step_update(epoch * len(loader) + i)`): its rate is a
-        function of that position, it counts nothing itself.
+        function of that position, it counts nothing itself. So is a scheduler whose construction is
+        handed the value a training loop's counter starts from where it sets the schedule's position
+        (`last_epoch=`, or the rate function: `LambdaLR(opt, lambda e: f(e + start_epoch))` beside
+        `for epoch in range(start_epoch, n)`; not a length such as `T_max=n - start_epoch`): a
+        resume that starts from the saved epoch builds it at its position. A save that writes some optimizers'
+        state leaves out only the schedulers built on them: one built on another optimizer belongs
+        to that optimizer's checkpoint (one file per network).
 
         Also flags the load side: a `torch.load` of a resumable checkpoint (one the same file saves
         with optimizer state, or one whose step/epoch the code reads back) after which only the model
@@ -944,6 +956,203 @@ class IncompleteResumeCheckpoint(Rule):
                              checkpoint_id=f"{args.output_dir}/step_{step}")
             """,
             title="DCP's `get_state_dict(model, optimizer)`: the optimizer's state is in the dict",
+        ),
+        good(
+            """
+            import json
+            import os
+            import torch
+
+            def keep(model, optimizer, scheduler, folder, global_step):
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "scheduler": scheduler.state_dict()}, os.path.join(folder, "state.pt"))
+                with open(os.path.join(folder, "progress.json"), "w") as handle:
+                    handle.write(json.dumps({"global_step": global_step}))
+            """,
+            title="the step counter written to a JSON file beside the checkpoint by the same function",
+        ),
+        bad(
+            """
+            import json
+            import os
+            import torch
+
+            def keep(model, optimizer, scheduler, folder, global_step):
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "scheduler": scheduler.state_dict()}, os.path.join(folder, "state.pt"))
+                print(json.dumps({"global_step": global_step}))
+            """,
+            line=6,
+            title="the step counter only printed: no file keeps it",
+        ),
+        good(
+            """
+            import torch
+
+            teacher = Net()
+            optimizer = torch.optim.SGD(teacher.parameters(), lr=0.1, momentum=0.9)
+            for epoch in range(epochs):
+                train_one_epoch(teacher, optimizer, loader)
+                torch.save({"model": teacher.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch}, "teacher_resume.pt")
+            student = SmallNet()
+            student.load_state_dict(teacher.state_dict(), strict=False)
+            torch.save({"model": student.state_dict(), "epoch": 0}, "student_init.pt")
+            """,
+            title="a starting point for another run: its epoch is written down as 0, not counted",
+        ),
+        bad(
+            """
+            import torch
+
+            teacher = Net()
+            optimizer = torch.optim.SGD(teacher.parameters(), lr=0.1, momentum=0.9)
+            for epoch in range(epochs):
+                train_one_epoch(teacher, optimizer, loader)
+                torch.save({"model": teacher.state_dict(), "epoch": epoch}, "teacher_resume.pt")
+            """,
+            line=7,
+            title="the epoch the loop counts, saved without the optimizer",
+        ),
+        good(
+            """
+            import torch
+
+            class Learner:
+                def __init__(self, net):
+                    self.net = net
+                    self.opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+                    self.current_step = 0
+
+                def learn(self, batches, steps):
+                    self.current_step = 0
+                    while self.current_step < steps:
+                        self.opt.zero_grad()
+                        self.net(next(batches)).backward()
+                        self.opt.step()
+                        self.current_step += 1
+
+                def save(self, path):
+                    torch.save({"net": self.net.state_dict(), "opt": self.opt.state_dict()}, path)
+            """,
+            title="a count every call of `learn` starts again at 0: a restored value would be overwritten",
+        ),
+        bad(
+            """
+            import torch
+
+            class Learner:
+                def __init__(self, net):
+                    self.net = net
+                    self.opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+                    self.current_step = 0
+
+                def learn(self, batches, steps, fresh=False):
+                    if fresh:
+                        self.current_step = 0
+                    while self.current_step < steps:
+                        self.opt.zero_grad()
+                        self.net(next(batches)).backward()
+                        self.opt.step()
+                        self.current_step += 1
+
+                def save(self, path):
+                    torch.save({"net": self.net.state_dict(), "opt": self.opt.state_dict()}, path)
+            """,
+            line=19,
+            title="the count goes on from where it was unless told to start afresh: it is the run's position",
+        ),
+        good(
+            """
+            import torch
+
+            def run(net, loader, first_epoch, last_epoch):
+                opt = torch.optim.Adam(net.parameters(), lr=2e-4)
+                decay = torch.optim.lr_scheduler.LambdaLR(
+                    opt, lambda e: 1.0 - max(0, e + first_epoch - 100) / 100)
+                for epoch in range(first_epoch, last_epoch):
+                    for batch in loader:
+                        opt.zero_grad()
+                        net(batch).backward()
+                        opt.step()
+                    decay.step()
+                    torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "epoch": epoch}, "run.pt")
+            """,
+            title="the schedule is built from the epoch the run starts at: a resume from the saved epoch rebuilds it",
+        ),
+        bad(
+            """
+            import torch
+
+            def run(net, loader, first_epoch, last_epoch):
+                opt = torch.optim.Adam(net.parameters(), lr=2e-4)
+                decay = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: 1.0 - max(0, e - 100) / 100)
+                for epoch in range(first_epoch, last_epoch):
+                    for batch in loader:
+                        opt.zero_grad()
+                        net(batch).backward()
+                        opt.step()
+                    decay.step()
+                    torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "epoch": epoch}, "run.pt")
+            """,
+            line=12,
+            title="the loop starts at the given epoch but the schedule from its first value",
+        ),
+        bad(
+            """
+            import torch
+
+            def run(net, loader, first_epoch, last_epoch):
+                opt = torch.optim.Adam(net.parameters(), lr=2e-4)
+                decay = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=last_epoch - first_epoch)
+                for epoch in range(first_epoch, last_epoch):
+                    for batch in loader:
+                        opt.zero_grad()
+                        net(batch).backward()
+                        opt.step()
+                    decay.step()
+                    torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "epoch": epoch}, "run.pt")
+            """,
+            line=12,
+            title="the start only shortens the cosine: a resume climbs back to the peak rate",
+        ),
+        good(
+            """
+            import torch
+
+            class Pair:
+                def __init__(self, gen, critic):
+                    self.gen, self.critic = gen, critic
+                    self.opt_gen = torch.optim.Adam(gen.parameters(), lr=2e-4)
+                    self.opt_critic = torch.optim.Adam(critic.parameters(), lr=2e-4)
+                    self.decay_gen = torch.optim.lr_scheduler.StepLR(self.opt_gen, 30)
+                    self.decay_critic = torch.optim.lr_scheduler.StepLR(self.opt_critic, 30)
+
+                def save_critic(self, step, path):
+                    torch.save({"step": step, "model": self.critic.state_dict(),
+                                "optimizer": self.opt_critic.state_dict(),
+                                "scheduler": self.decay_critic.state_dict()}, path)
+            """,
+            title="one file per network: the generator's schedule drives an optimizer this file does not hold",
+        ),
+        bad(
+            """
+            import torch
+
+            class Pair:
+                def __init__(self, gen, critic):
+                    self.gen, self.critic = gen, critic
+                    self.opt_gen = torch.optim.Adam(gen.parameters(), lr=2e-4)
+                    self.opt_critic = torch.optim.Adam(critic.parameters(), lr=2e-4)
+                    self.decay_gen = torch.optim.lr_scheduler.StepLR(self.opt_gen, 30)
+                    self.decay_critic = torch.optim.lr_scheduler.StepLR(self.opt_critic, 30)
+
+                def save_critic(self, step, path):
+                    torch.save({"step": step, "model": self.critic.state_dict(),
+                                "optimizer": self.opt_critic.state_dict()}, path)
+            """,
+            line=12,
+            title="the critic's own schedule is left out of the critic's file",
         ),
     )
 

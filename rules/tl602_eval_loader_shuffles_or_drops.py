@@ -70,7 +70,10 @@ class EvalLoaderShufflesOrDrops(Rule):
         reaches a bound, `next(...)` on an endless `itertools.cycle(val_loader)` (or a generator of
         the project that repeats it inside `while True:`), or a project function (in any file) that
         draws from it only in these ways; such a loader is never gone through, so neither its order
-        nor a dropped last batch changes a result. The same holds for a loader drawn from through
+        nor a dropped last batch changes a result. A loader whose one batch holds its whole dataset
+        (`batch_size=len(test_set)` over `test_set`) drops nothing and has no batch order; a batch size
+        read from a project's configuration module (`cfg.VAL.BATCH_SIZE` with `__C.VAL.BATCH_SIZE =
+        1` there, written by no file of the project) is known as plainly as a literal. The same holds for a loader drawn from through
         `it = iter(loader)` only by `next(it)` in a loop of `range(B)` with B capped by a number
         the code states (`min(max_iter, len(loader))`, `max_iter=100`): a capped random sample
         (`range(len(loader))` draws are a pass and still count), and for `self.it = iter(loader)`
@@ -752,6 +755,50 @@ class EvalLoaderShufflesOrDrops(Rule):
             """,
             title="each item is seeded by its index: the shuffled order changes the batches",
         ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def score(detector, held_out):
+                test_loader = DataLoader(held_out, batch_size=len(held_out), shuffle=True, drop_last=True)
+                with torch.no_grad():
+                    for x, label in test_loader:
+                        errors = (detector(x) - x).pow(2).mean(dim=1)
+                        show_worst(x[:8], errors[:8])
+                        auc = roc_auc(label, errors)
+                return auc
+            """,
+            title="one batch holding the whole held-out set: nothing is dropped and there is no batch order",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def score(detector, held_out):
+                test_loader = DataLoader(held_out, batch_size=len(held_out) // 4, drop_last=True)
+                total = 0.0
+                with torch.no_grad():
+                    for x, label in test_loader:
+                        total += (detector(x) - x).pow(2).sum().item()
+                return total / len(held_out)
+            """,
+            line=5,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def score(detector, held_out):
+                test_loader = DataLoader(held_out, batch_size=len(held_out) // 4, drop_last=False)
+                total = 0.0
+                with torch.no_grad():
+                    for x, label in test_loader:
+                        total += (detector(x) - x).pow(2).sum().item()
+                return total / len(held_out)
+            """,
+            title="a quarter of the set per batch: a size not divisible by four loses its tail",
+        ),
     )
 
     def check(self, ctx):
@@ -765,8 +812,11 @@ class EvalLoaderShufflesOrDrops(Rule):
             if shuffle is None and len(positional_args(call)) >= 3:
                 shuffle = positional_args(call)[2].value
             drop = _passed(ctx, call, "drop_last")
-            if _one_sample_batches(call):
+            if _one_sample_batches(ctx, call, site.scope):
                 drop = None  # batches of one sample: there is no partial batch to drop
+            if _whole_set_batch(call, site.scope):
+                # one batch holding the whole dataset: no partial batch, and no order of batches
+                drop = shuffle = None
             if shuffle is not None and _index_ignored(ctx, _dataset_arg(call), site.scope):
                 shuffle = None  # its items do not depend on the index: no order of indices changes them
             bad_args = [(word, value) for word, value in (("shuffle", shuffle), ("drop_last", drop))
@@ -972,16 +1022,44 @@ def _loops_of_callee_over(ctx, call: cst.Call, holder: str) -> list[cst.For]:
             if isinstance(node, cst.For) and received & {n.value for n in walk(node.iter) if isinstance(n, cst.Name)}]
 
 
-def _one_sample_batches(call: cst.Call) -> bool:
-    """`batch_size=1`, written or left at DataLoader's default (with no batch sampler, no `**kwargs`)."""
-    if any(a.star for a in call.args):
-        return False
+def _batch_size(call: cst.Call) -> cst.BaseExpression | None:
     size = keyword_value(call, "batch_size")
     if size is None and len(positional_args(call)) >= 2:
         size = positional_args(call)[1].value
+    return size
+
+
+def _one_sample_batches(ctx, call: cst.Call, scope) -> bool:
+    """`batch_size=1`, written or left at DataLoader's default (with no batch sampler, no `**kwargs`),
+    or a setting of a project configuration module that every value it is given there is 1 and no
+    file of the project writes (`cfg.PG.VAL.BATCH_SIZE` with `__C.PG.VAL.BATCH_SIZE = 1`)."""
+    if any(a.star for a in call.args):
+        return False
+    size = _batch_size(call)
     if size is None:
         return keyword_value(call, "batch_sampler") is None
+    if isinstance(size, cst.Attribute) and ctx.index.linker is not None:
+        values = ctx.index.linker.configured_values(ctx.index, size, scope)
+        return bool(values) and all(isinstance(v, cst.Integer) and v.evaluated_value == 1 for v in values)
     return isinstance(size, cst.Integer) and size.evaluated_value == 1
+
+
+def _whole_set_batch(call: cst.Call, scope) -> bool:
+    """`batch_size=len(dataset)` with `dataset` the loader's own dataset (the same name, bound
+    once): one batch holding every sample, so nothing is dropped and there is no batch order
+    (without a sampler of its own, `**kwargs`, or a batch sampler)."""
+    if any(a.star for a in call.args) or keyword_value(call, "sampler") is not None \
+            or keyword_value(call, "batch_sampler") is not None:
+        return False
+    size = _batch_size(call)
+    dataset = _dataset_arg(call)
+    if not (isinstance(size, cst.Call) and isinstance(size.func, cst.Name) and size.func.value == "len"
+            and len(size.args) == 1 and not size.args[0].star and dataset is not None):
+        return False
+    counted = size.args[0].value
+    if isinstance(counted, cst.Name) and isinstance(dataset, cst.Name):
+        return counted.value == dataset.value and len(scope.lookup(dataset.value)) == 1
+    return False
 
 
 def _passed(ctx, call: cst.Call, word: str) -> cst.BaseExpression | None:

@@ -915,6 +915,148 @@ def test_a_loader_nothing_in_the_project_reads_or_builds_feeds_no_evaluation(tmp
     assert (5, "TL602") in _codes(lint_path(str(tmp_path / "data.py"), ALL, project=Project(tmp_path)))
 
 
+def test_a_script_loader_is_read_only_by_files_that_import_the_script(tmp_path):
+    """TL602: a script's module-level loader that the script never reads is read by no file of its
+    import component that does not import the script, however many of them use the same variable
+    name (a helper module it imports with its own `val_loader`); a file that imports the script
+    (spells its module's name) and reads the name keeps the finding."""
+    write(tmp_path, {
+        "helpers.py": """
+            def evaluate(model, val_loader):
+                return sum(model(x).sum() for x in val_loader)
+            """,
+        "runs.py": """
+            from torch.utils.data import DataLoader
+            from helpers import evaluate
+
+            train_loader = DataLoader(train_set, batch_size=8, shuffle=True)
+            val_loader = DataLoader(val_set, batch_size=8, shuffle=True)
+            for batch in train_loader:
+                record(batch)
+            print(evaluate(model, train_loader))
+            """,
+    })
+    assert "TL602" not in {code for _, code in _codes(lint_path(str(tmp_path / "runs.py"), ALL,
+                                                                project=Project(tmp_path)))}
+    write(tmp_path, {"report.py": """
+        import runs
+        from helpers import evaluate
+
+        print(evaluate(model, runs.val_loader))
+        """})
+    assert (6, "TL602") in _codes(lint_path(str(tmp_path / "runs.py"), ALL, project=Project(tmp_path)))
+
+
+def test_a_loader_handed_to_a_method_that_only_draws_one_batch_from_it(tmp_path):
+    """TL602: a validation loader handed to a method of a project class (`gan.train(train_loader,
+    val_loader)`) that only passes it on to a function drawing one batch (`next(iter(loader))` for
+    sample pictures) is never gone through; a method that evaluates over it keeps the finding."""
+    write(tmp_path, {
+        "pictures.py": """
+            def write_samples(generator, loader, path):
+                batch = next(iter(loader))
+                save_grid(generator(batch), path)
+            """,
+        "gan.py": """
+            from pictures import write_samples
+
+            class Gan:
+                def __init__(self, generator, opt):
+                    self.generator, self.opt = generator, opt
+
+                def train(self, train_loader, val_loader):
+                    for epoch in range(10):
+                        for real in train_loader:
+                            self.opt.zero_grad()
+                            self.generator(real).mean().backward()
+                            self.opt.step()
+                        write_samples(self.generator, val_loader, f"epoch_{epoch}.png")
+            """,
+        "main.py": """
+            from torch.utils.data import DataLoader
+            from gan import Gan
+
+            train_loader = DataLoader(train_set, batch_size=8, shuffle=True)
+            val_loader = DataLoader(val_set, batch_size=8, shuffle=True)
+            gan = Gan(generator, opt)
+            gan.train(train_loader, val_loader)
+            """,
+    })
+    assert "TL602" not in {code for _, code in _codes(lint_path(str(tmp_path / "main.py"), ALL,
+                                                                project=Project(tmp_path)))}
+    write(tmp_path, {"pictures.py": """
+        def write_samples(generator, loader, path):
+            for batch in loader:
+                save_grid(generator(batch), path)
+        """})
+    assert (6, "TL602") in _codes(lint_path(str(tmp_path / "main.py"), ALL, project=Project(tmp_path)))
+
+
+def test_a_batch_size_of_one_read_from_a_configuration_module(tmp_path):
+    """TL602: `drop_last=True` with a batch size a project configuration module sets to 1
+    (`__C.EVAL.BATCH_SIZE = 1`, `cfg = __C`) leaves no partial batch; the same setting at 4, or
+    written again by a file of the project (`cfg.EVAL.BATCH_SIZE = args.bs`), keeps the finding."""
+    config = """
+        from easydict import EasyDict
+
+        __C = EasyDict()
+        cfg = __C
+        __C.EVAL = EasyDict()
+        __C.EVAL.BATCH_SIZE = {size}
+        __C.TRAIN = EasyDict()
+        __C.TRAIN.BATCH_SIZE = 16
+        """
+    script = """
+        import torch
+        from torch.utils.data import DataLoader
+        from settings import cfg
+
+        test_loader = DataLoader(test_set, batch_size=cfg.EVAL.BATCH_SIZE, drop_last=True)
+        with torch.no_grad():
+            for x, y in test_loader:
+                record(model(x), y)
+        """
+    write(tmp_path, {"settings.py": config.replace("{size}", "1"), "evaluate.py": script})
+    assert "TL602" not in {code for _, code in _codes(lint_path(str(tmp_path / "evaluate.py"), ALL,
+                                                                project=Project(tmp_path)))}
+    write(tmp_path, {"settings.py": config.replace("{size}", "4")})
+    assert (6, "TL602") in _codes(lint_path(str(tmp_path / "evaluate.py"), ALL, project=Project(tmp_path)))
+    write(tmp_path, {"settings.py": config.replace("{size}", "1"),
+                     "launch.py": "from settings import cfg\ncfg.EVAL.BATCH_SIZE = args.bs\n"})
+    assert (6, "TL602") in _codes(lint_path(str(tmp_path / "evaluate.py"), ALL, project=Project(tmp_path)))
+
+
+def test_a_counter_written_beside_the_checkpoint_by_a_helper_of_another_file(tmp_path):
+    """TL404: the step counter handed to a project helper that writes it to a file (through another
+    helper opening the file) is kept beside the checkpoint; a helper that only prints it is not."""
+    helper = """
+        import json
+
+
+        def write_text(text, path):
+            with open(path, "w") as handle:
+                handle.write(text)
+
+
+        def write_json(data, path):
+            write_text(json.dumps(data, indent=2), path)
+        """
+    write(tmp_path, {"files.py": helper, "keep.py": """
+        import torch
+        from files import write_json
+
+
+        def keep(model, optimizer, folder, global_step):
+            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, f"{folder}/state.pt")
+            write_json({"global_step": global_step}, f"{folder}/progress.json")
+        """})
+    assert "TL404" not in {code for _, code in _codes(lint_path(str(tmp_path / "keep.py"), ALL,
+                                                                project=Project(tmp_path)))}
+    write(tmp_path, {"files.py": helper.replace("write_text(json.dumps(data, indent=2), path)",
+                                                "print(json.dumps(data, indent=2), path)")})
+    assert (7, "TL404") in _codes(lint_path(str(tmp_path / "keep.py"), ALL, project=Project(tmp_path)))
+
+
 _EVAL_HELPER = """
 import torch.nn.functional as F
 

@@ -51,6 +51,12 @@ KNOWN_NAME_PREMISES = {
     ('TL404', 'bad', "the step counter is a plain attribute: the module's state_dict() does not hold it"):
         ("an epoch counter is known by its name (`for epoch in range(...)`): TL404's documented design, its "
          'premise stated unknown'),
+    ('TL404', 'bad', 'the step counter only printed: no file keeps it'):
+        ("a step counter is known by its name (a `global_step` parameter): TL404's documented design, its "
+         'premise stated unknown'),
+    ('TL404', 'bad', "the count goes on from where it was unless told to start afresh: it is the run's position"):
+        ("a step counter is known by its name (`self.current_step += 1`): TL404's documented design, its "
+         'premise stated unknown'),
     ('TL404', 'bad',
      'the weights and the optimizer in two files of one checkpoint: together they still lack the epoch'):
         'a premise of the model still read from a name (not yet diagnosed)',

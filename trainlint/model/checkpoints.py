@@ -84,6 +84,11 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         self._groups: dict[tuple[FunctionInfo | None, int],
                            tuple[int, list[tuple[frozenset[str], str | None]]]] | None = None
         self._other_saves: dict[cst.CSTNode, bool] = {}
+        self._written_names: dict[cst.CSTNode, set[str]] = {}
+        self._starts: set[str] | None = None
+        self._from_start: dict[str, bool] = {}
+        self._assigned: dict[str, list[cst.Assign]] | None = None
+        self._restarted: dict[tuple[str, str], bool] = {}
         self._kinds: dict[int, set[str] | None] = {}
         self._binding_tables: dict[int, tuple[list, list[int], list[int]]] = {}
         self._uses: dict[tuple[cst.CSTNode, int], CheckpointUses] = {}
@@ -350,6 +355,21 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
                     kinds |= self.holds(nested, depth + 1)
         return kinds
 
+    def counts_step(self, content: SavedDict, depth: int = 0) -> bool:
+        """A saved dict holds a step/epoch counter that counts: a counter key whose value is not a
+        number written down (`"global_step": 0` is the start of another run, not a position), or
+        a value that is a counter (`epoch + 1`)."""
+        for key, value, scope in content.items:
+            if key is not None and "step" in self._key_kinds(key) and not _number_literal(value):
+                return True
+            if "step" in self.value_kinds(value, scope):
+                return True
+            if depth < 3 and isinstance(value, (cst.Dict, cst.Call, cst.Name)):
+                nested = self.saved_dict(value, scope, 1)
+                if nested is not None and self.counts_step(nested, depth + 1):
+                    return True
+        return False
+
     def value_kinds(self, value: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> set[str]:
         """Kinds of state a dict value carries, from its head: `optimizer.state_dict()` is optimizer
         state, `epoch + 1` a counter, `random.getstate()` RNG state; `optimizer.param_groups[0]["lr"]`
@@ -437,10 +457,15 @@ def _resume_read_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple]]:
             continue
         name = model._loaded_name(site)
         keys: frozenset[str] = frozenset()
+        required: frozenset[str] = frozenset()
         if name is not None:
             body = site.function.node if site.function is not None else ctx.index.module
             keys = frozenset(model._uses_of_checkpoint(name, body, site.scope)[3])
-        yield site.node, (model._load_sources(site), path_literals(args[0].value, site.scope), keys,
+            # `ckpt["optim_state"]`: a key the load cannot do without (`.get` may miss)
+            required = frozenset(key for node in model._checkpoint_uses(body, site.scope).subscripts.get(name, ())
+                                 if isinstance(node.slice[0].slice, cst.Index)
+                                 and (key := string_value(node.slice[0].slice.value)) is not None)
+        yield site.node, (model._load_sources(site), path_literals(args[0].value, site.scope), keys, required,
                           model._training_follows(site.node), " ".join(model.text(site.node).split())[:80])
 
 
@@ -545,3 +570,10 @@ def _kw(call: cst.Call, name: str) -> cst.BaseExpression | None:
 def checkpoint_model(ctx) -> CheckpointModel:
     """The file's checkpoint model, shared by the checkpoint rules: `ctx.model(checkpoint_model)`."""
     return CheckpointModel(ctx)
+
+
+def _number_literal(value: cst.BaseExpression | None) -> bool:
+    """`0`, `-1`, `0.0`: a number the code writes down, not one it counts."""
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+        value = value.expression
+    return isinstance(value, (cst.Integer, cst.Float))

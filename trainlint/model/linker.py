@@ -9,6 +9,7 @@ one process; worker processes each keep their own).
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections import OrderedDict
 from pathlib import Path
@@ -321,6 +322,90 @@ class Linker:
         if self.project is None or not self.project.contains(self.path):
             return None
         return [_relative(self.project, where) for where in self._summaries.mentioning(self.path, words)]
+
+    def readers_mentioning(self, word: str) -> list[str] | None:
+        """`files_mentioning(word)` less the other files that cannot read this module's names: a
+        file that imports it spells its module name (`import run`, `from run import x`,
+        `importlib.import_module("run")`: the file's stem, or its folder's for an `__init__.py`);
+        one holding a star import (`from tools import *`, which may pass the names on) counts
+        whatever it spells."""
+        if self.project is None or not self.project.contains(self.path):
+            return None
+        own = self.project.real(self.path)
+        stem = own.parent.name if own.stem == "__init__" else own.stem
+        found = []
+        for where in self._summaries.mentioning(self.path, (word,)):
+            text = self.project.source(where) or ""
+            if self.project.real(where) == own or stem in text or "import *" in text:
+                found.append(_relative(self.project, where))
+        return found
+
+    def configured_values(self, index: FileIndex, expr: cst.BaseExpression,
+                          scope: Scope) -> list[cst.BaseExpression] | None:
+        """The values a project module's top-level code gives the setting `expr` names, an attribute
+        path on an object that module defines (`cfg.PG.VAL.BATCH_SIZE` with `from config import
+        cfg`, `config.py` writing `__C.PG.VAL.BATCH_SIZE = 1` where `cfg = __C`). None when it cannot
+        be told: no such module or object, the object handed to or changed by a call of the module
+        (`__C.update(...)`, `merge(__C, yaml)`), a write of the setting inside a function, or a file
+        of the project that can import it writing a setting of that name (`cfg.PG.VAL.BATCH_SIZE =
+        args.bs`): what every run reads is then not the module's text alone."""
+        chain = []
+        head = expr
+        while isinstance(head, cst.Attribute):
+            chain.append(head.attr.value)
+            head = head.value
+        if not isinstance(head, cst.Name) or not chain or self.project is None \
+                or not self.project.contains(self.path) or not self.project.checks_everything():
+            return None
+        chain.reverse()
+        qualname = index.resolve(head, scope)
+        if qualname is None or not any(b.kind == "import" for b in scope.lookup(head.value)):
+            return None
+        found = self.project.find_module(qualname, self.path)
+        if found is None or len(found[1]) != 1:
+            return None
+        path, (name,) = found
+        summary = self._summaries.file_summary(path)
+        module_index = summary.index if summary is not None else None
+        if module_index is None:
+            return None
+        aliases = {name}
+        for statement in module_index.module.body:  # `cfg = __C` / `__C = cfg`
+            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+                if isinstance(small, cst.Assign) and isinstance(small.value, cst.Name):
+                    targets = {t.target.value for t in small.targets if isinstance(t.target, cst.Name)}
+                    if targets & aliases or small.value.value in aliases:
+                        aliases |= targets | {small.value.value}
+        tail = ".".join(chain)
+        values = []
+        for node in module_index.subtree(module_index.module):
+            kind = type(node)
+            if kind is cst.Assign or kind is cst.AugAssign or kind is cst.AnnAssign:
+                targets = [t.target for t in node.targets] if kind is cst.Assign else [node.target]
+                for target in targets:
+                    text = dotted_name(target) or ""
+                    root, _, rest = text.partition(".")
+                    if root in aliases and rest == tail:
+                        if kind is not cst.Assign or module_index.function_at(node) is not None:
+                            return None  # changed in place, or written where a call decides
+                        values.append(node.value)
+            elif kind is cst.Call:
+                func = node.func
+                while isinstance(func, cst.Attribute):
+                    func = func.value
+                if isinstance(func, cst.Name) and func.value in aliases and isinstance(node.func, cst.Attribute) \
+                        or any(isinstance(a.value, cst.Name) and a.value.value in aliases for a in node.args):
+                    return None  # `__C.update(...)`, `merge_into(__C, ...)`: filled by a call
+        if not values:
+            return None
+        last = chain[-1]
+        written = re.compile(rf"\.{re.escape(last)}\s*(=[^=]|[-+*/]=)|setattr\(")
+        for where in self._summaries.mentioning(self.path, (last,)):
+            if self.project.real(where) == self.project.real(path):
+                continue
+            if written.search(self.project.source(where) or ""):
+                return None
+        return values
 
     def constructor_role(self, index: FileIndex, class_name: str, attr: str) -> str | None:
         """The role the callers that build `class_name` give the `__init__` parameter that

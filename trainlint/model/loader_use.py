@@ -91,7 +91,7 @@ def never_read(index: FileIndex, holder: str, binding: cst.CSTNode) -> bool:
         return False
     if function is None:  # a module's name: unread in it, and no file that can import it names it
         return not _read_in(index, holder, index.module) and not _dynamic_names(index) \
-            and _unmentioned_elsewhere(index, holder)
+            and _unmentioned_elsewhere(index, holder, importers_only=True)
     for node in index.subtree(function.node.body):
         if isinstance(node, (cst.Global, cst.Nonlocal)) and any(n.name.value == holder for n in node.names):
             return False  # the module's (or an enclosing function's) name: read elsewhere
@@ -164,13 +164,15 @@ def _dynamic_names(index: FileIndex) -> bool:
     return False
 
 
-def _unmentioned_elsewhere(index: FileIndex, name: str) -> bool:
+def _unmentioned_elsewhere(index: FileIndex, name: str, importers_only: bool = False) -> bool:
     """No other file of the project that can import this one holds the text `name`: known only
-    when the run checks the whole project (a file left out may import it)."""
+    when the run checks the whole project (a file left out may import it). `importers_only`: of
+    its import component, only the files that spell this module's name (or star-import) can read
+    a module-level variable of it (`linker.readers_mentioning`)."""
     linker = index.linker
     if linker is None or not linker.whole_project():
         return False  # a file not checked in this run may import it
-    files = linker.files_mentioning(name)
+    files = linker.readers_mentioning(name) if importers_only else linker.files_mentioning(name)
     return files is not None and len(files) <= 1
 
 
@@ -440,6 +442,8 @@ def _handed_to_drawing_function(index: FileIndex, node: cst.CSTNode, depth: int)
         return False
     scope = index.scope_at(call)
     summary = index.summary_of(call.func, scope, DRAW_WORDS)
+    if summary is None:
+        summary = _method_of_instance(index, call.func, scope)
     params = getattr(summary, "params", None)
     drawn = getattr(summary, "drawn_params", ())
     if params is None or not drawn:
@@ -449,6 +453,26 @@ def _handed_to_drawing_function(index: FileIndex, node: cst.CSTNode, depth: int)
     positional = positional_args(call)
     position = next((i for i, a in enumerate(positional) if a is arg), None)
     return position is not None and position < len(params) and params[position] in drawn
+
+
+def _method_of_instance(index: FileIndex, func: cst.BaseExpression, scope):
+    """The summary of `obj.method` when every binding of the name `obj` builds an instance of one
+    project class (`trainer = Trainer(cfg)` ... `trainer.fit(train_loader, val_loader)`): the method
+    of that class. Its file is read whatever its text: the method may only hand the loader on."""
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+        return None
+    bindings = scope.lookup(func.value.value)
+    if not bindings or any(b.kind != "assign" or not isinstance(b.value, cst.Call) for b in bindings):
+        return None
+    found = None
+    for binding in bindings:
+        built = index.summary_of(binding.value.func, index.scope_at(binding.value))
+        method = getattr(built, "method", None)
+        summary = method(func.attr.value) if method is not None else None
+        if summary is None or found is not None and summary is not found:
+            return None
+        found = summary
+    return found
 
 
 def _call_with_only_argument(index: FileIndex, node: cst.CSTNode, function: str) -> cst.Call | None:

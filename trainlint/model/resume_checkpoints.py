@@ -16,8 +16,9 @@ from trainlint.model.dataflow import dataflow
 from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS
 from trainlint.model.path_literals import path_literals
 from trainlint.model.premises import Premise, premise, unknown
-from trainlint.model.index import CallSite, FunctionInfo, Scope, dotted_name, positional_args, walk
+from trainlint.model.index import CallSite, FunctionInfo, Scope, dotted_name, keyword_value, positional_args, walk
 from trainlint.model.roles import SCHEDULER
+from trainlint.model.summaries import written_values
 from trainlint.model.training import training_model
 
 
@@ -159,10 +160,14 @@ class ResumeCheckpoints:
                     continue  # saved once training is over: a final export, whatever its name
             elif not content.complete:
                 continue
+            # `"global_step": 0` written down: no position of this run
+            written_down = content is not None and "step" in kinds and not self.counts_step(content)
             beside = self._kinds_saved_beside(save)
             if beside is None:
                 continue
             kinds = kinds | beside
+            if written_down:
+                kinds.discard("step")
             if "model" not in kinds:
                 continue
             resumable = bool(kinds & {"optimizer", "step"}) or bool(RESUME_PATH.search(path))
@@ -184,14 +189,17 @@ class ResumeCheckpoints:
             del missing["step"]  # `f"{out}/{step:07d}.pt"`: the file name holds the counter
         if "step" in missing:
             # `self.register_buffer("step", ...)` saved with `self.state_dict()`: inside the dict
-            missing["step"] = [n for n in missing["step"] if not self._in_saved_state_dict(save, n)]
+            missing["step"] = [n for n in missing["step"] if not self._in_saved_state_dict(save, n)
+                               and n not in self._written_beside(save) and not self._restarted_per_call(save, n)]
             if not missing["step"]:
                 del missing["step"]
         if "scheduler" in missing:
             # `for _ in range(start): sched.step()` on resume: replayed, not read from the file
             # `sched.step(position)` of a timm schedule: its rate a function of the position it is told
             missing["scheduler"] = [n for n in missing["scheduler"]
-                                    if n not in self.replayed_schedulers and not self._told_position(n)]
+                                    if n not in self.replayed_schedulers and not self._told_position(n)
+                                    and not self._built_from_start(n)
+                                    and not self._drives_other_optimizer(save, n)]
             if not missing["scheduler"]:
                 del missing["scheduler"]
         return missing
@@ -255,12 +263,14 @@ class ResumeCheckpoints:
         shown = save.dest if save.dest is not None else save.node
         # the file's loads, from any of its definitions (a file fact: the language server checks
         # an edited definition with the rest's values)
-        for sources, literals, keys, trains_after, load in file_facts.values(self.ctx, "checkpoints.resume_reads"):
+        for sources, literals, keys, required, trains_after, load in file_facts.values(self.ctx,
+                                                                                  "checkpoints.resume_reads"):
             if sources & written or names & literals:
                 what = f"`{sorted(names & literals)[0]}`" if names & literals else f"`{self.text(save.dest)[:60]}`"
                 return premise(f"a load of this file (`{load}`) reads {what} back: a resume reads this checkpoint",
                                shown, "use")
-            if saved_keys and trains_after and saved_keys <= keys:
+            # the same keys, and none this save does not write that the load indexes (it would fail here)
+            if saved_keys and trains_after and saved_keys <= keys and required <= saved_keys:
                 return premise(f"a load of this file (`{load}`) reads every key this save writes "
                                f"({', '.join(sorted(saved_keys))}) and training goes on after it", shown, "use")
         function = save.site.function
@@ -273,6 +283,60 @@ class ResumeCheckpoints:
                                "writes: a resume reads this checkpoint", save.dest, "use")
         return unknown("a resume reads this file back: only its name says so (no load of the project reads "
                        "it; a weights file such as a best-model export is not read to resume)", shown, "use")
+
+    def _restarted_per_call(self, save: Save, label: str) -> bool:
+        """`self.<attr>` is set to a number, unconditionally, at the top level of a method other than
+        `__init__` before a loop of that method counts it up (`self.step = 0` then `while self.step
+        < n: ... self.step += 1`): every call of that method starts the count again, whatever a
+        resume restored, so the saved value would tell the resumed run nothing."""
+        function = save.site.function
+        if not label.startswith("self.") or function is None or function.class_name is None:
+            return False
+        key = (function.class_name, label)
+        if key not in self._restarted:
+            self._restarted[key] = self._reset_before_count(function.class_name, label)
+        return self._restarted[key]
+
+    def _reset_before_count(self, class_name: str, label: str) -> bool:
+        for method in self.index.functions:
+            if method.class_name != class_name or method.name == "__init__" \
+                    or not isinstance(method.node.body, cst.IndentedBlock):
+                continue
+            reset = False
+            for statement in method.node.body.body:
+                if isinstance(statement, cst.SimpleStatementLine):
+                    reset |= any(isinstance(small, cst.Assign) and len(small.targets) == 1
+                                 and dotted_name(small.targets[0].target) == label and _number(small.value)
+                                 for small in statement.body)
+                elif reset and any(isinstance(node, cst.AugAssign) and dotted_name(node.target) == label
+                                   and self._in_loop_of(node, method.node) for node in self.index.subtree(statement)):
+                    return True
+        return False
+
+    def _in_loop_of(self, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
+        for ancestor in self.index.ancestors(node):
+            if ancestor is function or isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return False
+            if isinstance(ancestor, (cst.For, cst.While)):
+                return True
+        return False
+
+    def _written_beside(self, save: Save) -> set[str]:
+        """The names and `self.<attr>`s whose values the save's function writes to a file by a call
+        other than its saves (`write_json({"completed_steps": step}, f"{out}/train_state.json")`,
+        `json.dump({"epoch": epoch}, f)`): a counter kept beside the checkpoint (once per function)."""
+        function = save.site.function
+        body = function.node if function is not None else self.index.module
+        found = self._written_names.get(body)
+        if found is None:
+            found = self._written_names[body] = set()
+            for node in self.index.scope_nodes(body):
+                if type(node) is not cst.Call or node in self._save_nodes:
+                    continue
+                for expr in written_values(self.index, node, self.index.scope_at(node)):
+                    found |= {name for part in walk(expr) if isinstance(part, (cst.Name, cst.Attribute))
+                              and (name := dotted_name(part))}
+        return found
 
     def _in_saved_state_dict(self, save: Save, label: str) -> bool:
         """`self.<attr>` is a registered buffer or parameter of the save's class (so part of its
@@ -347,6 +411,119 @@ class ResumeCheckpoints:
             any(not a.star and (a.keyword is None or a.keyword.value in ("epoch", "num_updates"))
                 and not isinstance(a.value, (cst.Integer, cst.Float)) for a in n.args[:1])
             for n in steps)
+
+    def _built_from_start(self, name: str) -> bool:
+        """Every construction of the scheduler `name` is handed (in any argument, or an argument of
+        a call among them: `LambdaLR(opt, Decay(n, start_epoch).factor)`, `last_epoch=start - 1`)
+        the value a training loop's counter starts from (`for epoch in range(start_epoch, n)`,
+        the same value when names are followed through `params = self.params` and `self.params =
+        params`): a resumed run that starts from the saved epoch builds the schedule at that
+        position, so nothing of it is lost when the checkpoint leaves it out."""
+        if name not in self._from_start:
+            self._from_start[name] = self._handed_start(name)
+        return self._from_start[name]
+
+    def _drives_other_optimizer(self, save: Save, name: str) -> bool:
+        """The save writes the state of one or more optimizers (`self.opt_d.state_dict()`) and every
+        construction of the scheduler `name` is handed another one (`LambdaLR(self.opt_g, ...)`):
+        its schedule belongs to the checkpoint of that optimizer (one file per network)."""
+        content = self.saved_dict(save.obj, save.scope)
+        if content is None or not content.complete:
+            return False
+        saved = set()
+        for _, value, scope in content.items:
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                    and value.func.attr.value == "state_dict" and "optimizer" in self.value_kinds(value.func.value, scope):
+                text = dotted_name(value.func.value)
+                if text is None:
+                    return False
+                saved.add(text)
+        if not saved:
+            return False
+        built = [node.value for node in self._assignments_to(name)]
+        if not built:
+            return False
+        for value in built:
+            if not isinstance(value, cst.Call):
+                return False
+            args = positional_args(value)
+            driven = keyword_value(value, "optimizer") or (args[0].value if args else None)
+            text = dotted_name(driven) if driven is not None else None
+            if text is None or text in saved:
+                return False
+        return True
+
+    def _handed_start(self, name: str) -> bool:
+        starts = self._loop_starts()
+        if not starts:
+            return False
+        built = [node.value for node in self._assignments_to(name)]
+        if not built or not all(isinstance(value, cst.Call) for value in built):
+            return False
+        for value in built:
+            scope = self.index.scope_at(value)
+            if not any(self._same_value_text(node, scope) in starts for arg in value.args if _positions(arg)
+                       for node in walk(arg.value) if isinstance(node, (cst.Name, cst.Attribute))
+                       and not isinstance(self.index.parent(node), cst.Attribute)):
+                return False
+        return True
+
+    def _assignments_to(self, name: str) -> list[cst.Assign]:
+        """The file's assignments to the name or attribute `name` (the table made once per file)."""
+        if self._assigned is None:
+            self._assigned = {}
+            for node in self.index.subtree(self.index.module):
+                if type(node) is cst.Assign:
+                    for target in node.targets:
+                        text = dotted_name(target.target)
+                        if text is not None:
+                            self._assigned.setdefault(text, []).append(node)
+        return self._assigned.get(name, [])
+
+    def _loop_starts(self) -> set[str]:
+        """The values (as `_same_value_text`) the counters of the file's training loops start from:
+        `for epoch in range(start, n)` with a start that is not a number written down (once per file)."""
+        if self._starts is None:
+            self._starts = set()
+            training = self.ctx.model(training_model)
+            for node in self.index.loops:
+                if not isinstance(node, cst.For) or not isinstance(node.iter, cst.Call):
+                    continue
+                call = node.iter
+                args = positional_args(call)
+                if not (isinstance(call.func, cst.Name) and call.func.value == "range" and len(args) >= 2) \
+                        or not isinstance(args[0].value, (cst.Name, cst.Attribute)):
+                    continue
+                if not training._runs_training(node):
+                    continue
+                text = self._same_value_text(args[0].value, self.index.scope_at(node))
+                if text is not None:
+                    self._starts.add(text)
+        return self._starts
+
+    def _same_value_text(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | None:
+        """The dotted text of `expr` with its head replaced by what it stands for: a local name
+        bound once to another name or attribute (`params = self.params`), and an `__init__`
+        parameter the class keeps as an attribute (`self.params = params`)."""
+        text = dotted_name(expr)
+        if text is None or depth > 3:
+            return None
+        head, _, rest = text.partition(".")
+        bindings = scope.lookup(head) if head != "self" else []
+        if len(bindings) == 1:
+            binding = bindings[0]
+            if binding.kind == "assign" and isinstance(binding.value, (cst.Name, cst.Attribute)):
+                inner = self._same_value_text(binding.value, self.index.scope_at(binding.value), depth + 1)
+                if inner is not None:
+                    return inner + ("." + rest if rest else "")
+            elif binding.kind == "param":
+                function = self.index.function_at(binding.node)
+                if function is not None and function.name == "__init__" and function.class_name:
+                    kept = [attr for attr, values in self.index.class_attributes.get(function.class_name, {}).items()
+                            if any(isinstance(v, cst.Name) and v.value == head for v in values)]
+                    if len(kept) == 1:
+                        return f"self.{kept[0]}" + ("." + rest if rest else "")
+        return text
 
     def _counter_in_path(self, save: Save, counters: list[str]) -> bool:
         """The save's path names one of the step/epoch counters, directly or through the variable
@@ -812,3 +989,22 @@ class ResumeCheckpoints:
         if kinds & {"optimizer", "scheduler", "scaler"}:
             kinds.discard("model")
         return kinds
+
+
+def _number(value: cst.BaseExpression) -> bool:
+    """`0`, `-1`, `0.0`: a number written down."""
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+        value = value.expression
+    return isinstance(value, (cst.Integer, cst.Float))
+
+
+def _positions(arg: cst.Arg) -> bool:
+    """An argument of a scheduler's construction that sets where its schedule stands: `last_epoch=`,
+    or the function that gives the rate (`lambda e: ...`, `Decay(n, start).factor`, `partial(...)`);
+    a length or a step size (`T_max=epochs - start`) only stretches the schedule from its start."""
+    if arg.keyword is not None and arg.keyword.value == "last_epoch":
+        return True
+    value = arg.value
+    while isinstance(value, cst.Attribute):
+        value = value.value
+    return isinstance(value, (cst.Lambda, cst.Call))

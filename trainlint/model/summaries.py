@@ -23,7 +23,7 @@ Summaries hold names and flags only (no syntax nodes), so they can be kept and s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -150,6 +150,20 @@ class FunctionSummary:
     # every call that could reach a submodule under a grad-off context (`forward(data, mode)` with
     # `elif mode == "inference": with torch.no_grad(): ...`): (parameter, literal True/False/string)
     grad_off_when: tuple[tuple[str, object], ...] = ()
+    # () -> the parameters whose value it writes to a file (`json.dump(p, f)`, `f.write(json.dumps(p))`
+    # on a file it opened, `torch.save(p, ...)`, `np.save(path, p)`, or handing it to a function that
+    # does): `write_json({"step": step}, path)` keeps the step beside a checkpoint. Worked out when
+    # first asked (`persists`): it reads the functions it calls
+    persists_of: object = field(default=None, compare=False, repr=False)
+
+    @property
+    def persists(self) -> tuple[str, ...]:
+        found = self.__dict__.get("_persists")
+        if found is None:
+            object.__setattr__(self, "_persists", ())  # a function reaching itself: nothing more
+            found = self.persists_of() if self.persists_of is not None else ()
+            object.__setattr__(self, "_persists", found)
+        return found
 
     def grad_off_for(self, positional: tuple[object, ...], keywords: dict[str, object]) -> bool:
         """A call binding these literals (None: not a literal) runs this function without grad."""
@@ -603,9 +617,23 @@ class _Summariser:
             trains_over=trained_params(function, params, self._own_nodes(function)),
             drop_last_chosen_by=self._drop_last_chosen_by(function),
             backward_only=self._backward_only(function),
-            unread_params=self._unread_params(function, params))
+            unread_params=self._unread_params(function, params),
+            persists_of=lambda: self._persists(function, params))
         self._memo[node] = summary
         return summary
+
+    def _persists(self, function: FunctionInfo, params: list[str]) -> tuple[str, ...]:
+        wanted = set(params)
+        found: list[str] = []
+        for node in self._own_nodes(function):
+            if type(node) is not cst.Call or not any(isinstance(n, cst.Name) and n.value in wanted
+                                                     for a in node.args for n in walk(a.value)):
+                continue
+            for expr in written_values(self.index, node, function.scope):
+                for name in walk(expr):
+                    if isinstance(name, cst.Name) and name.value in wanted and name.value not in found:
+                        found.append(name.value)
+        return tuple(p for p in params if p in found)
 
     def _unread_params(self, function: FunctionInfo, params: list[str]) -> tuple[str, ...]:
         """The parameters no name in the body (nested functions included) refers to; none when
@@ -739,7 +767,11 @@ class _Summariser:
         own = self._own_nodes(function)
         if not any(isinstance(n, cst.Break) or (isinstance(n, cst.Call) and isinstance(n.func, cst.Name)
                                                  and n.func.value == "next") for n in own):
-            return ()  # nothing in it stops early or draws one batch
+            # nothing in it stops early or draws one batch: only a parameter it hands on to
+            # another function (which may draw from it) can be drawn from
+            handed = {a.value.value for n in own if type(n) is cst.Call for a in n.args
+                      if type(a.value) is cst.Name and not a.star}
+            params = [p for p in params if p in handed]
         return tuple(p for p in params if parameter_only_drawn_from(self.index, function, p))
 
     def _equal_batches(self, function: FunctionInfo) -> bool:
@@ -1572,6 +1604,41 @@ def _assigns_lr(node: cst.CSTNode) -> bool:
         return False
     return any(isinstance(t, cst.Subscript) and len(t.slice) == 1 and isinstance(t.slice[0].slice, cst.Index)
                and _string(t.slice[0].slice.value) in ("lr", "weight_decay") for t in targets)
+
+
+# calls that write (the first positional argument or `obj=`) to a file: (qualname, position of the value)
+_WRITERS = {"json.dump": 0, "yaml.dump": 0, "yaml.safe_dump": 0, "pickle.dump": 0, "joblib.dump": 0,
+            "torch.save": 0, "torch.serialization.save": 0, "numpy.save": 1, "numpy.savez": 1,
+            "numpy.savetxt": 1, "numpy.savez_compressed": 1}
+PERSIST_WORDS = ("write", "dump", "save")
+
+
+def written_values(index: FileIndex, call: cst.Call, scope: Scope) -> list[cst.BaseExpression]:
+    """The arguments whose value `call` writes to a file: `json.dump(state, f)`, `np.save(path,
+    a)`, `f.write(text)` on a file opened by `open(...)` (`with open(...) as f`, `f = open(...)`),
+    or the arguments a project function it runs writes (its summary's `persists`)."""
+    func = call.func
+    name = index.resolve(func, scope) or ""
+    positional = positional_args(call)
+    if name in _WRITERS:
+        at = _WRITERS[name]
+        value = positional[at].value if len(positional) > at else keyword_value(call, "obj") or keyword_value(call, "arr")
+        return [value] if value is not None else []
+    if isinstance(func, cst.Attribute) and func.attr.value in ("write", "writelines") and positional:
+        handle = func.value
+        if isinstance(handle, cst.Name) and any(
+                b.kind in ("with", "assign") and isinstance(b.value, cst.Call)
+                and (index.resolve(b.value.func, scope) or "") in ("open", "io.open", "builtins.open")
+                for b in scope.lookup(handle.value)):
+            return [positional[0].value]
+        return []
+    summary = index.summary_of(func, scope, PERSIST_WORDS)
+    persists = getattr(summary, "persists", ())
+    if not persists:
+        return []
+    params = summary.params
+    return [a.value for i, a in enumerate(positional) if i < len(params) and params[i] in persists] + \
+        [a.value for a in call.args if a.keyword is not None and a.keyword.value in persists]
 
 
 def _forwarded_position(function: FunctionInfo, call: cst.Call, position: int) -> str | None:
