@@ -530,7 +530,7 @@ def read_back(ctx, save) -> tuple[str, str] | None:
     names = path_literals(save.dest, save.scope) if save.dest is not None else frozenset()
     if not names:
         return None
-    for _, literals, _, _, load in file_facts.values(ctx, "checkpoints.resume_reads"):
+    for _, literals, *_, load in file_facts.values(ctx, "checkpoints.resume_reads"):
         if names & literals:
             return "name", f"{sorted(names & literals)[0]}` by `{load}"
     linker = ctx.index.linker
