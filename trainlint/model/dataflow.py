@@ -819,8 +819,25 @@ class Dataflow:
         if isinstance(func, cst.Attribute):
             if self.roles._is_module_path(func, scope) or func.attr.value[:1].isupper():
                 return False
+            if self.bound_method(func, scope) is not None:
+                return False  # `self.eval_model(...)`: a method of the class runs, not a module's forward
             return self.roles.of(func, scope) == MODEL
         return False
+
+    def bound_method(self, func: cst.BaseExpression, scope: Scope) -> FunctionInfo | None:
+        """The method `self.<name>` is, when the enclosing class (or a same-file base) defines
+        `<name>` with a plain `def` (not a `@property`, whose value could be a module) and no method
+        assigns `self.<name>`: calling it runs that method's body, whatever its name says
+        (`self.update_actor(...)`, `self.eval_model(...)` are no modules)."""
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return None
+        class_scope = scope.class_scope()
+        if class_scope is None or self.index.self_attribute_values(func.attr.value, scope):
+            return None
+        method = self.index.method(class_scope.name, func.attr.value)
+        if method is None or any(_is_property(d.decorator) for d in method.node.decorators):
+            return None
+        return method
 
     def is_loss_function(self, func: cst.BaseExpression, scope: Scope) -> bool:
         tail = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) \
@@ -851,6 +868,13 @@ def _is_import_path(expr: cst.BaseExpression, scope: Scope) -> bool:
         return False
     bindings = scope.lookup(base.value)
     return bool(bindings) and all(b.kind == "import" for b in bindings)
+
+
+def _is_property(decorator: cst.BaseExpression) -> bool:
+    """`@property`, `@functools.cached_property`, `@x.getter`/`.setter`: the attribute is a value."""
+    name = dotted_name(decorator.func if isinstance(decorator, cst.Call) else decorator) or ""
+    last = name.rsplit(".", 1)[-1]
+    return last.endswith("property") or last in ("getter", "setter", "deleter")
 
 
 def _is_bool_literal(expr: cst.BaseExpression | None) -> bool:
