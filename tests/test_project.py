@@ -1141,3 +1141,33 @@ def test_a_criterion_result_detached_through_a_star_import(tmp_path):
             return [scores.softmax(dim=1).max(dim=1)[0].mean()]
         '''})
     assert (20, "TL501") in _codes(lint_path(path, ALL, project=Project(tmp_path)))
+
+
+def test_a_saved_slice_looks_into_what_another_files_function_returns(tmp_path):
+    """TL403's premise that the slice is a torch tensor's: shown by the project function whose
+    tuple it unpacks (a tensor at that position), refuted when that function returns a NumPy array."""
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "folds.py": """
+            import numpy as np
+            import torch
+
+            def draw(n, seed):
+                picked = np.random.default_rng(seed).permutation(n)
+                return torch.from_numpy(picked), picked
+            """,
+        "export.py": """
+            import torch
+            from folds import draw
+
+            order, order_np = draw(1000, 0)
+            torch.save(order[:900], "fit.pt")
+            torch.save(order_np[:900], "fit_np.pt")
+            """,
+    })
+    path = str(tmp_path / "export.py")
+    codes = _codes(lint_path(path, ALL, project=Project(tmp_path)))
+    assert (6, "TL403") in codes  # a slice of the tensor `draw` returns first
+    assert (7, "TL403") not in codes  # a slice of the NumPy array it returns second
+    # alone, what `draw` returns is not known: unproven, not reported by default
+    assert not {(6, "TL403"), (7, "TL403")} & _codes(lint_path(path, ALL))
