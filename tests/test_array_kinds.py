@@ -34,6 +34,7 @@ def _kind(source: str):
     ("import torch\ndef f(t: torch.Tensor):\n    keep(t[:1])", TORCH),
     ("import numpy as np\ndef f(a: np.ndarray):\n    keep(a[:1])", NUMPY),
     ("keep(layer.weight[:3])", TORCH),
+    ("import torch.nn.functional as F\nkeep(F.pad(x, (1, 1))[..., :3])", TORCH),
     ("keep(unknown.narrow(0, 0, 2))", TORCH),  # a method only tensors have
     ("keep(t.detach().numpy()[:2])", NUMPY),
     ("keep(list(items)[:2])", SEQUENCE),

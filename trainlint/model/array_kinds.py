@@ -4,8 +4,8 @@ It matters where pickling differs: `torch.save` of a torch view writes the whole
 into, while a NumPy view (or a list slice) pickles only its own elements. Known from what made
 the value, never from its name:
 
-- a call: `torch.*` functions (not `torch.nn`/`torch.optim`/`torch.utils`) and `nn.Parameter`
-  make tensors; `numpy.*` functions (`np.argsort`, `np.random.default_rng`) make NumPy objects;
+- a call: `torch.*` functions (not `torch.nn`/`torch.optim`/`torch.utils`, but
+  `torch.nn.functional`) and `nn.Parameter` make tensors; `numpy.*` functions (`np.argsort`, `np.random.default_rng`) make NumPy objects;
   `list`/`tuple`/`sorted`/`range`/`str` make Python sequences; a project function's return (in
   any project file: `FunctionSummary.array_kind`/`array_kinds_at`);
 - a method: `.numpy()` gives NumPy, `.tolist()` a list; a number method (`.size()`, `.item()`)
@@ -90,7 +90,8 @@ def _call_kind(index, call: cst.Call, scope, follow, summary_of, depth) -> Kind 
     if name:
         if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
             return Kind(TORCH, call, f"made by `{name}(...)`")
-        if name.startswith("torch.") and not name.startswith(_NOT_TENSOR_FACTORIES):
+        if name.startswith("torch.nn.functional.") or \
+                (name.startswith("torch.") and not name.startswith(_NOT_TENSOR_FACTORIES)):
             return Kind(TORCH, call, f"made by `{name}(...)`")
         if name.startswith("numpy."):
             return Kind(NUMPY, call, f"made by `{name}(...)`")
