@@ -51,8 +51,9 @@ class GraphKeptAcrossIterations(Rule):
         actor-critic update that sums the kept values and log-probabilities into its loss). A state is a name the assignment rebinds
         (`pipeline.unet = accelerator.unwrap_model(unet)` stores a module, it feeds nothing back),
         and calls named for what they do to a model (`unwrap_model`, `get_model`) run no forward;
-        nor does a method the class defines (`self.update_actor(...)`, `self.eval_model(...)`):
-        its name says nothing of what it returns, so what it hands back is not known to carry a graph.
+        nor does a method of a project class (`self.update_actor(...)`, `agent.eval_model(...)`,
+        defined in the class, a base class or another project file; not a `@property`): its name
+        says nothing of what it returns, so what it hands back is not known to carry a graph.
         A module the file freezes and never turns back on (`emb.weight.requires_grad = False`,
         `net.requires_grad_(False)`, `p.requires_grad = False` over `net.parameters()`) gives a
         graph only through its inputs. What a project function or criterion returns is followed

@@ -1171,3 +1171,42 @@ def test_a_saved_slice_looks_into_what_another_files_function_returns(tmp_path):
     assert (7, "TL403") not in codes  # a slice of the NumPy array it returns second
     # alone, what `draw` returns is not known: unproven, not reported by default
     assert not {(6, "TL403"), (7, "TL403")} & _codes(lint_path(path, ALL))
+
+
+def test_a_method_of_a_project_class_is_no_model_whatever_its_name(tmp_path):
+    """TL501's 'computed from a forward': `agent.update_actor(...)` runs a method of a class of
+    another file (named like a model), so what it hands back is not known to carry a graph; its
+    `agent.actor(...)`, an `nn.Linear` the class holds, is a forward."""
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "agent.py": """
+            import torch
+            from torch import nn
+
+            class Agent:
+                def __init__(self, width):
+                    self.actor = nn.Linear(width, 1)
+                    self.opt = torch.optim.Adam(self.actor.parameters())
+
+                def update_actor(self, obs, target):
+                    loss = nn.functional.mse_loss(self.actor(obs).squeeze(-1), target)
+                    self.opt.zero_grad()
+                    loss.backward()
+                    self.opt.step()
+                    return {"loss": loss.item()}
+            """,
+        "train.py": """
+            from agent import Agent
+
+            agent = Agent(16)
+            seen, outputs = 0.0, []
+            for obs, target in loader:
+                stats = agent.update_actor(obs, target)
+                seen += stats["loss"]
+                outputs.append(agent.actor(obs))
+            """,
+    })
+    path = str(tmp_path / "train.py")
+    codes = _codes(lint_path(path, ALL, project=Project(tmp_path)))
+    assert (8, "TL501") not in codes  # the method's numbers
+    assert (9, "TL501") in codes  # the module's outputs

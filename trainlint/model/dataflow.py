@@ -17,11 +17,11 @@ from typing import Iterator
 import libcst as cst
 
 from trainlint.model import frameworks
-from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
-                             positional_args, unpacked_position, walk, walk_expression)
+from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, is_property, iter_children,
+                             keyword_value, positional_args, unpacked_position, walk, walk_expression)
 from trainlint.model.roles import ACCELERATOR, LOADER, MODEL, roles
 from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_SETTERS, GRAD_WORDS
-from trainlint.model.summaries import DETACH_WORDS, callable_summary
+from trainlint.model.summaries import DETACH_WORDS, ClassSummary, callable_summary, instance_class
 from trainlint.model.training import training_model
 from trainlint.model.value_kinds import NUMBER_ATTRIBUTES, NUMBER_FUNCTIONS, NUMBER_METHODS, NUMBER_WORDS, is_number
 
@@ -819,25 +819,37 @@ class Dataflow:
         if isinstance(func, cst.Attribute):
             if self.roles._is_module_path(func, scope) or func.attr.value[:1].isupper():
                 return False
-            if self.bound_method(func, scope) is not None:
-                return False  # `self.eval_model(...)`: a method of the class runs, not a module's forward
-            return self.roles.of(func, scope) == MODEL
+            # `self.eval_model(...)`: a method of a project class runs, not a module's forward
+            return self.roles.of(func, scope) == MODEL and not self.calls_a_method(func, scope)
         return False
 
-    def bound_method(self, func: cst.BaseExpression, scope: Scope) -> FunctionInfo | None:
-        """The method `self.<name>` is, when the enclosing class (or a same-file base) defines
+    def calls_a_method(self, func: cst.BaseExpression, scope: Scope) -> bool:
+        """`func` is a method of a project class, not an object held in an attribute: `self.<name>`
+        where the enclosing class (or a base class, in this file or another project file) defines
         `<name>` with a plain `def` (not a `@property`, whose value could be a module) and no method
-        assigns `self.<name>`: calling it runs that method's body, whatever its name says
-        (`self.update_actor(...)`, `self.eval_model(...)` are no modules)."""
-        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
-            return None
-        class_scope = scope.class_scope()
-        if class_scope is None or self.index.self_attribute_values(func.attr.value, scope):
-            return None
-        method = self.index.method(class_scope.name, func.attr.value)
-        if method is None or any(_is_property(d.decorator) for d in method.node.decorators):
-            return None
-        return method
+        assigns `self.<name>`; or `obj.<name>` where `obj` is an instance of a project class whose
+        `<name>` is such a method. Calling it runs that method's body, whatever its name says
+        (`self.update_actor(...)`, `agent.eval_model(...)` are no modules)."""
+        if not isinstance(func, cst.Attribute):
+            return False
+        name, receiver = func.attr.value, func.value
+        if isinstance(receiver, cst.Name) and receiver.value == "self":
+            class_scope = scope.class_scope()
+            if class_scope is None or self.index.self_attribute_values(name, scope):
+                return False
+            method = self.index.method(class_scope.name, name)
+            if method is not None:
+                return not is_property(method.node)
+            node = self.index.classes.get(class_scope.name)
+            for base in node.bases if isinstance(node, cst.ClassDef) else ():
+                summary = self.index.summary_of(base.value, self.index.module_scope)
+                found = summary.method(name) if isinstance(summary, ClassSummary) else None
+                if found is not None:
+                    return not found.is_property
+            return False
+        built = instance_class(self.index, receiver, scope)
+        found = built.method(name) if built is not None else None
+        return found is not None and not found.is_property
 
     def is_loss_function(self, func: cst.BaseExpression, scope: Scope) -> bool:
         tail = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) \
@@ -868,13 +880,6 @@ def _is_import_path(expr: cst.BaseExpression, scope: Scope) -> bool:
         return False
     bindings = scope.lookup(base.value)
     return bool(bindings) and all(b.kind == "import" for b in bindings)
-
-
-def _is_property(decorator: cst.BaseExpression) -> bool:
-    """`@property`, `@functools.cached_property`, `@x.getter`/`.setter`: the attribute is a value."""
-    name = dotted_name(decorator.func if isinstance(decorator, cst.Call) else decorator) or ""
-    last = name.rsplit(".", 1)[-1]
-    return last.endswith("property") or last in ("getter", "setter", "deleter")
 
 
 def _is_bool_literal(expr: cst.BaseExpression | None) -> bool:

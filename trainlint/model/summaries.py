@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from trainlint.model import frameworks
-from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
+from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, is_property, iter_children, keyword_value,
                                    positional_args, walk)
 from trainlint.model.array_kinds import array_kind
 from trainlint.model.layers import class_verdict
@@ -131,6 +131,8 @@ class FunctionSummary:
     # return shows the same one; and of each element of the tuple every return gives (same length)
     array_kind: str | None = None
     array_kinds_at: tuple[str | None, ...] = ()
+    # a `@property` (or `cached_property`, `.getter`): reading the attribute gives what it returns
+    is_property: bool = False
     # parameters it only runs or looks at (`p(x)`, `p.eval()`, `isinstance(p, ...)`, handed on to
     # functions of its file that do the same): it adds no parameter to a model handed to it and
     # turns none of its parameters' `requires_grad` back on
@@ -540,6 +542,7 @@ class _Summariser:
             returns=self._returns(function), returns_mean=self._returns_mean(function),
             returns_at=self._returns_at(function),
             array_kind=self._array_kind(function), array_kinds_at=self._array_kinds_at(function),
+            is_property=is_property(node),
             returned_keys=self._returned_keys(function), equal_batches=self._equal_batches(function),
             sets_epoch=any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
                            and n.func.attr.value == "set_epoch" for n in self._own_nodes(function)),
