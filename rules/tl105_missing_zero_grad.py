@@ -9,7 +9,9 @@ import libcst as cst
 from trainlint.model.amp import BACKWARDS, OPTIMIZER_STEPS, STEP, ZERO_GRAD, amp_model, describe
 from trainlint.finding import Severity
 from trainlint.gate import named
+from trainlint.model.dataflow import dataflow
 from trainlint.model.index import dotted_name, positional_args, walk
+from trainlint.model.loop_counters import at_most_once
 from trainlint.model.roles import roles as roles_model
 from trainlint.fixkit import block_of, dotted, line_holding, position_of, update_anchor
 from trainlint.rule import FixSpec, Rule, after, bad, before, good
@@ -33,7 +35,11 @@ class MissingZeroGrad(Rule):
 
         Clearing anywhere in the loop counts (at the top of the iteration, after the step, or once per
         update inside the accumulation guard). Clearing only before the loop, or only in an outer
-        epoch loop, does not. Engines that own backward and step together (`engine.backward(loss);
+        epoch loop, does not, unless the loop steps in at most one iteration of each pass: under a
+        test on its counter that holds once (`if micro == K - 1:`, the `else` of `if lo + step <
+        rows:` over `range(0, rows, step)`, `if not mid:` after `mid = i < len(chunks) - 1`); then a clear in
+        the enclosing loop, or before the loop in a function that holds no loop around it, starts
+        every update afresh. Engines that own backward and step together (`engine.backward(loss);
         engine.step()` in DeepSpeed) and `opt.step(closure)` (whose closure clears) are not flagged.
         A framework's own clear counts too (framework data: NVIDIA Warp's `tape.zero()` on a
         `wp.Tape`, which holds the gradients its `tape.backward(loss)` wrote).
@@ -378,6 +384,93 @@ class MissingZeroGrad(Rule):
             """,
             title="a wrapper called scheduler that owns the optimizer, cleared only once before the loop",
         ),
+        good(
+            """
+            def update(policy, optimizer, rollout, chunks):
+                optimizer.zero_grad(set_to_none=True)
+                for n, chunk in enumerate(chunks):
+                    mid_window = n < len(chunks) - 1
+                    loss = policy(rollout[chunk]).mean() / len(chunks)
+                    loss.backward()
+                    if not mid_window:
+                        optimizer.step()
+            """,
+            title="one step per call, on the last chunk only, after a clear at the top of the call",
+        ),
+        bad(
+            """
+            def update(policy, optimizer, rollout, chunks, epochs):
+                optimizer.zero_grad(set_to_none=True)
+                for epoch in range(epochs):
+                    for n, chunk in enumerate(chunks):
+                        mid_window = n < len(chunks) - 1
+                        loss = policy(rollout[chunk]).mean() / len(chunks)
+                        loss.backward()
+                        if not mid_window:
+                            optimizer.step()
+            """,
+            line=9,
+            fixed="""
+            def update(policy, optimizer, rollout, chunks, epochs):
+                optimizer.zero_grad(set_to_none=True)
+                for epoch in range(epochs):
+                    for n, chunk in enumerate(chunks):
+                        mid_window = n < len(chunks) - 1
+                        loss = policy(rollout[chunk]).mean() / len(chunks)
+                        loss.backward()
+                        if not mid_window:
+                            optimizer.step()
+                            optimizer.zero_grad()
+            """,
+            title="the same last-chunk step, but every epoch repeats the pass with no clear in between",
+        ),
+        good(
+            """
+            import torch
+
+            optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
+            for batch in loader:
+                net.zero_grad()
+                rows = batch.size(0)
+                for lo in range(0, rows, micro):
+                    piece = batch[lo:lo + micro]
+                    (net(piece).mean() * piece.size(0) / rows).backward()
+                    if lo + micro >= rows:
+                        optimizer.step()
+            """,
+            title="slices of a batch: the step runs on the slice that reaches the end, once per batch",
+        ),
+        bad(
+            """
+            import torch
+
+            optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
+            for batch in loader:
+                net.zero_grad()
+                rows = batch.size(0)
+                for lo in range(0, rows, micro):
+                    piece = batch[lo:lo + micro]
+                    (net(piece).mean() * piece.size(0) / rows).backward()
+                    if lo + 2 * micro >= rows:
+                        optimizer.step()
+            """,
+            line=11,
+            fixed="""
+            import torch
+
+            optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
+            for batch in loader:
+                net.zero_grad()
+                rows = batch.size(0)
+                for lo in range(0, rows, micro):
+                    piece = batch[lo:lo + micro]
+                    (net(piece).mean() * piece.size(0) / rows).backward()
+                    if lo + 2 * micro >= rows:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            title="a test the last two slices pass: the second step applies the first one's gradients again",
+        ),
     )
 
     def check(self, ctx):
@@ -388,8 +481,9 @@ class MissingZeroGrad(Rule):
             cleared = _cleared_optimizers(ctx, unit) if unit.has(ZERO_GRAD) else set()
             if cleared is None:
                 continue  # something clears that we cannot attribute: every optimizer may be cleared
-            if not cleared and _one_update_per_pass(ctx, unit) and _outer_loop_clears(ctx, model, unit):
-                continue
+            if not cleared and _one_update_per_pass(ctx, unit) and (
+                    _outer_loop_clears(ctx, model, unit) or _cleared_before_each_call(ctx, model, unit)):
+                continue  # one update per pass of the loop, and a clear before every pass
             reported = set()
             for step in unit.of_kind(*OPTIMIZER_STEPS):
                 if step.has_args and step.kind == STEP:
@@ -440,16 +534,33 @@ def _cleared_optimizers(ctx, unit) -> set[str] | None:
 
 
 def _one_update_per_pass(ctx, unit) -> bool:
-    """The loop steps only on its last micro-batch (`if micro == K - 1:`), so one pass of it is one
-    update, and a clear in the enclosing loop runs once per update."""
-    guard = unit.loop.guard
-    if guard is None or guard.kind != "branch" or not isinstance(guard.condition, cst.Comparison):
+    """Every optimizer step of the loop runs in at most one iteration of a pass of it: under an
+    `if` (or its `else`) whose test holds once at most, read from the loop's counter (`if micro ==
+    K - 1:`, `else:` of `if ex + step < stop:` over `range(0, stop, step)`, `if not is_accumulating:`
+    with `is_accumulating = i < len(batches) - 1` over `enumerate(batches)`). Then what a pass adds
+    to `.grad` is stepped once, and a clear before each pass starts every update afresh."""
+    steps = unit.of_kind(*OPTIMIZER_STEPS)
+    if not steps or unit.loop is None or not isinstance(unit.loop.node, cst.For):
         return False
-    condition = guard.condition
-    if not all(isinstance(c.operator, cst.Equal) for c in condition.comparisons):
-        return False
-    return not any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
-                   for n in walk(condition))
+    flow = ctx.model(dataflow)
+    return all(_step_once_per_pass(ctx, flow, unit.loop.node, step.anchor) for step in steps)
+
+
+def _step_once_per_pass(ctx, flow, loop, node) -> bool:
+    child = node
+    for ancestor in ctx.index.ancestors(node):
+        if ancestor is loop or isinstance(ancestor, _REPEATING):
+            return False  # reached the loop (or a nested one) with no such test
+        if isinstance(ancestor, cst.If) and child is not ancestor.test:
+            if at_most_once(flow, loop, ancestor.test, child is ancestor.body):
+                return True
+        child = ancestor
+    return False
+
+
+_REPEATING = (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda)
+# what may skip a statement it holds (a clear under one of these may not run before the pass)
+_CONDITIONAL = (cst.If, cst.Else, cst.ExceptHandler, cst.IfExp, cst.BooleanOperation, cst.For, cst.While)
 
 
 def _outer_loop_clears(ctx, model, unit) -> bool:
@@ -458,6 +569,38 @@ def _outer_loop_clears(ctx, model, unit) -> bool:
         if outer.loop is not None and outer.node in ancestors:
             if any(e.kind == ZERO_GRAD and unit.node not in ctx.index.ancestors(e.anchor) for e in outer.events):
                 return True
+    return False
+
+
+def _cleared_before_each_call(ctx, model, unit) -> bool:
+    """The loop is in no other loop of its function (or module), and a clear runs before it on
+    every path of that function's body: each call of the function clears, then runs one pass."""
+    loop = unit.node
+    holder = None
+    ancestors = []
+    for ancestor in ctx.index.ancestors(loop):
+        if isinstance(ancestor, (cst.For, cst.While, cst.ClassDef, cst.Lambda)):
+            return False  # an enclosing loop repeats the pass: `_outer_loop_clears` answers
+        ancestors.append(ancestor)
+        if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+            holder = ancestor
+            break
+    if holder is None:
+        return False
+    flow = ctx.model(dataflow)
+    around = set(map(id, ancestors))
+    scope = ctx.index.scope_at(loop) if isinstance(holder, cst.FunctionDef) else ctx.index.module_scope
+    body = holder.body if isinstance(holder, cst.FunctionDef) else holder
+    for event in model.events_in(body, scope):
+        if event.kind != ZERO_GRAD or event.loops or not flow.before(event.anchor, loop):
+            continue
+        path = []
+        for ancestor in ctx.index.ancestors(event.anchor):
+            if id(ancestor) in around:
+                break
+            path.append(ancestor)
+        if not any(isinstance(a, _CONDITIONAL) for a in path):
+            return True
     return False
 
 
@@ -479,6 +622,10 @@ def _fix(ctx, unit, step) -> FixSpec | None:
         if anchor is None or loop.step_calls[0].node is not step.node:
             return None
         return FixSpec(title, safe=False, lines=(after(anchor, f"{subject}.zero_grad()"),))
+    if _one_update_per_pass(ctx, unit):
+        # the pass accumulates into one step: clear right after it, where the update ends
+        line = line_holding(index, step.node) if not step.via else None
+        return FixSpec(title, safe=False, lines=(after(line, f"{subject}.zero_grad()"),)) if line is not None else None
     if _window_guard_without_step(loop):
         return None  # `if (i + 1) % K == 0:` holding the clip, the step outside it: which clock is meant?
     first = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from trainlint.model.array_kinds import TORCH
 from trainlint.model.checkpoints import checkpoint_model
 from trainlint.model.checkpoint_base import SAVE_FUNCTIONS
 from trainlint.finding import Severity
@@ -32,7 +33,13 @@ class SavedTensorView(Rule):
         a name first.
 
         Quiet on `.clone()`, whole tensors, state dicts, dict lookups, slices of lists, tuples and
-        strings, and advanced indexing (`t[idx]` with a tensor or list index copies). A `.view()`,
+        strings, slices of NumPy arrays (made by `numpy`: `np.argsort(...)`, a `default_rng`
+        Generator's `permutation(n)`; a NumPy view pickles only its own elements), and advanced
+        indexing (`t[idx]` with a tensor or list index copies). That the view looks into a torch
+        tensor is a premise: shown by what made it (a `torch.*` call, a module's `.weight`, a
+        `torch.Tensor` annotation, a method only tensors have such as `.narrow()`, a project
+        function returning one); a view of something whose making cannot be told is reported only
+        with `--include-unproven`. A `.view()`,
         `.T` or `.expand()` of a whole tensor is quiet too: the file then holds exactly that
         tensor's storage, in another shape, and nothing extra is written.
 
@@ -208,6 +215,35 @@ class SavedTensorView(Rule):
             """,
             title="advanced indexing with a tensor index copies",
         ),
+        good(
+            """
+            import numpy as np
+            import torch
+
+            order = np.random.default_rng(0).permutation(n_items)
+            cut = int(0.9 * n_items)
+            torch.save({"fit": order[:cut], "holdout": order[cut:]}, "split.pt")
+            """,
+            title="slices of a NumPy array pickle only their own elements",
+        ),
+        bad(
+            """
+            import torch
+
+            order = torch.randperm(n_items, generator=torch.Generator().manual_seed(0))
+            cut = int(0.9 * n_items)
+            torch.save({"fit": order[:cut], "holdout": order[cut:]}, "split.pt")
+            """,
+            line=5,
+            fixed="""
+            import torch
+
+            order = torch.randperm(n_items, generator=torch.Generator().manual_seed(0))
+            cut = int(0.9 * n_items)
+            torch.save({"fit": order[:cut].clone(), "holdout": order[cut:].clone()}, "split.pt")
+            """,
+            title="the same split drawn by torch: slices of one tensor, each written with all of it",
+        ),
     )
 
     def check(self, ctx):
@@ -218,6 +254,14 @@ class SavedTensorView(Rule):
             views = model.saved_views(save)
             if not views:
                 continue
+            # a view is written with its whole storage only if it is a torch tensor's: a NumPy
+            # array's slice (or a list's) pickles its own elements; unknown: the finding is unproven
+            kinds = [(view, model.storage_kind(view[0], save.scope)) for view in views]
+            proven = [(view, kind) for view, kind in kinds if kind is not None and kind.kind == TORCH]
+            kept = proven or [(view, kind) for view, kind in kinds if kind is None]
+            if not kept:
+                continue  # every view is a NumPy array's or a list's
+            views = [view for view, _ in kept]
             described = ", ".join(dict.fromkeys(kind for _, kind, _ in views))
             fix = None
             written = set(walk(save.node))  # a name bound to a view, written in the call, is cloned there
@@ -231,8 +275,17 @@ class SavedTensorView(Rule):
                 "(and the file loads back as a view of it); save `.clone()` of the view instead",
                 fix,
                 evidence=[premise("`torch.save` writes a tensor's whole storage", save.node, "call"),
-                          *(premise(f"`{ctx.code_for(expr)}` is {kind}", expr, "use") for expr, kind, _ in views[:2])],
+                          *(premise(f"`{ctx.code_for(expr)}` is {kind}", expr, "use") for expr, kind, _ in views[:2]),
+                          *(_tensor_premise(ctx, view[0], kind) for view, kind in kept[:2])],
             )
+
+
+def _tensor_premise(ctx, expr: cst.BaseExpression, kind):
+    what = ctx.code_for(expr)
+    if kind is None:
+        return unknown(f"`{what}` looks into a torch tensor (not a NumPy array or a list, whose views pickle "
+                       "only their own elements): what made it is not known", expr, "construction")
+    return premise(f"`{what}` looks into a torch tensor: {kind.how}", kind.node, "construction")
 
 
 def _safe(model, expr: cst.BaseExpression, save) -> bool:

@@ -50,7 +50,10 @@ class GraphKeptAcrossIterations(Rule):
         attribute by) a same-file function this one calls whose backward it feeds (an episode's
         actor-critic update that sums the kept values and log-probabilities into its loss). A state is a name the assignment rebinds
         (`pipeline.unet = accelerator.unwrap_model(unet)` stores a module, it feeds nothing back),
-        and calls named for what they do to a model (`unwrap_model`, `get_model`) run no forward.
+        and calls named for what they do to a model (`unwrap_model`, `get_model`) run no forward;
+        nor does a method of a project class (`self.update_actor(...)`, `agent.eval_model(...)`,
+        defined in the class, a base class or another project file; not a `@property`): its name
+        says nothing of what it returns, so what it hands back is not known to carry a graph.
         A module the file freezes and never turns back on (`emb.weight.requires_grad = False`,
         `net.requires_grad_(False)`, `p.requires_grad = False` over `net.parameters()`) gives a
         graph only through its inputs. What a project function or criterion returns is followed
@@ -936,6 +939,77 @@ class GraphKeptAcrossIterations(Rule):
                     return ((self.user_tower(user_ids).unsqueeze(1) * v).sum(-1) - ratings).pow(2).mean()
             """,
             title="the item tower is turned back on elsewhere: the solve may carry its graph",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class Learner:
+                def __init__(self, width):
+                    self.policy = nn.Linear(width, 1)
+                    self.opt = torch.optim.SGD(self.policy.parameters(), lr=0.1)
+
+                def actor_update(self, obs, target):
+                    err = nn.functional.smooth_l1_loss(self.policy(obs).squeeze(-1), target)
+                    self.opt.zero_grad()
+                    err.backward()
+                    self.opt.step()
+                    return {"err": err.item(), "n": obs.size(0)}
+
+                def fit(self, loader):
+                    err_sum = 0.0
+                    for obs, target in loader:
+                        stats = self.actor_update(obs, target)
+                        err_sum += stats["err"]
+                    return err_sum
+            """,
+            title="a method of the class (named like a model) runs and hands back numbers: no forward",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class Learner:
+                def __init__(self, width):
+                    self.actor_update = nn.Linear(width, 1)
+                    self.opt = torch.optim.SGD(self.actor_update.parameters(), lr=0.1)
+
+                def fit(self, loader):
+                    err_sum = 0.0
+                    for obs, target in loader:
+                        err = nn.functional.smooth_l1_loss(self.actor_update(obs).squeeze(-1), target)
+                        self.opt.zero_grad()
+                        err.backward()
+                        self.opt.step()
+                        err_sum += err
+                    return err_sum
+            """,
+            line=17,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class Learner:
+                def __init__(self, width):
+                    self.actor_update = nn.Linear(width, 1)
+                    self.opt = torch.optim.SGD(self.actor_update.parameters(), lr=0.1)
+
+                def fit(self, loader):
+                    err_sum = 0.0
+                    for obs, target in loader:
+                        err = nn.functional.smooth_l1_loss(self.actor_update(obs).squeeze(-1), target)
+                        self.opt.zero_grad()
+                        err.backward()
+                        self.opt.step()
+                        err_sum += err.detach()
+                    return err_sum
+            """,
+            title="the same name bound to a module: calling it is a forward",
         ),
     )
 

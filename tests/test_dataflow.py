@@ -169,3 +169,35 @@ def test_a_list_handed_to_a_function_that_backpropagates_it(use, kept):
     flow, _ = _value_of(EPISODES.format(use=use), "saved")
     train = next(f for f in flow.index.functions if f.name == "train")
     assert set(flow.backpropagated_by_calls(train.node)) & {"saved", "rewards"} == kept
+
+
+METHOD_OR_PROPERTY = """
+import torch
+from torch import nn
+
+class Learner:
+    def __init__(self):
+        self.nets = nn.ModuleList([nn.Linear(4, 4)])
+
+    {decorator}
+    def actor(self{params}):
+        return {body}
+
+    def fit(self, loader, out):
+        for x, y in loader:
+            out.append(self.actor{call})
+"""
+
+
+@pytest.mark.parametrize("decorator, params, body, call, expected", [
+    # a method of the class: its name says nothing of what it returns
+    ("", ", x", "self.nets[0](x).mean().item()", "(x)", False),
+    ("@torch.no_grad()", ", x", "self.nets[0](x)", "(x)", False),
+    # a property hands back what it returns: a module, whose call is a forward
+    ("@property", "", "self.nets[0]", "(x)", True),
+    ("@functools.cached_property", "", "self.nets[0]", "(x)", True),
+])
+def test_a_method_of_the_class_is_no_model(decorator, params, body, call, expected):
+    source = METHOD_OR_PROPERTY.format(decorator=decorator, params=params, body=body, call=call)
+    flow, value = _value_of(source, "out")
+    assert (flow.carries_graph(value) is True) is expected  # a method: not shown (unknown or refuted)

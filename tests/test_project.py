@@ -1479,3 +1479,72 @@ def test_a_model_the_callers_in_other_files_build_is_judged_by_its_layers(tmp_pa
     found = {line for line, code in _codes(lint_path(str(tmp_path / "trainer.py"), ALL, project=Project(tmp_path)))
              if code == "TL302"}
     assert found == ({forward} if reported else set())
+
+
+def test_a_saved_slice_looks_into_what_another_files_function_returns(tmp_path):
+    """TL403's premise that the slice is a torch tensor's: shown by the project function whose
+    tuple it unpacks (a tensor at that position), refuted when that function returns a NumPy array."""
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "folds.py": """
+            import numpy as np
+            import torch
+
+            def draw(n, seed):
+                picked = np.random.default_rng(seed).permutation(n)
+                return torch.from_numpy(picked), picked
+            """,
+        "export.py": """
+            import torch
+            from folds import draw
+
+            order, order_np = draw(1000, 0)
+            torch.save(order[:900], "fit.pt")
+            torch.save(order_np[:900], "fit_np.pt")
+            """,
+    })
+    path = str(tmp_path / "export.py")
+    codes = _codes(lint_path(path, ALL, project=Project(tmp_path)))
+    assert (6, "TL403") in codes  # a slice of the tensor `draw` returns first
+    assert (7, "TL403") not in codes  # a slice of the NumPy array it returns second
+    # alone, what `draw` returns is not known: unproven, not reported by default
+    assert not {(6, "TL403"), (7, "TL403")} & _codes(lint_path(path, ALL))
+
+
+def test_a_method_of_a_project_class_is_no_model_whatever_its_name(tmp_path):
+    """TL501's 'computed from a forward': `agent.update_actor(...)` runs a method of a class of
+    another file (named like a model), so what it hands back is not known to carry a graph; its
+    `agent.actor(...)`, an `nn.Linear` the class holds, is a forward."""
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "agent.py": """
+            import torch
+            from torch import nn
+
+            class Agent:
+                def __init__(self, width):
+                    self.actor = nn.Linear(width, 1)
+                    self.opt = torch.optim.Adam(self.actor.parameters())
+
+                def update_actor(self, obs, target):
+                    loss = nn.functional.mse_loss(self.actor(obs).squeeze(-1), target)
+                    self.opt.zero_grad()
+                    loss.backward()
+                    self.opt.step()
+                    return {"loss": loss.item()}
+            """,
+        "train.py": """
+            from agent import Agent
+
+            agent = Agent(16)
+            seen, outputs = 0.0, []
+            for obs, target in loader:
+                stats = agent.update_actor(obs, target)
+                seen += stats["loss"]
+                outputs.append(agent.actor(obs))
+            """,
+    })
+    path = str(tmp_path / "train.py")
+    codes = _codes(lint_path(path, ALL, project=Project(tmp_path)))
+    assert (8, "TL501") not in codes  # the method's numbers
+    assert (9, "TL501") in codes  # the module's outputs

@@ -17,11 +17,11 @@ from typing import Iterator
 import libcst as cst
 
 from trainlint.model import frameworks
-from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
-                             positional_args, unpacked_position, walk, walk_expression)
+from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, is_property, iter_children,
+                             keyword_value, positional_args, unpacked_position, walk, walk_expression)
 from trainlint.model.roles import ACCELERATOR, LOADER, MODEL, roles
 from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_SETTERS, GRAD_WORDS
-from trainlint.model.summaries import DETACH_WORDS, callable_summary
+from trainlint.model.summaries import DETACH_WORDS, ClassSummary, callable_summary, instance_class
 from trainlint.model.training import training_model
 from trainlint.model.value_kinds import NUMBER_ATTRIBUTES, NUMBER_FUNCTIONS, NUMBER_METHODS, NUMBER_WORDS, is_number
 
@@ -878,8 +878,37 @@ class Dataflow:
         if isinstance(func, cst.Attribute):
             if self.roles._is_module_path(func, scope) or func.attr.value[:1].isupper():
                 return False
-            return self.roles.of(func, scope) == MODEL
+            # `self.eval_model(...)`: a method of a project class runs, not a module's forward
+            return self.roles.of(func, scope) == MODEL and not self.calls_a_method(func, scope)
         return False
+
+    def calls_a_method(self, func: cst.BaseExpression, scope: Scope) -> bool:
+        """`func` is a method of a project class, not an object held in an attribute: `self.<name>`
+        where the enclosing class (or a base class, in this file or another project file) defines
+        `<name>` with a plain `def` (not a `@property`, whose value could be a module) and no method
+        assigns `self.<name>`; or `obj.<name>` where `obj` is an instance of a project class whose
+        `<name>` is such a method. Calling it runs that method's body, whatever its name says
+        (`self.update_actor(...)`, `agent.eval_model(...)` are no modules)."""
+        if not isinstance(func, cst.Attribute):
+            return False
+        name, receiver = func.attr.value, func.value
+        if isinstance(receiver, cst.Name) and receiver.value == "self":
+            class_scope = scope.class_scope()
+            if class_scope is None or self.index.self_attribute_values(name, scope):
+                return False
+            method = self.index.method(class_scope.name, name)
+            if method is not None:
+                return not is_property(method.node)
+            node = self.index.classes.get(class_scope.name)
+            for base in node.bases if isinstance(node, cst.ClassDef) else ():
+                summary = self.index.summary_of(base.value, self.index.module_scope)
+                found = summary.method(name) if isinstance(summary, ClassSummary) else None
+                if found is not None:
+                    return not found.is_property
+            return False
+        built = instance_class(self.index, receiver, scope)
+        found = built.method(name) if built is not None else None
+        return found is not None and not found.is_property
 
     def is_loss_function(self, func: cst.BaseExpression, scope: Scope) -> bool:
         tail = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) \

@@ -636,6 +636,18 @@ def walk_expression(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(reversed(iter_children(current)))
 
 
+def is_property(function: cst.FunctionDef) -> bool:
+    """`@property`, `@functools.cached_property`, `@x.getter`/`.setter`: reading the attribute runs
+    it, so what the attribute holds is the value it returns (a module, a tensor), not a method."""
+    for decorator in function.decorators:
+        expr = decorator.decorator
+        name = dotted_name(expr.func if isinstance(expr, cst.Call) else expr) or ""
+        last = name.rsplit(".", 1)[-1]
+        if last.endswith("property") or last in ("getter", "setter", "deleter"):
+            return True
+    return False
+
+
 def unpacked_position(assign: cst.Assign, name: str) -> tuple[int, int] | None:
     """For `a, b, c = value`: (position of `name` among the targets, number of targets)."""
     for target in assign.targets:

@@ -6,6 +6,7 @@ import re
 
 import libcst as cst
 
+from trainlint.model.array_kinds import Kind, array_kind
 from trainlint.model.checkpoint_base import Save, string_value
 from trainlint.model.index import Scope, dotted_name, walk
 
@@ -106,6 +107,12 @@ class SavedViews:
             if method in _RESHAPING_METHODS:  # `.detach()`/`.contiguous()` can hand back the same view
                 return self.view_kind(expr.func.value, scope, depth + 1)
         return None
+
+    def storage_kind(self, expr: cst.BaseExpression, scope: Scope) -> Kind | None:
+        """Whose storage a saved view looks into: a torch tensor's (which `torch.save` writes
+        whole), a NumPy array's or a list's (whose views pickle only their own elements), or None
+        when what made it cannot be told (`array_kinds`)."""
+        return array_kind(self.index, expr, scope, lambda name, where: self.value_of(name, where))
 
     def _basic_index(self, index, scope: Scope) -> bool:
         """A slice, an int, `None` or `...`: basic indexing, which returns a view."""

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from trainlint.model import frameworks
-from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, iter_children, keyword_value,
+from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, is_property, iter_children, keyword_value,
                                    positional_args, walk)
+from trainlint.model.array_kinds import array_kind
 from trainlint.model.layers import DEPENDENT, FREE, LIBRARY, class_verdict, verdict
 from trainlint.model.loader_use import parameter_only_drawn_from
 from trainlint.model.grad_mode import (GRAD_OFF_CONTEXTS, GRAD_SETTERS, GRAD_WORDS, context_grad, decorator_grad, flag_value,
@@ -136,6 +137,12 @@ class FunctionSummary:
     # the role of each element of the tuple it returns (`return data_set, data_loader`), when every
     # return is a tuple of that length: what `_, loader = make(...)` in another file is
     returns_at: tuple[str | None, ...] = ()
+    # the array library of what it returns (`array_kinds.TORCH`, `NUMPY`, `SEQUENCE`), when every
+    # return shows the same one; and of each element of the tuple every return gives (same length)
+    array_kind: str | None = None
+    array_kinds_at: tuple[str | None, ...] = ()
+    # a `@property` (or `cached_property`, `.getter`): reading the attribute gives what it returns
+    is_property: bool = False
     # parameters it only runs or looks at (`p(x)`, `p.eval()`, `isinstance(p, ...)`, handed on to
     # functions of its file that do the same): it adds no parameter to a model handed to it and
     # turns none of its parameters' `requires_grad` back on
@@ -608,6 +615,8 @@ class _Summariser:
             returns=self._returns(function), returns_mean=self._returns_mean(function),
             returns_reduction=self._returns_reduction(function),
             returns_at=self._returns_at(function),
+            array_kind=self._array_kind(function), array_kinds_at=self._array_kinds_at(function),
+            is_property=is_property(node),
             returned_keys=self._returned_keys(function), equal_batches=self._equal_batches(function),
             sets_epoch=any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
                            and n.func.attr.value == "set_epoch" for n in self._own_nodes(function)),
@@ -1206,6 +1215,35 @@ class _Summariser:
                     break
             roles.append(found)
         return tuple(roles) if any(roles) else ()
+
+    def _array_kind(self, function: FunctionInfo) -> str | None:
+        """The library (`array_kinds`) of every value the function returns, when they agree."""
+        values = self._returns_of(function)
+        kinds = {self._kind_of(v, function) for v in values}
+        return kinds.pop() if len(kinds) == 1 else None
+
+    def _array_kinds_at(self, function: FunctionInfo) -> tuple[str | None, ...]:
+        """The library of each element of the tuple every return gives (same length), else ()."""
+        values = self._returns_of(function)
+        if not values or not all(isinstance(v, cst.Tuple) for v in values):
+            return ()
+        lengths = {len(v.elements) for v in values}
+        if len(lengths) != 1 or any(isinstance(e, cst.StarredElement) for v in values for e in v.elements):
+            return ()
+        kinds = []
+        for position in range(lengths.pop()):
+            found = {self._kind_of(v.elements[position].value, function) for v in values}
+            kinds.append(found.pop() if len(found) == 1 else None)
+        return tuple(kinds) if any(kinds) else ()
+
+    def _kind_of(self, expr: cst.BaseExpression, function: FunctionInfo) -> str | None:
+        def follow(name: cst.Name, scope: Scope):
+            bindings = scope.lookup(name.value)
+            if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
+                return bindings[0].value
+            return None
+        found = array_kind(self.index, expr, function.scope, follow, self.summary_of)
+        return found.kind if found is not None else None
 
     def _returned_keys(self, function: FunctionInfo) -> tuple[str, ...] | None:
         values = self._returns_of(function)
