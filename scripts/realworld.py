@@ -58,6 +58,11 @@ FIRST_CONTACT_ROUNDS = {
     # data was lost with the machine that held it.
     5: (ROOT / "tests" / "realworld" / "first_contact_5.json",
         ROOT / "tests" / "realworld" / "first_contact_5_manifest.json"),
+    # round 6 (issue 35: 204 repositories split by a hash of their names before collection, at most 5
+    # findings per repository, 100 per half; two reviewers on both halves, a third settling; fixes
+    # from round 5's judged test half and round 6's tune half, round 6's test half held out)
+    6: (ROOT / "tests" / "realworld" / "first_contact_6.json",
+        ROOT / "tests" / "realworld" / "first_contact_6_manifest.json"),
 }
 OPTIONAL_FIELDS = {"half": ("tune", "test"), "phase": ("first-contact", "end")}
 # round 3 also keeps each reviewer's verdict ({"A": "FP", "B": "minor", "C": ...}) and a false

@@ -8,6 +8,7 @@ elsewhere (CI has no network to fetch them).
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import re
@@ -83,6 +84,30 @@ def test_the_second_first_contact_round_is_new_code_split_before_reading():
     round_1 = realworld.json.loads(realworld.FIRST_CONTACT_MANIFEST.read_text(encoding="utf-8"))
     earlier = {e["repository"] for e in round_1["repositories"].values()}
     assert not set(halves) & (earlier | {j["repository"] for j in realworld.load_judgments()})
+
+
+@pytest.mark.parametrize("round_", [5, 6])
+def test_the_hashed_rounds_follow_the_split_rule_fixed_before_collection(round_):
+    """Rounds 5 and 6 split repositories by a rule written down before any was collected:
+    sha256("rw<round>:" + owner/name lower-cased), first hex digit even is the tune half."""
+    judged, listed = realworld.FIRST_CONTACT_ROUNDS[round_]
+    judgments = realworld.load_judgments(judged)
+    assert realworld.validate(judgments) == []
+    manifest = realworld.json.loads(listed.read_text(encoding="utf-8"))
+    for entry in manifest["repositories"].values():
+        digit = hashlib.sha256(f"rw{round_}:{entry['repository'].lower()}".encode()).hexdigest()[0]
+        assert entry["half"] == ("tune" if int(digit, 16) % 2 == 0 else "test"), entry
+    halves = {e["repository"]: e["half"] for e in manifest["repositories"].values()}
+    for j in judgments:
+        assert j["half"] == halves[j["repository"]], j
+    # none of a round's repositories was in an earlier round
+    earlier = set()
+    for other in range(1, round_):
+        if other in realworld.FIRST_CONTACT_ROUNDS:
+            listed_before = realworld.FIRST_CONTACT_ROUNDS[other][1]
+            earlier |= {e["repository"].lower() for e in
+                        realworld.json.loads(listed_before.read_text(encoding="utf-8"))["repositories"].values()}
+    assert not {name.lower() for name in halves} & earlier
 
 
 @pytest.mark.parametrize("bad,problem", [
