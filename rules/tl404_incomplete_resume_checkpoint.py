@@ -50,7 +50,8 @@ class IncompleteResumeCheckpoint(Rule):
         helper. Optimizers, LR schedulers and GradScalers are known by what built them
         (`torch.optim.AdamW(...)`, `get_cosine_schedule_with_warmup(...)`, `GradScaler()`) or by a
         parameter's name or annotation; a counter by `for epoch in ...` or `step += 1`. State written
-        by another `torch.save` in the same function (one file per object) counts as saved, and so
+        by another `torch.save` in the same function (one file per object, each may carry the step
+        counter too; one holding the model again is a file of its own) counts as saved, and so
         does a counter written into the file name (`f"{out}/{step:07d}.pt"`): a resume parses it back.
         A function that fills a checkpoint directory file by file (`model.pt`, `optimizer.pt`, each
         a bare `state_dict()`, directly or through a helper nested in it) writes one checkpoint:
@@ -342,6 +343,28 @@ class IncompleteResumeCheckpoint(Rule):
                 torch.save(lr_scheduler.state_dict(), os.path.join(output_dir, "scheduler.pt"))
             """,
             title="one file per object",
+        ),
+        good(
+            """
+            import os
+
+            import torch
+
+
+            class Runner:
+                def __init__(self, net, lr, milestones):
+                    self.net = net
+                    self.opt = torch.optim.Adam(net.parameters(), lr=lr)
+                    self.decay = torch.optim.lr_scheduler.MultiStepLR(self.opt, milestones)
+
+                def save(self, folder, epoch):
+                    torch.save({"epoch": epoch, "net": self.net.state_dict()}, os.path.join(folder, "net", "last.pt"))
+                    torch.save({"epoch": epoch, "opt": self.opt.state_dict()}, os.path.join(folder, "opt", "last.pt"))
+                    torch.save({"epoch": epoch, "decay": self.decay.state_dict()},
+                               os.path.join(folder, "decay", "last.pt"))
+            """,
+            title="one file per object, each stamped with the epoch: the counter they share does not make them "
+                  "separate checkpoints",
         ),
         bad(
             """

@@ -407,10 +407,13 @@ class ResumeCheckpoints:
             return None
         # a save that holds some of the same state (the model again) is another file of its own,
         # not a part of this one: `checkpoint.th` with the epoch beside a `model.th` of weights;
-        # unless it writes the same path (the other branch of `if optimizer is not None:`)
+        # unless it writes the same path (the other branch of `if optimizer is not None:`). The step
+        # counter is no such state: a file per object often stamps each with the epoch
+        # (`{"epoch": e, "optimizer_state_dict": ...}` beside `{"epoch": e, "model_state_dict": ...}`)
         dest = self._dest_text(save)
         kinds = set().union(*(other for other, where in saved
-                              if own is None or not (other & own) or (where is not None and where == dest)))
+                              if own is None or not ((other & own) - {"step"})
+                              or (where is not None and where == dest)))
         body = save.site.function.node if save.site.function is not None else None
         if body is not None and self._saves_elsewhere(body):
             return None  # `save(state, file)`, `save_fsdp_optimizer(...)`: more files we cannot read
