@@ -1087,7 +1087,7 @@ class _Summariser:
     # -- factories ------------------------------------------------------------------------------
     def _returns(self, function: FunctionInfo) -> str | None:
         values = self._returns_of(function)
-        if values and all(isinstance(v, cst.Lambda) for v in values):
+        if values and all(self._plain_function(v, function) for v in values):
             return OTHER  # it hands back a plain function (`lambda x: (x + 1) / 2`), whatever its name
         for value in values:
             if isinstance(value, cst.Name) and value.value in _param_names(function):
@@ -1096,6 +1096,18 @@ class _Summariser:
             if role:
                 return role
         return None
+
+    def _plain_function(self, value: cst.BaseExpression, function: FunctionInfo) -> bool:
+        """`value` is a plain function: a lambda, or a name the factory binds only to lambdas and
+        functions it defines (`def lr_lambda(step): ...` in one branch, `lr_lambda = lambda s: 1.0`
+        in another, `return lr_lambda`): a callable of its arguments, no object with state."""
+        if isinstance(value, cst.Lambda):
+            return True
+        if not isinstance(value, cst.Name):
+            return False
+        bindings = function.scope.bindings.get(value.value, [])
+        return bool(bindings) and all(b.kind == "def" or (b.kind == "assign" and isinstance(b.value, cst.Lambda))
+                                      for b in bindings)
 
     def _returns_at(self, function: FunctionInfo) -> tuple[str | None, ...]:
         """The roles of the elements of the tuple every return gives (same length), else ()."""
