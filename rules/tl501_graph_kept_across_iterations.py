@@ -51,6 +51,10 @@ class GraphKeptAcrossIterations(Rule):
         actor-critic update that sums the kept values and log-probabilities into its loss). A state is a name the assignment rebinds
         (`pipeline.unet = accelerator.unwrap_model(unet)` stores a module, it feeds nothing back),
         and calls named for what they do to a model (`unwrap_model`, `get_model`) run no forward.
+        The state's call must be shown to be a forward: its callee is built as a module (typed, or
+        handed one by a caller), or another of its outputs is backpropagated; a name alone is no
+        proof (unproven). A value fed back that the loop calls or asks for its parameters, state
+        dict or mode is a module, not a tensor (`model, opt = surgeon.shrink_model(model)`).
         A module the file freezes and never turns back on (`emb.weight.requires_grad = False`,
         `net.requires_grad_(False)`, `p.requires_grad = False` over `net.parameters()`) gives a
         graph only through its inputs. What a project function or criterion returns is followed
@@ -439,6 +443,43 @@ class GraphKeptAcrossIterations(Rule):
             """,
             line=3,
             title="an LSTM's (h, c) pair unpacked and fed back every batch",
+        ),
+        good(
+            """
+            import torch
+
+
+            def finetune(model, loader, surgeon, epochs, prune_at):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+                for epoch in range(epochs):
+                    if epoch == prune_at:
+                        model, optimizer = surgeon.shrink_model(model)
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            title="a pruned model handed back once per epoch by a method named `*_model`: the value fed back is "
+                  "a module (it is called and asked for its parameters), which carries no graph",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train(tracker, loader, optimizer):
+                memory = torch.zeros(1, 64)
+                for frames, target in loader:
+                    estimate, memory = tracker.recurrent_model(frames, memory)
+                    loss = torch.nn.functional.mse_loss(estimate, target)
+                    optimizer.zero_grad()
+                    loss.backward(retain_graph=True)
+                    optimizer.step()
+            """,
+            line=7,
+            title="a state fed back into a callee only its name calls a model, whose other output is backpropagated: "
+                  "a forward, proven by that use",
         ),
         good(
             """
@@ -983,6 +1024,9 @@ class GraphKeptAcrossIterations(Rule):
                 continue
             if flow.carries_graph(node.value) is not True:
                 return None
+            if _used_as_module(flow, name, loop):
+                return None  # `model = pruner.prune_model(model)`: a module is fed back, no tensor
+            forward = _forward_premise(ctx, flow, node, targets & arguments, scope)
             return self.report(
                 node,
                 f"`{name}` is fed back into `{ctx.code_for(node.value.func)}` on the next iteration of "
@@ -990,8 +1034,7 @@ class GraphKeptAcrossIterations(Rule):
                 f"it, so memory grows and backward runs through all earlier batches (or fails without "
                 f"`retain_graph=True`); detach it at the start of each batch (`{name} = {name}.detach()`, "
                 "or a tuple of detached tensors for an LSTM)",
-                evidence=[premise(f"`{ctx.code_for(node.value.func)}(...)` runs a forward: its outputs carry a graph",
-                                  node.value, "call"),
+                evidence=[forward,
                           premise(f"`{name}` is bound before `{_loop_header(ctx, loop)}` and fed back on each "
                                   "iteration, never detached", node, "use"),
                           premise("the loop repeats over batches", loop, "use")],
@@ -1217,6 +1260,45 @@ def _bound_names(target: cst.BaseExpression) -> set[str]:
     if isinstance(target, cst.StarredElement):
         return _bound_names(target.value)
     return set()
+
+
+_MODULE_METHODS = frozenset({"parameters", "named_parameters", "state_dict", "load_state_dict", "modules",
+                             "named_modules", "children", "train", "eval", "zero_grad", "buffers"})
+
+
+def _used_as_module(flow, name: str, loop: cst.CSTNode) -> bool:
+    """In the loop, `name` is called (`name(x)`) or asked for a module's parts or mode
+    (`name.parameters()`, `name.state_dict()`, `name.eval()`): it holds a module, which carries
+    no autograd graph, not a tensor."""
+    for node in flow.index.subtree(loop):
+        if type(node) is not cst.Call:
+            continue
+        func = node.func
+        if isinstance(func, cst.Name) and func.value == name:
+            return True
+        if isinstance(func, cst.Attribute) and func.attr.value in _MODULE_METHODS and \
+                isinstance(func.value, cst.Name) and func.value.value == name:
+            return True
+    return False
+
+
+def _forward_premise(ctx, flow, node: cst.Assign, carried: set[str], scope):
+    """That `node`'s call runs a forward whose outputs carry a graph: the callee is shown to hold a
+    model (built as a module, typed, handed one by a caller), or another of its outputs feeds a
+    backward of the function (`output, hidden = net(x, hidden)` with `criterion(output, y)
+    .backward()`). Unknown when only a name says so (`pruner.prune_model(model)`)."""
+    call = node.value
+    head = f"`{ctx.code_for(call.func)}(...)` runs a forward, its outputs carry a graph"
+    found = role_premise(ctx, call.func, scope, "model")
+    if found.proven:
+        return type(found)(f"{head}: {found.text}", found.node, found.kind, found.proven, found.required)
+    owner = flow._owner(node)
+    fed = flow.names_feeding(flow.backward_roots(owner), node)
+    outputs = sorted({n for t in node.targets for n in _bound_names(t.target)} - carried)
+    used = [n for n in outputs if n in fed]
+    if used:
+        return premise(f"{head}: its output `{used[0]}` is backpropagated", node, "use")
+    return type(found)(f"{head}: {found.text}", found.node, found.kind, found.proven, found.required)
 
 
 def _names_read(expr: cst.BaseExpression) -> set[str]:
