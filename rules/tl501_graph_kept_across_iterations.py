@@ -37,7 +37,9 @@ class GraphKeptAcrossIterations(Rule):
         `float()`, `.tolist()` or `.numpy()`; the gradients `torch.autograd.grad` returns carry a
         graph only when it is called with `create_graph=True`) appended to a list, added to an accumulator, or stored
         in a dict, where the container was created before the loop (or is an attribute such as
-        `self.history`, also in a Lightning `training_step`); and a recurrent state fed back into
+        `self.history`, also in a Lightning `training_step`; a loop whose every turn steps another
+        optimizer, picked by its loop variable (`optim = optims[level]`), goes over the parts of one
+        update: the loop around it is the step); and a recurrent state fed back into
         the model batch after batch (`output, hidden = model(x, hidden)`) without being detached.
 
         It stays quiet on detached values, on values computed under `torch.no_grad()` /
@@ -480,6 +482,71 @@ class GraphKeptAcrossIterations(Rule):
             line=7,
             title="a state fed back into a callee only its name calls a model, whose other output is backpropagated: "
                   "a forward, proven by that use",
+        ),
+        good(
+            """
+            import torch
+
+
+            def train(nets, optims, sampler, steps):
+                for step in range(steps):
+                    rays, target = sampler.sample()
+                    outputs = []
+                    for level in range(len(nets)):
+                        optim = optims[level]
+                        optim.zero_grad()
+                        net = nets[level]
+                        out = net(rays)
+                        outputs.append(out)
+                        loss = torch.nn.functional.mse_loss(out, target)
+                        loss.backward()
+                        optim.step()
+                    log_levels(outputs)
+            """,
+            title="the inner loop goes over the levels of one update, each with its own optimizer: the list is "
+                  "made anew every step and holds one step's outputs",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train(nets, optims, sampler, steps):
+                outputs = []
+                for step in range(steps):
+                    rays, target = sampler.sample()
+                    for level in range(len(nets)):
+                        optim = optims[level]
+                        optim.zero_grad()
+                        net = nets[level]
+                        out = net(rays)
+                        outputs.append(out)
+                        loss = torch.nn.functional.mse_loss(out, target)
+                        loss.backward()
+                        optim.step()
+                log_levels(outputs)
+            """,
+            line=13,
+            fixed="""
+            import torch
+
+
+            def train(nets, optims, sampler, steps):
+                outputs = []
+                for step in range(steps):
+                    rays, target = sampler.sample()
+                    for level in range(len(nets)):
+                        optim = optims[level]
+                        optim.zero_grad()
+                        net = nets[level]
+                        out = net(rays)
+                        outputs.append(out.detach())
+                        loss = torch.nn.functional.mse_loss(out, target)
+                        loss.backward()
+                        optim.step()
+                log_levels(outputs)
+            """,
+            title="the same levels, but the list is made once before the steps: it outlives every one of them",
         ),
         good(
             """
@@ -1151,12 +1218,19 @@ def _batch_iteration(ctx, flow, node):
     per-batch framework hook. A container rebound inside it lives for one batch at most."""
     training = ctx.model(_training_loops)
     fallback = None
+    parts = False
     for ancestor in ctx.index.ancestors(node):
         if isinstance(ancestor, (cst.For, cst.While)):
             if ancestor.orelse is not None and any(n is node for n in walk(ancestor.orelse)):
                 continue
             loop = training.get(ancestor)
-            if (loop is not None and loop.innermost) or _iterates_data(ctx, flow, ancestor):
+            data = _iterates_data(ctx, flow, ancestor)
+            if loop is not None and loop.innermost and not data and _steps_parts(ctx, loop, ancestor):
+                # each turn steps another optimizer, picked by the loop variable: the turns are the
+                # parts of one update (cascade levels, a GAN's players); the loop around is the step
+                parts = True
+                continue
+            if (loop is not None and (loop.innermost or parts)) or data:
                 return ancestor
             if loop is not None and fallback is None:
                 fallback = ancestor
@@ -1167,6 +1241,33 @@ def _batch_iteration(ctx, flow, node):
         elif isinstance(ancestor, (cst.ClassDef, cst.Lambda)):
             return fallback
     return fallback
+
+
+def _steps_parts(ctx, loop, node: cst.For | cst.While) -> bool:
+    """Every optimizer step in the loop's body is of an optimizer chosen by the loop variable
+    (`optim = models["optim_{}".format(m)]`, `opts[i].step()`, bound in the body): the loop goes
+    over the parts of one update, each with its own optimizer, not over batches of one."""
+    if not isinstance(node, cst.For):
+        return False
+    variables = _bound_names(node.target)
+    own = [ref for ref in loop.step_calls if not ref.via and isinstance(ref.node.func, cst.Attribute)]
+    if not variables or not own or len(own) != len(loop.step_calls):
+        return False
+    for ref in own:
+        receiver = ref.node.func.value
+        if isinstance(receiver, cst.Subscript):
+            if not _names_read(receiver.slice[0].slice.value if isinstance(receiver.slice[0].slice, cst.Index)
+                               else receiver) & variables:
+                return False
+            continue
+        if not isinstance(receiver, cst.Name):
+            return False
+        bindings = [b for b in ref.scope.lookup(receiver.value)
+                    if b.kind == "assign" and b.value is not None
+                    and any(a is node.body for a in ctx.index.ancestors(b.node))]
+        if not bindings or not all(_names_read(b.value) & variables for b in bindings):
+            return False
+    return True
 
 
 _RETURNS = frozenset((cst.Return, cst.Yield))
