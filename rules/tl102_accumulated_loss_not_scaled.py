@@ -11,7 +11,7 @@ from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.rules import rule_class
 from trainlint.model.training import training_model
 from trainlint.model.shipped import k_condition
-from trainlint.model.premises import premise
+from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, training_premises
 
 
@@ -39,6 +39,12 @@ class AccumulatedLossNotScaled(Rule):
         cannot read are left alone,
         and so is a loop that divides the accumulated gradients by K itself before the step
         (`p.grad /= K`).
+
+        That the loss is a mean must show in the code: a `.mean()`, a loss function's default
+        reduction, a same-file forward or helper (a dict it returns: `out["loss"]`), or a
+        transformers model's loss. A model's own output from a forward that is not read
+        (`out["loss"]`, `_, loss, _ = model(...)` of a module built elsewhere) may as well be a sum
+        over its tokens: unproven (`--include-unproven`).
 
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
@@ -231,7 +237,7 @@ class AccumulatedLossNotScaled(Rule):
                 for micro_step in range(grad_accum):
                     x, y = get_batch("train")
                     with torch.autocast("cuda", dtype=torch.float16):
-                        logits, loss = model(x, y)
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
                     scaler.scale(loss).backward()
                 scaler.unscale_(opt)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -248,7 +254,7 @@ class AccumulatedLossNotScaled(Rule):
                 for micro_step in range(grad_accum):
                     x, y = get_batch("train")
                     with torch.autocast("cuda", dtype=torch.float16):
-                        logits, loss = model(x, y)
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
                     scaler.scale(loss / grad_accum).backward()
                 scaler.unscale_(opt)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -260,6 +266,9 @@ class AccumulatedLossNotScaled(Rule):
         ),
         bad(
             """
+            from transformers import AutoModelForSequenceClassification
+
+
             def train(model, loader, optim, sched, accumulation_steps):
                 model.train()
                 for step, batch in enumerate(loader):
@@ -270,9 +279,15 @@ class AccumulatedLossNotScaled(Rule):
                     optim.step()
                     sched.step()
                     optim.zero_grad()
+
+
+            train(AutoModelForSequenceClassification.from_pretrained(args.model), loader, optim, sched, args.accum)
             """,
-            line=5,
+            line=8,
             fixed="""
+            from transformers import AutoModelForSequenceClassification
+
+
             def train(model, loader, optim, sched, accumulation_steps):
                 model.train()
                 for step, batch in enumerate(loader):
@@ -283,8 +298,11 @@ class AccumulatedLossNotScaled(Rule):
                     optim.step()
                     sched.step()
                     optim.zero_grad()
+
+
+            train(AutoModelForSequenceClassification.from_pretrained(args.model), loader, optim, sched, args.accum)
             """,
-            title="HF-style batch dict with a continue guard",
+            title="HF-style batch dict with a continue guard, for a transformers model (its loss a token mean)",
         ),
         bad(
             """
@@ -325,8 +343,10 @@ class AccumulatedLossNotScaled(Rule):
         bad(
             """
             from accelerate import Accelerator
+            from transformers import AutoModelForCausalLM
 
             accelerator = Accelerator()
+            model = AutoModelForCausalLM.from_pretrained(args.model)
             model, opt, loader = accelerator.prepare(model, opt, loader)
             for micro_step, batch in enumerate(loader):
                 loss = model(**batch).loss
@@ -335,11 +355,13 @@ class AccumulatedLossNotScaled(Rule):
                     opt.step()
                     opt.zero_grad()
             """,
-            line=7,
+            line=9,
             fixed="""
             from accelerate import Accelerator
+            from transformers import AutoModelForCausalLM
 
             accelerator = Accelerator()
+            model = AutoModelForCausalLM.from_pretrained(args.model)
             model, opt, loader = accelerator.prepare(model, opt, loader)
             for micro_step, batch in enumerate(loader):
                 loss = model(**batch).loss
@@ -588,6 +610,78 @@ class AccumulatedLossNotScaled(Rule):
             title="K a parameter that defaults to 1: reported as conditional on K > 1",
             severity=Severity.WARNING,
         ),
+        good(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, accum=8):
+                for i, batch in enumerate(loader):
+                    out = model(batch)
+                    out["loss"].backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            title="the model's own loss, from a module whose forward is not read: a mean or a sum over its tokens, "
+                  "the code does not show which (unproven)",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Speller(torch.nn.Module):
+                def __init__(self, vocab, dim):
+                    super().__init__()
+                    self.embed = torch.nn.Embedding(vocab, dim)
+                    self.head = torch.nn.Linear(dim, vocab)
+
+                def forward(self, batch):
+                    logits = self.head(self.embed(batch["tokens"]))
+                    return {"loss": F.cross_entropy(logits.flatten(0, 1), batch["targets"].flatten()), "logits": logits}
+
+
+            def train(loader, accum=8):
+                model = Speller(1000, 64)
+                optimizer = torch.optim.AdamW(model.parameters())
+                for i, batch in enumerate(loader):
+                    out = model(batch)
+                    out["loss"].backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            line=21,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+
+            class Speller(torch.nn.Module):
+                def __init__(self, vocab, dim):
+                    super().__init__()
+                    self.embed = torch.nn.Embedding(vocab, dim)
+                    self.head = torch.nn.Linear(dim, vocab)
+
+                def forward(self, batch):
+                    logits = self.head(self.embed(batch["tokens"]))
+                    return {"loss": F.cross_entropy(logits.flatten(0, 1), batch["targets"].flatten()), "logits": logits}
+
+
+            def train(loader, accum=8):
+                model = Speller(1000, 64)
+                optimizer = torch.optim.AdamW(model.parameters())
+                for i, batch in enumerate(loader):
+                    out = model(batch)
+                    (out["loss"] / accum).backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            title="the model's forward is in the file and returns a mean cross-entropy under `\"loss\"`",
+        ),
     )
 
     def check(self, ctx):
@@ -612,9 +706,16 @@ class AccumulatedLossNotScaled(Rule):
                 message = (f"`{loss_text}` is a per-micro-batch mean, but gradients of {k} micro-batches add up "
                            f"before each optimizer step: the update's gradient is {k} times too large; divide the "
                            f"loss by {k} (or weight it by the micro-batch's share of the window's samples/tokens)")
-                evidence = [*accumulation_premises(ctx, loop),
-                            premise(f"`{loss_text}` is a mean over the micro-batch, not divided by {k} before "
-                                    "the backward", backward.loss, "call")]
+                # a mean the code shows (`.mean()`, a loss function's default reduction); a model's
+                # own output (`out["loss"]`) is a mean only if its forward says so, which is not read
+                if trace.producers and len(tracer.model_output_producers(trace)) == len(trace.producers):
+                    is_mean = unknown(f"`{loss_text}` is a mean over the micro-batch: it is the model's own output "
+                                      f"(`{ctx.code_for(trace.producers[0])[:60]}`), whose reduction (a mean, or a "
+                                      "sum over its tokens) the code read does not show", backward.loss, "call")
+                else:
+                    is_mean = premise(f"`{loss_text}` is a mean over the micro-batch, not divided by {k} before "
+                                      "the backward", backward.loss, "call")
+                evidence = [*accumulation_premises(ctx, loop), is_mean]
                 yield self.report_if(k_condition(ctx, loop), ref.node, message,
                                      self._fix(ctx, loop, ref, backward, tracer, trace), evidence)
 
