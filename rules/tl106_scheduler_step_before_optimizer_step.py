@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from trainlint.model.dataflow import dataflow
 from trainlint.model.amp import OPTIMIZER_STEPS, SCHED_STEP, STEP, amp_model, describe, per_update
 from trainlint.finding import Severity
 from trainlint.gate import named
@@ -38,7 +39,10 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         second value. A per-epoch scheduler stepped after the epoch's updates, `ReduceLROnPlateau.step(val_loss)` (or any
         `step(...)` with a metric or epoch argument), a scheduler stepped on every micro-batch while
         the optimizer is guarded (that is TL101), and a scheduler stepped after the step are not
-        flagged; nor is a schedule class of the project's own (no base class) whose `step()` writes
+        flagged, nor one built where it would be stepped, on the other side of one test
+        (`if not hasattr(self, "decay"): self.decay = StepLR(...)` / `else: self.decay.step()`: the
+        pass that builds it does not step it, so each step follows an iteration's updates);
+        nor is a schedule class of the project's own (no base class) whose `step()` writes
         the learning rate of the coming update into the param groups while building it writes
         none: it is meant to step before the update it sets (also when it reaches the loop as a
         parameter: every call of that function in the file passes one, or None). A function that
@@ -621,6 +625,53 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             """,
             title="`if step > 0:` at the top: each call follows the previous iteration's step",
         ),
+        good(
+            """
+            import torch
+
+
+            class Runner:
+                def adjust(self, optimizer, cfg):
+                    if not hasattr(self, "decay"):
+                        self.decay = torch.optim.lr_scheduler.StepLR(optimizer, step_size=cfg.step, gamma=0.5)
+                    else:
+                        self.decay.step()
+
+                def fit(self, model, optimizer, loader, cfg):
+                    for epoch in range(cfg.epochs):
+                        self.adjust(optimizer, cfg)
+                        for x, y in loader:
+                            loss = torch.nn.functional.cross_entropy(model(x), y)
+                            optimizer.zero_grad()
+                            loss.backward()
+                            optimizer.step()
+            """,
+            title="the scheduler is built on the first pass instead of stepped: each later step follows an "
+                  "epoch's updates",
+        ),
+        bad(
+            """
+            import torch
+
+
+            class Runner:
+                def adjust(self, optimizer, cfg):
+                    if not hasattr(self, "decay"):
+                        self.decay = torch.optim.lr_scheduler.StepLR(optimizer, step_size=cfg.step, gamma=0.5)
+                    self.decay.step()
+
+                def fit(self, model, optimizer, loader, cfg):
+                    for epoch in range(cfg.epochs):
+                        self.adjust(optimizer, cfg)
+                        for x, y in loader:
+                            loss = torch.nn.functional.cross_entropy(model(x), y)
+                            optimizer.zero_grad()
+                            loss.backward()
+                            optimizer.step()
+            """,
+            line=8,
+            title="built on the first pass and stepped on the same pass: the first epoch skips its first value",
+        ),
     )
 
     def check(self, ctx):
@@ -743,9 +794,29 @@ def _sets_next_rate(ctx, call: cst.CSTNode) -> bool:
     return built is not None and built.sets_next_rate
 
 
+def _built_instead(ctx, sched) -> bool:
+    """Every construction of the stepped scheduler sits on the other side of one test from its
+    `step()` (`if not hasattr(self, "sched"): self.sched = StepLR(...)` / `else: self.sched.step()`):
+    the pass that builds it does not step it, so the first step comes one iteration later, after
+    that iteration's updates."""
+    receiver = sched.node.func.value if isinstance(sched.node.func, cst.Attribute) else None
+    index = ctx.index
+    if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == "self":
+        built = index.self_attribute_values(receiver.attr.value, sched.scope)
+    elif isinstance(receiver, cst.Name):
+        built = [b.value for b in sched.scope.lookup(receiver.value) if b.kind == "assign" and b.value is not None]
+    else:
+        return False
+    flow = ctx.model(dataflow)
+    return bool(built) and all(isinstance(value, cst.Call) and flow.exclusive(value, sched.node) for value in built)
+
+
 def _skips_first_iteration(ctx, unit, sched) -> bool:
     """The scheduler's call sits under `if step > 0:` (`!= 0`, `>= 1`, `0 < step`): it never runs
-    before the first optimizer step, and each call follows the previous iteration's step."""
+    before the first optimizer step, and each call follows the previous iteration's step. Or it
+    is built where it would be stepped, on the other side of one test (`_built_instead`)."""
+    if _built_instead(ctx, sched):
+        return True
     for ancestor in ctx.index.ancestors(sched.anchor):
         if ancestor is unit.node:
             break
