@@ -343,10 +343,10 @@ class AccumulatedLossNotScaled(Rule):
         bad(
             """
             from accelerate import Accelerator
-            from transformers import AutoModelForCausalLM
+            from transformers import AutoModelForSequenceClassification
 
             accelerator = Accelerator()
-            model = AutoModelForCausalLM.from_pretrained(args.model)
+            model = AutoModelForSequenceClassification.from_pretrained(args.model)
             model, opt, loader = accelerator.prepare(model, opt, loader)
             for micro_step, batch in enumerate(loader):
                 loss = model(**batch).loss
@@ -358,10 +358,10 @@ class AccumulatedLossNotScaled(Rule):
             line=9,
             fixed="""
             from accelerate import Accelerator
-            from transformers import AutoModelForCausalLM
+            from transformers import AutoModelForSequenceClassification
 
             accelerator = Accelerator()
-            model = AutoModelForCausalLM.from_pretrained(args.model)
+            model = AutoModelForSequenceClassification.from_pretrained(args.model)
             model, opt, loader = accelerator.prepare(model, opt, loader)
             for micro_step, batch in enumerate(loader):
                 loss = model(**batch).loss
