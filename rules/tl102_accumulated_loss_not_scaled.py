@@ -682,6 +682,67 @@ class AccumulatedLossNotScaled(Rule):
             """,
             title="the model's forward is in the file and returns a mean cross-entropy under `\"loss\"`",
         ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Tagger(torch.nn.Module):
+                def __init__(self, dim, tags):
+                    super().__init__()
+                    self.proj = torch.nn.Linear(dim, tags)
+
+                def forward(self, x, y):
+                    logits = self.proj(x)
+                    return F.cross_entropy(logits, y), logits
+
+
+            class Runner:
+                def __init__(self, dim, tags):
+                    self.model = Tagger(dim, tags)
+                    self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+                def fit(self, loader, accum=4):
+                    for i, (x, y) in enumerate(loader):
+                        loss, _ = self.model(x, y)
+                        loss.backward()
+                        if (i + 1) % accum == 0:
+                            self.opt.step()
+                            self.opt.zero_grad()
+            """,
+            line=23,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+
+            class Tagger(torch.nn.Module):
+                def __init__(self, dim, tags):
+                    super().__init__()
+                    self.proj = torch.nn.Linear(dim, tags)
+
+                def forward(self, x, y):
+                    logits = self.proj(x)
+                    return F.cross_entropy(logits, y), logits
+
+
+            class Runner:
+                def __init__(self, dim, tags):
+                    self.model = Tagger(dim, tags)
+                    self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+                def fit(self, loader, accum=4):
+                    for i, (x, y) in enumerate(loader):
+                        loss, _ = self.model(x, y)
+                        (loss / accum).backward()
+                        if (i + 1) % accum == 0:
+                            self.opt.step()
+                            self.opt.zero_grad()
+            """,
+            title="the loss unpacked from `self.model`, built from a module class of this file whose forward "
+                  "returns a mean",
+        ),
     )
 
     def check(self, ctx):

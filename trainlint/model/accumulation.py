@@ -221,6 +221,12 @@ class LossTracer:
         func = call.func
         if self.model.callee(call, scope) is not None or self._forward_of(func, scope) is not None:
             return False  # a function or module class of this file: its code is read
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            # `self.model = Seq2Seq(...)`, a module class of this file: its forward is read
+            built = self.index.self_attribute_values(func.attr.value, scope)
+            classes = {self._class_of(value, self.index.scope_at(value), 0) for value in built}
+            if built and None not in classes and all(self.index.method(c, "forward") is not None for c in classes):
+                return False
         target = func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" else func
         built = role_premise(self.ctx, target, scope, "model")
         # built by transformers (here, or by a caller that passes it): the library's loss is a token mean
