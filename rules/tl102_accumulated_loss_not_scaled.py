@@ -48,6 +48,12 @@ class AccumulatedLossNotScaled(Rule):
         `.mean()`); one that reduces as its caller's setting says (`.mean()` or `.sum()` by a
         `reduction` argument) is left alone.
 
+        That the loss is a mean must show in the code: a `.mean()`, a loss function's default
+        reduction, a same-file forward or helper (a dict it returns: `out["loss"]`), or a
+        transformers model's loss. A model's own output from a forward that is not read
+        (`out["loss"]`, `_, loss, _ = model(...)` of a module built elsewhere) may as well be a sum
+        over its tokens: unproven (`--include-unproven`).
+
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
         raises it: the finding then says it holds only when K is set above 1 and is reported one
@@ -290,7 +296,7 @@ class AccumulatedLossNotScaled(Rule):
                 for micro_step in range(grad_accum):
                     x, y = get_batch("train")
                     with torch.autocast("cuda", dtype=torch.float16):
-                        logits, loss = model(x, y)
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
                     scaler.scale(loss).backward()
                 scaler.unscale_(opt)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -307,7 +313,7 @@ class AccumulatedLossNotScaled(Rule):
                 for micro_step in range(grad_accum):
                     x, y = get_batch("train")
                     with torch.autocast("cuda", dtype=torch.float16):
-                        logits, loss = model(x, y)
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
                     scaler.scale(loss / grad_accum).backward()
                 scaler.unscale_(opt)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -319,6 +325,9 @@ class AccumulatedLossNotScaled(Rule):
         ),
         bad(
             """
+            from transformers import AutoModelForSequenceClassification
+
+
             def train(model, loader, optim, sched, accumulation_steps):
                 model.train()
                 for step, batch in enumerate(loader):
@@ -329,9 +338,15 @@ class AccumulatedLossNotScaled(Rule):
                     optim.step()
                     sched.step()
                     optim.zero_grad()
+
+
+            train(AutoModelForSequenceClassification.from_pretrained(args.model), loader, optim, sched, args.accum)
             """,
-            line=5,
+            line=8,
             fixed="""
+            from transformers import AutoModelForSequenceClassification
+
+
             def train(model, loader, optim, sched, accumulation_steps):
                 model.train()
                 for step, batch in enumerate(loader):
@@ -342,8 +357,11 @@ class AccumulatedLossNotScaled(Rule):
                     optim.step()
                     sched.step()
                     optim.zero_grad()
+
+
+            train(AutoModelForSequenceClassification.from_pretrained(args.model), loader, optim, sched, args.accum)
             """,
-            title="HF-style batch dict with a continue guard",
+            title="HF-style batch dict with a continue guard, for a transformers model (its loss a token mean)",
         ),
         bad(
             """
@@ -384,8 +402,10 @@ class AccumulatedLossNotScaled(Rule):
         bad(
             """
             from accelerate import Accelerator
+            from transformers import AutoModelForSequenceClassification
 
             accelerator = Accelerator()
+            model = AutoModelForSequenceClassification.from_pretrained(args.model)
             model, opt, loader = accelerator.prepare(model, opt, loader)
             for micro_step, batch in enumerate(loader):
                 loss = model(**batch).loss
@@ -394,11 +414,13 @@ class AccumulatedLossNotScaled(Rule):
                     opt.step()
                     opt.zero_grad()
             """,
-            line=7,
+            line=9,
             fixed="""
             from accelerate import Accelerator
+            from transformers import AutoModelForSequenceClassification
 
             accelerator = Accelerator()
+            model = AutoModelForSequenceClassification.from_pretrained(args.model)
             model, opt, loader = accelerator.prepare(model, opt, loader)
             for micro_step, batch in enumerate(loader):
                 loss = model(**batch).loss
@@ -664,6 +686,22 @@ class AccumulatedLossNotScaled(Rule):
             """,
             title="the per-task gradients are cleared after the task loop: only the mean's backward reaches the step",
         ),
+        good(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, accum=8):
+                for i, batch in enumerate(loader):
+                    out = model(batch)
+                    out["loss"].backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            title="the model's own loss, from a module whose forward is not read: a mean or a sum over its tokens, "
+                  "the code does not show which (unproven)",
+        ),
         bad(
             """
             import torch
@@ -681,6 +719,123 @@ class AccumulatedLossNotScaled(Rule):
             """,
             line=8,
             title="the clear comes after the step: the task loop's K mean gradients reach it",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Speller(torch.nn.Module):
+                def __init__(self, vocab, dim):
+                    super().__init__()
+                    self.embed = torch.nn.Embedding(vocab, dim)
+                    self.head = torch.nn.Linear(dim, vocab)
+
+                def forward(self, batch):
+                    logits = self.head(self.embed(batch["tokens"]))
+                    return {"loss": F.cross_entropy(logits.flatten(0, 1), batch["targets"].flatten()), "logits": logits}
+
+
+            def train(loader, accum=8):
+                model = Speller(1000, 64)
+                optimizer = torch.optim.AdamW(model.parameters())
+                for i, batch in enumerate(loader):
+                    out = model(batch)
+                    out["loss"].backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            line=21,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+
+            class Speller(torch.nn.Module):
+                def __init__(self, vocab, dim):
+                    super().__init__()
+                    self.embed = torch.nn.Embedding(vocab, dim)
+                    self.head = torch.nn.Linear(dim, vocab)
+
+                def forward(self, batch):
+                    logits = self.head(self.embed(batch["tokens"]))
+                    return {"loss": F.cross_entropy(logits.flatten(0, 1), batch["targets"].flatten()), "logits": logits}
+
+
+            def train(loader, accum=8):
+                model = Speller(1000, 64)
+                optimizer = torch.optim.AdamW(model.parameters())
+                for i, batch in enumerate(loader):
+                    out = model(batch)
+                    (out["loss"] / accum).backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            title="the model's forward is in the file and returns a mean cross-entropy under `\"loss\"`",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Tagger(torch.nn.Module):
+                def __init__(self, dim, tags):
+                    super().__init__()
+                    self.proj = torch.nn.Linear(dim, tags)
+
+                def forward(self, x, y):
+                    logits = self.proj(x)
+                    return F.cross_entropy(logits, y), logits
+
+
+            class Runner:
+                def __init__(self, dim, tags):
+                    self.model = Tagger(dim, tags)
+                    self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+                def fit(self, loader, accum=4):
+                    for i, (x, y) in enumerate(loader):
+                        loss, _ = self.model(x, y)
+                        loss.backward()
+                        if (i + 1) % accum == 0:
+                            self.opt.step()
+                            self.opt.zero_grad()
+            """,
+            line=23,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+
+            class Tagger(torch.nn.Module):
+                def __init__(self, dim, tags):
+                    super().__init__()
+                    self.proj = torch.nn.Linear(dim, tags)
+
+                def forward(self, x, y):
+                    logits = self.proj(x)
+                    return F.cross_entropy(logits, y), logits
+
+
+            class Runner:
+                def __init__(self, dim, tags):
+                    self.model = Tagger(dim, tags)
+                    self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+                def fit(self, loader, accum=4):
+                    for i, (x, y) in enumerate(loader):
+                        loss, _ = self.model(x, y)
+                        (loss / accum).backward()
+                        if (i + 1) % accum == 0:
+                            self.opt.step()
+                            self.opt.zero_grad()
+            """,
+            title="the loss unpacked from `self.model`, built from a module class of this file whose forward "
+                  "returns a mean",
         ),
     )
 
@@ -709,9 +864,16 @@ class AccumulatedLossNotScaled(Rule):
                 message = (f"`{loss_text}` is a per-micro-batch mean, but gradients of {k} micro-batches add up "
                            f"before each optimizer step: the update's gradient is {k} times too large; divide the "
                            f"loss by {k} (or weight it by the micro-batch's share of the window's samples/tokens)")
-                evidence = [*accumulation_premises(ctx, loop),
-                            premise(f"`{loss_text}` is a mean over the micro-batch, not divided by {k} before "
-                                    "the backward", backward.loss, "call")]
+                # a mean the code shows (`.mean()`, a loss function's default reduction); a model's
+                # own output (`out["loss"]`) is a mean only if its forward says so, which is not read
+                if trace.producers and len(tracer.model_output_producers(trace)) == len(trace.producers):
+                    is_mean = unknown(f"`{loss_text}` is a mean over the micro-batch: it is the model's own output "
+                                      f"(`{ctx.code_for(trace.producers[0])[:60]}`), whose reduction (a mean, or a "
+                                      "sum over its tokens) the code read does not show", backward.loss, "call")
+                else:
+                    is_mean = premise(f"`{loss_text}` is a mean over the micro-batch, not divided by {k} before "
+                                      "the backward", backward.loss, "call")
+                evidence = [*accumulation_premises(ctx, loop), is_mean]
                 for clear, test in maybe[:1]:
                     evidence.append(unknown(
                         f"the window's gradients add up: `{ctx.code_for(clear.node)}` runs under "

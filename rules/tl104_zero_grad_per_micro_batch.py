@@ -10,6 +10,7 @@ from trainlint.gate import named
 from trainlint.fixkit import block_of, line_text, loop_body_line, move_line, own_line, position_in, update_anchor
 from trainlint.rule import FixSpec, Rule, after, bad, good, delete
 from trainlint.model.index import walk
+from trainlint.model.summaries import FunctionSummary, copies_grads, instance_class, writes_grads
 from trainlint.model.training import CallRef, training_model
 from trainlint.model.shipped import k_condition
 from trainlint.model.premises import premise, unknown
@@ -74,7 +75,10 @@ class ZeroGradPerMicroBatch(Rule):
         other micro-batches accumulated, and is flagged. Under a test of the window's first
         micro-batch (`if i % K == 0:` while the step tests `(i + 1) % K == 0`) it is correct, and
         so is a clear on one side of an `if`/`else` (`if scaler: ... zero_grad()`) whose backward
-        and step are on the other side: they never run in the same iteration.
+        and step are on the other side: they never run in the same iteration. Nor is a clear that a
+        call before it in the iteration guards by copying the gradients aside (its code stores
+        `p.grad.clone()`) while one after it, before the step, writes them back (`p.grad = saved`):
+        what the window accumulated survives it (an adversarial-training inner loop).
 
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
@@ -695,6 +699,84 @@ class ZeroGradPerMicroBatch(Rule):
             """,
             title="an object called scheduler whose zero_grad() and step() are called is the optimizer",
         ),
+        good(
+            """
+            import torch
+
+
+            class GradStash:
+                def __init__(self, model):
+                    self.model = model
+                    self.saved = {}
+
+                def keep(self):
+                    for name, p in self.model.named_parameters():
+                        if p.grad is not None:
+                            self.saved[name] = p.grad.clone()
+
+                def put_back(self):
+                    for name, p in self.model.named_parameters():
+                        if name in self.saved:
+                            p.grad = self.saved[name]
+
+
+            def train(model, loader, optimizer, perturb, accum=4, rounds=3):
+                stash = GradStash(model)
+                for i, (x, y) in enumerate(loader):
+                    torch.nn.functional.cross_entropy(model(x), y).backward()
+                    stash.keep()
+                    for r in range(rounds):
+                        perturb(model, r)
+                        if r < rounds - 1:
+                            model.zero_grad()
+                        else:
+                            stash.put_back()
+                        torch.nn.functional.cross_entropy(model(x), y).backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            title="an adversarial inner loop clears between its passes, but the window's gradients are copied "
+                  "aside before and written back before the last pass",
+        ),
+        bad(
+            """
+            import torch
+
+
+            class GradStash:
+                def __init__(self, model):
+                    self.model = model
+                    self.saved = {}
+
+                def keep(self):
+                    for name, p in self.model.named_parameters():
+                        if p.grad is not None:
+                            self.saved[name] = p.grad.clone()
+
+                def put_back(self):
+                    for name, p in self.model.named_parameters():
+                        if name in self.saved:
+                            p.grad = self.saved[name]
+
+
+            def train(model, loader, optimizer, perturb, accum=4, rounds=3):
+                stash = GradStash(model)
+                for i, (x, y) in enumerate(loader):
+                    torch.nn.functional.cross_entropy(model(x), y).backward()
+                    stash.keep()
+                    for r in range(rounds):
+                        perturb(model, r)
+                        if r < rounds - 1:
+                            model.zero_grad()
+                        torch.nn.functional.cross_entropy(model(x), y).backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            line=28,
+            title="the copy is kept but never written back: the clears throw the window's gradients away",
+        ),
     )
 
     def check(self, ctx):
@@ -708,6 +790,8 @@ class ZeroGradPerMicroBatch(Rule):
             first_step = min((order.get(id(r.node), -1) for r in loop.step_calls), default=-1)
             for ref in model.own_calls(loop):
                 if model.is_zero_grad(ref.node, ref.scope) and not model.runs_per_update(loop, ref):
+                    if _kept_aside(ctx, loop, ref, order, first_step):
+                        continue  # the gradients so far are copied before it and written back after it
                     name = f"`{ctx.code_for(ref.node.func.value)}.zero_grad()`"
                     fix = _fix(ctx, model, loop, ref)
                     if last_backward >= 0 and last_backward < order[id(ref.node)] < first_step:
@@ -838,3 +922,45 @@ def _clear_prepared_optimizer(ctx, model, loop, ref) -> FixSpec | None:
     call = ref.node.with_changes(func=ref.node.func.with_changes(value=cst.parse_expression(name)))
     text = line_text(ctx.module, line.with_changes(body=[line.body[0].with_changes(value=call)]))
     return FixSpec(title, safe=False, lines=(delete(line), after(anchor, text))) if text else None
+
+
+def _kept_aside(ctx, loop, clear: CallRef, order: dict[int, int], first_step: int) -> bool:
+    """A call of the iteration before the clear keeps a copy of the gradients (`pgd.backup_grad()`,
+    whose code stores `p.grad.clone()`), and one after it, before the optimizer step, writes them
+    back (`pgd.restore_grad()`: `p.grad = backup[name]`): what the window accumulated survives the
+    clear (an adversarial-training inner loop)."""
+    at = order.get(id(clear.node), -1)
+    copied = written = False
+    for ref in loop.calls:
+        position = order.get(id(ref.node), -1)
+        if ref.via or position < 0:
+            continue
+        found = _grad_effects(ctx, ref)
+        if found is None:
+            continue
+        copies, writes = found
+        if position < at and copies:
+            copied = True
+        if at < position and (first_step < 0 or position < first_step) and writes:
+            written = True
+    return copied and written
+
+
+def _grad_effects(ctx, ref: CallRef) -> tuple[bool, bool] | None:
+    """(keeps a copy of gradients, writes gradients back) for the function or method of the project
+    that `ref` calls: one of this file (its body read), one another file defines, or a method of
+    the project class that built the receiver (their summaries)."""
+    index = ctx.index
+    func = ref.node.func
+    target = index.callee(ref.node, ref.scope)
+    if target is not None:
+        nodes = list(walk(target.node.body))
+        return copies_grads(nodes), writes_grads(nodes)
+    summary = None
+    if isinstance(func, cst.Attribute):
+        built = instance_class(index, func.value, ref.scope, ("grad",))
+        summary = built.method(func.attr.value) if built is not None else None
+    else:
+        found = index.summary_of(func, ref.scope, ("grad",))
+        summary = found if isinstance(found, FunctionSummary) else None
+    return (summary.copies_grads, summary.writes_grads) if summary is not None else None

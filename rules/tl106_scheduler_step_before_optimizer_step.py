@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from trainlint.model.dataflow import dataflow
 from trainlint.model.amp import OPTIMIZER_STEPS, SCHED_STEP, STEP, amp_model, describe, per_update
 from trainlint.finding import Severity
 from trainlint.gate import named
@@ -43,7 +44,9 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         test on its way, not shared with the optimizer's step, that is false then: `if epoch > 0:`,
         the `else:` of `if epoch < warmup:`, with the counter's first value read from its `range`
         or `enumerate`): each call then follows the previous iteration's updates; when such a test
-        cannot be evaluated there (`if self.steps > warmup:`), the finding is unproven; nor is a
+        cannot be evaluated there (`if self.steps > warmup:`), the finding is unproven; nor is one built where it would be stepped, on the other side of one test
+        (`if not hasattr(self, "decay"): self.decay = StepLR(...)` / `else: self.decay.step()`: the
+        pass that builds it does not step it, so each step follows an iteration's updates); nor is a
         schedule class of the project's own (no base class) whose `step()` writes the learning
         rate of the coming update into the param groups while building it writes
         none: it is meant to step before the update it sets (also when it reaches the loop as a
@@ -648,6 +651,30 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             """,
             title="an epoch-start step only from the third epoch on (the first two set the rate by hand)",
         ),
+        good(
+            """
+            import torch
+
+
+            class Runner:
+                def adjust(self, optimizer, cfg):
+                    if not hasattr(self, "decay"):
+                        self.decay = torch.optim.lr_scheduler.StepLR(optimizer, step_size=cfg.step, gamma=0.5)
+                    else:
+                        self.decay.step()
+
+                def fit(self, model, optimizer, loader, cfg):
+                    for epoch in range(cfg.epochs):
+                        self.adjust(optimizer, cfg)
+                        for x, y in loader:
+                            loss = torch.nn.functional.cross_entropy(model(x), y)
+                            optimizer.zero_grad()
+                            loss.backward()
+                            optimizer.step()
+            """,
+            title="the scheduler is built on the first pass instead of stepped: each later step follows an "
+                  "epoch's updates",
+        ),
         bad(
             """
             import torch
@@ -669,6 +696,29 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             """,
             line=12,
             title="the same test, but the epochs count from 2: the first iteration already takes the step",
+        ),
+        bad(
+            """
+            import torch
+
+
+            class Runner:
+                def adjust(self, optimizer, cfg):
+                    if not hasattr(self, "decay"):
+                        self.decay = torch.optim.lr_scheduler.StepLR(optimizer, step_size=cfg.step, gamma=0.5)
+                    self.decay.step()
+
+                def fit(self, model, optimizer, loader, cfg):
+                    for epoch in range(cfg.epochs):
+                        self.adjust(optimizer, cfg)
+                        for x, y in loader:
+                            loss = torch.nn.functional.cross_entropy(model(x), y)
+                            optimizer.zero_grad()
+                            loss.backward()
+                            optimizer.step()
+            """,
+            line=8,
+            title="built on the first pass and stepped on the same pass: the first epoch skips its first value",
         ),
     )
 
@@ -795,13 +845,33 @@ def _sets_next_rate(ctx, call: cst.CSTNode) -> bool:
     return built is not None and built.sets_next_rate
 
 
+def _built_instead(ctx, sched) -> bool:
+    """Every construction of the stepped scheduler sits on the other side of one test from its
+    `step()` (`if not hasattr(self, "sched"): self.sched = StepLR(...)` / `else: self.sched.step()`):
+    the pass that builds it does not step it, so the first step comes one iteration later, after
+    that iteration's updates."""
+    receiver = sched.node.func.value if isinstance(sched.node.func, cst.Attribute) else None
+    index = ctx.index
+    if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == "self":
+        built = index.self_attribute_values(receiver.attr.value, sched.scope)
+    elif isinstance(receiver, cst.Name):
+        built = [b.value for b in sched.scope.lookup(receiver.value) if b.kind == "assign" and b.value is not None]
+    else:
+        return False
+    flow = ctx.model(dataflow)
+    return bool(built) and all(isinstance(value, cst.Call) and flow.exclusive(value, sched.node) for value in built)
+
+
 def _first_iteration(ctx, unit, sched, step_node):
     """Whether the scheduler's call runs on the first iteration of the unit's loop, as a premise:
     proven when every test on its way takes its branch then (`iterations.runs_on_first_iteration`),
     None when one provably does not (`if epoch > 0:`, the `else:` of `if epoch == 0:`: each call
     then follows the previous iteration's updates, and the first updates use the schedule's first
     value), unknown otherwise (`if self.steps > warmup:`). A unit that is one call of an update
-    function has no first iteration: a plain `if step > 0:` there still keeps the first step."""
+    function has no first iteration: a plain `if step > 0:` there still keeps the first step.
+    None too when the scheduler is built where it would be stepped (`_built_instead`)."""
+    if _built_instead(ctx, sched):
+        return None
     text = "it runs on the first iteration that steps the optimizer, before any update has used the schedule's first value"
     if unit.loop is None or not isinstance(unit.node, (cst.For, cst.While)):
         return None if _skips_first_call(ctx, unit, sched) else premise(text, sched.anchor, "use")
@@ -815,7 +885,9 @@ def _first_iteration(ctx, unit, sched, step_node):
 
 def _skips_first_call(ctx, unit, sched) -> bool:
     """The scheduler's call sits under `if step > 0:` (`!= 0`, `>= 1`, `0 < step`) in a function
-    that runs one update per call."""
+    that runs one update per call; or it is built where it would be stepped (`_built_instead`)."""
+    if _built_instead(ctx, sched):
+        return True
     for ancestor in ctx.index.ancestors(sched.anchor):
         if ancestor is unit.node:
             break

@@ -14,10 +14,10 @@ from trainlint.model import frameworks
 from trainlint.model.dataflow import dataflow
 from trainlint.model.index import FunctionInfo, Scope, dotted_name, positional_args, walk
 from trainlint.model.roles import SCHEDULER, _unpacked_prepare_argument, role_of_callee, roles as roles_model
-from trainlint.model.shipped import k_condition
+from trainlint.model.shipped import k_condition, string_defaults
 from trainlint.model.training import CallRef, TrainingLoop, TrainingModel, training_model
 from trainlint.rule import Rule, bad, good
-from trainlint.model.premises import premise
+from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, scheduler_premise, training_premises, unit_premises
 
 # the clocks a scheduler's `.step()` can run on
@@ -32,6 +32,12 @@ _HORIZON_POSITIONS = {
     "get_cosine_with_hard_restarts_schedule_with_warmup": 2, "get_polynomial_decay_schedule_with_warmup": 2,
     "get_wsd_schedule": 2, "get_scheduler": 3,
 }
+# `get_scheduler(name, ...)` (transformers, diffusers) builds the schedule its name says; these
+# ignore `num_training_steps` (a constant rate, a rate of the step's square root, a plateau's, or
+# diffusers' piecewise rules): with them the length sets nothing
+_NAMES_WITHOUT_HORIZON = frozenset({"constant", "constant_with_warmup", "inverse_sqrt", "reduce_lr_on_plateau",
+                                    "piecewise_constant"})
+_NAMED_SCHEDULE_FACTORIES = frozenset({"get_scheduler"})
 _WORLD_SIZE = frozenset({"torch.distributed.get_world_size", "torch.distributed.distributed_c10d.get_world_size"})
 
 
@@ -55,7 +61,11 @@ class SchedulerHorizonOnAnotherClock(Rule):
         `total_iters`, `t_initial`, or the positional length of `CosineAnnealingLR`, `OneCycleLR`,
         `get_linear_schedule_with_warmup`, `get_scheduler`, ...), follows the scheduler to the
         `.step()` calls of the training loops (through assignments, `accelerator.prepare`, `self.`
-        attributes and the parameters of same-file helpers), and compares the two clocks:
+        attributes and the parameters of same-file helpers), and compares the two clocks.
+        `get_scheduler(name, ...)` uses the length only for a schedule that decays over it: quiet
+        when every name it is given as shipped (a literal, an option's default) is one that ignores
+        it (`constant`, `constant_with_warmup`, `inverse_sqrt`, `reduce_lr_on_plateau`,
+        `piecewise_constant`), unproven when the code does not show the name. The clocks compared:
 
         - a length equal to the bound of the epoch loop (`for epoch in range(epochs)` and
           `T_max=epochs`) for a scheduler stepped in the batch loop;
@@ -251,6 +261,63 @@ class SchedulerHorizonOnAnotherClock(Rule):
             """,
             line=17,
             title="Accelerate: a horizon times K for a prepared scheduler, which only advances on real updates",
+        ),
+        good(
+            """
+            import torch
+            from accelerate import Accelerator
+            from diffusers.optimization import get_scheduler
+
+
+            def main(cfg, unet, loader):
+                accelerator = Accelerator(gradient_accumulation_steps=cfg.accum)
+                optimizer = torch.optim.AdamW(unet.parameters(), lr=cfg.lr)
+                lr_scheduler = get_scheduler(
+                    "constant",
+                    optimizer=optimizer,
+                    num_training_steps=cfg.max_updates * cfg.accum,
+                )
+                unet, optimizer, loader, lr_scheduler = accelerator.prepare(unet, optimizer, loader, lr_scheduler)
+                for batch in loader:
+                    with accelerator.accumulate(unet):
+                        accelerator.backward(unet(**batch).loss)
+                        optimizer.step()
+                        lr_scheduler.step()
+                        optimizer.zero_grad()
+            """,
+            title="`get_scheduler(\"constant\", ...)` ignores its length: a horizon times K sets nothing",
+        ),
+        bad(
+            """
+            import argparse
+
+            import torch
+            from accelerate import Accelerator
+            from diffusers.optimization import get_scheduler
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--schedule", type=str, default="cosine", help="constant, linear or cosine")
+            parser.add_argument("--accum", type=int, default=4)
+
+
+            def main(cfg, unet, loader):
+                accelerator = Accelerator(gradient_accumulation_steps=cfg.accum)
+                optimizer = torch.optim.AdamW(unet.parameters(), lr=cfg.lr)
+                lr_scheduler = get_scheduler(
+                    cfg.schedule,
+                    optimizer=optimizer,
+                    num_training_steps=cfg.max_updates * cfg.accum,
+                )
+                unet, optimizer, loader, lr_scheduler = accelerator.prepare(unet, optimizer, loader, lr_scheduler)
+                for batch in loader:
+                    with accelerator.accumulate(unet):
+                        accelerator.backward(unet(**batch).loss)
+                        optimizer.step()
+                        lr_scheduler.step()
+                        optimizer.zero_grad()
+            """,
+            line=18,
+            title="the schedule's name comes from an option that defaults to `cosine`, which decays over the length",
         ),
         bad(
             """
@@ -633,10 +700,12 @@ class SchedulerHorizonOnAnotherClock(Rule):
                     if found is not None:
                         seen.add(id(horizon.arg))
                         condition, message = found
+                        sets = _horizon_premise(ctx, horizon)
+                        if sets is None:
+                            continue  # the schedule it names ignores its length
                         evidence = [*loop_premises(ctx, loop), *scheduler_premise(ctx, ref.node, ref.scope),
                                     premise(f"the scheduler's `.step()` runs on the {clock} clock", ref.node, "call"),
-                                    premise(f"`{ctx.code_for(horizon.arg)}` sets the schedule's horizon",
-                                            horizon.arg, "argument")]
+                                    sets]
                         yield self.report_if(condition, horizon.arg, message, evidence=evidence)
         yield from self._lightning(ctx, seen)
 
@@ -675,6 +744,38 @@ class SchedulerHorizonOnAnotherClock(Rule):
                                 "scheduler once per epoch (the default interval): it never gets past the first "
                                 "epochs' worth of its schedule; set `\"interval\": \"step\"` or count epochs"),
                                 evidence=self._lightning_evidence(ctx, horizon, node))
+
+
+def _horizon_premise(ctx, horizon: _Horizon):
+    """That the argument sets the schedule's length. A factory that builds the schedule its name
+    says (`get_scheduler("cosine", ...)`) uses the length only for some names: proven when every
+    name the code gives it as shipped (a literal, an option's default) is one of them; None when
+    every one ignores it (`"constant"`); unknown when the code does not show the name."""
+    construction, scope = horizon.construction, horizon.scope
+    text = f"`{ctx.code_for(horizon.arg)}` sets the schedule's horizon"
+    qualname = ctx.index.resolve(construction.func, scope) or ""
+    if qualname.rsplit(".", 1)[-1] not in _NAMED_SCHEDULE_FACTORIES:
+        return premise(text, horizon.arg, "argument")
+    named = next((a.value for a in construction.args if a.keyword is not None and a.keyword.value == "name"), None)
+    if named is None:
+        args = positional_args(construction)
+        named = args[0].value if args else None
+    names = None
+    if isinstance(named, cst.Attribute) and (dotted_name(named.value) or "").endswith("SchedulerType"):
+        names = [named.attr.value.lower()]  # `SchedulerType.COSINE`
+    elif named is not None:
+        names = string_defaults(ctx, named, scope)
+    if names is None:
+        return unknown(f"{text}: the schedule `{ctx.code_for(construction.func)}` builds is named by "
+                       f"`{ctx.code_for(named) if named is not None else 'its default'}`, which the code does not "
+                       "show, and some schedules ignore their length (`constant`)", horizon.arg, "argument")
+    if all(name in _NAMES_WITHOUT_HORIZON for name in names):
+        return None
+    if any(name in _NAMES_WITHOUT_HORIZON for name in names):
+        return unknown(f"{text}: only some of the schedules `{ctx.code_for(named)}` names as shipped "
+                       f"({', '.join(names)}) use their length", horizon.arg, "argument")
+    return premise(f"{text}: the `{'`, `'.join(names)}` schedule `{ctx.code_for(named)}` names decays over it",
+                   named, "argument")
 
 
 def _step_clock(model: TrainingModel, loop: TrainingLoop, ref: CallRef) -> str | None:

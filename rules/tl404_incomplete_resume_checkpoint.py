@@ -51,7 +51,8 @@ class IncompleteResumeCheckpoint(Rule):
         helper. Optimizers, LR schedulers and GradScalers are known by what built them
         (`torch.optim.AdamW(...)`, `get_cosine_schedule_with_warmup(...)`, `GradScaler()`) or by a
         parameter's name or annotation; a counter by `for epoch in ...` or `step += 1`. State written
-        by another `torch.save` in the same function (one file per object) counts as saved, and so
+        by another `torch.save` in the same function (one file per object, each may carry the step
+        counter too; one holding the model again is a file of its own) counts as saved, and so
         does a counter written into the file name (`f"{out}/{step:07d}.pt"`): a resume parses it back,
         or that a method other than `__init__` sets to a number unconditionally before its loop counts
         it up (`self.step = 0` then `while self.step < n:`): every call starts it again, so a
@@ -78,7 +79,9 @@ class IncompleteResumeCheckpoint(Rule):
         with optimizer state, or one whose step/epoch the code reads back) after which only the model
         is restored while an optimizer (or a scheduler or scaler the checkpoint holds) is in reach.
         The load must continue this run: it keeps the checkpoint's step/epoch (assigned or returned,
-        not only printed) or reads the file a save of this file writes. A fresh model initialised
+        not only printed) or reads the file a save of this file writes and training can run after it
+        (in its function, or after a call of its function by a caller of this file; unproven when
+        callers in other files decide: `--include-unproven`). A fresh model initialised
         from another run's file (a pretrained backbone for fine-tuning or a linear evaluation) is
         not a resume, however its path is called (`args.checkpoint`): unproven, not reported by default.
         A load that only feeds an evaluation is not a resume: no training runs after it in its
@@ -355,6 +358,28 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             title="one file per object",
         ),
+        good(
+            """
+            import os
+
+            import torch
+
+
+            class Runner:
+                def __init__(self, net, lr, milestones):
+                    self.net = net
+                    self.opt = torch.optim.Adam(net.parameters(), lr=lr)
+                    self.decay = torch.optim.lr_scheduler.MultiStepLR(self.opt, milestones)
+
+                def save(self, folder, epoch):
+                    torch.save({"epoch": epoch, "net": self.net.state_dict()}, os.path.join(folder, "net", "last.pt"))
+                    torch.save({"epoch": epoch, "opt": self.opt.state_dict()}, os.path.join(folder, "opt", "last.pt"))
+                    torch.save({"epoch": epoch, "decay": self.decay.state_dict()},
+                               os.path.join(folder, "decay", "last.pt"))
+            """,
+            title="one file per object, each stamped with the epoch: the counter they share does not make them "
+                  "separate checkpoints",
+        ),
         bad(
             """
             import os
@@ -604,6 +629,69 @@ class IncompleteResumeCheckpoint(Rule):
             print(evaluate(model, test_loader), "at epoch", ckpt["epoch"])
             """,
             title="an evaluation script restores only the model on purpose",
+        ),
+        good(
+            """
+            import torch
+
+
+            def fit(model, optimizer, loader, epochs, out):
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        loss = torch.nn.functional.mse_loss(model(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}, out)
+
+
+            def main(cfg, model, loader):
+                if cfg.mode == "train":
+                    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+                    fit(model, optimizer, loader, cfg.epochs, cfg.checkpoint)
+                    torch.save({"model": model.state_dict()}, cfg.weights)
+                if cfg.mode == "sample":
+                    state = torch.load(cfg.weights, map_location="cpu", weights_only=True)
+                    model.load_state_dict(state["model"])
+                    write_samples(generate(model, cfg.num_samples), cfg.out)
+
+
+            if __name__ == "__main__":
+                main(parse_config(), build_model(), build_loader())
+            """,
+            title="the sampling branch reads the run's final weights back, and no path trains after it "
+                  "(here, or after any call of its function): not a resume",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def fit(model, optimizer, loader, epochs, out):
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        loss = torch.nn.functional.mse_loss(model(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}, out)
+
+
+            def main(cfg, model, loader):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+                if cfg.mode == "resume":
+                    state = torch.load(cfg.weights, map_location="cpu", weights_only=True)
+                    model.load_state_dict(state["model"])
+                if cfg.mode in ("train", "resume"):
+                    fit(model, optimizer, loader, cfg.epochs, cfg.checkpoint)
+                    torch.save({"model": model.state_dict()}, cfg.weights)
+
+
+            if __name__ == "__main__":
+                main(parse_config(), build_model(), build_loader())
+            """,
+            line=17,
+            title="the same load with the training after it: a resume that restarts the optimizer",
         ),
         good(
             """

@@ -37,7 +37,9 @@ class GraphKeptAcrossIterations(Rule):
         `float()`, `.tolist()` or `.numpy()`; the gradients `torch.autograd.grad` returns carry a
         graph only when it is called with `create_graph=True`) appended to a list, added to an accumulator, or stored
         in a dict, where the container was created before the loop (or is an attribute such as
-        `self.history`, also in a Lightning `training_step`); and a recurrent state fed back into
+        `self.history`, also in a Lightning `training_step`; a loop whose every turn steps another
+        optimizer, picked by its loop variable (`optim = optims[level]`), goes over the parts of one
+        update: the loop around it is the step); and a recurrent state fed back into
         the model batch after batch (`output, hidden = model(x, hidden)`) without being detached.
 
         It stays quiet on detached values, on values computed under `torch.no_grad()` /
@@ -54,6 +56,10 @@ class GraphKeptAcrossIterations(Rule):
         nor does a method of a project class (`self.update_actor(...)`, `agent.eval_model(...)`,
         defined in the class, a base class or another project file; not a `@property`): its name
         says nothing of what it returns, so what it hands back is not known to carry a graph.
+        The state's call must be shown to be a forward: its callee is built as a module (typed, or
+        handed one by a caller), or another of its outputs is backpropagated; a name alone is no
+        proof (unproven). A value fed back that the loop calls or asks for its parameters, state
+        dict or mode is a module, not a tensor (`model, opt = surgeon.shrink_model(model)`).
         A module the file freezes and never turns back on (`emb.weight.requires_grad = False`,
         `net.requires_grad_(False)`, `p.requires_grad = False` over `net.parameters()`) gives a
         graph only through its inputs. What a project function or criterion returns is followed
@@ -442,6 +448,108 @@ class GraphKeptAcrossIterations(Rule):
             """,
             line=3,
             title="an LSTM's (h, c) pair unpacked and fed back every batch",
+        ),
+        good(
+            """
+            import torch
+
+
+            def finetune(model, loader, surgeon, epochs, prune_at):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+                for epoch in range(epochs):
+                    if epoch == prune_at:
+                        model, optimizer = surgeon.shrink_model(model)
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            title="a pruned model handed back once per epoch by a method named `*_model`: the value fed back is "
+                  "a module (it is called and asked for its parameters), which carries no graph",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train(tracker, loader, optimizer):
+                memory = torch.zeros(1, 64)
+                for frames, target in loader:
+                    estimate, memory = tracker.recurrent_model(frames, memory)
+                    loss = torch.nn.functional.mse_loss(estimate, target)
+                    optimizer.zero_grad()
+                    loss.backward(retain_graph=True)
+                    optimizer.step()
+            """,
+            line=7,
+            title="a state fed back into a callee only its name calls a model, whose other output is backpropagated: "
+                  "a forward, proven by that use",
+        ),
+        good(
+            """
+            import torch
+
+
+            def train(nets, optims, sampler, steps):
+                for step in range(steps):
+                    rays, target = sampler.sample()
+                    outputs = []
+                    for level in range(len(nets)):
+                        optim = optims[level]
+                        optim.zero_grad()
+                        net = nets[level]
+                        out = net(rays)
+                        outputs.append(out)
+                        loss = torch.nn.functional.mse_loss(out, target)
+                        loss.backward()
+                        optim.step()
+                    log_levels(outputs)
+            """,
+            title="the inner loop goes over the levels of one update, each with its own optimizer: the list is "
+                  "made anew every step and holds one step's outputs",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train(nets, optims, sampler, steps):
+                outputs = []
+                for step in range(steps):
+                    rays, target = sampler.sample()
+                    for level in range(len(nets)):
+                        optim = optims[level]
+                        optim.zero_grad()
+                        net = nets[level]
+                        out = net(rays)
+                        outputs.append(out)
+                        loss = torch.nn.functional.mse_loss(out, target)
+                        loss.backward()
+                        optim.step()
+                log_levels(outputs)
+            """,
+            line=13,
+            fixed="""
+            import torch
+
+
+            def train(nets, optims, sampler, steps):
+                outputs = []
+                for step in range(steps):
+                    rays, target = sampler.sample()
+                    for level in range(len(nets)):
+                        optim = optims[level]
+                        optim.zero_grad()
+                        net = nets[level]
+                        out = net(rays)
+                        outputs.append(out.detach())
+                        loss = torch.nn.functional.mse_loss(out, target)
+                        loss.backward()
+                        optim.step()
+                log_levels(outputs)
+            """,
+            title="the same levels, but the list is made once before the steps: it outlives every one of them",
         ),
         good(
             """
@@ -1057,6 +1165,9 @@ class GraphKeptAcrossIterations(Rule):
                 continue
             if flow.carries_graph(node.value) is not True:
                 return None
+            if _used_as_module(flow, name, loop):
+                return None  # `model = pruner.prune_model(model)`: a module is fed back, no tensor
+            forward = _forward_premise(ctx, flow, node, targets & arguments, scope)
             return self.report(
                 node,
                 f"`{name}` is fed back into `{ctx.code_for(node.value.func)}` on the next iteration of "
@@ -1064,8 +1175,7 @@ class GraphKeptAcrossIterations(Rule):
                 f"it, so memory grows and backward runs through all earlier batches (or fails without "
                 f"`retain_graph=True`); detach it at the start of each batch (`{name} = {name}.detach()`, "
                 "or a tuple of detached tensors for an LSTM)",
-                evidence=[premise(f"`{ctx.code_for(node.value.func)}(...)` runs a forward: its outputs carry a graph",
-                                  node.value, "call"),
+                evidence=[forward,
                           premise(f"`{name}` is bound before `{_loop_header(ctx, loop)}` and fed back on each "
                                   "iteration, never detached", node, "use"),
                           premise("the loop repeats over batches", loop, "use")],
@@ -1182,12 +1292,19 @@ def _batch_iteration(ctx, flow, node):
     per-batch framework hook. A container rebound inside it lives for one batch at most."""
     training = ctx.model(_training_loops)
     fallback = None
+    parts = False
     for ancestor in ctx.index.ancestors(node):
         if isinstance(ancestor, (cst.For, cst.While)):
             if ancestor.orelse is not None and any(n is node for n in walk(ancestor.orelse)):
                 continue
             loop = training.get(ancestor)
-            if (loop is not None and loop.innermost) or _iterates_data(ctx, flow, ancestor):
+            data = _iterates_data(ctx, flow, ancestor)
+            if loop is not None and loop.innermost and not data and _steps_parts(ctx, loop, ancestor):
+                # each turn steps another optimizer, picked by the loop variable: the turns are the
+                # parts of one update (cascade levels, a GAN's players); the loop around is the step
+                parts = True
+                continue
+            if (loop is not None and (loop.innermost or parts)) or data:
                 return ancestor
             if loop is not None and fallback is None:
                 fallback = ancestor
@@ -1198,6 +1315,33 @@ def _batch_iteration(ctx, flow, node):
         elif isinstance(ancestor, (cst.ClassDef, cst.Lambda)):
             return fallback
     return fallback
+
+
+def _steps_parts(ctx, loop, node: cst.For | cst.While) -> bool:
+    """Every optimizer step in the loop's body is of an optimizer chosen by the loop variable
+    (`optim = models["optim_{}".format(m)]`, `opts[i].step()`, bound in the body): the loop goes
+    over the parts of one update, each with its own optimizer, not over batches of one."""
+    if not isinstance(node, cst.For):
+        return False
+    variables = _bound_names(node.target)
+    own = [ref for ref in loop.step_calls if not ref.via and isinstance(ref.node.func, cst.Attribute)]
+    if not variables or not own or len(own) != len(loop.step_calls):
+        return False
+    for ref in own:
+        receiver = ref.node.func.value
+        if isinstance(receiver, cst.Subscript):
+            if not _names_read(receiver.slice[0].slice.value if isinstance(receiver.slice[0].slice, cst.Index)
+                               else receiver) & variables:
+                return False
+            continue
+        if not isinstance(receiver, cst.Name):
+            return False
+        bindings = [b for b in ref.scope.lookup(receiver.value)
+                    if b.kind == "assign" and b.value is not None
+                    and any(a is node.body for a in ctx.index.ancestors(b.node))]
+        if not bindings or not all(_names_read(b.value) & variables for b in bindings):
+            return False
+    return True
 
 
 _RETURNS = frozenset((cst.Return, cst.Yield))
@@ -1291,6 +1435,45 @@ def _bound_names(target: cst.BaseExpression) -> set[str]:
     if isinstance(target, cst.StarredElement):
         return _bound_names(target.value)
     return set()
+
+
+_MODULE_METHODS = frozenset({"parameters", "named_parameters", "state_dict", "load_state_dict", "modules",
+                             "named_modules", "children", "train", "eval", "zero_grad", "buffers"})
+
+
+def _used_as_module(flow, name: str, loop: cst.CSTNode) -> bool:
+    """In the loop, `name` is called (`name(x)`) or asked for a module's parts or mode
+    (`name.parameters()`, `name.state_dict()`, `name.eval()`): it holds a module, which carries
+    no autograd graph, not a tensor."""
+    for node in flow.index.subtree(loop):
+        if type(node) is not cst.Call:
+            continue
+        func = node.func
+        if isinstance(func, cst.Name) and func.value == name:
+            return True
+        if isinstance(func, cst.Attribute) and func.attr.value in _MODULE_METHODS and \
+                isinstance(func.value, cst.Name) and func.value.value == name:
+            return True
+    return False
+
+
+def _forward_premise(ctx, flow, node: cst.Assign, carried: set[str], scope):
+    """That `node`'s call runs a forward whose outputs carry a graph: the callee is shown to hold a
+    model (built as a module, typed, handed one by a caller), or another of its outputs feeds a
+    backward of the function (`output, hidden = net(x, hidden)` with `criterion(output, y)
+    .backward()`). Unknown when only a name says so (`pruner.prune_model(model)`)."""
+    call = node.value
+    head = f"`{ctx.code_for(call.func)}(...)` runs a forward, its outputs carry a graph"
+    found = role_premise(ctx, call.func, scope, "model")
+    if found.proven:
+        return type(found)(f"{head}: {found.text}", found.node, found.kind, found.proven, found.required)
+    owner = flow._owner(node)
+    fed = flow.names_feeding(flow.backward_roots(owner), node)
+    outputs = sorted({n for t in node.targets for n in _bound_names(t.target)} - carried)
+    used = [n for n in outputs if n in fed]
+    if used:
+        return premise(f"{head}: its output `{used[0]}` is backpropagated", node, "use")
+    return type(found)(f"{head}: {found.text}", found.node, found.kind, found.proven, found.required)
 
 
 def _names_read(expr: cst.BaseExpression) -> set[str]:

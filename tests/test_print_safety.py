@@ -35,7 +35,9 @@ NAMED = f"train{TITLE}.py"
 LOAD = f'import torch\n\nstate = torch.load("ckpt{OSC52}.pt", weights_only=False)  # {ERASE}{BIDI}{C1_CSI}\n'
 # TL102 quotes the loss expression in its message and fixes it (unsafely): the clipboard write
 # is in the message, the source line and the diff
-LOSS = ("import torch\n\nfor i, (x, y) in enumerate(train_loader):\n    out = model(x)\n"
+# (the model is a transformers one, built on the spot: its loss is a token mean, the premise proven)
+LOSS = ("import torch\nimport transformers\nfor i, (x, y) in enumerate(train_loader):\n"
+        "    out = transformers.AutoModel.from_pretrained(name)(x)\n"
         f'    out["{OSC52}"].backward()\n'
         "    if (i + 1) % accum_steps == 0:\n        optimizer.step()\n        optimizer.zero_grad()\n")
 

@@ -66,6 +66,8 @@ KNOWN_NAME_PREMISES = {
         'a premise of the model still read from a name (not yet diagnosed)',
     ('TL501', 'bad', 'an attribute filled by every Lightning training_step'):
         'a premise of the model still read from a name (not yet diagnosed)',
+    ('TL501', 'bad', 'the same levels, but the list is made once before the steps: it outlives every one of them'):
+        "the kept output is a forward's because its callee is named `net` (a parameter's element: roles by name)",
     ('TL502', 'bad', 'AMP step in a helper'):
         'a premise of the model still read from a name (not yet diagnosed)',
     ('TL601', 'bad', 'the same helpers, but the test flag keeps the short last batch'):

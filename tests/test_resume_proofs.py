@@ -106,3 +106,35 @@ def test_a_load_is_a_resume_when_it_keeps_the_checkpoints_counter_not_by_its_pat
     assert [f.line for f in findings] == expected
     if expected:
         assert any(e.verdict == "proven" and "restores the run's counter" in e.premise for e in findings[0].evidence)
+
+
+RUNNER = """
+import os
+
+import torch
+
+
+class Runner:
+    def __init__(self, net, lr, milestones):
+        self.net = net
+        self.opt = torch.optim.Adam(net.parameters(), lr=lr)
+        self.decay = torch.optim.lr_scheduler.MultiStepLR(self.opt, milestones)
+
+    def save(self, folder, epoch):
+        torch.save({"epoch": epoch, "net": self.net.state_dict()}, os.path.join(folder, "net", "last.pt"))
+        torch.save({"epoch": epoch, "opt": self.opt.state_dict()}, os.path.join(folder, "opt", "last.pt"))
+{decay}
+"""
+
+
+@pytest.mark.parametrize("decay,expected", [
+    # each object in a file of its own, each stamped with the epoch: together they hold everything
+    ('        torch.save({"epoch": epoch, "decay": self.decay.state_dict()}, os.path.join(folder, "d", "last.pt"))',
+     []),
+    # the look-alike: the shared epoch does not hide that no file holds the scheduler
+    ('', [14, 15]),
+])
+def test_files_of_one_checkpoint_may_each_carry_the_step_counter(tmp_path, decay, expected):
+    findings = _check(tmp_path, {"runner.py": RUNNER.replace("{decay}", decay)}, "runner.py")
+    assert [f.line for f in findings] == expected
+    assert all("`self.decay`" in f.message for f in findings)

@@ -145,3 +145,59 @@ def test_a_loader_returned_in_a_tuple_by_another_files_factory_is_proven(tmp_pat
         assert any("data_provider" in e["premise"] and e["verdict"] == "proven" for e in finding["evidence"])
     else:
         assert findings == []
+
+
+SCHEDULES = {
+    # a factory of the rate as a function of the round: a nested def in one branch, a lambda in another
+    "function": """
+def get_round_lr_scheduler(rounds, kind):
+    if kind == "const":
+        rate = lambda r: 1.0
+    else:
+        def rate(r):
+            return max(0.0, 1.0 - r / rounds)
+    return rate
+""",
+    # the look-alike: the same factory wraps the rate in a torch scheduler, which counts its steps
+    "scheduler": """
+import torch
+
+
+def get_round_lr_scheduler(rounds, kind, optimizer):
+    def rate(r):
+        return max(0.0, 1.0 - r / rounds)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+""",
+}
+ROUNDS = """
+import torch
+import schedules
+
+
+def save_checkpoint(round_number, model, optimizer, path):
+    torch.save({"round": round_number, "model": model.state_dict(), "optimizer": optimizer.state_dict()}, path)
+
+
+def main(args, model, loader):
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    lr_schedule = schedules.get_round_lr_scheduler(args.rounds, args.kind{extra})
+    for round_number in range(args.rounds):
+        train_round(model, optimizer, loader, lr_schedule)
+        save_checkpoint(round_number, model, optimizer, "checkpoint.pt")
+"""
+
+
+@pytest.mark.parametrize("built,expected", [("function", []), ("scheduler", [7])])
+def test_a_schedule_factory_handing_back_a_plain_function_builds_no_scheduler(tmp_path, built, expected):
+    """`get_round_lr_scheduler(...)` of another file returns a function of the round (a nested
+    `def` or a lambda): a stateless rate the saved round gives back, not a scheduler whose state
+    the checkpoint leaves out; the same factory returning a `LambdaLR` builds one (TL404 reports)."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "schedules.py").write_text(textwrap.dedent(SCHEDULES[built]))
+    extra = ", optimizer" if built == "scheduler" else ""
+    (tmp_path / "run.py").write_text(textwrap.dedent(ROUNDS.replace("{extra}", extra)))
+    done = subprocess.run([sys.executable, "-m", "trainlint", ".", "--select", "TL404", "--no-cache",
+                           "--output-format", "json"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == (1 if expected else 0), done.stderr
+    findings = json.loads(done.stdout)["findings"]
+    assert [(f["path"], f["line"]) for f in findings] == [("run.py", line) for line in expected]

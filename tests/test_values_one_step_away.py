@@ -380,7 +380,7 @@ def test_step_wrapper_whose_parts_only_names_tell_is_quiet():
 # -- TL102: a loss summed from a container of terms ------------------------------------------------------
 LOSS_TERMS = """
 import torch
-
+import transformers
 
 class Trainer:
     def __init__(self, model, optimizer, loader, grad_accum_steps=4):
@@ -396,6 +396,10 @@ class Trainer:
             if (step + 1) % self.grad_accum_steps == 0:
                 self.optimizer.step()
                 self.optimizer.zero_grad()
+
+
+# a transformers model: its `.loss` is a token mean (the premise proven)
+Trainer(transformers.AutoModelForSequenceClassification.from_pretrained(name), optimizer, loader).train_epoch()
 """
 
 

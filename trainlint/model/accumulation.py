@@ -22,6 +22,7 @@ from trainlint.model.index import Scope, dotted_name, keyword_arg, positional_ar
 from trainlint.model.roles import _PASS_THROUGH_FUNCTIONS, _PASS_THROUGH_METHODS, LOADER, \
     _unpacked_prepare_argument
 from trainlint.model.summaries import FunctionSummary
+from trainlint.model.proofs import role_premise
 from trainlint.model.training import CallRef, TrainingLoop, TrainingModel
 
 # Divisors that are the number of micro-batches (or the accumulation factor) by their name.
@@ -135,10 +136,102 @@ class LossTracer:
                 return Trace(UNKNOWN)
             return Trace(MEAN, producers=[expr]) if re.search(r"loss", expr.attr.value, re.I) else Trace(UNKNOWN)
         if isinstance(expr, cst.Subscript):
-            return Trace(MEAN, producers=[expr])
+            keyed = self._returned_entry(expr, scope, via, depth)
+            return keyed if keyed is not None else Trace(MEAN, producers=[expr])
         if isinstance(expr, (cst.List, cst.Tuple)) and expr.elements:
             return self._sum_of([e.value for e in expr.elements], scope, via, depth)
         return Trace(UNKNOWN)
+
+    def _returned_entry(self, expr: cst.Subscript, scope: Scope, via, depth: int) -> Trace | None:
+        """`out["loss"]` with `out = model.step(batch)`, a function or method of this file every
+        return of which is a dict literal holding that key: what the dict holds there."""
+        key = expr.slice[0].slice.value if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) \
+            else None
+        if not isinstance(key, cst.SimpleString) or not isinstance(key.evaluated_value, str):
+            return None
+        base = expr.value
+        if isinstance(base, cst.Name):
+            bindings = self.index.reaching_bindings(expr, base.value, scope)
+            if len(bindings) != 1 or bindings[0].kind != "assign" or not isinstance(bindings[0].value, cst.Call):
+                return None
+            base = bindings[0].value
+        if not isinstance(base, cst.Call):
+            return None
+        target = self.model.callee(base, scope) or self._forward_of(base.func, scope)
+        if target is None and isinstance(base.func, cst.Attribute):
+            # `model.step(batch)` on a parameter: the one method of that name the file's classes define
+            named = [f for f in self.index.functions if f.class_name and f.name == base.func.attr.value]
+            target = named[0] if len(named) == 1 else None
+        if target is None:
+            return None
+        returns = [n.value for n in walk(target.node.body) if isinstance(n, cst.Return) and n.value is not None]
+        values = []
+        for value in returns:
+            if not isinstance(value, cst.Dict):
+                return None
+            entry = next((e.value for e in value.elements if isinstance(e, cst.DictElement)
+                          and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == key.evaluated_value),
+                         None)
+            if entry is None:
+                return None
+            values.append(entry)
+        if not values:
+            return None
+        return _combine([self.trace(v, target.scope, via + (base,), depth + 1) for v in values])
+
+    def model_output_producers(self, trace: Trace) -> list[cst.CSTNode]:
+        """The producers of a MEAN trace that are one of several outputs of a call whose code is not
+        read (`out["loss"]` or `out.loss` of `out = net(batch)`, `_, loss, _ = net(...)`): a forward
+        that computes its loss among other things, with a reduction (a mean, or a sum over its
+        tokens) the code does not show. A call handing back the loss itself (`criterion(out, y)`)
+        is a loss function, a mean by default; a transformers model's loss is a token mean (the
+        library's contract): neither is listed."""
+        found = []
+        for producer in trace.producers:
+            scope = self.index.scope_at(producer)
+            calls: list[cst.Call] = []
+            if isinstance(producer, (cst.Subscript, cst.Attribute)):
+                base = producer.value
+                if isinstance(base, cst.Call):
+                    calls = [base]
+                elif isinstance(base, cst.Name):
+                    bindings = scope.lookup(base.value)
+                    calls = [b.value for b in bindings if b.kind == "assign" and isinstance(b.value, cst.Call)]
+                    if len(calls) != len(bindings):
+                        calls = []
+            elif isinstance(producer, cst.Call):
+                parent = self.index.parent(producer)
+                if isinstance(parent, cst.Assign) and any(isinstance(t.target, (cst.Tuple, cst.List))
+                                                          for t in parent.targets) \
+                        and self._object_called(producer.func, scope):
+                    calls = [producer]  # `predicts, loss, metrics = net(...)`
+            if calls and all(self._untraced_forward(call, scope) for call in calls):
+                found.append(producer)
+        return found
+
+    def _object_called(self, func: cst.BaseExpression, scope: Scope) -> bool:
+        """`func` holds an object (a parameter, a variable, an attribute), not a function a module
+        defines or an import names (`compute_loss` from a library: a loss function)."""
+        if self.index.resolve(func, scope) is not None:
+            return False
+        if isinstance(func, cst.Name):
+            return not any(b.kind in ("def", "class", "import") for b in scope.lookup(func.value))
+        return isinstance(func, (cst.Attribute, cst.Subscript))
+
+    def _untraced_forward(self, call: cst.Call, scope: Scope) -> bool:
+        func = call.func
+        if self.model.callee(call, scope) is not None or self._forward_of(func, scope) is not None:
+            return False  # a function or module class of this file: its code is read
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            # `self.model = Seq2Seq(...)`, a module class of this file: its forward is read
+            built = self.index.self_attribute_values(func.attr.value, scope)
+            classes = {self._class_of(value, self.index.scope_at(value), 0) for value in built}
+            if built and None not in classes and all(self.index.method(c, "forward") is not None for c in classes):
+                return False
+        target = func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" else func
+        built = role_premise(self.ctx, target, scope, "model")
+        # built by transformers (here, or by a caller that passes it): the library's loss is a token mean
+        return not (built.proven and re.search(r"`(transformers|peft|diffusers)\.", built.text))
 
     def _sum_of(self, terms: list[cst.BaseExpression], scope: Scope, via, depth: int) -> Trace:
         """The sum of several loss terms, as `a + b` reads: scaled if one is, a mean if one is."""

@@ -17,7 +17,7 @@ from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS
 from trainlint.model.path_literals import path_literals
 from trainlint.model.premises import Premise, premise, unknown
 from trainlint.model.index import CallSite, FunctionInfo, Scope, dotted_name, keyword_value, positional_args, walk
-from trainlint.model.roles import SCHEDULER
+from trainlint.model.roles import OPTIMIZER, SCHEDULER
 from trainlint.model.summaries import written_values
 from trainlint.model.training import training_model
 
@@ -584,10 +584,13 @@ class ResumeCheckpoints:
             return None
         # a save that holds some of the same state (the model again) is another file of its own,
         # not a part of this one: `checkpoint.th` with the epoch beside a `model.th` of weights;
-        # unless it writes the same path (the other branch of `if optimizer is not None:`)
+        # unless it writes the same path (the other branch of `if optimizer is not None:`). The step
+        # counter is no such state: a file per object often stamps each with the epoch
+        # (`{"epoch": e, "optimizer_state_dict": ...}` beside `{"epoch": e, "model_state_dict": ...}`)
         dest = self._dest_text(save)
         kinds = set().union(*(other for other, where in saved
-                              if own is None or not (other & own) or (where is not None and where == dest)))
+                              if own is None or not ((other & own) - {"step"})
+                              or (where is not None and where == dest)))
         body = save.site.function.node if save.site.function is not None else None
         if body is not None and self._saves_elsewhere(body):
             return None  # `save(state, file)`, `save_fsdp_optimizer(...)`: more files we cannot read
@@ -654,6 +657,8 @@ class ResumeCheckpoints:
             if not ("optimizer" in saved or counter is not None):
                 continue  # nothing says this checkpoint holds more than weights
             resume = self._resume_premise(site, counter)
+            if resume is None:
+                continue  # it reads the run's file back, but no training can follow: an evaluation
             held = (saved | read) & {"optimizer", "scheduler", "scaler"}
             held.add("optimizer")
             available = self.available_state(site.scope, site.function)
@@ -748,11 +753,14 @@ class ResumeCheckpoints:
             child = ancestor
         return False
 
-    def _resume_premise(self, site: CallSite, counter: cst.CSTNode | None) -> Premise:
+    def _resume_premise(self, site: CallSite, counter: cst.CSTNode | None) -> Premise | None:
         """That the load continues a run, not a fresh one started from another run's weights (a
         fine-tuning or linear-evaluation start from a pretrained file): proven when it restores the
-        step/epoch counter the loop goes on from, or reads the file a save of this file writes;
-        unknown when only the path's name says so (`args.resume`, `args.checkpoint`)."""
+        step/epoch counter the loop goes on from, or reads the file a save of this file writes and
+        training can run after it; unknown when only the path's name says so (`args.resume`,
+        `args.checkpoint`), or when whether training follows is up to callers we cannot see. None
+        when it reads the run's file but no training can follow it (a test or sampling branch
+        that reads the final weights back)."""
         if counter is not None:
             return premise(f"the load restores the run's counter (`{self.text(counter)}`): training goes on "
                            "where the checkpoint stopped", counter, "use")
@@ -760,10 +768,79 @@ class ResumeCheckpoints:
         path = args[0].value if args else site.node
         written = self._written_by(site)
         if written is not None:
-            return premise(f"the load reads the file a save of this file writes (`{written}`): the run's own "
-                           "checkpoint", path, "use")
+            follows = self._training_can_follow(site.node, site.function)
+            if follows is False:
+                return None
+            if follows is None:
+                return unknown(f"the load reads the file a save of this file writes (`{written}`), but whether "
+                               "training runs after it is up to callers in files not read: a resume, or an "
+                               "evaluation of the saved weights", path, "use")
+            return premise(f"the load reads the file a save of this file writes (`{written}`) and training "
+                           "can run after it: the run's own checkpoint, resumed", path, "use")
         return unknown(f"the load continues this run: only the name of its path (`{self.text(path)[:60]}`) says "
                        "so, and nothing it restores is training state", path, "use")
+
+    def _training_can_follow(self, node: cst.CSTNode, function: FunctionInfo | None, depth: int = 0) -> bool | None:
+        """Training can run after `node`: in its own function (a loop around it, a later statement
+        that trains), or, for a function, after a call of it by a caller of this file (the same
+        question one level up). False when no path can train after it: the module's later code, or
+        every caller's, trains nothing; None when callers in files not read may call it."""
+        if self._training_follows(node) or self._optimizer_used_after(node):
+            return True
+        if function is None:
+            return False
+        if depth > 3:
+            return None
+        sites = list(self.index.callers(function))
+        for caller in sites:
+            follows = self._training_can_follow(caller.node, caller.function, depth + 1)
+            if follows is not False:
+                return follows
+        linker = self.index.linker
+        if function.class_name is not None or function.scope.parent is not self.index.module_scope:
+            # a method, or a nested function: called through objects and names we do not follow
+            return None if not sites or function.class_name is not None else False
+        if linker is not None and linker.callers_by_file(function.name):
+            return None
+        return False if sites else None
+
+    def _optimizer_used_after(self, node: cst.CSTNode) -> bool:
+        """A later statement of a block holding `node` (in its function) steps an optimizer or
+        hands one to a call that may train with it: a function of another file or library
+        (`train_epoch(net, opt, loader)`), or a same-file function that does so in turn."""
+        child = node
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+                statements = list(ancestor.body)
+                at = next((i for i, statement in enumerate(statements) if statement is child), None)
+                if at is not None and any(self._uses_optimizer(later, 0) for later in statements[at + 1:]):
+                    return True
+            child = ancestor
+        return False
+
+    def _uses_optimizer(self, statement: cst.CSTNode, depth: int) -> bool:
+        pending = [statement]
+        while pending:
+            node = pending.pop()
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not statement:
+                continue
+            pending.extend(node.children)
+            if not isinstance(node, cst.Call):
+                continue
+            scope = self.index.scope_at(node)
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "step" and \
+                    self.roles.of(node.func.value, scope) == OPTIMIZER:
+                return True
+            if not any(self.roles.of(arg.value, scope) == OPTIMIZER for arg in node.args):
+                continue
+            target = self.index.callee(node, scope)
+            if target is None:
+                return True  # handed to code we do not read: it may train
+            if depth < 3 and self._uses_optimizer(target.node, depth + 1):
+                return True
+        return False
 
     def _written_by(self, site: CallSite) -> str | None:
         """The code of a save of this file (in any of its definitions) that writes what the load

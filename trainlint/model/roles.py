@@ -369,7 +369,13 @@ class Roles:
             inner = self._infer(call.func.value, scope, depth + 1)
             return inner if inner == MODEL else None
         if isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_pretrained":
-            return MODEL if "Model" in (dotted_tail(call.func.value) or "") else None
+            if "Model" not in (dotted_tail(call.func.value) or ""):
+                return None
+            # a model class of the libraries (`transformers.AutoModelForCausalLM`): a construction;
+            # any other class whose name says "Model": the name alone
+            library = (qualname or "").split(".", 1)[0] in ("transformers", "diffusers", "peft")
+            return self._settle(MODEL, "construction", call, f"built by `{qualname}(...)`" if library else
+                                f"only the name `{dotted_tail(call.func.value)}` says so", proven=library)
         role = self._from_accessor(call)
         if role is not None:
             return role

@@ -164,3 +164,52 @@ def _declared_options(call: cst.Call) -> list[str]:
             if isinstance(text, str) and text.startswith("--"):
                 names.append(text.lstrip("-").replace("-", "_"))
     return list(dict.fromkeys(names))
+
+
+def string_defaults(ctx, expr: cst.BaseExpression, scope, depth: int = 0) -> list[str] | None:
+    """The strings the file gives `expr` as it ships: a string literal, what a local name is
+    assigned, what the file's declarations of `args.<name>`/`cfg.<name>`/`self.<name>` give by default
+    (argparse options' `default=`, class fields, class attributes). None when one of them is not a
+    plain string, when a parameter's callers decide, or when none is found."""
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return [value] if isinstance(value, str) else None
+    values: list[cst.BaseExpression] = []
+    scopes = []
+    if isinstance(expr, cst.Name):
+        bindings = scope.lookup(expr.value)
+        if not bindings or any(b.kind != "assign" or b.value is None for b in bindings):
+            return None
+        values = [b.value for b in bindings]
+        scopes = [scope] * len(values)
+    elif isinstance(expr, cst.Attribute):
+        options, fields = ctx.model(_declarations)
+        name = expr.attr.value
+        for site in options.get(name, ()):
+            default = keyword_value(site.node, "default")
+            if default is None:
+                return None
+            values.append(default)
+            scopes.append(site.scope)
+        for value in fields.get(name, ()):
+            if isinstance(value, cst.Call):
+                value = keyword_value(value, "default")
+                if value is None:
+                    return None
+            values.append(value)
+            scopes.append(ctx.index.module_scope)
+        for attrs in ctx.index.class_attributes.values():
+            for value in attrs.get(name, []):
+                values.append(value)
+                scopes.append(ctx.index.scope_at(value))
+    else:
+        return None
+    found: list[str] = []
+    for value, where in zip(values, scopes):
+        inner = string_defaults(ctx, value, where, depth + 1)
+        if inner is None:
+            return None
+        found += [text for text in inner if text not in found]
+    return found or None

@@ -171,6 +171,10 @@ class FunctionSummary:
             found = self.persists_of() if self.persists_of is not None else ()
             object.__setattr__(self, "_persists", found)
         return found
+    #: it keeps a copy of parameters' gradients (`backup[name] = p.grad.clone()`)
+    copies_grads: bool = False
+    #: it writes parameters' gradients with values (`p.grad = backup[name]`, `p.grad.copy_(g)`)
+    writes_grads: bool = False
 
     def grad_off_for(self, positional: tuple[object, ...], keywords: dict[str, object]) -> bool:
         """A call binding these literals (None: not a literal) runs this function without grad."""
@@ -627,7 +631,8 @@ class _Summariser:
             drop_last_chosen_by=self._drop_last_chosen_by(function),
             backward_only=self._backward_only(function),
             unread_params=self._unread_params(function, params),
-            persists_of=lambda: self._persists(function, params))
+            persists_of=lambda: self._persists(function, params),
+            copies_grads=self._copies_grads(function), writes_grads=self._writes_grads(function))
         self._memo[node] = summary
         return summary
 
@@ -643,6 +648,12 @@ class _Summariser:
                     if isinstance(name, cst.Name) and name.value in wanted and name.value not in found:
                         found.append(name.value)
         return tuple(p for p in params if p in found)
+
+    def _copies_grads(self, function: FunctionInfo) -> bool:
+        return copies_grads(self._own_nodes(function))
+
+    def _writes_grads(self, function: FunctionInfo) -> bool:
+        return writes_grads(self._own_nodes(function))
 
     def _unread_params(self, function: FunctionInfo, params: list[str]) -> tuple[str, ...]:
         """The parameters no name in the body (nested functions included) refers to; none when
@@ -1188,7 +1199,7 @@ class _Summariser:
     # -- factories ------------------------------------------------------------------------------
     def _returns(self, function: FunctionInfo) -> str | None:
         values = self._returns_of(function)
-        if values and all(isinstance(v, cst.Lambda) for v in values):
+        if values and all(self._plain_function(v, function) for v in values):
             return OTHER  # it hands back a plain function (`lambda x: (x + 1) / 2`), whatever its name
         for value in values:
             if isinstance(value, cst.Name) and value.value in _param_names(function):
@@ -1197,6 +1208,18 @@ class _Summariser:
             if role:
                 return role
         return None
+
+    def _plain_function(self, value: cst.BaseExpression, function: FunctionInfo) -> bool:
+        """`value` is a plain function: a lambda, or a name the factory binds only to lambdas and
+        functions it defines (`def lr_lambda(step): ...` in one branch, `lr_lambda = lambda s: 1.0`
+        in another, `return lr_lambda`): a callable of its arguments, no object with state."""
+        if isinstance(value, cst.Lambda):
+            return True
+        if not isinstance(value, cst.Name):
+            return False
+        bindings = function.scope.bindings.get(value.value, [])
+        return bool(bindings) and all(b.kind == "def" or (b.kind == "assign" and isinstance(b.value, cst.Lambda))
+                                      for b in bindings)
 
     def _returns_at(self, function: FunctionInfo) -> tuple[str | None, ...]:
         """The roles of the elements of the tuple every return gives (same length), else ()."""
@@ -1826,3 +1849,40 @@ def body_of(node) -> list:
         node = node.body
     body = getattr(node, "body", ())
     return list(body) if isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)) else []
+
+
+def _grad_copy(value: cst.BaseExpression) -> bool:
+    """`p.grad.clone()`, `p.grad.detach().clone()`, `copy.deepcopy(p.grad)`, `p.grad.data.clone()`."""
+    if not isinstance(value, cst.Call):
+        return False
+    func = value.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "clone":
+        inner = func.value
+        while isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and \
+                inner.func.attr.value in ("detach", "cpu", "to"):
+            inner = inner.func.value
+        if isinstance(inner, cst.Attribute) and inner.attr.value == "data":
+            inner = inner.value
+        return isinstance(inner, cst.Attribute) and inner.attr.value == "grad"
+    if dotted_name(func) in ("copy.deepcopy", "deepcopy"):
+        args = positional_args(value)
+        return bool(args) and isinstance(args[0].value, cst.Attribute) and args[0].value.attr.value == "grad"
+    return False
+
+
+def copies_grads(nodes) -> bool:
+    """An assignment among `nodes` stores a copy of a `.grad` (`.clone()`, `.detach().clone()`,
+    `copy.deepcopy(...)`) somewhere: the gradients are kept aside."""
+    return any(isinstance(node, cst.Assign) and _grad_copy(node.value) for node in nodes)
+
+
+def writes_grads(nodes) -> bool:
+    """One of `nodes` assigns a value (not None) to a `.grad`, or copies one into it (`p.grad.copy_(g)`)."""
+    for node in nodes:
+        if isinstance(node, cst.Assign) and not (isinstance(node.value, cst.Name) and node.value.value == "None") \
+                and any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad" for t in node.targets):
+            return True
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "copy_" \
+                and isinstance(node.func.value, cst.Attribute) and node.func.value.attr.value == "grad":
+            return True
+    return False
