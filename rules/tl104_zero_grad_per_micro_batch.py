@@ -767,14 +767,13 @@ class ZeroGradPerMicroBatch(Rule):
                     stash.keep()
                     for r in range(rounds):
                         perturb(model, r)
-                        if r < rounds - 1:
-                            model.zero_grad()
+                        model.zero_grad()
                         torch.nn.functional.cross_entropy(model(x), y).backward()
                     if (i + 1) % accum == 0:
                         optimizer.step()
                         optimizer.zero_grad()
             """,
-            line=28,
+            line=27,
             title="the copy is kept but never written back: the clears throw the window's gradients away",
         ),
     )

@@ -446,10 +446,14 @@ class ResumeCheckpoints:
         for value in built:
             if not isinstance(value, cst.Call):
                 return False
+            if any(dotted_name(arg.value) in saved for arg in value.args):
+                return False  # handed a saved optimizer, wherever it sits in the call
             args = positional_args(value)
             driven = keyword_value(value, "optimizer") or (args[0].value if args else None)
             text = dotted_name(driven) if driven is not None else None
-            if text is None or text in saved:
+            # the other optimizer must be shown to be one: a project factory's first argument
+            # (`get_schedule(args.rounds, ..., optimizer)`) is not the optimizer it drives
+            if text is None or "optimizer" not in self.value_kinds(driven, self.index.scope_at(value)):
                 return False
         return True
 
