@@ -354,7 +354,7 @@ class FunctionRun:
         target = self.index.callee(call, scope) or self._mode_method(call, scope)
         if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train") and (
                 target is None or _overrides_module_mode(target)):
-            kind = self._mode_kind(call)
+            kind = self._mode_kind(call, scope)
             members = switched_members(call, self.index) if kind is not None else []
             if members:  # `[model[k].eval() for k in model]`, `for net in (G, D): net.train()`
                 return self._set_members(members, kind, call, state, frame)
@@ -434,6 +434,9 @@ class FunctionRun:
         keys.discard(None)
         for loop, _ in self.loop_stack:
             self.flow.handed.setdefault(loop, set()).update(keys)
+            calls = self.flow.handed_calls.setdefault(loop, {})
+            for key in keys:
+                calls.setdefault(key, []).append(call)
 
     def _set_members(self, members, kind: str, call: cst.Call, state: State, frame: Frame) -> State:
         """A mode call that a loop runs on every member of a container (or on each model of a
@@ -571,7 +574,7 @@ class FunctionRun:
                 state = state.set(key, frozenset({self._fact(RESTORE, call, frame)}))
         return state
 
-    def _mode_kind(self, call: cst.Call) -> str | None:
+    def _mode_kind(self, call: cst.Call, scope: Scope | None = None) -> str | None:
         func = call.func
         if func.attr.value == "eval":
             return EVAL if not call.args else None
@@ -580,9 +583,12 @@ class FunctionRun:
             return None
         if not args:
             receiver = func.value
-            # `trainer.train()` starts a training run; only models take a mode
+            # `trainer.train()` starts a training run; only models take a mode. A receiver that every
+            # binding builds with a module class (`agent = Agent(envs).to(device)`, `class Agent(nn.Module)`)
+            # is a model whatever its name; only one not known to be a module is judged by its name
             if isinstance(receiver, cst.Name) and receiver.value not in ("self",) and \
-                    re.search(r"trainer|agent|learner|runner|engine|pipeline|experiment", receiver.value, re.I):
+                    re.search(r"trainer|agent|learner|runner|engine|pipeline|experiment", receiver.value, re.I) and \
+                    not self._built_as_module(receiver, scope):
                 return None
             return TRAIN
         value = args[0].value
@@ -591,6 +597,14 @@ class FunctionRun:
         if is_true(value):
             return TRAIN
         return RESTORE
+
+    def _built_as_module(self, receiver: cst.Name, scope: Scope | None) -> bool:
+        """Every construction of `receiver` that reaches here is known and builds an `nn.Module`."""
+        if scope is None:
+            return False
+        constructions = self.model._constructions(receiver, scope)
+        return bool(constructions) and all(
+            isinstance(c, cst.Call) and self.model.is_module_constructor(c, c_scope) for c, c_scope in constructions)
 
     def _fact(self, kind: str, node: cst.CSTNode, frame: Frame) -> Fact:
         site = frame.chain[0] if frame.chain else node
