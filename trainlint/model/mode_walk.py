@@ -87,6 +87,9 @@ class FunctionRun:
             return Outcome(ret=after) if isinstance(node, cst.Return) else Outcome()
         if isinstance(node, cst.Assert) and is_false(node.test):
             return Outcome()  # `assert False`: the branch never falls through (a raise)
+        if isinstance(node, cst.Expr) and isinstance(node.value, cst.Name) and \
+                self.model.never_bound(node.value.value):
+            return Outcome()  # a bare `stop` bound nowhere: NameError, the branch never falls through
         if isinstance(node, cst.Break):
             return Outcome(brk=state)
         if isinstance(node, cst.Continue):

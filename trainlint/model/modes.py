@@ -26,6 +26,7 @@ the evaluation-region helpers (`is_evaluation_function`, `evaluation_loop_of`, `
 
 from __future__ import annotations
 
+import builtins
 import re
 from typing import Iterable, Iterator
 
@@ -66,6 +67,8 @@ _PYTEST_NAME = re.compile(r"^test_(?!(?:epoch|loop|model|one_epoch|step|batch|da
 EVAL_LOADER_TEXT = re.compile(r"(?:^|[^a-z])(?:val|valid|validation|test|testing|eval|evaluation|dev|holdout)"
                               r"(?:[^a-z]|$)", re.IGNORECASE)
 _MAX_ENTRY_DEPTH = 3
+_BUILTIN_NAMES = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__loader__",
+                                             "__package__", "__path__", "__builtins__", "__debug__"}
 
 
 class ModeModel:
@@ -83,7 +86,9 @@ class ModeModel:
         self._frozen: frozenset[str] = frozenset()
         self._users: frozenset[str] | None | bool = False  # not computed yet
         self._volatile: bool | None = None
-        self._foreign_writes: frozenset[str] | None = None  # attributes assigned other than through `self`
+        self._foreign_writes: frozenset[str] | None = None
+        self._unbound: frozenset[str] | None = None  # names bound nowhere (never_bound)
+        self._star_modules: list[str] = []  # attributes assigned other than through `self`
 
     @property
     def has_volatile(self) -> bool:
@@ -186,6 +191,47 @@ class ModeModel:
                 if not self._refuted_by_own_function(items[k])
                 and not chosen[anchor].untrained_in(items[k].loop, items[k].key)
                 and not self.stepped_without(items[k].loop, items[k].key)]
+
+    def never_bound(self, name: str) -> bool:
+        """`name` is bound nowhere, so evaluating it raises NameError: not a builtin, every
+        occurrence of it in the file is a bare expression statement (`stop`, a debugging halt), and
+        each module the file star-imports is a project file whose text never mentions it (and that
+        star-imports nothing itself); a file with `exec`, `globals()` or `__builtins__`, or a star
+        import of a module outside the project, may bind anything."""
+        if self._unbound is None:
+            counts: dict[str, int] = {}
+            bare: dict[str, int] = {}
+            dynamic = False
+            self._star_modules = []
+            for node in walk(self.ctx.module):
+                if isinstance(node, cst.Name):
+                    counts[node.value] = counts.get(node.value, 0) + 1
+                    parent = self.index.parents.get(node)
+                    if node.value in ("exec", "globals", "vars", "locals", "__builtins__", "setattr", "eval") and \
+                            not (isinstance(parent, cst.Attribute) and parent.attr is node):
+                        dynamic = True  # `exec(...)`, `globals()[k] = v`; not `model.eval()`
+                elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Name):
+                    bare[node.value.value] = bare.get(node.value.value, 0) + 1
+                elif isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
+                    base = dotted_name(node.module) if node.module is not None else ""
+                    self._star_modules.append("." * len(node.relative) + (base or ""))
+            self._unbound = frozenset() if dynamic else frozenset(
+                n for n, c in bare.items() if counts.get(n) == c and n not in _BUILTIN_NAMES)
+        return name in self._unbound and all(self._star_module_lacks(base, name) for base in self._star_modules)
+
+    def _star_module_lacks(self, base: str, name: str) -> bool:
+        """`from <base> import *` cannot bind `name`: `base` is a project file whose text has no
+        such word and no star import of its own."""
+        linker = getattr(self.index, "linker", None)
+        project = getattr(linker, "project", None)
+        if project is None:
+            return False
+        qualname = f"{base}.{name}" if base and not base.endswith(".") else f"{base}{name}"
+        found = project.find_module(qualname, linker.path)
+        if found is None:
+            return False
+        text = project.source(found[0])
+        return text is not None and "import *" not in text and re.search(rf"\b{re.escape(name)}\b", text) is None
 
     def loss_through_hand_over(self, item: Unrestored) -> cst.Call | None:
         """A call of the loop, handed `item.key` (or a model holding it) with grad on, whose body the
