@@ -1769,6 +1769,28 @@ class TrainModeNotRestored(Rule):
             """,
             title="an RL agent built from an nn.Module class: its `agent.train()` before the update restores the mode",
         ),
+        good(
+            """
+            import torch
+            from policies import make_agent
+
+
+            def run(env, iterations, n_obs, n_act):
+                agent = make_agent(n_obs, n_act)
+                optimizer = torch.optim.Adam(agent.parameters(), lr=3e-4)
+                for it in range(iterations):
+                    agent.eval()
+                    with torch.no_grad():
+                        batch = env.rollout(agent)
+                    agent.train()
+                    for obs, ret in batch:
+                        loss = (agent(obs).sum(-1) - ret).pow(2).mean()
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            title="an agent a factory of another package builds: the file calls its `eval()`, so its `train()` is a mode switch too",
+        ),
         bad(
             """
             import torch

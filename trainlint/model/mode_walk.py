@@ -591,7 +591,7 @@ class FunctionRun:
             # is a model whatever its name; only one not known to be a module is judged by its name
             if isinstance(receiver, cst.Name) and receiver.value not in ("self",) and \
                     re.search(r"trainer|agent|learner|runner|engine|pipeline|experiment", receiver.value, re.I) and \
-                    not self._built_as_module(receiver, scope):
+                    not self._built_as_module(receiver, scope) and not self._switched_to_eval(receiver.value):
                 return None
             return TRAIN
         value = args[0].value
@@ -600,6 +600,17 @@ class FunctionRun:
         if is_true(value):
             return TRAIN
         return RESTORE
+
+    def _switched_to_eval(self, name: str) -> bool:
+        """The file calls `<name>.eval()`: what it names takes a mode (a trainer or a runner has
+        no `eval()`), so its `train()` is a mode switch too."""
+        found = getattr(self.model, "_eval_receivers", None)
+        if found is None:
+            found = self.model._eval_receivers = frozenset(
+                site.node.func.value.value for site in self.index.calls
+                if isinstance(site.node.func, cst.Attribute) and site.node.func.attr.value == "eval"
+                and not site.node.args and isinstance(site.node.func.value, cst.Name))
+        return name in found
 
     def _built_as_module(self, receiver: cst.Name, scope: Scope | None) -> bool:
         """Every construction of `receiver` that reaches here is known and builds an `nn.Module`."""
