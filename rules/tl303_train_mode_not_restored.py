@@ -86,6 +86,275 @@ class TrainModeNotRestored(Rule):
         "https://pytorch.org/docs/stable/notes/autograd.html#evaluation-mode-nn-module-eval",
     )
     examples = (
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+            from probes import make_probe
+
+
+            class Pretrainer:
+                def __init__(self, model, optimizer):
+                    self.model = model
+                    self.optimizer = optimizer
+
+                def probe(self, loader, num_classes):
+                    self.model.eval()
+                    with torch.no_grad():
+                        feats = torch.cat([self.model(x) for x, _ in loader])
+                        labels = torch.cat([y for _, y in loader])
+                    head, head_opt = make_probe(feats.shape[1], num_classes)
+                    for _ in range(50):
+                        loss = F.cross_entropy(head(feats), labels)
+                        head_opt.zero_grad()
+                        loss.backward()
+                        head_opt.step()
+                    return loss.item()
+
+                def fit(self, loader, val_loader, epochs):
+                    for epoch in range(epochs):
+                        self.model.train()
+                        for x, y in loader:
+                            loss = F.cross_entropy(self.model(x), y)
+                            self.optimizer.zero_grad()
+                            loss.backward()
+                            self.optimizer.step()
+                        print(epoch, self.probe(val_loader, 10))
+            """,
+            title="a linear probe trained on features taken without grad: its loop's backward trains the probe, not the frozen model",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+            from probes import make_probe
+
+
+            class Pretrainer:
+                def __init__(self, model, optimizer):
+                    self.model = model
+                    self.optimizer = optimizer
+
+                def probe(self, loader, num_classes):
+                    self.model.eval()
+                    with torch.no_grad():
+                        feats = torch.cat([self.model(x) for x, _ in loader])
+                        labels = torch.cat([y for _, y in loader])
+                    head, head_opt = make_probe(feats.shape[1], num_classes)
+                    for _ in range(50):
+                        loss = F.cross_entropy(head(feats), labels)
+                        head_opt.zero_grad()
+                        loss.backward()
+                        head_opt.step()
+                    return loss.item()
+
+                def fit(self, loader, val_loader, epochs, probe_every=500):
+                    for epoch in range(epochs):
+                        self.model.train()
+                        for step, (x, y) in enumerate(loader):
+                            loss = F.cross_entropy(self.model(x), y)
+                            self.optimizer.zero_grad()
+                            loss.backward()
+                            self.optimizer.step()
+                            if step % probe_every == 0:
+                                print(step, self.probe(val_loader, 10))
+            """,
+            line=33,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+            from probes import make_probe
+
+
+            class Pretrainer:
+                def __init__(self, model, optimizer):
+                    self.model = model
+                    self.optimizer = optimizer
+
+                def probe(self, loader, num_classes):
+                    self.model.eval()
+                    with torch.no_grad():
+                        feats = torch.cat([self.model(x) for x, _ in loader])
+                        labels = torch.cat([y for _, y in loader])
+                    head, head_opt = make_probe(feats.shape[1], num_classes)
+                    for _ in range(50):
+                        loss = F.cross_entropy(head(feats), labels)
+                        head_opt.zero_grad()
+                        loss.backward()
+                        head_opt.step()
+                    return loss.item()
+
+                def fit(self, loader, val_loader, epochs, probe_every=500):
+                    for epoch in range(epochs):
+                        self.model.train()
+                        for step, (x, y) in enumerate(loader):
+                            loss = F.cross_entropy(self.model(x), y)
+                            self.optimizer.zero_grad()
+                            loss.backward()
+                            self.optimizer.step()
+                            if step % probe_every == 0:
+                                print(step, self.probe(val_loader, 10))
+                                self.model.train()
+            """,
+            title="the same probe run every N steps inside the step loop: the next training step runs in eval mode",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+
+            class Scorer(nn.Module):
+                def __init__(self, n_in, n_out):
+                    super().__init__()
+                    self.hidden = nn.Linear(n_in, 256)
+                    self.out = nn.Linear(256, n_out)
+
+                def forward(self, x):
+                    return self.out(F.relu(self.hidden(x)))
+
+
+            class Learner:
+                def __init__(self, n_in, n_out):
+                    self.net = Scorer(n_in, n_out)
+                    self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+
+
+            def fit(features, targets, rounds):
+                learner = Learner(features.shape[1], 4)
+                for _ in range(rounds):
+                    learner.net.eval()
+                    loss = F.cross_entropy(learner.net(features), targets)
+                    learner.opt.zero_grad()
+                    loss.backward()
+                    learner.opt.step()
+                    learner.net.train()
+            """,
+            title="a held network built of Linear layers only: its eval() during the update changes nothing it computes",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+
+            class Scorer(nn.Module):
+                def __init__(self, n_in, n_out):
+                    super().__init__()
+                    self.hidden = nn.Linear(n_in, 256)
+                    self.drop = nn.Dropout(0.3)
+                    self.out = nn.Linear(256, n_out)
+
+                def forward(self, x):
+                    return self.out(self.drop(F.relu(self.hidden(x))))
+
+
+            class Learner:
+                def __init__(self, n_in, n_out):
+                    self.net = Scorer(n_in, n_out)
+                    self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+
+
+            def fit(features, targets, rounds):
+                learner = Learner(features.shape[1], 4)
+                for _ in range(rounds):
+                    learner.net.eval()
+                    loss = F.cross_entropy(learner.net(features), targets)
+                    learner.opt.zero_grad()
+                    loss.backward()
+                    learner.opt.step()
+                    learner.net.train()
+            """,
+            line=26,
+            title="the same held network with dropout: the update trains it with dropout off",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn as nn
+
+
+            class Agent(nn.Module):
+                def __init__(self, n_obs, n_act):
+                    super().__init__()
+                    self.policy = nn.Sequential(nn.Linear(n_obs, 64), nn.Dropout(0.1), nn.Linear(64, n_act))
+
+                def forward(self, obs):
+                    return self.policy(obs)
+
+
+            def run(env, iterations, n_obs, n_act):
+                agent = Agent(n_obs, n_act)
+                optimizer = torch.optim.Adam(agent.parameters(), lr=3e-4)
+                for it in range(iterations):
+                    agent.eval()
+                    with torch.no_grad():
+                        batch = env.rollout(agent)
+                    agent.train()
+                    for obs, ret in batch:
+                        loss = (agent(obs).sum(-1) - ret).pow(2).mean()
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            title="an RL agent built from an nn.Module class: its `agent.train()` before the update restores the mode",
+        ),
+        good(
+            """
+            import torch
+            from policies import make_agent
+
+
+            def run(env, iterations, n_obs, n_act):
+                agent = make_agent(n_obs, n_act)
+                optimizer = torch.optim.Adam(agent.parameters(), lr=3e-4)
+                for it in range(iterations):
+                    agent.eval()
+                    with torch.no_grad():
+                        batch = env.rollout(agent)
+                    agent.train()
+                    for obs, ret in batch:
+                        loss = (agent(obs).sum(-1) - ret).pow(2).mean()
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            title="an agent a factory of another package builds: the file calls its `eval()`, so its `train()` is a mode switch too",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn as nn
+
+
+            class Agent(nn.Module):
+                def __init__(self, n_obs, n_act):
+                    super().__init__()
+                    self.policy = nn.Sequential(nn.Linear(n_obs, 64), nn.Dropout(0.1), nn.Linear(64, n_act))
+
+                def forward(self, obs):
+                    return self.policy(obs)
+
+
+            def run(env, iterations, n_obs, n_act):
+                agent = Agent(n_obs, n_act)
+                optimizer = torch.optim.Adam(agent.parameters(), lr=3e-4)
+                agent.train()
+                for it in range(iterations):
+                    agent.eval()
+                    with torch.no_grad():
+                        batch = env.rollout(agent)
+                    for obs, ret in batch:
+                        loss = (agent(obs).sum(-1) - ret).pow(2).mean()
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            line=19,
+            title="the same agent with train() only before the loop: every update after the first rollout runs with dropout off",
+        ),
         bad(
             """
             import torch
@@ -958,10 +1227,11 @@ class TrainModeNotRestored(Rule):
             import torch
             from torch import nn
 
-            def train_epoch(loader, model, optimizer):
+            def train_epoch(loader, model, optimizer, backbone):
+                model.train()
                 for x, y in loader:
                     optimizer.zero_grad()
-                    nn.functional.cross_entropy(model(x), y).backward()
+                    nn.functional.cross_entropy(model(backbone(x)), y).backward()
                     optimizer.step()
 
             def test_epoch(loader, model):
@@ -969,11 +1239,10 @@ class TrainModeNotRestored(Rule):
                 with torch.no_grad():
                     return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
 
-            def main(model, ema, train_loader, test_loader, epochs):
-                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-                model.train()
+            def main(model, head, train_loader, test_loader, epochs):
+                optimizer = torch.optim.SGD([*model.parameters(), *head.parameters()], lr=0.1)
                 for epoch in range(epochs):
-                    params = (train_loader, model, optimizer)
+                    params = (train_loader, head, optimizer, model)
                     train_epoch(*params)
                     print(test_epoch(test_loader, model))
             """,
@@ -982,10 +1251,11 @@ class TrainModeNotRestored(Rule):
             import torch
             from torch import nn
 
-            def train_epoch(loader, model, optimizer):
+            def train_epoch(loader, model, optimizer, backbone):
+                model.train()
                 for x, y in loader:
                     optimizer.zero_grad()
-                    nn.functional.cross_entropy(model(x), y).backward()
+                    nn.functional.cross_entropy(model(backbone(x)), y).backward()
                     optimizer.step()
 
             def test_epoch(loader, model):
@@ -993,16 +1263,15 @@ class TrainModeNotRestored(Rule):
                 with torch.no_grad():
                     return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
 
-            def main(model, ema, train_loader, test_loader, epochs):
-                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-                model.train()
+            def main(model, head, train_loader, test_loader, epochs):
+                optimizer = torch.optim.SGD([*model.parameters(), *head.parameters()], lr=0.1)
                 for epoch in range(epochs):
-                    params = (train_loader, model, optimizer)
+                    params = (train_loader, head, optimizer, model)
                     train_epoch(*params)
                     print(test_epoch(test_loader, model))
                     model.train()
             """,
-            title="the epoch helper receives the model from a tuple (`*params`) and `train()` runs once before the loop: the next epoch trains it in eval mode",
+            title="the epoch helper receives its arguments from a tuple: its `model` is the head, the backbone it trains is never put back in train mode",
         ),
         good(
             """
@@ -1553,275 +1822,6 @@ class TrainModeNotRestored(Rule):
             """,
             line=22,
             title="the generator's optimizer also holds the teacher's parameters: the loop trains the teacher in eval mode",
-        ),
-        good(
-            """
-            import torch
-            import torch.nn.functional as F
-            from probes import make_probe
-
-
-            class Pretrainer:
-                def __init__(self, model, optimizer):
-                    self.model = model
-                    self.optimizer = optimizer
-
-                def probe(self, loader, num_classes):
-                    self.model.eval()
-                    with torch.no_grad():
-                        feats = torch.cat([self.model(x) for x, _ in loader])
-                        labels = torch.cat([y for _, y in loader])
-                    head, head_opt = make_probe(feats.shape[1], num_classes)
-                    for _ in range(50):
-                        loss = F.cross_entropy(head(feats), labels)
-                        head_opt.zero_grad()
-                        loss.backward()
-                        head_opt.step()
-                    return loss.item()
-
-                def fit(self, loader, val_loader, epochs):
-                    for epoch in range(epochs):
-                        self.model.train()
-                        for x, y in loader:
-                            loss = F.cross_entropy(self.model(x), y)
-                            self.optimizer.zero_grad()
-                            loss.backward()
-                            self.optimizer.step()
-                        print(epoch, self.probe(val_loader, 10))
-            """,
-            title="a linear probe trained on features taken without grad: its loop's backward trains the probe, not the frozen model",
-        ),
-        bad(
-            """
-            import torch
-            import torch.nn.functional as F
-            from probes import make_probe
-
-
-            class Pretrainer:
-                def __init__(self, model, optimizer):
-                    self.model = model
-                    self.optimizer = optimizer
-
-                def probe(self, loader, num_classes):
-                    self.model.eval()
-                    with torch.no_grad():
-                        feats = torch.cat([self.model(x) for x, _ in loader])
-                        labels = torch.cat([y for _, y in loader])
-                    head, head_opt = make_probe(feats.shape[1], num_classes)
-                    for _ in range(50):
-                        loss = F.cross_entropy(head(feats), labels)
-                        head_opt.zero_grad()
-                        loss.backward()
-                        head_opt.step()
-                    return loss.item()
-
-                def fit(self, loader, val_loader, epochs, probe_every=500):
-                    for epoch in range(epochs):
-                        self.model.train()
-                        for step, (x, y) in enumerate(loader):
-                            loss = F.cross_entropy(self.model(x), y)
-                            self.optimizer.zero_grad()
-                            loss.backward()
-                            self.optimizer.step()
-                            if step % probe_every == 0:
-                                print(step, self.probe(val_loader, 10))
-            """,
-            line=33,
-            fixed="""
-            import torch
-            import torch.nn.functional as F
-            from probes import make_probe
-
-
-            class Pretrainer:
-                def __init__(self, model, optimizer):
-                    self.model = model
-                    self.optimizer = optimizer
-
-                def probe(self, loader, num_classes):
-                    self.model.eval()
-                    with torch.no_grad():
-                        feats = torch.cat([self.model(x) for x, _ in loader])
-                        labels = torch.cat([y for _, y in loader])
-                    head, head_opt = make_probe(feats.shape[1], num_classes)
-                    for _ in range(50):
-                        loss = F.cross_entropy(head(feats), labels)
-                        head_opt.zero_grad()
-                        loss.backward()
-                        head_opt.step()
-                    return loss.item()
-
-                def fit(self, loader, val_loader, epochs, probe_every=500):
-                    for epoch in range(epochs):
-                        self.model.train()
-                        for step, (x, y) in enumerate(loader):
-                            loss = F.cross_entropy(self.model(x), y)
-                            self.optimizer.zero_grad()
-                            loss.backward()
-                            self.optimizer.step()
-                            if step % probe_every == 0:
-                                print(step, self.probe(val_loader, 10))
-                                self.model.train()
-            """,
-            title="the same probe run every N steps inside the step loop: the next training step runs in eval mode",
-        ),
-        good(
-            """
-            import torch
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-
-            class Scorer(nn.Module):
-                def __init__(self, n_in, n_out):
-                    super().__init__()
-                    self.hidden = nn.Linear(n_in, 256)
-                    self.out = nn.Linear(256, n_out)
-
-                def forward(self, x):
-                    return self.out(F.relu(self.hidden(x)))
-
-
-            class Learner:
-                def __init__(self, n_in, n_out):
-                    self.net = Scorer(n_in, n_out)
-                    self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
-
-
-            def fit(features, targets, rounds):
-                learner = Learner(features.shape[1], 4)
-                for _ in range(rounds):
-                    learner.net.eval()
-                    loss = F.cross_entropy(learner.net(features), targets)
-                    learner.opt.zero_grad()
-                    loss.backward()
-                    learner.opt.step()
-                    learner.net.train()
-            """,
-            title="a held network built of Linear layers only: its eval() during the update changes nothing it computes",
-        ),
-        bad(
-            """
-            import torch
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-
-            class Scorer(nn.Module):
-                def __init__(self, n_in, n_out):
-                    super().__init__()
-                    self.hidden = nn.Linear(n_in, 256)
-                    self.drop = nn.Dropout(0.3)
-                    self.out = nn.Linear(256, n_out)
-
-                def forward(self, x):
-                    return self.out(self.drop(F.relu(self.hidden(x))))
-
-
-            class Learner:
-                def __init__(self, n_in, n_out):
-                    self.net = Scorer(n_in, n_out)
-                    self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
-
-
-            def fit(features, targets, rounds):
-                learner = Learner(features.shape[1], 4)
-                for _ in range(rounds):
-                    learner.net.eval()
-                    loss = F.cross_entropy(learner.net(features), targets)
-                    learner.opt.zero_grad()
-                    loss.backward()
-                    learner.opt.step()
-                    learner.net.train()
-            """,
-            line=26,
-            title="the same held network with dropout: the update trains it with dropout off",
-        ),
-        good(
-            """
-            import torch
-            import torch.nn as nn
-
-
-            class Agent(nn.Module):
-                def __init__(self, n_obs, n_act):
-                    super().__init__()
-                    self.policy = nn.Sequential(nn.Linear(n_obs, 64), nn.Dropout(0.1), nn.Linear(64, n_act))
-
-                def forward(self, obs):
-                    return self.policy(obs)
-
-
-            def run(env, iterations, n_obs, n_act):
-                agent = Agent(n_obs, n_act)
-                optimizer = torch.optim.Adam(agent.parameters(), lr=3e-4)
-                for it in range(iterations):
-                    agent.eval()
-                    with torch.no_grad():
-                        batch = env.rollout(agent)
-                    agent.train()
-                    for obs, ret in batch:
-                        loss = (agent(obs).sum(-1) - ret).pow(2).mean()
-                        optimizer.zero_grad()
-                        loss.backward()
-                        optimizer.step()
-            """,
-            title="an RL agent built from an nn.Module class: its `agent.train()` before the update restores the mode",
-        ),
-        good(
-            """
-            import torch
-            from policies import make_agent
-
-
-            def run(env, iterations, n_obs, n_act):
-                agent = make_agent(n_obs, n_act)
-                optimizer = torch.optim.Adam(agent.parameters(), lr=3e-4)
-                for it in range(iterations):
-                    agent.eval()
-                    with torch.no_grad():
-                        batch = env.rollout(agent)
-                    agent.train()
-                    for obs, ret in batch:
-                        loss = (agent(obs).sum(-1) - ret).pow(2).mean()
-                        optimizer.zero_grad()
-                        loss.backward()
-                        optimizer.step()
-            """,
-            title="an agent a factory of another package builds: the file calls its `eval()`, so its `train()` is a mode switch too",
-        ),
-        bad(
-            """
-            import torch
-            import torch.nn as nn
-
-
-            class Agent(nn.Module):
-                def __init__(self, n_obs, n_act):
-                    super().__init__()
-                    self.policy = nn.Sequential(nn.Linear(n_obs, 64), nn.Dropout(0.1), nn.Linear(64, n_act))
-
-                def forward(self, obs):
-                    return self.policy(obs)
-
-
-            def run(env, iterations, n_obs, n_act):
-                agent = Agent(n_obs, n_act)
-                optimizer = torch.optim.Adam(agent.parameters(), lr=3e-4)
-                agent.train()
-                for it in range(iterations):
-                    agent.eval()
-                    with torch.no_grad():
-                        batch = env.rollout(agent)
-                    for obs, ret in batch:
-                        loss = (agent(obs).sum(-1) - ret).pow(2).mean()
-                        optimizer.zero_grad()
-                        loss.backward()
-                        optimizer.step()
-            """,
-            line=19,
-            title="the same agent with train() only before the loop: every update after the first rollout runs with dropout off",
         ),
     )
 
