@@ -80,6 +80,54 @@ class EvalForwardWithGrad(Rule):
         good(
             """
             import torch
+            from torchvision.utils import save_image
+
+            def inspect(model, loader):
+                model.eval()
+                for images, _ in loader:
+                    save_image(images[:8], "inputs.png")
+                    halt_here
+                    outputs = model(images)
+                    save_image(outputs[:8], "outputs.png")
+            """,
+            title="a bare name bound nowhere (a debugging halt) raises NameError before the forward: it never runs",
+        ),
+        bad(
+            """
+            import torch
+            from torchvision.utils import save_image
+
+            halt_here = None
+
+            def inspect(model, loader):
+                model.eval()
+                for images, _ in loader:
+                    save_image(images[:8], "inputs.png")
+                    halt_here
+                    outputs = model(images)
+                    save_image(outputs[:8], "outputs.png")
+            """,
+            line=11,
+            fixed="""
+            import torch
+            from torchvision.utils import save_image
+
+            halt_here = None
+
+            @torch.no_grad()
+            def inspect(model, loader):
+                model.eval()
+                for images, _ in loader:
+                    save_image(images[:8], "inputs.png")
+                    halt_here
+                    outputs = model(images)
+                    save_image(outputs[:8], "outputs.png")
+            """,
+            title="the same bare name bound at module level: a statement with no effect, the forward runs with grad on",
+        ),
+        good(
+            """
+            import torch
 
             def evaluate(model, loader, device):
                 model.eval()

@@ -49,10 +49,18 @@ class TrainModeNotRestored(Rule):
         at the backward (`requires_grad_(False)` before it, in the loop's function or by every
         caller) is not trained there either, nor one that the loop forwards only under `no_grad`
         (a momentum encoder, a reference model) and hands to no code it cannot follow: the
-        backward reaches none of its parameters. So may a module whose mode
+        backward reaches none of its parameters. That the loop trains the model is required: it
+        runs the model's forward with grad on, or its loss comes from a call handed the model (a
+        helper of another file); a loop that does neither (a linear probe fitted on features taken
+        without grad inside the evaluation, a client's copy of a federated global model) is
+        unproven and not reported by default. So may a module whose mode
         changes nothing (a loss criterion such as `nn.CrossEntropyLoss()` or a project loss class
         without dropout/BatchNorm, a GroupNorm-only network, a library class not known to hold
-        dropout or BatchNorm: the same judgement as TL302's). An eval that a training step sets before
+        dropout or BatchNorm: the same judgement as TL302's; `holder.net` is judged by what the
+        holder's class assigns to `self.net` when every binding of `holder` builds a class of the
+        file and no code assigns `.net` other than through `self`). A `.train()` on a receiver that
+        every binding builds with an `nn.Module` class is a mode switch whatever its name (`agent`,
+        `learner`). An eval that a training step sets before
         its own step loop starts, when nothing but that loop's training forwards uses the model in that
         mode (no forward with grad off, no other forward, not handed to code the walk does not follow),
         is the mode the step chose to train in (a linear probe keeping BatchNorm statistics frozen),
@@ -89,6 +97,275 @@ class TrainModeNotRestored(Rule):
         "https://pytorch.org/docs/stable/notes/autograd.html#evaluation-mode-nn-module-eval",
     )
     examples = (
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+            from probes import make_probe
+
+
+            class Pretrainer:
+                def __init__(self, model, optimizer):
+                    self.model = model
+                    self.optimizer = optimizer
+
+                def probe(self, loader, num_classes):
+                    self.model.eval()
+                    with torch.no_grad():
+                        feats = torch.cat([self.model(x) for x, _ in loader])
+                        labels = torch.cat([y for _, y in loader])
+                    head, head_opt = make_probe(feats.shape[1], num_classes)
+                    for _ in range(50):
+                        loss = F.cross_entropy(head(feats), labels)
+                        head_opt.zero_grad()
+                        loss.backward()
+                        head_opt.step()
+                    return loss.item()
+
+                def fit(self, loader, val_loader, epochs):
+                    for epoch in range(epochs):
+                        self.model.train()
+                        for x, y in loader:
+                            loss = F.cross_entropy(self.model(x), y)
+                            self.optimizer.zero_grad()
+                            loss.backward()
+                            self.optimizer.step()
+                        print(epoch, self.probe(val_loader, 10))
+            """,
+            title="a linear probe trained on features taken without grad: its loop's backward trains the probe, not the frozen model",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+            from probes import make_probe
+
+
+            class Pretrainer:
+                def __init__(self, model, optimizer):
+                    self.model = model
+                    self.optimizer = optimizer
+
+                def probe(self, loader, num_classes):
+                    self.model.eval()
+                    with torch.no_grad():
+                        feats = torch.cat([self.model(x) for x, _ in loader])
+                        labels = torch.cat([y for _, y in loader])
+                    head, head_opt = make_probe(feats.shape[1], num_classes)
+                    for _ in range(50):
+                        loss = F.cross_entropy(head(feats), labels)
+                        head_opt.zero_grad()
+                        loss.backward()
+                        head_opt.step()
+                    return loss.item()
+
+                def fit(self, loader, val_loader, epochs, probe_every=500):
+                    for epoch in range(epochs):
+                        self.model.train()
+                        for step, (x, y) in enumerate(loader):
+                            loss = F.cross_entropy(self.model(x), y)
+                            self.optimizer.zero_grad()
+                            loss.backward()
+                            self.optimizer.step()
+                            if step % probe_every == 0:
+                                print(step, self.probe(val_loader, 10))
+            """,
+            line=33,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+            from probes import make_probe
+
+
+            class Pretrainer:
+                def __init__(self, model, optimizer):
+                    self.model = model
+                    self.optimizer = optimizer
+
+                def probe(self, loader, num_classes):
+                    self.model.eval()
+                    with torch.no_grad():
+                        feats = torch.cat([self.model(x) for x, _ in loader])
+                        labels = torch.cat([y for _, y in loader])
+                    head, head_opt = make_probe(feats.shape[1], num_classes)
+                    for _ in range(50):
+                        loss = F.cross_entropy(head(feats), labels)
+                        head_opt.zero_grad()
+                        loss.backward()
+                        head_opt.step()
+                    return loss.item()
+
+                def fit(self, loader, val_loader, epochs, probe_every=500):
+                    for epoch in range(epochs):
+                        self.model.train()
+                        for step, (x, y) in enumerate(loader):
+                            loss = F.cross_entropy(self.model(x), y)
+                            self.optimizer.zero_grad()
+                            loss.backward()
+                            self.optimizer.step()
+                            if step % probe_every == 0:
+                                print(step, self.probe(val_loader, 10))
+                                self.model.train()
+            """,
+            title="the same probe run every N steps inside the step loop: the next training step runs in eval mode",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+
+            class Scorer(nn.Module):
+                def __init__(self, n_in, n_out):
+                    super().__init__()
+                    self.hidden = nn.Linear(n_in, 256)
+                    self.out = nn.Linear(256, n_out)
+
+                def forward(self, x):
+                    return self.out(F.relu(self.hidden(x)))
+
+
+            class Learner:
+                def __init__(self, n_in, n_out):
+                    self.net = Scorer(n_in, n_out)
+                    self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+
+
+            def fit(features, targets, rounds):
+                learner = Learner(features.shape[1], 4)
+                for _ in range(rounds):
+                    learner.net.eval()
+                    loss = F.cross_entropy(learner.net(features), targets)
+                    learner.opt.zero_grad()
+                    loss.backward()
+                    learner.opt.step()
+                    learner.net.train()
+            """,
+            title="a held network built of Linear layers only: its eval() during the update changes nothing it computes",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+
+            class Scorer(nn.Module):
+                def __init__(self, n_in, n_out):
+                    super().__init__()
+                    self.hidden = nn.Linear(n_in, 256)
+                    self.drop = nn.Dropout(0.3)
+                    self.out = nn.Linear(256, n_out)
+
+                def forward(self, x):
+                    return self.out(self.drop(F.relu(self.hidden(x))))
+
+
+            class Learner:
+                def __init__(self, n_in, n_out):
+                    self.net = Scorer(n_in, n_out)
+                    self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+
+
+            def fit(features, targets, rounds):
+                learner = Learner(features.shape[1], 4)
+                for _ in range(rounds):
+                    learner.net.eval()
+                    loss = F.cross_entropy(learner.net(features), targets)
+                    learner.opt.zero_grad()
+                    loss.backward()
+                    learner.opt.step()
+                    learner.net.train()
+            """,
+            line=26,
+            title="the same held network with dropout: the update trains it with dropout off",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn as nn
+
+
+            class Agent(nn.Module):
+                def __init__(self, n_obs, n_act):
+                    super().__init__()
+                    self.policy = nn.Sequential(nn.Linear(n_obs, 64), nn.Dropout(0.1), nn.Linear(64, n_act))
+
+                def forward(self, obs):
+                    return self.policy(obs)
+
+
+            def run(env, iterations, n_obs, n_act):
+                agent = Agent(n_obs, n_act)
+                optimizer = torch.optim.Adam(agent.parameters(), lr=3e-4)
+                for it in range(iterations):
+                    agent.eval()
+                    with torch.no_grad():
+                        batch = env.rollout(agent)
+                    agent.train()
+                    for obs, ret in batch:
+                        loss = (agent(obs).sum(-1) - ret).pow(2).mean()
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            title="an RL agent built from an nn.Module class: its `agent.train()` before the update restores the mode",
+        ),
+        good(
+            """
+            import torch
+            from policies import make_agent
+
+
+            def run(env, iterations, n_obs, n_act):
+                agent = make_agent(n_obs, n_act)
+                optimizer = torch.optim.Adam(agent.parameters(), lr=3e-4)
+                for it in range(iterations):
+                    agent.eval()
+                    with torch.no_grad():
+                        batch = env.rollout(agent)
+                    agent.train()
+                    for obs, ret in batch:
+                        loss = (agent(obs).sum(-1) - ret).pow(2).mean()
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            title="an agent a factory of another package builds: the file calls its `eval()`, so its `train()` is a mode switch too",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn as nn
+
+
+            class Agent(nn.Module):
+                def __init__(self, n_obs, n_act):
+                    super().__init__()
+                    self.policy = nn.Sequential(nn.Linear(n_obs, 64), nn.Dropout(0.1), nn.Linear(64, n_act))
+
+                def forward(self, obs):
+                    return self.policy(obs)
+
+
+            def run(env, iterations, n_obs, n_act):
+                agent = Agent(n_obs, n_act)
+                optimizer = torch.optim.Adam(agent.parameters(), lr=3e-4)
+                agent.train()
+                for it in range(iterations):
+                    agent.eval()
+                    with torch.no_grad():
+                        batch = env.rollout(agent)
+                    for obs, ret in batch:
+                        loss = (agent(obs).sum(-1) - ret).pow(2).mean()
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            line=19,
+            title="the same agent with train() only before the loop: every update after the first rollout runs with dropout off",
+        ),
         bad(
             """
             import torch
@@ -1911,9 +2188,13 @@ class TrainModeNotRestored(Rule):
                         premise("the training loop runs a backward after it", item.backward, "call"),
                         premise(f"no `{key}.train()` runs between the evaluation and that backward", item.loop, "use")]
             # what the backward trains: a forward of it with grad on in the loop, its parameters not
-            # all frozen there (a model only forwarded under no_grad, or frozen, is not reported);
-            # not required: on round 3 a true finding's forward ran through an alias the run does not
-            # tie to the model (`model = self.train()`, then `model = DataParallel(model)` on a branch)
+            # all frozen there (a model only forwarded under no_grad, or frozen, is not reported).
+            # Required (issue 35, round 6): a loop that runs no forward of it may train another model
+            # (a linear probe on detached features inside the evaluation, a client's copy of the
+            # global model in a federated round): the eval then leaves nothing trained in eval mode.
+            # On round 3 a true finding's forward ran through an alias the run does not tie to the
+            # model (`model = self.train()`); such a finding is now reported only with `include_unproven`
+            handed = model.loss_through_hand_over(item) if item.forward is None else None
             used = item.fact.evaluated
             if isinstance(used, (cst.For, cst.While)):
                 evidence.append(premise("the eval mode is left over: it reaches another iteration of this loop",
@@ -1924,10 +2205,14 @@ class TrainModeNotRestored(Rule):
                                         used, "call"))
             if item.forward is not None:
                 evidence.append(premise(f"the loop trains `{key}`: it runs forward with grad recording on here, its "
-                                        f"parameters not all frozen", item.forward, "call", required=False))
+                                        f"parameters not all frozen", item.forward, "call"))
+            elif handed is not None:
+                evidence.append(premise(f"the loop trains `{key}`: the backward's loss comes from "
+                                        f"`{_short_call(ctx, handed)}`, handed `{key}` with grad recording on",
+                                        handed, "call"))
             else:
                 evidence.append(unknown(f"the loop trains `{key}`: no forward of it with grad on is seen in the loop "
-                                        f"(it may run in code not followed)", item.loop, "use", required=False))
+                                        f"(it may run in code not followed)", item.loop, "use"))
             yield self.report(item.anchor, self._message(ctx, item), _fix(ctx, item), evidence=evidence)
 
     @staticmethod

@@ -78,7 +78,10 @@ class MeanOfBatchMeans(Rule):
         batch then has the same size and the mean of means is exact. When the project function
         turns `drop_last` off only under a configuration value (`if args.data == "m4":`) rather
         than an argument the caller passes, whether the last batch is short is unknown: the
-        finding is unproven (`--include-unproven`).
+        finding is unproven (`--include-unproven`); so is it when the function returns one loader
+        per branch of configuration tests (`if args.task_name == "classification": ... return`),
+        and when the loop's loader is a parameter every caller fills with such a loader (or one
+        of equal batches).
 
         An average taken inside a training loop (the loop runs the backward and the step) is a
         logged training loss, not a metric a model is chosen or reported by: it is reported at
@@ -136,6 +139,66 @@ class MeanOfBatchMeans(Rule):
                 return running / steps
             """,
             title="drop_last=True comes with the keyword arguments a helper returns: equal batches",
+        ),
+        good(
+            """
+            import numpy as np
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            def build_loader(cfg, split):
+                drop_last = True
+                if cfg.task == "detection":
+                    drop_last = False
+                    windows = Windows(cfg.root, split)
+                    return windows, DataLoader(windows, batch_size=cfg.batch_size, drop_last=drop_last)
+                if cfg.dataset == "weekly":
+                    drop_last = False
+                series = Series(cfg.root, split)
+                return series, DataLoader(series, batch_size=cfg.batch_size, drop_last=drop_last)
+
+
+            def score(model, cfg):
+                _, val_loader = build_loader(cfg, "val")
+                losses = []
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        losses.append(torch.nn.functional.mse_loss(model(x), y).item())
+                return np.average(losses)
+            """,
+            title="a loader factory with one return per task: which branch runs, and so whether the last batch "
+                  "is kept, is a configuration value (unproven)",
+        ),
+        bad(
+            """
+            import numpy as np
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            def build_loader(cfg, split):
+                drop_last = True
+                if split == "val":
+                    drop_last = False
+                    windows = Windows(cfg.root, split)
+                    return windows, DataLoader(windows, batch_size=cfg.batch_size, drop_last=drop_last)
+                if cfg.dataset == "weekly":
+                    drop_last = False
+                series = Series(cfg.root, split)
+                return series, DataLoader(series, batch_size=cfg.batch_size, drop_last=drop_last)
+
+
+            def score(model, cfg):
+                _, val_loader = build_loader(cfg, "val")
+                losses = []
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        losses.append(torch.nn.functional.mse_loss(model(x), y).item())
+                return np.average(losses)
+            """,
+            line=24,
+            title="the same factory, but the split it is called with picks the branch that keeps the short last batch",
         ),
         good(
             """
@@ -1212,6 +1275,23 @@ def _short_batch_premise(ctx, flow, loader, depth: int = 0):
             prepared = _unpacked_prepare_argument(binding.node, loader.value)
             if prepared is not None:
                 return _short_batch_premise(ctx, flow, prepared, depth + 1)
+        if binding is not None and binding.kind == "param":
+            # a loader parameter: unknown when every call of its function in the file passes a
+            # loader of equal batches or one whose `drop_last` a configuration chooses, one at least
+            function = flow.index.function_at(binding.node)
+            sites = flow.index.callers(function) if function is not None else []
+            arguments = [flow.index.argument_for(site.node, function, loader.value) for site in sites]
+            if not arguments or any(a is None for a in arguments):
+                return None
+            found = None
+            for argument in arguments:
+                if _equal_batches(flow, argument, depth + 1):
+                    continue
+                short = _short_batch_premise(ctx, flow, argument, depth + 1)
+                if short is None:
+                    return None  # a caller passes a loader that can end with a short batch
+                found = found or short
+            return found
     built = _built_by(flow, loader)
     if built is None or loader_constructor(flow, loader) is not None:
         return None

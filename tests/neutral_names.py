@@ -119,9 +119,10 @@ class _Rename(cst.CSTTransformer):
         return updated.with_changes(value=self.names.get(updated.value, updated.value))
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
-        # only `self.<attr>` is renamed (its value, `self`, is never renamed itself)
-        if isinstance(original.value, cst.Name) and original.value.value == "self" and \
-                original.attr.value in self.attributes:
+        # `self.<attr>` is renamed (its value, `self`, is never renamed itself), and so is the same
+        # attribute read through a variable of the file (`learner.net` of a class setting `self.net`)
+        if isinstance(original.value, cst.Name) and original.attr.value in self.attributes and \
+                (original.value.value == "self" or original.value.value in self.names):
             return updated.with_changes(attr=cst.Name(self.attributes[original.attr.value]))
         return updated.with_changes(attr=original.attr)  # an attribute of anything else stays
 

@@ -227,6 +227,7 @@ class Flow:
     grad_on: dict = field(default_factory=dict)  # loop -> {key: the first such forward}
     grad_off: dict = field(default_factory=dict)
     handed: dict = field(default_factory=dict)
+    handed_calls: dict = field(default_factory=dict)  # loop -> {key: [the calls it is handed to]}
 
     def untrained_in(self, loop: cst.CSTNode, key: str) -> bool:
         """The loop forwards `key` only with grad recording off, records no forward of it (or of a

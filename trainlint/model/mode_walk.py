@@ -89,6 +89,9 @@ class FunctionRun:
             return Outcome(ret=after) if isinstance(node, cst.Return) else Outcome()
         if isinstance(node, cst.Assert) and is_false(node.test):
             return Outcome()  # `assert False`: the branch never falls through (a raise)
+        if isinstance(node, cst.Expr) and isinstance(node.value, cst.Name) and \
+                self.model.never_bound(node.value.value):
+            return Outcome()  # a bare `stop` bound nowhere: NameError, the branch never falls through
         if isinstance(node, cst.Break):
             return Outcome(brk=state)
         if isinstance(node, cst.Continue):
@@ -403,7 +406,7 @@ class FunctionRun:
         target = self.index.callee(call, scope) or self._mode_method(call, scope)
         if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train") and (
                 target is None or _overrides_module_mode(target)):
-            kind = self._mode_kind(call)
+            kind = self._mode_kind(call, scope)
             members = switched_members(call, self.index) if kind is not None else []
             if members:  # `[model[k].eval() for k in model]`, `for net in (G, D): net.train()`
                 return self._set_members(members, kind, call, state, frame)
@@ -490,6 +493,9 @@ class FunctionRun:
         keys.discard(None)
         for loop, _ in self.loop_stack:
             self.flow.handed.setdefault(loop, set()).update(keys)
+            calls = self.flow.handed_calls.setdefault(loop, {})
+            for key in keys:
+                calls.setdefault(key, []).append(call)
 
     def _set_members(self, members, kind: str, call: cst.Call, state: State, frame: Frame) -> State:
         """A mode call that a loop runs on every member of a container (or on each model of a
@@ -630,7 +636,7 @@ class FunctionRun:
                 state = state.set(key, frozenset({self._fact(RESTORE, call, frame)}))
         return state
 
-    def _mode_kind(self, call: cst.Call) -> str | None:
+    def _mode_kind(self, call: cst.Call, scope: Scope | None = None) -> str | None:
         func = call.func
         if func.attr.value == "eval":
             return EVAL if not call.args else None
@@ -639,9 +645,12 @@ class FunctionRun:
             return None
         if not args:
             receiver = func.value
-            # `trainer.train()` starts a training run; only models take a mode
+            # `trainer.train()` starts a training run; only models take a mode. A receiver that every
+            # binding builds with a module class (`agent = Agent(envs).to(device)`, `class Agent(nn.Module)`)
+            # is a model whatever its name; only one not known to be a module is judged by its name
             if isinstance(receiver, cst.Name) and receiver.value not in ("self",) and \
-                    re.search(r"trainer|agent|learner|runner|engine|pipeline|experiment", receiver.value, re.I):
+                    re.search(r"trainer|agent|learner|runner|engine|pipeline|experiment", receiver.value, re.I) and \
+                    not self._built_as_module(receiver, scope) and not self._switched_to_eval(receiver.value):
                 return None
             return TRAIN
         value = args[0].value
@@ -650,6 +659,25 @@ class FunctionRun:
         if is_true(value):
             return TRAIN
         return RESTORE
+
+    def _switched_to_eval(self, name: str) -> bool:
+        """The file calls `<name>.eval()`: what it names takes a mode (a trainer or a runner has
+        no `eval()`), so its `train()` is a mode switch too."""
+        found = getattr(self.model, "_eval_receivers", None)
+        if found is None:
+            found = self.model._eval_receivers = frozenset(
+                site.node.func.value.value for site in self.index.calls
+                if isinstance(site.node.func, cst.Attribute) and site.node.func.attr.value == "eval"
+                and not site.node.args and isinstance(site.node.func.value, cst.Name))
+        return name in found
+
+    def _built_as_module(self, receiver: cst.Name, scope: Scope | None) -> bool:
+        """Every construction of `receiver` that reaches here is known and builds an `nn.Module`."""
+        if scope is None:
+            return False
+        constructions = self.model._constructions(receiver, scope)
+        return bool(constructions) and all(
+            isinstance(c, cst.Call) and self.model.is_module_constructor(c, c_scope) for c, c_scope in constructions)
 
     def _fact(self, kind: str, node: cst.CSTNode, frame: Frame) -> Fact:
         site = frame.chain[0] if frame.chain else node

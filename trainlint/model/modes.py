@@ -26,6 +26,7 @@ the evaluation-region helpers (`is_evaluation_function`, `evaluation_loop_of`, `
 
 from __future__ import annotations
 
+import builtins
 import re
 from typing import Iterable, Iterator
 
@@ -66,6 +67,8 @@ _PYTEST_NAME = re.compile(r"^test_(?!(?:epoch|loop|model|one_epoch|step|batch|da
 EVAL_LOADER_TEXT = re.compile(r"(?:^|[^a-z])(?:val|valid|validation|test|testing|eval|evaluation|dev|holdout)"
                               r"(?:[^a-z]|$)", re.IGNORECASE)
 _MAX_ENTRY_DEPTH = 3
+_BUILTIN_NAMES = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__loader__",
+                                             "__package__", "__path__", "__builtins__", "__debug__"}
 
 
 class ModeModel:
@@ -83,6 +86,9 @@ class ModeModel:
         self._frozen: frozenset[str] = frozenset()
         self._users: frozenset[str] | None | bool = False  # not computed yet
         self._volatile: bool | None = None
+        self._foreign_writes: frozenset[str] | None = None
+        self._unbound: frozenset[str] | None = None  # names bound nowhere (never_bound)
+        self._star_modules: list[str] = []  # attributes assigned other than through `self`
 
     @property
     def has_volatile(self) -> bool:
@@ -176,11 +182,86 @@ class ModeModel:
                     if self.index.function_at(item.anchor) is function:
                         named_here.add(item.anchor)
                 if chosen[item.anchor] is flow:
-                    found[item.anchor].setdefault(item.key, item)
+                    # per model, a backward the loop proves trains it (a forward of it with grad on)
+                    # over one of a loop that may train something else (a probe inside the evaluation)
+                    known = found[item.anchor].get(item.key)
+                    if known is None or (known.forward is None and item.forward is not None):
+                        found[item.anchor][item.key] = item
         return [items[k] for anchor, items in found.items() for k in sorted(items)
                 if not self._refuted_by_own_function(items[k])
                 and not chosen[anchor].untrained_in(items[k].loop, items[k].key)
                 and not self.stepped_without(items[k].loop, items[k].key)]
+
+    def never_bound(self, name: str) -> bool:
+        """`name` is bound nowhere, so evaluating it raises NameError: not a builtin, every
+        occurrence of it in the file is a bare expression statement (`stop`, a debugging halt), and
+        each module the file star-imports is a project file whose text never mentions it (and that
+        star-imports nothing itself); a file with `exec`, `globals()` or `__builtins__`, or a star
+        import of a module outside the project, may bind anything."""
+        if self._unbound is None:
+            counts: dict[str, int] = {}
+            bare: dict[str, int] = {}
+            dynamic = False
+            self._star_modules = []
+            for node in walk(self.ctx.module):
+                if isinstance(node, cst.Name):
+                    counts[node.value] = counts.get(node.value, 0) + 1
+                    parent = self.index.parents.get(node)
+                    if node.value in ("exec", "globals", "vars", "locals", "__builtins__", "setattr", "eval") and \
+                            not (isinstance(parent, cst.Attribute) and parent.attr is node):
+                        dynamic = True  # `exec(...)`, `globals()[k] = v`; not `model.eval()`
+                elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Name):
+                    bare[node.value.value] = bare.get(node.value.value, 0) + 1
+                elif isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
+                    base = dotted_name(node.module) if node.module is not None else ""
+                    self._star_modules.append("." * len(node.relative) + (base or ""))
+            self._unbound = frozenset() if dynamic else frozenset(
+                n for n, c in bare.items() if counts.get(n) == c and n not in _BUILTIN_NAMES)
+        return name in self._unbound and all(self._star_module_lacks(base, name) for base in self._star_modules)
+
+    def _star_module_lacks(self, base: str, name: str) -> bool:
+        """`from <base> import *` cannot bind `name`: `base` is a project file whose text has no
+        such word and no star import of its own."""
+        linker = getattr(self.index, "linker", None)
+        project = getattr(linker, "project", None)
+        if project is None:
+            return False
+        qualname = f"{base}.{name}" if base and not base.endswith(".") else f"{base}{name}"
+        found = project.find_module(qualname, linker.path)
+        if found is None:
+            return False
+        text = project.source(found[0])
+        return text is not None and "import *" not in text and re.search(rf"\b{re.escape(name)}\b", text) is None
+
+    def loss_through_hand_over(self, item: Unrestored) -> cst.Call | None:
+        """A call of the loop, handed `item.key` (or a model holding it) with grad on, whose body the
+        run does not follow and whose result flows into the loss of `item.backward` in the same
+        function (`loss = forward_pass(model, batch)` with `forward_pass` in another file): the
+        backward reaches what that call computed from the model."""
+        from trainlint.model.dataflow import dataflow  # dataflow builds on modes' neighbours
+        parts = item.key.split(".")
+        holders = {".".join(parts[:end]) for end in range(1, len(parts) + 1)}
+        calls = [call for flow in self._flows.values() for key in holders
+                 for call in flow.handed_calls.get(item.loop, {}).get(key, ())]
+        if not calls:
+            return None
+        data = self.ctx.model(dataflow)
+        root = data.backward_root(item.backward, self.index.scope_at(item.backward))
+        if root is None:
+            return None
+        owner = self.index.function_at(item.backward)
+        fed = data.names_feeding([root], item.backward)
+        for call in calls:
+            if self.index.function_at(call) is not owner:
+                continue
+            if any(node is call for node in walk(root)):
+                return call
+            assign = self.index.enclosing_statement(call)
+            if isinstance(assign, cst.Assign) and assign.value is call and any(
+                    dotted_name(n) in fed for t in assign.targets for n in walk(t)
+                    if isinstance(n, (cst.Name, cst.Attribute)) and dotted_name(n)):
+                return call
+        return None
 
     def stepped_without(self, loop_node: cst.CSTNode, key: str) -> bool:
         """The loop steps optimizers whose constructions are all seen, and none holds parameters of
@@ -636,6 +717,8 @@ class ModeModel:
                     found += more
         elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
             values = self.index.self_attribute_values(expr.attr.value, scope)
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+            return self._member_constructions(expr, scope, depth)
         else:
             return None
         for value in values:
@@ -674,6 +757,87 @@ class ModeModel:
                 continue
             found.append((value, self.index.scope_at(value)))
         return found
+
+    def _member_constructions(self, expr: cst.Attribute, scope: Scope, depth: int) -> list | None:
+        """`net.network` where every binding of `net` builds an instance of a class of this file
+        (`net = Policy()`): what the class's methods (or its same-file bases') assign to
+        `self.network`, provided no code assigns that attribute other than through `self`
+        (`net.network = other`, `setattr(...)`)."""
+        attr = expr.attr.value
+        written = self._attributes_written_elsewhere()
+        if attr in written or "*" in written:
+            return None
+        owners = self._constructions(expr.value, scope, depth + 1)
+        if not owners:
+            return None
+        found: list = []
+        for call, _ in owners:
+            func = call.func if isinstance(call, cst.Call) else None
+            if not (isinstance(func, cst.Name) and func.value in self.index.classes):
+                return None
+            values = self._class_attribute_values(func.value, attr)
+            if not values:
+                return None
+            for value in values:
+                more = self._constructions_of_value(value, depth)
+                if more is None:
+                    return None
+                found += more
+        return found
+
+    def _class_attribute_values(self, class_name: str, attr: str, depth: int = 0) -> list | None:
+        """What the methods of a same-file class, or of its same-file bases, assign to `self.<attr>`;
+        None when a base is a class of another file (it may assign it too)."""
+        node = self.index.classes.get(class_name)
+        if node is None or depth > 5:
+            return None
+        values = list(self.index.class_attributes.get(class_name, {}).get(attr, []))
+        for base in node.bases:
+            text = dotted_name(base.value) or ""
+            if text in self.index.classes and text != class_name:
+                inner = self._class_attribute_values(text, attr, depth + 1)
+                if inner is None:
+                    return None
+                values += inner
+            elif text not in ("object",) and not _MODULE_BASES.search(text):
+                return None
+        return values
+
+    def _constructions_of_value(self, value: cst.BaseExpression, depth: int) -> list | None:
+        """The constructions of what a method assigns (`self.network = Comm(...)`), in its scope."""
+        inner = strip_wrappers(value)
+        if isinstance(inner, cst.Call):
+            return [(inner, self.index.scope_at(inner))]
+        if isinstance(inner, (cst.Name, cst.Attribute)):
+            return self._constructions(inner, self.index.scope_at(value), depth + 1)
+        return None
+
+    def _attributes_written_elsewhere(self) -> frozenset[str]:
+        """Attribute names the file assigns other than as `self.<attr> = ...` (`net.network = m`,
+        `setattr(net, "network", m)`): an instance's attribute may then hold something else."""
+        if self._foreign_writes is None:
+            found: set[str] = set()
+            for node in walk(self.ctx.module):
+                targets: list = []
+                if isinstance(node, cst.Assign):
+                    targets = [t.target for t in node.targets]
+                elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+                    targets = [node.target]
+                elif isinstance(node, (cst.For, cst.CompFor)):
+                    targets = [node.target]
+                elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "setattr":
+                    args = positional_args(node)
+                    if len(args) > 1 and isinstance(args[1].value, cst.SimpleString):
+                        found.add(args[1].value.evaluated_value)
+                    elif len(args) > 1:
+                        found.add("*")
+                for target in targets:
+                    for inner in walk(target):
+                        if isinstance(inner, cst.Attribute) and not (
+                                isinstance(inner.value, cst.Name) and inner.value.value == "self"):
+                            found.add(inner.attr.value)
+            self._foreign_writes = frozenset(found)
+        return self._foreign_writes
 
     def key_of(self, expr: cst.BaseExpression, scope: Scope) -> str | None:
         return self._key(expr, Frame(None, scope, {}))

@@ -749,39 +749,69 @@ class _Summariser:
         return None
 
     def _drop_last_chosen_by(self, function: FunctionInfo) -> str | None:
-        """`FunctionSummary.drop_last_chosen_by`: the returned loader's `drop_last=<name>` is bound
-        only to `True` and `False` literals, both, and `equal_batches_by` cannot say by which
-        parameter: the test of the `if` around a `False` binding that reads no parameter."""
+        """`FunctionSummary.drop_last_chosen_by`: every loader the function returns (one return, or
+        one per branch: `if args.task_name == "classification": ... return data_set, loader`) is
+        built with `drop_last=True` or `drop_last=<name>` bound only to `True` and `False` literals,
+        both, and `equal_batches_by` cannot say by which parameter: the test of the `if` around a
+        `False` binding that reads no parameter (each `False` binding must sit under such a test)."""
         returns = self._returns_of(function)
-        if len(returns) != 1:
+        if not returns:
             return None
-        value = returns[0]
-        for name in [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]:
-            call = name
-            if isinstance(name, cst.Name):
-                bindings = function.scope.lookup(name.value)
-                call = bindings[0].value if len(bindings) == 1 and bindings[0].kind == "assign" else None
-            if not (isinstance(call, cst.Call) and
-                    (self.index.resolve(call.func, function.scope) or "").rsplit(".", 1)[-1] == "DataLoader"):
-                continue
+        loaders: list[cst.Call] = []
+        for value in returns:
+            for element in [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]:
+                if self._is_loader_call(element, function):
+                    loaders.append(element)
+                    continue
+                if not isinstance(element, cst.Name):
+                    continue
+                bindings = function.scope.lookup(element.value)
+                built = [b.value for b in bindings if b.kind == "assign" and self._is_loader_call(b.value, function)]
+                if built and len(built) != len(bindings):
+                    return None  # a loader on some paths, something else on others
+                if not built and len(returns) == 1 and len(bindings) == 1 and bindings[0].kind == "assign" and \
+                        bindings[0].value is None and isinstance(bindings[0].node, cst.Assign) and \
+                        isinstance(bindings[0].node.value, cst.Call):
+                    # `data_set, data_loader = data_provider(self.args, flag)`, returned as it is: the
+                    # helper's answer
+                    call = bindings[0].node.value
+                    func = call.func
+                    inner = self.summary_of(func, function.scope, ("DataLoader",)) \
+                        if not _is_self_or_super(func.value if isinstance(func, cst.Attribute) else func) else None
+                    if isinstance(inner, FunctionSummary) and inner.drop_last_chosen_by is not None:
+                        return inner.drop_last_chosen_by
+                loaders += built
+        if not loaders:
+            return None
+        params = set(_param_names(function))
+        false_bindings, values = [], set()
+        for call in loaders:
             drop = keyword_value(call, "drop_last")
-            if not isinstance(drop, cst.Name) or _drop_last_by(function, drop) is not None:
+            if isinstance(drop, cst.Name) and drop.value == "True":
+                values.add("True")
+                continue
+            if not isinstance(drop, cst.Name) or drop.value == "False" or _drop_last_by(function, drop) is not None:
                 return None
             bindings = function.scope.lookup(drop.value)
-            values = {b.value.value if b.kind == "assign" and isinstance(b.value, cst.Name) else None for b in bindings}
-            if values != {"True", "False"}:
+            if not bindings or any(b.kind != "assign" or not isinstance(b.value, cst.Name)
+                                   or b.value.value not in ("True", "False") for b in bindings):
                 return None
-            params = set(_param_names(function))
-            for binding in bindings:
-                if binding.value.value != "False":
-                    continue
-                test = next((n.test for n in _path_up(function, binding.node) if isinstance(n, cst.If)), None)
-                if test is not None and not any(isinstance(n, cst.Name) and n.value in params and
-                                                not isinstance(self.index.parent(n), cst.Attribute)
-                                                for n in walk(test)):
-                    return " ".join(cst.Module([]).code_for_node(test).split())
+            values |= {b.value.value for b in bindings}
+            false_bindings += [b for b in bindings if b.value.value == "False" and b not in false_bindings]
+        if values != {"True", "False"}:
             return None
-        return None
+        chosen = None
+        for binding in false_bindings:
+            test = next((n.test for n in _path_up(function, binding.node) if isinstance(n, cst.If)), None)
+            if test is None or any(isinstance(n, cst.Name) and n.value in params and
+                                   not isinstance(self.index.parent(n), cst.Attribute) for n in walk(test)):
+                return None
+            chosen = chosen or " ".join(cst.Module([]).code_for_node(test).split())
+        return chosen
+
+    def _is_loader_call(self, expr: cst.BaseExpression | None, function: FunctionInfo) -> bool:
+        return isinstance(expr, cst.Call) and \
+            (self.index.resolve(expr.func, function.scope) or "").rsplit(".", 1)[-1] == "DataLoader"
 
     def _drawn_params(self, function: FunctionInfo, params: list[str]) -> tuple[str, ...]:
         own = self._own_nodes(function)
