@@ -604,8 +604,9 @@ def test_without_accumulation_at_run_time_the_findings_are_not_confirmed(reports
     (The 9th backward runs before the 9th step stops the run.)"""
     report = reports["finetune_no_accumulation"]
     got = {f["code"]: (f["status"], f["evidence"]) for f in report.findings}
-    assert got["TL102"] == (NOT_CONFIRMED, "the line ran 9x: one backward call per optimizer step: "
-                                           "no accumulation at run time")
+    # the example clears gradients on every micro-batch (TL104, the root): its undivided loss adds
+    # nothing up, so TL102 is not a static finding to confirm (issue 35, round 6)
+    assert "TL102" not in got
     assert got["TL101"][0] == NOT_CONFIRMED and "once per optimizer step" in got["TL101"][1]
     assert got["TL104"][0] == NOT_CONFIRMED and "once per optimizer step" in got["TL104"][1]
     assert got["TL401"][0] == NOT_REACHED
