@@ -28,7 +28,7 @@ import libcst as cst
 
 from trainlint.model import frameworks
 from trainlint.model.dataflow import dataflow
-from trainlint.model.index import FunctionInfo, Scope, dotted_name, keyword_value, positional_args, walk
+from trainlint.model.index import FunctionInfo, Scope, assigned_targets, dotted_name, keyword_value, positional_args, walk
 from trainlint.model.roles import ACCELERATOR, OPTIMIZER, roles
 from trainlint.model.summaries import FunctionSummary, iterated_names
 from trainlint.model.training import calls_in, training_model
@@ -528,12 +528,7 @@ def _self_attributes_read(function: cst.FunctionDef) -> set[str]:
 def _self_attributes_written(function: cst.FunctionDef) -> set[str]:
     found = set()
     for node in walk(function.body):
-        targets = []
-        if isinstance(node, cst.Assign):
-            targets = [t.target for t in node.targets]
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
-            targets = [node.target]
-        for target in targets:
+        for target in assigned_targets(node):
             if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
                 found.add(target.attr.value)
     return found

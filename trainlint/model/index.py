@@ -82,6 +82,16 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 NESTED_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 
 
+def assigned_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The targets an assignment statement writes (`a = b = v`: both, `a += v`, `a: int = v`); none
+    for any other node."""
+    if isinstance(node, cst.Assign):
+        return [t.target for t in node.targets]
+    if isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+        return [node.target]
+    return []
+
+
 def walk_scope(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Nodes under `node`, not descending into nested defs, classes or lambdas (`FileIndex.scope_nodes`
     slices the same nodes from the index)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.model.index import FileIndex, dotted_name, positional_args, walk
+from trainlint.model.index import FileIndex, assigned_targets, dotted_name, positional_args, walk
 
 #: a test whose value is the same on every iteration of the loop
 SAME = "same"
@@ -277,12 +277,7 @@ def _constant_attributes(index: FileIndex, class_name: str | None) -> set[str]:
     elsewhere: set[str] = set()
     for function in index.functions:
         for node in walk(function.node.body):
-            targets: list[cst.CSTNode] = []
-            if isinstance(node, cst.Assign):
-                targets = [t.target for t in node.targets]
-            elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
-                targets = [node.target]
-            for target in targets:
+            for target in assigned_targets(node):
                 for part in walk(target):
                     if isinstance(part, cst.Attribute):
                         dotted = (dotted_name(part) or "").split(".")

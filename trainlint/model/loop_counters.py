@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.model.index import dotted_name, keyword_value, positional_args, walk, walk_expression
+from trainlint.model.index import assigned_targets, dotted_name, keyword_value, positional_args, walk, walk_expression
 
 _COUNTER = "\0counter"  # the counter's key in a linear form (no source text spells it)
 _FLIP = {cst.LessThan: cst.GreaterThanEqual, cst.GreaterThanEqual: cst.LessThan,
@@ -216,12 +216,7 @@ def _assigned_attributes(flow, loop) -> set[str]:
     if key not in memo:
         found = set()
         for node in walk(loop.body):
-            targets = []
-            if isinstance(node, cst.Assign):
-                targets = [t.target for t in node.targets]
-            elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
-                targets = [node.target]
-            for target in targets:
+            for target in assigned_targets(node):
                 for element in walk(target):
                     if isinstance(element, cst.Attribute) and dotted_name(element):
                         found.add(dotted_name(element))

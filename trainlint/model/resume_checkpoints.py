@@ -745,17 +745,7 @@ class ResumeCheckpoints:
         training = self.ctx.model(training_model)
         if training.trains_after(node):
             return True
-        child = node
-        for ancestor in self.index.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                return False
-            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
-                statements = list(ancestor.body)
-                at = next((i for i, statement in enumerate(statements) if statement is child), None)
-                if at is not None and any(training._runs_training(later) for later in statements[at + 1:]):
-                    return True
-            child = ancestor
-        return False
+        return any(training._runs_training(later) for later in self._later_statements(node))
 
     def _resume_premise(self, site: CallSite, counter: cst.CSTNode | None) -> Premise | None:
         """That the load continues a run, not a fresh one started from another run's weights (a
@@ -812,17 +802,21 @@ class ResumeCheckpoints:
         """A later statement of a block holding `node` (in its function) steps an optimizer or
         hands one to a call that may train with it: a function of another file or library
         (`train_epoch(net, opt, loader)`), or a same-file function that does so in turn."""
+        return any(self._uses_optimizer(later, 0) for later in self._later_statements(node))
+
+    def _later_statements(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """The statements that follow `node` in each block holding it, innermost block first, up to
+        its function (or class, or lambda): what runs after it in that function."""
         child = node
         for ancestor in self.index.ancestors(node):
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                return False
+                return
             if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
                 statements = list(ancestor.body)
                 at = next((i for i, statement in enumerate(statements) if statement is child), None)
-                if at is not None and any(self._uses_optimizer(later, 0) for later in statements[at + 1:]):
-                    return True
+                if at is not None:
+                    yield from statements[at + 1:]
             child = ancestor
-        return False
 
     def _uses_optimizer(self, statement: cst.CSTNode, depth: int) -> bool:
         pending = [statement]

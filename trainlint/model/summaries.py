@@ -1253,14 +1253,9 @@ class _Summariser:
 
     def _returns_at(self, function: FunctionInfo) -> tuple[str | None, ...]:
         """The roles of the elements of the tuple every return gives (same length), else ()."""
-        values = self._returns_of(function)
-        if not values or not all(isinstance(v, cst.Tuple) for v in values):
-            return ()
-        lengths = {len(v.elements) for v in values}
-        if len(lengths) != 1 or any(isinstance(e, cst.StarredElement) for v in values for e in v.elements):
-            return ()
+        values, length = self._uniform_tuples(function)
         roles: list[str | None] = []
-        for position in range(lengths.pop()):
+        for position in range(length):
             found = None
             for value in values:
                 found = self.roles.of(value.elements[position].value, function.scope)
@@ -1275,16 +1270,22 @@ class _Summariser:
         kinds = {self._kind_of(v, function) for v in values}
         return kinds.pop() if len(kinds) == 1 else None
 
-    def _array_kinds_at(self, function: FunctionInfo) -> tuple[str | None, ...]:
-        """The library of each element of the tuple every return gives (same length), else ()."""
+    def _uniform_tuples(self, function: FunctionInfo) -> tuple[list[cst.Tuple], int]:
+        """Every value the function returns, when each is a tuple of one length with no starred
+        element, and that length; else ([], 0)."""
         values = self._returns_of(function)
         if not values or not all(isinstance(v, cst.Tuple) for v in values):
-            return ()
+            return [], 0
         lengths = {len(v.elements) for v in values}
         if len(lengths) != 1 or any(isinstance(e, cst.StarredElement) for v in values for e in v.elements):
-            return ()
+            return [], 0
+        return values, lengths.pop()
+
+    def _array_kinds_at(self, function: FunctionInfo) -> tuple[str | None, ...]:
+        """The library of each element of the tuple every return gives (same length), else ()."""
+        values, length = self._uniform_tuples(function)
         kinds = []
-        for position in range(lengths.pop()):
+        for position in range(length):
             found = {self._kind_of(v.elements[position].value, function) for v in values}
             kinds.append(found.pop() if len(found) == 1 else None)
         return tuple(kinds) if any(kinds) else ()
