@@ -598,9 +598,11 @@ class NonAtomicCheckpointSave(Rule):
                                   severity=Severity.INFO, evidence=[where, _after_training(ctx, save, case)])
                 continue
             reuse = model.path_reuse(save)
-            reader = _reader_premise(ctx, save)
+            # who reads the path back matters only where it is rewritten in place (the search may
+            # parse other files of the project)
+            reader = _reader_premise(ctx, save) if reuse != "unique" else None
             evidence = [where, _reuse_premise(model, save, reuse)]
-            if reuse != "unique" and reader is not None:
+            if reader is not None:
                 # the default finding: the one file something reads back is rewritten in place
                 yield self.report(save.node, self._message(model, save), _fix(ctx, save),
                                   evidence=evidence + [reader])
