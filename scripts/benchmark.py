@@ -29,7 +29,9 @@ One file (`--one-file FILE...`, alone): what a pre-commit hook or an editor's sa
 file, as whole processes. `trainlint check FILE` (the default settings and result cache; the file
 gets a new last line before each run, so the cache misses as for a file just edited) against
 `python -c "import libcst; libcst.parse_module(open(F).read())"` on the same file, alternating,
-best of `--runs`: wall and CPU (user + system of the child) ratios to the baseline.
+best of `--runs`: wall and CPU (user + system of the child) ratios to the baseline, for the check
+run in its own process (`TRAINLINT_RESIDENT=0`) and, wall only, for the check served by the
+resident process (trainlint/resident.py; its CPU is spent in the server's fork, not in the child).
 
 torch is located with `importlib.util.find_spec`, never imported. Nothing is asserted.
 """
@@ -42,6 +44,7 @@ import importlib.util
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -199,34 +202,60 @@ _BARE_PARSE = "import libcst, sys; libcst.parse_module(open(sys.argv[1]).read())
 _ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
 
 
-def _process(command: list[str], cwd: str) -> tuple[float, float]:
+def _process(command: list[str], cwd: str, env: dict | None = None) -> tuple[float, float]:
     """Wall seconds and CPU seconds (user + system) of one child process."""
     before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=_ENV)
+    subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                   env=env or _ENV)
     wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def _stop_resident(folder: Path) -> None:
+    """End the resident processes a measure started in its own socket folder."""
+    for info in folder.glob("*.json"):
+        try:
+            os.kill(json.loads(info.read_text())["pid"], signal.SIGTERM)
+        except (OSError, ValueError, KeyError):
+            pass
+
+
 def one_file(path: Path, runs: int) -> dict:
-    """A whole `trainlint check F` process against importing LibCST and parsing F in a bare one."""
+    """A whole `trainlint check F` process against importing LibCST and parsing F in a bare one:
+    checked in the process itself (`TRAINLINT_RESIDENT=0`, the cold path) and served by a resident
+    process (the default on Linux outside CI; its own socket folder, started by an untimed run)."""
     original = path.read_bytes()
-    check, parse = [], []
+    check, served, parse = [], [], []
     with tempfile.TemporaryDirectory() as folder:
         target = Path(folder) / path.name
         target.write_bytes(original)
+        sockets = Path(folder) / "resident"
+        cold_env = {**_ENV, "TRAINLINT_RESIDENT": "0"}
+        served_env = {**_ENV, "TRAINLINT_RESIDENT": "1", "TRAINLINT_RESIDENT_DIR": str(sockets)}
+        command = [sys.executable, "-m", "trainlint", "check", str(target)]
         _process([sys.executable, "-c", _BARE_PARSE, str(target)], folder)  # untimed: bytecode caches
-        _process([sys.executable, "-m", "trainlint", "check", str(target)], folder)
-        for run in range(max(1, runs)):
-            target.write_bytes(original + f"\n# run {run}\n".encode())  # new content: a cache miss
-            parse.append(_process([sys.executable, "-c", _BARE_PARSE, str(target)], folder))
-            check.append(_process([sys.executable, "-m", "trainlint", "check", str(target)], folder))
+        _process(command, folder, cold_env)
+        _process(command, folder, served_env)  # starts the resident process
+        deadline = time.monotonic() + 30
+        while not list(sockets.glob("*.sock")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        try:
+            for run in range(max(1, runs)):
+                for times, env in ((parse, None), (check, cold_env), (served, served_env)):
+                    target.write_bytes(original + f"\n# run {run} {len(times)}\n".encode())  # a cache miss
+                    bare = [sys.executable, "-c", _BARE_PARSE, str(target)]
+                    times.append(_process(bare if env is None else command, folder, env))
+        finally:
+            _stop_resident(sockets)
     best = {name: (min(w for w, _ in times), min(c for _, c in times)) for name, times in
-            (("check", check), ("parse", parse))}
+            (("check", check), ("served", served), ("parse", parse))}
     return {"file": str(path), "lines": original.count(b"\n"), "runs": max(1, runs),
             "check_wall_s": round(best["check"][0], 4), "parse_wall_s": round(best["parse"][0], 4),
             "wall_ratio": round(best["check"][0] / best["parse"][0], 3),
             "check_cpu_s": round(best["check"][1], 4), "parse_cpu_s": round(best["parse"][1], 4),
-            "cpu_ratio": round(best["check"][1] / best["parse"][1], 3) if best["parse"][1] else None}
+            "cpu_ratio": round(best["check"][1] / best["parse"][1], 3) if best["parse"][1] else None,
+            "served_wall_s": round(best["served"][0], 4),
+            "served_wall_ratio": round(best["served"][0] / best["parse"][0], 3)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -251,9 +280,11 @@ def main(argv: list[str] | None = None) -> int:
         print("one file: a whole `trainlint check F` process against "
               "`python -c \"import libcst; libcst.parse_module(open(F).read())\"` (best of runs)")
         for m in measures:
-            print(f"  {m['file']} ({m['lines']} lines): {m['wall_ratio']:.3f}x wall "
+            print(f"  {m['file']} ({m['lines']} lines): checked in its process {m['wall_ratio']:.3f}x wall "
                   f"({m['check_wall_s'] * 1000:.0f} ms vs {m['parse_wall_s'] * 1000:.0f} ms), "
-                  f"{m['cpu_ratio']}x CPU ({m['check_cpu_s'] * 1000:.0f} ms vs {m['parse_cpu_s'] * 1000:.0f} ms)")
+                  f"{m['cpu_ratio']}x CPU ({m['check_cpu_s'] * 1000:.0f} ms vs {m['parse_cpu_s'] * 1000:.0f} ms); "
+                  f"served by the resident process {m['served_wall_ratio']:.3f}x wall "
+                  f"({m['served_wall_s'] * 1000:.0f} ms)")
         return 0
 
     directories = args.directories or [torch_sources()]

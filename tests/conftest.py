@@ -6,12 +6,17 @@ change what these tests expect); `map_location` is passed so a future rule about
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from trainlint.cli import cli
+
+# The trainlint processes tests start check in their own process, never handed to (or starting) a
+# resident process (trainlint/resident.py); tests/test_resident.py turns it on for its own runs.
+os.environ["TRAINLINT_RESIDENT"] = "0"
 
 BAD = 'import torch\n\nstate = torch.load("checkpoint.pt", map_location="cpu", weights_only=False)\n'
 GOOD = 'import torch\n\nstate = torch.load("checkpoint.pt", map_location="cpu", weights_only=True)\n'

@@ -151,6 +151,27 @@ def explain(code: str | None, list_frameworks: bool) -> None:
 
 
 @cli.command()
+@click.option("--stop", is_flag=True, help="Ask every resident process of this user to exit.")
+def resident(stop: bool) -> None:
+    """Show (or --stop) the resident processes that serve plain checks: on Linux outside CI, the
+    first plain `trainlint check` starts one in the background and later ones are handed to it
+    (TRAINLINT_RESIDENT=0 turns this off; it exits after TRAINLINT_RESIDENT_IDLE seconds idle)."""
+    from trainlint import resident as served
+
+    where = served.folder()
+    if where is None:
+        _fail("no socket folder of this user's own (see TRAINLINT_RESIDENT_DIR in the README)")
+    found = served.stop(where) if stop else served.running(where)
+    verb = "asked to stop" if stop else "running"
+    if not found:
+        click.echo(f"No resident process {'to stop' if stop else 'is running'} ({where}).")
+        return
+    for described in found:
+        click.echo(f"{verb}: pid {described['pid']}, trainlint {described['version']} from "
+                   f"{described['package']} ({described['python']})")
+
+
+@cli.command()
 @click.argument("codes", nargs=-1)
 @click.option("--select", multiple=True, metavar="CODES",
               help="Rows to run: codes, prefixes or fence names, comma-separated (same as CODES).")

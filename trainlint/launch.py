@@ -47,7 +47,7 @@ DEFAULTS = {
 }
 
 #: the subcommands and group options click must see (a first argument naming one is not a path)
-_CLICK_FIRST = {"rules", "explain", "confirm", "trace", "lsp", "-h", "--help", "--version"}
+_CLICK_FIRST = {"rules", "explain", "confirm", "trace", "lsp", "resident", "-h", "--help", "--version"}
 
 
 def fast_options(args: list[str]) -> SimpleNamespace | None:
@@ -88,11 +88,40 @@ def _readable_or_absent(path: str) -> bool:
 
 
 def main() -> None:
+    args = sys.argv[1:]
+    options = _fast(args)
+    if options is not None:
+        from trainlint import resident
+
+        if resident.wanted() and (where := resident.folder()) is not None:
+            name = resident.key()
+            code = resident.serve(sys.argv, where, name)
+            if code is not None:
+                sys.exit(code)
+            try:
+                _run(args, options)
+            finally:  # the next plain check is served (its own run is not delayed: no wait)
+                resident.start(where, name)
+    _run(args, options)
+
+
+def _fast(args: list[str]) -> SimpleNamespace | None:
+    """check's options when the click-free path runs `args`, else None."""
     # On Windows click expands globs, `~` and variables in the arguments itself: its path there
-    options = None if "_TRAINLINT_COMPLETE" in os.environ or os.name == "nt" else fast_options(sys.argv[1:])
+    return None if "_TRAINLINT_COMPLETE" in os.environ or os.name == "nt" else fast_options(args)
+
+
+def run_here(args: list[str]) -> None:
+    """Run the command line `args` (after the program's name) in this process; exits. What the
+    resident process's child runs for a client."""
+    _run(args, _fast(args))
+
+
+def _run(args: list[str], options: SimpleNamespace | None) -> None:
     if options is None:
         from trainlint.cli import main as click_main
 
+        sys.argv[1:] = args
         click_main()
         return
     from trainlint.check_command import echo, run_check
