@@ -50,6 +50,7 @@ def main(where: str, name: str) -> None:
     except OSError:
         return  # another process serves this key, or is starting to
     _warm_up()
+    os.chdir("/")  # hold no folder of the first client's (each child goes to its client's)
     try:
         os.unlink(files["socket"])  # left by a process that was killed
     except FileNotFoundError:
