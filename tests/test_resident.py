@@ -225,3 +225,22 @@ def test_the_resident_command_lists_and_stops_the_processes(project, sockets):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert "No resident process is running" in _tl("resident", cwd=project, env=env).stdout
+
+
+def test_the_started_process_holds_no_descriptor_the_client_inherited(project, sockets):
+    """A CI runner or a build tool waits for the end of a pipe it handed its children: the
+    resident process a check starts must not keep it open."""
+    read_end, write_end = os.pipe()
+    try:
+        done = subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", "restore.py"], cwd=project,
+                              env=_env(sockets), pass_fds=(write_end,), capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1
+        os.close(write_end)
+        write_end = -1
+        _wait_for_server(sockets)  # started, and past its start-up
+        os.set_blocking(read_end, False)
+        assert os.read(read_end, 1) == b""  # end of file: no process holds the write end
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)

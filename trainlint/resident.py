@@ -198,12 +198,13 @@ def start(where: str, name: str) -> None:
     one holds its lock); never waits for it."""
     boot = ("import sys; sys.path[:] = %r; from trainlint.resident_server import main; main(%r, %r)"
             % (search_path(), where, name))
-    null = os.devnull
+    import subprocess
+
     try:
-        os.posix_spawn(sys.executable, [sys.executable, "-c", boot], dict(os.environ), setsid=True,
-                       file_actions=[(os.POSIX_SPAWN_OPEN, 0, null, os.O_RDONLY, 0),
-                                     (os.POSIX_SPAWN_OPEN, 1, null, os.O_WRONLY, 0),
-                                     (os.POSIX_SPAWN_OPEN, 2, null, os.O_WRONLY, 0)])
+        # close_fds: a descriptor the client inherited (a CI runner's or a build tool's pipe) must
+        # not stay open in a process that lives on, or whoever waits for its end waits for ours
+        subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True, cwd="/")
     except OSError:
         pass  # the next run checks here again
 
