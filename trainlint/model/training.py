@@ -94,7 +94,7 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, iter_children
                                    walk_scope)
 from trainlint.model import frameworks
 from trainlint.model.iterations import same_on_every_iteration
-from trainlint.model.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
+from trainlint.model.roles import ACCELERATOR, ENGINE, OPTIMIZER, SCALER, SCHEDULER, roles
 
 _MAX_CALL_DEPTH = 3
 _LOOPS = (cst.For, cst.While)
@@ -244,6 +244,8 @@ class TrainingModel:
         role = self.roles.of(receiver, scope)
         if role in (OPTIMIZER, SCALER):
             return True
+        if role == ENGINE:  # `engine.step()`: the framework's update (trainlint/frameworks/*.toml)
+            return "step" in frameworks.methods("engine_step")
         # nothing known about the receiver: a bare `.step()` (or with a closure) that is not a
         # scheduler's and not an environment's `env.step(action)`
         return role is None and len(positional_args(call)) == 0 and not call.args
