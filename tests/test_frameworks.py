@@ -615,3 +615,13 @@ def test_a_load_told_to_skip_the_optimizer_restores_the_model_alone():
                               '"step": step}')
     assert "TL404" in _codes(partial)
     assert "TL404" not in _codes(partial.replace(", load_optimizer_states=False", ""))
+
+
+def test_a_train_batch_of_the_project_own_is_no_pipeline_engine():
+    """`train_batch` on an object no framework model made (a project's `initialize`) trains nothing
+    the data order model can tell: no epoch loop, no TL801."""
+    example = _deepspeed_example("pipeline_epochs")
+    assert "TL801" in _codes(example.bad)
+    own = example.bad.replace("import deepspeed", "from mylib import initialize").replace("deepspeed.initialize",
+                                                                                           "initialize")
+    assert "TL801" not in _codes(own)
