@@ -496,6 +496,34 @@ def test_a_framework_log_weighted_by_a_fixed_batch_size(import_line, base, hook,
         assert found[0].line == source.splitlines().index('        self.log("loss", loss' + arguments + ")") + 1
 
 
+@pytest.mark.parametrize("hook, arguments, expected", [
+    ("validation_step", ', batch_size=self.hparams.batch_size', "warning"),
+    ("training_step", ", on_epoch=True, batch_size=64", "info"),
+    ("validation_step", ", batch_size=len(y)", None),  # the batch's own size
+    ("validation_step", "", None),  # read off the batch
+    ("training_step", ", batch_size=64", None),  # logged per step
+    ("validation_step", ", on_epoch=False, batch_size=64", None),
+])
+@pytest.mark.parametrize("form", ["literal", "name"])
+def test_log_dict_is_logged_like_log(hook, arguments, expected, form):
+    """`self.log_dict({...}, ...)` reduces each value of the dict like `self.log` (lightning.toml's
+    `values`): a fixed `batch_size` weighs a short last batch like a full one."""
+    source = _LOGGING_MODULE.format(import_line="import lightning.pytorch as pl", base="pl.LightningModule",
+                                    hook=hook, arguments="", more="")
+    logged = ('{"loss": loss, "acc": (self.backbone(x).argmax(-1) == y).float().mean()}' if form == "literal"
+              else "metrics")
+    line = f"        self.log_dict({logged}{arguments})"
+    setup = "" if form == "literal" else \
+        '        metrics = {"loss": loss}\n        metrics["acc"] = (self.backbone(x).argmax(-1) == y).float().mean()\n'
+    source = source.replace('        self.log("loss", loss)\n', setup + line + "\n")
+    found = [f for f in lint_source(source, "example.py", ALL).findings if f.code == "TL601"]
+    if expected is None:
+        assert found == []
+    else:
+        assert [f.severity.value for f in found] == [expected], found
+        assert found[0].line == source.splitlines().index(line) + 1
+
+
 def test_explain_names_the_facts_of_the_new_entry_kinds():
     from trainlint.reporters.framework_models import rule_section
 

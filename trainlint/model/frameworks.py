@@ -96,7 +96,9 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   on_epoch=True, batch_size=...)`. `epoch_hooks` are the hooks where `on_epoch` defaults to true
   (`validation_step`, `test_step`; `training_step` logs per step unless told). A fixed number
   passed as the weight (`batch_size=self.hparams.batch_size`) weighs a short last batch like a
-  full one: an unweighted mean of batch means (TL601).
+  full one: an unweighted mean of batch means (TL601). `values` names the parameter of a method
+  that logs every value of a dict at once (Lightning's `self.log_dict(dictionary, ...)`, the first
+  positional argument too); without it the value is the second argument (`self.log(name, value)`).
 
 Every entry names the `rules` that read it (for `trainlint explain`) and an `example`: the id of an
 `[example.<id>]` table with `title`, the `codes` its `bad` code draws and its `good` twin does not
@@ -157,6 +159,7 @@ class Entry:
     unpacks: tuple[str, ...] = ()
     receiver: str | None = None
     partial_keywords: tuple[str, ...] = ()
+    values: str | None = None
     accumulation_config_keyword: str | None = None
     accumulation_config_key: str | None = None
 
@@ -189,7 +192,7 @@ class Framework:
 _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "owns_accumulation", "clock",
                          "scheduler_clock", "sets_epoch", "unscales", "step", "state", "accumulation_keywords",
                          "fp16", "unlinks_scheduler", "window_size", "fixed_window_size", "returns", "keyword_returns",
-                         "saves", "path", "into", "weight", "epoch_hooks", "unpacks", "receiver", "partial_keywords",
+                         "saves", "path", "into", "weight", "epoch_hooks", "unpacks", "receiver", "partial_keywords", "values",
                          "accumulation_config"})
 
 
@@ -227,7 +230,7 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
         raise FrameworkModelError(f"{where}: a state_load (and only it) names the parameter it loads `into` and its "
                                   "`path`")
     if (raw["kind"] == "epoch_log") != isinstance(raw.get("weight"), str) or \
-            raw["kind"] != "epoch_log" and "epoch_hooks" in raw:
+            raw["kind"] != "epoch_log" and ("epoch_hooks" in raw or "values" in raw):
         raise FrameworkModelError(f"{where}: an epoch_log (and only it) names the keyword of its `weight`")
     if raw["kind"] in ("constructor", "accessor") and not isinstance(raw.get("role"), str):
         raise FrameworkModelError(f"{where}: a {raw['kind']} needs a `role`")
@@ -247,7 +250,7 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
                  tuple(sorted(raw.get("keyword_returns", {}).items())), raw.get("saves"), raw.get("path"),
                  raw.get("into"), raw.get("weight"), tuple(raw.get("epoch_hooks", ())),
                  tuple(raw.get("unpacks", ())), raw.get("receiver"),
-                 tuple(raw.get("partial_keywords", ())), config.get("keyword"), config.get("key"))
+                 tuple(raw.get("partial_keywords", ())), raw.get("values"), config.get("keyword"), config.get("key"))
 
 
 def _framework(path: str, data: dict) -> Framework:
