@@ -543,3 +543,10 @@ def saved_state(kind: str = "save_state") -> dict[str, tuple[tuple[str | None, t
     for e in entries(kind):
         table.setdefault(e.attr, []).append((receiver_role(e), e.state, e.partial_keywords))
     return {name: tuple(found) for name, found in table.items()}
+
+
+@cache
+def methods_on(kind: str, role: str) -> frozenset[str]:
+    """The method names of the entries of one kind called on an object of `role` (`receiver_role`):
+    `save_state` on the engine -> {"save_checkpoint"}."""
+    return frozenset(e.attr for e in entries(kind) if receiver_role(e) == role)
