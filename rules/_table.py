@@ -305,7 +305,7 @@ HEADS = (
         family='TL6',
         module='tl601_mean_of_batch_means',
         triggers=('loader', 'Loader', '_dl', 'dl_', ' dl', '(dl', 'batch_size'),
-        gate=_Any(parts=(_IteratesLoader(), _All(parts=(_All(parts=(_Matches(field='names', pattern=re.compile('^log$', 40)), _Matches(field='names', pattern=re.compile('^batch_size$', 40)))), _RefersTo(qualnames=frozenset({'lightning.LightningModule', 'lightning.pytorch.LightningModule', 'pytorch_lightning.LightningModule'})))))),
+        gate=_Any(parts=(_IteratesLoader(), _All(parts=(_All(parts=(_Matches(field='names', pattern=re.compile('^log$|^log_dict$', 40)), _Matches(field='names', pattern=re.compile('^batch_size$', 40)))), _RefersTo(qualnames=frozenset({'lightning.LightningModule', 'lightning.pytorch.LightningModule', 'pytorch_lightning.LightningModule'})))))),
         imported_triggers=(),
         imported_gate=None,
     ),

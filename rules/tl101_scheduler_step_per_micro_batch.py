@@ -55,6 +55,13 @@ class SchedulerStepPerMicroBatch(Rule):
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
         raises it: the finding then says it holds only when K is set above 1 and is reported one
         severity lower (warning).
+
+        A framework engine that owns accumulation is read from its model (trainlint/frameworks/
+        deepspeed.toml): the engine `deepspeed.initialize(...)` returns, configured with a dict
+        literal whose `gradient_accumulation_steps` is above 1, takes `engine.backward(loss)` and
+        `engine.step()` on every micro-batch and steps its optimizer and scheduler once per window
+        itself; a scheduler `.step()` of the script's own on every micro-batch beside it is
+        reported. A JSON config file or a dict built elsewhere leaves K unknown: not judged.
         """
     why_bad = """
         A training run has three clocks: micro-batches, optimizer updates, and data seen. The LR

@@ -12,7 +12,7 @@ from trainlint.gate import named
 from trainlint.model import frameworks
 from trainlint.model.framework_classes import ancestors
 from trainlint.model.index import dotted_name, keyword_arg, positional_args, walk
-from trainlint.model.roles import MODEL, roles
+from trainlint.model.roles import MODULE_ROLES, roles
 from trainlint.rule import Rule, bad, good
 from trainlint.model.dataflow import dataflow
 from trainlint.model.training import training_model
@@ -651,7 +651,7 @@ def _model_called_with_targets(ctx, node: cst.CSTNode) -> bool:
         return False
     targets = len(positional_args(node)) >= 2 or any(
         a.keyword is not None and a.keyword.value in ("labels", "targets", "target", "y") for a in node.args)
-    return targets and ctx.model(roles).of(node.func, ctx.index.scope_at(node)) == MODEL
+    return targets and ctx.model(roles).of(node.func, ctx.index.scope_at(node)) in MODULE_ROLES
 
 
 def _unsized_window(iterable: cst.BaseExpression, scope, depth: int = 0, at: cst.CSTNode | None = None,

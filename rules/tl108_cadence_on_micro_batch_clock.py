@@ -13,7 +13,7 @@ from trainlint.model import frameworks
 from trainlint.model.dataflow import dataflow
 from trainlint.model.index import Scope, walk
 from trainlint.model.mode_state import MODE_WORDS
-from trainlint.model.roles import ACCELERATOR, CONFIG, MODEL, OTHER
+from trainlint.model.roles import ACCELERATOR, CONFIG, ENGINE, MODEL, OTHER
 from trainlint.model.summaries import SAVE_WORDS, FunctionSummary, callable_summary
 from trainlint.model.training import CallRef, TrainingLoop, TrainingModel, training_model
 from trainlint.model.accumulation import describe_k
@@ -25,7 +25,8 @@ from trainlint.model.proofs import accumulation_premises, loop_premises, role_pr
 _SAVERS = frozenset({"torch.save", "torch.serialization.save", "safetensors.torch.save_file",
                      "safetensors.torch.save_model"})
 # methods that write a checkpoint, by the role of their receiver
-_SAVE_METHODS = {ACCELERATOR: frameworks.methods("save_state", ACCELERATOR), MODEL: {"save_pretrained"}}
+_SAVE_METHODS = {ACCELERATOR: frameworks.methods_on("save_state", ACCELERATOR),
+                 ENGINE: frameworks.methods_on("save_state", ENGINE), MODEL: {"save_pretrained"}}
 MICRO, UPDATE = "micro", "update"
 
 

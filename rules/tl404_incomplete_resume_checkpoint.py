@@ -102,6 +102,13 @@ class IncompleteResumeCheckpoint(Rule):
         holds: a dict of the model (and the step, or the path this file's save writes: a resume)
         without the optimizer, scheduler or scaler the code has is reported at the load, unless the
         function restores them otherwise (`optimizer.load_state_dict(...)`, `set_state_dict(...)`).
+
+        A framework's save of the whole training state in the same function writes that state too
+        (trainlint/frameworks/*.toml `save_state` entries: `engine.save_checkpoint(dir, tag)` of the
+        engine `deepspeed.initialize` returns holds the module, the optimizer, the LR scheduler and
+        the step counters; `accelerator.save_state(dir)`), and a framework's load there restores it
+        (`engine.load_checkpoint(dir)`; with `load_optimizer_states=`, `load_lr_scheduler_states=` or
+        `load_module_only=` passed, the model alone is taken as restored).
         """
     why_bad = """
         A resume that restores the weights but not the optimizer restarts Adam with zero moments

@@ -1024,11 +1024,28 @@ def _fixed_weight_log(ctx, flow, entry, function, node):
     if why_fixed is None:
         return None
     args = positional_args(node)
-    value = keyword_value(node, "value") or (args[1].value if len(args) > 1 else None)
-    why_mean = _batch_mean(flow, value, 0)
-    if why_mean is None:
-        return None
-    return weight, why_fixed, value, why_mean
+    if entry.values:  # `self.log_dict({"val_loss": loss, ...}, ...)`: each value of the dict is logged
+        mapping = keyword_value(node, entry.values) or (args[0].value if args else None)
+        candidates = _dict_values(flow, mapping)
+    else:
+        candidates = [keyword_value(node, "value") or (args[1].value if len(args) > 1 else None)]
+    for value in candidates:
+        why_mean = _batch_mean(flow, value, 0)
+        if why_mean is not None:
+            return weight, why_fixed, value, why_mean
+    return None
+
+
+def _dict_values(flow, mapping) -> list:
+    """The values a dict literal holds, or the dict a name is bound to holds (and what is written
+    into it by key), one step away."""
+    if isinstance(mapping, cst.Dict):
+        if any(not isinstance(e, cst.DictElement) for e in mapping.elements):
+            return []  # `{**other, ...}`
+        return [e.value for e in mapping.elements]
+    if isinstance(mapping, cst.Name):
+        return flow.container_values(mapping)
+    return []
 
 
 def _fixed_number(ctx, flow, expr, function, depth) -> str | None:

@@ -13,7 +13,7 @@ from trainlint.model.checkpoint_base import COUNTER_NAME, LOAD_FUNCTIONS, SAVE_F
 from trainlint.model.checkpoints import checkpoint_model
 from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
 from trainlint.model.index import dotted_name, walk
-from trainlint.model.roles import ACCELERATOR, MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
+from trainlint.model.roles import ACCELERATOR, ENGINE, MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
 from trainlint.model.summaries import SAVE_WORDS, callable_summary
 from trainlint.model.training import calls_in, training_model
 from trainlint.rule import Rule, bad, good
@@ -1060,7 +1060,7 @@ def _position_restored(ctx, flow, restore, loop, loader) -> bool:
         if isinstance(func, cst.Attribute) and func.attr.value in _POSITION_METHODS \
                 and any(_mentions(a.value, derived) for a in call.args):
             role = role_model.of(func.value, index.scope_at(call))
-            if role not in (MODEL, OPTIMIZER, SCHEDULER, SCALER):
+            if role not in (MODEL, ENGINE, OPTIMIZER, SCHEDULER, SCALER):
                 return True
     if loader is not None:
         built = loader_constructor(flow, loader)

@@ -496,6 +496,34 @@ def test_a_framework_log_weighted_by_a_fixed_batch_size(import_line, base, hook,
         assert found[0].line == source.splitlines().index('        self.log("loss", loss' + arguments + ")") + 1
 
 
+@pytest.mark.parametrize("hook, arguments, expected", [
+    ("validation_step", ', batch_size=self.hparams.batch_size', "warning"),
+    ("training_step", ", on_epoch=True, batch_size=64", "info"),
+    ("validation_step", ", batch_size=len(y)", None),  # the batch's own size
+    ("validation_step", "", None),  # read off the batch
+    ("training_step", ", batch_size=64", None),  # logged per step
+    ("validation_step", ", on_epoch=False, batch_size=64", None),
+])
+@pytest.mark.parametrize("form", ["literal", "name"])
+def test_log_dict_is_logged_like_log(hook, arguments, expected, form):
+    """`self.log_dict({...}, ...)` reduces each value of the dict like `self.log` (lightning.toml's
+    `values`): a fixed `batch_size` weighs a short last batch like a full one."""
+    source = _LOGGING_MODULE.format(import_line="import lightning.pytorch as pl", base="pl.LightningModule",
+                                    hook=hook, arguments="", more="")
+    logged = ('{"loss": loss, "acc": (self.backbone(x).argmax(-1) == y).float().mean()}' if form == "literal"
+              else "metrics")
+    line = f"        self.log_dict({logged}{arguments})"
+    setup = "" if form == "literal" else \
+        '        metrics = {"loss": loss}\n        metrics["acc"] = (self.backbone(x).argmax(-1) == y).float().mean()\n'
+    source = source.replace('        self.log("loss", loss)\n', setup + line + "\n")
+    found = [f for f in lint_source(source, "example.py", ALL).findings if f.code == "TL601"]
+    if expected is None:
+        assert found == []
+    else:
+        assert [f.severity.value for f in found] == [expected], found
+        assert found[0].line == source.splitlines().index(line) + 1
+
+
 def test_explain_names_the_facts_of_the_new_entry_kinds():
     from trainlint.reporters.framework_models import rule_section
 
@@ -508,3 +536,120 @@ def test_explain_names_the_facts_of_the_new_entry_kinds():
         in rule_section("TL404")
     assert "`lightning.pytorch.LightningModule.log` (epoch_log; epoch mean weighted by `batch_size`; on_epoch by " \
            "default in validation_step, test_step)" in rule_section("TL601")
+
+
+# -- DeepSpeed: the engine owns the update and accumulation ------------------------------------------
+def _deepspeed_example(eid: str):
+    deepspeed = next(fw for fw in FRAMEWORKS if fw.id == "deepspeed")
+    return deepspeed.examples[eid]
+
+
+@pytest.mark.parametrize("name", ["model_engine", "engine", "ds_model", "net", "trainer", "opt"])
+def test_the_engine_is_known_by_its_factory_not_its_name(name):
+    """The engine is the first element of what `deepspeed.initialize` returns, whatever the script
+    calls it: `model_engine` (a model by its name alone) and `opt` (an optimizer by its name) alike."""
+    for eid, code in (("engine_steps_the_scheduler", "TL101"), ("engine_steps_every_micro_batch", "TL102")):
+        example = _deepspeed_example(eid)
+        bad = re.sub(r"\bmodel_engine\b", name, example.bad)
+        good = re.sub(r"\bmodel_engine\b", name, example.good)
+        assert code in _codes(bad), (name, eid)
+        assert code not in _codes(good), (name, eid)
+    update = _deepspeed_example("engine_owns_the_update")
+    assert "TL105" not in _codes(re.sub(r"\bmodel_engine\b", name, update.good))
+
+
+_ENGINE_LOOK_ALIKE = '''
+import torch
+
+
+class Engine:
+    def __init__(self, model, lr):
+        self.model = model
+        self.opt = torch.optim.AdamW(model.parameters(), lr=lr)
+
+    def backward(self, loss):
+        loss.backward()
+
+    def step(self):
+        self.opt.step()
+        self.opt.zero_grad()
+
+
+ds_config = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 8}
+engine = Engine(model, 3e-4)
+lr_scheduler = torch.optim.lr_scheduler.StepLR(engine.opt, 100)
+for step, batch in enumerate(loader):
+    loss = engine.model(batch)
+    engine.backward(loss)
+    engine.step()
+    lr_scheduler.step()
+'''
+
+
+@pytest.mark.parametrize("source", [
+    _ENGINE_LOOK_ALIKE,
+    # DeepSpeed's idiom, but `initialize` is the project's own: no framework says what it returns
+    _deepspeed_example("engine_steps_the_scheduler").bad.replace("import deepspeed",
+                                                                 "from myproject.runtime import initialize")
+    .replace("deepspeed.initialize(", "initialize("),
+])
+def test_methods_named_backward_and_step_are_no_engine_without_the_framework(source):
+    """A class of the user's own with `backward`/`step` methods, or a factory of the project's own
+    with DeepSpeed's shape, is judged as before: no engine accumulation, so no TL101 for a
+    scheduler stepped beside it."""
+    assert "TL101" not in _codes(source)
+
+
+@pytest.mark.parametrize("config, fires", [
+    ('{"gradient_accumulation_steps": 8}', True),
+    ('{"gradient_accumulation_steps": args.grad_accum, "train_micro_batch_size_per_gpu": 4}', True),
+    ('{"gradient_accumulation_steps": 1}', False),  # K = 1: the engine steps on every micro-batch
+    ('{"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4}', False),  # K inferred: unknown
+    ('"ds_config.json"', False),  # a file: unknown
+    ('{**base, "gradient_accumulation_steps": 8}', False),
+])
+def test_the_engine_accumulates_by_its_configured_k(config, fires):
+    source = ("import deepspeed\n\nds_config = " + config + "\n"
+              "model_engine, optimizer, _, lr_scheduler = deepspeed.initialize(model=model, config=ds_config)\n"
+              "for batch in loader:\n    loss = model_engine(batch)\n    model_engine.backward(loss)\n"
+              "    model_engine.step()\n    lr_scheduler.step()\n")
+    assert ("TL101" in _codes(source)) is fires
+
+
+def test_the_engine_model_reads_the_data(monkeypatch):
+    """Without the factory's `unpacks` the engine is unknown (its scheduler steps go unjudged);
+    without the `save_state`/`load_state` entries TL404 no longer knows what `save_checkpoint` holds."""
+    scheduler = _deepspeed_example("engine_steps_the_scheduler")
+    checkpoint = _deepspeed_example("engine_checkpoint")
+    assert "TL101" in _codes(scheduler.bad) and "TL404" not in _codes(checkpoint.good)
+    monkeypatch.setattr(frameworks, "unpacked_role", lambda name, position: None)
+    assert "TL101" not in _codes(scheduler.bad)
+    monkeypatch.undo()
+    monkeypatch.setattr(frameworks, "saved_state", lambda kind="save_state": {})
+    assert "TL404" in _codes(checkpoint.good)
+
+
+def test_a_load_told_to_skip_the_optimizer_restores_the_model_alone():
+    good = _deepspeed_example("engine_checkpoint").good
+    assert "TL404" not in _codes(good)
+    partial = good.replace("model_engine.load_checkpoint(args.out)",
+                           "model_engine.load_checkpoint(args.out, load_optimizer_states=False)")
+    partial = partial.replace('ema.load_state_dict(torch.load(f"{args.out}/ema.pt", weights_only=True)["ema"])',
+                              'extra = torch.load(f"{args.out}/ema.pt", weights_only=True)\n'
+                              '    model_engine.module.load_state_dict(extra["model"])\n'
+                              '    ema.load_state_dict(extra["ema"])')
+    partial = partial.replace('"model": model_engine.module.state_dict(), "step": step}',
+                              '"model": model_engine.module.state_dict(), "optimizer": optimizer.state_dict(), '
+                              '"step": step}')
+    assert "TL404" in _codes(partial)
+    assert "TL404" not in _codes(partial.replace(", load_optimizer_states=False", ""))
+
+
+def test_a_train_batch_of_the_project_own_is_no_pipeline_engine():
+    """`train_batch` on an object no framework model made (a project's `initialize`) trains nothing
+    the data order model can tell: no epoch loop, no TL801."""
+    example = _deepspeed_example("pipeline_epochs")
+    assert "TL801" in _codes(example.bad)
+    own = example.bad.replace("import deepspeed", "from mylib import initialize").replace("deepspeed.initialize",
+                                                                                           "initialize")
+    assert "TL801" not in _codes(own)

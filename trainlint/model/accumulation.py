@@ -93,6 +93,9 @@ class LossTracer:
             return BackwardLoss(ref, receiver, ref.scope, False)
         if isinstance(func, cst.Attribute) and func.attr.value in frameworks.backward_methods() and args:
             divides = False
+            if self.loop.guard is not None and self.loop.guard.kind == "engine":
+                # the engine's backward divides by the K it was configured with (framework data)
+                return BackwardLoss(ref, args[0].value, ref.scope, self.model._is_engine_call(ref, "backward"))
             if func.attr.value == "backward" and not _is_self(func.value):
                 known, k = self.model.accelerator_k(func.value, ref.scope)
                 if known and k is not None:

@@ -18,7 +18,7 @@ import libcst as cst
 from trainlint.model import file_facts, frameworks
 from trainlint.model.file_facts import file_fact
 from trainlint.model.index import Scope, iter_children, keyword_arg, positional_args, walk_expression
-from trainlint.model.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
+from trainlint.model.roles import ACCELERATOR, ENGINE, OPTIMIZER, SCALER, SCHEDULER, roles
 from trainlint.model.training import CallRef, TrainingLoop, TrainingModel, training_model
 
 # Event kinds
@@ -261,6 +261,9 @@ class AmpModel:
             return None
         if role == OPTIMIZER:
             return Event(STEP, call, scope, subject=text, has_args=has_args, engine=text in self.engines())
+        if role == ENGINE and attr in frameworks.methods("engine_step"):
+            # a framework engine's update: steps its optimizer and scheduler, clears the gradients
+            return Event(STEP, call, scope, subject=text, has_args=has_args, engine=True)
         if role == SCHEDULER:
             return Event(SCHED_STEP, call, scope, subject=text, has_args=has_args)
         return None

@@ -8,7 +8,7 @@ import libcst as cst
 
 from trainlint.model.checkpoint_base import LOAD_FUNCTIONS, ROLE_KIND, Save, path_words, string_value
 from trainlint.model.index import Scope, positional_args, walk
-from trainlint.model.roles import MODEL
+from trainlint.model.roles import MODULE_ROLES
 
 
 CHECKPOINT_PATH = re.compile(r"ckpt|checkpoint|last|latest|best|resume|snapshot|weights|model|"
@@ -60,9 +60,9 @@ class SaveKinds:
                 return set().union(*(self._state_dict_kinds(call, scope) for call, scope in returned))
         if isinstance(value, (cst.Name, cst.Attribute)):
             role = self.state_role(value, save.scope)
-            if role == MODEL and isinstance(obj, cst.Name) and self.is_param(obj, save.scope):
+            if role in MODULE_ROLES and isinstance(obj, cst.Name) and self.is_param(obj, save.scope):
                 return None
-            if role == MODEL:
+            if role in MODULE_ROLES:
                 return {"model"}
             if role in ROLE_KIND:
                 return {ROLE_KIND[role]}

@@ -42,7 +42,7 @@ from trainlint.model.path_literals import path_literals
 from trainlint.model.index import (CallSite, FileIndex, FunctionInfo, Scope, dotted_name, keyword_arg, positional_args,
                                    walk)
 from trainlint.model.resume_checkpoints import ResumeCheckpoints
-from trainlint.model.roles import MODEL, roles
+from trainlint.model.roles import MODULE_ROLES, roles
 from trainlint.model.save_paths import SavePaths
 from trainlint.model.saved_views import SavedViews
 from trainlint.model.summaries import ClassSummary, SAVE_WORDS, callable_summary
@@ -405,7 +405,7 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
             role = self.state_role(value, scope)
             if role in ROLE_KIND:
                 kinds.add(ROLE_KIND[role])
-            elif role == MODEL:
+            elif role in MODULE_ROLES:
                 kinds.add("model")
             last = value.value if isinstance(value, cst.Name) else value.attr.value
             if COUNTER_NAME.match(last):

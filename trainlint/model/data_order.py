@@ -29,7 +29,7 @@ import libcst as cst
 from trainlint.model import frameworks
 from trainlint.model.dataflow import dataflow
 from trainlint.model.index import FunctionInfo, Scope, assigned_targets, dotted_name, keyword_value, positional_args, walk
-from trainlint.model.roles import ACCELERATOR, OPTIMIZER, roles
+from trainlint.model.roles import ACCELERATOR, ENGINE, OPTIMIZER, roles
 from trainlint.model.summaries import FunctionSummary, iterated_names
 from trainlint.model.training import calls_in, training_model
 
@@ -386,7 +386,46 @@ class DataOrder:
                 outer = self.enclosing_loop(site.node)
                 if outer is not None and self._runs_an_epoch(site.node, site.scope, holder):
                     found.append((outer, site.node))
+            found += self._engine_epochs(holder, build)
         return [(outer, inner) for outer, inner in found if repeats(outer, self.index)]
+
+    def _engine_epochs(self, holder: str, build: SamplerBuild) -> list[tuple[cst.For | cst.While, cst.CSTNode]]:
+        """A framework engine that trains a whole window per call on an iterator of the loader
+        (DeepSpeed's pipeline engine: `data_iter = iter(loader)`, then `engine.train_batch(data_iter)`
+        in a loop, trainlint/frameworks/deepspeed.toml `engine_batch` entries): the loop holding
+        those calls runs one epoch, and the loop around it is the epoch loop."""
+        methods = frameworks.engine_batches("train")
+        if not methods:
+            return []
+        iterators: dict[str, cst.Call] = {}  # a name bound to `iter(<loader>)` -> that call
+        made: list[cst.Call] = []
+        for site in self.index.calls:
+            func = site.node.func
+            if not (isinstance(func, cst.Name) and func.value == "iter" and not site.scope.lookup("iter")):
+                continue
+            args = positional_args(site.node)
+            if not (args and dotted_name(args[0].value) == holder and self._same_place(site.node, build, holder)):
+                continue
+            made.append(site.node)
+            statement = self.index.enclosing_statement(site.node)
+            if isinstance(statement, cst.Assign) and statement.value is site.node and len(statement.targets) == 1 \
+                    and isinstance(statement.targets[0].target, cst.Name):
+                iterators[statement.targets[0].target.value] = site.node
+        if not made:
+            return []
+        found = []
+        for site in self.index.calls:
+            func = site.node.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value in methods
+                    and self.roles.of(func.value, site.scope) == ENGINE):
+                continue
+            handed = any(a.value in made or isinstance(a.value, cst.Name) and a.value.value in iterators
+                         for a in site.node.args)
+            inner = self.enclosing_loop(site.node) if handed else None
+            outer = self.enclosing_loop(inner) if inner is not None else None
+            if outer is not None:
+                found.append((outer, inner))
+        return found
 
     def _runs_an_epoch(self, call: cst.Call, scope: Scope, holder: str) -> bool:
         """A call handed the loader that trains on it: a same-file function holding a training loop,
@@ -451,7 +490,7 @@ class DataOrder:
         return True
 
 
-_HARMLESS = frozenset({"DataLoader", "BatchSampler", "len", "print", "list", "next", "isinstance", "str"})
+_HARMLESS = frozenset({"DataLoader", "BatchSampler", "len", "print", "list", "next", "isinstance", "str", "iter"})
 
 
 def _params(function: FunctionInfo) -> tuple[str, ...]:

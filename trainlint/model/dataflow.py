@@ -19,7 +19,7 @@ import libcst as cst
 from trainlint.model import frameworks
 from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, is_property, iter_children,
                              keyword_value, positional_args, unpacked_position, walk, walk_expression)
-from trainlint.model.roles import ACCELERATOR, LOADER, MODEL, roles
+from trainlint.model.roles import ACCELERATOR, ENGINE, LOADER, MODULE_ROLES, roles
 from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_SETTERS, GRAD_WORDS
 from trainlint.model.summaries import DETACH_WORDS, ClassSummary, callable_summary, instance_class
 from trainlint.model.training import training_model
@@ -475,7 +475,7 @@ class Dataflow:
 
     def _backward_helper(self, receiver: cst.BaseExpression, scope: Scope) -> bool:
         """`accelerator.backward(loss)`, `fabric.backward(loss)`, `engine.backward(loss)`."""
-        if self.roles.of(receiver, scope) == ACCELERATOR:
+        if self.roles.of(receiver, scope) in (ACCELERATOR, ENGINE):
             return True
         text = dotted_name(receiver)
         return text is not None and _BACKWARD_RECEIVER_NAMES.match(text.rsplit(".", 1)[-1]) is not None
@@ -874,12 +874,12 @@ class Dataflow:
             bindings = scope.lookup(func.value)
             if any(b.kind in ("def", "class", "import") for b in bindings) or func.value[:1].isupper():
                 return False
-            return self.roles.of(func, scope) == MODEL
+            return self.roles.of(func, scope) in MODULE_ROLES
         if isinstance(func, cst.Attribute):
             if self.roles._is_module_path(func, scope) or func.attr.value[:1].isupper():
                 return False
             # `self.eval_model(...)`: a method of a project class runs, not a module's forward
-            return self.roles.of(func, scope) == MODEL and not self.calls_a_method(func, scope)
+            return self.roles.of(func, scope) in MODULE_ROLES and not self.calls_a_method(func, scope)
         return False
 
     def calls_a_method(self, func: cst.BaseExpression, scope: Scope) -> bool:

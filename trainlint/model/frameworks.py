@@ -12,6 +12,24 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   runs a GradScaler; `unlinks_scheduler = {keyword, values}` when that keyword set to one of the values
   cuts a prepared scheduler loose from the optimizer: it then steps on every call of its `step()`, not
   once per window (Accelerate's `step_scheduler_with_optimizer=False`).
+- `factory`: a function whose result is a tuple of objects with roles, by position: `unpacks`
+  lists them (DeepSpeed's `initialize` returns `(engine, optimizer, training_dataloader,
+  lr_scheduler)`); `accumulation_config = {keyword, key}` names the argument holding the
+  framework's configuration and the key of its accumulation factor K, read when a dict literal
+  is handed (`config={"gradient_accumulation_steps": 8, ...}`; a path to a JSON file: unknown).
+  The `engine` role is an object that owns the whole update: its backward divides the loss by K,
+  its `engine_step` steps the optimizer and scheduler it holds once per window and clears the
+  gradients, its `engine_batch` methods run a whole window per call.
+- `engine_step`: a method of an engine called on every micro-batch that steps the engine's
+  optimizer and its scheduler only at the window's boundary (`clock`) and clears the gradients
+  (`engine.step()` in DeepSpeed).
+- `engine_batch`: a method of an engine that consumes a whole window (K micro-batches) per call:
+  `step` "train" (forward, backward and the update: `train_batch()`) or "eval" (`eval_batch()`).
+- `load_state`: a method that restores a checkpoint written by a `save_state` method of the same
+  class, with the `state` it holds (`engine.load_checkpoint(dir)`: module, optimizer, scheduler and
+  counters); `partial_keywords`: keywords that, passed at all, may make it restore less
+  (`load_optimizer_states=False`, `load_module_only=True`): such a call is taken to restore the
+  model alone.
 - `model_base`: a class that user models derive from (a torch module).
 - `backward`: runs the backward pass; `owns_accumulation`: it divides the loss by the framework's K.
 - `accumulation_context`: a context (`with accelerator.accumulate(model):`) inside which prepared
@@ -19,7 +37,9 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
 - `sync_flag`: an attribute that is true on the micro-batch that ends a window.
 - `prepare`: wraps the user's objects; `scheduler_clock` is the clock a prepared scheduler steps on,
   `sets_epoch` that a prepared loader sets its sampler's epoch.
-- `save_state`: writes a checkpoint holding `state`.
+- `save_state`: writes a checkpoint holding `state` (a save beside a `torch.save` of the same
+  function writes that state too: TL404); `receiver` names the role of the object it is called
+  on when no constructor entry builds its class (DeepSpeed's engine comes from `initialize`).
 - `clip`: clips gradients; `unscales` when it unscales an fp16 run's gradients itself.
 - `unscale`: unscales an fp16 run's gradients (`accelerator.unscale_gradients()`).
 - `unwrap`: hands back the module it was given, unwrapped (`accelerator.unwrap_model(model)`).
@@ -76,7 +96,9 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   on_epoch=True, batch_size=...)`. `epoch_hooks` are the hooks where `on_epoch` defaults to true
   (`validation_step`, `test_step`; `training_step` logs per step unless told). A fixed number
   passed as the weight (`batch_size=self.hparams.batch_size`) weighs a short last batch like a
-  full one: an unweighted mean of batch means (TL601).
+  full one: an unweighted mean of batch means (TL601). `values` names the parameter of a method
+  that logs every value of a dict at once (Lightning's `self.log_dict(dictionary, ...)`, the first
+  positional argument too); without it the value is the second argument (`self.log(name, value)`).
 
 Every entry names the `rules` that read it (for `trainlint explain`) and an `example`: the id of an
 `[example.<id>]` table with `title`, the `codes` its `bad` code draws and its `good` twin does not
@@ -93,9 +115,11 @@ from pathlib import Path
 KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_context", "sync_flag", "prepare",
                    "save_state", "clip", "unscale", "unwrap", "hook", "seed", "accessor",
                    "grad_off", "grad_on", "grad_setter", "scaler_step", "grad_clear", "dataset_source",
-                   "dataset_combine", "dataset_shuffle", "epoch_setter", "state_save", "state_load", "epoch_log"})
+                   "dataset_combine", "dataset_shuffle", "epoch_setter", "state_save", "state_load", "epoch_log",
+                   "factory", "engine_step", "engine_batch", "load_state"})
 CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
 HOOK_STEPS = frozenset({"train", "eval", "eval_loader", "update"})
+BATCH_STEPS = frozenset({"train", "eval"})
 
 
 class FrameworkModelError(Exception):
@@ -132,6 +156,12 @@ class Entry:
     into: str | None = None
     weight: str | None = None
     epoch_hooks: tuple[str, ...] = ()
+    unpacks: tuple[str, ...] = ()
+    receiver: str | None = None
+    partial_keywords: tuple[str, ...] = ()
+    values: str | None = None
+    accumulation_config_keyword: str | None = None
+    accumulation_config_key: str | None = None
 
     @property
     def attr(self) -> str:
@@ -162,7 +192,8 @@ class Framework:
 _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "owns_accumulation", "clock",
                          "scheduler_clock", "sets_epoch", "unscales", "step", "state", "accumulation_keywords",
                          "fp16", "unlinks_scheduler", "window_size", "fixed_window_size", "returns", "keyword_returns",
-                         "saves", "path", "into", "weight", "epoch_hooks"})
+                         "saves", "path", "into", "weight", "epoch_hooks", "unpacks", "receiver", "partial_keywords", "values",
+                         "accumulation_config"})
 
 
 def _entry(framework: str, raw: dict, where: str) -> Entry:
@@ -179,6 +210,15 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
             raise FrameworkModelError(f"{where}: `{key}` must be one of {sorted(CLOCKS)}")
     if raw["kind"] == "hook" and raw.get("step") not in HOOK_STEPS:
         raise FrameworkModelError(f"{where}: a hook's `step` must be one of {sorted(HOOK_STEPS)}")
+    if raw["kind"] == "engine_batch" and raw.get("step") not in BATCH_STEPS:
+        raise FrameworkModelError(f"{where}: an engine_batch's `step` must be one of {sorted(BATCH_STEPS)}")
+    if (raw["kind"] == "factory") != bool(raw.get("unpacks")) or \
+            "accumulation_config" in raw and raw["kind"] != "factory":
+        raise FrameworkModelError(f"{where}: a factory (and only it) names the roles it `unpacks` "
+                                  "(and its `accumulation_config`)")
+    if "accumulation_config" in raw and not (isinstance(raw["accumulation_config"], dict) and all(
+            isinstance(raw["accumulation_config"].get(k), str) for k in ("keyword", "key"))):
+        raise FrameworkModelError(f"{where}: `accumulation_config` needs a `keyword` and a `key`")
     if raw["kind"] == "dataset_source" and not isinstance(raw.get("returns"), str) or \
             raw["kind"] != "dataset_source" and ("returns" in raw or "keyword_returns" in raw):
         raise FrameworkModelError(f"{where}: a dataset_source (and only it) names the class it `returns`")
@@ -190,7 +230,7 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
         raise FrameworkModelError(f"{where}: a state_load (and only it) names the parameter it loads `into` and its "
                                   "`path`")
     if (raw["kind"] == "epoch_log") != isinstance(raw.get("weight"), str) or \
-            raw["kind"] != "epoch_log" and "epoch_hooks" in raw:
+            raw["kind"] != "epoch_log" and ("epoch_hooks" in raw or "values" in raw):
         raise FrameworkModelError(f"{where}: an epoch_log (and only it) names the keyword of its `weight`")
     if raw["kind"] in ("constructor", "accessor") and not isinstance(raw.get("role"), str):
         raise FrameworkModelError(f"{where}: a {raw['kind']} needs a `role`")
@@ -198,6 +238,7 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
             "window_size" in raw and (raw["kind"] != "hook" or raw.get("step") != "train"):
         raise FrameworkModelError(f"{where}: `window_size` and `fixed_window_size` go together, on a train hook")
     fp16 = raw.get("fp16", {})
+    config = raw.get("accumulation_config", {})
     unlinks = raw.get("unlinks_scheduler", {})
     return Entry(framework, raw["name"], raw["kind"], raw["example"], tuple(raw.get("rules", ())),
                  raw.get("match") == "prefix", raw.get("role"), bool(raw.get("owns_accumulation")),
@@ -207,7 +248,9 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
                  unlinks.get("keyword"), tuple(unlinks.get("values", ())),
                  raw.get("window_size"), raw.get("fixed_window_size"), raw.get("returns"),
                  tuple(sorted(raw.get("keyword_returns", {}).items())), raw.get("saves"), raw.get("path"),
-                 raw.get("into"), raw.get("weight"), tuple(raw.get("epoch_hooks", ())))
+                 raw.get("into"), raw.get("weight"), tuple(raw.get("epoch_hooks", ())),
+                 tuple(raw.get("unpacks", ())), raw.get("receiver"),
+                 tuple(raw.get("partial_keywords", ())), raw.get("values"), config.get("keyword"), config.get("key"))
 
 
 def _framework(path: str, data: dict) -> Framework:
@@ -461,3 +504,49 @@ def epoch_log_owners() -> frozenset[str]:
     `lightning.LightningModule`, `pytorch_lightning.LightningModule`): for a rule's gate."""
     return frozenset({e.name.rsplit(".", 1)[0] for e, _, _ in epoch_logs()}
                      | {f"{root}.{owner}" for _, owner, roots in epoch_logs() for root in roots})
+
+
+@cache
+def factories() -> dict[str, Entry]:
+    """Qualified name -> entry of the functions whose tuple result holds objects with roles, by
+    position (`deepspeed.initialize`: engine, optimizer, loader, scheduler)."""
+    return {e.name: e for e in entries("factory")}
+
+
+def unpacked_role(qualified_name: str | None, position: int) -> str | None:
+    """The role of the element at `position` of what the factory `qualified_name` returns."""
+    entry = factories().get(qualified_name or "")
+    return entry.unpacks[position] if entry is not None and position < len(entry.unpacks) else None
+
+
+@cache
+def engine_batches(step: str) -> frozenset[str]:
+    """Method names of an engine that consume a whole window per call ("train": `train_batch`)."""
+    return frozenset(e.attr for e in entries("engine_batch") if e.step == step)
+
+
+def receiver_role(entry: Entry) -> str | None:
+    """The role of the object a method entry is called on: its `receiver`, else the role of the
+    constructor entry that builds its class (`accelerate.Accelerator.save_state`: accelerator)."""
+    if entry.receiver:
+        return entry.receiver
+    owner = entry.name.rsplit(".", 1)[0]
+    return next((e.role for e in entries("constructor") if e.name == owner), None)
+
+
+@cache
+def saved_state(kind: str = "save_state") -> dict[str, tuple[tuple[str | None, tuple[str, ...], tuple[str, ...]], ...]]:
+    """Method name -> (receiver role, the state it writes or restores, its `partial_keywords`) of the
+    `save_state` (or `load_state`) entries: `engine.save_checkpoint(dir)` writes the module,
+    optimizer, scheduler and counters."""
+    table: dict[str, list[tuple[str | None, tuple[str, ...], tuple[str, ...]]]] = {}
+    for e in entries(kind):
+        table.setdefault(e.attr, []).append((receiver_role(e), e.state, e.partial_keywords))
+    return {name: tuple(found) for name, found in table.items()}
+
+
+@cache
+def methods_on(kind: str, role: str) -> frozenset[str]:
+    """The method names of the entries of one kind called on an object of `role` (`receiver_role`):
+    `save_state` on the engine -> {"save_checkpoint"}."""
+    return frozenset(e.attr for e in entries(kind) if receiver_role(e) == role)

@@ -11,11 +11,12 @@ import libcst as cst
 
 from trainlint.model.index import Scope, positional_args, walk
 from trainlint.model.premises import Premise, premise, unknown
-from trainlint.model.roles import OPTIMIZER, SCALER, roles
+from trainlint.model.roles import ENGINE, OPTIMIZER, SCALER, roles
 from trainlint.model.training import TrainingLoop, training_model
 
 _ARTICLES = {"optimizer": "an optimizer", "scheduler": "an LR scheduler", "scaler": "a GradScaler",
-             "model": "a model", "loader": "a DataLoader", "accelerator": "an Accelerator"}
+             "model": "a model", "loader": "a DataLoader", "accelerator": "an Accelerator",
+             "engine": "a training engine that owns the update"}
 
 
 def code(ctx, node: cst.CSTNode, limit: int = 50) -> str:
@@ -133,7 +134,10 @@ def loop_premises(ctx, loop: TrainingLoop | None, *, optimizer: bool = True) -> 
         ref = loop.step_calls[0]
         found.append(premise("the loop steps the optimizer", ref.node, "call"))
         receiver = step_receiver(ctx, ref.node, ref.scope) if optimizer else None
-        if receiver is not None:
+        if receiver is not None and ctx.model(roles).of(receiver, ref.scope) == ENGINE:
+            # `engine.step()`: the framework's engine steps the optimizer it holds
+            found.append(role_premise(ctx, receiver, ref.scope, ENGINE))
+        elif receiver is not None:
             after = ref.node if loop.backward_calls else None
             found.append(role_premise(ctx, receiver, ref.scope, OPTIMIZER, stepped_after_backward=after))
     return found
@@ -154,6 +158,10 @@ def guard_premise(ctx, loop: TrainingLoop | None) -> list[Premise]:
         text = f"the backward runs in a micro-batch loop (`for ... in {code(ctx, shown)}`) and the step after it"
     elif guard.kind == "accelerate":
         text = "the step runs inside `accelerator.accumulate(...)` with gradient accumulation on"
+    elif guard.kind == "engine":
+        return [premise(f"`{code(ctx, shown)}` runs on every micro-batch and steps the optimizer once per "
+                        f"`{code(ctx, guard.k)}` of them (the engine's configured gradient_accumulation_steps)",
+                        guard.k, "framework")]
     elif guard.kind == "continue":
         text = f"the step is skipped on micro-batches that do not end a window (`{code(ctx, shown)}`)"
     else:

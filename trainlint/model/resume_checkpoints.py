@@ -17,7 +17,8 @@ from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS
 from trainlint.model.path_literals import path_literals
 from trainlint.model.premises import Premise, premise, unknown
 from trainlint.model.index import CallSite, FunctionInfo, Scope, dotted_name, keyword_value, positional_args, walk
-from trainlint.model.roles import OPTIMIZER, SCHEDULER
+from trainlint.model import frameworks
+from trainlint.model.roles import OPTIMIZER, SCHEDULER, roles
 from trainlint.model.summaries import written_values
 from trainlint.model.training import training_model
 
@@ -596,9 +597,36 @@ class ResumeCheckpoints:
                               if own is None or not ((other & own) - {"step"})
                               or (where is not None and where == dest)))
         body = save.site.function.node if save.site.function is not None else None
+        # a framework's save of the whole training state beside it (`engine.save_checkpoint(dir)`,
+        # `accelerator.save_state(dir)`: trainlint/frameworks/*.toml): that state is written too
+        framework = self._framework_state_beside(body if body is not None else self.index.module)
+        if framework:
+            return kinds | framework
         if body is not None and self._saves_elsewhere(body):
             return None  # `save(state, file)`, `save_fsdp_optimizer(...)`: more files we cannot read
         return kinds
+
+    def _framework_state_beside(self, body: cst.CSTNode, kind: str = "save_state") -> set[str]:
+        """The state kinds the framework saves (`save_state` entries, on an object of the entry's
+        receiver role) in `body` write, its nested definitions aside; with "load_state", what the
+        framework loads there restore (`engine.load_checkpoint(dir)`)."""
+        table = frameworks.saved_state(kind)
+        memo = self.__dict__.setdefault("_framework_state_memo", {})
+        if (body, kind) in memo:
+            return memo[(body, kind)]
+        found: set[str] = set()
+        memo[(body, kind)] = found
+        role_model = self.ctx.model(roles)
+        for node in self.index.scope_nodes(body):
+            if type(node) is not cst.Call or not isinstance(node.func, cst.Attribute):
+                continue
+            for role, state, partial in table.get(node.func.attr.value, ()):
+                if role is not None and role_model.of(node.func.value, self.index.scope_at(node)) == role:
+                    if any(a.keyword is not None and a.keyword.value in partial for a in node.args) or \
+                            any(a.star == "**" for a in node.args):
+                        state = ("model",)  # `load_optimizer_states=False`, `**kwargs`: maybe the model alone
+                    found |= set(state) & {"model", *STATE_KINDS}
+        return found
 
     def _save_groups(self) -> dict[tuple[FunctionInfo | None, int],
                                    tuple[int, list[tuple[frozenset[str], str | None]]]]:
@@ -671,7 +699,7 @@ class ResumeCheckpoints:
             if missing:
                 # a resume split over helpers (`resume_model(path, model)` beside
                 # `resume_train_utils(path, optimizer, scheduler)`): what the others restore counts
-                elsewhere = self._restored_by_other_loads(site)
+                elsewhere = self._restored_by_other_loads(site) | self._framework_state_beside(body, "load_state")
                 missing = [(kind, label) for kind, label in missing if kind not in elsewhere]
             if missing:
                 yield site, missing, saved | read, resume

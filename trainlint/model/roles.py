@@ -19,6 +19,13 @@ from trainlint.model.index import FileIndex, Scope, dotted_name, iter_children, 
 
 OPTIMIZER, SCHEDULER, SCALER, MODEL, LOADER, ACCELERATOR = (
     "optimizer", "scheduler", "scaler", "model", "loader", "accelerator")
+# A framework engine that owns the whole update (a DeepSpeed engine: trainlint/frameworks/deepspeed.toml):
+# a module (its forward, `state_dict()`, `train()`/`eval()`), whose `backward(loss)` divides the loss
+# by its accumulation factor and whose `step()`, called on every micro-batch, steps its optimizer and
+# scheduler once per window and clears the gradients. Known only from the framework's factory.
+ENGINE = "engine"
+# The roles whose object is a module: its forward computes, its state_dict() is the model's.
+MODULE_ROLES = frozenset({"model", ENGINE})
 # Known to be none of the above: its `.step()` is not an optimizer's (a profiler, a progress bar, a
 # logger, a project class whose `step()` does something else) ...
 OTHER = "other"
@@ -507,6 +514,13 @@ class Roles:
         unpacked = unpacked_position(assign, name)
         if not isinstance(assign.value, cst.Call) or unpacked is None:
             return None
+        # `engine, optimizer, _, scheduler = deepspeed.initialize(...)`: the framework's factory
+        # (trainlint/frameworks/*.toml `factory` entries), matched through the resolved import
+        qualname = self.index.resolve(assign.value.func, scope)
+        role = frameworks.unpacked_role(qualname, unpacked[0])
+        if role is not None:
+            return self._settle(role, "framework", assign.value,
+                                f"element {unpacked[0] + 1} of what `{qualname}(...)` returns: its {role}")
         return self._from_call_at(assign.value, scope, depth, unpacked[0])
 
     def _from_call_at(self, call: cst.Call, scope: Scope, depth: int, position: int) -> str | None:

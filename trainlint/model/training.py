@@ -36,6 +36,12 @@ Public API (stable; other rules depend on it)
                        `node` is the nested loop, `condition` its iterable. Not a retry loop
                        (`while n: try: <backward> except OOM: n //= 2 else: break`): it repeats
                        only after a failure, so nothing adds up across its iterations.
+  - kind "engine":     a framework engine owns accumulation: `engine.backward(loss)` and `engine.step()`
+                       on every micro-batch, the engine (DeepSpeed's, by its factory's resolved
+                       import: trainlint/frameworks/deepspeed.toml) configured with K > 1 in the dict
+                       literal its factory is handed; `node` is the engine's step call, `k` the
+                       config's value. Only its own step runs once per update; everything else of
+                       the iteration runs per micro-batch unless a boundary test guards it.
   - `k`: the accumulation factor expression when it can be told (`grad_accum`, `self.accum`, `4`,
     the Accelerator's `gradient_accumulation_steps=` value), else None.
   - `scope`/`via`: where the guard node is written and the helper chain from the loop body to it.
@@ -94,7 +100,7 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, iter_children
                                    walk_scope)
 from trainlint.model import frameworks
 from trainlint.model.iterations import same_on_every_iteration
-from trainlint.model.roles import ACCELERATOR, OPTIMIZER, SCALER, SCHEDULER, roles
+from trainlint.model.roles import ACCELERATOR, ENGINE, OPTIMIZER, SCALER, SCHEDULER, roles
 
 _MAX_CALL_DEPTH = 3
 _LOOPS = (cst.For, cst.While)
@@ -132,7 +138,7 @@ class Guard:
     """What makes the optimizer step run once per update (see the module docstring)."""
 
     node: cst.CSTNode
-    kind: str  # branch | continue | accelerate | micro_loop
+    kind: str  # branch | continue | accelerate | micro_loop | engine
     condition: cst.BaseExpression | None = None
     k: cst.BaseExpression | None = None
     scope: Scope | None = None
@@ -244,6 +250,8 @@ class TrainingModel:
         role = self.roles.of(receiver, scope)
         if role in (OPTIMIZER, SCALER):
             return True
+        if role == ENGINE:  # `engine.step()`: the framework's update (trainlint/frameworks/*.toml)
+            return "step" in frameworks.methods("engine_step")
         # nothing known about the receiver: a bare `.step()` (or with a closure) that is not a
         # scheduler's and not an environment's `env.step(action)`
         return role is None and len(positional_args(call)) == 0 and not call.args
@@ -356,7 +364,69 @@ class TrainingModel:
                             and _iterates_micro_batches(node, self.ctx) and not _repeats_only_on_error(node, segment):
                         return Guard(node, "micro_loop", node.iter if isinstance(node, cst.For) else node.test,
                                      _k_of_micro_loop(node), self.index.scope_at(node), ())
-        return None
+        return self._engine_guard(steps, backwards)
+
+    # -- a framework engine that owns accumulation (DeepSpeed) ------------------------------------
+    def _engine_guard(self, steps: list[CallRef], backwards: list[CallRef]) -> Guard | None:
+        """Every step of the loop is an engine's own (`engine.step()` on every micro-batch, no guard
+        of the script's) and the engine is configured with K > 1: the engine accumulates, stepping
+        the optimizer once per K calls (kind "engine"; `node` the engine's step call)."""
+        if not all(self._is_engine_call(ref, "step") for ref in steps):
+            return None
+        if not any(self._is_engine_call(ref, "backward") for ref in backwards):
+            return None
+        step = steps[0]
+        known, k = self.engine_k(step.node.func.value, step.scope)
+        if not known or k is None:
+            return None
+        return Guard(step.node, "engine", None, k, step.scope, step.via)
+
+    def _is_engine_call(self, ref: CallRef | cst.CSTNode, method: str) -> bool:
+        """`<engine>.step()` (an `engine_step` method) or `<engine>.backward(loss)` on an object
+        of the engine role (trainlint/frameworks/*.toml)."""
+        call = ref.node if isinstance(ref, CallRef) else ref
+        scope = ref.scope if isinstance(ref, CallRef) else self.index.scope_at(call)
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
+            return False
+        attr = call.func.attr.value
+        if method == "step" and attr not in frameworks.methods("engine_step") or \
+                method == "backward" and attr not in frameworks.methods("backward"):
+            return False
+        return self.roles.of(call.func.value, scope) == ENGINE
+
+    def engine_k(self, expr: cst.BaseExpression, scope: Scope) -> tuple[bool, cst.BaseExpression | None]:
+        """(known, k): the accumulation factor an engine was configured with, read from the dict
+        literal handed to its factory (`deepspeed.initialize(..., config={"gradient_accumulation_steps":
+        8})`, or a name bound to one); k None when it is 1. Unknown for a JSON file, `args`, a dict
+        built elsewhere or one without the key (DeepSpeed may infer K from the batch sizes)."""
+        if not isinstance(expr, cst.Name):
+            return False, None
+        for binding in scope.lookup(expr.value):
+            node = binding.node
+            if not (isinstance(node, cst.Assign) and isinstance(node.value, cst.Call)):
+                continue
+            name = self.index.resolve(node.value.func, scope)
+            entry = frameworks.factories().get(name or "")
+            if entry is None or entry.accumulation_config_keyword is None:
+                continue
+            config = keyword_arg(node.value, entry.accumulation_config_keyword)
+            value = config.value if config is not None else None
+            if isinstance(value, cst.Name):
+                bound = [b.value for b in scope.lookup(value.value) if b.kind == "assign"]
+                value = bound[-1] if len(bound) == 1 else None
+            if not isinstance(value, cst.Dict):
+                return False, None
+            for element in value.elements:
+                if not isinstance(element, cst.DictElement):
+                    return False, None  # `{**base, ...}`
+                if isinstance(element.key, cst.SimpleString) and \
+                        element.key.evaluated_value == entry.accumulation_config_key:
+                    k = element.value
+                    if isinstance(k, cst.Integer) and k.value == "1":
+                        return True, None
+                    return True, k
+            return False, None
+        return False, None
 
     def _guard_around(self, loop: TrainingLoop, ref: CallRef) -> Guard | None:
         """The nearest update guard of the step call: an enclosing update-looking `if`, a preceding
@@ -747,6 +817,8 @@ class TrainingModel:
         guard = loop.guard
         if guard.kind == "micro_loop":
             return not self._under_guard(loop, ref, guard)
+        if guard.kind == "engine" and self._is_engine_call(ref, "step"):
+            return True  # the engine's step: its optimizer and scheduler step once per window
         if self._under_guard(loop, ref, guard):
             if guard.kind != "accelerate":
                 return True

@@ -23,7 +23,7 @@ def _describe(entry: frameworks.Entry) -> str:
     if entry.sets_epoch:
         notes.append("sets the loader's epoch")
     if entry.state:
-        notes.append("saves " + ", ".join(entry.state))
+        notes.append(("restores " if entry.kind == "load_state" else "saves ") + ", ".join(entry.state))
     if entry.window_size:
         notes.append(f"window size: self.{entry.window_size}, not self.{entry.fixed_window_size}")
     if entry.returns:
@@ -36,6 +36,16 @@ def _describe(entry: frameworks.Entry) -> str:
     if entry.weight:
         notes.append(f"epoch mean weighted by `{entry.weight}`"
                      + (f"; on_epoch by default in {', '.join(entry.epoch_hooks)}" if entry.epoch_hooks else ""))
+    if entry.unpacks:
+        notes.append("returns (" + ", ".join(entry.unpacks) + ")")
+    if entry.accumulation_config_keyword:
+        notes.append(f"K: `{entry.accumulation_config_keyword}`'s \"{entry.accumulation_config_key}\"")
+    if entry.receiver:
+        notes.append(f"on the {entry.receiver}")
+    if entry.partial_keywords:
+        notes.append("less with " + ", ".join(f"`{k}=`" for k in entry.partial_keywords))
+    if entry.values:
+        notes.append(f"logs each value of `{entry.values}`")
     name = entry.name + (".*" if entry.prefix else "")
     return f"`{name}` ({'; '.join(notes)})"
 
