@@ -140,17 +140,43 @@ class Summaries:
         scope = own[1] if own is not None and own[1] is not None else str(target) if own is None else None
         key = ("component", scope, "." + name)
         if key not in self._callers:
-            found = []
-            for candidate in self.project.paths:
-                if own is not None and own[1] is not None and components.get(str(candidate), own)[1] != own[1]:
-                    continue
-                text = self.project.source(candidate)
-                if text is None or f".{name}(" not in text:
-                    continue
-                summary = self.file_summary(candidate)
-                found += [(candidate, use) for use in (summary.method_calls_of(name) if summary is not None else ())]
-            self._callers[key] = found
+            self._callers[key] = list(self._method_calls(self._method_call_files(path, name), name))
         return self._callers[key]
+
+    def iter_method_callers(self, path: str, name: str, later: tuple[str, ...] = ()):
+        """`method_callers_by_file`, lazily, file by file, the files whose text holds one of the
+        words `later` last: a question that one call can answer (is every call of it under
+        no_grad?) stops at that call and parses no other file. (A large component calls a method
+        named `forward` or `step` in hundreds of files the gate never had to parse.)"""
+        self._current()
+        own = self.project.key_components().get(str(self.project.real(path)))
+        scope = own[1] if own is not None and own[1] is not None else str(self.project.real(path)) if own is None else None
+        if ("component", scope, "." + name) in self._callers:  # every file was read already
+            return iter(self._callers[("component", scope, "." + name)])
+        files = self._method_call_files(path, name)
+        if later:
+            files.sort(key=lambda candidate: any(word in (self.project.source(candidate) or "") for word in later))
+        return self._method_calls(files, name)
+
+    def _method_call_files(self, path: str, name: str) -> list[Path]:
+        """The checked files of the component of the file at `path` whose text calls `.name(`."""
+        target = self.project.real(path)
+        components = self.project.key_components()
+        own = components.get(str(target))
+        found = []
+        for candidate in self.project.paths:
+            if own is not None and own[1] is not None and components.get(str(candidate), own)[1] != own[1]:
+                continue
+            text = self.project.source(candidate)
+            if text is not None and f".{name}(" in text:
+                found.append(candidate)
+        return found
+
+    def _method_calls(self, files: list[Path], name: str):
+        for candidate in files:
+            summary = self.file_summary(candidate)
+            for use in summary.method_calls_of(name) if summary is not None else ():
+                yield candidate, use
 
     def constructions(self, path: str, class_name: str) -> list[Construction]:
         """Where the checked files build the class `class_name` of the file at `path` with arguments
@@ -280,6 +306,13 @@ class Linker:
             return []
         return [(_relative(self.project, where), use)
                 for where, use in self._summaries.method_callers_by_file(self.path, name)]
+
+    def iter_method_callers(self, name: str, later: tuple[str, ...] = ()):
+        """`method_callers_by_file`, lazily, the files whose text holds one of `later` last."""
+        if self.project is None or not self.project.contains(self.path):
+            return
+        for where, use in self._summaries.iter_method_callers(self.path, name, later):
+            yield _relative(self.project, where), use
 
     def loaded_by_callers(self, function_name: str) -> frozenset[str]:
         """The file names that the files calling this file's function `function_name` load

@@ -888,14 +888,20 @@ class ModeModel:
             owner = function.scope.parent
             if function.name.startswith("__") or owner is None or owner.parent is not self.index.module_scope:
                 return False
-            found = linker.method_callers_by_file(function.name)
+            # one call with grad on answers: the files least likely to turn it off are read first
+            found = linker.iter_method_callers(function.name, later=_GRAD_OFF_WORDS)
         elif self.index.scope_at(function.node) is not self.index.module_scope:
             return False
         else:
             found = linker.callers_by_file(function.name)
-        calls = [call for where, call in found if not _pytest_call(where, call) and
-                 not _another_class_method(call, function.class_name)]
-        return bool(calls) and all(call.grad_off for call in calls)
+        called = False
+        for where, call in found:
+            if _pytest_call(where, call) or _another_class_method(call, function.class_name):
+                continue
+            if not call.grad_off:
+                return False
+            called = True
+        return called
 
     def _translate_entry(self, site, function: FunctionInfo, before: State) -> State:
         caller_frame = Frame(site.function, site.scope, {})
@@ -1274,6 +1280,10 @@ def _binds(statement: cst.CSTNode, name: str) -> bool:
     targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else \
         [statement.target] if isinstance(statement, (cst.AugAssign, cst.AnnAssign)) else []
     return any(isinstance(t, cst.Name) and t.value == name for t in targets)
+
+
+#: words in a file that turns recording off around a call (an order for reading files, never a fact)
+_GRAD_OFF_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
 
 
 def _pytest_call(path: str, call) -> bool:
