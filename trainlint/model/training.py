@@ -205,10 +205,36 @@ class TrainingModel:
             # `self.backward(loss)` running a method of this file is a helper, not a backward:
             # the backward inside it is reached through it
             return self.callee(call, scope) is None and not self._result_read(call)
+        if self.is_train_step(call, scope):
+            return True
         name = self.index.resolve(func, scope)
         if name == "torch.autograd.backward":
             return True
         return name is not None and self._project_backward(call, scope)
+
+    def is_train_step(self, call: cst.Call, scope: Scope) -> bool:
+        """`schedule.step(x)` of an object a framework class built to run the forward and the
+        backward of every micro-batch of the batch it is handed (a torch.distributed.pipelining
+        schedule, by its construction: framework data): a backward, not an optimizer's step."""
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return False
+        runners = frameworks.train_steps().get(func.attr.value)
+        return runners is not None and self.roles.of(func.value, scope) in runners
+
+    def train_step_construction(self, call: cst.Call, scope: Scope):
+        """(entry, the construction call, its scope) of the framework object whose train step `call`
+        runs (`ScheduleGPipe(stage, n_microbatches=8, loss_fn=loss_fn)` for `schedule.step(x)`),
+        when the role model found it built by that class; else None."""
+        if not self.is_train_step(call, scope):
+            return None
+        source = self.roles.source(call.func.value, scope)
+        node = source.node if source is not None else None
+        if not isinstance(node, cst.Call):
+            return None
+        node_scope = self.index.scope_at(node)
+        entry = frameworks.micro_batch_runners().get(self.index.resolve(node.func, node_scope) or "")
+        return (entry, node, node_scope) if entry is not None else None
 
     def _result_read(self, call: cst.Call) -> bool:
         """The call's result is read as a value (`flow.backward(z).clamp(-1, 1)`, `net.backward(y)[0]`,

@@ -36,6 +36,12 @@ def _describe(entry: frameworks.Entry) -> str:
     if entry.weight:
         notes.append(f"epoch mean weighted by `{entry.weight}`"
                      + (f"; on_epoch by default in {', '.join(entry.epoch_hooks)}" if entry.epoch_hooks else ""))
+    if entry.train_step:
+        notes.append(f"`.{entry.train_step}()` runs forward and backward of `{entry.micro_batches}` micro-batches "
+                     f"of `{entry.loss}`, gradients divided by their number unless "
+                     f"`{entry.grad_scaling_keyword}={not entry.grad_scaling_default}`")
+    if entry.aliases:
+        notes.append("also " + ", ".join(f"`{alias}`" for alias in entry.aliases))
     name = entry.name + (".*" if entry.prefix else "")
     return f"`{name}` ({'; '.join(notes)})"
 
