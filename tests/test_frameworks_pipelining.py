@@ -203,3 +203,11 @@ def test_a_malformed_train_step_is_refused(tmp_path, text, message):
     (tmp_path / "bad.toml").write_text(text)
     with pytest.raises(frameworks.FrameworkModelError, match=re.escape(message)):
         frameworks.load_folder(tmp_path)
+
+
+@pytest.mark.parametrize("example", list(PIPELINING.examples.values()), ids=lambda e: e.id)
+def test_the_gate_never_changes_what_a_pipelining_example_draws(example):
+    for source in (example.bad, example.good):
+        with_gate, without = (sorted((f.code, f.line) for f in lint_source(source, "train.py", ALL, gate=use).findings)
+                              for use in (True, False))
+        assert with_gate == without
