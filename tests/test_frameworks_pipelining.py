@@ -211,3 +211,35 @@ def test_the_gate_never_changes_what_a_pipelining_example_draws(example):
         with_gate, without = (sorted((f.code, f.line) for f in lint_source(source, "train.py", ALL, gate=use).findings)
                               for use in (True, False))
         assert with_gate == without
+
+
+_ACCUMULATING_OVER_STEPS = '''
+    import torch
+    import torch.nn.functional as F
+    from torch.distributed.pipelining import ScheduleGPipe
+
+    schedule = ScheduleGPipe(stage, n_microbatches=8, scale_grads=False,
+                             loss_fn=lambda out, y: F.cross_entropy(out, y) / (8 * accum_steps))
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total_updates)
+    for i, (x, y) in enumerate(loader):
+        optimizer.zero_grad()
+        schedule.step(x, target=y)
+        scheduler.step()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+'''
+
+
+def test_a_loop_accumulating_over_schedule_steps_reaches_the_accumulation_rules():
+    """No `backward` in the file: the rules that need a training loop still run (their triggers
+    and gates accept a reference to a schedule class), and the schedule's `step()` is the loop's
+    backward: the clear and the LR scheduler run on every batch of the window."""
+    from trainlint.model.training import TRAIN_STEP_CLASSES, backward_triggers
+
+    assert "backward" not in _ACCUMULATING_OVER_STEPS
+    assert _findings(_ACCUMULATING_OVER_STEPS) == [("TL101", 12), ("TL104", 10)]
+    assert set(TRAIN_STEP_CLASSES) == set(frameworks.micro_batch_runners())
+    assert len(backward_triggers(("backward", "%"), "other")) == 3
+    own = _ACCUMULATING_OVER_STEPS.replace("from torch.distributed.pipelining import ScheduleGPipe",
+                                           "from mypipeline import ScheduleGPipe")
+    assert _findings(own) == []

@@ -90,6 +90,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from trainlint.gate import Gate, named, reference_text, refers_to
 from trainlint.model.index import (FileIndex, FunctionInfo, Scope, iter_children, keyword_arg, positional_args, walk,
                                    walk_scope)
 from trainlint.model import frameworks
@@ -104,6 +105,27 @@ _UPDATE_WORDS = re.compile(
     r"accum|sync_grad|micro|grad_acc|update_freq|(^|_)(should|do|is|needs?)_?(step|update|sync|optim)"
     r"|optimizer_step|update_step|step_now|last_micro|boundary", re.I)
 _COUNTER_COMPARE = (cst.Equal, cst.NotEqual, cst.GreaterThanEqual, cst.GreaterThan)
+
+
+# The framework classes whose train step runs the backward of its micro-batches itself
+# (torch.distributed.pipelining's schedules: trainlint/frameworks/pipelining.toml), by every spelling.
+TRAIN_STEP_CLASSES = tuple(sorted(frameworks.micro_batch_runners()))
+#: A gate term for "the file may run a backward": the word (`loss.backward()`,
+#: `accelerator.backward(loss)`), or a reference to a class whose train step runs one
+#: (`schedule.step(x)` of a `ScheduleGPipe`). Rules whose findings need a training loop use it.
+RUNS_BACKWARD: Gate = named("backward") | refers_to(*TRAIN_STEP_CLASSES)
+
+
+def backward_triggers(*triggers) -> tuple:
+    """A rule's text triggers, each one that needs the word "backward" also given with a reference
+    to a class whose train step runs the backward instead (the text side of `RUNS_BACKWARD`)."""
+    train_step = reference_text(*TRAIN_STEP_CLASSES)
+    extra = []
+    for trigger in triggers:
+        words = trigger if isinstance(trigger, tuple) else (trigger,)
+        if "backward" in words:
+            extra.append(tuple(train_step if word == "backward" else word for word in words))
+    return (*triggers, *extra)
 
 
 def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
