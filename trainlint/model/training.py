@@ -78,7 +78,9 @@ Public API (stable; other rules depend on it)
   Accelerator was created with; `accelerator.backward(loss)` divides by it.
 
 Also: `is_backward` (a same-file method that happens to be named `backward` is a helper, not a
-backward), `is_optimizer_step`, `is_scheduler_step`, `is_zero_grad`, `callee`,
+backward; a framework object's train step is one: `is_train_step`, `schedule.step(x)` of a
+torch.distributed.pipelining schedule, known by its construction, and `train_step_construction`
+gives that construction), `is_optimizer_step`, `is_scheduler_step`, `is_zero_grad`, `callee`,
 `reachable_calls`, `path(loop, ref)`, `own_calls(loop)`, `loop_of(node)`; module function `calls_in`.
 """
 
