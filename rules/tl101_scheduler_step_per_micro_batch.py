@@ -8,7 +8,7 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.fixkit import loop_body_line, move_line, prepare_with, update_anchor
 from trainlint.rule import Rule, bad, good
-from trainlint.model.training import training_model
+from trainlint.model.training import RUNS_BACKWARD, backward_triggers, training_model
 from trainlint.model.accumulation import describe_k, is_plateau_scheduler, micro_batch_horizon
 from trainlint.model.shipped import k_condition
 from trainlint.model.index import walk
@@ -23,8 +23,8 @@ class SchedulerStepPerMicroBatch(Rule):
     severity = Severity.ERROR
     summary = "Under gradient accumulation, an LR scheduler steps on every micro-batch instead of once per update"
     message = "the LR scheduler steps on every micro-batch while the optimizer steps once per update"
-    triggers = (("backward", "step(", "sched"),)
-    gate = named("backward") & named("^step$")  # a training loop: a backward and an optimizer step
+    triggers = backward_triggers(("backward", "step(", "sched"))
+    gate = RUNS_BACKWARD & named("^step$")  # a training loop: a backward (or a pipeline schedule's step) and a step
     what_it_does = """
         Finds training loops that accumulate gradients (the backward runs on every iteration while
         the optimizer step is guarded by `if (i + 1) % K == 0:`, `if micro % K: continue`,
@@ -83,6 +83,45 @@ class SchedulerStepPerMicroBatch(Rule):
         "https://huggingface.co/docs/transformers/main_classes/optimizer_schedules",
     )
     examples = (
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch.distributed.pipelining import ScheduleGPipe
+
+            # accumulation over pipeline steps: the schedule sums its micro-batches (scale_grads=False),
+            # the loss is divided by all the micro-batches of the update
+            schedule = ScheduleGPipe(stage, n_microbatches=8, scale_grads=False,
+                                     loss_fn=lambda out, y: F.cross_entropy(out, y) / (8 * accum_steps))
+            scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total_updates)
+            for i, (x, y) in enumerate(loader):
+                schedule.step(x, target=y)
+                scheduler.step()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            line=12,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+            from torch.distributed.pipelining import ScheduleGPipe
+
+            # accumulation over pipeline steps: the schedule sums its micro-batches (scale_grads=False),
+            # the loss is divided by all the micro-batches of the update
+            schedule = ScheduleGPipe(stage, n_microbatches=8, scale_grads=False,
+                                     loss_fn=lambda out, y: F.cross_entropy(out, y) / (8 * accum_steps))
+            scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total_updates)
+            for i, (x, y) in enumerate(loader):
+                schedule.step(x, target=y)
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+            """,
+            title="a pipeline schedule's `step()` is the backward of one batch: the LR scheduler steps on it, "
+                  "not once per update",
+        ),
         good(
             """
             from accelerate import Accelerator

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from trainlint.model import frameworks
 from trainlint.model.accumulation import MEAN, LossTracer, describe_k
 from trainlint.finding import Severity
 from trainlint.gate import named
@@ -11,8 +12,13 @@ from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.rules import rule_class
 from trainlint.model.training import training_model
 from trainlint.model.shipped import k_condition
+from trainlint.model.index import keyword_arg, positional_args, walk
 from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, training_premises
+
+
+# the keywords that turn a pipeline schedule's gradient scaling off (`scale_grads`): trainlint/frameworks/*.toml
+_SCALING_KEYWORDS = tuple(sorted({e.grad_scaling_keyword for e in frameworks.micro_batch_runners().values()}))
 
 
 class AccumulatedLossNotScaled(Rule):
@@ -21,8 +27,10 @@ class AccumulatedLossNotScaled(Rule):
     severity = Severity.ERROR
     summary = "Under gradient accumulation, backward on a per-micro-batch mean loss that is not divided by K"
     message = "the accumulated gradient is K times too large: the mean loss is not divided by K"
-    triggers = (("backward", "step("),)
-    gate = named("backward") & named("^step$")  # a training loop: a backward and an optimizer step
+    # a training loop: a backward and an optimizer step; or a pipeline schedule (trainlint/frameworks/
+    # pipelining.toml) whose gradient scaling is turned off by its keyword, and its train step
+    triggers = (("backward", "step("), *((keyword, "step(") for keyword in _SCALING_KEYWORDS))
+    gate = (named("backward") | named("|".join(f"^{k}$" for k in _SCALING_KEYWORDS))) & named("^step$")
     what_it_does = """
         Finds training loops that accumulate gradients over K micro-batches (the backward runs on
         every iteration while the optimizer step is guarded, or the backward runs in a nested
@@ -54,6 +62,18 @@ class AccumulatedLossNotScaled(Rule):
         (`out["loss"]`, `_, loss, _ = model(...)` of a module built elsewhere) may as well be a sum
         over its tokens: unproven (`--include-unproven`).
 
+        A torch.distributed.pipelining schedule (`ScheduleGPipe`, `Schedule1F1B`,
+        `ScheduleInterleaved1F1B`, `ScheduleLoopedBFS`, `ScheduleInterleavedZeroBubble`,
+        `ScheduleZBVZeroBubble`, `ScheduleDualPipeV`; trainlint/frameworks/pipelining.toml) owns the
+        accumulation of one `schedule.step(...)`: it runs the backward of `n_microbatches`
+        micro-batches and, with `scale_grads` (the default), divides their summed gradients by their
+        number, so its step is never reported for an undivided loss. Built with `scale_grads=False`
+        and a `loss_fn` that returns a per-micro-batch mean (a `torch.nn.functional` loss, a torch
+        loss module without `reduction="sum"`, a def or lambda of this file that returns one), the
+        gradients of its micro-batch means add up undivided: the step that computes the loss (the
+        one handed `target=`) is reported. A loss_fn that divides by `n_microbatches` itself, or
+        one the code does not show (a wrapper that rescales it), is left alone.
+
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
         raises it: the finding then says it holds only when K is set above 1 and is reported one
@@ -80,6 +100,87 @@ class AccumulatedLossNotScaled(Rule):
         "https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html",
     )
     examples = (
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+            stage = PipelineStage(stage_module, pp_rank, pp_size, device)
+            schedule = ScheduleGPipe(stage, n_microbatches=8, loss_fn=F.cross_entropy, scale_grads=False)
+            for x, y in loader:
+                optimizer.zero_grad()
+                if pp_rank == 0:
+                    schedule.step(x)
+                elif pp_rank == pp_size - 1:
+                    losses = []
+                    schedule.step(target=y, losses=losses)
+                else:
+                    schedule.step()
+                optimizer.step()
+            """,
+            line=13,
+            title="a pipeline schedule built with `scale_grads=False` around a mean loss: its 8 micro-batch "
+                  "gradients add up undivided",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+            stage = PipelineStage(stage_module, pp_rank, pp_size, device)
+            schedule = ScheduleGPipe(stage, n_microbatches=8, loss_fn=F.cross_entropy)
+            for x, y in loader:
+                optimizer.zero_grad()
+                if pp_rank == 0:
+                    schedule.step(x)
+                elif pp_rank == pp_size - 1:
+                    losses = []
+                    schedule.step(target=y, losses=losses)
+                    print(sum(loss.item() for loss in losses) / len(losses))
+                else:
+                    schedule.step()
+                optimizer.step()
+            """,
+            title="the same schedule with `scale_grads` left at its default: it divides the summed gradients "
+                  "by n_microbatches itself (and the mean of its per-micro-batch losses is the batch's loss)",
+        ),
+        good(
+            """
+            import torch
+            from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+            criterion = torch.nn.CrossEntropyLoss(reduction="sum")
+            stage = PipelineStage(stage_module, pp_rank, pp_size, device)
+            schedule = Schedule1F1B(stage, n_microbatches=4, loss_fn=criterion, scale_grads=False)
+            for x, y in loader:
+                optimizer.zero_grad()
+                schedule.step(x, target=y)
+                optimizer.step()
+            """,
+            title="`scale_grads=False` around a sum-reduced loss: the setting the keyword is for",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            class Schedule1F1B:
+                def __init__(self, model, optimizer, scale_grads=False):
+                    self.model, self.optimizer = model, optimizer
+
+                def step(self):
+                    self.optimizer.step()
+
+            schedule = Schedule1F1B(model, optimizer, scale_grads=False)
+            for x, y in loader:
+                optimizer.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                schedule.step()
+            """,
+            title="a class of the project's own that only shares the name: not torch's pipeline schedule",
+        ),
         good(
             """
             import torch
@@ -841,6 +942,7 @@ class AccumulatedLossNotScaled(Rule):
 
     def check(self, ctx):
         model = ctx.model(training_model)
+        yield from self._unscaled_schedules(ctx, model)
         for loop in model.loops + model.window_functions:
             if not (loop.innermost and loop.accumulates):
                 continue
@@ -881,6 +983,61 @@ class AccumulatedLossNotScaled(Rule):
                 yield self.report_if(k_condition(ctx, loop), ref.node, message,
                                      self._fix(ctx, loop, ref, backward, tracer, trace), evidence)
 
+    def _unscaled_schedules(self, ctx, model):
+        """A framework object whose train step accumulates its micro-batches itself (a
+        torch.distributed.pipelining schedule: framework data) built with its gradient scaling
+        turned off (`scale_grads=False`) and a mean loss_fn not divided by its micro-batch count:
+        the gradients of `n_microbatches` micro-batch means add up undivided. Reported once per
+        schedule and loop, at the train step that computes the loss (the one handed `target=`)."""
+        for loop in model.loops:
+            if not loop.innermost:
+                continue
+            seen: dict[int, list] = {}
+            for ref in loop.backward_calls:
+                found = model.train_step_construction(ref.node, ref.scope)
+                if found is not None:
+                    seen.setdefault(id(found[1]), [found]).append(ref)
+            for found, *refs in seen.values():
+                entry, construction, scope = found
+                ref = next((r for r in refs if keyword_arg(r.node, "target") is not None), refs[0])
+                report = self._unscaled_schedule(ctx, LossTracer(model, loop), loop, ref, entry, construction, scope)
+                if report is not None:
+                    yield report
+
+    def _unscaled_schedule(self, ctx, tracer, loop, ref, entry, construction, scope):
+        scaling = keyword_arg(construction, entry.grad_scaling_keyword)
+        if any(a.star for a in construction.args):
+            return None  # `**kwargs` may set it
+        if scaling is None:
+            if entry.grad_scaling_default:
+                return None  # the default: the schedule divides
+            scaling_node = construction
+        elif isinstance(scaling.value, cst.Name) and scaling.value.value == "False":
+            scaling_node = scaling
+        else:
+            return None  # true, or a value the code does not spell
+        args = positional_args(construction)
+        loss = keyword_arg(construction, entry.loss) or (args[2] if len(args) > 2 else None)
+        count = keyword_arg(construction, entry.micro_batches) or (args[1] if len(args) > 1 else None)
+        if loss is None or count is None or _mean_loss_fn(tracer, loss.value, scope) is None:
+            return None
+        n = ctx.code_for(count.value)
+        loss_text = ctx.code_for(loss.value)
+        schedule = ctx.code_for(ref.node.func.value)
+        message = (f"`{schedule}` runs {n} micro-batches per `.{entry.train_step}()` with "
+                   f"`{entry.grad_scaling_keyword}=False`: their gradients add up undivided, and `{loss_text}` is a "
+                   f"per-micro-batch mean, so the update's gradient is {n} times the batch's; keep "
+                   f"`{entry.grad_scaling_keyword}=True` (the default) or divide the loss by {n}")
+        evidence = [
+            premise(f"`{ctx.code_for(construction.func)}(...)` builds the schedule whose `.{entry.train_step}()` "
+                    f"runs the forward and backward of {n} micro-batches (`{entry.name}`)", construction, "framework"),
+            premise(f"`{entry.grad_scaling_keyword}=False`: the schedule does not divide the summed gradients by {n}",
+                    scaling_node, "argument"),
+            premise(f"`{loss_text}` returns a mean over the micro-batch, not divided by {n}", loss.value, "call"),
+            *loop_premises(ctx, loop),
+        ]
+        return self.report(ref.node, message, evidence=evidence)
+
     def _fix(self, ctx, loop, ref, backward, tracer, trace) -> FixSpec | None:
         """`(loss / K)` in place of the loss, when K is a name or number readable where backward is.
         Where the micro-batches can differ in size (TL103's reasons), `/ K` weighs them equally,
@@ -901,6 +1058,44 @@ class AccumulatedLossNotScaled(Rule):
         if rule_class("TL103")().why_unequal(ctx, tracer, trace) is not None:
             title += " (micro-batches of different sizes then weigh the same: TL103 stays)"
         return FixSpec(title, safe=False, replacements=((loss, replacement),))
+
+
+def _mean_loss_fn(tracer, expr: cst.BaseExpression, scope) -> cst.CSTNode | None:
+    """The node proving that the loss function `expr` (handed to a schedule, called once per
+    micro-batch) returns a per-micro-batch mean: a function of `torch.nn.functional` (its default
+    reduction), a torch loss module built without `reduction="sum"`/`"none"` (inline or bound to a
+    name), or a def or lambda of this file whose returns trace to a mean. Anything else (a wrapper
+    that rescales it, a loss of another file): None."""
+    index = tracer.index
+    if isinstance(expr, cst.Lambda):
+        return expr if tracer.trace(expr.body, scope).kind == MEAN else None
+    if isinstance(expr, cst.Name):
+        function = index.callee(cst.Call(func=expr), scope)
+        if function is not None:
+            returns = [n.value for n in walk(function.node.body) if isinstance(n, cst.Return) and n.value is not None
+                       and index.function_at(n) is function]
+            kinds = {tracer.trace(value, function.scope).kind for value in returns}
+            return function.node if kinds == {MEAN} else None
+        bindings = [b for b in scope.lookup(expr.value) if b.kind == "assign"]
+        if len(bindings) == 1 and isinstance(bindings[0].value, cst.Call):
+            return _mean_loss_fn(tracer, bindings[0].value, scope)
+    name = index.resolve(expr.func if isinstance(expr, cst.Call) else expr, scope) or ""
+    if isinstance(expr, cst.Call):
+        if name.startswith("torch.nn.") and name.endswith("Loss") and not any(a.star for a in expr.args):
+            reduction = keyword_arg(expr, "reduction")
+            if reduction is None:
+                return expr
+            if isinstance(reduction.value, cst.SimpleString) and reduction.value.evaluated_value == "mean":
+                return expr
+        return None
+    if name.startswith("torch.nn.functional.") and (name.endswith("_loss") or name.rsplit(".", 1)[-1] in _MEAN_FUNCTIONS):
+        return expr
+    return None
+
+
+# the losses of torch.nn.functional (their `reduction` defaults to "mean") not named `*_loss`
+_MEAN_FUNCTIONS = frozenset({"cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+                             "kl_div"})
 
 
 def _readable_at(ctx, loop, k: cst.BaseExpression, ref) -> bool:

@@ -11,7 +11,7 @@ from trainlint.fixkit import block_of, line_text, loop_body_line, move_line, own
 from trainlint.rule import FixSpec, Rule, after, bad, good, delete
 from trainlint.model.index import walk
 from trainlint.model.summaries import FunctionSummary, copies_grads, instance_class, writes_grads
-from trainlint.model.training import CallRef, training_model
+from trainlint.model.training import RUNS_BACKWARD, CallRef, backward_triggers, training_model
 from trainlint.model.shipped import k_condition
 from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, training_premises
@@ -47,8 +47,8 @@ class ZeroGradPerMicroBatch(Rule):
     severity = Severity.ERROR
     summary = "Under gradient accumulation, gradients are cleared on every micro-batch"
     message = "gradients are cleared on every micro-batch, so only the last micro-batch reaches the step"
-    triggers = (("backward", "zero_grad"), ("backward", ".grad = None"), ("backward", ".grad=None"))
-    gate = named("backward") & named("^step$")  # a training loop: a backward and an optimizer step
+    triggers = backward_triggers(("backward", "zero_grad"), ("backward", ".grad = None"), ("backward", ".grad=None"))
+    gate = RUNS_BACKWARD & named("^step$")  # a training loop: a backward (or a pipeline schedule's step) and a step
     what_it_does = """
         Finds training loops that accumulate gradients over K micro-batches and flags a
         `zero_grad()` (on the optimizer or the model) or a `p.grad = None` that runs on every
@@ -102,6 +102,37 @@ class ZeroGradPerMicroBatch(Rule):
         "https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation",
     )
     examples = (
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch.distributed.pipelining import ScheduleGPipe
+
+            schedule = ScheduleGPipe(stage, n_microbatches=8, scale_grads=False,
+                                     loss_fn=lambda out, y: F.cross_entropy(out, y) / (8 * accum_steps))
+            for i, (x, y) in enumerate(loader):
+                optimizer.zero_grad()
+                schedule.step(x, target=y)
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+            """,
+            line=8,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+            from torch.distributed.pipelining import ScheduleGPipe
+
+            schedule = ScheduleGPipe(stage, n_microbatches=8, scale_grads=False,
+                                     loss_fn=lambda out, y: F.cross_entropy(out, y) / (8 * accum_steps))
+            for i, (x, y) in enumerate(loader):
+                schedule.step(x, target=y)
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="the clear before each pipeline schedule's `step()` (a backward over its micro-batches): "
+                  "only the last batch of the window reaches the update",
+        ),
         good(
             """
             import torch

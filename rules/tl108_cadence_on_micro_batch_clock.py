@@ -15,7 +15,7 @@ from trainlint.model.index import Scope, walk
 from trainlint.model.mode_state import MODE_WORDS
 from trainlint.model.roles import ACCELERATOR, CONFIG, ENGINE, MODEL, OTHER
 from trainlint.model.summaries import SAVE_WORDS, FunctionSummary, callable_summary
-from trainlint.model.training import CallRef, TrainingLoop, TrainingModel, training_model
+from trainlint.model.training import RUNS_BACKWARD, CallRef, TrainingLoop, TrainingModel, backward_triggers, training_model
 from trainlint.model.accumulation import describe_k
 from trainlint.model.shipped import k_condition
 from trainlint.rule import FixSpec, Rule, after, bad, delete, good
@@ -47,8 +47,8 @@ class CadenceOnMicroBatchClock(Rule):
     severity = Severity.WARNING
     summary = "Under accumulation, evaluation or checkpoint cadence is tested on every micro-batch, outside the update"
     message = "the evaluation/checkpoint cadence is tested on the micro-batch clock, outside the update branch"
-    triggers = (("backward", "%"),)
-    gate = named("backward") & named("^step$")  # a training loop; the cadence test is a `%`
+    triggers = backward_triggers(("backward", "%"))
+    gate = RUNS_BACKWARD & named("^step$")  # a training loop (a pipeline schedule's step too); the cadence test is a `%`
     what_it_does = """
         In a training loop that accumulates gradients (the optimizer steps once every K
         micro-batches), flags an `if counter % every ...:` whose body evaluates the model (a call

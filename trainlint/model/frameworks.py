@@ -30,6 +30,15 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   counters); `partial_keywords`: keywords that, passed at all, may make it restore less
   (`load_optimizer_states=False`, `load_module_only=True`): such a call is taken to restore the
   model alone.
+  A constructor of role "pipeline_schedule" (torch.distributed.pipelining's `ScheduleGPipe`, ...)
+  names `train_step`, the method of its instances that runs the forward and the backward of every
+  micro-batch of the batch it is handed (`schedule.step(x)`: a backward, not an optimizer's nor a
+  scheduler's step; the gradients of its micro-batches add up in `.grad`), `micro_batches`, the
+  keyword (second positional argument) that sets their number, `loss`, the keyword (third
+  positional argument) of the loss function it calls per micro-batch, and `grad_scaling =
+  {keyword, default}`: whether it divides the summed gradients by the number of micro-batches
+  (`scale_grads`, true unless told). Without that division a mean loss_fn gives a gradient
+  `n_microbatches` times the batch's (TL102).
 - `model_base`: a class that user models derive from (a torch module).
 - `backward`: runs the backward pass; `owns_accumulation`: it divides the loss by the framework's K.
 - `accumulation_context`: a context (`with accelerator.accumulate(model):`) inside which prepared
@@ -100,6 +109,10 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   that logs every value of a dict at once (Lightning's `self.log_dict(dictionary, ...)`, the first
   positional argument too); without it the value is the second argument (`self.log(name, value)`).
 
+A file may also hold `reexports`, a table from a module to the public module that re-exports its
+names (`"torch.distributed.pipelining.schedules" = "torch.distributed.pipelining"`): entries are named
+under the public module and also match the names a file imports from the other one.
+
 Every entry names the `rules` that read it (for `trainlint explain`) and an `example`: the id of an
 `[example.<id>]` table with `title`, the `codes` its `bad` code draws and its `good` twin does not
 (tests/test_frameworks.py runs them).
@@ -108,7 +121,7 @@ Every entry names the `rules` that read it (for `trainlint explain`) and an `exa
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -162,6 +175,18 @@ class Entry:
     values: str | None = None
     accumulation_config_keyword: str | None = None
     accumulation_config_key: str | None = None
+    train_step: str | None = None
+    micro_batches: str | None = None
+    loss: str | None = None
+    grad_scaling_keyword: str | None = None
+    grad_scaling_default: bool = False
+    #: the other qualified names the entry is reached by (its module's `reexports`)
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        """Every qualified name the entry matches: its name, then the re-exported spellings."""
+        return (self.name, *self.aliases)
 
     @property
     def attr(self) -> str:
@@ -187,13 +212,15 @@ class Framework:
     path: str  # the model file's name
     entries: tuple[Entry, ...] = ()
     examples: dict[str, Example] = field(default_factory=dict)
+    reexports: tuple[tuple[str, str], ...] = ()  # (module, the public module that re-exports it)
 
 
 _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "owns_accumulation", "clock",
                          "scheduler_clock", "sets_epoch", "unscales", "step", "state", "accumulation_keywords",
                          "fp16", "unlinks_scheduler", "window_size", "fixed_window_size", "returns", "keyword_returns",
                          "saves", "path", "into", "weight", "epoch_hooks", "unpacks", "receiver", "partial_keywords", "values",
-                         "accumulation_config"})
+                         "accumulation_config", "train_step", "micro_batches", "loss", "grad_scaling"})
+_TRAIN_STEP_KEYS = ("train_step", "micro_batches", "loss", "grad_scaling")
 
 
 def _entry(framework: str, raw: dict, where: str) -> Entry:
@@ -237,6 +264,13 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
     if ("window_size" in raw) != ("fixed_window_size" in raw) or \
             "window_size" in raw and (raw["kind"] != "hook" or raw.get("step") != "train"):
         raise FrameworkModelError(f"{where}: `window_size` and `fixed_window_size` go together, on a train hook")
+    scaling = raw.get("grad_scaling", {})
+    if any(key in raw for key in _TRAIN_STEP_KEYS) and not (
+            raw["kind"] == "constructor" and all(isinstance(raw.get(key), str) for key in _TRAIN_STEP_KEYS[:3])
+            and isinstance(scaling, dict) and isinstance(scaling.get("keyword"), str)
+            and isinstance(scaling.get("default"), bool)):
+        raise FrameworkModelError(f"{where}: `train_step`, `micro_batches`, `loss` and `grad_scaling = {{keyword, "
+                                  "default}` go together, on a constructor")
     fp16 = raw.get("fp16", {})
     config = raw.get("accumulation_config", {})
     unlinks = raw.get("unlinks_scheduler", {})
@@ -250,14 +284,20 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
                  tuple(sorted(raw.get("keyword_returns", {}).items())), raw.get("saves"), raw.get("path"),
                  raw.get("into"), raw.get("weight"), tuple(raw.get("epoch_hooks", ())),
                  tuple(raw.get("unpacks", ())), raw.get("receiver"),
-                 tuple(raw.get("partial_keywords", ())), raw.get("values"), config.get("keyword"), config.get("key"))
+                 tuple(raw.get("partial_keywords", ())), raw.get("values"), config.get("keyword"), config.get("key"),
+                 raw.get("train_step"), raw.get("micro_batches"), raw.get("loss"), scaling.get("keyword"),
+                 bool(scaling.get("default")))
 
 
 def _framework(path: str, data: dict) -> Framework:
     fid = data.get("framework")
     if not isinstance(fid, str):
         raise FrameworkModelError(f"{path}: `framework` must be a string")
-    entries = tuple(_entry(fid, raw, f"{path} entry {i + 1}") for i, raw in enumerate(data.get("entry", ())))
+    reexports = data.get("reexports", {})
+    if not (isinstance(reexports, dict) and all(isinstance(v, str) for v in reexports.values())):
+        raise FrameworkModelError(f"{path}: `reexports` maps a module to the public module that re-exports it")
+    entries = tuple(_with_aliases(_entry(fid, raw, f"{path} entry {i + 1}"), reexports)
+                    for i, raw in enumerate(data.get("entry", ())))
     examples = {}
     for eid, raw in data.get("example", {}).items():
         try:
@@ -268,7 +308,14 @@ def _framework(path: str, data: dict) -> Framework:
         if entry.example not in examples:
             raise FrameworkModelError(f"{path}: entry {entry.name} names no example {entry.example!r}")
     return Framework(fid, data.get("title", fid), tuple(data.get("packages", ())), data.get("docs", ""), path,
-                     entries, examples)
+                     entries, examples, tuple(sorted(reexports.items())))
+
+
+def _with_aliases(entry: Entry, reexports: dict[str, str]) -> Entry:
+    """The entry with the spellings of its name under the modules its public module re-exports."""
+    aliases = tuple(module + entry.name[len(public):] for module, public in sorted(reexports.items())
+                    if entry.name.startswith(public + "."))
+    return replace(entry, aliases=aliases) if aliases else entry
 
 
 @cache
@@ -309,7 +356,7 @@ def _by_kind() -> dict[str, tuple[Entry, ...]]:
 def constructors() -> tuple[tuple[str, str], ...]:
     """(qualified name or prefix, role) of every framework class or factory whose result has a role;
     a prefix entry ends with "." so it matches the names under it."""
-    return tuple((e.name + "." if e.prefix else e.name, e.role) for e in entries("constructor"))
+    return tuple((name + "." if e.prefix else name, e.role) for e in entries("constructor") for name in e.spellings)
 
 
 @cache
@@ -417,14 +464,14 @@ def seeds() -> frozenset[str]:
 
 def lookup(qualified_name: str) -> Entry | None:
     """The entry of a resolved import path (exact, or the longest prefix entry)."""
-    best = None
+    best: tuple[int, Entry] | None = None
     for entry in entries():
-        if entry.name == qualified_name:
-            return entry
-        if entry.prefix and qualified_name.startswith(entry.name + ".") and \
-                (best is None or len(entry.name) > len(best.name)):
-            best = entry
-    return best
+        for name in entry.spellings:
+            if name == qualified_name:
+                return entry
+            if entry.prefix and qualified_name.startswith(name + ".") and (best is None or len(name) > best[0]):
+                best = (len(name), entry)
+    return best[1] if best else None
 
 
 def owns_accumulation(qualified_name: str) -> bool:
@@ -550,3 +597,21 @@ def methods_on(kind: str, role: str) -> frozenset[str]:
     """The method names of the entries of one kind called on an object of `role` (`receiver_role`):
     `save_state` on the engine -> {"save_checkpoint"}."""
     return frozenset(e.attr for e in entries(kind) if receiver_role(e) == role)
+
+
+@cache
+def train_steps() -> dict[str, frozenset[str]]:
+    """method name -> the roles whose objects run a whole train step (forward and backward of every
+    micro-batch) when it is called: `{"step": {"pipeline_schedule"}}` (`schedule.step(x)`)."""
+    table: dict[str, set[str]] = {}
+    for e in entries("constructor"):
+        if e.train_step:
+            table.setdefault(e.train_step, set()).add(e.role)
+    return {method: frozenset(found) for method, found in table.items()}
+
+
+@cache
+def micro_batch_runners() -> dict[str, Entry]:
+    """Qualified name (every spelling) -> entry of the classes whose `train_step` runs the forward
+    and backward of each micro-batch of a batch (torch.distributed.pipelining's schedules)."""
+    return {name: e for e in entries("constructor") if e.train_step for name in e.spellings}

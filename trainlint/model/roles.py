@@ -32,6 +32,9 @@ OTHER = "other"
 # ... or configuration (`args = parser.parse_args()`, a dict of options): never an optimizer,
 # whatever it is called (`opt.lr`).
 CONFIG = "config"
+# The frameworks' constructors may give other roles (trainlint/frameworks/*.toml): a
+# torch.distributed.pipelining schedule is a "pipeline_schedule", whose `step()` the data names as
+# its train step (a backward over micro-batches: training.py's `is_train_step`), never an optimizer's.
 
 # (qualified-name prefix, role); the longest matching prefix wins.
 _CONSTRUCTORS: tuple[tuple[str, str], ...] = (

@@ -84,7 +84,9 @@ Public API (stable; other rules depend on it)
   Accelerator was created with; `accelerator.backward(loss)` divides by it.
 
 Also: `is_backward` (a same-file method that happens to be named `backward` is a helper, not a
-backward), `is_optimizer_step`, `is_scheduler_step`, `is_zero_grad`, `callee`,
+backward; a framework object's train step is one: `is_train_step`, `schedule.step(x)` of a
+torch.distributed.pipelining schedule, known by its construction, and `train_step_construction`
+gives that construction), `is_optimizer_step`, `is_scheduler_step`, `is_zero_grad`, `callee`,
 `reachable_calls`, `path(loop, ref)`, `own_calls(loop)`, `loop_of(node)`; module function `calls_in`.
 """
 
@@ -96,6 +98,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from trainlint.gate import Gate, named, reference_text, refers_to
 from trainlint.model.index import (FileIndex, FunctionInfo, Scope, iter_children, keyword_arg, positional_args, walk,
                                    walk_scope)
 from trainlint.model import frameworks
@@ -110,6 +113,27 @@ _UPDATE_WORDS = re.compile(
     r"accum|sync_grad|micro|grad_acc|update_freq|(^|_)(should|do|is|needs?)_?(step|update|sync|optim)"
     r"|optimizer_step|update_step|step_now|last_micro|boundary", re.I)
 _COUNTER_COMPARE = (cst.Equal, cst.NotEqual, cst.GreaterThanEqual, cst.GreaterThan)
+
+
+# The framework classes whose train step runs the backward of its micro-batches itself
+# (torch.distributed.pipelining's schedules: trainlint/frameworks/pipelining.toml), by every spelling.
+TRAIN_STEP_CLASSES = tuple(sorted(frameworks.micro_batch_runners()))
+#: A gate term for "the file may run a backward": the word (`loss.backward()`,
+#: `accelerator.backward(loss)`), or a reference to a class whose train step runs one
+#: (`schedule.step(x)` of a `ScheduleGPipe`). Rules whose findings need a training loop use it.
+RUNS_BACKWARD: Gate = named("backward") | refers_to(*TRAIN_STEP_CLASSES)
+
+
+def backward_triggers(*triggers) -> tuple:
+    """A rule's text triggers, each one that needs the word "backward" also given with a reference
+    to a class whose train step runs the backward instead (the text side of `RUNS_BACKWARD`)."""
+    train_step = reference_text(*TRAIN_STEP_CLASSES)
+    extra = []
+    for trigger in triggers:
+        words = trigger if isinstance(trigger, tuple) else (trigger,)
+        if "backward" in words:
+            extra.append(tuple(train_step if word == "backward" else word for word in words))
+    return (*triggers, *extra)
 
 
 def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
@@ -211,10 +235,36 @@ class TrainingModel:
             # `self.backward(loss)` running a method of this file is a helper, not a backward:
             # the backward inside it is reached through it
             return self.callee(call, scope) is None and not self._result_read(call)
+        if self.is_train_step(call, scope):
+            return True
         name = self.index.resolve(func, scope)
         if name == "torch.autograd.backward":
             return True
         return name is not None and self._project_backward(call, scope)
+
+    def is_train_step(self, call: cst.Call, scope: Scope) -> bool:
+        """`schedule.step(x)` of an object a framework class built to run the forward and the
+        backward of every micro-batch of the batch it is handed (a torch.distributed.pipelining
+        schedule, by its construction: framework data): a backward, not an optimizer's step."""
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return False
+        runners = frameworks.train_steps().get(func.attr.value)
+        return runners is not None and self.roles.of(func.value, scope) in runners
+
+    def train_step_construction(self, call: cst.Call, scope: Scope):
+        """(entry, the construction call, its scope) of the framework object whose train step `call`
+        runs (`ScheduleGPipe(stage, n_microbatches=8, loss_fn=loss_fn)` for `schedule.step(x)`),
+        when the role model found it built by that class; else None."""
+        if not self.is_train_step(call, scope):
+            return None
+        source = self.roles.source(call.func.value, scope)
+        node = source.node if source is not None else None
+        if not isinstance(node, cst.Call):
+            return None
+        node_scope = self.index.scope_at(node)
+        entry = frameworks.micro_batch_runners().get(self.index.resolve(node.func, node_scope) or "")
+        return (entry, node, node_scope) if entry is not None else None
 
     def _result_read(self, call: cst.Call) -> bool:
         """The call's result is read as a value (`flow.backward(z).clamp(-1, 1)`, `net.backward(y)[0]`,

@@ -46,6 +46,12 @@ def _describe(entry: frameworks.Entry) -> str:
         notes.append("less with " + ", ".join(f"`{k}=`" for k in entry.partial_keywords))
     if entry.values:
         notes.append(f"logs each value of `{entry.values}`")
+    if entry.train_step:
+        notes.append(f"`.{entry.train_step}()` runs forward and backward of `{entry.micro_batches}` micro-batches "
+                     f"of `{entry.loss}`, gradients divided by their number unless "
+                     f"`{entry.grad_scaling_keyword}={not entry.grad_scaling_default}`")
+    if entry.aliases:
+        notes.append("also " + ", ".join(f"`{alias}`" for alias in entry.aliases))
     name = entry.name + (".*" if entry.prefix else "")
     return f"`{name}` ({'; '.join(notes)})"
 
