@@ -72,19 +72,6 @@ KNOWN_NAME_PREMISES = {
         'a premise of the model still read from a name (not yet diagnosed)',
     ('TL601', 'bad', 'the same helpers, but the test flag keeps the short last batch'):
         "a per-batch mean recognised by its callee's name (`criterion`, _CRITERION_NAME)",
-    ('TL702', 'bad',
-     "the step restored by a helper, the epoch loop restarted at 0 (the loader's position is restored)"):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL702', 'bad', 'a Trainer: resume() restores the step, train_epoch() starts the loader over'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL702', 'bad', 'Accelerate: the skip counts updates while the loader counts micro-batches'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL702', 'bad', 'the resume branch skips the update count, not the micro-batches'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL702', 'bad', 'a step-bounded run: a while loop around the loader, a save helper'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL702', 'bad', 'Accelerate: load_state restores the step from the folder name, the epoch restarts at batch 0'):
-        'a premise of the model still read from a name (not yet diagnosed)',
 }
 
 
