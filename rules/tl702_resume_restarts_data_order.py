@@ -735,6 +735,7 @@ class ResumeRestartsDataOrder(Rule):
                 node = loop.node
                 loader = loader_of_loop(flow, node)
                 iterated = _iterated_chain(ctx, flow, node)
+                data = None
                 if loader is None and not iterated:
                     data = _data_of_loop(ctx, flow, node)
                     if data is None:
@@ -758,7 +759,7 @@ class ResumeRestartsDataOrder(Rule):
                         "middle of an epoch (inside this loop), but this loop iterates the loader from its first "
                         "batch: the batches consumed before the checkpoint are trained on again; skip them "
                         "(`skip_first_batches`, `itertools.islice`) or restore the sampler position",
-                        evidence=_evidence_of(ctx, restore, node, loop))
+                        evidence=_evidence_of(ctx, restore, node, loop, data))
                     break
                 if skip is not None and loop.accumulates and _counts_updates(ctx, training, loop, restore) \
                         and not _scaled(ctx, flow, skip):
@@ -767,7 +768,7 @@ class ResumeRestartsDataOrder(Rule):
                         f"the skip `{ctx.code_for(skip).strip()}` counts optimizer updates (`{restore['counter']}` "
                         "grows once per update) while the loader yields micro-batches: under gradient accumulation "
                         "it skips K times too few batches; skip the restored update count times K",
-                        evidence=[*_evidence_of(ctx, restore, node, loop),
+                        evidence=[*_evidence_of(ctx, restore, node, loop, data),
                                   premise(f"the skip `{ctx.code_for(skip).strip()}` counts updates", skip, "use")])
                     break
 
@@ -926,11 +927,14 @@ def _derived_names(index, function, counter: str) -> set[str]:
     return derived
 
 
-def _evidence_of(ctx, restore, node, loop) -> list:
+def _evidence_of(ctx, restore, node, loop, data=None) -> list:
     load = restore.get("load") if isinstance(restore, dict) else None
     found = [premise(f"the resume restores `{restore['counter']}` from a checkpoint",
                      load if isinstance(load, cst.CSTNode) else node, "call")]
     found.append(premise("a resume checkpoint is written inside this loop, mid-epoch", loop.node, "call"))
+    if data is not None:  # known by what the loop does with it, not by a loader's name or construction
+        found.append(premise(f"the loop hands each element of `{ctx.code_for(data).strip()}` to the calls of a "
+                             "loop that steps the optimizer: it iterates the training data", data, "use"))
     found.append(premise("this loop iterates the loader from its first batch", node, "use"))
     return found
 
