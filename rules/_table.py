@@ -353,7 +353,7 @@ HEADS = (
         family='TL7',
         module='tl702_resume_restarts_data_order',
         triggers=(('load', 'step'), ('load', 'epoch')),
-        gate=_All(parts=(_Any(parts=(_RefersTo(qualnames=frozenset({'torch.load', 'torch.serialization.load'})), _Matches(field='names', pattern=re.compile('^load_state$', 40)))), _IteratesLoader())),
+        gate=_All(parts=(_Any(parts=(_RefersTo(qualnames=frozenset({'torch.load', 'torch.serialization.load'})), _Matches(field='names', pattern=re.compile('^load_state$', 40)))), _Any(parts=(_IteratesLoader(), _Matches(field='names', pattern=re.compile('^step$', 40)))))),
         imported_triggers=(),
         imported_gate=None,
     ),

@@ -50,7 +50,13 @@ class IncompleteResumeCheckpoint(Rule):
         module's, the attributes of its class, and the local names of same-file callers of a save
         helper. Optimizers, LR schedulers and GradScalers are known by what built them
         (`torch.optim.AdamW(...)`, `get_cosine_schedule_with_warmup(...)`, `GradScaler()`) or by a
-        parameter's name or annotation; a counter by `for epoch in ...` or `step += 1`. State written
+        parameter's name or annotation; a counter by its code, whatever it is called: the index of
+        a `for ... in range(...)` around the loop that steps the optimizer (no other loop's, and
+        building no new model or optimizer on each pass: a fold loop starts other runs), or a name
+        advanced by a constant in such a loop, never set back in it, that a condition reads
+        (`while step < n`, `if step % k == 0`); a batch tally that only averages a loss is none. A
+        counter known only by its name (`for epoch in ...`, `step += 1`, a `global_step` parameter)
+        is still read as one: TL404's documented name premise. State written
         by another `torch.save` in the same function (one file per object, each may carry the step
         counter too; one holding the model again is a file of its own) counts as saved, and so
         does a counter written into the file name (`f"{out}/{step:07d}.pt"`): a resume parses it back,
@@ -972,6 +978,61 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             line=13,
             title="the weights and the optimizer in two files of one checkpoint: together they still lack the epoch",
+        ),
+        good(
+            """
+            import torch
+
+
+            def cross_validate(folds, make_model, out):
+                for k in range(len(folds)):
+                    model = make_model()
+                    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                    for x, y in folds[k]:
+                        optimizer.zero_grad()
+                        torch.nn.functional.cross_entropy(model(x), y).backward()
+                        optimizer.step()
+                    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, out)
+            """,
+            title="a fresh model and optimizer for every fold: the fold's index is no position of one run",
+        ),
+        good(
+            """
+            import torch
+
+
+            def train(generator, critic, gen_opt, critic_opt, batches, out):
+                for real in batches:
+                    for i in range(5):
+                        critic_opt.zero_grad()
+                        (critic(generator(real)).mean() - critic(real).mean()).backward()
+                        critic_opt.step()
+                    gen_opt.zero_grad()
+                    (-critic(generator(real)).mean()).backward()
+                    gen_opt.step()
+                    torch.save({"generator": generator.state_dict(), "critic": critic.state_dict(),
+                                "gen_opt": gen_opt.state_dict(), "critic_opt": critic_opt.state_dict()}, out)
+            """,
+            title="a count of critic updates that starts again on every batch is no position of the run",
+        ),
+        good(
+            """
+            import torch
+
+
+            def train_pass(model, optimizer, loader, out):
+                seen, total = 0, 0.0
+                for x, y in loader:
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    seen += 1
+                    total += loss.item()
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, out)
+                return total / seen
+            """,
+            title="a batch tally that only averages the loss positions nothing",
         ),
         good(
             """

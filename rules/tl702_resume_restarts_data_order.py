@@ -9,11 +9,11 @@ import libcst as cst
 
 from trainlint.finding import Severity
 from trainlint.gate import iterates_loader, named, refers_to
-from trainlint.model.checkpoint_base import COUNTER_NAME, LOAD_FUNCTIONS, SAVE_FUNCTIONS, string_value
+from trainlint.model.checkpoint_base import LOAD_FUNCTIONS, SAVE_FUNCTIONS, string_value
 from trainlint.model.checkpoints import checkpoint_model
 from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
-from trainlint.model.index import dotted_name, walk
-from trainlint.model.roles import ACCELERATOR, ENGINE, MODEL, OPTIMIZER, SCALER, SCHEDULER, roles
+from trainlint.model.index import dotted_name, positional_args, walk
+from trainlint.model.roles import ACCELERATOR, ENGINE, MODEL, OPTIMIZER, SCHEDULER, SCALER, roles
 from trainlint.model.summaries import SAVE_WORDS, callable_summary
 from trainlint.model.training import calls_in, training_model
 from trainlint.rule import Rule, bad, good
@@ -36,7 +36,8 @@ class ResumeRestartsDataOrder(Rule):
     summary = "A resume restores the step counter but replays the epoch's batches from the first one"
     message = "after this resume the loop iterates the loader from the start of the epoch"
     triggers = (("load", "step"), ("load", "epoch"))
-    gate = (refers_to(*LOAD_FUNCTIONS) | named("^load_state$")) & iterates_loader()
+    # a loop over a loader, or a training loop (it steps an optimizer) that shows it iterates its data
+    gate = (refers_to(*LOAD_FUNCTIONS) | named("^load_state$")) & (iterates_loader() | named("^step$"))
     what_it_does = """
         Flags the training loop over a data loader that runs after a resume when the resume restores
         a position in the run from the checkpoint (`global_step = ckpt["step"]`,
@@ -62,6 +63,15 @@ class ResumeRestartsDataOrder(Rule):
         that loop advances before it (`self.global_step = self.load_checkpoints()`, or
         `self._load_checkpoint()` setting `self.global_steps`) and neither the range nor a
         `continue` uses it: even with the loader's position restored, the completed epochs run again.
+
+        What proves each premise is code, not a name: the loop iterates the training data when it
+        iterates a loader (built, typed or handed one) or, whatever it is called, a collection whose
+        elements it hands to the calls of a loop that steps the optimizer (not a `range`, an
+        iterator or a generator of the script, which draws in its own order); a helper restores a
+        counter it assigns from the checkpoint it reads, and the counter is the loop's when the loop
+        advances it by a constant; a `load_state_dict` of the checkpoint restores a data position
+        only into an object that is not run forward (`model(batch)`) nor an optimizer, scheduler or
+        scaler.
 
         The finding is at the loop. Restores of epoch counters with checkpoints written at the end
         of the epoch are fine (the next epoch starts from its first batch) and stay quiet, as do
@@ -140,6 +150,27 @@ class ResumeRestartsDataOrder(Rule):
                             self.score(batch)
             """,
             title="the epoch loop starts at the restored epoch; a loop that advances no restored counter is no resume",
+        ),
+        good(
+            """
+            import torch
+
+
+            class PPOTrainer:
+                def load_checkpoint(self):
+                    state = torch.load(self.resume_path, map_location="cpu", weights_only=False)
+                    self.policy.load_state_dict(state["policy"])
+                    self.loss_sum = state["loss_sum"]
+
+                def fit(self):
+                    self.loss_sum = 0.0
+                    self.load_checkpoint()
+                    for epoch in range(self.config.total_epochs):
+                        for batch in self.train_dataloader:
+                            self.loss_sum += self.update_policy(batch)
+                            self.save_checkpoint()
+            """,
+            title="a running loss restored by the helper and summed in the loop is no step counter",
         ),
         bad(
             """
@@ -409,6 +440,65 @@ class ResumeRestartsDataOrder(Rule):
             line=17,
             title="a step-bounded run: a while loop around the loader, a save helper",
         ),
+        good(
+            """
+            import torch
+
+
+            def save_checkpoint(model, optimizer, loader, step):
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "loader": loader.state_dict(), "step": step}, f"ckpt/{step:08d}.pt")
+
+
+            def train(model, optimizer, loader, resume=None):
+                step = 0
+                if resume is not None:
+                    checkpoint = torch.load(resume, map_location="cpu", weights_only=True)
+                    model.load_state_dict(checkpoint["model"])
+                    optimizer.load_state_dict(checkpoint["optim"])
+                    loader.load_state_dict(checkpoint["loader"])
+                    step = checkpoint.get("iteration", 0)
+                while step < 100_000:
+                    for x, y in loader:
+                        optimizer.zero_grad()
+                        model(x, y).backward()
+                        optimizer.step()
+                        step += 1
+                        if step % 5000 == 0:
+                            save_checkpoint(model, optimizer, loader, step)
+            """,
+            title="the same run with a stateful loader handed in: its position is restored with the weights",
+        ),
+        good(
+            """
+            import torch
+
+
+            def random_batches(data, batch_size):
+                while True:
+                    yield data[torch.randint(len(data), (batch_size,))]
+
+
+            def train(model, optimizer, data, resume=None):
+                step = 0
+                if resume is not None:
+                    checkpoint = torch.load(resume, map_location="cpu", weights_only=True)
+                    model.load_state_dict(checkpoint["model"])
+                    optimizer.load_state_dict(checkpoint["optim"])
+                    step = checkpoint["step"]
+                for x in random_batches(data, 64):
+                    optimizer.zero_grad()
+                    model(x).backward()
+                    optimizer.step()
+                    step += 1
+                    if step % 5000 == 0:
+                        torch.save({"model": model.state_dict(), "optim": optimizer.state_dict(), "step": step},
+                                   "last.pt")
+                    if step == 100_000:
+                        break
+            """,
+            title="batches drawn at random by a generator of the script: no epoch order to replay",
+        ),
         bad(
             """
             import os
@@ -645,8 +735,12 @@ class ResumeRestartsDataOrder(Rule):
                 node = loop.node
                 loader = loader_of_loop(flow, node)
                 iterated = _iterated_chain(ctx, flow, node)
+                data = None
                 if loader is None and not iterated:
-                    continue
+                    data = _data_of_loop(ctx, flow, node)
+                    if data is None:
+                        continue
+                    loader, iterated = data, _iterated_chain(ctx, flow, node, data=True)
                 if not _after_restore(ctx, flow, restore, node):
                     continue
                 used = sorted((c for c in restore["counters"] if _used_by(ctx, flow, c, node)),
@@ -665,7 +759,7 @@ class ResumeRestartsDataOrder(Rule):
                         "middle of an epoch (inside this loop), but this loop iterates the loader from its first "
                         "batch: the batches consumed before the checkpoint are trained on again; skip them "
                         "(`skip_first_batches`, `itertools.islice`) or restore the sampler position",
-                        evidence=_evidence_of(ctx, restore, node, loop))
+                        evidence=_evidence_of(ctx, restore, node, loop, data))
                     break
                 if skip is not None and loop.accumulates and _counts_updates(ctx, training, loop, restore) \
                         and not _scaled(ctx, flow, skip):
@@ -674,7 +768,7 @@ class ResumeRestartsDataOrder(Rule):
                         f"the skip `{ctx.code_for(skip).strip()}` counts optimizer updates (`{restore['counter']}` "
                         "grows once per update) while the loader yields micro-batches: under gradient accumulation "
                         "it skips K times too few batches; skip the restored update count times K",
-                        evidence=[*_evidence_of(ctx, restore, node, loop),
+                        evidence=[*_evidence_of(ctx, restore, node, loop, data),
                                   premise(f"the skip `{ctx.code_for(skip).strip()}` counts updates", skip, "use")])
                     break
 
@@ -713,7 +807,10 @@ def _epoch_restarts(ctx, flow):
             for counter, call in restored.items():
                 if not flow.before(call, outer):
                     continue
+                # a step counter: advanced by a constant step in the loop (a restored running loss
+                # summed there is none)
                 advance = next((n for n in walk(outer.body) if isinstance(n, cst.AugAssign)
+                                and isinstance(n.operator, cst.AddAssign) and isinstance(n.value, cst.Integer)
                                 and dotted_name(n.target) == counter), None)
                 if advance is None:
                     continue
@@ -764,19 +861,37 @@ def _counters_restored_by_helpers(ctx, function) -> dict[str, cst.Call]:
         if target is None or target is function or not reads(target):
             continue
         parent = index.parent(node)
+        loaded = _loaded_names(ctx, target)
         if isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1:
+            # `self.global_step = self.load_checkpoints()`: the helper returns what it read
             name = dotted_name(parent.targets[0].target)
-            if name and COUNTER_NAME.match(name.rsplit(".", 1)[-1]):
+            if name and any(isinstance(r, cst.Return) and r.value is not None and index.function_at(r) is target
+                            and _mentions(r.value, loaded) for r in walk(target.node.body)):
                 found.setdefault(name, node)
         elif isinstance(parent, cst.Expr) and isinstance(node.func, cst.Attribute) and \
                 dotted_name(node.func.value) == "self":
+            # `self._load_checkpoint()` setting `self.global_steps = state["global_steps"]`
             for assign in walk(target.node.body):
-                if isinstance(assign, cst.Assign) and index.function_at(assign) is target:
+                if isinstance(assign, cst.Assign) and index.function_at(assign) is target \
+                        and _mentions(assign.value, loaded):
                     for t in assign.targets:
                         name = dotted_name(t.target)
-                        if name and name.startswith("self.") and COUNTER_NAME.match(name.rsplit(".", 1)[-1]):
+                        if name and name.startswith("self."):
                             found.setdefault(name, node)
     return found
+
+
+def _loaded_names(ctx, target) -> set[str]:
+    """The names a helper binds to a checkpoint it reads (`state = torch.load(...)`,
+    `ckpt = self.engine.load_checkpoint(...)`): a value read from one of them was restored."""
+    names = set()
+    for node in walk(target.node.body):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and ctx.index.function_at(node) is target:
+            func = node.value.func
+            if ctx.index.resolve(func, target.scope) in LOAD_FUNCTIONS or \
+                    isinstance(func, cst.Attribute) and func.attr.value == "load_checkpoint":
+                names |= {n for t in node.targets for n in [dotted_name(t.target)] if n}
+    return names
 
 
 def _checkpoint_readers(ctx):
@@ -812,11 +927,14 @@ def _derived_names(index, function, counter: str) -> set[str]:
     return derived
 
 
-def _evidence_of(ctx, restore, node, loop) -> list:
+def _evidence_of(ctx, restore, node, loop, data=None) -> list:
     load = restore.get("load") if isinstance(restore, dict) else None
     found = [premise(f"the resume restores `{restore['counter']}` from a checkpoint",
                      load if isinstance(load, cst.CSTNode) else node, "call")]
     found.append(premise("a resume checkpoint is written inside this loop, mid-epoch", loop.node, "call"))
+    if data is not None:  # known by what the loop does with it, not by a loader's name or construction
+        found.append(premise(f"the loop hands each element of `{ctx.code_for(data).strip()}` to the calls of a "
+                             "loop that steps the optimizer: it iterates the training data", data, "use"))
     found.append(premise("this loop iterates the loader from its first batch", node, "use"))
     return found
 
@@ -995,9 +1113,11 @@ def _after_restore(ctx, flow, restore, loop) -> bool:
     return any(isinstance(n, cst.Attribute) and dotted_name(n) in members for n in walk(here.node.body))
 
 
-def _iterated_chain(ctx, flow, loop) -> list[cst.BaseExpression]:
+def _iterated_chain(ctx, flow, loop, data: bool = False) -> list[cst.BaseExpression]:
     """What the loop iterates and the expressions that iterable was bound from (one level of
-    names): `for batch in active_dataloader` after `active_dataloader = skip_first_batches(...)`."""
+    names): `for batch in active_dataloader` after `active_dataloader = skip_first_batches(...)`.
+    Empty unless one of them is a loader, or `data` (the loop is shown to iterate the training
+    data by `_data_of_loop`)."""
     chain = [loop.iter]
     expr = loop.iter
     for _ in range(3):
@@ -1016,8 +1136,56 @@ def _iterated_chain(ctx, flow, loop) -> list[cst.BaseExpression]:
                 chain.append(expr)
                 continue
         break
-    found = [e for e in chain if _is_loaderish(ctx, flow, e)]
+    found = data or any(_is_loaderish(ctx, flow, e) for e in chain)
     return chain if found else []
+
+
+# what a loop may iterate that is no data in an epoch order: counts, one-shot iterators, endless streams
+_ORDERLESS = frozenset({"range", "iter", "next", "itertools.count", "itertools.cycle", "itertools.repeat"})
+
+
+def _data_of_loop(ctx, flow, loop) -> cst.BaseExpression | None:
+    """What a `for` loop iterates when its code shows it is the data the loop trains on, whatever
+    it is called: each element is handed to a call in the body (`model(batch)`,
+    `self.update_policy(batch)`), and the iterable is a collection iterated from its first element
+    every time the loop starts: a name or an attribute (a parameter, `self.<attr>`), through calls
+    that hand on their first argument (`enumerate`, `tqdm`, `accelerator.skip_first_batches`) and
+    the assignments before the loop. Not a count (`range`), an iterator (`iter(...)`, `cycle`), or
+    what a function of this file makes (a generator draws in whatever order its code decides)."""
+    if not isinstance(loop, cst.For):
+        return None
+    elements = {n.value for n in walk(loop.target) if type(n) is cst.Name}
+    handed = any(type(n) is cst.Call and any(type(m) is cst.Name and m.value in elements
+                                                for a in n.args for m in walk(a.value))
+                 for n in walk(loop.body))
+    if not elements or not handed:
+        return None
+    return loop.iter if _restartable(ctx, flow, loop.iter, loop, 0) else None
+
+
+def _restartable(ctx, flow, expr, loop, depth: int) -> bool:
+    """`expr` is a collection that a new `for` iterates from its start (see `_data_of_loop`)."""
+    if depth > 4:
+        return False
+    index = ctx.index
+    scope = flow.scope_of(expr)
+    if isinstance(expr, cst.Call):
+        if index.resolve(expr.func, scope) in _ORDERLESS or index.callee(expr, scope) is not None:
+            return False
+        args = positional_args(expr)
+        return bool(args) and _restartable(ctx, flow, args[0].value, loop, depth + 1)
+    if isinstance(expr, cst.Name):
+        if expr.value in ("None", "True", "False"):
+            return False
+        values = [b.value for b in flow.bindings_in_function(expr.value, expr)
+                  if b.kind == "assign" and b.value is not None and flow.before(b.node, expr)]
+        return all(_restartable(ctx, flow, v, loop, depth + 1) for v in values)
+    if isinstance(expr, cst.Attribute):
+        if isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            values = index.self_attribute_values(expr.attr.value, scope)
+            return all(_restartable(ctx, flow, v, loop, depth + 1) for v in values if v is not None)
+        return isinstance(expr.value, (cst.Name, cst.Attribute))
+    return False
 
 
 def _is_loaderish(ctx, flow, expr) -> bool:
@@ -1060,7 +1228,7 @@ def _position_restored(ctx, flow, restore, loop, loader) -> bool:
         if isinstance(func, cst.Attribute) and func.attr.value in _POSITION_METHODS \
                 and any(_mentions(a.value, derived) for a in call.args):
             role = role_model.of(func.value, index.scope_at(call))
-            if role not in (MODEL, ENGINE, OPTIMIZER, SCHEDULER, SCALER):
+            if role not in (MODEL, ENGINE, OPTIMIZER, SCHEDULER, SCALER) and not _called(ctx, flow, func.value, call):
                 return True
     if loader is not None:
         built = loader_constructor(flow, loader)
@@ -1073,6 +1241,27 @@ def _position_restored(ctx, flow, restore, loop, loader) -> bool:
                     binding = flow.reaching(value)
                     if binding is not None and binding.value is not None and _mentions(binding.value, derived):
                         return True
+    return False
+
+
+def _called(ctx, flow, receiver, at) -> bool:
+    """`receiver` is itself called (`model(batch)`, `self.net(x)`) where it is known (its function;
+    the class, for `self.<attr>`): a module run forward, whatever it is called, whose `load_state_dict`
+    restores weights, not a data position."""
+    name = dotted_name(receiver) if isinstance(receiver, (cst.Name, cst.Attribute)) else None
+    if name is None:
+        return False
+    index = ctx.index
+    klass = index.function_at(at).class_name if name.startswith("self.") and index.function_at(at) else None
+    for site in index.calls:
+        if dotted_name(site.node.func) != name:
+            continue
+        if klass is not None:
+            function = index.function_at(site.node)
+            if function is not None and function.class_name == klass:
+                return True
+        elif flow._owner(site.node) is flow._owner(at):
+            return True
     return False
 
 

@@ -47,19 +47,16 @@ KNOWN_NAME_PREMISES = {
     ('TL302', 'bad', 'a torchvision model (BatchNorm) evaluated in train mode'):
         'a premise of the model still read from a name (not yet diagnosed)',
     ('TL404', 'bad', 'a directory filled file by file through a nested helper, without the GradScaler'):
-        'a premise of the model still read from a name (not yet diagnosed)',
+        ("the directory is a resume point because one of its files holds optimizer state, and `self.optimizer` "
+         "is an optimizer only by the name of the `__init__` parameter it is set from (`optimizer`): the class "
+         "is never built in the file and the object is only asked for its `state_dict()`"),
     ('TL404', 'bad', "the step counter is a plain attribute: the module's state_dict() does not hold it"):
-        ("an epoch counter is known by its name (`for epoch in range(...)`): TL404's documented design, its "
-         'premise stated unknown'),
+        ("`self.step` is the run's step counter only by its name (`step`): the code counts forward calls "
+         "(`self.step += 1` in `forward`, no loop) and nothing positions the run with it; a tally of calls "
+         "would look the same"),
     ('TL404', 'bad', 'the step counter only printed: no file keeps it'):
-        ("a step counter is known by its name (a `global_step` parameter): TL404's documented design, its "
-         'premise stated unknown'),
-    ('TL404', 'bad', "the count goes on from where it was unless told to start afresh: it is the run's position"):
-        ("a step counter is known by its name (`self.current_step += 1`): TL404's documented design, its "
-         'premise stated unknown'),
-    ('TL404', 'bad',
-     'the weights and the optimizer in two files of one checkpoint: together they still lack the epoch'):
-        'a premise of the model still read from a name (not yet diagnosed)',
+        ("the parameter `global_step` is a step counter only by its name: the function is handed it and "
+         "prints it, nothing in the file counts it or positions a loop with it"),
     ('TL501', 'bad', 'gradients built with create_graph=True carry a graph of their own'):
         'a premise of the model still read from a name (not yet diagnosed)',
     ('TL501', 'bad', 'model outputs kept by an evaluation that records a graph'):
@@ -72,19 +69,6 @@ KNOWN_NAME_PREMISES = {
         'a premise of the model still read from a name (not yet diagnosed)',
     ('TL601', 'bad', 'the same helpers, but the test flag keeps the short last batch'):
         "a per-batch mean recognised by its callee's name (`criterion`, _CRITERION_NAME)",
-    ('TL702', 'bad',
-     "the step restored by a helper, the epoch loop restarted at 0 (the loader's position is restored)"):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL702', 'bad', 'a Trainer: resume() restores the step, train_epoch() starts the loader over'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL702', 'bad', 'Accelerate: the skip counts updates while the loader counts micro-batches'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL702', 'bad', 'the resume branch skips the update count, not the micro-batches'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL702', 'bad', 'a step-bounded run: a while loop around the loader, a save helper'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL702', 'bad', 'Accelerate: load_state restores the step from the folder name, the epoch restarts at batch 0'):
-        'a premise of the model still read from a name (not yet diagnosed)',
 }
 
 

@@ -580,6 +580,36 @@ def test_an_object_whose_gradients_are_cleared_and_that_steps_is_the_optimizer()
     assert not model.is_scheduler_step(step, function.scope)
 
 
+def test_an_object_whose_accumulate_context_is_entered_and_that_runs_the_backward_is_an_accelerator():
+    """`with v1.accumulate(model):` and `v1.backward(loss)` on a parameter nothing types: the
+    Accelerator protocol, whatever it is called (issue 35), with the use as its evidence. A
+    `backward(loss)` alone (a DeepSpeed engine's), or `accumulate(...)` called outside a `with`, is
+    not enough: no role."""
+    import libcst as cst
+
+    from trainlint.model.roles import roles
+
+    ctx, model = build("""
+        def train(v1, v2, v3, engine, other, loader):
+            for batch in loader:
+                with v1.accumulate(v2):
+                    v1.backward(v2(batch).loss)
+                    v3.step()
+                    v3.zero_grad()
+                engine.backward(v2(batch).loss)
+                other.accumulate(batch)
+                other.backward(v2(batch).loss)
+        """)
+    function = next(f for f in ctx.index.functions if f.name == "train")
+    model_roles = ctx.model(roles)
+    of = lambda name: model_roles.of(cst.Name(name), function.scope)  # noqa: E731
+    assert [of("v1"), of("engine"), of("other")] == ["accelerator", None, None]
+    source = model_roles.source(cst.Name("v1"), function.scope)
+    assert source.kind == "use" and source.proven and "accumulate" in source.how
+    loop = innermost(model)
+    assert loop.accumulates and loop.guard.kind == "accelerate"
+
+
 def test_training_after_a_node_and_schedulers_replayed_on_resume():
     """`trains_after`: a later statement of the function runs a training loop (or the node is in a
     loop). `replayed_schedulers`: a loop that only steps a scheduler fast-forwards it."""

@@ -89,6 +89,7 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         self._from_start: dict[str, bool] = {}
         self._assigned: dict[str, list[cst.Assign]] | None = None
         self._restarted: dict[tuple[str, str], bool] = {}
+        self._training_loops: set | None = None  # `_around_training`
         self._kinds: dict[int, set[str] | None] = {}
         self._binding_tables: dict[int, tuple[list, list[int], list[int]]] = {}
         self._uses: dict[tuple[cst.CSTNode, int], CheckpointUses] = {}

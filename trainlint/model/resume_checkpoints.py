@@ -18,7 +18,7 @@ from trainlint.model.path_literals import path_literals
 from trainlint.model.premises import Premise, premise, unknown
 from trainlint.model.index import CallSite, FunctionInfo, Scope, dotted_name, keyword_value, positional_args, walk
 from trainlint.model import frameworks
-from trainlint.model.roles import OPTIMIZER, SCHEDULER, roles
+from trainlint.model.roles import MODEL, OPTIMIZER, SCHEDULER, roles
 from trainlint.model.summaries import written_values
 from trainlint.model.training import training_model
 
@@ -100,7 +100,7 @@ class ResumeCheckpoints:
                         role = self.roles.of(value, self.index.scope_at(value))
                         if role in ROLE_KIND:
                             kind = ROLE_KIND[role]
-                if kind is None and COUNTER_NAME.match(attr):
+                if kind is None and (COUNTER_NAME.match(attr) or self._attribute_counts_position(class_name, attr)):
                     kind = "step"
                 if kind:
                     add(kind, f"self.{attr}")
@@ -137,7 +137,82 @@ class ResumeCheckpoints:
                 b.kind in ("for", "augassign", "param") or (b.kind == "assign" and _is_counter_value(b.value))
                 for b in bindings):
             return "step"
+        if any(self._counts_position(b, name) for b in bindings):
+            return "step"
         return None
+
+    # -- a counter of the run's position, by what the code does with it ----------------------------
+    def _counts_position(self, binding, name: str) -> bool:
+        """`name` is a counter of the run's position whatever it is called: the target of a
+        `for ... in range(...)` around the loop that steps the optimizer, in which neither the
+        model nor the optimizer is built anew (a fold or seed loop starts other runs); or a name
+        advanced by a constant in such a loop (or in the training loop itself), never set back inside
+        it, that a condition reads (`while step < n`, `if step % k == 0`): it positions the run. The
+        `range` loop is no other loop's (a count of critic updates per batch starts again)."""
+        if binding.kind == "for" and isinstance(binding.node, cst.For):
+            loop = binding.node
+            return isinstance(loop.iter, cst.Call) and dotted_name(loop.iter.func) == "range" and \
+                dotted_name(loop.target) == name and self._around_training(loop) and \
+                not self._in_loop(loop) and not self._builds_state(loop)
+        if binding.kind == "augassign" and isinstance(binding.node, cst.AugAssign):
+            function = self.index.function_at(binding.node)
+            where = function.node if function is not None else self.index.module
+            return self._advances(binding.node, name, [where])
+        return False
+
+    def _attribute_counts_position(self, class_name: str, attr: str) -> bool:
+        """`self.<attr>` advanced by a constant in a training loop of a method of the class, never
+        set back in that loop, and read by a condition in the class (see `_counts_position`)."""
+        label = "self." + attr
+        methods = [f.node for f in self.index.functions if f.class_name == class_name]
+        return any(isinstance(node, cst.AugAssign) and dotted_name(node.target) == label
+                   and self._advances(node, label, methods)
+                   for method in methods for node in walk(method.body))
+
+    def _advances(self, node: cst.AugAssign, label: str, places) -> bool:
+        if not (isinstance(node.operator, cst.AddAssign) and isinstance(node.value, cst.Integer)):
+            return False
+        loop = next((a for a in self.index.ancestors(node) if isinstance(a, (cst.For, cst.While))
+                     and self._around_training(a)), None)
+        if loop is None:
+            return False
+        if any(isinstance(n, cst.Assign) and any(dotted_name(t.target) == label for t in n.targets)
+               for n in walk(loop)):
+            return False  # set back inside the loop: a count per pass, not the run's
+        for place in places:
+            for n in walk(place):
+                test = n.test if isinstance(n, (cst.If, cst.While, cst.IfExp)) else None
+                if test is not None and any(type(m) in (cst.Name, cst.Attribute) and dotted_name(m) == label
+                                            for m in walk(test)):
+                    return True
+        return False
+
+    def _around_training(self, loop: cst.CSTNode) -> bool:
+        """`loop` is a loop that steps the optimizer, or holds one in its body."""
+        if self._training_loops is None:
+            self._training_loops = set()
+            for tl in self.ctx.model(training_model).loops:
+                self._training_loops.add(tl.node)
+                for a in self.index.ancestors(tl.node):
+                    if isinstance(a, (cst.For, cst.While)):
+                        self._training_loops.add(a)
+        return loop in self._training_loops
+
+    def _in_loop(self, node: cst.CSTNode) -> bool:
+        """`node` runs inside another loop of its function (a count of critic updates per batch
+        starts again on every batch)."""
+        for a in self.index.ancestors(node):
+            if isinstance(a, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(a, (cst.For, cst.While)):
+                return True
+        return False
+
+    def _builds_state(self, loop: cst.For) -> bool:
+        """The loop builds a model or an optimizer anew on every pass."""
+        scope = self.index.scope_at(loop)
+        return any(isinstance(n, cst.Assign) and isinstance(n.value, cst.Call)
+                   and self.roles.of(n.value, scope) in (MODEL, OPTIMIZER) for n in walk(loop.body))
 
     def resume_saves(self) -> Iterator["ResumeSave"]:
         """Saves meant for resuming, with what they hold and what the code around them has."""

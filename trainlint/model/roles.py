@@ -124,6 +124,12 @@ _NAMES: tuple[tuple[re.Pattern, str], ...] = (
 )
 
 
+#: The methods whose calls on one object tell its role by use (`Roles._stepped_and_cleared`): an
+#: optimizer's, a GradScaler's, an Accelerator's
+_PROTOCOL_METHODS = frozenset({"zero_grad", "step", "scale", "update", "unscale_", "backward",
+                               *frameworks.methods("accumulation_context")})
+
+
 #: What code does with an optimizer or a scheduler (torch's, and the wrappers' usual extras): a name
 #: with one of these used on it keeps the role its name suggests.
 _STATE_API = frozenset({
@@ -186,6 +192,7 @@ class Roles:
         self._bindings_memo: dict[tuple[str, Scope, int], str | None] = {}
         self._binding_sources: dict[tuple[str, Scope, int], Source | None] = {}
         self._cleared: dict[tuple[str, cst.CSTNode | None], set[str]] | None = None
+        self._contexts: set | None = None  # `_accumulation_contexts`
         self._attributes: dict[tuple[cst.CSTNode | None, str], set[str]] | None = None
         self._built: dict[str, list] | None = None  # `_constructions`
         #: why a role was given against what the name or class says: (expr, scope) -> a phrase
@@ -214,6 +221,11 @@ class Roles:
                 role = OPTIMIZER
                 source = Source("use", expr, "its `zero_grad()` and `step()` are both called")
                 self.evidence[key] = "its `zero_grad()` and `step()` are called: it acts as the optimizer"
+            elif role is None and self.accelerates(expr, scope):
+                # `with x.accumulate(model):` and `x.backward(loss)`: the Accelerator protocol, whatever it is called
+                role = ACCELERATOR
+                source = Source("use", expr, "its `accumulate(...)` context is entered and its `backward(loss)` "
+                                "called: an Accelerator's use")
             self._memo[key] = role
             self._sources[key] = source
         return self._memo[key]
@@ -251,6 +263,28 @@ class Roles:
         key = self._owner_key(expr, scope)
         return key is not None and {"scale", "step", "update"} <= self._stepped_and_cleared().get(key, set())
 
+    def accelerates(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """`with <expr>.accumulate(...):` is entered and `<expr>.backward(...)` called on the same
+        object (where `clears_gradients` looks): it is used as an Accelerator."""
+        key = self._owner_key(expr, scope)
+        used = self._stepped_and_cleared().get(key, set()) if key is not None else set()
+        return "backward" in used and not used.isdisjoint(frameworks.methods("accumulation_context")) and \
+            key in self._accumulation_contexts()
+
+    def _accumulation_contexts(self) -> set:
+        """The receivers (as `_owner_key` keys) of an accumulation context entered by a `with`."""
+        if self._contexts is None:
+            self._contexts = set()
+            methods = frameworks.methods("accumulation_context")
+            for site in self.index.calls:
+                func = site.node.func
+                if isinstance(func, cst.Attribute) and func.attr.value in methods and \
+                        isinstance(self.index.parent(site.node), cst.WithItem):
+                    key = self._owner_key(func.value, site.scope)
+                    if key is not None:
+                        self._contexts.add(key)
+        return self._contexts
+
     def _owner_key(self, expr: cst.BaseExpression, scope: Scope):
         name = dotted_name(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
         if name is None or name.count(".") > 1 or (isinstance(expr, cst.Attribute) and not name.startswith("self.")):
@@ -268,8 +302,7 @@ class Roles:
             self._cleared = {}
             for site in self.index.calls:
                 func = site.node.func
-                if not (isinstance(func, cst.Attribute) and func.attr.value in ("zero_grad", "step", "scale",
-                                                                                  "update", "unscale_")):
+                if not (isinstance(func, cst.Attribute) and func.attr.value in _PROTOCOL_METHODS):
                     continue
                 name = dotted_name(func.value)
                 if name is None:
