@@ -32,6 +32,9 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   window of an epoch), and `fixed_window_size`, the attribute that always holds K: an override
   that divides its loss by the fixed one under-weights the short window (HF's Trainer:
   `current_gradient_accumulation_steps` against `args.gradient_accumulation_steps`).
+  A train hook whose returned loss the framework backpropagates itself says `backpropagates_return`
+  (Lightning's `training_step`, not HF's, which runs its own backward and returns the loss
+  detached): what it returns carries an autograd graph, whatever it is called.
 - `seed`: seeds torch's global generator (among others).
 - `accessor`: a method of a model base that hands back an object of `role` the framework built
   (a LightningModule's `self.optimizers()`, `self.lr_schedulers()`); asked of `self.<method>()` in
@@ -132,6 +135,7 @@ class Entry:
     into: str | None = None
     weight: str | None = None
     epoch_hooks: tuple[str, ...] = ()
+    backpropagates_return: bool = False
 
     @property
     def attr(self) -> str:
@@ -162,7 +166,7 @@ class Framework:
 _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "owns_accumulation", "clock",
                          "scheduler_clock", "sets_epoch", "unscales", "step", "state", "accumulation_keywords",
                          "fp16", "unlinks_scheduler", "window_size", "fixed_window_size", "returns", "keyword_returns",
-                         "saves", "path", "into", "weight", "epoch_hooks"})
+                         "saves", "path", "into", "weight", "epoch_hooks", "backpropagates_return"})
 
 
 def _entry(framework: str, raw: dict, where: str) -> Entry:
@@ -197,6 +201,8 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
     if ("window_size" in raw) != ("fixed_window_size" in raw) or \
             "window_size" in raw and (raw["kind"] != "hook" or raw.get("step") != "train"):
         raise FrameworkModelError(f"{where}: `window_size` and `fixed_window_size` go together, on a train hook")
+    if "backpropagates_return" in raw and (raw["kind"] != "hook" or raw.get("step") != "train"):
+        raise FrameworkModelError(f"{where}: `backpropagates_return` is said of a train hook")
     fp16 = raw.get("fp16", {})
     unlinks = raw.get("unlinks_scheduler", {})
     return Entry(framework, raw["name"], raw["kind"], raw["example"], tuple(raw.get("rules", ())),
@@ -207,7 +213,8 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
                  unlinks.get("keyword"), tuple(unlinks.get("values", ())),
                  raw.get("window_size"), raw.get("fixed_window_size"), raw.get("returns"),
                  tuple(sorted(raw.get("keyword_returns", {}).items())), raw.get("saves"), raw.get("path"),
-                 raw.get("into"), raw.get("weight"), tuple(raw.get("epoch_hooks", ())))
+                 raw.get("into"), raw.get("weight"), tuple(raw.get("epoch_hooks", ())),
+                 bool(raw.get("backpropagates_return")))
 
 
 def _framework(path: str, data: dict) -> Framework:
@@ -357,6 +364,22 @@ def window_hooks() -> dict[str, tuple[Entry, ...]]:
         if e.window_size:
             table.setdefault(e.name.rsplit(".", 1)[0], []).append(e)
     return {owner: tuple(found) for owner, found in table.items()}
+
+
+@cache
+def backpropagated_returns() -> tuple[tuple[str, tuple[str, ...], frozenset[str]], ...]:
+    """(framework class's bare name, the framework's import roots, its train hooks whose returned
+    loss the framework backpropagates): `backpropagates_return`, Lightning's `training_step` (a
+    class is matched by its bare name under any of the roots: `lightning.LightningModule`,
+    `pytorch_lightning.LightningModule`)."""
+    found = []
+    for framework in frameworks():
+        table: dict[str, set[str]] = {}
+        for e in framework.entries:
+            if e.kind == "hook" and e.backpropagates_return:
+                table.setdefault(e.name.rsplit(".", 2)[-2], set()).add(e.attr)
+        found += [(owner, framework.packages, frozenset(hooks)) for owner, hooks in sorted(table.items())]
+    return tuple(found)
 
 
 @cache
