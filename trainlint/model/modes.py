@@ -84,6 +84,7 @@ class ModeModel:
         self._entries: dict[object, State] = {}
         self._in_progress: set = set()
         self._computes_grad: dict[tuple[cst.CSTNode, tuple], bool] = {}
+        self._loads: dict[cst.CSTNode, dict[str, list[cst.Name]]] = {}  # `_name_loads`
         self._module_classes: dict[str, bool] = {}
         self._trained: frozenset[str] | None = None
         self._frozen: frozenset[str] = frozenset()
@@ -610,15 +611,28 @@ class ModeModel:
                 isinstance(parent.targets[0].target, cst.Name):
             name = parent.targets[0].target.value
             function = self.index.function_at(parent)
-            body = function.node.body if function is not None else self.index.module
             after = self.index.place.get(parent, 0)
-            for use in self.index.subtree(body):
-                if type(use) is cst.Name and use.value == name and self.index.place.get(use, 0) > after and \
-                        self.index.function_at(use) is function and not isinstance(parents.get(use), cst.AssignTarget):
+            for use in self._name_loads(function).get(name, ()):
+                if self.index.place.get(use, 0) > after:
                     found = self.metric_use(use, depth + 1)
                     if found is not None:
                         return found
         return None
+
+    def _name_loads(self, function: FunctionInfo | None) -> dict[str, list[cst.Name]]:
+        """The names a function's own code reads (not assigns), by name: built once per function,
+        not once per assignment that `metric_use` follows."""
+        key = function.node if function is not None else self.index.module
+        memo = self._loads
+        if key not in memo:
+            found: dict[str, list[cst.Name]] = {}
+            body = function.node.body if function is not None else self.index.module
+            parents = self.index.parents
+            for use in self.index.scope_nodes(body):
+                if type(use) is cst.Name and not isinstance(parents.get(use), cst.AssignTarget):
+                    found.setdefault(use.value, []).append(use)
+            memo[key] = found
+        return memo[key]
 
     def _torch_loss(self, call: cst.Call) -> bool:
         qualname = self.index.resolve(call.func, self.index.scope_at(call)) or ""
