@@ -165,6 +165,21 @@ class UnequalMicroBatchWeighting(Rule):
         ),
         good(
             """
+            def train(model, loader, optimizer):
+                for window in loader:
+                    window_tokens = sum(int(batch["attention_mask"].sum()) for batch in window)
+                    for batch in window:
+                        labels = batch["input_ids"].clone()
+                        labels[batch["attention_mask"] == 0] = -100
+                        loss = model(batch["input_ids"], labels)
+                        (loss * batch["attention_mask"].sum() / window_tokens).backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="the same masked labels, each micro-batch's mean weighted by its share of the window's valid tokens",
+        ),
+        good(
+            """
             def train(model, get_batch, optimizer, accum, max_iters):
                 for it in range(max_iters):
                     for micro_step in range(accum):
@@ -651,7 +666,47 @@ def _model_called_with_targets(ctx, node: cst.CSTNode) -> bool:
         return False
     targets = len(positional_args(node)) >= 2 or any(
         a.keyword is not None and a.keyword.value in ("labels", "targets", "target", "y") for a in node.args)
-    return targets and ctx.model(roles).of(node.func, ctx.index.scope_at(node)) in MODULE_ROLES
+    return targets and (ctx.model(roles).of(node.func, ctx.index.scope_at(node)) in MODULE_ROLES or
+                        _called_with_masked_labels(ctx, node))
+
+
+_IGNORED_LABEL = -100  # the label value torch's cross-entropy and the `transformers` models ignore
+
+
+def _called_with_masked_labels(ctx, call: cst.Call) -> bool:
+    """`model(input_ids, labels)` where `labels` is a local whose padding this function set to -100
+    before the call (`labels[mask == 0] = -100`, `labels = y.masked_fill(pad, -100)`): whatever the
+    callee is called, it computes a loss that leaves those tokens out, a mean over valid tokens."""
+    function = ctx.index.function_at(call)
+    body = function.node.body if function is not None else ctx.module
+    names = {a.value.value for a in call.args if isinstance(a.value, cst.Name) and not a.star}
+    if not names:
+        return False
+    place = ctx.index.place.get(call)
+    for node in walk(body):
+        if not isinstance(node, cst.Assign) or place is None or ctx.index.place.get(node, place) >= place:
+            continue
+        if ctx.index.function_at(node) is not function:
+            continue
+        for target in node.targets:
+            written = target.target
+            if isinstance(written, cst.Subscript) and isinstance(written.value, cst.Name) and \
+                    written.value.value in names and _int_literal(node.value) == _IGNORED_LABEL:
+                return True
+            if isinstance(written, cst.Name) and written.value in names and isinstance(node.value, cst.Call) and \
+                    isinstance(node.value.func, cst.Attribute) and node.value.func.attr.value in ("masked_fill", "where") \
+                    and any(_int_literal(a.value) == _IGNORED_LABEL for a in node.value.args):
+                return True
+    return False
+
+
+def _int_literal(expr: cst.BaseExpression) -> int | None:
+    if isinstance(expr, cst.Integer):
+        return int(expr.evaluated_value)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus) and \
+            isinstance(expr.expression, cst.Integer):
+        return -int(expr.expression.evaluated_value)
+    return None
 
 
 def _unsized_window(iterable: cst.BaseExpression, scope, depth: int = 0, at: cst.CSTNode | None = None,

@@ -346,6 +346,33 @@ class SchedulerHorizonOnAnotherClock(Rule):
             line=9,
             title="Trainer class: a horizon counted in samples for a scheduler stepped every batch",
         ),
+        good(
+            """
+            import torch
+
+
+            class Trainer:
+                def __init__(self, model, loader, epochs):
+                    self.model, self.loader, self.epochs = model, loader, epochs
+                    self.optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+                    self.scheduler = torch.optim.lr_scheduler.OneCycleLR(
+                        self.optimizer, max_lr=1e-2, total_steps=len(loader.dataset) * epochs)
+
+                def train_epoch(self):
+                    for xs, ys in self.loader:
+                        for x, y in zip(xs, ys):
+                            loss = torch.nn.functional.cross_entropy(self.model(x[None]), y[None])
+                            loss.backward()
+                            self.optimizer.step()
+                            self.scheduler.step()
+                            self.optimizer.zero_grad()
+
+                def fit(self):
+                    for epoch in range(self.epochs):
+                        self.train_epoch()
+            """,
+            title="Trainer class: a horizon in samples for a scheduler stepped once per sample (online updates)",
+        ),
         bad(
             """
             import torch
@@ -1086,10 +1113,24 @@ def _counts_samples(ctx, loop: TrainingLoop, expr: cst.BaseExpression, scope: Sc
     for node in walk(expr):
         if isinstance(node, cst.Call) and dotted_name(node.func) == "len" and len(node.args) == 1:
             text = ctx.code_for(node.args[0].value)
-            if text in datasets or (text.endswith(".dataset") and text.rsplit(".", 1)[0].rsplit(".", 1)[-1] in
-                                    {l.rsplit(".", 1)[-1] for l in loaders}):
+            if text in datasets or (text.endswith(".dataset") and
+                                    _held_by_loop_loader(ctx, loop, text.rsplit(".", 1)[0], scope)):
                 return ctx.code_for(node)
     return None
+
+
+def _held_by_loop_loader(ctx, loop: TrainingLoop, name: str, scope: Scope) -> bool:
+    """`name` (a local of the horizon's function) is what the loop's loader `self.<attr>` is set
+    to there: `self.loader = loader` in `__init__` and `len(loader.dataset)` beside it."""
+    if "." in name:
+        return False
+    for loader in _loop_loaders(ctx, loop):
+        if not loader.startswith("self.") or loader.count(".") != 1:
+            continue
+        for value in ctx.index.self_attribute_values(loader[5:], loop.scope):
+            if isinstance(value, cst.Name) and value.value == name and ctx.index.scope_at(value) is scope:
+                return True
+    return False
 
 
 def _loader_datasets(ctx, loader: str, scope: Scope) -> set[str]:

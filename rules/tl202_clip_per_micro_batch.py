@@ -233,6 +233,28 @@ class ClipPerMicroBatch(Rule):
             """,
             title="nanoGPT style: clip after the micro-batch loop",
         ),
+        good(
+            """
+            import torch
+
+            class Trainer:
+                def __init__(self, model, opt):
+                    self.model, self.opt = model, opt
+
+                def train_step(self, batches):
+                    for micro_batch in batches:
+                        loss = self.model(micro_batch)
+                        loss.backward()
+                        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                        self.opt.step()
+                        self.opt.zero_grad(set_to_none=True)
+
+                def fit(self, loader):
+                    for batches in loader:
+                        self.train_step(batches)
+            """,
+            title="the same Trainer step, but every batch of the drawn group is an update of its own",
+        ),
         bad(
             """
             import torch

@@ -21,15 +21,19 @@ class NoGradEvalInTrainMode(Rule):
     message = "evaluation under no_grad runs the model in train mode"
     triggers = ("no_grad", "inference_mode", "set_grad_enabled")
     # grad off comes only from these; an evaluation is a function named so or a loop over a
-    # validation/test loader, or a helper a call runs with `set_grad_enabled(<flag>)` set False
+    # validation/test loader, a pass that measures a forward's output (an accuracy's `argmax`/`eq`,
+    # a loss read with `.item()`), or a helper a call runs with `set_grad_enabled(<flag>)` set False
     _flag_run = refers_to(*GRAD_SETTERS) & named("^False$")
     gate = refers_to(*GRAD_OFF_CONTEXTS, *GRAD_SETTERS) & (
-        defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT)) | _flag_run
+        defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT) | named("^(argmax|item|eq)$")) | _flag_run
     imported_triggers = ("loader", "Loader")  # a no-grad decorator from a helper, an evaluation loop here
-    imported_gate = defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT) | _flag_run
+    imported_gate = defines(is_evaluation_name) | loops_over(EVAL_LOADER_TEXT) | named("^(argmax|item|eq)$") | \
+        _flag_run
     what_it_does = """
-        Finds evaluations (a loop over a validation/test loader, or a function named as an
-        evaluation, with no backward in it) that run a model's forward under `torch.no_grad()`,
+        Finds evaluations (a loop over a validation/test loader, a function named as an
+        evaluation, or a pass that measures the forward's output: compares it with `==`, an
+        accuracy, or hands it to a torch loss, with no backward in it; the names are hints, the
+        measuring is proof) that run a model's forward under `torch.no_grad()`,
         `torch.inference_mode()`, `torch.set_grad_enabled(False)` or a grad-disabling decorator
         while that model is known to be in train mode: `model.train()` was the last switch on the
         way there (in the function or in every same-file caller), the model was just built, or the
@@ -277,6 +281,40 @@ class NoGradEvalInTrainMode(Rule):
                 optimizer.step()
             """,
             title="DQN target values under no_grad",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def self_training_epoch(model, optimizer, unlabeled, augment):
+                model.train()
+                for x in unlabeled:
+                    with torch.no_grad():
+                        targets = model(x).argmax(-1)
+                    loss = F.cross_entropy(model(augment(x)), targets)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            title="pseudo-labels taken under no_grad in train mode feed the training loss: part of training",
+        ),
+        good(
+            """
+            import torch
+
+
+            def recalibrate_then_score(model, loader):
+                model.train()
+                with torch.no_grad():
+                    for x, _ in loader:
+                        model(x)
+                model.eval()
+                with torch.no_grad():
+                    return sum((model(x).argmax(-1) == y).sum().item() for x, y in loader)
+            """,
+            title="BatchNorm statistics refreshed in train mode under no_grad, then scored in eval mode",
         ),
         good(
             """

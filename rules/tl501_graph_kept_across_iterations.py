@@ -6,18 +6,22 @@ import libcst as cst
 
 from trainlint.model.dataflow import dataflow
 from trainlint.finding import Severity
-from trainlint.gate import iterates_loader, named
+from trainlint.gate import iterates_loader, named, refers_to
 from trainlint.model import frameworks
+from trainlint.model.framework_classes import ancestors
 from trainlint.model.index import dotted_name, positional_args, walk, walk_expression
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.training import training_model
 from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import code, loader_premise, role_premise, training_premises
+from trainlint.model.summaries import _MEAN_REDUCED_LOSSES
 
 _STORE_METHODS = ("append", "extend", "insert", "appendleft")
 # Framework hooks that run once per training batch: their body is an iteration of a hidden loop.
 # (`training_step`: the framework models' "train" hooks; `train_step`: the usual name elsewhere)
 _PER_BATCH_HOOKS = (*sorted(frameworks.hooks("train")), "train_step")
+# torch.nn.functional's losses: a loop whose items they compare are batches of examples
+_TORCH_LOSSES = _MEAN_REDUCED_LOSSES
 
 
 class GraphKeptAcrossIterations(Rule):
@@ -27,17 +31,24 @@ class GraphKeptAcrossIterations(Rule):
     summary = "A tensor that carries an autograd graph is kept across loop iterations"
     message = "a tensor with an autograd graph is kept across iterations: memory grows every step"
     # the store must run once per batch: a training loop, a loop over a loader, a per-batch hook
-    triggers = ("backward", "loader", "Loader", "training_step", "train_step", "_dl", "dl_", " dl", "(dl")
-    # a batch loop: a training loop (a backward and a step), a loop over a loader, a per-batch hook
+    triggers = ("backward", "loader", "Loader", "training_step", "train_step", "_dl", "dl_", " dl", "(dl",
+                ".eval(", ".train(", "autograd")
+    # a batch loop: a training loop (a backward and a step), a loop over a loader, a per-batch hook;
+    # or a loop whose items feed a module (one whose mode is switched) or a loss differentiated by
+    # `torch.autograd.grad`, whatever the loader is called
     gate = (named("backward") & named("^step$")) | iterates_loader() | \
-        named("^(" + "|".join(_PER_BATCH_HOOKS) + ")$")
+        named("^(" + "|".join(_PER_BATCH_HOOKS) + ")$") | named("^(eval|train)$") | \
+        refers_to("torch.autograd.grad")
     what_it_does = """
         Flags a loop that keeps a value carrying an autograd graph beyond its iteration: the loss
         (or a model output, or anything computed from them without `.item()`, `.detach()`,
         `float()`, `.tolist()` or `.numpy()`; the gradients `torch.autograd.grad` returns carry a
         graph only when it is called with `create_graph=True`) appended to a list, added to an accumulator, or stored
         in a dict, where the container was created before the loop (or is an attribute such as
-        `self.history`, also in a Lightning `training_step`; a loop whose every turn steps another
+        `self.history`, also in a Lightning `training_step`, whose returned loss Lightning
+        backpropagates: that value carries a graph whatever computed it; the loop goes over
+        batches: a training loop, a loop over a loader, or one whose items a forward takes in or a
+        torch loss compares; a loop whose every turn steps another
         optimizer, picked by its loop variable (`optim = optims[level]`), goes over the parts of one
         update: the loop around it is the step); and a recurrent state fed back into
         the model batch after batch (`output, hidden = model(x, hidden)`) without being detached.
@@ -405,6 +416,37 @@ class GraphKeptAcrossIterations(Rule):
                     return loss
             """,
             title="an attribute filled by every Lightning training_step",
+        ),
+        good(
+            """
+            import lightning as L
+            import torch.nn.functional as F
+
+            class Classifier(L.LightningModule):
+                def __init__(self, net):
+                    super().__init__()
+                    self.net = net
+                    self.train_losses = []
+
+                def training_step(self, batch, batch_idx):
+                    x, y = batch
+                    loss = F.cross_entropy(self.net(x), y)
+                    self.train_losses.append(loss.detach())
+                    return loss
+            """,
+            title="the same Lightning training_step keeps the returned loss detached",
+        ),
+        good(
+            """
+            def block_outputs(model, x):
+                model.eval()
+                outputs = []
+                for block in model.blocks:
+                    x = block(x)
+                    outputs.append(x)
+                return outputs
+            """,
+            title="outputs kept across a loop over a model's blocks: the turns are one forward, not batches",
         ),
         bad(
             """
@@ -1191,7 +1233,11 @@ class GraphKeptAcrossIterations(Rule):
             return None  # loops over layers, configs or files: not an iteration over batches
         if not key.startswith("self.") and isinstance(loop, cst.FunctionDef):
             return None  # in a per-batch hook only attributes outlive the call
-        if flow.carries_graph(value) is not True:
+        framework = None
+        carries = flow.carries_graph(value)
+        if carries is None:  # unknown: a framework that backpropagates what the hook returns proves it
+            framework = _returned_for_backward(ctx, flow, loop, value)
+        if carries is not True and framework is None:
             return None
         if loop not in self._resets:
             self._resets[loop] = _resets_in(loop, flow.index)
@@ -1237,7 +1283,9 @@ class GraphKeptAcrossIterations(Rule):
             f"step's graph stays reachable and memory grows; {instead}",
             fix,
             evidence=[premise(f"`{what[:60]}` carries an autograd graph (computed from a forward, never detached)",
-                              value, "use"),
+                              value, "use") if framework is None else
+                      premise(f"`{what[:60]}` carries an autograd graph: `{loop.name.value}` returns it and "
+                              f"`{framework}` backpropagates what its `{loop.name.value}` returns", value, "framework"),
                       premise(f"`{key}` outlives the iteration: it is bound outside it and never reset inside",
                               node, "use"),
                       premise(f"the loop repeats: {where}", loop, "use")],
@@ -1284,6 +1332,27 @@ def _as_store(node: cst.CSTNode):
 def _constant_key(target: cst.Subscript) -> bool:
     return all(isinstance(e.slice, cst.Index) and isinstance(e.slice.value, (cst.SimpleString, cst.Integer))
                for e in target.slice)
+
+
+def _returned_for_backward(ctx, flow, hook, value) -> str | None:
+    """The framework class (`L.LightningModule`) when `hook` is its train hook whose returned loss the
+    framework backpropagates (`training_step`: framework data, `backpropagates_return`) and `value`
+    is a variable the hook returns as it is: that value carries a graph, whatever built it."""
+    if not isinstance(hook, cst.FunctionDef) or not isinstance(value, cst.Name):
+        return None
+    function = ctx.index.function_of_node.get(hook)
+    klass = ctx.index.classes.get(function.class_name) if function is not None and function.class_name else None
+    if klass is None:
+        return None
+    if not any(isinstance(n, cst.Return) and isinstance(n.value, cst.Name) and n.value.value == value.value
+               and flow._owner(n) is hook for n in walk(hook.body)):
+        return None
+    for name in sorted(ancestors(ctx.index, klass)):
+        root, last = name.split(".", 1)[0], name.rsplit(".", 1)[-1]
+        for owner, packages, hooks in frameworks.backpropagated_returns():
+            if last == owner and root in packages and hook.name.value in hooks:
+                return name
+    return None
 
 
 def _batch_iteration(ctx, flow, node):
@@ -1422,7 +1491,25 @@ def _iterates_data(ctx, flow, loop) -> bool:
         if flow.is_loader(iterable, scope):
             return True
         iterable = positional_args(iterable)[0].value
-    return flow.is_loader(iterable, scope)
+    return flow.is_loader(iterable, scope) or _items_are_examples(ctx, flow, loop)
+
+
+def _items_are_examples(ctx, flow, loop: cst.For) -> bool:
+    """The loop's items are what a forward takes in or what a torch loss compares with
+    (`for a, b in it: F.cross_entropy(net(a), b)`): each turn handles a batch of examples,
+    whatever the iterable is called (not layers, which are called, nor configs or files)."""
+    items = _bound_names(loop.target)
+    if not items:
+        return False
+    for call in ctx.index.calls_under(loop.body):
+        scope = ctx.index.scope_at(call)
+        qualname = ctx.index.resolve(call.func, scope) or ""
+        loss = qualname.startswith("torch.nn.functional.") and qualname.rsplit(".", 1)[-1] in _TORCH_LOSSES
+        if not loss and not flow.is_model(call.func, scope):
+            continue
+        if any(_names_read(arg.value) & items for arg in call.args):
+            return True
+    return False
 
 
 def _bound_names(target: cst.BaseExpression) -> set[str]:

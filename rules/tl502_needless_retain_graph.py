@@ -145,6 +145,19 @@ class NeedlessRetainGraph(Rule):
             """,
             title="a single loss per step",
         ),
+        good(
+            """
+            def train_step(model, batch, optimizer, scaler):
+                with torch.autocast("cuda"):
+                    outputs = model(**batch)
+                scaler.scale(outputs.loss).backward(retain_graph=True)
+                scaler.scale(outputs.aux_loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
+            """,
+            title="AMP step in a helper whose second loss backpropagates through the same forward",
+        ),
         bad(
             """
             def train_step(model, batch, optimizer, scaler):

@@ -30,22 +30,6 @@ KNOWN_NAME_PREMISES = {
         "a `while` loop over micro-batches is recognised by its condition's name (`micro_batches`, training._MICRO_ITER)",
     ('TL104', 'bad', 'the same try/except with no `break` on success: every micro-batch runs, each clearing the last'):
         "a `while` loop over micro-batches is recognised by its condition's name (`micro_batches`, training._MICRO_ITER)",
-    ('TL103', 'bad', 'the divisor is the running micro-batch counter of the window'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL103', 'bad', 'a model that returns its own loss over the labels it is given, padding masked with -100'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL103', 'bad', 'a list of micro-batches of any size, divided by its length'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL107', 'bad', 'Trainer class: a horizon counted in samples for a scheduler stepped every batch'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL202', 'bad', 'clip inside the micro-batch loop of a Trainer step'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL302', 'bad', 'evaluate() under no_grad, called right after training'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL302', 'bad', 'no train() call anywhere: the model trains in its default train mode'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL302', 'bad', 'a torchvision model (BatchNorm) evaluated in train mode'):
-        'a premise of the model still read from a name (not yet diagnosed)',
     ('TL404', 'bad', 'a directory filled file by file through a nested helper, without the GradScaler'):
         ("the directory is a resume point because one of its files holds optimizer state, and `self.optimizer` "
          "is an optimizer only by the name of the `__init__` parameter it is set from (`optimizer`): the class "
@@ -57,16 +41,8 @@ KNOWN_NAME_PREMISES = {
     ('TL404', 'bad', 'the step counter only printed: no file keeps it'):
         ("the parameter `global_step` is a step counter only by its name: the function is handed it and "
          "prints it, nothing in the file counts it or positions a loop with it"),
-    ('TL501', 'bad', 'gradients built with create_graph=True carry a graph of their own'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL501', 'bad', 'model outputs kept by an evaluation that records a graph'):
-        'a premise of the model still read from a name (not yet diagnosed)',
-    ('TL501', 'bad', 'an attribute filled by every Lightning training_step'):
-        'a premise of the model still read from a name (not yet diagnosed)',
     ('TL501', 'bad', 'the same levels, but the list is made once before the steps: it outlives every one of them'):
         "the kept output is a forward's because its callee is named `net` (a parameter's element: roles by name)",
-    ('TL502', 'bad', 'AMP step in a helper'):
-        'a premise of the model still read from a name (not yet diagnosed)',
     ('TL601', 'bad', 'the same helpers, but the test flag keeps the short last batch'):
         "a per-batch mean recognised by its callee's name (`criterion`, _CRITERION_NAME)",
 }

@@ -532,12 +532,18 @@ class Dataflow:
         return self._builds_graph(expr) or any(self._flow_of(key, at)[1] for key in self._feeding([expr], at, 6))
 
     def _builds_graph(self, expr: cst.BaseExpression) -> bool:
-        """`expr` calls a model, its `forward` or a loss function."""
+        """`expr` calls a model, its `forward`, a loss function, or a callable the function was
+        handed as a parameter (`def train_step(model, batch): loss = model(**batch).loss`: whatever
+        it is called, it runs here, on this call's data)."""
         for node in walk_expression(expr):
             if isinstance(node, cst.Call):
                 scope = self.scope_of(node)
                 if self.is_model(node.func, scope) or self.is_loss_function(node.func, scope):
                     return True
+                if isinstance(node.func, cst.Name) and node.args and scope.kind == "function":
+                    bindings = scope.lookup(node.func.value)
+                    if bindings and all(b.kind == "param" for b in bindings) and node.func.value in scope.bindings:
+                        return True
                 if isinstance(node.func, cst.Attribute) and node.func.attr.value == "forward" \
                         and self.is_model(node.func.value, scope):
                     return True

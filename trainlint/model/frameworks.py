@@ -61,6 +61,9 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   window of an epoch), and `fixed_window_size`, the attribute that always holds K: an override
   that divides its loss by the fixed one under-weights the short window (HF's Trainer:
   `current_gradient_accumulation_steps` against `args.gradient_accumulation_steps`).
+  A train hook whose returned loss the framework backpropagates itself says `backpropagates_return`
+  (Lightning's `training_step`, not HF's, which runs its own backward and returns the loss
+  detached): what it returns carries an autograd graph, whatever it is called.
 - `seed`: seeds torch's global generator (among others).
 - `accessor`: a method of a model base that hands back an object of `role` the framework built
   (a LightningModule's `self.optimizers()`, `self.lr_schedulers()`); asked of `self.<method>()` in
@@ -180,6 +183,7 @@ class Entry:
     loss: str | None = None
     grad_scaling_keyword: str | None = None
     grad_scaling_default: bool = False
+    backpropagates_return: bool = False
     #: the other qualified names the entry is reached by (its module's `reexports`)
     aliases: tuple[str, ...] = ()
 
@@ -219,7 +223,8 @@ _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "o
                          "scheduler_clock", "sets_epoch", "unscales", "step", "state", "accumulation_keywords",
                          "fp16", "unlinks_scheduler", "window_size", "fixed_window_size", "returns", "keyword_returns",
                          "saves", "path", "into", "weight", "epoch_hooks", "unpacks", "receiver", "partial_keywords", "values",
-                         "accumulation_config", "train_step", "micro_batches", "loss", "grad_scaling"})
+                         "accumulation_config", "train_step", "micro_batches", "loss", "grad_scaling",
+                         "backpropagates_return"})
 _TRAIN_STEP_KEYS = ("train_step", "micro_batches", "loss", "grad_scaling")
 
 
@@ -271,6 +276,8 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
             and isinstance(scaling.get("default"), bool)):
         raise FrameworkModelError(f"{where}: `train_step`, `micro_batches`, `loss` and `grad_scaling = {{keyword, "
                                   "default}` go together, on a constructor")
+    if "backpropagates_return" in raw and (raw["kind"] != "hook" or raw.get("step") != "train"):
+        raise FrameworkModelError(f"{where}: `backpropagates_return` is said of a train hook")
     fp16 = raw.get("fp16", {})
     config = raw.get("accumulation_config", {})
     unlinks = raw.get("unlinks_scheduler", {})
@@ -286,7 +293,8 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
                  tuple(raw.get("unpacks", ())), raw.get("receiver"),
                  tuple(raw.get("partial_keywords", ())), raw.get("values"), config.get("keyword"), config.get("key"),
                  raw.get("train_step"), raw.get("micro_batches"), raw.get("loss"), scaling.get("keyword"),
-                 bool(scaling.get("default")))
+                 bool(scaling.get("default")),
+                 bool(raw.get("backpropagates_return")))
 
 
 def _framework(path: str, data: dict) -> Framework:
@@ -447,6 +455,22 @@ def window_hooks() -> dict[str, tuple[Entry, ...]]:
         if e.window_size:
             table.setdefault(e.name.rsplit(".", 1)[0], []).append(e)
     return {owner: tuple(found) for owner, found in table.items()}
+
+
+@cache
+def backpropagated_returns() -> tuple[tuple[str, tuple[str, ...], frozenset[str]], ...]:
+    """(framework class's bare name, the framework's import roots, its train hooks whose returned
+    loss the framework backpropagates): `backpropagates_return`, Lightning's `training_step` (a
+    class is matched by its bare name under any of the roots: `lightning.LightningModule`,
+    `pytorch_lightning.LightningModule`)."""
+    found = []
+    for framework in frameworks():
+        table: dict[str, set[str]] = {}
+        for e in framework.entries:
+            if e.kind == "hook" and e.backpropagates_return:
+                table.setdefault(e.name.rsplit(".", 2)[-2], set()).add(e.attr)
+        found += [(owner, framework.packages, frozenset(hooks)) for owner, hooks in sorted(table.items())]
+    return tuple(found)
 
 
 @cache

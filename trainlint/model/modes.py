@@ -45,6 +45,7 @@ from trainlint.model.mode_state import (Abandon, ENTRY, Fact, Flow, Forward, Fra
                                         Unrestored, join_all)
 from trainlint.model.mode_walk import FunctionRun, body_statements, statements_of
 from trainlint.model.roles import OPTIMIZER, SCALER, role_of_callee
+from trainlint.model.summaries import _MEAN_REDUCED_LOSSES
 from trainlint.model.training import TrainingModel, training_model
 
 
@@ -67,6 +68,8 @@ _PYTEST_NAME = re.compile(r"^test_(?!(?:epoch|loop|model|one_epoch|step|batch|da
 EVAL_LOADER_TEXT = re.compile(r"(?:^|[^a-z])(?:val|valid|validation|test|testing|eval|evaluation|dev|holdout)"
                               r"(?:[^a-z]|$)", re.IGNORECASE)
 _MAX_ENTRY_DEPTH = 3
+# torch.nn.functional's losses: one computed from a forward's output with grad off only measures it
+_TORCH_LOSSES = _MEAN_REDUCED_LOSSES
 _BUILTIN_NAMES = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__loader__",
                                              "__package__", "__path__", "__builtins__", "__debug__"}
 
@@ -81,6 +84,7 @@ class ModeModel:
         self._entries: dict[object, State] = {}
         self._in_progress: set = set()
         self._computes_grad: dict[tuple[cst.CSTNode, tuple], bool] = {}
+        self._loads: dict[cst.CSTNode, dict[str, list[cst.Name]]] = {}  # `_name_loads`
         self._module_classes: dict[str, bool] = {}
         self._trained: frozenset[str] | None = None
         self._frozen: frozenset[str] = frozenset()
@@ -137,6 +141,10 @@ class ModeModel:
         for function in self.index.functions:
             if self.is_evaluation_function(function):
                 wanted.add(function.node)
+        for site in self.index.calls:  # a function that measures a call's output (accuracy, a loss read)
+            if site.function is not None and site.function.node not in wanted and \
+                    self.metric_use(site.node) is not None:
+                wanted.add(site.function.node)
         for loop in self.index.loops:
             if self.is_evaluation_loop(loop):
                 function = self.index.function_at(loop)
@@ -565,7 +573,85 @@ class ModeModel:
             return loop
         if self.is_evaluation_function(function) and not self.computes_grad(function.node.body, scope):
             return function.node.body
+        measured = self.metric_region(forward)
+        if measured is not None and not self.computes_grad(measured[0], scope):
+            return measured[0]
         return None
+
+    def metric_use(self, call: cst.Call, depth: int = 0) -> cst.CSTNode | None:
+        """Where the output of `call` (a forward) is measured, in its function: compared with `==`
+        (`(model(x).argmax(-1) == y).sum()`: an accuracy) or handed to a torch loss
+        (`F.cross_entropy(model(x), y).item()`), directly, through methods on it, or through a
+        variable it is assigned to. Under grad off, with no backward around, that pass measures
+        the model: an evaluation, whatever its function or loader is called."""
+        node: cst.CSTNode = call
+        parents = self.index.parents
+        while True:
+            parent = parents.get(node)
+            if isinstance(parent, cst.Attribute) and parent.value is node:
+                node = parent
+            elif isinstance(parent, cst.Call) and parent.func is node:
+                node = parent
+            elif isinstance(parent, cst.Subscript) and parent.value is node:
+                node = parent
+            else:
+                break
+        parent = parents.get(node)
+        if isinstance(parent, cst.Arg):
+            outer = parents.get(parent)
+            if isinstance(outer, cst.Call) and self._torch_loss(outer):
+                return outer
+            return None
+        if isinstance(parent, cst.ComparisonTarget):
+            parent = parents.get(parent)
+        if isinstance(parent, cst.Comparison) and any(isinstance(c.operator, (cst.Equal, cst.NotEqual))
+                                                      for c in parent.comparisons):
+            return parent
+        if depth < 2 and isinstance(parent, cst.Assign) and len(parent.targets) == 1 and \
+                isinstance(parent.targets[0].target, cst.Name):
+            name = parent.targets[0].target.value
+            function = self.index.function_at(parent)
+            after = self.index.place.get(parent, 0)
+            for use in self._name_loads(function).get(name, ()):
+                if self.index.place.get(use, 0) > after:
+                    found = self.metric_use(use, depth + 1)
+                    if found is not None:
+                        return found
+        return None
+
+    def _name_loads(self, function: FunctionInfo | None) -> dict[str, list[cst.Name]]:
+        """The names a function's own code reads (not assigns), by name: built once per function,
+        not once per assignment that `metric_use` follows."""
+        key = function.node if function is not None else self.index.module
+        memo = self._loads
+        if key not in memo:
+            found: dict[str, list[cst.Name]] = {}
+            body = function.node.body if function is not None else self.index.module
+            parents = self.index.parents
+            for use in self.index.scope_nodes(body):
+                if type(use) is cst.Name and not isinstance(parents.get(use), cst.AssignTarget):
+                    found.setdefault(use.value, []).append(use)
+            memo[key] = found
+        return memo[key]
+
+    def _torch_loss(self, call: cst.Call) -> bool:
+        qualname = self.index.resolve(call.func, self.index.scope_at(call)) or ""
+        return qualname.startswith("torch.nn.functional.") and qualname.rsplit(".", 1)[-1] in _TORCH_LOSSES
+
+    def metric_region(self, forward: Forward) -> tuple[cst.CSTNode, cst.CSTNode] | None:
+        """(region, use) when the forward's output is measured (`metric_use`) in the same pass: the
+        innermost loop around the forward that holds the use, else the forward's function body."""
+        use = self.metric_use(forward.call)
+        if use is None:
+            return None
+        function = forward.function
+        stop = function.node if function is not None else None
+        for ancestor in self.index.ancestors(forward.call):
+            if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if isinstance(ancestor, (cst.For, cst.While)) and self.contains(ancestor, use):
+                return ancestor, use
+        return (function.node.body, use) if function is not None else None
 
     def contains(self, outer: cst.CSTNode, node: cst.CSTNode | None) -> bool:
         return node is not None and (node is outer or outer in set(self.index.ancestors(node)))

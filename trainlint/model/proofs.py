@@ -11,7 +11,7 @@ import libcst as cst
 
 from trainlint.model.index import Scope, positional_args, walk
 from trainlint.model.premises import Premise, premise, unknown
-from trainlint.model.roles import ENGINE, OPTIMIZER, SCALER, roles
+from trainlint.model.roles import ENGINE, MODEL, OPTIMIZER, SCALER, roles
 from trainlint.model.training import TrainingLoop, training_model
 
 _ARTICLES = {"optimizer": "an optimizer", "scheduler": "an LR scheduler", "scaler": "a GradScaler",
@@ -35,11 +35,16 @@ def role_premise(ctx, expr: cst.BaseExpression, scope: Scope, role: str, *, requ
     source = model.source(expr, scope) if found == role else None
     if source is not None and not located(ctx, source.node):
         source = type(source)(source.kind, expr, source.how, source.proven)  # a name made up to ask about
-    if source is not None and source.proven:
+    # a module known only by its use (`m.eval()` and `m(x)`) says less than the construction a
+    # caller passes for it (`from_pretrained` of transformers: its loss a token mean): that first
+    weak = source is not None and source.kind == "use" and role == MODEL
+    if source is not None and source.proven and not weak:
         return premise(f"{what}: {source.how}", source.node, source.kind, required=required)
     passed = _passed_by_a_caller(ctx, expr, scope, role)
     if passed is not None:
         return premise(f"{what}: a caller passes {passed[1]}", passed[0], "argument", required=required)
+    if source is not None and source.proven:
+        return premise(f"{what}: {source.how}", source.node, source.kind, required=required)
     if role == OPTIMIZER and stepped_after_backward is not None:
         return premise(f"{what}: its `.step()` follows a backward in the training loop",
                        stepped_after_backward, "use", required=required)
@@ -257,6 +262,12 @@ def evaluation_premise(ctx, modes, forward, region: cst.CSTNode | None = None) -
     if function is not None and modes.is_evaluation_function(function):
         return unknown(f"`{function.name}()` is taken for an evaluation from its name", function.node, "use",
                        required=False)
+    measured = modes.metric_region(forward)
+    if measured is not None:
+        how = "compared with `==`" if isinstance(measured[1], cst.Comparison) else \
+            f"handed to `{code(ctx, measured[1].func)}`"
+        return premise(f"the output of `{code(ctx, forward.call)[:40]}` is {how} with grad off and no backward: "
+                       "the pass measures the model", measured[1], "use", required=False)
     node = region if region is not None else forward.call
     return premise("no backward or optimizer step runs in the evaluation", node, "use", required=False)
 

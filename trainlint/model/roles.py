@@ -3,7 +3,9 @@
 Known first from the constructor or factory that created it (`torch.optim.AdamW(...)`,
 `get_cosine_schedule_with_warmup(...)`, `GradScaler()`), through plain copies, wrappers
 (`DDP(model)`, `accelerator.prepare(...)`), `self.x = ...` in any method of the class, and
-parameter annotations and defaults. Only when nothing is known is the variable's name used.
+parameter annotations and defaults; or from its use: `x.scale(...)`, `x.step(...)` and `x.update()`
+make a GradScaler, `x.zero_grad()` and `x.step()` an optimizer, `x(...)` and `x.eval()`/`x.train()`
+a module. Only when nothing is known is the variable's name used.
 """
 
 from __future__ import annotations
@@ -128,6 +130,8 @@ _NAMES: tuple[tuple[re.Pattern, str], ...] = (
 #: optimizer's, a GradScaler's, an Accelerator's
 _PROTOCOL_METHODS = frozenset({"zero_grad", "step", "scale", "update", "unscale_", "backward",
                                *frameworks.methods("accumulation_context")})
+#: the calls `_stepped_and_cleared` records: the protocol's, and a module's mode switches
+_USE_METHODS = _PROTOCOL_METHODS | {"eval", "train"}
 
 
 #: What code does with an optimizer or a scheduler (torch's, and the wrappers' usual extras): a name
@@ -214,6 +218,10 @@ class Roles:
                 # `x.scale(loss)`, `x.step(opt)` and `x.update()`: the GradScaler protocol, whatever it is called
                 role = SCALER
                 source = Source("use", expr, "its `scale(...)`, `step(...)` and `update()` are called: a GradScaler's use")
+            elif role is None and self.runs_as_module(expr, scope):
+                # `x.eval()` (or `x.train()`) and `x(...)`: a module's mode switched and its forward run
+                role = MODEL
+                source = Source("use", expr, "it is called and its `eval()`/`train()` switches its mode: a module's use")
             elif (role in (SCHEDULER, None) or (role == OPTIMIZER and (source is None or not source.proven))) and \
                     self.clears_gradients(expr, scope):
                 # torch's schedulers have no `zero_grad()`: an object whose gradients are cleared
@@ -285,6 +293,13 @@ class Roles:
                         self._contexts.add(key)
         return self._contexts
 
+    def runs_as_module(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """`<expr>(...)` is called and so is `<expr>.eval()` or `<expr>.train()` (where
+        `clears_gradients` looks): a module, whose mode is switched and whose forward runs."""
+        key = self._owner_key(expr, scope)
+        used = self._stepped_and_cleared().get(key, set()) if key is not None else set()
+        return "()" in used and bool(used & {"eval", "train"})
+
     def _owner_key(self, expr: cst.BaseExpression, scope: Scope):
         name = dotted_name(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
         if name is None or name.count(".") > 1 or (isinstance(expr, cst.Attribute) and not name.startswith("self.")):
@@ -302,17 +317,20 @@ class Roles:
             self._cleared = {}
             for site in self.index.calls:
                 func = site.node.func
-                if not (isinstance(func, cst.Attribute) and func.attr.value in _PROTOCOL_METHODS):
-                    continue
-                name = dotted_name(func.value)
-                if name is None:
-                    continue
-                if name.startswith("self."):
-                    owner = site.scope.class_scope()
-                    owner_node = owner.node if owner is not None else None
-                else:
-                    owner_node = site.function.node if site.function is not None else None
-                self._cleared.setdefault((name, owner_node), set()).add(func.attr.value)
+                uses = []
+                if isinstance(func, (cst.Name, cst.Attribute)) and site.node.args:
+                    uses.append(("()", dotted_name(func)))  # the object itself is called (`net(x)`)
+                if isinstance(func, cst.Attribute) and func.attr.value in _USE_METHODS:
+                    uses.append((func.attr.value, dotted_name(func.value)))
+                for method, name in uses:
+                    if name is None:
+                        continue
+                    if name.startswith("self."):
+                        owner = site.scope.class_scope()
+                        owner_node = owner.node if owner is not None else None
+                    else:
+                        owner_node = site.function.node if site.function is not None else None
+                    self._cleared.setdefault((name, owner_node), set()).add(method)
         return self._cleared
 
     def is_(self, expr: cst.BaseExpression, scope: Scope, role: str) -> bool:

@@ -22,7 +22,9 @@ Public API (stable; other rules depend on it)
 `Guard(node, kind, condition, k, scope, via, branch)`:
   - kind "branch":     `if <update condition>:` whose branch holds the step, e.g.
                        `if (i + 1) % K == 0:`, `if (it + 1) % grad_accum == 0 or is_last_batch:`,
-                       `if micro_step == accumulation_steps - 1:`, `if accelerator.sync_gradients:`;
+                       `if micro_step == accumulation_steps - 1:`, `if accelerator.sync_gradients:`,
+                       or, whatever the names, `if n == K:` where `n += 1` runs in the loop and the
+                       branch sets `n = 0` (a window counter);
                        `node` is the `If`, `condition` its test, `branch` the block holding the
                        update (the body, or the `else` of `if micro % K: ... else: opt.step()`).
   - kind "continue":   `if <not-update condition>: continue` (or `return` inside a helper) before
@@ -33,7 +35,11 @@ Public API (stable; other rules depend on it)
                        `node` is the `With`.
   - kind "micro_loop": the backward runs in a nested loop over micro-batches and the step after it
                        (`for micro_step in range(K): ... loss.backward()` then `opt.step()`);
-                       `node` is the nested loop, `condition` its iterable. Not a retry loop
+                       `node` is the nested loop, `condition` its iterable. The nested loop is
+                       known by its names (`micro_batches`, `range(grad_accum)`), or, whatever they
+                       are, by walking one drawn item (a target of a `for` around it or around the
+                       call that runs its helper, or a `next(...)` passed to it) whose elements a
+                       call in its body takes in. Not a retry loop
                        (`while n: try: <backward> except OOM: n //= 2 else: break`): it repeats
                        only after a failure, so nothing adds up across its iterations.
   - kind "engine":     a framework engine owns accumulation: `engine.backward(loss)` and `engine.step()`
@@ -408,10 +414,11 @@ class TrainingModel:
             return None
         # the backward in a nested (non-training) loop, the step outside it
         for ref in backwards:
-            for segment in self.path(loop, ref):
+            for position, segment in enumerate(self.path(loop, ref)):
                 for node in segment[1:]:
                     if isinstance(node, _LOOPS) and node is not loop.node and not self._holds(node, step, loop) \
-                            and _iterates_micro_batches(node, self.ctx) and not _repeats_only_on_error(node, segment):
+                            and (_iterates_micro_batches(node, self.ctx) or self._walks_drawn_item(loop, ref, position, node)) \
+                            and not _repeats_only_on_error(node, segment):
                         return Guard(node, "micro_loop", node.iter if isinstance(node, cst.For) else node.test,
                                      _k_of_micro_loop(node), self.index.scope_at(node), ())
         return self._engine_guard(steps, backwards)
@@ -478,6 +485,42 @@ class TrainingModel:
             return False, None
         return False, None
 
+    def _walks_drawn_item(self, loop: TrainingLoop, ref: CallRef, position: int, node: cst.CSTNode) -> bool:
+        """`for mb in window:` where `window` is one item drawn from another iteration (the target of
+        an enclosing `for`, here or at the call that runs this helper, or a `next(...)` passed to
+        it), and each `mb` is handed to a call in the loop body: the loop walks the micro-batches
+        of one drawn window, whatever the names (`for window in loader: step(window)`)."""
+        if not (isinstance(node, cst.For) and isinstance(node.iter, cst.Name)):
+            return False
+        targets = {n.value for n in walk(node.target) if isinstance(n, cst.Name)}
+        if not any(_item_of(arg.value, targets) for call in self.index.calls_under(node.body) for arg in call.args):
+            return False
+        scope = self.index.scope_at(node)
+        bindings = scope.lookup(node.iter.value)
+        if not bindings:
+            return False
+        for binding in bindings:
+            if binding.kind == "for" and isinstance(binding.node, cst.For) and binding.node in self.index.ancestors(node):
+                continue
+            if binding.kind != "param" or scope.kind != "function":
+                return False
+            function = self.index.function_of_node.get(scope.node)
+            if function is None:
+                return False
+            if position > 0:
+                sites = [(ref.via[position - 1], self.index.scope_at(ref.via[position - 1]))]
+            elif loop.function is not None and loop.node is loop.function.node:
+                sites = [(site.node, site.scope) for site in self.index.callers(function)]
+            else:
+                return False
+            if not sites:
+                return False
+            for call, caller_scope in sites:
+                argument = self.index.argument_for(call, function, node.iter.value)
+                if not _drawn_item(argument, call, caller_scope, self.index):
+                    return False
+        return True
+
     def _guard_around(self, loop: TrainingLoop, ref: CallRef) -> Guard | None:
         """The nearest update guard of the step call: an enclosing update-looking `if`, a preceding
         `if ...: continue`/`return`, or an enclosing `with accelerator.accumulate(...)`."""
@@ -490,6 +533,8 @@ class TrainingModel:
             for child, node in zip(segment, segment[1:]):
                 if isinstance(node, cst.If) and child is not node.test:
                     k = self._update_condition(node.test, scope)
+                    if k is False and child is node.body:
+                        k = self._window_counter(node, scope)
                     if k is not False:
                         return Guard(node, "branch", node.test, k or None, scope, seg_via, branch=child)
                 if isinstance(node, cst.With) and self._accumulate_item(node, scope) is not None:
@@ -509,6 +554,30 @@ class TrainingModel:
                 if isinstance(node, _LOOPS) and node is not loop.node:
                     break  # a continue/guard beyond a nested loop is not about this step
         return None
+
+    def _window_counter(self, node: cst.If, scope: Scope):
+        """`if n == K:` (or `n >= K`) holding the update, where `n += 1` runs in a loop around it and
+        the branch sets `n = 0` again: a count of the window's micro-batches, whatever its name.
+        The K it is compared with (None when not a plain value), or False."""
+        test = node.test
+        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name)
+                and isinstance(test.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual, cst.GreaterThan))):
+            return False
+        counter = test.left.value
+        resets = any(isinstance(n, cst.Assign) and isinstance(n.value, cst.Integer) and n.value.value == "0"
+                     and any(isinstance(t.target, cst.Name) and t.target.value == counter for t in n.targets)
+                     for n in walk(node.body))
+        if not resets:
+            return False
+        loops = [a for a in self.index.ancestors(node) if isinstance(a, _LOOPS)]
+        for binding in scope.lookup(counter):
+            step = binding.node
+            if binding.kind == "augassign" and isinstance(step, cst.AugAssign) and \
+                    isinstance(step.operator, cst.AddAssign) and isinstance(step.value, cst.Integer) and \
+                    step.value.value == "1" and any(l in loops for l in self.index.ancestors(step)):
+                k = test.comparisons[0].comparator
+                return k if isinstance(k, (cst.Name, cst.Attribute, cst.Integer)) else None
+        return False
 
     def _equivalent_guards(self, loop: TrainingLoop, guard: Guard, steps: list[CallRef]):
         """Guards of the other steps that test the same condition, written the same way: one update
@@ -1246,6 +1315,26 @@ def _iterates_micro_batches(node: cst.CSTNode, ctx) -> bool:
         text = ctx.code_for(iterable.args[-1].value) if iterable.args else ""
         return bool(_MICRO_ITER.search(text) or _K_ARG.search(text))
     return bool(_MICRO_ITER.search(ctx.code_for(iterable)))
+
+
+def _item_of(expr: cst.BaseExpression, names: set[str]) -> bool:
+    """`mb`, `mb["input_ids"]`, `mb.x` for a name of `names`."""
+    while isinstance(expr, (cst.Subscript, cst.Attribute)):
+        expr = expr.value
+    return isinstance(expr, cst.Name) and expr.value in names
+
+
+def _drawn_item(argument: cst.BaseExpression | None, call: cst.Call, scope: Scope, index: FileIndex) -> bool:
+    """`argument` is one item of an iteration at `call`: `next(it)`, or a target of a `for` around
+    the call (`for window in loader: step(window)`)."""
+    if isinstance(argument, cst.Call) and isinstance(argument.func, cst.Name) and argument.func.value == "next" \
+            and not any(b.kind != "import" for b in scope.lookup("next")):
+        return True
+    if not isinstance(argument, cst.Name):
+        return False
+    bindings = scope.lookup(argument.value)
+    around = set(index.ancestors(call))
+    return bool(bindings) and all(b.kind == "for" and b.node in around for b in bindings)
 
 
 def _repeats_only_on_error(loop: cst.CSTNode, path: list[cst.CSTNode]) -> bool:
