@@ -209,15 +209,27 @@ class Summaries:
         """(file, use) for what `found_in(summary)` finds (calls with a `callee`) in the checked files whose text
         calls `name`, kept when the callee is the module-level `name` of the file at `path`; in that
         file itself (with `own_file`), an undotted callee is its own definition."""
+        return list(self._iter_uses(path, name, found_in, own_file))
+
+    def iter_callers(self, path: str, name: str, later: tuple[str, ...] = ()):
+        """`callers_by_file`, lazily, file by file, the files whose text holds one of the words
+        `later` last (see `iter_method_callers`)."""
+        self._current()
+        key = (str(self.project.real(path)), name)
+        if key in self._callers:
+            return iter(self._callers[key])
+        return self._iter_uses(path, name, lambda summary: summary.calls_of(name), own_file=False, later=later)
+
+    def _iter_uses(self, path: str, name: str, found_in, own_file: bool, later: tuple[str, ...] = ()):
         target = self.project.real(path)
         needle = f"{name}("
-        found = []
         # a file that can call the target's function imports its module (directly or through
         # others): it is in the target's component of the import graph, the unit the result cache
         # keys on. Files outside it are not read, so a result never depends on a file its cache
         # key leaves out (a cached and an uncached run agree), and a warm run reads none of them.
         components = self.project.key_components()
         own = components.get(str(target))
+        files = []
         for candidate in self.project.paths:
             if candidate == target and not own_file:
                 continue
@@ -225,17 +237,37 @@ class Summaries:
             if own is not None and own[1] is not None and components.get(str(candidate), own)[1] != own[1]:
                 continue
             text = self.project.source(candidate)
-            if text is None or needle not in text:
-                continue
+            if text is not None and needle in text and (candidate == target or _may_call_another(text, name)):
+                files.append(candidate)
+        if later:
+            files.sort(key=lambda candidate: any(word in (self.project.source(candidate) or "") for word in later))
+        for candidate in files:
             summary = self.file_summary(candidate)
             for use in found_in(summary) if summary is not None else ():
                 if candidate == target and "." not in use.callee:
-                    found.append((candidate, use))
+                    yield candidate, use
                     continue
                 where = self.locate(use.callee, str(candidate))
                 if where is not None and where[0] == target and where[1] == [name]:
-                    found.append((candidate, use))
-        return found
+                    yield candidate, use
+
+
+def _may_call_another(text: str, name: str) -> bool:
+    """Whether a file whose text holds `name(` may call a `name` defined in another file. It cannot
+    when every such call is a plain `name(...)` of the file's own module-level `def name` and the
+    file imports no `name` (timm's model files each define and call their own
+    `checkpoint_filter_fn`): a `.name(` call, an import naming it, or no definition of its own
+    mean it may."""
+    if f".{name}(" in text:
+        return True
+    escaped = re.escape(name)
+    if not re.search(rf"^(?:async[ \t]+)?def[ \t]+{escaped}[ \t]*\(", text, re.M):
+        return True
+    joined = text.replace("\\\n", " ")
+    if re.search(rf"^[ \t]*(?:from[ \t]+\S+[ \t]+)?import[ \t][^\n]*\b{escaped}\b", joined, re.M):
+        return True
+    return any(re.search(rf"\b{escaped}\b", group) for group in
+               re.findall(r"^[ \t]*from[ \t]+\S+[ \t]+import[ \t]*\(([^)]*)\)", joined, re.M))
 
 
 class Linker:
@@ -306,6 +338,13 @@ class Linker:
             return []
         return [(_relative(self.project, where), use)
                 for where, use in self._summaries.method_callers_by_file(self.path, name)]
+
+    def iter_callers(self, function_name: str, later: tuple[str, ...] = ()):
+        """`callers_by_file`, lazily, the files whose text holds one of `later` last."""
+        if self.project is None or not self.project.contains(self.path):
+            return
+        for where, use in self._summaries.iter_callers(self.path, function_name, later):
+            yield _relative(self.project, where), use
 
     def iter_method_callers(self, name: str, later: tuple[str, ...] = ()):
         """`method_callers_by_file`, lazily, the files whose text holds one of `later` last."""

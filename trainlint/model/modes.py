@@ -979,7 +979,7 @@ class ModeModel:
         elif self.index.scope_at(function.node) is not self.index.module_scope:
             return False
         else:
-            found = linker.callers_by_file(function.name)
+            found = linker.iter_callers(function.name, later=_GRAD_OFF_WORDS)
         called = False
         for where, call in found:
             if _pytest_call(where, call) or _another_class_method(call, function.class_name):
