@@ -68,10 +68,11 @@ class ResumeRestartsDataOrder(Rule):
         iterates a loader (built, typed or handed one) or, whatever it is called, a collection whose
         elements it hands to the calls of a loop that steps the optimizer (not a `range`, an
         iterator or a generator of the script, which draws in its own order); a helper restores a
-        counter it assigns from the checkpoint it reads, and the counter is the loop's when the loop
-        advances it by a constant; a `load_state_dict` of the checkpoint restores a data position
-        only into an object that is not run forward (`model(batch)`) nor an optimizer, scheduler or
-        scaler.
+        counter it assigns from the checkpoint it reads, or from where it reads it (the step parsed from
+        the checkpoint folder's name, `int(folder.split("global_step_")[-1])`, when the helper loads a
+        file under that folder), and the counter is the loop's when the loop advances it by a constant;
+        a `load_state_dict` of the checkpoint restores a data position only into an object that is not
+        run forward (`model(batch)`) nor an optimizer, scheduler or scaler.
 
         The finding is at the loop. Restores of epoch counters with checkpoints written at the end
         of the epoch are fine (the next epoch starts from its first batch) and stay quiet, as do
@@ -171,6 +172,91 @@ class ResumeRestartsDataOrder(Rule):
                             self.save_checkpoint()
             """,
             title="a running loss restored by the helper and summed in the loop is no step counter",
+        ),
+        bad(
+            """
+            import os
+
+            import torch
+
+
+            class RayPPOTrainer:
+                def load_checkpoints(self):
+                    folder = find_latest_checkpoint(self.cfg.ckpt_path)
+                    if folder is None:
+                        return 0
+                    global_step = int(os.path.basename(folder).split("global_step_")[-1])
+                    with open(os.path.join(folder, "data.pt"), "rb") as f:
+                        self.train_dataloader.load_state_dict(torch.load(f, weights_only=False))
+                    self.policy.load_checkpoint(os.path.join(folder, "policy"))
+                    return global_step
+
+                def train(self):
+                    self.global_step = self.load_checkpoints()
+                    for epoch in range(self.cfg.epochs):
+                        for i, prompts in enumerate(self.train_dataloader):
+                            self.train_step(prompts)
+                            self.global_step += 1
+                            if self.global_step % self.cfg.ckpt_interval == 0:
+                                self.save_checkpoints()
+            """,
+            line=20,
+            title="the step parsed from the name of the checkpoint folder the helper loads, the epoch loop from 0",
+        ),
+        good(
+            """
+            import os
+
+            import torch
+
+
+            class RayPPOTrainer:
+                def load_checkpoints(self):
+                    folder = find_latest_checkpoint(self.cfg.ckpt_path)
+                    if folder is None:
+                        return 0
+                    global_step = int(os.path.basename(folder).split("global_step_")[-1])
+                    with open(os.path.join(folder, "data.pt"), "rb") as f:
+                        self.train_dataloader.load_state_dict(torch.load(f, weights_only=False))
+                    self.policy.load_checkpoint(os.path.join(folder, "policy"))
+                    return global_step
+
+                def train(self):
+                    self.global_step = self.load_checkpoints()
+                    start_epoch = self.global_step // len(self.train_dataloader)
+                    for epoch in range(start_epoch, self.cfg.epochs):
+                        for i, prompts in enumerate(self.train_dataloader):
+                            self.train_step(prompts)
+                            self.global_step += 1
+                            if self.global_step % self.cfg.ckpt_interval == 0:
+                                self.save_checkpoints()
+            """,
+            title="the step parsed from the checkpoint folder's name, the epoch loop from the restored epoch",
+        ),
+        good(
+            """
+            import os
+
+            import torch
+
+
+            class RayPPOTrainer:
+                def load_pretrained(self, path):
+                    warmup = self.cfg.warmup_steps
+                    state = torch.load(os.path.join(path, "policy.pt"), weights_only=True)
+                    self.policy.load_state_dict(state)
+                    return warmup
+
+                def train(self):
+                    self.global_step = self.load_pretrained(self.cfg.init_from)
+                    for epoch in range(self.cfg.epochs):
+                        for i, prompts in enumerate(self.train_dataloader):
+                            self.train_step(prompts)
+                            self.global_step += 1
+                            if self.global_step % self.cfg.ckpt_interval == 0:
+                                self.save_checkpoints()
+            """,
+            title="the helper returns a number that is neither read from the checkpoint nor from its location",
         ),
         bad(
             """
@@ -883,15 +969,74 @@ def _counters_restored_by_helpers(ctx, function) -> dict[str, cst.Call]:
 
 def _loaded_names(ctx, target) -> set[str]:
     """The names a helper binds to a checkpoint it reads (`state = torch.load(...)`,
-    `ckpt = self.engine.load_checkpoint(...)`): a value read from one of them was restored."""
+    `ckpt = self.engine.load_checkpoint(...)`): a value read from one of them was restored. So is a
+    value computed from the checkpoint's location (`int(folder.split("global_step_")[-1])`,
+    `step_of(path)` where the helper loads `torch.load(os.path.join(folder, "state.pt"))`): the
+    step is read from the checkpoint's name."""
     names = set()
     for node in walk(target.node.body):
         if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and ctx.index.function_at(node) is target:
-            func = node.value.func
-            if ctx.index.resolve(func, target.scope) in LOAD_FUNCTIONS or \
-                    isinstance(func, cst.Attribute) and func.attr.value == "load_checkpoint":
+            if _is_checkpoint_read(ctx, target, node.value):
                 names |= {n for t in node.targets for n in [dotted_name(t.target)] if n}
-    return names
+    return names | _location_names(ctx, target)
+
+
+def _is_checkpoint_read(ctx, target, call: cst.Call) -> bool:
+    func = call.func
+    return ctx.index.resolve(func, target.scope) in LOAD_FUNCTIONS or \
+        isinstance(func, cst.Attribute) and func.attr.value == "load_checkpoint"
+
+
+def _location_names(ctx, target) -> set[str]:
+    """The local names of a helper that hold where it reads a checkpoint from (the names in the
+    argument of its `torch.load(...)`/`.load_checkpoint(...)` and the names they are computed
+    from, `with open(path) as f` included), and the names computed from those. Only names the
+    helper binds (its parameters, assignments, `with ... as` targets) count: a module (`os`) or
+    `self` is no location."""
+    index = ctx.index
+    bindings: list[tuple[set[str], cst.BaseExpression]] = []  # (bound names, the value they get)
+    for node in walk(target.node.body):
+        if index.function_at(node) is not target:
+            continue
+        if isinstance(node, cst.Assign):
+            bindings.append(({n for t in node.targets if isinstance(t.target, cst.Name)
+                              for n in [t.target.value]}, node.value))
+        elif isinstance(node, cst.AnnAssign) and node.value is not None and isinstance(node.target, cst.Name):
+            bindings.append(({node.target.value}, node.value))
+        elif isinstance(node, cst.WithItem) and node.asname is not None and isinstance(node.asname.name, cst.Name):
+            bindings.append(({node.asname.name.value}, node.item))
+    local = {p.name.value for p in walk(target.node.params) if isinstance(p, cst.Param)} - {"self", "cls"}
+    for names, _ in bindings:
+        local |= names
+
+    def names_in(expr) -> set[str]:
+        return {n.value for n in walk(expr) if isinstance(n, cst.Name) and n.value in local}
+
+    location: set[str] = set()
+    for node in walk(target.node.body):
+        if isinstance(node, cst.Call) and index.function_at(node) is target and _is_checkpoint_read(ctx, target, node):
+            for arg in node.args:
+                location |= names_in(arg.value)
+    if not location:
+        return set()
+    for _ in range(4):  # where the location comes from: `path = os.path.join(folder, "state.pt")`
+        grown = set(location)
+        for names, value in bindings:
+            if names & location:
+                grown |= names_in(value)
+        if grown == location:
+            break
+        location = grown
+    derived = set(location)
+    for _ in range(4):  # what is computed from it: `step = int(folder.split("global_step_")[-1])`
+        grown = set(derived)
+        for names, value in bindings:
+            if names_in(value) & derived:
+                grown |= names
+        if grown == derived:
+            break
+        derived = grown
+    return derived
 
 
 def _checkpoint_readers(ctx):
