@@ -132,15 +132,9 @@ class Summaries:
         that can reach the file at `path` (its component of the import graph, itself included):
         a superset of the calls of its methods called `name`."""
         self._current()
-        target = self.project.real(path)
-        components = self.project.key_components()
-        own = components.get(str(target))
-        # the answer depends on the component only, not on the file asked from: every file of a
-        # component shares one scan (a project of many near-copies asks it once per file)
-        scope = own[1] if own is not None and own[1] is not None else str(target) if own is None else None
-        key = ("component", scope, "." + name)
+        key = self._method_key(path, name)
         if key not in self._callers:
-            self._callers[key] = list(self._method_calls(self._method_call_files(path, name), name))
+            self._callers[key] = list(self._method_calls(self.mentioning(path, (f".{name}(",)), name))
         return self._callers[key]
 
     def iter_method_callers(self, path: str, name: str, later: tuple[str, ...] = ()):
@@ -149,28 +143,25 @@ class Summaries:
         no_grad?) stops at that call and parses no other file. (A large component calls a method
         named `forward` or `step` in hundreds of files the gate never had to parse.)"""
         self._current()
-        own = self.project.key_components().get(str(self.project.real(path)))
-        scope = own[1] if own is not None and own[1] is not None else str(self.project.real(path)) if own is None else None
-        if ("component", scope, "." + name) in self._callers:  # every file was read already
-            return iter(self._callers[("component", scope, "." + name)])
-        files = self._method_call_files(path, name)
+        key = self._method_key(path, name)
+        if key in self._callers:  # every file was read already
+            return iter(self._callers[key])
+        return self._method_calls(self._later_last(self.mentioning(path, (f".{name}(",)), later), name)
+
+    def _method_key(self, path: str, name: str) -> tuple:
+        """The memo key of the method calls named `name` seen from the file at `path`: the answer
+        depends on its import component only, not on the file asked from, so every file of a
+        component shares one scan (a project of many near-copies asks it once per file)."""
+        target = self.project.real(path)
+        own = self.project.key_components().get(str(target))
+        scope = own[1] if own is not None and own[1] is not None else str(target) if own is None else None
+        return ("component", scope, "." + name)
+
+    def _later_last(self, files: list[Path], later: tuple[str, ...]) -> list[Path]:
+        """`files`, those whose text holds one of the words `later` moved to the end (stable)."""
         if later:
             files.sort(key=lambda candidate: any(word in (self.project.source(candidate) or "") for word in later))
-        return self._method_calls(files, name)
-
-    def _method_call_files(self, path: str, name: str) -> list[Path]:
-        """The checked files of the component of the file at `path` whose text calls `.name(`."""
-        target = self.project.real(path)
-        components = self.project.key_components()
-        own = components.get(str(target))
-        found = []
-        for candidate in self.project.paths:
-            if own is not None and own[1] is not None and components.get(str(candidate), own)[1] != own[1]:
-                continue
-            text = self.project.source(candidate)
-            if text is not None and f".{name}(" in text:
-                found.append(candidate)
-        return found
+        return files
 
     def _method_calls(self, files: list[Path], name: str):
         for candidate in files:
@@ -239,9 +230,7 @@ class Summaries:
             text = self.project.source(candidate)
             if text is not None and needle in text and (candidate == target or _may_call_another(text, name)):
                 files.append(candidate)
-        if later:
-            files.sort(key=lambda candidate: any(word in (self.project.source(candidate) or "") for word in later))
-        for candidate in files:
+        for candidate in self._later_last(files, later):
             summary = self.file_summary(candidate)
             for use in found_in(summary) if summary is not None else ():
                 if candidate == target and "." not in use.callee:
