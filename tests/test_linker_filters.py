@@ -43,3 +43,27 @@ def test_callers_in_other_files_are_still_found_beside_files_with_their_own_name
         "import torch\nimport helpers\n\n\ndef run(model, loader):\n    return helpers.evaluate(model, loader)\n")
     results = list(lint_paths(sorted(str(p) for p in tmp_path.glob("*.py")), settings))
     assert [f.code for r in results for f in r.findings] == ["TL301"]
+
+
+HELPER = ("import torch\n\n\ndef evaluate(model, loader, **options):\n    model.eval()\n"
+          "    return sum(model(x).sum() for x, _ in loader)\n")
+
+
+@pytest.mark.parametrize(("calls", "fires"), [
+    # the one call spreads keyword arguments: it is still a call, under no_grad
+    (["    with torch.no_grad():\n        return evaluate(model, loader, **options)\n"], False),
+    (["    with torch.no_grad():\n        return evaluate(*args)\n"], False),
+    # a spread call with grad on beside a plain one under no_grad: grad is on for one of them
+    (["    with torch.no_grad():\n        evaluate(model, loader)\n", "    return evaluate(model, loader, **options)\n"],
+     True),
+    (["    return evaluate(model, loader, **options)\n"], True),
+])
+def test_a_call_spreading_its_arguments_tells_its_grad_mode(tmp_path, calls, fires):
+    """Calls that spread `*args`/`**kwargs` cannot be matched to parameters, but they still run
+    with grad on or off: evaluate() of helpers.py runs without grad only if every call of it does."""
+    (tmp_path / "helpers.py").write_text(HELPER)
+    body = "".join(f"def run{n}(model, loader, args, options):\n{call}\n\n" for n, call in enumerate(calls))
+    (tmp_path / "train.py").write_text(f"import torch\nfrom helpers import evaluate\n\n\n{body}")
+    settings = Settings(select=resolve_selection(["TL301"], [], []))
+    results = list(lint_paths(sorted(str(p) for p in tmp_path.glob("*.py")), settings))
+    assert [f.code for r in results for f in r.findings] == (["TL301"] if fires else [])

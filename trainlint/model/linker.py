@@ -204,12 +204,12 @@ class Summaries:
 
     def iter_callers(self, path: str, name: str, later: tuple[str, ...] = ()):
         """`callers_by_file`, lazily, file by file, the files whose text holds one of the words
-        `later` last (see `iter_method_callers`)."""
+        `later` last (see `iter_method_callers`); calls spreading `*args`/`**kwargs` included,
+        without their arguments (timm's model files all call `build_model_with_cfg(..., **kwargs)`:
+        each is a call with grad on, and leaving them out read a hundred files to find none)."""
         self._current()
-        key = (str(self.project.real(path)), name)
-        if key in self._callers:
-            return iter(self._callers[key])
-        return self._iter_uses(path, name, lambda summary: summary.calls_of(name), own_file=False, later=later)
+        return self._iter_uses(path, name, lambda summary: summary.calls_of(name, starred=True), own_file=False,
+                               later=later)
 
     def _iter_uses(self, path: str, name: str, found_in, own_file: bool, later: tuple[str, ...] = ()):
         target = self.project.real(path)

@@ -335,7 +335,7 @@ class FileSummary:
         self._functions: dict[str, FunctionInfo] = {}
         self._classes: dict[str, cst.ClassDef] = {}
         self._constructions: dict[str, list[Construction]] = {}
-        self._calls: dict[str, list[CallArguments]] = {}
+        self._calls: dict[tuple[str, bool], list[CallArguments]] = {}
         self._method_calls: dict[str, list[CallArguments]] = {}
         self._loaded: frozenset[str] | None = None
         if index is None:
@@ -385,12 +385,16 @@ class FileSummary:
     def classes(self) -> dict[str, ClassSummary]:
         return {name: self.klass(name) for name in self._classes}
 
-    def calls_of(self, function_name: str) -> list[CallArguments]:
-        """Where this file calls a function named `function_name`, with the arguments' text."""
-        if function_name not in self._calls:
-            self._calls[function_name] = self._summariser.calls(function_name) \
+    def calls_of(self, function_name: str, starred: bool = False) -> list[CallArguments]:
+        """Where this file calls a function named `function_name`, with the arguments' text. A
+        call spreading `*args`/`**kwargs` cannot be matched to parameters and is left out, unless
+        `starred`: then it is kept with no arguments, for what a call tells without them (whether
+        it runs with grad recording off, and in which function)."""
+        key = (function_name, starred)
+        if key not in self._calls:
+            self._calls[key] = self._summariser.calls(function_name, starred) \
                 if self._summariser is not None else []
-        return self._calls[function_name]
+        return self._calls[key]
 
     def method_calls_of(self, name: str) -> list[CallArguments]:
         """Every call of a method named `name` in this file (`x.name(...)`, whatever `x` is)."""
@@ -455,16 +459,21 @@ class _Summariser:
             if callee is not None:
                 yield site, callee
 
-    def calls(self, function_name: str) -> list[CallArguments]:
+    def calls(self, function_name: str, starred: bool = False) -> list[CallArguments]:
         text = self.index.module.code_for_node
-        return [CallArguments(callee, tuple(text(a.value) for a in positional_args(site.node)),
-                              tuple((a.keyword.value, text(a.value)) for a in site.node.args if a.keyword is not None),
-                              self._state_in(site.scope), self._grad_off_at(site.node, site.function),
-                              site.function.name if site.function is not None else None, (),
-                              tuple(self._argument_mode(a.value, site.scope) for a in positional_args(site.node)),
-                              tuple((a.keyword.value, self._argument_mode(a.value, site.scope))
-                                    for a in site.node.args if a.keyword is not None))
-                for site, callee in self._calls_named(function_name) if not any(a.star for a in site.node.args)]
+        found = [CallArguments(callee, tuple(text(a.value) for a in positional_args(site.node)),
+                               tuple((a.keyword.value, text(a.value)) for a in site.node.args if a.keyword is not None),
+                               self._state_in(site.scope), self._grad_off_at(site.node, site.function),
+                               site.function.name if site.function is not None else None, (),
+                               tuple(self._argument_mode(a.value, site.scope) for a in positional_args(site.node)),
+                               tuple((a.keyword.value, self._argument_mode(a.value, site.scope))
+                                     for a in site.node.args if a.keyword is not None))
+                 for site, callee in self._calls_named(function_name) if not any(a.star for a in site.node.args)]
+        if starred:
+            found += [CallArguments(callee, (), (), (), self._grad_off_at(site.node, site.function),
+                                    site.function.name if site.function is not None else None)
+                      for site, callee in self._calls_named(function_name) if any(a.star for a in site.node.args)]
+        return found
 
     def method_calls(self, name: str) -> list[CallArguments]:
         found = []
