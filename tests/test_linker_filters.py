@@ -67,3 +67,39 @@ def test_a_call_spreading_its_arguments_tells_its_grad_mode(tmp_path, calls, fir
     settings = Settings(select=resolve_selection(["TL301"], [], []))
     results = list(lint_paths(sorted(str(p) for p in tmp_path.glob("*.py")), settings))
     assert [f.code for r in results for f in r.findings] == (["TL301"] if fires else [])
+
+
+TRAIN = """import torch
+
+from steps import backward_step
+
+
+def train(model, loader, accum):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for i, batch in enumerate(loader):
+        optimizer.zero_grad()
+        backward_step(model, batch, accum)
+        if (i + 1) % accum == 0:
+            optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(("backward", "fires"), [
+    ("loss.backward()", True),
+    ("accelerator.backward(loss)", True),
+    ("loss.\\\n        backward()", True),  # a line continuation inside the call
+    ("(loss\n     .backward())", True),
+    ("loss . backward ( )", True),
+    # the file speaks of a backward in a comment only: its helper runs none, no update is split
+    ("loss.detach()  # no backward here", False),
+])
+def test_a_helper_in_another_file_runs_a_backward_however_it_is_spelled(tmp_path, backward, fires):
+    """TL104: the caller clears gradients on every micro-batch of an update whose backward runs in
+    steps.py; the linker reads steps.py only when its text may call a backward method."""
+    (tmp_path / "steps.py").write_text(
+        "def backward_step(model, batch, accum, accelerator=None):\n"
+        f"    loss = model(batch) / accum\n    {backward}\n    return loss\n")
+    (tmp_path / "train.py").write_text(TRAIN)
+    settings = Settings(select=resolve_selection(["TL104"], [], []))
+    results = list(lint_paths(sorted(str(p) for p in tmp_path.glob("*.py")), settings))
+    assert [f.code for r in results for f in r.findings] == (["TL104"] if fires else [])

@@ -9,6 +9,7 @@ one process; worker processes each keep their own).
 
 from __future__ import annotations
 
+import os
 import re
 import weakref
 from collections import OrderedDict
@@ -36,6 +37,7 @@ class Summaries:
         self._by_hash: OrderedDict[str, FileSummary] = OrderedDict()  # least recently used first
         self._constructions: dict[tuple[str, str], list[Construction]] = {}
         self._callers: dict[tuple[str, str], list[tuple[Path, CallArguments]]] = {}
+        self._lookups: dict[tuple[str, str, tuple[str, ...]], Summary | None] = {}
         self._generation = project.generation
 
     def _current(self) -> None:
@@ -45,6 +47,7 @@ class Summaries:
             self._generation = self.project.generation
             self._constructions.clear()
             self._callers.clear()
+            self._lookups.clear()
 
     def cached_summary(self, digest: str) -> FileSummary | None:
         """The summary of a file with this content, if one was made (it holds the parsed file)."""
@@ -57,6 +60,7 @@ class Summaries:
         self._by_hash[digest] = summary
         while len(self._by_hash) > _KEPT_SUMMARIES:  # each holds a parsed file: bound the memory
             self._by_hash.popitem(last=False)
+            self._lookups.clear()  # (an answer may keep an evicted summary alive)
 
     def file_summary(self, path: Path) -> FileSummary | None:
         read = self.project.read(path)
@@ -82,7 +86,8 @@ class Summaries:
                words: tuple[str, ...] = ()) -> tuple[Path, list[str], Summary] | None:
         """Where the project function, class or method that `qualname` (as resolved in the file at
         `from_path`) is defined, following re-exports, with its summary; None when it is not the
-        project's. With `words`, a module whose text has none of them is not parsed: what is
+        project's. With `words` (strings, or patterns searched in the text), a module whose text
+        has none of them is not parsed: what is
         asked about cannot be there (a re-export in it is still followed)."""
         found = self.project.find_module(qualname, from_path)
         if found is None:
@@ -91,7 +96,7 @@ class Summaries:
         if not rest or depth > _MAX_REEXPORTS:
             return None
         text = self.project.source(path)
-        if words and text is not None and not any(word in text for word in words):
+        if words and text is not None and not any(_holds(text, word) for word in words):
             tail = f".{rest[0]}"
             for name in self.project.imported_names_of(path):
                 if name.endswith(tail) and name != tail:
@@ -109,8 +114,15 @@ class Summaries:
         return None
 
     def lookup(self, qualname: str, from_path: str, words: tuple[str, ...] = ()) -> Summary | None:
-        found = self.locate(qualname, from_path, words=words)
-        return found[2] if found is not None else None
+        # asked for every call a rule classifies (`F.relu(x)` a hundred times in a file): the
+        # answer depends on the name, the folder it is resolved from and the words, and holds
+        # until the project is refreshed
+        self._current()
+        key = (qualname, os.path.dirname(from_path), words)
+        if key not in self._lookups:
+            found = self.locate(qualname, from_path, words=words)
+            self._lookups[key] = found[2] if found is not None else None
+        return self._lookups[key]
 
     def callers(self, path: str, function_name: str) -> list[CallArguments]:
         """Where the other checked files call the module-level function `function_name` of the file
@@ -239,6 +251,10 @@ class Summaries:
                 where = self.locate(use.callee, str(candidate))
                 if where is not None and where[0] == target and where[1] == [name]:
                     yield candidate, use
+
+
+def _holds(text: str, word: "str | re.Pattern[str]") -> bool:
+    return word.search(text) is not None if isinstance(word, re.Pattern) else word in text
 
 
 def _may_call_another(text: str, name: str) -> bool:

@@ -119,6 +119,17 @@ _UPDATE_WORDS = re.compile(
     r"accum|sync_grad|micro|grad_acc|update_freq|(^|_)(should|do|is|needs?)_?(step|update|sync|optim)"
     r"|optimizer_step|update_step|step_now|last_micro|boundary", re.I)
 _COUNTER_COMPARE = (cst.Equal, cst.NotEqual, cst.GreaterThanEqual, cst.GreaterThan)
+_BACKWARD_CALL: list[re.Pattern[str]] = []
+
+
+def _calls_a_backward() -> re.Pattern[str]:
+    """A text that may call a backward method (`.backward(`, `.manual_backward(`; framework data),
+    spaces and line continuations allowed between the parts: a file without one holds no
+    function whose summary is `backward_only`."""
+    if not _BACKWARD_CALL:
+        names = "|".join(sorted(map(re.escape, frameworks.backward_methods())))
+        _BACKWARD_CALL.append(re.compile(rf"\.[\s\\]*(?:{names})[\s\\]*\("))
+    return _BACKWARD_CALL[0]
 
 
 # The framework classes whose train step runs the backward of its micro-batches itself
@@ -291,7 +302,8 @@ class TrainingModel:
             return False
         found = self._project_backwards.get(id(call))
         if found is None:
-            summary = self.index.summary_of(call.func, scope, words=("backward",))
+            # (the file must call a backward method: most files that say "backward" do not)
+            summary = self.index.summary_of(call.func, scope, words=(_calls_a_backward(),))
             found = self._project_backwards[id(call)] = bool(getattr(summary, "backward_only", False))
         return found
 
