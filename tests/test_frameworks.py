@@ -653,3 +653,45 @@ def test_a_train_batch_of_the_project_own_is_no_pipeline_engine():
     own = example.bad.replace("import deepspeed", "from mylib import initialize").replace("deepspeed.initialize",
                                                                                            "initialize")
     assert "TL801" not in _codes(own)
+
+
+DS_TRAINER = '''
+import deepspeed
+import torch
+
+
+def build(model):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return model, optimizer, None, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
+
+
+class Runner:
+    def __init__(self, model, loader):
+        {a}, {b}, _, {c} = {factory}
+        self.loader = loader
+
+    def fit(self, epochs):
+        for epoch in range(epochs):
+            for batch in self.loader:
+                loss = {a}(batch).loss
+                {a}.backward(loss)
+                {a}.step()
+                {c}.step()
+'''
+DS_CALL = ('deepspeed.initialize(model=model, model_parameters=model.parameters(), '
+           'config={{"gradient_accumulation_steps": {k}, "train_micro_batch_size_per_gpu": 8}})')
+
+
+@pytest.mark.parametrize(("names", "factory", "fires"), [
+    (("self.engine", "self.optimizer", "self.scheduler"), DS_CALL.format(k=4), True),
+    (("self.v1", "self.v2", "self.v3"), DS_CALL.format(k=4), True),  # the roles are not read from names
+    (("self.engine", "self.optimizer", "self.scheduler"), DS_CALL.format(k=1), False),  # no accumulation
+    # a project function returning a model, an optimizer and a scheduler: no engine, no accumulation
+    (("self.engine", "self.optimizer", "self.scheduler"), "build(model)", False),
+])
+def test_an_engine_unpacked_into_attributes_is_the_engine(names, factory, fires):
+    """TL101: `self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(...)` in
+    `__init__`, then the scheduler stepped on every micro-batch of an engine that accumulates 4."""
+    a, b, c = names
+    source = DS_TRAINER.format(a=a, b=b, c=c, factory=factory)
+    assert ("TL101" in _codes(source)) is fires

@@ -196,6 +196,8 @@ class FileIndex:
         self.classes: dict[str, cst.ClassDef] = {}
         #: self.<attr> assignments per class: class name -> attr -> assigned values
         self.class_attributes: dict[str, dict[str, list[cst.BaseExpression]]] = {}
+        #: class -> `self.<attr>` -> (statement, position) of each `self.a, self.b = call(...)`
+        self.unpacked_attributes: dict[str, dict[str, list[tuple[cst.Assign, int]]]] = {}
         self.calls: list[CallSite] = []
         self.loops: list[cst.For | cst.While] = []
         #: every node in `walk` order (pre-order, source order) and each node's place in it: the
@@ -323,6 +325,15 @@ class FileIndex:
             values: list[cst.BaseExpression | None] = [None] * len(target.elements)
             if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
                 values = [e.value for e in value.elements]
+            elif isinstance(value, cst.Call) and kind == "assign" and function is not None and function.class_name:
+                # `self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(...)`: each
+                # attribute is an element of what the call returns (`unpacked_attributes`)
+                for position, element in enumerate(target.elements):
+                    attr = element.value
+                    if (isinstance(attr, cst.Attribute) and isinstance(attr.value, cst.Name)
+                            and attr.value.value == "self"):
+                        unpacked = self.unpacked_attributes.setdefault(function.class_name, {})
+                        unpacked.setdefault(attr.attr.value, []).append((node, position))
             for element, element_value in zip(target.elements, values):
                 self._bind_target(element.value, scope, kind, node, element_value, function)
         elif isinstance(target, cst.StarredElement):

@@ -577,6 +577,25 @@ class Roles:
                                 f"element {unpacked[0] + 1} of what `{qualname}(...)` returns: its {role}")
         return self._from_call_at(assign.value, scope, depth, unpacked[0])
 
+    def _from_unpacked_attribute(self, attr: str, scope: Scope, depth: int) -> str | None:
+        """`self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(...)` in a method
+        of the class: the role of the element the attribute takes, as for a local name."""
+        class_scope = scope.class_scope()
+        if class_scope is None:
+            return None
+        for assign, position in self.index.unpacked_attributes.get(class_scope.name, {}).get(attr, ()):
+            call = assign.value
+            method_scope = self.index.scope_at(assign)
+            qualname = self.index.resolve(call.func, method_scope)
+            role = frameworks.unpacked_role(qualname, position)
+            if role is not None:
+                return self._settle(role, "framework", call,
+                                    f"element {position + 1} of what `{qualname}(...)` returns: its {role}")
+            role = self._from_call_at(call, method_scope, depth + 1, position)
+            if role is not None:
+                return role
+        return None
+
     def _from_call_at(self, call: cst.Call, scope: Scope, depth: int, position: int) -> str | None:
         """The role of the element at `position` of the tuple `call` returns: read in a function of
         this file, else in the summary of a project function of another file (`data_set, loader =
@@ -604,6 +623,9 @@ class Roles:
         if guessed is not None:
             self._last = guessed[1]
             return guessed[0]
+        role = self._from_unpacked_attribute(attr, scope, depth)
+        if role is not None:
+            return role
         # `self.warmup = warmup` in `__init__`: what the callers building the class pass
         class_scope = scope.class_scope()
         if class_scope is not None and self.index.linker is not None:

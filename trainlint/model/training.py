@@ -468,10 +468,16 @@ class TrainingModel:
         literal handed to its factory (`deepspeed.initialize(..., config={"gradient_accumulation_steps":
         8})`, or a name bound to one); k None when it is 1. Unknown for a JSON file, `args`, a dict
         built elsewhere or one without the key (DeepSpeed may infer K from the batch sizes)."""
-        if not isinstance(expr, cst.Name):
+        if isinstance(expr, cst.Name):
+            statements = [(binding.node, scope) for binding in scope.lookup(expr.value)]
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self" \
+                and scope.class_scope() is not None:
+            # `self.engine, ... = deepspeed.initialize(...)` in a method of the class
+            statements = [(node, self.index.scope_at(node)) for node, _ in
+                          self.index.unpacked_attributes.get(scope.class_scope().name, {}).get(expr.attr.value, ())]
+        else:
             return False, None
-        for binding in scope.lookup(expr.value):
-            node = binding.node
+        for node, scope in statements:
             if not (isinstance(node, cst.Assign) and isinstance(node.value, cst.Call)):
                 continue
             name = self.index.resolve(node.value.func, scope)
