@@ -33,10 +33,10 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, 
 from trainlint.model.array_kinds import array_kind
 from trainlint.model.layers import DEPENDENT, FREE, LIBRARY, class_verdict, verdict
 from trainlint.model.loader_use import parameter_only_drawn_from
-from trainlint.model.grad_mode import (GRAD_OFF_CONTEXTS, GRAD_SETTERS, GRAD_WORDS, context_grad, decorator_grad, flag_value,
-                                       is_false, is_true, literal_value)
+from trainlint.model.grad_mode import (GRAD_OFF_CONTEXTS, GRAD_WORDS, context_grad, decorator_grad, flag_value,
+                                       is_false, is_true, literal_value, switched_grad)
 from trainlint.model.mode_names import deep_copied
-from trainlint.model.mode_state import OFF, ON, Frame
+from trainlint.model.mode_state import OFF, Frame
 from trainlint.model.path_literals import load_literals
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCALER, SCHEDULER, Roles
 from trainlint.model.value_kinds import is_number
@@ -530,24 +530,24 @@ class _Summariser:
 
     def _grad_off_at(self, node: cst.CSTNode, function: FunctionInfo | None, depth: int = 0) -> bool:
         """`node` runs under a grad-off `with` of its function, after a `torch.set_grad_enabled(False)`
-        statement of a block holding it (the last such switch before it, process-wide), or in a
+        statement that dominates it (`switched_grad`: process-wide until another switch), or in a
         function decorated so."""
-        child = node
         for ancestor in self.index.ancestors(node):
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 break
             if isinstance(ancestor, cst.With):
                 scope = self.index.scope_at(ancestor)
                 grads = [context_grad(self.index, item.item, scope) for item in ancestor.items]
-                if OFF in grads:
-                    return True
                 if any(g is not None for g in grads):
-                    return False  # an inner `enable_grad()`/`set_grad_enabled(flag)` decides
-            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)) and child in ancestor.body:
-                switched = self._last_grad_switch(ancestor.body[:ancestor.body.index(child)])
-                if switched is not None:
-                    return switched == OFF
-            child = ancestor
+                    switched = switched_grad(self.index, node, ancestor)
+                    if switched is not None:
+                        return switched == OFF
+                    # an inner `enable_grad()`/`set_grad_enabled(flag)` decides
+                    return OFF in grads
+        region = function.node if function is not None else self.index.module
+        switched = switched_grad(self.index, node, region)
+        if switched is not None:
+            return switched == OFF
         if function is None:
             return False
         if decorator_grad(self.index, function) == OFF:
@@ -556,22 +556,6 @@ class _Summariser:
         # only inside `with torch.no_grad():` in `main`)
         sites = self.index.callers(function) if depth < 2 else []
         return bool(sites) and all(self._grad_off_at(site.node, site.function, depth + 1) for site in sites)
-
-    def _last_grad_switch(self, statements) -> str | None:
-        """The grad state the last `torch.set_grad_enabled(<literal>)` statement among `statements`
-        sets (OFF / ON), None when none of them is one."""
-        for statement in reversed(statements):
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in reversed(statement.body):
-                call = small.value if isinstance(small, cst.Expr) else None
-                if not isinstance(call, cst.Call) or \
-                        self.index.resolve(call.func, self.index.scope_at(call)) not in GRAD_SETTERS:
-                    continue
-                args = positional_args(call) or [a for a in call.args if a.keyword is not None]
-                if len(args) == 1 and (is_false(args[0].value) or is_true(args[0].value)):
-                    return OFF if is_false(args[0].value) else ON
-        return None
 
     def _state_in(self, scope: Scope) -> tuple[tuple[str, str], ...]:
         """The names the calling function (or the module's own code) binds to an optimizer, a
