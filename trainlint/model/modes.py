@@ -44,8 +44,8 @@ from trainlint.model.mode_names import (PASS_THROUGH_METHODS, WRAPPER_ATTRS, dee
 from trainlint.model.mode_state import (Abandon, ENTRY, Fact, Flow, Forward, Frame, NEW, OFF, ON, State, TRAINED,
                                         Unrestored, join_all)
 from trainlint.model.mode_walk import FunctionRun, body_statements, statements_of
-from trainlint.model.roles import OPTIMIZER, SCALER, role_of_callee
-from trainlint.model.summaries import _MEAN_REDUCED_LOSSES
+from trainlint.model.roles import MODEL, OPTIMIZER, SCALER, role_of_callee
+from trainlint.model.summaries import _MEAN_REDUCED_LOSSES, ClassSummary
 from trainlint.model.training import TrainingModel, training_model
 
 
@@ -93,6 +93,7 @@ class ModeModel:
         self._foreign_writes: frozenset[str] | None = None
         self._unbound: frozenset[str] | None = None  # names bound nowhere (never_bound)
         self._star_modules: list[str] = []  # attributes assigned other than through `self`
+        self._differentiating: list | None = None  # `_differentiating_classes`
 
     @property
     def has_volatile(self) -> bool:
@@ -488,6 +489,47 @@ class ModeModel:
         if self.backward_fed_by(forward.call) is not None:
             return False  # its output is backpropagated: a frozen partner in a training step
         return self.in_loop(forward.call, function) or self.is_evaluation_function(function)
+
+    def forward_needs_grad(self, forward: Forward) -> tuple[bool, str] | None:
+        """Whether the model's forward needs grad recording on, so the evaluation could not run
+        under `no_grad` (`FunctionSummary.differentiates`: it computes `torch.autograd.grad`, a
+        backward, turns `requires_grad` on, itself or through the project code it calls).
+        (True, "Cls.forward") when a construction of the model builds such a project class;
+        (False, "Cls.forward") when its class is not known (a class chosen at run time,
+        `get_class(cfg.model_class)(conf)`, a parameter no caller in the file binds) and the project
+        defines a module class whose forward does: it may be that one; None otherwise."""
+        call = forward.inner if forward.inner is not None else forward.call
+        func = call.func
+        receiver = func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" else func
+        scope = self.index.scope_at(call)
+        constructions = self._constructions(receiver, scope)
+        known = bool(constructions)
+        for built, where in constructions or ():
+            summary = self.index.summary_of(built.func, where)
+            if isinstance(summary, ClassSummary):
+                target = summary.method("forward")
+                if target is not None and target.differentiates:
+                    return True, f"{summary.name}.forward"
+            elif summary is not None or self.index.resolve(built.func, where) is None:
+                known = False  # a factory's product, a class looked up at run time
+        if known:
+            return None
+        for klass in self._differentiating_classes():
+            return False, f"{klass.name}.forward"
+        return None
+
+    def _differentiating_classes(self) -> list:
+        """The module classes of the project (this file's, and those of the files of its import
+        component that compute gradients somewhere) whose forward computes gradients."""
+        if self._differentiating is None:
+            linker = self.index.linker
+            classes = linker.classes_mentioning(*_GRAD_USE_WORDS) if linker is not None else None
+            if classes is None:
+                own = [self.index.summary_of(cst.Name(name), self.index.module_scope) for name in self.index.classes]
+                classes = [(None, klass) for klass in own if isinstance(klass, ClassSummary)]
+            self._differentiating = [klass for _, klass in classes if klass.role == MODEL and
+                                     (klass.method("forward") is not None and klass.method("forward").differentiates)]
+        return self._differentiating
 
     def grad_off_by_arguments(self, call: cst.Call) -> cst.Call | None:
         """The construction of the model `call` runs (`model(x, mode="inference")`), when every
@@ -1370,6 +1412,8 @@ def _binds(statement: cst.CSTNode, name: str) -> bool:
 
 #: words in a file that turns recording off around a call (an order for reading files, never a fact)
 _GRAD_OFF_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
+#: words of a file whose code can compute gradients (`FunctionSummary.differentiates`)
+_GRAD_USE_WORDS = ("autograd", "backward", "requires_grad", "enable_grad", "functorch", "torch.func")
 
 
 def _pytest_call(path: str, call) -> bool:

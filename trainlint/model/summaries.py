@@ -33,8 +33,8 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, 
 from trainlint.model.array_kinds import array_kind
 from trainlint.model.layers import DEPENDENT, FREE, LIBRARY, class_verdict, verdict
 from trainlint.model.loader_use import parameter_only_drawn_from
-from trainlint.model.grad_mode import (GRAD_OFF_CONTEXTS, GRAD_WORDS, context_grad, decorator_grad, flag_value,
-                                       is_false, is_true, literal_value, switched_grad)
+from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_WORDS, context_grad,
+                                       decorator_grad, flag_value, is_false, is_true, literal_value, switched_grad)
 from trainlint.model.mode_names import deep_copied
 from trainlint.model.mode_state import OFF, Frame
 from trainlint.model.path_literals import load_literals
@@ -175,6 +175,22 @@ class FunctionSummary:
     copies_grads: bool = False
     #: it writes parameters' gradients with values (`p.grad = backup[name]`, `p.grad.copy_(g)`)
     writes_grads: bool = False
+    # () -> whether, run in eval mode, it needs grad recording on: it (or what it calls that the
+    # project defines: its file's functions, its class's methods, the methods and forwards of the
+    # classes its `self.<attr>` are built from, another file's functions and classes) calls
+    # `torch.autograd.grad` (normals of a signed distance field, a physics residual), runs a
+    # backward, enters `enable_grad` or turns `requires_grad` on; a branch under `if self.training:`
+    # does not run in eval mode. Worked out when first asked (`differentiates`)
+    differentiates_of: object = field(default=None, compare=False, repr=False)
+
+    @property
+    def differentiates(self) -> bool:
+        found = self.__dict__.get("_differentiates")
+        if found is None:
+            object.__setattr__(self, "_differentiates", False)  # a function reaching itself: nothing more
+            found = bool(self.differentiates_of()) if self.differentiates_of is not None else False
+            object.__setattr__(self, "_differentiates", found)
+        return found
 
     def grad_off_for(self, positional: tuple[object, ...], keywords: dict[str, object]) -> bool:
         """A call binding these literals (None: not a literal) runs this function without grad."""
@@ -616,7 +632,8 @@ class _Summariser:
             backward_only=self._backward_only(function),
             unread_params=self._unread_params(function, params),
             persists_of=lambda: self._persists(function, params),
-            copies_grads=self._copies_grads(function), writes_grads=self._writes_grads(function))
+            copies_grads=self._copies_grads(function), writes_grads=self._writes_grads(function),
+            differentiates_of=lambda: self._differentiates(function))
         self._memo[node] = summary
         return summary
 
@@ -964,6 +981,59 @@ class _Summariser:
             root = root.value
         return isinstance(root, cst.Name) and bool(scope.lookup(root.value)) and \
             all(b.kind == "import" for b in scope.lookup(root.value))
+
+    def _differentiates(self, function: FunctionInfo) -> bool:
+        """`FunctionSummary.differentiates`: the function or a project function it calls computes
+        gradients, in eval mode (what runs only under `if self.training:` left out)."""
+        index = self.index
+        for node in self._own_nodes(function):
+            if isinstance(node, cst.Assign) and not is_false(node.value) and any(
+                    isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
+                    for t in node.targets) and not _train_only(index, node, function.node):
+                return True  # `x.requires_grad = True`
+            if not isinstance(node, cst.Call) or _train_only(index, node, function.node):
+                continue
+            scope = index.scope_at(node)
+            name = index.resolve(node.func, scope)
+            if name in GRAD_FUNCTIONS or name in GRAD_ON_CONTEXTS:
+                return True
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "requires_grad_", "retain_grad"):
+                args = positional_args(node)
+                if func.attr.value != "requires_grad_" or not args or not is_false(args[0].value):
+                    return True
+            if name is not None and name.split(".", 1)[0] in ("torch", "numpy", "np", "math", "builtins"):
+                continue  # a library call: not the project's
+            for callee in self._project_callees(node, scope, function):
+                if callee.differentiates:
+                    return True
+        return False
+
+    def _project_callees(self, call: cst.Call, scope: Scope, function: FunctionInfo) -> list:
+        """The summaries of what `call` runs that the project defines: a function or method of this
+        file (`helper(x)`, `self.method(x)`), the method or forward of the class a `self.<attr>` of
+        this class is built from (`self.sdf.gradient(x)`, `self.sdf(x)`), another file's function
+        or class (its forward, for a call of an instance)."""
+        target = self.index.callee(call, scope)
+        if target is not None:
+            return [self.function(target)]
+        func = call.func
+        found = []
+        # `self.net(x)` runs `net`'s forward; `self.net.gradient(x)` its method
+        receiver, method = (func.value, func.attr.value) if isinstance(func, cst.Attribute) else (func, "forward")
+        if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) \
+                and receiver.value.value == "self" and function.class_name is not None:
+            for value in self.index.class_attributes.get(function.class_name, {}).get(receiver.attr.value, []):
+                built = _unmoved(value)
+                if isinstance(built, cst.Call):
+                    summary = self.summary_of(built.func, self.index.scope_at(built))
+                    found.append(summary.method(method) if isinstance(summary, ClassSummary) else None)
+            return [f for f in found if f is not None]
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            summary = self.summary_of(func, scope)
+            if isinstance(summary, FunctionSummary):
+                found.append(summary)
+        return found
 
     def _own_nodes(self, function: FunctionInfo) -> list[cst.CSTNode]:
         """Nodes of the function's body, not those of nested defs or classes (walked once)."""
@@ -1627,6 +1697,30 @@ def _equality_test(test: cst.BaseExpression) -> tuple[str, str] | None:
 
 
 _MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16"})
+
+
+def _train_only(index: FileIndex, node: cst.CSTNode, root: cst.CSTNode) -> bool:
+    """`node` runs only in train mode: under `if self.training:` (or the `else` of `if not
+    self.training:`, or an `and` holding `self.training`) between `root` and it."""
+    child = node
+    for ancestor in index.ancestors(node):
+        if ancestor is root:
+            return False
+        if isinstance(ancestor, cst.If) and child in (ancestor.body, ancestor.orelse):
+            test, negated = ancestor.test, False
+            if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                test, negated = test.expression, True
+            terms = [test] if not isinstance(test, cst.BooleanOperation) or negated or \
+                not isinstance(test.operator, cst.And) else [test.left, test.right]
+            if any(_is_self_training(t) for t in terms) and (child is ancestor.body) != negated:
+                return True
+        child = ancestor
+    return False
+
+
+def _is_self_training(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Attribute) and expr.attr.value == "training" and \
+        isinstance(expr.value, cst.Name) and expr.value.value == "self"
 
 
 def _unmoved(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
