@@ -35,7 +35,7 @@ import libcst as cst
 from trainlint.model import file_facts, frameworks
 from trainlint.model.file_facts import file_fact
 from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_ON_CONTEXTS, GRAD_WORDS, decorator_grad, is_false, is_true,
-                                       literal_value, skipped_branch)
+                                       literal_flags, literal_value, skipped_branch)
 from trainlint.model.index import (FunctionInfo, Scope, dotted_name, iter_children, positional_args, unpacked_position,
                                    walk)
 from trainlint.model.layers import FREE, LIBRARY, verdict
@@ -294,9 +294,10 @@ class ModeModel:
         all its callers) is refuted by the run of the function holding the eval, which follows
         each call with its own arguments (`self.model.train()` before `run_epoch(epoch)`,
         `run_epoch(epoch, cross_valid=True)` skipping the backward): that run reached the same
-        backward, completely, and saw no eval left there."""
+        backward, completely, and saw no eval left there (the module's own code, for an eval at
+        the top level of a script)."""
         function = self.index.function_at(item.anchor)
-        if function is None or function.node in self._in_progress:
+        if (function.node if function is not None else self.ctx.module) in self._in_progress:
             return False
         flow = self.flow(function)
         if not flow.complete or item.backward not in flow.backwards:
@@ -1037,8 +1038,9 @@ class ModeModel:
         local_names = set(function.scope.bindings)
         modes: dict[str, frozenset[Fact]] = {}
         implicit = self._trains_before(site)
+        flags = tuple(sorted(literal_flags(site.node, function).items(), key=lambda item: item[0]))
         for caller_key, facts in before.modes.items():
-            facts = frozenset(f._replace(site=None) for f in facts)
+            facts = frozenset(f._replace(site=None, entry_flags=flags) for f in facts)
             passed = False
             for name, arg_key in mapping.items():
                 if caller_key == arg_key or caller_key.startswith(arg_key + "."):
