@@ -44,8 +44,10 @@ class EvalForwardWithGrad(Rule):
         is left alone, and so is a model whose `forward` computes gradients itself or through the
         project code it reaches (`torch.autograd.grad` for the normals of a distance field, a
         physics residual; a branch under `if self.training:` does not count in eval mode); when
-        the model's class is not known (chosen at run time from a configuration string) and a
-        module class of the project has such a forward, the finding is unproven. So is a call
+        the model is built from a class chosen at run time (`get_class(cfg.model)(conf)`, a
+        factory's product, `REGISTRY[name](...)`) and a module class of the project it could be
+        (one taking the call's arguments; for a dict of the project's classes, one of them) has
+        such a forward, the finding is unproven. So is a call
         whose literal argument sends a project model's `forward` down a
         branch that runs its submodules under `no_grad` (`model(batch, mode="inference")` into
         `elif mode == "inference": with torch.no_grad(): ...`, nothing before the branch running a

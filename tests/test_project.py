@@ -1595,6 +1595,7 @@ def build(name):
     return getattr(importlib.import_module("shading"), name)
 
 
+REGISTRY = {"shader": Shader}
 model = {build}
 model.eval()
 for points in DataLoader(dataset, batch_size=256):
@@ -1606,17 +1607,26 @@ for points in DataLoader(dataset, batch_size=256):
     # the forward reaches `torch.autograd.grad` through the submodule's method: the evaluation needs grad
     ("return self.color(torch.cat([points, self.field.normals(points)], -1))", "Shader(64)", set(), set()),
     # the class is chosen at run time and the project's Shader differentiates: unknown, not reported
-    ("return self.color(torch.cat([points, self.field.normals(points)], -1))", "build(cfg.model)(64)", set(), {17}),
+    ("return self.color(torch.cat([points, self.field.normals(points)], -1))", "build(cfg.model)(64)", set(), {18}),
     # only the training branch differentiates: in eval mode the forward records for nothing
     ("n = points\n"
      "        if self.training:\n"
      "            n = self.field.normals(points)\n"
-     "        return self.color(torch.cat([points, n], -1))", "Shader(64)", {17}, {17}),
+     "        return self.color(torch.cat([points, n], -1))", "Shader(64)", {18}, {18}),
     # the forward never reaches `normals` (only training code calls it): reported
-    ("return self.color(torch.cat([points, self.field(points).expand(-1, 3)], -1))", "Shader(64)", {17}, {17}),
+    ("return self.color(torch.cat([points, self.field(points).expand(-1, 3)], -1))", "Shader(64)", {18}, {18}),
     # the same, with the class chosen at run time: no module of the project differentiates in its forward
     ("return self.color(torch.cat([points, self.field(points).expand(-1, 3)], -1))", "build(cfg.model)(64)",
-     {17}, {17}),
+     {18}, {18}),
+    # a class chosen at run time with a keyword Shader does not take: not a Shader
+    ("return self.color(torch.cat([points, self.field.normals(points)], -1))", "build(cfg.model)(depth=3)",
+     {18}, {18}),
+    # picked from a registry of the project's classes, one of which differentiates: unknown
+    ("return self.color(torch.cat([points, self.field.normals(points)], -1))", "REGISTRY[cfg.model](64)",
+     set(), {18}),
+    # a registry none of whose classes differentiates: reported
+    ("return self.color(torch.cat([points, self.field(points).expand(-1, 3)], -1))", "REGISTRY[cfg.model](64)",
+     {18}, {18}),
 ])
 def test_an_evaluation_whose_forward_computes_gradients_needs_them(tmp_path, body, build, expected, unproven):
     write(tmp_path, {"shading.py": _FIELD_MODELS.replace("{body}", body),

@@ -496,28 +496,52 @@ class ModeModel:
         under `no_grad` (`FunctionSummary.differentiates`: it computes `torch.autograd.grad`, a
         backward, turns `requires_grad` on, itself or through the project code it calls).
         (True, "Cls.forward") when a construction of the model builds such a project class;
-        (False, "Cls.forward") when its class is not known (a class chosen at run time,
-        `get_class(cfg.model_class)(conf)`, a parameter no caller in the file binds) and the project
-        defines a module class whose forward does: it may be that one; None otherwise."""
+        (False, "Cls.forward") when a construction of the model builds a class chosen at run time
+        (`get_class(cfg.model_class)(conf)`, `registry[name](...)`, a project factory's product) and
+        the project defines a module class whose forward does: it may be that one; None otherwise
+        (also when the model's constructions are not traced)."""
         call = forward.inner if forward.inner is not None else forward.call
         func = call.func
         receiver = func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" else func
         scope = self.index.scope_at(call)
         constructions = self._constructions(receiver, scope)
-        known = bool(constructions)
-        for built, where in constructions or ():
-            summary = self.index.summary_of(built.func, where)
-            if isinstance(summary, ClassSummary):
-                target = summary.method("forward")
-                if target is not None and target.differentiates:
-                    return True, f"{summary.name}.forward"
-            elif summary is not None or self.index.resolve(built.func, where) is None:
-                known = False  # a factory's product, a class looked up at run time
-        if known:
+        if not constructions:
             return None
-        for klass in self._differentiating_classes():
-            return False, f"{klass.name}.forward"
+        dynamic = []  # the constructions of a class chosen at run time
+        for built, where in constructions:
+            summary = self.index.summary_of(built.func, where)
+            choices = self._registry_classes(built.func, where) if summary is None else None
+            for klass in [summary] if isinstance(summary, ClassSummary) else choices or ():
+                target = klass.method("forward")
+                if target is not None and target.differentiates:
+                    # a registry's entry that differentiates: the model may be that one
+                    return (choices is None), f"{klass.name}.forward"
+            if choices is None and not isinstance(summary, ClassSummary) and (
+                    summary is not None or self.index.resolve(built.func, where) is None):
+                dynamic.append(built)  # a factory's product, a class looked up at run time
+        for built in dynamic:
+            for klass in self._differentiating_classes():
+                if _accepts(klass, built):
+                    return False, f"{klass.name}.forward"
         return None
+
+    def _registry_classes(self, func: cst.BaseExpression, scope: Scope) -> list | None:
+        """`networks[name](...)` where `networks` is bound once, to a dict literal whose values all
+        name project classes: those classes (the class is one of them); None otherwise."""
+        if not isinstance(func, cst.Subscript) or not isinstance(func.value, cst.Name):
+            return None
+        bindings = scope.lookup(func.value.value)
+        if len(bindings) != 1 or bindings[0].kind != "assign" or not isinstance(bindings[0].value, cst.Dict):
+            return None
+        found = []
+        for element in bindings[0].value.elements:
+            if not isinstance(element, cst.DictElement) or not isinstance(element.value, (cst.Name, cst.Attribute)):
+                return None
+            summary = self.index.summary_of(element.value, self.index.scope_at(element.value))
+            if not isinstance(summary, ClassSummary):
+                return None
+            found.append(summary)
+        return found
 
     def _differentiating_classes(self) -> list:
         """The module classes of the project (this file's, and those of the files of its import
@@ -1221,6 +1245,18 @@ def _rewraps(value: cst.BaseExpression | None, name: str) -> bool:
             return False
         value = args[0].value
     return isinstance(value, cst.Name) and value.value == name
+
+
+def _accepts(klass, call: cst.Call) -> bool:
+    """Building `klass` with the arguments of `call` binds them all: its `__init__` (when its own)
+    takes that many positional arguments and every keyword `call` names."""
+    init = klass.method("__init__")
+    if init is None or any(arg.star for arg in call.args):
+        return True
+    if len(positional_args(call)) > len(init.params) and not init.star_args:
+        return False
+    return init.keywords is None or all(arg.keyword.value in init.keywords for arg in call.args
+                                        if arg.keyword is not None)
 
 
 def _is_mode_call(call: cst.Call) -> bool:

@@ -92,6 +92,10 @@ class Detached:
 class FunctionSummary:
     name: str
     params: tuple[str, ...] = ()  # positional parameters, without self/cls
+    # the parameters a call may name by keyword (positional-or-keyword and keyword-only); None when
+    # it takes `**kwargs` (any keyword); whether it takes `*args`
+    keywords: tuple[str, ...] | None = ()
+    star_args: bool = False
     grad_off: bool = False
     body_grad_off: bool = False
     modes: tuple[tuple[str, str, str], ...] = ()  # (param or self.attr, first mode, last mode)
@@ -611,8 +615,13 @@ class _Summariser:
         if function.class_name and params and params[0] in ("self", "cls"):
             params = params[1:]
         body_off = self._body_grad_off(function)
+        star_kwarg = node.params.star_kwarg
+        keywords = None if star_kwarg is not None else tuple(
+            p.name.value for p in (*node.params.params, *node.params.kwonly_params))
         summary = FunctionSummary(
-            name=function.name, params=tuple(params), grad_off=self._grad_off(function), body_grad_off=body_off,
+            name=function.name, params=tuple(params), keywords=keywords,
+            star_args=isinstance(node.params.star_arg, cst.Param),
+            grad_off=self._grad_off(function), body_grad_off=body_off,
             modes=self._modes(function), mode_calls=self._mode_calls(function),
             flag_defaults=self._flag_defaults(function), detached=self._detached(function, body_off), saves=self._saves(function),
             save_path=self._save_path(function),
