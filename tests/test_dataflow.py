@@ -206,6 +206,25 @@ def test_statement_switch_before_a_return_ends_that_path():
     assert flow.under_no_grad(expr)
 
 
+def test_statement_switch_left_by_a_break_reaches_past_the_loop():
+    """A `break` leaves the loop with the state of that point (off), not the one at the end of
+    the body (on): after the loop recording may be either."""
+    flow, expr = _value_of("""
+        import torch
+
+        def run(model, loader, val_loader):
+            for x in loader:
+                torch.set_grad_enabled(False)
+                if x is None:
+                    break
+                torch.set_grad_enabled(True)
+            for x in val_loader:
+                out.append(model(x))
+        """, "out")
+    assert not flow.under_no_grad(expr)
+    assert flow.carries_graph(expr) is None
+
+
 def test_constructors_and_lookups_are_not_forwards():
     flow, expr = _value_of("""
         import timm
