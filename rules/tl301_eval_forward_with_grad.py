@@ -13,7 +13,7 @@ from trainlint.model.modes import modes
 from trainlint.fixkit import line_holding, module_name, wrap_in
 from trainlint.model.value_kinds import is_synthetic_tensor
 from trainlint.rule import FixSpec, Rule, bad, before, good, rewrite
-from trainlint.model.premises import premise
+from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import evaluation_premise, grad_off_site, mode_fact_premise
 
 
@@ -41,7 +41,14 @@ class EvalForwardWithGrad(Rule):
         needs gradients in eval mode (an adversarial attack, a saliency map, `autograd.grad`, a
         frozen teacher in a training step, also when its output reaches the step's backward through
         assignments, `logits = logits + w * teacher(z)` in an inner loop, then `loss(logits, y).backward()`)
-        is left alone, and so is a call whose literal argument sends a project model's `forward` down a
+        is left alone, and so is a model whose `forward` computes gradients itself or through the
+        project code it reaches (`torch.autograd.grad` for the normals of a distance field, a
+        physics residual; a branch under `if self.training:` does not count in eval mode); when
+        the model is built from a class chosen at run time (`get_class(cfg.model)(conf)`, a
+        factory's product, `REGISTRY[name](...)`) and a module class of the project it could be
+        (one taking the call's arguments; for a dict of the project's classes, one of them) has
+        such a forward, the finding is unproven. So is a call
+        whose literal argument sends a project model's `forward` down a
         branch that runs its submodules under `no_grad` (`model(batch, mode="inference")` into
         `elif mode == "inference": with torch.no_grad(): ...`, nothing before the branch running a
         submodule), and so is a forward that runs once, in no
@@ -788,6 +795,66 @@ class EvalForwardWithGrad(Rule):
             """,
             title='the same read, of a local bound before the loop: the forward runs on every batch',
         ),
+        good(
+            """
+            import torch
+            from torch import nn
+            from torch.utils.data import DataLoader
+
+
+            class Surface(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.sdf = nn.Sequential(nn.Linear(3, width), nn.Softplus(), nn.Linear(width, 1))
+                    self.shade = nn.Linear(6, 3)
+
+                def slope(self, x):
+                    x.requires_grad_(True)
+                    d = self.sdf(x)
+                    return torch.autograd.grad(d, x, torch.ones_like(d), create_graph=True)[0]
+
+                def forward(self, x):
+                    return self.shade(torch.cat([x, self.slope(x)], dim=-1))
+
+
+            surface = Surface(128)
+            surface.eval()
+            for x in DataLoader(points, batch_size=1024):
+                torch.save(surface(x).detach(), "shaded.pt")
+            """,
+            title="the model's forward differentiates (`torch.autograd.grad` through its own method): "
+                  "the evaluation needs grad recording",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+            from torch.utils.data import DataLoader
+
+
+            class Surface(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.sdf = nn.Sequential(nn.Linear(3, width), nn.Softplus(), nn.Linear(width, 1))
+                    self.shade = nn.Linear(4, 3)
+
+                def slope(self, x):
+                    x.requires_grad_(True)
+                    d = self.sdf(x)
+                    return torch.autograd.grad(d, x, torch.ones_like(d), create_graph=True)[0]
+
+                def forward(self, x):
+                    return self.shade(torch.cat([x, self.sdf(x)], dim=-1))
+
+
+            surface = Surface(128)
+            surface.eval()
+            for x in DataLoader(points, batch_size=1024):
+                torch.save(surface(x).detach(), "shaded.pt")
+            """,
+            line=24,
+            title="the same class, but its forward never reaches the method that differentiates",
+        ),
     )
 
     def check(self, ctx):
@@ -814,9 +881,12 @@ class EvalForwardWithGrad(Rule):
                 continue  # every parameter frozen before it, inputs that record nothing: no graph
             if ctx.model(dataflow).raises_before(forward.call) is not None:
                 continue  # never reached: a read of a local not yet bound raises first
+            needs = model.forward_needs_grad(forward)
+            if needs is not None and needs[0]:
+                continue  # its forward differentiates (`torch.autograd.grad`): no_grad would break it
             reported.add(group)
             in_functions.add(function.node if function else None)
-            yield self._report(ctx, model, forward)
+            yield self._report(ctx, model, forward, needs)
         for forward in model.helper_forwards():
             # `self.module_.eval()` then `self.infer(x)`, a helper whose own forward is reported
             # nowhere (it also serves training, so its callers' modes join to no eval)
@@ -829,10 +899,13 @@ class EvalForwardWithGrad(Rule):
             group = (function.node if function else None, forward.key, frozenset(f.node for f in forward.facts))
             if group in reported or not model.is_graph_free_evaluation(forward):
                 continue
+            needs = model.forward_needs_grad(forward)
+            if needs is not None and needs[0]:
+                continue
             reported.add(group)
-            yield self._report(ctx, model, forward)
+            yield self._report(ctx, model, forward, needs)
 
-    def _report(self, ctx, model, forward):
+    def _report(self, ctx, model, forward, needs=None):
         key = display_key(forward.key)
         evidence = [mode_fact_premise(ctx, fact, key, forward.call)
                     for fact in sorted(forward.facts, key=lambda f: ctx.code_for(f.node) if f.node else "")][:2]
@@ -841,6 +914,10 @@ class EvalForwardWithGrad(Rule):
                      evaluation_premise(ctx, model, forward)]
         if forward.helper is not None:
             evidence.append(premise(f"`{forward.helper.name}()` runs the forward of `{key}`", forward.call, "call"))
+        if needs is not None:  # the class is not known, and one the project defines needs grad
+            evidence.append(unknown(f"`{key}`'s forward needs no gradient: its class is not known here, and "
+                                    f"`{needs[1]}` of the project computes gradients (`torch.autograd.grad`, "
+                                    f"a backward, `requires_grad`)", forward.call, "construction"))
         return self.report(forward.call, self._message(ctx, forward), _fix(ctx, model, forward), evidence=evidence)
 
     def _message(self, ctx, forward) -> str:

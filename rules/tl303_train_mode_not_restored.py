@@ -37,7 +37,12 @@ class TrainModeNotRestored(Rule):
         whose result is read (`flow.backward(z).clamp(-1, 1)`) is the project's own (an inverse pass),
         not autograd's, which returns None. A backward that the
         call's literal arguments skip does not count (`run_epoch(val_loader)` with `optimizer=None` by
-        default, into `if optimizer is not None: loss.backward()`). `model.train()` at the
+        default, into `if optimizer is not None: loss.backward()`), also when the helper is read on
+        its own with the modes of all its callers joined: an eval mode that came in through
+        `step(model, val_loader, if_train=False)` never reaches its `if if_train: loss.backward()`;
+        and the code holding the eval (a function, or a script's top level), which follows every
+        call with its own arguments and the next iteration of its loop, refutes an eval it never
+        saw reach that backward. `model.train()` at the
         top of each epoch is enough when evaluation runs only at the end of the epoch, but not
         when evaluation runs every N steps inside the step loop; a `train()` under `if critic is not None:`
         (or `if critic:`) counts too, since the branch it skips has no module to restore. Models that are never trained
@@ -2172,6 +2177,71 @@ class TrainModeNotRestored(Rule):
             """,
             line=8,
             title="eval() set before the step loop also serves an evaluation first: the evaluation's mode is never undone before training",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch import nn
+
+
+            def run_pass(net, batches, opt, learn=True):
+                total = 0.0
+                for x, y in batches:
+                    loss = F.mse_loss(net(x), y)
+                    if learn:
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    total += loss.item()
+                return total
+
+
+            net = nn.Sequential(nn.Linear(8, 32), nn.Dropout(0.2), nn.Linear(32, 1))
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            for epoch in range(20):
+                net.train()
+                run_pass(net, train_batches, opt, learn=True)
+                net.eval()
+                with torch.no_grad():
+                    print(epoch, run_pass(net, val_batches, opt, learn=False))
+                    print(epoch, run_pass(net, test_batches, opt, learn=False))
+            """,
+            title="a helper that trains only when its flag says so: the calls with `learn=False` in eval mode never "
+                  "reach its backward, and each epoch starts with `net.train()`",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch import nn
+
+
+            def run_pass(net, batches, opt, learn=True):
+                total = 0.0
+                for x, y in batches:
+                    loss = F.mse_loss(net(x), y)
+                    if learn:
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    total += loss.item()
+                return total
+
+
+            net = nn.Sequential(nn.Linear(8, 32), nn.Dropout(0.2), nn.Linear(32, 1))
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            net.train()
+            for epoch in range(20):
+                run_pass(net, train_batches, opt, learn=True)
+                net.eval()
+                with torch.no_grad():
+                    print(epoch, run_pass(net, val_batches, opt, learn=False))
+                    print(epoch, run_pass(net, test_batches, opt, learn=False))
+            """,
+            line=23,
+            title="the same helper with train() called once before the epochs: from the second epoch on, "
+                  "`learn=True` trains in the eval mode the evaluation left",
         ),
     )
 

@@ -50,7 +50,9 @@ class GraphKeptAcrossIterations(Rule):
 
         It stays quiet on detached values, on values computed under `torch.no_grad()` /
         `torch.inference_mode()` (also in a function every caller runs that way, and in
-        `validation_step`/`test_step`/`predict_step`), on integer results such as `argmax` and
+        `validation_step`/`test_step`/`predict_step`) or after a `torch.set_grad_enabled(False)`
+        statement that every path to the value passes with no switch back on (a switch taken only
+        under an `if` leaves recording unknown: quiet too), on integer results such as `argmax` and
         comparisons, on an accumulator reset inside the iteration, and on accumulators that are
         meant to carry the graph: a sum or list of losses that is backpropagated afterwards
         (`total = total + loss_i` then `total.backward()`, `torch.stack(losses).mean().backward()`)
@@ -1263,6 +1265,88 @@ class GraphKeptAcrossIterations(Rule):
                     print(f"loss {total.item():.4f}")
             """,
             title="the same sum returned to a caller that only prints it: every batch's graph is kept for nothing",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            def fit(net, opt, train_set, val_set, epochs):
+                train_loader = DataLoader(train_set, batch_size=32, shuffle=True)
+                val_loader = DataLoader(val_set, batch_size=64)
+                for epoch in range(epochs):
+                    net.train()
+                    torch.set_grad_enabled(True)
+                    for x, y in train_loader:
+                        loss = F.cross_entropy(net(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    net.eval()
+                    torch.set_grad_enabled(False)
+                    val_loss = 0
+                    for x, y in val_loader:
+                        val_loss += F.cross_entropy(net(x), y)
+                    print(epoch, val_loss / len(val_loader))
+            """,
+            title="recording switched off by a `torch.set_grad_enabled(False)` statement before the "
+                  "validation loop (and on again at the top of each epoch): no graph to keep",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            def fit(net, opt, train_set, val_set, epochs):
+                train_loader = DataLoader(train_set, batch_size=32, shuffle=True)
+                val_loader = DataLoader(val_set, batch_size=64)
+                for epoch in range(epochs):
+                    net.train()
+                    for x, y in train_loader:
+                        loss = F.cross_entropy(net(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    net.eval()
+                    torch.set_grad_enabled(False)
+                    sample = net(next(iter(val_loader))[0])
+                    torch.set_grad_enabled(True)
+                    val_loss = 0
+                    for x, y in val_loader:
+                        val_loss += F.cross_entropy(net(x), y)
+                    print(epoch, sample.shape, val_loss / len(val_loader))
+            """,
+            line=22,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            def fit(net, opt, train_set, val_set, epochs):
+                train_loader = DataLoader(train_set, batch_size=32, shuffle=True)
+                val_loader = DataLoader(val_set, batch_size=64)
+                for epoch in range(epochs):
+                    net.train()
+                    for x, y in train_loader:
+                        loss = F.cross_entropy(net(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    net.eval()
+                    torch.set_grad_enabled(False)
+                    sample = net(next(iter(val_loader))[0])
+                    torch.set_grad_enabled(True)
+                    val_loss = 0
+                    for x, y in val_loader:
+                        val_loss += F.cross_entropy(net(x), y).detach()
+                    print(epoch, sample.shape, val_loss / len(val_loader))
+            """,
+            title="switched off, then on again before the validation loop: its losses record a graph",
         ),
     )
 

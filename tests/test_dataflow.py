@@ -127,6 +127,104 @@ def test_enable_grad_inside_no_grad_records():
     assert flow.carries_graph(expr) is True
 
 
+# `torch.set_grad_enabled(flag)` called as a statement switches recording until the next switch:
+# it decides a node's state only when it dominates it (every path there passes a switch, all alike)
+SWITCHED = """
+import torch
+
+def run(model, train_loader, val_loader, opt, fast):
+    for epoch in range(3):
+        {top}
+        for x, y in train_loader:
+            model(x).sum().backward()
+            opt.step()
+        {before}
+        for x, y in val_loader:
+            out.append(model(x))
+"""
+
+
+@pytest.mark.parametrize("top, before, off, carries", [
+    # off before the evaluation, on again at the top of each epoch: off there, on in training
+    ("torch.set_grad_enabled(True)", "torch.set_grad_enabled(False)", True, False),
+    ("torch.autograd.set_grad_enabled(True)", "torch.autograd.set_grad_enabled(mode=False)", True, False),
+    # switched off, then on again before the loop: recording is on
+    ("pass", "torch.set_grad_enabled(False); torch.set_grad_enabled(True)", False, True),
+    # no switch at all
+    ("pass", "pass", False, True),
+    # only when `fast`: neither proven on nor off
+    ("pass", "if fast: torch.set_grad_enabled(False)", False, None),
+    # off on both branches: dominates
+    ("pass", "if fast: torch.set_grad_enabled(False)\n        else: torch.set_grad_enabled(False)", True, False),
+    # a `with` restores the state it found
+    ("pass", "with torch.no_grad(): torch.set_grad_enabled(False)", False, True),
+])
+def test_statement_switches_dominate(top, before, off, carries):
+    flow, expr = _value_of(SWITCHED.format(top=top, before=before), "out")
+    assert flow.under_no_grad(expr) is off
+    assert flow.carries_graph(expr) is carries
+
+
+def test_statement_switch_off_reaches_the_next_epoch_training():
+    """Off after the training loop, never on again: the next epoch trains with recording off, so
+    the training loop's state is not known (the first epoch records)."""
+    source = SWITCHED.format(top="pass", before="torch.set_grad_enabled(False)").replace(
+        "out.append(model(x))", "pass").replace("model(x).sum().backward()", "out.append(model(x))")
+    flow, expr = _value_of(source, "out")
+    assert not flow.under_no_grad(expr)
+    assert flow.carries_graph(expr) is None
+
+
+def test_statement_switch_in_another_function_does_not_reach():
+    flow, expr = _value_of("""
+        import torch
+
+        def setup():
+            torch.set_grad_enabled(False)
+
+        def run(model, loader):
+            setup()
+            for x in loader:
+                out.append(model(x))
+        """, "out")
+    assert not flow.under_no_grad(expr)
+    assert flow.carries_graph(expr) is True
+
+
+def test_statement_switch_before_a_return_ends_that_path():
+    flow, expr = _value_of("""
+        import torch
+
+        def run(model, loader, skip):
+            if skip:
+                torch.set_grad_enabled(True)
+                return None
+            torch.set_grad_enabled(False)
+            for x in loader:
+                out.append(model(x))
+        """, "out")
+    assert flow.under_no_grad(expr)
+
+
+def test_statement_switch_left_by_a_break_reaches_past_the_loop():
+    """A `break` leaves the loop with the state of that point (off), not the one at the end of
+    the body (on): after the loop recording may be either."""
+    flow, expr = _value_of("""
+        import torch
+
+        def run(model, loader, val_loader):
+            for x in loader:
+                torch.set_grad_enabled(False)
+                if x is None:
+                    break
+                torch.set_grad_enabled(True)
+            for x in val_loader:
+                out.append(model(x))
+        """, "out")
+    assert not flow.under_no_grad(expr)
+    assert flow.carries_graph(expr) is None
+
+
 def test_constructors_and_lookups_are_not_forwards():
     flow, expr = _value_of("""
         import timm

@@ -1548,3 +1548,94 @@ def test_a_method_of_a_project_class_is_no_model_whatever_its_name(tmp_path):
     codes = _codes(lint_path(path, ALL, project=Project(tmp_path)))
     assert (8, "TL501") not in codes  # the method's numbers
     assert (9, "TL501") in codes  # the module's outputs
+
+
+# -- an evaluation whose model's forward differentiates (TL301) -----------------------------------------
+# A field whose normals are the gradient of its output: the forward calls `torch.autograd.grad`
+# (through a method of a submodule), so the evaluation must record; `no_grad` would break it.
+_FIELD_MODELS = """
+import torch
+from torch import nn
+
+
+class Field(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(3, width), nn.Softplus(), nn.Linear(width, 1))
+
+    def forward(self, x):
+        return self.net(x)
+
+    def normals(self, x):
+        x.requires_grad_(True)
+        y = self.forward(x)
+        return torch.autograd.grad(y, x, torch.ones_like(y), create_graph=True)[0]
+
+
+class Shader(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.field = Field(width)
+        self.color = nn.Linear(6, 3)
+
+    def forward(self, points):
+        {body}
+"""
+
+_FIELD_SCRIPT = """
+import importlib
+
+import torch
+from torch.utils.data import DataLoader
+
+from shading import Shader
+
+
+def build(name):
+    return getattr(importlib.import_module("shading"), name)
+
+
+REGISTRY = {"shader": Shader}
+model = {build}
+model.eval()
+for points in DataLoader(dataset, batch_size=256):
+    torch.save(model(points), "out.pt")
+"""
+
+
+@pytest.mark.parametrize("body, build, expected, unproven", [
+    # the forward reaches `torch.autograd.grad` through the submodule's method: the evaluation needs grad
+    ("return self.color(torch.cat([points, self.field.normals(points)], -1))", "Shader(64)", set(), set()),
+    # the class is chosen at run time and the project's Shader differentiates: unknown, not reported
+    ("return self.color(torch.cat([points, self.field.normals(points)], -1))", "build(cfg.model)(64)", set(), {18}),
+    # only the training branch differentiates: in eval mode the forward records for nothing
+    ("n = points\n"
+     "        if self.training:\n"
+     "            n = self.field.normals(points)\n"
+     "        return self.color(torch.cat([points, n], -1))", "Shader(64)", {18}, {18}),
+    # the forward never reaches `normals` (only training code calls it): reported
+    ("return self.color(torch.cat([points, self.field(points).expand(-1, 3)], -1))", "Shader(64)", {18}, {18}),
+    # the same, with the class chosen at run time: no module of the project differentiates in its forward
+    ("return self.color(torch.cat([points, self.field(points).expand(-1, 3)], -1))", "build(cfg.model)(64)",
+     {18}, {18}),
+    # a class chosen at run time with a keyword Shader does not take: not a Shader
+    ("return self.color(torch.cat([points, self.field.normals(points)], -1))", "build(cfg.model)(depth=3)",
+     {18}, {18}),
+    # picked from a registry of the project's classes, one of which differentiates: unknown
+    ("return self.color(torch.cat([points, self.field.normals(points)], -1))", "REGISTRY[cfg.model](64)",
+     set(), {18}),
+    # a registry none of whose classes differentiates: reported
+    ("return self.color(torch.cat([points, self.field(points).expand(-1, 3)], -1))", "REGISTRY[cfg.model](64)",
+     {18}, {18}),
+])
+def test_an_evaluation_whose_forward_computes_gradients_needs_them(tmp_path, body, build, expected, unproven):
+    write(tmp_path, {"shading.py": _FIELD_MODELS.replace("{body}", body),
+                     "render.py": _FIELD_SCRIPT.replace("{build}", build)})
+    files = [str(tmp_path / "render.py"), str(tmp_path / "shading.py")]
+    found = {f.line for r in lint_paths(files, ALL) if r.path.endswith("render.py") for f in r.findings
+             if f.code == "TL301"}
+    assert found == expected
+    everything = Settings(select=ALL.select, include_unproven=True)
+    found = {f.line for r in lint_paths(files, everything) if r.path.endswith("render.py") for f in r.findings
+             if f.code == "TL301"}
+    assert found == unproven

@@ -20,7 +20,9 @@ from trainlint.model import frameworks
 from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, is_property, iter_children,
                              keyword_value, positional_args, unpacked_position, walk, walk_expression)
 from trainlint.model.roles import ACCELERATOR, ENGINE, LOADER, MODULE_ROLES, roles
-from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_SETTERS, GRAD_WORDS
+from trainlint.model.grad_mode import (GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_SETTERS, GRAD_WORDS, switch_unsettled,
+                                       switched_grad)
+from trainlint.model.mode_state import ON
 from trainlint.model.summaries import DETACH_WORDS, ClassSummary, callable_summary, instance_class
 from trainlint.model.training import training_model
 from trainlint.model.value_kinds import NUMBER_ATTRIBUTES, NUMBER_FUNCTIONS, NUMBER_METHODS, NUMBER_WORDS, is_number
@@ -409,19 +411,33 @@ class Dataflow:
 
     def under_no_grad(self, node: cst.CSTNode) -> bool:
         """Recording is (or may be) off where `node` runs: a `with` block, a decorator, a framework
-        hook run without grad, or a function that every same-file caller calls under no_grad."""
+        hook run without grad, or a function that every same-file caller calls under no_grad; a
+        `torch.set_grad_enabled(False)` statement that dominates `node` in its region (the last
+        switch on every path there: `switched_grad`) decides before them."""
+        region, off = self._grad_region(node)
+        switched = switched_grad(self.index, node, region)
+        if switched is not None:
+            return switched != ON
+        return off if off is not None else self.function_without_grad(region)
+
+    def grad_unsettled(self, node: cst.CSTNode) -> bool:
+        """A `set_grad_enabled(False)` statement reaches `node` on some paths only (`if fast:
+        torch.set_grad_enabled(False)`): whether recording is on there is not known."""
+        return switch_unsettled(self.index, node, self._grad_region(node)[0])
+
+    def _grad_region(self, node: cst.CSTNode) -> tuple[cst.CSTNode, bool | None]:
+        """The nearest `with` that sets grad around `node` and whether it turns recording off, else
+        `node`'s def (None: its decorators and callers decide), else the module (recording on)."""
         for ancestor in self.index.ancestors(node):
             if isinstance(ancestor, cst.With):
                 scope = self.scope_of(ancestor)
                 for item in ancestor.items:
                     state = self.grad_context(item.item, scope)
                     if state is not None:
-                        return not state
+                        return ancestor, not state
             if isinstance(ancestor, cst.FunctionDef):
-                return self.function_without_grad(ancestor)
-            if isinstance(ancestor, cst.Lambda):
-                continue
-        return False
+                return ancestor, None
+        return self.index.module, False
 
     def function_without_grad(self, function: cst.FunctionDef, depth: int = 0) -> bool:
         if function in self._no_grad_memo:
@@ -710,6 +726,8 @@ class Dataflow:
             return None
         if self.under_no_grad(expr):
             return False
+        if self.grad_unsettled(expr):
+            return None
         if isinstance(expr, cst.BinaryOperation):
             return _any_of(self.carries_graph(expr.left, depth + 1), self.carries_graph(expr.right, depth + 1))
         if isinstance(expr, cst.Attribute):
@@ -748,7 +766,7 @@ class Dataflow:
         if binding.kind == "augassign" and result is not True:
             return None
         if result is None and binding.kind in ("assign", "with") and value is not None \
-                and not self.under_no_grad(value) \
+                and not self.under_no_grad(value) and not self.grad_unsettled(value) \
                 and name.value in self.backwarded_names(self._owner(name)):
             return True  # the loss that this function backpropagates
         return result

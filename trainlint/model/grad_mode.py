@@ -6,6 +6,9 @@ the legacy `Variable(x, volatile=True)` whose forwards record nothing.
 
 from __future__ import annotations
 
+import bisect
+import weakref
+
 import libcst as cst
 
 from trainlint.model import frameworks
@@ -278,3 +281,203 @@ def is_false(expr: cst.BaseExpression) -> bool:
 
 def is_true(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "True"
+
+
+# -- statement switches: `torch.set_grad_enabled(False)` as a call, not a `with` ---------------------
+# Called as a statement, `set_grad_enabled(flag)` switches recording for the rest of the thread's
+# run (its constructor sets the mode; only a `with` restores it). The state such switches leave at a
+# node is read along the code from the start of a region (a function, the module, the body of a
+# grad `with`): a branch joins both ways, a loop joins its entry with every pass through its body
+# (the next iteration runs after the end of the body), a `with` that sets grad restores the state it
+# found, a `return`/`raise` ends a path. A switch decides a node's state only when it dominates it:
+# every path from the region's start passes a switch and all leave the same state.
+ENTRY_GRAD = "entry"  # the state the region was entered in: no switch on that path
+_SWITCHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # index -> sorted places of its switches
+
+
+def _switch_places(index) -> list[int]:
+    places = _SWITCHES.get(index)
+    if places is None:
+        places = sorted(index.place[site.node] for site in index.calls if site.node in index.place
+                        and index.resolve(site.node.func, site.scope) in GRAD_SETTERS)
+        _SWITCHES[index] = places
+    return places
+
+
+def _holds_switch(index, node: cst.CSTNode) -> bool:
+    places = _switch_places(index)
+    start = index.place.get(node)
+    if not places or start is None:
+        return False
+    at = bisect.bisect_left(places, start)
+    return at < len(places) and places[at] < index.subtree_end(start)
+
+
+def switch_value(index, call: cst.Call, scope: Scope) -> str | None:
+    """The state a `set_grad_enabled(...)` call sets (ON, OFF, COND for a flag chosen at run
+    time), None when `call` is not one."""
+    if index.resolve(call.func, scope) not in GRAD_SETTERS:
+        return None
+    args = positional_args(call) or [a for a in call.args if a.keyword is not None]
+    value = args[0].value if args else None
+    return OFF if value is not None and is_false(value) else ON if value is not None and is_true(value) else COND
+
+
+def switched_grad(index, node: cst.CSTNode, region: cst.CSTNode) -> str | None:
+    """The grad state the `set_grad_enabled(...)` statements between the start of `region` (a def,
+    the module, or a `with` that sets grad: where the caller's own answer applies) and `node` leave
+    at `node` when they dominate it (ON, OFF or COND), None when some path reaches `node` with no
+    switch, or switches leave different states (the region's own state decides then)."""
+    states = switch_states(index, node, region)
+    return next(iter(states)) if len(states) == 1 and ENTRY_GRAD not in states else None
+
+
+def switch_unsettled(index, node: cst.CSTNode, region: cst.CSTNode) -> bool:
+    """A switch that may turn recording off reaches `node` on some paths but not on all (or others
+    turn it on): `if fast: torch.set_grad_enabled(False)` before it. Recording there is neither
+    proven on nor proven off."""
+    states = switch_states(index, node, region)
+    return len(states) > 1 and bool(states & {OFF, COND})
+
+
+def switch_states(index, node: cst.CSTNode, region: cst.CSTNode) -> frozenset:
+    """The states (ON, OFF, COND, ENTRY_GRAD) that the paths from the start of `region` to `node`
+    leave, read from the `set_grad_enabled(...)` statements on them."""
+    entry = frozenset({ENTRY_GRAD})
+    if not _switch_places(index) or not _holds_switch(index, region):
+        return entry
+    path = [node]
+    for ancestor in index.ancestors(node):
+        if ancestor is region:
+            break
+        path.append(ancestor)
+    else:
+        return entry
+    if isinstance(region, cst.Module):
+        path.append(region)
+    path.reverse()
+    states = entry
+    for parent, child in zip(path, path[1:]):
+        states = _enter(index, parent, child, states)
+    return states
+
+
+def _enter(index, parent: cst.CSTNode, child: cst.CSTNode, states: frozenset) -> frozenset:
+    """The states at the start of `child`, run as part of `parent` entered in `states`."""
+    if isinstance(parent, (cst.IndentedBlock, cst.Module)) and child in parent.body:
+        return _run_block(index, parent.body[:parent.body.index(child)], states) or states
+    if isinstance(parent, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and child in parent.body:
+        for small in parent.body[:parent.body.index(child)]:
+            states = _run_small(index, small, states)
+        return states
+    if isinstance(parent, (cst.For, cst.While)) and child in (parent.body, parent.orelse):
+        return _loop_head(index, parent, states)
+    if isinstance(parent, cst.With) and child is parent.body:
+        scope = index.scope_at(parent)
+        grads = [context_grad(index, item.item, scope) for item in parent.items]
+        grads = [g for g in grads if g is not None]
+        return frozenset({grads[-1]}) if grads else states
+    if isinstance(parent, cst.Try) and child is not parent.body:
+        after_body = _run_block(index, _statements(parent.body), states) or frozenset()
+        if child is parent.orelse:
+            return after_body or states
+        return states | after_body | _all_states(index, parent.body)
+    return states
+
+
+def _statements(block) -> list:
+    """The statements of a block (`if c: a(); b()` on one line: that line)."""
+    if block is None:
+        return []
+    return [block] if isinstance(block, cst.SimpleStatementSuite) else list(block.body)
+
+
+def _all_states(index, node: cst.CSTNode) -> frozenset:
+    """Every state a switch under `node` sets (an exception may leave a block anywhere)."""
+    return frozenset(value for n in index.scope_nodes(node) if isinstance(n, cst.Call)
+                     for value in [switch_value(index, n, index.scope_at(n))] if value is not None)
+
+
+def _run_block(index, statements, states: frozenset) -> frozenset | None:
+    """The states after `statements` run from `states`; None when no path falls through them."""
+    for statement in statements:
+        if not states:
+            return None
+        if not _holds_switch(index, statement):
+            if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and \
+                    any(isinstance(s, (cst.Return, cst.Raise)) for s in statement.body):
+                return None
+            continue
+        states = _run_statement(index, statement, states)
+        if states is None:
+            return None
+    return states or None
+
+
+def _run_statement(index, statement: cst.CSTNode, states: frozenset) -> frozenset | None:
+    if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        for small in statement.body:
+            if isinstance(small, (cst.Return, cst.Raise)):
+                return None
+            states = _run_small(index, small, states)
+        return states
+    if isinstance(statement, cst.If):
+        then = _run_block(index, _statements(statement.body), states)
+        orelse = statement.orelse
+        if orelse is None:
+            other = states
+        elif isinstance(orelse, cst.If):
+            other = _run_statement(index, orelse, states)
+        else:
+            other = _run_block(index, _statements(orelse.body), states)
+        return (then or frozenset()) | (other or frozenset()) or None
+    if isinstance(statement, (cst.For, cst.While)):
+        head = _loop_head(index, statement, states)
+        if statement.orelse is not None:
+            return _run_block(index, _statements(statement.orelse.body), head)
+        return head
+    if isinstance(statement, cst.With):
+        scope = index.scope_at(statement)
+        if any(context_grad(index, item.item, scope) is not None for item in statement.items):
+            # the context restores the state it found, unless the body never falls through
+            return states if _run_block(index, _statements(statement.body), states) is not None else None
+        return _run_block(index, _statements(statement.body), states)
+    if isinstance(statement, cst.Try):
+        body = _run_block(index, _statements(statement.body), states)
+        raised = states | (body or frozenset()) | _all_states(index, statement.body)
+        ends = [body if statement.orelse is None else
+                _run_block(index, _statements(statement.orelse.body), body) if body else None]
+        ends += [_run_block(index, _statements(handler.body), raised) for handler in statement.handlers]
+        joined = frozenset().union(*(e for e in ends if e))
+        if statement.finalbody is not None:
+            return _run_block(index, _statements(statement.finalbody.body), joined or raised) if joined else None
+        return joined or None
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        return states
+    # anything else (a `match`): any state a switch under it sets, or the one it found
+    return states | _all_states(index, statement)
+
+
+def _run_small(index, small: cst.CSTNode, states: frozenset) -> frozenset:
+    for node in index.scope_nodes(small):
+        if isinstance(node, cst.Call):
+            value = switch_value(index, node, index.scope_at(node))
+            if value is not None:
+                states = frozenset({value})
+    return states
+
+
+def _loop_head(index, loop: cst.For | cst.While, states: frozenset) -> frozenset:
+    """The states at the top of `loop`'s body: its entry joined with the end of every pass (the
+    next iteration); a `break`/`continue` may leave a pass anywhere, so with one, anything a switch
+    in the body sets."""
+    body = _statements(loop.body)
+    if _holds_switch(index, loop.body) and any(isinstance(n, (cst.Break, cst.Continue))
+                                               for n in index.scope_nodes(loop.body)):
+        states = states | _all_states(index, loop.body)
+    for _ in range(4):
+        after = _run_block(index, body, states) or frozenset()
+        if after <= states:
+            break
+        states = states | after
+    return states

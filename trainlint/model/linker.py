@@ -400,6 +400,19 @@ class Linker:
             return None
         return [_relative(self.project, where) for where in self._summaries.mentioning(self.path, words)]
 
+    def classes_mentioning(self, *words: str) -> list[tuple[str, ClassSummary]] | None:
+        """(file, class) for the module-level classes of the files of `files_mentioning(*words)`
+        (this one included): the classes a model built from a name chosen at run time can be
+        (`get_class(cfg.model_class)(conf)`); None when the file is checked on its own."""
+        if self.project is None or not self.project.contains(self.path):
+            return None
+        found = []
+        for where in self._summaries.mentioning(self.path, words):
+            summary = self._summaries.file_summary(where)
+            if summary is not None:
+                found += [(_relative(self.project, where), klass) for klass in summary.classes.values()]
+        return found
+
     def readers_mentioning(self, word: str) -> list[str] | None:
         """`files_mentioning(word)` less the other files that cannot read this module's names: a
         file that imports it spells its module name (`import run`, `from run import x`,

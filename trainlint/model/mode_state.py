@@ -32,7 +32,8 @@ class Fact(NamedTuple):
     model in that mode outside a training loop entered after it: a forward with grad recording off,
     a forward at the loop level of the eval, the model handed to code the walk does not follow, or
     the call of another file's function that left it so (None: nothing yet, the mode was only
-    chosen for what follows).
+    chosen for what follows); `entry_flags` the literal arguments of the call that brought a
+    caller's fact in.
     """
 
     kind: str
@@ -43,6 +44,10 @@ class Fact(NamedTuple):
     via: str | None = None
     loops: frozenset = frozenset()
     evaluated: cst.CSTNode | None = None
+    # for a fact that came from a caller (`site` None): the parameters the call it came through
+    # binds to literals (`step(model, val_loader, if_train=False)`): in the function's own run, a
+    # branch those values skip (`if if_train: loss.backward()`) never runs with that fact
+    entry_flags: tuple = ()
 
 
 ENTRY_FACTS = frozenset({Fact(ENTRY)})

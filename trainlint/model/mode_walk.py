@@ -15,7 +15,7 @@ import re
 import libcst as cst
 
 from trainlint.model.grad_mode import (GRAD_SETTERS, bool_flag_value, bound_arguments, context_grad, decorator_grad,
-                                       flag_value, is_false, is_true, literal_flags, volatile_input)
+                                       flag_value, is_false, is_true, literal_flags, skipped_branch, volatile_input)
 from trainlint.model.index import FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args, walk
 from trainlint.model.mode_names import (MEMBERS_AND_SELF, SELF, function_name, last_component, strip_wrappers,
                                         switched_members)
@@ -703,7 +703,13 @@ class FunctionRun:
                      # that mode since but the loop's own training forwards: the mode the training
                      # step chose to train in (a linear probe over frozen BatchNorm), not one an
                      # evaluation left behind
-                     and (fact.evaluated is not None or loop in fact.loops)]
+                     and (fact.evaluated is not None or loop in fact.loops)
+                     # a caller's fact, brought in by a call whose literal arguments skip the branch
+                     # holding this backward (`step(model, val_loader, if_train=False)` then
+                     # `if if_train: loss.backward()`): that call never runs it
+                     and not (fact.entry_flags and self.flow.function is not None and skipped_branch(
+                         self.index, frame.chain[0] if frame.chain else call, self.flow.function.node,
+                         dict(fact.entry_flags)))]
             if not found or not self._trains(key) or self._out_of_reach(key, loop, frame):
                 continue
             place = self.index.place.get

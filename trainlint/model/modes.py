@@ -35,7 +35,7 @@ import libcst as cst
 from trainlint.model import file_facts, frameworks
 from trainlint.model.file_facts import file_fact
 from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_ON_CONTEXTS, GRAD_WORDS, decorator_grad, is_false, is_true,
-                                       literal_value, skipped_branch)
+                                       literal_flags, literal_value, skipped_branch)
 from trainlint.model.index import (FunctionInfo, Scope, dotted_name, iter_children, positional_args, unpacked_position,
                                    walk)
 from trainlint.model.layers import FREE, LIBRARY, verdict
@@ -44,8 +44,8 @@ from trainlint.model.mode_names import (PASS_THROUGH_METHODS, WRAPPER_ATTRS, dee
 from trainlint.model.mode_state import (Abandon, ENTRY, Fact, Flow, Forward, Frame, NEW, OFF, ON, State, TRAINED,
                                         Unrestored, join_all)
 from trainlint.model.mode_walk import FunctionRun, body_statements, statements_of
-from trainlint.model.roles import OPTIMIZER, SCALER, role_of_callee
-from trainlint.model.summaries import _MEAN_REDUCED_LOSSES
+from trainlint.model.roles import MODEL, OPTIMIZER, SCALER, role_of_callee
+from trainlint.model.summaries import _MEAN_REDUCED_LOSSES, ClassSummary
 from trainlint.model.training import TrainingModel, training_model
 
 
@@ -93,6 +93,7 @@ class ModeModel:
         self._foreign_writes: frozenset[str] | None = None
         self._unbound: frozenset[str] | None = None  # names bound nowhere (never_bound)
         self._star_modules: list[str] = []  # attributes assigned other than through `self`
+        self._differentiating: list | None = None  # `_differentiating_classes`
 
     @property
     def has_volatile(self) -> bool:
@@ -293,9 +294,10 @@ class ModeModel:
         all its callers) is refuted by the run of the function holding the eval, which follows
         each call with its own arguments (`self.model.train()` before `run_epoch(epoch)`,
         `run_epoch(epoch, cross_valid=True)` skipping the backward): that run reached the same
-        backward, completely, and saw no eval left there."""
+        backward, completely, and saw no eval left there (the module's own code, for an eval at
+        the top level of a script)."""
         function = self.index.function_at(item.anchor)
-        if function is None or function.node in self._in_progress:
+        if (function.node if function is not None else self.ctx.module) in self._in_progress:
             return False
         flow = self.flow(function)
         if not flow.complete or item.backward not in flow.backwards:
@@ -488,6 +490,71 @@ class ModeModel:
         if self.backward_fed_by(forward.call) is not None:
             return False  # its output is backpropagated: a frozen partner in a training step
         return self.in_loop(forward.call, function) or self.is_evaluation_function(function)
+
+    def forward_needs_grad(self, forward: Forward) -> tuple[bool, str] | None:
+        """Whether the model's forward needs grad recording on, so the evaluation could not run
+        under `no_grad` (`FunctionSummary.differentiates`: it computes `torch.autograd.grad`, a
+        backward, turns `requires_grad` on, itself or through the project code it calls).
+        (True, "Cls.forward") when a construction of the model builds such a project class;
+        (False, "Cls.forward") when a construction of the model builds a class chosen at run time
+        (`get_class(cfg.model_class)(conf)`, `registry[name](...)`, a project factory's product) and
+        the project defines a module class whose forward does: it may be that one; None otherwise
+        (also when the model's constructions are not traced)."""
+        call = forward.inner if forward.inner is not None else forward.call
+        func = call.func
+        receiver = func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" else func
+        scope = self.index.scope_at(call)
+        constructions = self._constructions(receiver, scope)
+        if not constructions:
+            return None
+        dynamic = []  # the constructions of a class chosen at run time
+        for built, where in constructions:
+            summary = self.index.summary_of(built.func, where)
+            choices = self._registry_classes(built.func, where) if summary is None else None
+            for klass in [summary] if isinstance(summary, ClassSummary) else choices or ():
+                target = klass.method("forward")
+                if target is not None and target.differentiates:
+                    # a registry's entry that differentiates: the model may be that one
+                    return (choices is None), f"{klass.name}.forward"
+            if choices is None and not isinstance(summary, ClassSummary) and (
+                    summary is not None or self.index.resolve(built.func, where) is None):
+                dynamic.append(built)  # a factory's product, a class looked up at run time
+        for built in dynamic:
+            for klass in self._differentiating_classes():
+                if _accepts(klass, built):
+                    return False, f"{klass.name}.forward"
+        return None
+
+    def _registry_classes(self, func: cst.BaseExpression, scope: Scope) -> list | None:
+        """`networks[name](...)` where `networks` is bound once, to a dict literal whose values all
+        name project classes: those classes (the class is one of them); None otherwise."""
+        if not isinstance(func, cst.Subscript) or not isinstance(func.value, cst.Name):
+            return None
+        bindings = scope.lookup(func.value.value)
+        if len(bindings) != 1 or bindings[0].kind != "assign" or not isinstance(bindings[0].value, cst.Dict):
+            return None
+        found = []
+        for element in bindings[0].value.elements:
+            if not isinstance(element, cst.DictElement) or not isinstance(element.value, (cst.Name, cst.Attribute)):
+                return None
+            summary = self.index.summary_of(element.value, self.index.scope_at(element.value))
+            if not isinstance(summary, ClassSummary):
+                return None
+            found.append(summary)
+        return found
+
+    def _differentiating_classes(self) -> list:
+        """The module classes of the project (this file's, and those of the files of its import
+        component that compute gradients somewhere) whose forward computes gradients."""
+        if self._differentiating is None:
+            linker = self.index.linker
+            classes = linker.classes_mentioning(*_GRAD_USE_WORDS) if linker is not None else None
+            if classes is None:
+                own = [self.index.summary_of(cst.Name(name), self.index.module_scope) for name in self.index.classes]
+                classes = [(None, klass) for klass in own if isinstance(klass, ClassSummary)]
+            self._differentiating = [klass for _, klass in classes if klass.role == MODEL and
+                                     (klass.method("forward") is not None and klass.method("forward").differentiates)]
+        return self._differentiating
 
     def grad_off_by_arguments(self, call: cst.Call) -> cst.Call | None:
         """The construction of the model `call` runs (`model(x, mode="inference")`), when every
@@ -995,8 +1062,9 @@ class ModeModel:
         local_names = set(function.scope.bindings)
         modes: dict[str, frozenset[Fact]] = {}
         implicit = self._trains_before(site)
+        flags = tuple(sorted(literal_flags(site.node, function).items(), key=lambda item: item[0]))
         for caller_key, facts in before.modes.items():
-            facts = frozenset(f._replace(site=None) for f in facts)
+            facts = frozenset(f._replace(site=None, entry_flags=flags) for f in facts)
             passed = False
             for name, arg_key in mapping.items():
                 if caller_key == arg_key or caller_key.startswith(arg_key + "."):
@@ -1177,6 +1245,18 @@ def _rewraps(value: cst.BaseExpression | None, name: str) -> bool:
             return False
         value = args[0].value
     return isinstance(value, cst.Name) and value.value == name
+
+
+def _accepts(klass, call: cst.Call) -> bool:
+    """Building `klass` with the arguments of `call` binds them all: its `__init__` (when its own)
+    takes that many positional arguments and every keyword `call` names."""
+    init = klass.method("__init__")
+    if init is None or any(arg.star for arg in call.args):
+        return True
+    if len(positional_args(call)) > len(init.params) and not init.star_args:
+        return False
+    return init.keywords is None or all(arg.keyword.value in init.keywords for arg in call.args
+                                        if arg.keyword is not None)
 
 
 def _is_mode_call(call: cst.Call) -> bool:
@@ -1370,6 +1450,8 @@ def _binds(statement: cst.CSTNode, name: str) -> bool:
 
 #: words in a file that turns recording off around a call (an order for reading files, never a fact)
 _GRAD_OFF_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
+#: words of a file whose code can compute gradients (`FunctionSummary.differentiates`)
+_GRAD_USE_WORDS = ("autograd", "backward", "requires_grad", "enable_grad", "functorch", "torch.func")
 
 
 def _pytest_call(path: str, call) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import libcst as cst
 
 from trainlint.model.index import Scope, positional_args, walk
+from trainlint.model.grad_mode import switch_value, switched_grad
+from trainlint.model.mode_state import OFF
 from trainlint.model.premises import Premise, premise, unknown
 from trainlint.model.roles import ENGINE, MODEL, OPTIMIZER, SCALER, roles
 from trainlint.model.training import TrainingLoop, training_model
@@ -217,20 +219,39 @@ def scheduler_premise(ctx, step: cst.Call, scope: Scope, *, required: bool = Tru
 
 def grad_off_site(ctx, node: cst.CSTNode) -> cst.CSTNode | None:
     """The `with torch.no_grad():` (or `inference_mode`, `set_grad_enabled(False)`) around `node`
-    in its function, or the function's decorator that turns recording off."""
+    in its function, the `torch.set_grad_enabled(False)` statement that dominates it there
+    (`switched_grad`), or the function's decorator that turns recording off."""
     for ancestor in ctx.index.ancestors(node):
         if isinstance(ancestor, cst.With):
+            switch = _dominating_switch(ctx, node, ancestor)
+            if switch is not None:
+                return switch
             for item in ancestor.items:
                 call = item.item
                 name = ctx.code_for(call.func if isinstance(call, cst.Call) else call)
                 if any(word in name for word in ("no_grad", "inference_mode", "set_grad_enabled")):
                     return item
         if isinstance(ancestor, cst.FunctionDef):
+            switch = _dominating_switch(ctx, node, ancestor)
+            if switch is not None:
+                return switch
             for decorator in ancestor.decorators:
                 if any(word in ctx.code_for(decorator.decorator) for word in ("no_grad", "inference_mode")):
                     return decorator
             return None
-    return None
+    return _dominating_switch(ctx, node, ctx.index.module)
+
+
+def _dominating_switch(ctx, node: cst.CSTNode, region: cst.CSTNode) -> cst.Call | None:
+    """The last `set_grad_enabled(False)` call before `node` in `region` when such statements
+    leave recording off at `node` on every path."""
+    index = ctx.index
+    if switched_grad(index, node, region) != OFF:
+        return None
+    at = index.place.get(node, 0)
+    calls = [call for call in index.calls_under(region) if index.place.get(call, at) < at
+             and switch_value(index, call, index.scope_at(call)) == OFF]
+    return calls[-1] if calls else None
 
 
 def mode_fact_premise(ctx, fact, key: str, fallback: cst.CSTNode) -> Premise:

@@ -33,10 +33,10 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, 
 from trainlint.model.array_kinds import array_kind
 from trainlint.model.layers import DEPENDENT, FREE, LIBRARY, class_verdict, verdict
 from trainlint.model.loader_use import parameter_only_drawn_from
-from trainlint.model.grad_mode import (GRAD_OFF_CONTEXTS, GRAD_SETTERS, GRAD_WORDS, context_grad, decorator_grad, flag_value,
-                                       is_false, is_true, literal_value)
+from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_WORDS, context_grad,
+                                       decorator_grad, flag_value, is_false, is_true, literal_value, switched_grad)
 from trainlint.model.mode_names import deep_copied
-from trainlint.model.mode_state import OFF, ON, Frame
+from trainlint.model.mode_state import OFF, Frame
 from trainlint.model.path_literals import load_literals
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCALER, SCHEDULER, Roles
 from trainlint.model.value_kinds import is_number
@@ -92,6 +92,10 @@ class Detached:
 class FunctionSummary:
     name: str
     params: tuple[str, ...] = ()  # positional parameters, without self/cls
+    # the parameters a call may name by keyword (positional-or-keyword and keyword-only); None when
+    # it takes `**kwargs` (any keyword); whether it takes `*args`
+    keywords: tuple[str, ...] | None = ()
+    star_args: bool = False
     grad_off: bool = False
     body_grad_off: bool = False
     modes: tuple[tuple[str, str, str], ...] = ()  # (param or self.attr, first mode, last mode)
@@ -175,6 +179,22 @@ class FunctionSummary:
     copies_grads: bool = False
     #: it writes parameters' gradients with values (`p.grad = backup[name]`, `p.grad.copy_(g)`)
     writes_grads: bool = False
+    # () -> whether, run in eval mode, it needs grad recording on: it (or what it calls that the
+    # project defines: its file's functions, its class's methods, the methods and forwards of the
+    # classes its `self.<attr>` are built from, another file's functions and classes) calls
+    # `torch.autograd.grad` (normals of a signed distance field, a physics residual), runs a
+    # backward, enters `enable_grad` or turns `requires_grad` on; a branch under `if self.training:`
+    # does not run in eval mode. Worked out when first asked (`differentiates`)
+    differentiates_of: object = field(default=None, compare=False, repr=False)
+
+    @property
+    def differentiates(self) -> bool:
+        found = self.__dict__.get("_differentiates")
+        if found is None:
+            object.__setattr__(self, "_differentiates", False)  # a function reaching itself: nothing more
+            found = bool(self.differentiates_of()) if self.differentiates_of is not None else False
+            object.__setattr__(self, "_differentiates", found)
+        return found
 
     def grad_off_for(self, positional: tuple[object, ...], keywords: dict[str, object]) -> bool:
         """A call binding these literals (None: not a literal) runs this function without grad."""
@@ -539,24 +559,24 @@ class _Summariser:
 
     def _grad_off_at(self, node: cst.CSTNode, function: FunctionInfo | None, depth: int = 0) -> bool:
         """`node` runs under a grad-off `with` of its function, after a `torch.set_grad_enabled(False)`
-        statement of a block holding it (the last such switch before it, process-wide), or in a
+        statement that dominates it (`switched_grad`: process-wide until another switch), or in a
         function decorated so."""
-        child = node
         for ancestor in self.index.ancestors(node):
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 break
             if isinstance(ancestor, cst.With):
                 scope = self.index.scope_at(ancestor)
                 grads = [context_grad(self.index, item.item, scope) for item in ancestor.items]
-                if OFF in grads:
-                    return True
                 if any(g is not None for g in grads):
-                    return False  # an inner `enable_grad()`/`set_grad_enabled(flag)` decides
-            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)) and child in ancestor.body:
-                switched = self._last_grad_switch(ancestor.body[:ancestor.body.index(child)])
-                if switched is not None:
-                    return switched == OFF
-            child = ancestor
+                    switched = switched_grad(self.index, node, ancestor)
+                    if switched is not None:
+                        return switched == OFF
+                    # an inner `enable_grad()`/`set_grad_enabled(flag)` decides
+                    return OFF in grads
+        region = function.node if function is not None else self.index.module
+        switched = switched_grad(self.index, node, region)
+        if switched is not None:
+            return switched == OFF
         if function is None:
             return False
         if decorator_grad(self.index, function) == OFF:
@@ -565,22 +585,6 @@ class _Summariser:
         # only inside `with torch.no_grad():` in `main`)
         sites = self.index.callers(function) if depth < 2 else []
         return bool(sites) and all(self._grad_off_at(site.node, site.function, depth + 1) for site in sites)
-
-    def _last_grad_switch(self, statements) -> str | None:
-        """The grad state the last `torch.set_grad_enabled(<literal>)` statement among `statements`
-        sets (OFF / ON), None when none of them is one."""
-        for statement in reversed(statements):
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in reversed(statement.body):
-                call = small.value if isinstance(small, cst.Expr) else None
-                if not isinstance(call, cst.Call) or \
-                        self.index.resolve(call.func, self.index.scope_at(call)) not in GRAD_SETTERS:
-                    continue
-                args = positional_args(call) or [a for a in call.args if a.keyword is not None]
-                if len(args) == 1 and (is_false(args[0].value) or is_true(args[0].value)):
-                    return OFF if is_false(args[0].value) else ON
-        return None
 
     def _state_in(self, scope: Scope) -> tuple[tuple[str, str], ...]:
         """The names the calling function (or the module's own code) binds to an optimizer, a
@@ -620,8 +624,13 @@ class _Summariser:
         if function.class_name and params and params[0] in ("self", "cls"):
             params = params[1:]
         body_off = self._body_grad_off(function)
+        star_kwarg = node.params.star_kwarg
+        keywords = None if star_kwarg is not None else tuple(
+            p.name.value for p in (*node.params.params, *node.params.kwonly_params))
         summary = FunctionSummary(
-            name=function.name, params=tuple(params), grad_off=self._grad_off(function), body_grad_off=body_off,
+            name=function.name, params=tuple(params), keywords=keywords,
+            star_args=isinstance(node.params.star_arg, cst.Param),
+            grad_off=self._grad_off(function), body_grad_off=body_off,
             modes=self._modes(function), mode_calls=self._mode_calls(function),
             flag_defaults=self._flag_defaults(function), detached=self._detached(function, body_off), saves=self._saves(function),
             save_path=self._save_path(function),
@@ -641,7 +650,8 @@ class _Summariser:
             backward_only=self._backward_only(function),
             unread_params=self._unread_params(function, params),
             persists_of=lambda: self._persists(function, params),
-            copies_grads=self._copies_grads(function), writes_grads=self._writes_grads(function))
+            copies_grads=self._copies_grads(function), writes_grads=self._writes_grads(function),
+            differentiates_of=lambda: self._differentiates(function))
         self._memo[node] = summary
         return summary
 
@@ -989,6 +999,59 @@ class _Summariser:
             root = root.value
         return isinstance(root, cst.Name) and bool(scope.lookup(root.value)) and \
             all(b.kind == "import" for b in scope.lookup(root.value))
+
+    def _differentiates(self, function: FunctionInfo) -> bool:
+        """`FunctionSummary.differentiates`: the function or a project function it calls computes
+        gradients, in eval mode (what runs only under `if self.training:` left out)."""
+        index = self.index
+        for node in self._own_nodes(function):
+            if isinstance(node, cst.Assign) and not is_false(node.value) and any(
+                    isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
+                    for t in node.targets) and not _train_only(index, node, function.node):
+                return True  # `x.requires_grad = True`
+            if not isinstance(node, cst.Call) or _train_only(index, node, function.node):
+                continue
+            scope = index.scope_at(node)
+            name = index.resolve(node.func, scope)
+            if name in GRAD_FUNCTIONS or name in GRAD_ON_CONTEXTS:
+                return True
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "requires_grad_", "retain_grad"):
+                args = positional_args(node)
+                if func.attr.value != "requires_grad_" or not args or not is_false(args[0].value):
+                    return True
+            if name is not None and name.split(".", 1)[0] in ("torch", "numpy", "np", "math", "builtins"):
+                continue  # a library call: not the project's
+            for callee in self._project_callees(node, scope, function):
+                if callee.differentiates:
+                    return True
+        return False
+
+    def _project_callees(self, call: cst.Call, scope: Scope, function: FunctionInfo) -> list:
+        """The summaries of what `call` runs that the project defines: a function or method of this
+        file (`helper(x)`, `self.method(x)`), the method or forward of the class a `self.<attr>` of
+        this class is built from (`self.sdf.gradient(x)`, `self.sdf(x)`), another file's function
+        or class (its forward, for a call of an instance)."""
+        target = self.index.callee(call, scope)
+        if target is not None:
+            return [self.function(target)]
+        func = call.func
+        found = []
+        # `self.net(x)` runs `net`'s forward; `self.net.gradient(x)` its method
+        receiver, method = (func.value, func.attr.value) if isinstance(func, cst.Attribute) else (func, "forward")
+        if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) \
+                and receiver.value.value == "self" and function.class_name is not None:
+            for value in self.index.class_attributes.get(function.class_name, {}).get(receiver.attr.value, []):
+                built = _unmoved(value)
+                if isinstance(built, cst.Call):
+                    summary = self.summary_of(built.func, self.index.scope_at(built))
+                    found.append(summary.method(method) if isinstance(summary, ClassSummary) else None)
+            return [f for f in found if f is not None]
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            summary = self.summary_of(func, scope)
+            if isinstance(summary, FunctionSummary):
+                found.append(summary)
+        return found
 
     def _own_nodes(self, function: FunctionInfo) -> list[cst.CSTNode]:
         """Nodes of the function's body, not those of nested defs or classes (walked once)."""
@@ -1652,6 +1715,30 @@ def _equality_test(test: cst.BaseExpression) -> tuple[str, str] | None:
 
 
 _MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16"})
+
+
+def _train_only(index: FileIndex, node: cst.CSTNode, root: cst.CSTNode) -> bool:
+    """`node` runs only in train mode: under `if self.training:` (or the `else` of `if not
+    self.training:`, or an `and` holding `self.training`) between `root` and it."""
+    child = node
+    for ancestor in index.ancestors(node):
+        if ancestor is root:
+            return False
+        if isinstance(ancestor, cst.If) and child in (ancestor.body, ancestor.orelse):
+            test, negated = ancestor.test, False
+            if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                test, negated = test.expression, True
+            terms = [test] if not isinstance(test, cst.BooleanOperation) or negated or \
+                not isinstance(test.operator, cst.And) else [test.left, test.right]
+            if any(_is_self_training(t) for t in terms) and (child is ancestor.body) != negated:
+                return True
+        child = ancestor
+    return False
+
+
+def _is_self_training(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Attribute) and expr.attr.value == "training" and \
+        isinstance(expr.value, cst.Name) and expr.value.value == "self"
 
 
 def _unmoved(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
