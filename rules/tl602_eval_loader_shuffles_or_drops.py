@@ -8,6 +8,7 @@ import libcst as cst
 
 from trainlint.model import frameworks
 from trainlint.model.dataflow import dataflow
+from trainlint.model.dataset_sizes import full_batches
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk
@@ -65,7 +66,9 @@ class EvalLoaderShufflesOrDrops(Rule):
 
         Training loaders, samplers (shuffling through `sampler=` is the sampler's business) and
         loaders whose names say nothing are left alone, and so is `drop_last=True` on batches of
-        one sample (`batch_size=1`, or no batch size at all), which leave no partial batch. A loader
+        one sample (`batch_size=1`, or no batch size at all), which leave no partial batch, or on a
+        dataset whose length the code states as a multiple of the batch size it states
+        (`Subset(test_set, range(batch_size * 20))`: every batch is full). A loader
         that is only drawn from is no evaluation loader, whatever its name: `next(iter(val_loader))`
         for preview pictures, a loop that breaks after one batch or when its `enumerate` index
         reaches a bound, `next(...)` on an endless `itertools.cycle(val_loader)` (or a generator of
@@ -212,6 +215,49 @@ class EvalLoaderShufflesOrDrops(Rule):
                         opt.step()
             """,
             title="a test loader built and never used: it feeds no evaluation",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader, Subset
+
+            @torch.no_grad()
+            def quick_score(model, test_set):
+                batch_size = 50
+                subset = Subset(test_set, range(batch_size * 20))
+                loader = DataLoader(subset, batch_size=batch_size, drop_last=True)
+                hits = sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+                return hits / len(subset)
+            """,
+            title="drop_last=True on 1,000 samples in batches of 50: every batch is full, nothing is dropped",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader, Subset
+
+            @torch.no_grad()
+            def quick_score(model, test_set):
+                batch_size = 50
+                subset = Subset(test_set, range(batch_size * 20 + 10))
+                loader = DataLoader(subset, batch_size=batch_size, drop_last=True)
+                hits = sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+                return hits / len(subset)
+            """,
+            line=8,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader, Subset
+
+            @torch.no_grad()
+            def quick_score(model, test_set):
+                batch_size = 50
+                subset = Subset(test_set, range(batch_size * 20 + 10))
+                loader = DataLoader(subset, batch_size=batch_size, drop_last=False)
+                hits = sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+                return hits / len(subset)
+            """,
+            title="the same on 1,010 samples: the last ten are never scored",
         ),
         good(
             """
@@ -1025,6 +1071,8 @@ class EvalLoaderShufflesOrDrops(Rule):
             drop = _passed(ctx, call, "drop_last")
             if _one_sample_batches(ctx, call, site.scope):
                 drop = None  # batches of one sample: there is no partial batch to drop
+            if drop is not None and full_batches(ctx.model(dataflow), call):
+                drop = None  # a stated length that is a multiple of the stated batch size: nothing to drop
             if _whole_set_batch(call, site.scope):
                 # one batch holding the whole dataset: no partial batch, and no order of batches
                 drop = shuffle = None
