@@ -10,6 +10,7 @@ from typing import Iterator
 import libcst as cst
 
 from trainlint.model.dataflow import dataflow, loader_constructor, loader_of_loop
+from trainlint.model.dataset_sizes import full_batches
 from trainlint.model.summaries import FunctionSummary, equal_batch_arguments, equal_batches_for
 from trainlint.model.training import training_model
 from trainlint.finding import Severity
@@ -69,6 +70,9 @@ class MeanOfBatchMeans(Rule):
         It stays quiet on sums divided by a sample count (`reduction="sum"`,
         `loss.item() * x.size(0)` divided by `len(loader.dataset)`), on running averages weighted
         by batch size (`AverageMeter.update(val, n)`), on running displays inside the loop, and
+        when the loader's dataset has a length the code states that is a multiple of a batch size
+        it states (`Subset(ds, list(range(batch_size * 10)))` in batches of `batch_size = 32`,
+        `TensorDataset(torch.rand(320, 4), ...)`: every batch is full), and
         when the loader is built with `drop_last=True` or `batch_size=1` (written, or left at
         DataLoader's default with no `batch_size`, `sampler`, `batch_sampler` or `**kwargs`) (in the same file, or by a
         project function, in another file too, or with keyword arguments one returns; a name one
@@ -119,6 +123,45 @@ class MeanOfBatchMeans(Rule):
         "https://lightning.ai/docs/pytorch/stable/extensions/logging.html#automatic-logging (batch_size)",
     )
     examples = (
+        good(
+            """
+            import numpy as np
+            import torch
+            from torch.utils.data import DataLoader, Subset, TensorDataset
+
+            def regression_check(model, rows):
+                batch_size = 32
+                data = Subset(TensorDataset(rows[:, :-1], rows[:, -1]), list(range(batch_size * 10)))
+                loader = DataLoader(data, batch_size=batch_size)
+                losses = []
+                with torch.no_grad():
+                    for x, y in loader:
+                        losses.append(torch.nn.functional.mse_loss(model(x), y).item())
+                return np.mean(losses)
+            """,
+            title="a subset of 320 samples in batches of 32: the stated length is a multiple of the batch size, "
+                  "every batch is full",
+        ),
+        bad(
+            """
+            import numpy as np
+            import torch
+            from torch.utils.data import DataLoader, TensorDataset
+
+            def regression_check(model):
+                batch_size = 32
+                count = batch_size * 10 + 5
+                data = TensorDataset(torch.rand(count, 4), torch.rand(count))
+                loader = DataLoader(data, batch_size=batch_size)
+                losses = []
+                with torch.no_grad():
+                    for x, y in loader:
+                        losses.append(torch.nn.functional.mse_loss(model(x), y).item())
+                return np.mean(losses)
+            """,
+            line=14,
+            title="325 samples in batches of 32: the stated length leaves a last batch of 5",
+        ),
         good(
             """
             import torch
@@ -1184,7 +1227,7 @@ def _equal_batches(flow, loader, depth: int = 0) -> bool:
     when every call of its function in the file passes such a loader."""
     call = loader_constructor(flow, loader)
     if call is not None:
-        if equal_batch_arguments(call):
+        if equal_batch_arguments(call) or full_batches(flow, call):
             return True
         scope = flow.scope_of(call)
         drop = keyword_value(call, "drop_last")

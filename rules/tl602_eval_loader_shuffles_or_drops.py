@@ -8,10 +8,12 @@ import libcst as cst
 
 from trainlint.model import frameworks
 from trainlint.model.dataflow import dataflow
+from trainlint.model.dataset_sizes import full_batches
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk
 from trainlint.model.modes import modes
+from trainlint.model.loader_reach import EVALUATES, UNUSED, loader_reach
 from trainlint.model.loader_use import named_nowhere, never_read, never_runs, only_drawn_from
 from trainlint.model.summaries import ClassSummary
 from trainlint.rule import FixSpec, Rule, bad, good
@@ -64,7 +66,9 @@ class EvalLoaderShufflesOrDrops(Rule):
 
         Training loaders, samplers (shuffling through `sampler=` is the sampler's business) and
         loaders whose names say nothing are left alone, and so is `drop_last=True` on batches of
-        one sample (`batch_size=1`, or no batch size at all), which leave no partial batch. A loader
+        one sample (`batch_size=1`, or no batch size at all), which leave no partial batch, or on a
+        dataset whose length the code states as a multiple of the batch size it states
+        (`Subset(test_set, range(batch_size * 20))`: every batch is full). A loader
         that is only drawn from is no evaluation loader, whatever its name: `next(iter(val_loader))`
         for preview pictures, a loop that breaks after one batch or when its `enumerate` index
         reaches a bound, `next(...)` on an endless `itertools.cycle(val_loader)` (or a generator of
@@ -79,7 +83,22 @@ class EvalLoaderShufflesOrDrops(Rule):
         (`range(len(loader))` draws are a pass and still count), and for `self.it = iter(loader)`
         drawn one batch per call (`self.it.next()`, outside any loop of its function) and bound
         again to `iter(loader)` under `except StopIteration:`: a restarted stream of single batches
-        for the logs. A function's local loader that is never read at all (built, never used), a
+        for the logs. That a loader feeds an evaluation is followed from its construction through
+        the code (trainlint/model/loader_reach.py): the reads its binding reaches (a name bound
+        again on every way to a read hides the first loader from it), another name, a return to
+        the callers of the function (a call whose result is dropped takes it nowhere; `a, b =
+        make()` hands `b` the second element), the parameter of a function of the file it is
+        handed to; there, a pass over it that computes no gradient (with the literal flags the
+        call passes: `run(model, loader, train=False)` skips its `if train:` backward) and runs with
+        grad recording off (around the loop or around the call that hands it on) or a model in eval
+        mode on every way to its forward is an evaluation, and proves the premise (so does a loader with a name that says nothing, when
+        every pass reached evaluates). A loader that reaches no pass at all feeds no evaluation:
+        replaced before any read (`val_loader` built again at the top of every epoch), returned
+        to callers that all drop it, built in a script's `if __name__ == "__main__":` block that
+        reads it nowhere (no importer runs that block), or a module's name replaced by a later
+        assignment before any read. Where the code cannot follow it (a library call, a function of
+        another file, an attribute of `self`, a module's name other files may import) the premise
+        stays what its name or dataset says (unknown, reported). A function's local loader that is never read at all (built, never used), a
         module's loader read neither in the module nor named by a project file that can import it,
         and a loader built by a module-level function that never runs (replaced by a later `def` of
         its name before anything reads it) feed no evaluation and are left alone. A loader built by
@@ -196,6 +215,244 @@ class EvalLoaderShufflesOrDrops(Rule):
                         opt.step()
             """,
             title="a test loader built and never used: it feeds no evaluation",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader, Subset
+
+            @torch.no_grad()
+            def quick_score(model, test_set):
+                batch_size = 50
+                subset = Subset(test_set, range(batch_size * 20))
+                loader = DataLoader(subset, batch_size=batch_size, drop_last=True)
+                hits = sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+                return hits / len(subset)
+            """,
+            title="drop_last=True on 1,000 samples in batches of 50: every batch is full, nothing is dropped",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader, Subset
+
+            @torch.no_grad()
+            def quick_score(model, test_set):
+                batch_size = 50
+                subset = Subset(test_set, range(batch_size * 20 + 10))
+                loader = DataLoader(subset, batch_size=batch_size, drop_last=True)
+                hits = sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+                return hits / len(subset)
+            """,
+            line=8,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader, Subset
+
+            @torch.no_grad()
+            def quick_score(model, test_set):
+                batch_size = 50
+                subset = Subset(test_set, range(batch_size * 20 + 10))
+                loader = DataLoader(subset, batch_size=batch_size, drop_last=False)
+                hits = sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+                return hits / len(subset)
+            """,
+            title="the same on 1,010 samples: the last ten are never scored",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def fit(model, opt, train_set, val_set, epochs):
+                val_loader = DataLoader(val_set, batch_size=32, shuffle=True)
+                for epoch in range(epochs):
+                    train_loader = DataLoader(train_set, batch_size=32, shuffle=True)
+                    val_loader = DataLoader(val_set, batch_size=32)
+                    for x, y in train_loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    with torch.no_grad():
+                        for vx, vy in val_loader:
+                            print(epoch, torch.nn.functional.cross_entropy(model(vx), vy).item())
+            """,
+            title="a shuffled validation loader replaced, at the top of every epoch, before any pass over it",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def fit(model, opt, train_set, val_set, epochs):
+                val_loader = DataLoader(val_set, batch_size=32, shuffle=True)
+                for epoch in range(epochs):
+                    train_loader = DataLoader(train_set, batch_size=32, shuffle=True)
+                    for x, y in train_loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    with torch.no_grad():
+                        for vx, vy in val_loader:
+                            print(epoch, torch.nn.functional.cross_entropy(model(vx), vy).item())
+                    val_loader = DataLoader(val_set, batch_size=32)
+            """,
+            line=5,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def fit(model, opt, train_set, val_set, epochs):
+                val_loader = DataLoader(val_set, batch_size=32, shuffle=False)
+                for epoch in range(epochs):
+                    train_loader = DataLoader(train_set, batch_size=32, shuffle=True)
+                    for x, y in train_loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    with torch.no_grad():
+                        for vx, vy in val_loader:
+                            print(epoch, torch.nn.functional.cross_entropy(model(vx), vy).item())
+                    val_loader = DataLoader(val_set, batch_size=32)
+            """,
+            title="the same loader replaced only after the first epoch's evaluation has gone through it",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            from leaves import LeafImages, build_net
+
+            if __name__ == "__main__":
+                train_dl = DataLoader(LeafImages("folds.csv", fold=0), batch_size=32, shuffle=True)
+                valid_dl = DataLoader(LeafImages("folds.csv", fold=1), batch_size=32, shuffle=True)
+                net = build_net()
+                opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+            """,
+            title="a script that stops after building its loaders: the validation loader is read by nothing "
+                  "(and no importer runs a `__main__` block)",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def main(model, opt, train_set, test_set, epochs):
+                def make_loaders():
+                    train_loader = DataLoader(train_set, batch_size=64, shuffle=True)
+                    test_loader = DataLoader(test_set, batch_size=64, shuffle=True)
+                    return train_loader, test_loader
+
+                train_loader, _ = make_loaders()
+                for epoch in range(epochs):
+                    for x, y in train_loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+            """,
+            title="a test loader returned by a helper whose only caller drops it",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def main(model, opt, first, second, epochs):
+                def make_loaders():
+                    a = DataLoader(first, batch_size=64, shuffle=True)
+                    b = DataLoader(second, batch_size=64, shuffle=True)
+                    return a, b
+
+                fit_loader, score_loader = make_loaders()
+                for epoch in range(epochs):
+                    for x, y in fit_loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                correct = 0
+                with torch.no_grad():
+                    for x, y in score_loader:
+                        correct += (model(x).argmax(1) == y).sum().item()
+                return correct
+            """,
+            line=7,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def main(model, opt, first, second, epochs):
+                def make_loaders():
+                    a = DataLoader(first, batch_size=64, shuffle=True)
+                    b = DataLoader(second, batch_size=64, shuffle=False)
+                    return a, b
+
+                fit_loader, score_loader = make_loaders()
+                for epoch in range(epochs):
+                    for x, y in fit_loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                correct = 0
+                with torch.no_grad():
+                    for x, y in score_loader:
+                        correct += (model(x).argmax(1) == y).sum().item()
+                return correct
+            """,
+            title="a loader with no telling name, returned to a caller that goes through it with grad off to score",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def run_epoch(model, loader, opt, learn=True):
+                total = 0.0
+                for x, y in loader:
+                    loss = torch.nn.functional.cross_entropy(model(x), y, reduction="sum")
+                    if learn:
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    total += loss.item()
+                return total
+
+            def fit(model, opt, d1, d2, epochs):
+                v3 = DataLoader(d2, batch_size=50, shuffle=True)
+                for epoch in range(epochs):
+                    run_epoch(model, DataLoader(d1, batch_size=50, shuffle=True), opt)
+                    with torch.no_grad():
+                        print(epoch, run_epoch(model, v3, opt, learn=False) / len(d2))
+            """,
+            line=16,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def run_epoch(model, loader, opt, learn=True):
+                total = 0.0
+                for x, y in loader:
+                    loss = torch.nn.functional.cross_entropy(model(x), y, reduction="sum")
+                    if learn:
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    total += loss.item()
+                return total
+
+            def fit(model, opt, d1, d2, epochs):
+                v3 = DataLoader(d2, batch_size=50, shuffle=False)
+                for epoch in range(epochs):
+                    run_epoch(model, DataLoader(d1, batch_size=50, shuffle=True), opt)
+                    with torch.no_grad():
+                        print(epoch, run_epoch(model, v3, opt, learn=False) / len(d2))
+            """,
+            title="a neutrally named loader handed, under no_grad and with `learn=False`, to the epoch helper",
         ),
         good(
             """
@@ -814,6 +1071,8 @@ class EvalLoaderShufflesOrDrops(Rule):
             drop = _passed(ctx, call, "drop_last")
             if _one_sample_batches(ctx, call, site.scope):
                 drop = None  # batches of one sample: there is no partial batch to drop
+            if drop is not None and full_batches(ctx.model(dataflow), call):
+                drop = None  # a stated length that is a multiple of the stated batch size: nothing to drop
             if _whole_set_batch(call, site.scope):
                 # one batch holding the whole dataset: no partial batch, and no order of batches
                 drop = shuffle = None
@@ -823,7 +1082,10 @@ class EvalLoaderShufflesOrDrops(Rule):
                         if isinstance(value, cst.Name) and value.value == "True"]
             if not bad_args:
                 continue
-            why = self._evaluation_evidence(ctx, site)
+            reach = ctx.model(loader_reach).of_call(call)
+            if reach.state == UNUSED:
+                continue  # no pass over it wherever the code takes it: it feeds no evaluation
+            why = self._evaluation_evidence(ctx, site, reach)
             if why is None:
                 continue
             holder = _holder_name(ctx.index, call)
@@ -853,16 +1115,18 @@ class EvalLoaderShufflesOrDrops(Rule):
                 fix,
                 evidence=[premise("a `DataLoader` is built here", call, "construction"),
                           *(premise(f"`{w}=True`", value, "argument") for w, value in bad_args),
-                          self._evaluation_premise(ctx, site, why, uncalled)],
+                          self._evaluation_premise(ctx, site, why, reach, uncalled)],
             )
 
     @staticmethod
-    def _evaluation_premise(ctx, site, why: str, uncalled: bool = False):
+    def _evaluation_premise(ctx, site, why: str, reach, uncalled: bool = False):
         """Proven by an argument (`train=False`, a split), a framework hook (`val_dataloader`) or
         its use (iterated only by evaluation loops); a name alone (the holder's, the dataset's, the
         function's) leaves it unknown. Built by a function no file of its import component names
         (`uncalled`), it is unknown and required: that the function runs at all is unproven."""
         text = f"the loader feeds an evaluation: {why}"
+        if reach.state == EVALUATES:
+            return premise(f"{text}; it is {reach.text}", reach.node, reach.kind)
         if uncalled:
             return unknown(f"{text}, and `{site.function.name}` runs: no file that can import it calls it",
                            site.function.node, "call")
@@ -873,9 +1137,10 @@ class EvalLoaderShufflesOrDrops(Rule):
         if why.endswith("only iterated by evaluation loops"):
             return premise(text, site.node, "use")
         # not required yet: the evaluation sets of real code are mostly known by their names
-        return unknown(text, site.node, "use", required=False)
+        return unknown(f"{text} (the loader is {reach.text})" if reach.text else text, site.node, "use",
+                       required=False)
 
-    def _evaluation_evidence(self, ctx, site) -> str | None:
+    def _evaluation_evidence(self, ctx, site, reach) -> str | None:
         index = ctx.index
         call = site.node
         holder = _holder_name(index, call)
@@ -901,6 +1166,8 @@ class EvalLoaderShufflesOrDrops(Rule):
             return f"built in the evaluation function `{function.name}`"
         if holder is not None and "." not in holder and _only_evaluated(ctx, call, holder):
             return f"`{holder}` is only iterated by evaluation loops"
+        if reach.state == EVALUATES and reach.only_evaluations:
+            return "every pass over it that the code reaches evaluates"
         return None
 
 

@@ -915,6 +915,42 @@ def test_a_loader_nothing_in_the_project_reads_or_builds_feeds_no_evaluation(tmp
     assert (5, "TL602") in _codes(lint_path(str(tmp_path / "data.py"), ALL, project=Project(tmp_path)))
 
 
+def test_a_loader_returned_to_a_caller_that_drops_it_feeds_no_evaluation(tmp_path):
+    """TL602: a module-level function's returned test loader whose only caller (in its own file; no
+    other file of the project names the function) drops the result feeds no evaluation; checked
+    without the rest of the project, a file left out may call it and evaluate (reported); a file
+    that unpacks it and goes through it under no_grad keeps the finding."""
+    write(tmp_path, {
+        "prep.py": """
+            from torch.utils.data import DataLoader
+
+            def make_loaders(train_rows, test_rows):
+                train = DataLoader(train_rows, batch_size=64, shuffle=True)
+                test = DataLoader(test_rows, batch_size=64, shuffle=True)
+                return train, test
+
+            make_loaders(read("train.txt"), read("test.txt"))
+            """,
+        "train.py": """
+            import torch
+            """,
+    })
+    assert "TL602" not in {code for _, code in _codes(lint_path(str(tmp_path / "prep.py"), ALL,
+                                                                project=Project(tmp_path)))}
+    partial = list(lint_paths([str(tmp_path / "prep.py")], ALL))[0]
+    assert (6, "TL602") in _codes(partial)
+    write(tmp_path, {"score.py": """
+        import torch
+        from prep import make_loaders
+
+        _, held_out = make_loaders(rows_a, rows_b)
+        with torch.no_grad():
+            for x, y in held_out:
+                print(model(x).sum())
+        """})
+    assert (6, "TL602") in _codes(lint_path(str(tmp_path / "prep.py"), ALL, project=Project(tmp_path)))
+
+
 def test_a_script_loader_is_read_only_by_files_that_import_the_script(tmp_path):
     """TL602: a script's module-level loader that the script never reads is read by no file of its
     import component that does not import the script, however many of them use the same variable

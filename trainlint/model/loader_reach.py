@@ -1,0 +1,414 @@
+"""Where a loader goes: whether the value a `DataLoader(...)` call builds reaches an evaluation.
+
+A loader "feeds an evaluation" when, followed from its construction through the code, it reaches
+a pass over it that evaluates: a `for` over it (through `enumerate`/`tqdm`/`zip`/`iter`) whose body
+runs with grad recording off (a `no_grad`/`inference_mode` block or decorator around the loop,
+around the call that hands the loader to the function holding the loop, or a function every caller
+runs without grad) and computes no gradient (no backward, step or `autograd.grad`, with the literal
+flags the call passes: `step(model, loader, train=False)` skips its `if train:` backward); or it is
+returned by a framework hook whose loader the framework evaluates with (`val_dataloader`).
+
+The loader is followed through:
+- the name it is bound to: the reads that binding can reach (`FileIndex.reaching_bindings`: a
+  plain assignment of the name on every way to a read hides the earlier loader from it; a
+  binding reaches a read written before it only through a loop around both); a module's name
+  may be read by the files that import the module, unless it is bound under `if __name__ ==
+  "__main__":` (an importer never runs that block) or a later plain assignment at module level
+  replaces it (an importer sees the module's last value), or no file that can import the module
+  names it in a run over the whole project;
+- another name it is assigned to (`loader = val_loader`);
+- a return: to every call of the returning module-level function, in its file and (in a run
+  over the whole project) no other file naming it; a call whose result is dropped (a statement
+  of its own) takes the loader nowhere, `a, b = make()` hands the returned tuple's element to `b`;
+- an argument of a function of the same file: the reads of the parameter in its body.
+
+Reading its length, an attribute (`loader.dataset`), or drawing single batches (`loader_use`'s
+draws) is no pass over it. Anything else (an attribute of `self`, a container, a function of
+another file or a library, a caller in a file this run does not check) is where the code cannot
+follow: the loader may still feed an evaluation there (unknown).
+
+`reach(ctx, call)`: "unused" (no pass over the loader anywhere the code goes: it feeds no
+evaluation), "evaluates" (one reached pass evaluates; `only_evaluations` when no consumer reached
+is anything else), or "unknown".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from trainlint.model import frameworks
+from trainlint.model.dataflow import dataflow
+from trainlint.model.grad_mode import literal_flags
+from trainlint.model.index import FunctionInfo, positional_args
+from trainlint.model.loader_use import (_bounded_loop, _capped_draws, _cycled, _drawn_once, _dynamic_names,
+                                        _restarted_stream, _unmentioned_elsewhere)
+from trainlint.model.mode_state import EVAL
+from trainlint.model.modes import modes
+
+UNUSED, EVALUATES, UNKNOWN = "unused", "evaluates", "unknown"
+# calls whose result iterates their first argument (`for i, (x, y) in enumerate(tqdm(loader))`)
+_WRAPPERS = frozenset({"enumerate", "zip", "iter", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm",
+                       "reversed"})
+_EVAL_LOADER_HOOKS = frameworks.hooks("eval_loader")
+_MAX_DEPTH = 4
+_BUDGET = 200  # reads followed per loader, at most
+
+
+@dataclass(frozen=True)
+class Reach:
+    state: str
+    node: cst.CSTNode | None = None
+    text: str = ""
+    #: every consumer reached evaluates (none unknown)
+    only_evaluations: bool = False
+    #: the kind of evidence `node` is (trainlint.finding.EVIDENCE_KINDS)
+    kind: str = "use"
+
+
+@dataclass(frozen=True)
+class _Use:
+    kind: str  # "none", "eval", "other"
+    node: cst.CSTNode | None = None
+    text: str = ""
+    evidence: str = "use"
+
+
+class LoaderReach:
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        self.index = ctx.index
+        self.flow = ctx.model(dataflow)
+        self.modes = ctx.model(modes)
+        self._memo: dict[int, Reach] = {}
+
+    def of_call(self, call: cst.Call) -> Reach:
+        key = id(call)
+        if key not in self._memo:
+            self._budget = _BUDGET
+            self._seen: set[tuple] = set()
+            self._memo[key] = _combine(list(self._value(call, 0, False, ())))
+        return self._memo[key]
+
+    # -- the value, where it is written ------------------------------------------------------
+    def _value(self, expr: cst.CSTNode, depth: int, grad_off: bool, flags: tuple):
+        """The uses of the loader `expr` evaluates to, from what its parent does with it."""
+        index = self.index
+        self._budget -= 1
+        if self._budget < 0 or depth > _MAX_DEPTH:
+            yield _Use("other", expr, "followed too far")
+            return
+        loop = self._iterating_loop(expr)
+        if loop is not None:
+            yield self._loop_use(loop, grad_off, flags)
+            return
+        parent = index.parent(expr)
+        if isinstance(parent, cst.Expr):
+            yield _Use("none", parent, "dropped")
+            return
+        if isinstance(parent, cst.Assign) and parent.value is expr:
+            target = parent.targets[0].target if len(parent.targets) == 1 else None
+            if isinstance(target, cst.Name):
+                yield from self._name(parent, target.value, depth, grad_off, flags)
+            else:
+                yield _Use("other", parent, "stored where the code is not followed")
+            return
+        if isinstance(parent, cst.Return) and parent.value is expr:
+            yield from self._returned(parent, None, depth)
+            return
+        if isinstance(parent, cst.Element) and isinstance(tuple_ := index.parent(parent), cst.Tuple) \
+                and isinstance(returned := index.parent(tuple_), cst.Return) and returned.value is tuple_ \
+                and not any(isinstance(e, cst.StarredElement) for e in tuple_.elements):
+            yield from self._returned(returned, next(i for i, e in enumerate(tuple_.elements) if e is parent), depth)
+            return
+        if isinstance(parent, cst.Arg) and not parent.star:
+            yield from self._argument(parent, depth, grad_off, flags)
+            return
+        yield _Use("other", parent if parent is not None else expr, "used where the code is not followed")
+
+    def _read(self, node: cst.Name, depth: int, grad_off: bool, flags: tuple):
+        """One read of a name holding the loader."""
+        index = self.index
+        parent = index.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            yield _Use("none", parent, "an attribute read")  # `loader.dataset`: no pass over it
+            return
+        if isinstance(parent, cst.Arg) and isinstance(call := index.parent(parent), cst.Call) \
+                and isinstance(call.func, cst.Name) and call.func.value == "len" and not parent.star:
+            yield _Use("none", call, "its length")
+            return
+        if _del_target(index, node):
+            yield _Use("none", node, "deleted")
+            return
+        if _drawn_once(index, node) or _bounded_loop(index, node) or _cycled(index, node) \
+                or _capped_draws(index, node) or _restarted_stream(index, node):
+            yield _Use("none", node, "single batches drawn")
+            return
+        yield from self._value(node, depth, grad_off, flags)
+
+    # -- a name ------------------------------------------------------------------------------
+    def _name(self, statement: cst.Assign, name: str, depth: int, grad_off: bool, flags: tuple):
+        """The reads the binding of `name` by `statement` reaches."""
+        index = self.index
+        key = ("name", id(statement), name)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        scope = index.scope_at(statement)
+        binding = next((b for b in scope.bindings.get(name, ()) if b.node is statement), None)
+        if binding is None:
+            yield _Use("other", statement, "bound where the code is not followed")
+            return
+        function = index.function_at(statement)
+        region = function.node.body if function is not None else index.module
+        if function is None and not self._module_name_private(statement, name):
+            yield _Use("other", statement, f"a module-level name (`{name}`) other files may import")
+        elif function is not None and _dynamic_names(index):
+            yield _Use("other", statement, "in a file that reaches names by text (`locals()`, `eval`)")
+        for node in index.subtree(region):
+            if not (isinstance(node, cst.Name) and node.value == name) or not self._reads(node):
+                continue
+            if binding not in index.reaching_bindings(node, name, index.scope_at(node)):
+                continue
+            if not self._reaches(statement, node):
+                continue
+            yield from self._read(node, depth, grad_off, flags)
+
+    def _reads(self, node: cst.Name) -> bool:
+        parent = self.index.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.attr is node:
+            return False  # `x.name`: another object's attribute
+        if isinstance(parent, (cst.Param, cst.FunctionDef, cst.ClassDef, cst.Global, cst.Nonlocal, cst.ImportAlias,
+                               cst.NameItem)):
+            return False
+        if isinstance(parent, cst.AssignTarget) and parent.target is node \
+                or isinstance(parent, cst.AnnAssign) and parent.target is node:
+            return False
+        if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is node:
+            return False
+        if isinstance(parent, cst.AsName):
+            return False
+        return True
+
+    def _reaches(self, statement: cst.CSTNode, read: cst.CSTNode) -> bool:
+        """The binding written by `statement` can come to `read`: after it in the same function, or
+        before it with a loop around both; a read in a nested function runs whenever it is called."""
+        flow = self.flow
+        if flow._owner(read) is not flow._owner(statement):
+            return True
+        if any(isinstance(a, cst.Lambda) for a in self.index.ancestors(read)):
+            return True  # a lambda runs when it is called, maybe after the binding
+        if flow.before(statement, read):
+            return True
+        return any(isinstance(a, (cst.For, cst.While)) and flow.inside(statement, a)
+                   for a in self.index.ancestors(read))
+
+    def _module_name_private(self, statement: cst.CSTNode, name: str) -> bool:
+        """No other file can read the module's `name` bound by `statement`: bound under `if __name__
+        == "__main__":`, replaced by a later plain module-level assignment, or, in a run over the
+        whole project, named by no file that can import the module."""
+        index = self.index
+        if _dynamic_names(index):
+            return False
+        if any(isinstance(a, cst.If) and _main_guard(a.test) for a in index.ancestors(statement)):
+            return True
+        line = index.parent(statement)
+        body = list(index.module.body)
+        if line in body:
+            position = body.index(line)
+            for later in body[position + 1:]:
+                if isinstance(later, cst.SimpleStatementLine) and any(
+                        isinstance(s, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name
+                                                          for t in s.targets) for s in later.body):
+                    return True
+        return _unmentioned_elsewhere(index, name, importers_only=True)
+
+    # -- a loop ------------------------------------------------------------------------------
+    def _iterating_loop(self, expr: cst.CSTNode) -> cst.CSTNode | None:
+        """The `for` (or comprehension) that goes through `expr`, through iteration wrappers."""
+        index = self.index
+        current = expr
+        for _ in range(4):
+            parent = index.parent(current)
+            if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is current:
+                return parent
+            if not isinstance(parent, cst.Arg) or parent.star:
+                return None
+            call = index.parent(parent)
+            if not isinstance(call, cst.Call):
+                return None
+            wrapper = index.resolve(call.func, index.scope_at(call))
+            if wrapper not in _WRAPPERS or parent.keyword is not None \
+                    or wrapper != "zip" and call.args[0] is not parent:
+                return None
+            current = call
+        return None
+
+    def _loop_use(self, loop: cst.CSTNode, grad_off: bool, flags: tuple) -> _Use:
+        """A pass over the loader: an evaluation when it computes no gradient and runs with grad
+        recording off, or runs a model that is in eval mode on every way to its forward."""
+        body = loop
+        if isinstance(loop, cst.CompFor):  # the whole comprehension: its element is outside the CompFor
+            body = next((a for a in self.index.ancestors(loop)
+                         if isinstance(a, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp))), loop)
+        holder = body if isinstance(body, cst.For) else self.index.enclosing_statement(body)
+        scope = self.flow.scope_of(body)
+        if self.modes.computes_grad(body, scope, flags):
+            return _Use("other", holder, "gone through by a loop that computes gradients")
+        if grad_off or self.flow.under_no_grad(body):
+            return _Use("eval", holder, "gone through with grad recording off and no backward")
+        if self._eval_mode_forward(body):
+            return _Use("eval", holder, "gone through by a model in eval mode, with no backward")
+        return _Use("other", holder, "gone through by a loop that is not shown to evaluate")
+
+    def _eval_mode_forward(self, body: cst.CSTNode) -> bool:
+        """A forward of a model in `body` with the model in eval mode on every way to it."""
+        start, end = self.index.place.get(body), None
+        if start is None:
+            return False
+        end = self.index.subtree_end(start)
+        for forward in self.modes.forwards():
+            at = self.index.place.get(forward.call)
+            if at is not None and start <= at < end and forward.facts \
+                    and all(fact.kind == EVAL for fact in forward.facts):
+                return True
+        return False
+
+    # -- a return ----------------------------------------------------------------------------
+    def _returned(self, statement: cst.Return, position: int | None, depth: int):
+        index = self.index
+        function = index.function_at(statement)
+        if function is None:
+            yield _Use("other", statement, "returned")
+            return
+        if function.name in _EVAL_LOADER_HOOKS and function.class_name is not None:
+            yield _Use("eval", function.node, f"returned by the framework hook `{function.name}`", "framework")
+            return
+        key = ("return", id(function.node), position)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        if function.class_name is not None or function.node.decorators or _dynamic_names(index):
+            yield _Use("other", statement, f"returned by `{function.name}` to callers the code does not follow")
+            return
+        nested = function.scope.parent is not index.module_scope
+        region = index.module if not nested else function.scope.parent.node
+        calls = [site.node for site in index.callers(function)]
+        called = {id(call.func) for call in calls}
+        other_reads = [n for n in index.subtree(region) if isinstance(n, cst.Name)
+                       and n.value == function.name and id(n) not in called and self._reads(n)]
+        if other_reads or not calls:
+            # handed around by name, or called by nothing the code shows (an entry point named in
+            # a configuration may call it and use what it returns)
+            yield _Use("other", statement, f"returned by `{function.name}` to callers the code does not show")
+        elif not nested and not _unmentioned_elsewhere(index, function.name):
+            # another file may import and call it (or this run does not see the whole project)
+            yield _Use("other", statement, f"returned by `{function.name}` to callers in other files")
+        for call in calls:
+            yield from self._result(call, position, depth + 1)
+
+    def _result(self, call: cst.Call, position: int | None, depth: int):
+        """What a caller does with the returned loader (the element `position` of a returned tuple)."""
+        index = self.index
+        parent = index.parent(call)
+        if isinstance(parent, cst.Expr):
+            yield _Use("none", parent, "the returned value is dropped")
+            return
+        if position is None:
+            yield from self._value(call, depth, False, ())
+            return
+        if isinstance(parent, cst.Assign) and parent.value is call and len(parent.targets) == 1 \
+                and isinstance(target := parent.targets[0].target, (cst.Tuple, cst.List)) \
+                and len(target.elements) > position \
+                and not any(isinstance(e, cst.StarredElement) for e in target.elements):
+            element = target.elements[position].value
+            if isinstance(element, cst.Name):
+                yield from self._name(parent, element.value, depth, False, ())
+                return
+        yield _Use("other", parent if parent is not None else call, "the returned tuple is used as a whole")
+
+    # -- an argument -------------------------------------------------------------------------
+    def _argument(self, arg: cst.Arg, depth: int, grad_off: bool, flags: tuple):
+        index = self.index
+        call = index.parent(arg)
+        if not isinstance(call, cst.Call):
+            yield _Use("other", arg, "passed on")
+            return
+        scope = index.scope_at(call)
+        callee = index.callee(call, scope)
+        if callee is None:
+            yield _Use("other", call, "handed to a function the code does not follow")
+            return
+        param = _parameter_for(callee, call, arg)
+        if param is None:
+            yield _Use("other", call, "handed to a function the code does not follow")
+            return
+        key = ("param", id(callee.node), param, grad_off or self.flow.under_no_grad(call))
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        off = grad_off or self.flow.under_no_grad(call)
+        inner_flags = tuple(sorted(literal_flags(call, callee, dict(flags)).items()))
+        binding = next((b for b in callee.scope.bindings.get(param, ()) if b.kind == "param"), None)
+        if binding is None:
+            yield _Use("other", call, "handed to a function the code does not follow")
+            return
+        passes = False
+        for node in index.subtree(callee.node.body):
+            if isinstance(node, cst.Name) and node.value == param and self._reads(node) \
+                    and binding in index.reaching_bindings(node, param, index.scope_at(node)):
+                for use in self._read(node, depth + 1, off, inner_flags):
+                    passes = passes or use.kind != "none"
+                    yield use
+        if callee.class_name is not None and not passes:
+            # a subclass (in any file) may override a method that does nothing with it here
+            yield _Use("other", call, f"handed to the method `{callee.name}`, which a subclass may override")
+
+
+def _parameter_for(callee: FunctionInfo, call: cst.Call, arg: cst.Arg) -> str | None:
+    params = [p.name.value for p in (*callee.node.params.posonly_params, *callee.node.params.params)]
+    if callee.class_name and params and params[0] in ("self", "cls"):
+        params = params[1:]
+    if arg.keyword is not None:
+        names = {*params, *(p.name.value for p in callee.node.params.kwonly_params)}
+        return arg.keyword.value if arg.keyword.value in names else None
+    if any(a.star for a in call.args):
+        return None
+    positional = positional_args(call)
+    position = next((i for i, a in enumerate(positional) if a is arg), None)
+    return params[position] if position is not None and position < len(params) else None
+
+
+def _main_guard(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"` (either way round)."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return False
+    sides = [test.left, test.comparisons[0].comparator]
+    return any(isinstance(s, cst.Name) and s.value == "__name__" for s in sides) and any(
+        isinstance(s, cst.SimpleString) and s.evaluated_value == "__main__" for s in sides)
+
+
+def _del_target(index, node: cst.CSTNode) -> bool:
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.Del):
+            return True
+        if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            return False
+    return False
+
+
+def _combine(uses: list[_Use]) -> Reach:
+    evaluations = [u for u in uses if u.kind == "eval"]
+    others = [u for u in uses if u.kind == "other"]
+    if evaluations:
+        first = evaluations[0]
+        return Reach(EVALUATES, first.node, first.text, only_evaluations=not others, kind=first.evidence)
+    if others:
+        return Reach(UNKNOWN, others[0].node, others[0].text)
+    return Reach(UNUSED)
+
+
+def loader_reach(ctx) -> LoaderReach:
+    return LoaderReach(ctx)
