@@ -48,10 +48,6 @@ KNOWN_NAME_PREMISES = {
     ('TL501', 'bad', 'model outputs kept by an evaluation that records a graph'):
         ("the loop is over batches because its iterable is named like a loader (`loader`, LOADER_NAME): see "
          "the entry above"),
-    ('TL501', 'bad', "the same sum returned to a caller that only prints it: every batch's graph is kept for nothing"):
-        ("the forward is a model's because the attribute is named `net` (roles by name): `self.net = "
-         "nn.Sequential(...)` gives no role, torch.nn's layer constructions are not in the role table (diagnosed "
-         "by renaming one name at a time: only `net` -> `v8` loses the finding)"),
     ('TL501', 'bad', 'the same levels, but the list is made once before the steps: it outlives every one of them'):
         "the kept output is a forward's because its callee is named `net` (a parameter's element: roles by name)",
     ('TL601', 'bad', 'the same helpers, but the test flag keeps the short last batch'):

@@ -201,3 +201,42 @@ def test_a_schedule_factory_handing_back_a_plain_function_builds_no_scheduler(tm
     assert done.returncode == (1 if expected else 0), done.stderr
     findings = json.loads(done.stdout)["findings"]
     assert [(f["path"], f["line"]) for f in findings] == [("run.py", line) for line in expected]
+
+
+SEQUENTIAL = """
+import torch
+from torch import nn
+
+
+class C1:
+    def __init__(self, v2):
+        self.v8 = {layer}
+        self.v7 = v2
+
+    def f1(self):
+        v3 = 0
+        for v5, v6 in torch.utils.data.DataLoader(self.v7, batch_size=64):
+            v3 += nn.functional.mse_loss(self.v8(v5), v6)
+        return v3
+
+    def f2(self):
+        print(self.f1().item())
+"""
+
+
+@pytest.mark.parametrize(("layer", "fires"), [
+    ("nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))", True),  # a network: its call is a forward
+    ("torch.nn.Sequential(nn.Linear(4, 1))", True),
+    ("nn.Linear(4, 1)", False),  # a single layer is no model role (a head, a projection)
+    ("nn.MSELoss()", False),
+])
+def test_a_sequential_built_in_place_is_a_model_whatever_its_name(layer, fires):
+    """TL501: losses of `self.v8(x)` summed over a loader and returned to a caller that only prints
+    them keep every batch's graph. `self.v8` is a model because `nn.Sequential(...)` builds it, not
+    because of its name; a single layer or a loss module gets no model role."""
+    from trainlint.engine import lint_source
+    from trainlint.settings import Settings, resolve_selection
+
+    result = lint_source(SEQUENTIAL.format(layer=layer), "solver.py",
+                         Settings(select=resolve_selection(["TL501"], [], [])))
+    assert ("TL501" in {f.code for f in result.findings}) is fires

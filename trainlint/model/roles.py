@@ -66,6 +66,10 @@ _CONSTRUCTORS: tuple[tuple[str, str], ...] = (
     ("torch.utils.data.dataloader.DataLoader", LOADER),
     ("torch.nn.parallel.DistributedDataParallel", MODEL),
     ("torch.nn.DataParallel", MODEL),
+    # a stack of layers built in place (`self.net = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), ...)`):
+    # a network, its call a forward. (Single layers and loss modules are not: a head, a criterion.)
+    ("torch.nn.Sequential", MODEL),
+    ("torch.nn.modules.container.Sequential", MODEL),
     ("torch.nn.parallel.DataParallel", MODEL),
     ("torchvision.models.", MODEL),
     ("timm.create_model", MODEL),
