@@ -59,7 +59,10 @@ class ZeroGradPerMicroBatch(Rule):
         after its step inside `with accelerator.accumulate(model):` (Accelerate skips it between
         gradient syncs) is correct and not flagged (a prepared optimizer includes one handed to
         `accelerator.prepare(*objs)` in a list). `model.zero_grad()` inside the Accelerate block is
-        flagged: only the prepared optimizer's `zero_grad` is skipped. A retry loop
+        flagged: only the prepared optimizer's `zero_grad` is skipped. Under an Accelerator built
+        with a DeepSpeed plugin (`deepspeed_plugin=`, trainlint/frameworks/accelerate.toml) the
+        prepared optimizer's `zero_grad()` does nothing (the engine clears after its own step) and
+        is never flagged for its place. A retry loop
         (`while size: try: ... backward ... except OOM: size //= 2 else: break`) is not a micro-batch
         loop: it repeats only after a failure, and a clear in it drops the failed attempt's gradients.
         A clear is said to run on every micro-batch only when each test on its way (other than the
@@ -949,6 +952,24 @@ class ZeroGradPerMicroBatch(Rule):
                         self.optimizer.step()
             """,
             title="the variable holds the window's first micro-batch: the clear opens the window",
+        ),
+        good(
+            """
+            import torch
+            from accelerate import Accelerator, DeepSpeedPlugin
+
+            plugin = DeepSpeedPlugin(zero_stage=2, gradient_accumulation_steps=4)
+            accelerator = Accelerator(gradient_accumulation_steps=4, deepspeed_plugin=plugin)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    optimizer.zero_grad()
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+            """,
+            title="with a DeepSpeed plugin the engine owns the update: the prepared optimizer's clear does nothing",
         ),
     )
 

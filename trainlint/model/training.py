@@ -1201,7 +1201,8 @@ class TrainingModel:
         guard = loop.guard
         if guard is None or guard.kind not in ("branch", "continue", "accelerate"):
             return False
-        if self._under_guard(loop, ref, guard) and (guard.kind != "accelerate" or self._accelerate_skips(loop, ref)):
+        if self._under_guard(loop, ref, guard) and (guard.kind != "accelerate" or (
+                self._accelerate_skips(loop, ref) and not self._engine_clears(loop, ref))):
             return True
         boundary = self._boundary_key(loop)
         for position, segment in enumerate(self.path(loop, ref)):
@@ -1216,6 +1217,19 @@ class TrainingModel:
                 if guard.kind == "accelerate" and holds and self._sync_flag(node.test, scope):
                     return True
         return False
+
+    def _engine_clears(self, loop: TrainingLoop, ref: CallRef) -> bool:
+        """A prepared optimizer's `zero_grad()` under an Accelerator built with a keyword that hands
+        the update to an engine (`deepspeed_plugin=`: framework data): the call does nothing."""
+        if not (isinstance(ref.node.func, cst.Attribute) and ref.node.func.attr.value == "zero_grad"):
+            return False
+        accelerate = self.accelerate_accumulation(loop)
+        construction = self._accelerator_construction(accelerate.accelerator, accelerate.scope) \
+            if accelerate is not None else None
+        if construction is None:
+            return False
+        name = self.index.resolve(construction.func, self.index.scope_at(construction)) or ""
+        return any(keyword_arg(construction, k) is not None for k in frameworks.engine_keywords(name.rsplit(".", 1)[-1]))
 
     def _boundary_key(self, loop: TrainingLoop) -> tuple[str, bool] | None:
         """The guard's condition as `condition_key` reads it, with the truth value it has on the
