@@ -826,3 +826,16 @@ def test_condition_key_reads_a_stored_condition_and_its_negations():
     test = next(n for n in walk(ctx.module) if isinstance(n, cst.If)).test
     assert model.condition_key(test) == ("(i + 1) % K == 0", False)
     assert model.boundary_polarity(test) is False
+
+
+def test_a_condition_stored_after_its_test_is_last_iteration_s_value_not_the_boundary():
+    ctx, model = build("""
+        for i, (x, y) in enumerate(loader):
+            if flag:
+                opt.zero_grad()
+            (crit(model(x), y) / K).backward()
+            flag = (i + 1) % K == 0
+            if (i + 1) % K == 0:
+                opt.step()
+        """)
+    assert model.window_clears(innermost(model)) == []

@@ -1245,18 +1245,15 @@ class TrainingModel:
 
     def condition_key(self, test: cst.BaseExpression) -> tuple[str, bool]:
         """A test as the value it reads: `not`s taken off (each flips the polarity) and a name
-        followed to the condition the assignment reaching it stores (`Dataflow.stored_condition`):
+        followed to the condition the assignment reaching it stores (`stored_condition`):
         `if not do_step:` with `do_step = (i + 1) % K == 0` reads ("(i + 1) % K == 0", False)."""
-        from trainlint.model.dataflow import dataflow
-
-        flow = self.ctx.model(dataflow)
         positive = True
         for _ in range(4):
             while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
                 test, positive = test.expression, not positive
             if not isinstance(test, cst.Name):
                 break
-            value, statement = flow.stored_condition(test)
+            value, statement = self.stored_condition(test)
             if statement is None:
                 break
             test = value
@@ -1265,14 +1262,41 @@ class TrainingModel:
     def stored_test(self, test: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.CSTNode | None]:
         """The condition a test reads through a name (`if do_step:` -> `(i + 1) % K == 0 or
         last`), with the assignment that stores it (None when the test is read as written)."""
-        from trainlint.model.dataflow import dataflow
-
         inner = test
         while isinstance(inner, cst.UnaryOperation) and isinstance(inner.operator, cst.Not):
             inner = inner.expression
         if not isinstance(inner, cst.Name):
             return test, None
-        return self.ctx.model(dataflow).stored_condition(inner)
+        value, statement = inner, None
+        for _ in range(3):  # `ready = do_step` then `do_step = ...`
+            if not isinstance(value, cst.Name):
+                break
+            found, assignment = self.stored_condition(value)
+            if assignment is None:
+                break
+            value, statement = found, assignment
+        return (value, statement) if statement is not None else (test, None)
+
+    def stored_condition(self, name: cst.Name) -> tuple[cst.BaseExpression, cst.CSTNode | None]:
+        """The value of the one plain assignment of `name` that reaches this use (the index's
+        reaching bindings; literal `True`/`False` narrowings aside), with that assignment; `name`
+        and None when a parameter, a loop target, an augmented assignment, tuple unpacking or
+        several computed values reach it. (Dataflow.stored_condition answers the same for the
+        rules; the model below it reads the index's bindings.)"""
+        bindings = self.index.reaching_bindings(name, name.value, self.index.scope_at(name))
+        computed = [b for b in bindings
+                    if not (b.kind == "assign" and isinstance(b.value, cst.Name) and b.value.value in ("True", "False"))]
+        if len(computed) != 1:
+            return name, None
+        binding = computed[0]
+        if binding.kind != "assign" or binding.value is None or binding.value is name or \
+                not isinstance(binding.node, (cst.Assign, cst.AnnAssign)):
+            return name, None
+        place = self.index.place
+        at, where = place.get(binding.node), place.get(name)
+        if at is None or where is None or self.index.subtree_end(at) >= where:
+            return name, None  # written after the use (last iteration's value) or around it
+        return binding.value, binding.node
 
     def _sync_flag(self, test: cst.BaseExpression, scope: Scope) -> bool:
         """`accelerator.sync_gradients` (an Accelerator's sync flag, trainlint/frameworks/
