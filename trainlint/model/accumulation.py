@@ -367,19 +367,16 @@ class LossTracer:
                     return False
             return True
         if isinstance(factor, cst.Attribute):
-            text = self.ctx.code_for(factor)
+            text = " ".join(self.ctx.code_for(factor).split())
             if text in k_names or factor.attr.value in k_names:
                 return False
             if _is_self(factor.value):
                 values = self.index.self_attribute_values(factor.attr.value, scope)
                 return bool(values) and all(self.free_of_k(v, self.index.scope_at(v), depth + 1) for v in values)
-            for node in walk(self.index.module):
-                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else \
-                    [node.target] if isinstance(node, (cst.AugAssign, cst.AnnAssign)) else []
-                if any(self.ctx.code_for(t) == text for t in targets):
-                    value = node.value
-                    if value is None or not self.free_of_k(value, self.index.scope_at(node), depth + 1):
-                        return False
+            for node in self.ctx.model(attribute_writes).get(text, ()):
+                value = node.value
+                if value is None or not self.free_of_k(value, self.index.scope_at(node), depth + 1, site_k):
+                    return False
             return True
         return False
 
@@ -933,6 +930,21 @@ def _int_literal(expr: cst.BaseExpression) -> int | None:
             isinstance(expr.expression, cst.Integer):
         return -int(expr.expression.evaluated_value)
     return None
+
+
+def attribute_writes(ctx) -> dict[str, list[cst.CSTNode]]:
+    """The file's assignments to attributes (`args.alpha = ...`, `cfg.w += ...`), by the target's
+    code: built once per file (`ctx.model(attribute_writes)`)."""
+    found: dict[str, list[cst.CSTNode]] = {}
+    for node in walk(ctx.module):
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else \
+            [node.target] if isinstance(node, (cst.AugAssign, cst.AnnAssign)) else []
+        for target in targets:  # `args.alpha, x = ...`: the whole right side (not read: not free of K)
+            for written in ([e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List))
+                            else [target]):
+                if isinstance(written, cst.Attribute):
+                    found.setdefault(" ".join(ctx.code_for(written).split()), []).append(node)
+    return found
 
 
 def _literal_value(expr: cst.BaseExpression | None) -> float | None:
