@@ -29,7 +29,9 @@ class SchedulerStepPerMicroBatch(Rule):
         Finds training loops that accumulate gradients (the backward runs on every iteration while
         the optimizer step is guarded by `if (i + 1) % K == 0:`, `if micro % K: continue`,
         `accelerator.sync_gradients`, or runs after a nested micro-batch loop) and flags an LR
-        scheduler's `.step()` that runs on every micro-batch rather than inside the update.
+        scheduler's `.step()` that runs on every micro-batch rather than inside the update. A guard
+        kept in a variable (`do_step = (i + 1) % K == 0 or last` then `if do_step:`) is read through
+        the assignment that reaches the test, whatever the variable is called.
 
         Under Accelerate, a scheduler passed to `accelerator.prepare` is accumulation-aware (it
         only advances when gradients sync), so stepping it inside `with accelerator.accumulate(...)`
@@ -787,6 +789,61 @@ class SchedulerStepPerMicroBatch(Rule):
                         opt.zero_grad()
             """,
             title="a project schedule told its position on every call (step(epoch=..., batch_idx=...)): a repeat sets the same rate",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, accum, total_updates):
+                scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=1e-3, total_steps=total_updates)
+                last = len(loader) - 1
+                for i, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / accum
+                    loss.backward()
+                    ready = (i + 1) % accum == 0 or i == last
+                    if ready:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    scheduler.step()
+            """,
+            line=14,
+            fixed="""
+            import torch
+
+
+            def train(model, loader, optimizer, accum, total_updates):
+                scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=1e-3, total_steps=total_updates)
+                last = len(loader) - 1
+                for i, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / accum
+                    loss.backward()
+                    ready = (i + 1) % accum == 0 or i == last
+                    if ready:
+                        optimizer.step()
+                        scheduler.step()
+                        optimizer.zero_grad()
+            """,
+            title="the update's test kept in a variable; the scheduler steps outside the `if` that reads it",
+        ),
+        good(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, accum, total_updates):
+                scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=1e-3, total_steps=total_updates)
+                last = len(loader) - 1
+                for i, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / accum
+                    loss.backward()
+                    ready = (i + 1) % accum == 0 or i == last
+                    if ready:
+                        optimizer.step()
+                        scheduler.step()
+                        optimizer.zero_grad()
+            """,
+            title="the same variable, the scheduler stepped under it",
         ),
     )
 

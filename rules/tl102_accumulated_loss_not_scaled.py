@@ -39,7 +39,14 @@ class AccumulatedLossNotScaled(Rule):
         that is neither divided by K nor weighted by the window's sample or token count.
 
         The loss is followed through its assignments (`loss = loss / K`, `loss /= K`,
-        `(loss / K).backward()`, `scaler.scale(loss / K)`) and into same-file helpers.
+        `(loss / K).backward()`, `scaler.scale(loss / K)`) and into same-file helpers. A loss built
+        by arithmetic on a mean is that mean: `criterion(out, y) + aux` adds a term, and
+        `criterion(out, y) * alpha + reg` weights it by a factor that reads nothing K is computed
+        from and nothing that changes between micro-batches (a literal, a setting such as
+        `self.args.alpha` that no assignment of the file computes from K, a parameter every
+        same-file caller passes such a value for), so the accumulated gradient still grows with
+        K; a factor computed from K (`w = 1 / accum`), or one a caller the file does not show
+        passes, may be the window's share and is left alone.
         `accelerator.backward(loss)` on an Accelerator created with `gradient_accumulation_steps`
         divides by K itself and is not flagged; sum-reduced losses (also a model or loss module of
         this file whose `forward` returns one: terms with `reduction="sum"` added up from a zero
@@ -938,6 +945,126 @@ class AccumulatedLossNotScaled(Rule):
             title="the loss unpacked from `self.model`, built from a module class of this file whose forward "
                   "returns a mean",
         ),
+        bad(
+            """
+            import torch
+
+
+            class DistillTrainer:
+                def __init__(self, student, teacher, loader, args):
+                    self.student, self.teacher, self.loader, self.args = student, teacher, loader, args
+                    self.optimizer = torch.optim.AdamW(student.parameters(), lr=args.lr)
+                    self.criterion = torch.nn.CrossEntropyLoss()
+
+                def train_epoch(self):
+                    for step, (x, y) in enumerate(self.loader):
+                        logits = self.student(x)
+                        with torch.no_grad():
+                            target = self.teacher(x).softmax(-1)
+                        distill = torch.nn.functional.kl_div(logits.log_softmax(-1), target, reduction="batchmean")
+                        loss = self.criterion(logits, y) * self.args.alpha + distill
+                        loss.backward()
+                        if (step + 1) % self.args.accum_steps == 0:
+                            self.optimizer.step()
+                            self.optimizer.zero_grad()
+            """,
+            line=17,
+            fixed="""
+            import torch
+
+
+            class DistillTrainer:
+                def __init__(self, student, teacher, loader, args):
+                    self.student, self.teacher, self.loader, self.args = student, teacher, loader, args
+                    self.optimizer = torch.optim.AdamW(student.parameters(), lr=args.lr)
+                    self.criterion = torch.nn.CrossEntropyLoss()
+
+                def train_epoch(self):
+                    for step, (x, y) in enumerate(self.loader):
+                        logits = self.student(x)
+                        with torch.no_grad():
+                            target = self.teacher(x).softmax(-1)
+                        distill = torch.nn.functional.kl_div(logits.log_softmax(-1), target, reduction="batchmean")
+                        loss = self.criterion(logits, y) * self.args.alpha + distill
+                        (loss / self.args.accum_steps).backward()
+                        if (step + 1) % self.args.accum_steps == 0:
+                            self.optimizer.step()
+                            self.optimizer.zero_grad()
+            """,
+            title="a weighted mean plus a distillation term: a setting's weight is not the window's share",
+        ),
+        good(
+            """
+            import torch
+
+
+            class DistillTrainer:
+                def __init__(self, student, teacher, loader, args):
+                    self.student, self.teacher, self.loader, self.args = student, teacher, loader, args
+                    self.optimizer = torch.optim.AdamW(student.parameters(), lr=args.lr)
+                    self.criterion = torch.nn.CrossEntropyLoss()
+                    self.share = 1.0 / args.accum_steps
+
+                def train_epoch(self):
+                    for step, (x, y) in enumerate(self.loader):
+                        logits = self.student(x)
+                        with torch.no_grad():
+                            target = self.teacher(x).softmax(-1)
+                        distill = torch.nn.functional.kl_div(logits.log_softmax(-1), target, reduction="batchmean")
+                        loss = (self.criterion(logits, y) + distill) * self.share
+                        loss.backward()
+                        if (step + 1) % self.args.accum_steps == 0:
+                            self.optimizer.step()
+                            self.optimizer.zero_grad()
+            """,
+            title="the factor is computed from K (`1.0 / args.accum_steps`): the window's share",
+        ),
+        bad(
+            """
+            import torch
+
+            ACCUM = 4
+            criterion = torch.nn.CrossEntropyLoss()
+            for i, (x, y) in enumerate(loader):
+                logits, aux = model(x)
+                loss = criterion(logits, y) + 0.4 * criterion(aux, y)
+                loss.backward()
+                if (i + 1) % ACCUM == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            line=8,
+            fixed="""
+            import torch
+
+            ACCUM = 4
+            criterion = torch.nn.CrossEntropyLoss()
+            for i, (x, y) in enumerate(loader):
+                logits, aux = model(x)
+                loss = criterion(logits, y) + 0.4 * criterion(aux, y)
+                (loss / ACCUM).backward()
+                if (i + 1) % ACCUM == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="a main loss plus a weighted auxiliary head: the sum of two means, neither divided by K",
+        ),
+        good(
+            """
+            import torch
+
+            ACCUM = 4
+            criterion = torch.nn.CrossEntropyLoss()
+            for i, (x, y) in enumerate(loader):
+                logits, aux = model(x)
+                loss = criterion(logits, y) * 0.25 + 0.1 * criterion(aux, y) * 0.25
+                loss.backward()
+                if (i + 1) % ACCUM == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            title="each term weighted by 0.25 with K fixed at 4: the factor may be 1 / K written out",
+        ),
     )
 
     def check(self, ctx):
@@ -976,6 +1103,11 @@ class AccumulatedLossNotScaled(Rule):
                     is_mean = premise(f"`{loss_text}` is a mean over the micro-batch, not divided by {k} before "
                                       "the backward", backward.loss, "call")
                 evidence = [*accumulation_premises(ctx, loop), is_mean]
+                for factor in trace.weights[:1]:
+                    evidence.append(premise(
+                        f"the factor `{ctx.code_for(factor)}` reads nothing {k} is computed from, nor anything that "
+                        "changes between micro-batches: a weight, not the window's share, so the accumulated "
+                        f"gradient still grows with {k}", factor, "use"))
                 for clear, test in maybe[:1]:
                     evidence.append(unknown(
                         f"the window's gradients add up: `{ctx.code_for(clear.node)}` runs under "

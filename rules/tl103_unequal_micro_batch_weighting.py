@@ -435,6 +435,47 @@ class UnequalMicroBatchWeighting(Rule):
             """,
             title="no accumulation: nothing is divided by K",
         ),
+        bad(
+            """
+            import torch.nn.functional as F
+
+
+            class Fitter:
+                def __init__(self, model, optimizer, accum):
+                    self.model, self.optimizer, self.accum = model, optimizer, accum
+
+                def fit_epoch(self, loader):
+                    for i, (x, y) in enumerate(loader):
+                        loss = F.cross_entropy(self.model(x), y) / self.accum
+                        loss.backward()
+                        flush = (i + 1) % self.accum == 0 or i == len(loader) - 1
+                        if flush:
+                            self.optimizer.step()
+                            self.optimizer.zero_grad()
+            """,
+            line=10,
+            title="the update's test kept in a variable flushes a short last window, still divided by K",
+        ),
+        good(
+            """
+            import torch.nn.functional as F
+
+
+            class Fitter:
+                def __init__(self, model, optimizer, accum):
+                    self.model, self.optimizer, self.accum = model, optimizer, accum
+
+                def fit_epoch(self, loader):
+                    for i, (x, y) in enumerate(loader):
+                        loss = F.cross_entropy(self.model(x), y) / self.accum
+                        loss.backward()
+                        flush = (i + 1) % self.accum == 0
+                        if flush:
+                            self.optimizer.step()
+                            self.optimizer.zero_grad()
+            """,
+            title="the variable holds only the K boundary: a partial last window is never stepped, none is short",
+        ),
     )
 
     def check(self, ctx):
@@ -535,7 +576,9 @@ class UnequalMicroBatchWeighting(Rule):
             return (f"the model's loss is a mean over valid tokens (the file uses `{evidence}`), and the "
                     "valid-token count differs between micro-batches: every window is misweighted")
         guard = tracer.loop.guard
-        flush = _flush_disjunct(guard.condition) if guard.kind in ("branch", "continue") else None
+        # the guard read through the assignment that stores it (`do_step = (i + 1) % K == 0 or last`)
+        flush = _flush_disjunct(tracer.model.stored_test(guard.condition)[0]) \
+            if guard.kind in ("branch", "continue") and guard.condition is not None else None
         if flush is not None:
             return (f"the update guard also fires on `{ctx.code_for(flush).strip()}`, so the last window of an "
                     "epoch is short and its micro-batches, each divided by the full K, are underweighted")

@@ -54,12 +54,15 @@ class ZeroGradPerMicroBatch(Rule):
         `zero_grad()` (on the optimizer or the model) or a `p.grad = None` that runs on every
         micro-batch instead of once per update.
 
-        Clearing at the top or bottom of the guarded update, after a `continue` guard, under its
-        own `if i % K == 0:`, before a nested micro-batch loop, or through a prepared optimizer
-        inside `with accelerator.accumulate(model):` (Accelerate skips it between gradient syncs)
-        is correct and not flagged (a prepared optimizer includes one handed to
+        Clearing at the bottom of the guarded update, after a `continue` guard and the step, under
+        its own `if i % K == 0:`, before a nested micro-batch loop, or through a prepared optimizer
+        after its step inside `with accelerator.accumulate(model):` (Accelerate skips it between
+        gradient syncs) is correct and not flagged (a prepared optimizer includes one handed to
         `accelerator.prepare(*objs)` in a list). `model.zero_grad()` inside the Accelerate block is
-        flagged: only the prepared optimizer's `zero_grad` is skipped. A retry loop
+        flagged: only the prepared optimizer's `zero_grad` is skipped. Under an Accelerator built
+        with a DeepSpeed plugin (`deepspeed_plugin=`, trainlint/frameworks/accelerate.toml) the
+        prepared optimizer's `zero_grad()` does nothing (the engine clears after its own step) and
+        is never flagged for its place. A retry loop
         (`while size: try: ... backward ... except OOM: size //= 2 else: break`) is not a micro-batch
         loop: it repeats only after a failure, and a clear in it drops the failed attempt's gradients.
         A clear is said to run on every micro-batch only when each test on its way (other than the
@@ -69,10 +72,15 @@ class ZeroGradPerMicroBatch(Rule):
         base class of another file keeps), where it may mark the window's start, the finding is
         unproven.
 
-        The clear's place within the window counts too: a `zero_grad()` under the update's own
-        condition (the step's `if`, or a test written the same way) that runs before the last
-        micro-batch's backward, with the step after that backward, throws away what the window's
-        other micro-batches accumulated, and is flagged. Under a test of the window's first
+        The clear's place within the window counts too (`TrainingModel.window_clears`): a
+        `zero_grad()` that runs only on the window's last micro-batch (under the step's `if`, after
+        its `continue` guard, under a test reading the same condition, also through a variable
+        that stores it: `boundary = (i + 1) % K == 0` then `if boundary:`; under Accelerate, a
+        prepared optimizer's clear inside `accumulate`, which Accelerate runs only when the
+        gradients sync, or a clear under `if accelerator.sync_gradients:`) is flagged when it runs
+        before that micro-batch's backward, with the step after that backward (it throws away
+        what the window's other micro-batches accumulated), or after the backward and before the
+        step with no backward between (the step sees cleared gradients). Under a test of the window's first
         micro-batch (`if i % K == 0:` while the step tests `(i + 1) % K == 0`) it is correct, and
         so is a clear on one side of an `if`/`else` (`if scaler: ... zero_grad()`) whose backward
         and step are on the other side: they never run in the same iteration. Nor is a clear that a
@@ -234,12 +242,36 @@ class ZeroGradPerMicroBatch(Rule):
                 def epoch(self):
                     for batch in self.loader:
                         with self.accelerator.accumulate(self.model):
+                            loss = self.model(**batch).loss
+                            self.accelerator.backward(loss)
+                            self.optimizer.step()
+                            self.optimizer.zero_grad()
+            """,
+            title="the optimizer went through `accelerator.prepare(*values)` in a list: Accelerate skips its clears between syncs",
+        ),
+        bad(
+            """
+            import torch
+            from accelerate import Accelerator
+
+
+            class Finetuner:
+                def __init__(self, model, loader, accum):
+                    self.accelerator = Accelerator(gradient_accumulation_steps=accum)
+                    self.optimizer = torch.optim.AdamW(model.parameters())
+                    self.model, self.optimizer, self.loader = self.accelerator.prepare(model, self.optimizer, loader)
+
+                def epoch(self):
+                    for batch in self.loader:
+                        with self.accelerator.accumulate(self.model):
                             self.optimizer.zero_grad()
                             loss = self.model(**batch).loss
                             self.accelerator.backward(loss)
                             self.optimizer.step()
             """,
-            title="the optimizer went through `accelerator.prepare(*values)` in a list: Accelerate skips its clears between syncs",
+            line=14,
+            title="the prepared optimizer's clear at the top of `accumulate`: Accelerate runs it on the syncing "
+                  "micro-batch, before that micro-batch's backward, and the window is lost",
         ),
         bad(
             """
@@ -807,6 +839,138 @@ class ZeroGradPerMicroBatch(Rule):
             line=27,
             title="the copy is kept but never written back: the clears throw the window's gradients away",
         ),
+        bad(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, accum):
+                for step, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / accum
+                    loss.backward()
+                    if (step + 1) % accum == 0:
+                        optimizer.zero_grad()
+                        optimizer.step()
+            """,
+            line=9,
+            fixed="""
+            import torch
+
+
+            def train(model, loader, optimizer, accum):
+                for step, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / accum
+                    loss.backward()
+                    if (step + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            title="the clear inside the update, between the window's last backward and the step: the step sees nothing",
+        ),
+        bad(
+            """
+            import torch
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=8)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    if accelerator.sync_gradients:
+                        model.zero_grad()
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+            """,
+            line=10,
+            title="a clear under `if accelerator.sync_gradients:` before the backward: it runs on the window's last "
+                  "micro-batch and throws away the seven before it",
+        ),
+        good(
+            """
+            import torch
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=8)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    if accelerator.sync_gradients:
+                        accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                    optimizer.step()
+                    if accelerator.sync_gradients:
+                        model.zero_grad()
+            """,
+            title="the same sync test, after the step: the window is cleared once it has been used",
+        ),
+        bad(
+            """
+            import torch
+
+
+            class Loop:
+                def __init__(self, model, optimizer, accum):
+                    self.model, self.optimizer, self.accum = model, optimizer, accum
+
+                def run(self, loader):
+                    for it, (x, y) in enumerate(loader):
+                        boundary = (it + 1) % self.accum == 0
+                        if boundary:
+                            self.model.zero_grad(set_to_none=True)
+                        loss = torch.nn.functional.mse_loss(self.model(x), y) / self.accum
+                        loss.backward()
+                        if not boundary:
+                            continue
+                        self.optimizer.step()
+            """,
+            line=12,
+            title="the boundary test kept in a variable: the clear under it runs before the last micro-batch's "
+                  "backward, the step after the `continue`",
+        ),
+        good(
+            """
+            import torch
+
+
+            class Loop:
+                def __init__(self, model, optimizer, accum):
+                    self.model, self.optimizer, self.accum = model, optimizer, accum
+
+                def run(self, loader):
+                    for it, (x, y) in enumerate(loader):
+                        opens = it % self.accum == 0
+                        if opens:
+                            self.model.zero_grad(set_to_none=True)
+                        loss = torch.nn.functional.mse_loss(self.model(x), y) / self.accum
+                        loss.backward()
+                        if (it + 1) % self.accum != 0:
+                            continue
+                        self.optimizer.step()
+            """,
+            title="the variable holds the window's first micro-batch: the clear opens the window",
+        ),
+        good(
+            """
+            import torch
+            from accelerate import Accelerator, DeepSpeedPlugin
+
+            plugin = DeepSpeedPlugin(zero_stage=2, gradient_accumulation_steps=4)
+            accelerator = Accelerator(gradient_accumulation_steps=4, deepspeed_plugin=plugin)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    optimizer.zero_grad()
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+            """,
+            title="with a DeepSpeed plugin the engine owns the update: the prepared optimizer's clear does nothing",
+        ),
     )
 
     def check(self, ctx):
@@ -833,23 +997,41 @@ class ZeroGradPerMicroBatch(Rule):
                     else:
                         yield self.report_if(k_condition(ctx, loop), ref.node, self._message(name, k), fix,
                                              self._evidence(ctx, model, loop, ref, name))
-            for clear, backward, step in model.cleared_before_last_backward(loop):
-                name = f"`{ctx.code_for(clear.node.func.value)}.zero_grad()`"
-                yield self.report_if(k_condition(ctx, loop), clear.node, (
-                    f"{name} runs once per update, on the window's last micro-batch, but before that micro-batch's "
-                    f"`{ctx.code_for(backward.node).strip()}`: it throws away the gradients of the window's other "
-                    f"micro-batches, and the step sees only the last micro-batch's gradient (1 of {k}); clear "
-                    "after the optimizer step (or at the window's first micro-batch)"),
-                    evidence=[*accumulation_premises(ctx, loop),
-                              premise(f"{name} runs under the update's condition", clear.node, "call"),
-                              premise("the last micro-batch's backward runs after it", backward.node, "call"),
-                              premise("the optimizer step of the same update runs after that backward", step.node,
-                                      "call")])
+            for window in model.window_clears(loop):
+                yield self._window_clear(ctx, model, loop, window, k)
             for ref in _grad_none_assignments(model, loop):
                 if not model.runs_per_update(loop, ref):
                     yield self.report_if(k_condition(ctx, loop), ref.node, self._message(f"`{ctx.code_for(ref.node)}`", k),
                                          evidence=self._evidence(ctx, model, loop, ref, f"`{ctx.code_for(ref.node)}`"))
         yield from self._update_left_outside_its_guard(ctx, model)
+
+    def _window_clear(self, ctx, model, loop, window, k: str):
+        """A clear on the window's last micro-batch that loses the window (`TrainingModel.window_clears`):
+        before that micro-batch's backward, or between the backward and the optimizer step."""
+        clear, backward, step = window.clear, window.backward, window.step
+        name = f"`{ctx.code_for(clear.node.func.value)}.zero_grad()`"
+        backward_text = ctx.code_for(backward.node).strip()
+        if window.where == "before_last_backward":
+            message = (f"{name} runs once per update, on the window's last micro-batch, but before that micro-batch's "
+                       f"`{backward_text}`: it throws away the gradients of the window's other micro-batches, and the "
+                       f"step sees only the last micro-batch's gradient (1 of {k}); clear after the optimizer step "
+                       "(or at the window's first micro-batch)")
+            order = premise("the last micro-batch's backward runs after it", backward.node, "call")
+        else:
+            message = (f"{name} runs once per update, after the window's last `{backward_text}` but before the "
+                       f"optimizer step: it clears the gradients the {k} micro-batches accumulated before the step can "
+                       "use them, so the update steps on zero gradients; clear after the optimizer step")
+            order = premise("the window's last backward runs before it, and no backward runs between it and the step",
+                            backward.node, "call")
+        fix = None
+        if window.where == "before_step" and not clear.via and not step.via:
+            line, anchor = own_line(ctx.index, clear.node), own_line(ctx.index, step.node)
+            if line is not None and anchor is not None:
+                fix = move_line(ctx.module, ctx.index, line, anchor, "after",
+                                "Move the clear after the optimizer step", safe=False)
+        return self.report_if(k_condition(ctx, loop), clear.node, message, fix, evidence=[
+            *accumulation_premises(ctx, loop), _boundary_premise(ctx, model, loop, clear, name), order,
+            premise("the optimizer step of the same update runs after it", step.node, "call")])
 
     def _update_left_outside_its_guard(self, ctx, model):
         """`if (i + 1) % K == 0:` holds the clip (and a step counter) but not the optimizer step and
@@ -881,6 +1063,28 @@ class ZeroGradPerMicroBatch(Rule):
         return (f"{what} runs on every micro-batch, but the optimizer steps once every {k} micro-batches: "
                 "each clear throws away the gradients accumulated so far and the step sees only the last "
                 "micro-batch's gradient; clear once per update, after the optimizer step")
+
+
+def _boundary_premise(ctx, model, loop, clear, name: str):
+    """The clear runs on the window's last micro-batch only: under the update's condition (read
+    through the assignment that stores it), or, under Accelerate, because Accelerate runs a
+    prepared optimizer's clear only when the gradients sync (framework data)."""
+    guard = loop.guard
+    if guard is not None and guard.kind == "accelerate" and model._accelerate_skips(loop, clear):
+        return premise(f"{name} clears a prepared optimizer inside `accumulate`: Accelerate runs it only when the "
+                       "gradients sync, on the window's last micro-batch", clear.node, "framework")
+    for ancestor in ctx.index.ancestors(clear.anchor if clear.via else clear.node):
+        if isinstance(ancestor, cst.If):
+            value, stored = model.stored_test(ancestor.test)
+            if stored is not None:
+                return premise(f"{name} runs under `{ctx.code_for(ancestor.test)}`, which holds "
+                               f"`{ctx.code_for(value)}`: the update's condition",
+                               clear.node, "use")
+            if model._sync_flag(ancestor.test, clear.scope if not clear.via else loop.scope):
+                return premise(f"{name} runs under `{ctx.code_for(ancestor.test)}`: Accelerate sets it only on the "
+                               "window's last micro-batch, when the gradients sync", ancestor.test, "framework")
+            break
+    return premise(f"{name} runs under the update's condition", clear.node, "call")
 
 
 def _every_micro_batch(ctx, model, loop, ref, name: str):

@@ -707,3 +707,135 @@ def test_reaching_bindings_stop_at_the_last_assignment_before_the_use():
     inner = value.left.func.value
     found = {ctx.code_for(b.value) for b in index.reaching_bindings(inner, "loss", index.scope_at(inner))}
     assert {"crit(x)", "gather(x)"} <= found
+
+
+# -- order within the update window (issue 36) ----------------------------------------------------
+WINDOW_ORDER = [
+    pytest.param("""
+        for i, (x, y) in enumerate(loader):
+            if (i + 1) % K == 0:
+                opt.zero_grad()
+            (crit(model(x), y) / K).backward()
+            if (i + 1) % K == 0:
+                opt.step()
+        """, [("opt.zero_grad()", "before_last_backward")], id="same-test-before-backward"),
+    pytest.param("""
+        for i, (x, y) in enumerate(loader):
+            (crit(model(x), y) / K).backward()
+            if (i + 1) % K == 0:
+                opt.zero_grad()
+                opt.step()
+        """, [("opt.zero_grad()", "before_step")], id="between-backward-and-step"),
+    pytest.param("""
+        for i, (x, y) in enumerate(loader):
+            flag = (i + 1) % K == 0
+            if flag:
+                net.zero_grad()
+            (crit(net(x), y) / K).backward()
+            if not flag:
+                continue
+            opt.step()
+        """, [("net.zero_grad()", "before_last_backward")], id="stored-test-and-continue-guard"),
+    pytest.param("""
+        from accelerate import Accelerator
+        acc = Accelerator(gradient_accumulation_steps=4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, opt, loader = acc.prepare(model, opt, loader)
+        for batch in loader:
+            with acc.accumulate(model):
+                opt.zero_grad()
+                acc.backward(model(**batch).loss)
+                opt.step()
+        """, [("opt.zero_grad()", "before_last_backward")], id="prepared-clear-at-the-top-of-accumulate"),
+    pytest.param("""
+        from accelerate import Accelerator
+        acc = Accelerator(gradient_accumulation_steps=4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, opt, loader = acc.prepare(model, opt, loader)
+        for batch in loader:
+            with acc.accumulate(model):
+                if acc.sync_gradients:
+                    model.zero_grad()
+                acc.backward(model(**batch).loss)
+                opt.step()
+        """, [("model.zero_grad()", "before_last_backward")], id="sync-flag-before-backward"),
+    # look-alikes
+    pytest.param("""
+        for i, (x, y) in enumerate(loader):
+            if i % K == 0:
+                opt.zero_grad()
+            (crit(model(x), y) / K).backward()
+            if (i + 1) % K == 0:
+                opt.step()
+        """, [], id="window-start"),
+    pytest.param("""
+        for i, (x, y) in enumerate(loader):
+            opens = i % K == 0
+            if opens:
+                opt.zero_grad()
+            (crit(model(x), y) / K).backward()
+            if (i + 1) % K == 0:
+                opt.step()
+        """, [], id="stored-window-start"),
+    pytest.param("""
+        for i, (x, y) in enumerate(loader):
+            (crit(model(x), y) / K).backward()
+            if (i + 1) % K == 0:
+                opt.step()
+                opt.zero_grad()
+        """, [], id="after-the-step"),
+    pytest.param("""
+        from accelerate import Accelerator
+        acc = Accelerator(gradient_accumulation_steps=4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, opt, loader = acc.prepare(model, opt, loader)
+        for batch in loader:
+            with acc.accumulate(model):
+                acc.backward(model(**batch).loss)
+                opt.step()
+                opt.zero_grad()
+        """, [], id="prepared-clear-after-the-step"),
+    pytest.param("""
+        for i, (x, y) in enumerate(loader):
+            (crit(model(x), y) / K).backward()
+            if (i + 1) % K == 0:
+                opt.zero_grad()
+                (reg(model) / K).backward()
+                opt.step()
+        """, [("opt.zero_grad()", "before_last_backward")], id="a-second-backward-after-the-clear-still-loses-the-window"),
+]
+
+
+@pytest.mark.parametrize("source, expected", WINDOW_ORDER)
+def test_window_clears_read_the_order_of_the_clear_within_the_update_window(source, expected):
+    ctx, model = build(source)
+    loop = innermost(model)
+    found = [(ctx.code_for(w.clear.node), w.where) for w in model.window_clears(loop)]
+    assert found == expected
+
+
+def test_condition_key_reads_a_stored_condition_and_its_negations():
+    ctx, model = build("""
+        for i, x in enumerate(loader):
+            at_end = (i + 1) % K == 0
+            if not at_end:
+                continue
+        """)
+    from trainlint.model.index import walk
+
+    test = next(n for n in walk(ctx.module) if isinstance(n, cst.If)).test
+    assert model.condition_key(test) == ("(i + 1) % K == 0", False)
+    assert model.boundary_polarity(test) is False
+
+
+def test_a_condition_stored_after_its_test_is_last_iteration_s_value_not_the_boundary():
+    ctx, model = build("""
+        for i, (x, y) in enumerate(loader):
+            if flag:
+                opt.zero_grad()
+            (crit(model(x), y) / K).backward()
+            flag = (i + 1) % K == 0
+            if (i + 1) % K == 0:
+                opt.step()
+        """)
+    assert model.window_clears(innermost(model)) == []

@@ -730,3 +730,79 @@ def test_constructions_that_pass_unknown_values_leave_the_name_guess():
     built = "def make(opt, sched):\n    return Stepper(opt, sched)"
     role, source = _role_source(WRAPPER.replace("{built}", built), "self.sched")
     assert role == "scheduler" and not source.proven
+
+
+# -- TL102: a loss built by arithmetic on a mean -------------------------------------------------------
+WEIGHTED_LOSS = """
+import argparse
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--accum", type=int, default=4)
+parser.add_argument("--alpha", type=float, default=0.5)
+args = parser.parse_args()
+criterion = torch.nn.CrossEntropyLoss()
+{share}
+for i, (x, y) in enumerate(loader):
+    out = model(x)
+    loss = criterion(out, y) * {factor} + out.pow(2).mean() * 0.01
+    loss.backward()
+    if (i + 1) % args.accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def test_a_mean_weighted_by_a_setting_that_does_not_read_k_fires():
+    source = WEIGHTED_LOSS.replace("{share}", "").replace("{factor}", "args.alpha")
+    assert codes_at(source, "TL102") == [14]
+    finding = next(f for f in lint_source(textwrap.dedent(source), "train.py").findings if f.code == "TL102")
+    assert any("`args.alpha` reads nothing" in p.premise and p.verdict == "proven" for p in finding.evidence)
+
+
+def test_a_mean_weighted_by_a_factor_computed_from_k_is_quiet():
+    source = WEIGHTED_LOSS.replace("{share}", "share = 1.0 / args.accum").replace("{factor}", "share")
+    assert codes_at(source, "TL102") == []
+
+
+def test_a_mean_weighted_by_a_parameter_no_caller_shows_is_quiet():
+    source = """
+    import torch
+
+
+    def train(model, loader, optimizer, accum, weight):
+        for i, (x, y) in enumerate(loader):
+            loss = torch.nn.functional.mse_loss(model(x), y) * weight
+            loss.backward()
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """
+    assert codes_at(source, "TL102") == []
+    called = source + "\n    train(net, batches, opt, accum=8, weight=0.5)\n"
+    assert codes_at(called, "TL102") == [8]
+    shared = source + "\n    train(net, batches, opt, accum=8, weight=1 / 8)\n"
+    assert codes_at(shared, "TL102") == []  # 1 / 8 with K = 8 at that call: the window's share
+    from_k = source + "\n    k = 8\n    train(net, batches, opt, accum=k, weight=1 / k)\n"
+    assert codes_at(from_k, "TL102") == []
+
+
+# -- TL101: the update's test kept in a variable --------------------------------------------------------
+def test_a_stored_update_test_is_proven_by_the_assignment_that_reaches_it():
+    source = """
+    import torch
+
+
+    def train(model, loader, optimizer, accum):
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 100)
+        for i, (x, y) in enumerate(loader):
+            (torch.nn.functional.mse_loss(model(x), y) / accum).backward()
+            flag = (i + 1) % accum == 0 or i == len(loader) - 1
+            if flag:
+                optimizer.step()
+                optimizer.zero_grad()
+            scheduler.step()
+    """
+    finding = next(f for f in lint_source(textwrap.dedent(source), "train.py").findings if f.code == "TL101")
+    guard = next(p for p in finding.evidence if "once per accumulation window" in p.premise)
+    assert guard.verdict == "proven" and guard.line == 9 and "`flag` holds `(i + 1) % accum == 0" in guard.premise

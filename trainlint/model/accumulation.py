@@ -54,6 +54,9 @@ class Trace:
     producers: list[cst.CSTNode] = field(default_factory=list)
     #: what was divided by K at `k_division` (MEAN: a per-micro-batch mean, the TL103 case)
     k_numerator: str | None = None
+    #: factors a MEAN was multiplied by that read nothing K is computed from (`criterion(...) *
+    #: args.alpha`): a weight, not the window's share, so the gradient still grows with K
+    weights: list[cst.CSTNode] = field(default_factory=list)
 
 
 @dataclass
@@ -290,7 +293,7 @@ class LossTracer:
             kinds = {left.kind, right.kind}
             kind = SCALED if SCALED in kinds else MEAN if MEAN in kinds else SUM if kinds == {SUM} else UNKNOWN
             return Trace(kind, left.k_division or right.k_division, left.token_level or right.token_level,
-                         left.producers + right.producers)
+                         left.producers + right.producers, weights=left.weights + right.weights)
         if isinstance(op, cst.Multiply):
             # `loss * world_size` (undoing DDP's average over processes) leaves a per-micro-batch
             # loss per micro-batch: the factor counts processes, not the window's share
@@ -302,8 +305,110 @@ class LossTracer:
             right = self.trace(expr.right, scope, via, depth + 1)
             if any(t.kind == SCALED for t in (left, right)):
                 return Trace(SCALED, left.k_division or right.k_division, left.token_level or right.token_level)
+            # `criterion(out, y) * args.alpha`: a weight that reads nothing K is computed from (and
+            # nothing that changes per micro-batch) cannot be the window's share: whatever it is set
+            # to, the accumulated gradient still grows with K; the loss is the mean it weights
+            for mean, factor, other in ((left, expr.right, right), (right, expr.left, left)):
+                if mean.kind == MEAN and other.kind == UNKNOWN and not via and self.free_of_k(factor, scope):
+                    return Trace(MEAN, mean.k_division, mean.token_level, mean.producers, mean.k_numerator,
+                                 [factor, *mean.weights])
             return Trace(UNKNOWN)  # weighted by something: not ours to judge
         return Trace(UNKNOWN)
+
+    def free_of_k(self, factor: cst.BaseExpression, scope: Scope, depth: int = 0,
+                  site_k: cst.BaseExpression | None = None) -> bool:
+        """`factor` reads nothing the window's K is computed from, and nothing the loop changes
+        between micro-batches: a literal (not the reciprocal of a constant K), a name whose
+        reaching assignments are such values (a parameter: what every same-file caller passes),
+        `self.<attr>` set only to such values, a setting (`args.alpha`) no assignment of the file
+        computes from K, and arithmetic or `float`/`int`/`min`/`max`/`abs` of these. False when
+        K's expression is not known."""
+        k = self.loop.k
+        if k is None or depth > 3:
+            return False
+        k_names = _k_names(self.ctx, self.loop)
+        if site_k is not None:  # at a caller: what it passes for K's parameter is K there
+            k_names = k_names | {n.value for n in walk(site_k) if isinstance(n, cst.Name)}
+        value = _literal_value(factor)
+        if value is not None:  # `0.5`, `1 / 8`: not the reciprocal of a K the code fixes
+            constant = _literal_value(site_k) if site_k is not None else self._k_constant(k, scope)
+            return constant is None or abs(value * constant - 1) > 1e-9
+        if isinstance(factor, cst.UnaryOperation):
+            return self.free_of_k(factor.expression, scope, depth + 1, site_k)
+        if isinstance(factor, cst.BinaryOperation):
+            return self.free_of_k(factor.left, scope, depth + 1, site_k) and \
+                self.free_of_k(factor.right, scope, depth + 1, site_k)
+        if isinstance(factor, cst.Call):
+            if not (isinstance(factor.func, cst.Name) and factor.func.value in ("float", "int", "min", "max", "abs")):
+                return False
+            return bool(factor.args) and all(not a.star and self.free_of_k(a.value, scope, depth + 1, site_k)
+                                             for a in factor.args)
+        if isinstance(factor, cst.Name):
+            if factor.value in k_names:
+                return False
+            if site_k is not None:
+                bindings = scope.lookup(factor.value)
+                return bool(bindings) and all(
+                    b.kind == "assign" and b.value is not None and b.value is not factor
+                    and self.free_of_k(b.value, self.index.scope_at(b.node), depth + 1, site_k) for b in bindings)
+            bindings = self.index.reaching_bindings(factor, factor.value, scope)
+            if not bindings:
+                return False
+            for binding in bindings:
+                if self.loop.node in self.index.ancestors(binding.node):
+                    return False  # set per micro-batch: it may be the micro-batch's share
+                if binding.kind == "assign" and binding.value is not None and binding.value is not factor:
+                    if not self.free_of_k(binding.value, self.index.scope_at(binding.node), depth + 1):
+                        return False
+                elif binding.kind == "param":
+                    if not self._passed_free_of_k(binding, scope, depth):
+                        return False
+                else:
+                    return False
+            return True
+        if isinstance(factor, cst.Attribute):
+            text = " ".join(self.ctx.code_for(factor).split())
+            if text in k_names or factor.attr.value in k_names:
+                return False
+            if _is_self(factor.value):
+                values = self.index.self_attribute_values(factor.attr.value, scope)
+                return bool(values) and all(self.free_of_k(v, self.index.scope_at(v), depth + 1) for v in values)
+            for node in self.ctx.model(attribute_writes).get(text, ()):
+                value = node.value
+                if value is None or not self.free_of_k(value, self.index.scope_at(node), depth + 1, site_k):
+                    return False
+            return True
+        return False
+
+    def _passed_free_of_k(self, binding, scope: Scope, depth: int) -> bool:
+        """A parameter: every same-file caller passes a value free of K (and there is one; a default
+        alone is read when no caller passes the parameter)."""
+        function = self.index.function_of_node.get(scope.node) if scope.kind == "function" else None
+        if function is None:
+            return False
+        sites = list(self.index.callers(function))
+        if not sites:
+            return False
+        k = self.loop.k
+        for site in sites:
+            argument = self.index.argument_for(site.node, function, binding.name)
+            if argument is None:
+                param = binding.node if isinstance(binding.node, cst.Param) else None
+                argument = param.default if param is not None else None
+            site_k = self.index.argument_for(site.node, function, k.value) if isinstance(k, cst.Name) else None
+            if argument is None or not self.free_of_k(argument, site.scope, depth + 1, site_k):
+                return False
+        return True
+
+    def _k_constant(self, k: cst.BaseExpression, scope: Scope) -> float | None:
+        """K's value when the code fixes it (`4`, `ACCUM = 4`), else None."""
+        if isinstance(k, cst.Integer):
+            return float(k.value)
+        if isinstance(k, cst.Name):
+            values = [b.value for b in scope.lookup(k.value) if b.kind == "assign"]
+            if values and all(isinstance(v, cst.Integer) for v in values):
+                return float(values[0].value)
+        return None
 
     def _divisor_kind(self, divisor: cst.BaseExpression, scope: Scope) -> str:
         """"k" (the number of micro-batches), "local" (a count of the current micro-batch), or
@@ -827,6 +932,47 @@ def _int_literal(expr: cst.BaseExpression) -> int | None:
     return None
 
 
+def attribute_writes(ctx) -> dict[str, list[cst.CSTNode]]:
+    """The file's assignments to attributes (`args.alpha = ...`, `cfg.w += ...`), by the target's
+    code: built once per file (`ctx.model(attribute_writes)`)."""
+    found: dict[str, list[cst.CSTNode]] = {}
+    for node in walk(ctx.module):
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else \
+            [node.target] if isinstance(node, (cst.AugAssign, cst.AnnAssign)) else []
+        for target in targets:  # `args.alpha, x = ...`: the whole right side (not read: not free of K)
+            for written in ([e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List))
+                            else [target]):
+                if isinstance(written, cst.Attribute):
+                    found.setdefault(" ".join(ctx.code_for(written).split()), []).append(node)
+    return found
+
+
+def _literal_value(expr: cst.BaseExpression | None) -> float | None:
+    """The number a literal or arithmetic on literals spells (`4`, `0.25`, `1 / 8`, `-2`), else None."""
+    try:
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return float(expr.evaluated_value)
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+            inner = _literal_value(expr.expression)
+            return None if inner is None else -inner
+        if isinstance(expr, cst.BinaryOperation):
+            left, right = _literal_value(expr.left), _literal_value(expr.right)
+            if left is None or right is None:
+                return None
+            op = expr.operator
+            if isinstance(op, cst.Add):
+                return left + right
+            if isinstance(op, cst.Subtract):
+                return left - right
+            if isinstance(op, cst.Multiply):
+                return left * right
+            if isinstance(op, cst.Divide) and right:
+                return left / right
+    except (ValueError, OverflowError):
+        return None
+    return None
+
+
 def _is_zero(expr: cst.BaseExpression) -> bool:
     """The literal `0` / `0.0`."""
     return isinstance(expr, (cst.Integer, cst.Float)) and float(expr.value) == 0
@@ -889,7 +1035,7 @@ def _combine(traces: list[Trace]) -> Trace:
     token = next((t.token_level for t in traces if t.token_level), None)
     producers = [p for t in traces for p in t.producers]
     return Trace(kind, divided.k_division if divided else None, token, producers,
-                 divided.k_numerator if divided else None)
+                 divided.k_numerator if divided else None, [w for t in traces for w in t.weights])
 
 
 def _is_grad(expr: cst.BaseExpression) -> bool:

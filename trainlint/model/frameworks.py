@@ -11,7 +11,9 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   are the keywords that set its accumulation factor K; `fp16 = {keyword, values}` when its backward
   runs a GradScaler; `unlinks_scheduler = {keyword, values}` when that keyword set to one of the values
   cuts a prepared scheduler loose from the optimizer: it then steps on every call of its `step()`, not
-  once per window (Accelerate's `step_scheduler_with_optimizer=False`).
+  once per window (Accelerate's `step_scheduler_with_optimizer=False`); `engine_keywords`: keywords
+  that, passed at all, hand the prepared optimizer to an engine that owns the update (Accelerate's
+  `deepspeed_plugin`): the optimizer's own `zero_grad()` is then a no-op.
 - `factory`: a function whose result is a tuple of objects with roles, by position: `unpacks`
   lists them (DeepSpeed's `initialize` returns `(engine, optimizer, training_dataloader,
   lr_scheduler)`); `accumulation_config = {keyword, key}` names the argument holding the
@@ -184,6 +186,9 @@ class Entry:
     grad_scaling_keyword: str | None = None
     grad_scaling_default: bool = False
     backpropagates_return: bool = False
+    #: constructor keywords that hand the optimizer to an engine owning the update (Accelerate's
+    #: `deepspeed_plugin`): the prepared optimizer's own `zero_grad()`/`step()` are then no-ops
+    engine_keywords: tuple[str, ...] = ()
     #: the other qualified names the entry is reached by (its module's `reexports`)
     aliases: tuple[str, ...] = ()
 
@@ -224,7 +229,7 @@ _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "o
                          "fp16", "unlinks_scheduler", "window_size", "fixed_window_size", "returns", "keyword_returns",
                          "saves", "path", "into", "weight", "epoch_hooks", "unpacks", "receiver", "partial_keywords", "values",
                          "accumulation_config", "train_step", "micro_batches", "loss", "grad_scaling",
-                         "backpropagates_return"})
+                         "backpropagates_return", "engine_keywords"})
 _TRAIN_STEP_KEYS = ("train_step", "micro_batches", "loss", "grad_scaling")
 
 
@@ -294,7 +299,7 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
                  tuple(raw.get("partial_keywords", ())), raw.get("values"), config.get("keyword"), config.get("key"),
                  raw.get("train_step"), raw.get("micro_batches"), raw.get("loss"), scaling.get("keyword"),
                  bool(scaling.get("default")),
-                 bool(raw.get("backpropagates_return")))
+                 bool(raw.get("backpropagates_return")), tuple(raw.get("engine_keywords", ())))
 
 
 def _framework(path: str, data: dict) -> Framework:
@@ -421,6 +426,12 @@ def fp16_setting(class_name: str) -> tuple[str, tuple] | None:
         if entry.attr == class_name and entry.fp16_keyword:
             return entry.fp16_keyword, entry.fp16_values
     return None
+
+
+def engine_keywords(class_name: str) -> tuple[str, ...]:
+    """The keywords of a framework object built by `class_name` that hand its prepared optimizer to
+    an engine owning the update (the optimizer's own clears are then no-ops)."""
+    return tuple(k for entry in entries("constructor") if entry.attr == class_name for k in entry.engine_keywords)
 
 
 def scheduler_unlinking(class_name: str) -> tuple[str, tuple] | None:

@@ -174,6 +174,17 @@ def guard_premise(ctx, loop: TrainingLoop | None) -> list[Premise]:
     else:
         text = f"the step runs only when `{code(ctx, shown)}` holds: once per accumulation window"
     if guard.kind in ("branch", "continue") and guard.condition is not None:
+        # a condition stored in a name (`do_step = (i + 1) % K == 0 or last`): the value it holds,
+        # at the assignment that reaches the test (dataflow), not the name's words
+        value, stored = ctx.model(training_model).stored_test(guard.condition)
+        if stored is not None:
+            inner = list(walk(value))
+            if any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) for n in inner) or \
+                    any(isinstance(n, cst.Comparison) for n in inner):
+                held = guard.condition
+                while isinstance(held, cst.UnaryOperation) and isinstance(held.operator, cst.Not):
+                    held = held.expression
+                return [premise(f"{text}; `{code(ctx, held)}` holds `{code(ctx, value)}`", stored, "use")]
         nodes = list(walk(guard.condition))
         if any(isinstance(n, cst.Attribute) and n.attr.value in ("sync_gradients", "is_accumulating") for n in nodes):
             return [premise(text, shown, "framework")]

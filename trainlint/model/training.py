@@ -73,6 +73,15 @@ Public API (stable; other rules depend on it)
 `TrainingModel.update_calls(loop) -> list[CallRef]`: the calls that run once per update, in
   statement order (for a loop without accumulation: every call of the iteration).
 
+`TrainingModel.window_clears(loop) -> list[WindowClear]`: the order within the update window: the
+  clears that run only on the window's last micro-batch (under the step's `if`, after its
+  `continue` guard, under a test reading the same condition through a stored variable; under
+  Accelerate, a prepared optimizer's clear inside `accumulate` or one under `if
+  accelerator.sync_gradients:`) and lose the window: before that micro-batch's backward
+  ("before_last_backward") or between the backward and the step ("before_step").
+  `condition_key(test)` / `stored_test(test)` / `boundary_polarity(test)`: a test read through the
+  assignment that stores it (`do_step = (i + 1) % K == 0`), never through the name's words.
+
 `TrainingModel.after_training(node) -> bool`: training is over when `node` runs: it is in no loop
   of its function (or module), a statement before it in the same body runs a training loop (written
   there, or in a same-file function it calls), and its function (if any) is called in this file,
@@ -211,6 +220,18 @@ class TrainingLoop:
     def k(self) -> cst.BaseExpression | None:
         """The accumulation factor expression, when known."""
         return self.guard.k if self.guard else None
+
+
+@dataclass(eq=False)
+class WindowClear:
+    """A clear that loses the window's gradients (`TrainingModel.window_clears`): `where` is
+    "before_last_backward" (`backward` runs after `clear`, then `step`) or "before_step" (`backward`
+    ran before `clear`, `step` after it, no backward between)."""
+
+    clear: CallRef
+    backward: CallRef
+    step: CallRef
+    where: str
 
 
 @dataclass(eq=False)
@@ -999,7 +1020,7 @@ class TrainingModel:
                         any(self._holds(node, b, loop) for b in loop.backward_calls):
                     continue
                 # `if i % K == 0:` runs its body at window boundaries; `if i % K:` off them
-                at_boundary = _boundary_polarity(node.test)
+                at_boundary = self.boundary_polarity(node.test)
                 in_body = child is node.body
                 if at_boundary is None or at_boundary == in_body:
                     return True
@@ -1018,7 +1039,7 @@ class TrainingModel:
                 continue
             if self._update_condition(statement.test, scope) is False:
                 continue
-            if _boundary_polarity(statement.test) is False:  # it skips what is not a boundary
+            if self.boundary_polarity(statement.test) is False:  # it skips what is not a boundary
                 return True
         return False
 
@@ -1061,7 +1082,7 @@ class TrainingModel:
         micro-batches) and those under the update's condition before its last backward
         (`cleared_before_last_backward`); and, apart, the clears off the guard whose test can
         change between micro-batches, with that test (where they run is unknown)."""
-        proven: list[CallRef] = [clear for clear, _, _ in self.cleared_before_last_backward(loop)]
+        proven: list[CallRef] = [w.clear for w in self.window_clears(loop)]
         proven += self._cleared_after_micro_loop(loop)
         unknown: list[tuple[CallRef, cst.CSTNode]] = []
         for ref in self.own_calls(loop):
@@ -1121,35 +1142,57 @@ class TrainingModel:
         return False
 
     # -- order within the update window -------------------------------------------------------------
-    def cleared_before_last_backward(self, loop: TrainingLoop) -> list[tuple[CallRef, CallRef, CallRef]]:
-        """(clear, backward, step): a `zero_grad()` that runs once per update, on the window's last
-        micro-batch (under the step's own guard, or a test written the same way), before that
-        micro-batch's backward, which comes before the optimizer step in the same iteration: the
-        clear throws away what the window's first K-1 micro-batches accumulated, and the step
-        sees only the last one's gradient. A clear under a test of the window's first micro-batch
-        (`if i % K == 0:` while the step tests `(i + 1) % K == 0`) is where a window starts: it
-        is not one of these; nor is a clear that follows the step."""
+    def window_clears(self, loop: TrainingLoop) -> list[WindowClear]:
+        """The clears (`zero_grad()`) that run once per update, on the window's last micro-batch
+        (`_at_update_boundary`), at a place of that iteration that loses the window's gradients:
+
+        - "before_last_backward": before that micro-batch's backward, with the optimizer step of
+          the same update after the backward: what the window's first K-1 micro-batches
+          accumulated is thrown away, and the step sees only the last one's gradient;
+        - "before_step": after the iteration's backward and before the optimizer step, with no
+          backward between: the step runs on cleared gradients (it updates nothing, or only by
+          weight decay and momentum).
+
+        A clear under a test of the window's first micro-batch (`if i % K == 0:` while the step
+        tests `(i + 1) % K == 0`) is where a window starts: it is not one of these; nor is a clear
+        that follows the step, nor one on the other side of an `if`/`else` from the backward or
+        the step (they never run in one iteration)."""
         guard = loop.guard
-        if not (loop.innermost and loop.accumulates) or guard is None or guard.kind != "branch":
+        if not (loop.innermost and loop.accumulates) or guard is None or \
+                guard.kind not in ("branch", "continue", "accelerate"):
             return []
         order = {id(ref.node): position for position, ref in enumerate(loop.calls)}
-        own = self.own_calls(loop)
         steps = [ref for ref in loop.step_calls if id(ref.node) in order and self._at_update_boundary(loop, ref)]
         backwards = [ref for ref in loop.backward_calls if id(ref.node) in order and self._inner_loop(loop, ref) is None
                      and (not self.runs_per_update(loop, ref) or self._at_update_boundary(loop, ref))]
-        found = []
-        for clear in own:
+        found: list[WindowClear] = []
+        for clear in self.own_calls(loop):
             if not self.is_zero_grad(clear.node, clear.scope) or not self._at_update_boundary(loop, clear):
                 continue
             at = order[id(clear.node)]
             later = [b for b in backwards if order[id(b.node)] > at and not self._exclusive(clear, b)]
+            hit = None
             for backward in later:
                 step = next((r for r in steps if order[id(r.node)] > order[id(backward.node)]
-                             and not self._exclusive(backward, r)), None)
+                             and not self._exclusive(backward, r) and not self._exclusive(clear, r)), None)
                 if step is not None and not any(at < order[id(r.node)] < order[id(backward.node)] for r in steps):
-                    found.append((clear, backward, step))
+                    hit = WindowClear(clear, backward, step, "before_last_backward")
                     break
+            if hit is None:
+                earlier = [b for b in backwards if order[id(b.node)] < at and not self._exclusive(clear, b)]
+                step = next((r for r in steps if order[id(r.node)] > at and not self._exclusive(clear, r)), None)
+                if earlier and step is not None and not any(
+                        at < order[id(b.node)] < order[id(step.node)] for b in backwards) and \
+                        not any(order[id(r.node)] < at for r in steps if not self._exclusive(clear, r)
+                                and order[id(r.node)] > order[id(earlier[-1].node)]):
+                    hit = WindowClear(clear, earlier[-1], step, "before_step")
+            if hit is not None:
+                found.append(hit)
         return found
+
+    def cleared_before_last_backward(self, loop: TrainingLoop) -> list[tuple[CallRef, CallRef, CallRef]]:
+        """(clear, backward, step) of the `window_clears` made before the window's last backward."""
+        return [(w.clear, w.backward, w.step) for w in self.window_clears(loop) if w.where == "before_last_backward"]
 
     def _exclusive(self, a: CallRef, b: CallRef) -> bool:
         """`a` and `b` sit on the two sides of one `if`/`else` (`if scaler: ... zero_grad()` and
@@ -1167,21 +1210,130 @@ class TrainingModel:
         return False
 
     def _at_update_boundary(self, loop: TrainingLoop, ref: CallRef) -> bool:
-        """The call runs on the window's last micro-batch: under the update guard's branch, or
-        under an `if` whose test reads as the guard's, written the same way, on the same side."""
+        """The call runs only on the window's last micro-batch: under the update guard's branch
+        (after its `continue` guard; for Accelerate, a prepared optimizer's step or clear, which
+        Accelerate runs only when the gradients sync), or under an `if` whose test is the guard's
+        condition, read through the assignments that reach it (`do_step = (i + 1) % K == 0` then
+        `if do_step:`; `if not do_step: continue` and `if do_step:`), on the boundary's side; for
+        Accelerate, under `if accelerator.sync_gradients:`."""
         guard = loop.guard
-        if guard is None or guard.kind != "branch":
+        if guard is None or guard.kind not in ("branch", "continue", "accelerate"):
             return False
-        if self._under_guard(loop, ref, guard):
+        if self._under_guard(loop, ref, guard) and (guard.kind != "accelerate" or (
+                self._accelerate_skips(loop, ref) and not self._engine_clears(loop, ref))):
             return True
-        text = self.ctx.code_for(guard.condition)
-        body_side = guard.branch is getattr(guard.node, "body", None)
-        for segment in self.path(loop, ref):
+        boundary = self._boundary_key(loop)
+        for position, segment in enumerate(self.path(loop, ref)):
+            scope = self._segment_scope(loop, ref, position) if isinstance(ref, CallRef) else loop.scope
             for child, node in zip(segment, segment[1:]):
-                if isinstance(node, cst.If) and child is not node.test \
-                        and self.ctx.code_for(node.test) == text and (child is node.body) == body_side:
+                if not isinstance(node, cst.If) or child is node.test:
+                    continue
+                text, positive = self.condition_key(node.test)
+                holds = positive if child is node.body else not positive
+                if boundary is not None and text == boundary[0] and holds == boundary[1]:
+                    return True
+                if guard.kind == "accelerate" and holds and self._sync_flag(node.test, scope):
                     return True
         return False
+
+    def _engine_clears(self, loop: TrainingLoop, ref: CallRef) -> bool:
+        """A prepared optimizer's `zero_grad()` under an Accelerator built with a keyword that hands
+        the update to an engine (`deepspeed_plugin=`: framework data): the call does nothing."""
+        if not (isinstance(ref.node.func, cst.Attribute) and ref.node.func.attr.value == "zero_grad"):
+            return False
+        accelerate = self.accelerate_accumulation(loop)
+        construction = self._accelerator_construction(accelerate.accelerator, accelerate.scope) \
+            if accelerate is not None else None
+        if construction is None:
+            return False
+        name = self.index.resolve(construction.func, self.index.scope_at(construction)) or ""
+        return any(keyword_arg(construction, k) is not None for k in frameworks.engine_keywords(name.rsplit(".", 1)[-1]))
+
+    def _boundary_key(self, loop: TrainingLoop) -> tuple[str, bool] | None:
+        """The guard's condition as `condition_key` reads it, with the truth value it has on the
+        window's last micro-batch (the update's side)."""
+        guard = loop.guard
+        if guard is None or guard.condition is None or guard.kind not in ("branch", "continue"):
+            return None
+        text, positive = self.condition_key(guard.condition)
+        if guard.kind == "continue":
+            return text, not positive  # `if C: continue` skips what is not a boundary
+        on_body = guard.branch is None or guard.branch is getattr(guard.node, "body", None)
+        return text, positive if on_body else not positive
+
+    def condition_key(self, test: cst.BaseExpression) -> tuple[str, bool]:
+        """A test as the value it reads: `not`s taken off (each flips the polarity) and a name
+        followed to the condition the assignment reaching it stores (`stored_condition`):
+        `if not do_step:` with `do_step = (i + 1) % K == 0` reads ("(i + 1) % K == 0", False)."""
+        positive = True
+        for _ in range(4):
+            while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                test, positive = test.expression, not positive
+            if not isinstance(test, cst.Name):
+                break
+            value, statement = self.stored_condition(test)
+            if statement is None:
+                break
+            test = value
+        return " ".join(self.ctx.code_for(test).split()), positive
+
+    def stored_test(self, test: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.CSTNode | None]:
+        """The condition a test reads through a name (`if do_step:` -> `(i + 1) % K == 0 or
+        last`), with the assignment that stores it (None when the test is read as written)."""
+        inner = test
+        while isinstance(inner, cst.UnaryOperation) and isinstance(inner.operator, cst.Not):
+            inner = inner.expression
+        if not isinstance(inner, cst.Name):
+            return test, None
+        value, statement = inner, None
+        for _ in range(3):  # `ready = do_step` then `do_step = ...`
+            if not isinstance(value, cst.Name):
+                break
+            found, assignment = self.stored_condition(value)
+            if assignment is None:
+                break
+            value, statement = found, assignment
+        return (value, statement) if statement is not None else (test, None)
+
+    def stored_condition(self, name: cst.Name) -> tuple[cst.BaseExpression, cst.CSTNode | None]:
+        """The value of the one plain assignment of `name` that reaches this use (the index's
+        reaching bindings; literal `True`/`False` narrowings aside), with that assignment; `name`
+        and None when a parameter, a loop target, an augmented assignment, tuple unpacking or
+        several computed values reach it. (Dataflow.stored_condition answers the same for the
+        rules; the model below it reads the index's bindings.)"""
+        bindings = self.index.reaching_bindings(name, name.value, self.index.scope_at(name))
+        computed = [b for b in bindings
+                    if not (b.kind == "assign" and isinstance(b.value, cst.Name) and b.value.value in ("True", "False"))]
+        if len(computed) != 1:
+            return name, None
+        binding = computed[0]
+        if binding.kind != "assign" or binding.value is None or binding.value is name or \
+                not isinstance(binding.node, (cst.Assign, cst.AnnAssign)):
+            return name, None
+        place = self.index.place
+        at, where = place.get(binding.node), place.get(name)
+        if at is None or where is None or self.index.subtree_end(at) >= where:
+            return name, None  # written after the use (last iteration's value) or around it
+        return binding.value, binding.node
+
+    def _sync_flag(self, test: cst.BaseExpression, scope: Scope) -> bool:
+        """`accelerator.sync_gradients` (an Accelerator's sync flag, trainlint/frameworks/
+        accelerate.toml), read through a name that stores it."""
+        value, _ = self.stored_test(test)
+        return isinstance(value, cst.Attribute) and value.attr.value in frameworks.methods("sync_flag") and \
+            self.roles.of(value.value, scope) == ACCELERATOR
+
+    def boundary_polarity(self, test: cst.BaseExpression) -> bool | None:
+        """`_boundary_polarity` of the condition the test reads (through a stored name first:
+        `boundary = (i + 1) % K == 0`, `if not boundary:` holds between boundaries), whatever
+        the names say."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self.boundary_polarity(test.expression)
+            return None if inner is None else not inner
+        value, statement = self.stored_test(test)
+        if statement is not None:
+            return _boundary_polarity(value)
+        return _boundary_polarity(test)
 
     def update_calls(self, loop: TrainingLoop) -> list[CallRef]:
         """The calls that run once per update, in statement order."""
