@@ -7,6 +7,7 @@ change what these tests expect); `map_location` is passed so a future rule about
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,14 @@ from trainlint.cli import cli
 # The trainlint processes tests start check in their own process, never handed to (or starting) a
 # resident process (trainlint/resident.py); tests/test_resident.py turns it on for its own runs.
 os.environ["TRAINLINT_RESIDENT"] = "0"
+
+# Tests that press Ctrl-C on a trainlint process (`--watch`) need it to start with SIGINT's default
+# disposition. A test run launched in the background by a non-interactive shell (`nohup ... &`, some
+# CI runners) inherits SIGINT ignored, and so would every process it starts: `trainlint check --watch`
+# would then rightly ignore the Ctrl-C and the test wait out its timeout. A handler set here is reset to
+# the default in every process the tests exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 BAD = 'import torch\n\nstate = torch.load("checkpoint.pt", map_location="cpu", weights_only=False)\n'
 GOOD = 'import torch\n\nstate = torch.load("checkpoint.pt", map_location="cpu", weights_only=True)\n'
