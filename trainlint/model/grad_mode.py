@@ -318,9 +318,7 @@ def switch_value(index, call: cst.Call, scope: Scope) -> str | None:
     time), None when `call` is not one."""
     if index.resolve(call.func, scope) not in GRAD_SETTERS:
         return None
-    args = positional_args(call) or [a for a in call.args if a.keyword is not None]
-    value = args[0].value if args else None
-    return OFF if value is not None and is_false(value) else ON if value is not None and is_true(value) else COND
+    return context_grad(index, call, scope)  # the state it sets, as a statement or as a `with` item
 
 
 def switched_grad(index, node: cst.CSTNode, region: cst.CSTNode) -> str | None:

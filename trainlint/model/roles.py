@@ -572,14 +572,7 @@ class Roles:
         unpacked = unpacked_position(assign, name)
         if not isinstance(assign.value, cst.Call) or unpacked is None:
             return None
-        # `engine, optimizer, _, scheduler = deepspeed.initialize(...)`: the framework's factory
-        # (trainlint/frameworks/*.toml `factory` entries), matched through the resolved import
-        qualname = self.index.resolve(assign.value.func, scope)
-        role = frameworks.unpacked_role(qualname, unpacked[0])
-        if role is not None:
-            return self._settle(role, "framework", assign.value,
-                                f"element {unpacked[0] + 1} of what `{qualname}(...)` returns: its {role}")
-        return self._from_call_at(assign.value, scope, depth, unpacked[0])
+        return self._from_element(assign.value, unpacked[0], scope, depth)
 
     def _from_unpacked_attribute(self, attr: str, scope: Scope, depth: int) -> str | None:
         """`self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(...)` in a method
@@ -588,17 +581,21 @@ class Roles:
         if class_scope is None:
             return None
         for assign, position in self.index.unpacked_attributes.get(class_scope.name, {}).get(attr, ()):
-            call = assign.value
-            method_scope = self.index.scope_at(assign)
-            qualname = self.index.resolve(call.func, method_scope)
-            role = frameworks.unpacked_role(qualname, position)
-            if role is not None:
-                return self._settle(role, "framework", call,
-                                    f"element {position + 1} of what `{qualname}(...)` returns: its {role}")
-            role = self._from_call_at(call, method_scope, depth + 1, position)
+            role = self._from_element(assign.value, position, self.index.scope_at(assign), depth + 1)
             if role is not None:
                 return role
         return None
+
+    def _from_element(self, call: cst.Call, position: int, scope: Scope, depth: int) -> str | None:
+        """The role of the element at `position` of what `call` returns: `engine, optimizer, _,
+        scheduler = deepspeed.initialize(...)` from the framework's factory (trainlint/frameworks/
+        *.toml `factory` entries, matched through the resolved import), else what the code returns."""
+        qualname = self.index.resolve(call.func, scope)
+        role = frameworks.unpacked_role(qualname, position)
+        if role is not None:
+            return self._settle(role, "framework", call,
+                                f"element {position + 1} of what `{qualname}(...)` returns: its {role}")
+        return self._from_call_at(call, scope, depth, position)
 
     def _from_call_at(self, call: cst.Call, scope: Scope, depth: int, position: int) -> str | None:
         """The role of the element at `position` of the tuple `call` returns: read in a function of
