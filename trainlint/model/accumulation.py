@@ -16,6 +16,7 @@ from typing import Iterator
 import libcst as cst
 
 from trainlint.model import file_facts, frameworks
+from trainlint.model.arithmetic import fold
 from trainlint.model.dataflow import dataflow
 from trainlint.model.file_facts import file_fact
 from trainlint.model.index import Scope, dotted_name, keyword_arg, positional_args, unpacked_position, walk
@@ -329,9 +330,9 @@ class LossTracer:
         k_names = _k_names(self.ctx, self.loop)
         if site_k is not None:  # at a caller: what it passes for K's parameter is K there
             k_names = k_names | {n.value for n in walk(site_k) if isinstance(n, cst.Name)}
-        value = _literal_value(factor)
+        value = fold(factor, floats=True)
         if value is not None:  # `0.5`, `1 / 8`: not the reciprocal of a K the code fixes
-            constant = _literal_value(site_k) if site_k is not None else self._k_constant(k, scope)
+            constant = fold(site_k, floats=True) if site_k is not None else self._k_constant(k, scope)
             return constant is None or abs(value * constant - 1) > 1e-9
         if isinstance(factor, cst.UnaryOperation):
             return self.free_of_k(factor.expression, scope, depth + 1, site_k)
@@ -945,32 +946,6 @@ def attribute_writes(ctx) -> dict[str, list[cst.CSTNode]]:
                 if isinstance(written, cst.Attribute):
                     found.setdefault(" ".join(ctx.code_for(written).split()), []).append(node)
     return found
-
-
-def _literal_value(expr: cst.BaseExpression | None) -> float | None:
-    """The number a literal or arithmetic on literals spells (`4`, `0.25`, `1 / 8`, `-2`), else None."""
-    try:
-        if isinstance(expr, (cst.Integer, cst.Float)):
-            return float(expr.evaluated_value)
-        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-            inner = _literal_value(expr.expression)
-            return None if inner is None else -inner
-        if isinstance(expr, cst.BinaryOperation):
-            left, right = _literal_value(expr.left), _literal_value(expr.right)
-            if left is None or right is None:
-                return None
-            op = expr.operator
-            if isinstance(op, cst.Add):
-                return left + right
-            if isinstance(op, cst.Subtract):
-                return left - right
-            if isinstance(op, cst.Multiply):
-                return left * right
-            if isinstance(op, cst.Divide) and right:
-                return left / right
-    except (ValueError, OverflowError):
-        return None
-    return None
 
 
 def _is_zero(expr: cst.BaseExpression) -> bool:

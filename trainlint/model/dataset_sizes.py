@@ -1,7 +1,7 @@
 """Sizes the code states: a whole number computed from literals, and the length of a dataset built
 from such numbers, so that a loader's batches are known to be all full.
 
-`constant_int`: an integer literal, `int(1e4)`, `+ - * //` of such numbers, or a name whose only
+`constant_int`: an integer literal, `int(1e4)`, `+ - * // %` of such numbers (trainlint.model.arithmetic), or a name whose only
 binding reaching the use (in its function or module, written before it) is one of these (a parameter
 is never a constant: its callers choose it).
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from trainlint.model.arithmetic import fold, literal
 from trainlint.model.index import keyword_value, positional_args
 
 _MAX_DEPTH = 6
@@ -30,28 +31,19 @@ _RANGES = frozenset({"range", "numpy.arange", "torch.arange"})
 def constant_int(flow, expr: cst.BaseExpression, depth: int = 0) -> int | None:
     if depth > _MAX_DEPTH:
         return None
-    if isinstance(expr, cst.Integer):
-        return int(expr.evaluated_value)
+    value = fold(expr, lambda leaf: _int_leaf(flow, leaf, depth))
+    return value if isinstance(value, int) else None
+
+
+def _int_leaf(flow, expr: cst.BaseExpression, depth: int) -> int | None:
+    """`int(1e4)` (a float literal that is whole) or `int(n)`, and a name followed to its one binding."""
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "int" \
             and len(expr.args) == 1 and not expr.args[0].star and flow.index.resolve(expr.func, flow.scope_of(expr)) == "int":
         inner = expr.args[0].value
         if isinstance(inner, cst.Float):
-            value = float(inner.evaluated_value)
-            return int(value) if value == int(value) else None
+            value = literal(inner, floats=True)
+            return int(value) if value is not None and value.is_integer() else None
         return constant_int(flow, inner, depth + 1)
-    if isinstance(expr, cst.BinaryOperation):
-        left, right = constant_int(flow, expr.left, depth + 1), constant_int(flow, expr.right, depth + 1)
-        if left is None or right is None:
-            return None
-        if isinstance(expr.operator, cst.Add):
-            return left + right
-        if isinstance(expr.operator, cst.Subtract):
-            return left - right
-        if isinstance(expr.operator, cst.Multiply):
-            return left * right
-        if isinstance(expr.operator, cst.FloorDivide) and right != 0:
-            return left // right
-        return None
     if isinstance(expr, cst.Name):
         value = _only_value(flow, expr)
         return constant_int(flow, value, depth + 1) if value is not None else None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from trainlint.model.arithmetic import fold, literal
 from trainlint.model.index import FileIndex, assigned_targets, dotted_name, positional_args, walk
 
 #: a test whose value is the same on every iteration of the loop
@@ -68,7 +69,7 @@ def first_values(index: FileIndex, loop: cst.CSTNode) -> dict[str, int]:
     name = (dotted_name(iterable.func) or "").rsplit(".", 1)[-1]
     args = positional_args(iterable)
     if name in ("range", "trange"):
-        start = 0 if len(args) < 2 else _literal_int(args[0].value)
+        start = 0 if len(args) < 2 else literal(args[0].value)
         if start is not None and isinstance(loop.target, cst.Name):
             return {loop.target.value: start}
         return {}
@@ -76,7 +77,7 @@ def first_values(index: FileIndex, loop: cst.CSTNode) -> dict[str, int]:
         start_arg = next((a for a in iterable.args if a.keyword is not None and a.keyword.value == "start"), None)
         if start_arg is None and len(args) >= 2:
             start_arg = args[1]
-        start = 0 if start_arg is None else _literal_int(start_arg.value)
+        start = 0 if start_arg is None else literal(start_arg.value)
         target = loop.target
         if start is not None and isinstance(target, (cst.Tuple, cst.List)) and target.elements \
                 and isinstance(target.elements[0].value, cst.Name):
@@ -177,41 +178,9 @@ def _unchanging(expr: cst.BaseExpression, first: dict[str, int], changed: set[st
 
 
 def _int_value(expr: cst.BaseExpression, first: dict[str, int]) -> int | None:
-    if isinstance(expr, cst.Name):
-        return first.get(expr.value)
-    if isinstance(expr, cst.Integer):
-        return _literal_int(expr)
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-        value = _int_value(expr.expression, first)
-        return -value if value is not None else None
-    if isinstance(expr, cst.BinaryOperation):
-        left, right = _int_value(expr.left, first), _int_value(expr.right, first)
-        if left is None:
-            # `0 * x`, `0 % x`, `0 // x` are 0 for any positive integer x (and x is unknown)
-            return None
-        if right is None:
-            if left == 0 and isinstance(expr.operator, (cst.Multiply, cst.Modulo, cst.FloorDivide)):
-                return 0
-            return None
-        operator = expr.operator
-        if isinstance(operator, cst.Add):
-            return left + right
-        if isinstance(operator, cst.Subtract):
-            return left - right
-        if isinstance(operator, cst.Multiply):
-            return left * right
-        if isinstance(operator, (cst.Modulo, cst.FloorDivide)) and right != 0:
-            return left % right if isinstance(operator, cst.Modulo) else left // right
-    return None
+    """An integer from literals and the loop counters' first values (`first`)."""
+    return fold(expr, lambda leaf: first.get(leaf.value) if isinstance(leaf, cst.Name) else None)
 
-
-def _literal_int(expr: cst.BaseExpression) -> int | None:
-    if isinstance(expr, cst.Integer):
-        try:
-            return int(expr.value.replace("_", ""), 0)
-        except ValueError:
-            return None
-    return None
 
 
 def _compare(a: int, b: int, operator: cst.BaseCompOp) -> bool | None:
