@@ -1056,6 +1056,48 @@ class EvalLoaderShufflesOrDrops(Rule):
             """,
             title="a quarter of the set per batch: a size not divisible by four loses its tail",
         ),
+        good(
+            """
+            import time
+            from torch.utils.data import DataLoader
+
+            def evaluate_io(shards, workers):
+                loader = DataLoader(shards, batch_size=256, shuffle=True, num_workers=workers)
+                started = time.perf_counter()
+                for _ in loader:
+                    pass
+                return (time.perf_counter() - started) / len(loader)
+            """,
+            title="a pass that times the loading and reads no batch: no model or metric sees their order",
+        ),
+        bad(
+            """
+            import time
+            import torch
+            from torch.utils.data import DataLoader
+
+            def evaluate_io(model, shards, workers):
+                loader = DataLoader(shards, batch_size=256, shuffle=True, num_workers=workers)
+                started = time.perf_counter()
+                for batch in loader:
+                    model(batch)
+                return (time.perf_counter() - started) / len(loader)
+            """,
+            line=6,
+            fixed="""
+            import time
+            import torch
+            from torch.utils.data import DataLoader
+
+            def evaluate_io(model, shards, workers):
+                loader = DataLoader(shards, batch_size=256, shuffle=False, num_workers=workers)
+                started = time.perf_counter()
+                for batch in loader:
+                    model(batch)
+                return (time.perf_counter() - started) / len(loader)
+            """,
+            title="the same timing loop that runs the model on each batch it reads",
+        ),
     )
 
     def check(self, ctx):

@@ -41,7 +41,7 @@ import libcst as cst
 from trainlint.model import frameworks
 from trainlint.model.dataflow import dataflow
 from trainlint.model.grad_mode import literal_flags
-from trainlint.model.index import FunctionInfo, positional_args
+from trainlint.model.index import FunctionInfo, positional_args, walk
 from trainlint.model.loader_use import (_bounded_loop, _capped_draws, _cycled, _drawn_once, _dynamic_names,
                                         _restarted_stream, _unmentioned_elsewhere)
 from trainlint.model.mode_state import EVAL
@@ -254,6 +254,8 @@ class LoaderReach:
                          if isinstance(a, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp))), loop)
         holder = body if isinstance(body, cst.For) else self.index.enclosing_statement(body)
         scope = self.flow.scope_of(body)
+        if self._batches_unread(loop):
+            return _Use("none", holder, "gone through without reading a batch")
         if self.modes.computes_grad(body, scope, flags):
             return _Use("other", holder, "gone through by a loop that computes gradients")
         if grad_off or self.flow.under_no_grad(body):
@@ -261,6 +263,35 @@ class LoaderReach:
         if self._eval_mode_forward(body):
             return _Use("eval", holder, "gone through by a model in eval mode, with no backward")
         return _Use("other", holder, "gone through by a loop that is not shown to evaluate")
+
+    def _batches_unread(self, loop: cst.CSTNode) -> bool:
+        """The pass reads none of the batches it draws (`for _ in tqdm(loader): pass`, timing the
+        loading): the names its target binds for the batch (the second of `for i, batch in
+        enumerate(...)`) are read nowhere in the function (nor by text: `locals()`, `eval`), so no
+        model, metric or log sees a batch, and their order or a dropped last one changes nothing."""
+        index = self.index
+        target, iterable = loop.target, loop.iter
+        while isinstance(iterable, cst.Call) and len(iterable.args) >= 1 and not iterable.args[0].star:
+            wrapper = index.resolve(iterable.func, index.scope_at(iterable))
+            if wrapper == "enumerate":
+                if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2
+                        and not any(isinstance(e, cst.StarredElement) for e in target.elements)):
+                    return False
+                target = target.elements[1].value
+            elif wrapper == "zip" or wrapper not in _WRAPPERS:
+                break
+            iterable = iterable.args[0].value
+        names = {n.value for n in walk(target) if isinstance(n, cst.Name)}
+        if not names or _dynamic_names(index):
+            return False
+        region = self.flow._owner(loop)
+        if not isinstance(region, cst.FunctionDef) \
+                and not all(_unmentioned_elsewhere(index, name, importers_only=True) for name in names):
+            return False  # a module's name: a file importing it may read the last batch
+        region = region.body if isinstance(region, cst.FunctionDef) else region
+        bound = {id(n) for n in walk(target)}
+        return not any(isinstance(n, cst.Name) and n.value in names and id(n) not in bound and self._reads(n)
+                       for n in index.subtree(region))
 
     def _eval_mode_forward(self, body: cst.CSTNode) -> bool:
         """A forward of a model in `body` with the model in eval mode on every way to it."""
