@@ -104,8 +104,11 @@ class EvalLoaderShufflesOrDrops(Rule):
         its name before anything reads it) feed no evaluation and are left alone. A loader built by
         a module-level function that no file of its import component names may come from an entry
         point named outside Python: that it runs is unproven (reported with `--include-unproven`). `shuffle=True` is left alone on a dataset of a project
-        class whose `__getitem__` never reads its index (a fresh random sample at every call): no
-        order of indices changes what it yields.
+        class whose `__getitem__` never uses its index (a fresh random sample at every call; a read
+        that only converts the index into itself, `if torch.is_tensor(i): i = i.item()`, with
+        nothing reading it after, is no use): no order of indices changes what it yields. A pass
+        that reads none of its batches (`for _ in loader: pass`, timing the loading) feeds no
+        evaluation.
         """
     why_bad = """
         `drop_last=True` silently leaves the tail of the validation or test set out of every
@@ -1014,6 +1017,91 @@ class EvalLoaderShufflesOrDrops(Rule):
         ),
         good(
             """
+            import random
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+
+
+            class ScenePatches(Dataset):
+                def __init__(self, scenes, count):
+                    self.scenes, self.count = scenes, count
+
+                def __len__(self):
+                    return self.count
+
+                def __getitem__(self, i):
+                    if torch.is_tensor(i):
+                        i = i.item()
+                    scene = random.choice(self.scenes)
+                    return crop_at_random(scene)
+
+
+            val_loader = DataLoader(ScenePatches(load_scenes("val"), 1000), batch_size=8, shuffle=True)
+            model.eval()
+            with torch.no_grad():
+                for x, y in val_loader:
+                    report((model(x) - y).abs().mean().item())
+            """,
+            title="the index is only converted into itself and never used: every item is a random patch",
+        ),
+        bad(
+            """
+            import random
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+
+
+            class ScenePatches(Dataset):
+                def __init__(self, scenes, count):
+                    self.scenes, self.count = scenes, count
+
+                def __len__(self):
+                    return self.count
+
+                def __getitem__(self, i):
+                    if torch.is_tensor(i):
+                        i = i.item()
+                    scene = self.scenes[i % len(self.scenes)]
+                    return crop_at_random(scene)
+
+
+            val_loader = DataLoader(ScenePatches(load_scenes("val"), 1000), batch_size=8, shuffle=True)
+            model.eval()
+            with torch.no_grad():
+                for x, y in val_loader:
+                    report((model(x) - y).abs().mean().item())
+            """,
+            line=20,
+            fixed="""
+            import random
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+
+
+            class ScenePatches(Dataset):
+                def __init__(self, scenes, count):
+                    self.scenes, self.count = scenes, count
+
+                def __len__(self):
+                    return self.count
+
+                def __getitem__(self, i):
+                    if torch.is_tensor(i):
+                        i = i.item()
+                    scene = self.scenes[i % len(self.scenes)]
+                    return crop_at_random(scene)
+
+
+            val_loader = DataLoader(ScenePatches(load_scenes("val"), 1000), batch_size=8, shuffle=False)
+            model.eval()
+            with torch.no_grad():
+                for x, y in val_loader:
+                    report((model(x) - y).abs().mean().item())
+            """,
+            title="the same conversion, then the index picks the scene: the shuffled order changes the batches",
+        ),
+        good(
+            """
             import torch
             from torch.utils.data import DataLoader
 
@@ -1241,7 +1329,7 @@ def _dataset_arg(call) -> cst.BaseExpression | None:
 
 
 def _index_ignored(ctx, dataset, scope) -> bool:
-    """The dataset is an instance of a project class whose `__getitem__` never reads its index
+    """The dataset is an instance of a project class whose `__getitem__` never uses its index
     (a fresh random sample at every call): shuffling the indices changes nothing it yields."""
     if isinstance(dataset, cst.Name):
         values = [b.value for b in scope.lookup(dataset.value)]
@@ -1256,7 +1344,7 @@ def _index_ignored(ctx, dataset, scope) -> bool:
             return False
         built = ctx.index.summary_of(value.func, ctx.index.scope_at(value))
         method = built.method("__getitem__") if isinstance(built, ClassSummary) else None
-        if method is None or not method.params or method.params[0] not in method.unread_params:
+        if method is None or not method.params or method.params[0] not in method.ignored_params:
             return False
     return True
 
