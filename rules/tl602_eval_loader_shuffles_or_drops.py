@@ -8,6 +8,7 @@ import libcst as cst
 
 from trainlint.model import frameworks
 from trainlint.model.dataflow import dataflow
+from trainlint.model.data_order import seeded_generator
 from trainlint.model.dataset_sizes import full_batches
 from trainlint.finding import Severity
 from trainlint.gate import named
@@ -108,7 +109,9 @@ class EvalLoaderShufflesOrDrops(Rule):
         that only converts the index into itself, `if torch.is_tensor(i): i = i.item()`, with
         nothing reading it after, is no use): no order of indices changes what it yields. A pass
         that reads none of its batches (`for _ in loader: pass`, timing the loading) feeds no
-        evaluation.
+        evaluation. Nor does `shuffle=True` with a `generator=` seeded by a value fixed for the run
+        (`torch.Generator().manual_seed(seed)`, not a seed a call computes such as the clock):
+        the order is the same on every run.
         """
     why_bad = """
         `drop_last=True` silently leaves the tail of the validation or test set out of every
@@ -1186,6 +1189,58 @@ class EvalLoaderShufflesOrDrops(Rule):
             """,
             title="the same timing loop that runs the model on each batch it reads",
         ),
+        good(
+            """
+            import time
+            import torch
+            from torch.utils.data import DataLoader
+
+            def validate(model, val_set, seed):
+                order = torch.Generator()
+                order.manual_seed(seed)
+                val_loader = DataLoader(val_set, batch_size=32, shuffle=True, generator=order)
+                errors = []
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        errors.append((model(x) - y).abs().mean())
+                return torch.stack(errors)
+            """,
+            title="shuffled by a generator seeded with the run's fixed seed: the same order on every run",
+        ),
+        bad(
+            """
+            import time
+            import torch
+            from torch.utils.data import DataLoader
+
+            def validate(model, val_set, seed):
+                order = torch.Generator()
+                order.manual_seed(time.time_ns())
+                val_loader = DataLoader(val_set, batch_size=32, shuffle=True, generator=order)
+                errors = []
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        errors.append((model(x) - y).abs().mean())
+                return torch.stack(errors)
+            """,
+            line=8,
+            fixed="""
+            import time
+            import torch
+            from torch.utils.data import DataLoader
+
+            def validate(model, val_set, seed):
+                order = torch.Generator()
+                order.manual_seed(time.time_ns())
+                val_loader = DataLoader(val_set, batch_size=32, shuffle=False, generator=order)
+                errors = []
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        errors.append((model(x) - y).abs().mean())
+                return torch.stack(errors)
+            """,
+            title="the same generator seeded from the clock: a new order on every run",
+        ),
     )
 
     def check(self, ctx):
@@ -1208,6 +1263,8 @@ class EvalLoaderShufflesOrDrops(Rule):
                 drop = shuffle = None
             if shuffle is not None and _index_ignored(ctx, _dataset_arg(call), site.scope):
                 shuffle = None  # its items do not depend on the index: no order of indices changes them
+            if shuffle is not None and seeded_generator(index, keyword_value(call, "generator"), site.scope, call):
+                shuffle = None  # a generator seeded with a value fixed for the run: the same order every run
             bad_args = [(word, value) for word, value in (("shuffle", shuffle), ("drop_last", drop))
                         if isinstance(value, cst.Name) and value.value == "True"]
             if not bad_args:
