@@ -59,7 +59,10 @@ class EvalLoaderShufflesOrDrops(Rule):
         for validation or test: its variable or dataset is named so (`val_loader`, `testloader`,
         `valid_dataset`, `eval_dataloader`, `loaders["test"]`), its dataset is built as a held-out
         split (`MNIST(..., train=False)`, `load_dataset(..., split="validation")`, `ds["test"]`),
-        it is returned by `val_dataloader`/`test_dataloader`/`get_eval_dataloader` or built inside an
+        it is returned by `val_dataloader`/`test_dataloader`/`get_eval_dataloader` (unless, in a run
+        over the whole project, no file asks the framework for that loader: no `trainer.test(...)`
+        for `test_dataloader`, no `LightningCLI`; the loader then goes where the project's own
+        calls of the hook take it, `next(iter(dm.test_dataloader()))` being one batch) or built inside an
         evaluation function, or it is only iterated by evaluation loops (no backward, grad off).
         The flags may come through a `**mapping` the function fills (`test_kwargs.update(cuda_kwargs)`
         with `"shuffle": True` in `cuda_kwargs`, `kwargs["shuffle"] = True`); such a value is often
@@ -1345,7 +1348,8 @@ class EvalLoaderShufflesOrDrops(Rule):
             if kind is not None:
                 return f"dataset `{dataset_text}` {kind}"
         function = site.function
-        if function is not None and function.name in _EVAL_HOOKS:
+        if function is not None and function.name in _EVAL_HOOKS \
+                and ctx.model(loader_reach).framework_runs(function) is not False:
             return f"returned by `{function.name}`"
         mode_model = ctx.model(modes)
         if function is not None and mode_model.is_evaluation_function(function) \

@@ -6,7 +6,11 @@ runs with grad recording off (a `no_grad`/`inference_mode` block or decorator ar
 around the call that hands the loader to the function holding the loop, or a function every caller
 runs without grad) and computes no gradient (no backward, step or `autograd.grad`, with the literal
 flags the call passes: `step(model, loader, train=False)` skips its `if train:` backward); or it is
-returned by a framework hook whose loader the framework evaluates with (`val_dataloader`).
+returned by a framework hook whose loader the framework evaluates with (`val_dataloader`), when
+the framework asks for it: a method that does (`frameworks.hook_runners`: `trainer.test(...)` for
+`test_dataloader`) is called, or a command-line runner (`LightningCLI`) is built, in a file of the
+project; in a run over the whole project where none is, the loader goes where the project's own
+calls of the hook take it (`next(iter(dm.test_dataloader()))`: one batch drawn, no pass).
 
 The loader is followed through:
 - the name it is bound to: the reads that binding can reach (`FileIndex.reaching_bindings`: a
@@ -22,8 +26,9 @@ The loader is followed through:
   of its own) takes the loader nowhere, `a, b = make()` hands the returned tuple's element to `b`;
 - an argument of a function of the same file: the reads of the parameter in its body.
 
-Reading its length, an attribute (`loader.dataset`), or drawing single batches (`loader_use`'s
-draws) is no pass over it. Anything else (an attribute of `self`, a container, a function of
+Reading its length, an attribute (`loader.dataset`), drawing single batches (`loader_use`'s
+draws), or a loop that reads none of the batches it draws (`for _ in loader: pass`) is no pass
+over it. Anything else (an attribute of `self`, a container, a function of
 another file or a library, a caller in a file this run does not check) is where the code cannot
 follow: the loader may still feed an evaluation there (unknown).
 
@@ -314,7 +319,10 @@ class LoaderReach:
             yield _Use("other", statement, "returned")
             return
         if function.name in _EVAL_LOADER_HOOKS and function.class_name is not None:
-            yield _Use("eval", function.node, f"returned by the framework hook `{function.name}`", "framework")
+            if self.framework_runs(function) is not False:
+                yield _Use("eval", function.node, f"returned by the framework hook `{function.name}`", "framework")
+                return
+            yield from self._hook_calls(function)
             return
         key = ("return", id(function.node), position)
         if key in self._seen:
@@ -338,6 +346,38 @@ class LoaderReach:
             yield _Use("other", statement, f"returned by `{function.name}` to callers in other files")
         for call in calls:
             yield from self._result(call, position, depth + 1)
+
+    def framework_runs(self, function: FunctionInfo) -> bool | None:
+        """Whether the framework asks for the loader the eval_loader hook `function` returns: one
+        of the methods that do (`hook_runners`: `trainer.test(...)` for `test_dataloader`) is
+        called, spelled `.test(` or named `"test"` in a file that calls `getattr`, or a class that runs one
+        named on the command line (`LightningCLI`) is named, in a file of the project that can
+        reach this one (True); none is, in a run over the whole project (False); None: not known
+        (no runners in the framework model, or files of the project left out of the run)."""
+        runners = frameworks.hook_runners(function.name)
+        linker = self.index.linker
+        if runners is None or linker is None or not linker.whole_project():
+            return None
+        methods, clis = runners
+        if linker.files_mentioning(*(f".{m}(" for m in methods), *clis):
+            return True
+        named = set(linker.files_mentioning(*(f'"{m}"' for m in methods), *(f"'{m}'" for m in methods)) or ())
+        return bool(named & set(linker.files_mentioning("getattr(") or ()))
+
+    def _hook_calls(self, function: FunctionInfo):
+        """The framework never asks for the hook's loader: it goes where the project's own calls
+        of the method take it (`next(iter(self.trainer.datamodule.test_dataloader()))`: one batch
+        drawn; a call whose result is dropped takes it nowhere), in any file that can reach this one."""
+        calls = list(self.index.linker.method_callers_by_file(function.name))
+        if not calls:
+            yield _Use("none", function.node, f"returned by the framework hook `{function.name}`, which nothing runs")
+            return
+        for where, use in calls:
+            if use.result in ("drawn", "dropped"):
+                yield _Use("none", function.node, f"one batch drawn from `{use.callee}()` in {where}")
+            else:
+                yield _Use("other", function.node,
+                           f"returned by `{function.name}` to `{use.callee}()` in {where}, where the code is not followed")
 
     def _result(self, call: cst.Call, position: int | None, depth: int):
         """What a caller does with the returned loader (the element `position` of a returned tuple)."""

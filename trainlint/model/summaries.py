@@ -32,7 +32,7 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, 
                                    positional_args, walk)
 from trainlint.model.array_kinds import array_kind
 from trainlint.model.layers import DEPENDENT, FREE, LIBRARY, class_verdict, verdict
-from trainlint.model.loader_use import parameter_only_drawn_from
+from trainlint.model.loader_use import drawn_once, parameter_only_drawn_from
 from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_WORDS, context_grad,
                                        decorator_grad, flag_value, is_false, is_true, literal_value, switched_grad)
 from trainlint.model.mode_names import deep_copied
@@ -325,6 +325,9 @@ class CallArguments:
     #: (`layers.verdict` of its construction: "free", "dependent", "library"; None when not known)
     positional_modes: tuple[str | None, ...] = ()
     keyword_modes: tuple[tuple[str, str | None], ...] = ()
+    #: what the caller does with a method call's result: "drawn" (single batches only, as from a
+    #: loader: `next(iter(x.test_dataloader()))`), "dropped" (a statement of its own), None otherwise
+    result: str | None = None
 
     def mode_of(self, params: tuple[str, ...], param: str) -> str | None:
         """How the module passed for `param` depends on its mode (None: not known, or not passed)."""
@@ -511,8 +514,17 @@ class _Summariser:
                                                                     for a in positional_args(site.node)),
                                            () if starred else tuple((a.keyword.value,
                                                                      self._argument_mode(a.value, site.scope))
-                                                                    for a in site.node.args if a.keyword is not None)))
+                                                                    for a in site.node.args if a.keyword is not None),
+                                           self._result_use(site.node)))
         return found
+
+    def _result_use(self, call: cst.Call) -> str | None:
+        """What the caller does with `call`'s result (`CallArguments.result`)."""
+        if isinstance(self.index.parent(call), cst.Expr):
+            return "dropped"
+        if drawn_once(self.index, call):
+            return "drawn"
+        return None
 
     def _argument_mode(self, value: cst.BaseExpression, scope: Scope) -> str | None:
         """How the module an argument is depends on its mode: a construction, or a local name every
