@@ -1153,9 +1153,11 @@ class EvalLoaderShufflesOrDrops(Rule):
         good(
             """
             import time
+            import torch
             from torch.utils.data import DataLoader
 
-            def evaluate_io(shards, workers):
+            @torch.no_grad()
+            def evaluate_io(model, shards, workers):
                 loader = DataLoader(shards, batch_size=256, shuffle=True, num_workers=workers)
                 started = time.perf_counter()
                 for _ in loader:
@@ -1170,6 +1172,7 @@ class EvalLoaderShufflesOrDrops(Rule):
             import torch
             from torch.utils.data import DataLoader
 
+            @torch.no_grad()
             def evaluate_io(model, shards, workers):
                 loader = DataLoader(shards, batch_size=256, shuffle=True, num_workers=workers)
                 started = time.perf_counter()
@@ -1177,12 +1180,13 @@ class EvalLoaderShufflesOrDrops(Rule):
                     model(batch)
                 return (time.perf_counter() - started) / len(loader)
             """,
-            line=6,
+            line=7,
             fixed="""
             import time
             import torch
             from torch.utils.data import DataLoader
 
+            @torch.no_grad()
             def evaluate_io(model, shards, workers):
                 loader = DataLoader(shards, batch_size=256, shuffle=False, num_workers=workers)
                 started = time.perf_counter()
