@@ -18,6 +18,7 @@ from trainlint.gate import iterates_loader, named, refers_to
 from trainlint.model import frameworks
 from trainlint.model.framework_classes import ancestors
 from trainlint.model.index import dotted_name, keyword_value, positional_args, walk, walk_expression
+from trainlint.model.iterations import first_values
 from trainlint.model.summaries import MEAN_WORDS, callable_summary
 from trainlint.model.roles import ACCELERATOR, _unpacked_prepare_argument
 from trainlint.rule import Rule, bad, good
@@ -69,7 +70,10 @@ class MeanOfBatchMeans(Rule):
 
         It stays quiet on sums divided by a sample count (`reduction="sum"`,
         `loss.item() * x.size(0)` divided by `len(loader.dataset)`), on running averages weighted
-        by batch size (`AverageMeter.update(val, n)`), on running displays inside the loop, and
+        by batch size (`AverageMeter.update(val, n)`), on running displays inside the loop, on
+        values collected only on iterations a test of the loop's position picks (`if i % 10 ==
+        9: losses.append(loss.item())`, or after `if step < warmup: continue`: a sample of the
+        batches, not one value per batch of the loader), and
         when the loader's dataset has a length the code states that is a multiple of a batch size
         it states (`Subset(ds, list(range(batch_size * 10)))` in batches of `batch_size = 32`,
         `TensorDataset(torch.rand(320, 4), ...)`: every batch is full), and
@@ -938,6 +942,48 @@ class MeanOfBatchMeans(Rule):
             line=18,
             title="the same weight of 1 while the class's own val_dataloader batches eight samples: the short last batch weighs like a full one",
         ),
+        good(
+            """
+            import numpy as np
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            def probe(model, held_out):
+                loader = DataLoader(held_out, batch_size=50)
+                snapshots = []
+                with torch.no_grad():
+                    for i, (x, y) in enumerate(loader):
+                        loss = F.mse_loss(model(x), y)
+                        if i % 20 == 19:
+                            snapshots.append(loss.item())
+                return np.mean(snapshots)
+            """,
+            title="every twentieth batch's loss kept as a snapshot: a sample of batches, not one mean per batch of the loader",
+        ),
+        bad(
+            """
+            import numpy as np
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            def probe(model, held_out):
+                loader = DataLoader(held_out, batch_size=50)
+                snapshots = []
+                with torch.no_grad():
+                    for i, (x, y) in enumerate(loader):
+                        loss = F.mse_loss(model(x), y)
+                        snapshots.append(loss.item())
+                        if i % 20 == 19:
+                            print(i, loss.item())
+                return np.mean(snapshots)
+            """,
+            line=16,
+            title="every batch's mean kept, only the print picked by position: the short last batch weighs like a full one",
+        ),
     )
 
     def check(self, ctx):
@@ -1383,10 +1429,61 @@ def _accumulators(flow, loop) -> dict[str, str]:
         key = dotted_name(target) if target is not None else None
         if key is None or not _bound_before(flow, key, loop):
             continue
+        if _picked_by_position(flow.index, node, loop):
+            continue  # `if i % 10 == 9:` around it: it collects some batches, not one per batch
         what = _batch_mean(flow, value, 0)
         if what:
             found[key] = f"`{flow.ctx.code_for(value)}` is {what}"
     return found
+
+
+def _picked_by_position(index, node, loop) -> bool:
+    """`node` runs only on the iterations a test of the loop's position picks: an `if` around it
+    (within `loop`), or an `if` before it whose body `continue`s or `break`s, tests the loop's
+    counter (`for i, b in enumerate(loader)`: `i % 10 == 9`) or a counter the body steps
+    (`step += 1`). What it collects is then a sample of the batches, one per picked iteration,
+    and a mean over it divides by the number picked, not the loader's batches."""
+    counters = set(first_values(index, loop)) | _stepped_counters(loop)
+    if not counters:
+        return False
+
+    def positional(test) -> bool:
+        return any(isinstance(n, cst.Name) and n.value in counters for n in walk(test))
+
+    child = node
+    for ancestor in index.ancestors(node):
+        if ancestor is loop:
+            return False
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if isinstance(ancestor, cst.If) and ancestor.test is not child and positional(ancestor.test):
+            return True
+        if isinstance(ancestor, cst.IndentedBlock):
+            for statement in ancestor.body:
+                if statement is child:
+                    break
+                if isinstance(statement, cst.If) and positional(statement.test) and _leaves_iteration(statement):
+                    return True
+        child = ancestor
+    return False
+
+
+def _stepped_counters(loop) -> set[str]:
+    """Names the loop body increases by a literal (`step += 1`): counters of its iterations."""
+    return {node.target.value for node in walk(loop.body)
+            if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign)
+            and isinstance(node.target, cst.Name) and isinstance(node.value, cst.Integer)}
+
+
+def _leaves_iteration(statement) -> bool:
+    """A `continue` or `break` of the loop around `statement` inside it (not in a nested loop)."""
+    def search(node) -> bool:
+        if isinstance(node, (cst.Continue, cst.Break)):
+            return True
+        if isinstance(node, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        return any(search(child) for child in node.children)
+    return any(search(child) for child in statement.body.children)
 
 
 def _bound_before(flow, key, loop) -> bool:

@@ -8,6 +8,7 @@ import libcst as cst
 
 from trainlint.model import frameworks
 from trainlint.model.dataflow import dataflow
+from trainlint.model.data_order import seeded_generator
 from trainlint.model.dataset_sizes import full_batches
 from trainlint.finding import Severity
 from trainlint.gate import named
@@ -58,7 +59,10 @@ class EvalLoaderShufflesOrDrops(Rule):
         for validation or test: its variable or dataset is named so (`val_loader`, `testloader`,
         `valid_dataset`, `eval_dataloader`, `loaders["test"]`), its dataset is built as a held-out
         split (`MNIST(..., train=False)`, `load_dataset(..., split="validation")`, `ds["test"]`),
-        it is returned by `val_dataloader`/`test_dataloader`/`get_eval_dataloader` or built inside an
+        it is returned by `val_dataloader`/`test_dataloader`/`get_eval_dataloader` (unless, in a run
+        over the whole project, no file asks the framework for that loader: no `trainer.test(...)`
+        for `test_dataloader`, no `LightningCLI`; the loader then goes where the project's own
+        calls of the hook take it, `next(iter(dm.test_dataloader()))` being one batch) or built inside an
         evaluation function, or it is only iterated by evaluation loops (no backward, grad off).
         The flags may come through a `**mapping` the function fills (`test_kwargs.update(cuda_kwargs)`
         with `"shuffle": True` in `cuda_kwargs`, `kwargs["shuffle"] = True`); such a value is often
@@ -104,8 +108,13 @@ class EvalLoaderShufflesOrDrops(Rule):
         its name before anything reads it) feed no evaluation and are left alone. A loader built by
         a module-level function that no file of its import component names may come from an entry
         point named outside Python: that it runs is unproven (reported with `--include-unproven`). `shuffle=True` is left alone on a dataset of a project
-        class whose `__getitem__` never reads its index (a fresh random sample at every call): no
-        order of indices changes what it yields.
+        class whose `__getitem__` never uses its index (a fresh random sample at every call; a read
+        that only converts the index into itself, `if torch.is_tensor(i): i = i.item()`, with
+        nothing reading it after, is no use): no order of indices changes what it yields. A pass
+        that reads none of its batches (`for _ in loader: pass`, timing the loading) feeds no
+        evaluation. Nor does `shuffle=True` with a `generator=` seeded by a value fixed for the run
+        (`torch.Generator().manual_seed(seed)`, not a seed a call computes such as the clock):
+        the order is the same on every run.
         """
     why_bad = """
         `drop_last=True` silently leaves the tail of the validation or test set out of every
@@ -1014,6 +1023,91 @@ class EvalLoaderShufflesOrDrops(Rule):
         ),
         good(
             """
+            import random
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+
+
+            class ScenePatches(Dataset):
+                def __init__(self, scenes, count):
+                    self.scenes, self.count = scenes, count
+
+                def __len__(self):
+                    return self.count
+
+                def __getitem__(self, i):
+                    if torch.is_tensor(i):
+                        i = i.item()
+                    scene = random.choice(self.scenes)
+                    return crop_at_random(scene)
+
+
+            val_loader = DataLoader(ScenePatches(load_scenes("val"), 1000), batch_size=8, shuffle=True)
+            model.eval()
+            with torch.no_grad():
+                for x, y in val_loader:
+                    report((model(x) - y).abs().mean().item())
+            """,
+            title="the index is only converted into itself and never used: every item is a random patch",
+        ),
+        bad(
+            """
+            import random
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+
+
+            class ScenePatches(Dataset):
+                def __init__(self, scenes, count):
+                    self.scenes, self.count = scenes, count
+
+                def __len__(self):
+                    return self.count
+
+                def __getitem__(self, i):
+                    if torch.is_tensor(i):
+                        i = i.item()
+                    scene = self.scenes[i % len(self.scenes)]
+                    return crop_at_random(scene)
+
+
+            val_loader = DataLoader(ScenePatches(load_scenes("val"), 1000), batch_size=8, shuffle=True)
+            model.eval()
+            with torch.no_grad():
+                for x, y in val_loader:
+                    report((model(x) - y).abs().mean().item())
+            """,
+            line=20,
+            fixed="""
+            import random
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+
+
+            class ScenePatches(Dataset):
+                def __init__(self, scenes, count):
+                    self.scenes, self.count = scenes, count
+
+                def __len__(self):
+                    return self.count
+
+                def __getitem__(self, i):
+                    if torch.is_tensor(i):
+                        i = i.item()
+                    scene = self.scenes[i % len(self.scenes)]
+                    return crop_at_random(scene)
+
+
+            val_loader = DataLoader(ScenePatches(load_scenes("val"), 1000), batch_size=8, shuffle=False)
+            model.eval()
+            with torch.no_grad():
+                for x, y in val_loader:
+                    report((model(x) - y).abs().mean().item())
+            """,
+            title="the same conversion, then the index picks the scene: the shuffled order changes the batches",
+        ),
+        good(
+            """
             import torch
             from torch.utils.data import DataLoader
 
@@ -1056,6 +1150,104 @@ class EvalLoaderShufflesOrDrops(Rule):
             """,
             title="a quarter of the set per batch: a size not divisible by four loses its tail",
         ),
+        good(
+            """
+            import time
+            import torch
+            from torch.utils.data import DataLoader
+
+            @torch.no_grad()
+            def evaluate_io(model, shards, workers):
+                loader = DataLoader(shards, batch_size=256, shuffle=True, num_workers=workers)
+                started = time.perf_counter()
+                for _ in loader:
+                    pass
+                return (time.perf_counter() - started) / len(loader)
+            """,
+            title="a pass that times the loading and reads no batch: no model or metric sees their order",
+        ),
+        bad(
+            """
+            import time
+            import torch
+            from torch.utils.data import DataLoader
+
+            @torch.no_grad()
+            def evaluate_io(model, shards, workers):
+                loader = DataLoader(shards, batch_size=256, shuffle=True, num_workers=workers)
+                started = time.perf_counter()
+                for batch in loader:
+                    model(batch)
+                return (time.perf_counter() - started) / len(loader)
+            """,
+            line=7,
+            fixed="""
+            import time
+            import torch
+            from torch.utils.data import DataLoader
+
+            @torch.no_grad()
+            def evaluate_io(model, shards, workers):
+                loader = DataLoader(shards, batch_size=256, shuffle=False, num_workers=workers)
+                started = time.perf_counter()
+                for batch in loader:
+                    model(batch)
+                return (time.perf_counter() - started) / len(loader)
+            """,
+            title="the same timing loop that runs the model on each batch it reads",
+        ),
+        good(
+            """
+            import time
+            import torch
+            from torch.utils.data import DataLoader
+
+            def validate(model, val_set, seed):
+                order = torch.Generator()
+                order.manual_seed(seed)
+                val_loader = DataLoader(val_set, batch_size=32, shuffle=True, generator=order)
+                errors = []
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        errors.append((model(x) - y).abs().mean())
+                return torch.stack(errors)
+            """,
+            title="shuffled by a generator seeded with the run's fixed seed: the same order on every run",
+        ),
+        bad(
+            """
+            import time
+            import torch
+            from torch.utils.data import DataLoader
+
+            def validate(model, val_set, seed):
+                order = torch.Generator()
+                order.manual_seed(time.time_ns())
+                val_loader = DataLoader(val_set, batch_size=32, shuffle=True, generator=order)
+                errors = []
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        errors.append((model(x) - y).abs().mean())
+                return torch.stack(errors)
+            """,
+            line=8,
+            fixed="""
+            import time
+            import torch
+            from torch.utils.data import DataLoader
+
+            def validate(model, val_set, seed):
+                order = torch.Generator()
+                order.manual_seed(time.time_ns())
+                val_loader = DataLoader(val_set, batch_size=32, shuffle=False, generator=order)
+                errors = []
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        errors.append((model(x) - y).abs().mean())
+                return torch.stack(errors)
+            """,
+            title="the same generator seeded from the clock: a new order on every run",
+        ),
     )
 
     def check(self, ctx):
@@ -1078,6 +1270,8 @@ class EvalLoaderShufflesOrDrops(Rule):
                 drop = shuffle = None
             if shuffle is not None and _index_ignored(ctx, _dataset_arg(call), site.scope):
                 shuffle = None  # its items do not depend on the index: no order of indices changes them
+            if shuffle is not None and seeded_generator(index, keyword_value(call, "generator"), site.scope, call):
+                shuffle = None  # a generator seeded with a value fixed for the run: the same order every run
             bad_args = [(word, value) for word, value in (("shuffle", shuffle), ("drop_last", drop))
                         if isinstance(value, cst.Name) and value.value == "True"]
             if not bad_args:
@@ -1158,7 +1352,8 @@ class EvalLoaderShufflesOrDrops(Rule):
             if kind is not None:
                 return f"dataset `{dataset_text}` {kind}"
         function = site.function
-        if function is not None and function.name in _EVAL_HOOKS:
+        if function is not None and function.name in _EVAL_HOOKS \
+                and ctx.model(loader_reach).framework_runs(function) is not False:
             return f"returned by `{function.name}`"
         mode_model = ctx.model(modes)
         if function is not None and mode_model.is_evaluation_function(function) \
@@ -1199,7 +1394,7 @@ def _dataset_arg(call) -> cst.BaseExpression | None:
 
 
 def _index_ignored(ctx, dataset, scope) -> bool:
-    """The dataset is an instance of a project class whose `__getitem__` never reads its index
+    """The dataset is an instance of a project class whose `__getitem__` never uses its index
     (a fresh random sample at every call): shuffling the indices changes nothing it yields."""
     if isinstance(dataset, cst.Name):
         values = [b.value for b in scope.lookup(dataset.value)]
@@ -1214,7 +1409,7 @@ def _index_ignored(ctx, dataset, scope) -> bool:
             return False
         built = ctx.index.summary_of(value.func, ctx.index.scope_at(value))
         method = built.method("__getitem__") if isinstance(built, ClassSummary) else None
-        if method is None or not method.params or method.params[0] not in method.unread_params:
+        if method is None or not method.params or method.params[0] not in method.ignored_params:
             return False
     return True
 

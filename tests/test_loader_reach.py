@@ -183,3 +183,33 @@ def score(model, data):
     with torch.no_grad():
         return [model(x) for x in loader]
 """).state == EVALUATES
+
+
+def test_a_pass_that_reads_none_of_its_batches_is_no_pass():
+    """A loop whose batch target nothing reads (timing the loading) reaches no evaluation, through
+    `enumerate` too (its counter may be read); a batch read anywhere in the function, even after the
+    loop, or a batch bound to a module's name that other files may read, keeps the pass."""
+    unread = _HEAD + """
+@torch.no_grad()
+def time_it(data):
+    loader = DataLoader(data, shuffle=True)
+    for i, _ in enumerate(loader):
+        print(i)
+"""
+    assert _reach(unread).state == UNUSED
+    read_after = _HEAD + """
+@torch.no_grad()
+def time_it(model, data):
+    loader = DataLoader(data, shuffle=True)
+    for batch in loader:
+        pass
+    return model(batch)
+"""
+    assert _reach(read_after).state == EVALUATES
+    module_level = _HEAD + """
+loader = DataLoader(data, shuffle=True)
+with torch.no_grad():
+    for batch in loader:
+        pass
+"""
+    assert _reach(module_level).state != UNUSED

@@ -1675,3 +1675,47 @@ def test_an_evaluation_whose_forward_computes_gradients_needs_them(tmp_path, bod
     found = {f.line for r in lint_paths(files, everything) if r.path.endswith("render.py") for f in r.findings
              if f.code == "TL301"}
     assert found == unproven
+
+
+def test_a_hook_loader_the_framework_never_asks_for_feeds_no_evaluation(tmp_path):
+    """TL602: a `test_dataloader` hook's loader is the framework's evaluation loader only when the
+    framework asks for it: in a run over the whole project where no file calls `.test(...)` (nor
+    builds a `LightningCLI`, which runs it by name), the loader goes where the project's own calls
+    of the hook take it, here one batch drawn for pictures; checked without the rest of the
+    project, the hook keeps its framework meaning (reported); a script that calls
+    `trainer.test(...)` makes it an evaluation again."""
+    write(tmp_path, {
+        "data.py": """
+            from lightning.pytorch import LightningDataModule
+            from torch.utils.data import DataLoader
+
+            class Faces(LightningDataModule):
+                def train_dataloader(self):
+                    return DataLoader(self.train_set, batch_size=64, shuffle=True)
+
+                def test_dataloader(self):
+                    return DataLoader(self.held_out, batch_size=64, shuffle=True)
+            """,
+        "model.py": """
+            from lightning.pytorch import LightningModule
+
+            class AutoEncoder(LightningModule):
+                def on_validation_end(self):
+                    faces, _ = next(iter(self.trainer.datamodule.test_dataloader()))
+                    save_grid(self(faces))
+            """,
+        "run.py": """
+            from lightning.pytorch import Trainer
+            from data import Faces
+            from model import AutoEncoder
+
+            trainer = Trainer(max_epochs=5)
+            trainer.fit(AutoEncoder(), datamodule=Faces())
+            """,
+    })
+    data = str(tmp_path / "data.py")
+    assert (10, "TL602") not in _codes(lint_path(data, ALL, project=Project(tmp_path)))
+    assert (10, "TL602") in _codes(list(lint_paths([data], ALL))[0])
+    with open(tmp_path / "run.py", "a") as script:
+        script.write("trainer.test(AutoEncoder(), datamodule=Faces())\n")
+    assert (10, "TL602") in _codes(lint_path(data, ALL, project=Project(tmp_path)))

@@ -576,3 +576,52 @@ def _self_attributes_written(function: cst.FunctionDef) -> set[str]:
 def data_order(ctx) -> DataOrder:
     """The file's data-order facts, shared by TL801 and TL702: `ctx.model(data_order)`."""
     return DataOrder(ctx)
+
+
+def seeded_generator(index, expr: cst.BaseExpression | None, scope: Scope, before: cst.CSTNode) -> bool:
+    """`expr` (a loader's `generator=`) is a torch generator seeded with a value fixed for the run,
+    so the order it shuffles is the same from run to run: `torch.Generator().manual_seed(seed)`, or
+    a name every binding of which is that, or a name bound once to `torch.Generator()` that
+    `name.manual_seed(seed)` seeds in its function before `before`. A seed computed by a call
+    (`time.time_ns()`, `torch.seed()`, `random.randint(...)`) may differ every run: not fixed."""
+    def fixed(call: cst.Call) -> bool:
+        return len(call.args) == 1 and not call.args[0].star \
+            and not any(isinstance(n, cst.Call) for n in walk(call.args[0].value))
+
+    def seeded_call(value: cst.BaseExpression | None) -> bool:
+        return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+            and value.func.attr.value == "manual_seed" and isinstance(value.func.value, cst.Call) \
+            and index.resolve(value.func.value.func, index.scope_at(value)) == "torch.Generator" and fixed(value)
+
+    if seeded_call(expr):
+        return True
+    if not isinstance(expr, cst.Name):
+        return False
+    bindings = scope.lookup(expr.value)
+    if not bindings or any(b.value is None for b in bindings):
+        return False
+    if all(seeded_call(b.value) for b in bindings):
+        return True
+    if len(bindings) != 1 or not isinstance(built := bindings[0].value, cst.Call) \
+            or index.resolve(built.func, index.scope_at(built)) != "torch.Generator":
+        return False
+    function = index.function_at(before)
+    region = function.node.body if function is not None else index.module
+    around = {id(a) for a in index.ancestors(before)}
+
+    def runs_before(call: cst.Call) -> bool:
+        """Written before `before`, inside no branch or loop that does not also hold `before`."""
+        if index.place.get(call, -1) >= index.place.get(before, -1):
+            return False
+        for ancestor in index.ancestors(call):
+            if ancestor is region:
+                return True
+            if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try, cst.FunctionDef, cst.Lambda)) \
+                    and id(ancestor) not in around:
+                return False
+        return True
+
+    return any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "manual_seed"
+               and isinstance(n.func.value, cst.Name) and n.func.value.value == expr.value and fixed(n)
+               and index.scope_at(n) is scope and runs_before(n)
+               for n in index.subtree(region))

@@ -57,7 +57,10 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
 - `hook`: a method the framework calls; `step` is "train" (per micro-batch, gradients on), "eval"
   (under no_grad, in eval mode), "eval_loader" (returns a loader used for evaluation only) or
   "update" (once per optimizer step: Lightning's `optimizer_step`, whose override may step the
-  scheduler itself).
+  scheduler itself). An eval_loader hook names in `run_by` the framework methods that ask for its
+  loader (`test_dataloader`: `["test"]`, called on the trainer) and in `run_by_cli` the classes
+  whose construction runs one of them named on the command line (`LightningCLI`): a project that
+  calls none of them and builds none of those never has the framework evaluate with it.
   A train hook of a framework that owns accumulation may name `window_size`, the attribute of
   `self` that holds the number of micro-batches in the current window (fewer in the short last
   window of an epoch), and `fixed_window_size`, the attribute that always holds K: an override
@@ -191,6 +194,11 @@ class Entry:
     engine_keywords: tuple[str, ...] = ()
     #: the other qualified names the entry is reached by (its module's `reexports`)
     aliases: tuple[str, ...] = ()
+    #: an eval_loader hook: the framework methods that ask for its loader (Lightning's `test_dataloader`
+    #: by `trainer.test(...)`), and the classes whose construction runs one of them named on the
+    #: command line (`LightningCLI`)
+    run_by: tuple[str, ...] = ()
+    run_by_cli: tuple[str, ...] = ()
 
     @property
     def spellings(self) -> tuple[str, ...]:
@@ -229,7 +237,7 @@ _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "o
                          "fp16", "unlinks_scheduler", "window_size", "fixed_window_size", "returns", "keyword_returns",
                          "saves", "path", "into", "weight", "epoch_hooks", "unpacks", "receiver", "partial_keywords", "values",
                          "accumulation_config", "train_step", "micro_batches", "loss", "grad_scaling",
-                         "backpropagates_return", "engine_keywords"})
+                         "backpropagates_return", "engine_keywords", "run_by", "run_by_cli"})
 _TRAIN_STEP_KEYS = ("train_step", "micro_batches", "loss", "grad_scaling")
 
 
@@ -283,6 +291,9 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
                                   "default}` go together, on a constructor")
     if "backpropagates_return" in raw and (raw["kind"] != "hook" or raw.get("step") != "train"):
         raise FrameworkModelError(f"{where}: `backpropagates_return` is said of a train hook")
+    if ("run_by" in raw or "run_by_cli" in raw) and (raw["kind"] != "hook" or raw.get("step") != "eval_loader"
+                                                     or not isinstance(raw.get("run_by"), list)):
+        raise FrameworkModelError(f"{where}: `run_by` (and `run_by_cli`) are said of an eval_loader hook")
     fp16 = raw.get("fp16", {})
     config = raw.get("accumulation_config", {})
     unlinks = raw.get("unlinks_scheduler", {})
@@ -299,7 +310,8 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
                  tuple(raw.get("partial_keywords", ())), raw.get("values"), config.get("keyword"), config.get("key"),
                  raw.get("train_step"), raw.get("micro_batches"), raw.get("loss"), scaling.get("keyword"),
                  bool(scaling.get("default")),
-                 bool(raw.get("backpropagates_return")), tuple(raw.get("engine_keywords", ())))
+                 bool(raw.get("backpropagates_return")), tuple(raw.get("engine_keywords", ())), (),
+                 tuple(raw.get("run_by", ())), tuple(raw.get("run_by_cli", ())))
 
 
 def _framework(path: str, data: dict) -> Framework:
@@ -447,6 +459,15 @@ def scheduler_unlinking(class_name: str) -> tuple[str, tuple] | None:
 def hooks(step: str) -> frozenset[str]:
     """Method names of the framework hooks of one step kind ("train", "eval", "eval_loader", "update")."""
     return frozenset(e.attr for e in entries("hook") if e.step == step)
+
+
+def hook_runners(method: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """The framework methods that ask for the loader of the eval_loader hook `method`, and the
+    command-line classes that can run them (`run_by`, `run_by_cli`); None when no entry says."""
+    found = [e for e in entries("hook") if e.attr == method and e.step == "eval_loader" and e.run_by]
+    if not found:
+        return None
+    return (frozenset(m for e in found for m in e.run_by), frozenset(c for e in found for c in e.run_by_cli))
 
 
 def hook_kind(method: str) -> str | None:

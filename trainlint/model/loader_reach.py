@@ -6,7 +6,11 @@ runs with grad recording off (a `no_grad`/`inference_mode` block or decorator ar
 around the call that hands the loader to the function holding the loop, or a function every caller
 runs without grad) and computes no gradient (no backward, step or `autograd.grad`, with the literal
 flags the call passes: `step(model, loader, train=False)` skips its `if train:` backward); or it is
-returned by a framework hook whose loader the framework evaluates with (`val_dataloader`).
+returned by a framework hook whose loader the framework evaluates with (`val_dataloader`), when
+the framework asks for it: a method that does (`frameworks.hook_runners`: `trainer.test(...)` for
+`test_dataloader`) is called, or a command-line runner (`LightningCLI`) is built, in a file of the
+project; in a run over the whole project where none is, the loader goes where the project's own
+calls of the hook take it (`next(iter(dm.test_dataloader()))`: one batch drawn, no pass).
 
 The loader is followed through:
 - the name it is bound to: the reads that binding can reach (`FileIndex.reaching_bindings`: a
@@ -22,8 +26,9 @@ The loader is followed through:
   of its own) takes the loader nowhere, `a, b = make()` hands the returned tuple's element to `b`;
 - an argument of a function of the same file: the reads of the parameter in its body.
 
-Reading its length, an attribute (`loader.dataset`), or drawing single batches (`loader_use`'s
-draws) is no pass over it. Anything else (an attribute of `self`, a container, a function of
+Reading its length, an attribute (`loader.dataset`), drawing single batches (`loader_use`'s
+draws), or a loop that reads none of the batches it draws (`for _ in loader: pass`) is no pass
+over it. Anything else (an attribute of `self`, a container, a function of
 another file or a library, a caller in a file this run does not check) is where the code cannot
 follow: the loader may still feed an evaluation there (unknown).
 
@@ -41,7 +46,7 @@ import libcst as cst
 from trainlint.model import frameworks
 from trainlint.model.dataflow import dataflow
 from trainlint.model.grad_mode import literal_flags
-from trainlint.model.index import FunctionInfo, positional_args
+from trainlint.model.index import FunctionInfo, positional_args, walk
 from trainlint.model.loader_use import (_bounded_loop, _capped_draws, _cycled, _drawn_once, _dynamic_names,
                                         _restarted_stream, _unmentioned_elsewhere)
 from trainlint.model.mode_state import EVAL
@@ -254,6 +259,8 @@ class LoaderReach:
                          if isinstance(a, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp))), loop)
         holder = body if isinstance(body, cst.For) else self.index.enclosing_statement(body)
         scope = self.flow.scope_of(body)
+        if self._batches_unread(loop):
+            return _Use("none", holder, "gone through without reading a batch")
         if self.modes.computes_grad(body, scope, flags):
             return _Use("other", holder, "gone through by a loop that computes gradients")
         if grad_off or self.flow.under_no_grad(body):
@@ -261,6 +268,35 @@ class LoaderReach:
         if self._eval_mode_forward(body):
             return _Use("eval", holder, "gone through by a model in eval mode, with no backward")
         return _Use("other", holder, "gone through by a loop that is not shown to evaluate")
+
+    def _batches_unread(self, loop: cst.CSTNode) -> bool:
+        """The pass reads none of the batches it draws (`for _ in tqdm(loader): pass`, timing the
+        loading): the names its target binds for the batch (the second of `for i, batch in
+        enumerate(...)`) are read nowhere in the function (nor by text: `locals()`, `eval`), so no
+        model, metric or log sees a batch, and their order or a dropped last one changes nothing."""
+        index = self.index
+        target, iterable = loop.target, loop.iter
+        while isinstance(iterable, cst.Call) and len(iterable.args) >= 1 and not iterable.args[0].star:
+            wrapper = index.resolve(iterable.func, index.scope_at(iterable))
+            if wrapper == "enumerate":
+                if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2
+                        and not any(isinstance(e, cst.StarredElement) for e in target.elements)):
+                    return False
+                target = target.elements[1].value
+            elif wrapper == "zip" or wrapper not in _WRAPPERS:
+                break
+            iterable = iterable.args[0].value
+        names = {n.value for n in walk(target) if isinstance(n, cst.Name)}
+        if not names or _dynamic_names(index):
+            return False
+        region = self.flow._owner(loop)
+        if not isinstance(region, cst.FunctionDef) \
+                and not all(_unmentioned_elsewhere(index, name, importers_only=True) for name in names):
+            return False  # a module's name: a file importing it may read the last batch
+        region = region.body if isinstance(region, cst.FunctionDef) else region
+        bound = {id(n) for n in walk(target)}
+        return not any(isinstance(n, cst.Name) and n.value in names and id(n) not in bound and self._reads(n)
+                       for n in index.subtree(region))
 
     def _eval_mode_forward(self, body: cst.CSTNode) -> bool:
         """A forward of a model in `body` with the model in eval mode on every way to it."""
@@ -283,7 +319,10 @@ class LoaderReach:
             yield _Use("other", statement, "returned")
             return
         if function.name in _EVAL_LOADER_HOOKS and function.class_name is not None:
-            yield _Use("eval", function.node, f"returned by the framework hook `{function.name}`", "framework")
+            if self.framework_runs(function) is not False:
+                yield _Use("eval", function.node, f"returned by the framework hook `{function.name}`", "framework")
+                return
+            yield from self._hook_calls(function)
             return
         key = ("return", id(function.node), position)
         if key in self._seen:
@@ -307,6 +346,38 @@ class LoaderReach:
             yield _Use("other", statement, f"returned by `{function.name}` to callers in other files")
         for call in calls:
             yield from self._result(call, position, depth + 1)
+
+    def framework_runs(self, function: FunctionInfo) -> bool | None:
+        """Whether the framework asks for the loader the eval_loader hook `function` returns: one
+        of the methods that do (`hook_runners`: `trainer.test(...)` for `test_dataloader`) is
+        called, spelled `.test(` or named `"test"` in a file that calls `getattr`, or a class that runs one
+        named on the command line (`LightningCLI`) is named, in a file of the project that can
+        reach this one (True); none is, in a run over the whole project (False); None: not known
+        (no runners in the framework model, or files of the project left out of the run)."""
+        runners = frameworks.hook_runners(function.name)
+        linker = self.index.linker
+        if runners is None or linker is None or not linker.whole_project():
+            return None
+        methods, clis = runners
+        if linker.files_mentioning(*(f".{m}(" for m in methods), *clis):
+            return True
+        named = set(linker.files_mentioning(*(f'"{m}"' for m in methods), *(f"'{m}'" for m in methods)) or ())
+        return bool(named & set(linker.files_mentioning("getattr(") or ()))
+
+    def _hook_calls(self, function: FunctionInfo):
+        """The framework never asks for the hook's loader: it goes where the project's own calls
+        of the method take it (`next(iter(self.trainer.datamodule.test_dataloader()))`: one batch
+        drawn; a call whose result is dropped takes it nowhere), in any file that can reach this one."""
+        calls = list(self.index.linker.method_callers_by_file(function.name))
+        if not calls:
+            yield _Use("none", function.node, f"returned by the framework hook `{function.name}`, which nothing runs")
+            return
+        for where, use in calls:
+            if use.result in ("drawn", "dropped"):
+                yield _Use("none", function.node, f"one batch drawn from `{use.callee}()` in {where}")
+            else:
+                yield _Use("other", function.node,
+                           f"returned by `{function.name}` to `{use.callee}()` in {where}, where the code is not followed")
 
     def _result(self, call: cst.Call, position: int | None, depth: int):
         """What a caller does with the returned loader (the element `position` of a returned tuple)."""

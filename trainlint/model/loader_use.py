@@ -482,3 +482,9 @@ def _call_with_only_argument(index: FileIndex, node: cst.CSTNode, function: str)
             and call.args and call.args[0] is arg:
         return call
     return None
+
+
+def drawn_once(index: FileIndex, node: cst.CSTNode) -> bool:
+    """`next(iter(node))`: one batch of a fresh iterator over what `node` gives, no pass over it."""
+    return _drawn_once(index, node)
+

@@ -32,7 +32,7 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, 
                                    positional_args, walk)
 from trainlint.model.array_kinds import array_kind
 from trainlint.model.layers import DEPENDENT, FREE, LIBRARY, class_verdict, verdict
-from trainlint.model.loader_use import parameter_only_drawn_from
+from trainlint.model.loader_use import drawn_once, parameter_only_drawn_from
 from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_WORDS, context_grad,
                                        decorator_grad, flag_value, is_false, is_true, literal_value, switched_grad)
 from trainlint.model.mode_names import deep_copied
@@ -154,9 +154,11 @@ class FunctionSummary:
     # it runs a backward (`loss.backward()`, `engine.backward(loss)`) and steps nothing: one
     # micro-batch's half of an update whose step its caller runs (`backward_step(model, batch, k)`)
     backward_only: bool = False
-    #: positional parameters its body never names (`__getitem__(self, index)` that draws a fresh
-    #: random sample whatever the index: an order of indices changes nothing it returns)
-    unread_params: tuple[str, ...] = ()
+    #: positional parameters whose value reaches nothing: never named, or read only to rebind the
+    #: same name (`idx = idx.tolist()`, under `if torch.is_tensor(idx):`) that nothing reads after
+    #: (`__getitem__(self, index)` that draws a fresh random sample whatever the index: an order of
+    #: indices changes nothing it returns)
+    ignored_params: tuple[str, ...] = ()
     # a `forward` whose parameter, bound to one of these literals, sends it down a branch that runs
     # every call that could reach a submodule under a grad-off context (`forward(data, mode)` with
     # `elif mode == "inference": with torch.no_grad(): ...`): (parameter, literal True/False/string)
@@ -323,6 +325,9 @@ class CallArguments:
     #: (`layers.verdict` of its construction: "free", "dependent", "library"; None when not known)
     positional_modes: tuple[str | None, ...] = ()
     keyword_modes: tuple[tuple[str, str | None], ...] = ()
+    #: what the caller does with a method call's result: "drawn" (single batches only, as from a
+    #: loader: `next(iter(x.test_dataloader()))`), "dropped" (a statement of its own), None otherwise
+    result: str | None = None
 
     def mode_of(self, params: tuple[str, ...], param: str) -> str | None:
         """How the module passed for `param` depends on its mode (None: not known, or not passed)."""
@@ -509,8 +514,17 @@ class _Summariser:
                                                                     for a in positional_args(site.node)),
                                            () if starred else tuple((a.keyword.value,
                                                                      self._argument_mode(a.value, site.scope))
-                                                                    for a in site.node.args if a.keyword is not None)))
+                                                                    for a in site.node.args if a.keyword is not None),
+                                           self._result_use(site.node)))
         return found
+
+    def _result_use(self, call: cst.Call) -> str | None:
+        """What the caller does with `call`'s result (`CallArguments.result`)."""
+        if isinstance(self.index.parent(call), cst.Expr):
+            return "dropped"
+        if drawn_once(self.index, call):
+            return "drawn"
+        return None
 
     def _argument_mode(self, value: cst.BaseExpression, scope: Scope) -> str | None:
         """How the module an argument is depends on its mode: a construction, or a local name every
@@ -648,7 +662,7 @@ class _Summariser:
             trains_over=trained_params(function, params, self._own_nodes(function)),
             drop_last_chosen_by=self._drop_last_chosen_by(function),
             backward_only=self._backward_only(function),
-            unread_params=self._unread_params(function, params),
+            ignored_params=self._ignored_params(function, params),
             persists_of=lambda: self._persists(function, params),
             copies_grads=self._copies_grads(function), writes_grads=self._writes_grads(function),
             differentiates_of=lambda: self._differentiates(function))
@@ -674,13 +688,58 @@ class _Summariser:
     def _writes_grads(self, function: FunctionInfo) -> bool:
         return writes_grads(self._own_nodes(function))
 
-    def _unread_params(self, function: FunctionInfo, params: list[str]) -> tuple[str, ...]:
-        """The parameters no name in the body (nested functions included) refers to; none when
-        the body reaches its names by text (`locals()`, `vars()`, `eval`, `exec`)."""
-        named = {n.value for n in walk(function.node.body) if isinstance(n, cst.Name)}
-        if named & {"locals", "vars", "eval", "exec"}:
+    def _ignored_params(self, function: FunctionInfo, params: list[str]) -> tuple[str, ...]:
+        """The parameters whose value reaches nothing: no name in the body (nested functions
+        included) refers to them, or every read of one is in the value of an assignment that only
+        rebinds the parameter's name, or in the test of an `if` whose branches do nothing else
+        (`if torch.is_tensor(idx): idx = idx.tolist()`): the value only ever flows back into the
+        name, which nothing else reads. None when the body reaches its names by text (`locals()`,
+        `vars()`, `eval`, `exec`)."""
+        names = [n for n in walk(function.node.body) if isinstance(n, cst.Name)]
+        if {n.value for n in names} & {"locals", "vars", "eval", "exec"}:
             return ()
-        return tuple(p for p in params if p not in named)
+        return tuple(p for p in params if all(self._feeds_only_itself(function, n, p)
+                                              for n in names if n.value == p))
+
+    def _feeds_only_itself(self, function: FunctionInfo, name: cst.Name, param: str) -> bool:
+        """`name` (the parameter's name) is a target rebinding it, or a read whose value goes only
+        into rebinding it: the value of `param = ...`, or the test of an `if` whose branches only
+        rebind it (a read inside a nested function, or anywhere else, may reach anything)."""
+        index = self.index
+
+        def rebinds(statement: cst.CSTNode) -> bool:
+            if isinstance(statement, cst.SimpleStatementLine):
+                return all(isinstance(small, cst.Pass) or isinstance(small, cst.Assign) and all(
+                    isinstance(t.target, cst.Name) and t.target.value == param for t in small.targets)
+                    for small in statement.body)
+            if isinstance(statement, cst.If):
+                return all(rebinds(s) for s in statement.body.body) and (
+                    statement.orelse is None or rebinds(statement.orelse))
+            if isinstance(statement, cst.Else):
+                return all(rebinds(s) for s in statement.body.body)
+            return False
+
+        parent = index.parent(name)
+        if isinstance(parent, cst.Arg) and isinstance(call := index.parent(parent), cst.Call) \
+                and index.resolve(call.func, index.scope_at(call)) not in _INSPECTING_CALLS:
+            return False  # handed to a call, which may keep it
+        child: cst.CSTNode = name
+        for ancestor in index.ancestors(name):
+            if ancestor is function.node:
+                return False
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return False
+            if isinstance(ancestor, cst.AssignTarget):
+                return ancestor.target is name  # `param = ...`: receives a value, reads none
+            if isinstance(ancestor, cst.Assign):
+                return ancestor.value is child and all(
+                    isinstance(t.target, cst.Name) and t.target.value == param for t in ancestor.targets)
+            if isinstance(ancestor, cst.If):
+                return ancestor.test is child and rebinds(ancestor)
+            if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return False
+            child = ancestor
+        return False
 
     def _runs_only(self, function: FunctionInfo, param: str, visiting: frozenset) -> bool:
         """Every use of `param` in the function's own body runs it (`param(x)`), calls one of
@@ -1883,6 +1942,8 @@ def _string(expr: cst.CSTNode | None) -> str | None:
 _RUN_ONLY_METHODS = frozenset({"forward", "eval", "train", "to", "cuda", "cpu", "float", "half", "double",
                                "bfloat16", "state_dict", "named_buffers", "buffers"})
 _INSPECTING_BUILTINS = frozenset({"isinstance", "type", "len", "id", "repr", "str", "print", "hasattr"})
+# calls that only look at or convert a value they are handed, and keep nothing of it
+_INSPECTING_CALLS = _INSPECTING_BUILTINS | frozenset({"int", "float", "bool", "torch.is_tensor", "numpy.isscalar"})
 
 
 def _is_docstring(statement: cst.CSTNode) -> bool:
