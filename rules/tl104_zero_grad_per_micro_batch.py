@@ -65,6 +65,9 @@ class ZeroGradPerMicroBatch(Rule):
         is never flagged for its place. A retry loop
         (`while size: try: ... backward ... except OOM: size //= 2 else: break`) is not a micro-batch
         loop: it repeats only after a failure, and a clear in it drops the failed attempt's gradients.
+        Nor does a clear in an `except` clause of the micro-batch's `try` (`except
+        OutOfMemoryError: optimizer.zero_grad()`) run on every micro-batch: only after one failed
+        (one in `finally:` does, and is flagged).
         A clear is said to run on every micro-batch only when each test on its way (other than the
         update's guard and tests that also hold the backward) has the same value on every
         micro-batch: a setting (`if args.fp16:`, an attribute set only in `__init__`). Under a test
@@ -527,6 +530,66 @@ class ZeroGradPerMicroBatch(Rule):
         ),
         good(
             """
+            import torch
+
+
+            def run_epoch(model, loader, optimizer, accum):
+                for i, batch in enumerate(loader):
+                    try:
+                        loss = model(**batch).loss / accum
+                        loss.backward()
+                        if (i + 1) % accum == 0:
+                            optimizer.step()
+                            optimizer.zero_grad()
+                    except torch.cuda.OutOfMemoryError:
+                        optimizer.zero_grad()  # only after a micro-batch failed: drop its partial gradients
+                        torch.cuda.empty_cache()
+                        continue
+            """,
+            title="a clear in the `except` clause runs only when a micro-batch failed",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def run_epoch(model, loader, optimizer, accum):
+                for i, batch in enumerate(loader):
+                    try:
+                        optimizer.zero_grad()
+                        loss = model(**batch).loss / accum
+                        loss.backward()
+                        if (i + 1) % accum == 0:
+                            optimizer.step()
+                    except torch.cuda.OutOfMemoryError:
+                        torch.cuda.empty_cache()
+                        continue
+            """,
+            line=7,
+            title="the same loop with the clear in the `try` body: it runs on every micro-batch that goes through",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def run_epoch(model, loader, optimizer, accum):
+                for i, batch in enumerate(loader):
+                    try:
+                        loss = model(**batch).loss / accum
+                        loss.backward()
+                        if (i + 1) % accum == 0:
+                            optimizer.step()
+                    except torch.cuda.OutOfMemoryError:
+                        torch.cuda.empty_cache()
+                    finally:
+                        optimizer.zero_grad()
+            """,
+            line=14,
+            title="a clear in `finally` runs after every micro-batch, failed or not",
+        ),
+        good(
+            """
             for it in range(max_iters):
                 model.zero_grad(set_to_none=True)
                 for micro_step in range(accumulation_steps):
@@ -984,6 +1047,8 @@ class ZeroGradPerMicroBatch(Rule):
             first_step = min((order.get(id(r.node), -1) for r in loop.step_calls), default=-1)
             for ref in model.own_calls(loop):
                 if model.is_zero_grad(ref.node, ref.scope) and not model.runs_per_update(loop, ref):
+                    if model.failure_handler(loop, ref) is not None:
+                        continue  # it runs only after a micro-batch failed (`except OutOfMemoryError:`)
                     if _kept_aside(ctx, loop, ref, order, first_step):
                         continue  # the gradients so far are copied before it and written back after it
                     name = f"`{ctx.code_for(ref.node.func.value)}.zero_grad()`"

@@ -1076,6 +1076,17 @@ class TrainingModel:
                     return node
         return None
 
+    def failure_handler(self, loop: TrainingLoop, ref: CallRef | cst.CSTNode) -> cst.ExceptHandler | None:
+        """The `except` clause on the way from the loop body (through helpers) to `ref`, if any: the
+        code there runs only after a statement of its `try` raised (`except OutOfMemoryError:
+        optimizer.zero_grad(); continue` recovers from a failed micro-batch), never on a micro-batch
+        that went through; so it is not code that "runs on every micro-batch"."""
+        for segment in self.path(loop, ref):
+            for child, node in zip(segment, segment[1:]):
+                if isinstance(node, cst.ExceptHandler) and child is node.body:
+                    return node
+        return None
+
     def clears_within_window(self, loop: TrainingLoop) -> tuple[list[CallRef], list[tuple[CallRef, cst.CSTNode]]]:
         """The clears (`zero_grad()`) that keep the window's gradients from adding up: those that
         run on every micro-batch (off the update's guard, under no test that changes between
@@ -1086,7 +1097,8 @@ class TrainingModel:
         proven += self._cleared_after_micro_loop(loop)
         unknown: list[tuple[CallRef, cst.CSTNode]] = []
         for ref in self.own_calls(loop):
-            if not self.is_zero_grad(ref.node, ref.scope) or self.runs_per_update(loop, ref):
+            if not self.is_zero_grad(ref.node, ref.scope) or self.runs_per_update(loop, ref) \
+                    or self.failure_handler(loop, ref) is not None:
                 continue
             test = self.varying_test(loop, ref)
             if test is None:
