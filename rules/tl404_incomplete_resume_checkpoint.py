@@ -203,6 +203,47 @@ class IncompleteResumeCheckpoint(Rule):
             line=13,
             title="objects built by a same-file factory",
         ),
+        good(
+            """
+            import numpy as np
+            import torch
+
+
+            def get_noise_schedule(steps):
+                return np.linspace(1e-4, 0.02, steps)
+
+
+            model = Denoiser()
+            optimizer = torch.optim.Adam(model.parameters(), lr=2e-4)
+            betas = get_noise_schedule(1000)
+            for epoch in range(100):
+                train_one_epoch(model, optimizer, betas)
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch}, "last.pt")
+            """,
+            title="a project function named like a schedule factory that returns a noise schedule: no LR "
+                  "scheduler to save",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def get_warmup_schedule(opt, steps):
+                return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / steps))
+
+
+            model = Denoiser()
+            optimizer = torch.optim.Adam(model.parameters(), lr=2e-4)
+            betas = get_warmup_schedule(optimizer, 500)
+            for epoch in range(100):
+                train_one_epoch(model, optimizer, betas)
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch}, "last.pt")
+            """,
+            line=13,
+            title="the same factory returning a torch LR scheduler: its state is left out",
+        ),
         bad(
             """
             import torch

@@ -1719,3 +1719,38 @@ def test_a_hook_loader_the_framework_never_asks_for_feeds_no_evaluation(tmp_path
     with open(tmp_path / "run.py", "a") as script:
         script.write("trainer.test(AutoEncoder(), datamodule=Faces())\n")
     assert (10, "TL602") in _codes(lint_path(data, ALL, project=Project(tmp_path)))
+
+
+_SCHEDULE_TRAIN = """
+    import torch
+    from schedules import get_beta_schedule
+
+    def save(model, optimiser, epoch):
+        torch.save({"model": model.state_dict(), "optimizer": optimiser.state_dict(), "epoch": epoch}, "last.pt")
+
+    def train(model, loader):
+        optimiser = torch.optim.Adam(model.parameters(), lr=1e-4)
+        betas = get_beta_schedule(1000)
+        for epoch in range(100):
+            for x in loader:
+                loss = model(x, betas).mean()
+                loss.backward()
+                optimiser.step()
+                optimiser.zero_grad()
+            save(model, optimiser, epoch)
+"""
+
+
+@pytest.mark.parametrize("factory, fires", [
+    # a noise schedule: the name `get_*schedule*` of a project function proves no LR scheduler
+    ("import numpy as np\n\ndef get_beta_schedule(steps):\n    return np.linspace(1e-4, 0.02, steps)\n", False),
+    # the same name returning torch's LR scheduler: the code proves it, and its state is missing
+    ("import torch\n\ndef get_beta_schedule(steps, optimizer=None):\n"
+     "    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)\n", True),
+])
+def test_a_project_schedule_factory_is_known_by_what_it_returns(tmp_path, factory, fires):
+    write(tmp_path, {"schedules.py": factory, "train.py": _SCHEDULE_TRAIN})
+    findings = [f for r in lint_paths([str(tmp_path / "train.py"), str(tmp_path / "schedules.py")], ALL)
+                for f in r.findings]
+    scheduler_findings = [f for f in findings if f.code == "TL404" and "scheduler" in f.message]
+    assert bool(scheduler_findings) == fires, [f.message for f in findings]

@@ -418,6 +418,10 @@ class Roles:
             role = self._from_summary(call, scope, ROLE_WORDS + ("lambda",))
             if role:
                 return role
+            if self.index.summary_of(call.func, scope, ROLE_WORDS + ("lambda",)) is not None:
+                # project code that was read and builds none of the roles: its name is no proof
+                # (`get_beta_schedule(...)` returns a diffusion noise schedule, not an LR scheduler)
+                return self._from_returns(call, scope, depth, position=None)
         qualname = self.index.resolve(call.func, scope)
         role = role_of_callee(qualname)
         if role:
