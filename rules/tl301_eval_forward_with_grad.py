@@ -86,6 +86,78 @@ class EvalForwardWithGrad(Rule):
     examples = (
         good(
             """
+            try:
+                import torch
+            except ImportError:  # optional dependency
+                torch = None
+
+
+            def predict(model, loader):
+                model.eval()
+                outputs = []
+                with torch.no_grad():
+                    for x in loader:
+                        outputs.append(model(x))
+                return outputs
+            """,
+            title="an optional import: `torch = None` only where torch is missing, so `torch.no_grad` is torch's",
+        ),
+        good(
+            """
+            def _torch():
+                import torch
+                return torch
+
+
+            def predict(model, loader):
+                torch = _torch()
+                model.eval()
+                outputs = []
+                with torch.no_grad():
+                    for x in loader:
+                        outputs.append(model(x))
+                return outputs
+            """,
+            title="a lazy import through a helper that returns the module",
+        ),
+        good(
+            """
+            try:
+                import torch
+                HAVE_TORCH = True
+            except ImportError:
+                torch, HAVE_TORCH = None, False
+
+
+            class Sampler:
+                @torch.no_grad() if HAVE_TORCH else (lambda fn: fn)
+                def sample(self, loader):
+                    self.model.eval()
+                    return [self.model(x) for x in loader]
+            """,
+            title="a decorator chosen at run time: grad recording is off whenever torch runs the forward",
+        ),
+        bad(
+            """
+            def _torch():
+                import torch
+                return torch
+
+
+            def predict(model, loader):
+                torch = _torch()
+                model.eval()
+                outputs = []
+                for x in loader:
+                    outputs.append(model(x))
+                with torch.no_grad():
+                    return torch.cat(outputs)
+            """,
+            line=11,
+            title="the same lazy import, but the forwards run before the `no_grad` block",
+        ),
+        good(
+            """
             import torch
             from torchvision.utils import save_image
 

@@ -139,17 +139,27 @@ def decorator_grad(index, function: FunctionInfo) -> str | None:
     """`@torch.no_grad()`, `@torch.no_grad`, `@torch.inference_mode()`, `@torch.enable_grad()`."""
     scope = function.scope.parent or function.scope
     for decorator in function.node.decorators:
-        expr = decorator.decorator
-        if isinstance(expr, cst.Call):
-            grad = context_grad(index, expr, scope)
-        else:
-            name = index.resolve(expr, scope)
-            grad = OFF if name in GRAD_OFF_CONTEXTS else ON if name in GRAD_ON_CONTEXTS else None
-            if grad is None and isinstance(expr, (cst.Name, cst.Attribute)):
-                grad = _project_grad(index, expr, scope)
+        grad = _decorator_grad(index, decorator.decorator, scope)
         if grad is not None:
             return grad
     return None
+
+
+def _decorator_grad(index, expr: cst.BaseExpression, scope: Scope) -> str | None:
+    """One decorator's grad state; `@torch.no_grad() if HAVE_TORCH else (lambda f: f)` is chosen
+    at run time (cond) unless both sides agree."""
+    if isinstance(expr, cst.IfExp):
+        a, b = _decorator_grad(index, expr.body, scope), _decorator_grad(index, expr.orelse, scope)
+        if a is None and b is None:
+            return None
+        return a if a == b else COND
+    if isinstance(expr, cst.Call):
+        return context_grad(index, expr, scope)
+    name = index.resolve(expr, scope)
+    grad = OFF if name in GRAD_OFF_CONTEXTS else ON if name in GRAD_ON_CONTEXTS else None
+    if grad is None and isinstance(expr, (cst.Name, cst.Attribute)):
+        grad = _project_grad(index, expr, scope)
+    return grad
 
 
 class _NoneLiteral:

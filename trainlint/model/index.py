@@ -445,9 +445,68 @@ class FileIndex:
             base = expr.value
         elif all(b.kind == "import" for b in bindings):
             base = bindings[-1].qualname
+        elif attributes:
+            base = self._module_bound(bindings)
         else:
             return None
         return ".".join([base, *reversed(attributes)]) if base else None
+
+    def _module_bound(self, bindings: list[Binding]) -> str | None:
+        """The module a name holds when it is read for an attribute (`torch.no_grad`) and its
+        bindings other than imports are a module by other means or a placeholder:
+        - `torch = importlib.import_module("torch")` / `__import__("torch")`;
+        - `torch = _torch()`, a function of this file whose every return is a module it imports
+          (`import torch` then `return torch`: a lazy import);
+        - `torch = None` (the `except ImportError:` of an optional import): `None` has no
+          attributes, so a read of `torch.no_grad` is a read of the module when the code runs.
+        All the module bindings must agree; None otherwise."""
+        modules = set()
+        for binding in bindings:
+            if binding.kind == "import":
+                modules.add(binding.qualname)
+            elif binding.kind == "assign" and isinstance(binding.value, cst.Name) and binding.value.value == "None":
+                continue
+            elif binding.kind == "assign" and isinstance(binding.value, cst.Call):
+                modules.add(self._imported_by_call(binding.value))
+            else:
+                return None
+        return modules.pop() if len(modules) == 1 and None not in modules else None
+
+    def _imported_by_call(self, call: cst.Call) -> str | None:
+        """`importlib.import_module("m")`, `__import__("m")`, or `f()` for a module-level `def f` of
+        this file whose every return is a module its body imports."""
+        args = call.args
+        if isinstance(call.func, cst.Name) and call.func.value == "__import__" or \
+                self.resolve(call.func, self.module_scope) == "importlib.import_module":
+            if len(args) == 1 and isinstance(args[0].value, cst.SimpleString) and args[0].keyword is None:
+                name = args[0].value.evaluated_value
+                return name if isinstance(name, str) and name.replace(".", "").replace("_", "").isalnum() else None
+            return None
+        if args or not isinstance(call.func, cst.Name):
+            return None
+        defs = self.module_scope.bindings.get(call.func.value, [])
+        if len(defs) != 1 or defs[0].kind != "def" or not isinstance(defs[0].node, cst.FunctionDef):
+            return None
+        function = defs[0].node
+        memo = self.__dict__.setdefault("_lazy_imports", {})
+        if function not in memo:
+            memo[function] = self._returned_module(function)
+        return memo[function]
+
+    def _returned_module(self, function: cst.FunctionDef) -> str | None:
+        inner = self.scope_of_node.get(function)
+        returns = [n for n in walk(function.body) if isinstance(n, cst.Return)]
+        if inner is None or not returns:
+            return None
+        modules = set()
+        for ret in returns:
+            if not isinstance(ret.value, cst.Name):
+                return None
+            found = inner.bindings.get(ret.value.value, [])
+            if not found or not all(b.kind == "import" for b in found):
+                return None
+            modules.add(found[-1].qualname)
+        return modules.pop() if len(modules) == 1 else None
 
     def reaching_bindings(self, use: cst.CSTNode, name: str, scope: Scope) -> list[Binding]:
         """`scope.lookup(name)` narrowed to the bindings that can reach `use` through loops: when
