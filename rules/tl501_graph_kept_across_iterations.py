@@ -1348,6 +1348,124 @@ class GraphKeptAcrossIterations(Rule):
             """,
             title="switched off, then on again before the validation loop: its losses record a graph",
         ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def curvature(model, loader, batches):
+                scores = []
+                for x, y in loader:
+                    scores.append(F.log_softmax(model(x), dim=1).gather(1, y[:, None]))
+                    if len(scores) == batches:
+                        break
+                per_sample = torch.cat(scores).flatten()
+                grads = [torch.autograd.grad(s, list(model.parameters()), retain_graph=True) for s in per_sample]
+                return [torch.stack(g).pow(2).mean(0) for g in zip(*grads)]
+            """,
+            title="the kept scores are differentiated one by one after the loop, through a comprehension "
+                  "over them: their graphs are the point",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def curvature(model, loader, batches):
+                scores = []
+                for x, y in loader:
+                    scores.append(F.log_softmax(model(x), dim=1).gather(1, y[:, None]))
+                    if len(scores) == batches:
+                        break
+                per_sample = torch.cat(scores).flatten()
+                print([s.item() for s in per_sample])
+                return [p.grad for p in model.parameters()]
+            """,
+            line=8,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+
+            def curvature(model, loader, batches):
+                scores = []
+                for x, y in loader:
+                    scores.append(F.log_softmax(model(x), dim=1).gather(1, y[:, None]).detach())
+                    if len(scores) == batches:
+                        break
+                per_sample = torch.cat(scores).flatten()
+                print([s.item() for s in per_sample])
+                return [p.grad for p in model.parameters()]
+            """,
+            title="the kept scores are only read as numbers after the loop: no backward needs their graphs",
+        ),
+        good(
+            """
+            import numpy as np
+            import torch
+            from torch import nn
+
+
+            class Aligner(nn.Module):
+                def __init__(self, n, dim):
+                    super().__init__()
+                    self.w = nn.Parameter(torch.rand(n, dim))
+
+                def forward(self, k, bandwidth):
+                    z = k @ self.w
+                    if bandwidth == 0:
+                        bandwidth = torch.tensor([np.median(z.detach().numpy())])
+                    return (z / bandwidth).pow(2).mean(), bandwidth
+
+
+            def fit(k, steps):
+                model = Aligner(k.shape[0], 8)
+                opt = torch.optim.Adam(model.parameters())
+                bandwidth = torch.zeros(1)
+                for step in range(steps):
+                    opt.zero_grad()
+                    loss, bandwidth = model(k, bandwidth)
+                    loss.backward()
+                    opt.step()
+            """,
+            title="the forward hands the state back as it was given, or as a new tensor made from data: "
+                  "no graph rides on it",
+        ),
+        bad(
+            """
+            import numpy as np
+            import torch
+            from torch import nn
+
+
+            class Aligner(nn.Module):
+                def __init__(self, n, dim):
+                    super().__init__()
+                    self.w = nn.Parameter(torch.rand(n, dim))
+
+                def forward(self, k, bandwidth):
+                    z = k @ self.w
+                    if bandwidth == 0:
+                        bandwidth = torch.tensor([np.median(z.detach().numpy())])
+                    bandwidth = 0.9 * bandwidth + 0.1 * z.var()
+                    return (z / bandwidth).pow(2).mean(), bandwidth
+
+
+            def fit(k, steps):
+                model = Aligner(k.shape[0], 8)
+                opt = torch.optim.Adam(model.parameters())
+                bandwidth = torch.zeros(1)
+                for step in range(steps):
+                    opt.zero_grad()
+                    loss, bandwidth = model(k, bandwidth)
+                    loss.backward()
+                    opt.step()
+            """,
+            line=25,
+            title="the forward blends the state with a statistic of its output: the state carries the graph",
+        ),
     )
 
     def check(self, ctx):
@@ -1394,6 +1512,8 @@ class GraphKeptAcrossIterations(Rule):
                 continue
             if flow.carries_graph(node.value) is not True:
                 return None
+            if flow.handed_back(node, name):
+                continue  # the forward hands `name` back as it was given, or new without a graph
             if _used_as_module(flow, name, loop):
                 return None  # `model = pruner.prune_model(model)`: a module is fed back, no tensor
             forward = _forward_premise(ctx, flow, node, targets & arguments, scope)

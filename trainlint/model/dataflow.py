@@ -453,9 +453,27 @@ class Dataflow:
             result = True
         if not result and depth < 3 and info is not None:
             callers = [site.node for site in self.index.callers(info)]
-            result = bool(callers) and all(self.under_no_grad(call) for call in callers)
+            result = all(self.under_no_grad(call) for call in callers)
+            if result and self._module_level(info):
+                # every caller means the other files' too (`generate_centers(model, loader)` called in
+                # the training script only inside `with torch.no_grad():`); one call with grad on
+                # settles it, so the files that turn recording off are read last
+                foreign = False
+                for _, use in self.index.linker.iter_callers(info.name, later=_GRAD_OFF_WORDS):
+                    foreign = True
+                    if not use.grad_off:
+                        result = False
+                        break
+                result = result and (bool(callers) or foreign)
+            else:
+                result = result and bool(callers)
         self._no_grad_memo[function] = result
         return result
+
+    def _module_level(self, info: FunctionInfo) -> bool:
+        """A module-level function of a file the project's other files can call (by its name)."""
+        return info.class_name is None and self.index.linker is not None \
+            and info.scope.parent is self.index.module_scope
 
     # -- backward roots -------------------------------------------------------------------------
     def backward_roots(self, owner: cst.CSTNode) -> list[cst.BaseExpression]:
@@ -572,6 +590,7 @@ class Dataflow:
         binds `loss` in every one of its loops does not walk all of them at every question."""
         found: set[str] = set()
         level = [key for expr in expressions for key in _dotted_names(expr)]
+        level += [key for expr in expressions for key in self._comprehension_sources(expr)]
         for _ in range(limit):
             following: list[str] = []
             for key in level:
@@ -581,6 +600,31 @@ class Dataflow:
             if not following:
                 break
             level = following
+        return found
+
+    def _comprehension_sources(self, expr: cst.BaseExpression) -> list[str]:
+        """The dotted names of the iterables that the comprehensions around `expr` draw the names
+        it reads from (`[grad(l, ...) for l in losses]`: `l` is an element of `losses`), through
+        comprehensions nested in one another. A comprehension's target has no binding of the
+        function: its values are its iterable's."""
+        names = {n.value for n in walk_expression(expr) if isinstance(n, cst.Name)}
+        found: list[str] = []
+        for ancestor in self.index.ancestors(expr):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if not isinstance(ancestor, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+                continue
+            clauses = []
+            clause = ancestor.for_in
+            while clause is not None:
+                clauses.append(clause)
+                clause = clause.inner_for_in
+            for clause in reversed(clauses):  # an inner clause may draw from an outer one's target
+                targets = {n.value for n in walk(clause.target) if isinstance(n, cst.Name)}
+                if targets & names:
+                    drawn = list(_dotted_names(clause.iter))
+                    found += drawn
+                    names |= {key for key in drawn if "." not in key}
         return found
 
     def _flow_of(self, key: str, at: cst.CSTNode) -> tuple[list[str], bool]:
@@ -798,6 +842,30 @@ class Dataflow:
         # a returned element may also be a size or a count (`return out, x.size(1) / n`)
         summary = callable_summary(self.index, node.value.func, self.scope_of(node), DETACH_WORDS + NUMBER_WORDS)
         return summary is not None and (position[0] in summary.detached.positions or summary.body_grad_off)
+
+    def handed_back(self, assign: cst.Assign, name: str) -> bool:
+        """`out, state = model(x, state)` where what the callee returns at `state`'s place is, on
+        every return, the argument it was handed for `state` (`Detached.through`) or a value without
+        graph: the call attaches no graph of its own to `state`, whatever else it computes."""
+        call = assign.value
+        position = unpacked_position(assign, name)
+        if position is None or not isinstance(call, cst.Call) or any(a.star for a in call.args):
+            return False
+        summary = callable_summary(self.index, call.func, self.scope_of(assign), DETACH_WORDS)
+        if summary is None:
+            return False
+        if position[0] in summary.detached.positions:
+            return True
+        positional = positional_args(call)
+        for where, param in summary.detached.through:
+            if where != position[0]:
+                continue
+            argument = keyword_value(call, param)
+            if argument is None and param in summary.params and summary.params.index(param) < len(positional):
+                argument = positional[summary.params.index(param)].value
+            if isinstance(argument, cst.Name) and argument.value == name:
+                return True
+        return False
 
     def _call_graph(self, call: cst.Call, depth: int) -> bool | None:
         func = call.func
@@ -1106,6 +1174,9 @@ def _mapping_values(index: FileIndex, value: cst.BaseExpression, scope: Scope, w
         found = keyword_value(value, word)
         return [found] if found is not None else []
     return []
+
+
+_GRAD_OFF_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
 
 
 def _dotted_names(expr: cst.BaseExpression) -> Iterator[str]:
