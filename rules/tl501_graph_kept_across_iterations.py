@@ -49,13 +49,15 @@ class GraphKeptAcrossIterations(Rule):
         the model batch after batch (`output, hidden = model(x, hidden)`) without being detached.
 
         It stays quiet on detached values, on values computed under `torch.no_grad()` /
-        `torch.inference_mode()` (also in a function every caller runs that way, and in
+        `torch.inference_mode()` (also in a function every caller runs that way, the callers in
+        the project's other files included, and in
         `validation_step`/`test_step`/`predict_step`) or after a `torch.set_grad_enabled(False)`
         statement that every path to the value passes with no switch back on (a switch taken only
         under an `if` leaves recording unknown: quiet too), on integer results such as `argmax` and
         comparisons, on an accumulator reset inside the iteration, and on accumulators that are
         meant to carry the graph: a sum or list of losses that is backpropagated afterwards
         (`total = total + loss_i` then `total.backward()`, `torch.stack(losses).mean().backward()`)
+        (also one element at a time, `[autograd.grad(s, params) for s in torch.cat(kept)]`)
         or returned to a caller that does so, or handed to (or read as the same global or `self.`
         attribute by) a same-file function this one calls whose backward it feeds (an episode's
         actor-critic update that sums the kept values and log-probabilities into its loss). A state is a name the assignment rebinds
@@ -64,6 +66,8 @@ class GraphKeptAcrossIterations(Rule):
         nor does a method of a project class (`self.update_actor(...)`, `agent.eval_model(...)`,
         defined in the class, a base class or another project file; not a `@property`): its name
         says nothing of what it returns, so what it hands back is not known to carry a graph.
+        A state the forward hands back as the caller passed it, or as a new tensor made from data
+        (`torch.tensor(...)`, a factory), on every return, gains no graph from it.
         The state's call must be shown to be a forward: its callee is built as a module (typed, or
         handed one by a caller), or another of its outputs is backpropagated; a name alone is no
         proof (unproven). A value fed back that the loop calls or asks for its parameters, state
