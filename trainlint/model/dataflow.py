@@ -10,6 +10,7 @@ Built once per file: `ctx.model(dataflow)`.
 
 from __future__ import annotations
 
+import ast
 import bisect
 import re
 from typing import Iterator
@@ -208,6 +209,76 @@ class Dataflow:
         (`if cfg.dynamic: batches = pack(...)` against `else: loss = loss / k`)."""
         sides = self.branch_sides(second)
         return any((test, not side) in sides for test, side in self.branch_sides(first))
+
+    def bindings_on_path(self, name: cst.Name) -> list[Binding] | None:
+        """The bindings of `name` (in its function) that can be the one its use reads, given the
+        tests on the use's way: a binding made in a branch of an `if`/`elif` chain holds the facts
+        of that branch (its test, the earlier tests failed, the literals the branch's block
+        assigns: `flag = False`), and a test around the use, read after the chain, that
+        contradicts them (`if flag:`, `if kind != "plateau":`) rules the binding out. A fact counts
+        only for a plain name the function binds nowhere but before the chain or inside it (the
+        branch that ran still decides it at the use). None when `name` has a binding that is not
+        an assignment before the use (a parameter, a loop target, a later rebinding)."""
+        bindings = self.bindings_in_function(name.value, name)
+        if not bindings or any(b.kind not in ("assign", "augassign") or not self.before(b.node, name)
+                               for b in bindings):
+            return None
+        guards = [(atom, test) for test, side in self._tests_around(name) for atom in _atoms(test, side)]
+        if not guards:
+            return list(bindings)
+        kept = []
+        for binding in bindings:
+            facts, chain = self._branch_facts(binding.node, name)
+            if not any(_contradicts(fact, atom) for fact in facts for atom, test in guards
+                       if fact[0] == atom[0] and self.before(chain, test)):
+                kept.append(binding)
+        return kept
+
+    def _tests_around(self, node: cst.CSTNode) -> list[tuple[cst.BaseExpression, bool]]:
+        """The `if` tests around `node` in its function, each with the side `node` runs on."""
+        found = []
+        child = node
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if isinstance(ancestor, cst.If) and child is not ancestor.test:
+                found.append((ancestor.test, child is ancestor.body))
+            child = ancestor
+        return found
+
+    def _branch_facts(self, node: cst.CSTNode, use: cst.CSTNode) -> tuple[list[tuple[str, str, object]], cst.CSTNode]:
+        """What holds after `node` runs, from the `if`/`elif` chain around it (it must end before
+        `use`): the tests taken or failed on its way and the literals its blocks assign (a name
+        the block binds once), for names bound nowhere but before the chain or inside it; with
+        the chain (the outermost `if` around `node` that does not hold `use`)."""
+        facts: list[tuple[str, str, object]] = []
+        chain: cst.CSTNode | None = None
+        child = node
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) or self.inside(use, ancestor):
+                break
+            if isinstance(ancestor, cst.IndentedBlock) and isinstance(self.index.parent(ancestor), (cst.If, cst.Else)):
+                for statement in ancestor.body:
+                    if not isinstance(statement, cst.SimpleStatementLine):
+                        continue
+                    for small in statement.body:
+                        if isinstance(small, cst.Assign) and len(small.targets) == 1 \
+                                and isinstance(small.targets[0].target, cst.Name):
+                            target = small.targets[0].target.value
+                            value = _literal(small.value)
+                            if value is not _UNKNOWN and sum(
+                                    self.inside(b.node, ancestor) for b in self.bindings_in_function(target, use)) == 1:
+                                facts.append((target, "==", value))
+            if isinstance(ancestor, cst.If) and child is not ancestor.test:
+                facts += _atoms(ancestor.test, child is ancestor.body)
+                chain = ancestor
+            child = ancestor
+        if chain is None or not self.before(chain, use):
+            return [], node
+        kept = [fact for fact in facts
+                if all(b.kind == "param" or self.before(b.node, chain) or self.inside(b.node, chain)
+                       for b in self.bindings_in_function(fact[0], use))]
+        return kept, chain
 
     def _last_computed(self, name: cst.Name) -> Binding | None:
         """The last assignment before `name`'s use whose value is not a literal True/False."""
@@ -1174,6 +1245,63 @@ def _mapping_values(index: FileIndex, value: cst.BaseExpression, scope: Scope, w
         found = keyword_value(value, word)
         return [found] if found is not None else []
     return []
+
+
+_UNKNOWN = object()
+
+
+def _literal(expr: cst.BaseExpression) -> object:
+    """The value of a literal (`False`, `3`, `"plateau"`, `None`), else _UNKNOWN."""
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[expr.value]
+    if isinstance(expr, (cst.Integer, cst.SimpleString)):
+        try:
+            return ast.literal_eval(expr.value)
+        except (ValueError, SyntaxError):
+            return _UNKNOWN
+    return _UNKNOWN
+
+
+def _atoms(test: cst.BaseExpression, side: bool) -> list[tuple[str, str, object]]:
+    """What a test taken on `side` says of plain names: (name, "==" | "!=", literal) or
+    (name, "truthy", bool); `and` taken (or `or` failed) says each of its parts."""
+    if isinstance(test, cst.Name) and test.value not in ("True", "False", "None"):
+        return [(test.value, "truthy", side)]
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _atoms(test.expression, not side)
+    if isinstance(test, cst.BooleanOperation):
+        if isinstance(test.operator, cst.And) and side or isinstance(test.operator, cst.Or) and not side:
+            return _atoms(test.left, side) + _atoms(test.right, side)
+        return []
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        operator = test.comparisons[0].operator
+        left, right = test.left, test.comparisons[0].comparator
+        if not isinstance(left, cst.Name):
+            left, right = right, left
+        value = _literal(right)
+        if not isinstance(left, cst.Name) or value is _UNKNOWN:
+            return []
+        if isinstance(operator, (cst.Equal, cst.Is)):
+            return [(left.value, "==" if side else "!=", value)]
+        if isinstance(operator, (cst.NotEqual, cst.IsNot)):
+            return [(left.value, "!=" if side else "==", value)]
+    return []
+
+
+def _contradicts(fact: tuple[str, str, object], guard: tuple[str, str, object]) -> bool:
+    """Two statements about one name that cannot both hold."""
+    (_, op, value), (_, guard_op, guard_value) = fact, guard
+    if op == "==" and guard_op == "==":
+        return value != guard_value
+    if {op, guard_op} == {"==", "!="}:
+        return value == guard_value
+    if op == "==" and guard_op == "truthy":
+        return bool(value) != guard_value
+    if op == "truthy" and guard_op == "==":
+        return bool(guard_value) != value
+    if op == "truthy" and guard_op == "truthy":
+        return value != guard_value
+    return False
 
 
 _GRAD_OFF_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
