@@ -1356,11 +1356,13 @@ class GraphKeptAcrossIterations(Rule):
             """
             import torch
             import torch.nn.functional as F
+            from torch.utils.data import DataLoader
 
 
-            def curvature(model, loader, batches):
+            def curvature(model, dataset, batches):
+                model.train()
                 scores = []
-                for x, y in loader:
+                for x, y in DataLoader(dataset, batch_size=16):
                     scores.append(F.log_softmax(model(x), dim=1).gather(1, y[:, None]))
                     if len(scores) == batches:
                         break
@@ -1375,11 +1377,13 @@ class GraphKeptAcrossIterations(Rule):
             """
             import torch
             import torch.nn.functional as F
+            from torch.utils.data import DataLoader
 
 
-            def curvature(model, loader, batches):
+            def curvature(model, dataset, batches):
+                model.train()
                 scores = []
-                for x, y in loader:
+                for x, y in DataLoader(dataset, batch_size=16):
                     scores.append(F.log_softmax(model(x), dim=1).gather(1, y[:, None]))
                     if len(scores) == batches:
                         break
@@ -1387,15 +1391,17 @@ class GraphKeptAcrossIterations(Rule):
                 print([s.item() for s in per_sample])
                 return [p.grad for p in model.parameters()]
             """,
-            line=8,
+            line=10,
             fixed="""
             import torch
             import torch.nn.functional as F
+            from torch.utils.data import DataLoader
 
 
-            def curvature(model, loader, batches):
+            def curvature(model, dataset, batches):
+                model.train()
                 scores = []
-                for x, y in loader:
+                for x, y in DataLoader(dataset, batch_size=16):
                     scores.append(F.log_softmax(model(x), dim=1).gather(1, y[:, None]).detach())
                     if len(scores) == batches:
                         break
