@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import builtins
 import re
 from typing import Iterator
 
@@ -76,6 +77,7 @@ class Dataflow:
         self._owners: dict[cst.CSTNode, cst.CSTNode] = {}
         self._function_bindings: dict[tuple[int, str, cst.CSTNode], list[Binding]] = {}
         self._orders_of_bindings: dict[tuple, tuple] = {}  # `_binding_order`
+        self._bindable: tuple[bool, frozenset[str]] | None = None  # `bound_nowhere`
         self._flows: dict[tuple, tuple[list[str], bool]] = {}  # per (scope, name, function): `_flow_of`, `_sources_of`
         self._frozen: set[str] | None = None  # `frozen_modules`
 
@@ -386,27 +388,76 @@ class Dataflow:
         around), a name the function binds (so Python takes it for a local), that is no parameter
         nor declared global, read unconditionally, and written nowhere before that read (its first
         mention in the function): the first arrival raises `UnboundLocalError`, so `node` is never
-        reached (a loop's body raises on its first iteration, before any later one)."""
+        reached (a loop's body raises on its first iteration, before any later one). In the
+        code a script runs as its program (under `if __name__ == "__main__":`), whose globals no
+        other module can have set, a read of a global that no code of the file binds
+        (`bound_nowhere`) raises NameError the same way."""
         function = self.index.function_at(node)
         if not isinstance(function, FunctionInfo):
-            return None
+            function = None
+            if not any(isinstance(a, cst.If) and _is_main_test(a.test) for a in self.index.ancestors(node)):
+                return None  # module code another module may import (or a snippet): its globals are open
+        top = function.node if function is not None else self.index.module
         child = node
         parent = self.index.parent(child)
-        while parent is not None and parent is not function.node:
+        while parent is not None and parent is not top:
             if isinstance(parent, (cst.Try, cst.TryStar, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 return None
             if isinstance(parent, cst.IndentedBlock):
-                for statement in parent.body:
-                    if statement is child:
-                        break
-                    if isinstance(statement, cst.SimpleStatementLine):
-                        found = self._unbound_read(statement, function)
-                        if found is not None:
-                            return found
+                found = self._raises_in(parent.body, child, function)
+                if found is not None:
+                    return found
             child, parent = parent, self.index.parent(parent)
+        if function is None and parent is top:
+            return self._raises_in(top.body, child, None)
         return None
 
-    def _unbound_read(self, statement: cst.SimpleStatementLine, function: FunctionInfo) -> cst.Name | None:
+    def _raises_in(self, statements, child, function: FunctionInfo | None) -> cst.Name | None:
+        """The always-raising read in the statements of a block that come before `child`."""
+        for statement in statements:
+            if statement is child:
+                break
+            if isinstance(statement, cst.SimpleStatementLine):
+                found = self._unbound_read(statement, function)
+                if found is not None:
+                    return found
+        return None
+
+    def bound_nowhere(self, word: str) -> bool:
+        """No scope of the file binds `word` (no assignment, parameter, import, def, class, loop or
+        `with` target, comprehension target, `global`/`except ... as` of it), it is no builtin,
+        and nothing can bind it unseen: no star import, no `exec`/`eval`/`globals()`/`vars()`/
+        `builtins` nor `setattr` on the module itself in the file."""
+        if self._bindable is None:
+            names: set[str] = set()
+            dynamic = False
+            for node in self.index.subtree(self.index.module):
+                kind = type(node)
+                if kind is cst.Name:
+                    parent = self.index.parent(node)
+                    if node.value in _DYNAMIC_BINDERS and not (isinstance(parent, cst.Attribute) and parent.attr is node):
+                        dynamic = True  # `exec(...)`, `globals()[k] = v`; not `model.eval()`
+                    elif node.value == "setattr" and isinstance(parent, cst.Call) and parent.func is node \
+                            and parent.args and any(isinstance(n, cst.Name) and n.value in ("sys", "__name__", "modules")
+                                                    for n in walk(parent.args[0].value)):
+                        dynamic = True  # `setattr(sys.modules[__name__], k, v)`; not `setattr(layer, k, v)`
+                elif kind is cst.ImportFrom and isinstance(node.names, cst.ImportStar):
+                    dynamic = True
+                elif kind is cst.CompFor:
+                    names |= {n.value for n in walk(node.target) if isinstance(n, cst.Name)}
+                elif kind in (cst.Global, cst.Nonlocal):
+                    names |= {item.name.value for item in node.names}
+                elif kind is cst.ExceptHandler and node.name is not None and isinstance(node.name.name, cst.Name):
+                    names.add(node.name.name.value)
+                elif kind in (cst.MatchAs, cst.MatchStar) and node.name is not None:
+                    names.add(node.name.value)
+            for scope in self.index.scopes:
+                names |= set(scope.bindings)
+            self._bindable = (dynamic, frozenset(names))
+        dynamic, names = self._bindable
+        return not dynamic and word not in names and word not in _BUILTIN_NAMES
+
+    def _unbound_read(self, statement: cst.SimpleStatementLine, function: FunctionInfo | None) -> cst.Name | None:
         for small in statement.body:
             if isinstance(small, (cst.Assign, cst.AnnAssign, cst.Expr, cst.Return)):
                 exprs = [small.value]
@@ -424,8 +475,10 @@ class Dataflow:
                         return name
         return None
 
-    def _read_unbound(self, name: cst.Name, function: FunctionInfo, later: set) -> bool:
+    def _read_unbound(self, name: cst.Name, function: FunctionInfo | None, later: set) -> bool:
         word = name.value
+        if function is None:
+            return self.bound_nowhere(word)  # a script's own code: NameError
         bindings = function.scope.bindings.get(word)
         if not bindings or any(b.kind == "param" for b in bindings):
             return False
@@ -1302,6 +1355,23 @@ def _contradicts(fact: tuple[str, str, object], guard: tuple[str, str, object]) 
     if op == "truthy" and guard_op == "truthy":
         return value != guard_value
     return False
+
+
+_BUILTIN_NAMES = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__loader__",
+                                             "__package__", "__path__", "__builtins__", "__debug__"}
+# what can bind a global name the code never spells as a binding
+_DYNAMIC_BINDERS = frozenset({"exec", "eval", "globals", "vars", "locals", "builtins", "__builtins__",
+                              "__dict__", "get_ipython"})
+
+
+def _is_main_test(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"` (either way round)."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    return any(isinstance(x, cst.Name) and x.value == "__name__" for x in sides) and \
+        any(isinstance(x, cst.SimpleString) and x.evaluated_value == "__main__" for x in sides)
 
 
 _GRAD_OFF_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
