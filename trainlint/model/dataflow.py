@@ -460,7 +460,7 @@ class Dataflow:
     def _unbound_read(self, statement: cst.SimpleStatementLine, function: FunctionInfo | None) -> cst.Name | None:
         for small in statement.body:
             if isinstance(small, (cst.Assign, cst.AnnAssign, cst.Expr, cst.Return)):
-                exprs = [small.value]
+                exprs = [small.value] if small.value is not None else []  # `batch: dict`, `return`
             elif isinstance(small, cst.AugAssign):
                 exprs = [small.target, small.value]
             else:
