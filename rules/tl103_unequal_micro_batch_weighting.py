@@ -60,6 +60,11 @@ class UnequalMicroBatchWeighting(Rule):
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
         raises it: the finding then says it holds only when K is set above 1 and is reported one
         severity lower (info).
+
+        A backward that a read always raising comes before is never reached: nothing is weighted,
+        nothing is flagged (an unbound local, or, in the code a script runs under `if __name__ ==
+        "__main__":`, a global no code of the file binds: `optimiser.zero_grad()` with only
+        `optimizer` bound, no star import or `exec` that could bind it).
         """
     why_bad = """
         Dividing each micro-batch's mean by K gives every micro-batch the same weight in the
@@ -77,6 +82,60 @@ class UnequalMicroBatchWeighting(Rule):
         "https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader",
     )
     examples = (
+        good(
+            """
+            import argparse
+
+            import torch
+            from transformers import AutoModelForCausalLM
+
+            if __name__ == "__main__":
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--accum", type=int, default=8)
+                parser.add_argument("--steps", type=int, default=1000)
+                args = parser.parse_args()
+                model = AutoModelForCausalLM.from_pretrained("gpt2")
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+                batches = iter(torch.load("batches.pt"))
+                for step in range(args.steps):
+                    optimiser.zero_grad()
+                    for micro in range(args.accum):
+                        ids, labels = next(batches)
+                        labels[labels == 0] = -100
+                        loss = model(ids, labels=labels).loss
+                        (loss / args.accum).backward()
+                    optimizer.step()
+            """,
+            title="the script's loop reads `optimiser`, which no code of the file binds: the first iteration "
+                  "raises NameError before any micro-batch is weighted",
+        ),
+        bad(
+            """
+            import argparse
+
+            import torch
+            from transformers import AutoModelForCausalLM
+
+            if __name__ == "__main__":
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--accum", type=int, default=8)
+                parser.add_argument("--steps", type=int, default=1000)
+                args = parser.parse_args()
+                model = AutoModelForCausalLM.from_pretrained("gpt2")
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+                batches = iter(torch.load("batches.pt"))
+                for step in range(args.steps):
+                    optimizer.zero_grad()
+                    for micro in range(args.accum):
+                        ids, labels = next(batches)
+                        labels[labels == 0] = -100
+                        loss = model(ids, labels=labels).loss
+                        (loss / args.accum).backward()
+                    optimizer.step()
+            """,
+            line=20,
+            title="the same script with the optimizer's name bound: valid-token means weighted alike",
+        ),
         bad(
             """
             import torch.nn.functional as F
@@ -481,6 +540,7 @@ class UnequalMicroBatchWeighting(Rule):
     def check(self, ctx):
         yield from self._fixed_window_divisions(ctx)
         model = ctx.model(training_model)
+        flow = ctx.model(dataflow)
         for loop in model.loops + model.window_functions:
             if not (loop.innermost and loop.accumulates):
                 continue
@@ -489,6 +549,8 @@ class UnequalMicroBatchWeighting(Rule):
             for ref in loop.backward_calls:
                 if model._inner_loop(loop, ref) is not None or model.runs_per_update(loop, ref):
                     continue
+                if flow.raises_before(ref.node) is not None:
+                    continue  # a read that always raises comes first: no micro-batch is ever weighted
                 backward = tracer.backward_loss(ref)
                 if backward.loss is None:
                     continue

@@ -40,7 +40,10 @@ class MissingZeroGrad(Rule):
         rows:` over `range(0, rows, step)`, `if not mid:` after `mid = i < len(chunks) - 1`); then a clear in
         the enclosing loop, or before the loop in a function that holds no loop around it, starts
         every update afresh. Engines that own backward and step together (`engine.backward(loss);
-        engine.step()` in DeepSpeed) and `opt.step(closure)` (whose closure clears) are not flagged.
+        engine.step()` in DeepSpeed) and `opt.step(closure)` (whose closure clears) are not flagged;
+        nor is an optimizer built in every iteration over tensors that iteration made anew
+        (`x = latents.detach().clone()`, then `SGD([x])`): a new tensor's `.grad` starts empty (a
+        tensor made once before the loop is the same object every time: flagged).
         A framework's own clear counts too (framework data: NVIDIA Warp's `tape.zero()` on a
         `wp.Tape`, which holds the gradients its `tape.backward(loss)` wrote).
         """
@@ -61,6 +64,58 @@ class MissingZeroGrad(Rule):
         "https://pytorch.org/docs/stable/notes/autograd.html#gradient-accumulation",
     )
     examples = (
+        good(
+            """
+            import torch
+
+
+            def refine(denoiser, latents, steps, guidance):
+                for t in range(steps):
+                    probe = latents.detach().clone()
+                    probe.requires_grad_(True)
+                    opt = torch.optim.SGD([probe], lr=guidance)
+                    energy = denoiser(probe, t).pow(2).mean()
+                    energy.backward()
+                    opt.step()
+                    latents = denoiser(probe.detach(), t)
+                return latents
+            """,
+            title="each iteration steps a new optimizer over a tensor it has just made: its `.grad` starts empty",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def refine(denoiser, latents, steps, guidance):
+                probe = latents.detach().clone()
+                probe.requires_grad_(True)
+                for t in range(steps):
+                    opt = torch.optim.SGD([probe], lr=guidance)
+                    energy = denoiser(probe, t).pow(2).mean()
+                    energy.backward()
+                    opt.step()
+                return denoiser(probe.detach(), steps)
+            """,
+            line=11,
+            fixed="""
+            import torch
+
+
+            def refine(denoiser, latents, steps, guidance):
+                probe = latents.detach().clone()
+                probe.requires_grad_(True)
+                for t in range(steps):
+                    opt = torch.optim.SGD([probe], lr=guidance)
+                    energy = denoiser(probe, t).pow(2).mean()
+                    opt.zero_grad()
+                    energy.backward()
+                    opt.step()
+                return denoiser(probe.detach(), steps)
+            """,
+            title="the optimizer is rebuilt each iteration, but over a tensor made once before the loop: "
+                  "its `.grad` keeps adding up",
+        ),
         good(
             """
             import warp as wp
@@ -490,6 +545,8 @@ class MissingZeroGrad(Rule):
                     continue  # `opt.step(closure)`: the closure clears
                 if step.engine or step.subject in reported or step.subject in cleared:
                     continue
+                if _new_tensors_each_iteration(ctx, unit, step):
+                    continue  # its tensors are made anew each iteration: their `.grad` starts empty
                 reported.add(step.subject)
                 what = "never clears gradients"
                 if cleared:
@@ -505,6 +562,71 @@ class MissingZeroGrad(Rule):
                               premise(f"no call in the loop or the helpers it runs clears `{step.subject}`'s "
                                       f"gradients (`zero_grad()`, `p.grad = None`)", unit.node, "use")],
                 )
+
+
+def _new_tensors_each_iteration(ctx, unit, step) -> bool:
+    """The stepped optimizer is built in every iteration over a list of tensors that the same
+    iteration made anew (`x = latents.detach().clone()`, `torch.zeros(...)`) before it: a new
+    tensor's `.grad` is empty, so what a step applies is that iteration's backward alone. Every
+    binding of the optimizer and of each tensor is in the loop, unconditional in its iteration
+    (`x = self.latents` or a tensor made once before the loop is the same object every time)."""
+    receiver = step.node.func.value if step.kind == STEP else (
+        positional_args(step.node)[0].value if positional_args(step.node) else None)
+    if not isinstance(receiver, cst.Name):
+        return False
+    flow = ctx.model(dataflow)
+    loop = unit.node
+    built = flow.bindings_in_function(receiver.value, step.node)
+    if not built or not all(_every_iteration(ctx, loop, b) and isinstance(b.value, cst.Call) for b in built):
+        return False
+    for binding in built:
+        args = positional_args(binding.value)
+        params = args[0].value if args else None
+        if not isinstance(params, (cst.List, cst.Tuple)) or not params.elements:
+            return False
+        for element in params.elements:
+            name = element.value
+            if not isinstance(name, cst.Name):
+                return False
+            made = flow.bindings_in_function(name.value, binding.node)
+            if not made or not all(_every_iteration(ctx, loop, b) and flow.before(b.node, binding.node)
+                                   and _new_tensor(ctx, b.value, b.node) for b in made):
+                return False
+    return True
+
+
+def _every_iteration(ctx, loop, binding) -> bool:
+    """A plain assignment in `loop`'s body that nothing in the iteration can skip."""
+    if binding.kind != "assign" or binding.value is None:
+        return False
+    for ancestor in ctx.index.ancestors(binding.node):
+        if ancestor is loop:
+            return True
+        if isinstance(ancestor, (*_CONDITIONAL, cst.Try, cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return False
+    return False
+
+
+# methods that return a new tensor object (its `.grad` empty), and those that may hand back their receiver
+_NEW_TENSOR_METHODS = frozenset({"detach", "clone"})
+_SAME_OBJECT_METHODS = frozenset({"requires_grad_", "to", "cuda", "float", "double", "half", "contiguous"})
+_NEW_TENSOR_FUNCTIONS = frozenset({"tensor", "zeros", "ones", "empty", "full", "rand", "randn", "randint",
+                                   "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
+                                   "randn_like", "arange", "linspace", "from_numpy"})
+
+
+def _new_tensor(ctx, value, at) -> bool:
+    """`value` makes a new tensor object: `.detach()`, `.clone()`, a torch factory (moved or cast,
+    or `requires_grad_()` on it, at most)."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+            and value.func.attr.value in _SAME_OBJECT_METHODS:
+        value = value.func.value
+    if not isinstance(value, cst.Call):
+        return False
+    if isinstance(value.func, cst.Attribute) and value.func.attr.value in _NEW_TENSOR_METHODS:
+        return True
+    qualname = ctx.index.resolve(value.func, ctx.index.scope_at(at)) or ""
+    return qualname.startswith("torch.") and qualname.rsplit(".", 1)[-1] in _NEW_TENSOR_FUNCTIONS
 
 
 def _cleared_optimizers(ctx, unit) -> set[str] | None:

@@ -46,7 +46,10 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         or `enumerate`): each call then follows the previous iteration's updates; when such a test
         cannot be evaluated there (`if self.steps > warmup:`), the finding is unproven; nor is one built where it would be stepped, on the other side of one test
         (`if not hasattr(self, "decay"): self.decay = StepLR(...)` / `else: self.decay.step()`: the
-        pass that builds it does not step it, so each step follows an iteration's updates); nor is a
+        pass that builds it does not step it, so each step follows an iteration's updates); nor one
+        that no construction of the scheduler can reach: each branch that builds it also sets what
+        a test on the step's way rules out (`per_batch = True` in every branch but the plateau one,
+        the step under `if not per_batch:` and `if kind != "plateau":`); nor is a
         schedule class of the project's own (no base class) whose `step()` writes the learning
         rate of the coming update into the param groups while building it writes
         none: it is meant to step before the update it sets (also when it reaches the loop as a
@@ -75,6 +78,73 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         "https://pytorch.org/docs/stable/generated/torch.optim.lr_scheduler.LRScheduler.html",
     )
     examples = (
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def fit(model, opt, loader, kind, epochs):
+                if kind == "onecycle":
+                    sched = torch.optim.lr_scheduler.OneCycleLR(opt, 0.1, total_steps=epochs * len(loader))
+                    per_batch = True
+                elif kind == "plateau":
+                    sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
+                    per_batch = False
+                else:
+                    raise ValueError(kind)
+                for epoch in range(epochs):
+                    if not per_batch:
+                        if kind != "plateau":
+                            sched.step()
+                    for x, y in loader:
+                        loss = F.cross_entropy(model(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                        if per_batch:
+                            sched.step()
+                    if kind == "plateau":
+                        sched.step(loss.item())
+            """,
+            title="the epoch-start step runs only where no branch that builds the scheduler can have run "
+                  "(`per_batch` is False only for the plateau branch, which the inner test excludes)",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def fit(model, opt, loader, kind, epochs):
+                if kind == "onecycle":
+                    sched = torch.optim.lr_scheduler.OneCycleLR(opt, 0.1, total_steps=epochs * len(loader))
+                    per_batch = True
+                elif kind == "plateau":
+                    sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
+                    per_batch = False
+                elif kind == "step":
+                    sched = torch.optim.lr_scheduler.StepLR(opt, 10)
+                    per_batch = False
+                else:
+                    raise ValueError(kind)
+                for epoch in range(epochs):
+                    if not per_batch:
+                        if kind != "plateau":
+                            sched.step()
+                    for x, y in loader:
+                        loss = F.cross_entropy(model(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                        if per_batch:
+                            sched.step()
+                    if kind == "plateau":
+                        sched.step(loss.item())
+            """,
+            line=20,
+            title="a third branch builds a `StepLR` with `per_batch = False`: the epoch-start step runs on it",
+        ),
         good(
             """
             import torch
@@ -748,6 +818,8 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                     continue  # `if step > 0: sched.step()` follows the previous iteration's step
                 if _sets_next_rate(ctx, sched.node):
                     continue  # a schedule of its own that writes the coming update's rate
+                if _never_built_there(ctx, sched.node):
+                    continue  # no construction of the scheduler can reach this call
                 step = first_step
                 built_on = model.scheduler_arguments(sched.node.func.value, sched.scope)
                 if built_on:  # paired with the optimizer it was built on, not the one stepped first
@@ -825,7 +897,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             if position is None or position > first_step:
                 continue
             first = _first_iteration(ctx, unit, sched, step_node)
-            if first is None or _sets_next_rate(ctx, sched.node):
+            if first is None or _sets_next_rate(ctx, sched.node) or _never_built_there(ctx, sched.node):
                 continue
             yield self.report(
                 sched.node,
@@ -843,6 +915,15 @@ def _sets_next_rate(ctx, call: cst.CSTNode) -> bool:
         return False
     built = instance_class(ctx.index, call.func.value, ctx.index.scope_at(call), ROLE_WORDS)
     return built is not None and built.sets_next_rate
+
+
+def _never_built_there(ctx, call: cst.CSTNode) -> bool:
+    """`sched.step()` under tests that rule out every branch that builds `sched` (built with
+    `each_iter = True` in every branch but the plateau one, stepped under `if not each_iter:` and
+    `if name != "plateau":`): the call never runs on a scheduler (`dataflow.bindings_on_path`)."""
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)):
+        return False
+    return ctx.model(dataflow).bindings_on_path(call.func.value) == []
 
 
 def _built_instead(ctx, sched) -> bool:

@@ -67,7 +67,10 @@ class CadenceOnMicroBatchClock(Rule):
         the test holds K times in a row.
 
         A test inside the update branch, on the counter of a loop over updates (with the
-        micro-batches in a nested loop), or that also tests the update condition, is left alone.
+        micro-batches in a nested loop), or that also tests the update condition, is left alone;
+        so is a period that is the length of the loader the counter walks (`(i + 1) %
+        len(loader) == 0` over `enumerate(loader)`, also through a name bound to it): it holds on
+        one micro-batch of each epoch, a cadence of epochs (`len(loader) // 4` is still flagged).
         So is a loop whose window is cleared between its micro-batches (a `zero_grad()` on every
         micro-batch, or under the update's condition before its last backward: TL104's finding):
         no gradient adds up across the window for a checkpoint or an evaluation to land in.
@@ -100,6 +103,50 @@ class CadenceOnMicroBatchClock(Rule):
         "https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation",
     )
     examples = (
+        good(
+            """
+            import torch
+
+
+            def train(model, optimizer, loader, val_loader, accum, epochs):
+                validate_at = len(loader)
+                for epoch in range(epochs):
+                    for i, (x, y) in enumerate(loader):
+                        model.train()
+                        (torch.nn.functional.cross_entropy(model(x), y) / accum).backward()
+                        if (i + 1) % accum == 0:
+                            optimizer.step()
+                            optimizer.zero_grad()
+                        if (i + 1) % validate_at == 0:
+                            model.eval()
+                            with torch.no_grad():
+                                print(sum(model(v).argmax(1).eq(t).sum().item() for v, t in val_loader))
+            """,
+            title="the period is the length of the loader the counter walks: the test holds once, on each "
+                  "epoch's last micro-batch",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train(model, optimizer, loader, val_loader, accum, epochs):
+                validate_at = len(loader) // 4
+                for epoch in range(epochs):
+                    for i, (x, y) in enumerate(loader):
+                        model.train()
+                        (torch.nn.functional.cross_entropy(model(x), y) / accum).backward()
+                        if (i + 1) % accum == 0:
+                            optimizer.step()
+                            optimizer.zero_grad()
+                        if (i + 1) % validate_at == 0:
+                            model.eval()
+                            with torch.no_grad():
+                                print(sum(model(v).argmax(1).eq(t).sum().item() for v, t in val_loader))
+            """,
+            line=13,
+            title="a quarter of the loader's length: four evaluations an epoch on the micro-batch clock",
+        ),
         bad(
             """
             import torch
@@ -573,6 +620,8 @@ class CadenceOnMicroBatchClock(Rule):
                 clock = _clock(ctx, model, loop, cadence)
                 if clock is None:
                     continue
+                if clock == MICRO and _once_per_pass(ctx, loop, cadence):
+                    continue  # `(i + 1) % len(loader) == 0` over `enumerate(loader)`: the end of each epoch
                 reported.add(id(cadence.node))
                 evidence = [*accumulation_premises(ctx, loop),
                             premise(f"`{ctx.code_for(cadence.node.test)}` tests the micro-batch counter, outside the "
@@ -769,6 +818,56 @@ def _clock(ctx, model: TrainingModel, loop: TrainingLoop, cadence: _Cadence) -> 
     if all(per_update):
         return UPDATE
     return MICRO if not any(per_update) else None
+
+
+def _once_per_pass(ctx, loop: TrainingLoop, cadence: _Cadence) -> bool:
+    """`if (i + 1) % n == 0:` where `i` counts the iterations of `for i, b in enumerate(loader)`
+    (or `for i in range(len(loader))`) and `n` is `len(loader)`, every binding of it: the counter
+    stays below `n`, so the test holds on one micro-batch of each pass over the loader (its last,
+    or its first): a cadence of epochs, not of micro-batches. (`len(loader) // 4` is a cadence.)"""
+    modulo = cadence.modulo
+    if not any(isinstance(n, cst.Comparison) and n.left is modulo and len(n.comparisons) == 1
+               and isinstance(n.comparisons[0].operator, cst.Equal)
+               and isinstance(n.comparisons[0].comparator, cst.Integer)
+               for n in walk(cadence.node.test if cadence.stored is None else cadence.stored)):
+        return False
+    counter = _counter(modulo.left)
+    if not isinstance(counter, cst.Name) or cadence.via:
+        return False
+    guard = loop.guard
+    for node in (loop.node, guard.node if guard.kind == "micro_loop" else None):
+        if not isinstance(node, cst.For) or counter.value not in _target_names(ctx, node):
+            continue
+        iterated = node.iter.args[0].value if isinstance(node.iter, cst.Call) and node.iter.args else None
+        if isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Name) and node.iter.func.value == "range":
+            if len(node.iter.args) != 1:
+                return False
+            iterated = _length_of(iterated)  # `range(len(loader))`
+        return iterated is not None and _length_of_each(ctx, modulo.right, cadence.node) == ctx.code_for(iterated)
+    return False
+
+
+def _length_of(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """`len(x)` -> `x`."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len" \
+            and len(expr.args) == 1 and expr.args[0].keyword is None and not expr.args[0].star:
+        return expr.args[0].value
+    return None
+
+
+def _length_of_each(ctx, every: cst.BaseExpression, at: cst.CSTNode) -> str | None:
+    """The text of `x` when `every` is `len(x)`, or a name every binding of which in its function
+    is `len(x)` (the same `x`); else None."""
+    found = _length_of(every)
+    if found is not None:
+        return ctx.code_for(found)
+    if not isinstance(every, cst.Name):
+        return None
+    flow = ctx.model(dataflow)
+    bindings = flow.bindings_in_function(every.value, at)
+    texts = {ctx.code_for(_length_of(b.value)) if b.kind == "assign" and _length_of(b.value) is not None else None
+             for b in bindings}
+    return texts.pop() if len(texts) == 1 else None
 
 
 def _target_names(ctx, node: cst.For) -> set[str]:

@@ -49,13 +49,15 @@ class GraphKeptAcrossIterations(Rule):
         the model batch after batch (`output, hidden = model(x, hidden)`) without being detached.
 
         It stays quiet on detached values, on values computed under `torch.no_grad()` /
-        `torch.inference_mode()` (also in a function every caller runs that way, and in
+        `torch.inference_mode()` (also in a function every caller runs that way, the callers in
+        the project's other files included, and in
         `validation_step`/`test_step`/`predict_step`) or after a `torch.set_grad_enabled(False)`
         statement that every path to the value passes with no switch back on (a switch taken only
         under an `if` leaves recording unknown: quiet too), on integer results such as `argmax` and
         comparisons, on an accumulator reset inside the iteration, and on accumulators that are
         meant to carry the graph: a sum or list of losses that is backpropagated afterwards
         (`total = total + loss_i` then `total.backward()`, `torch.stack(losses).mean().backward()`)
+        (also one element at a time, `[autograd.grad(s, params) for s in torch.cat(kept)]`)
         or returned to a caller that does so, or handed to (or read as the same global or `self.`
         attribute by) a same-file function this one calls whose backward it feeds (an episode's
         actor-critic update that sums the kept values and log-probabilities into its loss). A state is a name the assignment rebinds
@@ -64,6 +66,8 @@ class GraphKeptAcrossIterations(Rule):
         nor does a method of a project class (`self.update_actor(...)`, `agent.eval_model(...)`,
         defined in the class, a base class or another project file; not a `@property`): its name
         says nothing of what it returns, so what it hands back is not known to carry a graph.
+        A state the forward hands back as the caller passed it, or as a new tensor made from data
+        (`torch.tensor(...)`, a factory), on every return, gains no graph from it.
         The state's call must be shown to be a forward: its callee is built as a module (typed, or
         handed one by a caller), or another of its outputs is backpropagated; a name alone is no
         proof (unproven). A value fed back that the loop calls or asks for its parameters, state
@@ -1348,6 +1352,130 @@ class GraphKeptAcrossIterations(Rule):
             """,
             title="switched off, then on again before the validation loop: its losses record a graph",
         ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            def curvature(model, dataset, batches):
+                model.train()
+                scores = []
+                for x, y in DataLoader(dataset, batch_size=16):
+                    scores.append(F.log_softmax(model(x), dim=1).gather(1, y[:, None]))
+                    if len(scores) == batches:
+                        break
+                per_sample = torch.cat(scores).flatten()
+                grads = [torch.autograd.grad(s, list(model.parameters()), retain_graph=True) for s in per_sample]
+                return [torch.stack(g).pow(2).mean(0) for g in zip(*grads)]
+            """,
+            title="the kept scores are differentiated one by one after the loop, through a comprehension "
+                  "over them: their graphs are the point",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            def curvature(model, dataset, batches):
+                model.train()
+                scores = []
+                for x, y in DataLoader(dataset, batch_size=16):
+                    scores.append(F.log_softmax(model(x), dim=1).gather(1, y[:, None]))
+                    if len(scores) == batches:
+                        break
+                per_sample = torch.cat(scores).flatten()
+                print([s.item() for s in per_sample])
+                return [p.grad for p in model.parameters()]
+            """,
+            line=10,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            def curvature(model, dataset, batches):
+                model.train()
+                scores = []
+                for x, y in DataLoader(dataset, batch_size=16):
+                    scores.append(F.log_softmax(model(x), dim=1).gather(1, y[:, None]).detach())
+                    if len(scores) == batches:
+                        break
+                per_sample = torch.cat(scores).flatten()
+                print([s.item() for s in per_sample])
+                return [p.grad for p in model.parameters()]
+            """,
+            title="the kept scores are only read as numbers after the loop: no backward needs their graphs",
+        ),
+        good(
+            """
+            import numpy as np
+            import torch
+            from torch import nn
+
+
+            class Aligner(nn.Module):
+                def __init__(self, n, dim):
+                    super().__init__()
+                    self.w = nn.Parameter(torch.rand(n, dim))
+
+                def forward(self, k, bandwidth):
+                    z = k @ self.w
+                    if bandwidth == 0:
+                        bandwidth = torch.tensor([np.median(z.detach().numpy())])
+                    return (z / bandwidth).pow(2).mean(), bandwidth
+
+
+            def fit(k, steps):
+                model = Aligner(k.shape[0], 8)
+                opt = torch.optim.Adam(model.parameters())
+                bandwidth = torch.zeros(1)
+                for step in range(steps):
+                    opt.zero_grad()
+                    loss, bandwidth = model(k, bandwidth)
+                    loss.backward()
+                    opt.step()
+            """,
+            title="the forward hands the state back as it was given, or as a new tensor made from data: "
+                  "no graph rides on it",
+        ),
+        bad(
+            """
+            import numpy as np
+            import torch
+            from torch import nn
+
+
+            class Aligner(nn.Module):
+                def __init__(self, n, dim):
+                    super().__init__()
+                    self.w = nn.Parameter(torch.rand(n, dim))
+
+                def forward(self, k, bandwidth):
+                    z = k @ self.w
+                    if bandwidth == 0:
+                        bandwidth = torch.tensor([np.median(z.detach().numpy())])
+                    bandwidth = 0.9 * bandwidth + 0.1 * z.var()
+                    return (z / bandwidth).pow(2).mean(), bandwidth
+
+
+            def fit(k, steps):
+                model = Aligner(k.shape[0], 8)
+                opt = torch.optim.Adam(model.parameters())
+                bandwidth = torch.zeros(1)
+                for step in range(steps):
+                    opt.zero_grad()
+                    loss, bandwidth = model(k, bandwidth)
+                    loss.backward()
+                    opt.step()
+            """,
+            line=25,
+            title="the forward blends the state with a statistic of its output: the state carries the graph",
+        ),
     )
 
     def check(self, ctx):
@@ -1394,6 +1522,8 @@ class GraphKeptAcrossIterations(Rule):
                 continue
             if flow.carries_graph(node.value) is not True:
                 return None
+            if flow.handed_back(node, name):
+                continue  # the forward hands `name` back as it was given, or new without a graph
             if _used_as_module(flow, name, loop):
                 return None  # `model = pruner.prune_model(model)`: a module is fed back, no tensor
             forward = _forward_premise(ctx, flow, node, targets & arguments, scope)

@@ -299,3 +299,35 @@ def test_a_method_of_the_class_is_no_model(decorator, params, body, call, expect
     source = METHOD_OR_PROPERTY.format(decorator=decorator, params=params, body=body, call=call)
     flow, value = _value_of(source, "out")
     assert (flow.carries_graph(value) is True) is expected  # a method: not shown (unknown or refuted)
+
+
+def _backward_of(source: str):
+    source = textwrap.dedent(source)
+    module = cst.parse_module(source)
+    ctx = FileContext("t.py", source, module, (2, 6))
+    flow = ctx.model(dataflow)
+    for node in walk(module):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
+            return flow, node
+    raise AssertionError("no backward")
+
+
+@pytest.mark.parametrize("source, raises", [
+    # an annotation without a value and a bare `return` read nothing (they once crashed the walk)
+    ("def train(model, loader, opt):\n    batch: dict\n    for batch in loader:\n"
+     "        if batch is None:\n            return\n        model(batch).sum().backward()\n", None),
+    # a script's `__main__` code reading a global bound nowhere: NameError before the backward
+    ("import torch\nif __name__ == '__main__':\n    model = torch.nn.Linear(2, 2)\n    opt = torch.optim.SGD(model.parameters())\n"
+     "    for step in range(3):\n        optimiser.zero_grad()\n        model(torch.ones(2)).sum().backward()\n        opt.step()\n",
+     "optimiser"),
+    # the same read in module code without the guard: another module (or a snippet's reader) may bind it
+    ("import torch\nmodel = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters())\n"
+     "for step in range(3):\n    optimiser.zero_grad()\n    model(torch.ones(2)).sum().backward()\n    opt.step()\n", None),
+    # a star import may bind it
+    ("import torch\nfrom helpers import *\nif __name__ == '__main__':\n    model = torch.nn.Linear(2, 2)\n"
+     "    for step in range(3):\n        optimiser.zero_grad()\n        model(torch.ones(2)).sum().backward()\n", None),
+])
+def test_a_read_that_always_raises_before_the_backward(source, raises):
+    flow, backward = _backward_of(source)
+    found = flow.raises_before(backward)
+    assert (found.value if found is not None else None) == raises

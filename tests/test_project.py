@@ -1754,3 +1754,47 @@ def test_a_project_schedule_factory_is_known_by_what_it_returns(tmp_path, factor
                 for f in r.findings]
     scheduler_findings = [f for f in findings if f.code == "TL404" and "scheduler" in f.message]
     assert bool(scheduler_findings) == fires, [f.message for f in findings]
+
+def test_a_helper_every_caller_runs_without_grad_in_other_files(tmp_path):
+    """TL501's 'computed with recording on': a helper that keeps each batch's embeddings is
+    called (through another helper of its file) only inside `with torch.no_grad():` in the
+    training script: no graph is kept. One call of it with recording on, from another file,
+    makes the kept outputs carry their graphs."""
+    write(tmp_path, {
+        "embed.py": """
+            import torch
+
+            def collect(model, loader):
+                kept = []
+                for x, y in loader:
+                    out = model(x)
+                    kept.append(out)
+                return torch.cat(kept)
+
+            def centroid(model, loader):
+                return collect(model, loader).mean(0)
+            """,
+        "train.py": """
+            import torch
+            from embed import centroid
+
+            def fit(model, opt, loader, probe):
+                for epoch in range(3):
+                    with torch.no_grad():
+                        anchor = centroid(model, probe)
+                    for x, y in loader:
+                        loss = (model(x) - anchor).pow(2).mean()
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+            """,
+    })
+    path = str(tmp_path / "embed.py")
+    assert (8, "TL501") not in _codes(lint_path(path, ALL, project=Project(tmp_path)))
+    write(tmp_path, {"report.py": """
+        from embed import centroid
+
+        def drift(model, probe):
+            return centroid(model, probe).norm()
+        """})
+    assert (8, "TL501") in _codes(lint_path(path, ALL, project=Project(tmp_path)))

@@ -10,7 +10,9 @@ Built once per file: `ctx.model(dataflow)`.
 
 from __future__ import annotations
 
+import ast
 import bisect
+import builtins
 import re
 from typing import Iterator
 
@@ -75,6 +77,7 @@ class Dataflow:
         self._owners: dict[cst.CSTNode, cst.CSTNode] = {}
         self._function_bindings: dict[tuple[int, str, cst.CSTNode], list[Binding]] = {}
         self._orders_of_bindings: dict[tuple, tuple] = {}  # `_binding_order`
+        self._bindable: tuple[bool, frozenset[str]] | None = None  # `bound_nowhere`
         self._flows: dict[tuple, tuple[list[str], bool]] = {}  # per (scope, name, function): `_flow_of`, `_sources_of`
         self._frozen: set[str] | None = None  # `frozen_modules`
 
@@ -209,6 +212,76 @@ class Dataflow:
         sides = self.branch_sides(second)
         return any((test, not side) in sides for test, side in self.branch_sides(first))
 
+    def bindings_on_path(self, name: cst.Name) -> list[Binding] | None:
+        """The bindings of `name` (in its function) that can be the one its use reads, given the
+        tests on the use's way: a binding made in a branch of an `if`/`elif` chain holds the facts
+        of that branch (its test, the earlier tests failed, the literals the branch's block
+        assigns: `flag = False`), and a test around the use, read after the chain, that
+        contradicts them (`if flag:`, `if kind != "plateau":`) rules the binding out. A fact counts
+        only for a plain name the function binds nowhere but before the chain or inside it (the
+        branch that ran still decides it at the use). None when `name` has a binding that is not
+        an assignment before the use (a parameter, a loop target, a later rebinding)."""
+        bindings = self.bindings_in_function(name.value, name)
+        if not bindings or any(b.kind not in ("assign", "augassign") or not self.before(b.node, name)
+                               for b in bindings):
+            return None
+        guards = [(atom, test) for test, side in self._tests_around(name) for atom in _atoms(test, side)]
+        if not guards:
+            return list(bindings)
+        kept = []
+        for binding in bindings:
+            facts, chain = self._branch_facts(binding.node, name)
+            if not any(_contradicts(fact, atom) for fact in facts for atom, test in guards
+                       if fact[0] == atom[0] and self.before(chain, test)):
+                kept.append(binding)
+        return kept
+
+    def _tests_around(self, node: cst.CSTNode) -> list[tuple[cst.BaseExpression, bool]]:
+        """The `if` tests around `node` in its function, each with the side `node` runs on."""
+        found = []
+        child = node
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if isinstance(ancestor, cst.If) and child is not ancestor.test:
+                found.append((ancestor.test, child is ancestor.body))
+            child = ancestor
+        return found
+
+    def _branch_facts(self, node: cst.CSTNode, use: cst.CSTNode) -> tuple[list[tuple[str, str, object]], cst.CSTNode]:
+        """What holds after `node` runs, from the `if`/`elif` chain around it (it must end before
+        `use`): the tests taken or failed on its way and the literals its blocks assign (a name
+        the block binds once), for names bound nowhere but before the chain or inside it; with
+        the chain (the outermost `if` around `node` that does not hold `use`)."""
+        facts: list[tuple[str, str, object]] = []
+        chain: cst.CSTNode | None = None
+        child = node
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) or self.inside(use, ancestor):
+                break
+            if isinstance(ancestor, cst.IndentedBlock) and isinstance(self.index.parent(ancestor), (cst.If, cst.Else)):
+                for statement in ancestor.body:
+                    if not isinstance(statement, cst.SimpleStatementLine):
+                        continue
+                    for small in statement.body:
+                        if isinstance(small, cst.Assign) and len(small.targets) == 1 \
+                                and isinstance(small.targets[0].target, cst.Name):
+                            target = small.targets[0].target.value
+                            value = _literal(small.value)
+                            if value is not _UNKNOWN and sum(
+                                    self.inside(b.node, ancestor) for b in self.bindings_in_function(target, use)) == 1:
+                                facts.append((target, "==", value))
+            if isinstance(ancestor, cst.If) and child is not ancestor.test:
+                facts += _atoms(ancestor.test, child is ancestor.body)
+                chain = ancestor
+            child = ancestor
+        if chain is None or not self.before(chain, use):
+            return [], node
+        kept = [fact for fact in facts
+                if all(b.kind == "param" or self.before(b.node, chain) or self.inside(b.node, chain)
+                       for b in self.bindings_in_function(fact[0], use))]
+        return kept, chain
+
     def _last_computed(self, name: cst.Name) -> Binding | None:
         """The last assignment before `name`'s use whose value is not a literal True/False."""
         _, positions, entries = self._binding_order(name)
@@ -315,30 +388,79 @@ class Dataflow:
         around), a name the function binds (so Python takes it for a local), that is no parameter
         nor declared global, read unconditionally, and written nowhere before that read (its first
         mention in the function): the first arrival raises `UnboundLocalError`, so `node` is never
-        reached (a loop's body raises on its first iteration, before any later one)."""
+        reached (a loop's body raises on its first iteration, before any later one). In the
+        code a script runs as its program (under `if __name__ == "__main__":`), whose globals no
+        other module can have set, a read of a global that no code of the file binds
+        (`bound_nowhere`) raises NameError the same way."""
         function = self.index.function_at(node)
         if not isinstance(function, FunctionInfo):
-            return None
+            function = None
+            if not any(isinstance(a, cst.If) and _is_main_test(a.test) for a in self.index.ancestors(node)):
+                return None  # module code another module may import (or a snippet): its globals are open
+        top = function.node if function is not None else self.index.module
         child = node
         parent = self.index.parent(child)
-        while parent is not None and parent is not function.node:
+        while parent is not None and parent is not top:
             if isinstance(parent, (cst.Try, cst.TryStar, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 return None
             if isinstance(parent, cst.IndentedBlock):
-                for statement in parent.body:
-                    if statement is child:
-                        break
-                    if isinstance(statement, cst.SimpleStatementLine):
-                        found = self._unbound_read(statement, function)
-                        if found is not None:
-                            return found
+                found = self._raises_in(parent.body, child, function)
+                if found is not None:
+                    return found
             child, parent = parent, self.index.parent(parent)
+        if function is None and parent is top:
+            return self._raises_in(top.body, child, None)
         return None
 
-    def _unbound_read(self, statement: cst.SimpleStatementLine, function: FunctionInfo) -> cst.Name | None:
+    def _raises_in(self, statements, child, function: FunctionInfo | None) -> cst.Name | None:
+        """The always-raising read in the statements of a block that come before `child`."""
+        for statement in statements:
+            if statement is child:
+                break
+            if isinstance(statement, cst.SimpleStatementLine):
+                found = self._unbound_read(statement, function)
+                if found is not None:
+                    return found
+        return None
+
+    def bound_nowhere(self, word: str) -> bool:
+        """No scope of the file binds `word` (no assignment, parameter, import, def, class, loop or
+        `with` target, comprehension target, `global`/`except ... as` of it), it is no builtin,
+        and nothing can bind it unseen: no star import, no `exec`/`eval`/`globals()`/`vars()`/
+        `builtins` nor `setattr` on the module itself in the file."""
+        if self._bindable is None:
+            names: set[str] = set()
+            dynamic = False
+            for node in self.index.subtree(self.index.module):
+                kind = type(node)
+                if kind is cst.Name:
+                    parent = self.index.parent(node)
+                    if node.value in _DYNAMIC_BINDERS and not (isinstance(parent, cst.Attribute) and parent.attr is node):
+                        dynamic = True  # `exec(...)`, `globals()[k] = v`; not `model.eval()`
+                    elif node.value == "setattr" and isinstance(parent, cst.Call) and parent.func is node \
+                            and parent.args and any(isinstance(n, cst.Name) and n.value in ("sys", "__name__", "modules")
+                                                    for n in walk(parent.args[0].value)):
+                        dynamic = True  # `setattr(sys.modules[__name__], k, v)`; not `setattr(layer, k, v)`
+                elif kind is cst.ImportFrom and isinstance(node.names, cst.ImportStar):
+                    dynamic = True
+                elif kind is cst.CompFor:
+                    names |= {n.value for n in walk(node.target) if isinstance(n, cst.Name)}
+                elif kind in (cst.Global, cst.Nonlocal):
+                    names |= {item.name.value for item in node.names}
+                elif kind is cst.ExceptHandler and node.name is not None and isinstance(node.name.name, cst.Name):
+                    names.add(node.name.name.value)
+                elif kind in (cst.MatchAs, cst.MatchStar) and node.name is not None:
+                    names.add(node.name.value)
+            for scope in self.index.scopes:
+                names |= set(scope.bindings)
+            self._bindable = (dynamic, frozenset(names))
+        dynamic, names = self._bindable
+        return not dynamic and word not in names and word not in _BUILTIN_NAMES
+
+    def _unbound_read(self, statement: cst.SimpleStatementLine, function: FunctionInfo | None) -> cst.Name | None:
         for small in statement.body:
             if isinstance(small, (cst.Assign, cst.AnnAssign, cst.Expr, cst.Return)):
-                exprs = [small.value]
+                exprs = [small.value] if small.value is not None else []  # `batch: dict`, `return`
             elif isinstance(small, cst.AugAssign):
                 exprs = [small.target, small.value]
             else:
@@ -353,8 +475,10 @@ class Dataflow:
                         return name
         return None
 
-    def _read_unbound(self, name: cst.Name, function: FunctionInfo, later: set) -> bool:
+    def _read_unbound(self, name: cst.Name, function: FunctionInfo | None, later: set) -> bool:
         word = name.value
+        if function is None:
+            return self.bound_nowhere(word)  # a script's own code: NameError
         bindings = function.scope.bindings.get(word)
         if not bindings or any(b.kind == "param" for b in bindings):
             return False
@@ -453,9 +577,27 @@ class Dataflow:
             result = True
         if not result and depth < 3 and info is not None:
             callers = [site.node for site in self.index.callers(info)]
-            result = bool(callers) and all(self.under_no_grad(call) for call in callers)
+            result = all(self.under_no_grad(call) for call in callers)
+            if result and self._module_level(info):
+                # every caller means the other files' too (`generate_centers(model, loader)` called in
+                # the training script only inside `with torch.no_grad():`); one call with grad on
+                # settles it, so the files that turn recording off are read last
+                foreign = False
+                for _, use in self.index.linker.iter_callers(info.name, later=_GRAD_OFF_WORDS):
+                    foreign = True
+                    if not use.grad_off:
+                        result = False
+                        break
+                result = result and (bool(callers) or foreign)
+            else:
+                result = result and bool(callers)
         self._no_grad_memo[function] = result
         return result
+
+    def _module_level(self, info: FunctionInfo) -> bool:
+        """A module-level function of a file the project's other files can call (by its name)."""
+        return info.class_name is None and self.index.linker is not None \
+            and info.scope.parent is self.index.module_scope
 
     # -- backward roots -------------------------------------------------------------------------
     def backward_roots(self, owner: cst.CSTNode) -> list[cst.BaseExpression]:
@@ -572,6 +714,7 @@ class Dataflow:
         binds `loss` in every one of its loops does not walk all of them at every question."""
         found: set[str] = set()
         level = [key for expr in expressions for key in _dotted_names(expr)]
+        level += [key for expr in expressions for key in self._comprehension_sources(expr)]
         for _ in range(limit):
             following: list[str] = []
             for key in level:
@@ -581,6 +724,31 @@ class Dataflow:
             if not following:
                 break
             level = following
+        return found
+
+    def _comprehension_sources(self, expr: cst.BaseExpression) -> list[str]:
+        """The dotted names of the iterables that the comprehensions around `expr` draw the names
+        it reads from (`[grad(l, ...) for l in losses]`: `l` is an element of `losses`), through
+        comprehensions nested in one another. A comprehension's target has no binding of the
+        function: its values are its iterable's."""
+        names = {n.value for n in walk_expression(expr) if isinstance(n, cst.Name)}
+        found: list[str] = []
+        for ancestor in self.index.ancestors(expr):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if not isinstance(ancestor, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+                continue
+            clauses = []
+            clause = ancestor.for_in
+            while clause is not None:
+                clauses.append(clause)
+                clause = clause.inner_for_in
+            for clause in reversed(clauses):  # an inner clause may draw from an outer one's target
+                targets = {n.value for n in walk(clause.target) if isinstance(n, cst.Name)}
+                if targets & names:
+                    drawn = list(_dotted_names(clause.iter))
+                    found += drawn
+                    names |= {key for key in drawn if "." not in key}
         return found
 
     def _flow_of(self, key: str, at: cst.CSTNode) -> tuple[list[str], bool]:
@@ -798,6 +966,30 @@ class Dataflow:
         # a returned element may also be a size or a count (`return out, x.size(1) / n`)
         summary = callable_summary(self.index, node.value.func, self.scope_of(node), DETACH_WORDS + NUMBER_WORDS)
         return summary is not None and (position[0] in summary.detached.positions or summary.body_grad_off)
+
+    def handed_back(self, assign: cst.Assign, name: str) -> bool:
+        """`out, state = model(x, state)` where what the callee returns at `state`'s place is, on
+        every return, the argument it was handed for `state` (`Detached.through`) or a value without
+        graph: the call attaches no graph of its own to `state`, whatever else it computes."""
+        call = assign.value
+        position = unpacked_position(assign, name)
+        if position is None or not isinstance(call, cst.Call) or any(a.star for a in call.args):
+            return False
+        summary = callable_summary(self.index, call.func, self.scope_of(assign), DETACH_WORDS)
+        if summary is None:
+            return False
+        if position[0] in summary.detached.positions:
+            return True
+        positional = positional_args(call)
+        for where, param in summary.detached.through:
+            if where != position[0]:
+                continue
+            argument = keyword_value(call, param)
+            if argument is None and param in summary.params and summary.params.index(param) < len(positional):
+                argument = positional[summary.params.index(param)].value
+            if isinstance(argument, cst.Name) and argument.value == name:
+                return True
+        return False
 
     def _call_graph(self, call: cst.Call, depth: int) -> bool | None:
         func = call.func
@@ -1106,6 +1298,83 @@ def _mapping_values(index: FileIndex, value: cst.BaseExpression, scope: Scope, w
         found = keyword_value(value, word)
         return [found] if found is not None else []
     return []
+
+
+_UNKNOWN = object()
+
+
+def _literal(expr: cst.BaseExpression) -> object:
+    """The value of a literal (`False`, `3`, `"plateau"`, `None`), else _UNKNOWN."""
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[expr.value]
+    if isinstance(expr, (cst.Integer, cst.SimpleString)):
+        try:
+            return ast.literal_eval(expr.value)
+        except (ValueError, SyntaxError):
+            return _UNKNOWN
+    return _UNKNOWN
+
+
+def _atoms(test: cst.BaseExpression, side: bool) -> list[tuple[str, str, object]]:
+    """What a test taken on `side` says of plain names: (name, "==" | "!=", literal) or
+    (name, "truthy", bool); `and` taken (or `or` failed) says each of its parts."""
+    if isinstance(test, cst.Name) and test.value not in ("True", "False", "None"):
+        return [(test.value, "truthy", side)]
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _atoms(test.expression, not side)
+    if isinstance(test, cst.BooleanOperation):
+        if isinstance(test.operator, cst.And) and side or isinstance(test.operator, cst.Or) and not side:
+            return _atoms(test.left, side) + _atoms(test.right, side)
+        return []
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        operator = test.comparisons[0].operator
+        left, right = test.left, test.comparisons[0].comparator
+        if not isinstance(left, cst.Name):
+            left, right = right, left
+        value = _literal(right)
+        if not isinstance(left, cst.Name) or value is _UNKNOWN:
+            return []
+        if isinstance(operator, (cst.Equal, cst.Is)):
+            return [(left.value, "==" if side else "!=", value)]
+        if isinstance(operator, (cst.NotEqual, cst.IsNot)):
+            return [(left.value, "!=" if side else "==", value)]
+    return []
+
+
+def _contradicts(fact: tuple[str, str, object], guard: tuple[str, str, object]) -> bool:
+    """Two statements about one name that cannot both hold."""
+    (_, op, value), (_, guard_op, guard_value) = fact, guard
+    if op == "==" and guard_op == "==":
+        return value != guard_value
+    if {op, guard_op} == {"==", "!="}:
+        return value == guard_value
+    if op == "==" and guard_op == "truthy":
+        return bool(value) != guard_value
+    if op == "truthy" and guard_op == "==":
+        return bool(guard_value) != value
+    if op == "truthy" and guard_op == "truthy":
+        return value != guard_value
+    return False
+
+
+_BUILTIN_NAMES = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__loader__",
+                                             "__package__", "__path__", "__builtins__", "__debug__"}
+# what can bind a global name the code never spells as a binding
+_DYNAMIC_BINDERS = frozenset({"exec", "eval", "globals", "vars", "locals", "builtins", "__builtins__",
+                              "__dict__", "get_ipython"})
+
+
+def _is_main_test(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"` (either way round)."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    return any(isinstance(x, cst.Name) and x.value == "__name__" for x in sides) and \
+        any(isinstance(x, cst.SimpleString) and x.evaluated_value == "__main__" for x in sides)
+
+
+_GRAD_OFF_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
 
 
 def _dotted_names(expr: cst.BaseExpression) -> Iterator[str]:

@@ -39,7 +39,7 @@ from trainlint.model.mode_names import deep_copied
 from trainlint.model.mode_state import OFF, Frame
 from trainlint.model.path_literals import load_literals
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCALER, SCHEDULER, Roles
-from trainlint.model.value_kinds import is_number
+from trainlint.model.value_kinds import is_number, is_synthetic_tensor
 
 # Words a project file must hold for its summaries to answer a question: one without them is not
 # parsed for it (the answer cannot be there), which keeps a whole-library check close to per-file cost
@@ -61,6 +61,10 @@ _SAVERS = frozenset({"torch.save", "torch.serialization.save", "pickle.dump", "j
 _RENAMES = frozenset({"os.replace", "os.rename", "shutil.move"})
 _DETACHING_METHODS = frozenset({"detach", "item", "tolist", "numpy", "detach_"})
 _DETACHING_FUNCTIONS = frozenset({"float", "int", "bool", "round", "len", "str", "math.sqrt", "math.exp"})
+#: torch calls that copy data into a new tensor (`torch.as_tensor` may hand its argument back: not one)
+_DATA_FACTORIES = frozenset({"torch.tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor",
+                             "torch.DoubleTensor", "torch.HalfTensor", "torch.LongTensor", "torch.IntTensor",
+                             "torch.BoolTensor", "torch.ByteTensor"})
 _SAME_GRAPH_METHODS = frozenset({"cpu", "cuda", "to", "float", "double", "half", "clone", "contiguous", "view",
                                  "reshape", "squeeze", "unsqueeze", "mean", "sum", "flatten"})
 #: tensor methods whose result never carries a graph (comparisons, indices, integer casts)
@@ -86,6 +90,10 @@ class Detached:
     whole: bool = False
     positions: frozenset[int] = frozenset()
     keys: frozenset[str] = frozenset()
+    #: (position, parameter): every return gives at that position the parameter's value as the
+    #: caller passed it (never rebound but to a value without graph, never changed in place) or a
+    #: value without graph: the element has a graph only when the caller's argument has one
+    through: frozenset[tuple[int, str]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -1259,7 +1267,46 @@ class _Summariser:
                 found = frozenset(_string(e.key) for e in value.elements if isinstance(e, cst.DictElement)
                                   and _string(e.key) and (off or self.is_detached(e.value, function.scope)))
                 keys = found if keys is None else keys & found
-        return Detached(whole, positions or frozenset(), keys or frozenset())
+        return Detached(whole, positions or frozenset(), keys or frozenset(), self._handed_back(function, returns))
+
+    def _handed_back(self, function: FunctionInfo, returns: list[cst.Return]) -> frozenset[tuple[int, str]]:
+        """`Detached.through`: the tuple positions where every return gives one parameter back
+        (`return out, state` with `state` a parameter, or on another path a new tensor made from
+        data: `state = torch.tensor(estimate(...))`)."""
+        params = {p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params,
+                                         *function.node.params.kwonly_params)}
+        found: set[tuple[int, str]] | None = None
+        for ret in returns:
+            value = ret.value
+            if not isinstance(value, (cst.Tuple, cst.List)):
+                return frozenset()
+            here = set()
+            for position, element in enumerate(value.elements):
+                name = element.value
+                if not isinstance(name, cst.Name) or name.value not in params \
+                        or self._changed_in_place(function, name.value):
+                    continue
+                bindings = function.scope.lookup(name.value)
+                if all(b.kind == "param" or (b.kind == "assign" and b.value is not None
+                                             and self.is_detached(b.value, function.scope)) for b in bindings):
+                    here.add((position, name.value))
+            found = here if found is None else found & here
+        return frozenset(found or ())
+
+    def _changed_in_place(self, function: FunctionInfo, name: str) -> bool:
+        """`name.add_(x)`, `name[i] = x`, `name += x` in the function: its value is not the caller's."""
+        for node in self._own_nodes(function):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+                    and node.func.attr.value.endswith("_") and not node.func.attr.value.startswith("_") \
+                    and isinstance(node.func.value, cst.Name) and node.func.value.value == name:
+                return True
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else \
+                [node.target] if isinstance(node, cst.AugAssign) else []
+            if any(isinstance(t, cst.Subscript) and isinstance(t.value, cst.Name) and t.value.value == name
+                   or isinstance(node, cst.AugAssign) and isinstance(t, cst.Name) and t.value == name
+                   for t in targets):
+                return True
+        return False
 
     def is_detached(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
         if depth > 6:
@@ -1296,7 +1343,10 @@ class _Summariser:
                 if func.attr.value in _ARITHMETIC_METHODS:
                     return self.is_detached(func.value, scope, depth) \
                         and all(self.is_detached(a.value, scope, depth) for a in expr.args)
-            if self.index.resolve(func, scope) in _DETACHING_FUNCTIONS:
+            qualname = self.index.resolve(func, scope)
+            if qualname in _DETACHING_FUNCTIONS or qualname in _DATA_FACTORIES:
+                return True  # (a tensor made from data is a new leaf: it holds no graph)
+            if is_synthetic_tensor(expr, scope, self.index.resolve):
                 return True
             summary = self.summary_of(func, scope, DETACH_WORDS)
             if isinstance(summary, FunctionSummary):
