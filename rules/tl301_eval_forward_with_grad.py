@@ -86,6 +86,50 @@ class EvalForwardWithGrad(Rule):
     examples = (
         good(
             """
+            import torch
+
+
+            def forward_pass(model, batch):
+                if model.training:
+                    return model(batch["x"])
+                with torch.no_grad():
+                    return model(batch["x"])
+
+
+            def validate(model, loader):
+                model.eval()
+                total = 0.0
+                for batch in loader:
+                    total += forward_pass(model, batch).sum().item()
+                return total
+            """,
+            title="a helper that runs the forward under `no_grad` when the model is not training, called after "
+                  "`model.eval()`",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def forward_pass(model, batch):
+                if not model.training:
+                    return model(batch["x"])
+                with torch.no_grad():
+                    return model(batch["x"])
+
+
+            def validate(model, loader):
+                model.eval()
+                total = 0.0
+                for batch in loader:
+                    total += forward_pass(model, batch).sum().item()
+                return total
+            """,
+            line=15,
+            title="the helper's test the other way round: in eval mode the forward records a graph",
+        ),
+        good(
+            """
             try:
                 import torch
             except ImportError:  # optional dependency

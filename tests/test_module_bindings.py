@@ -66,6 +66,13 @@ def test_a_module_bound_by_other_means(source):
     with torch.no_grad():
         pass
     """,
+    # a name rebound from a call on itself: read without coming back to the same name (no recursion)
+    """
+    import torch
+    torch = torch.compile(torch)
+    with torch.no_grad():
+        pass
+    """,
     # a helper that takes arguments: what it returns depends on them
     """
     def _lazy(name):

@@ -476,8 +476,12 @@ class FileIndex:
         """`importlib.import_module("m")`, `__import__("m")`, or `f()` for a module-level `def f` of
         this file whose every return is a module its body imports."""
         args = call.args
-        if isinstance(call.func, cst.Name) and call.func.value == "__import__" or \
-                self.resolve(call.func, self.module_scope) == "importlib.import_module":
+        func = call.func
+        # read without `resolve`, which would come back here for `torch = torch.compile(...)`
+        importer = isinstance(func, cst.Name) and func.value == "__import__" or \
+            isinstance(func, cst.Attribute) and func.attr.value == "import_module" and isinstance(func.value, cst.Name) \
+            and any(b.kind == "import" and b.qualname == "importlib" for b in self.module_scope.bindings.get(func.value.value, []))
+        if importer:
             if len(args) == 1 and isinstance(args[0].value, cst.SimpleString) and args[0].keyword is None:
                 name = args[0].value.evaluated_value
                 return name if isinstance(name, str) and name.replace(".", "").replace("_", "").isalnum() else None

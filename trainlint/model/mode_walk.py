@@ -151,6 +151,8 @@ class FunctionRun:
     def if_(self, node: cst.If, state: State, frame: Frame) -> Outcome:
         state = self.expression(node.test, state, frame)
         chosen = flag_value(node.test, frame)
+        if chosen is None:
+            chosen = self._mode_flag(node.test, state, frame)
         if chosen is False:  # `if train:` in `_run_batch(x, train=False)`: only the other branch runs
             return self._else(node, state, frame)
         then = self.block(body_statements(node.body), state, frame)
@@ -174,6 +176,23 @@ class FunctionRun:
             if branch is not None and key in branch.modes:
                 outcome.fall = outcome.fall.set(key, branch.facts(key))
         return outcome
+
+    def _mode_flag(self, test: cst.BaseExpression, state: State, frame: Frame) -> bool | None:
+        """`if model.training:` (or `not model.training`) where the walk knows the module's mode on
+        every way here: put in eval mode by `model.eval()` on each path, the test is False (a
+        helper that runs its forward under `no_grad` when the model is not training, called after
+        `model.eval()`, takes that branch). None when the mode is not settled."""
+        negate = False
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            negate, test = not negate, test.expression
+        if not (isinstance(test, cst.Attribute) and test.attr.value == "training"):
+            return None
+        key = self.model._key(test.value, frame)
+        if key is None:
+            return None
+        kinds = {fact.kind for fact in state.facts(key)}
+        value = False if kinds == {EVAL} else True if kinds and kinds <= {TRAIN, NEW} else None
+        return None if value is None else value != negate
 
     def _last_iteration(self, node: cst.If, frame: Frame) -> cst.For | None:
         """The loop whose last iteration alone takes this `if`: a statement of the body of
