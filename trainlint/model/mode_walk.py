@@ -151,6 +151,8 @@ class FunctionRun:
     def if_(self, node: cst.If, state: State, frame: Frame) -> Outcome:
         state = self.expression(node.test, state, frame)
         chosen = flag_value(node.test, frame)
+        if chosen is None:
+            chosen = self._training_flag(node.test, state, frame)
         if chosen is False:  # `if train:` in `_run_batch(x, train=False)`: only the other branch runs
             return self._else(node, state, frame)
         then = self.block(body_statements(node.body), state, frame)
@@ -240,6 +242,27 @@ class FunctionRun:
             return None
         key = self.model._key(test, frame)
         return (key, present) if key is not None else None
+
+    def _training_flag(self, test: cst.BaseExpression, state: State, frame: Frame) -> bool | None:
+        """What a test of a module's own mode flag (`if model.training:`, `if not model.training:`)
+        evaluates to where every way the module may have been left agrees: False after `eval()` on
+        every path, True after `train()` (or a fresh construction) on every path; None otherwise.
+        A backward under `if model.training:` never runs in an evaluation that put the model in
+        eval mode, whatever the function it sits in is called with."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self._training_flag(test.expression, state, frame)
+            return None if inner is None else not inner
+        if not (isinstance(test, cst.Attribute) and test.attr.value == "training"):
+            return None
+        key = self.model._key(test.value, frame)
+        if key is None or key not in state.modes:
+            return None
+        kinds = {fact.kind for fact in state.facts(key)}
+        if kinds == {EVAL}:
+            return False
+        if kinds and kinds <= {TRAIN, NEW}:
+            return True
+        return None
 
     def _else(self, node: cst.If, state: State, frame: Frame) -> Outcome:
         if isinstance(node.orelse, cst.If):
