@@ -1675,3 +1675,48 @@ def test_an_evaluation_whose_forward_computes_gradients_needs_them(tmp_path, bod
     found = {f.line for r in lint_paths(files, everything) if r.path.endswith("render.py") for f in r.findings
              if f.code == "TL301"}
     assert found == unproven
+
+
+def test_eval_of_an_instance_of_a_plain_project_class_is_no_mode_switch(tmp_path):
+    # `Translator` (another file) derives only from project classes that derive from nothing: its
+    # `eval()` and `__call__` are its own methods, so the evaluation runs no module (TL301 refuted);
+    # the same script over a class whose project base derives from `nn.Module` is still reported
+    base = """
+        import logging
+
+        class Service:
+            def __init__(self):
+                self.log = logging.getLogger("svc")
+
+            def eval(self):
+                self.log.info("switching to the evaluation dictionary")
+        """
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "services/base.py": base,
+        "services/translator.py": """
+            from services.base import Service
+
+            class Translator(Service):
+                def __call__(self, sentence):
+                    return sentence[::-1]
+            """,
+        "score.py": """
+            import torch
+            from services.translator import Translator
+
+            def main(lines):
+                translator = Translator()
+                translator.eval()
+                outputs = []
+                for line in lines:
+                    outputs.append(translator(torch.tensor(line)))
+                return outputs
+            """,
+    })
+    target = [str(tmp_path / "score.py")]
+    assert [f.code for f in list(lint_paths(target, ALL))[0].findings if f.code == "TL301"] == []
+    (tmp_path / "services/base.py").write_text(textwrap.dedent(base).replace(
+        "import logging\n", "import logging\nfrom torch import nn\n").replace(
+        "class Service:", "class Service(nn.Module):"))
+    assert [f.code for f in list(lint_paths(target, ALL))[0].findings if f.code == "TL301"] == ["TL301"]

@@ -428,7 +428,10 @@ class FunctionRun:
             return state.with_grad(frozenset({grad}))
         target = self.index.callee(call, scope) or self._mode_method(call, scope)
         if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train") and (
-                target is None or _overrides_module_mode(target)):
+                self.training.roles.plain_instance(func.value, scope) is None if target is None
+                else _overrides_module_mode(target)):
+            # (an instance of a project class with no torch module among its ancestors, built in
+            # another file's class: its `eval()` is that class's own method, no mode switch)
             kind = self._mode_kind(call, scope)
             members = switched_members(call, self.index) if kind is not None else []
             if members:  # `[model[k].eval() for k in model]`, `for net in (G, D): net.train()`

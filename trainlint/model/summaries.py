@@ -232,8 +232,10 @@ class ClassSummary:
 
     def __init__(self, name: str, bases: tuple[str, ...] = (), role: str | None = None, grad_off: bool = False,
                  init_attrs: dict[str, str] | None = None, methods=None, trains: bool = False, mode=None,
-                 sets_next_rate: bool = False, rate_clock: str | None = None) -> None:
+                 sets_next_rate: bool = False, rate_clock: str | None = None, plain=None) -> None:
         self.name = name
+        self._plain = plain or (lambda: False)  # () -> `plain` (computed when first asked)
+        self._plain_value: tuple[bool] | None = None
         # the clock a schedule of the project's own keeps (its `step()` writes the rate itself):
         # COUNTER (a `self.<n> += 1` each call advances, like torch's `last_epoch`) or POSITION
         # (`step(epoch, it)` is told where it is: calling it again for the same position sets the
@@ -255,6 +257,17 @@ class ClassSummary:
 
     def method(self, name: str) -> FunctionSummary | None:
         return self._methods(name)
+
+    @property
+    def plain(self) -> bool:
+        """Every class it derives from is `object` or a class of the project that is plain too (read
+        through the project's files): no torch `nn.Module`, no library class at all is among its
+        ancestors, so its `eval()`/`train()`/`__call__` are the project's own methods, whatever they
+        are called. False when a base cannot be read (a library class, a base built at run time)."""
+        if self._plain_value is None:
+            self._plain_value = (False,)  # a class derived from itself, through other files
+            self._plain_value = (bool(self._plain()),)
+        return self._plain_value[0]
 
     @property
     def mode_dependence(self) -> str | None:
@@ -1493,7 +1506,19 @@ class _Summariser:
         return ClassSummary(node.name.value, bases, self._class_role(node, scope, bases, infos), grad_off,
                             init_attrs, lambda name: self.function(infos[name]) if name in infos else None, trains,
                             (lambda: class_verdict(index, node.name.value)) if module_level else None,
-                            self._sets_next_rate(node, infos), self._rate_clock(node, infos))
+                            self._sets_next_rate(node, infos), self._rate_clock(node, infos),
+                            lambda: self._plain_class(node, scope))
+
+    def _plain_class(self, node: cst.ClassDef, scope: Scope) -> bool:
+        """`ClassSummary.plain`: each base is `object` or a project class (this file's or an imported
+        one's) that is plain itself."""
+        for base in node.bases:
+            if isinstance(base.value, cst.Name) and base.value.value == "object":
+                continue
+            summary = self.summary_of(base.value, scope.parent or scope)
+            if not (isinstance(summary, ClassSummary) and summary.plain):
+                return False
+        return True
 
     def _rate_clock(self, node: cst.ClassDef, infos) -> str | None:
         """`ClassSummary.rate_clock`: what `step()` computes the rate it writes from."""
