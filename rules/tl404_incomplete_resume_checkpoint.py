@@ -719,6 +719,33 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             title="the load side restores the optimizer too",
         ),
+        bad(
+            """
+            import copy
+            import torch
+
+            student = build_net()
+            optimizer = torch.optim.AdamW(student.parameters(), lr=3e-4)
+            anchor = copy.deepcopy(student)
+            weights = torch.load(args.anchor, map_location="cpu", weights_only=True)
+            anchor.load_state_dict(weights["net"])
+            anchor.requires_grad_(False)
+            start = 0
+            if args.resume:
+                weights = torch.load(args.resume, map_location="cpu", weights_only=True)
+                student.load_state_dict(weights["net"])
+                start = weights["iteration"]
+            for it in range(start, args.iterations):
+                x, y = next(batches)
+                loss = torch.nn.functional.mse_loss(student(x), y) + kl(student(x), anchor(x))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            """,
+            line=12,
+            title="two loads into one name: the frozen anchor's load (line 7) restores no counter, since "
+                  "`weights[\"iteration\"]` reads only the resume's binding; the resume restarts the optimizer",
+        ),
         good(
             """
             import glob

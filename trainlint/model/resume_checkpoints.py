@@ -760,7 +760,7 @@ class ResumeCheckpoints:
             if self._feeds_evaluation(site, body):
                 continue  # the weights of a finished run, read back to be evaluated: not a resume
             saved = self._saved_with_keys(keys)
-            counter = self._restored_counter(name, body, site.scope)
+            counter = self._restored_counter(name, body, site.scope, site)
             if not ("optimizer" in saved or counter is not None):
                 continue  # nothing says this checkpoint holds more than weights
             resume = self._resume_premise(site, counter)
@@ -955,23 +955,32 @@ class ResumeCheckpoints:
                 self._written.setdefault(text, save)
         return next((self._written[source] for source in sorted(sources) if source in self._written), None)
 
-    def _restored_counter(self, name: str, body: cst.CSTNode, scope: Scope) -> cst.CSTNode | None:
+    def _restored_counter(self, name: str, body: cst.CSTNode, scope: Scope,
+                          load: CallSite | None = None) -> cst.CSTNode | None:
         """A step/epoch key of the loaded checkpoint whose value is kept (`start_epoch =
-        ckpt["epoch"] + 1`, `return ckpt["iter"]`), not only printed or formatted. The same for
-        every load into `name` there: answered once (a script may load into `ckpt` hundreds of times)."""
+        ckpt["epoch"] + 1`, `return ckpt["iter"]`), not only printed or formatted. The reads of
+        every load into `name` there are found once (a script may load into `ckpt` hundreds of
+        times); for `load`, only a read that the load's own binding of `name` reaches counts (a
+        later `ckpt = torch.load(other_path)` of a reference model does not restore the counter an
+        earlier load's `ckpt["step"]` read)."""
         memo = (body, id(scope), name)
         if memo not in self._counters:
-            self._counters[memo] = self._kept_counter(name, body, scope)
-        return self._counters[memo]
+            self._counters[memo] = self._kept_counters(name, body, scope)
+        reads = self._counters[memo]
+        if load is not None:
+            assign = self.index.parent(load.node)
+            reads = [node for node in reads
+                     if any(binding.node is assign for binding in self.index.reaching_bindings(node, name, scope))]
+        return reads[0] if reads else None
 
-    def _kept_counter(self, name: str, body: cst.CSTNode, scope: Scope) -> cst.CSTNode | None:
+    def _kept_counters(self, name: str, body: cst.CSTNode, scope: Scope) -> list[cst.CSTNode]:
         table = self._checkpoint_uses(body, scope)
         reads = [node for node in table.subscripts.get(name, ())
                  if isinstance(node.slice[0].slice, cst.Index)
                  and "step" in self._key_kinds(string_value(node.slice[0].slice.value) or "")]
         reads += [node for node in table.methods.get(name, ()) if node.func.attr.value in ("get", "pop") and node.args
                   and "step" in self._key_kinds(string_value(node.args[0].value) or "")]
-        return next((node for node in reads if self._value_kept(node)), None)
+        return [node for node in reads if self._value_kept(node)]
 
     def _value_kept(self, node: cst.CSTNode) -> bool:
         """The value is assigned or returned, not only handed to a print, a log or a format."""
