@@ -1172,6 +1172,59 @@ class IncompleteResumeCheckpoint(Rule):
             """
             import torch
 
+
+            def main(args, model, loader):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+                start_epoch = 0
+                if args.resume:
+                    state = torch.load(args.resume, weights_only=True)
+                    model.load_state_dict(state["weights"])
+                    optimizer.load_state_dict(state["opt"])
+                    start_epoch = state["epoch"] + 1
+                else:
+                    torch.save({"weights": model.state_dict(), "opt": optimizer.state_dict(), "epoch": 0}, args.out)
+                for epoch in range(start_epoch, args.epochs):
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    torch.save({"weights": model.state_dict(), "opt": optimizer.state_dict(), "epoch": epoch}, args.out)
+            """,
+            title="the state saved before the first epoch writes `\"epoch\": 0`, and the resume sets `start_epoch` "
+                  "from that key: the counter is in the dict",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def main(args, model, loader):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+                start_epoch = 0
+                if args.resume:
+                    state = torch.load(args.resume, weights_only=True)
+                    model.load_state_dict(state["weights"])
+                    optimizer.load_state_dict(state["opt"])
+                    start_epoch = args.start_epoch
+                else:
+                    torch.save({"weights": model.state_dict(), "opt": optimizer.state_dict(), "epoch": 0}, args.out)
+                for epoch in range(start_epoch, args.epochs):
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    torch.save({"weights": model.state_dict(), "opt": optimizer.state_dict(), "epoch": epoch}, args.out)
+            """,
+            line=13,
+            title="the same initial save, but the resume takes its start from the command line: no load reads "
+                  "the epoch back, and the constant 0 positions nothing",
+        ),
+        good(
+            """
+            import torch
+
             teacher = Net()
             optimizer = torch.optim.SGD(teacher.parameters(), lr=0.1, momentum=0.9)
             for epoch in range(epochs):

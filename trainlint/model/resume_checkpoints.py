@@ -265,6 +265,9 @@ class ResumeCheckpoints:
             del missing["step"]  # `f"{out}/{step:07d}.pt"`: the file name holds the counter
         if "step" in missing:
             # `self.register_buffer("step", ...)` saved with `self.state_dict()`: inside the dict
+            content = self.saved_dict(save.obj, save.scope)
+            if content is not None and set(missing["step"]) & self._counters_read_back(set(content.keys())):
+                missing["step"] = []  # the resume sets one of the run's counters from a key the dict writes
             missing["step"] = [n for n in missing["step"] if not self._in_saved_state_dict(save, n)
                                and n not in self._written_beside(save) and not self._restarted_per_call(save, n)]
             if not missing["step"]:
@@ -279,6 +282,33 @@ class ResumeCheckpoints:
             if not missing["scheduler"]:
                 del missing["scheduler"]
         return missing
+
+    def _counters_read_back(self, keys: set[str]) -> set[str]:
+        """The names a load of this file sets from one of `keys` of what it loaded (`start_epoch =
+        ckpt["epoch"] + 1`): a counter the resume restores from that key, so a dict that writes the
+        key holds the counter (`"epoch": 0` in the state saved before the first epoch included),
+        whatever the key is called."""
+        found: set[str] = set()
+        if not keys:
+            return found
+        for site in self.loads:
+            name = self._loaded_name(site)
+            if name is None:
+                continue
+            body = site.function.node if site.function is not None else self.index.module
+            for node in self._checkpoint_uses(body, site.scope).subscripts.get(name, ()):
+                slice_ = node.slice[0].slice
+                if not (isinstance(slice_, cst.Index) and string_value(slice_.value) in keys):
+                    continue
+                if not any(binding.node is self.index.parent(site.node)
+                           for binding in self.index.reaching_bindings(node, name, site.scope)):
+                    continue  # a read of another load into the same name
+                statement = self.index.enclosing_statement(node)
+                if isinstance(statement, cst.Assign) and len(statement.targets) == 1 and \
+                        isinstance(statement.targets[0].target, cst.Name) and \
+                        statement.value is not None and node in set(walk(statement.value)):
+                    found.add(statement.targets[0].target.value)
+        return found
 
     def _directory_units(self, done: set) -> Iterator["ResumeSave"]:
         """A checkpoint directory filled file by file: a function that saves the model's state and the
