@@ -902,7 +902,13 @@ class ResumeRestartsDataOrder(Rule):
                 restore = dict(restore, counter=used[0])
                 if not _saves_inside(ctx, loop):
                     continue  # checkpoints only between epochs: the next epoch starts at its first batch
-                derived = restore["derived"]
+                derived = set(restore["derived"])
+                function = ctx.index.function_at(node)
+                if function is not None and flow._owner(node) is not restore["owner"]:
+                    # a `self.<counter>` restored by another method: the loop's own method computes
+                    # its skip from it (`skip = self.step % len(self.loader)`)
+                    for counter in restore["counters"]:
+                        derived |= _derived_names(ctx.index, function, counter)
                 skip = _skip(ctx, flow, node, iterated, derived)
                 if skip is None and not _position_restored(ctx, flow, restore, node, loader):
                     yield self.report(
