@@ -384,10 +384,10 @@ class UnsafeTorchLoad(Rule):
             name = index.call_name(site)
             if name in TORCH_LOADS:
                 yield from self._check_torch_load(ctx, site)
-            elif name in PICKLE_LOADS and self._loads_checkpoint(ctx, site):
+            elif name in PICKLE_LOADS:
                 written = _what_the_project_wrote(ctx, site)
-                if written is False:
-                    continue  # the project's own writes of this file show data, not a checkpoint
+                if written is False or (written is None and not self._loads_checkpoint(ctx, site)):
+                    continue  # the project's own writes of this file show data, or nothing says checkpoint
                 yield self.report(
                     site.node,
                     f"`{name}` of a checkpoint runs arbitrary code from the file; "

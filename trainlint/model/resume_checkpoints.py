@@ -266,8 +266,9 @@ class ResumeCheckpoints:
         if "step" in missing:
             # `self.register_buffer("step", ...)` saved with `self.state_dict()`: inside the dict
             content = self.saved_dict(save.obj, save.scope)
-            if content is not None and set(missing["step"]) & self._counters_read_back(set(content.keys())):
-                missing["step"] = []  # the resume sets one of the run's counters from a key the dict writes
+            read_back = self._counters_read_back(set(content.keys())) if content is not None else set()
+            if read_back and any(n in read_back or self._counts_from(n, read_back) for n in missing["step"]):
+                missing["step"] = []  # the resume sets the run's counter (or its start) from a key the dict writes
             missing["step"] = [n for n in missing["step"] if not self._in_saved_state_dict(save, n)
                                and n not in self._written_beside(save) and not self._restarted_per_call(save, n)]
             if not missing["step"]:
@@ -282,6 +283,17 @@ class ResumeCheckpoints:
             if not missing["scheduler"]:
                 del missing["scheduler"]
         return missing
+
+    def _counts_from(self, counter: str, starts: set[str]) -> bool:
+        """A loop of the file counts `counter` from one of `starts`: `for epoch in range(start, n)`."""
+        for node in walk(self.index.module):
+            if isinstance(node, cst.For) and isinstance(node.target, cst.Name) and node.target.value == counter \
+                    and isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Name) \
+                    and node.iter.func.value == "range" and len(node.iter.args) >= 2:
+                first = node.iter.args[0].value
+                if any(isinstance(n, cst.Name) and n.value in starts for n in walk(first)):
+                    return True
+        return False
 
     def _counters_read_back(self, keys: set[str]) -> set[str]:
         """The names a load of this file sets from one of `keys` of what it loaded (`start_epoch =
