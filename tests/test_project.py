@@ -1720,3 +1720,15 @@ def test_eval_of_an_instance_of_a_plain_project_class_is_no_mode_switch(tmp_path
         "import logging\n", "import logging\nfrom torch import nn\n").replace(
         "class Service:", "class Service(nn.Module):"))
     assert [f.code for f in list(lint_paths(target, ALL))[0].findings if f.code == "TL301"] == ["TL301"]
+    # a plain wrapper whose own eval() switches a torch module it holds is no plain class either
+    (tmp_path / "services/base.py").write_text(textwrap.dedent("""
+        from torch import nn
+
+        class Service:
+            def __init__(self):
+                self.net = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1))
+
+            def eval(self):
+                self.net.eval()
+        """))
+    assert [f.code for f in list(lint_paths(target, ALL))[0].findings if f.code == "TL301"] == ["TL301"]

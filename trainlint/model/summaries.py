@@ -1511,13 +1511,38 @@ class _Summariser:
 
     def _plain_class(self, node: cst.ClassDef, scope: Scope) -> bool:
         """`ClassSummary.plain`: each base is `object` or a project class (this file's or an imported
-        one's) that is plain itself."""
+        one's) that is plain itself, and what its own `eval()`/`train()` switch is plain too: only
+        `self.<attr>`s that every assignment builds with a plain project class (a wrapper whose
+        `eval()` calls `self.net.eval()` on a torch module it holds is no plain class)."""
         for base in node.bases:
             if isinstance(base.value, cst.Name) and base.value.value == "object":
                 continue
             summary = self.summary_of(base.value, scope.parent or scope)
             if not (isinstance(summary, ClassSummary) and summary.plain):
                 return False
+        index = self.index
+        attributes = index.class_attributes.get(node.name.value, {})
+        for info in index.functions:
+            if info.scope.parent is not scope or info.name not in ("eval", "train"):
+                continue
+            for call in self._own_nodes(info):
+                if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                        and call.func.attr.value in ("eval", "train")):
+                    continue
+                receiver = call.func.value
+                if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and \
+                        receiver.func.value == "super":
+                    continue  # a plain base's own method, checked with the base
+                if not (isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name)
+                        and receiver.value.value == "self"):
+                    return False
+                values = attributes.get(receiver.attr.value, [])
+                if not values:
+                    return False
+                for value in values:
+                    built = self.summary_of(value.func, scope.parent or scope) if isinstance(value, cst.Call) else None
+                    if not (isinstance(built, ClassSummary) and built.plain):
+                        return False
         return True
 
     def _rate_clock(self, node: cst.ClassDef, infos) -> str | None:
