@@ -530,9 +530,19 @@ def _opened_path_expr(ctx, scope, expr: cst.BaseExpression) -> cst.BaseExpressio
 
 
 def _state_saved_beside(ctx, model, dump) -> bool:
-    """A save of this file that writes training state runs in the same function as the dump."""
-    function = dump.function
-    return any(save.site.function is function and model.is_checkpoint(save) for save in model.saves)
+    """A save of this file that writes training state runs with the dump: in the innermost block
+    that holds the dump (past the `with open(...)` it writes through), so on the same branch (a
+    save in the `try:` whose `except` writes the dump does not count)."""
+    index = ctx.index
+    block = None
+    for ancestor in index.ancestors(dump.node):
+        if isinstance(ancestor, (cst.IndentedBlock, cst.Module)) and not isinstance(index.parent(ancestor), cst.With):
+            block = ancestor
+            break
+    if block is None:
+        return False
+    return any(model.is_checkpoint(save) and any(a is block for a in index.ancestors(save.node))
+               for save in model.saves)
 
 
 def _repeated(ctx, dump) -> bool:
