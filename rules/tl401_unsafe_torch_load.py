@@ -36,8 +36,8 @@ class UnsafeTorchLoad(Rule):
         `torch.load(..., weights_only=False)` (also when `weights_only` comes from a variable or a
         parameter whose default is False, or when a custom `pickle_module` is passed without
         `weights_only=True`), `pickle.load`/`dill.load` of a checkpoint file (not of a file that the
-        file's own `pickle.dump`s write, each once, outside any loop, holding no training state and
-        with none saved beside them: the project's data, whatever the path says), and `torch.load`
+        file's own `pickle.dump`s write holding no training state and with none saved beside them:
+        the project's data, whatever the path says), and `torch.load`
         without `weights_only` when the configured `min-torch-version` is below 2.6 (where the
         default was still False). Not a load in a class's `__setstate__` of a buffer unpacked from
         the state it is handed when the class's `__getstate__` wrote that buffer with `torch.save`
@@ -473,10 +473,9 @@ _TRAINING_STATE = {"model", "optimizer", "scheduler", "scaler"}
 def _what_the_project_wrote(ctx, site) -> Premise | bool | None:
     """Whether the file a `pickle.load` reads is a checkpoint, from the dumps of this file that write
     the same file (a path sharing a file-name constant: `f"{prefix}_train.pkl"`): a dump of training
-    state, a dump beside a save of training state, or a dump the run repeats in a loop (a resume
-    point of a long job) proves it; when every such dump writes, once and outside any loop, a value
-    holding no training state with none saved beside it (the run's data split, written at its
-    start), the path's name is refuted by what the project puts there (False). None: no dump of
+    state, or a dump beside a save of training state, proves it; when every such dump writes a
+    value holding no training state with none saved beside it (the run's data split, written at
+    its start), the path's name is refuted by what the project puts there (False). None: no dump of
     this file writes it (the path's name is all there is)."""
     index = ctx.index
     args = positional_args(site.node)
@@ -508,9 +507,6 @@ def _what_the_project_wrote(ctx, site) -> Premise | bool | None:
         if _state_saved_beside(ctx, model, dump):
             return premise("the file is a checkpoint: the project writes it beside a save of training state",
                            dump.node, "call")
-        if _repeated(ctx, dump):
-            return premise("the file is a checkpoint: the project writes it again and again in a loop "
-                           "(a resume point)", dump.node, "call")
     return False
 
 
@@ -530,9 +526,10 @@ def _opened_path_expr(ctx, scope, expr: cst.BaseExpression) -> cst.BaseExpressio
 
 
 def _state_saved_beside(ctx, model, dump) -> bool:
-    """A save of this file that writes training state runs with the dump: in the innermost block
-    that holds the dump (past the `with open(...)` it writes through), so on the same branch (a
-    save in the `try:` whose `except` writes the dump does not count)."""
+    """A save of this file that writes training state runs with the dump: a statement of the
+    innermost block that holds the dump (past the `with open(...)` it writes through), so on the
+    same branch and in the same sequence (a save in the `try:` whose `except` writes the dump, or
+    one deep in a training loop that follows a dump of dataset statistics, does not count)."""
     index = ctx.index
     block = None
     for ancestor in index.ancestors(dump.node):
@@ -541,32 +538,14 @@ def _state_saved_beside(ctx, model, dump) -> bool:
             break
     if block is None:
         return False
-    return any(model.is_checkpoint(save) and any(a is block for a in index.ancestors(save.node))
-               for save in model.saves)
-
-
-def _repeated(ctx, dump) -> bool:
-    """The dump runs in a loop: one around it in its function, or a call of its function (by its
-    name, in this file) inside a loop."""
-    index = ctx.index
-    function = dump.function
-    for ancestor in index.ancestors(dump.node):
-        if isinstance(ancestor, (cst.For, cst.While)):
-            return True
-        if ancestor is (function.node if function is not None else None):
-            break
-    if function is None:
-        return False
-    for call in index.calls:
-        func = call.node.func
-        called = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
-        if called != function.name or call.function is function:
+    statements = {id(statement) for statement in block.body}
+    for save in model.saves:
+        if not model.is_checkpoint(save):
             continue
-        for ancestor in index.ancestors(call.node):
-            if isinstance(ancestor, (cst.For, cst.While)):
-                return True
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-                break
+        line = index.enclosing_statement(save.node)
+        line = index.parent(line) if isinstance(index.parent(line), cst.SimpleStatementLine) else line
+        if id(line) in statements:
+            return True
     return False
 
 
