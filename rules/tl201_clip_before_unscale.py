@@ -533,6 +533,51 @@ class ClipBeforeUnscale(Rule):
             """,
             title="the scaled backward in a helper under `if scaler is not None:`, the clip under `if scaler is None:`",
         ),
+        good(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler("cuda")
+            body_opt = torch.optim.AdamW(backbone.parameters(), lr=1e-4)
+            head_opt = torch.optim.SGD(prefix.parameters(), lr=1e-2)
+            for frames, target in loader:
+                body_opt.zero_grad()
+                head_opt.zero_grad()
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = criterion(backbone(prefix(frames)), target)
+                scaler.scale(loss).backward()
+                scaler.unscale_(body_opt)
+                head_opt.step()
+                torch.nn.utils.clip_grad_norm_(backbone.parameters(), 1.0)
+                scaler.step(body_opt)
+                scaler.update()
+            """,
+            title="another optimizer steps between `unscale_(body_opt)` and the clip: body_opt's update is not over",
+        ),
+        bad(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler("cuda")
+            for real, noise in loader:
+                d_opt.zero_grad()
+                with torch.autocast("cuda", dtype=torch.float16):
+                    d_loss = critic(real).mean() - critic(gen(noise).detach()).mean()
+                scaler.scale(d_loss).backward()
+                scaler.unscale_(d_opt)
+                torch.nn.utils.clip_grad_norm_(critic.parameters(), 1.0)
+                scaler.step(d_opt)
+                g_opt.zero_grad()
+                with torch.autocast("cuda", dtype=torch.float16):
+                    g_loss = -critic(gen(noise)).mean()
+                scaler.scale(g_loss).backward()
+                torch.nn.utils.clip_grad_norm_(gen.parameters(), 1.0)
+                scaler.step(g_opt)
+                scaler.update()
+            """,
+            line=16,
+            title="the unscale_ earlier in the iteration belongs to d_opt's update, ended by its step: g's clip sees scaled gradients",
+        ),
     )
 
     def check(self, ctx):
@@ -543,8 +588,7 @@ class ClipBeforeUnscale(Rule):
             for clip in unit.of_kind(CLIP):
                 if not clip.needs_unscale or measures_only(clip):
                     continue
-                found = unit.nearest_before(clip, UNSCALE, *OPTIMIZER_STEPS)
-                if found is not None and found.kind == UNSCALE:
+                if _unscaled_before(ctx, unit, clip):
                     continue
                 scaled = unit.of_kind(SCALED_BACKWARD)
                 if scaled and all(unit.exclusive(ctx.index, clip, event) for event in scaled):
@@ -608,6 +652,53 @@ class ClipBeforeUnscale(Rule):
                       premise(f"the loss is scaled before its backward ({unit.scaled_in}), and no file of this "
                               "part of the project calls `unscale_`", clip.node, "call")],
         )
+
+
+def _unscaled_before(ctx, unit, clip) -> bool:
+    """An `unscale_` runs before the clip in the same update: the nearest one before it, with no
+    step between them that ends the update it unscaled. A step ends that update when it steps the
+    optimizer `unscale_` was given (or any optimizer, for an unscale of every optimizer such as
+    `accelerator.unscale_gradients()`, or when which optimizer is stepped cannot be told apart);
+    a step of another optimizer (a second optimizer over other parameters, `prompt_opt.step()`
+    between `scaler.unscale_(opt)` and the clip of `opt`'s parameters) leaves `opt`'s gradients
+    unscaled. A scaled backward between them adds scaled gradients again: no unscale before it counts."""
+    steps = []
+    for earlier in unit.before(clip):
+        if earlier.kind == SCALED_BACKWARD:
+            return False  # gradients scaled again after any unscale before this backward
+        if earlier.kind in OPTIMIZER_STEPS:
+            steps.append(earlier)
+        elif earlier.kind == UNSCALE:
+            unscaled = _unscaled_optimizer(earlier)
+            return all(unscaled is not None and _other_optimizer(ctx, step, unscaled) for step in steps)
+    return False
+
+
+def _unscaled_optimizer(event) -> cst.BaseExpression | None:
+    """The optimizer a `scaler.unscale_(opt)` is given; None for an unscale of every optimizer."""
+    node = event.node
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "unscale_":
+        args = [a for a in node.args if not a.star]
+        return args[0].value if args else None
+    return None
+
+
+def _other_optimizer(ctx, step, unscaled: cst.BaseExpression) -> bool:
+    """The step steps an optimizer other than `unscaled`: both are plain names (or `self.` attributes)
+    written differently, neither assigned from the other in the step's scope (`opt_b = opt_a` makes
+    one object of two names)."""
+    text = ctx.code_for(unscaled)
+    subject = step.subject
+    plain = re.compile(r"(self\.)?[A-Za-z_]\w*")
+    if not subject or not plain.fullmatch(subject) or not plain.fullmatch(text) or subject == text:
+        return False
+    for name, other in ((subject, text), (text, subject)):
+        if "." in name:
+            continue
+        for binding in step.scope.lookup(name):
+            if binding.value is not None and ctx.code_for(binding.value) == other:
+                return False
+    return True
 
 
 def _scaler_optional(ctx, clip, scaled) -> bool:

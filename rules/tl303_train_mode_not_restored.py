@@ -2243,6 +2243,70 @@ class TrainModeNotRestored(Rule):
             title="the same helper with train() called once before the epochs: from the second epoch on, "
                   "`learn=True` trains in the eval mode the evaluation left",
         ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch import nn
+
+
+            def one_pass(net, batches, opt):
+                seen = 0.0
+                for x, y in batches:
+                    loss = F.mse_loss(net(x), y)
+                    if net.training:
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    seen += loss.item()
+                return seen
+
+
+            net = nn.Sequential(nn.Linear(8, 32), nn.Dropout(0.2), nn.Linear(32, 1))
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            for epoch in range(20):
+                net.train()
+                one_pass(net, train_batches, opt)
+                net.eval()
+                with torch.no_grad():
+                    print(epoch, one_pass(net, val_batches, opt))
+            """,
+            title="a helper whose backward runs only `if net.training:`: called for the evaluation after "
+                  "`net.eval()`, it never reaches its backward (the module's own flag says eval)",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch import nn
+
+
+            def one_pass(encoder, head, batches, opt):
+                seen = 0.0
+                for x, y in batches:
+                    loss = F.cross_entropy(head(encoder(x)), y)
+                    if head.training:
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    seen += loss.item()
+                return seen
+
+
+            encoder = nn.Sequential(nn.Linear(8, 32), nn.BatchNorm1d(32), nn.ReLU())
+            head = nn.Linear(32, 4)
+            opt = torch.optim.SGD([*encoder.parameters(), *head.parameters()], lr=0.1)
+            for epoch in range(20):
+                head.train()
+                one_pass(encoder, head, train_batches, opt)
+                encoder.eval()
+                with torch.no_grad():
+                    print(epoch, sum(encoder(x).norm().item() for x, _ in val_batches))
+            """,
+            line=24,
+            title="the helper's backward tests `head.training`, not the evaluated encoder's mode: the encoder "
+                  "trains in the eval mode the evaluation left",
+        ),
     )
 
     def check(self, ctx):

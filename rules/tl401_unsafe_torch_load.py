@@ -12,7 +12,8 @@ from trainlint.gate import reference_text, refers_to
 from trainlint.model.checkpoint_base import SAVE_FUNCTIONS
 from trainlint.model.index import keyword_arg, positional_args, walk
 from trainlint.rule import FixSpec, Rule, bad, good
-from trainlint.model.premises import premise, unknown
+from trainlint.model.path_literals import path_literals
+from trainlint.model.premises import Premise, premise, unknown
 from trainlint.model.proofs import state_premise
 
 TORCH_LOADS = ("torch.load", "torch.serialization.load")
@@ -34,7 +35,9 @@ class UnsafeTorchLoad(Rule):
         Flags loads that unpickle a checkpoint with Python's full unpickler:
         `torch.load(..., weights_only=False)` (also when `weights_only` comes from a variable or a
         parameter whose default is False, or when a custom `pickle_module` is passed without
-        `weights_only=True`), `pickle.load`/`dill.load` of a checkpoint file, and `torch.load`
+        `weights_only=True`), `pickle.load`/`dill.load` of a checkpoint file (not of a file that the
+        file's own `pickle.dump`s write holding no training state and with none saved beside them:
+        the project's data, whatever the path says), and `torch.load`
         without `weights_only` when the configured `min-torch-version` is below 2.6 (where the
         default was still False). Not a load in a class's `__setstate__` of a buffer unpacked from
         the state it is handed when the class's `__getstate__` wrote that buffer with `torch.save`
@@ -325,6 +328,47 @@ class UnsafeTorchLoad(Rule):
         ),
         good(
             """
+            import os
+            import pickle
+
+
+            def prepare_split(ckpt_dir, corpus):
+                if os.path.exists(os.path.join(ckpt_dir, "split.pkl")):
+                    with open(os.path.join(ckpt_dir, "split.pkl"), "rb") as f:
+                        return pickle.load(f)
+                split = corpus.shuffled_ids()
+                with open(os.path.join(ckpt_dir, "split.pkl"), "wb") as f:
+                    pickle.dump(split, f)
+                return split
+            """,
+            title="a file in the checkpoint folder that the project itself writes once, with the data split "
+                  "and no training state: its data, whatever the folder is called",
+        ),
+        bad(
+            """
+            import os
+            import pickle
+
+
+            def resume(ckpt_dir):
+                with open(os.path.join(ckpt_dir, "split.pkl"), "rb") as f:
+                    return pickle.load(f)
+
+
+            def train(ckpt_dir, model, optimizer, loader, epochs):
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        optimizer.zero_grad()
+                        model(x).loss(y).backward()
+                        optimizer.step()
+                    with open(os.path.join(ckpt_dir, "split.pkl"), "wb") as f:
+                        pickle.dump({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}, f)
+            """,
+            line=7,
+            title="the same file written after every epoch with the model and optimizer state: a checkpoint",
+        ),
+        good(
+            """
             import torch
 
             def load_checkpoint(path, trusted=True):
@@ -340,15 +384,18 @@ class UnsafeTorchLoad(Rule):
             name = index.call_name(site)
             if name in TORCH_LOADS:
                 yield from self._check_torch_load(ctx, site)
-            elif name in PICKLE_LOADS and self._loads_checkpoint(ctx, site):
+            elif name in PICKLE_LOADS:
+                written = _what_the_project_wrote(ctx, site)
+                if written is False or (written is None and not self._loads_checkpoint(ctx, site)):
+                    continue  # the project's own writes of this file show data, or nothing says checkpoint
                 yield self.report(
                     site.node,
                     f"`{name}` of a checkpoint runs arbitrary code from the file; "
                     "store tensors and plain containers with `torch.save` and load them with "
                     "`weights_only=True` (or use safetensors for weights)",
                     evidence=[premise(f"`{name}` unpickles arbitrary objects", site.node, "call"),
-                              unknown("the file is a checkpoint: its path reads as one",
-                                      positional_args(site.node)[0].value, "argument", required=False)],
+                              written or unknown("the file is a checkpoint: its path reads as one",
+                                                 positional_args(site.node)[0].value, "argument", required=False)],
                 )
 
     def _check_torch_load(self, ctx, site):
@@ -417,6 +464,89 @@ class UnsafeTorchLoad(Rule):
             return False
         source = _opened_path_text(ctx, site, args[0].value)
         return source is not None and CHECKPOINT_PATH.search(source) is not None
+
+
+PICKLE_DUMPS = ("pickle.dump", "dill.dump", "cloudpickle.dump", "_pickle.dump")
+_TRAINING_STATE = {"model", "optimizer", "scheduler", "scaler"}
+
+
+def _what_the_project_wrote(ctx, site) -> Premise | bool | None:
+    """Whether the file a `pickle.load` reads is a checkpoint, from the dumps of this file that write
+    the same file (a path sharing a file-name constant: `f"{prefix}_train.pkl"`): a dump of training
+    state, or a dump beside a save of training state, proves it; when every such dump writes a
+    value holding no training state with none saved beside it (the run's data split, written at
+    its start), the path's name is refuted by what the project puts there (False). None: no dump of
+    this file writes it (the path's name is all there is)."""
+    index = ctx.index
+    args = positional_args(site.node)
+    read = _opened_path_expr(ctx, site.scope, args[0].value) if args else None
+    names = path_literals(read, site.scope)
+    if not names:
+        return None
+    writes = []
+    for dump in index.calls:
+        if index.call_name(dump) not in PICKLE_DUMPS:
+            continue
+        dump_args = positional_args(dump.node)
+        target = keyword_arg(dump.node, "file")
+        target = target.value if target is not None else dump_args[1].value if len(dump_args) > 1 else None
+        if target is None or not dump_args:
+            continue
+        written = _opened_path_expr(ctx, dump.scope, target)
+        if written is not None and path_literals(written, dump.scope) & names:
+            writes.append(dump)
+    if not writes:
+        return None
+    model = ctx.model(checkpoint_model)
+    for dump in writes:
+        value = positional_args(dump.node)[0].value
+        content = model.saved_dict(value, dump.scope)
+        kinds = model.holds(content) if content is not None else model.value_kinds(value, dump.scope)
+        if kinds & _TRAINING_STATE:
+            return premise("the file is a checkpoint: the project writes training state into it", dump.node, "call")
+        if _state_saved_beside(ctx, model, dump):
+            return premise("the file is a checkpoint: the project writes it beside a save of training state",
+                           dump.node, "call")
+    return False
+
+
+def _opened_path_expr(ctx, scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The path of `open(p, ...)` (inline, or the value of a name bound to one); a path itself
+    when `expr` is no file object made by `open` (`torch.save(obj, path)`)."""
+    if isinstance(expr, cst.Call) and ctx.index.resolve(expr.func, scope) in ("open", "io.open"):
+        args = positional_args(expr)
+        return args[0].value if args else None
+    if isinstance(expr, cst.Name):
+        for binding in scope.lookup(expr.value):
+            value = binding.value
+            if isinstance(value, cst.Call) and ctx.index.resolve(value.func, scope) in ("open", "io.open"):
+                args = positional_args(value)
+                return args[0].value if args else None
+    return None
+
+
+def _state_saved_beside(ctx, model, dump) -> bool:
+    """A save of this file that writes training state runs with the dump: a statement of the
+    innermost block that holds the dump (past the `with open(...)` it writes through), so on the
+    same branch and in the same sequence (a save in the `try:` whose `except` writes the dump, or
+    one deep in a training loop that follows a dump of dataset statistics, does not count)."""
+    index = ctx.index
+    block = None
+    for ancestor in index.ancestors(dump.node):
+        if isinstance(ancestor, (cst.IndentedBlock, cst.Module)) and not isinstance(index.parent(ancestor), cst.With):
+            block = ancestor
+            break
+    if block is None:
+        return False
+    statements = {id(statement) for statement in block.body}
+    for save in model.saves:
+        if not model.is_checkpoint(save):
+            continue
+        line = index.enclosing_statement(save.node)
+        line = index.parent(line) if isinstance(index.parent(line), cst.SimpleStatementLine) else line
+        if id(line) in statements:
+            return True
+    return False
 
 
 def _spread_weights_only(ctx, site) -> cst.BaseExpression | None:

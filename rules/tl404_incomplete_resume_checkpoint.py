@@ -760,6 +760,33 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             title="the load side restores the optimizer too",
         ),
+        bad(
+            """
+            import copy
+            import torch
+
+            student = build_net()
+            optimizer = torch.optim.AdamW(student.parameters(), lr=3e-4)
+            anchor = copy.deepcopy(student)
+            weights = torch.load(args.anchor, map_location="cpu", weights_only=True)
+            anchor.load_state_dict(weights["net"])
+            anchor.requires_grad_(False)
+            start = 0
+            if args.resume:
+                weights = torch.load(args.resume, map_location="cpu", weights_only=True)
+                student.load_state_dict(weights["net"])
+                start = weights["iteration"]
+            for it in range(start, args.iterations):
+                x, y = next(batches)
+                loss = torch.nn.functional.mse_loss(student(x), y) + kl(student(x), anchor(x))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            """,
+            line=12,
+            title="two loads into one name: the frozen anchor's load (line 7) restores no counter, since "
+                  "`weights[\"iteration\"]` reads only the resume's binding; the resume restarts the optimizer",
+        ),
         good(
             """
             import glob
@@ -1181,6 +1208,59 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             line=6,
             title="the step counter only printed: no file keeps it",
+        ),
+        good(
+            """
+            import torch
+
+
+            def main(args, model, loader):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+                start_epoch = 0
+                if args.resume:
+                    state = torch.load(args.resume, weights_only=True)
+                    model.load_state_dict(state["weights"])
+                    optimizer.load_state_dict(state["opt"])
+                    start_epoch = state["epoch"] + 1
+                else:
+                    torch.save({"weights": model.state_dict(), "opt": optimizer.state_dict(), "epoch": 0}, args.out)
+                for epoch in range(start_epoch, args.epochs):
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    torch.save({"weights": model.state_dict(), "opt": optimizer.state_dict(), "epoch": epoch}, args.out)
+            """,
+            title="the state saved before the first epoch writes `\"epoch\": 0`, and the resume sets `start_epoch` "
+                  "from that key: the counter is in the dict",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def main(args, model, loader):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+                start_epoch = 0
+                if args.resume:
+                    state = torch.load(args.resume, weights_only=True)
+                    model.load_state_dict(state["weights"])
+                    optimizer.load_state_dict(state["opt"])
+                    start_epoch = args.start_epoch
+                else:
+                    torch.save({"weights": model.state_dict(), "opt": optimizer.state_dict(), "epoch": 0}, args.out)
+                for epoch in range(start_epoch, args.epochs):
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    torch.save({"weights": model.state_dict(), "opt": optimizer.state_dict(), "epoch": epoch}, args.out)
+            """,
+            line=13,
+            title="the same initial save, but the resume takes its start from the command line: no load reads "
+                  "the epoch back, and the constant 0 positions nothing",
         ),
         good(
             """

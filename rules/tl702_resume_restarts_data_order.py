@@ -435,6 +435,72 @@ class ResumeRestartsDataOrder(Rule):
         good(
             """
             import torch
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=args.grad_accum)
+            train_loader = torch.utils.data.DataLoader(corpus, batch_size=8, shuffle=True)
+            model, optimizer = accelerator.prepare(model, optimizer)
+            updates, skip = 0, 0
+            if args.resume:
+                state = torch.load(args.resume, weights_only=True)
+                model.load_state_dict(state["model"])
+                optimizer.load_state_dict(state["optimizer"])
+                updates = state["updates"]
+                skip = updates * args.grad_accum
+            for i, batch in enumerate(train_loader):
+                if i < skip:
+                    continue
+                corpus.curriculum = updates / args.max_updates
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
+                if accelerator.sync_gradients:
+                    updates += 1
+                    if updates % args.save_every == 0:
+                        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                    "updates": updates}, "last.pt")
+            """,
+            title="the dataset gets an attribute from the update count (a curriculum); the skip is the "
+                  "`continue` over `updates * K` micro-batches: setting `corpus.curriculum` makes no skip of `corpus`",
+        ),
+        bad(
+            """
+            import torch
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=args.grad_accum)
+            train_loader = torch.utils.data.DataLoader(corpus, batch_size=8, shuffle=True)
+            model, optimizer = accelerator.prepare(model, optimizer)
+            updates, skip = 0, 0
+            if args.resume:
+                state = torch.load(args.resume, weights_only=True)
+                model.load_state_dict(state["model"])
+                optimizer.load_state_dict(state["optimizer"])
+                updates = state["updates"]
+                skip = updates
+            for i, batch in enumerate(train_loader):
+                if i < skip:
+                    continue
+                corpus.curriculum = updates / args.max_updates
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
+                if accelerator.sync_gradients:
+                    updates += 1
+                    if updates % args.save_every == 0:
+                        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                    "updates": updates}, "last.pt")
+            """,
+            line=14,
+            title="the same loop whose `continue` skips only the update count: K times too few micro-batches",
+        ),
+        good(
+            """
+            import torch
 
             def train(args, accelerator, model, optimizer, train_dataloader):
                 completed_steps, resume_batches = 0, None
@@ -836,7 +902,13 @@ class ResumeRestartsDataOrder(Rule):
                 restore = dict(restore, counter=used[0])
                 if not _saves_inside(ctx, loop):
                     continue  # checkpoints only between epochs: the next epoch starts at its first batch
-                derived = restore["derived"]
+                derived = set(restore["derived"])
+                function = ctx.index.function_at(node)
+                if function is not None and flow._owner(node) is not restore["owner"]:
+                    # a `self.<counter>` restored by another method: the loop's own method computes
+                    # its skip from it (`skip = self.step % len(self.loader)`)
+                    for counter in restore["counters"]:
+                        derived |= _derived_names(ctx.index, function, counter)
                 skip = _skip(ctx, flow, node, iterated, derived)
                 if skip is None and not _position_restored(ctx, flow, restore, node, loader):
                     yield self.report(
@@ -1131,12 +1203,26 @@ def _restores(ctx, flow):
                     continue
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
                 for target in targets:
-                    for part in walk(target):
-                        name = dotted_name(part) if isinstance(part, (cst.Name, cst.Attribute)) else None
-                        if name and (loaded is None or name != loaded and not name.startswith(loaded + ".")):
+                    for name in _stored_names(target):
+                        if loaded is None or name != loaded and not name.startswith(loaded + "."):
                             derived.add(name)
         yield {"load": site.node, "counter": counters[0], "counters": set(counters), "derived": derived,
                "owner": owner, "loaded": loaded, "until": windows.until(site.node, owner)}
+
+
+def _stored_names(target: cst.BaseExpression) -> list[str]:
+    """The names an assignment target stores a value in: a name, the attribute `obj.attr` itself
+    (not `obj`: `dataset.progress = step / total` sets one attribute of the dataset, and the
+    dataset, handed to a loader, is no position computed from the counter), a container written
+    by item (`starts[k] = step`), the elements of a tuple or list target."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [name for element in target.elements for name in _stored_names(element.value)]
+    if isinstance(target, cst.StarredElement):
+        return _stored_names(target.value)
+    if isinstance(target, cst.Subscript):
+        target = target.value
+    name = dotted_name(target) if isinstance(target, (cst.Name, cst.Attribute)) else None
+    return [name] if name else []
 
 
 class _ResumeWindows:

@@ -1798,3 +1798,59 @@ def test_a_helper_every_caller_runs_without_grad_in_other_files(tmp_path):
             return centroid(model, probe).norm()
         """})
     assert (8, "TL501") in _codes(lint_path(path, ALL, project=Project(tmp_path)))
+
+def test_eval_of_an_instance_of_a_plain_project_class_is_no_mode_switch(tmp_path):
+    # `Translator` (another file) derives only from project classes that derive from nothing: its
+    # `eval()` and `__call__` are its own methods, so the evaluation runs no module (TL301 refuted);
+    # the same script over a class whose project base derives from `nn.Module` is still reported
+    base = """
+        import logging
+
+        class Service:
+            def __init__(self):
+                self.log = logging.getLogger("svc")
+
+            def eval(self):
+                self.log.info("switching to the evaluation dictionary")
+        """
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "services/base.py": base,
+        "services/translator.py": """
+            from services.base import Service
+
+            class Translator(Service):
+                def __call__(self, sentence):
+                    return sentence[::-1]
+            """,
+        "score.py": """
+            import torch
+            from services.translator import Translator
+
+            def main(lines):
+                translator = Translator()
+                translator.eval()
+                outputs = []
+                for line in lines:
+                    outputs.append(translator(torch.tensor(line)))
+                return outputs
+            """,
+    })
+    target = [str(tmp_path / "score.py")]
+    assert [f.code for f in list(lint_paths(target, ALL))[0].findings if f.code == "TL301"] == []
+    (tmp_path / "services/base.py").write_text(textwrap.dedent(base).replace(
+        "import logging\n", "import logging\nfrom torch import nn\n").replace(
+        "class Service:", "class Service(nn.Module):"))
+    assert [f.code for f in list(lint_paths(target, ALL))[0].findings if f.code == "TL301"] == ["TL301"]
+    # a plain wrapper whose own eval() switches a torch module it holds is no plain class either
+    (tmp_path / "services/base.py").write_text(textwrap.dedent("""
+        from torch import nn
+
+        class Service:
+            def __init__(self):
+                self.net = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1))
+
+            def eval(self):
+                self.net.eval()
+        """))
+    assert [f.code for f in list(lint_paths(target, ALL))[0].findings if f.code == "TL301"] == ["TL301"]

@@ -99,7 +99,7 @@ class CheckpointModel(SaveKinds, AtomicSaves, SavePaths, ResumeCheckpoints, Save
         self._written: dict[str, str] | None = None  # path text a save writes -> that save's code
         self._params: dict[tuple[int, str], bool] = {}  # (scope, name) -> bound only as a parameter
         self._name_uses: dict[tuple, tuple] = {}  # (body, scope, name) -> _uses_of_checkpoint's answer
-        self._counters: dict[tuple, cst.CSTNode | None] = {}  # (body, scope, name) -> _restored_counter's answer
+        self._counters: dict[tuple, list] = {}  # (body, scope, name) -> the kept counter reads (_restored_counter)
         self._name_reuse: dict[tuple[int, str, int], str | None] = {}  # (scope, name, depth) -> path verdict
         self._temporary_names: dict[tuple[int, str, int], bool] = {}  # (scope, name, depth) -> from a temp file
         self._texts: dict[cst.CSTNode, str] = {}  # node -> its code: a save's path is read by several parts

@@ -152,7 +152,7 @@ class FunctionRun:
         state = self.expression(node.test, state, frame)
         chosen = flag_value(node.test, frame)
         if chosen is None:
-            chosen = self._mode_flag(node.test, state, frame)
+            chosen = self._training_flag(node.test, state, frame)
         if chosen is False:  # `if train:` in `_run_batch(x, train=False)`: only the other branch runs
             return self._else(node, state, frame)
         then = self.block(body_statements(node.body), state, frame)
@@ -176,23 +176,6 @@ class FunctionRun:
             if branch is not None and key in branch.modes:
                 outcome.fall = outcome.fall.set(key, branch.facts(key))
         return outcome
-
-    def _mode_flag(self, test: cst.BaseExpression, state: State, frame: Frame) -> bool | None:
-        """`if model.training:` (or `not model.training`) where the walk knows the module's mode on
-        every way here: put in eval mode by `model.eval()` on each path, the test is False (a
-        helper that runs its forward under `no_grad` when the model is not training, called after
-        `model.eval()`, takes that branch). None when the mode is not settled."""
-        negate = False
-        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-            negate, test = not negate, test.expression
-        if not (isinstance(test, cst.Attribute) and test.attr.value == "training"):
-            return None
-        key = self.model._key(test.value, frame)
-        if key is None:
-            return None
-        kinds = {fact.kind for fact in state.facts(key)}
-        value = False if kinds == {EVAL} else True if kinds and kinds <= {TRAIN, NEW} else None
-        return None if value is None else value != negate
 
     def _last_iteration(self, node: cst.If, frame: Frame) -> cst.For | None:
         """The loop whose last iteration alone takes this `if`: a statement of the body of
@@ -259,6 +242,27 @@ class FunctionRun:
             return None
         key = self.model._key(test, frame)
         return (key, present) if key is not None else None
+
+    def _training_flag(self, test: cst.BaseExpression, state: State, frame: Frame) -> bool | None:
+        """What a test of a module's own mode flag (`if model.training:`, `if not model.training:`)
+        evaluates to where every way the module may have been left agrees: False after `eval()` on
+        every path, True after `train()` (or a fresh construction) on every path; None otherwise.
+        A backward under `if model.training:` never runs in an evaluation that put the model in
+        eval mode, whatever the function it sits in is called with."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self._training_flag(test.expression, state, frame)
+            return None if inner is None else not inner
+        if not (isinstance(test, cst.Attribute) and test.attr.value == "training"):
+            return None
+        key = self.model._key(test.value, frame)
+        if key is None or key not in state.modes:
+            return None
+        kinds = {fact.kind for fact in state.facts(key)}
+        if kinds == {EVAL}:
+            return False
+        if kinds and kinds <= {TRAIN, NEW}:
+            return True
+        return None
 
     def _else(self, node: cst.If, state: State, frame: Frame) -> Outcome:
         if isinstance(node.orelse, cst.If):
@@ -424,7 +428,10 @@ class FunctionRun:
             return state.with_grad(frozenset({grad}))
         target = self.index.callee(call, scope) or self._mode_method(call, scope)
         if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train") and (
-                target is None or _overrides_module_mode(target)):
+                self.training.roles.plain_instance(func.value, scope) is None if target is None
+                else _overrides_module_mode(target)):
+            # (an instance of a project class with no torch module among its ancestors, built in
+            # another file's class: its `eval()` is that class's own method, no mode switch)
             kind = self._mode_kind(call, scope)
             members = switched_members(call, self.index) if kind is not None else []
             if members:  # `[model[k].eval() for k in model]`, `for net in (G, D): net.train()`

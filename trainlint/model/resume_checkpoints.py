@@ -265,6 +265,10 @@ class ResumeCheckpoints:
             del missing["step"]  # `f"{out}/{step:07d}.pt"`: the file name holds the counter
         if "step" in missing:
             # `self.register_buffer("step", ...)` saved with `self.state_dict()`: inside the dict
+            content = self.saved_dict(save.obj, save.scope)
+            read_back = self._counters_read_back(set(content.keys())) if content is not None else set()
+            if read_back and any(n in read_back or self._counts_from(n, read_back) for n in missing["step"]):
+                missing["step"] = []  # the resume sets the run's counter (or its start) from a key the dict writes
             missing["step"] = [n for n in missing["step"] if not self._in_saved_state_dict(save, n)
                                and n not in self._written_beside(save) and not self._restarted_per_call(save, n)]
             if not missing["step"]:
@@ -279,6 +283,44 @@ class ResumeCheckpoints:
             if not missing["scheduler"]:
                 del missing["scheduler"]
         return missing
+
+    def _counts_from(self, counter: str, starts: set[str]) -> bool:
+        """A loop of the file counts `counter` from one of `starts`: `for epoch in range(start, n)`."""
+        for node in walk(self.index.module):
+            if isinstance(node, cst.For) and isinstance(node.target, cst.Name) and node.target.value == counter \
+                    and isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Name) \
+                    and node.iter.func.value == "range" and len(node.iter.args) >= 2:
+                first = node.iter.args[0].value
+                if any(isinstance(n, cst.Name) and n.value in starts for n in walk(first)):
+                    return True
+        return False
+
+    def _counters_read_back(self, keys: set[str]) -> set[str]:
+        """The names a load of this file sets from one of `keys` of what it loaded (`start_epoch =
+        ckpt["epoch"] + 1`): a counter the resume restores from that key, so a dict that writes the
+        key holds the counter (`"epoch": 0` in the state saved before the first epoch included),
+        whatever the key is called."""
+        found: set[str] = set()
+        if not keys:
+            return found
+        for site in self.loads:
+            name = self._loaded_name(site)
+            if name is None:
+                continue
+            body = site.function.node if site.function is not None else self.index.module
+            for node in self._checkpoint_uses(body, site.scope).subscripts.get(name, ()):
+                slice_ = node.slice[0].slice
+                if not (isinstance(slice_, cst.Index) and string_value(slice_.value) in keys):
+                    continue
+                if not any(binding.node is self.index.parent(site.node)
+                           for binding in self.index.reaching_bindings(node, name, site.scope)):
+                    continue  # a read of another load into the same name
+                statement = self.index.enclosing_statement(node)
+                if isinstance(statement, cst.Assign) and len(statement.targets) == 1 and \
+                        isinstance(statement.targets[0].target, cst.Name) and \
+                        statement.value is not None and node in set(walk(statement.value)):
+                    found.add(statement.targets[0].target.value)
+        return found
 
     def _directory_units(self, done: set) -> Iterator["ResumeSave"]:
         """A checkpoint directory filled file by file: a function that saves the model's state and the
@@ -760,7 +802,7 @@ class ResumeCheckpoints:
             if self._feeds_evaluation(site, body):
                 continue  # the weights of a finished run, read back to be evaluated: not a resume
             saved = self._saved_with_keys(keys)
-            counter = self._restored_counter(name, body, site.scope)
+            counter = self._restored_counter(name, body, site.scope, site)
             if not ("optimizer" in saved or counter is not None):
                 continue  # nothing says this checkpoint holds more than weights
             resume = self._resume_premise(site, counter)
@@ -955,23 +997,32 @@ class ResumeCheckpoints:
                 self._written.setdefault(text, save)
         return next((self._written[source] for source in sorted(sources) if source in self._written), None)
 
-    def _restored_counter(self, name: str, body: cst.CSTNode, scope: Scope) -> cst.CSTNode | None:
+    def _restored_counter(self, name: str, body: cst.CSTNode, scope: Scope,
+                          load: CallSite | None = None) -> cst.CSTNode | None:
         """A step/epoch key of the loaded checkpoint whose value is kept (`start_epoch =
-        ckpt["epoch"] + 1`, `return ckpt["iter"]`), not only printed or formatted. The same for
-        every load into `name` there: answered once (a script may load into `ckpt` hundreds of times)."""
+        ckpt["epoch"] + 1`, `return ckpt["iter"]`), not only printed or formatted. The reads of
+        every load into `name` there are found once (a script may load into `ckpt` hundreds of
+        times); for `load`, only a read that the load's own binding of `name` reaches counts (a
+        later `ckpt = torch.load(other_path)` of a reference model does not restore the counter an
+        earlier load's `ckpt["step"]` read)."""
         memo = (body, id(scope), name)
         if memo not in self._counters:
-            self._counters[memo] = self._kept_counter(name, body, scope)
-        return self._counters[memo]
+            self._counters[memo] = self._kept_counters(name, body, scope)
+        reads = self._counters[memo]
+        if load is not None:
+            assign = self.index.parent(load.node)
+            reads = [node for node in reads
+                     if any(binding.node is assign for binding in self.index.reaching_bindings(node, name, scope))]
+        return reads[0] if reads else None
 
-    def _kept_counter(self, name: str, body: cst.CSTNode, scope: Scope) -> cst.CSTNode | None:
+    def _kept_counters(self, name: str, body: cst.CSTNode, scope: Scope) -> list[cst.CSTNode]:
         table = self._checkpoint_uses(body, scope)
         reads = [node for node in table.subscripts.get(name, ())
                  if isinstance(node.slice[0].slice, cst.Index)
                  and "step" in self._key_kinds(string_value(node.slice[0].slice.value) or "")]
         reads += [node for node in table.methods.get(name, ()) if node.func.attr.value in ("get", "pop") and node.args
                   and "step" in self._key_kinds(string_value(node.args[0].value) or "")]
-        return next((node for node in reads if self._value_kept(node)), None)
+        return [node for node in reads if self._value_kept(node)]
 
     def _value_kept(self, node: cst.CSTNode) -> bool:
         """The value is assigned or returned, not only handed to a print, a log or a format."""

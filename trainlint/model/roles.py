@@ -223,9 +223,18 @@ class Roles:
                 role = SCALER
                 source = Source("use", expr, "its `scale(...)`, `step(...)` and `update()` are called: a GradScaler's use")
             elif role is None and self.runs_as_module(expr, scope):
-                # `x.eval()` (or `x.train()`) and `x(...)`: a module's mode switched and its forward run
-                role = MODEL
-                source = Source("use", expr, "it is called and its `eval()`/`train()` switches its mode: a module's use")
+                plain = self.plain_instance(expr, scope)
+                if plain is not None:
+                    # built by a class of the project with no torch (or any library) class among its
+                    # ancestors: its `eval()` and `__call__` are its own methods, not a module's
+                    role = OTHER
+                    source = Source("construction", plain, f"built by `{dotted_tail(plain.func)}(...)`, a class "
+                                    "of the project that derives from no torch module: its `eval()` is its own")
+                else:
+                    # `x.eval()` (or `x.train()`) and `x(...)`: a module's mode switched and its forward run
+                    role = MODEL
+                    source = Source("use", expr, "it is called and its `eval()`/`train()` switches its mode: "
+                                    "a module's use")
             elif (role in (SCHEDULER, None) or (role == OPTIMIZER and (source is None or not source.proven))) and \
                     self.clears_gradients(expr, scope):
                 # torch's schedulers have no `zero_grad()`: an object whose gradients are cleared
@@ -303,6 +312,21 @@ class Roles:
         key = self._owner_key(expr, scope)
         used = self._stepped_and_cleared().get(key, set()) if key is not None else set()
         return "()" in used and bool(used & {"eval", "train"})
+
+    def plain_instance(self, expr: cst.BaseExpression, scope: Scope) -> cst.Call | None:
+        """The construction of a local name bound once, by a call of a project class that is plain
+        (`ClassSummary.plain`: only `object` and plain project classes among its ancestors); None
+        otherwise (a name bound twice, a library class, a class deriving from anything unread)."""
+        from trainlint.model.summaries import ClassSummary  # summaries imports this module
+
+        if not isinstance(expr, cst.Name):
+            return None
+        bindings = scope.lookup(expr.value)
+        if len(bindings) != 1 or bindings[0].kind != "assign" or not isinstance(bindings[0].value, cst.Call):
+            return None
+        call = bindings[0].value
+        summary = self.index.summary_of(call.func, scope)
+        return call if isinstance(summary, ClassSummary) and summary.plain else None
 
     def _owner_key(self, expr: cst.BaseExpression, scope: Scope):
         name = dotted_name(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None

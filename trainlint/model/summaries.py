@@ -242,8 +242,10 @@ class ClassSummary:
 
     def __init__(self, name: str, bases: tuple[str, ...] = (), role: str | None = None, grad_off: bool = False,
                  init_attrs: dict[str, str] | None = None, methods=None, trains: bool = False, mode=None,
-                 sets_next_rate: bool = False, rate_clock: str | None = None) -> None:
+                 sets_next_rate: bool = False, rate_clock: str | None = None, plain=None) -> None:
         self.name = name
+        self._plain = plain or (lambda: False)  # () -> `plain` (computed when first asked)
+        self._plain_value: tuple[bool] | None = None
         # the clock a schedule of the project's own keeps (its `step()` writes the rate itself):
         # COUNTER (a `self.<n> += 1` each call advances, like torch's `last_epoch`) or POSITION
         # (`step(epoch, it)` is told where it is: calling it again for the same position sets the
@@ -265,6 +267,17 @@ class ClassSummary:
 
     def method(self, name: str) -> FunctionSummary | None:
         return self._methods(name)
+
+    @property
+    def plain(self) -> bool:
+        """Every class it derives from is `object` or a class of the project that is plain too (read
+        through the project's files): no torch `nn.Module`, no library class at all is among its
+        ancestors, so its `eval()`/`train()`/`__call__` are the project's own methods, whatever they
+        are called. False when a base cannot be read (a library class, a base built at run time)."""
+        if self._plain_value is None:
+            self._plain_value = (False,)  # a class derived from itself, through other files
+            self._plain_value = (bool(self._plain()),)
+        return self._plain_value[0]
 
     @property
     def mode_dependence(self) -> str | None:
@@ -1602,7 +1615,44 @@ class _Summariser:
         return ClassSummary(node.name.value, bases, self._class_role(node, scope, bases, infos), grad_off,
                             init_attrs, lambda name: self.function(infos[name]) if name in infos else None, trains,
                             (lambda: class_verdict(index, node.name.value)) if module_level else None,
-                            self._sets_next_rate(node, infos), self._rate_clock(node, infos))
+                            self._sets_next_rate(node, infos), self._rate_clock(node, infos),
+                            lambda: self._plain_class(node, scope))
+
+    def _plain_class(self, node: cst.ClassDef, scope: Scope) -> bool:
+        """`ClassSummary.plain`: each base is `object` or a project class (this file's or an imported
+        one's) that is plain itself, and what its own `eval()`/`train()` switch is plain too: only
+        `self.<attr>`s that every assignment builds with a plain project class (a wrapper whose
+        `eval()` calls `self.net.eval()` on a torch module it holds is no plain class)."""
+        for base in node.bases:
+            if isinstance(base.value, cst.Name) and base.value.value == "object":
+                continue
+            summary = self.summary_of(base.value, scope.parent or scope)
+            if not (isinstance(summary, ClassSummary) and summary.plain):
+                return False
+        index = self.index
+        attributes = index.class_attributes.get(node.name.value, {})
+        for info in index.functions:
+            if info.scope.parent is not scope or info.name not in ("eval", "train"):
+                continue
+            for call in self._own_nodes(info):
+                if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                        and call.func.attr.value in ("eval", "train")):
+                    continue
+                receiver = call.func.value
+                if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and \
+                        receiver.func.value == "super":
+                    continue  # a plain base's own method, checked with the base
+                if not (isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name)
+                        and receiver.value.value == "self"):
+                    return False
+                values = attributes.get(receiver.attr.value, [])
+                if not values:
+                    return False
+                for value in values:
+                    built = self.summary_of(value.func, scope.parent or scope) if isinstance(value, cst.Call) else None
+                    if not (isinstance(built, ClassSummary) and built.plain):
+                        return False
+        return True
 
     def _rate_clock(self, node: cst.ClassDef, infos) -> str | None:
         """`ClassSummary.rate_clock`: what `step()` computes the rate it writes from."""
