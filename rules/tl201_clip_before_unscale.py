@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from trainlint.model.amp import (BACKWARDS, CLIP, OPTIMIZER_STEPS, SCALED_BACKWARD, SCALER_STEP, UNSCALE, amp_model, describe,
+from trainlint.model.amp import (BACKWARDS, CLIP, OPTIMIZER_STEPS, SCALED_BACKWARD, SCALER_STEP, UNSCALE, ZERO_GRAD, amp_model, describe,
                            measures_only, per_update)
 from trainlint.model.amp import CLIP_NAMES
 from trainlint.model.roles import SCALER
@@ -75,6 +75,44 @@ class ClipBeforeUnscale(Rule):
         "https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_norm_.html",
     )
     examples = (
+        good(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, scaler, max_norm):
+                for x, y in loader:
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = torch.nn.functional.mse_loss(model(x), y)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                    scaler.scale(loss).backward()
+                    scaler.step(optimizer)
+                    scaler.update()
+                    optimizer.zero_grad(set_to_none=True)
+            """,
+            title="a clip before the backward sees the gradients the last iteration cleared, none scaled "
+                  "(misplaced: TL203)",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train(model, loader, optimizer, scaler, max_norm, accum):
+                for i, (x, y) in enumerate(loader):
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = torch.nn.functional.mse_loss(model(x), y) / accum
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                    scaler.scale(loss).backward()
+                    if (i + 1) % accum == 0:
+                        scaler.step(optimizer)
+                        scaler.update()
+                        optimizer.zero_grad(set_to_none=True)
+            """,
+            line=8,
+            title="the same clip under accumulation: the clear runs only at the update, so between updates it "
+                  "clips the micro-batches' scaled gradients",
+        ),
         bad(
             """
             import torch
@@ -590,6 +628,8 @@ class ClipBeforeUnscale(Rule):
                     continue
                 if _unscaled_before(ctx, unit, clip):
                     continue
+                if _cleared_since_backward(ctx, unit, clip):
+                    continue  # it clips cleared gradients, nothing scaled (TL203 reports where it sits)
                 scaled = unit.of_kind(SCALED_BACKWARD)
                 if scaled and all(unit.exclusive(ctx.index, clip, event) for event in scaled):
                     continue  # the non-AMP branch: its backward and its clip see true gradients
@@ -652,6 +692,33 @@ class ClipBeforeUnscale(Rule):
                       premise(f"the loss is scaled before its backward ({unit.scaled_in}), and no file of this "
                               "part of the project calls `unscale_`", clip.node, "call")],
         )
+
+
+def _cleared_since_backward(ctx, unit, clip) -> bool:
+    """Going back from the clip (in a loop, round to the previous iteration's end), a clear of the
+    gradients (`zero_grad`) comes before any backward, and it runs whenever that backward runs (no
+    `if`, loop or `except` around it that the backward is not in): the clip sees the cleared
+    gradients, none scaled (`clip; scaler.scale(loss).backward(); scaler.step(opt); opt.zero_grad()`
+    clips nothing; under accumulation, a clear only at the update leaves the micro-batches' scaled
+    gradients to a clip on the others)."""
+    for earlier in unit.before(clip):
+        if earlier.kind in BACKWARDS:
+            return False
+        if earlier.kind == ZERO_GRAD and not unit.exclusive(ctx.index, earlier, clip):
+            backward = next((e for e in unit.before(earlier) if e.kind in BACKWARDS), None)
+            return backward is not None and _runs_with(ctx.index, earlier.anchor, backward.anchor, unit.node)
+    return False
+
+
+def _runs_with(index, node: cst.CSTNode, other: cst.CSTNode, root: cst.CSTNode) -> bool:
+    """Every branch, loop or `except` around `node` below `root` is also around `other`."""
+    around_other = set(index.ancestors(other))
+    for ancestor in index.ancestors(node):
+        if ancestor is root:
+            return True
+        if isinstance(ancestor, (cst.If, cst.Else, cst.ExceptHandler, cst.For, cst.While)) and ancestor not in around_other:
+            return False
+    return True
 
 
 def _unscaled_before(ctx, unit, clip) -> bool:
