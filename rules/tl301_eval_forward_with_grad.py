@@ -126,6 +126,25 @@ class EvalForwardWithGrad(Rule):
                 return total
             """,
             line=15,
+            fixed="""
+            import torch
+
+
+            def forward_pass(model, batch):
+                if not model.training:
+                    return model(batch["x"])
+                with torch.no_grad():
+                    return model(batch["x"])
+
+
+            @torch.no_grad()
+            def validate(model, loader):
+                model.eval()
+                total = 0.0
+                for batch in loader:
+                    total += forward_pass(model, batch).sum().item()
+                return total
+            """,
             title="the helper's test the other way round: in eval mode the forward records a graph",
         ),
         good(

@@ -317,8 +317,6 @@ class Roles:
         """The construction of a local name bound once, by a call of a project class that is plain
         (`ClassSummary.plain`: only `object` and plain project classes among its ancestors); None
         otherwise (a name bound twice, a library class, a class deriving from anything unread)."""
-        from trainlint.model.summaries import ClassSummary  # summaries imports this module
-
         if not isinstance(expr, cst.Name):
             return None
         bindings = scope.lookup(expr.value)
@@ -326,7 +324,9 @@ class Roles:
             return None
         call = bindings[0].value
         summary = self.index.summary_of(call.func, scope)
-        return call if isinstance(summary, ClassSummary) and summary.plain else None
+        # a class's summary says `plain`; a function's has no such field (summaries imports this
+        # module, so the type is not named here)
+        return call if getattr(summary, "plain", False) else None
 
     def _owner_key(self, expr: cst.BaseExpression, scope: Scope):
         name = dotted_name(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
