@@ -1520,6 +1520,88 @@ class GraphKeptAcrossIterations(Rule):
             """,
             title="the running sum reads itself (not only the output's `.loss`): it chains every step's graph",
         ),
+        good(
+            """
+            from dataclasses import dataclass
+
+            import torch.nn.functional as F
+
+
+            @dataclass
+            class Parts:
+                total: float
+                ce: float
+
+
+            def joint_loss(logits, y):
+                ce = F.cross_entropy(logits, y)
+                total = ce + 0.1 * logits.pow(2).mean()
+                return total, Parts(total=float(total.item()), ce=ce.item())
+
+
+            def train(model, loader, opt):
+                history = []
+                for x, y in loader:
+                    loss, parts = joint_loss(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    history.append(parts.ce)
+                print(sum(history) / len(history))
+            """,
+            title="the loss function hands back a record whose fields it filled with `.item()`/`float()`: "
+                  "a field of it holds a number, whatever the loss carries",
+        ),
+        bad(
+            """
+            from dataclasses import dataclass
+
+            import torch.nn.functional as F
+
+
+            @dataclass
+            class Parts:
+                total: float
+                ce: float
+
+
+            def train(model, loader, opt):
+                history = []
+                for x, y in loader:
+                    ce = F.cross_entropy(model(x), y)
+                    opt.zero_grad()
+                    ce.backward()
+                    opt.step()
+                    parts = Parts(total=float(ce.item()), ce=ce)
+                    history.append(parts.ce)
+                print(sum(history) / len(history))
+            """,
+            line=20,
+            fixed="""
+            from dataclasses import dataclass
+
+            import torch.nn.functional as F
+
+
+            @dataclass
+            class Parts:
+                total: float
+                ce: float
+
+
+            def train(model, loader, opt):
+                history = []
+                for x, y in loader:
+                    ce = F.cross_entropy(model(x), y)
+                    opt.zero_grad()
+                    ce.backward()
+                    opt.step()
+                    parts = Parts(total=float(ce.item()), ce=ce)
+                    history.append(parts.ce.detach())
+                print(sum(history) / len(history))
+            """,
+            title="the same record, but the field kept is given the loss tensor itself",
+        ),
     )
 
     def check(self, ctx):
