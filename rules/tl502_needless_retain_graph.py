@@ -44,7 +44,11 @@ class NeedlessRetainGraph(Rule):
         value computed before the loop with a graph (`adj_norm = F.normalize(adj + perturbation)`,
         `perturbation` requiring grad) feeds every turn's loss: the next turn's backward runs
         through that part again. When such a value's graph cannot be told (a project function's
-        result), that premise is unknown and the finding is not reported by default. When the
+        result), that premise is unknown and the finding is not reported by default. The same holds
+        across a call: when the graph takes in a parameter for which a same-file caller, calling
+        the function in a loop, passes a variable bound before that loop (fakes generated once,
+        then several critic steps on them), the next call's backward runs through that variable's
+        graph again: quiet when it carries one, unknown when that cannot be told. When the
         function returns a value computed from the retained graph's variables (an auxiliary loss
         backpropagated with `retain_graph=True`, then the main loss summed from the same terms
         returned), a caller's backward runs through the retained part again: it stays quiet when
@@ -436,6 +440,85 @@ class NeedlessRetainGraph(Rule):
             """,
             title="the returned loss shares the retained terms, but its only caller just logs it",
         ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+            critic = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+            generator = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
+            c_opt = torch.optim.Adam(critic.parameters())
+
+
+            def critic_step(real, fake):
+                c_opt.zero_grad()
+                mix = 0.5 * real + 0.5 * fake
+                loss = critic(fake.detach()).mean() - critic(real).mean() + critic(mix).pow(2).mean()
+                loss.backward(retain_graph=True)
+                c_opt.step()
+
+
+            def train(loader, n_critic):
+                for real in loader:
+                    fake = generator(torch.randn(real.size(0), 8))
+                    for _ in range(n_critic):
+                        critic_step(real, fake)
+            """,
+            title="the caller makes the fakes once before its critic loop and hands them to every call; the "
+                  "penalty mixes them in undetached: each call's backward runs through the generator's graph "
+                  "again",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+            critic = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+            generator = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
+            c_opt = torch.optim.Adam(critic.parameters())
+
+
+            def critic_step(real, fake):
+                c_opt.zero_grad()
+                mix = 0.5 * real + 0.5 * fake
+                loss = critic(fake.detach()).mean() - critic(real).mean() + critic(mix).pow(2).mean()
+                loss.backward(retain_graph=True)
+                c_opt.step()
+
+
+            def train(loader, n_critic):
+                for real in loader:
+                    for _ in range(n_critic):
+                        fake = generator(torch.randn(real.size(0), 8))
+                        critic_step(real, fake)
+            """,
+            line=13,
+            fixed="""
+            import torch
+            from torch import nn
+
+            critic = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+            generator = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
+            c_opt = torch.optim.Adam(critic.parameters())
+
+
+            def critic_step(real, fake):
+                c_opt.zero_grad()
+                mix = 0.5 * real + 0.5 * fake
+                loss = critic(fake.detach()).mean() - critic(real).mean() + critic(mix).pow(2).mean()
+                loss.backward()
+                c_opt.step()
+
+
+            def train(loader, n_critic):
+                for real in loader:
+                    for _ in range(n_critic):
+                        fake = generator(torch.randn(real.size(0), 8))
+                        critic_step(real, fake)
+            """,
+            title="the same critic step, but the caller draws new fakes for every call: each graph is "
+                  "backpropagated once",
+        ),
     )
 
     def check(self, ctx):
@@ -476,6 +559,14 @@ class NeedlessRetainGraph(Rule):
             if before is not None:  # a value from before the loop, which may carry a graph, feeds it
                 stays = [unknown(f"the graph does not reach into the loop's next iteration through "
                                  f"`{before[0]}` (built before the loop)", before[1], "use")]
+            handed = _argument_from_before_a_callers_loop(ctx.index, flow, owner, root, call)
+            if handed is not None:
+                param, argument, carries = handed
+                if carries is True:
+                    continue  # the next call's backward runs again through the caller's argument
+                stays.append(unknown(f"the graph does not reach into the caller's next call through `{param}` "
+                                     f"(the caller passes `{code(ctx, argument)}`, bound before its loop)",
+                                     argument, "call"))
             yield self.report(
                 call,
                 f"`{ctx.code_for(call.func)}(..., retain_graph=True)` keeps every saved activation of the "
@@ -644,6 +735,45 @@ def _graph_from_before_loop(flow, loop, root, call) -> tuple[str, cst.BaseExpres
                     and flow.carries_graph(value) is not False:
                 return name, value
     return None
+
+
+def _argument_from_before_a_callers_loop(index, flow, owner, root, call):
+    """A parameter of the function feeding the retained graph (`penalty(real, fake)` mixes the
+    parameter `fake` in) for which a same-file caller, calling the function in a loop, passes a
+    variable bound before that loop and not rebound in it (`fake = generator(z)` then
+    `for _ in range(5): critic_step(real, fake)`): every call's backward runs through the graph
+    that variable carries, which only this call's `retain_graph=True` keeps for the next one.
+    (parameter, the caller's argument, whether that argument carries a graph), the first that
+    does (else one whose graph cannot be told); None when no caller does so."""
+    if not isinstance(owner, cst.FunctionDef):
+        return None
+    info = index.function_of_node.get(owner)
+    if info is None:
+        return None
+    sites = index.callers(info)
+    if not sites:
+        return None
+    names, _ = flow.graph_sources(root, call)
+    params = [p.name.value for p in (*owner.params.posonly_params, *owner.params.params, *owner.params.kwonly_params)]
+    fed = [p for p in params if p in names and p not in ("self", "cls")
+           and all(b.kind == "param" for b in flow.bindings_in_function(p, call))]
+    found = None
+    for param in fed:
+        for site in sites:
+            argument = index.argument_for(site.node, info, param)
+            loop = _innermost_loop(index, site.node)
+            if not isinstance(argument, cst.Name) or loop is None:
+                continue
+            bindings = flow.bindings_in_function(argument.value, site.node)
+            if not bindings or any(b.kind not in ("assign", "annassign") or flow.inside(b.node, loop.body)
+                                   for b in bindings):
+                continue  # a parameter of the caller, a loop target, or rebound every turn: fresh graphs
+            carries = flow.carries_graph(argument)
+            if carries is True:
+                return param, argument, True
+            if carries is None and found is None:
+                found = (param, argument, None)
+    return found
 
 
 def _leaf(flow, value: cst.BaseExpression) -> bool:
