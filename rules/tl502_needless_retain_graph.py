@@ -48,7 +48,10 @@ class NeedlessRetainGraph(Rule):
         across a call: when the graph takes in a parameter for which a same-file caller, calling
         the function in a loop, passes a variable bound before that loop (fakes generated once,
         then several critic steps on them), the next call's backward runs through that variable's
-        graph again: quiet when it carries one, unknown when that cannot be told. When the
+        graph again: quiet when it carries one, unknown when that cannot be told. It stays quiet
+        too when the function reads the allocator's statistics after the backward
+        (`torch.cuda.memory_allocated()`, also through a same-file helper): a memory profile that
+        measures what the graph keeps. When the
         function returns a value computed from the retained graph's variables (an auxiliary loss
         backpropagated with `retain_graph=True`, then the main loss summed from the same terms
         returned), a caller's backward runs through the retained part again: it stays quiet when
@@ -519,6 +522,65 @@ class NeedlessRetainGraph(Rule):
             title="the same critic step, but the caller draws new fakes for every call: each graph is "
                   "backpropagated once",
         ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            def allocated():
+                return torch.cuda.memory_allocated()
+
+
+            def profile(model: nn.Module, x):
+                base = allocated()
+                loss = model(x).pow(2).mean()
+                after_forward = allocated() - base
+                loss.backward(retain_graph=True)
+                with_grads = allocated() - base
+                print(after_forward, with_grads - after_forward)
+            """,
+            title="a memory profile reads the allocator after the backward: the kept activations are part of "
+                  "what it measures",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            def allocated():
+                return torch.cuda.memory_allocated()
+
+
+            def profile(model: nn.Module, x, opt):
+                base = allocated()
+                loss = model(x).pow(2).mean()
+                print(allocated() - base)
+                loss.backward(retain_graph=True)
+                opt.step()
+                opt.zero_grad()
+            """,
+            line=13,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            def allocated():
+                return torch.cuda.memory_allocated()
+
+
+            def profile(model: nn.Module, x, opt):
+                base = allocated()
+                loss = model(x).pow(2).mean()
+                print(allocated() - base)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+            """,
+            title="the allocator is read only before the backward: nothing observes what the graph keeps",
+        ),
     )
 
     def check(self, ctx):
@@ -541,6 +603,8 @@ class NeedlessRetainGraph(Rule):
             owner = flow._owner(call)
             if self._later_backward(flow, model, owner, call, site.scope, root, backwards):
                 continue
+            if _memory_read_after(flow, model, owner, call):
+                continue  # the kept tensors are measured: the allocator is read after the backward
             loop = _innermost_loop(ctx.index, call)
             if loop is not None and (_root_from_before_loop(flow, loop, root) or _carried_state(flow, loop)):
                 continue
@@ -774,6 +838,32 @@ def _argument_from_before_a_callers_loop(index, flow, owner, root, call):
             if carries is None and found is None:
                 found = (param, argument, None)
     return found
+
+
+#: torch calls that report what the caching allocator holds: what `retain_graph=True` keeps shows in them
+_MEMORY_PROBES = frozenset({
+    "torch.cuda.memory_allocated", "torch.cuda.max_memory_allocated", "torch.cuda.memory_reserved",
+    "torch.cuda.max_memory_reserved", "torch.cuda.memory_stats", "torch.cuda.memory_summary",
+    "torch.cuda.memory_snapshot", "torch.cuda.mem_get_info", "torch.mps.current_allocated_memory",
+    "torch.mps.driver_allocated_memory", "torch.xpu.memory_allocated", "torch.xpu.max_memory_allocated"})
+
+
+def _memory_read_after(flow, model, owner, call) -> bool:
+    """After `call`, the function reads the allocator's statistics (`torch.cuda.memory_allocated()`),
+    itself or through a same-file helper: the tensors the graph keeps are part of what it
+    measures (a script that measures a step's memory by its parts), so keeping them is observed,
+    not needless."""
+    end = flow.end(call)
+    if end < 0:
+        return False
+    body = owner.body if isinstance(owner, cst.FunctionDef) else owner
+    for later in flow.index.calls_under(body):
+        if flow.position(later) < end:
+            continue
+        for ref in model.reachable_calls(later, flow.scope_of(later)):
+            if flow.index.resolve(ref.node.func, ref.scope) in _MEMORY_PROBES:
+                return True
+    return False
 
 
 def _leaf(flow, value: cst.BaseExpression) -> bool:
