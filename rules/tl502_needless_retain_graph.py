@@ -9,7 +9,7 @@ import libcst as cst
 from trainlint.model.dataflow import dataflow
 from trainlint.finding import Severity
 from trainlint.gate import named
-from trainlint.model.index import keyword_value, walk, walk_expression
+from trainlint.model.index import keyword_value, positional_args, walk, walk_expression
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.training import training_model
 from trainlint.model.premises import premise, unknown
@@ -833,11 +833,53 @@ def _argument_from_before_a_callers_loop(index, flow, owner, root, call):
                                    for b in bindings):
                 continue  # a parameter of the caller, a loop target, or rebound every turn: fresh graphs
             carries = flow.carries_graph(argument)
+            if carries is None and _drawn_from_loader(flow, argument):
+                carries = False  # a batch of the data: no graph
             if carries is True:
                 return param, argument, True
             if carries is None and found is None:
                 found = (param, argument, None)
     return found
+
+
+_MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "contiguous", "long", "int"})
+
+
+def _drawn_from_loader(flow, expr, depth: int = 0) -> bool:
+    """`expr` is (an element of, moved or cast) an item of a loop over a data loader (`for data in
+    tqdm(loader)`, `real = data[0].to(device)`): a batch of the data, which no forward built."""
+    if depth > 6:
+        return False
+    while True:
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MOVES:
+            expr = expr.func.value
+        else:
+            break
+    if not isinstance(expr, cst.Name):
+        return False
+    binding = flow.reaching(expr)
+    if binding is None:
+        return False
+    if binding.kind == "for" and isinstance(binding.node, cst.For):
+        iterable = binding.node.iter
+        scope = flow.scope_of(binding.node)
+        for _ in range(6):
+            if flow.is_loader(iterable, scope):
+                return True
+            if isinstance(iterable, cst.Call) and positional_args(iterable):
+                iterable = positional_args(iterable)[0].value  # `enumerate(...)`, `tqdm(...)`
+            elif isinstance(iterable, cst.Name) and flow.reaching(iterable) is not None \
+                    and flow.reaching(iterable).kind in ("with", "assign") and flow.reaching(iterable).value is not None:
+                iterable = flow.reaching(iterable).value  # `with tqdm(loader) as bar: for b in bar`
+            else:
+                return False
+        return False
+    if binding.kind == "with" and isinstance(binding.node, cst.With):
+        return False
+    value = flow.bound_value(binding) if binding.kind == "assign" else None
+    return value is not None and _drawn_from_loader(flow, value, depth + 1)
 
 
 #: torch calls that report what the caching allocator holds: what `retain_graph=True` keeps shows in them
