@@ -1476,6 +1476,132 @@ class GraphKeptAcrossIterations(Rule):
             line=25,
             title="the forward blends the state with a statistic of its output: the state carries the graph",
         ),
+        good(
+            """
+            from torch import nn
+            from torch.utils.data import DataLoader
+
+            def train(model: nn.Module, data, update, w):
+                for x, y in DataLoader(data, batch_size=32):
+                    out = model(x, y)
+                    loss = out.loss
+                    if out.aux is not None:
+                        loss += w * out.aux
+                    update(loss)
+            """,
+            title="the loss is bound afresh from the output's `.loss` at every step before the term is added "
+                  "(`out.loss` reads the output's attribute, not the variable `loss`)",
+        ),
+        bad(
+            """
+            from torch import nn
+            from torch.utils.data import DataLoader
+
+            def train(model: nn.Module, data, update, w):
+                loss = 0
+                for x, y in DataLoader(data, batch_size=32):
+                    out = model(x, y)
+                    update(out.loss)
+                    loss = loss + w * out.aux
+                print(float(loss))
+            """,
+            line=9,
+            fixed="""
+            from torch import nn
+            from torch.utils.data import DataLoader
+
+            def train(model: nn.Module, data, update, w):
+                loss = 0
+                for x, y in DataLoader(data, batch_size=32):
+                    out = model(x, y)
+                    update(out.loss)
+                    loss = loss + (w * out.aux).detach()
+                print(float(loss))
+            """,
+            title="the running sum reads itself (not only the output's `.loss`): it chains every step's graph",
+        ),
+        good(
+            """
+            from dataclasses import dataclass
+
+            import torch.nn.functional as F
+
+
+            @dataclass
+            class Parts:
+                total: float
+                ce: float
+
+
+            def joint_loss(logits, y):
+                ce = F.cross_entropy(logits, y)
+                total = ce + 0.1 * logits.pow(2).mean()
+                return total, Parts(total=float(total.item()), ce=ce.item())
+
+
+            def train(model, loader, opt):
+                history = []
+                for x, y in loader:
+                    loss, parts = joint_loss(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    history.append(parts.ce)
+                print(sum(history) / len(history))
+            """,
+            title="the loss function hands back a record whose fields it filled with `.item()`/`float()`: "
+                  "a field of it holds a number, whatever the loss carries",
+        ),
+        bad(
+            """
+            from dataclasses import dataclass
+
+            import torch.nn.functional as F
+
+
+            @dataclass
+            class Parts:
+                total: float
+                ce: float
+
+
+            def train(model, loader, opt):
+                history = []
+                for x, y in loader:
+                    ce = F.cross_entropy(model(x), y)
+                    opt.zero_grad()
+                    ce.backward()
+                    opt.step()
+                    parts = Parts(total=float(ce.item()), ce=ce)
+                    history.append(parts.ce)
+                print(sum(history) / len(history))
+            """,
+            line=20,
+            fixed="""
+            from dataclasses import dataclass
+
+            import torch.nn.functional as F
+
+
+            @dataclass
+            class Parts:
+                total: float
+                ce: float
+
+
+            def train(model, loader, opt):
+                history = []
+                for x, y in loader:
+                    ce = F.cross_entropy(model(x), y)
+                    opt.zero_grad()
+                    ce.backward()
+                    opt.step()
+                    parts = Parts(total=float(ce.item()), ce=ce)
+                    history.append(parts.ce.detach())
+                print(sum(history) / len(history))
+            """,
+            title="the same record, but the field kept is given the loss tensor itself",
+        ),
     )
 
     def check(self, ctx):
@@ -1637,8 +1763,7 @@ def _as_store(node: cst.CSTNode):
         if isinstance(value, (cst.BinaryOperation, cst.IfExp)):
             # `ema = 0.98 * ema + 0.02 * loss`: the running value chains every step's graph
             key = dotted_name(target)
-            if key is not None and any(dotted_name(n) == key for n in walk_expression(value)
-                                       if isinstance(n, (cst.Name, cst.Attribute))):
+            if key is not None and _reads(value, key):
                 return target, value, "accumulates"
         if isinstance(target, cst.Subscript) and not _constant_key(target):
             container = target.value
@@ -1784,9 +1909,20 @@ def _flatten(target):
 
 
 def _self_referential(assign, key) -> bool:
-    value = assign.value
-    return value is not None and any(dotted_name(n) == key for n in walk_expression(value)
-                                     if isinstance(n, (cst.Name, cst.Attribute)))
+    return assign.value is not None and _reads(assign.value, key)
+
+
+def _reads(expr: cst.BaseExpression, key: str) -> bool:
+    """`expr` reads the variable or attribute chain `key`: `loss` in `loss + aux` or `loss * 0.9`,
+    not in `out.loss` (an attribute of another object) nor `f(loss=x)` (a keyword's name)."""
+    names_only = set()
+    for node in walk_expression(expr):
+        if isinstance(node, cst.Attribute):
+            names_only.add(id(node.attr))
+        elif isinstance(node, cst.Arg) and node.keyword is not None:
+            names_only.add(id(node.keyword))
+    return any(dotted_name(n) == key for n in walk_expression(expr)
+               if isinstance(n, (cst.Name, cst.Attribute)) and id(n) not in names_only)
 
 
 def _backpropagated_each_iteration(flow, loop, value) -> bool:

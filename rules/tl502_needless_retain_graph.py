@@ -9,7 +9,7 @@ import libcst as cst
 from trainlint.model.dataflow import dataflow
 from trainlint.finding import Severity
 from trainlint.gate import named
-from trainlint.model.index import keyword_value, walk, walk_expression
+from trainlint.model.index import keyword_value, positional_args, walk, walk_expression
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.training import training_model
 from trainlint.model.premises import premise, unknown
@@ -44,7 +44,14 @@ class NeedlessRetainGraph(Rule):
         value computed before the loop with a graph (`adj_norm = F.normalize(adj + perturbation)`,
         `perturbation` requiring grad) feeds every turn's loss: the next turn's backward runs
         through that part again. When such a value's graph cannot be told (a project function's
-        result), that premise is unknown and the finding is not reported by default. When the
+        result), that premise is unknown and the finding is not reported by default. The same holds
+        across a call: when the graph takes in a parameter for which a same-file caller, calling
+        the function in a loop, passes a variable bound before that loop (fakes generated once,
+        then several critic steps on them), the next call's backward runs through that variable's
+        graph again: quiet when it carries one, unknown when that cannot be told. It stays quiet
+        too when the function reads the allocator's statistics after the backward
+        (`torch.cuda.memory_allocated()`, also through a same-file helper): a memory profile that
+        measures what the graph keeps. When the
         function returns a value computed from the retained graph's variables (an auxiliary loss
         backpropagated with `retain_graph=True`, then the main loss summed from the same terms
         returned), a caller's backward runs through the retained part again: it stays quiet when
@@ -436,6 +443,144 @@ class NeedlessRetainGraph(Rule):
             """,
             title="the returned loss shares the retained terms, but its only caller just logs it",
         ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+            critic = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+            generator = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
+            c_opt = torch.optim.Adam(critic.parameters())
+
+
+            def critic_step(real, fake):
+                c_opt.zero_grad()
+                mix = 0.5 * real + 0.5 * fake
+                loss = critic(fake.detach()).mean() - critic(real).mean() + critic(mix).pow(2).mean()
+                loss.backward(retain_graph=True)
+                c_opt.step()
+
+
+            def train(loader, n_critic):
+                for real in loader:
+                    fake = generator(torch.randn(real.size(0), 8))
+                    for _ in range(n_critic):
+                        critic_step(real, fake)
+            """,
+            title="the caller makes the fakes once before its critic loop and hands them to every call; the "
+                  "penalty mixes them in undetached: each call's backward runs through the generator's graph "
+                  "again",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+            critic = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+            generator = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
+            c_opt = torch.optim.Adam(critic.parameters())
+
+
+            def critic_step(real, fake):
+                c_opt.zero_grad()
+                mix = 0.5 * real + 0.5 * fake
+                loss = critic(fake.detach()).mean() - critic(real).mean() + critic(mix).pow(2).mean()
+                loss.backward(retain_graph=True)
+                c_opt.step()
+
+
+            def train(loader, n_critic):
+                for real in loader:
+                    for _ in range(n_critic):
+                        fake = generator(torch.randn(real.size(0), 8))
+                        critic_step(real, fake)
+            """,
+            line=13,
+            fixed="""
+            import torch
+            from torch import nn
+
+            critic = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+            generator = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
+            c_opt = torch.optim.Adam(critic.parameters())
+
+
+            def critic_step(real, fake):
+                c_opt.zero_grad()
+                mix = 0.5 * real + 0.5 * fake
+                loss = critic(fake.detach()).mean() - critic(real).mean() + critic(mix).pow(2).mean()
+                loss.backward()
+                c_opt.step()
+
+
+            def train(loader, n_critic):
+                for real in loader:
+                    for _ in range(n_critic):
+                        fake = generator(torch.randn(real.size(0), 8))
+                        critic_step(real, fake)
+            """,
+            title="the same critic step, but the caller draws new fakes for every call: each graph is "
+                  "backpropagated once",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            def allocated():
+                return torch.cuda.memory_allocated()
+
+
+            def profile(model: nn.Module, x):
+                base = allocated()
+                loss = model(x).pow(2).mean()
+                after_forward = allocated() - base
+                loss.backward(retain_graph=True)
+                with_grads = allocated() - base
+                print(after_forward, with_grads - after_forward)
+            """,
+            title="a memory profile reads the allocator after the backward: the kept activations are part of "
+                  "what it measures",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            def allocated():
+                return torch.cuda.memory_allocated()
+
+
+            def profile(model: nn.Module, x, opt):
+                base = allocated()
+                loss = model(x).pow(2).mean()
+                print(allocated() - base)
+                loss.backward(retain_graph=True)
+                opt.step()
+                opt.zero_grad()
+            """,
+            line=13,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            def allocated():
+                return torch.cuda.memory_allocated()
+
+
+            def profile(model: nn.Module, x, opt):
+                base = allocated()
+                loss = model(x).pow(2).mean()
+                print(allocated() - base)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+            """,
+            title="the allocator is read only before the backward: nothing observes what the graph keeps",
+        ),
     )
 
     def check(self, ctx):
@@ -458,6 +603,8 @@ class NeedlessRetainGraph(Rule):
             owner = flow._owner(call)
             if self._later_backward(flow, model, owner, call, site.scope, root, backwards):
                 continue
+            if _memory_read_after(flow, model, owner, call):
+                continue  # the kept tensors are measured: the allocator is read after the backward
             loop = _innermost_loop(ctx.index, call)
             if loop is not None and (_root_from_before_loop(flow, loop, root) or _carried_state(flow, loop)):
                 continue
@@ -476,6 +623,14 @@ class NeedlessRetainGraph(Rule):
             if before is not None:  # a value from before the loop, which may carry a graph, feeds it
                 stays = [unknown(f"the graph does not reach into the loop's next iteration through "
                                  f"`{before[0]}` (built before the loop)", before[1], "use")]
+            handed = _argument_from_before_a_callers_loop(ctx.index, flow, owner, root, call)
+            if handed is not None:
+                param, argument, carries = handed
+                if carries is True:
+                    continue  # the next call's backward runs again through the caller's argument
+                stays.append(unknown(f"the graph does not reach into the caller's next call through `{param}` "
+                                     f"(the caller passes `{code(ctx, argument)}`, bound before its loop)",
+                                     argument, "call"))
             yield self.report(
                 call,
                 f"`{ctx.code_for(call.func)}(..., retain_graph=True)` keeps every saved activation of the "
@@ -644,6 +799,113 @@ def _graph_from_before_loop(flow, loop, root, call) -> tuple[str, cst.BaseExpres
                     and flow.carries_graph(value) is not False:
                 return name, value
     return None
+
+
+def _argument_from_before_a_callers_loop(index, flow, owner, root, call):
+    """A parameter of the function feeding the retained graph (`penalty(real, fake)` mixes the
+    parameter `fake` in) for which a same-file caller, calling the function in a loop, passes a
+    variable bound before that loop and not rebound in it (`fake = generator(z)` then
+    `for _ in range(5): critic_step(real, fake)`): every call's backward runs through the graph
+    that variable carries, which only this call's `retain_graph=True` keeps for the next one.
+    (parameter, the caller's argument, whether that argument carries a graph), the first that
+    does (else one whose graph cannot be told); None when no caller does so."""
+    if not isinstance(owner, cst.FunctionDef):
+        return None
+    info = index.function_of_node.get(owner)
+    if info is None:
+        return None
+    sites = index.callers(info)
+    if not sites:
+        return None
+    names, _ = flow.graph_sources(root, call)
+    params = [p.name.value for p in (*owner.params.posonly_params, *owner.params.params, *owner.params.kwonly_params)]
+    fed = [p for p in params if p in names and p not in ("self", "cls")
+           and all(b.kind == "param" for b in flow.bindings_in_function(p, call))]
+    found = None
+    for param in fed:
+        for site in sites:
+            argument = index.argument_for(site.node, info, param)
+            loop = _innermost_loop(index, site.node)
+            if not isinstance(argument, cst.Name) or loop is None:
+                continue
+            bindings = flow.bindings_in_function(argument.value, site.node)
+            if not bindings or any(b.kind not in ("assign", "annassign") or flow.inside(b.node, loop.body)
+                                   for b in bindings):
+                continue  # a parameter of the caller, a loop target, or rebound every turn: fresh graphs
+            carries = flow.carries_graph(argument)
+            if carries is None and _drawn_from_loader(flow, argument):
+                carries = False  # a batch of the data: no graph
+            if carries is True:
+                return param, argument, True
+            if carries is None and found is None:
+                found = (param, argument, None)
+    return found
+
+
+_MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "contiguous", "long", "int"})
+
+
+def _drawn_from_loader(flow, expr, depth: int = 0) -> bool:
+    """`expr` is (an element of, moved or cast) an item of a loop over a data loader (`for data in
+    tqdm(loader)`, `real = data[0].to(device)`): a batch of the data, which no forward built."""
+    if depth > 6:
+        return False
+    while True:
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MOVES:
+            expr = expr.func.value
+        else:
+            break
+    if not isinstance(expr, cst.Name):
+        return False
+    binding = flow.reaching(expr)
+    if binding is None:
+        return False
+    if binding.kind == "for" and isinstance(binding.node, cst.For):
+        iterable = binding.node.iter
+        scope = flow.scope_of(binding.node)
+        for _ in range(6):
+            if flow.is_loader(iterable, scope):
+                return True
+            if isinstance(iterable, cst.Call) and positional_args(iterable):
+                iterable = positional_args(iterable)[0].value  # `enumerate(...)`, `tqdm(...)`
+            elif isinstance(iterable, cst.Name) and flow.reaching(iterable) is not None \
+                    and flow.reaching(iterable).kind in ("with", "assign") and flow.reaching(iterable).value is not None:
+                iterable = flow.reaching(iterable).value  # `with tqdm(loader) as bar: for b in bar`
+            else:
+                return False
+        return False
+    if binding.kind == "with" and isinstance(binding.node, cst.With):
+        return False
+    value = flow.bound_value(binding) if binding.kind == "assign" else None
+    return value is not None and _drawn_from_loader(flow, value, depth + 1)
+
+
+#: torch calls that report what the caching allocator holds: what `retain_graph=True` keeps shows in them
+_MEMORY_PROBES = frozenset({
+    "torch.cuda.memory_allocated", "torch.cuda.max_memory_allocated", "torch.cuda.memory_reserved",
+    "torch.cuda.max_memory_reserved", "torch.cuda.memory_stats", "torch.cuda.memory_summary",
+    "torch.cuda.memory_snapshot", "torch.cuda.mem_get_info", "torch.mps.current_allocated_memory",
+    "torch.mps.driver_allocated_memory", "torch.xpu.memory_allocated", "torch.xpu.max_memory_allocated"})
+
+
+def _memory_read_after(flow, model, owner, call) -> bool:
+    """After `call`, the function reads the allocator's statistics (`torch.cuda.memory_allocated()`),
+    itself or through a same-file helper: the tensors the graph keeps are part of what it
+    measures (a script that measures a step's memory by its parts), so keeping them is observed,
+    not needless."""
+    end = flow.end(call)
+    if end < 0:
+        return False
+    body = owner.body if isinstance(owner, cst.FunctionDef) else owner
+    for later in flow.index.calls_under(body):
+        if flow.position(later) < end:
+            continue
+        for ref in model.reachable_calls(later, flow.scope_of(later)):
+            if flow.index.resolve(ref.node.func, ref.scope) in _MEMORY_PROBES:
+                return True
+    return False
 
 
 def _leaf(flow, value: cst.BaseExpression) -> bool:

@@ -1321,6 +1321,66 @@ def test_a_criterion_result_detached_through_a_star_import(tmp_path):
     assert (20, "TL501") in _codes(lint_path(path, ALL, project=Project(tmp_path)))
 
 
+def test_a_record_returned_by_a_loss_in_another_file_keeps_numbers_in_the_fields_it_filled_so(tmp_path):
+    """TL501: `loss, parts = joint_loss(...)` where the loss (losses.py) returns an object of a
+    class of its file whose `__init__` keeps each argument as given, built with `.item()`/`int()`:
+    `parts.ce` and `parts.count` are numbers. The field given the loss tensor itself carries its
+    graph, and a class that changes the field it was given (`self.ce = ce * 2`) keeps no argument
+    as given (the loss's name decides, as before)."""
+    write(tmp_path, {
+        "losses.py": """
+            import torch.nn.functional as F
+
+            class Parts:
+                def __init__(self, ce, count, reg):
+                    self.ce = ce
+                    self.count = count
+                    self.reg = reg
+
+            def joint_loss(logits, y):
+                ce = F.cross_entropy(logits, y)
+                reg = logits.pow(2).mean()
+                n = int((y >= 0).sum().item())
+                return ce + 0.1 * reg, Parts(ce.item(), count=n, reg=reg)
+            """,
+        "train.py": """
+            from losses import joint_loss
+
+            def train(model, loader, opt):
+                ces, counts, regs = [], [], []
+                for x, y in loader:
+                    loss, parts = joint_loss(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    ces.append(parts.ce)
+                    counts.append(parts.count)
+                    regs.append(parts.reg)
+                print(sum(ces) / len(ces), sum(counts), len(regs))
+            """,
+    })
+    path = str(tmp_path / "train.py")
+    found = {line for line, code in _codes(lint_path(path, ALL, project=Project(tmp_path))) if code == "TL501"}
+    assert found == {13}
+    write(tmp_path, {"losses.py": """
+        import torch.nn.functional as F
+
+        class Parts:
+            def __init__(self, ce, count, reg):
+                self.ce = ce * 2
+                self.count = count
+                self.reg = reg
+
+        def joint_loss(logits, y):
+            ce = F.cross_entropy(logits, y)
+            reg = logits.pow(2).mean()
+            n = int((y >= 0).sum().item())
+            return ce + 0.1 * reg, Parts(ce.item(), count=n, reg=reg)
+        """})
+    found = {line for line, code in _codes(lint_path(path, ALL, project=Project(tmp_path))) if code == "TL501"}
+    assert found == {11, 13}
+
+
 def test_a_components_method_callers_are_found_once_for_all_its_files(tmp_path, monkeypatch):
     """A project of near-copies (an editor's `.history/` folder: hundreds of versions of one
     trainer) asks "who calls a method `vali`" from every copy; the answer depends only on the

@@ -25,7 +25,8 @@ from trainlint.model.roles import ACCELERATOR, ENGINE, LOADER, MODULE_ROLES, rol
 from trainlint.model.grad_mode import (GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_SETTERS, GRAD_WORDS, switch_unsettled,
                                        switched_grad)
 from trainlint.model.mode_state import ON
-from trainlint.model.summaries import DETACH_WORDS, ClassSummary, callable_summary, instance_class
+from trainlint.model.summaries import (DETACH_WORDS, ClassSummary, callable_summary, construction_fields,
+                                      instance_class)
 from trainlint.model.training import training_model
 from trainlint.model.value_kinds import NUMBER_ATTRIBUTES, NUMBER_FUNCTIONS, NUMBER_METHODS, NUMBER_WORDS, is_number
 
@@ -903,6 +904,10 @@ class Dataflow:
                 return False
             if isinstance(expr.value, cst.Name) and expr.value.value == "self":
                 return None
+            if isinstance(expr.value, cst.Name):
+                kept = self._field_graph(expr.value, expr.attr.value, depth)
+                if kept is not None:
+                    return kept
             return self.carries_graph(expr.value, depth + 1)
         if isinstance(expr, cst.Subscript):
             return self.carries_graph(expr.value, depth + 1)
@@ -938,6 +943,35 @@ class Dataflow:
                 and name.value in self.backwarded_names(self._owner(name)):
             return True  # the loss that this function backpropagates
         return result
+
+    def _field_graph(self, name: cst.Name, field: str, depth: int) -> bool | None:
+        """`parts.total` where `parts` was built as an object of a project class that keeps the
+        argument given for `total` as it is: the graph of that argument (`Parts(total=loss)`: a
+        graph; `Parts(total=float(loss.item()))`: none), also when a project function returns the
+        object (`loss, parts = compute(...)`, `Detached.fields`). None when not known that way."""
+        binding = self.reaching(name)
+        if binding is None or binding.kind != "assign" or not isinstance(binding.node, cst.Assign):
+            return None
+        assign = binding.node
+        call = assign.value
+        if not isinstance(call, cst.Call):
+            return None
+        position = unpacked_position(assign, name.value)
+        if position is None:
+            if not any(isinstance(t.target, cst.Name) and t.target.value == name.value for t in assign.targets):
+                return None
+            where = -1
+        else:
+            where = position[0]
+        scope = self.scope_of(assign)
+        summary = self.index.summary_of(call.func, scope)
+        if isinstance(summary, ClassSummary):
+            argument = construction_fields(summary, call).get(field) if where == -1 else None
+            return self.carries_graph(argument, depth + 1) if argument is not None else None
+        summary = callable_summary(self.index, call.func, scope, DETACH_WORDS)
+        if summary is not None and (where, field) in summary.detached.fields:
+            return False
+        return None
 
     def _iterated_value_graph(self, loop: cst.For, name: str, depth: int) -> bool | None:
         """`for k, v in loss_dict.items()` / `for v in losses.values()`: the values carry the graph

@@ -94,6 +94,11 @@ class Detached:
     #: caller passed it (never rebound but to a value without graph, never changed in place) or a
     #: value without graph: the element has a graph only when the caller's argument has one
     through: frozenset[tuple[int, str]] = frozenset()
+    #: (position, field): every return gives at that position (-1: the returned value itself) an
+    #: object of a project class built with a value without graph for that field, which the class
+    #: keeps as given (`return loss, Parts(total=float(loss.item()))`): reading the field of the
+    #: result (`parts.total`) reads no graph
+    fields: frozenset[tuple[int, str]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -242,10 +247,19 @@ class ClassSummary:
 
     def __init__(self, name: str, bases: tuple[str, ...] = (), role: str | None = None, grad_off: bool = False,
                  init_attrs: dict[str, str] | None = None, methods=None, trains: bool = False, mode=None,
-                 sets_next_rate: bool = False, rate_clock: str | None = None, plain=None) -> None:
+                 sets_next_rate: bool = False, rate_clock: str | None = None, plain=None,
+                 record_fields: tuple[str, ...] | None = None, positional_fields: bool = False,
+                 stored_params: dict[str, str] | None = None) -> None:
         self.name = name
         self._plain = plain or (lambda: False)  # () -> `plain` (computed when first asked)
         self._plain_value: tuple[bool] | None = None
+        # the fields a construction sets as given, never reassigned by the class: a dataclass's or
+        # NamedTuple's declared fields (in order; `positional_fields` when a positional argument
+        # is the field of its position: no base class declares fields before them), else None
+        self.record_fields = record_fields
+        self.positional_fields = positional_fields
+        # `self.<attr> = <param>` in `__init__`, the attribute assigned nowhere else: attr -> param
+        self.stored_params = stored_params or {}
         # the clock a schedule of the project's own keeps (its `step()` writes the rate itself):
         # COUNTER (a `self.<n> += 1` each call advances, like torch's `last_epoch`) or POSITION
         # (`step(epoch, it)` is told where it is: calling it again for the same position sets the
@@ -304,6 +318,31 @@ class ClassSummary:
 
     def __repr__(self) -> str:
         return f"ClassSummary({self.name!r}, role={self.role!r}, grad_off={self.grad_off})"
+
+
+def construction_fields(summary: ClassSummary, call: cst.Call) -> dict[str, cst.BaseExpression]:
+    """For `call`, a construction of the project class `summary` describes: the argument each
+    field of the new object holds as given (`Parts(total=t, n=k)` -> {"total": t, "n": k}); a
+    field not known to be kept as given is left out."""
+    if any(a.star for a in call.args):
+        return {}
+    found: dict[str, cst.BaseExpression] = {}
+    positional = positional_args(call)
+    if summary.record_fields is not None:
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value in summary.record_fields:
+                found[arg.keyword.value] = arg.value
+        if summary.positional_fields:
+            for name, arg in zip(summary.record_fields, positional):
+                found[name] = arg.value
+        return found
+    params = summary.params
+    by_param = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+    by_param.update({name: arg.value for name, arg in zip(params, positional)})
+    for attr, param in summary.stored_params.items():
+        if param in by_param:
+            found[attr] = by_param[param]
+    return found
 
 
 @dataclass(frozen=True)
@@ -1280,7 +1319,41 @@ class _Summariser:
                 found = frozenset(_string(e.key) for e in value.elements if isinstance(e, cst.DictElement)
                                   and _string(e.key) and (off or self.is_detached(e.value, function.scope)))
                 keys = found if keys is None else keys & found
-        return Detached(whole, positions or frozenset(), keys or frozenset(), self._handed_back(function, returns))
+        return Detached(whole, positions or frozenset(), keys or frozenset(), self._handed_back(function, returns),
+                        self._detached_fields(function, returns))
+
+    def _detached_fields(self, function: FunctionInfo, returns: list[cst.Return]) -> frozenset[tuple[int, str]]:
+        """`Detached.fields`: returns under a grad-off context give nothing with a graph and do
+        not count; every other return must build the object with the field's value detached."""
+        found: set[tuple[int, str]] | None = None
+        for ret in returns:
+            if self._under_grad_off(ret, function):
+                continue
+            value = ret.value
+            elements = list(enumerate(e.value for e in value.elements)) if isinstance(value, (cst.Tuple, cst.List)) \
+                else [(-1, value)]
+            here = set()
+            for position, element in elements:
+                for name, argument in self._built_fields(element, function.scope).items():
+                    if self.is_detached(argument, function.scope):
+                        here.add((position, name))
+            found = here if found is None else found & here
+            if not found:
+                return frozenset()
+        return frozenset(found or ())
+
+    def _built_fields(self, expr: cst.BaseExpression, scope: Scope) -> dict[str, cst.BaseExpression]:
+        """The fields of the object `expr` is, when it is (a name bound once to) a construction of a
+        project class: `construction_fields`."""
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
+                return {}
+            expr = bindings[0].value
+        if not isinstance(expr, cst.Call):
+            return {}
+        summary = self.summary_of(expr.func, scope)
+        return construction_fields(summary, expr) if isinstance(summary, ClassSummary) else {}
 
     def _handed_back(self, function: FunctionInfo, returns: list[cst.Return]) -> frozenset[tuple[int, str]]:
         """`Detached.through`: the tuple positions where every return gives one parameter back
@@ -1604,6 +1677,7 @@ class _Summariser:
                         root = root.func.value  # `self.model = model.to(device)`
                     if isinstance(root, cst.Name) and root.value in params and index.function_at(value) is init:
                         init_attrs[attr] = root.value
+        record_fields, positional_fields, stored_params = self._kept_fields(node, scope, bases, infos, init)
         grad_off = False
         enter = infos.get("__enter__")
         if enter is not None:
@@ -1616,7 +1690,7 @@ class _Summariser:
                             init_attrs, lambda name: self.function(infos[name]) if name in infos else None, trains,
                             (lambda: class_verdict(index, node.name.value)) if module_level else None,
                             self._sets_next_rate(node, infos), self._rate_clock(node, infos),
-                            lambda: self._plain_class(node, scope))
+                            lambda: self._plain_class(node, scope), record_fields, positional_fields, stored_params)
 
     def _plain_class(self, node: cst.ClassDef, scope: Scope) -> bool:
         """`ClassSummary.plain`: each base is `object` or a project class (this file's or an imported
@@ -1653,6 +1727,47 @@ class _Summariser:
                     if not (isinstance(built, ClassSummary) and built.plain):
                         return False
         return True
+
+    def _kept_fields(self, node: cst.ClassDef, scope: Scope, bases: tuple[str, ...], infos, init):
+        """`ClassSummary.record_fields`, `.positional_fields`, `.stored_params`: the attributes an
+        instance holds as its construction gave them. An attribute any method assigns (a
+        `__post_init__` that converts it, an `update()`) is not one."""
+        assigned: dict[str, int] = {}
+        for part in walk(node.body):
+            targets = [t.target for t in part.targets] if isinstance(part, cst.Assign) else \
+                [part.target] if isinstance(part, (cst.AugAssign, cst.AnnAssign)) else []
+            for target in targets:
+                for element in walk(target):
+                    if isinstance(element, cst.Attribute) and isinstance(element.value, cst.Name) \
+                            and element.value.value == "self":
+                        assigned[element.attr.value] = assigned.get(element.attr.value, 0) + 1
+        record = any(_is_dataclass_decorator(self.index, d.decorator, scope.parent or scope) for d in node.decorators)
+        named_tuple = any(b.rsplit(".", 1)[-1] == "NamedTuple" for b in bases)
+        if (record or named_tuple) and init is None:
+            declared = []
+            for statement in node.body.body:
+                if not isinstance(statement, cst.SimpleStatementLine):
+                    continue
+                for small in statement.body:
+                    if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) \
+                            and not any(isinstance(n, cst.Name) and n.value in ("ClassVar", "InitVar")
+                                        for n in walk(small.annotation)):
+                        declared.append(small.target.value)
+            fields = tuple(f for f in declared if f not in assigned)
+            positional = fields == tuple(declared) and (named_tuple or not node.bases)
+            return fields, positional, {}
+        stored: dict[str, str] = {}
+        if init is not None:
+            params = set(_param_names(init))
+            for attr, values in self.index.class_attributes.get(node.name.value, {}).items():
+                if assigned.get(attr) == 1 and len(values) == 1 and isinstance(values[0], cst.Name) and values[0].value in params \
+                        and self.index.function_at(values[0]) is init and not self._rebound_in(init, values[0].value):
+                    stored[attr] = values[0].value
+        return None, False, stored
+
+    def _rebound_in(self, function: FunctionInfo, name: str) -> bool:
+        """`name` is assigned (not only taken as a parameter) somewhere in `function`."""
+        return any(b.kind != "param" for b in function.scope.lookup(name))
 
     def _rate_clock(self, node: cst.ClassDef, infos) -> str | None:
         """`ClassSummary.rate_clock`: what `step()` computes the rate it writes from."""
@@ -2174,3 +2289,9 @@ def writes_grads(nodes) -> bool:
                 and isinstance(node.func.value, cst.Attribute) and node.func.value.attr.value == "grad":
             return True
     return False
+
+
+def _is_dataclass_decorator(index: FileIndex, decorator: cst.BaseExpression, scope: Scope) -> bool:
+    """`@dataclass`, `@dataclasses.dataclass(frozen=True)`: the standard library's dataclass."""
+    func = decorator.func if isinstance(decorator, cst.Call) else decorator
+    return index.resolve(func, scope) in ("dataclasses.dataclass", "dataclass")
