@@ -227,7 +227,8 @@ def _check_text(source: str, path: str, settings: Settings, project: Project | N
     if sys.getrecursionlimit() < guard.RECURSION_LIMIT:
         sys.setrecursionlimit(guard.RECURSION_LIMIT)
     ctx = FileContext(path, source, module, settings.min_torch_version, project, summary,
-                      *((view.document, view.outside_facts) if view is not None else ()))
+                      *((view.document, view.outside_facts) if view is not None else ()),
+                      digest=digest if view is None else None)
     reports: list[Report] = []
     for rule in rules:
         try:
