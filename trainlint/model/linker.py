@@ -19,6 +19,7 @@ import libcst as cst
 
 from trainlint import guard
 from trainlint.model.index import FileIndex, Scope
+from trainlint.model.path_literals import LOADS
 from trainlint.model.quick_calls import GradOnCalls, grad_on_calls
 from trainlint.parsing import dotted_name
 from trainlint.model.summaries import (CallArguments, ClassSummary, Construction, FileSummary, FunctionSummary,
@@ -230,6 +231,16 @@ class Summaries:
                 self._quick.clear()
             self._quick[digest] = grad_on_calls(text, str(path))
         return self._quick[digest]
+
+    def spelled(self, path: Path, word: str) -> bool | None:
+        """Whether the code of the project file at `path` spells the identifier `word` (a name,
+        an attribute, an imported name: `GradOnCalls.identifiers`, from Python's parse, kept per
+        content); None when it cannot be told (unreadable, or Python cannot parse it)."""
+        read = self.project.read(path)
+        if read is None:
+            return None
+        quick = self._quick_calls(read[0], read[1], path)
+        return word in quick.identifiers if quick is not None else None
 
     def _libcst_reads(self, digest: str, text: str, path: Path) -> bool:
         """The guard lets LibCST parse the file (`tree_of`): a file it refuses is summarised as
@@ -467,6 +478,12 @@ class Linker:
         own = self.project.real(self.path)
         for where in self._summaries.mentioning(self.path, names):
             if where == own:
+                continue
+            # a call resolves to `torch.load` (`LOADS`) only where the code spells `load` (as
+            # `torch.load`, `from torch import load as read`, `from torch import *` and `load(...)`):
+            # a file that spells no `load` has no `loaded_files`, and is not parsed to find none
+            # (timm's eva.py, 136 kB, held a saved file's name in a comment)
+            if not any(self._summaries.spelled(where, name.rsplit(".", 1)[-1]) is not False for name in LOADS):
                 continue
             summary = self._summaries.file_summary(where)
             shared = set(names) & summary.loaded_files if summary is not None else set()

@@ -47,6 +47,10 @@ class GradOnCalls:
     binding makes it empty too)."""
 
     def __init__(self, tree: ast.Module, text: str) -> None:
+        #: every identifier the code spells: a name, an attribute, a name an import binds or
+        #: imports (`from torch import load as read`: both); what resolves to `torch.load` spells
+        #: `load` in one of these places (`Summaries.spelled`)
+        self.identifiers = frozenset(_identifiers(tree))
         self._switches = any(word in text for word in _SWITCH_WORDS)
         # method name -> [(function or None, call)] for calls in a provable position
         self._method_calls: dict[str, list[ast.AST | None]] = {}
@@ -109,6 +113,21 @@ class GradOnCalls:
                     self._runs.setdefault(func.id, []).append((function, here))
             for child in reversed(list(ast.iter_child_nodes(node))):
                 stack.append((child, here))
+
+
+def _identifiers(tree: ast.Module):
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is ast.Name:
+            yield node.id
+        elif kind is ast.Attribute:
+            yield node.attr
+        elif kind is ast.alias:
+            yield from node.name.split(".")
+            if node.asname:
+                yield node.asname
+        elif kind is ast.ImportFrom and node.module:
+            yield from node.module.split(".")
 
 
 def _annotations_and_defaults(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
