@@ -7,7 +7,7 @@ from typing import Any, Callable, TypeVar
 import libcst as cst
 
 from trainlint.model.index import CallSite, FileIndex
-from trainlint.model.linker import Linker
+from trainlint.model.linker import Linker, summaries_of
 from trainlint.reader.project import Project
 from trainlint.model.summaries import FileSummary
 
@@ -17,8 +17,10 @@ T = TypeVar("T")
 class FileContext:
     def __init__(self, path: str, source: str, module: cst.Module, min_torch_version: tuple[int, ...],
                  project: Project | None = None, summary: FileSummary | None = None,
-                 document: str | None = None, outside_facts: dict[str, list] | None = None) -> None:
+                 document: str | None = None, outside_facts: dict[str, list] | None = None,
+                 digest: str | None = None) -> None:
         self.path = path
+        self.digest = digest  # the SHA-256 of the checked bytes (None: not known), for `Summaries.adopt`
         self.project = project
         # a summary made when another file imported this one holds its index: reuse both
         self._summary = summary
@@ -44,6 +46,8 @@ class FileContext:
             else:
                 self._index = FileIndex(self.module)
                 self._index.linker = Linker(self.project, self.path)
+                if self.project is not None and self.digest is not None:
+                    summaries_of(self.project).adopt(self.path, self.digest, self.source, self._index)
         return self._index
 
     def _same_file(self, index: FileIndex) -> bool:

@@ -1041,6 +1041,16 @@ class ModeModel:
             owner = function.scope.parent
             if function.name.startswith("__") or owner is None or owner.parent is not self.index.module_scope:
                 return False
+            class_name = function.class_name
+
+            def answers(where, call) -> bool:  # the loop below returns False at such a call
+                return not (_pytest_call(where, call) or _another_class_method(call, class_name)) \
+                    and not call.grad_off
+
+            # a call with grad on that the files summarised already, or Python's parse of the
+            # others, show answers without LibCST parsing them (`Linker.method_called_with_grad`)
+            if linker.method_called_with_grad(function.name, answers, later=_GRAD_OFF_WORDS):
+                return False
             # one call with grad on answers: the files least likely to turn it off are read first
             found = linker.iter_method_callers(function.name, later=_GRAD_OFF_WORDS)
         elif self.index.scope_at(function.node) is not self.index.module_scope:
