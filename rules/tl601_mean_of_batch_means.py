@@ -76,7 +76,9 @@ class MeanOfBatchMeans(Rule):
         batches, not one value per batch of the loader), and
         when the loader's dataset has a length the code states that is a multiple of a batch size
         it states (`Subset(ds, list(range(batch_size * 10)))` in batches of `batch_size = 32`,
-        `TensorDataset(torch.rand(320, 4), ...)`: every batch is full), and
+        `TensorDataset(torch.rand(320, 4), ...)`: every batch is full; a dataset or batch size
+        that is a parameter counts when every call of its function in the file states one, the
+        function is called from no other file and handed nowhere), and
         when the loader is built with `drop_last=True` or `batch_size=1` (written, or left at
         DataLoader's default with no `batch_size`, `sampler`, `batch_sampler` or `**kwargs`) (in the same file, or by a
         project function, in another file too, or with keyword arguments one returns; a name one
@@ -165,6 +167,64 @@ class MeanOfBatchMeans(Rule):
             """,
             line=14,
             title="325 samples in batches of 32: the stated length leaves a last batch of 5",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader, TensorDataset
+
+
+            def toy_tokens(rows, width):
+                return TensorDataset(torch.randint(0, 100, (rows, width)))
+
+
+            def fit(model, opt, data, batch_size=4):
+                total, batches = 0.0, 0
+                for (tokens,) in DataLoader(data, batch_size=batch_size):
+                    loss = model(tokens).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    total += loss.item()
+                    batches += 1
+                return total / batches
+
+
+            def smoke(model, opt):
+                fit(model, opt, toy_tokens(40, 7), batch_size=8)
+                fit(model, opt, toy_tokens(12, 7))
+            """,
+            title="every call of the training function states its dataset (40 and 12 rows) and batch size (8, "
+                  "the default 4): each length is a multiple, every batch is full",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader, TensorDataset
+
+
+            def toy_tokens(rows, width):
+                return TensorDataset(torch.randint(0, 100, (rows, width)))
+
+
+            def fit(model, opt, data, batch_size=4):
+                total, batches = 0.0, 0
+                for (tokens,) in DataLoader(data, batch_size=batch_size):
+                    loss = model(tokens).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    total += loss.item()
+                    batches += 1
+                return total / batches
+
+
+            def smoke(model, opt):
+                fit(model, opt, toy_tokens(40, 7), batch_size=8)
+                fit(model, opt, toy_tokens(14, 7))
+            """,
+            line=18,
+            title="one call passes 14 rows in batches of the default 4: its last batch holds 2",
         ),
         good(
             """
