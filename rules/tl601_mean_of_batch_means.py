@@ -175,26 +175,23 @@ class MeanOfBatchMeans(Rule):
 
 
             def toy_tokens(rows, width):
-                return TensorDataset(torch.randint(0, 100, (rows, width)))
+                return TensorDataset(torch.randint(0, 100, (rows, width)), torch.randint(100, (rows,)))
 
 
-            def fit(model, opt, data, batch_size=4):
+            @torch.no_grad()
+            def score(model, data, batch_size=4):
                 total, batches = 0.0, 0
-                for (tokens,) in DataLoader(data, batch_size=batch_size):
-                    loss = model(tokens).mean()
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                    total += loss.item()
+                for tokens, target in DataLoader(data, batch_size=batch_size):
+                    total += torch.nn.functional.cross_entropy(model(tokens), target).item()
                     batches += 1
                 return total / batches
 
 
-            def smoke(model, opt):
-                fit(model, opt, toy_tokens(40, 7), batch_size=8)
-                fit(model, opt, toy_tokens(12, 7))
+            def smoke(model):
+                print(score(model, toy_tokens(40, 7), batch_size=8))
+                print(score(model, toy_tokens(12, 7)))
             """,
-            title="every call of the training function states its dataset (40 and 12 rows) and batch size (8, "
+            title="every call of the scoring function states its dataset (40 and 12 rows) and batch size (8, "
                   "the default 4): each length is a multiple, every batch is full",
         ),
         bad(
@@ -204,26 +201,23 @@ class MeanOfBatchMeans(Rule):
 
 
             def toy_tokens(rows, width):
-                return TensorDataset(torch.randint(0, 100, (rows, width)))
+                return TensorDataset(torch.randint(0, 100, (rows, width)), torch.randint(100, (rows,)))
 
 
-            def fit(model, opt, data, batch_size=4):
+            @torch.no_grad()
+            def score(model, data, batch_size=4):
                 total, batches = 0.0, 0
-                for (tokens,) in DataLoader(data, batch_size=batch_size):
-                    loss = model(tokens).mean()
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                    total += loss.item()
+                for tokens, target in DataLoader(data, batch_size=batch_size):
+                    total += torch.nn.functional.cross_entropy(model(tokens), target).item()
                     batches += 1
                 return total / batches
 
 
-            def smoke(model, opt):
-                fit(model, opt, toy_tokens(40, 7), batch_size=8)
-                fit(model, opt, toy_tokens(14, 7))
+            def smoke(model):
+                print(score(model, toy_tokens(40, 7), batch_size=8))
+                print(score(model, toy_tokens(14, 7)))
             """,
-            line=18,
+            line=15,
             title="one call passes 14 rows in batches of the default 4: its last batch holds 2",
         ),
         good(
