@@ -24,6 +24,9 @@ The loader is followed through:
 - a return: to every call of the returning module-level function, in its file and (in a run
   over the whole project) no other file naming it; a call whose result is dropped (a statement
   of its own) takes the loader nowhere, `a, b = make()` hands the returned tuple's element to `b`;
+  a function that nothing calls or reads, in its file or (in a run over the whole project) any
+  other, where its name is at most imported (`Linker.only_imported_elsewhere`: no call,
+  attribute, alias, other read or string naming it), takes the loader nowhere;
 - an argument of a function of the same file: the reads of the parameter in its body.
 
 Reading its length, an attribute (`loader.dataset`), drawing single batches (`loader_use`'s
@@ -337,6 +340,11 @@ class LoaderReach:
         called = {id(call.func) for call in calls}
         other_reads = [n for n in index.subtree(region) if isinstance(n, cst.Name)
                        and n.value == function.name and id(n) not in called and self._reads(n)]
+        if not calls and not other_reads and (nested or index.linker is not None
+                                                  and index.linker.only_imported_elsewhere(function.name)):
+            # no file of the project calls it (another imports it at most): it runs nowhere
+            yield _Use("none", statement, f"returned by `{function.name}`, which no file of the project calls")
+            return
         if other_reads or not calls:
             # handed around by name, or called by nothing the code shows (an entry point named in
             # a configuration may call it and use what it returns)
