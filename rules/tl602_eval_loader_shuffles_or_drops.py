@@ -100,7 +100,10 @@ class EvalLoaderShufflesOrDrops(Rule):
         replaced before any read (`val_loader` built again at the top of every epoch), returned
         to callers that all drop it, built in a script's `if __name__ == "__main__":` block that
         reads it nowhere (no importer runs that block), or a module's name replaced by a later
-        assignment before any read. Where the code cannot follow it (a library call, a function of
+        assignment before any read; returned by a function no file of the project calls (another
+        file importing its name at most); or gone through only by passes in which no call can run a
+        model (builtins, `torch`/`numpy` functions and tensor methods handed no callable: summing
+        feature statistics over the data), the batch read nowhere after the pass. Where the code cannot follow it (a library call, a function of
         another file, an attribute of `self`, a module's name other files may import) the premise
         stays what its name or dataset says (unknown, reported). A function's local loader that is never read at all (built, never used), a
         module's loader read neither in the module nor named by a project file that can import it,
@@ -135,6 +138,60 @@ class EvalLoaderShufflesOrDrops(Rule):
         "https://lightning.ai/docs/pytorch/stable/data/datamodule.html",
     )
     examples = (
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def channel_moments(test_set, channels):
+                loader = DataLoader(test_set, batch_size=32, shuffle=True)
+                first, second, pixels = torch.zeros(channels), torch.zeros(channels), 0
+                with torch.no_grad():
+                    for images, _ in loader:
+                        first += images.sum(dim=(0, 2, 3))
+                        second += images.pow(2).sum(dim=(0, 2, 3))
+                        pixels += images.numel() // channels
+                mean = first / pixels
+                return mean, second / pixels - mean ** 2
+            """,
+            title="a pass over the held-out images that runs no model (per-channel moments): no evaluation",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def channel_moments(model, test_set, channels):
+                loader = DataLoader(test_set, batch_size=32, shuffle=True)
+                first, second, pixels = torch.zeros(channels), torch.zeros(channels), 0
+                with torch.no_grad():
+                    for images, _ in loader:
+                        features = model(images)
+                        first += features.sum(dim=(0, 2, 3))
+                        second += features.pow(2).sum(dim=(0, 2, 3))
+                        pixels += features.numel() // channels
+                mean = first / pixels
+                return mean, second / pixels - mean ** 2
+            """,
+            line=5,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def channel_moments(model, test_set, channels):
+                loader = DataLoader(test_set, batch_size=32, shuffle=False)
+                first, second, pixels = torch.zeros(channels), torch.zeros(channels), 0
+                with torch.no_grad():
+                    for images, _ in loader:
+                        features = model(images)
+                        first += features.sum(dim=(0, 2, 3))
+                        second += features.pow(2).sum(dim=(0, 2, 3))
+                        pixels += features.numel() // channels
+                mean = first / pixels
+                return mean, second / pixels - mean ** 2
+            """,
+            title="the same moments of a model's features: the pass runs the model, an evaluation",
+        ),
         good(
             """
             import torch

@@ -213,3 +213,40 @@ with torch.no_grad():
         pass
 """
     assert _reach(module_level).state != UNUSED
+
+
+def test_a_pass_that_runs_no_model_evaluates_nothing():
+    # summing feature statistics over the data: no call of the pass can run a model
+    assert _reach(_HEAD + """
+import sys
+
+def feature_stats(data, dim):
+    loader = DataLoader(data, batch_size=16, shuffle=True)
+    with torch.no_grad():
+        total, sq, frames = torch.zeros(dim), torch.zeros(dim), 0
+        for i, (count, s1, s2) in enumerate(loader):
+            total += s1
+            sq += s2.pow(2)
+            frames += count
+            print(f"{i}: {frames}", file=sys.stderr)
+    return total / frames, sq / frames
+""").state == UNUSED
+
+
+def test_a_pass_that_may_run_a_model_still_evaluates():
+    # a model called, a project function called, a callable handed to a library function
+    for line in ("total += model(x).sum()", "total += score(x)",
+                 "total += torch.utils.checkpoint.checkpoint(model, x).sum()"):
+        source = _HEAD + f"""
+def score(x):
+    return x.sum()
+
+def check(model, data):
+    loader = DataLoader(data, batch_size=16, shuffle=True)
+    total = 0.0
+    with torch.no_grad():
+        for x in loader:
+            {line}
+    return total
+"""
+        assert _reach(source).state == EVALUATES, line
