@@ -74,7 +74,8 @@ class EvalLoaderShufflesOrDrops(Rule):
         dataset whose length the code states as a multiple of the batch size it states
         (`Subset(test_set, range(batch_size * 20))`: every batch is full). A loader
         that is only drawn from is no evaluation loader, whatever its name: `next(iter(val_loader))`
-        for preview pictures, a loop that breaks after one batch or when its `enumerate` index
+        for preview pictures, `it = iter(val_loader)` read only by `next(it)` statements outside any
+        loop (a fixed number of batches), a loop that breaks after one batch or when its `enumerate` index
         reaches a bound, `next(...)` on an endless `itertools.cycle(val_loader)` (or a generator of
         the project that repeats it inside `while True:`), or a project function (in any file) that
         draws from it only in these ways; such a loader is never gone through, so neither its order
@@ -138,6 +139,53 @@ class EvalLoaderShufflesOrDrops(Rule):
         "https://lightning.ai/docs/pytorch/stable/data/datamodule.html",
     )
     examples = (
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            @torch.no_grad()
+            def sample_pairs(generator, val_set, count):
+                val_loader = DataLoader(val_set, batch_size=count, shuffle=True)
+                stream = iter(val_loader)
+                first_source, first_target = next(stream)
+                second_source, second_target = next(stream)
+                return generator(first_source), first_target, generator(second_source), second_target
+            """,
+            title="two batches drawn from a fresh iterator, each `next` written once outside any loop: no pass",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            @torch.no_grad()
+            def sample_pairs(generator, val_set, count):
+                val_loader = DataLoader(val_set, batch_size=count, shuffle=True)
+                stream = iter(val_loader)
+                error = 0.0
+                for _ in range(len(val_loader)):
+                    source, target = next(stream)
+                    error += (generator(source) - target).abs().sum().item()
+                return error / len(val_set)
+            """,
+            line=6,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            @torch.no_grad()
+            def sample_pairs(generator, val_set, count):
+                val_loader = DataLoader(val_set, batch_size=count, shuffle=False)
+                stream = iter(val_loader)
+                error = 0.0
+                for _ in range(len(val_loader)):
+                    source, target = next(stream)
+                    error += (generator(source) - target).abs().sum().item()
+                return error / len(val_set)
+            """,
+            title="the iterator drawn from in a loop as long as the loader: a pass over the whole set, an evaluation",
+        ),
         good(
             """
             import torch

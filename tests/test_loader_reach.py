@@ -250,3 +250,25 @@ def check(model, data):
     return total
 """
         assert _reach(source).state == EVALUATES, line
+
+
+def test_a_fresh_iterator_drawn_a_fixed_number_of_times_is_no_pass():
+    # two batches from a fresh iterator, each `next` written once, outside any loop
+    assert _reach(_HEAD + """
+def preview_batches(held_out, count):
+    loader = DataLoader(held_out, batch_size=count, shuffle=True)
+    stream = iter(loader)
+    first = next(stream)
+    second = next(stream)
+    return first, second
+""").state == UNUSED
+    # look-alikes: drawn in a loop (batch after batch, up to the whole set), or handed on
+    for tail in ("    for _ in range(steps):\n        keep(next(stream))",
+                 "    keep(next(stream))\n    return stream"):
+        source = _HEAD + f"""
+def preview_batches(held_out, count, steps, keep):
+    loader = DataLoader(held_out, batch_size=count, shuffle=True)
+    stream = iter(loader)
+{tail}
+"""
+        assert _reach(source).state != UNUSED, tail

@@ -53,7 +53,7 @@ from trainlint.model.dataflow import dataflow
 from trainlint.model.grad_mode import literal_flags
 from trainlint.model.index import FunctionInfo, positional_args, walk
 from trainlint.model.loader_use import (_bounded_loop, _capped_draws, _cycled, _drawn_once, _dynamic_names,
-                                        _restarted_stream, _unmentioned_elsewhere)
+                                        _fixed_draws, _restarted_stream, _unmentioned_elsewhere)
 from trainlint.model.mode_state import EVAL
 from trainlint.model.modes import modes
 
@@ -162,7 +162,7 @@ class LoaderReach:
             yield _Use("none", node, "deleted")
             return
         if _drawn_once(index, node) or _bounded_loop(index, node) or _cycled(index, node) \
-                or _capped_draws(index, node) or _restarted_stream(index, node):
+                or _capped_draws(index, node) or _restarted_stream(index, node) or _fixed_draws(index, node):
             yield _Use("none", node, "single batches drawn")
             return
         yield from self._value(node, depth, grad_off, flags)
