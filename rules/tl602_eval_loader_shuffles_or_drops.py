@@ -8,7 +8,7 @@ import libcst as cst
 
 from trainlint.model import frameworks
 from trainlint.model.dataflow import dataflow
-from trainlint.model.data_order import seeded_generator
+from trainlint.model.data_order import seeded_before_each_pass, seeded_generator
 from trainlint.model.dataset_sizes import full_batches
 from trainlint.finding import Severity
 from trainlint.gate import named
@@ -117,8 +117,9 @@ class EvalLoaderShufflesOrDrops(Rule):
         nothing reading it after, is no use): no order of indices changes what it yields. A pass
         that reads none of its batches (`for _ in loader: pass`, timing the loading) feeds no
         evaluation. Nor does `shuffle=True` with a `generator=` seeded by a value fixed for the run
-        (`torch.Generator().manual_seed(seed)`, not a seed a call computes such as the clock):
-        the order is the same on every run.
+        (`torch.Generator().manual_seed(seed)`, not a seed a call computes such as the clock),
+        or a loader (no `generator=`) read only by `for` loops each written directly after
+        `torch.manual_seed(seed)`: the order is the same on every run.
         """
     why_bad = """
         `drop_last=True` silently leaves the tail of the validation or test set out of every
@@ -139,6 +140,71 @@ class EvalLoaderShufflesOrDrops(Rule):
         "https://lightning.ai/docs/pytorch/stable/data/datamodule.html",
     )
     examples = (
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            class Sampler:
+                def __init__(self, model, seed):
+                    self.model, self.seed = model, seed
+
+                def score(self, test_set):
+                    loader = DataLoader(test_set, batch_size=8, shuffle=True)
+                    total = 0.0
+                    with torch.no_grad():
+                        torch.manual_seed(self.seed)
+                        for blurred, sharp in loader:
+                            total += (self.model(blurred) - sharp).abs().sum().item()
+                    return total / len(test_set)
+            """,
+            title="torch's global generator seeded right before the one pass: the same shuffled order every run",
+        ),
+        bad(
+            """
+            import time
+
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            class Sampler:
+                def __init__(self, model, seed):
+                    self.model, self.seed = model, seed
+
+                def score(self, test_set):
+                    loader = DataLoader(test_set, batch_size=8, shuffle=True)
+                    total = 0.0
+                    with torch.no_grad():
+                        torch.manual_seed(time.time_ns())
+                        for blurred, sharp in loader:
+                            total += (self.model(blurred) - sharp).abs().sum().item()
+                    return total / len(test_set)
+            """,
+            line=12,
+            fixed="""
+            import time
+
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            class Sampler:
+                def __init__(self, model, seed):
+                    self.model, self.seed = model, seed
+
+                def score(self, test_set):
+                    loader = DataLoader(test_set, batch_size=8, shuffle=False)
+                    total = 0.0
+                    with torch.no_grad():
+                        torch.manual_seed(time.time_ns())
+                        for blurred, sharp in loader:
+                            total += (self.model(blurred) - sharp).abs().sum().item()
+                    return total / len(test_set)
+            """,
+            title="seeded from the clock right before the pass: a different order every run",
+        ),
         good(
             """
             import torch
@@ -1377,6 +1443,8 @@ class EvalLoaderShufflesOrDrops(Rule):
                 shuffle = None  # its items do not depend on the index: no order of indices changes them
             if shuffle is not None and seeded_generator(index, keyword_value(call, "generator"), site.scope, call):
                 shuffle = None  # a generator seeded with a value fixed for the run: the same order every run
+            if shuffle is not None and seeded_before_each_pass(index, call):
+                shuffle = None  # the global generator seeded right before every pass: the same order every run
             bad_args = [(word, value) for word, value in (("shuffle", shuffle), ("drop_last", drop))
                         if isinstance(value, cst.Name) and value.value == "True"]
             if not bad_args:
