@@ -476,8 +476,16 @@ class FileIndex:
         """`importlib.import_module("m")`, `__import__("m")`, or `f()` for a module-level `def f` of
         this file whose every return is a module its body imports."""
         args = call.args
-        if isinstance(call.func, cst.Name) and call.func.value == "__import__" or \
-                self.resolve(call.func, self.module_scope) == "importlib.import_module":
+        active = self.__dict__.setdefault("_resolving_calls", set())
+        if id(call) in active:
+            return None  # `data = data.to(device)`: resolving `data.to` asks what this very call binds
+        active.add(id(call))
+        try:
+            imported = isinstance(call.func, cst.Name) and call.func.value == "__import__" or \
+                self.resolve(call.func, self.module_scope) == "importlib.import_module"
+        finally:
+            active.discard(id(call))
+        if imported:
             if len(args) == 1 and isinstance(args[0].value, cst.SimpleString) and args[0].keyword is None:
                 name = args[0].value.evaluated_value
                 return name if isinstance(name, str) and name.replace(".", "").replace("_", "").isalnum() else None
