@@ -70,13 +70,17 @@ class MeanOfBatchMeans(Rule):
 
         It stays quiet on sums divided by a sample count (`reduction="sum"`,
         `loss.item() * x.size(0)` divided by `len(loader.dataset)`), on running averages weighted
-        by batch size (`AverageMeter.update(val, n)`), on running displays inside the loop, on
+        by batch size (`AverageMeter.update(val, n)`), on running displays inside the loop, on a
+        division that reads the name only after it is bound anew past the loop (`losses = []`
+        before a second loop, on every way to it, by a value that does not read the name), on
         values collected only on iterations a test of the loop's position picks (`if i % 10 ==
         9: losses.append(loss.item())`, or after `if step < warmup: continue`: a sample of the
         batches, not one value per batch of the loader), and
         when the loader's dataset has a length the code states that is a multiple of a batch size
         it states (`Subset(ds, list(range(batch_size * 10)))` in batches of `batch_size = 32`,
-        `TensorDataset(torch.rand(320, 4), ...)`: every batch is full), and
+        `TensorDataset(torch.rand(320, 4), ...)`: every batch is full; a dataset or batch size
+        that is a parameter counts when every call of its function in the file states one, the
+        function is called from no other file and handed nowhere), and
         when the loader is built with `drop_last=True` or `batch_size=1` (written, or left at
         DataLoader's default with no `batch_size`, `sampler`, `batch_sampler` or `**kwargs`) (in the same file, or by a
         project function, in another file too, or with keyword arguments one returns; a name one
@@ -165,6 +169,58 @@ class MeanOfBatchMeans(Rule):
             """,
             line=14,
             title="325 samples in batches of 32: the stated length leaves a last batch of 5",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader, TensorDataset
+
+
+            def toy_tokens(rows, width):
+                return TensorDataset(torch.randint(0, 100, (rows, width)), torch.randint(100, (rows,)))
+
+
+            @torch.no_grad()
+            def score(model, data, batch_size=4):
+                total, batches = 0.0, 0
+                for tokens, target in DataLoader(data, batch_size=batch_size):
+                    total += torch.nn.functional.cross_entropy(model(tokens), target).item()
+                    batches += 1
+                return total / batches
+
+
+            def smoke(model):
+                print(score(model, toy_tokens(40, 7), batch_size=8))
+                print(score(model, toy_tokens(12, 7)))
+            """,
+            title="every call of the scoring function states its dataset (40 and 12 rows) and batch size (8, "
+                  "the default 4): each length is a multiple, every batch is full",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader, TensorDataset
+
+
+            def toy_tokens(rows, width):
+                return TensorDataset(torch.randint(0, 100, (rows, width)), torch.randint(100, (rows,)))
+
+
+            @torch.no_grad()
+            def score(model, data, batch_size=4):
+                total, batches = 0.0, 0
+                for tokens, target in DataLoader(data, batch_size=batch_size):
+                    total += torch.nn.functional.cross_entropy(model(tokens), target).item()
+                    batches += 1
+                return total / batches
+
+
+            def smoke(model):
+                print(score(model, toy_tokens(40, 7), batch_size=8))
+                print(score(model, toy_tokens(14, 7)))
+            """,
+            line=15,
+            title="one call passes 14 rows in batches of the default 4: its last batch holds 2",
         ),
         good(
             """
@@ -984,6 +1040,49 @@ class MeanOfBatchMeans(Rule):
             line=16,
             title="every batch's mean kept, only the print picked by position: the short last batch weighs like a full one",
         ),
+        good(
+            """
+            import numpy as np
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            @torch.no_grad()
+            def audit(model, held_out, shifted):
+                errors = []
+                for x, y in DataLoader(held_out, batch_size=50):
+                    errors.append(F.l1_loss(model(x), y).item())
+                print("worst batch", max(errors))
+                errors = []
+                for step, (x, y) in enumerate(DataLoader(shifted, batch_size=50)):
+                    errors.append(F.l1_loss(model(x), y).item())
+                    print(step, np.mean(errors))
+            """,
+            title="the list is bound anew after the first loop: the later mean (a running display of the "
+                  "second loop) reads none of the first loop's batch means",
+        ),
+        bad(
+            """
+            import numpy as np
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            @torch.no_grad()
+            def audit(model, held_out, fresh):
+                errors = []
+                for x, y in DataLoader(held_out, batch_size=50):
+                    errors.append(F.l1_loss(model(x), y).item())
+                print("worst batch", max(errors))
+                if fresh:
+                    errors = []
+                print(np.mean(errors))
+            """,
+            line=15,
+            title="bound anew only under a test: on the other way the mean is the first loop's mean of batch means",
+        ),
     )
 
     def check(self, ctx):
@@ -1006,6 +1105,8 @@ class MeanOfBatchMeans(Rule):
                 continue
             for node in divisions[owner].after(end, accumulators):
                 found = _division(flow, node, accumulators, counts)
+                if found is not None and _rebound_after(flow, loop, node, found[0]):
+                    continue  # the division reads a fresh value of the name, not the loop's sum
                 if found is not None:
                     # reported once: a later loop's report of it would repeat it at the same place
                     divisions[owner].drop(node)
@@ -1484,6 +1585,31 @@ def _leaves_iteration(statement) -> bool:
             return False
         return any(search(child) for child in node.children)
     return any(search(child) for child in statement.body.children)
+
+
+def _rebound_after(flow, loop, division, key: str) -> bool:
+    """Every binding of the accumulator `key` that can reach its read in `division` is a plain
+    assignment written after `loop` that does not read the name (`loss_seq = []` between a training
+    loop and a test loop that divides its own list): the division averages something the loop did
+    not sum. An attribute (`self.losses`), a read no binding is known to reach, or a rebinding that
+    carries the sum (`losses = np.array(losses)`, `total += extra`) leaves the loop's sum reaching it."""
+    if "." in key:
+        return False
+    end = flow.end(loop)
+    reads = [n for n in walk_expression(division) if isinstance(n, cst.Name) and n.value == key
+             and not (isinstance(flow.index.parent(n), cst.Attribute) and flow.index.parent(n).attr is n)]
+    if not reads or end < 0:
+        return False
+    for read in reads:
+        reaching = flow.index.reaching_bindings(read, key, flow.scope_of(read))
+        if not reaching:
+            return False
+        for binding in reaching:
+            if binding.kind != "assign" or binding.value is None or flow.position(binding.node) <= end \
+                    or flow._owner(binding.node) is not flow._owner(loop) \
+                    or any(isinstance(n, cst.Name) and n.value == key for n in walk_expression(binding.value)):
+                return False
+    return True
 
 
 def _bound_before(flow, key, loop) -> bool:

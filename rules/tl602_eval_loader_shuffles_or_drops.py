@@ -8,7 +8,7 @@ import libcst as cst
 
 from trainlint.model import frameworks
 from trainlint.model.dataflow import dataflow
-from trainlint.model.data_order import seeded_generator
+from trainlint.model.data_order import seeded_before_each_pass, seeded_generator
 from trainlint.model.dataset_sizes import full_batches
 from trainlint.finding import Severity
 from trainlint.gate import named
@@ -74,7 +74,8 @@ class EvalLoaderShufflesOrDrops(Rule):
         dataset whose length the code states as a multiple of the batch size it states
         (`Subset(test_set, range(batch_size * 20))`: every batch is full). A loader
         that is only drawn from is no evaluation loader, whatever its name: `next(iter(val_loader))`
-        for preview pictures, a loop that breaks after one batch or when its `enumerate` index
+        for preview pictures, `it = iter(val_loader)` read only by `next(it)` statements outside any
+        loop (a fixed number of batches), a loop that breaks after one batch or when its `enumerate` index
         reaches a bound, `next(...)` on an endless `itertools.cycle(val_loader)` (or a generator of
         the project that repeats it inside `while True:`), or a project function (in any file) that
         draws from it only in these ways; such a loader is never gone through, so neither its order
@@ -100,7 +101,10 @@ class EvalLoaderShufflesOrDrops(Rule):
         replaced before any read (`val_loader` built again at the top of every epoch), returned
         to callers that all drop it, built in a script's `if __name__ == "__main__":` block that
         reads it nowhere (no importer runs that block), or a module's name replaced by a later
-        assignment before any read. Where the code cannot follow it (a library call, a function of
+        assignment before any read; returned by a function no file of the project calls (another
+        file importing its name at most); or gone through only by passes in which no call can run a
+        model (builtins, `torch`/`numpy` functions and tensor methods handed no callable: summing
+        feature statistics over the data), the batch read nowhere after the pass. Where the code cannot follow it (a library call, a function of
         another file, an attribute of `self`, a module's name other files may import) the premise
         stays what its name or dataset says (unknown, reported). A function's local loader that is never read at all (built, never used), a
         module's loader read neither in the module nor named by a project file that can import it,
@@ -113,8 +117,9 @@ class EvalLoaderShufflesOrDrops(Rule):
         nothing reading it after, is no use): no order of indices changes what it yields. A pass
         that reads none of its batches (`for _ in loader: pass`, timing the loading) feeds no
         evaluation. Nor does `shuffle=True` with a `generator=` seeded by a value fixed for the run
-        (`torch.Generator().manual_seed(seed)`, not a seed a call computes such as the clock):
-        the order is the same on every run.
+        (`torch.Generator().manual_seed(seed)`, not a seed a call computes such as the clock),
+        or a loader (no `generator=`) read only by `for` loops each written directly after
+        `torch.manual_seed(seed)`: the order is the same on every run.
         """
     why_bad = """
         `drop_last=True` silently leaves the tail of the validation or test set out of every
@@ -135,6 +140,172 @@ class EvalLoaderShufflesOrDrops(Rule):
         "https://lightning.ai/docs/pytorch/stable/data/datamodule.html",
     )
     examples = (
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            class Sampler:
+                def __init__(self, model, seed):
+                    self.model, self.seed = model, seed
+
+                def score(self, test_set):
+                    loader = DataLoader(test_set, batch_size=8, shuffle=True)
+                    total = 0.0
+                    with torch.no_grad():
+                        torch.manual_seed(self.seed)
+                        for blurred, sharp in loader:
+                            total += (self.model(blurred) - sharp).abs().sum().item()
+                    return total / len(test_set)
+            """,
+            title="torch's global generator seeded right before the one pass: the same shuffled order every run",
+        ),
+        bad(
+            """
+            import time
+
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            class Sampler:
+                def __init__(self, model, seed):
+                    self.model, self.seed = model, seed
+
+                def score(self, test_set):
+                    loader = DataLoader(test_set, batch_size=8, shuffle=True)
+                    total = 0.0
+                    with torch.no_grad():
+                        torch.manual_seed(time.time_ns())
+                        for blurred, sharp in loader:
+                            total += (self.model(blurred) - sharp).abs().sum().item()
+                    return total / len(test_set)
+            """,
+            line=12,
+            fixed="""
+            import time
+
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            class Sampler:
+                def __init__(self, model, seed):
+                    self.model, self.seed = model, seed
+
+                def score(self, test_set):
+                    loader = DataLoader(test_set, batch_size=8, shuffle=False)
+                    total = 0.0
+                    with torch.no_grad():
+                        torch.manual_seed(time.time_ns())
+                        for blurred, sharp in loader:
+                            total += (self.model(blurred) - sharp).abs().sum().item()
+                    return total / len(test_set)
+            """,
+            title="seeded from the clock right before the pass: a different order every run",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            @torch.no_grad()
+            def sample_pairs(generator, val_set, count):
+                val_loader = DataLoader(val_set, batch_size=count, shuffle=True)
+                stream = iter(val_loader)
+                first_source, first_target = next(stream)
+                second_source, second_target = next(stream)
+                return generator(first_source), first_target, generator(second_source), second_target
+            """,
+            title="two batches drawn from a fresh iterator, each `next` written once outside any loop: no pass",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            @torch.no_grad()
+            def sample_pairs(generator, val_set, count):
+                val_loader = DataLoader(val_set, batch_size=count, shuffle=True)
+                stream = iter(val_loader)
+                error = 0.0
+                for _ in range(len(val_loader)):
+                    source, target = next(stream)
+                    error += (generator(source) - target).abs().sum().item()
+                return error / len(val_set)
+            """,
+            line=6,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            @torch.no_grad()
+            def sample_pairs(generator, val_set, count):
+                val_loader = DataLoader(val_set, batch_size=count, shuffle=False)
+                stream = iter(val_loader)
+                error = 0.0
+                for _ in range(len(val_loader)):
+                    source, target = next(stream)
+                    error += (generator(source) - target).abs().sum().item()
+                return error / len(val_set)
+            """,
+            title="the iterator drawn from in a loop as long as the loader: a pass over the whole set, an evaluation",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def channel_moments(test_set, channels):
+                loader = DataLoader(test_set, batch_size=32, shuffle=True)
+                first, second, pixels = torch.zeros(channels), torch.zeros(channels), 0
+                with torch.no_grad():
+                    for images, _ in loader:
+                        first += images.sum(dim=(0, 2, 3))
+                        second += images.pow(2).sum(dim=(0, 2, 3))
+                        pixels += images.numel() // channels
+                mean = first / pixels
+                return mean, second / pixels - mean ** 2
+            """,
+            title="a pass over the held-out images that runs no model (per-channel moments): no evaluation",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def channel_moments(model, test_set, channels):
+                loader = DataLoader(test_set, batch_size=32, shuffle=True)
+                first, second, pixels = torch.zeros(channels), torch.zeros(channels), 0
+                with torch.no_grad():
+                    for images, _ in loader:
+                        features = model(images)
+                        first += features.sum(dim=(0, 2, 3))
+                        second += features.pow(2).sum(dim=(0, 2, 3))
+                        pixels += features.numel() // channels
+                mean = first / pixels
+                return mean, second / pixels - mean ** 2
+            """,
+            line=5,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def channel_moments(model, test_set, channels):
+                loader = DataLoader(test_set, batch_size=32, shuffle=False)
+                first, second, pixels = torch.zeros(channels), torch.zeros(channels), 0
+                with torch.no_grad():
+                    for images, _ in loader:
+                        features = model(images)
+                        first += features.sum(dim=(0, 2, 3))
+                        second += features.pow(2).sum(dim=(0, 2, 3))
+                        pixels += features.numel() // channels
+                mean = first / pixels
+                return mean, second / pixels - mean ** 2
+            """,
+            title="the same moments of a model's features: the pass runs the model, an evaluation",
+        ),
         good(
             """
             import torch
@@ -1272,6 +1443,8 @@ class EvalLoaderShufflesOrDrops(Rule):
                 shuffle = None  # its items do not depend on the index: no order of indices changes them
             if shuffle is not None and seeded_generator(index, keyword_value(call, "generator"), site.scope, call):
                 shuffle = None  # a generator seeded with a value fixed for the run: the same order every run
+            if shuffle is not None and seeded_before_each_pass(index, call):
+                shuffle = None  # the global generator seeded right before every pass: the same order every run
             bad_args = [(word, value) for word, value in (("shuffle", shuffle), ("drop_last", drop))
                         if isinstance(value, cst.Name) and value.value == "True"]
             if not bad_args:

@@ -66,3 +66,65 @@ def f(ds, more):
         n = 65
     return DataLoader(Subset(ds, range(n)), batch_size=32)
 """)
+
+
+def test_parameters_stated_by_every_call_of_the_function():
+    # the length comes from a helper's return, its size from what the call passes; the loader's
+    # dataset and batch size are parameters every call of the training function states
+    assert _full(_HEAD + """
+def make_data(count, width, seed=0):
+    torch.manual_seed(seed)
+    xs = torch.randint(0, 50, (count, width))
+    return TensorDataset(xs, torch.randint(50, (count, width)))
+
+def fit(data, bs=4):
+    return DataLoader(data, batch_size=bs, shuffle=False)
+
+def main():
+    total = 24
+    data = make_data(total, 8)
+    fit(data, bs=6)
+    fit(make_data(12, 3))
+""")
+
+
+def test_a_call_with_a_remainder_a_callback_or_no_call_leaves_it_unknown():
+    # one call states 30 samples in batches of 4: its last batch is short
+    assert not _full(_HEAD + """
+def make_data(count):
+    return TensorDataset(torch.randint(0, 50, (count, 8)))
+
+def fit(data, bs=4):
+    return DataLoader(data, batch_size=bs)
+
+def main():
+    fit(make_data(24))
+    fit(make_data(30))
+""")
+    # handed away as a callback: whoever runs it chooses the arguments
+    assert not _full(_HEAD + """
+def fit(data, bs=4):
+    return DataLoader(data, batch_size=bs)
+
+def main(runners):
+    fit(TensorDataset(torch.zeros(8)))
+    runners.append(fit)
+""")
+    # never called: nothing states the parameters
+    assert not _full(_HEAD + """
+def fit(data, bs=4):
+    return DataLoader(data, batch_size=bs)
+""")
+    # a helper that returns from a branch may hand back another dataset
+    assert not _full(_HEAD + """
+def make_data(count, big):
+    if big:
+        return TensorDataset(torch.zeros(count * 3 + 1))
+    return TensorDataset(torch.zeros(count))
+
+def fit(data):
+    return DataLoader(data, batch_size=4)
+
+def main():
+    fit(make_data(8, True))
+""")

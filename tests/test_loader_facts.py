@@ -76,7 +76,9 @@ def _binding(source: str, holder: str):
 @pytest.mark.parametrize("uses,drawn", [
     ("first = next(iter(val_loader))", True),
     ("first = next(iter(val_loader))\n    again = next(iter(val_loader))", True),
-    ("it = iter(val_loader)\n    first = next(it)", False),  # drawn from batch after batch
+    ("it = iter(val_loader)\n    first = next(it)", True),  # one batch of a fresh iterator, drawn once
+    ("it = iter(val_loader)\n    while True:\n        first = next(it)", False),  # batch after batch
+    ("it = iter(val_loader)\n    first = next(it)\n    rest = list(it)", False),  # the rest gone through
     ("first = next(iter(val_loader))\n    n = len(val_loader)", True),  # a count iterates nothing
     ("n = len(val_loader)", False),  # nothing drawn either
     ("first = iter(val_loader).next()", True),  # Python 2's spelling of the draw

@@ -213,3 +213,62 @@ with torch.no_grad():
         pass
 """
     assert _reach(module_level).state != UNUSED
+
+
+def test_a_pass_that_runs_no_model_evaluates_nothing():
+    # summing feature statistics over the data: no call of the pass can run a model
+    assert _reach(_HEAD + """
+import sys
+
+def feature_stats(data, dim):
+    loader = DataLoader(data, batch_size=16, shuffle=True)
+    with torch.no_grad():
+        total, sq, frames = torch.zeros(dim), torch.zeros(dim), 0
+        for i, (count, s1, s2) in enumerate(loader):
+            total += s1
+            sq += s2.pow(2)
+            frames += count
+            print(f"{i}: {frames}", file=sys.stderr)
+    return total / frames, sq / frames
+""").state == UNUSED
+
+
+def test_a_pass_that_may_run_a_model_still_evaluates():
+    # a model called, a project function called, a callable handed to a library function
+    for line in ("total += model(x).sum()", "total += score(x)",
+                 "total += torch.utils.checkpoint.checkpoint(model, x).sum()"):
+        source = _HEAD + f"""
+def score(x):
+    return x.sum()
+
+def check(model, data):
+    loader = DataLoader(data, batch_size=16, shuffle=True)
+    total = 0.0
+    with torch.no_grad():
+        for x in loader:
+            {line}
+    return total
+"""
+        assert _reach(source).state == EVALUATES, line
+
+
+def test_a_fresh_iterator_drawn_a_fixed_number_of_times_is_no_pass():
+    # two batches from a fresh iterator, each `next` written once, outside any loop
+    assert _reach(_HEAD + """
+def preview_batches(held_out, count):
+    loader = DataLoader(held_out, batch_size=count, shuffle=True)
+    stream = iter(loader)
+    first = next(stream)
+    second = next(stream)
+    return first, second
+""").state == UNUSED
+    # look-alikes: drawn in a loop (batch after batch, up to the whole set), or handed on
+    for tail in ("    for _ in range(steps):\n        keep(next(stream))",
+                 "    keep(next(stream))\n    return stream"):
+        source = _HEAD + f"""
+def preview_batches(held_out, count, steps, keep):
+    loader = DataLoader(held_out, batch_size=count, shuffle=True)
+    stream = iter(loader)
+{tail}
+"""
+        assert _reach(source).state != UNUSED, tail

@@ -915,6 +915,43 @@ def test_a_loader_nothing_in_the_project_reads_or_builds_feeds_no_evaluation(tmp
     assert (5, "TL602") in _codes(lint_path(str(tmp_path / "data.py"), ALL, project=Project(tmp_path)))
 
 
+def test_a_factory_other_files_only_import_feeds_no_evaluation(tmp_path):
+    """TL602: a factory returning a shuffled held-out loader that no file of the project calls,
+    another file importing its name and never using it, runs nowhere: its loader feeds nothing.
+    Look-alikes that still report: another file hands the factory on by name (a table of
+    builders a runner picks from), or spells it in a string (`getattr(module, "...")`)."""
+    write(tmp_path, {
+        "sets.py": """
+            import torch
+            from torch.utils.data import DataLoader
+            from torchvision import datasets
+
+            def digits(root, batch_size=64):
+                train_set = datasets.MNIST(root, train=True, download=True)
+                held_out = datasets.MNIST(root, train=False, download=True)
+                train_loader = DataLoader(train_set, batch_size=batch_size, shuffle=True)
+                test_loader = DataLoader(held_out, batch_size=batch_size, shuffle=True)
+                return train_loader, test_loader
+            """,
+        "probe.py": """
+            from sets import digits  # kept for later experiments
+
+            print("probe")
+            """,
+    })
+    found = _codes(lint_path(str(tmp_path / "sets.py"), ALL, project=Project(tmp_path)))
+    assert (10, "TL602") not in found, found
+    for use in ("BUILDERS = {'mnist': digits}", "build = getattr(sets, 'digits')"):
+        write(tmp_path, {"probe.py": f"""
+            import sets
+            from sets import digits
+
+            {use}
+            """})
+        found = _codes(lint_path(str(tmp_path / "sets.py"), ALL, project=Project(tmp_path)))
+        assert (10, "TL602") in found, (use, found)
+
+
 def test_a_loader_returned_to_a_caller_that_drops_it_feeds_no_evaluation(tmp_path):
     """TL602: a module-level function's returned test loader whose only caller (in its own file; no
     other file of the project names the function) drops the result feeds no evaluation; checked

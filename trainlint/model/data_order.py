@@ -625,3 +625,55 @@ def seeded_generator(index, expr: cst.BaseExpression | None, scope: Scope, befor
                and isinstance(n.func.value, cst.Name) and n.func.value.value == expr.value and fixed(n)
                and index.scope_at(n) is scope and runs_before(n)
                for n in index.subtree(region))
+
+
+def seeded_before_each_pass(index, call: cst.Call) -> bool:
+    """The shuffling `DataLoader(...)` `call` (no `generator=`, `sampler=` or `**kwargs`: its
+    order comes from torch's global generator when an iterator is made) is bound to a local name
+    read only as the loader a `for` goes through (`for b in loader`, `enumerate(loader)`, `tqdm(...)`),
+    each such `for` written directly after `torch.manual_seed(seed)` in its block with a seed no
+    call computes: every pass starts the sampler from the same state, so the order is the same on
+    every run. Another read (handed on, returned, `iter(loader)` kept), a statement between the
+    seeding and the loop, or a seed from the clock leaves the order unknown."""
+    if any(a.star for a in call.args) or any(keyword_value(call, w) is not None
+                                             for w in ("generator", "sampler", "batch_sampler")):
+        return False
+    statement = index.parent(call)
+    if not (isinstance(statement, cst.Assign) and statement.value is call and len(statement.targets) == 1
+            and isinstance(statement.targets[0].target, cst.Name)):
+        return False
+    name = statement.targets[0].target.value
+    function = index.function_at(call)
+    if function is None or len(function.scope.bindings.get(name, ())) != 1:
+        return False
+    reads = [n for n in walk(function.node) if isinstance(n, cst.Name) and n.value == name
+             and n is not statement.targets[0].target
+             and not (isinstance(index.parent(n), cst.Attribute) and index.parent(n).attr is n)]
+    return bool(reads) and all(_seeded_loop(index, read, function) for read in reads)
+
+
+def _seeded_loop(index, read: cst.Name, function: FunctionInfo) -> bool:
+    node = read
+    while True:  # through the wrappers that hand the loader on unchanged
+        parent = index.parent(node)
+        if isinstance(parent, cst.For) and parent.iter is node:
+            loop = parent
+            break
+        arg, wrapper = parent, index.parent(parent)
+        if not (isinstance(arg, cst.Arg) and not arg.star and arg.keyword is None and isinstance(wrapper, cst.Call)
+                and wrapper.args[0] is arg
+                and index.resolve(wrapper.func, index.scope_at(wrapper)) in _WRAPPERS - {"iter", "zip"}):
+            return False
+        node = wrapper
+    if index.function_at(loop) is not function:
+        return False
+    block = index.parent(loop)
+    body = list(getattr(block, "body", ()))
+    if loop not in body or body.index(loop) == 0:
+        return False
+    previous = body[body.index(loop) - 1]
+    if not (isinstance(previous, cst.SimpleStatementLine) and len(previous.body) == 1
+            and isinstance(previous.body[0], cst.Expr) and isinstance(seed := previous.body[0].value, cst.Call)):
+        return False
+    return index.resolve(seed.func, index.scope_at(seed)) == "torch.manual_seed" and len(seed.args) == 1 \
+        and not seed.args[0].star and not any(isinstance(n, cst.Call) for n in walk(seed.args[0].value))

@@ -529,6 +529,30 @@ class Linker:
                 found += [(_relative(self.project, where), klass) for klass in summary.classes.values()]
         return found
 
+    def only_imported_elsewhere(self, name: str) -> bool:
+        """No other file of the project can run this file's module-level `name`: the run checks the
+        whole project, and every other file whose text holds `name` holds it only as a name an
+        import statement brings in unaliased (`from data.sets import build`), in comments, or as
+        part of a longer word: no call, attribute (`sets.build(...)`), other read, alias or string
+        (`getattr(sets, "build")`) in any of them."""
+        if not self.whole_project():
+            return False
+        own = self.project.real(self.path)
+        for where in self._summaries.mentioning(self.path, (name,)):
+            if self.project.real(where) == own:
+                continue
+            summary = self._summaries.file_summary(where)
+            index = summary.index if summary is not None else None
+            if index is None:
+                return False  # a file that cannot be parsed: what it does with the name is unknown
+            for node in index.parents:
+                if isinstance(node, (cst.SimpleString, cst.FormattedStringText)) and name in str(
+                        getattr(node, "value", "")):
+                    return False
+                if isinstance(node, cst.Name) and node.value == name and not _imported_unaliased(index, node):
+                    return False
+        return True
+
     def readers_mentioning(self, word: str) -> list[str] | None:
         """`files_mentioning(word)` less the other files that cannot read this module's names: a
         file that imports it spells its module name (`import run`, `from run import x`,
@@ -652,3 +676,11 @@ def _relative(project: Project, path: Path) -> str:
         return path.relative_to(project.root).as_posix()
     except ValueError:
         return path.as_posix()
+
+
+def _imported_unaliased(index: FileIndex, node: cst.Name) -> bool:
+    """`node` is the name an `import`/`from ... import` statement brings in under its own name."""
+    parent = index.parent(node)
+    if not isinstance(parent, cst.ImportAlias) or parent.name is not node or parent.asname is not None:
+        return False
+    return isinstance(index.parent(parent), (cst.Import, cst.ImportFrom))

@@ -24,11 +24,16 @@ The loader is followed through:
 - a return: to every call of the returning module-level function, in its file and (in a run
   over the whole project) no other file naming it; a call whose result is dropped (a statement
   of its own) takes the loader nowhere, `a, b = make()` hands the returned tuple's element to `b`;
+  a function that nothing calls or reads, in its file or (in a run over the whole project) any
+  other, where its name is at most imported (`Linker.only_imported_elsewhere`: no call,
+  attribute, alias, other read or string naming it), takes the loader nowhere;
 - an argument of a function of the same file: the reads of the parameter in its body.
 
 Reading its length, an attribute (`loader.dataset`), drawing single batches (`loader_use`'s
-draws), or a loop that reads none of the batches it draws (`for _ in loader: pass`) is no pass
-over it. Anything else (an attribute of `self`, a container, a function of
+draws), a loop that reads none of the batches it draws (`for _ in loader: pass`), or a pass in
+which no call can run a model (`_runs_no_model`: builtins, data-module functions, tensor and
+container methods, handed no callable; summing feature statistics) is no pass
+over it that evaluates. Anything else (an attribute of `self`, a container, a function of
 another file or a library, a caller in a file this run does not check) is where the code cannot
 follow: the loader may still feed an evaluation there (unknown).
 
@@ -48,7 +53,7 @@ from trainlint.model.dataflow import dataflow
 from trainlint.model.grad_mode import literal_flags
 from trainlint.model.index import FunctionInfo, positional_args, walk
 from trainlint.model.loader_use import (_bounded_loop, _capped_draws, _cycled, _drawn_once, _dynamic_names,
-                                        _restarted_stream, _unmentioned_elsewhere)
+                                        _fixed_draws, _restarted_stream, _unmentioned_elsewhere)
 from trainlint.model.mode_state import EVAL
 from trainlint.model.modes import modes
 
@@ -57,6 +62,16 @@ UNUSED, EVALUATES, UNKNOWN = "unused", "evaluates", "unknown"
 _WRAPPERS = frozenset({"enumerate", "zip", "iter", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm",
                        "reversed"})
 _EVAL_LOADER_HOOKS = frameworks.hooks("eval_loader")
+# what a pass may call and still run no model (`_runs_no_model`)
+_PLAIN_BUILTINS = frozenset({"print", "len", "enumerate", "range", "zip", "min", "max", "sum", "abs", "float",
+                             "int", "str", "round", "isinstance", "list", "tuple", "dict", "set", "sorted", "bool",
+                             "repr", "format"})
+_DATA_MODULES = frozenset({"torch", "numpy", "math", "sys", "os", "time", "logging", "json"})
+_RUNS_CALLABLES = ("functional_call", "vmap", "checkpoint", "compile", "jit", "hub", "load", "export", "apply")
+_DATA_METHODS = frozenset({"append", "extend", "item", "tolist", "numpy", "cpu", "cuda", "to", "detach", "float",
+                           "double", "long", "int", "sum", "mean", "std", "var", "size", "view", "reshape",
+                           "squeeze", "unsqueeze", "pow", "add_", "format", "write", "flush", "keys", "values",
+                           "items", "numel", "max", "min", "abs", "sqrt", "square", "clone", "info", "debug"})
 _MAX_DEPTH = 4
 _BUDGET = 200  # reads followed per loader, at most
 
@@ -147,7 +162,7 @@ class LoaderReach:
             yield _Use("none", node, "deleted")
             return
         if _drawn_once(index, node) or _bounded_loop(index, node) or _cycled(index, node) \
-                or _capped_draws(index, node) or _restarted_stream(index, node):
+                or _capped_draws(index, node) or _restarted_stream(index, node) or _fixed_draws(index, node):
             yield _Use("none", node, "single batches drawn")
             return
         yield from self._value(node, depth, grad_off, flags)
@@ -263,11 +278,78 @@ class LoaderReach:
             return _Use("none", holder, "gone through without reading a batch")
         if self.modes.computes_grad(body, scope, flags):
             return _Use("other", holder, "gone through by a loop that computes gradients")
+        if self._runs_no_model(body):
+            return _Use("none", holder, "gone through by a pass that runs no model (a pass over the data)")
         if grad_off or self.flow.under_no_grad(body):
             return _Use("eval", holder, "gone through with grad recording off and no backward")
         if self._eval_mode_forward(body):
             return _Use("eval", holder, "gone through by a model in eval mode, with no backward")
         return _Use("other", holder, "gone through by a loop that is not shown to evaluate")
+
+    def _runs_no_model(self, body: cst.CSTNode) -> bool:
+        """No call of the pass can run a model, so it evaluates none (summing feature statistics
+        over the data): every call in it is a builtin (`print`, `len`, `enumerate`, ...) the scope does not
+        rebind, a function of `torch`/`numpy`/`math`/`sys`/`os`/`time`/`logging`/`json` reached
+        through an import that takes no callable (not `functional_call`, `vmap`, `checkpoint`,
+        `compile`, `jit`, `hub`, `load`, `export`), or a tensor/container method (`x.append`,
+        `t.to`, `t.sum`); and no argument of one is a name that may hold a model or another callable
+        (a parameter, a def, a class, an import of another module, a value some other call built).
+        Anything else (`model(x)`, `score(batch)`, `self.net(x)`, `fn()(x)`) may run a model, and
+        so may one that reads a batch the loop target binds after the loop (`return model(batch)`)."""
+        index = self.index
+        if not isinstance(body, cst.For) or _dynamic_names(index):
+            return False
+        # a batch the pass binds, read after it (`return model(batch)`): a model may see it there
+        names = {n.value for n in walk(body.target) if isinstance(n, cst.Name)}
+        owner = self.flow._owner(body)
+        region = owner.body if isinstance(owner, cst.FunctionDef) else owner
+        start, end = self.flow.position(body), self.flow.end(body)
+        if not names or end < 0 or any(
+                isinstance(n, cst.Name) and n.value in names and not start <= self.flow.position(n) <= end
+                and self.flow._owner(n) is owner for n in index.subtree(region)):
+            return False
+        if not isinstance(owner, cst.FunctionDef) \
+                and not all(self._module_name_private(body, name) for name in names):
+            return False  # a module's name: a file importing it may hand the last batch to a model
+        # the wrappers the loader goes through (`enumerate(loader)`) are handed the loader, not a model
+        iterating = {id(n) for n in index.subtree(body.iter)}
+        for node in index.subtree(body):
+            if type(node) is not cst.Call:
+                continue
+            scope = index.scope_at(node)
+            func = node.func
+            if type(func) is cst.Name:
+                if func.value not in _PLAIN_BUILTINS or scope.lookup(func.value):
+                    return False
+            elif type(func) is cst.Attribute:
+                name = index.resolve(func, scope) if _imported_head(func, scope) else None
+                if name is not None:
+                    if name.split(".", 1)[0] not in _DATA_MODULES or any(w in name for w in _RUNS_CALLABLES):
+                        return False
+                elif func.attr.value not in _DATA_METHODS:
+                    return False
+            else:
+                return False
+            for arg in node.args if id(node) not in iterating else ():
+                if type(arg.value) is cst.Name and not self._plain_value(arg.value, scope):
+                    return False
+        return True
+
+    def _plain_value(self, name: cst.Name, scope) -> bool:
+        """`name` holds no model or callable the code can tell: every binding is a plain value (a
+        literal, a loop target, an accumulation, a tensor a data module built) or a data module."""
+        for binding in scope.lookup(name.value):
+            if binding.kind in ("param", "def", "class"):
+                return False
+            if binding.kind == "import" and (binding.qualname or "").split(".", 1)[0] not in _DATA_MODULES:
+                return False
+            value = binding.value
+            if binding.kind == "assign" and type(value) is cst.Call:
+                called = self.index.resolve(value.func, self.index.scope_at(value)) \
+                    if _imported_head(value.func, self.index.scope_at(value)) else None
+                if called is None or called.split(".", 1)[0] not in _DATA_MODULES:
+                    return False
+        return True
 
     def _batches_unread(self, loop: cst.CSTNode) -> bool:
         """The pass reads none of the batches it draws (`for _ in tqdm(loader): pass`, timing the
@@ -337,6 +419,11 @@ class LoaderReach:
         called = {id(call.func) for call in calls}
         other_reads = [n for n in index.subtree(region) if isinstance(n, cst.Name)
                        and n.value == function.name and id(n) not in called and self._reads(n)]
+        if not calls and not other_reads and (nested or index.linker is not None
+                                                  and index.linker.only_imported_elsewhere(function.name)):
+            # no file of the project calls it (another imports it at most): it runs nowhere
+            yield _Use("none", statement, f"returned by `{function.name}`, which no file of the project calls")
+            return
         if other_reads or not calls:
             # handed around by name, or called by nothing the code shows (an entry point named in
             # a configuration may call it and use what it returns)
@@ -459,6 +546,16 @@ def _main_guard(test: cst.BaseExpression) -> bool:
     sides = [test.left, test.comparisons[0].comparator]
     return any(isinstance(s, cst.Name) and s.value == "__name__" for s in sides) and any(
         isinstance(s, cst.SimpleString) and s.evaluated_value == "__main__" for s in sides)
+
+
+def _imported_head(expr: cst.BaseExpression, scope) -> bool:
+    """`torch.zeros`, `np.mean`: an attribute chain on a name bound only by imports."""
+    while type(expr) is cst.Attribute:
+        expr = expr.value
+    if type(expr) is not cst.Name:
+        return False
+    bindings = scope.lookup(expr.value)
+    return bool(bindings) and all(b.kind == "import" for b in bindings)
 
 
 def _del_target(index, node: cst.CSTNode) -> bool:

@@ -15,6 +15,8 @@ function (in the file, for an attribute), apart from its binding, is a draw:
 - `it = iter(name)` drawn from one batch per call (`it.next()`, outside any loop of its function),
   the draw in a `try:` whose `except StopIteration:` binds `it = iter(name)` again: a stream of
   single batches restarted when it runs out (a picture to log), never a pass over the set;
+- `it = iter(name)` bound to a local name read only by `next(it)` written outside any loop of its
+  function (`source, target = next(it)`): a fixed number of batches from a fresh iterator;
 - `it = cycle(name)` (itertools, or a generator of the project that repeats its argument inside
   `while True:`) with `it` used only as `next(it)`: an endless stream never ends an epoch;
 - handed to a project function (this file or one it imports) whose parameter is only drawn from.
@@ -72,7 +74,7 @@ def _only_drawn(index: FileIndex, holder: str, region: cst.CSTNode, skip: set[in
         if _call_with_only_argument(index, node, "len") is not None:
             continue  # its number of batches: iterates nothing
         if _drawn_once(index, node) or _bounded_loop(index, node) or _cycled(index, node) \
-                or _capped_draws(index, node) or _restarted_stream(index, node) \
+                or _capped_draws(index, node) or _restarted_stream(index, node) or _fixed_draws(index, node) \
                 or _handed_to_drawing_function(index, node, depth):
             drawn = True
             continue
@@ -219,6 +221,31 @@ def _capped_draws(index: FileIndex, node: cst.CSTNode) -> bool:
     uses = [n for n in walk(region) if isinstance(n, cst.Name) and n.value == name
             and n is not statement.targets[0].target and not _attribute_of_another(index, n)]
     return bool(uses) and all(_next_of(index, n) and _in_capped_range(index, n) for n in uses)
+
+
+def _fixed_draws(index: FileIndex, node: cst.CSTNode) -> bool:
+    """`it = iter(node)` bound to a local name that is read only by `next(it)` (`it.next()`)
+    written outside any loop of its function: a fixed number of batches (one per such statement)
+    from a fresh iterator, never a pass over the set. A draw in a loop, a second binding of the
+    name, or any other read (`for x in it`, handing `it` on) may go on to the end."""
+    call = _call_with_only_argument(index, node, "iter")
+    statement = index.parent(call) if call is not None else None
+    if not (isinstance(statement, cst.Assign) and len(statement.targets) == 1 and statement.value is call
+            and isinstance(statement.targets[0].target, cst.Name)) or _dynamic_names(index):
+        return False
+    name = statement.targets[0].target.value
+    function = index.function_at(call)
+    if function is None:
+        return False  # a module's name: a file importing it may draw on
+    scope = function.scope
+    if any(b.kind != "assign" or b.node is not statement for b in scope.bindings.get(name, ())):
+        return False  # bound again (or a parameter, a loop target): its other values are not followed
+    if any(isinstance(n, (cst.Global, cst.Nonlocal)) for n in walk(function.node)):
+        return False
+    uses = [n for n in walk(function.node) if isinstance(n, cst.Name) and n.value == name
+            and n is not statement.targets[0].target and not _attribute_of_another(index, n)]
+    return bool(uses) and all(_next_of(index, n) and not _in_loop(index, n) and index.function_at(n) is function
+                              for n in uses)  # (a nested function drawing from it may be called again and again)
 
 
 def _restarted_stream(index: FileIndex, node: cst.CSTNode) -> bool:
