@@ -10,6 +10,8 @@ from trainlint.model.checkpoints import checkpoint_model
 from trainlint.finding import Severity
 from trainlint.gate import reference_text, refers_to
 from trainlint.model.checkpoint_base import SAVE_FUNCTIONS
+from trainlint.model import file_facts
+from trainlint.model.file_facts import file_fact
 from trainlint.model.index import keyword_arg, positional_args, walk
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.path_literals import path_literals
@@ -476,14 +478,33 @@ def _what_the_project_wrote(ctx, site) -> Premise | bool | None:
     state, or a dump beside a save of training state, proves it; when every such dump writes a
     value holding no training state with none saved beside it (the run's data split, written at
     its start), the path's name is refuted by what the project puts there (False). None: no dump of
-    this file writes it (the path's name is all there is)."""
-    index = ctx.index
+    this file writes it (the path's name is all there is). The dumps are a file fact, so a check of
+    one edited definition sees those of the rest of the file."""
     args = positional_args(site.node)
     read = _opened_path_expr(ctx, site.scope, args[0].value) if args else None
     names = path_literals(read, site.scope)
     if not names:
         return None
-    writes = []
+    writes = [(how, text) for written, how, text in file_facts.values(ctx, "tl401.pickle_writes") if written & names]
+    if not writes:
+        return None
+    for how, text in writes:
+        if how == "state":
+            return premise(f"the file is a checkpoint: the project writes training state into it (`{text}`)",
+                           read, "use")
+        if how == "beside":
+            return premise(f"the file is a checkpoint: the project writes it (`{text}`) beside a save of "
+                           "training state", read, "use")
+    return False
+
+
+@file_fact("tl401.pickle_writes")
+def _pickle_writes(ctx):
+    """Each `pickle.dump(value, f)` of the file with a path it writes: the path's file-name pieces,
+    whether it writes training state ("state"), sits beside a save of training state ("beside") or
+    neither (""), and its code."""
+    index = ctx.index
+    model = None
     for dump in index.calls:
         if index.call_name(dump) not in PICKLE_DUMPS:
             continue
@@ -493,21 +514,15 @@ def _what_the_project_wrote(ctx, site) -> Premise | bool | None:
         if target is None or not dump_args:
             continue
         written = _opened_path_expr(ctx, dump.scope, target)
-        if written is not None and path_literals(written, dump.scope) & names:
-            writes.append(dump)
-    if not writes:
-        return None
-    model = ctx.model(checkpoint_model)
-    for dump in writes:
-        value = positional_args(dump.node)[0].value
+        names = frozenset(path_literals(written, dump.scope)) if written is not None else frozenset()
+        if not names:
+            continue
+        model = model or ctx.model(checkpoint_model)
+        value = dump_args[0].value
         content = model.saved_dict(value, dump.scope)
         kinds = model.holds(content) if content is not None else model.value_kinds(value, dump.scope)
-        if kinds & _TRAINING_STATE:
-            return premise("the file is a checkpoint: the project writes training state into it", dump.node, "call")
-        if _state_saved_beside(ctx, model, dump):
-            return premise("the file is a checkpoint: the project writes it beside a save of training state",
-                           dump.node, "call")
-    return False
+        how = "state" if kinds & _TRAINING_STATE else "beside" if _state_saved_beside(ctx, model, dump) else ""
+        yield dump.node, (names, how, ctx.code_for(dump.node)[:60])
 
 
 def _opened_path_expr(ctx, scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:
