@@ -41,6 +41,19 @@ def _resolve_last_with(source: str) -> str | None:
         with torch.no_grad():
             pass
     """,
+    """
+    def _deps():
+        try:
+            import torch
+            from torch import nn
+        except ImportError as error:
+            raise RuntimeError("needs torch") from error
+        return torch, nn
+    def f():
+        torch, nn = _deps()
+        with torch.no_grad():
+            pass
+    """,
 ])
 def test_a_module_bound_by_other_means(source):
     assert _resolve_last_with(source) == "torch.no_grad"
@@ -72,6 +85,16 @@ def test_a_module_bound_by_other_means(source):
     torch = torch.compile(torch)
     with torch.no_grad():
         pass
+    """,
+    # the helper returns three values and two names take them: the unpacking would fail
+    """
+    def _deps():
+        import torch
+        return torch, 1, 2
+    def f():
+        torch, one = _deps()
+        with torch.no_grad():
+            pass
     """,
     # a helper that takes arguments: what it returns depends on them
     """

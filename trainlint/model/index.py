@@ -468,11 +468,18 @@ class FileIndex:
                 continue
             elif binding.kind == "assign" and isinstance(binding.value, cst.Call):
                 modules.add(self._imported_by_call(binding.value))
+            elif binding.kind == "assign" and binding.value is None and isinstance(binding.node, cst.Assign) \
+                    and isinstance(binding.node.value, cst.Call):
+                # `torch, nn = _deps()`: the element of what a lazy-import helper returns
+                position = unpacked_position(binding.node, binding.name)
+                if position is None:
+                    return None
+                modules.add(self._imported_by_call(binding.node.value, position))
             else:
                 return None
         return modules.pop() if len(modules) == 1 and None not in modules else None
 
-    def _imported_by_call(self, call: cst.Call) -> str | None:
+    def _imported_by_call(self, call: cst.Call, position: tuple[int, int] | None = None) -> str | None:
         """`importlib.import_module("m")`, `__import__("m")`, or `f()` for a module-level `def f` of
         this file whose every return is a module its body imports."""
         args = call.args
@@ -481,7 +488,7 @@ class FileIndex:
         importer = isinstance(func, cst.Name) and func.value == "__import__" or \
             isinstance(func, cst.Attribute) and func.attr.value == "import_module" and isinstance(func.value, cst.Name) \
             and any(b.kind == "import" and b.qualname == "importlib" for b in self.module_scope.bindings.get(func.value.value, []))
-        if importer:
+        if importer and position is None:
             if len(args) == 1 and isinstance(args[0].value, cst.SimpleString) and args[0].keyword is None:
                 name = args[0].value.evaluated_value
                 return name if isinstance(name, str) and name.replace(".", "").replace("_", "").isalnum() else None
@@ -493,20 +500,27 @@ class FileIndex:
             return None
         function = defs[0].node
         memo = self.__dict__.setdefault("_lazy_imports", {})
-        if function not in memo:
-            memo[function] = self._returned_module(function)
-        return memo[function]
+        if (function, position) not in memo:
+            memo[function, position] = self._returned_module(function, position)
+        return memo[function, position]
 
-    def _returned_module(self, function: cst.FunctionDef) -> str | None:
+    def _returned_module(self, function: cst.FunctionDef, position: tuple[int, int] | None) -> str | None:
         inner = self.scope_of_node.get(function)
         returns = [n for n in walk(function.body) if isinstance(n, cst.Return)]
         if inner is None or not returns:
             return None
         modules = set()
         for ret in returns:
-            if not isinstance(ret.value, cst.Name):
+            value = ret.value
+            if position is not None:  # the element of a returned tuple of as many elements
+                at, count = position
+                elements = value.elements if isinstance(value, cst.Tuple) else ()
+                if len(elements) != count or any(isinstance(e, cst.StarredElement) for e in elements):
+                    return None
+                value = elements[at].value
+            if not isinstance(value, cst.Name):
                 return None
-            found = inner.bindings.get(ret.value.value, [])
+            found = inner.bindings.get(value.value, [])
             if not found or not all(b.kind == "import" for b in found):
                 return None
             modules.add(found[-1].qualname)
