@@ -21,9 +21,11 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
+from typing import Callable
 
 _PR_SET_CHILD_SUBREAPER = 36
 _active: dict[int, int] = {}  # pid of each traced child still being run -> its start time (clock ticks)
@@ -72,12 +74,22 @@ def _subtree(root: int, table: dict) -> set[int]:
     return found
 
 
-def started(pid: int) -> None:
-    """A traced child was started: from now on orphans of the run come here."""
+def start(spawn: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+    """Start a traced child (`spawn()`) and register it in one step, under the lock. `end()` of a
+    run in another thread kills every descendant of this process started after its own run that
+    is no registered run: a child between its fork and its registration would be taken for a
+    leftover, killed and reaped, and its own `wait()` would see exit code 0 with no result."""
     with _lock:
-        if not _active:
-            _prctl_subreaper(True)
-        _active[pid] = _table().get(pid, (0, 0, ""))[1]
+        process = spawn()
+        _register(process.pid)
+        return process
+
+
+def _register(pid: int) -> None:
+    """From now on orphans of the run `pid` come here."""
+    if not _active:
+        _prctl_subreaper(True)
+    _active[pid] = _table().get(pid, (0, 0, ""))[1]
 
 
 def end(pid: int) -> None:

@@ -154,11 +154,11 @@ def run_child(script: str, args: list[str], max_steps: int, timeout: float = DEF
         previous = _forward_signals(received)
         try:
             try:
-                process = subprocess.Popen(command, stdout=2 if output is None else output, env=env,
-                                           start_new_session=hasattr(os, "setsid"))
+                # started and registered as one step: a concurrent run's `reaper.end` must never see it unregistered
+                process = reaper.start(lambda: subprocess.Popen(command, stdout=2 if output is None else output,
+                                                                env=env, start_new_session=hasattr(os, "setsid")))
             except OSError as err:
                 raise TraceFailed(f"cannot start {sys.executable}: {err.strerror or err}") from err
-            reaper.started(process.pid)
             try:
                 how = _wait(process, timeout, received)
             finally:
