@@ -439,13 +439,12 @@ class Roles:
             # steps the optimizer is an optimizer); a project factory, the role of what it returns.
             # (Other project functions are not read for this: that would parse most of a library.)
             # ("lambda": a factory of plain functions, `get_data_scaler`, is read to say it is none)
-            role = self._from_summary(call, scope, ROLE_WORDS + ("lambda",))
-            if role:
-                return role
-            if self.index.summary_of(call.func, scope, ROLE_WORDS + ("lambda",)) is not None:
-                # project code that was read and builds none of the roles: its name is no proof
-                # (`get_beta_schedule(...)` returns a diffusion noise schedule, not an LR scheduler)
-                return self._from_returns(call, scope, depth, position=None)
+            summary = self.index.summary_of(call.func, scope, ROLE_WORDS + ("lambda",))
+            if summary is not None:
+                # project code that was read: what it builds, and when it builds none of the roles
+                # its name is no proof (`get_beta_schedule(...)` returns a noise schedule, not an LR
+                # scheduler)
+                return self._summary_role(summary, call) or self._from_returns(call, scope, depth, position=None)
         qualname = self.index.resolve(call.func, scope)
         role = role_of_callee(qualname)
         if role:
@@ -485,8 +484,9 @@ class Roles:
         """The role of what the project function or class `call` runs gives, from its summary (this
         file's or another's): the whole result, or the element at `position` of the tuple it returns."""
         summary = self.index.summary_of(call.func, scope, words)
-        if summary is None:
-            return None
+        return self._summary_role(summary, call, position) if summary is not None else None
+
+    def _summary_role(self, summary, call: cst.Call, position: int | None = None) -> str | None:
         role = summary.produces if position is None else summary.produces_at(position)
         if not role:
             return None
