@@ -1409,12 +1409,20 @@ class _Summariser:
                 return False
             if not all(self.is_detached(b.value, scope, depth + 1) for b in bindings):
                 return False
-            # a list filled by `.append(...)` is as detached as what is put in it
-            return all(self.is_detached(value, scope, depth + 1) for value in self._put_into(expr.value, scope))
+            # a list filled by `.append(...)` is as detached as what is put in it, a dict as what
+            # `d[key] = value` stores in it (`d.update(...)`, `d.setdefault(...)`: not followed)
+            stored = self._stored_into(expr.value, scope)
+            if stored is None:
+                return False
+            return all(self.is_detached(value, scope, depth + 1)
+                       for value in (*self._put_into(expr.value, scope), *stored))
         if isinstance(expr, cst.Attribute):
             return expr.attr.value == "data"
         if isinstance(expr, (cst.Tuple, cst.List)):
             return all(self.is_detached(e.value, scope, depth + 1) for e in expr.elements)
+        if isinstance(expr, cst.Dict):  # `{"mse": mse.item(), "total": total.item()}`
+            return all(isinstance(e, cst.DictElement) and self.is_detached(e.value, scope, depth + 1)
+                       for e in expr.elements)
         if isinstance(expr, cst.Subscript):
             return self.is_detached(expr.value, scope, depth)  # an element of a detached result
         if isinstance(expr, cst.Call):
@@ -1438,6 +1446,35 @@ class _Summariser:
             if isinstance(summary, FunctionSummary):
                 return summary.detached.whole or summary.body_grad_off
         return False
+
+    def _stored_into(self, name: str, scope: Scope) -> list[cst.BaseExpression] | None:
+        """What `name[key] = value` (or `name[key] += value`) stores into the container `name` in
+        `scope`; None when the scope also fills it another way (`name.update(...)`,
+        `name.setdefault(...)`, `name[key].append(...)`), whose values are not followed."""
+        memo = self.__dict__.setdefault("_stored_memo", {})
+        if id(scope) not in memo:
+            by_name: dict[str, list[cst.BaseExpression] | None] = {}
+            nodes = self.index.scope_nodes(scope.node) if scope.kind != "class" else []
+            for node in nodes:
+                kind = type(node)
+                if kind is cst.Assign or kind is cst.AugAssign:
+                    targets = [t.target for t in node.targets] if kind is cst.Assign else [node.target]
+                    for target in targets:
+                        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+                            held = by_name.setdefault(target.value.value, [])
+                            if held is not None:
+                                held.append(node.value)
+                elif kind is cst.Call and isinstance(node.func, cst.Attribute) \
+                        and node.func.attr.value in ("update", "setdefault", "__setitem__"):
+                    receiver = node.func.value
+                    if isinstance(receiver, cst.Name):
+                        by_name[receiver.value] = None
+                elif kind is cst.Call and isinstance(node.func, cst.Attribute) \
+                        and isinstance(node.func.value, cst.Subscript) \
+                        and isinstance(node.func.value.value, cst.Name):
+                    by_name[node.func.value.value.value] = None  # `d[k].append(x)`: filled in place
+            memo[id(scope)] = by_name
+        return memo[id(scope)].get(name, [])
 
     def _put_into(self, name: str, scope: Scope) -> list[cst.BaseExpression]:
         """What `name.append(x)` / `.extend` / `.insert` put into the container `name` in `scope`."""
@@ -2241,7 +2278,27 @@ def callable_summary(index: FileIndex, func: cst.BaseExpression, scope: Scope,
             built = index.summary_of(value.func, index.scope_at(value), words)
             if isinstance(built, ClassSummary):
                 return built.method("__call__") or built.method("forward")
+    if isinstance(func, cst.Name) and not values:
+        # a parameter: the class every same-file caller passes an instance of, else its annotation
+        # (`criterion: CombinedLoss`)
+        built = instance_class(index, func, scope, words) or _annotated_class(index, func, scope, words)
+        if built is not None:
+            return built.method("__call__") or built.method("forward")
     return None
+
+
+def _annotated_class(index: FileIndex, name: cst.Name, scope: Scope, words: tuple[str, ...]) -> ClassSummary | None:
+    """The project class a parameter is annotated with (`criterion: CombinedLoss`), when the
+    parameter is never rebound."""
+    bindings = scope.lookup(name.value)
+    if len(bindings) != 1 or bindings[0].kind != "param":
+        return None
+    param = bindings[0].node
+    annotation = param.annotation.annotation if isinstance(param, cst.Param) and param.annotation else None
+    if not isinstance(annotation, (cst.Name, cst.Attribute)):
+        return None
+    found = index.summary_of(annotation, scope, words)
+    return found if isinstance(found, ClassSummary) else None
 
 
 def body_of(node) -> list:
