@@ -29,7 +29,7 @@ import libcst as cst
 
 from trainlint.model import frameworks
 from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, is_property, iter_children, keyword_value,
-                                   positional_args, walk)
+                                   positional_args, unpacked_position, walk)
 from trainlint.model.array_kinds import array_kind
 from trainlint.model.layers import DEPENDENT, FREE, LIBRARY, class_verdict, verdict
 from trainlint.model.loader_use import drawn_once, parameter_only_drawn_from
@@ -190,6 +190,22 @@ class FunctionSummary:
             found = self.persists_of() if self.persists_of is not None else ()
             object.__setattr__(self, "_persists", found)
         return found
+    # (words) -> {position: ClassSummary}: the project class whose construction every return gives
+    # at that position of its tuple (-1: the returned value itself), built directly or bound once in
+    # the function (`scheduler = WarmupCosine(opt, ...)` ... `return opt, scheduler`). Worked out
+    # when first asked (`returned_class`)
+    classes_of: object = field(default=None, compare=False, repr=False)
+
+    def returned_class(self, position: int, words: tuple[str, ...] = ()) -> "ClassSummary | None":
+        """The project class of what a call gives at `position` of its tuple (-1: the whole result)."""
+        memo = self.__dict__.get("_classes")
+        if memo is None:
+            memo = {}
+            object.__setattr__(self, "_classes", memo)
+        if words not in memo:
+            memo[words] = {}  # a function reaching itself: nothing
+            memo[words] = self.classes_of(words) if self.classes_of is not None else {}
+        return memo[words].get(position)
     #: it keeps a copy of parameters' gradients (`backup[name] = p.grad.clone()`)
     copies_grads: bool = False
     #: it writes parameters' gradients with values (`p.grad = backup[name]`, `p.grad.copy_(g)`)
@@ -725,7 +741,8 @@ class _Summariser:
             ignored_params=self._ignored_params(function, params),
             persists_of=lambda: self._persists(function, params),
             copies_grads=self._copies_grads(function), writes_grads=self._writes_grads(function),
-            differentiates_of=lambda: self._differentiates(function))
+            differentiates_of=lambda: self._differentiates(function),
+            classes_of=lambda words: self._returned_classes(function, words))
         self._memo[node] = summary
         return summary
 
@@ -1568,6 +1585,35 @@ class _Summariser:
             roles.append(found)
         return tuple(roles) if any(roles) else ()
 
+    def _returned_classes(self, function: FunctionInfo, words: tuple[str, ...]) -> dict:
+        """`FunctionSummary.returned_class`: per position (-1: the whole value), the project class
+        every return builds there."""
+        values = self._returns_of(function)
+        if not values:
+            return {}
+
+        def built(expr: cst.BaseExpression) -> ClassSummary | None:
+            if isinstance(expr, cst.Name):
+                bindings = function.scope.lookup(expr.value)
+                if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
+                    return None
+                expr = bindings[0].value
+            if not isinstance(expr, cst.Call):
+                return None
+            found = self.summary_of(expr.func, function.scope, words)
+            return found if isinstance(found, ClassSummary) else None
+
+        found: dict[int, ClassSummary] = {}
+        whole = {built(v) for v in values}
+        if len(whole) == 1 and None not in whole:
+            found[-1] = whole.pop()
+        tuples, length = self._uniform_tuples(function)
+        for position in range(length):
+            classes = {built(v.elements[position].value) for v in tuples}
+            if len(classes) == 1 and None not in classes:
+                found[position] = classes.pop()
+        return found
+
     def _array_kind(self, function: FunctionInfo) -> str | None:
         """The library (`array_kinds`) of every value the function returns, when they agree."""
         values = self._returns_of(function)
@@ -2214,15 +2260,48 @@ def instance_class(index: FileIndex, expr: cst.BaseExpression, scope: Scope,
         bindings = scope.lookup(expr.value)
         if len(bindings) == 1 and bindings[0].kind == "param" and depth < 3:
             return _parameter_class(index, expr.value, bindings[0], words, depth)
-        if any(b.kind != "assign" or b.value is None for b in bindings):
+        if any(b.kind != "assign" for b in bindings):
             return None
-        values = [b.value for b in bindings if not (isinstance(b.value, cst.Name) and b.value.value == "None")]
+        unpacked = [b for b in bindings if b.value is None]
+        values = [b.value for b in bindings if b.value is not None
+                  and not (isinstance(b.value, cst.Name) and b.value.value == "None")]
+        if unpacked:  # `opt, sched = init_opt(...)` (beside `sched = None` on another path)
+            found = _unpacked_class(index, expr.value, unpacked, words)
+            if found is None or any(_built_class(index, v, words) is not found for v in values):
+                return None
+            return found
     elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
         values = index.self_attribute_values(expr.attr.value, scope)
     found: ClassSummary | None = None
     for value in values:
-        built = index.summary_of(value.func, index.scope_at(value), words) if isinstance(value, cst.Call) else None
-        if not isinstance(built, ClassSummary) or (found is not None and built is not found):
+        built = _built_class(index, value, words)
+        if built is None or (found is not None and built is not found):
+            return None
+        found = built
+    return found
+
+
+def _built_class(index: FileIndex, value: cst.BaseExpression, words: tuple[str, ...]) -> ClassSummary | None:
+    """The project class `value` constructs: `WarmupCosine(...)`, or a project function whose every
+    return builds one (`build_schedule(opt, cfg)`)."""
+    built = index.summary_of(value.func, index.scope_at(value), words) if isinstance(value, cst.Call) else None
+    if isinstance(built, FunctionSummary):
+        built = built.returned_class(-1, words)
+    return built if isinstance(built, ClassSummary) else None
+
+
+def _unpacked_class(index: FileIndex, name: str, bindings, words: tuple[str, ...]) -> ClassSummary | None:
+    """`opt, sched = init_opt(...)`: the class the project function's returns build at `sched`'s
+    place, when every binding of `name` is such an unpacking and they agree."""
+    found: ClassSummary | None = None
+    for binding in bindings:
+        node = binding.node
+        if binding.value is not None or not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
+            return None
+        position = unpacked_position(node, name)
+        summary = index.summary_of(node.value.func, index.scope_at(node), words) if position is not None else None
+        built = summary.returned_class(position[0], words) if isinstance(summary, FunctionSummary) else None
+        if built is None or (found is not None and built is not found):
             return None
         found = built
     return found
