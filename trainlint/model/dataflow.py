@@ -25,8 +25,8 @@ from trainlint.model.roles import ACCELERATOR, ENGINE, LOADER, MODULE_ROLES, rol
 from trainlint.model.grad_mode import (GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_SETTERS, GRAD_WORDS, switch_unsettled,
                                        switched_grad)
 from trainlint.model.mode_state import ON
-from trainlint.model.summaries import (DETACH_WORDS, ClassSummary, callable_summary, construction_fields,
-                                      instance_class)
+from trainlint.model.summaries import (DETACH_WORDS, ClassSummary, callable_summary, called_method,
+                                      construction_fields, instance_class)
 from trainlint.model.training import training_model
 from trainlint.model.value_kinds import NUMBER_ATTRIBUTES, NUMBER_FUNCTIONS, NUMBER_METHODS, NUMBER_WORDS, is_number
 
@@ -1052,6 +1052,14 @@ class Dataflow:
                     return True if keyword_value(call, "requires_grad") is not None and \
                         _is_true(keyword_value(call, "requires_grad")) else False
                 return _any_of(*(self.carries_graph(a, depth + 1) for a in args)) if args else None
+        method = called_method(self.index, func, scope) if isinstance(func, cst.Attribute) else None
+        through = method.graph_through if method is not None else None
+        if through is not None:
+            # a method returning a forward of a submodule its class freezes: a graph only through
+            # the arguments it hands that submodule
+            bound = [argument_value(call, method, param) for param in through]
+            return _any_of(*(self.carries_graph(a, depth + 1) for a in bound if a is not None)) \
+                if bound and all(a is not None for a in bound) else False if not through else None
         if self.is_model(func, scope):
             if dotted_name(func) in self.frozen_modules():
                 # a module whose parameters (some, or all) are frozen: a graph only through its inputs
@@ -1180,6 +1188,19 @@ def dataflow(ctx) -> Dataflow:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+def argument_value(call: cst.Call, summary, param: str) -> cst.BaseExpression | None:
+    """What `call` passes for the parameter `param` of the function `summary` describes (None when
+    it is not passed plainly: a default, `*args`, `**kwargs`)."""
+    if any(a.star for a in call.args):
+        return None
+    value = keyword_value(call, param)
+    if value is not None:
+        return value
+    positional = positional_args(call)
+    where = summary.params.index(param) if param in summary.params else None
+    return positional[where].value if where is not None and where < len(positional) else None
+
+
 def _unconditional_loads(expr: cst.CSTNode) -> Iterator[cst.Name]:
     """The names an expression always reads when it is evaluated: not the right side of `and`/`or`,
     the branches of `x if c else y`, a lambda's body, a comprehension, an attribute's name or a

@@ -190,6 +190,22 @@ class FunctionSummary:
             found = self.persists_of() if self.persists_of is not None else ()
             object.__setattr__(self, "_persists", found)
         return found
+    # () -> the parameters whose graph is the only one what it returns can carry: every return is a
+    # call of a submodule of its class whose parameters the class freezes and never turns back on
+    # (`return self.key_encoder(x)`, `p.requires_grad = False` over `self.key_encoder.parameters()`),
+    # handed only parameters of the method; None when a return is anything else. Worked out when
+    # first asked (`graph_through`)
+    graph_through_of: object = field(default=None, compare=False, repr=False)
+
+    @property
+    def graph_through(self) -> tuple[str, ...] | None:
+        found = self.__dict__.get("_graph_through", False)
+        if found is False:
+            object.__setattr__(self, "_graph_through", None)
+            found = self.graph_through_of() if self.graph_through_of is not None else None
+            object.__setattr__(self, "_graph_through", found)
+        return found
+
     # (words) -> {position: ClassSummary}: the project class whose construction every return gives
     # at that position of its tuple (-1: the returned value itself), built directly or bound once in
     # the function (`scheduler = WarmupCosine(opt, ...)` ... `return opt, scheduler`). Worked out
@@ -742,7 +758,8 @@ class _Summariser:
             persists_of=lambda: self._persists(function, params),
             copies_grads=self._copies_grads(function), writes_grads=self._writes_grads(function),
             differentiates_of=lambda: self._differentiates(function),
-            classes_of=lambda words: self._returned_classes(function, words))
+            classes_of=lambda words: self._returned_classes(function, words),
+            graph_through_of=lambda: self._graph_through(function, params))
         self._memo[node] = summary
         return summary
 
@@ -1585,6 +1602,95 @@ class _Summariser:
             roles.append(found)
         return tuple(roles) if any(roles) else ()
 
+    def _graph_through(self, function: FunctionInfo, params: list[str]) -> tuple[str, ...] | None:
+        """`FunctionSummary.graph_through`."""
+        if not function.class_name:
+            return None
+        frozen = self._frozen_attributes(function.class_name)
+        values = self._returns_of(function)
+        if not frozen or not values:
+            return None
+        through: list[str] = []
+        for value in values:
+            func = value.func if isinstance(value, cst.Call) else None
+            if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                    and func.value.value == "self" and func.attr.value in frozen):
+                return None
+            for arg in value.args:
+                if not (isinstance(arg.value, cst.Name) and arg.value.value in params and not arg.star
+                        and all(b.kind == "param" for b in function.scope.lookup(arg.value.value))):
+                    return None
+                if arg.value.value not in through:
+                    through.append(arg.value.value)
+        return tuple(through)
+
+    def _frozen_attributes(self, class_name: str) -> frozenset[str]:
+        """The `self.<attr>` modules whose parameters the class's methods all freeze and never turn
+        back on: `self.<attr>.requires_grad_(False)`, `p.requires_grad = False` (or
+        `p.requires_grad_(False)`) over `self.<attr>.parameters()`, also as one element of a `zip`
+        (`for q, k in zip(self.online.parameters(), self.target.parameters()): k.requires_grad = False`).
+        An attribute the class also rebinds outside `__init__` is not counted."""
+        memo = self.__dict__.setdefault("_frozen_memo", {})
+        if class_name in memo:
+            return memo[class_name]
+        memo[class_name] = frozenset()
+        node = self.index.classes.get(class_name)
+        if not isinstance(node, cst.ClassDef):
+            return frozenset()
+        frozen: set[str] = set()
+        thawed: set[str] = set()
+        for function in self.index.functions:
+            if function.class_name != class_name:
+                continue
+            for part in self._own_nodes(function):
+                if isinstance(part, cst.Assign):
+                    flag = is_false(part.value) or is_true(part.value)
+                    for target in part.targets:
+                        t = target.target
+                        if flag and isinstance(t, cst.Attribute) and t.attr.value == "requires_grad" \
+                                and isinstance(t.value, cst.Name):
+                            owner = self._parameters_owner(part, t.value.value)
+                            if owner is not None:
+                                (frozen if is_false(part.value) else thawed).add(owner)
+                        elif isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) \
+                                and t.value.value == "self" and function.name != "__init__":
+                            thawed.add(t.attr.value)  # rebound after construction: not known frozen
+                elif isinstance(part, cst.Call) and isinstance(part.func, cst.Attribute) \
+                        and part.func.attr.value == "requires_grad_":
+                    receiver = part.func.value
+                    off = bool(part.args) and is_false(part.args[0].value)
+                    if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) \
+                            and receiver.value.value == "self":
+                        (frozen if off else thawed).add(receiver.attr.value)
+                    elif isinstance(receiver, cst.Name):
+                        owner = self._parameters_owner(part, receiver.value)
+                        if owner is not None:
+                            (frozen if off else thawed).add(owner)
+        memo[class_name] = frozenset(frozen - thawed)
+        return memo[class_name]
+
+    def _parameters_owner(self, node: cst.CSTNode, variable: str) -> str | None:
+        """`attr` when `node` is inside `for <variable> in self.<attr>.parameters():`, or inside
+        `for a, <variable> in zip(..., self.<attr>.parameters()):` at the same position."""
+        for ancestor in self.index.ancestors(node):
+            if not isinstance(ancestor, cst.For):
+                continue
+            target, iterated = ancestor.target, ancestor.iter
+            pairs = [(target, iterated)]
+            if isinstance(target, cst.Tuple) and isinstance(iterated, cst.Call) \
+                    and dotted_name(iterated.func) == "zip" and len(iterated.args) == len(target.elements):
+                pairs = [(e.value, a.value) for e, a in zip(target.elements, iterated.args)]
+            for name, source in pairs:
+                if isinstance(name, cst.Name) and name.value == variable:
+                    if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) \
+                            and source.func.attr.value == "parameters" \
+                            and isinstance(source.func.value, cst.Attribute) \
+                            and isinstance(source.func.value.value, cst.Name) \
+                            and source.func.value.value.value == "self":
+                        return source.func.value.attr.value
+                    return None
+        return None
+
     def _returned_classes(self, function: FunctionInfo, words: tuple[str, ...]) -> dict:
         """`FunctionSummary.returned_class`: per position (-1: the whole value), the project class
         every return builds there."""
@@ -2278,6 +2384,62 @@ def instance_class(index: FileIndex, expr: cst.BaseExpression, scope: Scope,
         if built is None or (found is not None and built is not found):
             return None
         found = built
+    return found
+
+
+def called_method(index: FileIndex, func: cst.BaseExpression, scope: Scope,
+                  words: tuple[str, ...] = ()) -> FunctionSummary | None:
+    """The project method `obj.<name>(...)` runs: `obj` holds an instance of one of the project
+    classes its bindings build (through `.cuda()`/`.to(...)`, and for a parameter what the file's
+    callers pass), and exactly one of them defines `<name>` with a plain `def` (on the others the
+    call cannot run that method: it raises, whatever the name says)."""
+    if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Name) or func.value.value == "self":
+        return None
+    classes = _candidate_classes(index, func.value, scope, words, 0)
+    if not classes:
+        return None
+    defining = {id(c): c.method(func.attr.value) for c in classes}
+    found = [m for m in defining.values() if m is not None]
+    if len(found) != 1 or found[0].is_property:
+        return None
+    return found[0]
+
+
+def _candidate_classes(index: FileIndex, name: cst.Name, scope: Scope, words: tuple[str, ...],
+                       depth: int) -> list[ClassSummary] | None:
+    """Every project class a binding of `name` may build (a parameter: what each same-file call
+    passes); None when one binding is anything else."""
+    bindings = scope.lookup(name.value)
+    if not bindings or depth > 3:
+        return None
+    found: list[ClassSummary] = []
+    if len(bindings) == 1 and bindings[0].kind == "param":
+        function = index.function_at(bindings[0].node)
+        sites = index.callers(function) if function is not None else []
+        if not sites:
+            return None
+        for site in sites:
+            argument = index.argument_for(site.node, function, name.value)
+            more = _candidate_classes(index, argument, site.scope, words, depth + 1) \
+                if isinstance(argument, cst.Name) else None
+            if more is None:
+                return None
+            found += [c for c in more if all(c is not f for f in found)]
+        return found
+    for binding in bindings:
+        value = binding.value
+        if binding.kind != "assign" or value is None:
+            return None
+        if isinstance(value, cst.Name) and value.value == "None":
+            continue
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                and value.func.attr.value in _MODULE_RETURNING_METHODS and isinstance(value.func.value, cst.Call):
+            value = value.func.value  # `Model(...).cuda()`: the module itself
+        built = _built_class(index, value, words)
+        if built is None:
+            return None
+        if all(built is not f for f in found):
+            found.append(built)
     return found
 
 
