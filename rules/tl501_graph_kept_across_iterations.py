@@ -1627,6 +1627,7 @@ class GraphKeptAcrossIterations(Rule):
 
 
             def run_epoch(model, loader, optimizer, loss_fn: PhysicsLoss):
+                model.train()
                 sums = {"fit": 0.0, "smooth": 0.0, "total": 0.0}
                 for x, y in loader:
                     loss, parts = loss_fn(model(x), y)
@@ -1635,7 +1636,7 @@ class GraphKeptAcrossIterations(Rule):
                     optimizer.step()
                     sums["total"] += parts["total"]
                     sums["fit"] += parts.get("fit", 0.0)
-                return sums
+                print(sums)
             """,
             title="a loss module handed in (typed) returns its parts as numbers: `.item()` in a dict",
         ),
@@ -1657,6 +1658,7 @@ class GraphKeptAcrossIterations(Rule):
 
 
             def run_epoch(model, loader, optimizer, loss_fn: PhysicsLoss):
+                model.train()
                 sums = {"fit": 0.0, "smooth": 0.0, "total": 0.0}
                 for x, y in loader:
                     loss, parts = loss_fn(model(x), y)
@@ -1664,9 +1666,9 @@ class GraphKeptAcrossIterations(Rule):
                     loss.backward()
                     optimizer.step()
                     sums["total"] += parts["total"]
-                return sums
+                print(sums)
             """,
-            line=23,
+            line=24,
             fixed="""
             import torch
             from torch import nn
@@ -1684,6 +1686,7 @@ class GraphKeptAcrossIterations(Rule):
 
 
             def run_epoch(model, loader, optimizer, loss_fn: PhysicsLoss):
+                model.train()
                 sums = {"fit": 0.0, "smooth": 0.0, "total": 0.0}
                 for x, y in loader:
                     loss, parts = loss_fn(model(x), y)
@@ -1691,7 +1694,7 @@ class GraphKeptAcrossIterations(Rule):
                     loss.backward()
                     optimizer.step()
                     sums["total"] += parts["total"].detach()
-                return sums
+                print(sums)
             """,
             title="the same loss module stores the total itself in its dict of parts",
         ),
@@ -1729,6 +1732,7 @@ class GraphKeptAcrossIterations(Rule):
 
 
             def cluster_epoch(net, loader, optimizer):
+                net.train()
                 kept = []
                 for views, _ in loader:
                     loss = net(views).pow(2).mean()
@@ -1736,7 +1740,7 @@ class GraphKeptAcrossIterations(Rule):
                     loss.backward()
                     optimizer.step()
                     kept.append(net.key_encoder(views))
-                return torch.cat(kept)
+                print(torch.cat(kept).shape)
 
 
             def main(encoder, loader, slow):
@@ -1773,7 +1777,7 @@ class GraphKeptAcrossIterations(Rule):
                     self.target = copy.deepcopy(encoder)
                     self.decay = decay
                     for online, target in zip(self.online.parameters(), self.target.parameters()):
-                        target.requires_grad = True
+                        target.requires_grad = False
 
                 def forward(self, x):
                     return self.online(x)
@@ -1783,14 +1787,15 @@ class GraphKeptAcrossIterations(Rule):
 
 
             def cluster_epoch(net, loader, optimizer):
+                net.train()
                 kept = []
                 for views, _ in loader:
                     loss = net(views).pow(2).mean()
                     optimizer.zero_grad()
                     loss.backward()
                     optimizer.step()
-                    kept.append(net.key_encoder(views))
-                return torch.cat(kept)
+                    kept.append(net.key_encoder(net(views)))
+                print(torch.cat(kept).shape)
 
 
             def main(encoder, loader, slow):
@@ -1801,7 +1806,7 @@ class GraphKeptAcrossIterations(Rule):
                 optimizer = torch.optim.SGD(net.online.parameters(), lr=0.05)
                 return cluster_epoch(net, loader, optimizer)
             """,
-            line=39,
+            line=40,
             fixed="""
             import copy
 
@@ -1825,7 +1830,7 @@ class GraphKeptAcrossIterations(Rule):
                     self.target = copy.deepcopy(encoder)
                     self.decay = decay
                     for online, target in zip(self.online.parameters(), self.target.parameters()):
-                        target.requires_grad = True
+                        target.requires_grad = False
 
                 def forward(self, x):
                     return self.online(x)
@@ -1835,14 +1840,15 @@ class GraphKeptAcrossIterations(Rule):
 
 
             def cluster_epoch(net, loader, optimizer):
+                net.train()
                 kept = []
                 for views, _ in loader:
                     loss = net(views).pow(2).mean()
                     optimizer.zero_grad()
                     loss.backward()
                     optimizer.step()
-                    kept.append(net.key_encoder(views).detach())
-                return torch.cat(kept)
+                    kept.append(net.key_encoder(net(views)).detach())
+                print(torch.cat(kept).shape)
 
 
             def main(encoder, loader, slow):
@@ -1853,7 +1859,7 @@ class GraphKeptAcrossIterations(Rule):
                 optimizer = torch.optim.SGD(net.online.parameters(), lr=0.05)
                 return cluster_epoch(net, loader, optimizer)
             """,
-            title="the same method, but the key encoder's parameters are left trainable",
+            title="the same frozen key encoder, handed the online output: the graph comes through its input",
         ),
     )
 

@@ -206,6 +206,23 @@ class FunctionSummary:
             object.__setattr__(self, "_graph_through", found)
         return found
 
+    # (position) -> the parameters whose graph is the only one the returned value (-1) or the
+    # element at `position` of the tuple every return gives can carry: computed from them by
+    # differentiable operations (arithmetic, torch functions, tensor methods, a dict's values, a
+    # submodule its class freezes), nothing else that could hold a graph; frozenset() when it
+    # carries none (`.item()`), None when not known. Worked out when first asked (`graph_sources`)
+    graph_sources_of: object = field(default=None, compare=False, repr=False)
+
+    def graph_sources(self, position: int = -1) -> frozenset[str] | None:
+        memo = self.__dict__.get("_graph_sources")
+        if memo is None:
+            memo = {}
+            object.__setattr__(self, "_graph_sources", memo)
+        if position not in memo:
+            memo[position] = None  # a function reaching itself: not known
+            memo[position] = self.graph_sources_of(position) if self.graph_sources_of is not None else None
+        return memo[position]
+
     # (words) -> {position: ClassSummary}: the project class whose construction every return gives
     # at that position of its tuple (-1: the returned value itself), built directly or bound once in
     # the function (`scheduler = WarmupCosine(opt, ...)` ... `return opt, scheduler`). Worked out
@@ -759,7 +776,8 @@ class _Summariser:
             copies_grads=self._copies_grads(function), writes_grads=self._writes_grads(function),
             differentiates_of=lambda: self._differentiates(function),
             classes_of=lambda words: self._returned_classes(function, words),
-            graph_through_of=lambda: self._graph_through(function, params))
+            graph_through_of=lambda: self._graph_through(function, params),
+            graph_sources_of=lambda position: self._graph_sources(function, params, position))
         self._memo[node] = summary
         return summary
 
@@ -1624,6 +1642,95 @@ class _Summariser:
                     through.append(arg.value.value)
         return tuple(through)
 
+    def _graph_sources(self, function: FunctionInfo, params: list[str], position: int) -> frozenset[str] | None:
+        """`FunctionSummary.graph_sources`: returns under a grad-off context give no graph."""
+        returns = [n for n in self._own_nodes(function) if isinstance(n, cst.Return) and n.value is not None]
+        if not returns or any(isinstance(n, (cst.Yield, cst.Global, cst.Nonlocal)) for n in self._own_nodes(function)):
+            return None
+        found: set[str] = set()
+        for ret in returns:
+            if self._under_grad_off(ret, function):
+                continue
+            value = ret.value
+            if position >= 0:
+                if not isinstance(value, cst.Tuple) or position >= len(value.elements) \
+                        or any(isinstance(e, cst.StarredElement) for e in value.elements):
+                    return None
+                value = value.elements[position].value
+            sources = self._sources(value, function, set(params), 0)
+            if sources is None:
+                return None
+            found |= sources
+        return frozenset(found)
+
+    def _sources(self, expr: cst.BaseExpression, function: FunctionInfo, params: set[str],
+                 depth: int) -> frozenset[str] | None:
+        """The parameters whose graph `expr` (in `function`) can carry, when nothing else in it can
+        hold one; frozenset() for a value without graph; None when not known."""
+        scope = function.scope
+        if depth > 24:
+            return None
+        if self.is_detached(expr, scope):
+            return frozenset()
+        if isinstance(expr, cst.Name):
+            bindings = scope.bindings.get(expr.value)
+            if not bindings:
+                return None  # a global or a name of an enclosing function: not followed
+            if all(b.kind == "param" for b in bindings):
+                return frozenset({expr.value}) if expr.value in params else None
+            found: set[str] = set()
+            for binding in bindings:
+                if binding.kind not in ("assign", "augassign") or binding.value is None:
+                    return None
+                more = self._sources(binding.value, function, params, depth + 1)
+                if more is None:
+                    return None
+                found |= more
+            stored = self._stored_into(expr.value, scope)
+            if stored is None:
+                return None
+            for value in (*self._put_into(expr.value, scope), *stored):
+                more = self._sources(value, function, params, depth + 1)
+                if more is None:
+                    return None
+                found |= more
+            return frozenset(found)
+        if isinstance(expr, cst.BinaryOperation):
+            return _union(self._sources(expr.left, function, params, depth + 1),
+                          self._sources(expr.right, function, params, depth + 1))
+        if isinstance(expr, cst.UnaryOperation):
+            return self._sources(expr.expression, function, params, depth + 1)
+        if isinstance(expr, cst.Subscript):
+            return self._sources(expr.value, function, params, depth + 1)
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            return _union(*(self._sources(e.value, function, params, depth + 1) for e in expr.elements)) \
+                if expr.elements and not any(isinstance(e, cst.StarredElement) for e in expr.elements) else None
+        if isinstance(expr, cst.Dict):
+            if not expr.elements or not all(isinstance(e, cst.DictElement) for e in expr.elements):
+                return None
+            return _union(*(self._sources(e.value, function, params, depth + 1) for e in expr.elements))
+        if isinstance(expr, cst.Call):
+            if any(a.star for a in expr.args):
+                return None
+            arguments = [self._sources(a.value, function, params, depth + 1) for a in expr.args]
+            func = expr.func
+            qualname = self.index.resolve(func, scope)
+            if qualname is not None and qualname.startswith("torch.") and not qualname.startswith("torch.nn.Module"):
+                return _union(*arguments) if arguments else frozenset()
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+                if function.class_name and func.attr.value in self._frozen_attributes(function.class_name):
+                    return _union(*arguments) if arguments else frozenset()
+                return None
+            if isinstance(func, cst.Attribute) and qualname is None:
+                # a method of a tensor computed here (`pred.diff(dim=1)`): its receiver's graph
+                receiver = self._sources(func.value, function, params, depth + 1)
+                if receiver is None or not (receiver or isinstance(func.value, (cst.Call, cst.BinaryOperation,
+                                                                               cst.Subscript))):
+                    return None
+                return _union(receiver, *arguments)
+            return None
+        return None
+
     def _frozen_attributes(self, class_name: str) -> frozenset[str]:
         """The `self.<attr>` modules whose parameters the class's methods all freeze and never turn
         back on: `self.<attr>.requires_grad_(False)`, `p.requires_grad = False` (or
@@ -2441,6 +2548,16 @@ def _candidate_classes(index: FileIndex, name: cst.Name, scope: Scope, words: tu
         if all(built is not f for f in found):
             found.append(built)
     return found
+
+
+def _union(*parts: frozenset[str] | None) -> frozenset[str] | None:
+    """The parameters of every part, None when one part is not known."""
+    found: set[str] = set()
+    for part in parts:
+        if part is None:
+            return None
+        found |= part
+    return frozenset(found)
 
 
 def _built_class(index: FileIndex, value: cst.BaseExpression, words: tuple[str, ...]) -> ClassSummary | None:
