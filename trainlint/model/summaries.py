@@ -1678,23 +1678,41 @@ class _Summariser:
                 return None  # a global or a name of an enclosing function: not followed
             if all(b.kind == "param" for b in bindings):
                 return frozenset({expr.value}) if expr.value in params else None
-            found: set[str] = set()
-            for binding in bindings:
-                if binding.kind not in ("assign", "augassign") or binding.value is None:
-                    return None
-                more = self._sources(binding.value, function, params, depth + 1)
-                if more is None:
-                    return None
-                found |= more
-            stored = self._stored_into(expr.value, scope)
-            if stored is None:
+            memo = self.__dict__.setdefault("_sources_memo", {})
+            key = (function.node, expr.value)
+            if key in memo:
+                return memo[key]  # (a name read while it is being followed, `x = x + a`: adds nothing)
+            memo[key] = frozenset()
+            memo[key] = self._name_sources(expr.value, bindings, function, params, depth)
+            return memo[key]
+        return self._expr_sources(expr, function, params, depth)
+
+    def _name_sources(self, name: str, bindings, function: FunctionInfo, params: set[str],
+                      depth: int) -> frozenset[str] | None:
+        """`_sources` of a local: what each binding gives it, and what `.append(...)` and
+        `name[key] = ...` put into it."""
+        scope = function.scope
+        found: set[str] = set()
+        for binding in bindings:
+            if binding.kind not in ("assign", "augassign") or binding.value is None:
                 return None
-            for value in (*self._put_into(expr.value, scope), *stored):
-                more = self._sources(value, function, params, depth + 1)
-                if more is None:
-                    return None
-                found |= more
-            return frozenset(found)
+            more = self._sources(binding.value, function, params, depth + 1)
+            if more is None:
+                return None
+            found |= more
+        stored = self._stored_into(name, scope)
+        if stored is None:
+            return None
+        for value in (*self._put_into(name, scope), *stored):
+            more = self._sources(value, function, params, depth + 1)
+            if more is None:
+                return None
+            found |= more
+        return frozenset(found)
+
+    def _expr_sources(self, expr: cst.BaseExpression, function: FunctionInfo, params: set[str],
+                      depth: int) -> frozenset[str] | None:
+        scope = function.scope
         if isinstance(expr, cst.BinaryOperation):
             return _union(self._sources(expr.left, function, params, depth + 1),
                           self._sources(expr.right, function, params, depth + 1))
@@ -1746,9 +1764,14 @@ class _Summariser:
             return frozenset()
         frozen: set[str] = set()
         thawed: set[str] = set()
-        for function in self.index.functions:
-            if function.class_name != class_name:
-                continue
+        by_class = self.__dict__.get("_functions_by_class")
+        if by_class is None:
+            by_class = {}
+            for function in self.index.functions:
+                if function.class_name:
+                    by_class.setdefault(function.class_name, []).append(function)
+            self.__dict__["_functions_by_class"] = by_class
+        for function in by_class.get(class_name, ()):
             for part in self._own_nodes(function):
                 if isinstance(part, cst.Assign):
                     flag = is_false(part.value) or is_true(part.value)
