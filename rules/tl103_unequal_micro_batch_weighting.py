@@ -9,7 +9,7 @@ import libcst as cst
 from trainlint.model.accumulation import MEAN, LossTracer, Trace
 from trainlint.finding import Severity
 from trainlint.gate import named
-from trainlint.model import frameworks
+from trainlint.model import file_facts, frameworks
 from trainlint.model.framework_classes import ancestors
 from trainlint.model.index import dotted_name, keyword_arg, positional_args, walk
 from trainlint.model.roles import MODULE_ROLES, roles
@@ -46,7 +46,9 @@ class UnequalMicroBatchWeighting(Rule):
         Equal micro-batches (a loader with `drop_last=True`, fixed-size sampling such as
         `get_batch`, per-example losses) make `loss / K` exact and are not flagged. An
         `ignore_index=-1` that nothing in the file ever writes into the labels (a packed token
-        stream) is no evidence of padding, and when the loss comes from a module class of the same
+        stream) is no evidence of padding, nor is a language model scored against its own input ids
+        as given (`model(**batch, labels=batch["input_ids"])`) in a file that never writes -100:
+        every label position counts, a number the batch's shape fixes, and when the loss comes from a module class of the same
         file, `transformers` model names elsewhere in the file are none either.
 
         A framework that owns the loop says where the window's size lives: in a train hook of a
@@ -535,6 +537,44 @@ class UnequalMicroBatchWeighting(Rule):
             """,
             title="the variable holds only the K boundary: a partial last window is never stepped, none is short",
         ),
+        good(
+            """
+            from torch.utils.data import DataLoader
+            from transformers import AutoModelForCausalLM, default_data_collator
+
+
+            def pretrain(packed, optimizer, accum, name):
+                model = AutoModelForCausalLM.from_pretrained(name)
+                loader = DataLoader(packed, batch_size=8, drop_last=True, collate_fn=default_data_collator)
+                for i, batch in enumerate(loader):
+                    loss = model(**batch, labels=batch["input_ids"]).loss
+                    (loss / accum).backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            title="a causal LM scored against its own input ids, no position masked, on equal batches",
+        ),
+        bad(
+            """
+            from torch.utils.data import DataLoader
+            from transformers import AutoModelForCausalLM, DataCollatorForLanguageModeling
+
+
+            def pretrain(texts, tokenizer, optimizer, accum, name):
+                model = AutoModelForCausalLM.from_pretrained(name)
+                collate = DataCollatorForLanguageModeling(tokenizer, mlm=False)
+                loader = DataLoader(texts, batch_size=8, drop_last=True, collate_fn=collate)
+                for i, batch in enumerate(loader):
+                    loss = model(**batch).loss
+                    (loss / accum).backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            line=11,
+            title="the collator's labels mask the padding: valid-token counts differ",
+        ),
     )
 
     def check(self, ctx):
@@ -634,6 +674,11 @@ class UnequalMicroBatchWeighting(Rule):
             # a module class of this file computes the loss: `transformers` names elsewhere in the
             # file say nothing about it, only masked labels would
             evidence = "ignore_index" if tracer.file_masks_labels() else None
+        if evidence and models and all(_labels_are_inputs(p) for p in models) and not _ignored_label_written(ctx):
+            # `model(**batch, labels=batch["input_ids"])` and no -100 written anywhere in the file: the
+            # loss counts every label position, a number the batch's shape fixes (the reasons
+            # below, a short last batch, still apply)
+            evidence = None
         if evidence and models:
             return (f"the model's loss is a mean over valid tokens (the file uses `{evidence}`), and the "
                     "valid-token count differs between micro-batches: every window is misweighted")
@@ -776,6 +821,37 @@ def _model_called_with_targets(ctx, node: cst.CSTNode) -> bool:
 
 
 _IGNORED_LABEL = -100  # the label value torch's cross-entropy and the `transformers` models ignore
+
+
+def _labels_are_inputs(node: cst.CSTNode) -> bool:
+    """`model(**batch, labels=batch["input_ids"]).loss`, `model(input_ids=ids, labels=ids)`: the model's
+    loss is computed against labels that are its own input ids, as given (no position masked)."""
+    call = node.value if isinstance(node, (cst.Attribute, cst.Subscript)) else node
+    if not isinstance(call, cst.Call):
+        return False
+    labels = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "labels"), None)
+    if labels is None:
+        return False
+    text = cst.Module([]).code_for_node(labels)
+    inputs = [a.value for a in call.args if (a.keyword is None and not a.star)
+              or (a.keyword is not None and a.keyword.value == "input_ids")]
+    if any(cst.Module([]).code_for_node(v) == text for v in inputs):
+        return True
+    spread = {cst.Module([]).code_for_node(a.value) for a in call.args if a.star == "**"}
+    if isinstance(labels, cst.Subscript) and len(labels.slice) == 1 and isinstance(labels.slice[0].slice, cst.Index):
+        key = labels.slice[0].slice.value
+        return isinstance(key, cst.SimpleString) and key.evaluated_value == "input_ids" \
+            and cst.Module([]).code_for_node(labels.value) in spread
+    if isinstance(labels, cst.Attribute) and labels.attr.value == "input_ids":
+        return cst.Module([]).code_for_node(labels.value) in spread
+    return False
+
+
+def _ignored_label_written(ctx) -> bool:
+    """The file writes -100 (the ignored label) into a tensor somewhere (`labels[pad] = -100`,
+    `masked_fill(mask, -100)`): some label position may be masked."""
+    return any(kind == "written" and value == _IGNORED_LABEL
+               for kind, value in file_facts.values(ctx, "accumulation.label_values"))
 
 
 def _called_with_masked_labels(ctx, call: cst.Call) -> bool:

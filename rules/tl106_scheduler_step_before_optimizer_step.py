@@ -9,7 +9,8 @@ from trainlint.model.amp import OPTIMIZER_STEPS, SCHED_STEP, STEP, amp_model, de
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.fixkit import block_of, move_line, own_line, position_in
-from trainlint.model.roles import ROLE_WORDS, roles
+from trainlint.model.index import walk
+from trainlint.model.roles import OPTIMIZER, ROLE_WORDS, roles
 from trainlint.model.summaries import instance_class
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.model.iterations import runs_on_first_iteration
@@ -53,7 +54,12 @@ class SchedulerStepBeforeOptimizerStep(Rule):
         schedule class of the project's own (no base class) whose `step()` writes the learning
         rate of the coming update into the param groups while building it writes
         none: it is meant to step before the update it sets (also when it reaches the loop as a
-        parameter: every call of that function in the file passes one, or None). A function that
+        parameter: every call of that function in the file passes one, or None; or when a project
+        function builds it and returns it, `optimizer, schedule = make_optim(...)`); nor a scheduler
+        whose optimizer was replaced: the optimizer stepped is, on every binding that reaches the
+        step, a new optimizer constructed after the scheduler was built (from a call that does not
+        read the earlier one, which `accelerator.prepare(opt)` does), so the scheduler sets no rate
+        the update uses (torch's scheduler contract holds for the optimizer it was built on). A function that
         holds only the step half of an update (no backward: `OptimizerScheduler.step()`, whose
         caller runs the backward) is flagged when both its scheduler and its optimizer are proven,
         also by what the constructions of its class pass (`self.scheduler = scheduler` in
@@ -790,6 +796,116 @@ class SchedulerStepBeforeOptimizerStep(Rule):
             line=8,
             title="built on the first pass and stepped on the same pass: the first epoch skips its first value",
         ),
+        good(
+            """
+            import math
+
+            import torch
+
+
+            class CosineWarmup:
+                def __init__(self, optimizer, warmup, total, peak):
+                    self.optimizer, self.warmup, self.total, self.peak = optimizer, warmup, total, peak
+                    self.count = 0
+
+                def step(self):
+                    self.count += 1
+                    if self.count < self.warmup:
+                        rate = self.peak * self.count / self.warmup
+                    else:
+                        rate = 0.5 * self.peak * (1 + math.cos(math.pi * self.count / self.total))
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = rate
+
+
+            def make_optim(model, total, peak):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=0.0)
+                schedule = CosineWarmup(optimizer, warmup=total // 20, total=total, peak=peak)
+                return optimizer, schedule
+
+
+            def train(model, loader, total):
+                optimizer, schedule = make_optim(model, total, peak=1e-3)
+                for x, y in loader:
+                    schedule.step()
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            title="a factory of the project returns its own schedule, which writes the coming update's rate",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def make_optim(model, total, peak):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=peak)
+                schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=peak, total_steps=total)
+                return optimizer, schedule
+
+
+            def train(model, loader, total):
+                optimizer, schedule = make_optim(model, total, peak=1e-3)
+                for x, y in loader:
+                    schedule.step()
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=13,
+            title="the same factory returns torch's scheduler, which set the first rate when it was built",
+        ),
+        good(
+            """
+            import torch
+
+
+            def make_optim(model, total):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+                schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total)
+                return optimizer, schedule
+
+
+            def train(model, loader, total, groups):
+                optimizer, schedule = make_optim(model, total)
+                optimizer = torch.optim.AdamW(groups, lr=3e-4)
+                for x, y in loader:
+                    schedule.step()
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            title="the optimizer stepped is a new one, made after the scheduler was built on another",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def make_optim(model, total):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+                schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total)
+                return optimizer, schedule
+
+
+            def train(model, loader, total, groups):
+                optimizer, schedule = make_optim(model, total)
+                optimizer = torch.optim.AdamW(groups, lr=3e-4)
+                schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total)
+                for x, y in loader:
+                    schedule.step()
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=15,
+            title="the scheduler is rebuilt on the new optimizer too",
+        ),
     )
 
     def check(self, ctx):
@@ -832,6 +948,8 @@ class SchedulerStepBeforeOptimizerStep(Rule):
                         step = own[0]
                     elif not any(e.via for e in unit.of_kind(*OPTIMIZER_STEPS)):
                         continue  # every optimizer this update steps is named here, none is its own
+                if _built_after(ctx, model, sched, step):
+                    continue  # the optimizer stepped is a new one, made after the scheduler was built
                 yield self.report(
                     sched.node,
                     f"`{describe(sched.node, ctx)}` runs before `{describe(step.node, ctx)}` in the "
@@ -915,6 +1033,43 @@ def _sets_next_rate(ctx, call: cst.CSTNode) -> bool:
         return False
     built = instance_class(ctx.index, call.func.value, ctx.index.scope_at(call), ROLE_WORDS)
     return built is not None and built.sets_next_rate
+
+
+def _built_after(ctx, model, sched, step) -> bool:
+    """The optimizer `step` steps is, on every binding that reaches it, a new optimizer constructed
+    (by a call that does not read the name's earlier value: `opt = torch.optim.AdamW(groups)`, not
+    `opt = accelerator.prepare(opt)`) after every binding of the scheduler that reaches its
+    `step()`: the scheduler was built on another optimizer (`opt, sched = init_opt(...)` then
+    `opt = AdamW(...)`), so its step sets no rate this update uses, early or late."""
+    stepped = model.stepped_object(step)
+    receiver = sched.node.func.value if isinstance(sched.node.func, cst.Attribute) else None
+    if not isinstance(stepped, cst.Name) or not isinstance(receiver, cst.Name):
+        return False
+    index = ctx.index
+    optimizers = index.reaching_bindings(step.anchor, stepped.value, step.scope)
+    schedulers = [b for b in index.reaching_bindings(sched.anchor, receiver.value, sched.scope)
+                  if not (isinstance(b.value, cst.Name) and b.value.value == "None")]
+    if not optimizers or not schedulers:
+        return False
+    found = ctx.model(roles)
+    last_scheduler = max(index.place.get(b.node, -1) for b in schedulers)
+    if any(index.place.get(b.node) is None for b in schedulers):
+        return False
+    for binding in optimizers:
+        value = binding.value
+        if binding.kind != "assign" or not isinstance(value, cst.Call) \
+                or index.place.get(binding.node, -1) <= last_scheduler:
+            return False
+        if any(isinstance(n, cst.Name) and n.value == stepped.value for n in walk(value)):
+            return False  # a wrapper of the earlier optimizer (`accelerator.prepare(opt)`)
+        scope = index.scope_at(binding.node)
+        source = found.source(value, scope)
+        if found.of(value, scope) != OPTIMIZER or source is None or not source.proven:
+            return False  # a construction shown to make an optimizer
+    # the scheduler's own construction must not be given the new optimizer later (`sched.optimizer = opt`)
+    return not any(isinstance(n, cst.Assign) and any(
+        isinstance(t.target, cst.Attribute) and isinstance(t.target.value, cst.Name)
+        and t.target.value.value == receiver.value for t in n.targets) for n in walk(index.module))
 
 
 def _never_built_there(ctx, call: cst.CSTNode) -> bool:

@@ -77,6 +77,11 @@ class CadenceOnMicroBatchClock(Rule):
         When the update counter is tested right after the update branch, the fix moves the test
         to the end of that branch; it changes when the evaluation runs, so it is offered as unsafe.
 
+        Nor is a test that also requires a flag the loop sets true only in the update branch and
+        that the tested block clears (`and save_due` with `save_due = True` beside
+        `optimizer.step()`, `save_due = False` as a statement of the block every run of it passes):
+        the block runs at most once per update.
+
         When K is 1 as the code ships (`GRAD_ACCUM = 1`, an argparse option or a config field that
         defaults to 1), every micro-batch is an update and there is no window to land in: the
         finding then says it holds only when K is set above 1 and is reported one severity lower.
@@ -597,6 +602,79 @@ class CadenceOnMicroBatchClock(Rule):
             """,
             title="Fabric: the cadence test also requires the end of the window (`not is_accumulating`)",
         ),
+        good(
+            """
+            import torch
+
+
+            def train(model, optimizer, loader, val_loader, accum, eval_every):
+                updates, due = 0, False
+                for i, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / accum
+                    loss.backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        updates += 1
+                        due = True
+                    if updates % eval_every == 0 and due:
+                        due = False
+                        model.eval()
+                        with torch.no_grad():
+                            score = sum(model(v).argmax(1).eq(t).sum().item() for v, t in val_loader)
+                        model.train()
+                        print(updates, score)
+            """,
+            title="the test also needs a flag that only the update sets and the evaluation clears: once per update",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def train(model, optimizer, loader, val_loader, accum, eval_every):
+                updates, due = 0, False
+                for i, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / accum
+                    loss.backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        updates += 1
+                        due = True
+                    if updates % eval_every == 0 and due:
+                        print("evaluating")
+                        model.eval()
+                        with torch.no_grad():
+                            score = sum(model(v).argmax(1).eq(t).sum().item() for v, t in val_loader)
+                        model.train()
+                        print(updates, score)
+            """,
+            line=14,
+            fixed="""
+            import torch
+
+
+            def train(model, optimizer, loader, val_loader, accum, eval_every):
+                updates, due = 0, False
+                for i, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y) / accum
+                    loss.backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        updates += 1
+                        due = True
+                        if updates % eval_every == 0 and due:
+                            print("evaluating")
+                            model.eval()
+                            with torch.no_grad():
+                                score = sum(model(v).argmax(1).eq(t).sum().item() for v, t in val_loader)
+                            model.train()
+                            print(updates, score)
+            """,
+            title="the same flag, set by the update but never cleared: it stays true for the window",
+        ),
     )
 
     def check(self, ctx):
@@ -622,6 +700,8 @@ class CadenceOnMicroBatchClock(Rule):
                     continue
                 if clock == MICRO and _once_per_pass(ctx, loop, cadence):
                     continue  # `(i + 1) % len(loader) == 0` over `enumerate(loader)`: the end of each epoch
+                if _latched_per_update(ctx, model, loop, cadence):
+                    continue  # `and save_valid`: armed only by the update, disarmed by the block itself
                 reported.add(id(cadence.node))
                 evidence = [*accumulation_premises(ctx, loop),
                             premise(f"`{ctx.code_for(cadence.node.test)}` tests the micro-batch counter, outside the "
@@ -637,6 +717,70 @@ class CadenceOnMicroBatchClock(Rule):
                 yield self.report_if(k_condition(ctx, loop), cadence.node.test,
                                      _message(ctx, loop, cadence, clock, work),
                                      _fix(ctx, loop, cadence) if clock == UPDATE else None, evidence=evidence)
+
+
+def _latched_per_update(ctx, model: TrainingModel, loop: TrainingLoop, cadence: _Cadence) -> bool:
+    """The cadence test also requires a flag (`if step % every == 0 and save_valid:`) that the loop
+    sets true only inside the update branch (`save_valid = True` beside `optimizer.step()`) and
+    that the tested block itself sets false, as a statement of its own body that every run of the
+    block passes: the block runs at most once per update, whatever the counter does between."""
+    statement = cadence.node
+    if cadence.stored is not None or not isinstance(statement.body, cst.IndentedBlock):
+        return False
+    flags = [part.value for part in _conjuncts(statement.test) if isinstance(part, cst.Name)]
+    for flag in flags:
+        disarmed = False
+        for line in statement.body.body:
+            if isinstance(line, cst.SimpleStatementLine):
+                if any(_literal_assigned(small, flag) is False for small in line.body):
+                    disarmed = True
+                    break
+                if any(isinstance(small, (cst.Continue, cst.Break, cst.Return, cst.Raise)) for small in line.body):
+                    break
+            elif any(isinstance(n, (cst.Continue, cst.Break, cst.Return)) for n in walk(line)):
+                break  # a way out of the block before the flag is cleared
+        if not disarmed:
+            continue
+        armed = True
+        for node in ctx.index.subtree(loop.node.body if isinstance(loop.node, (cst.For, cst.While)) else loop.node):
+            if type(node) not in (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.NamedExpr):
+                continue
+            value = _literal_assigned(node, flag)
+            if value is None and _binds(node, flag):
+                armed = False  # given a value that is not a literal: not a latch
+                break
+            if value is True and not model.runs_per_update(loop, node):
+                armed = False
+                break
+        if armed:
+            return True
+    return False
+
+
+def _binds(node: cst.CSTNode, name: str) -> bool:
+    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else \
+        [node.target] if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.NamedExpr)) else []
+    return any(isinstance(n, cst.Name) and n.value == name for t in targets for n in walk(t))
+
+
+def _literal_assigned(node: cst.CSTNode, name: str) -> bool | None:
+    """The literal `True`/`False` the statement gives `name` (`flag = False`, `a, flag = True, False`),
+    None when it gives it anything else or does not bind it."""
+    if not isinstance(node, cst.Assign):
+        return None
+    found = None
+    for target in node.targets:
+        t, value = target.target, node.value
+        pairs = [(t, value)]
+        if isinstance(t, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)) \
+                and len(t.elements) == len(value.elements):
+            pairs = [(e.value, v.value) for e, v in zip(t.elements, value.elements)]
+        for bound, given in pairs:
+            if isinstance(bound, cst.Name) and bound.value == name:
+                if not (isinstance(given, cst.Name) and given.value in ("True", "False")):
+                    return None
+                found = given.value == "True"
+    return found
 
 
 def _condition_text(ctx, cadence: _Cadence) -> str:

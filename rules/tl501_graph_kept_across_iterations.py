@@ -80,7 +80,14 @@ class GraphKeptAcrossIterations(Rule):
         `net.requires_grad_(False)`, `p.requires_grad = False` over `net.parameters()`) gives a
         graph only through its inputs. What a project function or criterion returns is followed
         into its file (`loss, acc = self.crit.forward(out, y)` with `acc` counted from `eq` on
-        detached scores: no graph), also through `from helpers import *`.
+        detached scores: no graph), also through `from helpers import *`; a loss module handed to
+        the function as a parameter is read as the class every caller passes (or its annotation,
+        `loss_fn: PhysicsLoss`), and a dict it returns is as detached as every value its literal and
+        its `parts[key] = ...` stores hold (`.item()`). A method of a project class that the call can
+        only be (the object is one of the classes its bindings build, exactly one of which defines
+        it) and that returns a forward of a submodule its class freezes (`requires_grad = False`
+        over the submodule's parameters, a momentum encoder's) has a graph only through the
+        arguments it hands that submodule.
         """
     why_bad = """
         A tensor produced by differentiable operations holds a reference to the node that made it,
@@ -1605,6 +1612,258 @@ class GraphKeptAcrossIterations(Rule):
                 print(sum(history) / len(history))
             """,
             title="the same record, but the field kept is given the loss tensor itself",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class PhysicsLoss(nn.Module):
+                def forward(self, pred, target):
+                    fit = (pred - target).pow(2).mean()
+                    smooth = (pred[:, 1:] - pred[:, :-1]).abs().mean()
+                    total = fit + 0.1 * smooth
+                    parts = {"fit": fit.item()}
+                    parts["smooth"] = smooth.item()
+                    parts["total"] = total.item()
+                    return total, parts
+
+
+            def run_epoch(model, loader, optimizer, loss_fn: PhysicsLoss):
+                model.train()
+                sums = {"fit": 0.0, "smooth": 0.0, "total": 0.0}
+                for x, y in loader:
+                    loss, parts = loss_fn(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    sums["total"] += parts["total"]
+                    sums["fit"] += parts.get("fit", 0.0)
+                print(sums)
+            """,
+            title="a loss module handed in (typed) returns its parts as numbers: `.item()` in a dict",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class PhysicsLoss(nn.Module):
+                def forward(self, pred, target):
+                    fit = (pred - target).pow(2).mean()
+                    smooth = (pred[:, 1:] - pred[:, :-1]).abs().mean()
+                    total = fit + 0.1 * smooth
+                    parts = {"fit": fit.item()}
+                    parts["smooth"] = smooth.item()
+                    parts["total"] = total
+                    return total, parts
+
+
+            def run_epoch(model, loader, optimizer, loss_fn: PhysicsLoss):
+                model.train()
+                sums = {"fit": 0.0, "smooth": 0.0, "total": 0.0}
+                for x, y in loader:
+                    loss, parts = loss_fn(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    sums["total"] += parts["total"]
+                print(sums)
+            """,
+            line=24,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class PhysicsLoss(nn.Module):
+                def forward(self, pred, target):
+                    fit = (pred - target).pow(2).mean()
+                    smooth = (pred[:, 1:] - pred[:, :-1]).abs().mean()
+                    total = fit + 0.1 * smooth
+                    parts = {"fit": fit.item()}
+                    parts["smooth"] = smooth.item()
+                    parts["total"] = total
+                    return total, parts
+
+
+            def run_epoch(model, loader, optimizer, loss_fn: PhysicsLoss):
+                model.train()
+                sums = {"fit": 0.0, "smooth": 0.0, "total": 0.0}
+                for x, y in loader:
+                    loss, parts = loss_fn(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    sums["total"] += parts["total"].detach()
+                print(sums)
+            """,
+            title="the same loss module stores the total itself in its dict of parts",
+        ),
+        good(
+            """
+            import copy
+
+            import torch
+            from torch import nn
+
+
+            class Plain(nn.Module):
+                def __init__(self, encoder):
+                    super().__init__()
+                    self.online = encoder
+
+                def forward(self, x):
+                    return self.online(x)
+
+
+            class Momentum(nn.Module):
+                def __init__(self, encoder, decay=0.99):
+                    super().__init__()
+                    self.online = encoder
+                    self.target = copy.deepcopy(encoder)
+                    self.decay = decay
+                    for online, target in zip(self.online.parameters(), self.target.parameters()):
+                        target.requires_grad = False
+
+                def forward(self, x):
+                    return self.online(x)
+
+                def key_encoder(self, x):
+                    return self.target(x)
+
+
+            def cluster_epoch(net, loader, optimizer):
+                net.train()
+                kept = []
+                for views, _ in loader:
+                    loss = net(views).pow(2).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    kept.append(net.key_encoder(views))
+                print(torch.cat(kept).shape)
+
+
+            def main(encoder, loader, slow):
+                if slow:
+                    net = Momentum(encoder).cuda()
+                else:
+                    net = Plain(encoder).cuda()
+                optimizer = torch.optim.SGD(net.online.parameters(), lr=0.05)
+                return cluster_epoch(net, loader, optimizer)
+            """,
+            title="a method of the class runs a key encoder whose parameters the class freezes: no graph",
+        ),
+        bad(
+            """
+            import copy
+
+            import torch
+            from torch import nn
+
+
+            class Plain(nn.Module):
+                def __init__(self, encoder):
+                    super().__init__()
+                    self.online = encoder
+
+                def forward(self, x):
+                    return self.online(x)
+
+
+            class Momentum(nn.Module):
+                def __init__(self, encoder, decay=0.99):
+                    super().__init__()
+                    self.online = encoder
+                    self.target = copy.deepcopy(encoder)
+                    self.decay = decay
+                    for online, target in zip(self.online.parameters(), self.target.parameters()):
+                        target.requires_grad = False
+
+                def forward(self, x):
+                    return self.online(x)
+
+                def key_encoder(self, x):
+                    return self.target(x)
+
+
+            def cluster_epoch(net, loader, optimizer):
+                net.train()
+                kept = []
+                for views, _ in loader:
+                    loss = net(views).pow(2).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    kept.append(net.key_encoder(net(views)))
+                print(torch.cat(kept).shape)
+
+
+            def main(encoder, loader, slow):
+                if slow:
+                    net = Momentum(encoder).cuda()
+                else:
+                    net = Plain(encoder).cuda()
+                optimizer = torch.optim.SGD(net.online.parameters(), lr=0.05)
+                return cluster_epoch(net, loader, optimizer)
+            """,
+            line=40,
+            fixed="""
+            import copy
+
+            import torch
+            from torch import nn
+
+
+            class Plain(nn.Module):
+                def __init__(self, encoder):
+                    super().__init__()
+                    self.online = encoder
+
+                def forward(self, x):
+                    return self.online(x)
+
+
+            class Momentum(nn.Module):
+                def __init__(self, encoder, decay=0.99):
+                    super().__init__()
+                    self.online = encoder
+                    self.target = copy.deepcopy(encoder)
+                    self.decay = decay
+                    for online, target in zip(self.online.parameters(), self.target.parameters()):
+                        target.requires_grad = False
+
+                def forward(self, x):
+                    return self.online(x)
+
+                def key_encoder(self, x):
+                    return self.target(x)
+
+
+            def cluster_epoch(net, loader, optimizer):
+                net.train()
+                kept = []
+                for views, _ in loader:
+                    loss = net(views).pow(2).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    kept.append(net.key_encoder(net(views)).detach())
+                print(torch.cat(kept).shape)
+
+
+            def main(encoder, loader, slow):
+                if slow:
+                    net = Momentum(encoder).cuda()
+                else:
+                    net = Plain(encoder).cuda()
+                optimizer = torch.optim.SGD(net.online.parameters(), lr=0.05)
+                return cluster_epoch(net, loader, optimizer)
+            """,
+            title="the same frozen key encoder, handed the online output: the graph comes through its input",
         ),
     )
 

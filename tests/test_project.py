@@ -1951,3 +1951,157 @@ def test_eval_of_an_instance_of_a_plain_project_class_is_no_mode_switch(tmp_path
                 self.net.eval()
         """))
     assert [f.code for f in list(lint_paths(target, ALL))[0].findings if f.code == "TL301"] == ["TL301"]
+
+
+def test_a_loss_module_handed_in_returns_a_dict_of_numbers_from_another_file(tmp_path):
+    """TL501: `loss, parts = loss_fn(...)` where `loss_fn` is a parameter typed with (and passed)
+    a loss module of another file whose forward returns a dict it fills with `.item()` (a literal
+    and `parts[key] = ...` stores): the kept parts are numbers. Stored as the tensor itself, the
+    total keeps its graph."""
+    losses = """
+        import torch.nn as nn
+
+        class Physics(nn.Module):
+            def forward(self, pred, target):
+                fit = (pred - target).pow(2).mean()
+                smooth = pred.diff(dim=1).abs().mean()
+                total = fit + smooth
+                parts = {{"fit": fit.item()}}
+                parts["total"] = {total}
+                return total, parts
+        """
+    write(tmp_path, {
+        "losses.py": losses.format(total="total.item()"),
+        "train.py": """
+            from losses import Physics
+
+            def epoch(model, loader, opt, loss_fn: Physics):
+                totals = {"fit": 0.0, "total": 0.0}
+                for x, y in loader:
+                    loss, parts = loss_fn(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    totals["total"] += parts["total"]
+                return totals
+            """,
+    })
+    path = str(tmp_path / "train.py")
+    assert not {line for line, code in _codes(lint_path(path, ALL, project=Project(tmp_path))) if code == "TL501"}
+    write(tmp_path, {"losses.py": losses.format(total="total")})
+    found = {line for line, code in _codes(lint_path(path, ALL, project=Project(tmp_path))) if code == "TL501"}
+    assert found == {11}
+
+
+def test_a_schedule_of_the_project_built_by_a_factory_in_another_file(tmp_path):
+    """TL106: `opt, sched = make_optim(...)` where the factory (optim.py) builds a schedule class of
+    the project (schedules.py) whose `step()` writes the coming update's rate: stepping it first is
+    its contract. A factory returning torch's `OneCycleLR` there is flagged."""
+    write(tmp_path, {
+        "schedules.py": """
+            class Warmup:
+                def __init__(self, optimizer, peak, warmup):
+                    self.optimizer, self.peak, self.warmup = optimizer, peak, warmup
+                    self.count = 0
+
+                def step(self):
+                    self.count += 1
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = self.peak * min(1.0, self.count / self.warmup)
+            """,
+        "optim.py": """
+            import torch
+            from schedules import Warmup
+
+            def make_optim(model, peak):
+                opt = torch.optim.AdamW(model.parameters(), lr=0.0)
+                sched = Warmup(opt, peak, warmup=100)
+                return opt, sched
+            """,
+        "train.py": """
+            import torch
+            from optim import make_optim
+
+            def train(model, loader):
+                opt, sched = make_optim(model, 1e-3)
+                for x, y in loader:
+                    sched.step()
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+            """,
+    })
+    path = str(tmp_path / "train.py")
+    assert (8, "TL106") not in _codes(lint_path(path, ALL, project=Project(tmp_path)))
+    write(tmp_path, {"optim.py": """
+        import torch
+
+        def make_optim(model, peak):
+            opt = torch.optim.AdamW(model.parameters(), lr=peak)
+            sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=peak, total_steps=1000)
+            return opt, sched
+        """})
+    assert (8, "TL106") in _codes(lint_path(path, ALL, project=Project(tmp_path)))
+
+
+def test_a_frozen_key_encoder_method_of_a_model_in_another_file(tmp_path):
+    """TL501: `feats = net.key_encoder(x)` kept across a loader loop, where `net` is one of two
+    model classes of model.py and only the momentum one defines `key_encoder`, which returns the
+    forward of a submodule whose parameters it freezes: no graph. Handed the online output, the
+    graph comes through its input."""
+    model = """
+        import copy
+        import torch.nn as nn
+
+        class Plain(nn.Module):
+            def __init__(self, body):
+                super().__init__()
+                self.online = body
+
+            def forward(self, x):
+                return self.online(x)
+
+        class Momentum(nn.Module):
+            def __init__(self, body):
+                super().__init__()
+                self.online = body
+                self.target = copy.deepcopy(body)
+                for p in self.target.parameters():
+                    p.requires_grad = False
+
+            def forward(self, x):
+                return self.online(x)
+
+            def key_encoder(self, x):
+                return self.target(x)
+        """
+    write(tmp_path, {
+        "model.py": model,
+        "train.py": """
+            import torch
+            from model import Momentum, Plain
+
+            def epoch(net, loader, opt):
+                kept = []
+                for x, _ in loader:
+                    loss = net(x).pow(2).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    kept.append(net.key_encoder(x))
+                return torch.cat(kept)
+
+            def main(body, loader, slow):
+                if slow:
+                    net = Momentum(body).cuda()
+                else:
+                    net = Plain(body).cuda()
+                epoch(net, loader, torch.optim.SGD(net.online.parameters(), lr=0.1))
+            """,
+    })
+    path = str(tmp_path / "train.py")
+    assert (12, "TL501") not in _codes(lint_path(path, ALL, project=Project(tmp_path)))
+    text = (tmp_path / "train.py").read_text()
+    (tmp_path / "train.py").write_text(text.replace("net.key_encoder(x)", "net.key_encoder(net(x))"))
+    assert (12, "TL501") in _codes(lint_path(path, ALL, project=Project(tmp_path)))

@@ -227,13 +227,17 @@ class C1:
 @pytest.mark.parametrize(("layer", "fires"), [
     ("nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))", True),  # a network: its call is a forward
     ("torch.nn.Sequential(nn.Linear(4, 1))", True),
-    ("nn.Linear(4, 1)", False),  # a single layer is no model role (a head, a projection)
+    # a single layer is no model role (a head, a projection), but its weights record a graph
+    # (dataflow: a `torch.nn` layer with weights, built here, not frozen)
+    ("nn.Linear(4, 1)", True),
     ("nn.MSELoss()", False),
+    ("nn.Tanh()", False),  # no weights: a graph only through its input (the loader's data)
 ])
 def test_a_sequential_built_in_place_is_a_model_whatever_its_name(layer, fires):
     """TL501: losses of `self.v8(x)` summed over a loader and returned to a caller that only prints
     them keep every batch's graph. `self.v8` is a model because `nn.Sequential(...)` builds it, not
-    because of its name; a single layer or a loss module gets no model role."""
+    because of its name; a single layer or a loss module gets no model role (a layer with weights
+    still records a graph; a loss module or a layer without weights only passes its input's on)."""
     from trainlint.engine import lint_source
     from trainlint.settings import Settings, resolve_selection
 

@@ -25,8 +25,8 @@ from trainlint.model.roles import ACCELERATOR, ENGINE, LOADER, MODULE_ROLES, rol
 from trainlint.model.grad_mode import (GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_SETTERS, GRAD_WORDS, switch_unsettled,
                                        switched_grad)
 from trainlint.model.mode_state import ON
-from trainlint.model.summaries import (DETACH_WORDS, ClassSummary, callable_summary, construction_fields,
-                                      instance_class)
+from trainlint.model.summaries import (DETACH_WORDS, ClassSummary, callable_summary, called_method,
+                                      construction_fields, instance_class)
 from trainlint.model.training import training_model
 from trainlint.model.value_kinds import NUMBER_ATTRIBUTES, NUMBER_FUNCTIONS, NUMBER_METHODS, NUMBER_WORDS, is_number
 
@@ -935,6 +935,9 @@ class Dataflow:
         value = self.bound_value(binding)
         if self._detached_element(binding, name.value):
             return False
+        unpacked = self._unpacked_graph(binding, name.value, depth)
+        if unpacked is not None:
+            return unpacked[0]
         result = self.carries_graph(value, depth + 1) if value is not None else None
         if binding.kind == "augassign" and result is not True:
             return None
@@ -1001,6 +1004,25 @@ class Dataflow:
         summary = callable_summary(self.index, node.value.func, self.scope_of(node), DETACH_WORDS + NUMBER_WORDS)
         return summary is not None and (position[0] in summary.detached.positions or summary.body_grad_off)
 
+    def _unpacked_graph(self, binding: Binding, name: str, depth: int) -> tuple[bool | None] | None:
+        """`loss, parts = loss_fn(pred, y)`: the graph of `parts` read from what the project function
+        (or the forward of the project module) returns at its place, as a 1-tuple; None when the
+        function's body does not tell."""
+        node = binding.node
+        if binding.value is not None or not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
+            return None
+        position = unpacked_position(node, name)
+        if position is None:
+            return None
+        call = node.value
+        scope = self.scope_of(node)
+        summary = callable_summary(self.index, call.func, scope, DETACH_WORDS)
+        if summary is None and isinstance(call.func, cst.Attribute):
+            summary = called_method(self.index, call.func, scope)
+        if summary is None or summary.graph_sources(position[0]) is None:
+            return None
+        return (self._returned_graph(call, summary, position[0], depth),)
+
     def handed_back(self, assign: cst.Assign, name: str) -> bool:
         """`out, state = model(x, state)` where what the callee returns at `state`'s place is, on
         every return, the argument it was handed for `state` (`Detached.through`) or a value without
@@ -1052,6 +1074,19 @@ class Dataflow:
                     return True if keyword_value(call, "requires_grad") is not None and \
                         _is_true(keyword_value(call, "requires_grad")) else False
                 return _any_of(*(self.carries_graph(a, depth + 1) for a in args)) if args else None
+        if summary is None and isinstance(func, cst.Attribute):
+            summary = called_method(self.index, func, scope)  # `net.key_encoder(x)`: the method it can only be
+        if summary is not None and summary.graph_sources(-1) is not None:
+            # what the project function returns, read in its body: a graph only through the
+            # arguments it is computed from (a forward of a frozen submodule, `.item()` parts)
+            return self._returned_graph(call, summary, -1, depth)
+        layer = self._torch_layer(func, scope)
+        if layer is not None and dotted_name(func) not in self.frozen_modules():
+            # `self.proj = nn.Linear(64, 32)`; `self.proj(x)`: a layer with weights of its own records
+            # a graph; one without (`nn.ReLU()`, `nn.Dropout(p)`) only passes its input's on
+            last = layer.rsplit(".", 1)[-1]
+            return True if last not in PARAMETERLESS_LAYERS and not last.endswith("Loss") else \
+                (_any_of(*(self.carries_graph(a, depth + 1) for a in args)) if args else None)
         if self.is_model(func, scope):
             if dotted_name(func) in self.frozen_modules():
                 # a module whose parameters (some, or all) are frozen: a graph only through its inputs
@@ -1065,6 +1100,44 @@ class Dataflow:
         if self.is_loss_function(func, scope):
             return True if any(self.carries_graph(a, depth + 1) for a in args) else None
         return None
+
+    def _torch_layer(self, func: cst.BaseExpression, scope: Scope) -> str | None:
+        """The `torch.nn` class every binding of `func` (a name, or `self.<attr>`) constructs."""
+        if isinstance(func, cst.Name):
+            bindings = scope.lookup(func.value)
+            if not bindings or any(b.kind != "assign" or b.value is None for b in bindings):
+                return None
+            values = [(b.value, scope) for b in bindings]
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            values = [(v, self.index.scope_at(v)) for v in self.index.self_attribute_values(func.attr.value, scope)]
+        else:
+            return None
+        found = None
+        for value, where in values:
+            while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                    and value.func.attr.value in ("cuda", "to", "cpu", "float", "half", "double") \
+                    and isinstance(value.func.value, cst.Call):
+                value = value.func.value
+            qualname = self.index.resolve(value.func, where) if isinstance(value, cst.Call) else None
+            if qualname is None or not qualname.startswith("torch.nn.") or qualname.startswith("torch.nn.functional.") \
+                    or not qualname.rsplit(".", 1)[-1][:1].isupper() or (found is not None and qualname != found):
+                return None
+            found = qualname
+        return found
+
+    def _returned_graph(self, call: cst.Call, summary, position: int, depth: int) -> bool | None:
+        """Whether what `call` gives (at `position` of its tuple; -1: all of it) carries a graph,
+        from the parameters the function computes it from (`FunctionSummary.graph_sources`) and
+        the graphs of the arguments the call hands them; None when not known."""
+        sources = summary.graph_sources(position)
+        if sources is None:
+            return None
+        if not sources:
+            return False
+        bound = [argument_value(call, summary, param) for param in sorted(sources)]
+        if any(a is None for a in bound):
+            return None
+        return _any_of(*(self.carries_graph(a, depth + 1) for a in bound))
 
     def frozen_modules(self) -> set[str]:
         """Dotted names of modules whose parameters (some or all) the file freezes and never turns
@@ -1180,6 +1253,32 @@ def dataflow(ctx) -> Dataflow:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+#: `torch.nn` modules that hold no parameters: their output has a graph only through their input
+PARAMETERLESS_LAYERS = frozenset({
+    "ReLU", "ReLU6", "LeakyReLU", "GELU", "SiLU", "Mish", "ELU", "SELU", "CELU", "Sigmoid", "Tanh", "Softmax",
+    "LogSoftmax", "Softplus", "Softsign", "Hardtanh", "Hardswish", "Hardsigmoid", "Tanhshrink", "Threshold",
+    "GLU", "Identity", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Flatten", "Unflatten",
+    "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
+    "Upsample", "PixelShuffle", "PixelUnshuffle", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d",
+    "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "CosineSimilarity",
+    "PairwiseDistance", "Softmax2d", "ChannelShuffle",
+})
+
+
+def argument_value(call: cst.Call, summary, param: str) -> cst.BaseExpression | None:
+    """What `call` passes for the parameter `param` of the function `summary` describes (None when
+    it is not passed plainly: a default, `*args`, `**kwargs`)."""
+    if any(a.star for a in call.args):
+        return None
+    value = keyword_value(call, param)
+    if value is not None:
+        return value
+    positional = positional_args(call)
+    where = summary.params.index(param) if param in summary.params else None
+    return positional[where].value if where is not None and where < len(positional) else None
+
+
 def _unconditional_loads(expr: cst.CSTNode) -> Iterator[cst.Name]:
     """The names an expression always reads when it is evaluated: not the right side of `and`/`or`,
     the branches of `x if c else y`, a lambda's body, a comprehension, an attribute's name or a

@@ -29,7 +29,7 @@ import libcst as cst
 
 from trainlint.model import frameworks
 from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, is_property, iter_children, keyword_value,
-                                   positional_args, walk)
+                                   positional_args, unpacked_position, walk)
 from trainlint.model.array_kinds import array_kind
 from trainlint.model.layers import DEPENDENT, FREE, LIBRARY, class_verdict, verdict
 from trainlint.model.loader_use import drawn_once, parameter_only_drawn_from
@@ -190,6 +190,55 @@ class FunctionSummary:
             found = self.persists_of() if self.persists_of is not None else ()
             object.__setattr__(self, "_persists", found)
         return found
+    # () -> the parameters whose graph is the only one what it returns can carry: every return is a
+    # call of a submodule of its class whose parameters the class freezes and never turns back on
+    # (`return self.key_encoder(x)`, `p.requires_grad = False` over `self.key_encoder.parameters()`),
+    # handed only parameters of the method; None when a return is anything else. Worked out when
+    # first asked (`graph_through`)
+    graph_through_of: object = field(default=None, compare=False, repr=False)
+
+    @property
+    def graph_through(self) -> tuple[str, ...] | None:
+        found = self.__dict__.get("_graph_through", False)
+        if found is False:
+            object.__setattr__(self, "_graph_through", None)
+            found = self.graph_through_of() if self.graph_through_of is not None else None
+            object.__setattr__(self, "_graph_through", found)
+        return found
+
+    # (position) -> the parameters whose graph is the only one the returned value (-1) or the
+    # element at `position` of the tuple every return gives can carry: computed from them by
+    # differentiable operations (arithmetic, torch functions, tensor methods, a dict's values, a
+    # submodule its class freezes), nothing else that could hold a graph; frozenset() when it
+    # carries none (`.item()`), None when not known. Worked out when first asked (`graph_sources`)
+    graph_sources_of: object = field(default=None, compare=False, repr=False)
+
+    def graph_sources(self, position: int = -1) -> frozenset[str] | None:
+        memo = self.__dict__.get("_graph_sources")
+        if memo is None:
+            memo = {}
+            object.__setattr__(self, "_graph_sources", memo)
+        if position not in memo:
+            memo[position] = None  # a function reaching itself: not known
+            memo[position] = self.graph_sources_of(position) if self.graph_sources_of is not None else None
+        return memo[position]
+
+    # (words) -> {position: ClassSummary}: the project class whose construction every return gives
+    # at that position of its tuple (-1: the returned value itself), built directly or bound once in
+    # the function (`scheduler = WarmupCosine(opt, ...)` ... `return opt, scheduler`). Worked out
+    # when first asked (`returned_class`)
+    classes_of: object = field(default=None, compare=False, repr=False)
+
+    def returned_class(self, position: int, words: tuple[str, ...] = ()) -> "ClassSummary | None":
+        """The project class of what a call gives at `position` of its tuple (-1: the whole result)."""
+        memo = self.__dict__.get("_classes")
+        if memo is None:
+            memo = {}
+            object.__setattr__(self, "_classes", memo)
+        if words not in memo:
+            memo[words] = {}  # a function reaching itself: nothing
+            memo[words] = self.classes_of(words) if self.classes_of is not None else {}
+        return memo[words].get(position)
     #: it keeps a copy of parameters' gradients (`backup[name] = p.grad.clone()`)
     copies_grads: bool = False
     #: it writes parameters' gradients with values (`p.grad = backup[name]`, `p.grad.copy_(g)`)
@@ -725,7 +774,10 @@ class _Summariser:
             ignored_params=self._ignored_params(function, params),
             persists_of=lambda: self._persists(function, params),
             copies_grads=self._copies_grads(function), writes_grads=self._writes_grads(function),
-            differentiates_of=lambda: self._differentiates(function))
+            differentiates_of=lambda: self._differentiates(function),
+            classes_of=lambda words: self._returned_classes(function, words),
+            graph_through_of=lambda: self._graph_through(function, params),
+            graph_sources_of=lambda position: self._graph_sources(function, params, position))
         self._memo[node] = summary
         return summary
 
@@ -1409,12 +1461,20 @@ class _Summariser:
                 return False
             if not all(self.is_detached(b.value, scope, depth + 1) for b in bindings):
                 return False
-            # a list filled by `.append(...)` is as detached as what is put in it
-            return all(self.is_detached(value, scope, depth + 1) for value in self._put_into(expr.value, scope))
+            # a list filled by `.append(...)` is as detached as what is put in it, a dict as what
+            # `d[key] = value` stores in it (`d.update(...)`, `d.setdefault(...)`: not followed)
+            stored = self._stored_into(expr.value, scope)
+            if stored is None:
+                return False
+            return all(self.is_detached(value, scope, depth + 1)
+                       for value in (*self._put_into(expr.value, scope), *stored))
         if isinstance(expr, cst.Attribute):
             return expr.attr.value == "data"
         if isinstance(expr, (cst.Tuple, cst.List)):
             return all(self.is_detached(e.value, scope, depth + 1) for e in expr.elements)
+        if isinstance(expr, cst.Dict):  # `{"mse": mse.item(), "total": total.item()}`
+            return all(isinstance(e, cst.DictElement) and self.is_detached(e.value, scope, depth + 1)
+                       for e in expr.elements)
         if isinstance(expr, cst.Subscript):
             return self.is_detached(expr.value, scope, depth)  # an element of a detached result
         if isinstance(expr, cst.Call):
@@ -1438,6 +1498,35 @@ class _Summariser:
             if isinstance(summary, FunctionSummary):
                 return summary.detached.whole or summary.body_grad_off
         return False
+
+    def _stored_into(self, name: str, scope: Scope) -> list[cst.BaseExpression] | None:
+        """What `name[key] = value` (or `name[key] += value`) stores into the container `name` in
+        `scope`; None when the scope also fills it another way (`name.update(...)`,
+        `name.setdefault(...)`, `name[key].append(...)`), whose values are not followed."""
+        memo = self.__dict__.setdefault("_stored_memo", {})
+        if id(scope) not in memo:
+            by_name: dict[str, list[cst.BaseExpression] | None] = {}
+            nodes = self.index.scope_nodes(scope.node) if scope.kind != "class" else []
+            for node in nodes:
+                kind = type(node)
+                if kind is cst.Assign or kind is cst.AugAssign:
+                    targets = [t.target for t in node.targets] if kind is cst.Assign else [node.target]
+                    for target in targets:
+                        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+                            held = by_name.setdefault(target.value.value, [])
+                            if held is not None:
+                                held.append(node.value)
+                elif kind is cst.Call and isinstance(node.func, cst.Attribute) \
+                        and node.func.attr.value in ("update", "setdefault", "__setitem__"):
+                    receiver = node.func.value
+                    if isinstance(receiver, cst.Name):
+                        by_name[receiver.value] = None
+                elif kind is cst.Call and isinstance(node.func, cst.Attribute) \
+                        and isinstance(node.func.value, cst.Subscript) \
+                        and isinstance(node.func.value.value, cst.Name):
+                    by_name[node.func.value.value.value] = None  # `d[k].append(x)`: filled in place
+            memo[id(scope)] = by_name
+        return memo[id(scope)].get(name, [])
 
     def _put_into(self, name: str, scope: Scope) -> list[cst.BaseExpression]:
         """What `name.append(x)` / `.extend` / `.insert` put into the container `name` in `scope`."""
@@ -1530,6 +1619,236 @@ class _Summariser:
                     break
             roles.append(found)
         return tuple(roles) if any(roles) else ()
+
+    def _graph_through(self, function: FunctionInfo, params: list[str]) -> tuple[str, ...] | None:
+        """`FunctionSummary.graph_through`."""
+        if not function.class_name:
+            return None
+        frozen = self._frozen_attributes(function.class_name)
+        values = self._returns_of(function)
+        if not frozen or not values:
+            return None
+        through: list[str] = []
+        for value in values:
+            func = value.func if isinstance(value, cst.Call) else None
+            if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                    and func.value.value == "self" and func.attr.value in frozen):
+                return None
+            for arg in value.args:
+                if not (isinstance(arg.value, cst.Name) and arg.value.value in params and not arg.star
+                        and all(b.kind == "param" for b in function.scope.lookup(arg.value.value))):
+                    return None
+                if arg.value.value not in through:
+                    through.append(arg.value.value)
+        return tuple(through)
+
+    def _graph_sources(self, function: FunctionInfo, params: list[str], position: int) -> frozenset[str] | None:
+        """`FunctionSummary.graph_sources`: returns under a grad-off context give no graph."""
+        returns = [n for n in self._own_nodes(function) if isinstance(n, cst.Return) and n.value is not None]
+        if not returns or any(isinstance(n, (cst.Yield, cst.Global, cst.Nonlocal)) for n in self._own_nodes(function)):
+            return None
+        found: set[str] = set()
+        for ret in returns:
+            if self._under_grad_off(ret, function):
+                continue
+            value = ret.value
+            if position >= 0:
+                if not isinstance(value, cst.Tuple) or position >= len(value.elements) \
+                        or any(isinstance(e, cst.StarredElement) for e in value.elements):
+                    return None
+                value = value.elements[position].value
+            sources = self._sources(value, function, set(params), 0)
+            if sources is None:
+                return None
+            found |= sources
+        return frozenset(found)
+
+    def _sources(self, expr: cst.BaseExpression, function: FunctionInfo, params: set[str],
+                 depth: int) -> frozenset[str] | None:
+        """The parameters whose graph `expr` (in `function`) can carry, when nothing else in it can
+        hold one; frozenset() for a value without graph; None when not known."""
+        scope = function.scope
+        if depth > 24:
+            return None
+        if self.is_detached(expr, scope):
+            return frozenset()
+        if isinstance(expr, cst.Name):
+            bindings = scope.bindings.get(expr.value)
+            if not bindings:
+                return None  # a global or a name of an enclosing function: not followed
+            if all(b.kind == "param" for b in bindings):
+                return frozenset({expr.value}) if expr.value in params else None
+            memo = self.__dict__.setdefault("_sources_memo", {})
+            key = (function.node, expr.value)
+            if key in memo:
+                return memo[key]  # (a name read while it is being followed, `x = x + a`: adds nothing)
+            memo[key] = frozenset()
+            memo[key] = self._name_sources(expr.value, bindings, function, params, depth)
+            return memo[key]
+        return self._expr_sources(expr, function, params, depth)
+
+    def _name_sources(self, name: str, bindings, function: FunctionInfo, params: set[str],
+                      depth: int) -> frozenset[str] | None:
+        """`_sources` of a local: what each binding gives it, and what `.append(...)` and
+        `name[key] = ...` put into it."""
+        scope = function.scope
+        found: set[str] = set()
+        for binding in bindings:
+            if binding.kind not in ("assign", "augassign") or binding.value is None:
+                return None
+            more = self._sources(binding.value, function, params, depth + 1)
+            if more is None:
+                return None
+            found |= more
+        stored = self._stored_into(name, scope)
+        if stored is None:
+            return None
+        for value in (*self._put_into(name, scope), *stored):
+            more = self._sources(value, function, params, depth + 1)
+            if more is None:
+                return None
+            found |= more
+        return frozenset(found)
+
+    def _expr_sources(self, expr: cst.BaseExpression, function: FunctionInfo, params: set[str],
+                      depth: int) -> frozenset[str] | None:
+        scope = function.scope
+        if isinstance(expr, cst.BinaryOperation):
+            return _union(self._sources(expr.left, function, params, depth + 1),
+                          self._sources(expr.right, function, params, depth + 1))
+        if isinstance(expr, cst.UnaryOperation):
+            return self._sources(expr.expression, function, params, depth + 1)
+        if isinstance(expr, cst.Subscript):
+            return self._sources(expr.value, function, params, depth + 1)
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            return _union(*(self._sources(e.value, function, params, depth + 1) for e in expr.elements)) \
+                if expr.elements and not any(isinstance(e, cst.StarredElement) for e in expr.elements) else None
+        if isinstance(expr, cst.Dict):
+            if not expr.elements or not all(isinstance(e, cst.DictElement) for e in expr.elements):
+                return None
+            return _union(*(self._sources(e.value, function, params, depth + 1) for e in expr.elements))
+        if isinstance(expr, cst.Call):
+            if any(a.star for a in expr.args):
+                return None
+            arguments = [self._sources(a.value, function, params, depth + 1) for a in expr.args]
+            func = expr.func
+            qualname = self.index.resolve(func, scope)
+            if qualname is not None and qualname.startswith("torch.") and not qualname.startswith("torch.nn.Module"):
+                return _union(*arguments) if arguments else frozenset()
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+                if function.class_name and func.attr.value in self._frozen_attributes(function.class_name):
+                    return _union(*arguments) if arguments else frozenset()
+                return None
+            if isinstance(func, cst.Attribute) and qualname is None:
+                # a method of a tensor computed here (`pred.diff(dim=1)`): its receiver's graph
+                receiver = self._sources(func.value, function, params, depth + 1)
+                if receiver is None or not (receiver or isinstance(func.value, (cst.Call, cst.BinaryOperation,
+                                                                               cst.Subscript))):
+                    return None
+                return _union(receiver, *arguments)
+            return None
+        return None
+
+    def _frozen_attributes(self, class_name: str) -> frozenset[str]:
+        """The `self.<attr>` modules whose parameters the class's methods all freeze and never turn
+        back on: `self.<attr>.requires_grad_(False)`, `p.requires_grad = False` (or
+        `p.requires_grad_(False)`) over `self.<attr>.parameters()`, also as one element of a `zip`
+        (`for q, k in zip(self.online.parameters(), self.target.parameters()): k.requires_grad = False`).
+        An attribute the class also rebinds outside `__init__` is not counted."""
+        memo = self.__dict__.setdefault("_frozen_memo", {})
+        if class_name in memo:
+            return memo[class_name]
+        memo[class_name] = frozenset()
+        node = self.index.classes.get(class_name)
+        if not isinstance(node, cst.ClassDef):
+            return frozenset()
+        frozen: set[str] = set()
+        thawed: set[str] = set()
+        by_class = self.__dict__.get("_functions_by_class")
+        if by_class is None:
+            by_class = {}
+            for function in self.index.functions:
+                if function.class_name:
+                    by_class.setdefault(function.class_name, []).append(function)
+            self.__dict__["_functions_by_class"] = by_class
+        for function in by_class.get(class_name, ()):
+            for part in self._own_nodes(function):
+                if isinstance(part, cst.Assign):
+                    flag = is_false(part.value) or is_true(part.value)
+                    for target in part.targets:
+                        t = target.target
+                        if flag and isinstance(t, cst.Attribute) and t.attr.value == "requires_grad" \
+                                and isinstance(t.value, cst.Name):
+                            owner = self._parameters_owner(part, t.value.value)
+                            if owner is not None:
+                                (frozen if is_false(part.value) else thawed).add(owner)
+                        elif isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) \
+                                and t.value.value == "self" and function.name != "__init__":
+                            thawed.add(t.attr.value)  # rebound after construction: not known frozen
+                elif isinstance(part, cst.Call) and isinstance(part.func, cst.Attribute) \
+                        and part.func.attr.value == "requires_grad_":
+                    receiver = part.func.value
+                    off = bool(part.args) and is_false(part.args[0].value)
+                    if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) \
+                            and receiver.value.value == "self":
+                        (frozen if off else thawed).add(receiver.attr.value)
+                    elif isinstance(receiver, cst.Name):
+                        owner = self._parameters_owner(part, receiver.value)
+                        if owner is not None:
+                            (frozen if off else thawed).add(owner)
+        memo[class_name] = frozenset(frozen - thawed)
+        return memo[class_name]
+
+    def _parameters_owner(self, node: cst.CSTNode, variable: str) -> str | None:
+        """`attr` when `node` is inside `for <variable> in self.<attr>.parameters():`, or inside
+        `for a, <variable> in zip(..., self.<attr>.parameters()):` at the same position."""
+        for ancestor in self.index.ancestors(node):
+            if not isinstance(ancestor, cst.For):
+                continue
+            target, iterated = ancestor.target, ancestor.iter
+            pairs = [(target, iterated)]
+            if isinstance(target, cst.Tuple) and isinstance(iterated, cst.Call) \
+                    and dotted_name(iterated.func) == "zip" and len(iterated.args) == len(target.elements):
+                pairs = [(e.value, a.value) for e, a in zip(target.elements, iterated.args)]
+            for name, source in pairs:
+                if isinstance(name, cst.Name) and name.value == variable:
+                    if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) \
+                            and source.func.attr.value == "parameters" \
+                            and isinstance(source.func.value, cst.Attribute) \
+                            and isinstance(source.func.value.value, cst.Name) \
+                            and source.func.value.value.value == "self":
+                        return source.func.value.attr.value
+                    return None
+        return None
+
+    def _returned_classes(self, function: FunctionInfo, words: tuple[str, ...]) -> dict:
+        """`FunctionSummary.returned_class`: per position (-1: the whole value), the project class
+        every return builds there."""
+        values = self._returns_of(function)
+        if not values:
+            return {}
+
+        def built(expr: cst.BaseExpression) -> ClassSummary | None:
+            if isinstance(expr, cst.Name):
+                bindings = function.scope.lookup(expr.value)
+                if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
+                    return None
+                expr = bindings[0].value
+            if not isinstance(expr, cst.Call):
+                return None
+            found = self.summary_of(expr.func, function.scope, words)
+            return found if isinstance(found, ClassSummary) else None
+
+        found: dict[int, ClassSummary] = {}
+        whole = {built(v) for v in values}
+        if len(whole) == 1 and None not in whole:
+            found[-1] = whole.pop()
+        tuples, length = self._uniform_tuples(function)
+        for position in range(length):
+            classes = {built(v.elements[position].value) for v in tuples}
+            if len(classes) == 1 and None not in classes:
+                found[position] = classes.pop()
+        return found
 
     def _array_kind(self, function: FunctionInfo) -> str | None:
         """The library (`array_kinds`) of every value the function returns, when they agree."""
@@ -2177,15 +2496,114 @@ def instance_class(index: FileIndex, expr: cst.BaseExpression, scope: Scope,
         bindings = scope.lookup(expr.value)
         if len(bindings) == 1 and bindings[0].kind == "param" and depth < 3:
             return _parameter_class(index, expr.value, bindings[0], words, depth)
-        if any(b.kind != "assign" or b.value is None for b in bindings):
+        if any(b.kind != "assign" for b in bindings):
             return None
-        values = [b.value for b in bindings if not (isinstance(b.value, cst.Name) and b.value.value == "None")]
+        unpacked = [b for b in bindings if b.value is None]
+        values = [b.value for b in bindings if b.value is not None
+                  and not (isinstance(b.value, cst.Name) and b.value.value == "None")]
+        if unpacked:  # `opt, sched = init_opt(...)` (beside `sched = None` on another path)
+            found = _unpacked_class(index, expr.value, unpacked, words)
+            if found is None or any(_built_class(index, v, words) is not found for v in values):
+                return None
+            return found
     elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
         values = index.self_attribute_values(expr.attr.value, scope)
     found: ClassSummary | None = None
     for value in values:
-        built = index.summary_of(value.func, index.scope_at(value), words) if isinstance(value, cst.Call) else None
-        if not isinstance(built, ClassSummary) or (found is not None and built is not found):
+        built = _built_class(index, value, words)
+        if built is None or (found is not None and built is not found):
+            return None
+        found = built
+    return found
+
+
+def called_method(index: FileIndex, func: cst.BaseExpression, scope: Scope,
+                  words: tuple[str, ...] = ()) -> FunctionSummary | None:
+    """The project method `obj.<name>(...)` runs: `obj` holds an instance of one of the project
+    classes its bindings build (through `.cuda()`/`.to(...)`, and for a parameter what the file's
+    callers pass), and exactly one of them defines `<name>` with a plain `def` (on the others the
+    call cannot run that method: it raises, whatever the name says)."""
+    if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Name) or func.value.value == "self":
+        return None
+    classes = _candidate_classes(index, func.value, scope, words, 0)
+    if not classes:
+        return None
+    defining = {id(c): c.method(func.attr.value) for c in classes}
+    found = [m for m in defining.values() if m is not None]
+    if len(found) != 1 or found[0].is_property:
+        return None
+    return found[0]
+
+
+def _candidate_classes(index: FileIndex, name: cst.Name, scope: Scope, words: tuple[str, ...],
+                       depth: int) -> list[ClassSummary] | None:
+    """Every project class a binding of `name` may build (a parameter: what each same-file call
+    passes); None when one binding is anything else."""
+    bindings = scope.lookup(name.value)
+    if not bindings or depth > 3:
+        return None
+    found: list[ClassSummary] = []
+    if len(bindings) == 1 and bindings[0].kind == "param":
+        function = index.function_at(bindings[0].node)
+        sites = index.callers(function) if function is not None else []
+        if not sites:
+            return None
+        for site in sites:
+            argument = index.argument_for(site.node, function, name.value)
+            more = _candidate_classes(index, argument, site.scope, words, depth + 1) \
+                if isinstance(argument, cst.Name) else None
+            if more is None:
+                return None
+            found += [c for c in more if all(c is not f for f in found)]
+        return found
+    for binding in bindings:
+        value = binding.value
+        if binding.kind != "assign" or value is None:
+            return None
+        if isinstance(value, cst.Name) and value.value == "None":
+            continue
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                and value.func.attr.value in _MODULE_RETURNING_METHODS and isinstance(value.func.value, cst.Call):
+            value = value.func.value  # `Model(...).cuda()`: the module itself
+        built = _built_class(index, value, words)
+        if built is None:
+            return None
+        if all(built is not f for f in found):
+            found.append(built)
+    return found
+
+
+def _union(*parts: frozenset[str] | None) -> frozenset[str] | None:
+    """The parameters of every part, None when one part is not known."""
+    found: set[str] = set()
+    for part in parts:
+        if part is None:
+            return None
+        found |= part
+    return frozenset(found)
+
+
+def _built_class(index: FileIndex, value: cst.BaseExpression, words: tuple[str, ...]) -> ClassSummary | None:
+    """The project class `value` constructs: `WarmupCosine(...)`, or a project function whose every
+    return builds one (`build_schedule(opt, cfg)`)."""
+    built = index.summary_of(value.func, index.scope_at(value), words) if isinstance(value, cst.Call) else None
+    if isinstance(built, FunctionSummary):
+        built = built.returned_class(-1, words)
+    return built if isinstance(built, ClassSummary) else None
+
+
+def _unpacked_class(index: FileIndex, name: str, bindings, words: tuple[str, ...]) -> ClassSummary | None:
+    """`opt, sched = init_opt(...)`: the class the project function's returns build at `sched`'s
+    place, when every binding of `name` is such an unpacking and they agree."""
+    found: ClassSummary | None = None
+    for binding in bindings:
+        node = binding.node
+        if binding.value is not None or not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
+            return None
+        position = unpacked_position(node, name)
+        summary = index.summary_of(node.value.func, index.scope_at(node), words) if position is not None else None
+        built = summary.returned_class(position[0], words) if isinstance(summary, FunctionSummary) else None
+        if built is None or (found is not None and built is not found):
             return None
         found = built
     return found
@@ -2241,7 +2659,27 @@ def callable_summary(index: FileIndex, func: cst.BaseExpression, scope: Scope,
             built = index.summary_of(value.func, index.scope_at(value), words)
             if isinstance(built, ClassSummary):
                 return built.method("__call__") or built.method("forward")
+    if isinstance(func, cst.Name) and not values:
+        # a parameter: the class every same-file caller passes an instance of, else its annotation
+        # (`criterion: CombinedLoss`)
+        built = instance_class(index, func, scope, words) or _annotated_class(index, func, scope, words)
+        if built is not None:
+            return built.method("__call__") or built.method("forward")
     return None
+
+
+def _annotated_class(index: FileIndex, name: cst.Name, scope: Scope, words: tuple[str, ...]) -> ClassSummary | None:
+    """The project class a parameter is annotated with (`criterion: CombinedLoss`), when the
+    parameter is never rebound."""
+    bindings = scope.lookup(name.value)
+    if len(bindings) != 1 or bindings[0].kind != "param":
+        return None
+    param = bindings[0].node
+    annotation = param.annotation.annotation if isinstance(param, cst.Param) and param.annotation else None
+    if not isinstance(annotation, (cst.Name, cst.Attribute)):
+        return None
+    found = index.summary_of(annotation, scope, words)
+    return found if isinstance(found, ClassSummary) else None
 
 
 def body_of(node) -> list:
