@@ -1094,6 +1094,51 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             title="the step counter is a registered buffer, saved inside the module's state_dict()",
         ),
+        good(
+            """
+            import torch
+
+
+            class GanTrainer:
+                def __init__(self, gen, opt, start_iter, batch):
+                    self.gen, self.opt, self.start_iter, self.batch = gen, opt, start_iter, batch
+                    self.epoch = 0
+
+                def batches(self, loader):
+                    self.epoch = self.start_iter * self.batch // len(loader.dataset)
+                    while True:
+                        for batch in loader:
+                            yield batch
+                        self.epoch += 1
+
+                def save(self, i):
+                    torch.save({"model": self.gen.state_dict(), "optimizer": self.opt.state_dict()}, f"ckpt-{i:06d}.pt")
+            """,
+            title="the epoch is recomputed from the iteration at the start of the method that counts it: a "
+                  "restored value would be overwritten",
+        ),
+        bad(
+            """
+            import torch
+
+
+            class GanTrainer:
+                def __init__(self, gen, opt, start_iter, batch, size):
+                    self.gen, self.opt = gen, opt
+                    self.epoch = start_iter * batch // size
+
+                def batches(self, loader):
+                    while True:
+                        for batch in loader:
+                            yield batch
+                        self.epoch += 1
+
+                def save(self, path):
+                    torch.save({"model": self.gen.state_dict(), "optimizer": self.opt.state_dict()}, path)
+            """,
+            line=16,
+            title="the epoch counts on from where the constructor set it: the file needs it",
+        ),
         bad(
             """
             import os
