@@ -1099,20 +1099,24 @@ class IncompleteResumeCheckpoint(Rule):
             import torch
 
 
-            class GanTrainer:
-                def __init__(self, gen, opt, start_iter, batch):
-                    self.gen, self.opt, self.start_iter, self.batch = gen, opt, start_iter, batch
+            class Runner:
+                def __init__(self, net, opt, start_iter, batch, epochs):
+                    self.net, self.opt = net, opt
+                    self.start_iter, self.batch, self.epochs = start_iter, batch, epochs
                     self.epoch = 0
 
-                def batches(self, loader):
+                def fit(self, loader):
                     self.epoch = self.start_iter * self.batch // len(loader.dataset)
-                    while True:
-                        for batch in loader:
-                            yield batch
+                    while self.epoch < self.epochs:
+                        for x, y in loader:
+                            self.opt.zero_grad()
+                            torch.nn.functional.mse_loss(self.net(x), y).backward()
+                            self.opt.step()
                         self.epoch += 1
 
                 def save(self, i):
-                    torch.save({"model": self.gen.state_dict(), "optimizer": self.opt.state_dict()}, f"ckpt-{i:06d}.pt")
+                    torch.save({"model": self.net.state_dict(), "optimizer": self.opt.state_dict()},
+                               f"ckpt-{i:06d}.pt")
             """,
             title="the epoch is recomputed from the iteration at the start of the method that counts it: a "
                   "restored value would be overwritten",
@@ -1122,21 +1126,23 @@ class IncompleteResumeCheckpoint(Rule):
             import torch
 
 
-            class GanTrainer:
-                def __init__(self, gen, opt, start_iter, batch, size):
-                    self.gen, self.opt = gen, opt
+            class Runner:
+                def __init__(self, net, opt, start_iter, batch, size, epochs):
+                    self.net, self.opt, self.epochs = net, opt, epochs
                     self.epoch = start_iter * batch // size
 
-                def batches(self, loader):
-                    while True:
-                        for batch in loader:
-                            yield batch
+                def fit(self, loader):
+                    while self.epoch < self.epochs:
+                        for x, y in loader:
+                            self.opt.zero_grad()
+                            torch.nn.functional.mse_loss(self.net(x), y).backward()
+                            self.opt.step()
                         self.epoch += 1
 
                 def save(self, path):
-                    torch.save({"model": self.gen.state_dict(), "optimizer": self.opt.state_dict()}, path)
+                    torch.save({"model": self.net.state_dict(), "optimizer": self.opt.state_dict()}, path)
             """,
-            line=16,
+            line=18,
             title="the epoch counts on from where the constructor set it: the file needs it",
         ),
         bad(
