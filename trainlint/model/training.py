@@ -117,7 +117,7 @@ from trainlint.gate import Gate, named, reference_text, refers_to
 from trainlint.model.index import (FileIndex, FunctionInfo, Scope, iter_children, keyword_arg, positional_args, walk,
                                    walk_scope)
 from trainlint.model import frameworks
-from trainlint.model.iterations import same_on_every_iteration
+from trainlint.model.iterations import fixed_setting, same_on_every_iteration
 from trainlint.model.roles import ACCELERATOR, ENGINE, OPTIMIZER, SCALER, SCHEDULER, roles
 
 _MAX_CALL_DEPTH = 3
@@ -597,7 +597,7 @@ class TrainingModel:
                     k = self._update_condition(node.test, scope)
                     if k is False and child is node.body:
                         k = self._window_counter(node, scope)
-                    if k is not False and position == 0 and same_on_every_iteration(self.index, node.test, loop.node):
+                    if k is not False and position == 0 and fixed_setting(self.index, node.test, loop.node):
                         # `if self.accum_count == 1:` in the loop's own body: the same on every
                         # micro-batch, so the step runs on all of them or none, no window boundary
                         # (an accumulation with K > 1 is done elsewhere: once after this loop)
@@ -617,7 +617,7 @@ class TrainingModel:
                         if isinstance(statement, cst.If) and _jumps(statement, jump):
                             k = self._update_condition(statement.test, scope)
                             if k is not False and position == 0 and \
-                                    same_on_every_iteration(self.index, statement.test, loop.node):
+                                    fixed_setting(self.index, statement.test, loop.node):
                                 return None  # the same on every micro-batch: no window boundary
                             if k is not False:
                                 return Guard(statement, "continue", statement.test, k or None, scope, seg_via)
