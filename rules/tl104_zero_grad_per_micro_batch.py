@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from trainlint.model.accumulation import describe_k
+from trainlint.model.amp import CLIP_NAMES
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.fixkit import block_of, line_text, loop_body_line, move_line, own_line, position_in, update_anchor
@@ -104,7 +107,9 @@ class ZeroGradPerMicroBatch(Rule):
         """
     fix_safety = """
         Unsafe: moving or removing the clear changes which gradients add up; if the micro-
-        batches were meant to be independent updates, the fix merges them.
+        batches were meant to be independent updates, the fix merges them. No fix is offered when a
+        clip runs on every micro-batch: once the window adds up, that clip would cut its partial sum
+        (TL202), which moving the clear alone does not mend.
         """
     references = (
         "https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html",
@@ -1229,6 +1234,8 @@ def _fix(ctx, model, loop, ref) -> FixSpec | None:
     the update clears already, only remove the per-micro-batch one."""
     if ref.via:
         return None
+    if _clips_per_micro_batch(ctx, model, loop):
+        return None  # once the window accumulates, that clip would cut its partial sum (TL202): not one edit
     if loop.guard is not None and loop.guard.kind == "accelerate":
         return _clear_prepared_optimizer(ctx, model, loop, ref)
     line = loop_body_line(ctx.index, loop, ref.node)
@@ -1240,6 +1247,17 @@ def _fix(ctx, model, loop, ref) -> FixSpec | None:
                        lines=(delete(line),))
     return move_line(ctx.module, ctx.index, line, anchor, "after",
                      "Move the clear into the update, after the optimizer step", safe=False, same_block=False)
+
+
+def _clips_per_micro_batch(ctx, model, loop) -> bool:
+    """A clip of the gradients (`clip_grad_norm_`) outside the update: on every micro-batch."""
+    pattern = re.compile(CLIP_NAMES)
+    for other in loop.calls:
+        func = other.node.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if pattern.match(last) and not model.runs_per_update(loop, other):
+            return True
+    return False
 
 
 def _clear_prepared_optimizer(ctx, model, loop, ref) -> FixSpec | None:
