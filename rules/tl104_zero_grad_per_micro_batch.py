@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from trainlint.model.accumulation import describe_k
+from trainlint.model.amp import CLIP_NAMES
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.fixkit import block_of, line_text, loop_body_line, move_line, own_line, position_in, update_anchor
 from trainlint.rule import FixSpec, Rule, after, bad, good, delete
 from trainlint.model.index import walk
-from trainlint.model.summaries import FunctionSummary, copies_grads, instance_class, writes_grads
 from trainlint.model.training import RUNS_BACKWARD, CallRef, backward_triggers, training_model
 from trainlint.model.shipped import k_condition
 from trainlint.model.premises import premise, unknown
@@ -105,7 +107,9 @@ class ZeroGradPerMicroBatch(Rule):
         """
     fix_safety = """
         Unsafe: moving or removing the clear changes which gradients add up; if the micro-
-        batches were meant to be independent updates, the fix merges them.
+        batches were meant to be independent updates, the fix merges them. No fix is offered when a
+        clip runs on every micro-batch: once the window adds up, that clip would cut its partial sum
+        (TL202), which moving the clear alone does not mend.
         """
     references = (
         "https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html",
@@ -113,6 +117,56 @@ class ZeroGradPerMicroBatch(Rule):
         "https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation",
     )
     examples = (
+        good(
+            """
+            class Runner:
+                def __init__(self, model, optimizer, accum_count):
+                    self.model, self.optimizer, self.accum_count = model, optimizer, accum_count
+
+                def update(self, micro_batches):
+                    if self.accum_count > 1:
+                        self.optimizer.zero_grad()
+                    for batch in micro_batches:
+                        if self.accum_count == 1:
+                            self.optimizer.zero_grad()
+                        self.model(batch).loss.backward()
+                        if self.accum_count == 1:
+                            self.optimizer.step()
+                    if self.accum_count > 1:
+                        self.optimizer.step()
+            """,
+            title="a test the same on every micro-batch (`accum_count == 1`): the loop steps on all of them or "
+                  "accumulates and steps once after, never clears inside a window",
+        ),
+        bad(
+            """
+            class Runner:
+                def __init__(self, model, optimizer, accum_count):
+                    self.model, self.optimizer, self.accum_count = model, optimizer, accum_count
+
+                def update(self, micro_batches):
+                    for i, batch in enumerate(micro_batches):
+                        self.optimizer.zero_grad()
+                        self.model(batch).loss.backward()
+                        if (i + 1) % self.accum_count == 0:
+                            self.optimizer.step()
+            """,
+            line=7,
+            fixed="""
+            class Runner:
+                def __init__(self, model, optimizer, accum_count):
+                    self.model, self.optimizer, self.accum_count = model, optimizer, accum_count
+
+                def update(self, micro_batches):
+                    for i, batch in enumerate(micro_batches):
+                        self.model(batch).loss.backward()
+                        if (i + 1) % self.accum_count == 0:
+                            self.optimizer.step()
+                            self.optimizer.zero_grad()
+            """,
+            title="the same runner, its step guarded by the micro-batch counter: the clear on every micro-batch "
+                  "loses the window",
+        ),
         bad(
             """
             import torch
@@ -1045,23 +1099,18 @@ class ZeroGradPerMicroBatch(Rule):
             order = {id(ref.node): position for position, ref in enumerate(loop.calls)}
             last_backward = max((order.get(id(b.node), -1) for b in loop.backward_calls), default=-1)
             first_step = min((order.get(id(r.node), -1) for r in loop.step_calls), default=-1)
-            for ref in model.own_calls(loop):
-                if model.is_zero_grad(ref.node, ref.scope) and not model.runs_per_update(loop, ref):
-                    if model.failure_handler(loop, ref) is not None:
-                        continue  # it runs only after a micro-batch failed (`except OutOfMemoryError:`)
-                    if _kept_aside(ctx, loop, ref, order, first_step):
-                        continue  # the gradients so far are copied before it and written back after it
-                    name = f"`{ctx.code_for(ref.node.func.value)}.zero_grad()`"
-                    fix = _fix(ctx, model, loop, ref)
-                    if last_backward >= 0 and last_backward < order[id(ref.node)] < first_step:
-                        yield self.report_if(k_condition(ctx, loop), ref.node, (
-                            f"{name} runs on every micro-batch, between the backward and the optimizer step, which "
-                            f"runs once every {k} micro-batches: the gradients are cleared before the step can use "
-                            "them, so the optimizer steps on nothing; clear once per update, after the "
-                            "optimizer step"), fix, self._evidence(ctx, model, loop, ref, name))
-                    else:
-                        yield self.report_if(k_condition(ctx, loop), ref.node, self._message(name, k), fix,
-                                             self._evidence(ctx, model, loop, ref, name))
+            for ref in model.micro_batch_clears(loop):
+                name = f"`{ctx.code_for(ref.node.func.value)}.zero_grad()`"
+                fix = _fix(ctx, model, loop, ref)
+                if last_backward >= 0 and last_backward < order[id(ref.node)] < first_step:
+                    yield self.report_if(k_condition(ctx, loop), ref.node, (
+                        f"{name} runs on every micro-batch, between the backward and the optimizer step, which "
+                        f"runs once every {k} micro-batches: the gradients are cleared before the step can use "
+                        "them, so the optimizer steps on nothing; clear once per update, after the "
+                        "optimizer step"), fix, self._evidence(ctx, model, loop, ref, name))
+                else:
+                    yield self.report_if(k_condition(ctx, loop), ref.node, self._message(name, k), fix,
+                                         self._evidence(ctx, model, loop, ref, name))
             for window in model.window_clears(loop):
                 yield self._window_clear(ctx, model, loop, window, k)
             for ref in _grad_none_assignments(model, loop):
@@ -1185,6 +1234,8 @@ def _fix(ctx, model, loop, ref) -> FixSpec | None:
     the update clears already, only remove the per-micro-batch one."""
     if ref.via:
         return None
+    if _clips_per_micro_batch(ctx, model, loop):
+        return None  # once the window accumulates, that clip would cut its partial sum (TL202): not one edit
     if loop.guard is not None and loop.guard.kind == "accelerate":
         return _clear_prepared_optimizer(ctx, model, loop, ref)
     line = loop_body_line(ctx.index, loop, ref.node)
@@ -1196,6 +1247,17 @@ def _fix(ctx, model, loop, ref) -> FixSpec | None:
                        lines=(delete(line),))
     return move_line(ctx.module, ctx.index, line, anchor, "after",
                      "Move the clear into the update, after the optimizer step", safe=False, same_block=False)
+
+
+def _clips_per_micro_batch(ctx, model, loop) -> bool:
+    """A clip of the gradients (`clip_grad_norm_`) outside the update: on every micro-batch."""
+    pattern = re.compile(CLIP_NAMES)
+    for other in loop.calls:
+        func = other.node.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if pattern.match(last) and not model.runs_per_update(loop, other):
+            return True
+    return False
 
 
 def _clear_prepared_optimizer(ctx, model, loop, ref) -> FixSpec | None:
@@ -1223,43 +1285,3 @@ def _clear_prepared_optimizer(ctx, model, loop, ref) -> FixSpec | None:
     return FixSpec(title, safe=False, lines=(delete(line), after(anchor, text))) if text else None
 
 
-def _kept_aside(ctx, loop, clear: CallRef, order: dict[int, int], first_step: int) -> bool:
-    """A call of the iteration before the clear keeps a copy of the gradients (`pgd.backup_grad()`,
-    whose code stores `p.grad.clone()`), and one after it, before the optimizer step, writes them
-    back (`pgd.restore_grad()`: `p.grad = backup[name]`): what the window accumulated survives the
-    clear (an adversarial-training inner loop)."""
-    at = order.get(id(clear.node), -1)
-    copied = written = False
-    for ref in loop.calls:
-        position = order.get(id(ref.node), -1)
-        if ref.via or position < 0:
-            continue
-        found = _grad_effects(ctx, ref)
-        if found is None:
-            continue
-        copies, writes = found
-        if position < at and copies:
-            copied = True
-        if at < position and (first_step < 0 or position < first_step) and writes:
-            written = True
-    return copied and written
-
-
-def _grad_effects(ctx, ref: CallRef) -> tuple[bool, bool] | None:
-    """(keeps a copy of gradients, writes gradients back) for the function or method of the project
-    that `ref` calls: one of this file (its body read), one another file defines, or a method of
-    the project class that built the receiver (their summaries)."""
-    index = ctx.index
-    func = ref.node.func
-    target = index.callee(ref.node, ref.scope)
-    if target is not None:
-        nodes = list(walk(target.node.body))
-        return copies_grads(nodes), writes_grads(nodes)
-    summary = None
-    if isinstance(func, cst.Attribute):
-        built = instance_class(index, func.value, ref.scope, ("grad",))
-        summary = built.method(func.attr.value) if built is not None else None
-    else:
-        found = index.summary_of(func, ref.scope, ("grad",))
-        summary = found if isinstance(found, FunctionSummary) else None
-    return (summary.copies_grads, summary.writes_grads) if summary is not None else None

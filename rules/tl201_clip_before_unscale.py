@@ -79,6 +79,47 @@ class ClipBeforeUnscale(Rule):
             """
             import torch
 
+            scaler = torch.amp.GradScaler("cuda")
+            optimizer = torch.optim.AdamW(net.parameters())
+            for x, y in loader:
+                optimizer.zero_grad()
+                with torch.autocast("cuda"):
+                    loss = torch.nn.functional.mse_loss(net(x), y)
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                scaler.update()
+            """,
+            title="clipped after `scaler.step`, which unscaled the gradients in place: too late (TL203), "
+                  "but not on scaled gradients",
+        ),
+        bad(
+            """
+            import torch
+
+            scaler = torch.amp.GradScaler("cuda")
+            opt_g = torch.optim.Adam(gen.parameters())
+            opt_d = torch.optim.Adam(disc.parameters())
+            for real in loader:
+                opt_g.zero_grad()
+                opt_d.zero_grad()
+                with torch.autocast("cuda"):
+                    loss_d, loss_g = gan_losses(gen, disc, real)
+                scaler.scale(loss_d).backward(retain_graph=True)
+                scaler.scale(loss_g).backward()
+                scaler.step(opt_d)
+                torch.nn.utils.clip_grad_norm_(gen.parameters(), 1.0)
+                scaler.step(opt_g)
+                scaler.update()
+            """,
+            line=14,
+            title="the step before the clip unscaled the critic's optimizer only: the generator's gradients "
+                  "are still scaled",
+        ),
+        good(
+            """
+            import torch
+
 
             def train(model, loader, optimizer, scaler, max_norm):
                 for x, y in loader:
@@ -728,11 +769,24 @@ def _unscaled_before(ctx, unit, clip) -> bool:
     `accelerator.unscale_gradients()`, or when which optimizer is stepped cannot be told apart);
     a step of another optimizer (a second optimizer over other parameters, `prompt_opt.step()`
     between `scaler.unscale_(opt)` and the clip of `opt`'s parameters) leaves `opt`'s gradients
-    unscaled. A scaled backward between them adds scaled gradients again: no unscale before it counts."""
+    unscaled. A scaled backward between them adds scaled gradients again: no unscale before it counts.
+    A `scaler.step(opt)` before the clip is an unscale of `opt` too (it unscales in place)."""
     steps = []
+    subjects = {event.subject for event in unit.of_kind(*OPTIMIZER_STEPS)}
     for earlier in unit.before(clip):
         if earlier.kind == SCALED_BACKWARD:
             return False  # gradients scaled again after any unscale before this backward
+        if earlier.kind == SCALER_STEP and len(subjects) == 1 and earlier.subject \
+                and not unit.exclusive(ctx.index, earlier, clip):
+            backward = next((e for e in unit.before(earlier) if e.kind in BACKWARDS), None)
+            if backward is None or not _runs_with(ctx.index, earlier.anchor, backward.anchor, unit.node):
+                return False  # a step only at the update: the micro-batches between keep scaled gradients
+            # `scaler.step(opt)` unscales `opt`'s gradients in place (when nothing did) before it
+            # steps: a clip after it, with no scaled backward between, whenever the backward before it
+            # runs (not a step only at the update), sees the true gradients (it
+            # clips after the step: TL203's finding, not this one). With one optimizer only: a
+            # step of another optimizer unscales only that one's gradients.
+            return True
         if earlier.kind in OPTIMIZER_STEPS:
             steps.append(earlier)
         elif earlier.kind == UNSCALE:

@@ -8,6 +8,7 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
 from trainlint.model.shipped import k_condition
+from trainlint.model.training import training_model
 from trainlint.model.premises import premise
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, unit_premises
 
@@ -26,7 +27,9 @@ class ClipPerMicroBatch(Rule):
         `with accelerator.accumulate(model):`), flags a clipping call that runs on every micro-batch
         rather than once per update: outside the guarded branch, before the `continue` guard, inside
         the micro-batch loop, or inside `accelerator.accumulate` without
-        `if accelerator.sync_gradients:`.
+        `if accelerator.sync_gradients:`. Quiet when the gradients are cleared on every micro-batch
+        (`TrainingModel.micro_batch_clears`, the fact TL104 reports): `.grad` then never holds a
+        partial sum of the window for the clip to cut.
 
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
@@ -49,6 +52,37 @@ class ClipPerMicroBatch(Rule):
         "https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_norm_.html",
     )
     examples = (
+        good(
+            """
+            import torch
+
+            for i, (x, y) in enumerate(loader):
+                optimizer.zero_grad()
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+            """,
+            title="the gradients are cleared on every micro-batch (TL104's finding): the clip sees one "
+                  "micro-batch's gradient, no partial sum of a window",
+        ),
+        bad(
+            """
+            import torch
+
+            optimizer.zero_grad()
+            for i, (x, y) in enumerate(loader):
+                loss = torch.nn.functional.cross_entropy(model(x), y) / accum_steps
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            line=7,
+            title="cleared only after the step: the clip on each micro-batch cuts the window's partial sum",
+        ),
         bad(
             """
             import torch
@@ -284,6 +318,8 @@ class ClipPerMicroBatch(Rule):
                 continue
             if not loop.innermost or not loop.accumulates or loop.guard is None:
                 continue
+            if ctx.model(training_model).micro_batch_clears(loop):
+                continue  # the gradients are cleared on every micro-batch (TL104): no partial sum to clip
             for clip in unit.of_kind(CLIP):
                 if measures_only(clip) or per_update(model, unit, clip):
                     continue

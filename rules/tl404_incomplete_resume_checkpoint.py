@@ -40,7 +40,16 @@ class IncompleteResumeCheckpoint(Rule):
         Flags a `torch.save` of a checkpoint meant for resuming that omits state the surrounding code
         has. A checkpoint is meant for resuming when it holds model state and optimizer state or a
         step/epoch counter (a counter key holding a number written down, `"epoch": 0`, counts
-        nothing: the start of another run). One of the weights alone whose file name says it is one (last, latest,
+        nothing: the start of another run). Optimizer state is kept for nothing but a resume, when the
+        value is a state (`opt.state_dict()`, a name it was handed), not only the key's name (`"optimizer":
+        payload["optimizer"]`, a summary of the settings, is none). The weights with their step/epoch and no
+        optimizer state are also what a best-model export or a run's final artefact holds: that such a
+        file is a resume point must be shown, by a load of this file that reads its path back, keeps a
+        step/epoch key it writes (`start_epoch = ckpt["epoch"] + 1`, `self.epochs_run =
+        snap["EPOCHS_RUN"]`) or restores the weights from the key it writes them under before training
+        goes on, or by the loop around the save starting from a position it is told (`for epoch in
+        range(args.start_epoch, n)`) whose counter the dict writes; unproven otherwise (`--include-unproven`).
+        One of the weights alone whose file name says it is one (last, latest,
         resume, checkpoint, ckpt) must be shown to be read back by a resume: a load of this file reads
         the same path (or a file name the two paths spell alike, `"last.pth"`), or every key the
         saved dict has (indexing no key it lacks) before training goes on, or a file that calls the saving function loads that
@@ -195,7 +204,7 @@ class IncompleteResumeCheckpoint(Rule):
                 return model, opt, sched
 
             model, opt, sched = build(cfg)
-            for step in range(cfg.steps):
+            for step in range(cfg.start_step, cfg.steps):
                 train_step(model, opt, sched)
                 if step % 1000 == 0:
                     torch.save({"model": model.state_dict(), "step": step}, "checkpoint.pt")
@@ -268,9 +277,68 @@ class IncompleteResumeCheckpoint(Rule):
 
             def save_checkpoint(model, optimizer: torch.optim.Optimizer, epoch, path="checkpoint.pth"):
                 torch.save({"epoch": epoch, "state_dict": model.state_dict()}, path)
+
+            def load_checkpoint(model, path="checkpoint.pth"):
+                checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+                model.load_state_dict(checkpoint["state_dict"])
+                return checkpoint["epoch"] + 1
             """,
             line=4,
-            title="a helper that is handed the optimizer and drops it",
+            title="a helper that is handed the optimizer and drops it; the file's resume goes on from the epoch",
+        ),
+        good(
+            """
+            import torch
+
+            def save_checkpoint(model, optimizer: torch.optim.Optimizer, epoch, path="checkpoint.pth"):
+                torch.save({"epoch": epoch, "state_dict": model.state_dict()}, path)
+
+            def load_for_eval(model, path="checkpoint.pth"):
+                checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+                model.load_state_dict(checkpoint["state_dict"])
+                print("weights of epoch", checkpoint["epoch"])
+                return model.eval()
+            """,
+            title="the weights with the epoch they were reached at, read back only to be evaluated: no resume "
+                  "goes on from the file",
+        ),
+        good(
+            """
+            import torch
+
+            def fit(model, loader, cfg):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+                best = float("inf")
+                for epoch in range(1, cfg.epochs + 1):
+                    for x, y in loader:
+                        optimizer.zero_grad()
+                        torch.nn.functional.mse_loss(model(x), y).backward()
+                        optimizer.step()
+                    score = validate(model)
+                    if score < best:
+                        best = score
+                        torch.save({"weights": model.state_dict(), "epoch": epoch, "score": score},
+                                   cfg.out / "model_last.pt")
+            """,
+            title="the weights with their epoch after every improvement, under a name a resume could use, but no "
+                  "load of the project reads the file and the epochs always start at 1",
+        ),
+        good(
+            """
+            import torch
+
+            def run(model, data, args):
+                optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+                for step in range(args.steps):
+                    optimizer.zero_grad()
+                    physics_loss(model, data).backward()
+                    optimizer.step()
+                summary = {"optimizer": {"name": "adam", "lr": args.lr}, "steps": args.steps}
+                torch.save({"model": model.state_dict(), "meta": {"optimizer": summary["optimizer"]}},
+                           args.out / "checkpoint.pt")
+            """,
+            title="a key named `optimizer` that holds the settings, not the optimizer's state: the weights of a "
+                  "finished run with their metadata",
         ),
         bad(
             """
@@ -1026,6 +1094,57 @@ class IncompleteResumeCheckpoint(Rule):
             """,
             title="the step counter is a registered buffer, saved inside the module's state_dict()",
         ),
+        good(
+            """
+            import torch
+
+
+            class Runner:
+                def __init__(self, net, opt, start_iter, batch, epochs):
+                    self.net, self.opt = net, opt
+                    self.start_iter, self.batch, self.epochs = start_iter, batch, epochs
+                    self.epoch = 0
+
+                def fit(self, loader):
+                    self.epoch = self.start_iter * self.batch // len(loader.dataset)
+                    while self.epoch < self.epochs:
+                        for x, y in loader:
+                            self.opt.zero_grad()
+                            torch.nn.functional.mse_loss(self.net(x), y).backward()
+                            self.opt.step()
+                        self.epoch += 1
+
+                def save(self, i):
+                    torch.save({"model": self.net.state_dict(), "optimizer": self.opt.state_dict()},
+                               f"ckpt-{i:06d}.pt")
+            """,
+            title="the epoch is recomputed from the iteration at the start of the method that counts it: a "
+                  "restored value would be overwritten",
+        ),
+        bad(
+            """
+            import torch
+
+
+            class Runner:
+                def __init__(self, net, opt, start_iter, batch, size, epochs):
+                    self.net, self.opt, self.epochs = net, opt, epochs
+                    self.epoch = start_iter * batch // size
+
+                def fit(self, loader):
+                    while self.epoch < self.epochs:
+                        for x, y in loader:
+                            self.opt.zero_grad()
+                            torch.nn.functional.mse_loss(self.net(x), y).backward()
+                            self.opt.step()
+                        self.epoch += 1
+
+                def save(self, path):
+                    torch.save({"model": self.net.state_dict(), "optimizer": self.opt.state_dict()}, path)
+            """,
+            line=18,
+            title="the epoch counts on from where the constructor set it: the file needs it",
+        ),
         bad(
             """
             import os
@@ -1284,12 +1403,13 @@ class IncompleteResumeCheckpoint(Rule):
 
             teacher = Net()
             optimizer = torch.optim.SGD(teacher.parameters(), lr=0.1, momentum=0.9)
-            for epoch in range(epochs):
+            for epoch in range(args.start_epoch, args.epochs):
                 train_one_epoch(teacher, optimizer, loader)
-                torch.save({"model": teacher.state_dict(), "epoch": epoch}, "teacher_resume.pt")
+                torch.save({"model": teacher.state_dict(), "epoch": epoch}, "teacher.pt")
             """,
             line=7,
-            title="the epoch the loop counts, saved without the optimizer",
+            title="the epoch the loop counts, saved without the optimizer, in a run that starts from the epoch it "
+                  "is told",
         ),
         good(
             """

@@ -84,7 +84,8 @@ class SameDataOrderEveryEpoch(Rule):
         sampler whose `__iter__` advances its own epoch or draws from the global generator, on
         evaluation samplers (`shuffle=False` on a loader no training loop iterates), and on a
         seed that involves the epoch (`torch.manual_seed(seed + epoch)`). An epoch loop over
-        `range(1)`, or over `range(n)` with every binding of `n` a literal 0 or 1 and nothing that
+        `range(1)`, or over `range(n)` (`range(a, n)`) with every binding of `n` a literal 0 or 1 (one more than
+        every literal `a`) and nothing that
         can change it otherwise (a `global n` in a function, `exec`/`eval`, a write through
         `globals()` as a configurator does), runs once: there is no later epoch to replay the order.
 
@@ -131,6 +132,39 @@ class SameDataOrderEveryEpoch(Rule):
                     optimizer.step()
             """,
             title="a single epoch, its count a literal 1: there is no later epoch to replay the order",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            epochs = 1
+            sampler = DistributedSampler(corpus, shuffle=False)
+            loader = DataLoader(corpus, batch_size=16, sampler=sampler)
+            for epoch in range(0, epochs):
+                for tokens in loader:
+                    optimizer.zero_grad()
+                    lm(tokens).loss.backward()
+                    optimizer.step()
+            """,
+            title="`range(0, epochs)` with `epochs = 1` written down: one pass, its order never replayed",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            epochs = 3
+            sampler = DistributedSampler(corpus, shuffle=False)
+            loader = DataLoader(corpus, batch_size=16, sampler=sampler)
+            for epoch in range(0, epochs):
+                for tokens in loader:
+                    optimizer.zero_grad()
+                    lm(tokens).loss.backward()
+                    optimizer.step()
+            """,
+            line=5,
+            title="the same loop over three epochs: each replays the first one's order",
         ),
         bad(
             """

@@ -470,6 +470,27 @@ def _resume_read_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple]]:
                           model._training_follows(site.node), " ".join(model.text(site.node).split())[:80])
 
 
+@file_fact("checkpoints.restored_counters")
+def _restored_counter_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple]]:
+    """For each load that keeps a step/epoch key of what it loaded (`start_epoch = ckpt["epoch"]
+    + 1`, `return ckpt["iter"]`): (that key, the load's code): a resume that goes on from the
+    position a save of that key wrote (TL404)."""
+    model = ctx.model(checkpoint_model)
+    for site in model.loads:
+        name = model._loaded_name(site)
+        if name is None:
+            continue
+        body = site.function.node if site.function is not None else ctx.index.module
+        counter = model._restored_counter(name, body, site.scope, site)
+        key = None
+        if isinstance(counter, cst.Subscript) and isinstance(counter.slice[0].slice, cst.Index):
+            key = string_value(counter.slice[0].slice.value)
+        elif isinstance(counter, cst.Call) and counter.args:
+            key = string_value(counter.args[0].value)
+        if key is not None:
+            yield site.node, (frozenset({key}), " ".join(model.text(site.node).split())[:80])
+
+
 @file_fact("checkpoints.read_back")
 def _read_back_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple[str, str]]]:
     """What the file reads back, for TL402: ("load", path text) and ("string", the path's string)

@@ -524,28 +524,43 @@ def repeats(loop: cst.For | cst.While, index=None) -> bool:
     as a configurator runs them)."""
     if isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call) and dotted_name(loop.iter.func) == "range":
         args = positional_args(loop.iter)
-        if len(args) == 1 and not loop.iter.args[0].star and _at_most_one(args[0].value, loop, index):
+        if any(arg.star for arg in loop.iter.args):
+            return True
+        if len(args) == 1 and _at_most_one(args[0].value, loop, index):
             return False
+        if len(args) == 2:
+            # `range(0, num_epochs)`, `range(start, stop)` with literal bounds: as many passes as
+            # the largest stop minus the smallest start
+            starts = _literal_values(args[0].value, loop, index)
+            stops = _literal_values(args[1].value, loop, index)
+            if starts and stops and max(stops) - min(starts) <= 1:
+                return False
     return True
 
 
 def _at_most_one(bound: cst.BaseExpression, loop: cst.For, index) -> bool:
+    values = _literal_values(bound, loop, index)
+    return bool(values) and max(values) <= 1
+
+
+def _literal_values(bound: cst.BaseExpression, loop: cst.For, index) -> list[int]:
+    """The integers `bound` can hold: a literal, or a name every binding of which is a literal
+    integer and that nothing can rebind otherwise; empty when not known."""
     if isinstance(bound, cst.Integer):
-        return bound.evaluated_value <= 1
+        return [bound.evaluated_value]
     if not isinstance(bound, cst.Name) or index is None:
-        return False
+        return []
     bindings = index.scope_at(loop).lookup(bound.value)
-    if not bindings or not all(b.kind == "assign" and isinstance(b.value, cst.Integer)
-                               and b.value.evaluated_value <= 1 for b in bindings):
-        return False
+    if not bindings or not all(b.kind == "assign" and isinstance(b.value, cst.Integer) for b in bindings):
+        return []
     for node in walk(index.module):
         if isinstance(node, cst.Global) and any(n.name.value == bound.value for n in node.names):
-            return False
+            return []
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) \
                 and node.func.value in ("exec", "eval", "globals", "vars", "setattr") \
                 and not _only_read(index, node):
-            return False
-    return True
+            return []
+    return [b.value.evaluated_value for b in bindings]
 
 
 def _only_read(index, call: cst.Call) -> bool:

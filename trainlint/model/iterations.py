@@ -257,3 +257,22 @@ def _constant_attributes(index: FileIndex, class_name: str | None) -> set[str]:
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "setattr":
                 return set()
     return in_init - elsewhere
+
+
+def fixed_setting(index: FileIndex, test: cst.BaseExpression, loop: cst.CSTNode) -> bool:
+    """`test` reads a setting no iteration of `loop` can change: it calls nothing, and every value it
+    reads is a literal, a name the loop does not bind, or `self.<attr>` that the class sets only in
+    its `__init__` (`if self.accum_count == 1:`). Stricter than `same_on_every_iteration`: an
+    attribute of another object (`accelerator.sync_gradients`) may be changed by a call in the loop."""
+    if not same_on_every_iteration(index, test, loop):
+        return False
+    function = index.function_at(loop) if not isinstance(loop, cst.FunctionDef) else index.function_of_node.get(loop)
+    constant = _constant_attributes(index, function.class_name if function is not None else None)
+    for node in walk(test):
+        if isinstance(node, (cst.Call, cst.Subscript, cst.Await, cst.Yield, cst.NamedExpr, cst.Lambda)):
+            return False
+        if isinstance(node, cst.Attribute):
+            parts = (dotted_name(node) or "").split(".")
+            if len(parts) < 2 or parts[0] != "self" or parts[1] not in constant:
+                return False
+    return True

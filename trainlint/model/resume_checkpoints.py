@@ -253,9 +253,17 @@ class ResumeCheckpoints:
                 continue  # best.pt / final weights with metadata: an export, not a resume point
             if self._scratch_file(save):
                 continue
-            # a checkpoint of the weights alone, a resume point only by its file's name: that a
-            # resume reads it back must be shown (a best-model export is never read back)
-            read_back = None if kinds & {"optimizer", "step"} else self._read_back(save, content)
+            # a checkpoint of the weights alone, a resume point only by its file's name, or of the
+            # weights with their epoch (what a best-model export or a final artefact holds too):
+            # that a resume reads it back must be shown. Optimizer state saved beside the weights
+            # (its value a state, not only its key's name) is kept for nothing but a resume.
+            if "optimizer" in kinds and (content is None or self._optimizer_saved_beside(save)
+                                         or self._optimizer_state_held(content)):
+                read_back = None
+            elif kinds & {"optimizer", "step"}:
+                read_back = self._resume_evidence(save, content)
+            else:
+                read_back = self._read_back(save, content)
             available = self.available_state(save.scope, save.site.function)
             yield ResumeSave(save, kinds, available, self._missing(save, kinds, available), read_back=read_back)
 
@@ -402,11 +410,103 @@ class ResumeCheckpoints:
         return unknown("a resume reads this file back: only its name says so (no load of the project reads "
                        "it; a weights file such as a best-model export is not read to resume)", shown, "use")
 
+    def _optimizer_saved_beside(self, save: Save) -> bool:
+        """Another save of the function writes optimizer state (one file per object)."""
+        own = self.object_kinds(save) or set()
+        _, saved = self._save_groups().get((save.site.function, id(save.scope)), (0, []))
+        return sum("optimizer" in kinds for kinds, _ in saved) > ("optimizer" in own)
+
+    def _optimizer_state_held(self, content, depth: int = 0) -> bool:
+        """The saved dict holds an optimizer's state by its value: a value the roles model takes for
+        an optimizer's state (`opt.state_dict()`), or under a key that names an optimizer a value
+        that can be one: a `...state_dict()`/`get_state()` call, a name or attribute (what a helper
+        was handed). A key named "optimizer" holding a summary (`payload["optimizer"]`, a plain
+        helper's result, a literal) holds no state: the dict is no resume point for that."""
+        for key, value, scope in content.items:
+            if "optimizer" in self.value_kinds(value, scope):
+                return True
+            if key is not None and "optimizer" in self._key_kinds(key):
+                held = self.value_of(value, scope) if isinstance(value, cst.Name) else value
+                if isinstance(value, (cst.Name, cst.Attribute)) and (held is None or held is value):
+                    return True
+                if isinstance(held, cst.Call):
+                    func = held.func
+                    last = func.attr.value if isinstance(func, cst.Attribute) else \
+                        func.value if isinstance(func, cst.Name) else ""
+                    if re.search(r"state", last, re.I):
+                        return True
+                elif isinstance(held, (cst.Name, cst.Attribute)):
+                    return True
+            if depth < 3 and isinstance(value, (cst.Dict, cst.Call, cst.Name)):
+                nested = self.saved_dict(value, scope, 1)
+                if nested is not None and self._optimizer_state_held(nested, depth + 1):
+                    return True
+        return False
+
+    def _resume_evidence(self, save: Save, content) -> Premise:
+        """That a resume reads back a checkpoint of the weights with their step/epoch (and no
+        optimizer state): a load of this file reads its path back (`_read_back`), or a load of
+        this file keeps a step/epoch key this save writes (`start_epoch = ckpt["epoch"] + 1`,
+        `self.epochs_run = snap["EPOCHS_RUN"]`: the run goes on from the saved position). Unknown
+        otherwise: the weights with the epoch they were reached at are what a best-model export or
+        a run's final artefact holds too, and nothing then resumes from them."""
+        found = self._read_back(save, content)
+        if found.proven:
+            return found
+        keys = frozenset(content.keys()) if content is not None else frozenset()
+        for restored, load in file_facts.values(self.ctx, "checkpoints.restored_counters"):
+            shared = keys & restored
+            if shared:
+                return premise(f"a load of this file (`{load}`) restores the run's position from "
+                               f"`{sorted(shared)[0]}`, a key this save writes: a resume reads this checkpoint",
+                               save.dest if save.dest is not None else save.node, "use")
+        for _, _, read, required, trains_after, load in file_facts.values(self.ctx, "checkpoints.resume_reads"):
+            # `model.load_state_dict(ckpt["model"])` before training goes on: the run continues from
+            # the weights this save writes, under the key it writes them (and indexes no key it lacks)
+            weights = {key for key in keys & read if "model" in self._key_kinds(key)}
+            if trains_after and weights and required <= keys:
+                return premise(f"a load of this file (`{load}`) restores the weights from `{sorted(weights)[0]}`, "
+                               "the key this save writes them under, and training goes on after it: a resume "
+                               "reads this checkpoint", save.dest if save.dest is not None else save.node, "use")
+        started = self._loop_from_start(save, content)
+        if started is not None:
+            return started
+        return unknown("a resume reads this checkpoint back: no load of the project reads its path or keeps "
+                       "a step/epoch key it writes (the weights with the epoch they were reached at are "
+                       "also what a best-model export or a final artefact holds)",
+                       save.dest if save.dest is not None else save.node, "use")
+
+    def _loop_from_start(self, save: Save, content) -> Premise | None:
+        """The save runs in a loop `for epoch in range(start, n)` whose start is not a number
+        written down (`args.start_epoch`, `self.epochs_run`), and the dict writes that loop's
+        counter: the run is built to go on from a position it is given, the one this checkpoint
+        records (a resume path set from the command line or a config)."""
+        if content is None:
+            return None
+        mentioned = {node.value for _, value, _ in content.items for node in walk(value)
+                     if isinstance(node, cst.Name)}
+        for ancestor in self.index.ancestors(save.node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                break
+            if not (isinstance(ancestor, cst.For) and isinstance(ancestor.target, cst.Name)
+                    and ancestor.target.value in mentioned and isinstance(ancestor.iter, cst.Call)
+                    and isinstance(ancestor.iter.func, cst.Name) and ancestor.iter.func.value == "range"):
+                continue
+            args = positional_args(ancestor.iter)
+            if len(args) >= 2 and not _number(args[0].value) and \
+                    not isinstance(args[0].value, (cst.SimpleString, cst.UnaryOperation)):
+                return premise(f"the loop around it starts from `{self.text(args[0].value)[:40]}`, not a number "
+                               f"written down, and the save writes its counter `{ancestor.target.value}`: the run is "
+                               "built to go on from a saved position", ancestor.iter, "use")
+        return None
+
     def _restarted_per_call(self, save: Save, label: str) -> bool:
-        """`self.<attr>` is set to a number, unconditionally, at the top level of a method other than
-        `__init__` before a loop of that method counts it up (`self.step = 0` then `while self.step
-        < n: ... self.step += 1`): every call of that method starts the count again, whatever a
-        resume restored, so the saved value would tell the resumed run nothing."""
+        """`self.<attr>` is set, unconditionally, at the top level of a method other than `__init__`
+        to a value that does not read it (a number, or one computed from other state: `self.epoch =
+        self.start_iter * batch // len(data)`) before a loop of that method counts it up
+        (`self.step = 0` then `while self.step < n: ... self.step += 1`): every call of that method
+        starts the count again, whatever a resume restored, so the saved value would tell the
+        resumed run nothing."""
         function = save.site.function
         if not label.startswith("self.") or function is None or function.class_name is None:
             return False
@@ -424,7 +524,8 @@ class ResumeCheckpoints:
             for statement in method.node.body.body:
                 if isinstance(statement, cst.SimpleStatementLine):
                     reset |= any(isinstance(small, cst.Assign) and len(small.targets) == 1
-                                 and dotted_name(small.targets[0].target) == label and _number(small.value)
+                                 and dotted_name(small.targets[0].target) == label
+                                 and not any(dotted_name(n) == label for n in walk(small.value))
                                  for small in statement.body)
                 elif reset and any(isinstance(node, cst.AugAssign) and dotted_name(node.target) == label
                                    and self._in_loop_of(node, method.node) for node in self.index.subtree(statement)):

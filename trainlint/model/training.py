@@ -117,7 +117,7 @@ from trainlint.gate import Gate, named, reference_text, refers_to
 from trainlint.model.index import (FileIndex, FunctionInfo, Scope, iter_children, keyword_arg, positional_args, walk,
                                    walk_scope)
 from trainlint.model import frameworks
-from trainlint.model.iterations import same_on_every_iteration
+from trainlint.model.iterations import fixed_setting, same_on_every_iteration
 from trainlint.model.roles import ACCELERATOR, ENGINE, OPTIMIZER, SCALER, SCHEDULER, roles
 
 _MAX_CALL_DEPTH = 3
@@ -251,6 +251,7 @@ class AccelerateAccumulation:
 class TrainingModel:
     def __init__(self, ctx) -> None:
         self.ctx = ctx
+        self._micro_clears: dict[int, tuple] = {}
         self.index: FileIndex = ctx.index
         self.roles = ctx.model(roles)
         self.loops: list[TrainingLoop] = []
@@ -410,6 +411,28 @@ class TrainingModel:
         if self._by_node is None or len(self._by_node) != len(self.loops):
             self._by_node = {tl.node: tl for tl in self.loops}
         return self._by_node
+
+    def micro_batch_clears(self, loop: TrainingLoop) -> list[CallRef]:
+        """The clears of the gradients among the loop's own calls (`opt.zero_grad()`) that run on
+        every micro-batch of an accumulating loop, not only at the update: outside a handler of a
+        failed micro-batch (`except OutOfMemoryError:`), with nothing keeping the gradients aside
+        across them (a copy before and a write-back after, before the step). With one, `.grad` holds
+        one micro-batch's gradient at a time, never a window's partial sum: TL104 reports the clear,
+        and the rules whose premise is a partial sum of the window (TL202's clip) read it too."""
+        if not (loop.innermost and loop.accumulates):
+            return []
+        key = id(loop)
+        cached = self._micro_clears.get(key)
+        if cached is not None and cached[0] is loop:
+            return cached[1]
+        order = {id(ref.node): position for position, ref in enumerate(loop.calls)}
+        first_step = min((order.get(id(r.node), -1) for r in loop.step_calls), default=-1)
+        found = [ref for ref in self.own_calls(loop)
+                 if self.is_zero_grad(ref.node, ref.scope) and not self.runs_per_update(loop, ref)
+                 and self.failure_handler(loop, ref) is None
+                 and not _kept_aside(self.ctx, loop, ref, order, first_step)]
+        self._micro_clears[key] = (loop, found)
+        return found
 
     def own_calls(self, loop: TrainingLoop) -> list[CallRef]:
         """The loop's calls that are not inside a training loop nested in it."""
@@ -574,6 +597,11 @@ class TrainingModel:
                     k = self._update_condition(node.test, scope)
                     if k is False and child is node.body:
                         k = self._window_counter(node, scope)
+                    if k is not False and position == 0 and fixed_setting(self.index, node.test, loop.node):
+                        # `if self.accum_count == 1:` in the loop's own body: the same on every
+                        # micro-batch, so the step runs on all of them or none, no window boundary
+                        # (an accumulation with K > 1 is done elsewhere: once after this loop)
+                        return None
                     if k is not False:
                         return Guard(node, "branch", node.test, k or None, scope, seg_via, branch=child)
                 if isinstance(node, cst.With) and self._accumulate_item(node, scope) is not None:
@@ -588,6 +616,9 @@ class TrainingModel:
                             break
                         if isinstance(statement, cst.If) and _jumps(statement, jump):
                             k = self._update_condition(statement.test, scope)
+                            if k is not False and position == 0 and \
+                                    fixed_setting(self.index, statement.test, loop.node):
+                                return None  # the same on every micro-batch: no window boundary
                             if k is not False:
                                 return Guard(statement, "continue", statement.test, k or None, scope, seg_via)
                 if isinstance(node, _LOOPS) and node is not loop.node:
@@ -1548,3 +1579,47 @@ def _k_of_micro_loop(node: cst.CSTNode) -> cst.BaseExpression | None:
         if len(args) == 1:
             return args[0].value
     return None
+
+
+def _kept_aside(ctx, loop: "TrainingLoop", clear: "CallRef", order: dict[int, int], first_step: int) -> bool:
+    """A call of the iteration before the clear keeps a copy of the gradients (`pgd.backup_grad()`,
+    whose code stores `p.grad.clone()`), and one after it, before the optimizer step, writes them
+    back (`pgd.restore_grad()`: `p.grad = backup[name]`): what the window accumulated survives the
+    clear (an adversarial-training inner loop)."""
+    at = order.get(id(clear.node), -1)
+    copied = written = False
+    for ref in loop.calls:
+        position = order.get(id(ref.node), -1)
+        if ref.via or position < 0:
+            continue
+        found = _grad_effects(ctx, ref)
+        if found is None:
+            continue
+        copies, writes = found
+        if position < at and copies:
+            copied = True
+        if at < position and (first_step < 0 or position < first_step) and writes:
+            written = True
+    return copied and written
+
+
+def _grad_effects(ctx, ref: "CallRef") -> tuple[bool, bool] | None:
+    """(keeps a copy of gradients, writes gradients back) for the function or method of the project
+    that `ref` calls: one of this file (its body read), one another file defines, or a method of
+    the project class that built the receiver (their summaries)."""
+    from trainlint.model.summaries import FunctionSummary, copies_grads, instance_class, writes_grads
+
+    index = ctx.index
+    func = ref.node.func
+    target = index.callee(ref.node, ref.scope)
+    if target is not None:
+        nodes = list(walk(target.node.body))
+        return copies_grads(nodes), writes_grads(nodes)
+    summary = None
+    if isinstance(func, cst.Attribute):
+        built = instance_class(index, func.value, ref.scope, ("grad",))
+        summary = built.method(func.attr.value) if built is not None else None
+    else:
+        found = index.summary_of(func, ref.scope, ("grad",))
+        summary = found if isinstance(found, FunctionSummary) else None
+    return (summary.copies_grads, summary.writes_grads) if summary is not None else None

@@ -799,7 +799,10 @@ class Trace:
                 continue
             before = {b.site for b in window[:index] if b.kind == "backward"}
             after = {b.site for b in window[index + 1:] if b.kind == "backward"}
-            if before & after & accumulated:
+            # a clear after the clip (TL104's per-micro-batch zero_grad) drops what it clipped: the
+            # step never sees a clipped partial sum (the static TL202 reads the same fact)
+            cleared = any(c.kind == "zero_grad" for c in window[index + 1:])
+            if before & after & accumulated and not cleared:
                 clips = sum(1 for c in window if c.kind == "clip" and c.site == e.site)
                 self.find("TL202", e.stack, f"{e.data['name']} at {_where(e.stack)} ran {clips}x per optimizer "
                                             f"step, between micro-batches: each clip saw a partial sum")
