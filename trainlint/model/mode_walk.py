@@ -443,7 +443,10 @@ class FunctionRun:
                     # `nn.Module.train()` recurses into the children: every model held by it
                     # (`self.model` of a module whose method calls `self.train()`) is switched too
                     return state.set_under(key, facts, itself=True)
-                return state.set(key, facts)
+                # not proven a torch module: its `eval()` may recurse into the models it holds
+                # (`nn.Module.eval()` does) or not (a class's own method): what was known of them is
+                # no longer known (`self.model.decoder.train()`, then `self.model.eval()`)
+                return state.set_under(key, UNKNOWN_FACTS, itself=False).set(key, facts)
         if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and target is None:
             key = model._key(func.value, frame)
             if key is not None:
