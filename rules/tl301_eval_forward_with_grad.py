@@ -774,6 +774,100 @@ class EvalForwardWithGrad(Rule):
             """,
             title="another model frozen before the evaluation, the evaluated one only after it",
         ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class FrozenFeatures(nn.Module):
+                def __init__(self, width, trainable=False):
+                    super().__init__()
+                    self.layers = nn.Sequential(nn.Conv2d(3, width, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+                    for weight in self.parameters():
+                        weight.requires_grad = trainable
+
+                def forward(self, x):
+                    return self.layers(x).flatten(1)
+
+
+            def embed(net, batches):
+                net.eval()
+                return [net(x).cpu().numpy() for x in batches]
+
+
+            SHARED = None
+
+
+            def embed_all(batches, reuse=False):
+                global SHARED
+                if SHARED is None or not reuse:
+                    net = FrozenFeatures(64)
+                    SHARED = net
+                else:
+                    net = SHARED
+                return embed(net, batches)
+            """,
+            title="a feature net whose `__init__` freezes every parameter (`trainable=False` by default), "
+                  "also when kept in a global: nothing records",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class FrozenFeatures(nn.Module):
+                def __init__(self, width, trainable=False):
+                    super().__init__()
+                    self.layers = nn.Sequential(nn.Conv2d(3, width, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+                    for weight in self.parameters():
+                        weight.requires_grad = trainable
+                    self.head = nn.Linear(width, 10)
+
+                def forward(self, x):
+                    return self.head(self.layers(x).flatten(1))
+
+
+            def embed(net, batches):
+                net.eval()
+                return [net(x).cpu().numpy() for x in batches]
+
+
+            def embed_all(batches):
+                net = FrozenFeatures(64)
+                return embed(net, batches)
+            """,
+            line=19,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class FrozenFeatures(nn.Module):
+                def __init__(self, width, trainable=False):
+                    super().__init__()
+                    self.layers = nn.Sequential(nn.Conv2d(3, width, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+                    for weight in self.parameters():
+                        weight.requires_grad = trainable
+                    self.head = nn.Linear(width, 10)
+
+                def forward(self, x):
+                    return self.head(self.layers(x).flatten(1))
+
+
+            @torch.no_grad()
+            def embed(net, batches):
+                net.eval()
+                return [net(x).cpu().numpy() for x in batches]
+
+
+            def embed_all(batches):
+                net = FrozenFeatures(64)
+                return embed(net, batches)
+            """,
+            title="the same freezing loop, but a head built after it keeps trainable parameters",
+        ),
         bad(
             """
             import torch.nn.functional as F

@@ -19,6 +19,7 @@ from trainlint.model.grad_mode import (GRAD_SETTERS, bool_flag_value, bound_argu
 from trainlint.model.index import FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args, walk
 from trainlint.model.mode_names import (MEMBERS_AND_SELF, SELF, function_name, last_component, strip_wrappers,
                                         switched_members)
+from trainlint.model.summaries import ClassSummary
 from trainlint.model.mode_state import (Abandon, CHOSEN, COND, ENTRY_FACTS, EVAL, Fact, Flow, Forward, Frame, GRAD_ON,
                                         MODE_WORDS, NEW, OFF, ON, Outcome, RESTORE, State, TRAIN, UNKNOWN_FACTS,
                                         Unrestored, join, join_all)
@@ -37,6 +38,7 @@ _NOT_FORWARDING = frozenset({"eval", "train", "parameters", "named_parameters", 
                              "state_dict", "load_state_dict", "to", "cuda", "cpu", "float", "half", "requires_grad_",
                              "zero_grad", "apply", "modules", "children", "named_modules", "register_buffer"})
 _FORWARD_METHODS = frozenset({"forward", "generate"})
+_CYCLE = object()  # `_frozen_value` of a name whose bindings were all followed already
 
 # an `if` testing the mode (`if was_training:`, `if self.training:`, `if phase == "train":`)
 _MODE_TEST = re.compile(r"train|mode", re.IGNORECASE)
@@ -137,6 +139,14 @@ class FunctionRun:
                 frozen_by = state.frozen_by(source) if source is not None else None
                 state = state.unfreeze(key)
                 if frozen_by is not None:
+                    state = state.freeze(key, frozen_by)
+                frozen_by = self._frozen_by_construction(value, frame.scope)
+                if frozen_by is not None:  # a class whose `__init__` freezes every parameter it has
+                    state = state.freeze(key, frozen_by)
+            if isinstance(value, cst.Name) and isinstance(target, cst.Name) and value.value != target.value \
+                    and state.frozen_by(key) is None:
+                frozen_by = self._frozen_global(value, frame)
+                if frozen_by is not None:  # `model = FID_MODEL`, a global only ever bound to such a class
                     state = state.freeze(key, frozen_by)
             if isinstance(value, cst.Call) and self.model.is_module_constructor(value, frame.scope):
                 state = state.set(key, frozenset({self._fact(NEW, node, frame)}))
@@ -555,6 +565,76 @@ class FunctionRun:
         for members, kind, node in switches:
             state = self._set_members(members, kind, node, state, frame)
         return state
+
+    def _frozen_by_construction(self, value: cst.BaseExpression, scope: Scope) -> cst.CSTNode | None:
+        """`InceptionV3([idx])` (also `.to(device)`, `.eval()` after it) of a project class whose
+        `__init__` leaves every parameter frozen for these arguments (`requires_grad=False` by
+        default, `for p in self.parameters(): p.requires_grad = requires_grad`): what froze them."""
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+                value.func.attr.value in ("to", "cuda", "cpu", "eval", "train", "float", "half", "double", "bfloat16") \
+                and isinstance(value.func.value, cst.Call):
+            value = value.func.value
+        if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
+            return None
+        summary = self.index.summary_of(value.func, scope, ("requires_grad",))
+        if not isinstance(summary, ClassSummary):
+            return None
+        return summary.frozen_by_construction(value)
+
+    def _frozen_global(self, name: cst.Name, frame: Frame) -> cst.CSTNode | None:
+        """`model = FID_MODEL`, a global (declared `global` here, or bound only at module level) each
+        binding of which holds a construction of a class whose `__init__` freezes every parameter,
+        directly or through other names (`FID_MODEL = model` after `model = InceptionV3(...)`), in a
+        file that sets `requires_grad` nowhere: what froze it."""
+        if not self._no_requires_grad_outside_init():
+            return None
+        declared = frame.function is not None and any(
+            type(n) is cst.Global and any(item.name.value == name.value for item in n.names)
+            for n in self.index.scope_nodes(frame.function.node))
+        module_level = not declared and frame.scope.lookup(name.value) == \
+            self.index.module_scope.bindings.get(name.value, [])
+        if not (declared or module_level):
+            return None
+        found = self._frozen_value(name, frame.scope, set())
+        return found if isinstance(found, cst.CSTNode) else None
+
+    def _no_requires_grad_outside_init(self) -> bool:
+        """No code of the file but a class's `__init__` sets or reads `requires_grad`: nothing
+        unfreezes a model after its construction."""
+        found = self.model._requires_grad_outside_init
+        if found is None:
+            found = "requires_grad" in self.model.ctx.document and any(
+                (type(n) is cst.Attribute and n.attr.value in ("requires_grad", "requires_grad_")
+                 or type(n) is cst.Name and n.value in ("requires_grad", "requires_grad_"))
+                and (self.index.function_at(n) is None or self.index.function_at(n).name != "__init__")
+                for n in walk(self.model.ctx.module))
+            self.model._requires_grad_outside_init = found
+        return not found
+
+    def _frozen_value(self, expr: cst.BaseExpression, scope: Scope, visited: set) -> cst.CSTNode | None:
+        expr = strip_wrappers(expr)
+        if isinstance(expr, cst.Call):
+            return self._frozen_by_construction(expr, scope)
+        if not isinstance(expr, cst.Name) or len(visited) > 8:
+            return None
+        bindings = scope.lookup(expr.value)
+        if isinstance(scope.node, cst.FunctionDef) and any(
+                type(n) is cst.Global and any(item.name.value == expr.value for item in n.names)
+                for n in self.index.scope_nodes(scope.node)):
+            bindings = [*bindings, *self.index.module_scope.bindings.get(expr.value, [])]
+        if not bindings or any(b.kind != "assign" or b.value is None for b in bindings):
+            return None
+        found = _CYCLE  # only bindings already followed: they add no other value
+        for binding in bindings:
+            if id(binding.node) in visited or (isinstance(binding.value, cst.Name) and binding.value.value == "None"):
+                continue  # `model = FID_MODEL` seen from `FID_MODEL = model`: nothing new; `SHARED = None`
+            visited.add(id(binding.node))
+            more = self._frozen_value(binding.value, self.index.scope_at(binding.node), visited)
+            if more is None:
+                return None
+            if more is not _CYCLE:
+                found = more
+        return found
 
     def _parameters_frozen_by(self, loop: cst.For, state: State, frame: Frame) -> State:
         """After `for p in model.parameters(): p.requires_grad = False` (or `p.requires_grad_(False)`,

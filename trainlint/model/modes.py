@@ -88,6 +88,7 @@ class ModeModel:
         self._module_classes: dict[str, bool] = {}
         self._trained: frozenset[str] | None = None
         self._frozen: frozenset[str] = frozenset()
+        self._requires_grad_outside_init: bool | None = None  # mode_walk: some code may unfreeze a model
         self._users: frozenset[str] | None | bool = False  # not computed yet
         self._volatile: bool | None = None
         self._foreign_writes: frozenset[str] | None = None
