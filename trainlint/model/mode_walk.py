@@ -826,9 +826,14 @@ class FunctionRun:
             # the order of their places in the file, not of their hashes
             found.sort(key=lambda f: (place(f.node, -1), place(f.anchor, -1), f.evaluated is not None,
                                       place(f.evaluated, -1) if f.evaluated is not None else -1))
+            # a part of it switched back to train mode on every way here (`model.head.train()`)
+            parts = [max((x.node for x in f), key=lambda n: place(n, -1)) for k, f in state.modes.items()
+                     if k.startswith(key + ".") and f and all(x.kind == TRAIN and x.node is not None for x in f)]
+            # (the eval switched or forgot every part it held: a part in train mode here was switched after it)
+            restored = next((p for p in parts if p is not None), None)
             for fact in found:
                 self.flow.unrestored.append(Unrestored(fact.anchor, key, fact, call, loop,
-                                                       self.flow.trained_through(loop, key)))
+                                                       self.flow.trained_through(loop, key), restored))
 
     def _out_of_reach(self, key: str, loop: cst.CSTNode, frame: Frame) -> bool:
         """The backward runs in a called function that cannot name the model `key` (no argument of
