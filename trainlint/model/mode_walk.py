@@ -19,6 +19,7 @@ from trainlint.model.grad_mode import (GRAD_SETTERS, bool_flag_value, bound_argu
 from trainlint.model.index import FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args, walk
 from trainlint.model.mode_names import (MEMBERS_AND_SELF, SELF, function_name, last_component, strip_wrappers,
                                         switched_members)
+from trainlint.model import file_facts
 from trainlint.model.summaries import ClassSummary
 from trainlint.model.mode_state import (Abandon, CHOSEN, COND, ENTRY_FACTS, EVAL, Fact, Flow, Forward, Frame, GRAD_ON,
                                         MODE_WORDS, NEW, OFF, ON, Outcome, RESTORE, State, TRAIN, UNKNOWN_FACTS,
@@ -601,15 +602,7 @@ class FunctionRun:
     def _no_requires_grad_outside_init(self) -> bool:
         """No code of the file but a class's `__init__` sets or reads `requires_grad`: nothing
         unfreezes a model after its construction."""
-        found = self.model._requires_grad_outside_init
-        if found is None:
-            found = "requires_grad" in self.model.ctx.document and any(
-                (type(n) is cst.Attribute and n.attr.value in ("requires_grad", "requires_grad_")
-                 or type(n) is cst.Name and n.value in ("requires_grad", "requires_grad_"))
-                and (self.index.function_at(n) is None or self.index.function_at(n).name != "__init__")
-                for n in walk(self.model.ctx.module))
-            self.model._requires_grad_outside_init = found
-        return not found
+        return not file_facts.values(self.model.ctx, "modes.requires_grad_outside_init")
 
     def _frozen_value(self, expr: cst.BaseExpression, scope: Scope, visited: set) -> cst.CSTNode | None:
         expr = strip_wrappers(expr)

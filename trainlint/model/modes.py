@@ -88,7 +88,6 @@ class ModeModel:
         self._module_classes: dict[str, bool] = {}
         self._trained: frozenset[str] | None = None
         self._frozen: frozenset[str] = frozenset()
-        self._requires_grad_outside_init: bool | None = None  # mode_walk: some code may unfreeze a model
         self._users: frozenset[str] | None | bool = False  # not computed yet
         self._volatile: bool | None = None
         self._foreign_writes: frozenset[str] | None = None
@@ -1328,6 +1327,20 @@ def _prepared_argument(assign: cst.CSTNode, name: str) -> cst.BaseExpression | N
     if position is None or position[1] != len(args) or any(a.star for a in assign.value.args):
         return None
     return args[position[0]].value
+
+
+@file_fact("modes.requires_grad_outside_init")
+def _requires_grad_outside_init(ctx):
+    """Each mention of `requires_grad`/`requires_grad_` outside a class's `__init__`: code that may
+    unfreeze a model after its construction (mode_walk's frozen globals)."""
+    if "requires_grad" not in ctx.document:
+        return
+    for node in walk(ctx.module):
+        if (type(node) is cst.Attribute and node.attr.value in ("requires_grad", "requires_grad_")
+                or type(node) is cst.Name and node.value in ("requires_grad", "requires_grad_")):
+            function = ctx.index.function_at(node)
+            if function is None or function.name != "__init__":
+                yield node, True
 
 
 @file_fact("modes.trained")
