@@ -22,7 +22,7 @@ from trainlint.model.mode_names import (MEMBERS_AND_SELF, SELF, function_name, l
 from trainlint.model import file_facts
 from trainlint.model.summaries import ClassSummary
 from trainlint.model.mode_state import (Abandon, CHOSEN, COND, ENTRY_FACTS, EVAL, Fact, Flow, Forward, Frame, GRAD_ON,
-                                        MODE_WORDS, NEW, OFF, ON, Outcome, RESTORE, State, TRAIN, UNKNOWN_FACTS,
+                                        MODE_WORDS, NEW, OFF, ON, Outcome, RESTORE, State, TRAIN, UNKNOWN, UNKNOWN_FACTS,
                                         Unrestored, join, join_all)
 
 
@@ -819,14 +819,40 @@ class FunctionRun:
             # the order of their places in the file, not of their hashes
             found.sort(key=lambda f: (place(f.node, -1), place(f.anchor, -1), f.evaluated is not None,
                                       place(f.evaluated, -1) if f.evaluated is not None else -1))
-            # a part of it switched back to train mode on every way here (`model.head.train()`)
-            parts = [max((x.node for x in f), key=lambda n: place(n, -1)) for k, f in state.modes.items()
-                     if k.startswith(key + ".") and f and all(x.kind == TRAIN and x.node is not None for x in f)]
-            # (the eval switched or forgot every part it held: a part in train mode here was switched after it)
-            restored = next((p for p in parts if p is not None), None)
+            # a part of it switched back to train mode after the eval (`model.head.train()`): in train
+            # mode on every way here (the eval switched or forgot every part it held, so a part in
+            # train mode was switched after it), or switched later in the block of the eval, nothing
+            # leaving the block between them; and in eval mode or unknown on no way here
+            parts = [f for k, f in state.modes.items() if k.startswith(key + ".") and f
+                     and not any(x.kind in (EVAL, UNKNOWN) for x in f) and any(x.kind == TRAIN for x in f)]
             for fact in found:
+                restored = None
+                for f in parts:
+                    trains = sorted((x.node for x in f if x.kind == TRAIN and x.node is not None),
+                                    key=lambda n: place(n, -1))
+                    if trains and (all(x.kind == TRAIN for x in f) or any(
+                            self._follows_in_block(fact.node, n) for n in trains)):
+                        restored = trains[-1]
+                        break
                 self.flow.unrestored.append(Unrestored(fact.anchor, key, fact, call, loop,
                                                        self.flow.trained_through(loop, key), restored))
+
+    def _follows_in_block(self, first: cst.CSTNode | None, second: cst.CSTNode) -> bool:
+        """The statement holding `second` comes after the one holding `first` in one block, and no
+        statement between them can leave it (`return`, `raise`, `break`, `continue`)."""
+        if first is None:
+            return False
+        a, b = self.index.enclosing_statement(first), self.index.enclosing_statement(second)
+        a = self.index.parent(a) if isinstance(a, cst.BaseSmallStatement) else a  # its line
+        b = self.index.parent(b) if isinstance(b, cst.BaseSmallStatement) else b
+        block = self.index.parent(a)
+        if block is None or self.index.parent(b) is not block or not hasattr(block, "body"):
+            return False
+        body = list(block.body)
+        if a not in body or b not in body or body.index(b) <= body.index(a):
+            return False
+        return not any(type(n) in (cst.Return, cst.Raise, cst.Break, cst.Continue)
+                       for s in body[body.index(a):body.index(b)] for n in walk(s))
 
     def _out_of_reach(self, key: str, loop: cst.CSTNode, frame: Frame) -> bool:
         """The backward runs in a called function that cannot name the model `key` (no argument of
