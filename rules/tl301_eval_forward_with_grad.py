@@ -315,6 +315,71 @@ class EvalForwardWithGrad(Rule):
             import torch
 
 
+            class Pruner:
+                def __init__(self, model, gates, loader):
+                    self.model, self.gates, self.loader = model, gates, loader
+
+                def masked_pass(self):
+                    self.gates.eval()
+                    masks = self.gates.forward(training=False)
+                    kept = sum(m.sum().item() for m in masks)
+                    with torch.no_grad():
+                        for batch in self.loader:
+                            self.model(batch, masks=masks)
+                    return kept
+
+                def report(self):
+                    print(self.masked_pass())
+            """,
+            title="the gates' forward runs once, handed only a literal: masks computed from their own "
+                  "parameters, no batch flows in",
+        ),
+        bad(
+            """
+            import torch
+
+
+            class Pruner:
+                def __init__(self, model, gates, loader):
+                    self.model, self.gates, self.loader = model, gates, loader
+
+                def masked_pass(self):
+                    self.gates.eval()
+                    kept = 0.0
+                    for batch in self.loader:
+                        masks = self.gates.forward(training=False)
+                        kept += sum(m.sum().item() for m in masks)
+                        with torch.no_grad():
+                            self.model(batch, masks=masks)
+                    return kept
+            """,
+            line=12,
+            fixed="""
+            import torch
+
+
+            class Pruner:
+                def __init__(self, model, gates, loader):
+                    self.model, self.gates, self.loader = model, gates, loader
+
+                @torch.no_grad()
+                def masked_pass(self):
+                    self.gates.eval()
+                    kept = 0.0
+                    for batch in self.loader:
+                        masks = self.gates.forward(training=False)
+                        kept += sum(m.sum().item() for m in masks)
+                        with torch.no_grad():
+                            self.model(batch, masks=masks)
+                    return kept
+            """,
+            title="the same literal-only forward, run again for every batch: a graph each time",
+        ),
+        good(
+            """
+            import torch
+
+
             def smart_inference_mode(torch_1_9=True):
                 def decorate(fn):
                     return (torch.inference_mode if torch_1_9 else torch.no_grad)()(fn)
@@ -774,6 +839,100 @@ class EvalForwardWithGrad(Rule):
             """,
             title="another model frozen before the evaluation, the evaluated one only after it",
         ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class FrozenFeatures(nn.Module):
+                def __init__(self, width, trainable=False):
+                    super().__init__()
+                    self.layers = nn.Sequential(nn.Conv2d(3, width, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+                    for weight in self.parameters():
+                        weight.requires_grad = trainable
+
+                def forward(self, x):
+                    return self.layers(x).flatten(1)
+
+
+            def embed(net, batches):
+                net.eval()
+                return [net(x).cpu().numpy() for x in batches]
+
+
+            SHARED = None
+
+
+            def embed_all(batches, reuse=False):
+                global SHARED
+                if SHARED is None or not reuse:
+                    net = FrozenFeatures(64)
+                    SHARED = net
+                else:
+                    net = SHARED
+                return embed(net, batches)
+            """,
+            title="a feature net whose `__init__` freezes every parameter (`trainable=False` by default), "
+                  "also when kept in a global: nothing records",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class FrozenFeatures(nn.Module):
+                def __init__(self, width, trainable=False):
+                    super().__init__()
+                    self.layers = nn.Sequential(nn.Conv2d(3, width, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+                    for weight in self.parameters():
+                        weight.requires_grad = trainable
+                    self.head = nn.Linear(width, 10)
+
+                def forward(self, x):
+                    return self.head(self.layers(x).flatten(1))
+
+
+            def embed(net, batches):
+                net.eval()
+                return [net(x).cpu().numpy() for x in batches]
+
+
+            def embed_all(batches):
+                net = FrozenFeatures(64)
+                return embed(net, batches)
+            """,
+            line=19,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class FrozenFeatures(nn.Module):
+                def __init__(self, width, trainable=False):
+                    super().__init__()
+                    self.layers = nn.Sequential(nn.Conv2d(3, width, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+                    for weight in self.parameters():
+                        weight.requires_grad = trainable
+                    self.head = nn.Linear(width, 10)
+
+                def forward(self, x):
+                    return self.head(self.layers(x).flatten(1))
+
+
+            @torch.no_grad()
+            def embed(net, batches):
+                net.eval()
+                return [net(x).cpu().numpy() for x in batches]
+
+
+            def embed_all(batches):
+                net = FrozenFeatures(64)
+                return embed(net, batches)
+            """,
+            title="the same freezing loop, but a head built after it keeps trainable parameters",
+        ),
         bad(
             """
             import torch.nn.functional as F
@@ -1030,6 +1189,8 @@ class EvalForwardWithGrad(Rule):
                 continue
             if forward.inner is not None and ctx.model(dataflow).raises_before(forward.inner) is not None:
                 continue  # the helper never reaches its forward
+            if forward.inner is not None and _one_off_probe(ctx, forward.inner):
+                continue  # the helper's forward runs once, on no data (`gate.forward(training=False)`)
             function = forward.function
             group = (function.node if function else None, forward.key, frozenset(f.node for f in forward.facts))
             if group in reported or not model.is_graph_free_evaluation(forward):
@@ -1080,17 +1241,30 @@ def _input_records(ctx, call: cst.Call) -> bool:
 
 def _one_off_probe(ctx, call) -> bool:
     """A forward in no loop of its function whose inputs are all synthetic tensors
-    (`model(torch.zeros(1, 3, 224, 224))`): it runs once, on no data."""
-    if not isinstance(call, cst.Call) or not call.args:
+    (`model(torch.zeros(1, 3, 224, 224))`), or that is handed nothing but literals
+    (`masks = gate.forward(training=False)`: computed from the parameters alone): it runs once, on
+    no data."""
+    if not isinstance(call, cst.Call) or any(a.star for a in call.args):
         return False
+    only_literals = all(_literal(a.value) for a in call.args)
     for ancestor in ctx.index.ancestors(call):
         if isinstance(ancestor, (cst.For, cst.While, cst.CompFor)):
             return False
         if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
             break
+    if only_literals:
+        return True
     scope = ctx.index.scope_at(call)
     return all(is_synthetic_tensor(a.value, scope, ctx.index.resolve) for a in call.args if a.keyword is None) \
         and any(a.keyword is None for a in call.args)
+
+
+def _literal(expr) -> bool:
+    """`False`, `None`, `3`, `-1.0`, `"eval"`: a value no data flows into."""
+    if isinstance(expr, cst.UnaryOperation):
+        expr = expr.expression
+    return isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)) or \
+        isinstance(expr, cst.Name) and expr.value in ("True", "False", "None")
 
 
 def _fix(ctx, model, forward) -> FixSpec | None:

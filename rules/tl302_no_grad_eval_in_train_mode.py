@@ -77,6 +77,66 @@ class NoGradEvalInTrainMode(Rule):
         "https://pytorch.org/docs/stable/generated/torch.nn.Dropout.html",
     )
     examples = (
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Finetuner:
+                def __init__(self, net, optimizer, train_loader, val_loader):
+                    self.net = net
+                    self.optimizer = optimizer
+                    self.train_loader = train_loader
+                    self.val_loader = val_loader
+
+                def fit(self, epochs):
+                    for epoch in range(epochs):
+                        self.net.head.train()
+                        for xb, yb in self.train_loader:
+                            self.optimizer.zero_grad()
+                            F.mse_loss(self.net.head(self.net.body(xb)), yb).backward()
+                            self.optimizer.step()
+                        self.net.eval()
+                        err = 0.0
+                        for xb, yb in self.val_loader:
+                            with torch.no_grad():
+                                err += F.mse_loss(self.net.head(self.net.body(xb)), yb).item()
+                        print(epoch, err)
+            """,
+            title="the part trained in train mode, then its holder switched to eval (a module's `eval()` "
+                  "recurses into its parts) before the no_grad evaluation",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Finetuner:
+                def __init__(self, net, optimizer, train_loader, val_loader):
+                    self.net = net
+                    self.optimizer = optimizer
+                    self.train_loader = train_loader
+                    self.val_loader = val_loader
+
+                def fit(self, epochs):
+                    for epoch in range(epochs):
+                        self.net.eval()
+                        self.net.head.train()
+                        for xb, yb in self.train_loader:
+                            self.optimizer.zero_grad()
+                            F.mse_loss(self.net.head(self.net.body(xb)), yb).backward()
+                            self.optimizer.step()
+                        err = 0.0
+                        for xb, yb in self.val_loader:
+                            with torch.no_grad():
+                                err += F.mse_loss(self.net.head(self.net.body(xb)), yb).item()
+                        print(epoch, err)
+            """,
+            line=23,
+            title="the holder switched to eval before the part's `train()`: the part is evaluated in train mode",
+        ),
         bad(
             """
             import torch

@@ -106,6 +106,124 @@ class TrainModeNotRestored(Rule):
             """
             import torch
             import torch.nn.functional as F
+
+
+            def adapt(model, loader, val_loader, lr, every=100):
+                model.train()
+                optimizer = torch.optim.AdamW(model.trainable_parameters(), lr=lr)
+                for step, (x, y) in enumerate(loader):
+                    if step % every == 0:
+                        model.eval()
+                        with torch.no_grad():
+                            print(sum(F.mse_loss(model(a), b).item() for a, b in val_loader))
+                        model.adapter.train()
+                    loss = F.mse_loss(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            title="the adapter is put back in train mode after each validation, and the optimizer is not seen to "
+                  "hold the rest of the model (its own method picks the parameters): the rest may stay in eval mode "
+                  "on purpose",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def adapt(model, loader, val_loader, lr, every=100):
+                model.train()
+                optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+                for step, (x, y) in enumerate(loader):
+                    if step % every == 0:
+                        model.eval()
+                        with torch.no_grad():
+                            print(sum(F.mse_loss(model(a), b).item() for a, b in val_loader))
+                        model.adapter.train()
+                    loss = F.mse_loss(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            line=10,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+
+            def adapt(model, loader, val_loader, lr, every=100):
+                model.train()
+                optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+                for step, (x, y) in enumerate(loader):
+                    if step % every == 0:
+                        model.eval()
+                        with torch.no_grad():
+                            print(sum(F.mse_loss(model(a), b).item() for a, b in val_loader))
+                        model.adapter.train()
+                        model.train()
+                    loss = F.mse_loss(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            title="the adapter put back in train mode, but the optimizer trains the whole model, the rest of it in eval mode",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Tuner:
+                def __init__(self, model, lr):
+                    self.model = model
+                    self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr)
+
+                def fit(self, loader, val_loader):
+                    self.model.train()
+                    for step, (x, y) in enumerate(loader):
+                        if step % 500 == 0:
+                            self.model.eval()
+                            with torch.no_grad():
+                                print(sum(F.l1_loss(self.model(a), b).item() for a, b in val_loader))
+                            self.model.head.train()
+                        loss = F.l1_loss(self.model(x), y)
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+            """,
+            line=14,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+
+            class Tuner:
+                def __init__(self, model, lr):
+                    self.model = model
+                    self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr)
+
+                def fit(self, loader, val_loader):
+                    self.model.train()
+                    for step, (x, y) in enumerate(loader):
+                        if step % 500 == 0:
+                            self.model.eval()
+                            with torch.no_grad():
+                                print(sum(F.l1_loss(self.model(a), b).item() for a, b in val_loader))
+                            self.model.head.train()
+                            self.model.train()
+                        loss = F.l1_loss(self.model(x), y)
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+            """,
+            title="the head put back in train mode, but the optimizer the class builds trains the whole model",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
             from probes import make_probe
 
 
@@ -2347,6 +2465,8 @@ class TrainModeNotRestored(Rule):
             else:
                 evidence.append(unknown(f"the loop trains `{key}`: no forward of it with grad on is seen in the loop "
                                         f"(it may run in code not followed)", item.loop, "use"))
+            if item.restored_part is not None:
+                evidence.append(_rest_trained(ctx, item, key))
             yield self.report(item.anchor, self._message(ctx, item), _fix(ctx, item), evidence=evidence)
 
     @staticmethod
@@ -2379,6 +2499,36 @@ class TrainModeNotRestored(Rule):
         return (f"{what}: the loop keeps training `{key}` (`{backward}`) with dropout off and BatchNorm "
                 f"frozen on its running statistics; call `{key}.train()` after the evaluation "
                 f"(or restore the saved mode at its end)")
+
+
+def _rest_trained(ctx, item, key: str):
+    """A part of the model was put back in train mode before the backward (`model.head.train()`
+    after `model.eval()`): the rest of it left in eval mode matters only when the backward trains
+    it too. Proven when an optimizer built in the loop's function (or, for `self.<model>`, its
+    class) holds all of the model's parameters (`Adam(model.parameters())`); unknown otherwise (an optimizer over the part alone,
+    `Adam(model.get_head_params())`, or one built out of sight: the rest may be frozen on purpose)."""
+    part = ctx.code_for(item.restored_part.func.value) if isinstance(item.restored_part, cst.Call) and \
+        isinstance(item.restored_part.func, cst.Attribute) else "a part of it"
+    function = ctx.index.function_at(item.loop)
+    region = function.node if function is not None else ctx.module
+    if key.startswith("self.") and function is not None and function.class_name is not None:
+        # `self.model`: an optimizer its class builds (in `__init__`, a setup method) holds it too
+        region = next((a for a in ctx.index.ancestors(function.node) if isinstance(a, cst.ClassDef)), region)
+    for call in ctx.index.subtree(region):
+        if type(call) is not cst.Call:
+            continue
+        name = ctx.index.resolve(call.func, ctx.index.scope_at(call)) or ""
+        if not name.startswith("torch.optim.") or not call.args:
+            continue
+        for node in ctx.index.subtree(call.args[0].value):
+            if type(node) is cst.Call and isinstance(node.func, cst.Attribute) and \
+                    node.func.attr.value in ("parameters", "named_parameters") and \
+                    dotted(ctx.module, node.func.value) == key:
+                return premise(f"the loop trains `{key}` beyond `{part}` (put back in train mode before the "
+                               f"backward): the optimizer holds all of `{key}`'s parameters", call, "argument")
+    return unknown(f"the loop trains `{key}` beyond `{part}`, which is put back in train mode before the "
+                   f"backward: no optimizer built here is seen to hold the rest of its parameters",
+                   item.restored_part, "argument")
 
 
 def _short_call(ctx, call: cst.Call) -> str:

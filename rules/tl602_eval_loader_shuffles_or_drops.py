@@ -144,6 +144,70 @@ class EvalLoaderShufflesOrDrops(Rule):
             """
             import torch
             from torch.utils.data import DataLoader
+            from torch_geometric.data import Data
+
+
+            def to_graphs(loader, edges, channels):
+                graphs = []
+                for pixels, label in loader:
+                    nodes = pixels.view(channels, -1).T
+                    graphs.append(Data(x=nodes, y=label, edge_index=edges))
+                return graphs
+
+
+            def build(test_set, edges):
+                test_loader = DataLoader(test_set, batch_size=1, shuffle=True)
+                torch.save(to_graphs(test_loader, edges, 3), "test_graphs.pt")
+            """,
+            title="a shuffled test loader only converted into graph samples: the pass runs no model, "
+                  "no evaluation sees its order",
+        ),
+        bad(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            from torch_geometric.data import Data
+
+
+            def to_graphs(loader, edges, channels, net):
+                graphs = []
+                with torch.no_grad():
+                    for pixels, label in loader:
+                        nodes = pixels.view(channels, -1).T
+                        graphs.append(Data(x=net(nodes), y=label, edge_index=edges))
+                return graphs
+
+
+            def build(test_set, edges, net):
+                test_loader = DataLoader(test_set, batch_size=1, shuffle=True)
+                torch.save(to_graphs(test_loader, edges, 3, net), "test_graphs.pt")
+            """,
+            line=16,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+            from torch_geometric.data import Data
+
+
+            def to_graphs(loader, edges, channels, net):
+                graphs = []
+                with torch.no_grad():
+                    for pixels, label in loader:
+                        nodes = pixels.view(channels, -1).T
+                        graphs.append(Data(x=net(nodes), y=label, edge_index=edges))
+                return graphs
+
+
+            def build(test_set, edges, net):
+                test_loader = DataLoader(test_set, batch_size=1, shuffle=False)
+                torch.save(to_graphs(test_loader, edges, 3, net), "test_graphs.pt")
+            """,
+            title="the same conversion, but each sample goes through a network first: an evaluation pass",
+        ),
+        good(
+            """
+            import torch
+            from torch.utils.data import DataLoader
 
 
             class Sampler:

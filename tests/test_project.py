@@ -2110,3 +2110,79 @@ def test_a_frozen_key_encoder_method_of_a_model_in_another_file(tmp_path):
     text = (tmp_path / "train.py").read_text()
     (tmp_path / "train.py").write_text(text.replace("net.key_encoder(x)", "net.key_encoder(net(x))"))
     assert (12, "TL501") in _codes(lint_path(path, ALL, project=Project(tmp_path)))
+
+
+# -- round 8: premises a finding of TL301 takes from other files -------------------------------------
+_FROZEN_NET = """
+    import torch.nn as nn
+
+
+    class Features(nn.Module):
+        def __init__(self, width, requires_grad=False):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(3, width, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+            for param in self.parameters():
+                param.requires_grad = requires_grad
+
+        def forward(self, x):
+            return self.body(x).flatten(1)
+"""
+
+_FEATURE_SCORE = """
+    from nets import Features
+
+
+    def activations(batches, model):
+        model.eval()
+        return [model(x).cpu().numpy() for x in batches]
+
+
+    def score(batches):
+        model = Features(64{extra})
+        return activations(batches, model)
+"""
+
+
+@pytest.mark.parametrize("extra, expected", [("", set()), (", requires_grad=True", {7})])
+def test_a_model_whose_class_freezes_every_parameter_in_another_file_records_no_graph(tmp_path, extra, expected):
+    """`Features(64)` of a class (in nets.py) whose `__init__` leaves every parameter frozen by default:
+    its evaluation records nothing; built with `requires_grad=True`, it records a graph."""
+    write(tmp_path, {"nets.py": _FROZEN_NET, "score.py": _FEATURE_SCORE.replace("{extra}", extra)})
+    results = list(lint_paths([str(tmp_path / "nets.py"), str(tmp_path / "score.py")], ALL))
+    found = {f.line for r in results if r.path.endswith("score.py") for f in r.findings if f.code == "TL301"}
+    assert found == expected
+
+
+_JITTOR_DECODE = """
+    import jittor as jt
+
+
+    def decode(model, prompts):
+        model.eval()
+        outputs = []
+        for ids in prompts:
+            logits = model(jt.array(ids))
+            outputs.append(jt.argmax(logits, dim=-1)[0].numpy())
+        return outputs
+"""
+
+_JITTOR_DEMO = """
+    import jittor as jt
+    from generation import decode
+
+
+    def main(model, prompts):
+    {body}
+"""
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("    with jt.no_grad():\n            print(decode(model, prompts))", set()),
+    ("    print(decode(model, prompts))", {9}),
+])
+def test_a_jittor_helper_every_caller_runs_under_jt_no_grad_records_no_graph(tmp_path, body, expected):
+    """Jittor's `jt.no_grad()` is a grad switch like torch's: a helper only called under it records nothing."""
+    write(tmp_path, {"generation.py": _JITTOR_DECODE, "demo.py": _JITTOR_DEMO.replace("{body}", body)})
+    results = list(lint_paths([str(tmp_path / "generation.py"), str(tmp_path / "demo.py")], ALL))
+    found = {f.line for r in results if r.path.endswith("generation.py") for f in r.findings if f.code == "TL301"}
+    assert found == expected

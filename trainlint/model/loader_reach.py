@@ -67,11 +67,30 @@ _PLAIN_BUILTINS = frozenset({"print", "len", "enumerate", "range", "zip", "min",
                              "int", "str", "round", "isinstance", "list", "tuple", "dict", "set", "sorted", "bool",
                              "repr", "format"})
 _DATA_MODULES = frozenset({"torch", "numpy", "math", "sys", "os", "time", "logging", "json"})
+# modules that hold only data containers (a graph sample, a batch of graphs): building one runs no
+# model, whatever it is handed
+_CONTAINER_MODULES = ("torch_geometric.data.",)
+
+
+def _data_call(name: str | None) -> bool:
+    """A function of a data module that takes no callable, or a data container's class."""
+    if not name:
+        return False
+    if _container(name):
+        return True
+    return name.split(".", 1)[0] in _DATA_MODULES and not any(w in name for w in _RUNS_CALLABLES)
+
+
+def _container(name: str | None) -> bool:
+    return bool(name) and name.startswith(_CONTAINER_MODULES)
 _RUNS_CALLABLES = ("functional_call", "vmap", "checkpoint", "compile", "jit", "hub", "load", "export", "apply")
 _DATA_METHODS = frozenset({"append", "extend", "item", "tolist", "numpy", "cpu", "cuda", "to", "detach", "float",
                            "double", "long", "int", "sum", "mean", "std", "var", "size", "view", "reshape",
                            "squeeze", "unsqueeze", "pow", "add_", "format", "write", "flush", "keys", "values",
                            "items", "numel", "max", "min", "abs", "sqrt", "square", "clone", "info", "debug"})
+# tensor methods whose arguments are sizes, dims, dtypes or devices: a name handed to one is no model it runs
+_SHAPE_METHODS = frozenset({"view", "reshape", "squeeze", "unsqueeze", "size", "to", "cuda", "cpu", "float", "double",
+                            "long", "int", "numel", "permute", "transpose", "flatten", "sum", "mean", "max", "min"})
 _MAX_DEPTH = 4
 _BUDGET = 200  # reads followed per loader, at most
 
@@ -306,7 +325,7 @@ class LoaderReach:
         start, end = self.flow.position(body), self.flow.end(body)
         if not names or end < 0 or any(
                 isinstance(n, cst.Name) and n.value in names and not start <= self.flow.position(n) <= end
-                and self.flow._owner(n) is owner for n in index.subtree(region)):
+                and self.flow._owner(n) is owner and self._reads(n) for n in index.subtree(region)):
             return False
         if not isinstance(owner, cst.FunctionDef) \
                 and not all(self._module_name_private(body, name) for name in names):
@@ -318,18 +337,24 @@ class LoaderReach:
                 continue
             scope = index.scope_at(node)
             func = node.func
+            name = None
             if type(func) is cst.Name:
-                if func.value not in _PLAIN_BUILTINS or scope.lookup(func.value):
+                name = index.resolve(func, scope) if _imported_head(func, scope) else None
+                if not _container(name) and (func.value not in _PLAIN_BUILTINS or scope.lookup(func.value)):
                     return False
             elif type(func) is cst.Attribute:
                 name = index.resolve(func, scope) if _imported_head(func, scope) else None
                 if name is not None:
-                    if name.split(".", 1)[0] not in _DATA_MODULES or any(w in name for w in _RUNS_CALLABLES):
+                    if not _data_call(name):
                         return False
                 elif func.attr.value not in _DATA_METHODS:
                     return False
             else:
                 return False
+            if _container(name):
+                continue  # `Data(x=x, edge_index=edge_index)`: a container holds what it is handed
+            if type(func) is cst.Attribute and name is None and func.attr.value in _SHAPE_METHODS:
+                continue  # `x.view(c, h * w)`: sizes, dims, a device: what it is handed is never run
             for arg in node.args if id(node) not in iterating else ():
                 if type(arg.value) is cst.Name and not self._plain_value(arg.value, scope):
                     return False
@@ -347,7 +372,7 @@ class LoaderReach:
             if binding.kind == "assign" and type(value) is cst.Call:
                 called = self.index.resolve(value.func, self.index.scope_at(value)) \
                     if _imported_head(value.func, self.index.scope_at(value)) else None
-                if called is None or called.split(".", 1)[0] not in _DATA_MODULES:
+                if called is None or called.split(".", 1)[0] not in _DATA_MODULES and not _container(called):
                     return False
         return True
 

@@ -156,10 +156,13 @@ def _read_in(index: FileIndex, name: str, region: cst.CSTNode) -> bool:
 
 def _dynamic_names(index: FileIndex) -> bool:
     """The module reaches its names by text: `globals()`, `vars()`, `locals()`, `exec`, `eval`,
-    or `fire.Fire()` with no argument (every module-level function a command)."""
+    or `fire.Fire()` with no argument (every module-level function a command); `vars(args)` reads
+    an object's attributes, no name of the module."""
     for site in index.calls:
         func = site.node.func
-        if isinstance(func, cst.Name) and func.value in ("globals", "vars", "locals", "exec", "eval"):
+        if isinstance(func, cst.Name) and func.value in ("globals", "locals", "exec", "eval"):
+            return True
+        if isinstance(func, cst.Name) and func.value == "vars" and not site.node.args:
             return True
         if index.resolve(func, site.scope) == "fire.Fire" and not site.node.args:
             return True

@@ -210,6 +210,9 @@ class Unrestored:
     # a forward of the model (or of one holding it) that the loop runs with grad on: what its
     # backward trains (None when the run saw none: a forward in code it does not follow)
     forward: cst.CSTNode | None = None
+    # a part of the model put back in train mode after the eval and before the backward
+    # (`model.head.train()` after `model.eval()`): the call that did (None when none is)
+    restored_part: cst.CSTNode | None = None
 
 
 class Abandon(Exception):

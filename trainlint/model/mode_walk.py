@@ -19,8 +19,10 @@ from trainlint.model.grad_mode import (GRAD_SETTERS, bool_flag_value, bound_argu
 from trainlint.model.index import FunctionInfo, Scope, dotted_name, iter_children, keyword_arg, positional_args, walk
 from trainlint.model.mode_names import (MEMBERS_AND_SELF, SELF, function_name, last_component, strip_wrappers,
                                         switched_members)
+from trainlint.model import file_facts
+from trainlint.model.summaries import ClassSummary
 from trainlint.model.mode_state import (Abandon, CHOSEN, COND, ENTRY_FACTS, EVAL, Fact, Flow, Forward, Frame, GRAD_ON,
-                                        MODE_WORDS, NEW, OFF, ON, Outcome, RESTORE, State, TRAIN, UNKNOWN_FACTS,
+                                        MODE_WORDS, NEW, OFF, ON, Outcome, RESTORE, State, TRAIN, UNKNOWN, UNKNOWN_FACTS,
                                         Unrestored, join, join_all)
 
 
@@ -37,6 +39,7 @@ _NOT_FORWARDING = frozenset({"eval", "train", "parameters", "named_parameters", 
                              "state_dict", "load_state_dict", "to", "cuda", "cpu", "float", "half", "requires_grad_",
                              "zero_grad", "apply", "modules", "children", "named_modules", "register_buffer"})
 _FORWARD_METHODS = frozenset({"forward", "generate"})
+_CYCLE = object()  # `_frozen_value` of a name whose bindings were all followed already
 
 # an `if` testing the mode (`if was_training:`, `if self.training:`, `if phase == "train":`)
 _MODE_TEST = re.compile(r"train|mode", re.IGNORECASE)
@@ -137,6 +140,14 @@ class FunctionRun:
                 frozen_by = state.frozen_by(source) if source is not None else None
                 state = state.unfreeze(key)
                 if frozen_by is not None:
+                    state = state.freeze(key, frozen_by)
+                frozen_by = self._frozen_by_construction(value, frame.scope)
+                if frozen_by is not None:  # a class whose `__init__` freezes every parameter it has
+                    state = state.freeze(key, frozen_by)
+            if isinstance(value, cst.Name) and isinstance(target, cst.Name) and value.value != target.value \
+                    and state.frozen_by(key) is None:
+                frozen_by = self._frozen_global(value, frame)
+                if frozen_by is not None:  # `model = FID_MODEL`, a global only ever bound to such a class
                     state = state.freeze(key, frozen_by)
             if isinstance(value, cst.Call) and self.model.is_module_constructor(value, frame.scope):
                 state = state.set(key, frozenset({self._fact(NEW, node, frame)}))
@@ -443,7 +454,10 @@ class FunctionRun:
                     # `nn.Module.train()` recurses into the children: every model held by it
                     # (`self.model` of a module whose method calls `self.train()`) is switched too
                     return state.set_under(key, facts, itself=True)
-                return state.set(key, facts)
+                # not proven a torch module: its `eval()` may recurse into the models it holds
+                # (`nn.Module.eval()` does) or not (a class's own method): what was known of them is
+                # no longer known (`self.model.decoder.train()`, then `self.model.eval()`)
+                return state.set_under(key, UNKNOWN_FACTS, itself=False).set(key, facts)
         if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and target is None:
             key = model._key(func.value, frame)
             if key is not None:
@@ -552,6 +566,68 @@ class FunctionRun:
         for members, kind, node in switches:
             state = self._set_members(members, kind, node, state, frame)
         return state
+
+    def _frozen_by_construction(self, value: cst.BaseExpression, scope: Scope) -> cst.CSTNode | None:
+        """`InceptionV3([idx])` (also `.to(device)`, `.eval()` after it) of a project class whose
+        `__init__` leaves every parameter frozen for these arguments (`requires_grad=False` by
+        default, `for p in self.parameters(): p.requires_grad = requires_grad`): what froze them."""
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+                value.func.attr.value in ("to", "cuda", "cpu", "eval", "train", "float", "half", "double", "bfloat16") \
+                and isinstance(value.func.value, cst.Call):
+            value = value.func.value
+        if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
+            return None
+        summary = self.index.summary_of(value.func, scope, ("requires_grad",))
+        if not isinstance(summary, ClassSummary):
+            return None
+        return summary.frozen_by_construction(value)
+
+    def _frozen_global(self, name: cst.Name, frame: Frame) -> cst.CSTNode | None:
+        """`model = FID_MODEL`, a global (declared `global` here, or bound only at module level) each
+        binding of which holds a construction of a class whose `__init__` freezes every parameter,
+        directly or through other names (`FID_MODEL = model` after `model = InceptionV3(...)`), in a
+        file that sets `requires_grad` nowhere: what froze it."""
+        if not self._no_requires_grad_outside_init():
+            return None
+        declared = frame.function is not None and any(
+            type(n) is cst.Global and any(item.name.value == name.value for item in n.names)
+            for n in self.index.scope_nodes(frame.function.node))
+        module_level = not declared and frame.scope.lookup(name.value) == \
+            self.index.module_scope.bindings.get(name.value, [])
+        if not (declared or module_level):
+            return None
+        found = self._frozen_value(name, frame.scope, set())
+        return found if isinstance(found, cst.CSTNode) else None
+
+    def _no_requires_grad_outside_init(self) -> bool:
+        """No code of the file but a class's `__init__` sets or reads `requires_grad`: nothing
+        unfreezes a model after its construction."""
+        return not file_facts.values(self.model.ctx, "modes.requires_grad_outside_init")
+
+    def _frozen_value(self, expr: cst.BaseExpression, scope: Scope, visited: set) -> cst.CSTNode | None:
+        expr = strip_wrappers(expr)
+        if isinstance(expr, cst.Call):
+            return self._frozen_by_construction(expr, scope)
+        if not isinstance(expr, cst.Name) or len(visited) > 8:
+            return None
+        bindings = scope.lookup(expr.value)
+        if isinstance(scope.node, cst.FunctionDef) and any(
+                type(n) is cst.Global and any(item.name.value == expr.value for item in n.names)
+                for n in self.index.scope_nodes(scope.node)):
+            bindings = [*bindings, *self.index.module_scope.bindings.get(expr.value, [])]
+        if not bindings or any(b.kind != "assign" or b.value is None for b in bindings):
+            return None
+        found = _CYCLE  # only bindings already followed: they add no other value
+        for binding in bindings:
+            if id(binding.node) in visited or (isinstance(binding.value, cst.Name) and binding.value.value == "None"):
+                continue  # `model = FID_MODEL` seen from `FID_MODEL = model`: nothing new; `SHARED = None`
+            visited.add(id(binding.node))
+            more = self._frozen_value(binding.value, self.index.scope_at(binding.node), visited)
+            if more is None:
+                return None
+            if more is not _CYCLE:
+                found = more
+        return found
 
     def _parameters_frozen_by(self, loop: cst.For, state: State, frame: Frame) -> State:
         """After `for p in model.parameters(): p.requires_grad = False` (or `p.requires_grad_(False)`,
@@ -743,9 +819,40 @@ class FunctionRun:
             # the order of their places in the file, not of their hashes
             found.sort(key=lambda f: (place(f.node, -1), place(f.anchor, -1), f.evaluated is not None,
                                       place(f.evaluated, -1) if f.evaluated is not None else -1))
+            # a part of it switched back to train mode after the eval (`model.head.train()`): in train
+            # mode on every way here (the eval switched or forgot every part it held, so a part in
+            # train mode was switched after it), or switched later in the block of the eval, nothing
+            # leaving the block between them; and in eval mode or unknown on no way here
+            parts = [f for k, f in state.modes.items() if k.startswith(key + ".") and f
+                     and not any(x.kind in (EVAL, UNKNOWN) for x in f) and any(x.kind == TRAIN for x in f)]
             for fact in found:
+                restored = None
+                for f in parts:
+                    trains = sorted((x.node for x in f if x.kind == TRAIN and x.node is not None),
+                                    key=lambda n: place(n, -1))
+                    if trains and (all(x.kind == TRAIN for x in f) or any(
+                            self._follows_in_block(fact.node, n) for n in trains)):
+                        restored = trains[-1]
+                        break
                 self.flow.unrestored.append(Unrestored(fact.anchor, key, fact, call, loop,
-                                                       self.flow.trained_through(loop, key)))
+                                                       self.flow.trained_through(loop, key), restored))
+
+    def _follows_in_block(self, first: cst.CSTNode | None, second: cst.CSTNode) -> bool:
+        """The statement holding `second` comes after the one holding `first` in one block, and no
+        statement between them can leave it (`return`, `raise`, `break`, `continue`)."""
+        if first is None:
+            return False
+        a, b = self.index.enclosing_statement(first), self.index.enclosing_statement(second)
+        a = self.index.parent(a) if isinstance(a, cst.BaseSmallStatement) else a  # its line
+        b = self.index.parent(b) if isinstance(b, cst.BaseSmallStatement) else b
+        block = self.index.parent(a)
+        if block is None or self.index.parent(b) is not block or not hasattr(block, "body"):
+            return False
+        body = list(block.body)
+        if a not in body or b not in body or body.index(b) <= body.index(a):
+            return False
+        return not any(type(n) in (cst.Return, cst.Raise, cst.Break, cst.Continue)
+                       for s in body[body.index(a):body.index(b)] for n in walk(s))
 
     def _out_of_reach(self, key: str, loop: cst.CSTNode, frame: Frame) -> bool:
         """The backward runs in a called function that cannot name the model `key` (no argument of

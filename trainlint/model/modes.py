@@ -1329,6 +1329,20 @@ def _prepared_argument(assign: cst.CSTNode, name: str) -> cst.BaseExpression | N
     return args[position[0]].value
 
 
+@file_fact("modes.requires_grad_outside_init")
+def _requires_grad_outside_init(ctx):
+    """Each mention of `requires_grad`/`requires_grad_` outside a class's `__init__`: code that may
+    unfreeze a model after its construction (mode_walk's frozen globals)."""
+    if "requires_grad" not in ctx.document:
+        return
+    for node in walk(ctx.module):
+        if (type(node) is cst.Attribute and node.attr.value in ("requires_grad", "requires_grad_")
+                or type(node) is cst.Name and node.value in ("requires_grad", "requires_grad_")):
+            function = ctx.index.function_at(node)
+            if function is None or function.name != "__init__":
+                yield node, True
+
+
 @file_fact("modes.trained")
 def _trained_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple[str, str]]]:
     """What says a model is trained somewhere in the file: ("train", name) for `name.train()`,

@@ -298,8 +298,15 @@ class ClassSummary:
                  init_attrs: dict[str, str] | None = None, methods=None, trains: bool = False, mode=None,
                  sets_next_rate: bool = False, rate_clock: str | None = None, plain=None,
                  record_fields: tuple[str, ...] | None = None, positional_fields: bool = False,
-                 stored_params: dict[str, str] | None = None) -> None:
+                 stored_params: dict[str, str] | None = None, frozen_init=None) -> None:
         self.name = name
+        # () -> how its `__init__` leaves its parameters (computed when first asked): None, or
+        # (param, position, node): every parameter frozen at the end of `__init__` by `node`
+        # (`for p in self.parameters(): p.requires_grad = False`, `self.requires_grad_(False)`),
+        # unless `param` (an `__init__` parameter whose default is False, at `position` among the
+        # arguments) is passed a value other than False; param None: always
+        self._frozen_init = frozen_init or (lambda: None)
+        self._frozen_init_value: tuple | None = None
         self._plain = plain or (lambda: False)  # () -> `plain` (computed when first asked)
         self._plain_value: tuple[bool] | None = None
         # the fields a construction sets as given, never reassigned by the class: a dataclass's or
@@ -341,6 +348,28 @@ class ClassSummary:
             self._plain_value = (False,)  # a class derived from itself, through other files
             self._plain_value = (bool(self._plain()),)
         return self._plain_value[0]
+
+    def frozen_by_construction(self, call: cst.Call) -> cst.CSTNode | None:
+        """The statement of `__init__` that leaves every parameter of the instance `call` builds
+        frozen (`requires_grad=False`), or None when some parameter may record."""
+        if self._frozen_init_value is None:
+            self._frozen_init_value = (None,)  # a class built from itself, through other files
+            self._frozen_init_value = (self._frozen_init(),)
+        found = self._frozen_init_value[0]
+        if found is None:
+            return None
+        param, position, node = found
+        if param is None:
+            return node
+        if any(a.star for a in call.args):
+            return None
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == param:
+                return node if is_false(arg.value) else None
+        positional = positional_args(call)
+        if position < len(positional):
+            return node if is_false(positional[position].value) else None
+        return node  # the default, False
 
     @property
     def mode_dependence(self) -> str | None:
@@ -2009,7 +2038,8 @@ class _Summariser:
                             init_attrs, lambda name: self.function(infos[name]) if name in infos else None, trains,
                             (lambda: class_verdict(index, node.name.value)) if module_level else None,
                             self._sets_next_rate(node, infos), self._rate_clock(node, infos),
-                            lambda: self._plain_class(node, scope), record_fields, positional_fields, stored_params)
+                            lambda: self._plain_class(node, scope), record_fields, positional_fields, stored_params,
+                            (lambda: _frozen_on_init(init)) if init is not None else None)
 
     def _plain_class(self, node: cst.ClassDef, scope: Scope) -> bool:
         """`ClassSummary.plain`: each base is `object` or a project class (this file's or an imported
@@ -2434,6 +2464,101 @@ def _forwarded_position(function: FunctionInfo, call: cst.Call, position: int) -
     if function.class_name is not None and named:
         named -= 1  # self
     return f"*{named + position}"
+
+
+def _frozen_on_init(init: FunctionInfo) -> tuple | None:
+    """`ClassSummary.frozen_by_construction`'s fact of an `__init__`: (param, position, node) when a
+    statement of its body that nothing skips (no `if` around it, no earlier `return`) sets
+    `requires_grad` of every parameter of `self` to False, or to a parameter of `__init__` whose
+    default is False and that the body never rebinds, and no later statement adds a part to `self`
+    (an assignment to `self.<attr>`, `add_module`, `register_parameter`) or sets `requires_grad`."""
+    statements = list(init.node.body.body) if isinstance(init.node.body, cst.IndentedBlock) else []
+    params = init.node.params
+    names = [p for p in (*params.posonly_params, *params.params)]
+    defaults = {p.name.value: p.default for p in (*names, *params.kwonly_params)}
+    positions = {p.name.value: i - 1 for i, p in enumerate(names)}  # after `self`
+    found = None
+    for i, statement in enumerate(statements):
+        if any(type(n) is cst.Return for n in walk(statement)):
+            return None  # a path that leaves before the rest of the body
+        flag = _freezes_self(statement)
+        if flag is not None:
+            found = (i, flag)
+    if found is None:
+        return None
+    i, flag = found
+    for later in statements[i + 1:]:
+        for n in walk(later):
+            if type(n) in (cst.Assign, cst.AnnAssign, cst.AugAssign):
+                targets = [t.target for t in n.targets] if type(n) is cst.Assign else [n.target]
+                for t in targets:
+                    for part in walk(t):
+                        if isinstance(part, cst.Attribute) and (part.attr.value == "requires_grad" or (
+                                isinstance(part.value, cst.Name) and part.value.value == "self")):
+                            return None
+            if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in (
+                    "add_module", "register_module", "register_parameter", "requires_grad_", "setattr"):
+                return None
+            if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "setattr":
+                return None
+    if is_false(flag):
+        return (None, 0, statements[i])
+    if not isinstance(flag, cst.Name) or flag.value not in defaults or not is_false(defaults[flag.value]):
+        return None
+    rebound = any(type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign) and any(
+        isinstance(t, cst.Name) and t.value == flag.value
+        for t in ([x.target for x in n.targets] if type(n) is cst.Assign else [n.target]))
+        for n in walk(init.node.body))
+    if rebound:
+        return None
+    if flag.value not in positions:  # keyword-only
+        return (flag.value, 1 << 20, statements[i])
+    return (flag.value, positions[flag.value], statements[i])
+
+
+def _freezes_self(statement: cst.CSTNode) -> cst.BaseExpression | None:
+    """The value a statement sets `requires_grad` of every parameter of `self` to: `for p in
+    self.parameters(): p.requires_grad = v` (or `p.requires_grad_(v)`, `named_parameters()`), the
+    loop's body that one statement; `self.requires_grad_(v)`. None otherwise."""
+    if isinstance(statement, cst.For):
+        it = statement.iter
+        if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and isinstance(it.func.value, cst.Name)
+                and it.func.value.value == "self" and it.func.attr.value in ("parameters", "named_parameters")
+                and not it.args) or statement.orelse is not None:
+            return None
+        target = statement.target
+        if it.func.attr.value == "named_parameters":
+            if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
+                return None
+            target = target.elements[1].value
+        if not isinstance(target, cst.Name) or not isinstance(statement.body, cst.IndentedBlock):
+            return None
+        body = statement.body.body
+        if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or len(body[0].body) != 1:
+            return None
+        return _sets_requires_grad(body[0].body[0], target.value)
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        return _sets_requires_grad(statement.body[0], "self")
+    return None
+
+
+def _sets_requires_grad(node: cst.CSTNode, name: str) -> cst.BaseExpression | None:
+    """The value `name.requires_grad = v` / `name.requires_grad_(v)` sets (None when it is not one)."""
+    if isinstance(node, cst.Expr):
+        node = node.value
+    if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        t = node.targets[0].target
+        if isinstance(t, cst.Attribute) and t.attr.value == "requires_grad" and isinstance(t.value, cst.Name) \
+                and t.value.value == name:
+            return node.value
+        return None
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "requires_grad_" \
+            and isinstance(node.func.value, cst.Name) and node.func.value.value == name:
+        args = [a for a in node.args if not a.star]
+        if len(args) != 1 or len(node.args) != 1:
+            return None  # `requires_grad_()`: True
+        return args[0].value
+    return None
 
 
 def _param_names(function: FunctionInfo) -> list[str]:
