@@ -49,7 +49,8 @@ class NoGradEvalInTrainMode(Rule):
         (`nn.CrossEntropyLoss()`, `nn.BCEWithLogitsLoss()`, ...) or layer without dropout/batch
         statistics (`nn.Linear`, `nn.GroupNorm`, `nn.LayerNorm`, ...), or an `nn.Module` subclass of
         this file or another project file that builds only such layers and never reads
-        `self.training`. A class imported
+        `self.training`, or a factory function of the project whose every return builds such a
+        module (`return Net(width)`, `net = Net(w); return net.to(device)`). A class imported
         from a package outside the project (its source is not there to read) is left alone too,
         unless its family is known to hold dropout or BatchNorm (torchvision and timm models,
         transformers, segmentation_models_pytorch, torch.nn Dropout/BatchNorm/RNN/Transformer
@@ -58,7 +59,7 @@ class NoGradEvalInTrainMode(Rule):
         what its callers pass: the same-file callers' constructions, or, when none is in the file,
         what the project's other files build and pass (`Fitter().fit(model)` in run.py with
         `model = MatrixFactorization(...)`, Embedding and Linear only: not reported). A model whose
-        construction is not seen (a factory, a caller passing something not built there) is still
+        construction is not seen (a factory returning something it did not build, a caller passing something not built there) is still
         reported.
         """
     why_bad = """
@@ -832,6 +833,97 @@ class NoGradEvalInTrainMode(Rule):
                         val_loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
             """,
             title="a model whose classes nest containers and blocks of Linear/LayerNorm/GELU only: its mode changes nothing",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class Mixer(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.inp = nn.Conv1d(width, width, 1)
+                    self.act = nn.SiLU()
+                    self.out = nn.Conv1d(width, width, 1)
+
+                def forward(self, x):
+                    return self.out(self.act(self.inp(x)))
+
+
+            def make_net(width=64):
+                net = Mixer(width)
+                return net
+
+
+            def fit(net, data, opt):
+                net.train()
+                for x, y in data:
+                    loss = (net(x) - y).pow(2).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+
+
+            def validate(net, data):
+                with torch.no_grad():
+                    return sum(float((net(x) - y).abs().mean()) for x, y in data)
+
+
+            net = make_net().cuda()
+            opt = torch.optim.Adam(net.parameters())
+            for epoch in range(10):
+                fit(net, train_loader, opt)
+                print(validate(net, val_loader))
+            """,
+            title="a factory function whose every return builds a Conv1d/SiLU-only class: its mode changes nothing",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class Mixer(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.inp = nn.Conv1d(width, width, 1)
+                    self.act = nn.SiLU()
+                    self.out = nn.Conv1d(width, width, 1)
+
+                def forward(self, x):
+                    return self.out(self.act(self.inp(x)))
+
+
+            def make_net(width=64, drop=0.1):
+                if drop:
+                    return nn.Sequential(Mixer(width), nn.Dropout(drop))
+                net = Mixer(width)
+                return net
+
+
+            def fit(net, data, opt):
+                net.train()
+                for x, y in data:
+                    loss = (net(x) - y).pow(2).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+
+
+            def validate(net, data):
+                with torch.no_grad():
+                    return sum(float((net(x) - y).abs().mean()) for x, y in data)
+
+
+            net = make_net().cuda()
+            opt = torch.optim.Adam(net.parameters())
+            for epoch in range(10):
+                fit(net, train_loader, opt)
+                print(validate(net, val_loader))
+            """,
+            line=34,
+            title="a factory that may add dropout (one return builds nn.Dropout): the evaluation runs with it on",
         ),
     )
 
