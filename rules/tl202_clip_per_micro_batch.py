@@ -8,6 +8,7 @@ from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
 from trainlint.model.shipped import k_condition
+from trainlint.model.window_sums import cleared_each_micro_batch
 from trainlint.model.premises import premise
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, unit_premises
 
@@ -32,6 +33,13 @@ class ClipPerMicroBatch(Rule):
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
         raises it: the finding then says it holds only when K is set above 1 and is reported one
         severity lower (warning).
+
+        A clip after a clear of the stepped gradients that runs on every micro-batch (the stepped
+        optimizer's `zero_grad()`, or one of the module it was built on, as a plain statement of the
+        loop body before the clip) is left alone: each micro-batch starts from zero, so the clip
+        sees that micro-batch's gradient, not a partial sum of the window (the accumulation is
+        broken another way). A clear under a test (`if i % K == 0:`) or of another optimizer does
+        not count.
         """
     why_bad = """
         `clip_grad_norm_` rescales the whole `.grad`, which at that point holds the sum of the window
@@ -273,6 +281,62 @@ class ClipPerMicroBatch(Rule):
             title="K a parameter that defaults to 1: reported as conditional on K > 1",
             severity=Severity.WARNING,
         ),
+        good(
+            """
+            import torch
+
+            model = build_model()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            accum = 4
+            for i, (x, y) in enumerate(loader):
+                optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(model(x), y) / accum
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+            """,
+            title="the stepped optimizer's zero_grad() opens every micro-batch: the clip sees one micro-batch's gradient, no window sum",
+        ),
+        bad(
+            """
+            import torch
+
+            gen, critic = build_gen(), build_critic()
+            opt_g = torch.optim.Adam(gen.parameters(), lr=1e-4)
+            opt_c = torch.optim.Adam(critic.parameters(), lr=1e-4)
+            accum = 4
+            for i, z in enumerate(loader):
+                opt_c.zero_grad()
+                loss = -critic(gen(z)).mean() / accum
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(gen.parameters(), 1.0)
+                if (i + 1) % accum == 0:
+                    opt_g.step()
+                    opt_g.zero_grad()
+            """,
+            line=11,
+            title="the clear on every micro-batch is another optimizer's (the critic's): the generator's window still sums",
+        ),
+        bad(
+            """
+            import torch
+
+            model = build_model()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            accum = 4
+            for i, (x, y) in enumerate(loader):
+                if i % accum == 0:
+                    optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(model(x), y) / accum
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+            """,
+            line=11,
+            title="the clear runs only at a window's start (under `if i % accum == 0:`): the clip sees a partial sum",
+        ),
     )
 
     def check(self, ctx):
@@ -286,6 +350,9 @@ class ClipPerMicroBatch(Rule):
                 continue
             for clip in unit.of_kind(CLIP):
                 if measures_only(clip) or per_update(model, unit, clip):
+                    continue
+                # a clear of the stepped gradients on every micro-batch before it: no window sum to clip
+                if cleared_each_micro_batch(model.training, loop, clip.node) is not None:
                     continue
                 yield self.report_if(
                     k_condition(ctx, loop),
