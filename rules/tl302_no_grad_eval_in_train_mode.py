@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from trainlint.finding import Severity
 from trainlint.gate import defines, loops_over, named, refers_to
+from trainlint.model.built_modes import built_in_eval, calls_train
 from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_SETTERS
 from trainlint.model.mode_names import display_key
 from trainlint.model.mode_state import CHOSEN, NEW, OFF, RESTORE, TRAIN, TRAINED, TRAINING_KINDS
@@ -59,8 +60,12 @@ class NoGradEvalInTrainMode(Rule):
         what its callers pass: the same-file callers' constructions, or, when none is in the file,
         what the project's other files build and pass (`Fitter().fit(model)` in run.py with
         `model = MatrixFactorization(...)`, Embedding and Linear only: not reported). A model whose
-        construction is not seen (a factory returning something it did not build, a caller passing something not built there) is still
-        reported.
+        construction is not seen (a factory returning something it did not build, a caller passing
+        something not built there) is still reported. "Just built" and "trained by its caller" mean
+        train mode only for a module built in it: one a framework loader hands back in eval mode
+        (Transformers' `from_pretrained`, the framework data's `eval_built`), followed through
+        names, parameters and the file's factories, is left alone while the file calls no
+        `.train()`.
         """
     why_bad = """
         `no_grad()` only stops autograd from recording; it does not change how modules behave.
@@ -925,6 +930,73 @@ class NoGradEvalInTrainMode(Rule):
             line=34,
             title="a factory that may add dropout (one return builds nn.Dropout): the evaluation runs with it on",
         ),
+        good(
+            """
+            import torch
+            from transformers import AutoConfig, AutoModelForSequenceClassification
+
+
+            def load_pair(name):
+                tuned = AutoModelForSequenceClassification.from_pretrained(name)
+                scratch = AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(name))
+                return tuned.to("cuda"), scratch
+
+
+            def accuracy(net, batches):
+                hits = 0
+                with torch.no_grad():
+                    for batch in batches:
+                        hits += (net(**batch).logits.argmax(-1) == batch["labels"]).sum().item()
+                return hits
+
+
+            def main():
+                net, _ = load_pair("bert-base-uncased")
+                optimizer = torch.optim.AdamW(net.parameters(), lr=2e-5)
+                for epoch in range(3):
+                    for batch in train_batches:
+                        loss = net(**batch).loss
+                        loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    print(accuracy(net, val_batches))
+            """,
+            title="a model `from_pretrained` hands back in eval mode (through a factory's tuple), trained with no `train()` in the file: it is not in train mode",
+        ),
+        bad(
+            """
+            import torch
+            from transformers import AutoConfig, AutoModelForSequenceClassification
+
+
+            def load_pair(name):
+                tuned = AutoModelForSequenceClassification.from_pretrained(name)
+                scratch = AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(name))
+                return tuned.to("cuda"), scratch
+
+
+            def accuracy(net, batches):
+                hits = 0
+                with torch.no_grad():
+                    for batch in batches:
+                        hits += (net(**batch).logits.argmax(-1) == batch["labels"]).sum().item()
+                return hits
+
+
+            def main():
+                _, net = load_pair("bert-base-uncased")
+                optimizer = torch.optim.AdamW(net.parameters(), lr=2e-5)
+                for epoch in range(3):
+                    for batch in train_batches:
+                        loss = net(**batch).loss
+                        loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    print(accuracy(net, val_batches))
+            """,
+            line=15,
+            title="the other element of the same factory's tuple, built by `from_config` in train mode: still reported",
+        ),
     )
 
     def check(self, ctx):
@@ -950,8 +1022,14 @@ class NoGradEvalInTrainMode(Rule):
             training = [f for f in training if not (f.kind == TRAIN and model.contains(region, f.site))]
             if not training:
                 continue
-            # a loss criterion or a GroupNorm-only net computes the same in both modes
             receiver = forward.call.func.value if forward.method else forward.call.func
+            # "just built" or "trained by a caller" is train mode only for a module built in train
+            # mode: one a loader hands back in eval mode (`from_pretrained`) stays there while no
+            # `.train()` of the file can switch it
+            if all(f.kind in (NEW, TRAINED) for f in training) and not calls_train(ctx.index) and \
+                    built_in_eval(ctx.index, receiver, ctx.index.scope_at(forward.call)):
+                continue
+            # a loss criterion or a GroupNorm-only net computes the same in both modes
             if not model.mode_matters(receiver, ctx.index.scope_at(forward.call), training):
                 continue
             reported.add(group)
