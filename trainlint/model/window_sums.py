@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.model.index import dotted_name, positional_args
+from trainlint.model import frameworks
+from trainlint.model.index import dotted_name, keyword_arg, positional_args
+from trainlint.model.roles import ENGINE
 
 # what may stand between a statement of the loop body and the call in it
 _STRAIGHT = (cst.Expr, cst.SimpleStatementLine, cst.IndentedBlock, cst.Await)
@@ -67,3 +69,68 @@ def _statement_of_body(index, node: cst.CSTNode, loop_node: cst.CSTNode) -> bool
         if not isinstance(ancestor, _STRAIGHT):
             return False
     return False
+
+
+def engine_stepped(training, loop):
+    """The first `<engine>.step()` of the loop on an object of the engine role (DeepSpeed's
+    `initialize`), or None: the engine then owns the gradients the loop's backward writes."""
+    for ref in loop.step_calls:
+        func = ref.node.func
+        if isinstance(func, cst.Attribute) and training.roles.of(func.value, ref.scope) == ENGINE:
+            return ref
+    return None
+
+
+def engine_zero_stage(training, ref) -> int | None:
+    """The ZeRO stage the engine stepped at `ref` was configured with, read from the dict literal
+    handed to its factory (`config={"zero_optimization": {"stage": 2}}`, or a name bound to one;
+    no `zero_optimization` key: stage 0, DeepSpeed's default). None when the configuration is not
+    in the code (a JSON file, `args`, a dict built elsewhere)."""
+    index = training.index
+    expr, scope = ref.node.func.value, ref.scope
+    if isinstance(expr, cst.Name):
+        statements = [(binding.node, scope) for binding in scope.lookup(expr.value)]
+    elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self" \
+            and scope.class_scope() is not None:
+        statements = [(node, index.scope_at(node)) for node, _ in
+                      index.unpacked_attributes.get(scope.class_scope().name, {}).get(expr.attr.value, ())]
+    else:
+        return None
+    stages = set()
+    for node, at in statements:
+        if not (isinstance(node, cst.Assign) and isinstance(node.value, cst.Call)):
+            return None
+        entry = frameworks.factories().get(index.resolve(node.value.func, at) or "")
+        if entry is None or entry.accumulation_config_keyword is None:
+            return None
+        config = keyword_arg(node.value, entry.accumulation_config_keyword)
+        value = config.value if config is not None else None
+        if isinstance(value, cst.Name):
+            bound = [b.value for b in at.lookup(value.value) if b.kind == "assign"]
+            value = bound[-1] if len(bound) == 1 else None
+        stage = _stage_of(value)
+        if stage is None:
+            return None
+        stages.add(stage)
+    return max(stages) if stages else None
+
+
+def _stage_of(config) -> int | None:
+    if not isinstance(config, cst.Dict):
+        return None
+    zero = None
+    for element in config.elements:
+        if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+            return None  # `{**base, ...}`, a computed key
+        if element.key.evaluated_value == "zero_optimization":
+            zero = element.value
+    if zero is None:
+        return 0
+    if not isinstance(zero, cst.Dict):
+        return None
+    for element in zero.elements:
+        if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+            return None
+        if element.key.evaluated_value == "stage":
+            return int(element.value.value) if isinstance(element.value, cst.Integer) else None
+    return 0
