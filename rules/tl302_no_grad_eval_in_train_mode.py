@@ -871,8 +871,11 @@ class NoGradEvalInTrainMode(Rule):
 
 
             def validate(net, data):
+                total = 0.0
                 with torch.no_grad():
-                    return sum(float((net(x) - y).abs().mean()) for x, y in data)
+                    for x, y in data:
+                        total += (net(x).argmax(1) == y).sum().item()
+                return total
 
 
             net = make_net().cuda()
@@ -917,8 +920,11 @@ class NoGradEvalInTrainMode(Rule):
 
 
             def validate(net, data):
+                total = 0.0
                 with torch.no_grad():
-                    return sum(float((net(x) - y).abs().mean()) for x, y in data)
+                    for x, y in data:
+                        total += (net(x).argmax(1) == y).sum().item()
+                return total
 
 
             net = make_net().cuda()
@@ -927,7 +933,7 @@ class NoGradEvalInTrainMode(Rule):
                 fit(net, train_loader, opt)
                 print(validate(net, val_loader))
             """,
-            line=34,
+            line=36,
             title="a factory that may add dropout (one return builds nn.Dropout): the evaluation runs with it on",
         ),
         good(
