@@ -8,6 +8,7 @@ from trainlint.model.accumulation import describe_k
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.fixkit import block_of, line_text, loop_body_line, move_line, own_line, position_in, update_anchor
+from trainlint.model.window_sums import clip_after_clear
 from trainlint.rule import FixSpec, Rule, after, bad, good, delete
 from trainlint.model.index import walk
 from trainlint.model.summaries import FunctionSummary, copies_grads, instance_class, writes_grads
@@ -1034,6 +1035,24 @@ class ZeroGradPerMicroBatch(Rule):
             """,
             title="with a DeepSpeed plugin the engine owns the update: the prepared optimizer's clear does nothing",
         ),
+        bad(
+            """
+            import torch
+
+            model = build_model()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            accum = 4
+            for i, (x, y) in enumerate(loader):
+                optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(model(x), y) / accum
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+            """,
+            line=7,
+            title="a clip runs on every micro-batch after the clear: no fix (moved into the update, the clear would leave that clip cutting a partial sum of the window)",
+        ),
     )
 
     def check(self, ctx):
@@ -1183,7 +1202,7 @@ def _grad_none_assignments(model, loop) -> list[CallRef]:
 def _fix(ctx, model, loop, ref) -> FixSpec | None:
     """Move the clear from the loop body into the update, right after the optimizer step; when
     the update clears already, only remove the per-micro-batch one."""
-    if ref.via:
+    if ref.via or clip_after_clear(model, loop, ref):  # moved, the clear would leave that clip a partial sum
         return None
     if loop.guard is not None and loop.guard.kind == "accelerate":
         return _clear_prepared_optimizer(ctx, model, loop, ref)

@@ -11,9 +11,12 @@ another rule's finding).
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from trainlint.model import frameworks
+from trainlint.model.amp import CLIP_NAMES
 from trainlint.model.index import dotted_name, keyword_arg, positional_args
 from trainlint.model.roles import ENGINE
 
@@ -134,3 +137,20 @@ def _stage_of(config) -> int | None:
         if element.key.evaluated_value == "stage":
             return int(element.value.value) if isinstance(element.value, cst.Integer) else None
     return 0
+
+
+def clip_after_clear(training, loop, clear) -> bool:
+    """A clip (`clip_grad_norm_`, ...) of the loop runs on every micro-batch after the clear `clear`
+    (a CallRef of the loop): while the clear runs on every micro-batch the clip sees one
+    micro-batch's gradient, but a fix that moves the clear into the update would leave it clipping
+    a partial sum of the window (TL202)."""
+    order = {id(ref.node): position for position, ref in enumerate(loop.calls)}
+    at = order.get(id(clear.node))
+    if at is None:
+        return False
+    for ref in loop.calls[at + 1:]:
+        func = ref.node.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if re.match(CLIP_NAMES, name) and not training.runs_per_update(loop, ref):
+            return True
+    return False
