@@ -12,6 +12,8 @@ train mode because a caller trains it" is false for it.
 
 from __future__ import annotations
 
+import weakref
+
 import libcst as cst
 
 from trainlint.model import frameworks
@@ -29,8 +31,14 @@ def built_in_eval(index: FileIndex, expr: cst.BaseExpression, scope: Scope) -> b
 def calls_train(index: FileIndex) -> bool:
     """The file calls some `x.train(...)` (any receiver: a module switched back, a framework's
     trainer that switches the models it runs)."""
-    return any(isinstance(site.node.func, cst.Attribute) and site.node.func.attr.value == "train"
-               for site in index.calls)
+    found = _TRAIN_CALLS.get(index)
+    if found is None:  # asked per evaluated forward: once per file
+        found = _TRAIN_CALLS[index] = any(isinstance(site.node.func, cst.Attribute) and
+                                          site.node.func.attr.value == "train" for site in index.calls)
+    return found
+
+
+_TRAIN_CALLS: "weakref.WeakKeyDictionary[FileIndex, bool]" = weakref.WeakKeyDictionary()
 
 
 def _name_in_eval(index, expr, scope, position, depth) -> bool | None:
