@@ -46,6 +46,8 @@ class SchedulerStepPerMicroBatch(Rule):
         `total_steps`, positional lengths after the optimizer; a warmup of 0 aside) is multiplied
         by the loop's K, or counts the loop's micro-batches with K nowhere in it
         (`total_steps=epochs * len(train_loader)`), stepping it every micro-batch ends it on time.
+        A warmup given as a stated count (`num_warmup_steps=args.warmup`, a literal) does not
+        decide the clock: the horizon beside it does.
         A schedule of the project's own whose `step(epoch, it)` writes the rate for the position it is
         told is left alone too (a repeated call sets the same rate), and so is any `step(...)` handed a
         name the loop binds (`step(cur_epoch=epoch, cur_step=i)`, torch's `step(epoch)`), whatever its
@@ -844,6 +846,73 @@ class SchedulerStepPerMicroBatch(Rule):
                         optimizer.zero_grad()
             """,
             title="the same variable, the scheduler stepped under it",
+        ),
+        good(
+            """
+            import torch
+            from transformers import get_scheduler
+
+
+            def fit(args, model, loader):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+                per_epoch = len(loader)
+                horizon = args.epochs * per_epoch
+                schedule = get_scheduler("cosine", optimizer=optimizer, num_warmup_steps=args.warmup,
+                                         num_training_steps=horizon)
+                for epoch in range(args.epochs):
+                    for i, batch in enumerate(loader):
+                        loss = model(**batch).loss / args.accum
+                        loss.backward()
+                        schedule.step()
+                        if (i + 1) % args.accum == 0:
+                            optimizer.step()
+                            optimizer.zero_grad()
+            """,
+            title="horizon counted in micro-batches (epochs * len(loader)) beside a warmup stated as an option: stepped per micro-batch, it ends on time",
+        ),
+        bad(
+            """
+            import torch
+            from transformers import get_scheduler
+
+
+            def fit(args, model, loader):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+                per_epoch = len(loader)
+                horizon = args.epochs * per_epoch // args.accum
+                schedule = get_scheduler("cosine", optimizer=optimizer, num_warmup_steps=args.warmup,
+                                         num_training_steps=horizon)
+                for epoch in range(args.epochs):
+                    for i, batch in enumerate(loader):
+                        loss = model(**batch).loss / args.accum
+                        loss.backward()
+                        schedule.step()
+                        if (i + 1) % args.accum == 0:
+                            optimizer.step()
+                            optimizer.zero_grad()
+            """,
+            line=15,
+            fixed="""
+            import torch
+            from transformers import get_scheduler
+
+
+            def fit(args, model, loader):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+                per_epoch = len(loader)
+                horizon = args.epochs * per_epoch // args.accum
+                schedule = get_scheduler("cosine", optimizer=optimizer, num_warmup_steps=args.warmup,
+                                         num_training_steps=horizon)
+                for epoch in range(args.epochs):
+                    for i, batch in enumerate(loader):
+                        loss = model(**batch).loss / args.accum
+                        loss.backward()
+                        if (i + 1) % args.accum == 0:
+                            optimizer.step()
+                            schedule.step()
+                            optimizer.zero_grad()
+            """,
+            title="the same stated warmup, but the horizon is divided by K (counted in updates): it ends K times early",
         ),
     )
 

@@ -11,6 +11,7 @@ from trainlint.model.amp import CLIP_NAMES
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.fixkit import block_of, line_text, loop_body_line, move_line, own_line, position_in, update_anchor
+from trainlint.model.window_sums import clip_after_clear
 from trainlint.rule import FixSpec, Rule, after, bad, good, delete
 from trainlint.model.index import walk
 from trainlint.model.training import RUNS_BACKWARD, CallRef, backward_triggers, training_model
@@ -1088,6 +1089,24 @@ class ZeroGradPerMicroBatch(Rule):
             """,
             title="with a DeepSpeed plugin the engine owns the update: the prepared optimizer's clear does nothing",
         ),
+        bad(
+            """
+            import torch
+
+            model = build_model()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            accum = 4
+            for i, (x, y) in enumerate(loader):
+                optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(model(x), y) / accum
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+            """,
+            line=7,
+            title="a clip runs on every micro-batch after the clear: no fix (moved into the update, the clear would leave that clip cutting a partial sum of the window)",
+        ),
     )
 
     def check(self, ctx):
@@ -1232,7 +1251,7 @@ def _grad_none_assignments(model, loop) -> list[CallRef]:
 def _fix(ctx, model, loop, ref) -> FixSpec | None:
     """Move the clear from the loop body into the update, right after the optimizer step; when
     the update clears already, only remove the per-micro-batch one."""
-    if ref.via:
+    if ref.via or clip_after_clear(model, loop, ref):  # moved, the clear would leave that clip a partial sum
         return None
     if _clips_per_micro_batch(ctx, model, loop):
         return None  # once the window accumulates, that clip would cut its partial sum (TL202): not one edit

@@ -9,7 +9,8 @@ from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
 from trainlint.model.shipped import k_condition
 from trainlint.model.training import training_model
-from trainlint.model.premises import premise
+from trainlint.model.window_sums import cleared_each_micro_batch, engine_stepped, engine_zero_stage
+from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, unit_premises
 
 
@@ -35,6 +36,19 @@ class ClipPerMicroBatch(Rule):
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
         raises it: the finding then says it holds only when K is set above 1 and is reported one
         severity lower (warning).
+
+        A clip after a clear of the stepped gradients that runs on every micro-batch (the stepped
+        optimizer's `zero_grad()`, or one of the module it was built on, as a plain statement of the
+        loop body before the clip) is left alone: each micro-batch starts from zero, so the clip
+        sees that micro-batch's gradient, not a partial sum of the window (the accumulation is
+        broken another way). A clear under a test (`if i % K == 0:`) or of another optimizer does
+        not count.
+
+        When a DeepSpeed engine owns the update (`deepspeed.initialize`), `.grad` holds the window's
+        partial sum only under ZeRO stage 0 or 1: stage 2 and 3 move the gradients into the
+        engine's partitioned buffers on every backward. The stage is read from the configuration
+        dict literal handed to `initialize` (no `zero_optimization`: stage 0); a configuration the
+        code does not show (a JSON file) leaves the premise unknown (`--include-unproven`).
         """
     why_bad = """
         `clip_grad_norm_` rescales the whole `.grad`, which at that point holds the sum of the window
@@ -307,6 +321,121 @@ class ClipPerMicroBatch(Rule):
             title="K a parameter that defaults to 1: reported as conditional on K > 1",
             severity=Severity.WARNING,
         ),
+        good(
+            """
+            import torch
+
+            model = build_model()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            accum = 4
+            for i, (x, y) in enumerate(loader):
+                optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(model(x), y) / accum
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+            """,
+            title="the stepped optimizer's zero_grad() opens every micro-batch: the clip sees one micro-batch's gradient, no window sum",
+        ),
+        bad(
+            """
+            import torch
+
+            gen, critic = build_gen(), build_critic()
+            opt_g = torch.optim.Adam(gen.parameters(), lr=1e-4)
+            opt_c = torch.optim.Adam(critic.parameters(), lr=1e-4)
+            accum = 4
+            for i, z in enumerate(loader):
+                opt_c.zero_grad()
+                loss = -critic(gen(z)).mean() / accum
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(gen.parameters(), 1.0)
+                if (i + 1) % accum == 0:
+                    opt_g.step()
+                    opt_g.zero_grad()
+            """,
+            line=11,
+            title="the clear on every micro-batch is another optimizer's (the critic's): the generator's window still sums",
+        ),
+        bad(
+            """
+            import torch
+
+            model = build_model()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            accum = 4
+            for i, (x, y) in enumerate(loader):
+                if i % accum == 0:
+                    optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(model(x), y) / accum
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+            """,
+            line=11,
+            title="the clear runs only at a window's start (under `if i % accum == 0:`): the clip sees a partial sum",
+        ),
+        good(
+            """
+            import deepspeed
+            import torch
+
+            ds_config = {
+                "train_micro_batch_size_per_gpu": 4,
+                "gradient_accumulation_steps": 8,
+                "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}},
+            }
+            engine, _, _, _ = deepspeed.initialize(config=ds_config, model=net, model_parameters=net.parameters())
+            for i, batch in enumerate(loader):
+                loss = engine(**batch).loss / 8
+                engine.backward(loss)
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                if (i + 1) % 8 == 0:
+                    engine.step()
+            """,
+            title="a DeepSpeed engine configured with ZeRO stage 2: every backward moves the gradients out of `.grad` into its partitions, so the clip sees no window sum",
+        ),
+        bad(
+            """
+            import deepspeed
+            import torch
+
+            ds_config = {
+                "train_micro_batch_size_per_gpu": 4,
+                "gradient_accumulation_steps": 8,
+                "zero_optimization": {"stage": 1},
+            }
+            engine, _, _, _ = deepspeed.initialize(config=ds_config, model=net, model_parameters=net.parameters())
+            for i, batch in enumerate(loader):
+                loss = engine(**batch).loss / 8
+                engine.backward(loss)
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                if (i + 1) % 8 == 0:
+                    engine.step()
+            """,
+            line=13,
+            title="the same engine configured with ZeRO stage 1: `.grad` keeps the window's partial sum and the clip cuts it",
+        ),
+        good(
+            """
+            import json
+
+            import deepspeed
+            import torch
+
+            ds_config = json.load(open("ds_config.json"))
+            engine, _, _, _ = deepspeed.initialize(config=ds_config, model=net, model_parameters=net.parameters())
+            for i, batch in enumerate(loader):
+                loss = engine(**batch).loss / 8
+                engine.backward(loss)
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                if (i + 1) % 8 == 0:
+                    engine.step()
+            """,
+            title="the engine's configuration read from a JSON file: whether `.grad` holds a window sum is unknown (reported with --include-unproven only)",
+        ),
     )
 
     def check(self, ctx):
@@ -323,6 +452,23 @@ class ClipPerMicroBatch(Rule):
             for clip in unit.of_kind(CLIP):
                 if measures_only(clip) or per_update(model, unit, clip):
                     continue
+                # a clear of the stepped gradients on every micro-batch before it: no window sum to clip
+                if cleared_each_micro_batch(model.training, loop, clip.node) is not None:
+                    continue
+                # an engine (DeepSpeed) owns the gradients: under ZeRO stage 2 or 3 they leave `.grad`
+                # for its partitioned buffers on every backward, so `.grad` holds no window sum
+                engine = engine_stepped(model.training, loop)
+                stage = engine_zero_stage(model.training, engine) if engine is not None else None
+                if stage is not None and stage >= 2:
+                    continue
+                held = []
+                if engine is not None:
+                    text = ("`.grad` holds the window's partial sum: the engine's configuration "
+                            f"({'ZeRO stage ' + str(stage) if stage is not None else 'its ZeRO stage'})")
+                    held = [premise(text + " keeps the gradients in `.grad`", engine.node, "construction")
+                            if stage is not None else
+                            unknown(text + " is not in the code: under ZeRO stage 2 or 3 the engine moves them "
+                                    "to its partitioned buffers on every backward", engine.node, "construction")]
                 yield self.report_if(
                     k_condition(ctx, loop),
                     clip.node,
@@ -331,7 +477,7 @@ class ClipPerMicroBatch(Rule):
                     f"{_advice(loop.guard)}",
                     evidence=[*accumulation_premises(ctx, loop),
                               premise("the clip is not under the update's guard: it runs on every micro-batch",
-                                      clip.node, "call")],
+                                      clip.node, "call"), *held],
                 )
 
 

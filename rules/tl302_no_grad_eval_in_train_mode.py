@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from trainlint.finding import Severity
 from trainlint.gate import defines, loops_over, named, refers_to
+from trainlint.model.built_modes import built_in_eval, calls_train
 from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_SETTERS
 from trainlint.model.mode_names import display_key
 from trainlint.model.mode_state import CHOSEN, NEW, OFF, RESTORE, TRAIN, TRAINED, TRAINING_KINDS
@@ -49,7 +50,8 @@ class NoGradEvalInTrainMode(Rule):
         (`nn.CrossEntropyLoss()`, `nn.BCEWithLogitsLoss()`, ...) or layer without dropout/batch
         statistics (`nn.Linear`, `nn.GroupNorm`, `nn.LayerNorm`, ...), or an `nn.Module` subclass of
         this file or another project file that builds only such layers and never reads
-        `self.training`. A class imported
+        `self.training`, or a factory function of the project whose every return builds such a
+        module (`return Net(width)`, `net = Net(w); return net.to(device)`). A class imported
         from a package outside the project (its source is not there to read) is left alone too,
         unless its family is known to hold dropout or BatchNorm (torchvision and timm models,
         transformers, segmentation_models_pytorch, torch.nn Dropout/BatchNorm/RNN/Transformer
@@ -58,8 +60,12 @@ class NoGradEvalInTrainMode(Rule):
         what its callers pass: the same-file callers' constructions, or, when none is in the file,
         what the project's other files build and pass (`Fitter().fit(model)` in run.py with
         `model = MatrixFactorization(...)`, Embedding and Linear only: not reported). A model whose
-        construction is not seen (a factory, a caller passing something not built there) is still
-        reported.
+        construction is not seen (a factory returning something it did not build, a caller passing
+        something not built there) is still reported. "Just built" and "trained by its caller" mean
+        train mode only for a module built in it: one a framework loader hands back in eval mode
+        (Transformers' `from_pretrained`, the framework data's `eval_built`), followed through
+        names, parameters and the file's factories, is left alone while the file calls no
+        `.train()`.
         """
     why_bad = """
         `no_grad()` only stops autograd from recording; it does not change how modules behave.
@@ -893,6 +899,170 @@ class NoGradEvalInTrainMode(Rule):
             """,
             title="a model whose classes nest containers and blocks of Linear/LayerNorm/GELU only: its mode changes nothing",
         ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class Mixer(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.inp = nn.Conv1d(width, width, 1)
+                    self.act = nn.SiLU()
+                    self.out = nn.Conv1d(width, width, 1)
+
+                def forward(self, x):
+                    return self.out(self.act(self.inp(x)))
+
+
+            def make_net(width=64):
+                net = Mixer(width)
+                return net
+
+
+            def fit(net, data, opt):
+                net.train()
+                for x, y in data:
+                    loss = (net(x) - y).pow(2).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+
+
+            def validate(net, data):
+                total = 0.0
+                with torch.no_grad():
+                    for x, y in data:
+                        total += (net(x).argmax(1) == y).sum().item()
+                return total
+
+
+            net = make_net().cuda()
+            opt = torch.optim.Adam(net.parameters())
+            for epoch in range(10):
+                fit(net, train_loader, opt)
+                print(validate(net, val_loader))
+            """,
+            title="a factory function whose every return builds a Conv1d/SiLU-only class: its mode changes nothing",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class Mixer(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.inp = nn.Conv1d(width, width, 1)
+                    self.act = nn.SiLU()
+                    self.out = nn.Conv1d(width, width, 1)
+
+                def forward(self, x):
+                    return self.out(self.act(self.inp(x)))
+
+
+            def make_net(width=64, drop=0.1):
+                if drop:
+                    return nn.Sequential(Mixer(width), nn.Dropout(drop))
+                net = Mixer(width)
+                return net
+
+
+            def fit(net, data, opt):
+                net.train()
+                for x, y in data:
+                    loss = (net(x) - y).pow(2).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+
+
+            def validate(net, data):
+                total = 0.0
+                with torch.no_grad():
+                    for x, y in data:
+                        total += (net(x).argmax(1) == y).sum().item()
+                return total
+
+
+            net = make_net().cuda()
+            opt = torch.optim.Adam(net.parameters())
+            for epoch in range(10):
+                fit(net, train_loader, opt)
+                print(validate(net, val_loader))
+            """,
+            line=36,
+            title="a factory that may add dropout (one return builds nn.Dropout): the evaluation runs with it on",
+        ),
+        good(
+            """
+            import torch
+            from transformers import AutoConfig, AutoModelForSequenceClassification
+
+
+            def load_pair(name):
+                tuned = AutoModelForSequenceClassification.from_pretrained(name)
+                scratch = AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(name))
+                return tuned.to("cuda"), scratch
+
+
+            def accuracy(net, batches):
+                hits = 0
+                with torch.no_grad():
+                    for batch in batches:
+                        hits += (net(**batch).logits.argmax(-1) == batch["labels"]).sum().item()
+                return hits
+
+
+            def main():
+                net, _ = load_pair("bert-base-uncased")
+                optimizer = torch.optim.AdamW(net.parameters(), lr=2e-5)
+                for epoch in range(3):
+                    for batch in train_batches:
+                        loss = net(**batch).loss
+                        loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    print(accuracy(net, val_batches))
+            """,
+            title="a model `from_pretrained` hands back in eval mode (through a factory's tuple), trained with no `train()` in the file: it is not in train mode",
+        ),
+        bad(
+            """
+            import torch
+            from transformers import AutoConfig, AutoModelForSequenceClassification
+
+
+            def load_pair(name):
+                tuned = AutoModelForSequenceClassification.from_pretrained(name)
+                scratch = AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(name))
+                return tuned.to("cuda"), scratch
+
+
+            def accuracy(net, batches):
+                hits = 0
+                with torch.no_grad():
+                    for batch in batches:
+                        hits += (net(**batch).logits.argmax(-1) == batch["labels"]).sum().item()
+                return hits
+
+
+            def main():
+                _, net = load_pair("bert-base-uncased")
+                optimizer = torch.optim.AdamW(net.parameters(), lr=2e-5)
+                for epoch in range(3):
+                    for batch in train_batches:
+                        loss = net(**batch).loss
+                        loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    print(accuracy(net, val_batches))
+            """,
+            line=15,
+            title="the other element of the same factory's tuple, built by `from_config` in train mode: still reported",
+        ),
     )
 
     def check(self, ctx):
@@ -918,8 +1088,14 @@ class NoGradEvalInTrainMode(Rule):
             training = [f for f in training if not (f.kind == TRAIN and model.contains(region, f.site))]
             if not training:
                 continue
-            # a loss criterion or a GroupNorm-only net computes the same in both modes
             receiver = forward.call.func.value if forward.method else forward.call.func
+            # "just built" or "trained by a caller" is train mode only for a module built in train
+            # mode: one a loader hands back in eval mode (`from_pretrained`) stays there while no
+            # `.train()` of the file can switch it
+            if all(f.kind in (NEW, TRAINED) for f in training) and not calls_train(ctx.index) and \
+                    built_in_eval(ctx.index, receiver, ctx.index.scope_at(forward.call)):
+                continue
+            # a loss criterion or a GroupNorm-only net computes the same in both modes
             if not model.mode_matters(receiver, ctx.index.scope_at(forward.call), training):
                 continue
             reported.add(group)

@@ -1089,10 +1089,36 @@ def micro_batch_horizon(model: TrainingModel, loop: TrainingLoop, ref: CallRef) 
         lengths += [a.value for a in positional_args(call)[1:]
                     if not isinstance(a.value, (cst.Integer, cst.Float, cst.SimpleString, cst.Lambda))]
         lengths = [e for e in lengths if not (isinstance(e, cst.Integer) and e.value == "0")]  # no warmup
-        if not lengths or not all(_times_k(e, k, ref.scope) or _counts_micro_batches(e, k, loaders, ref.scope)
-                                  for e in lengths):
+        # a warmup given as a stated count (`num_warmup_steps=args.warmup_steps`, `=500`) says nothing
+        # of which clock it counts: the horizon beside it does
+        warmups = {id(a.value) for a in call.args if a.keyword is not None and a.keyword.value in _WARMUP_KEYWORDS
+                   and _stated_count(a.value, ref.scope)}
+        if not any(id(e) not in warmups for e in lengths):
+            return False
+        if not all(id(e) in warmups or _times_k(e, k, ref.scope) or
+                   _counts_micro_batches(e, k, loaders, ref.scope) for e in lengths):
             return False
     return True
+
+
+_WARMUP_KEYWORDS = frozenset({"num_warmup_steps", "warmup_t", "warmup_steps"})
+
+
+def _stated_count(expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+    """A number the code takes as given rather than computes: a literal, an option or config field
+    (`args.warmup_steps`, `cfg.train.warmup`), or a name bound once to one of these."""
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(expr, cst.Attribute):  # not `self.<attr>`, which the class may compute
+        head = expr.value
+        while isinstance(head, cst.Attribute):
+            head = head.value
+        return isinstance(head, cst.Name) and head.value != "self"
+    if isinstance(expr, cst.Name) and depth < 2:
+        bindings = scope.lookup(expr.value)
+        return len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None and \
+            _stated_count(bindings[0].value, scope, depth + 1)
+    return False
 
 
 def _loop_loaders(ctx, loop: TrainingLoop) -> set[str]:

@@ -69,6 +69,9 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   A train hook whose returned loss the framework backpropagates itself says `backpropagates_return`
   (Lightning's `training_step`, not HF's, which runs its own backward and returns the loss
   detached): what it returns carries an autograd graph, whatever it is called.
+- `eval_built`: builds a module and hands it back in eval mode (`PreTrainedModel.from_pretrained`
+  calls `model.eval()`); `on_any_class`: the method called on any class of the entry's package counts
+  (`AutoModelForCausalLM.from_pretrained`, `BertModel.from_pretrained` reach it).
 - `seed`: seeds torch's global generator (among others).
 - `accessor`: a method of a model base that hands back an object of `role` the framework built
   (a LightningModule's `self.optimizers()`, `self.lr_schedulers()`); asked of `self.<method>()` in
@@ -137,7 +140,7 @@ KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_contex
                    "save_state", "clip", "unscale", "unwrap", "hook", "seed", "accessor",
                    "grad_off", "grad_on", "grad_setter", "scaler_step", "grad_clear", "dataset_source",
                    "dataset_combine", "dataset_shuffle", "epoch_setter", "state_save", "state_load", "epoch_log",
-                   "factory", "engine_step", "engine_batch", "load_state"})
+                   "factory", "engine_step", "engine_batch", "load_state", "eval_built"})
 CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
 HOOK_STEPS = frozenset({"train", "eval", "eval_loader", "update"})
 BATCH_STEPS = frozenset({"train", "eval"})
@@ -199,6 +202,9 @@ class Entry:
     #: command line (`LightningCLI`)
     run_by: tuple[str, ...] = ()
     run_by_cli: tuple[str, ...] = ()
+    #: an eval_built entry: its method called on any class of its package counts (every model class
+    #: and Auto class of Transformers reaches `PreTrainedModel.from_pretrained`)
+    on_any_class: bool = False
 
     @property
     def spellings(self) -> tuple[str, ...]:
@@ -237,7 +243,7 @@ _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "o
                          "fp16", "unlinks_scheduler", "window_size", "fixed_window_size", "returns", "keyword_returns",
                          "saves", "path", "into", "weight", "epoch_hooks", "unpacks", "receiver", "partial_keywords", "values",
                          "accumulation_config", "train_step", "micro_batches", "loss", "grad_scaling",
-                         "backpropagates_return", "engine_keywords", "run_by", "run_by_cli"})
+                         "backpropagates_return", "engine_keywords", "run_by", "run_by_cli", "on_any_class"})
 _TRAIN_STEP_KEYS = ("train_step", "micro_batches", "loss", "grad_scaling")
 
 
@@ -291,6 +297,8 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
                                   "default}` go together, on a constructor")
     if "backpropagates_return" in raw and (raw["kind"] != "hook" or raw.get("step") != "train"):
         raise FrameworkModelError(f"{where}: `backpropagates_return` is said of a train hook")
+    if "on_any_class" in raw and raw["kind"] != "eval_built":
+        raise FrameworkModelError(f"{where}: `on_any_class` is said of an eval_built entry")
     if ("run_by" in raw or "run_by_cli" in raw) and (raw["kind"] != "hook" or raw.get("step") != "eval_loader"
                                                      or not isinstance(raw.get("run_by"), list)):
         raise FrameworkModelError(f"{where}: `run_by` (and `run_by_cli`) are said of an eval_loader hook")
@@ -311,7 +319,7 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
                  raw.get("train_step"), raw.get("micro_batches"), raw.get("loss"), scaling.get("keyword"),
                  bool(scaling.get("default")),
                  bool(raw.get("backpropagates_return")), tuple(raw.get("engine_keywords", ())), (),
-                 tuple(raw.get("run_by", ())), tuple(raw.get("run_by_cli", ())))
+                 tuple(raw.get("run_by", ())), tuple(raw.get("run_by_cli", ())), bool(raw.get("on_any_class")))
 
 
 def _framework(path: str, data: dict) -> Framework:
@@ -513,6 +521,19 @@ def grad_switches(kind: str) -> frozenset[str]:
 
 
 @cache
+def built_in_eval(qualified_name: str) -> bool:
+    """A call of it builds a module and hands it back in eval mode (Transformers' `from_pretrained`
+    calls `model.eval()` before returning): `eval_built` entries; one `on_any_class` matches its
+    method called on any class of its package (`transformers.AutoModelForCausalLM.from_pretrained`)."""
+    root, _, last = qualified_name.partition(".")[0], None, qualified_name.rsplit(".", 1)[-1]
+    for entry in entries("eval_built"):
+        for spelling in entry.spellings:
+            if qualified_name == spelling or (entry.on_any_class and "." in qualified_name[len(root) + 1:]
+                                              and spelling.split(".", 1)[0] == root and last == entry.attr):
+                return True
+    return False
+
+
 def seeds() -> frozenset[str]:
     """Qualified names of the framework helpers that seed torch's global generator."""
     return frozenset(e.name for e in entries("seed"))

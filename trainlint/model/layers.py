@@ -10,7 +10,7 @@ so a "train mode" evaluation of it, or an `eval()` left on it, changes nothing.
 
 - FREE: known to compute the same in both modes (a torch.nn loss or mode-free layer, an
   `nn.Module` subclass of this file or another project file whose layers are all mode-free and
-  that never reads its mode);
+  that never reads its mode, or a project factory function whose every return builds such a module);
 - DEPENDENT: known to hold mode-dependent layers (torch.nn Dropout/BatchNorm/RNN/Transformer...,
   torchvision/timm/transformers/segmentation_models_pytorch models, a same-file class holding one);
 - LIBRARY: a class from a package whose source is not in the project and whose family is not known
@@ -45,6 +45,9 @@ _BUILTINS = frozenset({"float", "int", "bool", "str", "list", "tuple", "dict", "
                        "min", "abs", "sum", "super", "getattr", "isinstance", "zip", "enumerate", "sorted"})
 _MAX_DEPTH = 8  # a class of containers of classes of layers: each level counts
 _WEIGHT_NORM = frozenset({"torch.nn.utils.weight_norm", "torch.nn.utils.parametrizations.weight_norm"})
+# methods of a module that return that same module
+_SAME_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train",
+                                  "requires_grad_", "apply", "type", "share_memory"})
 _SPECTRAL_NORM = frozenset({"torch.nn.utils.spectral_norm", "torch.nn.utils.parametrizations.spectral_norm"})
 
 
@@ -60,10 +63,14 @@ def verdict(index: FileIndex, call: cst.Call, scope: Scope, depth: int = 0) -> s
     name = index.resolve(func, scope)
     if isinstance(func, cst.Name) and func.value in index.classes and _bound_to_class(func.value, scope):
         return class_verdict(index, func.value, depth + 1)
+    if isinstance(func, cst.Name) and _bound_to_def(func.value, scope):
+        return factory_verdict(index, func.value, depth + 1)  # a factory of this file
     if not name:
         return None
     if not name.startswith("torch.") and (isinstance(func, (cst.Name, cst.Attribute))):
         summary = index.summary_of(func, scope, ("Module",))  # a class of another project file
+        if summary is not None and not hasattr(summary, "mode_dependence"):
+            return _project_factory_verdict(index, name, depth + 1)  # a factory of another project file
         if summary is not None:
             return getattr(summary, "mode_dependence", None)
     if name in _WEIGHT_NORM:  # the module it is given, its weight reparametrized the same in both modes
@@ -211,3 +218,72 @@ def _from_library(index: FileIndex, func: cst.BaseExpression, scope: Scope) -> b
     if project is not None and project.find_module(qualname, linker.path) is not None:
         return False
     return True
+
+
+def factory_verdict(index: FileIndex, function_name: str, depth: int = 0) -> str | None:
+    """A module-level function of this file used as a module factory (`build_model(cfg)`): the
+    verdicts of what its returns build, combined (DEPENDENT when one return may build a
+    mode-dependent module, FREE when every return builds a mode-free one). None when a return
+    is not a construction the function shows (a parameter, an item, a call of something unknown)."""
+    if depth > _MAX_DEPTH:
+        return None
+    functions = [f for f in index.functions_named(function_name)
+                 if f.class_name is None and f.scope.parent is index.module_scope]
+    if len(functions) != 1:
+        return None
+    function = functions[0]
+    returns = [n for n in index.scope_nodes(function.node) if type(n) is cst.Return]
+    if not returns or any(r.value is None for r in returns):
+        return None
+    verdicts = set()
+    for ret in returns:
+        for call, call_scope in _built_by(index, ret.value, function.scope):
+            if call is None:
+                return None
+            verdicts.add(verdict(index, call, call_scope, depth + 1))
+    if DEPENDENT in verdicts:
+        return DEPENDENT
+    return FREE if verdicts == {FREE} else None
+
+
+def _built_by(index: FileIndex, value: cst.BaseExpression, scope: Scope):
+    """The constructions a returned value comes from: the call itself (through `.to(device)`-like
+    methods of the module it builds), or the one call a local name is bound to; (None, None)
+    when it is anything else."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+            value.func.attr.value in _SAME_MODULE_METHODS and isinstance(value.func.value, cst.Call):
+        value = value.func.value
+    if isinstance(value, cst.Call):
+        return [(value, scope)]
+    if isinstance(value, cst.Name):
+        bindings = scope.bindings.get(value.value)
+        if bindings and all(b.kind == "assign" for b in bindings):
+            found = []
+            for binding in bindings:
+                if binding.value is None or not isinstance(binding.value, cst.Call) or \
+                        binding.value is value:
+                    return [(None, None)]
+                found += _built_by(index, binding.value, scope)
+            return found
+    return [(None, None)]
+
+
+def _project_factory_verdict(index: FileIndex, qualname: str, depth: int) -> str | None:
+    """`factory_verdict` of a module-level function of another project file (read in its own file)."""
+    linker = getattr(index, "linker", None)
+    summaries = getattr(linker, "_summaries", None)
+    if summaries is None or depth > _MAX_DEPTH:
+        return None
+    found = summaries.locate(qualname, linker.path, words=("return",))
+    if found is None or len(found[1]) != 1:
+        return None
+    summary = summaries.file_summary(found[0])
+    other = summary.index if summary is not None else None
+    if other is None:
+        return None
+    return factory_verdict(other, found[1][0], depth)
+
+
+def _bound_to_def(name: str, scope: Scope) -> bool:
+    bindings = scope.lookup(name)
+    return bool(bindings) and all(b.kind == "def" for b in bindings)

@@ -95,6 +95,11 @@ class UserCode:
         return tuple(out)
 
 
+def _clears(event, opt) -> bool:
+    """A `zero_grad()` of the stepped optimizer itself (another optimizer's clears other gradients)."""
+    return event.kind == "zero_grad" and event.data.get("opt") == id(opt)
+
+
 def _where(stack, via: bool = False) -> str:
     """`file.py:12` of the innermost user frame; with `via`, `file.py:12 (via file.py:40)`."""
     if not stack:
@@ -797,12 +802,13 @@ class Trace:
         for index, e in enumerate(window):
             if e.kind != "clip":
                 continue
-            before = {b.site for b in window[:index] if b.kind == "backward"}
-            after = {b.site for b in window[index + 1:] if b.kind == "backward"}
-            # a clear after the clip (TL104's per-micro-batch zero_grad) drops what it clipped: the
-            # step never sees a clipped partial sum (the static TL202 reads the same fact)
-            cleared = any(c.kind == "zero_grad" for c in window[index + 1:])
-            if before & after & accumulated and not cleared:
+            # what the clip sees: the backwards since the last clear before it; what it cuts reaches
+            # the step only through the backwards before the next clear after it
+            start = max((i + 1 for i, c in enumerate(window[:index]) if _clears(c, opt)), default=0)
+            end = next((index + 1 + i for i, c in enumerate(window[index + 1:]) if _clears(c, opt)), len(window))
+            before = {b.site for b in window[start:index] if b.kind == "backward"}
+            after = {b.site for b in window[index + 1:end] if b.kind == "backward"}
+            if before & after & accumulated:
                 clips = sum(1 for c in window if c.kind == "clip" and c.site == e.site)
                 self.find("TL202", e.stack, f"{e.data['name']} at {_where(e.stack)} ran {clips}x per optimizer "
                                             f"step, between micro-batches: each clip saw a partial sum")

@@ -1,0 +1,156 @@
+"""Whether the gradients a call reads inside an accumulation loop are a sum over the window.
+
+Under accumulation the stepped parameters' `.grad` holds the sum of the window's micro-batches so
+far, unless a clear of those parameters runs on every micro-batch: `optimizer.zero_grad()` as a
+plain statement of the loop body (no `if`, `try` or inner loop around it) before the call, on the
+optimizer the loop steps or on a module whose parameters that optimizer was built on. Then every
+iteration that reaches the call has cleared them first, and the call sees what this micro-batch's
+backward wrote, not a partial sum of the window (the accumulation itself is broken then, which is
+another rule's finding).
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from trainlint.model import frameworks
+from trainlint.model.amp import CLIP_NAMES
+from trainlint.model.index import dotted_name, keyword_arg, positional_args
+from trainlint.model.roles import ENGINE
+
+# what may stand between a statement of the loop body and the call in it
+_STRAIGHT = (cst.Expr, cst.SimpleStatementLine, cst.IndentedBlock, cst.Await)
+
+
+def cleared_each_micro_batch(training, loop, node: cst.CSTNode):
+    """The CallRef of a clear of the stepped gradients that runs on every iteration of `loop`
+    before `node` (a call of the loop, in the body or through a helper), or None."""
+    order = {id(ref.node): position for position, ref in enumerate(loop.calls)}
+    at = order.get(id(node))
+    if at is None:
+        return None
+    stepped = _stepped(training, loop)
+    if not stepped:
+        return None
+    for ref in loop.calls[:at]:
+        if ref.via or not training.is_zero_grad(ref.node, ref.scope):
+            continue
+        receiver = dotted_name(ref.node.func.value)
+        if receiver in stepped and _statement_of_body(training.index, ref.node, loop.node):
+            return ref
+    return None
+
+
+def _stepped(training, loop) -> set[str]:
+    """The optimizers the loop steps (`opt.step()`, `scaler.step(opt)`) and the modules they were
+    built on (`Adam(model.parameters())`), as dotted names."""
+    found: set[str] = set()
+    for ref in loop.step_calls:
+        func = ref.node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "step":
+            continue
+        args = positional_args(ref.node)
+        for expr in (func.value, args[0].value if args else None):
+            name = dotted_name(expr) if expr is not None else None
+            if name is None:
+                continue
+            found.add(name)
+            modules = training.roles.optimized_modules(expr, ref.scope)
+            found |= modules or set()
+    return found
+
+
+def _statement_of_body(index, node: cst.CSTNode, loop_node: cst.CSTNode) -> bool:
+    """`node` runs whenever an iteration of `loop_node` gets past its statement: nothing but
+    statement wrappers between it and the loop's own body."""
+    body = getattr(loop_node, "body", None)
+    for ancestor in index.ancestors(node):
+        if ancestor is body:
+            return True
+        if not isinstance(ancestor, _STRAIGHT):
+            return False
+    return False
+
+
+def engine_stepped(training, loop):
+    """The first `<engine>.step()` of the loop on an object of the engine role (DeepSpeed's
+    `initialize`), or None: the engine then owns the gradients the loop's backward writes."""
+    for ref in loop.step_calls:
+        func = ref.node.func
+        if isinstance(func, cst.Attribute) and training.roles.of(func.value, ref.scope) == ENGINE:
+            return ref
+    return None
+
+
+def engine_zero_stage(training, ref) -> int | None:
+    """The ZeRO stage the engine stepped at `ref` was configured with, read from the dict literal
+    handed to its factory (`config={"zero_optimization": {"stage": 2}}`, or a name bound to one;
+    no `zero_optimization` key: stage 0, DeepSpeed's default). None when the configuration is not
+    in the code (a JSON file, `args`, a dict built elsewhere)."""
+    index = training.index
+    expr, scope = ref.node.func.value, ref.scope
+    if isinstance(expr, cst.Name):
+        statements = [(binding.node, scope) for binding in scope.lookup(expr.value)]
+    elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self" \
+            and scope.class_scope() is not None:
+        statements = [(node, index.scope_at(node)) for node, _ in
+                      index.unpacked_attributes.get(scope.class_scope().name, {}).get(expr.attr.value, ())]
+    else:
+        return None
+    stages = set()
+    for node, at in statements:
+        if not (isinstance(node, cst.Assign) and isinstance(node.value, cst.Call)):
+            return None
+        entry = frameworks.factories().get(index.resolve(node.value.func, at) or "")
+        if entry is None or entry.accumulation_config_keyword is None:
+            return None
+        config = keyword_arg(node.value, entry.accumulation_config_keyword)
+        value = config.value if config is not None else None
+        if isinstance(value, cst.Name):
+            bound = [b.value for b in at.lookup(value.value) if b.kind == "assign"]
+            value = bound[-1] if len(bound) == 1 else None
+        stage = _stage_of(value)
+        if stage is None:
+            return None
+        stages.add(stage)
+    return max(stages) if stages else None
+
+
+def _stage_of(config) -> int | None:
+    if not isinstance(config, cst.Dict):
+        return None
+    zero = None
+    for element in config.elements:
+        if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+            return None  # `{**base, ...}`, a computed key
+        if element.key.evaluated_value == "zero_optimization":
+            zero = element.value
+    if zero is None:
+        return 0
+    if not isinstance(zero, cst.Dict):
+        return None
+    for element in zero.elements:
+        if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+            return None
+        if element.key.evaluated_value == "stage":
+            return int(element.value.value) if isinstance(element.value, cst.Integer) else None
+    return 0
+
+
+def clip_after_clear(training, loop, clear) -> bool:
+    """A clip (`clip_grad_norm_`, ...) of the loop runs on every micro-batch after the clear `clear`
+    (a CallRef of the loop): while the clear runs on every micro-batch the clip sees one
+    micro-batch's gradient, but a fix that moves the clear into the update would leave it clipping
+    a partial sum of the window (TL202)."""
+    order = {id(ref.node): position for position, ref in enumerate(loop.calls)}
+    at = order.get(id(clear.node))
+    if at is None:
+        return False
+    for ref in loop.calls[at + 1:]:
+        func = ref.node.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if re.match(CLIP_NAMES, name) and not training.runs_per_update(loop, ref):
+            return True
+    return False
