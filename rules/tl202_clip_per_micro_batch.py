@@ -9,7 +9,7 @@ from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
 from trainlint.model.shipped import k_condition
 from trainlint.model.training import training_model
-from trainlint.model.window_sums import cleared_each_micro_batch, engine_stepped, engine_zero_stage
+from trainlint.model.window_sums import cleared_each_micro_batch, clears_stepped, engine_stepped, engine_zero_stage
 from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, unit_premises
 
@@ -447,8 +447,9 @@ class ClipPerMicroBatch(Rule):
                 continue
             if not loop.innermost or not loop.accumulates or loop.guard is None:
                 continue
-            if ctx.model(training_model).micro_batch_clears(loop):
-                continue  # the gradients are cleared on every micro-batch (TL104): no partial sum to clip
+            # the stepped gradients are cleared on every micro-batch (TL104): no partial sum to clip
+            if clears_stepped(model.training, loop, ctx.model(training_model).micro_batch_clears(loop)):
+                continue
             for clip in unit.of_kind(CLIP):
                 if measures_only(clip) or per_update(model, unit, clip):
                     continue

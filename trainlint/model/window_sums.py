@@ -43,6 +43,19 @@ def cleared_each_micro_batch(training, loop, node: cst.CSTNode):
     return None
 
 
+def clears_stepped(training, loop, clears) -> bool:
+    """Some of `clears` (calls of the loop's own clears, `TrainingModel.micro_batch_clears`) clears
+    the gradients the loop steps: a clear of another optimizer (a GAN critic's) leaves the stepped
+    optimizer's window summing."""
+    stepped = _stepped(training, loop)
+    for ref in clears:
+        func = getattr(ref.node, "func", None)
+        receiver = dotted_name(func.value) if isinstance(func, cst.Attribute) else None
+        if receiver is None or receiver in stepped:  # `p.grad = None` and the like: not tied to one
+            return True
+    return False
+
+
 def _stepped(training, loop) -> set[str]:
     """The optimizers the loop steps (`opt.step()`, `scaler.step(opt)`) and the modules they were
     built on (`Adam(model.parameters())`), as dotted names."""
