@@ -1551,6 +1551,60 @@ class IncompleteResumeCheckpoint(Rule):
             line=12,
             title="the critic's own schedule is left out of the critic's file",
         ),
+        bad(
+            """
+            import os
+            import torch
+
+            LAST = "checkpoints/last.pt"
+
+            def commit(net, epoch):
+                torch.save({"weights": net.state_dict(), "epoch": epoch}, LAST + ".part")
+                os.replace(LAST + ".part", LAST)
+
+            def run(epochs, loader, loss_fn):
+                net = build_net()
+                opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+                if os.path.exists(LAST):
+                    state = torch.load(LAST, weights_only=True)
+                    net.load_state_dict(state["weights"])
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        opt.zero_grad()
+                        loss_fn(net(x), y).backward()
+                        opt.step()
+                    commit(net, epoch)
+            """,
+            line=7,
+            title="an atomic save (a temporary file renamed onto the path) read back at the start of the run: "
+                  "a resume point without the momentum",
+        ),
+        good(
+            """
+            import os
+            import torch
+
+            LAST = "checkpoints/last.pt"
+
+            def commit(net, epoch):
+                torch.save({"weights": net.state_dict(), "epoch": epoch}, LAST + ".part")
+                os.replace(LAST + ".part", LAST)
+
+            def run(init, epochs, loader, loss_fn):
+                net = build_net()
+                opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+                if os.path.exists(init):
+                    net.load_state_dict(torch.load(init, weights_only=True))
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        opt.zero_grad()
+                        loss_fn(net(x), y).backward()
+                        opt.step()
+                    commit(net, epoch)
+            """,
+            title="the same atomic save, while the run starts from other weights (a pretrained file): no load "
+                  "reads the committed path back",
+        ),
     )
 
     def check(self, ctx):

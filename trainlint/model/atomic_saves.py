@@ -146,6 +146,31 @@ class AtomicSaves:
                         moves[text] = max(moves.get(text, -1), self.order.get(node, -1))
         return moves
 
+    def renamed_to(self, save: Save) -> list[cst.BaseExpression]:
+        """Where a later rename of the same function moves the file this save writes
+        (`torch.save(state, tmp); os.replace(tmp, path)` -> `path`): the final path an atomic save
+        commits, which a resume then reads back (`torch.load(path)`)."""
+        if save.dest is None:
+            return []
+        body = self.index.function_at(save.node)
+        body_node = body.node if body is not None else self.index.module
+        written, at = self.text(save.dest), self.order.get(save.node, -1)
+        found = []
+        for node in self.index.scope_nodes(body_node):
+            if type(node) is not cst.Call or self.order.get(node, -1) <= at:
+                continue
+            moved = self._moved_source(node, save.scope)
+            if moved is None or self.text(moved) != written:
+                continue
+            args = positional_args(node)
+            if self.index.resolve(node.func, save.scope) in RENAME_FUNCTIONS:
+                target = args[1].value if len(args) > 1 else None
+            else:  # Path.replace(target) / Path.rename(target)
+                target = args[0].value if args else None
+            if target is not None:
+                found.append(target)
+        return found
+
     def _moved_source(self, call: cst.Call, scope: Scope, depth: int = 0) -> cst.BaseExpression | None:
         """For a rename-like call, the expression that is moved (`os.replace(tmp, p)` -> `tmp`)."""
         name = self.index.resolve(call.func, scope)

@@ -385,6 +385,15 @@ class ResumeCheckpoints:
         if value is not None:
             written.add(self.text(value))
         names = path_literals(save.dest, save.scope)
+        # an atomic save commits its temporary file onto the final path: what a resume reads is that
+        finals = set()
+        for final in self.renamed_to(save):
+            finals.add(self.text(final))
+            written.add(self.text(final))
+            final_value = self.value_of(final, save.scope, at=save.node)
+            if final_value is not None:
+                written.add(self.text(final_value))
+            names |= path_literals(final, save.scope)
         saved_keys = frozenset(content.keys()) if content is not None else frozenset()
         shown = save.dest if save.dest is not None else save.node
         # the file's loads, from any of its definitions (a file fact: the language server checks
@@ -393,6 +402,8 @@ class ResumeCheckpoints:
                                                                                   "checkpoints.resume_reads"):
             if sources & written or names & literals:
                 what = f"`{sorted(names & literals)[0]}`" if names & literals else f"`{self.text(save.dest)[:60]}`"
+                if sources & finals:
+                    what = f"`{sorted(sources & finals)[0][:60]}`, where a rename commits the file this save writes,"
                 return premise(f"a load of this file (`{load}`) reads {what} back: a resume reads this checkpoint",
                                shown, "use")
             # the same keys, and none this save does not write that the load indexes (it would fail here)
