@@ -63,11 +63,6 @@ class ResumeRestartsDataOrder(Rule):
         that loop advances before it (`self.global_step = self.load_checkpoints()`, or
         `self._load_checkpoint()` setting `self.global_steps`) and neither the range nor a
         `continue` uses it: even with the loader's position restored, the completed epochs run again.
-        Unless both hold: the helper hands what it loads to the `load_state_dict` of the very loader
-        the inner loop iterates (a stateful loader resumes where it stopped) and the inner loop
-        returns once the restored counter reaches a bound (`if step >= total: return`, directly or
-        through a name bound to that comparison): then nothing is trained again and the run keeps
-        its length, whatever the epoch loop counts.
 
         What proves each premise is code, not a name: the loop iterates the training data when it
         iterates a loader (built, typed or handed one) or, whatever it is called, a collection whose
@@ -861,63 +856,6 @@ class ResumeRestartsDataOrder(Rule):
             """,
             title="the skip tests a value derived from the restored step",
         ),
-        good(
-            """
-            import torch
-
-
-            class RolloutTrainer:
-                def restore(self, folder):
-                    self.actor.load_state_dict(torch.load(f"{folder}/actor.pt", weights_only=True))
-                    loader_state = torch.load(f"{folder}/loader.pt", weights_only=False)
-                    self.loader.load_state_dict(loader_state)
-                    self.step = int(folder.rsplit("_", 1)[-1])
-
-                def run(self, folder=None):
-                    self.step = 0
-                    if folder is not None:
-                        self.restore(folder)
-                    for epoch in range(self.cfg.epochs):
-                        for batch in self.loader:
-                            self.learn(batch)
-                            done = self.step >= self.cfg.max_steps
-                            if self.step % self.cfg.save_every == 0 or done:
-                                self.save(f"ckpt/step_{self.step}")
-                            self.step += 1
-                            if done:
-                                return
-            """,
-            title="the restored loader resumes its position and the run returns when the restored step reaches its bound: the epoch count is only a label",
-        ),
-        bad(
-            """
-            import torch
-
-
-            class RolloutTrainer:
-                def restore(self, folder):
-                    self.actor.load_state_dict(torch.load(f"{folder}/actor.pt", weights_only=True))
-                    loader_state = torch.load(f"{folder}/loader.pt", weights_only=False)
-                    self.loader.load_state_dict(loader_state)
-                    self.step = int(folder.rsplit("_", 1)[-1])
-
-                def run(self, folder=None):
-                    self.step = 0
-                    if folder is not None:
-                        self.restore(folder)
-                    for epoch in range(self.cfg.epochs):
-                        for batch in self.loader:
-                            self.learn(batch)
-                            done = self.step >= self.cfg.max_steps
-                            if self.step % self.cfg.save_every == 0 or done:
-                                self.save(f"ckpt/step_{self.step}")
-                            self.step += 1
-                            if done:
-                                break
-            """,
-            line=16,
-            title="the same restored loader, but the bound only breaks the batch loop: the next epoch runs on past the planned length",
-        ),
     )
 
     def check(self, ctx):
@@ -1037,65 +975,11 @@ def _epoch_restarts(ctx, flow):
                 derived = _derived_names(index, function, counter)
                 if _mentions(stop, derived):
                     continue
-                # the helper restores the position of the very loader the inner loop iterates and
-                # the run ends when the restored counter reaches its bound: nothing is trained
-                # again and the run keeps its length, whatever the epoch loop counts
-                if _loader_state_restored(ctx, call, inner) and _stops_at_counter(index, function, inner, derived):
-                    continue
                 via = ctx.code_for(call.func).strip() + "()"
                 restart = _Restart((inner, outer, counter, via, stop))
                 restart.call, restart.advance = call, advance
                 yield restart
                 break
-
-
-def _loader_state_restored(ctx, call, inner) -> bool:
-    """The helper `call` runs hands what it loads from a checkpoint (`torch.load`, ...) to the
-    `load_state_dict`/`set_state` of the object the inner loop iterates (`self.train_dataloader`,
-    a `StatefulDataLoader`: a plain DataLoader has no such method)."""
-    index = ctx.index
-    iterated = dotted_name(inner.iter)
-    helper = index.callee(call, index.scope_at(call))
-    if iterated is None or helper is None:
-        return False
-    loaded: set[str] = set()
-    nodes = [n for n in walk(helper.node.body) if index.function_at(n) is helper]
-    for node in nodes:
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and \
-                index.resolve(node.value.func, index.scope_at(node)) in LOAD_FUNCTIONS:
-            loaded |= {name for t in node.targets for name in [dotted_name(t.target)] if name}
-    for node in nodes:
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
-                node.func.attr.value in ("load_state_dict", "set_state") and dotted_name(node.func.value) == iterated:
-            for arg in positional_args(node):
-                value = arg.value
-                if _mentions(value, loaded) or (isinstance(value, cst.Call) and index.resolve(
-                        value.func, index.scope_at(value)) in LOAD_FUNCTIONS):
-                    return True
-    return False
-
-
-_BOUND_OPERATORS = (cst.GreaterThanEqual, cst.GreaterThan, cst.Equal)
-
-
-def _stops_at_counter(index, function, inner, derived: set[str]) -> bool:
-    """The inner loop returns from the function under a test that compares the restored counter
-    with a bound (`if self.global_steps >= self.total_steps: return`, or through a name bound to
-    that comparison: `is_last = step >= total` ... `if is_last: return`)."""
-    bounds = {dotted_name(t.target) for n in walk(function.node.body)
-              if isinstance(n, cst.Assign) and index.function_at(n) is function and _compares(n.value, derived)
-              for t in n.targets if dotted_name(t.target)}
-    for node in walk(inner.body):
-        if isinstance(node, cst.If) and index.function_at(node) is function and \
-                (_compares(node.test, derived) or _mentions(node.test, bounds)) and \
-                any(isinstance(n, cst.Return) for n in walk(node.body)):
-            return True
-    return False
-
-
-def _compares(expr, derived: set[str]) -> bool:
-    return any(isinstance(n, cst.Comparison) and _mentions(n.left, derived) and
-               any(isinstance(c.operator, _BOUND_OPERATORS) for c in n.comparisons) for n in walk(expr))
 
 
 def _only_in(index, node, loop) -> bool:
