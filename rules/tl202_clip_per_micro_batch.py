@@ -9,7 +9,7 @@ from trainlint.gate import named
 from trainlint.rule import Rule, bad, good
 from trainlint.model.shipped import k_condition
 from trainlint.model.training import training_model
-from trainlint.model.window_sums import cleared_each_micro_batch, clears_stepped, engine_stepped, engine_zero_stage
+from trainlint.model.window_sums import clears_stepped, engine_stepped, engine_zero_stage
 from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, unit_premises
 
@@ -28,21 +28,17 @@ class ClipPerMicroBatch(Rule):
         `with accelerator.accumulate(model):`), flags a clipping call that runs on every micro-batch
         rather than once per update: outside the guarded branch, before the `continue` guard, inside
         the micro-batch loop, or inside `accelerator.accumulate` without
-        `if accelerator.sync_gradients:`. Quiet when the gradients are cleared on every micro-batch
-        (`TrainingModel.micro_batch_clears`, the fact TL104 reports): `.grad` then never holds a
-        partial sum of the window for the clip to cut.
+        `if accelerator.sync_gradients:`. Quiet when the gradients the loop steps are cleared on
+        every micro-batch (`TrainingModel.micro_batch_clears`, the fact TL104 reports, of the
+        stepped optimizer or of a module it was built on): `.grad` then never holds a partial sum
+        of the window for the clip to cut, whether the clear runs before the clip or after it (the
+        accumulation is broken another way). A clear under a test (`if i % K == 0:`) or of another
+        optimizer (a GAN critic's) does not count.
 
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
         raises it: the finding then says it holds only when K is set above 1 and is reported one
         severity lower (warning).
-
-        A clip after a clear of the stepped gradients that runs on every micro-batch (the stepped
-        optimizer's `zero_grad()`, or one of the module it was built on, as a plain statement of the
-        loop body before the clip) is left alone: each micro-batch starts from zero, so the clip
-        sees that micro-batch's gradient, not a partial sum of the window (the accumulation is
-        broken another way). A clear under a test (`if i % K == 0:`) or of another optimizer does
-        not count.
 
         When a DeepSpeed engine owns the update (`deepspeed.initialize`), `.grad` holds the window's
         partial sum only under ZeRO stage 0 or 1: stage 2 and 3 move the gradients into the
@@ -452,9 +448,6 @@ class ClipPerMicroBatch(Rule):
                 continue
             for clip in unit.of_kind(CLIP):
                 if measures_only(clip) or per_update(model, unit, clip):
-                    continue
-                # a clear of the stepped gradients on every micro-batch before it: no window sum to clip
-                if cleared_each_micro_batch(model.training, loop, clip.node) is not None:
                     continue
                 # an engine (DeepSpeed) owns the gradients: under ZeRO stage 2 or 3 they leave `.grad`
                 # for its partitioned buffers on every backward, so `.grad` holds no window sum

@@ -325,7 +325,7 @@ def state_premise(ctx, scope: Scope, kind: str, label: str, fallback: cst.CSTNod
                 break
     if kind in _STATE_ROLES:
         if value is None:
-            return unknown(f"the run has {_ARTICLES.get(kind, kind)} `{label}` (where it is built is not in this file)",
+            return unknown(f"the run has {_ARTICLES.get(kind, kind)} `{label}` (no construction of it is reached from this function)",
                            fallback, "construction", required=False)
         found = role_premise(ctx, value, where, _STATE_ROLES[kind])
         return Premise(found.text.replace(f"`{code(ctx, value)}`", f"`{label}`", 1), found.node, found.kind,

@@ -1,12 +1,11 @@
 """Whether the gradients a call reads inside an accumulation loop are a sum over the window.
 
 Under accumulation the stepped parameters' `.grad` holds the sum of the window's micro-batches so
-far, unless a clear of those parameters runs on every micro-batch: `optimizer.zero_grad()` as a
-plain statement of the loop body (no `if`, `try` or inner loop around it) before the call, on the
-optimizer the loop steps or on a module whose parameters that optimizer was built on. Then every
-iteration that reaches the call has cleared them first, and the call sees what this micro-batch's
-backward wrote, not a partial sum of the window (the accumulation itself is broken then, which is
-another rule's finding).
+far, unless a clear of those parameters runs on every micro-batch (`TrainingModel.micro_batch_clears`,
+the one fact of it) on the optimizer the loop steps or on a module whose parameters that optimizer
+was built on: then every call sees one micro-batch's gradient, not a partial sum of the window (the
+accumulation itself is broken then, which is another rule's finding). An engine (DeepSpeed) under
+ZeRO stage 2 or 3 moves the gradients out of `.grad` on every backward.
 """
 
 from __future__ import annotations
@@ -19,28 +18,6 @@ from trainlint.model import frameworks
 from trainlint.model.amp import CLIP_NAMES
 from trainlint.model.index import dotted_name, keyword_arg, positional_args
 from trainlint.model.roles import ENGINE
-
-# what may stand between a statement of the loop body and the call in it
-_STRAIGHT = (cst.Expr, cst.SimpleStatementLine, cst.IndentedBlock, cst.Await)
-
-
-def cleared_each_micro_batch(training, loop, node: cst.CSTNode):
-    """The CallRef of a clear of the stepped gradients that runs on every iteration of `loop`
-    before `node` (a call of the loop, in the body or through a helper), or None."""
-    order = {id(ref.node): position for position, ref in enumerate(loop.calls)}
-    at = order.get(id(node))
-    if at is None:
-        return None
-    stepped = _stepped(training, loop)
-    if not stepped:
-        return None
-    for ref in loop.calls[:at]:
-        if ref.via or not training.is_zero_grad(ref.node, ref.scope):
-            continue
-        receiver = dotted_name(ref.node.func.value)
-        if receiver in stepped and _statement_of_body(training.index, ref.node, loop.node):
-            return ref
-    return None
 
 
 def clears_stepped(training, loop, clears) -> bool:
@@ -73,18 +50,6 @@ def _stepped(training, loop) -> set[str]:
             modules = training.roles.optimized_modules(expr, ref.scope)
             found |= modules or set()
     return found
-
-
-def _statement_of_body(index, node: cst.CSTNode, loop_node: cst.CSTNode) -> bool:
-    """`node` runs whenever an iteration of `loop_node` gets past its statement: nothing but
-    statement wrappers between it and the loop's own body."""
-    body = getattr(loop_node, "body", None)
-    for ancestor in index.ancestors(node):
-        if ancestor is body:
-            return True
-        if not isinstance(ancestor, _STRAIGHT):
-            return False
-    return False
 
 
 def engine_stepped(training, loop):
