@@ -1084,20 +1084,26 @@ class NoGradEvalInTrainMode(Rule):
                     return self.rcnn(images, targets)
 
 
+            def run_epoch(net, opt, loader, learn):
+                total = 0.0
+                with torch.set_grad_enabled(learn):
+                    for images, targets in loader:
+                        loss = sum(net(images, targets).values())
+                        if learn:
+                            opt.zero_grad()
+                            loss.backward()
+                            opt.step()
+                        total += loss.item()
+                return total
+
+
             def fit(train_loader, val_loader, epochs):
                 net = CellDetector(2)
                 opt = torch.optim.SGD(net.parameters(), lr=0.005, momentum=0.9)
+                net.train()
                 for epoch in range(epochs):
-                    net.train()
-                    for images, targets in train_loader:
-                        opt.zero_grad()
-                        sum(net(images, targets).values()).backward()
-                        opt.step()
-                    held_out = 0.0
-                    with torch.no_grad():
-                        for images, targets in val_loader:
-                            held_out += sum(v.item() for v in net(images, targets).values())
-                    print(epoch, held_out)
+                    run_epoch(net, opt, train_loader, True)
+                    print(epoch, run_epoch(net, opt, val_loader, False))
             """,
             title="the held-out loss of a torchvision detection model (handed the targets through a wrapper's "
                   "forward): it returns its losses only in train mode, so the pass needs that mode",
@@ -1122,22 +1128,28 @@ class NoGradEvalInTrainMode(Rule):
                     return {"loss_mask": F.cross_entropy(logits, targets)}
 
 
+            def run_epoch(net, opt, loader, learn):
+                total = 0.0
+                with torch.set_grad_enabled(learn):
+                    for images, targets in loader:
+                        loss = sum(net(images, targets).values())
+                        if learn:
+                            opt.zero_grad()
+                            loss.backward()
+                            opt.step()
+                        total += loss.item()
+                return total
+
+
             def fit(train_loader, val_loader, epochs):
                 net = CellSegmenter(2)
                 opt = torch.optim.SGD(net.parameters(), lr=0.005, momentum=0.9)
+                net.train()
                 for epoch in range(epochs):
-                    net.train()
-                    for images, targets in train_loader:
-                        opt.zero_grad()
-                        sum(net(images, targets).values()).backward()
-                        opt.step()
-                    held_out = 0.0
-                    with torch.no_grad():
-                        for images, targets in val_loader:
-                            held_out += sum(v.item() for v in net(images, targets).values())
-                    print(epoch, held_out)
+                    run_epoch(net, opt, train_loader, True)
+                    print(epoch, run_epoch(net, opt, val_loader, False))
             """,
-            line=31,
+            line=23,
             title="the same call and loss dict from a model that computes its loss itself in either mode: its "
                   "BatchNorm still normalises the held-out batches with their own statistics",
         ),
