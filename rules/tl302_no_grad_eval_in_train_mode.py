@@ -10,7 +10,7 @@ from trainlint.model.mode_names import display_key
 from trainlint.model.mode_state import CHOSEN, NEW, OFF, RESTORE, TRAIN, TRAINED, TRAINING_KINDS
 from trainlint.model.modes import EVAL_LOADER_TEXT, is_evaluation_name, modes
 from trainlint.rule import Rule, bad, good
-from trainlint.model.premises import premise
+from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import evaluation_premise, grad_off_site, mode_fact_premise
 
 
@@ -65,7 +65,12 @@ class NoGradEvalInTrainMode(Rule):
         train mode only for a module built in it: one a framework loader hands back in eval mode
         (Transformers' `from_pretrained`, the framework data's `eval_built`), followed through
         names, parameters and the file's factories, is left alone while the file calls no
-        `.train()`.
+        `.train()`. A pass that asks a torchvision detection model for its losses
+        (`model(images, targets)`, directly or through a project class whose forward hands it the
+        targets) is left alone too: those models return their losses only in train mode (in eval
+        mode, their detections), so the held-out loss needs train mode; when the model's class is
+        chosen at run time (`getattr(models, name)(...)`) and may be such a class, the premise that
+        eval mode suits the pass is unknown (reported with `--include-unproven`).
         """
     why_bad = """
         `no_grad()` only stops autograd from recording; it does not change how modules behave.
@@ -1063,6 +1068,91 @@ class NoGradEvalInTrainMode(Rule):
             line=15,
             title="the other element of the same factory's tuple, built by `from_config` in train mode: still reported",
         ),
+        good(
+            """
+            import torch
+            import torchvision
+            from torch import nn
+
+
+            class CellDetector(nn.Module):
+                def __init__(self, classes):
+                    super().__init__()
+                    self.rcnn = torchvision.models.detection.maskrcnn_resnet50_fpn(num_classes=classes)
+
+                def forward(self, images, targets=None):
+                    return self.rcnn(images, targets)
+
+
+            def run_epoch(net, opt, loader, learn):
+                total = 0.0
+                with torch.set_grad_enabled(learn):
+                    for images, targets in loader:
+                        loss = sum(net(images, targets).values())
+                        if learn:
+                            opt.zero_grad()
+                            loss.backward()
+                            opt.step()
+                        total += loss.item()
+                return total
+
+
+            def fit(train_loader, val_loader, epochs):
+                net = CellDetector(2)
+                opt = torch.optim.SGD(net.parameters(), lr=0.005, momentum=0.9)
+                net.train()
+                for epoch in range(epochs):
+                    run_epoch(net, opt, train_loader, True)
+                    print(epoch, run_epoch(net, opt, val_loader, False))
+            """,
+            title="the held-out loss of a torchvision detection model (handed the targets through a wrapper's "
+                  "forward): it returns its losses only in train mode, so the pass needs that mode",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch import nn
+
+
+            class CellSegmenter(nn.Module):
+                def __init__(self, classes):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+                                              nn.Conv2d(32, classes, 1))
+
+                def forward(self, images, targets=None):
+                    logits = self.body(images)
+                    if targets is None:
+                        return logits
+                    return {"loss_mask": F.cross_entropy(logits, targets)}
+
+
+            def run_epoch(net, opt, loader, learn):
+                total = 0.0
+                with torch.set_grad_enabled(learn):
+                    for images, targets in loader:
+                        loss = sum(net(images, targets).values())
+                        if learn:
+                            opt.zero_grad()
+                            loss.backward()
+                            opt.step()
+                        total += loss.item()
+                return total
+
+
+            def fit(train_loader, val_loader, epochs):
+                net = CellSegmenter(2)
+                opt = torch.optim.SGD(net.parameters(), lr=0.005, momentum=0.9)
+                net.train()
+                for epoch in range(epochs):
+                    run_epoch(net, opt, train_loader, True)
+                    print(epoch, run_epoch(net, opt, val_loader, False))
+            """,
+            line=23,
+            title="the same call and loss dict from a model that computes its loss itself in either mode: its "
+                  "BatchNorm still normalises the held-out batches with their own statistics",
+        ),
     )
 
     def check(self, ctx):
@@ -1098,6 +1188,11 @@ class NoGradEvalInTrainMode(Rule):
             # a loss criterion or a GroupNorm-only net computes the same in both modes
             if not model.mode_matters(receiver, ctx.index.scope_at(forward.call), training):
                 continue
+            # a torchvision detection model handed targets returns its losses only in train mode: a
+            # pass reading them under no_grad needs that mode, and `eval()` would break it
+            asked = model.asks_train_outputs(forward)
+            if asked is not None and asked[0]:
+                continue
             reported.add(group)
             key = display_key(forward.key)
             off = grad_off_site(ctx, forward.call)
@@ -1106,6 +1201,11 @@ class NoGradEvalInTrainMode(Rule):
                         mode_fact_premise(ctx, training[0], key, forward.call),
                         premise(f"no `{key}.eval()` runs between that and this forward", forward.call, "use"),
                         evaluation_premise(ctx, model, forward, region)]
+            if asked is not None:
+                evidence.append(unknown(
+                    f"eval mode gives this pass what it asks `{key}` for: `{key}` may be `{asked[1]}` (what it "
+                    "is built as depends on the run), whose forward hands these targets to a torchvision "
+                    "detection model, which returns its losses only in train mode", forward.call, "construction"))
             yield self.report(forward.call, self._message(ctx, forward, training[0]), evidence=evidence)
 
     def _message(self, ctx, forward, fact) -> str:

@@ -1605,6 +1605,50 @@ class IncompleteResumeCheckpoint(Rule):
             title="the same atomic save, while the run starts from other weights (a pretrained file): no load "
                   "reads the committed path back",
         ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            agent = Agent()
+            start = torch.load("stage1/imitation_final.pt", map_location="cpu", weights_only=True)
+            agent.load_state_dict(start["net"])
+            opt = torch.optim.Adam(agent.parameters(), lr=3e-5)
+            for it in range(5000):
+                obs, act = rollout(agent)
+                loss = F.cross_entropy(agent(obs), act)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if it % 500 == 0:
+                    torch.save({"net": agent.state_dict()}, "stage2/agent_latest.pt")
+            """,
+            title="the run starts from another stage's weights saved under the same key: both paths are "
+                  "constants that differ, so no load reads this file back",
+        ),
+        bad(
+            """
+            import sys
+            import torch
+            import torch.nn.functional as F
+
+            agent = Agent()
+            start = torch.load(sys.argv[1], map_location="cpu", weights_only=True)
+            agent.load_state_dict(start["net"])
+            opt = torch.optim.Adam(agent.parameters(), lr=3e-5)
+            for it in range(5000):
+                obs, act = rollout(agent)
+                loss = F.cross_entropy(agent(obs), act)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if it % 500 == 0:
+                    torch.save({"net": agent.state_dict()}, "stage2/agent_latest.pt")
+            """,
+            line=16,
+            title="the path the run starts from is given on the command line and the load reads every key this "
+                  "save writes: it can be this very file, and a restart from it loses the optimizer's moments",
+        ),
     )
 
     def check(self, ctx):

@@ -707,6 +707,90 @@ def test_a_project_model_class_is_judged_by_its_own_layers(tmp_path):
     assert unet < clf
 
 
+DETECTORS_PY = """
+    import torchvision.models.detection
+    from torch import nn
+
+
+    class Detector(nn.Module):
+        def __init__(self, arch, classes):
+            super().__init__()
+            self.net = getattr(torchvision.models.detection, arch)(num_classes=classes)
+
+        def forward(self, images, targets=None):
+            return self.net(images, targets)
+
+
+    class Tagger(nn.Module):
+        def __init__(self, classes):
+            super().__init__()
+            self.net = nn.Sequential(nn.Flatten(), nn.Dropout(0.2), nn.LazyLinear(classes))
+
+        def forward(self, images, targets=None):
+            logits = self.net(images)
+            return logits if targets is None else {"loss": nn.functional.cross_entropy(logits, targets)}
+"""
+
+FIT_DETECTOR_PY = """
+    import torch
+    import detectors
+
+
+    def run_epoch(net, opt, loader):
+        net.train()
+        for images, targets in loader:
+            opt.zero_grad()
+            sum(net(images, targets).values()).backward()
+            opt.step()
+
+
+    def validate(net, val_loader):
+        total = 0.0
+        with torch.no_grad():
+            for images, targets in val_loader:
+                total += sum(v.item() for v in net(images, targets).values())
+        return total
+
+
+    def main(cfg, train_loader, val_loader):
+        net = {build}
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+        for epoch in range(cfg.epochs):
+            run_epoch(net, opt, train_loader)
+            print(validate(net, val_loader))
+"""
+
+
+@pytest.mark.parametrize("build, expected", [
+    ('detectors.Detector("maskrcnn_resnet50_fpn", 2)', "none"),
+    ("getattr(detectors, cfg.model)(*cfg.args)", "unproven"),
+    ("detectors.Tagger(2)", "reported"),
+])
+def test_a_detection_model_asked_for_its_losses_needs_train_mode(tmp_path, build, expected):
+    """TL302: `Detector` (models file) hands the targets of `net(images, targets)` to a torchvision
+    detection model, which returns its losses only in train mode: the held-out loss under no_grad is
+    no forgotten `eval()`. Built as `Detector` it is not reported; built from a class named at run
+    time (`Detector` or the Dropout `Tagger`), the premise that eval mode suits the pass is unknown:
+    reported only with --include-unproven. The look-alike: `Tagger`, asked the same way for a loss
+    dict that it computes in either mode, with Dropout on in the pass: reported."""
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "detectors.py": DETECTORS_PY,
+        "fit.py": FIT_DETECTOR_PY.replace("{build}", build),
+    })
+    path = str(tmp_path / "fit.py")
+    found = [f for f in lint_path(path, ALL, project=Project(tmp_path)).findings if f.code == "TL302"]
+    assert len(found) == (expected == "reported")
+    guessed = [f for f in lint_path(path, Settings(select=ALL.select, include_unproven=True),
+                                    project=Project(tmp_path)).findings if f.code == "TL302"]
+    if expected == "none":
+        assert guessed == []
+    elif expected == "unproven":
+        assert len(guessed) == 1 and "may be `Detector`" in guessed[0].message
+    else:
+        assert len(guessed) == 1 and "torchvision" not in guessed[0].message
+
+
 def test_k_is_what_the_callers_in_other_files_pass_not_the_parameter_default():
     """`train_one_epoch(..., accum_iter=1)` is called from main.py with `args.accum_iter` (default
     4): the accumulation finding is a certain one, not "if accum_iter is set above 1"."""

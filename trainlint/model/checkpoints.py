@@ -38,7 +38,7 @@ from trainlint.model.checkpoint_base import (COUNTER_NAME, CheckpointUses, LOAD_
                                              Save, SavedDict, string_value, walk_scope)
 from trainlint.model.checkpoint_kinds import SaveKinds
 from trainlint.model.file_facts import file_fact
-from trainlint.model.path_literals import path_literals
+from trainlint.model.path_literals import constant_path, path_literals
 from trainlint.model.index import (CallSite, FileIndex, FunctionInfo, Scope, dotted_name, keyword_arg, positional_args,
                                    walk)
 from trainlint.model.resume_checkpoints import ResumeCheckpoints
@@ -449,8 +449,9 @@ def _written_path_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple[str, str]]]:
 @file_fact("checkpoints.resume_reads")
 def _resume_read_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple]]:
     """For each load: (path texts, file names its path spells out, keys read from its result,
-    whether training runs after it, its code): what TL404 needs to tell that a save's file is
-    read back by a resume, from any definition of the file."""
+    whether training runs after it, its whole path when every piece of it is a constant, its
+    code): what TL404 needs to tell that a save's file is read back by a resume, from any
+    definition of the file."""
     model = ctx.model(checkpoint_model)
     for site in model.loads:
         args = positional_args(site.node)
@@ -467,14 +468,15 @@ def _resume_read_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple]]:
                                  if isinstance(node.slice[0].slice, cst.Index)
                                  and (key := string_value(node.slice[0].slice.value)) is not None)
         yield site.node, (model._load_sources(site), path_literals(args[0].value, site.scope), keys, required,
-                          model._training_follows(site.node), " ".join(model.text(site.node).split())[:80])
+                          model._training_follows(site.node), constant_path(args[0].value, site.scope),
+                          " ".join(model.text(site.node).split())[:80])
 
 
 @file_fact("checkpoints.restored_counters")
 def _restored_counter_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple]]:
     """For each load that keeps a step/epoch key of what it loaded (`start_epoch = ckpt["epoch"]
-    + 1`, `return ckpt["iter"]`): (that key, the load's code): a resume that goes on from the
-    position a save of that key wrote (TL404)."""
+    + 1`, `return ckpt["iter"]`): (that key, the load's path when it is all constants, the load's
+    code): a resume that goes on from the position a save of that key wrote (TL404)."""
     model = ctx.model(checkpoint_model)
     for site in model.loads:
         name = model._loaded_name(site)
@@ -488,7 +490,9 @@ def _restored_counter_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple]]:
         elif isinstance(counter, cst.Call) and counter.args:
             key = string_value(counter.args[0].value)
         if key is not None:
-            yield site.node, (frozenset({key}), " ".join(model.text(site.node).split())[:80])
+            args = positional_args(site.node)
+            yield site.node, (frozenset({key}), constant_path(args[0].value, site.scope) if args else None,
+                              " ".join(model.text(site.node).split())[:80])
 
 
 @file_fact("checkpoints.read_back")

@@ -287,3 +287,79 @@ def _project_factory_verdict(index: FileIndex, qualname: str, depth: int) -> str
 def _bound_to_def(name: str, scope: Scope) -> bool:
     bindings = scope.lookup(name)
     return bool(bindings) and all(b.kind == "def" for b in bindings)
+
+
+# torchvision's detection models (`torchvision.models.detection`): their builders and classes; in
+# train mode, given targets, each returns its losses (a dict), in eval mode its detections, so
+# asking one for its losses needs train mode (the heads such as `FastRCNNPredictor` are no model)
+_DETECTION_PACKAGE = "torchvision.models.detection"
+_DETECTION_MODELS = re.compile(r"^((fasterrcnn|maskrcnn|keypointrcnn|retinanet|fcos|ssd300|ssdlite320)_\w+|"
+                               r"FasterRCNN|MaskRCNN|KeypointRCNN|RetinaNet|FCOS|SSD|SSDLite|GeneralizedRCNN)$")
+DETECTION_TARGETS = (1, "targets")  # `model(images, targets)`: where a detection model takes its targets
+
+
+def builds_detection_model(index: FileIndex, call: cst.BaseExpression, scope: Scope) -> bool:
+    """`call` builds a torchvision detection model: one of `torchvision.models.detection`'s builders
+    or model classes (`maskrcnn_resnet50_fpn(...)`, `detection.faster_rcnn.FasterRCNN(backbone, 2)`),
+    or what `getattr(torchvision.models.detection, name)(...)` picks at run time (every model that
+    package exports at its top level is a detection model; its heads live in its submodules)."""
+    while isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and \
+            call.func.attr.value in _SAME_MODULE_METHODS and isinstance(call.func.value, cst.Call):
+        call = call.func.value  # `maskrcnn_resnet50_fpn(...).to(device)`
+    if not isinstance(call, cst.Call):
+        return False
+    func = call.func
+    if isinstance(func, cst.Call) and isinstance(func.func, cst.Name) and func.func.value == "getattr" and \
+            not scope.lookup("getattr") and func.args and func.args[0].keyword is None:
+        return index.resolve(func.args[0].value, scope) == _DETECTION_PACKAGE
+    name = index.resolve(func, scope) or ""
+    return name.startswith(_DETECTION_PACKAGE + ".") and _DETECTION_MODELS.search(name.rsplit(".", 1)[-1]) is not None
+
+
+def detection_targets(index: FileIndex, class_name: str) -> tuple[int, str] | None:
+    """A module class of this file whose `forward` hands one of its parameters to a torchvision
+    detection model it holds as that model's targets, and returns what the model returns, on
+    every return (`return self.det(images, targets)`, `self.det` built by a detection builder in
+    every assignment): (the parameter's position among the call's arguments, its name). A call of
+    such a module that passes that argument asks for the losses, which it returns only in train
+    mode. None when a return is anything else."""
+    forward = index.method(class_name, "forward")
+    if forward is None:
+        return None
+    params = [p.name.value for p in (*forward.node.params.posonly_params, *forward.node.params.params)][1:]
+    returns = [n for n in index.scope_nodes(forward.node) if type(n) is cst.Return]
+    found = None
+    for ret in returns:
+        call = ret.value
+        if not isinstance(call, cst.Call) or any(arg.star for arg in call.args):
+            return None
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+            func = func.value
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return None
+        values = index.class_attributes.get(class_name, {}).get(func.attr.value, [])
+        if not values or not all(builds_detection_model(index, value, index.scope_at(value)) for value in values):
+            return None
+        position, keyword = DETECTION_TARGETS
+        given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == keyword), None)
+        positional = [a.value for a in call.args if a.keyword is None]
+        if given is None and len(positional) > position:
+            given = positional[position]
+        if not isinstance(given, cst.Name) or given.value not in params:
+            return None
+        here = (params.index(given.value), given.value)
+        if found is not None and found != here:
+            return None
+        found = here
+    return found
+
+
+def passes_targets(call: cst.Call, targets: tuple[int, str]) -> bool:
+    """`call` gives the module the argument at `targets` (position, name), and not a literal None."""
+    position, name = targets
+    given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    if given is None and len(positional) > position and not any(a.star for a in call.args[:position + 1]):
+        given = positional[position]
+    return given is not None and not (isinstance(given, cst.Name) and given.value == "None")

@@ -38,7 +38,8 @@ from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_ON_CONTEXTS, GRAD_WO
                                        literal_flags, literal_value, skipped_branch)
 from trainlint.model.index import (FunctionInfo, Scope, dotted_name, iter_children, positional_args, unpacked_position,
                                    walk)
-from trainlint.model.layers import FREE, LIBRARY, verdict
+from trainlint.model.layers import (DETECTION_TARGETS, FREE, LIBRARY, builds_detection_model, passes_targets,
+                                    verdict)
 from trainlint.model.mode_names import (PASS_THROUGH_METHODS, WRAPPER_ATTRS, deep_copied, function_name,
                                         last_component, parameter_owners, strip_wrappers)
 from trainlint.model.mode_state import (Abandon, ENTRY, Fact, Flow, Forward, Frame, NEW, OFF, ON, State, TRAINED,
@@ -94,6 +95,7 @@ class ModeModel:
         self._unbound: frozenset[str] | None = None  # names bound nowhere (never_bound)
         self._star_modules: list[str] = []  # attributes assigned other than through `self`
         self._differentiating: list | None = None  # `_differentiating_classes`
+        self._detection: list | None = None  # `_detection_classes`
 
     @property
     def has_volatile(self) -> bool:
@@ -524,6 +526,70 @@ class ModeModel:
                 if _accepts(klass, built):
                     return False, f"{klass.name}.forward"
         return None
+
+    def asks_train_outputs(self, forward: Forward) -> tuple[bool, str] | None:
+        """Whether the forward asks the model for what it returns only in train mode: a torchvision
+        detection model handed targets returns its losses in train mode and its detections in eval
+        mode (`layers.builds_detection_model`), so a pass that reads its losses under `no_grad`
+        needs train mode, and `eval()` would break it. (True, what) when every construction of the
+        model builds one that this call hands its targets (directly, or a project class whose
+        forward passes them on: `ClassSummary.detection_targets`); (False, what) when some
+        construction builds one, or builds a class chosen at run time (`getattr(models, name)(...)`,
+        `registry[name](...)`) that can be a project class of that kind; None otherwise."""
+        call = forward.inner if forward.inner is not None else forward.call
+        func = call.func
+        receiver = func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" else func
+        constructions = self._constructions(receiver, self.index.scope_at(call))
+        if not constructions:
+            return None
+        found: list[str] = []  # what each construction that builds such a model builds
+        maybe: str | None = None
+        others = False  # a construction that builds something else
+        for built, where in constructions:
+            if builds_detection_model(self.index, built, where):
+                if passes_targets(call, DETECTION_TARGETS):
+                    found.append("a torchvision detection model")
+                else:
+                    others = True
+                continue
+            summary = self.index.summary_of(built.func, where)
+            choices = self._registry_classes(built.func, where) if summary is None else None
+            if isinstance(summary, ClassSummary):
+                targets = summary.detection_targets
+                if targets is not None and passes_targets(call, targets):
+                    found.append(summary.name)
+                else:
+                    others = True
+                continue
+            if choices and all(k.detection_targets is not None and passes_targets(call, k.detection_targets)
+                               for k in choices):
+                found.append(choices[0].name)
+                continue
+            others = True
+            dynamic = choices is None and (summary is not None or self.index.resolve(built.func, where) is None)
+            for klass in choices if choices is not None else self._detection_classes() if dynamic else ():
+                targets = klass.detection_targets
+                if targets is not None and passes_targets(call, targets) and (choices is not None or
+                                                                              _accepts(klass, built)):
+                    maybe = maybe or klass.name
+        if found and not others:
+            return True, found[0]
+        if found or maybe is not None:
+            return False, found[0] if found else maybe
+        return None
+
+    def _detection_classes(self) -> list:
+        """The module classes of the project (this file's, and those of the files of its import
+        component that spell `detection`) whose forward hands targets to a torchvision detection
+        model."""
+        if self._detection is None:
+            linker = self.index.linker
+            classes = linker.classes_mentioning("detection") if linker is not None else None
+            if classes is None:
+                own = [self.index.summary_of(cst.Name(name), self.index.module_scope) for name in self.index.classes]
+                classes = [(None, klass) for klass in own if isinstance(klass, ClassSummary)]
+            self._detection = [klass for _, klass in classes if klass.detection_targets is not None]
+        return self._detection
 
     def _registry_classes(self, func: cst.BaseExpression, scope: Scope) -> list | None:
         """`networks[name](...)` where `networks` is bound once, to a dict literal whose values all

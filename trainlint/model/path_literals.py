@@ -5,6 +5,8 @@ write the same file: a fact of the code, whatever the variables are called."""
 
 from __future__ import annotations
 
+import posixpath
+
 import libcst as cst
 
 from trainlint.model.index import FileIndex, Scope, walk
@@ -27,6 +29,35 @@ def path_literals(expr: cst.BaseExpression | None, scope: Scope, depth: int = 0)
             if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
                 found |= path_literals(bindings[0].value, scope, depth + 1)
     return frozenset(name for text in found if (name := _file_name(text)))
+
+
+def constant_path(expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> str | None:
+    """The whole path an expression spells when every piece of it is a constant (`"log/best.pt"`,
+    an f-string without placeholders, `"runs/" + "last.pt"`, a name bound once to such a value),
+    normalised (`./a//b.pt` is `a/b.pt`); None when any piece is computed at run time. Two
+    constant paths that differ name two files, whatever keys their contents share."""
+    if expr is None or depth > 3:
+        return None
+    if isinstance(expr, cst.SimpleString) and isinstance(expr.evaluated_value, str):
+        text = expr.evaluated_value
+    elif isinstance(expr, cst.FormattedString):
+        if not all(isinstance(part, cst.FormattedStringText) for part in expr.parts):
+            return None
+        text = "".join(part.value for part in expr.parts)
+    elif isinstance(expr, cst.ConcatenatedString):
+        left, right = constant_path(expr.left, scope, depth), constant_path(expr.right, scope, depth)
+        text = left + right if left is not None and right is not None else None
+    elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        left, right = constant_path(expr.left, scope, depth), constant_path(expr.right, scope, depth)
+        text = left + right if left is not None and right is not None else None
+    elif isinstance(expr, cst.Name):
+        bindings = scope.lookup(expr.value)
+        if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
+            return None
+        text = constant_path(bindings[0].value, scope, depth + 1)
+    else:
+        return None
+    return posixpath.normpath(text) if text else None
 
 
 def _file_name(text: str) -> str | None:

@@ -14,7 +14,7 @@ from trainlint.model.checkpoint_base import (COUNTER_NAME, ROLE_KIND, STATE_KIND
                                              path_words, state_label, string_value, walk_scope)
 from trainlint.model.dataflow import dataflow
 from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS
-from trainlint.model.path_literals import path_literals
+from trainlint.model.path_literals import constant_path, path_literals
 from trainlint.model.premises import Premise, premise, unknown
 from trainlint.model.index import CallSite, FunctionInfo, Scope, dotted_name, keyword_value, positional_args, walk
 from trainlint.model import frameworks
@@ -396,18 +396,22 @@ class ResumeCheckpoints:
             names |= path_literals(final, save.scope)
         saved_keys = frozenset(content.keys()) if content is not None else frozenset()
         shown = save.dest if save.dest is not None else save.node
+        constants = self._constant_paths(save)
         # the file's loads, from any of its definitions (a file fact: the language server checks
         # an edited definition with the rest's values)
-        for sources, literals, keys, required, trains_after, load in file_facts.values(self.ctx,
-                                                                                  "checkpoints.resume_reads"):
+        for sources, literals, keys, required, trains_after, constant, load in file_facts.values(
+                self.ctx, "checkpoints.resume_reads"):
             if sources & written or names & literals:
                 what = f"`{sorted(names & literals)[0]}`" if names & literals else f"`{self.text(save.dest)[:60]}`"
                 if sources & finals:
                     what = f"`{sorted(sources & finals)[0][:60]}`, where a rename commits the file this save writes,"
                 return premise(f"a load of this file (`{load}`) reads {what} back: a resume reads this checkpoint",
                                shown, "use")
-            # the same keys, and none this save does not write that the load indexes (it would fail here)
-            if saved_keys and trains_after and saved_keys <= keys and required <= saved_keys:
+            # the same keys, and none this save does not write that the load indexes (it would fail
+            # here); not when both paths are constants that differ: the load reads another file (the
+            # weights a fresh run starts from, `torch.load("sft/best.pt")`, saved alike)
+            if saved_keys and trains_after and saved_keys <= keys and required <= saved_keys and \
+                    not self._other_file(constant, constants):
                 return premise(f"a load of this file (`{load}`) reads every key this save writes "
                                f"({', '.join(sorted(saved_keys))}) and training goes on after it", shown, "use")
         function = save.site.function
@@ -420,6 +424,25 @@ class ResumeCheckpoints:
                                "writes: a resume reads this checkpoint", save.dest, "use")
         return unknown("a resume reads this file back: only its name says so (no load of the project reads "
                        "it; a weights file such as a best-model export is not read to resume)", shown, "use")
+
+    def _constant_paths(self, save: Save) -> frozenset[str] | None:
+        """The paths a save's file ends up at when each is all constants: the one it writes and
+        the targets a rename commits it to; None when one of them is computed at run time."""
+        if save.dest is None:
+            return None
+        found = set()
+        for path in (save.dest, *self.renamed_to(save)):
+            constant = constant_path(path, save.scope)
+            if constant is None:
+                return None
+            found.add(constant)
+        return frozenset(found)
+
+    @staticmethod
+    def _other_file(load: str | None, saved: frozenset[str] | None) -> bool:
+        """A load whose constant path is none of the constant paths a save's file ends up at reads
+        another file, whatever keys the two share."""
+        return load is not None and saved is not None and load not in saved
 
     def _optimizer_saved_beside(self, save: Save) -> bool:
         """Another save of the function writes optimizer state (one file per object)."""
@@ -465,17 +488,19 @@ class ResumeCheckpoints:
         if found.proven:
             return found
         keys = frozenset(content.keys()) if content is not None else frozenset()
-        for restored, load in file_facts.values(self.ctx, "checkpoints.restored_counters"):
+        constants = self._constant_paths(save)
+        for restored, constant, load in file_facts.values(self.ctx, "checkpoints.restored_counters"):
             shared = keys & restored
-            if shared:
+            if shared and not self._other_file(constant, constants):
                 return premise(f"a load of this file (`{load}`) restores the run's position from "
                                f"`{sorted(shared)[0]}`, a key this save writes: a resume reads this checkpoint",
                                save.dest if save.dest is not None else save.node, "use")
-        for _, _, read, required, trains_after, load in file_facts.values(self.ctx, "checkpoints.resume_reads"):
+        for _, _, read, required, trains_after, constant, load in file_facts.values(
+                self.ctx, "checkpoints.resume_reads"):
             # `model.load_state_dict(ckpt["model"])` before training goes on: the run continues from
             # the weights this save writes, under the key it writes them (and indexes no key it lacks)
             weights = {key for key in keys & read if "model" in self._key_kinds(key)}
-            if trains_after and weights and required <= keys:
+            if trains_after and weights and required <= keys and not self._other_file(constant, constants):
                 return premise(f"a load of this file (`{load}`) restores the weights from `{sorted(weights)[0]}`, "
                                "the key this save writes them under, and training goes on after it: a resume "
                                "reads this checkpoint", save.dest if save.dest is not None else save.node, "use")

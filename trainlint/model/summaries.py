@@ -31,7 +31,7 @@ from trainlint.model import frameworks
 from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, is_property, iter_children, keyword_value,
                                    positional_args, unpacked_position, walk)
 from trainlint.model.array_kinds import array_kind
-from trainlint.model.layers import DEPENDENT, FREE, LIBRARY, class_verdict, verdict
+from trainlint.model.layers import DEPENDENT, FREE, LIBRARY, class_verdict, detection_targets, verdict
 from trainlint.model.loader_use import drawn_once, parameter_only_drawn_from
 from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_WORDS, context_grad,
                                        decorator_grad, flag_value, is_false, is_true, literal_value, switched_grad)
@@ -298,8 +298,12 @@ class ClassSummary:
                  init_attrs: dict[str, str] | None = None, methods=None, trains: bool = False, mode=None,
                  sets_next_rate: bool = False, rate_clock: str | None = None, plain=None,
                  record_fields: tuple[str, ...] | None = None, positional_fields: bool = False,
-                 stored_params: dict[str, str] | None = None, frozen_init=None) -> None:
+                 stored_params: dict[str, str] | None = None, frozen_init=None, targets=None) -> None:
         self.name = name
+        # () -> (position, name) of the argument its forward hands a torchvision detection model
+        # as targets, returning what that model returns (`layers.detection_targets`), or None
+        self._targets = targets or (lambda: None)
+        self._targets_value: tuple | None = None
         # () -> how its `__init__` leaves its parameters (computed when first asked): None, or
         # (param, position, node): every parameter frozen at the end of `__init__` by `node`
         # (`for p in self.parameters(): p.requires_grad = False`, `self.requires_grad_(False)`),
@@ -379,6 +383,15 @@ class ClassSummary:
             self._mode_dependence = (None,)  # a class built from itself, through other files
             self._mode_dependence = (self._mode(),)
         return self._mode_dependence[0]
+
+    @property
+    def detection_targets(self) -> tuple[int, str] | None:
+        """Where a call of an instance passes the targets its forward hands a torchvision detection
+        model (whose losses it returns, in train mode only): (position, name), or None."""
+        if self._targets_value is None:
+            self._targets_value = (None,)
+            self._targets_value = (self._targets(),)
+        return self._targets_value[0]
 
     @property
     def produces(self) -> str | None:
@@ -2039,7 +2052,8 @@ class _Summariser:
                             (lambda: class_verdict(index, node.name.value)) if module_level else None,
                             self._sets_next_rate(node, infos), self._rate_clock(node, infos),
                             lambda: self._plain_class(node, scope), record_fields, positional_fields, stored_params,
-                            (lambda: _frozen_on_init(init)) if init is not None else None)
+                            (lambda: _frozen_on_init(init)) if init is not None else None,
+                            (lambda: detection_targets(index, node.name.value)) if module_level else None)
 
     def _plain_class(self, node: cst.ClassDef, scope: Scope) -> bool:
         """`ClassSummary.plain`: each base is `object` or a project class (this file's or an imported
