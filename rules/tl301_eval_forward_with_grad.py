@@ -35,6 +35,9 @@ class EvalForwardWithGrad(Rule):
         that only the project's other files call counts as evaluated without grad when every one
         of those calls sits under `no_grad` or after a `torch.set_grad_enabled(False)` statement that
         turns recording off for the process, or inside a helper every call of which in its file does;
+        a call of a helper of the file whose body runs such a statement outside a `with`, by the
+        literal flag the call passes (`self.switch(False)` into `torch.set_grad_enabled(training)`),
+        turns it off for the code after the call, as the statement itself would;
         a method counts when every call of a method by its name in the files that can reach it
         does, leaving out calls on an object built from another class that defines that method
         itself; a pytest test calling it evaluates nothing). Code that
@@ -720,6 +723,66 @@ class EvalForwardWithGrad(Rule):
                 print(model(xb).argmax(-1))
             """,
             title="torch.set_grad_enabled(False) as a call",
+        ),
+        good(
+            """
+            import torch
+
+
+            class Runner:
+                def switch(self, training):
+                    if training:
+                        self.net.train()
+                    else:
+                        self.net.eval()
+                    torch.set_grad_enabled(training)
+
+                def predict(self, loader):
+                    self.switch(False)
+                    return [self.net(x).argmax(-1) for x in loader]
+            """,
+            title="a helper whose body calls `torch.set_grad_enabled(training)` as a statement, called with "
+                  "`False`: recording stays off after it returns",
+        ),
+        bad(
+            """
+            import torch
+
+
+            class Runner:
+                def switch(self, training):
+                    if training:
+                        self.net.train()
+                    else:
+                        self.net.eval()
+                    with torch.set_grad_enabled(training):
+                        self.steps = 0
+
+                def predict(self, loader):
+                    self.switch(False)
+                    return [self.net(x).argmax(-1) for x in loader]
+            """,
+            line=15,
+            fixed="""
+            import torch
+
+
+            class Runner:
+                def switch(self, training):
+                    if training:
+                        self.net.train()
+                    else:
+                        self.net.eval()
+                    with torch.set_grad_enabled(training):
+                        self.steps = 0
+
+                @torch.no_grad()
+                def predict(self, loader):
+                    self.switch(False)
+                    return [self.net(x).argmax(-1) for x in loader]
+            """,
+            title="the helper switches recording off only inside a `with`, which turns it back on when the "
+                  "block ends: the forwards after the call record",
         ),
         good(
             """

@@ -998,7 +998,10 @@ class FunctionRun:
         after = join(result.fall, result.ret)
         if after is None:  # always raises
             return state
-        return after.without_prefix(inner.prefix).with_grad(state.grad)
+        # a grad decorator restores the state it found on return; a `torch.set_grad_enabled(flag)`
+        # statement the body runs outside a `with` switches recording for the rest of the thread's
+        # run (`self.set_train_mode(False)` whose body turns it off): the caller goes on in it
+        return after.without_prefix(inner.prefix).with_grad(state.grad if grad is not None else after.grad)
 
     def _callee_frame(self, call: cst.Call, target: FunctionInfo, frame: Frame) -> Frame:
         subst = self.model._argument_keys(call, target, frame)
