@@ -59,7 +59,11 @@ class EvalForwardWithGrad(Rule):
         shape probe), and so is a forward of a model whose every parameter was frozen before it
         (`model.requires_grad_(False)`, `p.requires_grad = False` for each of
         `model.parameters()`; not a part of it, not after the evaluation) on inputs that carry
-        no graph: nothing records. Code written for PyTorch before 0.4 turned recording off with
+        no graph: nothing records. A model built by a project module class counts as frozen when
+        its `__init__` freezes every parameter for the construction's arguments (also under `if not
+        trainable:`), or adds to `self` only such frozen parts, plain tensors and values, the
+        branches of its `if`s decided by the literals the construction binds (`PerceptualNet()` whose
+        default `kind="vgg"` takes the branch building `Backbone(requires_grad=False)`). Code written for PyTorch before 0.4 turned recording off with
         `Variable(x, volatile=True)`: a forward computed from such an input records nothing and is
         left alone (a `Variable` without `volatile=True` records as before). Reported at the first
         forward of that model in the evaluation; when the forward sits in a helper that training
@@ -996,6 +1000,123 @@ class EvalForwardWithGrad(Rule):
             """,
             title="the same freezing loop, but a head built after it keeps trainable parameters",
         ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class Encoder(nn.Module):
+                def __init__(self, width, trainable=False):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Conv2d(3, width, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+                    if not trainable:
+                        for p in self.parameters():
+                            p.requires_grad = False
+
+                def forward(self, x):
+                    return self.body(x).flatten(1)
+
+
+            class Distance(nn.Module):
+                def __init__(self, kind="small"):
+                    super().__init__()
+                    self.kind = kind
+                    self.offset = torch.tensor([0.5, 0.5, 0.5]).view(1, 3, 1, 1)
+                    if self.kind in ("small", "tiny"):
+                        self.encoder = Encoder(16, trainable=False)
+                    else:
+                        self.encoder = nn.Conv2d(3, 64, 3)
+
+                def forward(self, a, b):
+                    return (self.encoder(a - self.offset) - self.encoder(b - self.offset)).pow(2).sum(1)
+
+
+            def score(pairs):
+                metric = Distance()
+                metric.eval()
+                return [metric(a, b).mean().item() for a, b in pairs]
+            """,
+            title="a wrapper that adds only a backbone whose `__init__` freezes it (`if not trainable:`), chosen by "
+                  "the default of its `kind`, and a plain tensor: every parameter is frozen, nothing records",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class Encoder(nn.Module):
+                def __init__(self, width, trainable=False):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Conv2d(3, width, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+                    if not trainable:
+                        for p in self.parameters():
+                            p.requires_grad = False
+
+                def forward(self, x):
+                    return self.body(x).flatten(1)
+
+
+            class Distance(nn.Module):
+                def __init__(self, kind="small"):
+                    super().__init__()
+                    self.kind = kind
+                    self.offset = torch.tensor([0.5, 0.5, 0.5]).view(1, 3, 1, 1)
+                    if self.kind in ("small", "tiny"):
+                        self.encoder = Encoder(16, trainable=False)
+                    else:
+                        self.encoder = nn.Conv2d(3, 64, 3)
+
+                def forward(self, a, b):
+                    return (self.encoder(a - self.offset) - self.encoder(b - self.offset)).pow(2).sum(1)
+
+
+            def score(pairs):
+                metric = Distance(kind="large")
+                metric.eval()
+                return [metric(a, b).mean().item() for a, b in pairs]
+            """,
+            line=34,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class Encoder(nn.Module):
+                def __init__(self, width, trainable=False):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Conv2d(3, width, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+                    if not trainable:
+                        for p in self.parameters():
+                            p.requires_grad = False
+
+                def forward(self, x):
+                    return self.body(x).flatten(1)
+
+
+            class Distance(nn.Module):
+                def __init__(self, kind="small"):
+                    super().__init__()
+                    self.kind = kind
+                    self.offset = torch.tensor([0.5, 0.5, 0.5]).view(1, 3, 1, 1)
+                    if self.kind in ("small", "tiny"):
+                        self.encoder = Encoder(16, trainable=False)
+                    else:
+                        self.encoder = nn.Conv2d(3, 64, 3)
+
+                def forward(self, a, b):
+                    return (self.encoder(a - self.offset) - self.encoder(b - self.offset)).pow(2).sum(1)
+
+
+            @torch.no_grad()
+            def score(pairs):
+                metric = Distance(kind="large")
+                metric.eval()
+                return [metric(a, b).mean().item() for a, b in pairs]
+            """,
+            title="the same wrapper built with `kind=\"large\"`: its branch adds a trainable convolution",
+        ),
         bad(
             """
             import torch.nn.functional as F
@@ -1254,6 +1375,9 @@ class EvalForwardWithGrad(Rule):
                 continue  # the helper never reaches its forward
             if forward.inner is not None and _one_off_probe(ctx, forward.inner):
                 continue  # the helper's forward runs once, on no data (`gate.forward(training=False)`)
+            if forward.frozen is not None and not _input_records(ctx, forward.call) and \
+                    (forward.inner is None or not _input_records(ctx, forward.inner)):
+                continue  # every parameter frozen before the helper runs it, on inputs that record nothing
             function = forward.function
             group = (function.node if function else None, forward.key, frozenset(f.node for f in forward.facts))
             if group in reported or not model.is_graph_free_evaluation(forward):

@@ -981,7 +981,8 @@ class FunctionRun:
                 # a helper called right here runs the model in the eval mode this function (or
                 # every caller of it) set
                 self.flow.helper_forwards.append(Forward(frame.chain[0], key, self.flow.function, facts, state.grad,
-                                                         method, helper=frame.function, inner=call))
+                                                         method, helper=frame.function, inner=call,
+                                                         frozen=state.frozen_by(key)))
             return marked
         facts = state.facts(key)
         if facts == ENTRY_FACTS:
