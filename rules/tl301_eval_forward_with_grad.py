@@ -43,7 +43,10 @@ class EvalForwardWithGrad(Rule):
         itself; a pytest test calling it evaluates nothing). Code that
         needs gradients in eval mode (an adversarial attack, a saliency map, `autograd.grad`, a
         frozen teacher in a training step, also when its output reaches the step's backward through
-        assignments, `logits = logits + w * teacher(z)` in an inner loop, then `loss(logits, y).backward()`)
+        assignments, `logits = logits + w * teacher(z)` in an inner loop, then `loss(logits, y).backward()`,
+        or when it is handed to a function of the file whose backward backpropagates what it computes
+        from it: a PPO learner's `new_logp = self.score(policy, ...)` in eval mode, then
+        `self.update(old_logp, new_logp, adv)` whose loss comes from `new_logp`)
         is left alone, and so is a model whose `forward` computes gradients itself or through the
         project code it reaches (`torch.autograd.grad` for the normals of a distance field, a
         physics residual; a branch under `if self.training:` does not count in eval mode); when
@@ -1221,6 +1224,102 @@ class EvalForwardWithGrad(Rule):
                     print(step, agreement)
             """,
             title="the same teachers scored after the update: their outputs reach no backward, so each forward keeps a graph for nothing",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Learner:
+                def score(self, net, states, actions):
+                    net.eval()
+                    logp = []
+                    for s, a in zip(states, actions):
+                        logp.append(F.log_softmax(net(s), -1).gather(-1, a))
+                    return torch.cat(logp)
+
+                def update(self, old_logp, new_logp, adv):
+                    self.policy.train()
+                    ratio = (new_logp - old_logp).exp()
+                    loss = -(ratio * adv).mean()
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+                def step(self, states, actions, adv):
+                    with torch.no_grad():
+                        old_logp = self.score(self.policy, states, actions)
+                    for _ in range(4):
+                        new_logp = self.score(self.policy, states, actions)
+                        self.update(old_logp, new_logp, adv)
+            """,
+            title="a learner scores its policy in eval mode and hands the log-probabilities to `update()`, whose "
+                  "loss is computed from them and backpropagated: a training forward, not an evaluation",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Learner:
+                def score(self, net, states, actions):
+                    net.eval()
+                    logp = []
+                    for s, a in zip(states, actions):
+                        logp.append(F.log_softmax(net(s), -1).gather(-1, a))
+                    return torch.cat(logp)
+
+                def update(self, old_logp, new_logp, returns, states):
+                    self.critic.train()
+                    drift = (new_logp - old_logp).mean().item()
+                    loss = F.mse_loss(self.critic(states).squeeze(-1), returns)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+                    return drift
+
+                def step(self, states, actions, returns):
+                    with torch.no_grad():
+                        old_logp = self.score(self.policy, states, actions)
+                    for _ in range(4):
+                        new_logp = self.score(self.policy, states, actions)
+                        self.update(old_logp, new_logp, returns, states)
+            """,
+            line=26,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+
+            class Learner:
+                def score(self, net, states, actions):
+                    net.eval()
+                    logp = []
+                    for s, a in zip(states, actions):
+                        logp.append(F.log_softmax(net(s), -1).gather(-1, a))
+                    return torch.cat(logp)
+
+                def update(self, old_logp, new_logp, returns, states):
+                    self.critic.train()
+                    drift = (new_logp - old_logp).mean().item()
+                    loss = F.mse_loss(self.critic(states).squeeze(-1), returns)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+                    return drift
+
+                def step(self, states, actions, returns):
+                    with torch.no_grad():
+                        old_logp = self.score(self.policy, states, actions)
+                    for _ in range(4):
+                        with torch.no_grad():
+                            new_logp = self.score(self.policy, states, actions)
+                        self.update(old_logp, new_logp, returns, states)
+            """,
+            title="the same scoring, but `update()` only logs a drift from the log-probabilities (`.item()`) "
+                  "and trains the critic: the policy's graph is kept for nothing",
         ),
         good(
             """
