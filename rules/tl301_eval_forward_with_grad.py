@@ -35,7 +35,7 @@ class EvalForwardWithGrad(Rule):
         that only the project's other files call counts as evaluated without grad when every one
         of those calls sits under `no_grad` or after a `torch.set_grad_enabled(False)` statement that
         turns recording off for the process, or inside a helper every call of which in its file does;
-        a call of a helper of the file whose body runs such a statement outside a `with`, by the
+        a call of a helper of the project whose body runs such a statement outside a `with`, by the
         literal flag the call passes (`self.switch(False)` into `torch.set_grad_enabled(training)`),
         turns it off for the code after the call, as the statement itself would;
         a method counts when every call of a method by its name in the files that can reach it

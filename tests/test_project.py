@@ -2186,3 +2186,44 @@ def test_a_jittor_helper_every_caller_runs_under_jt_no_grad_records_no_graph(tmp
     results = list(lint_paths([str(tmp_path / "generation.py"), str(tmp_path / "demo.py")], ALL))
     found = {f.line for r in results if r.path.endswith("generation.py") for f in r.findings if f.code == "TL301"}
     assert found == expected
+
+
+def test_a_grad_switch_in_another_files_helper_holds_after_its_call(tmp_path):
+    """`torch.set_grad_enabled(flag)` run as a statement by a helper of another file switches
+    recording for the code after the call, by the literal the call binds to `flag`; a helper that
+    switches only inside a `with` leaves recording on (TL301 still reports)."""
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "phases.py": """
+            import torch
+
+            def recording(enabled):
+                torch.set_grad_enabled(enabled)
+            """,
+        "scoped.py": """
+            import torch
+
+            def recording(enabled):
+                with torch.set_grad_enabled(enabled):
+                    print(enabled)
+            """,
+        "evaluate.py": """
+            from phases import recording
+
+            def predict(model, loader):
+                model.eval()
+                recording(False)
+                return [model(x).argmax(-1) for x, _ in loader]
+            """,
+        "evaluate_scoped.py": """
+            from scoped import recording
+
+            def predict(model, loader):
+                model.eval()
+                recording(False)
+                return [model(x).argmax(-1) for x, _ in loader]
+            """,
+    })
+    results = {Path(r.path).name: [f.code for f in r.findings if f.code == "TL301"]
+               for r in lint_paths([str(tmp_path / "evaluate.py"), str(tmp_path / "evaluate_scoped.py")], ALL)}
+    assert results == {"evaluate.py": [], "evaluate_scoped.py": ["TL301"]}

@@ -479,7 +479,7 @@ class FunctionRun:
                 after = self._own_train_mode(call, target, after, frame)
             return after
         if target is None and call.args:
-            summary = self.index.summary_of(func, scope, MODE_WORDS)
+            summary = self.index.summary_of(func, scope, (*MODE_WORDS, "set_grad_enabled"))
             if summary is not None and hasattr(summary, "mode_effect"):
                 return self._project_mode_effects(call, summary, state, frame)
             state = self._external_train_helper(call, name, state, frame)
@@ -702,9 +702,14 @@ class FunctionRun:
     def _project_mode_effects(self, call: cst.Call, summary, state: State, frame: Frame) -> State:
         """A function of another project file that calls `.eval()`/`.train()` on a parameter: the
         argument is left the way the function leaves it (`evaluate(model, loader)` that never
-        calls `model.train()` again leaves `model` in eval mode, set at this call)."""
+        calls `model.train()` again leaves `model` in eval mode, set at this call); one that runs
+        `torch.set_grad_enabled(flag)` as a statement leaves recording the way it sets it."""
         positional = positional_args(call)
         flags = _summary_flags(call, summary)
+        exit_grad = summary.grad_exit(flags) if hasattr(summary, "grad_exit") else None
+        if exit_grad is not None:
+            # its `torch.set_grad_enabled(flag)` statement switches recording for the code after it
+            state = state.with_grad(frozenset({exit_grad}))
         for position, param in enumerate(summary.params):
             effect = summary.mode_effect(param, flags)
             if effect is None:

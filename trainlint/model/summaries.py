@@ -33,10 +33,11 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, 
 from trainlint.model.array_kinds import array_kind
 from trainlint.model.layers import DEPENDENT, FREE, LIBRARY, class_verdict, verdict
 from trainlint.model.loader_use import drawn_once, parameter_only_drawn_from
-from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_WORDS, context_grad,
+from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_SETTERS, GRAD_WORDS,
+                                       context_grad,
                                        decorator_grad, flag_value, is_false, is_true, literal_value, switched_grad)
 from trainlint.model.mode_names import deep_copied
-from trainlint.model.mode_state import OFF, Frame
+from trainlint.model.mode_state import OFF, ON, Frame
 from trainlint.model.path_literals import load_literals
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCALER, SCHEDULER, Roles
 from trainlint.model.value_kinds import is_number, is_synthetic_tensor
@@ -118,6 +119,11 @@ class FunctionSummary:
     mode_calls: tuple[tuple[str, str, tuple[tuple[str, bool], ...]], ...] = ()
     # parameters with a literal True/False default that the body never rebinds
     flag_defaults: tuple[tuple[str, bool], ...] = ()
+    # its `set_grad_enabled(...)` statements, when each runs on every call whose flag parameters
+    # take the values its guards name (no `if` around it but tests of such a flag, no loop, `with`,
+    # `try`, no `return`/`raise` in the body, no grad decorator): (what it sets: "on", "off", a
+    # flag parameter's name or "not <name>", and its guards), in source order; None otherwise
+    grad_switches: tuple[tuple[str, tuple[tuple[str, bool], ...]], ...] | None = None
     detached: Detached = Detached()
     saves: tuple[tuple[str, bool], ...] = ()  # (parameter written, atomic)
     save_path: str | None = None  # the parameter naming the file it writes
@@ -275,6 +281,29 @@ class FunctionSummary:
     def produces_at(self, position: int) -> str | None:
         """The role of the element at `position` of the tuple a call of it gives."""
         return self.returns_at[position] if position < len(self.returns_at) else None
+
+    def grad_exit(self, flags: dict[str, bool]) -> str | None:
+        """The grad state a call binding these flags leaves for the rest of the thread's run
+        (`torch.set_grad_enabled(enable)` as a statement, `enable` bound to False: OFF); None when
+        it switches nothing, or what it leaves cannot be told."""
+        if not self.grad_switches:
+            return None
+        state = None
+        for value, guards in self.grad_switches:
+            taken = [flags.get(param) == wanted if param in flags else None for param, wanted in guards]
+            if None in taken:
+                return None  # a guard on a value not known here
+            if not all(taken):
+                continue
+            if value in ("on", "off"):
+                state = ON if value == "on" else OFF
+                continue
+            negated = value.startswith("not ")
+            name = value[4:] if negated else value
+            if name not in flags:
+                return None
+            state = ON if flags[name] != negated else OFF
+        return state
 
     def mode_effect(self, target: str, flags: dict[str, bool] | None = None) -> tuple[str, str] | None:
         """(first, last) mode the function sets on `target`; with `flags` (the flag parameters a
@@ -794,7 +823,8 @@ class _Summariser:
             star_args=isinstance(node.params.star_arg, cst.Param),
             grad_off=self._grad_off(function), body_grad_off=body_off,
             modes=self._modes(function), mode_calls=self._mode_calls(function),
-            flag_defaults=self._flag_defaults(function), detached=self._detached(function, body_off), saves=self._saves(function),
+            flag_defaults=self._flag_defaults(function), grad_switches=self._grad_switches(function),
+            detached=self._detached(function, body_off), saves=self._saves(function),
             save_path=self._save_path(function),
             returns=self._returns(function), returns_mean=self._returns_mean(function),
             returns_reduction=self._returns_reduction(function),
@@ -1378,6 +1408,47 @@ class _Summariser:
                     guards.append((test.value, value if child is ancestor.body else not value))
             child = ancestor
         return tuple(guards)
+
+    def _grad_switches(self, function: FunctionInfo):
+        """`FunctionSummary.grad_switches`."""
+        switches = [n for n in self._own_nodes(function) if isinstance(n, cst.Call)
+                    and self.index.resolve(n.func, function.scope) in GRAD_SETTERS]
+        if not switches or decorator_grad(self.index, function) is not None:
+            return None
+        if any(isinstance(n, (cst.Return, cst.Raise, cst.Yield)) for n in self._own_nodes(function)):
+            return None
+        params = {p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params,
+                                         *function.node.params.kwonly_params)}
+        flags = {name for name in params if all(b.kind == "param" for b in function.scope.bindings.get(name, ()))}
+        found = []
+        for call in switches:
+            statement = self.index.parent(call)
+            if not isinstance(statement, cst.Expr) or len(call.args) != 1 or call.args[0].keyword is not None:
+                return None  # `with set_grad_enabled(...)`, a keyword: not a plain statement switch
+            child = call
+            for ancestor in self.index.ancestors(call):
+                if ancestor is function.node:
+                    break
+                if isinstance(ancestor, cst.If):
+                    test = ancestor.test
+                    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                        test = test.expression
+                    if child is ancestor.test or not (isinstance(test, cst.Name) and test.value in flags):
+                        return None
+                elif not isinstance(ancestor, (cst.IndentedBlock, cst.SimpleStatementLine, cst.Expr, cst.Else)):
+                    return None  # a loop, `with`, `try`: not on every call
+                child = ancestor
+            value = call.args[0].value
+            negated = isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Not)
+            inner = value.expression if negated else value
+            if is_true(value) or is_false(value):
+                kind = "on" if is_true(value) else "off"
+            elif isinstance(inner, cst.Name) and inner.value in flags:
+                kind = ("not " if negated else "") + inner.value
+            else:
+                return None
+            found.append((kind, self._flag_guards(call, function, flags)))
+        return tuple(found)
 
     @staticmethod
     def _flag_defaults(function: FunctionInfo) -> tuple[tuple[str, bool], ...]:
