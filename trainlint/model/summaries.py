@@ -1412,6 +1412,8 @@ class _Summariser:
     def _grad_switches(self, function: FunctionInfo):
         """`FunctionSummary.grad_switches`."""
         switches = [n for n in self._own_nodes(function) if isinstance(n, cst.Call)
+                    and isinstance(n.func, (cst.Name, cst.Attribute))
+                    and (n.func.attr if isinstance(n.func, cst.Attribute) else n.func).value.endswith("set_grad_enabled")
                     and self.index.resolve(n.func, function.scope) in GRAD_SETTERS]
         if not switches or decorator_grad(self.index, function) is not None:
             return None
