@@ -35,12 +35,18 @@ class EvalForwardWithGrad(Rule):
         that only the project's other files call counts as evaluated without grad when every one
         of those calls sits under `no_grad` or after a `torch.set_grad_enabled(False)` statement that
         turns recording off for the process, or inside a helper every call of which in its file does;
+        a call of a helper of the project whose body runs such a statement outside a `with`, by the
+        literal flag the call passes (`self.switch(False)` into `torch.set_grad_enabled(training)`),
+        turns it off for the code after the call, as the statement itself would;
         a method counts when every call of a method by its name in the files that can reach it
         does, leaving out calls on an object built from another class that defines that method
         itself; a pytest test calling it evaluates nothing). Code that
         needs gradients in eval mode (an adversarial attack, a saliency map, `autograd.grad`, a
         frozen teacher in a training step, also when its output reaches the step's backward through
-        assignments, `logits = logits + w * teacher(z)` in an inner loop, then `loss(logits, y).backward()`)
+        assignments, `logits = logits + w * teacher(z)` in an inner loop, then `loss(logits, y).backward()`,
+        or when it is handed to a function of the file whose backward backpropagates what it computes
+        from it: a PPO learner's `new_logp = self.score(policy, ...)` in eval mode, then
+        `self.update(old_logp, new_logp, adv)` whose loss comes from `new_logp`)
         is left alone, and so is a model whose `forward` computes gradients itself or through the
         project code it reaches (`torch.autograd.grad` for the normals of a distance field, a
         physics residual; a branch under `if self.training:` does not count in eval mode); when
@@ -56,7 +62,11 @@ class EvalForwardWithGrad(Rule):
         shape probe), and so is a forward of a model whose every parameter was frozen before it
         (`model.requires_grad_(False)`, `p.requires_grad = False` for each of
         `model.parameters()`; not a part of it, not after the evaluation) on inputs that carry
-        no graph: nothing records. Code written for PyTorch before 0.4 turned recording off with
+        no graph: nothing records. A model built by a project module class counts as frozen when
+        its `__init__` freezes every parameter for the construction's arguments (also under `if not
+        trainable:`), or adds to `self` only such frozen parts, plain tensors and values, the
+        branches of its `if`s decided by the literals the construction binds (`PerceptualNet()` whose
+        default `kind="vgg"` takes the branch building `Backbone(requires_grad=False)`). Code written for PyTorch before 0.4 turned recording off with
         `Variable(x, volatile=True)`: a forward computed from such an input records nothing and is
         left alone (a `Variable` without `volatile=True` records as before). Reported at the first
         forward of that model in the evaluation; when the forward sits in a helper that training
@@ -724,6 +734,66 @@ class EvalForwardWithGrad(Rule):
         good(
             """
             import torch
+
+
+            class Runner:
+                def switch(self, training):
+                    if training:
+                        self.net.train()
+                    else:
+                        self.net.eval()
+                    torch.set_grad_enabled(training)
+
+                def predict(self, loader):
+                    self.switch(False)
+                    return [self.net(x).argmax(-1) for x in loader]
+            """,
+            title="a helper whose body calls `torch.set_grad_enabled(training)` as a statement, called with "
+                  "`False`: recording stays off after it returns",
+        ),
+        bad(
+            """
+            import torch
+
+
+            class Runner:
+                def switch(self, training):
+                    if training:
+                        self.net.train()
+                    else:
+                        self.net.eval()
+                    with torch.set_grad_enabled(training):
+                        self.steps = 0
+
+                def predict(self, loader):
+                    self.switch(False)
+                    return [self.net(x).argmax(-1) for x in loader]
+            """,
+            line=15,
+            fixed="""
+            import torch
+
+
+            class Runner:
+                def switch(self, training):
+                    if training:
+                        self.net.train()
+                    else:
+                        self.net.eval()
+                    with torch.set_grad_enabled(training):
+                        self.steps = 0
+
+                @torch.no_grad()
+                def predict(self, loader):
+                    self.switch(False)
+                    return [self.net(x).argmax(-1) for x in loader]
+            """,
+            title="the helper switches recording off only inside a `with`, which turns it back on when the "
+                  "block ends: the forwards after the call record",
+        ),
+        good(
+            """
+            import torch
             import torch.nn.functional as F
 
 
@@ -933,6 +1003,123 @@ class EvalForwardWithGrad(Rule):
             """,
             title="the same freezing loop, but a head built after it keeps trainable parameters",
         ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class Encoder(nn.Module):
+                def __init__(self, width, trainable=False):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Conv2d(3, width, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+                    if not trainable:
+                        for p in self.parameters():
+                            p.requires_grad = False
+
+                def forward(self, x):
+                    return self.body(x).flatten(1)
+
+
+            class Distance(nn.Module):
+                def __init__(self, kind="small"):
+                    super().__init__()
+                    self.kind = kind
+                    self.offset = torch.tensor([0.5, 0.5, 0.5]).view(1, 3, 1, 1)
+                    if self.kind in ("small", "tiny"):
+                        self.encoder = Encoder(16, trainable=False)
+                    else:
+                        self.encoder = nn.Conv2d(3, 64, 3)
+
+                def forward(self, a, b):
+                    return (self.encoder(a - self.offset) - self.encoder(b - self.offset)).pow(2).sum(1)
+
+
+            def score(pairs):
+                metric = Distance()
+                metric.eval()
+                return [metric(a, b).mean().item() for a, b in pairs]
+            """,
+            title="a wrapper that adds only a backbone whose `__init__` freezes it (`if not trainable:`), chosen by "
+                  "the default of its `kind`, and a plain tensor: every parameter is frozen, nothing records",
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class Encoder(nn.Module):
+                def __init__(self, width, trainable=False):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Conv2d(3, width, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+                    if not trainable:
+                        for p in self.parameters():
+                            p.requires_grad = False
+
+                def forward(self, x):
+                    return self.body(x).flatten(1)
+
+
+            class Distance(nn.Module):
+                def __init__(self, kind="small"):
+                    super().__init__()
+                    self.kind = kind
+                    self.offset = torch.tensor([0.5, 0.5, 0.5]).view(1, 3, 1, 1)
+                    if self.kind in ("small", "tiny"):
+                        self.encoder = Encoder(16, trainable=False)
+                    else:
+                        self.encoder = nn.Conv2d(3, 64, 3)
+
+                def forward(self, a, b):
+                    return (self.encoder(a - self.offset) - self.encoder(b - self.offset)).pow(2).sum(1)
+
+
+            def score(pairs):
+                metric = Distance(kind="large")
+                metric.eval()
+                return [metric(a, b).mean().item() for a, b in pairs]
+            """,
+            line=34,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class Encoder(nn.Module):
+                def __init__(self, width, trainable=False):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Conv2d(3, width, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+                    if not trainable:
+                        for p in self.parameters():
+                            p.requires_grad = False
+
+                def forward(self, x):
+                    return self.body(x).flatten(1)
+
+
+            class Distance(nn.Module):
+                def __init__(self, kind="small"):
+                    super().__init__()
+                    self.kind = kind
+                    self.offset = torch.tensor([0.5, 0.5, 0.5]).view(1, 3, 1, 1)
+                    if self.kind in ("small", "tiny"):
+                        self.encoder = Encoder(16, trainable=False)
+                    else:
+                        self.encoder = nn.Conv2d(3, 64, 3)
+
+                def forward(self, a, b):
+                    return (self.encoder(a - self.offset) - self.encoder(b - self.offset)).pow(2).sum(1)
+
+
+            @torch.no_grad()
+            def score(pairs):
+                metric = Distance(kind="large")
+                metric.eval()
+                return [metric(a, b).mean().item() for a, b in pairs]
+            """,
+            title="the same wrapper built with `kind=\"large\"`: its branch adds a trainable convolution",
+        ),
         bad(
             """
             import torch.nn.functional as F
@@ -1037,6 +1224,102 @@ class EvalForwardWithGrad(Rule):
                     print(step, agreement)
             """,
             title="the same teachers scored after the update: their outputs reach no backward, so each forward keeps a graph for nothing",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Learner:
+                def score(self, net, states, actions):
+                    net.eval()
+                    logp = []
+                    for s, a in zip(states, actions):
+                        logp.append(F.log_softmax(net(s), -1).gather(-1, a))
+                    return torch.cat(logp)
+
+                def update(self, old_logp, new_logp, adv):
+                    self.policy.train()
+                    ratio = (new_logp - old_logp).exp()
+                    loss = -(ratio * adv).mean()
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+                def step(self, states, actions, adv):
+                    with torch.no_grad():
+                        old_logp = self.score(self.policy, states, actions)
+                    for _ in range(4):
+                        new_logp = self.score(self.policy, states, actions)
+                        self.update(old_logp, new_logp, adv)
+            """,
+            title="a learner scores its policy in eval mode and hands the log-probabilities to `update()`, whose "
+                  "loss is computed from them and backpropagated: a training forward, not an evaluation",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Learner:
+                def score(self, net, states, actions):
+                    net.eval()
+                    logp = []
+                    for s, a in zip(states, actions):
+                        logp.append(F.log_softmax(net(s), -1).gather(-1, a))
+                    return torch.cat(logp)
+
+                def update(self, old_logp, new_logp, returns, states):
+                    self.critic.train()
+                    drift = (new_logp - old_logp).mean().item()
+                    loss = F.mse_loss(self.critic(states).squeeze(-1), returns)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+                    return drift
+
+                def step(self, states, actions, returns):
+                    with torch.no_grad():
+                        old_logp = self.score(self.policy, states, actions)
+                    for _ in range(4):
+                        new_logp = self.score(self.policy, states, actions)
+                        self.update(old_logp, new_logp, returns, states)
+            """,
+            line=26,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+
+            class Learner:
+                def score(self, net, states, actions):
+                    net.eval()
+                    logp = []
+                    for s, a in zip(states, actions):
+                        logp.append(F.log_softmax(net(s), -1).gather(-1, a))
+                    return torch.cat(logp)
+
+                def update(self, old_logp, new_logp, returns, states):
+                    self.critic.train()
+                    drift = (new_logp - old_logp).mean().item()
+                    loss = F.mse_loss(self.critic(states).squeeze(-1), returns)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+                    return drift
+
+                def step(self, states, actions, returns):
+                    with torch.no_grad():
+                        old_logp = self.score(self.policy, states, actions)
+                    for _ in range(4):
+                        with torch.no_grad():
+                            new_logp = self.score(self.policy, states, actions)
+                        self.update(old_logp, new_logp, returns, states)
+            """,
+            title="the same scoring, but `update()` only logs a drift from the log-probabilities (`.item()`) "
+                  "and trains the critic: the policy's graph is kept for nothing",
         ),
         good(
             """
@@ -1191,6 +1474,9 @@ class EvalForwardWithGrad(Rule):
                 continue  # the helper never reaches its forward
             if forward.inner is not None and _one_off_probe(ctx, forward.inner):
                 continue  # the helper's forward runs once, on no data (`gate.forward(training=False)`)
+            if forward.frozen is not None and not _input_records(ctx, forward.call) and \
+                    (forward.inner is None or not _input_records(ctx, forward.inner)):
+                continue  # every parameter frozen before the helper runs it, on inputs that record nothing
             function = forward.function
             group = (function.node if function else None, forward.key, frozenset(f.node for f in forward.facts))
             if group in reported or not model.is_graph_free_evaluation(forward):

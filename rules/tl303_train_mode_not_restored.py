@@ -9,6 +9,7 @@ import libcst as cst
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.model.mode_names import display_key
+from trainlint.model.held_flags import excluded_after
 from trainlint.model.modes import modes
 from trainlint.fixkit import block_of, dotted, line_holding, own_line
 from trainlint.rule import FixSpec, Rule, after, bad, good
@@ -40,6 +41,10 @@ class TrainModeNotRestored(Rule):
         default, into `if optimizer is not None: loss.backward()`), also when the helper is read on
         its own with the modes of all its callers joined: an eval mode that came in through
         `step(model, val_loader, if_train=False)` never reaches its `if if_train: loss.backward()`;
+        nor does a backward under a test that a flag held at the eval makes false, when no code of
+        the file ever stores another value in it (`cfg.frozen = True` just before `model.eval()`, or
+        `if cfg.frozen:` around it, and `if not cfg.frozen: loss.backward()`): once the eval has run,
+        no backward does;
         and the code holding the eval (a function, or a script's top level), which follows every
         call with its own arguments and the next iteration of its loop, refutes an eval it never
         saw reach that backward. `model.train()` at the
@@ -2425,6 +2430,67 @@ class TrainModeNotRestored(Rule):
             title="the helper's backward tests `head.training`, not the evaluated encoder's mode: the encoder "
                   "trains in the eval mode the evaluation left",
         ),
+        good(
+            """
+            import torch.nn.functional as F
+
+
+            def adapt(model, optimizer, loader, cfg):
+                model.train()
+                for x, y in loader:
+                    loss = F.cross_entropy(model(x), y)
+                    if loss.item() < cfg.target:
+                        cfg.frozen = True
+                        model.eval()
+                    if not cfg.frozen:
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            title="the eval comes with a flag that nothing clears and every backward is guarded by its "
+                  "negation: once in eval mode, the loop trains nothing",
+        ),
+        bad(
+            """
+            import torch.nn.functional as F
+
+
+            def adapt(model, optimizer, loader, cfg):
+                model.train()
+                for step, (x, y) in enumerate(loader):
+                    loss = F.cross_entropy(model(x), y)
+                    if loss.item() < cfg.target:
+                        cfg.frozen = True
+                        model.eval()
+                    if not cfg.frozen:
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    if step % cfg.patience == 0:
+                        cfg.frozen = False
+            """,
+            line=10,
+            fixed="""
+            import torch.nn.functional as F
+
+
+            def adapt(model, optimizer, loader, cfg):
+                model.train()
+                for step, (x, y) in enumerate(loader):
+                    loss = F.cross_entropy(model(x), y)
+                    if loss.item() < cfg.target:
+                        cfg.frozen = True
+                        model.eval()
+                        model.train()
+                    if not cfg.frozen:
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    if step % cfg.patience == 0:
+                        cfg.frozen = False
+            """,
+            title="the same guard, but the flag is cleared again later: training resumes in the eval mode",
+        ),
     )
 
     def check(self, ctx):
@@ -2432,7 +2498,7 @@ class TrainModeNotRestored(Rule):
         reported = set()  # one finding per eval call, for the first model it leaves that matters
         for item in model.unrestored():
             if item.anchor in reported or model.undone_by_next_phase(item) or \
-                    not self._mode_matters(ctx, model, item):
+                    not self._mode_matters(ctx, model, item) or _no_backward_after(ctx, model, item):
                 continue
             reported.add(item.anchor)
             key = display_key(item.key)
@@ -2499,6 +2565,20 @@ class TrainModeNotRestored(Rule):
         return (f"{what}: the loop keeps training `{key}` (`{backward}`) with dropout off and BatchNorm "
                 f"frozen on its running statistics; call `{key}.train()` after the evaluation "
                 f"(or restore the saved mode at its end)")
+
+
+def _no_backward_after(ctx, model, item) -> bool:
+    """The eval runs where a flag holds a value (`cfg.frozen = True` just before it, or `if
+    cfg.frozen:` around it) that no code of the file ever changes, and every backward of the loop
+    (and the one the item names) sits under a test that value makes false (`if not cfg.frozen:`):
+    once the eval has run, no backward does, so its eval mode trains nothing (`held_flags`)."""
+    eval_call = item.fact.node
+    if not isinstance(eval_call, cst.Call) or item.anchor is not eval_call:
+        return False
+    index = ctx.index
+    backwards = [item.backward] + [call for call in index.calls_under(item.loop)
+                                   if model.training.is_backward(call, index.scope_at(call))]
+    return all(excluded_after(index, eval_call, backward) is not None for backward in backwards)
 
 
 def _rest_trained(ctx, item, key: str):

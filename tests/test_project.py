@@ -2270,3 +2270,118 @@ def test_a_jittor_helper_every_caller_runs_under_jt_no_grad_records_no_graph(tmp
     results = list(lint_paths([str(tmp_path / "generation.py"), str(tmp_path / "demo.py")], ALL))
     found = {f.line for r in results if r.path.endswith("generation.py") for f in r.findings if f.code == "TL301"}
     assert found == expected
+
+
+def test_a_grad_switch_in_another_files_helper_holds_after_its_call(tmp_path):
+    """`torch.set_grad_enabled(flag)` run as a statement by a helper of another file switches
+    recording for the code after the call, by the literal the call binds to `flag`; a helper that
+    switches only inside a `with` leaves recording on (TL301 still reports)."""
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "phases.py": """
+            import torch
+
+            def recording(enabled):
+                torch.set_grad_enabled(enabled)
+            """,
+        "scoped.py": """
+            import torch
+
+            def recording(enabled):
+                with torch.set_grad_enabled(enabled):
+                    print(enabled)
+            """,
+        "evaluate.py": """
+            from phases import recording
+
+            def predict(model, loader):
+                model.eval()
+                recording(False)
+                return [model(x).argmax(-1) for x, _ in loader]
+            """,
+        "evaluate_scoped.py": """
+            from scoped import recording
+
+            def predict(model, loader):
+                model.eval()
+                recording(False)
+                return [model(x).argmax(-1) for x, _ in loader]
+            """,
+    })
+    results = {Path(r.path).name: [f.code for f in r.findings if f.code == "TL301"]
+               for r in lint_paths([str(tmp_path / "evaluate.py"), str(tmp_path / "evaluate_scoped.py")], ALL)}
+    assert results == {"evaluate.py": [], "evaluate_scoped.py": ["TL301"]}
+
+
+def test_grad_switches_of_a_helper_by_the_flags_a_call_binds():
+    """`FunctionSummary.grad_exit`: the state the helper's statement switches leave for these flags."""
+    summary = summary_of("""
+        import torch
+
+        def set_phase(model, training):
+            if training:
+                model.train()
+                torch.set_grad_enabled(True)
+            else:
+                model.eval()
+                torch.set_grad_enabled(False)
+
+        def follow(enabled):
+            torch.set_grad_enabled(not enabled)
+
+        def scoped(enabled):
+            with torch.set_grad_enabled(enabled):
+                pass
+
+        def sometimes(enabled, fast):
+            for _ in range(fast):
+                torch.set_grad_enabled(enabled)
+        """)
+    phase = summary.function("set_phase")
+    assert phase.grad_exit({"training": False}) == "off" and phase.grad_exit({"training": True}) == "on"
+    assert phase.grad_exit({}) is None  # the flag is not known: either branch
+    assert summary.function("follow").grad_exit({"enabled": True}) == "off"
+    assert summary.function("scoped").grad_exit({"enabled": False}) is None  # the `with` restores it
+    assert summary.function("sometimes").grad_exit({"enabled": False}) is None  # in a loop: maybe never
+
+
+def test_a_module_class_wrapping_only_frozen_parts_is_frozen_by_construction():
+    """`ClassSummary.frozen_by_construction`: every part `__init__` adds is frozen for the literals
+    the construction binds (the branch of its `if` they decide), the rest plain values."""
+    summary = summary_of("""
+        import torch
+        from torch import nn
+
+        class Backbone(nn.Module):
+            def __init__(self, width, trainable=False):
+                super().__init__()
+                self.body = nn.Conv2d(3, width, 3)
+                if not trainable:
+                    for p in self.parameters():
+                        p.requires_grad = False
+
+        class Metric(nn.Module):
+            def __init__(self, kind="small"):
+                super().__init__()
+                self.kind = kind
+                self.offset = torch.tensor([0.5]).view(1, 1, 1, 1)
+                if self.kind in ("small", "tiny"):
+                    self.net = Backbone(8)
+                else:
+                    self.net = nn.Conv2d(3, 8, 3)
+                self.width = self.net.body.out_channels
+
+        class Headed(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = Backbone(8)
+                self.head = nn.Linear(8, 2)
+        """)
+    metric = summary.klass("Metric")
+    built = lambda text: cst.parse_expression(text)  # noqa: E731
+    assert metric.frozen_by_construction(built("Metric()")) is not None
+    assert metric.frozen_by_construction(built('Metric(kind="tiny")')) is not None
+    assert metric.frozen_by_construction(built('Metric(kind="large")')) is None  # a trainable conv
+    assert metric.frozen_by_construction(built("Metric(kind=k)")) is None  # either branch
+    assert summary.klass("Backbone").frozen_by_construction(built("Backbone(8, trainable=True)")) is None
+    assert summary.klass("Headed").frozen_by_construction(built("Headed()")) is None

@@ -479,7 +479,7 @@ class FunctionRun:
                 after = self._own_train_mode(call, target, after, frame)
             return after
         if target is None and call.args:
-            summary = self.index.summary_of(func, scope, MODE_WORDS)
+            summary = self.index.summary_of(func, scope, (*MODE_WORDS, "set_grad_enabled"))
             if summary is not None and hasattr(summary, "mode_effect"):
                 return self._project_mode_effects(call, summary, state, frame)
             state = self._external_train_helper(call, name, state, frame)
@@ -702,9 +702,14 @@ class FunctionRun:
     def _project_mode_effects(self, call: cst.Call, summary, state: State, frame: Frame) -> State:
         """A function of another project file that calls `.eval()`/`.train()` on a parameter: the
         argument is left the way the function leaves it (`evaluate(model, loader)` that never
-        calls `model.train()` again leaves `model` in eval mode, set at this call)."""
+        calls `model.train()` again leaves `model` in eval mode, set at this call); one that runs
+        `torch.set_grad_enabled(flag)` as a statement leaves recording the way it sets it."""
         positional = positional_args(call)
         flags = _summary_flags(call, summary)
+        exit_grad = summary.grad_exit(flags) if hasattr(summary, "grad_exit") else None
+        if exit_grad is not None:
+            # its `torch.set_grad_enabled(flag)` statement switches recording for the code after it
+            state = state.with_grad(frozenset({exit_grad}))
         for position, param in enumerate(summary.params):
             effect = summary.mode_effect(param, flags)
             if effect is None:
@@ -981,7 +986,8 @@ class FunctionRun:
                 # a helper called right here runs the model in the eval mode this function (or
                 # every caller of it) set
                 self.flow.helper_forwards.append(Forward(frame.chain[0], key, self.flow.function, facts, state.grad,
-                                                         method, helper=frame.function, inner=call))
+                                                         method, helper=frame.function, inner=call,
+                                                         frozen=state.frozen_by(key)))
             return marked
         facts = state.facts(key)
         if facts == ENTRY_FACTS:
@@ -998,7 +1004,10 @@ class FunctionRun:
         after = join(result.fall, result.ret)
         if after is None:  # always raises
             return state
-        return after.without_prefix(inner.prefix).with_grad(state.grad)
+        # a grad decorator restores the state it found on return; a `torch.set_grad_enabled(flag)`
+        # statement the body runs outside a `with` switches recording for the rest of the thread's
+        # run (`self.set_train_mode(False)` whose body turns it off): the caller goes on in it
+        return after.without_prefix(inner.prefix).with_grad(state.grad if grad is not None else after.grad)
 
     def _callee_frame(self, call: cst.Call, target: FunctionInfo, frame: Frame) -> Frame:
         subst = self.model._argument_keys(call, target, frame)

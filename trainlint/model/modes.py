@@ -489,7 +489,7 @@ class ModeModel:
             region = self.common_ancestor([s for s in sites if s is not None] + [forward.call])
         if region is None or self.computes_grad(region, scope):
             return False
-        if self.backward_fed_by(forward.call) is not None:
+        if self.backward_fed_by(forward.call) is not None or self.backward_through_callee(forward.call) is not None:
             return False  # its output is backpropagated: a frozen partner in a training step
         return self.in_loop(forward.call, function) or self.is_evaluation_function(function)
 
@@ -683,6 +683,86 @@ class ModeModel:
                         value = binding.node.value
                     if value is not None:
                         following += [n for n in walk(value) if isinstance(n, cst.Name)]
+                level = following
+                if not level:
+                    break
+        return None
+
+    def backward_through_callee(self, call: cst.Call) -> cst.Call | None:
+        """What `call` computes is handed, in the same function, to a function of this file whose
+        backward backpropagates what it computes from that argument: the names an assignment of
+        `call`'s result binds reach an argument of a later call (`self.update(old_logp, new_logp)`)
+        whose callee's loss is computed from the parameter it lands in (`loss = -(ratio(new_logp,
+        old_logp) * adv).mean()`, then `loss.backward()`): that backward (a PPO learner's forward of
+        the policy in eval mode, its log-probabilities trained on), else None."""
+        from trainlint.model.dataflow import dataflow  # dataflow builds on modes' neighbours
+
+        holder = next((a for a in self.index.ancestors(call) if isinstance(a, cst.BaseSmallStatement)), None)
+        if not isinstance(holder, cst.Assign) or not self.contains(holder.value, call):
+            return None
+        bound = {n.value for t in holder.targets for n in walk(t.target) if isinstance(n, cst.Name)}
+        if not bound:
+            return None
+        flow = self.ctx.model(dataflow)
+        function = self.index.function_at(call)
+        owner = function.node if function is not None else self.ctx.module
+        for site in self.index.calls_under(owner):
+            if site is call or self.index.function_at(site) is not function:
+                continue
+            scope = self.index.scope_at(site)
+            target = self.index.callee(site, scope)
+            if target is None or target is function:
+                continue
+            params = [p.name.value for p in (*target.node.params.posonly_params, *target.node.params.params)]
+            if target.class_name is not None and params and params[0] in ("self", "cls") and \
+                    isinstance(site.func, cst.Attribute):
+                params = params[1:]
+            positional = positional_args(site)
+            for arg in site.args:
+                if arg.star:
+                    break
+                fed = any(n.value in bound and (b := flow.reaching(n)) is not None and b.node is holder
+                          for n in _graph_names(arg.value))
+                if not fed:
+                    continue
+                position = next((i for i, a in enumerate(positional) if a is arg), None)
+                param = arg.keyword.value if arg.keyword is not None else \
+                    params[position] if position is not None and position < len(params) else None
+                if param is None:
+                    continue
+                backward = self._backprops_parameter(flow, target, param)
+                if backward is not None:
+                    return backward
+        return None
+
+    def _backprops_parameter(self, flow, target, param: str) -> cst.Call | None:
+        """A backward in `target`'s own body whose root is computed from its parameter `param`,
+        followed through the assignments reaching each name a few steps back."""
+        for site in self.index.calls_under(target.node):
+            if self.index.function_at(site) is not target or \
+                    not self.training.is_backward(site, self.index.scope_at(site)):
+                continue
+            root = flow.backward_root(site, self.index.scope_at(site))
+            if root is None:
+                continue
+            level = _graph_names(root)
+            seen: set = set()
+            for _ in range(6):
+                following = []
+                for name in level:
+                    binding = flow.reaching(name)
+                    if binding is None or id(binding.node) in seen:
+                        continue
+                    seen.add(id(binding.node))
+                    if binding.kind == "param":
+                        if name.value == param:
+                            return site
+                        continue
+                    value = flow.bound_value(binding)
+                    if value is None and isinstance(binding.node, cst.AugAssign):
+                        value = binding.node.value
+                    if value is not None:
+                        following += _graph_names(value)
                 level = following
                 if not level:
                     break
@@ -1557,3 +1637,35 @@ def _another_class_method(call, class_name: str | None) -> bool:
     classes = getattr(call, "receiver_classes", ())
     return bool(classes) and class_name is not None and \
         all(own and name.rsplit(".", 1)[-1] != class_name for name, own in classes)
+
+
+# calls whose result carries no graph of what they are handed
+_GRAPH_CUTTING_METHODS = frozenset({"detach", "item", "tolist", "numpy", "detach_"})
+_GRAPH_CUTTING_FUNCTIONS = frozenset({"float", "int", "bool", "len", "str", "round"})
+
+
+def _graph_names(expr: cst.CSTNode) -> list[cst.Name]:
+    """The variables `expr` reads through operations that keep a graph: not the attribute of an
+    `a.b`, not an argument's keyword, nothing under `.detach()`/`.item()`/`float(...)`, no lambda."""
+    found: list[cst.Name] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            found.append(node)
+            continue
+        if isinstance(node, cst.Lambda):
+            continue
+        if isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _GRAPH_CUTTING_METHODS or \
+                    isinstance(func, cst.Name) and func.value in _GRAPH_CUTTING_FUNCTIONS:
+                continue
+            stack.append(func.value if isinstance(func, cst.Attribute) else func)
+            stack.extend(arg.value for arg in node.args)
+            continue
+        if isinstance(node, cst.Attribute):
+            stack.append(node.value)
+            continue
+        stack.extend(iter_children(node))
+    return found

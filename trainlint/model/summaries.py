@@ -33,10 +33,11 @@ from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, 
 from trainlint.model.array_kinds import array_kind
 from trainlint.model.layers import DEPENDENT, FREE, LIBRARY, class_verdict, detection_targets, verdict
 from trainlint.model.loader_use import drawn_once, parameter_only_drawn_from
-from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_WORDS, context_grad,
+from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_SETTERS, GRAD_WORDS,
+                                       context_grad,
                                        decorator_grad, flag_value, is_false, is_true, literal_value, switched_grad)
 from trainlint.model.mode_names import deep_copied
-from trainlint.model.mode_state import OFF, Frame
+from trainlint.model.mode_state import OFF, ON, Frame
 from trainlint.model.path_literals import load_literals
 from trainlint.model.roles import MODEL, OPTIMIZER, OTHER, ROLE_WORDS, SCALER, SCHEDULER, Roles
 from trainlint.model.value_kinds import is_number, is_synthetic_tensor
@@ -118,6 +119,11 @@ class FunctionSummary:
     mode_calls: tuple[tuple[str, str, tuple[tuple[str, bool], ...]], ...] = ()
     # parameters with a literal True/False default that the body never rebinds
     flag_defaults: tuple[tuple[str, bool], ...] = ()
+    # its `set_grad_enabled(...)` statements, when each runs on every call whose flag parameters
+    # take the values its guards name (no `if` around it but tests of such a flag, no loop, `with`,
+    # `try`, no `return`/`raise` in the body, no grad decorator): (what it sets: "on", "off", a
+    # flag parameter's name or "not <name>", and its guards), in source order; None otherwise
+    grad_switches: tuple[tuple[str, tuple[tuple[str, bool], ...]], ...] | None = None
     detached: Detached = Detached()
     saves: tuple[tuple[str, bool], ...] = ()  # (parameter written, atomic)
     save_path: str | None = None  # the parameter naming the file it writes
@@ -276,6 +282,29 @@ class FunctionSummary:
         """The role of the element at `position` of the tuple a call of it gives."""
         return self.returns_at[position] if position < len(self.returns_at) else None
 
+    def grad_exit(self, flags: dict[str, bool]) -> str | None:
+        """The grad state a call binding these flags leaves for the rest of the thread's run
+        (`torch.set_grad_enabled(enable)` as a statement, `enable` bound to False: OFF); None when
+        it switches nothing, or what it leaves cannot be told."""
+        if not self.grad_switches:
+            return None
+        state = None
+        for value, guards in self.grad_switches:
+            taken = [flags.get(param) == wanted if param in flags else None for param, wanted in guards]
+            if None in taken:
+                return None  # a guard on a value not known here
+            if not all(taken):
+                continue
+            if value in ("on", "off"):
+                state = ON if value == "on" else OFF
+                continue
+            negated = value.startswith("not ")
+            name = value[4:] if negated else value
+            if name not in flags:
+                return None
+            state = ON if flags[name] != negated else OFF
+        return state
+
     def mode_effect(self, target: str, flags: dict[str, bool] | None = None) -> tuple[str, str] | None:
         """(first, last) mode the function sets on `target`; with `flags` (the flag parameters a
         call binds to literals, defaults included), only the switches those values run."""
@@ -298,12 +327,17 @@ class ClassSummary:
                  init_attrs: dict[str, str] | None = None, methods=None, trains: bool = False, mode=None,
                  sets_next_rate: bool = False, rate_clock: str | None = None, plain=None,
                  record_fields: tuple[str, ...] | None = None, positional_fields: bool = False,
-                 stored_params: dict[str, str] | None = None, frozen_init=None, targets=None) -> None:
+                 stored_params: dict[str, str] | None = None, frozen_init=None, targets=None,
+                 frozen_parts=None) -> None:
         self.name = name
         # () -> (position, name) of the argument its forward hands a torchvision detection model
         # as targets, returning what that model returns (`layers.detection_targets`), or None
         self._targets = targets or (lambda: None)
         self._targets_value: tuple | None = None
+        # (call) -> the statement of `__init__` that adds the part whose parameters the
+        # construction `call` leaves frozen, when every part it adds is frozen (a wrapper of a
+        # frozen backbone: `self.net = Backbone(requires_grad=False)`), else None
+        self._frozen_parts = frozen_parts or (lambda call: None)
         # () -> how its `__init__` leaves its parameters (computed when first asked): None, or
         # (param, position, node): every parameter frozen at the end of `__init__` by `node`
         # (`for p in self.parameters(): p.requires_grad = False`, `self.requires_grad_(False)`),
@@ -361,7 +395,13 @@ class ClassSummary:
             self._frozen_init_value = (self._frozen_init(),)
         found = self._frozen_init_value[0]
         if found is None:
-            return None
+            if self.name in _PARTS_IN_PROGRESS:
+                return None  # a class built from itself
+            _PARTS_IN_PROGRESS.add(self.name)
+            try:
+                return self._frozen_parts(call)
+            finally:
+                _PARTS_IN_PROGRESS.discard(self.name)
         param, position, node = found
         if param is None:
             return node
@@ -797,7 +837,8 @@ class _Summariser:
             star_args=isinstance(node.params.star_arg, cst.Param),
             grad_off=self._grad_off(function), body_grad_off=body_off,
             modes=self._modes(function), mode_calls=self._mode_calls(function),
-            flag_defaults=self._flag_defaults(function), detached=self._detached(function, body_off), saves=self._saves(function),
+            flag_defaults=self._flag_defaults(function), grad_switches=self._grad_switches(function),
+            detached=self._detached(function, body_off), saves=self._saves(function),
             save_path=self._save_path(function),
             returns=self._returns(function), returns_mean=self._returns_mean(function),
             returns_reduction=self._returns_reduction(function),
@@ -1381,6 +1422,49 @@ class _Summariser:
                     guards.append((test.value, value if child is ancestor.body else not value))
             child = ancestor
         return tuple(guards)
+
+    def _grad_switches(self, function: FunctionInfo):
+        """`FunctionSummary.grad_switches`."""
+        switches = [n for n in self._own_nodes(function) if isinstance(n, cst.Call)
+                    and isinstance(n.func, (cst.Name, cst.Attribute))
+                    and (n.func.attr if isinstance(n.func, cst.Attribute) else n.func).value.endswith("set_grad_enabled")
+                    and self.index.resolve(n.func, function.scope) in GRAD_SETTERS]
+        if not switches or decorator_grad(self.index, function) is not None:
+            return None
+        if any(isinstance(n, (cst.Return, cst.Raise, cst.Yield)) for n in self._own_nodes(function)):
+            return None
+        params = {p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params,
+                                         *function.node.params.kwonly_params)}
+        flags = {name for name in params if all(b.kind == "param" for b in function.scope.bindings.get(name, ()))}
+        found = []
+        for call in switches:
+            statement = self.index.parent(call)
+            if not isinstance(statement, cst.Expr) or len(call.args) != 1 or call.args[0].keyword is not None:
+                return None  # `with set_grad_enabled(...)`, a keyword: not a plain statement switch
+            child = call
+            for ancestor in self.index.ancestors(call):
+                if ancestor is function.node:
+                    break
+                if isinstance(ancestor, cst.If):
+                    test = ancestor.test
+                    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                        test = test.expression
+                    if child is ancestor.test or not (isinstance(test, cst.Name) and test.value in flags):
+                        return None
+                elif not isinstance(ancestor, (cst.IndentedBlock, cst.SimpleStatementLine, cst.Expr, cst.Else)):
+                    return None  # a loop, `with`, `try`: not on every call
+                child = ancestor
+            value = call.args[0].value
+            negated = isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Not)
+            inner = value.expression if negated else value
+            if is_true(value) or is_false(value):
+                kind = "on" if is_true(value) else "off"
+            elif isinstance(inner, cst.Name) and inner.value in flags:
+                kind = ("not " if negated else "") + inner.value
+            else:
+                return None
+            found.append((kind, self._flag_guards(call, function, flags)))
+        return tuple(found)
 
     @staticmethod
     def _flag_defaults(function: FunctionInfo) -> tuple[tuple[str, bool], ...]:
@@ -2053,7 +2137,136 @@ class _Summariser:
                             self._sets_next_rate(node, infos), self._rate_clock(node, infos),
                             lambda: self._plain_class(node, scope), record_fields, positional_fields, stored_params,
                             (lambda: _frozen_on_init(init)) if init is not None else None,
-                            (lambda: detection_targets(index, node.name.value)) if module_level else None)
+                            (lambda: detection_targets(index, node.name.value)) if module_level else None,
+                            (lambda call: self._frozen_parts(node, init, bases, call)) if init is not None else None)
+
+    def _frozen_parts(self, node: cst.ClassDef, init: FunctionInfo, bases: tuple[str, ...],
+                      call: cst.Call) -> cst.CSTNode | None:
+        """`ClassSummary.frozen_by_construction` of a module class that freezes nothing itself: the
+        statement adding a part, when `call` builds an instance every part of which is frozen. Its
+        only base is `torch.nn.Module`; `__init__`, read with the literals `call` binds (defaults
+        included: the branch of `if self.kind in ("vgg", "vgg16"):` those decide), adds to `self`
+        only constructions of project classes frozen by their own construction, plain values
+        (literals, the literal-bound parameters, tensors a torch factory makes) and what is read
+        from parts already added (`self.net.n_slices`, `self.shift.cuda()`); nothing registers a
+        parameter or a module otherwise (`nn.Parameter`, `add_module`, `setattr`, a method of its
+        own called in `__init__`, `self` handed to a call)."""
+        if bases != ("torch.nn.Module",) or any(isinstance(n, cst.Attribute) and n.attr.value in _REGISTERS
+                                                for n in walk(node.body)):
+            return None
+        positional = [p.name.value for p in (*init.node.params.posonly_params, *init.node.params.params)][1:]
+        params = init.node.params
+        defaults = {p.name.value: p.default for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+                    if p.default is not None}
+        bound = _bound_literals(call, positional, defaults)
+        if bound is None:
+            return None
+        env = {name: value for name, value in bound.items()
+               if all(b.kind == "param" for b in init.scope.bindings.get(name, ()))}
+        parts: dict[str, bool] = {}  # self.<attr> -> it may hold a part (a frozen module)
+        found: list[cst.CSTNode] = []
+        ok = self._frozen_block(list(init.node.body.body) if isinstance(init.node.body, cst.IndentedBlock) else [],
+                                init, env, parts, found)
+        return found[0] if ok and found else None
+
+    def _frozen_block(self, statements, init: FunctionInfo, env: dict, parts: dict, found: list) -> bool:
+        for statement in statements:
+            if isinstance(statement, cst.If):
+                taken = _decide(statement.test, env)  # None: either branch may run, both are read
+                orelse = statement.orelse
+                branches = [statement.body] if taken is not False else []
+                if taken is not True and orelse is not None:
+                    branches.append(orelse if isinstance(orelse, cst.If) else orelse.body)
+                for branch in branches:
+                    if isinstance(branch, cst.If):
+                        inner = [branch]
+                    elif isinstance(branch, cst.IndentedBlock):
+                        inner = list(branch.body)
+                    else:
+                        return False  # `if x: a = 1` on one line: not read
+                    if not self._frozen_block(inner, init, dict(env), parts, found):
+                        return False
+                continue
+            if not isinstance(statement, cst.SimpleStatementLine):
+                return False  # a loop, `with`, `try`: not read
+            for small in statement.body:
+                if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                    if not self._harmless_call(small.value, init, parts):
+                        return False
+                    continue
+                if isinstance(small, (cst.Pass,)) or isinstance(small, cst.Expr) and \
+                        isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+                    continue
+                if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+                    return False
+                target = small.targets[0].target
+                if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+                        and target.value.value == "self"):
+                    if isinstance(target, cst.Name) and target.value not in ("self",):
+                        env.pop(target.value, None)
+                        if self._adds_part(small.value, init, env, parts, found) is None:
+                            return False
+                        continue
+                    return False
+                part = self._adds_part(small.value, init, env, parts, found)
+                if part is None:
+                    return False
+                parts[target.attr.value] = part
+                literal = literal_value(small.value)
+                if literal is None and isinstance(small.value, cst.Name):
+                    literal = env.get(small.value.value)
+                env["self." + target.attr.value] = literal
+                if literal is None:
+                    env.pop("self." + target.attr.value)
+        return True
+
+    def _adds_part(self, value: cst.BaseExpression, init: FunctionInfo, env: dict, parts: dict,
+                   found: list) -> bool | None:
+        """What `self.<attr> = value` adds: True a frozen module, False a plain value, None anything
+        that may hold a trainable parameter."""
+        if literal_value(value) is not None or isinstance(value, (cst.Integer, cst.Float)):
+            return False
+        if isinstance(value, cst.Name):
+            return False if value.value in env else None
+        root = value
+        while isinstance(root, (cst.Attribute, cst.Call, cst.Subscript)) and not (
+                isinstance(root, cst.Attribute) and isinstance(root.value, cst.Name) and root.value.value == "self"):
+            if isinstance(root, cst.Call):
+                if not isinstance(root.func, cst.Attribute):
+                    break
+                root = root.func.value
+            else:
+                root = root.value
+        if isinstance(root, cst.Attribute) and isinstance(root.value, cst.Name) and root.value.value == "self" \
+                and root.attr.value in parts and not any(isinstance(n, cst.Name) and n.value == "self"
+                                                         for n in walk(value) if n is not root.value):
+            return parts[root.attr.value]  # read from a part already added
+        if isinstance(root, cst.Name) and root.value == "self":
+            return None
+        if _plain_tensor(value, init.scope, self.index.resolve):
+            return False
+        if isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)):
+            summary = self.summary_of(value.func, init.scope, ("requires_grad",))
+            if isinstance(summary, ClassSummary):
+                frozen = summary.frozen_by_construction(value)
+                if frozen is not None:
+                    found.append(frozen)
+                    return True
+        return None
+
+    def _harmless_call(self, call: cst.Call, init: FunctionInfo, parts: dict) -> bool:
+        """A call in `__init__` that adds no part: `super().__init__()`, a device move or mode switch
+        of a part already added (`self.net.cuda()`), a call that is handed neither `self` nor a part
+        (`print(...)`)."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call) \
+                and isinstance(func.value.func, cst.Name) and func.value.func.value == "super":
+            return True
+        if isinstance(func, cst.Attribute) and func.attr.value in _PART_MOVES and \
+                isinstance(func.value, cst.Attribute) and isinstance(func.value.value, cst.Name) and \
+                func.value.value.value == "self" and func.value.attr.value in parts and not call.args:
+            return True
+        return not any(isinstance(n, cst.Name) and n.value == "self" for n in walk(call))
 
     def _plain_class(self, node: cst.ClassDef, scope: Scope) -> bool:
         """`ClassSummary.plain`: each base is `object` or a project class (this file's or an imported
@@ -2480,6 +2693,85 @@ def _forwarded_position(function: FunctionInfo, call: cst.Call, position: int) -
     return f"*{named + position}"
 
 
+_PARTS_IN_PROGRESS: set[str] = set()
+# what registers a parameter or a module other than `self.<attr> = <module>`
+_REGISTERS = frozenset({"Parameter", "register_parameter", "register_module", "add_module", "ParameterList",
+                        "ParameterDict", "requires_grad_", "requires_grad"})
+# calls on a part that move it or switch its mode, adding nothing
+_PART_MOVES = frozenset({"cuda", "cpu", "to", "eval", "float", "half", "double", "bfloat16"})
+_TENSOR_FACTORIES = frozenset({"tensor", "Tensor", "FloatTensor", "as_tensor", "from_numpy", "zeros", "ones", "empty",
+                               "full", "rand", "randn", "randint", "arange", "linspace", "eye"})
+_TENSOR_VIEWS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "view", "reshape", "unsqueeze", "squeeze",
+                           "expand", "contiguous", "permute", "transpose"})
+
+
+def _plain_tensor(expr: cst.BaseExpression, scope: Scope, resolve) -> bool:
+    """A tensor a torch factory makes (`torch.Tensor([0.5, 0.4]).view(1, 2, 1, 1)`), viewed or
+    moved at most, not asked to record: kept on a module, it is no parameter."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _TENSOR_VIEWS \
+            and isinstance(expr.func.value, cst.Call):
+        expr = expr.func.value
+    if not isinstance(expr, cst.Call):
+        return False
+    name = resolve(expr.func, scope) or ""
+    requires = keyword_value(expr, "requires_grad")
+    return name.startswith("torch.") and name.count(".") == 1 and name.rsplit(".", 1)[-1] in _TENSOR_FACTORIES \
+        and (requires is None or is_false(requires))
+
+
+def _bound_literals(call: cst.Call, positional: list[str], defaults: dict) -> dict | None:
+    """The literal each parameter is bound to by `call` (passed, or its default); None when a
+    `*args`/`**kwargs` may bind any. A parameter bound to anything else is left out."""
+    if any(arg.star for arg in call.args):
+        return None
+    values = dict(defaults)
+    values.update(zip(positional, (arg.value for arg in positional_args(call))))
+    values.update((arg.keyword.value, arg.value) for arg in call.args if arg.keyword is not None)
+    found = {}
+    for name, value in values.items():
+        literal = literal_value(value)
+        if literal is not None:
+            found[name] = literal
+    return found
+
+
+def _decide(test: cst.BaseExpression, env: dict) -> bool | None:
+    """What a test of `__init__` evaluates to given the literals its names (and `self.<attr>`s
+    stored from them) hold: `==`/`!=`/`in`/`not in` a literal or a list of literals, `not`,
+    `and`/`or`; None when it cannot be told."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _decide(test.expression, env)
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation):
+        left, right = _decide(test.left, env), _decide(test.right, env)
+        if isinstance(test.operator, cst.And):
+            return False if False in (left, right) else True if (left, right) == (True, True) else None
+        return True if True in (left, right) else False if (left, right) == (False, False) else None
+    key = dotted_name(test) if isinstance(test, (cst.Name, cst.Attribute)) else None
+    if key is not None and key in env:
+        value = env[key]
+        return None if not isinstance(value, (bool, str)) else bool(value)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        key = dotted_name(test.left) if isinstance(test.left, (cst.Name, cst.Attribute)) else None
+        if key is None or key not in env or not isinstance(env[key], (bool, str)):
+            return None
+        value, target = env[key], test.comparisons[0]
+        if isinstance(target.operator, (cst.In, cst.NotIn)):
+            if not isinstance(target.comparator, (cst.List, cst.Tuple, cst.Set)):
+                return None
+            options = [literal_value(e.value) for e in target.comparator.elements]
+            if any(o is None for o in options):
+                return None
+            inside = any(type(o) is type(value) and o == value for o in options)
+            return inside if isinstance(target.operator, cst.In) else not inside
+        other = literal_value(target.comparator)
+        if other is None or not isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+            return None
+        same = type(other) is type(value) and other == value
+        return same if isinstance(target.operator, cst.Equal) else not same
+    return None
+
+
 def _frozen_on_init(init: FunctionInfo) -> tuple | None:
     """`ClassSummary.frozen_by_construction`'s fact of an `__init__`: (param, position, node) when a
     statement of its body that nothing skips (no `if` around it, no earlier `return`) sets
@@ -2496,6 +2788,11 @@ def _frozen_on_init(init: FunctionInfo) -> tuple | None:
         if any(type(n) is cst.Return for n in walk(statement)):
             return None  # a path that leaves before the rest of the body
         flag = _freezes_self(statement)
+        if flag is None and isinstance(statement, cst.If) and statement.orelse is None and \
+                isinstance(statement.test, cst.UnaryOperation) and isinstance(statement.test.operator, cst.Not) and \
+                isinstance(statement.test.expression, cst.Name) and isinstance(statement.body, cst.IndentedBlock) \
+                and len(statement.body.body) == 1 and is_false(_freezes_self(statement.body.body[0]) or cst.Name("x")):
+            flag = statement.test.expression  # `if not requires_grad: <freeze>`: frozen when the flag is False
         if flag is not None:
             found = (i, flag)
     if found is None:
