@@ -106,7 +106,9 @@ class MeanOfBatchMeans(Rule):
         weighted by `batch_size`, which it reads off the batch when it is not given; that mean is
         right. Given a fixed number instead (`batch_size=self.hparams.batch_size`, a literal, an
         attribute only the constructor sets, `args.batch_size`), every step weighs the same: a
-        batch mean logged that way is a mean of batch means. Reported at the `self.log` call, in a
+        batch mean logged that way is a mean of batch means. A weight read off what the step hook
+        is handed (`batch_size=batch.batch_size`, an attribute or property of its `batch`) is that
+        step's own, whatever the expression: not reported. Reported at the `self.log` call, in a
         class deriving from the framework's `LightningModule` (its resolved import); quiet when the
         class's loader hook for that split drops the short last batch. A weight of 1 states one sample
         per step, which leaves no short batch: it is reported only when the class's loader hook for the
@@ -922,6 +924,60 @@ class MeanOfBatchMeans(Rule):
         ),
         good(
             """
+            from dataclasses import dataclass
+
+            import lightning as L
+            import torch
+            import torch.nn.functional as F
+
+
+            @dataclass
+            class Pairs:
+                source: torch.Tensor
+                target: torch.Tensor
+
+                @property
+                def count(self) -> int:
+                    return self.source.shape[0]
+
+
+            class PairRegressor(L.LightningModule):
+                def __init__(self, net):
+                    super().__init__()
+                    self.net = net
+
+                def validation_step(self, pairs: Pairs, step):
+                    loss = F.mse_loss(self.net(pairs.source), pairs.target)
+                    self.log("val/mse", loss, on_epoch=True, batch_size=pairs.count)
+            """,
+            title="the weight is read off the step's own batch (a property of the batch object the hook is "
+                  "handed): each step weighs by its own size",
+        ),
+        bad(
+            """
+            from types import SimpleNamespace
+
+            import lightning as L
+            import torch.nn.functional as F
+
+            settings = SimpleNamespace(count=64)
+
+
+            class PairRegressor(L.LightningModule):
+                def __init__(self, net):
+                    super().__init__()
+                    self.net = net
+
+                def validation_step(self, pairs, step):
+                    loss = F.mse_loss(self.net(pairs[0]), pairs[1])
+                    self.log("val/mse", loss, on_epoch=True, batch_size=settings.count)
+            """,
+            line=16,
+            title="the same log weighted by a module-level setting: one number for every step, the short last "
+                  "batch weighs like a full one",
+        ),
+        good(
+            """
             import torch
             import torch.nn.functional as F
             from torch.utils.data import DataLoader
@@ -1241,7 +1297,8 @@ def _dict_values(flow, mapping) -> list:
 def _fixed_number(ctx, flow, expr, function, depth) -> str | None:
     """Why `expr` is the same number at every step, or None: a literal, a configuration value
     (`self.hparams.batch_size`, `args.batch_size`), an attribute of `self` only its constructor sets,
-    or a name bound to one of these."""
+    or a name bound to one of these. What the step hook is handed (`batch.batch_size`, read off its
+    `batch` parameter) is the step's own value, whatever it holds: not fixed."""
     if depth > 3:
         return None
     if isinstance(expr, cst.Integer):
@@ -1266,8 +1323,11 @@ def _fixed_number(ctx, flow, expr, function, depth) -> str | None:
             return None if writers else f"`{text}` is set once, in the constructor"
         return f"`{text}` is a configuration value, the same at every step"
     binding = flow.scope_of(expr).lookup(root)
+    # a parameter of the step hook itself (`batch.batch_size` of the step's batch) is handed anew at
+    # every step: what it holds is that step's, not a fixed number
     if binding and all(b.kind in ("assign", "import", "param") for b in binding) \
-            and not any(b.kind == "assign" and flow.index.function_at(b.node) is function for b in binding):
+            and not any(b.kind in ("assign", "param") and flow.index.function_at(b.node) is function
+                        for b in binding):
         return f"`{text}` is a configuration value, the same at every step"
     return None
 

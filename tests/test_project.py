@@ -2186,3 +2186,67 @@ def test_a_jittor_helper_every_caller_runs_under_jt_no_grad_records_no_graph(tmp
     results = list(lint_paths([str(tmp_path / "generation.py"), str(tmp_path / "demo.py")], ALL))
     found = {f.line for r in results if r.path.endswith("generation.py") for f in r.findings if f.code == "TL301"}
     assert found == expected
+
+
+_IDLE_VALIDATION = """
+    import lightning as L
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader
+
+
+    class Colorizer(L.LightningModule):
+        def __init__(self, net, photos, sketches):
+            super().__init__()
+            self.net, self.photos, self.sketches = net, photos, sketches
+
+        def training_step(self, batch, batch_idx):
+            sketch, photo = batch
+            return F.l1_loss(self.net(sketch), photo)
+
+        def train_dataloader(self):
+            return DataLoader(self.photos, batch_size=16, shuffle=True)
+
+        def val_dataloader(self):
+            return DataLoader(self.sketches, batch_size=4, shuffle=True)
+
+        def validation_step(self, batch, batch_idx):
+            \"\"\"Not written yet.\"\"\"
+            pass
+    """
+
+
+def test_a_validation_loader_whose_hooks_compute_nothing_feeds_no_evaluation(tmp_path):
+    """TL602: in a run over the whole project, a LightningModule's shuffled `val_dataloader` whose
+    batches go only to a `validation_step` that computes nothing (a docstring and `pass`) measures
+    nothing; a subclass in another file that computes in its own `validation_step`, a callback
+    that reads the batches (`on_validation_batch_end`), or a check of the file alone keeps it."""
+    write(tmp_path, {"model.py": _IDLE_VALIDATION, "train.py": """
+        import lightning as L
+        from model import Colorizer
+
+        L.Trainer(max_epochs=3).fit(Colorizer(net, photos, sketches))
+        """})
+    assert (20, "TL602") not in _codes(lint_path(str(tmp_path / "model.py"), ALL, project=Project(tmp_path)))
+    assert (20, "TL602") in _codes(lint_path(str(tmp_path / "model.py"), ALL))
+    for name, text in (("sub.py", """
+            from model import Colorizer
+
+            class Scored(Colorizer):
+                def validation_step(self, batch, batch_idx):
+                    self.log("val", self.net(batch[0]).mean())
+            """), ("callbacks.py", """
+            import lightning as L
+
+            class Peek(L.Callback):
+                def on_validation_batch_end(self, trainer, module, outputs, batch, batch_idx):
+                    trainer.logger.log_metrics({"mean": batch[0].mean().item()})
+            """)):
+        write(tmp_path, {name: text, "train.py": f"""
+            import lightning as L
+            from model import Colorizer
+            from {name[:-3]} import *
+
+            L.Trainer(max_epochs=3).fit(Colorizer(net, photos, sketches))
+            """})
+        assert (20, "TL602") in _codes(lint_path(str(tmp_path / "model.py"), ALL, project=Project(tmp_path))), name
+        (tmp_path / name).unlink()
