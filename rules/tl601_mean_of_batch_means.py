@@ -93,7 +93,14 @@ class MeanOfBatchMeans(Rule):
         finding is unproven (`--include-unproven`); so is it when the function returns one loader
         per branch of configuration tests (`if args.task_name == "classification": ... return`),
         and when the loop's loader is a parameter every caller fills with such a loader (or one
-        of equal batches).
+        of equal batches). A loader kept as `self.loader`, set only from a parameter of the class's
+        `__init__`, makes batches of one size, in a run over the whole project, when every
+        construction of the class and of its subclasses (in any file, none defining its own
+        `__init__` or setting the attribute) passes a loader built with `drop_last=True` or
+        `batch_size=1` (written there, by a project factory, or an element of the tuple a helper of
+        that file returns); a construction whose instance is bound to a name that
+        is read only for methods that cannot run the averaging one (`scorer.score_text()` when the
+        loop is in `score_audio`) does not count, when the class has no subclass.
 
         An average taken inside a training loop (the loop runs the backward and the step) is a
         logged training loss, not a metric a model is chosen or reported by: it is reported at
@@ -1457,8 +1464,70 @@ def _equal_batches(flow, loader, depth: int = 0) -> bool:
             sites = flow.index.callers(function) if function is not None else []
             arguments = [flow.index.argument_for(site.node, function, loader.value) for site in sites]
             return bool(arguments) and all(a is not None and _equal_batches(flow, a, depth + 1) for a in arguments)
+    if isinstance(loader, cst.Attribute) and isinstance(loader.value, cst.Name) and loader.value.value == "self":
+        return _constructed_with_equal_batches(flow, loader)
     built = _built_by(flow, loader)
     return built is not None and _factory_equal_batches(flow, built, flow.scope_of(built))
+
+
+def _constructed_with_equal_batches(flow, loader: cst.Attribute) -> bool:
+    """`self.loader` set only from a parameter of the class's `__init__`
+    (`self.loader = loader`), in a run over the whole project where every construction of the
+    class, and of its subclasses in any file (none of which defines its own `__init__` or sets
+    the attribute), passes a loader of equal batches for it (`InstanceBuild.equal_for`: built
+    with `drop_last=True` or `batch_size=1`, there or by a project factory, through the names it
+    is bound to). A construction whose instance is read only for attributes that cannot run the
+    averaging method (`tester.test_cnn()` when the loop is in `test_rnn`: `_runners`) does not
+    count, when the class has no subclass; at least one construction must count."""
+    linker = flow.index.linker
+    scope = flow.scope_of(loader)
+    function = flow.index.function_at(loader)
+    class_scope = scope.class_scope()
+    if linker is None or function is None or class_scope is None or function.class_name != class_scope.name \
+            or not linker.whole_project():
+        return False
+    attr = loader.attr.value
+    values = flow.index.self_attribute_values(attr, scope)
+    if len(values) != 1 or not isinstance(values[0], cst.Name):
+        return False
+    init = flow.index.function_at(values[0])
+    if init is None or init.name != "__init__" or init.class_name != class_scope.name:
+        return False
+    bindings = init.scope.lookup(values[0].value)
+    if len(bindings) != 1 or bindings[0].kind != "param":
+        return False
+    params = tuple(p.name.value for p in (*init.node.params.posonly_params, *init.node.params.params))[1:]
+    found = linker.instance_builds(class_scope.name)
+    if found is None:
+        return False
+    builds, subclasses = found
+    if any(sub.defines_init or attr in sub.writes for _, sub in subclasses):
+        return False
+    runners = _runners(flow, class_scope.name, function.name) if not subclasses else None
+    counted = [b for _, b in builds
+               if runners is None or b.used_attrs is None or runners & set(b.used_attrs)]
+    return bool(counted) and all(b.equal_for(params, values[0].value) for b in counted)
+
+
+def _runners(flow, class_name: str, method: str) -> set[str]:
+    """The methods of the class that can run `method` on an instance: itself and, through each
+    other, those that call `self.<one of them>` or hand `self` on (a bare `self`)."""
+    methods = [f for f in flow.index.functions if f.class_name == class_name]
+    found = {method}
+    changed = True
+    while changed:
+        changed = False
+        for f in methods:
+            if f.name in found:
+                continue
+            for node in walk(f.node.body):
+                if isinstance(node, cst.Name) and node.value == "self":
+                    parent = flow.index.parent(node)
+                    if not (isinstance(parent, cst.Attribute) and parent.value is node) or parent.attr.value in found:
+                        found.add(f.name)
+                        changed = True
+                        break
+    return found
 
 
 def _is_true(flow, expr, scope, depth: int = 0) -> bool:
