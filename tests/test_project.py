@@ -2320,8 +2320,8 @@ def test_a_loader_every_construction_of_its_class_passes_with_drop_last_has_no_s
     class and of its subclasses (another file's, a test's nested class) in the project passes a
     loader built with `drop_last=True` (a factory's default, a test helper's tuple element): every
     batch is full, the mean of batch means is exact. Look-alikes that still fire: a factory whose
-    `drop_last` default is False, one call site without it, a subclass with its own `__init__`,
-    the file checked alone."""
+    `drop_last` default is False, one call site without it, a subclass with its own `__init__`, a
+    class kept in a registry, the file checked alone."""
     files = {"fitter.py": _FITTER, "run.py": _FITTER_RUN, "tests/test_fitter.py": _FITTER_TEST}
     write(tmp_path, files)
     fitter = str(tmp_path / "fitter.py")
@@ -2331,7 +2331,9 @@ def test_a_loader_every_construction_of_its_class_passes_with_drop_last_has_no_s
             ("run.py", "drop_last=True):", "drop_last=False):"),
             ("tests/test_fitter.py", "train, _ = _loaders()", "train = DataLoader(TensorDataset(torch.rand(9, 3)), batch_size=4)"),
             ("tests/test_fitter.py", "            pass\n", "            def __init__(self, model, batches, opt):\n"
-                                                          "                super().__init__(model, batches[:1], opt)\n")):
+                                                          "                super().__init__(model, batches[:1], opt)\n"),
+            # the class is handed around by name: an instance may be built where no call shows
+            ("run.py", "def main(", "FITTERS = {\"loop\": LoopFitter}\n\n\ndef main(")):
         write(tmp_path, {**files, name: files[name].replace(old, new)})
         assert files[name].replace(old, new) != files[name]
         assert (19, "TL601") in _codes(lint_path(fitter, ALL, project=Project(tmp_path))), (name, new)

@@ -298,7 +298,9 @@ class Summaries:
         `class_name` of the file at `path` and of the project's classes deriving from it (through
         each other, nested ones too), with those subclasses: ([(file, InstanceBuild)], [(file,
         Subclass)]). A call is kept when its callee resolves to the class (a module-level one, from
-        any file naming it) or is the bare name of a nested class in its own file."""
+        any file naming it) or is the bare name of a nested class in its own file. None when a
+        file reads one of those names otherwise than to call, import, derive from or annotate with
+        it (`Summary.class_handed_around`: a registry, a classmethod building it)."""
         self._current()
         key = ("instances", str(self.project.real(path)), class_name)
         if key in self._callers:
@@ -324,6 +326,9 @@ class Summaries:
                         return False
                     where = self.locate(callee, str(candidate))
                     return where is not None and where[0] == target and where[1] == [name]
+                if summary.class_handed_around(name):
+                    self._callers[key] = None  # built where no call of it shows
+                    return None
                 builds += [(candidate, b) for b in summary.instance_builds_of(name) if names_target(b.callee)]
                 for sub in summary.subclasses_of(name):
                     if names_target(sub.base):

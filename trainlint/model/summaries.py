@@ -612,6 +612,12 @@ class FileSummary:
                 if self._summariser is not None else []
         return self._instance_builds[class_name]
 
+    def class_handed_around(self, class_name: str) -> bool:
+        """This file reads the name `class_name` otherwise than to call it, import it, derive from
+        it, annotate with it or test an instance against it (`registry = {"a": Cls}`,
+        `Cls.from_config(...)`): its instances may be built where no call of it shows."""
+        return self._summariser.class_handed_around(class_name) if self._summariser is not None else True
+
     def subclasses_of(self, class_name: str) -> list[Subclass]:
         """The classes of this file (nested ones too) with a base named `class_name`."""
         return self._summariser.subclasses(class_name) if self._summariser is not None else []
@@ -893,6 +899,29 @@ class _Summariser:
                 return None  # passed, returned, stored, or a name the code reuses
             attrs.add(parent.attr.value)
         return tuple(sorted(attrs))
+
+    def class_handed_around(self, class_name: str) -> bool:
+        for node in self.index.nodes:
+            if not (isinstance(node, cst.Name) and node.value == class_name):
+                continue
+            parent = self.index.parent(node)
+            if isinstance(parent, cst.Call) and parent.func is node or isinstance(parent, cst.Attribute) \
+                    and parent.attr is node and isinstance(self.index.parent(parent), cst.Call) \
+                    and self.index.parent(parent).func is parent:
+                continue  # `Cls(...)`, `module.Cls(...)`
+            if isinstance(parent, (cst.ImportAlias, cst.Annotation)) or isinstance(parent, cst.Attribute) \
+                    and parent.attr is node and isinstance(self.index.parent(parent), cst.ImportAlias) \
+                    or isinstance(parent, cst.ClassDef) and parent.name is node:
+                continue
+            if isinstance(parent, cst.Arg):
+                holder = self.index.parent(parent)
+                if isinstance(holder, cst.ClassDef) or isinstance(holder, cst.Call) and isinstance(holder.func, cst.Name) \
+                        and holder.func.value in ("isinstance", "issubclass") and parent.keyword is None:
+                    continue
+            if any(isinstance(a, cst.Annotation) for a in self.index.ancestors(node)):
+                continue
+            return True
+        return False
 
     def subclasses(self, class_name: str) -> list[Subclass]:
         found = []
