@@ -93,7 +93,14 @@ class MeanOfBatchMeans(Rule):
         finding is unproven (`--include-unproven`); so is it when the function returns one loader
         per branch of configuration tests (`if args.task_name == "classification": ... return`),
         and when the loop's loader is a parameter every caller fills with such a loader (or one
-        of equal batches).
+        of equal batches). A loader kept as `self.loader`, set only from a parameter of the class's
+        `__init__`, makes batches of one size, in a run over the whole project, when every
+        construction of the class and of its subclasses (in any file, none defining its own
+        `__init__` or setting the attribute) passes a loader built with `drop_last=True` or
+        `batch_size=1` (written there, by a project factory, or an element of the tuple a helper of
+        that file returns); a construction whose instance is bound to a name that
+        is read only for methods that cannot run the averaging one (`scorer.score_text()` when the
+        loop is in `score_audio`) does not count, when the class has no subclass.
 
         An average taken inside a training loop (the loop runs the backward and the step) is a
         logged training loss, not a metric a model is chosen or reported by: it is reported at
@@ -106,7 +113,9 @@ class MeanOfBatchMeans(Rule):
         weighted by `batch_size`, which it reads off the batch when it is not given; that mean is
         right. Given a fixed number instead (`batch_size=self.hparams.batch_size`, a literal, an
         attribute only the constructor sets, `args.batch_size`), every step weighs the same: a
-        batch mean logged that way is a mean of batch means. Reported at the `self.log` call, in a
+        batch mean logged that way is a mean of batch means. A weight read off what the step hook
+        is handed (`batch_size=batch.batch_size`, an attribute or property of its `batch`) is that
+        step's own, whatever the expression: not reported. Reported at the `self.log` call, in a
         class deriving from the framework's `LightningModule` (its resolved import); quiet when the
         class's loader hook for that split drops the short last batch. A weight of 1 states one sample
         per step, which leaves no short batch: it is reported only when the class's loader hook for the
@@ -922,6 +931,60 @@ class MeanOfBatchMeans(Rule):
         ),
         good(
             """
+            from dataclasses import dataclass
+
+            import lightning as L
+            import torch
+            import torch.nn.functional as F
+
+
+            @dataclass
+            class Pairs:
+                source: torch.Tensor
+                target: torch.Tensor
+
+                @property
+                def count(self) -> int:
+                    return self.source.shape[0]
+
+
+            class PairRegressor(L.LightningModule):
+                def __init__(self, net):
+                    super().__init__()
+                    self.net = net
+
+                def validation_step(self, pairs: Pairs, step):
+                    loss = F.mse_loss(self.net(pairs.source), pairs.target)
+                    self.log("val/mse", loss, on_epoch=True, batch_size=pairs.count)
+            """,
+            title="the weight is read off the step's own batch (a property of the batch object the hook is "
+                  "handed): each step weighs by its own size",
+        ),
+        bad(
+            """
+            from types import SimpleNamespace
+
+            import lightning as L
+            import torch.nn.functional as F
+
+            settings = SimpleNamespace(count=64)
+
+
+            class PairRegressor(L.LightningModule):
+                def __init__(self, net):
+                    super().__init__()
+                    self.net = net
+
+                def validation_step(self, pairs, step):
+                    loss = F.mse_loss(self.net(pairs[0]), pairs[1])
+                    self.log("val/mse", loss, on_epoch=True, batch_size=settings.count)
+            """,
+            line=16,
+            title="the same log weighted by a module-level setting: one number for every step, the short last "
+                  "batch weighs like a full one",
+        ),
+        good(
+            """
             import torch
             import torch.nn.functional as F
             from torch.utils.data import DataLoader
@@ -1241,7 +1304,8 @@ def _dict_values(flow, mapping) -> list:
 def _fixed_number(ctx, flow, expr, function, depth) -> str | None:
     """Why `expr` is the same number at every step, or None: a literal, a configuration value
     (`self.hparams.batch_size`, `args.batch_size`), an attribute of `self` only its constructor sets,
-    or a name bound to one of these."""
+    or a name bound to one of these. What the step hook is handed (`batch.batch_size`, read off its
+    `batch` parameter) is the step's own value, whatever it holds: not fixed."""
     if depth > 3:
         return None
     if isinstance(expr, cst.Integer):
@@ -1266,8 +1330,11 @@ def _fixed_number(ctx, flow, expr, function, depth) -> str | None:
             return None if writers else f"`{text}` is set once, in the constructor"
         return f"`{text}` is a configuration value, the same at every step"
     binding = flow.scope_of(expr).lookup(root)
+    # a parameter of the step hook itself (`batch.batch_size` of the step's batch) is handed anew at
+    # every step: what it holds is that step's, not a fixed number
     if binding and all(b.kind in ("assign", "import", "param") for b in binding) \
-            and not any(b.kind == "assign" and flow.index.function_at(b.node) is function for b in binding):
+            and not any(b.kind in ("assign", "param") and flow.index.function_at(b.node) is function
+                        for b in binding):
         return f"`{text}` is a configuration value, the same at every step"
     return None
 
@@ -1397,8 +1464,70 @@ def _equal_batches(flow, loader, depth: int = 0) -> bool:
             sites = flow.index.callers(function) if function is not None else []
             arguments = [flow.index.argument_for(site.node, function, loader.value) for site in sites]
             return bool(arguments) and all(a is not None and _equal_batches(flow, a, depth + 1) for a in arguments)
+    if isinstance(loader, cst.Attribute) and isinstance(loader.value, cst.Name) and loader.value.value == "self":
+        return _constructed_with_equal_batches(flow, loader)
     built = _built_by(flow, loader)
     return built is not None and _factory_equal_batches(flow, built, flow.scope_of(built))
+
+
+def _constructed_with_equal_batches(flow, loader: cst.Attribute) -> bool:
+    """`self.loader` set only from a parameter of the class's `__init__`
+    (`self.loader = loader`), in a run over the whole project where every construction of the
+    class, and of its subclasses in any file (none of which defines its own `__init__` or sets
+    the attribute), passes a loader of equal batches for it (`InstanceBuild.equal_for`: built
+    with `drop_last=True` or `batch_size=1`, there or by a project factory, through the names it
+    is bound to). A construction whose instance is read only for attributes that cannot run the
+    averaging method (`tester.test_cnn()` when the loop is in `test_rnn`: `_runners`) does not
+    count, when the class has no subclass; at least one construction must count."""
+    linker = flow.index.linker
+    scope = flow.scope_of(loader)
+    function = flow.index.function_at(loader)
+    class_scope = scope.class_scope()
+    if linker is None or function is None or class_scope is None or function.class_name != class_scope.name \
+            or not linker.whole_project():
+        return False
+    attr = loader.attr.value
+    values = flow.index.self_attribute_values(attr, scope)
+    if len(values) != 1 or not isinstance(values[0], cst.Name):
+        return False
+    init = flow.index.function_at(values[0])
+    if init is None or init.name != "__init__" or init.class_name != class_scope.name:
+        return False
+    bindings = init.scope.lookup(values[0].value)
+    if len(bindings) != 1 or bindings[0].kind != "param":
+        return False
+    params = tuple(p.name.value for p in (*init.node.params.posonly_params, *init.node.params.params))[1:]
+    found = linker.instance_builds(class_scope.name)
+    if found is None:
+        return False
+    builds, subclasses = found
+    if any(sub.defines_init or attr in sub.writes for _, sub in subclasses):
+        return False
+    runners = _runners(flow, class_scope.name, function.name) if not subclasses else None
+    counted = [b for _, b in builds
+               if runners is None or b.used_attrs is None or runners & set(b.used_attrs)]
+    return bool(counted) and all(b.equal_for(params, values[0].value) for b in counted)
+
+
+def _runners(flow, class_name: str, method: str) -> set[str]:
+    """The methods of the class that can run `method` on an instance: itself and, through each
+    other, those that call `self.<one of them>` or hand `self` on (a bare `self`)."""
+    methods = [f for f in flow.index.functions if f.class_name == class_name]
+    found = {method}
+    changed = True
+    while changed:
+        changed = False
+        for f in methods:
+            if f.name in found:
+                continue
+            for node in walk(f.node.body):
+                if isinstance(node, cst.Name) and node.value == "self":
+                    parent = flow.index.parent(node)
+                    if not (isinstance(parent, cst.Attribute) and parent.value is node) or parent.attr.value in found:
+                        found.add(f.name)
+                        changed = True
+                        break
+    return found
 
 
 def _is_true(flow, expr, scope, depth: int = 0) -> bool:

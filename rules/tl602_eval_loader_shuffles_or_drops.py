@@ -62,7 +62,11 @@ class EvalLoaderShufflesOrDrops(Rule):
         it is returned by `val_dataloader`/`test_dataloader`/`get_eval_dataloader` (unless, in a run
         over the whole project, no file asks the framework for that loader: no `trainer.test(...)`
         for `test_dataloader`, no `LightningCLI`; the loader then goes where the project's own
-        calls of the hook take it, `next(iter(dm.test_dataloader()))` being one batch) or built inside an
+        calls of the hook take it, `next(iter(dm.test_dataloader()))` being one batch; nor when the
+        hook is a LightningModule's whose batches go only to methods that compute nothing: the class
+        defines the step hook, `validation_step` for `val_dataloader`, and every definition of it
+        there and in its subclasses, and of the batch hooks `on_validation_batch_end` & co. in any
+        class of the project, is only `pass`, `...`, a docstring or `return None`) or built inside an
         evaluation function, or it is only iterated by evaluation loops (no backward, grad off).
         The flags may come through a `**mapping` the function fills (`test_kwargs.update(cuda_kwargs)`
         with `"shuffle": True` in `cuda_kwargs`, `kwargs["shuffle"] = True`); such a value is often
@@ -936,6 +940,61 @@ class EvalLoaderShufflesOrDrops(Rule):
                     return DataLoader(self.data, batch_size=self.batch_size, shuffle=False, drop_last=False)
             """,
             title="a Lightning val_dataloader hook",
+        ),
+        bad(
+            """
+            import lightning as L
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            class Colorizer(L.LightningModule):
+                def __init__(self, net, photos, sketches):
+                    super().__init__()
+                    self.net, self.photos, self.sketches = net, photos, sketches
+
+                def training_step(self, batch, batch_idx):
+                    sketch, photo = batch
+                    return F.l1_loss(self.net(sketch), photo)
+
+                def train_dataloader(self):
+                    return DataLoader(self.photos, batch_size=16, shuffle=True)
+
+                def val_dataloader(self):
+                    return DataLoader(self.sketches, batch_size=4, shuffle=True)
+
+                def validation_step(self, batch, batch_idx):
+                    sketch, photo = batch
+                    self.log("val/l1", F.l1_loss(self.net(sketch), photo))
+            """,
+            line=19,
+            fixed="""
+            import lightning as L
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            class Colorizer(L.LightningModule):
+                def __init__(self, net, photos, sketches):
+                    super().__init__()
+                    self.net, self.photos, self.sketches = net, photos, sketches
+
+                def training_step(self, batch, batch_idx):
+                    sketch, photo = batch
+                    return F.l1_loss(self.net(sketch), photo)
+
+                def train_dataloader(self):
+                    return DataLoader(self.photos, batch_size=16, shuffle=True)
+
+                def val_dataloader(self):
+                    return DataLoader(self.sketches, batch_size=4, shuffle=False)
+
+                def validation_step(self, batch, batch_idx):
+                    sketch, photo = batch
+                    self.log("val/l1", F.l1_loss(self.net(sketch), photo))
+            """,
+            title="a module whose validation_step computes and logs a loss from each shuffled batch (when no "
+                  "validation hook of the project computes anything, the batches measure nothing: not reported)",
         ),
         bad(
             """

@@ -2385,3 +2385,212 @@ def test_a_module_class_wrapping_only_frozen_parts_is_frozen_by_construction():
     assert metric.frozen_by_construction(built("Metric(kind=k)")) is None  # either branch
     assert summary.klass("Backbone").frozen_by_construction(built("Backbone(8, trainable=True)")) is None
     assert summary.klass("Headed").frozen_by_construction(built("Headed()")) is None
+
+
+_IDLE_VALIDATION = """
+    import lightning as L
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader
+
+
+    class Colorizer(L.LightningModule):
+        def __init__(self, net, photos, sketches):
+            super().__init__()
+            self.net, self.photos, self.sketches = net, photos, sketches
+
+        def training_step(self, batch, batch_idx):
+            sketch, photo = batch
+            return F.l1_loss(self.net(sketch), photo)
+
+        def train_dataloader(self):
+            return DataLoader(self.photos, batch_size=16, shuffle=True)
+
+        def val_dataloader(self):
+            return DataLoader(self.sketches, batch_size=4, shuffle=True)
+
+        def validation_step(self, batch, batch_idx):
+            \"\"\"Not written yet.\"\"\"
+            pass
+    """
+
+
+def test_a_validation_loader_whose_hooks_compute_nothing_feeds_no_evaluation(tmp_path):
+    """TL602: in a run over the whole project, a LightningModule's shuffled `val_dataloader` whose
+    batches go only to a `validation_step` that computes nothing (a docstring and `pass`) measures
+    nothing; a subclass in another file that computes in its own `validation_step`, a callback
+    that reads the batches (`on_validation_batch_end`), or a check of the file alone keeps it."""
+    write(tmp_path, {"model.py": _IDLE_VALIDATION, "train.py": """
+        import lightning as L
+        from model import Colorizer
+
+        L.Trainer(max_epochs=3).fit(Colorizer(net, photos, sketches))
+        """})
+    assert (20, "TL602") not in _codes(lint_path(str(tmp_path / "model.py"), ALL, project=Project(tmp_path)))
+    assert (20, "TL602") in _codes(lint_path(str(tmp_path / "model.py"), ALL))
+    for name, text in (("sub.py", """
+            from model import Colorizer
+
+            class Scored(Colorizer):
+                def validation_step(self, batch, batch_idx):
+                    self.log("val", self.net(batch[0]).mean())
+            """), ("callbacks.py", """
+            import lightning as L
+
+            class Peek(L.Callback):
+                def on_validation_batch_end(self, trainer, module, outputs, batch, batch_idx):
+                    trainer.logger.log_metrics({"mean": batch[0].mean().item()})
+            """)):
+        write(tmp_path, {name: text, "train.py": f"""
+            import lightning as L
+            from model import Colorizer
+            from {name[:-3]} import *
+
+            L.Trainer(max_epochs=3).fit(Colorizer(net, photos, sketches))
+            """})
+        assert (20, "TL602") in _codes(lint_path(str(tmp_path / "model.py"), ALL, project=Project(tmp_path))), name
+        (tmp_path / name).unlink()
+
+
+_FITTER = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    class Fitter:
+        def __init__(self, model, batches: DataLoader, opt):
+            self.model, self.opt = model, opt
+            self.batches = batches
+
+        def epoch(self):
+            total = 0.0
+            for x, y in self.batches:
+                self.opt.zero_grad()
+                loss = torch.nn.functional.cross_entropy(self.model(x), y)
+                loss.backward()
+                self.opt.step()
+                total += loss.item()
+            return total / len(self.batches)
+
+
+    class LoopFitter(Fitter):
+        def run(self, epochs):
+            return [self.epoch() for _ in range(epochs)]
+    """
+
+_FITTER_RUN = """
+    from torch.utils.data import DataLoader
+
+    from fitter import LoopFitter
+
+
+    def make_batches(dataset, size, drop_last=True):
+        return DataLoader(dataset, batch_size=size, shuffle=True, drop_last=drop_last)
+
+
+    def main(model, opt, dataset, cfg):
+        fitter = LoopFitter(model, make_batches(dataset, cfg.batch_size), opt)
+        fitter.run(cfg.epochs)
+    """
+
+_FITTER_TEST = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from fitter import Fitter
+
+
+    def _loaders(n=40):
+        data = TensorDataset(torch.rand(n, 3), torch.randint(0, 2, (n,)))
+        loader = DataLoader(data, batch_size=8, drop_last=True)
+        return loader, loader
+
+
+    def test_epoch():
+        class Plain(Fitter):
+            pass
+
+        train, _ = _loaders()
+        assert Plain(torch.nn.Linear(3, 2), train, opt=None).epoch() > 0
+    """
+
+
+def test_a_loader_every_construction_of_its_class_passes_with_drop_last_has_no_short_batch(tmp_path):
+    """TL601: `self.batches` set from an `__init__` parameter, when every construction of the
+    class and of its subclasses (another file's, a test's nested class) in the project passes a
+    loader built with `drop_last=True` (a factory's default, a test helper's tuple element): every
+    batch is full, the mean of batch means is exact. Look-alikes that still fire: a factory whose
+    `drop_last` default is False, one call site without it, a subclass with its own `__init__`, a
+    class kept in a registry, the file checked alone."""
+    files = {"fitter.py": _FITTER, "run.py": _FITTER_RUN, "tests/test_fitter.py": _FITTER_TEST}
+    write(tmp_path, files)
+    fitter = str(tmp_path / "fitter.py")
+    assert (19, "TL601") not in _codes(lint_path(fitter, ALL, project=Project(tmp_path)))
+    assert (19, "TL601") in _codes(lint_path(fitter, ALL))
+    for name, old, new in (
+            ("run.py", "drop_last=True):", "drop_last=False):"),
+            ("tests/test_fitter.py", "train, _ = _loaders()", "train = DataLoader(TensorDataset(torch.rand(9, 3)), batch_size=4)"),
+            ("tests/test_fitter.py", "            pass\n", "            def __init__(self, model, batches, opt):\n"
+                                                          "                super().__init__(model, batches[:1], opt)\n"),
+            # the class is handed around by name: an instance may be built where no call shows
+            ("run.py", "def main(", "FITTERS = {\"loop\": LoopFitter}\n\n\ndef main(")):
+        write(tmp_path, {**files, name: files[name].replace(old, new)})
+        assert files[name].replace(old, new) != files[name]
+        assert (19, "TL601") in _codes(lint_path(fitter, ALL, project=Project(tmp_path))), (name, new)
+
+
+_SCORER = """
+    import numpy as np
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    class Scorer:
+        def __init__(self, model, loader: DataLoader):
+            self.model = model
+            self.loader = loader
+
+        @torch.no_grad()
+        def score_text(self):
+            losses = [torch.nn.functional.cross_entropy(self.model(x), y).item() for x, y in self.loader]
+            for x, y in self.loader:
+                losses.append(torch.nn.functional.cross_entropy(self.model(x), y).item())
+            return np.mean(losses)
+
+        @torch.no_grad()
+        def score_audio(self):
+            losses = []
+            for x, y in self.loader:
+                losses.append(torch.nn.functional.cross_entropy(self.model(x), y).item())
+            return np.mean(losses)
+    """
+
+
+def test_a_method_only_run_on_instances_built_with_drop_last_has_no_short_batch(tmp_path):
+    """TL601: the construction whose instance runs `score_audio` passes a loader with
+    `drop_last=True`; the other construction's instance only runs `score_text` (read as
+    `scorer.score_text()` and nothing else): `score_audio` sees full batches, `score_text` does
+    not. Once the second instance is handed to a helper, it may run either method."""
+    files = {"scorer.py": _SCORER,
+             "audio.py": """
+                 from torch.utils.data import DataLoader
+                 from scorer import Scorer
+
+                 if __name__ == "__main__":
+                     clips = DataLoader(clip_set, batch_size=16, drop_last=True)
+                     scorer = Scorer(net, clips)
+                     print(scorer.score_audio())
+                 """,
+             "text.py": """
+                 from torch.utils.data import DataLoader
+                 from scorer import Scorer
+
+                 def main(net, sentences):
+                     scorer = Scorer(net, loader=DataLoader(sentences, batch_size=16))
+                     print(scorer.score_text())
+                 """}
+    write(tmp_path, files)
+    scorer = str(tmp_path / "scorer.py")
+    found = _codes(lint_path(scorer, ALL, project=Project(tmp_path)))
+    assert (24, "TL601") not in found and (17, "TL601") in found, found
+    write(tmp_path, {"text.py": files["text.py"].replace("print(scorer.score_text())", "report(scorer)")})
+    assert (24, "TL601") in _codes(lint_path(scorer, ALL, project=Project(tmp_path)))

@@ -61,6 +61,10 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
   loader (`test_dataloader`: `["test"]`, called on the trainer) and in `run_by_cli` the classes
   whose construction runs one of them named on the command line (`LightningCLI`): a project that
   calls none of them and builds none of those never has the framework evaluate with it.
+  It names in `batches_to` the module's methods the framework hands each of its batches to, the
+  step hook first (`validation_step`, `on_validation_batch_start`, ...): when the class defines
+  the step hook and every definition of those in the project computes nothing (`pass`, a
+  docstring, `return None`), the loader's batches feed no evaluation.
   A train hook of a framework that owns accumulation may name `window_size`, the attribute of
   `self` that holds the number of micro-batches in the current window (fewer in the short last
   window of an epoch), and `fixed_window_size`, the attribute that always holds K: an override
@@ -205,6 +209,9 @@ class Entry:
     #: an eval_built entry: its method called on any class of its package counts (every model class
     #: and Auto class of Transformers reaches `PreTrainedModel.from_pretrained`)
     on_any_class: bool = False
+    #: an eval_loader hook: the methods of the module the framework hands each of its batches to,
+    #: its step hook first (Lightning's `val_dataloader`: `validation_step`, then the batch hooks)
+    batches_to: tuple[str, ...] = ()
 
     @property
     def spellings(self) -> tuple[str, ...]:
@@ -243,7 +250,8 @@ _ENTRY_KEYS = frozenset({"name", "kind", "example", "rules", "match", "role", "o
                          "fp16", "unlinks_scheduler", "window_size", "fixed_window_size", "returns", "keyword_returns",
                          "saves", "path", "into", "weight", "epoch_hooks", "unpacks", "receiver", "partial_keywords", "values",
                          "accumulation_config", "train_step", "micro_batches", "loss", "grad_scaling",
-                         "backpropagates_return", "engine_keywords", "run_by", "run_by_cli", "on_any_class"})
+                         "backpropagates_return", "engine_keywords", "run_by", "run_by_cli", "on_any_class",
+                         "batches_to"})
 _TRAIN_STEP_KEYS = ("train_step", "micro_batches", "loss", "grad_scaling")
 
 
@@ -302,6 +310,9 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
     if ("run_by" in raw or "run_by_cli" in raw) and (raw["kind"] != "hook" or raw.get("step") != "eval_loader"
                                                      or not isinstance(raw.get("run_by"), list)):
         raise FrameworkModelError(f"{where}: `run_by` (and `run_by_cli`) are said of an eval_loader hook")
+    if "batches_to" in raw and (raw["kind"] != "hook" or raw.get("step") != "eval_loader"
+                                or not isinstance(raw["batches_to"], list) or not raw["batches_to"]):
+        raise FrameworkModelError(f"{where}: `batches_to` (a list, the step hook first) is said of an eval_loader hook")
     fp16 = raw.get("fp16", {})
     config = raw.get("accumulation_config", {})
     unlinks = raw.get("unlinks_scheduler", {})
@@ -319,7 +330,8 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
                  raw.get("train_step"), raw.get("micro_batches"), raw.get("loss"), scaling.get("keyword"),
                  bool(scaling.get("default")),
                  bool(raw.get("backpropagates_return")), tuple(raw.get("engine_keywords", ())), (),
-                 tuple(raw.get("run_by", ())), tuple(raw.get("run_by_cli", ())), bool(raw.get("on_any_class")))
+                 tuple(raw.get("run_by", ())), tuple(raw.get("run_by_cli", ())), bool(raw.get("on_any_class")),
+                 tuple(raw.get("batches_to", ())))
 
 
 def _framework(path: str, data: dict) -> Framework:
@@ -476,6 +488,19 @@ def hook_runners(method: str) -> tuple[frozenset[str], frozenset[str]] | None:
     if not found:
         return None
     return (frozenset(m for e in found for m in e.run_by), frozenset(c for e in found for c in e.run_by_cli))
+
+
+def batch_receivers(method: str) -> tuple[tuple[str, ...], frozenset[str], tuple[str, ...]] | None:
+    """For the eval_loader hook `method`: the methods its batches are handed to (`batches_to`, the
+    step hook first), the framework's import roots and the classes it is a method of (its entries'
+    owners: `lightning.pytorch.LightningModule`); None when no entry says."""
+    packages = {f.id: f.packages for f in frameworks()}
+    found = [e for e in entries("hook") if e.attr == method and e.step == "eval_loader" and e.batches_to]
+    if not found:
+        return None
+    return (tuple(dict.fromkeys(h for e in found for h in e.batches_to)),
+            frozenset(r for e in found for r in packages.get(e.framework, ())),
+            tuple(dict.fromkeys(e.name.rsplit(".", 1)[0] for e in found)))
 
 
 def hook_kind(method: str) -> str | None:

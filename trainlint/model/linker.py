@@ -293,6 +293,51 @@ class Summaries:
                 path, class_name, lambda summary: summary.constructions_of(class_name), own_file=True)]
         return self._constructions[key]
 
+    def instance_builds(self, path: str, class_name: str):
+        """Every construction, in the checked files of its import component, of the class
+        `class_name` of the file at `path` and of the project's classes deriving from it (through
+        each other, nested ones too), with those subclasses: ([(file, InstanceBuild)], [(file,
+        Subclass)]). A call is kept when its callee resolves to the class (a module-level one, from
+        any file naming it) or is the bare name of a nested class in its own file. None when a
+        file reads one of those names otherwise than to call, import, derive from or annotate with
+        it (`Summary.class_handed_around`: a registry, a classmethod building it)."""
+        self._current()
+        key = ("instances", str(self.project.real(path)), class_name)
+        if key in self._callers:
+            return self._callers[key]
+        builds, subclasses = [], []
+        pending = [(self.project.real(path), class_name, True)]
+        seen = set()
+        while pending and len(seen) < 32:
+            target, name, module_level = pending.pop()
+            if (target, name) in seen:
+                continue
+            seen.add((target, name))
+            files = self.mentioning(str(target), (name,)) if module_level else [target]
+            for candidate in files:
+                summary = self.file_summary(candidate)
+                if summary is None:
+                    continue
+
+                def names_target(callee: str) -> bool:
+                    if "." not in callee and candidate == target:
+                        return True  # the file's own class, by its bare name
+                    if not module_level:
+                        return False
+                    where = self.locate(callee, str(candidate))
+                    return where is not None and where[0] == target and where[1] == [name]
+                if summary.class_handed_around(name):
+                    self._callers[key] = None  # built where no call of it shows
+                    return None
+                builds += [(candidate, b) for b in summary.instance_builds_of(name) if names_target(b.callee)]
+                for sub in summary.subclasses_of(name):
+                    if names_target(sub.base):
+                        subclasses.append((candidate, sub))
+                        pending.append((candidate, sub.name, sub.module_level))
+        found = (builds, subclasses) if not pending else None
+        self._callers[key] = found
+        return found
+
     def mentioning(self, path: str, words: tuple[str, ...]) -> list[Path]:
         """The checked files that can call into the file at `path` or be called by it (its
         component of the import graph, the file itself included) whose text holds one of `words`:
@@ -502,6 +547,19 @@ class Linker:
             if shared:
                 found.append((_relative(self.project, where), sorted(shared)[0]))
         return found
+
+    def instance_builds(self, class_name: str):
+        """`Summaries.instance_builds` of this file's class `class_name` (paths relative to the
+        project root); None when this file is not checked as part of a project or the family of
+        subclasses is too large to follow."""
+        if self.project is None or not self.project.contains(self.path):
+            return None
+        found = self._summaries.instance_builds(self.path, class_name)
+        if found is None:
+            return None
+        builds, subclasses = found
+        return ([(_relative(self.project, where), b) for where, b in builds],
+                [(_relative(self.project, where), c) for where, c in subclasses])
 
     def whole_project(self) -> bool:
         """The run checks every file of the project (`Project.checks_everything`): a file that can

@@ -10,7 +10,10 @@ returned by a framework hook whose loader the framework evaluates with (`val_dat
 the framework asks for it: a method that does (`frameworks.hook_runners`: `trainer.test(...)` for
 `test_dataloader`) is called, or a command-line runner (`LightningCLI`) is built, in a file of the
 project; in a run over the whole project where none is, the loader goes where the project's own
-calls of the hook take it (`next(iter(dm.test_dataloader()))`: one batch drawn, no pass).
+calls of the hook take it (`next(iter(dm.test_dataloader()))`: one batch drawn, no pass). A
+module's hook whose batches reach nothing that computes (the framework's `batches_to`: the class's
+own `validation_step` and every batch hook of the project only `pass`/a docstring/`return None`,
+in a run over the whole project) feeds no evaluation either.
 
 The loader is followed through:
 - the name it is bound to: the reads that binding can reach (`FileIndex.reaching_bindings`: a
@@ -50,6 +53,7 @@ import libcst as cst
 
 from trainlint.model import frameworks
 from trainlint.model.dataflow import dataflow
+from trainlint.model.framework_classes import ancestors
 from trainlint.model.grad_mode import literal_flags
 from trainlint.model.index import FunctionInfo, positional_args, walk
 from trainlint.model.loader_use import (_bounded_loop, _capped_draws, _cycled, _drawn_once, _dynamic_names,
@@ -426,6 +430,11 @@ class LoaderReach:
             yield _Use("other", statement, "returned")
             return
         if function.name in _EVAL_LOADER_HOOKS and function.class_name is not None:
+            idle = self._idle_batches(function)
+            if idle is not None:
+                yield _Use("none", idle, f"returned by the framework hook `{function.name}`, whose batches go to "
+                                         f"`{idle.name.value}` and hooks that compute nothing", "framework")
+                return
             if self.framework_runs(function) is not False:
                 yield _Use("eval", function.node, f"returned by the framework hook `{function.name}`", "framework")
                 return
@@ -475,6 +484,46 @@ class LoaderReach:
             return True
         named = set(linker.files_mentioning(*(f'"{m}"' for m in methods), *(f"'{m}'" for m in methods)) or ())
         return bool(named & set(linker.files_mentioning("getattr(") or ()))
+
+    def _idle_batches(self, function: FunctionInfo) -> cst.FunctionDef | None:
+        """The step hook of the module class whose eval_loader hook `function` is, when the batches
+        the framework draws from the hook's loader reach nothing that computes: the class derives
+        from the hook's framework class, defines the step hook itself (`frameworks.batch_receivers`:
+        `validation_step` for `val_dataloader`), and every definition of a method the framework
+        hands a batch to does nothing (`pass`, `...`, a docstring, `return None`) in the run over
+        the whole project: the step hook in this class and its subclasses (another file that
+        defines it and names the class may hold one: not proven), the batch hooks
+        (`on_validation_batch_end`, ...) in any class, a callback's too (only this file may define
+        them). None otherwise."""
+        receivers = frameworks.batch_receivers(function.name)
+        linker = self.index.linker
+        class_node = self.index.classes.get(function.class_name)
+        if receivers is None or class_node is None or linker is None or not linker.whole_project():
+            return None
+        hooks, roots, owners = receivers
+        bases = ancestors(self.index, class_node)
+        tails = {owner.rsplit(".", 1)[-1] for owner in owners}
+        if not any(b in owners or (b.rsplit(".", 1)[-1] in tails and b.split(".")[0] in roots) for b in bases):
+            return None
+        step = self.index.method(function.class_name, hooks[0])
+        if step is None:
+            return None
+        own = str(linker.path)
+        # the other methods a batch is handed to may be a callback's, of any class: none elsewhere
+        elsewhere = linker.files_mentioning(*(f"def {hook}" for hook in hooks[1:]))
+        # the step hook matters in this class and in its subclasses, which name it
+        subclassing = set(linker.files_mentioning(f"def {hooks[0]}") or ()) \
+            & set(linker.files_mentioning(function.class_name) or ())
+        if elsewhere is None or any(not _same_file(where, own) for where in (*elsewhere, *subclassing)):
+            return None
+        family = {function.class_name} | {name for name, node in self.index.classes.items()
+                                          if function.class_name in {b.rsplit(".", 1)[-1]
+                                                                     for b in ancestors(self.index, node)}}
+        defined = [f for f in self.index.functions
+                   if f.name in hooks[1:] or f.name == hooks[0] and f.class_name in family]
+        if not all(_does_nothing(f.node) for f in defined):
+            return None
+        return step.node
 
     def _hook_calls(self, function: FunctionInfo):
         """The framework never asks for the hook's loader: it goes where the project's own calls
@@ -561,6 +610,34 @@ def _parameter_for(callee: FunctionInfo, call: cst.Call, arg: cst.Arg) -> str | 
     positional = positional_args(call)
     position = next((i for i, a in enumerate(positional) if a is arg), None)
     return params[position] if position is not None and position < len(params) else None
+
+
+def _same_file(relative: str, path: str | None) -> bool:
+    """`relative` (a project path from the root) names the file at `path`."""
+    return path is not None and (path == relative or path.replace("\\", "/").endswith("/" + relative))
+
+
+def _does_nothing(function: cst.FunctionDef) -> bool:
+    """The body is only `pass`, `...`, strings (a docstring) and bare `return`/`return None`."""
+    body = function.body
+    if not isinstance(body, cst.IndentedBlock):
+        statements = [body]
+    else:
+        statements = list(body.body)
+    for statement in statements:
+        if not isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            return False
+        for small in statement.body:
+            if isinstance(small, cst.Pass):
+                continue
+            if isinstance(small, cst.Expr) and isinstance(small.value, (cst.Ellipsis, cst.SimpleString,
+                                                                        cst.ConcatenatedString)):
+                continue
+            if isinstance(small, cst.Return) and (small.value is None or isinstance(small.value, cst.Name)
+                                                  and small.value.value == "None"):
+                continue
+            return False
+    return True
 
 
 def _main_guard(test: cst.BaseExpression) -> bool:

@@ -541,6 +541,44 @@ class CallArguments:
         return self.positional[position] if 0 <= position < len(self.positional) else None
 
 
+@dataclass(frozen=True)
+class InstanceBuild:
+    """`Tester(model, test_loader=loader)` in some file: a class built, which of its arguments are
+    loaders of equal batches (`DataLoader(..., drop_last=True)` or `batch_size=1`, or a project
+    factory's that are, through the names they are bound to), and what the built instance is used
+    for."""
+
+    callee: str  # the dotted name as resolved in the file
+    starred: bool  # `*args`/`**kwargs`: the arguments cannot be matched to parameters
+    positional_equal: tuple[bool, ...]
+    keyword_equal: tuple[tuple[str, bool], ...]
+    #: the attributes read off the built instance (`tester.test_rnn()`: "test_rnn") when it is bound
+    #: to a local name (or one of a script's `__main__` block) that nothing else reads; None when it
+    #: may go anywhere else (passed, returned, stored, rebound)
+    used_attrs: tuple[str, ...] | None
+
+    def equal_for(self, params: tuple[str, ...], param: str) -> bool:
+        """The argument given for `param` (of `__init__`'s `params`) is a loader of equal batches."""
+        if self.starred:
+            return False
+        for keyword, equal in self.keyword_equal:
+            if keyword == param:
+                return equal
+        position = params.index(param) if param in params else -1
+        return 0 <= position < len(self.positional_equal) and self.positional_equal[position]
+
+
+@dataclass(frozen=True)
+class Subclass:
+    """A class of a file deriving from a class named `base` (as resolved there)."""
+
+    name: str
+    base: str
+    defines_init: bool
+    writes: tuple[str, ...]  # the `self.<attr>` its methods assign
+    module_level: bool
+
+
 class FileSummary:
     """The summary of one file. Its module-level functions and classes are summarised when first
     asked for (a file is imported for one or two names, rarely for all), then kept."""
@@ -553,6 +591,7 @@ class FileSummary:
         self._constructions: dict[str, list[Construction]] = {}
         self._calls: dict[tuple[str, bool], list[CallArguments]] = {}
         self._method_calls: dict[str, list[CallArguments]] = {}
+        self._instance_builds: dict[str, list[InstanceBuild]] = {}
         self._loaded: frozenset[str] | None = None
         if index is None:
             return
@@ -617,6 +656,24 @@ class FileSummary:
         if name not in self._method_calls:
             self._method_calls[name] = self._summariser.method_calls(name) if self._summariser is not None else []
         return self._method_calls[name]
+
+    def instance_builds_of(self, class_name: str) -> list[InstanceBuild]:
+        """Every call in this file of a callee named `class_name` (or ending in `.class_name`),
+        with the arguments that are loaders of equal batches and the uses of what it builds."""
+        if class_name not in self._instance_builds:
+            self._instance_builds[class_name] = self._summariser.instance_builds(class_name) \
+                if self._summariser is not None else []
+        return self._instance_builds[class_name]
+
+    def class_handed_around(self, class_name: str) -> bool:
+        """This file reads the name `class_name` otherwise than to call it, import it, derive from
+        it, annotate with it or test an instance against it (`registry = {"a": Cls}`,
+        `Cls.from_config(...)`): its instances may be built where no call of it shows."""
+        return self._summariser.class_handed_around(class_name) if self._summariser is not None else True
+
+    def subclasses_of(self, class_name: str) -> list[Subclass]:
+        """The classes of this file (nested ones too) with a base named `class_name`."""
+        return self._summariser.subclasses(class_name) if self._summariser is not None else []
 
     def constructions_of(self, class_name: str) -> list[Construction]:
         """Where this file builds a class called `class_name` with arguments of a known role."""
@@ -804,6 +861,137 @@ class _Summariser:
             if role in (OPTIMIZER, SCHEDULER, SCALER):
                 found.append((name, role))
         return tuple(sorted(found))
+
+    def instance_builds(self, class_name: str) -> list[InstanceBuild]:
+        found = []
+        for site, callee in self._calls_named(class_name):
+            call = site.node
+            found.append(InstanceBuild(
+                callee, any(a.star for a in call.args),
+                tuple(self._equal_batch_loader(a.value, site.scope, 0) for a in positional_args(call)),
+                tuple((a.keyword.value, self._equal_batch_loader(a.value, site.scope, 0))
+                      for a in call.args if a.keyword is not None),
+                self._instance_uses(call, site.scope)))
+        return found
+
+    def _equal_batch_loader(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> bool:
+        """`expr` is a loader of equal batches: `DataLoader(...)` with `drop_last=True` or
+        `batch_size=1` (`equal_batch_arguments`), a project factory's call that makes one
+        (`equal_batches_for`), or a name every binding of which is one of these (an element of the
+        tuple a same-file function returns too: `train, val = make_loaders()`)."""
+        if depth > 3:
+            return False
+        if isinstance(expr, cst.Call):
+            if (self.index.resolve(expr.func, scope) or "").rsplit(".", 1)[-1] == "DataLoader":
+                return equal_batch_arguments(expr)
+            summary = self.summary_of(expr.func, scope, ("drop_last", "batch_size"))
+            return isinstance(summary, FunctionSummary) and equal_batches_for(summary, expr)
+        if not isinstance(expr, cst.Name):
+            return False
+        bindings = scope.lookup(expr.value)
+        if not bindings:
+            return False
+        for binding in bindings:
+            if binding.kind != "assign":
+                return False
+            where = self.index.scope_at(binding.node)
+            if binding.value is not None:
+                if not self._equal_batch_loader(binding.value, where, depth + 1):
+                    return False
+                continue
+            if not self._equal_tuple_element(binding, expr.value, where, depth):
+                return False
+        return True
+
+    def _equal_tuple_element(self, binding, name: str, scope: Scope, depth: int) -> bool:
+        """`a, b = make()` with `make` a function of this file every return of which is a tuple
+        whose element at `b`'s position is a loader of equal batches."""
+        statement = binding.node
+        if not (isinstance(statement, cst.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0].target, (cst.Tuple, cst.List))
+                and isinstance(statement.value, cst.Call)):
+            return False
+        elements = statement.targets[0].target.elements
+        if any(isinstance(e, cst.StarredElement) for e in elements):
+            return False
+        positions = [i for i, e in enumerate(elements) if isinstance(e.value, cst.Name) and e.value.value == name]
+        function = self.index.callee(statement.value, scope)
+        if len(positions) != 1 or function is None or function.class_name is not None:
+            return False
+        returns = [n.value for n in self._own_nodes(function) if isinstance(n, cst.Return)]
+        return bool(returns) and all(
+            isinstance(value, cst.Tuple) and len(value.elements) == len(elements)
+            and not isinstance(value.elements[positions[0]], cst.StarredElement)
+            and self._equal_batch_loader(value.elements[positions[0]].value, function.scope, depth + 1)
+            for value in returns)
+
+    def _instance_uses(self, call: cst.Call, scope: Scope) -> tuple[str, ...] | None:
+        """`InstanceBuild.used_attrs`: `x = Cls(...)`, the only binding of a function's local `x`
+        (or of a name of a script's `if __name__ == "__main__":` block), read only as `x.<attr>`."""
+        statement = self.index.parent(call)
+        if not (isinstance(statement, cst.Assign) and statement.value is call and len(statement.targets) == 1
+                and isinstance(statement.targets[0].target, cst.Name)):
+            return None
+        target = statement.targets[0].target
+        if scope.kind == "module":
+            if not any(isinstance(a, cst.If) and _main_guard(a.test) for a in self.index.ancestors(statement)):
+                return None
+            region = self.index.module
+        elif scope.kind == "function":
+            region = scope.node
+        else:
+            return None
+        if len(scope.lookup(target.value)) != 1:
+            return None
+        attrs = set()
+        for node in self.index.subtree(region):
+            if not isinstance(node, cst.Name) or node.value != target.value or node is target:
+                continue
+            parent = self.index.parent(node)
+            if not (isinstance(parent, cst.Attribute) and parent.value is node):
+                return None  # passed, returned, stored, or a name the code reuses
+            attrs.add(parent.attr.value)
+        return tuple(sorted(attrs))
+
+    def class_handed_around(self, class_name: str) -> bool:
+        for node in self.index.nodes:
+            if not (isinstance(node, cst.Name) and node.value == class_name):
+                continue
+            parent = self.index.parent(node)
+            if isinstance(parent, cst.Call) and parent.func is node or isinstance(parent, cst.Attribute) \
+                    and parent.attr is node and isinstance(self.index.parent(parent), cst.Call) \
+                    and self.index.parent(parent).func is parent:
+                continue  # `Cls(...)`, `module.Cls(...)`
+            if isinstance(parent, (cst.ImportAlias, cst.Annotation)) or isinstance(parent, cst.Attribute) \
+                    and parent.attr is node and isinstance(self.index.parent(parent), cst.ImportAlias) \
+                    or isinstance(parent, cst.ClassDef) and parent.name is node:
+                continue
+            if isinstance(parent, cst.Arg):
+                holder = self.index.parent(parent)
+                if isinstance(holder, cst.ClassDef) or isinstance(holder, cst.Call) and isinstance(holder.func, cst.Name) \
+                        and holder.func.value in ("isinstance", "issubclass") and parent.keyword is None:
+                    continue
+            if any(isinstance(a, cst.Annotation) for a in self.index.ancestors(node)):
+                continue
+            return True
+        return False
+
+    def subclasses(self, class_name: str) -> list[Subclass]:
+        found = []
+        for name, node in self.index.classes.items():
+            scope = self.index.scope_of_node.get(node)
+            if scope is None:
+                continue
+            outer = scope.parent or scope
+            for base in node.bases:
+                resolved = self.index.resolve(base.value, outer) or dotted_name(base.value)
+                if resolved is None or resolved.rsplit(".", 1)[-1] != class_name:
+                    continue
+                methods = [f for f in self.index.functions if f.scope.parent is scope]
+                found.append(Subclass(name, resolved, any(f.name == "__init__" for f in methods),
+                                      tuple(sorted(self.index.class_attributes.get(name, {}))),
+                                      outer is self.index.module_scope))
+        return found
 
     def constructions(self, class_name: str) -> list[Construction]:
         """`Trainer(model, opt, build_schedule(...))`: for the roles of the `self.<attr>` that the
@@ -3169,3 +3357,13 @@ def _is_dataclass_decorator(index: FileIndex, decorator: cst.BaseExpression, sco
     """`@dataclass`, `@dataclasses.dataclass(frozen=True)`: the standard library's dataclass."""
     func = decorator.func if isinstance(decorator, cst.Call) else decorator
     return index.resolve(func, scope) in ("dataclasses.dataclass", "dataclass")
+
+
+def _main_guard(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"` (either way round)."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return False
+    sides = [test.left, test.comparisons[0].comparator]
+    return any(isinstance(s, cst.Name) and s.value == "__name__" for s in sides) and any(
+        isinstance(s, cst.SimpleString) and s.evaluated_value == "__main__" for s in sides)
