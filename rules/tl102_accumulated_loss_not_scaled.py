@@ -84,7 +84,9 @@ class AccumulatedLossNotScaled(Rule):
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
         raises it: the finding then says it holds only when K is set above 1 and is reported one
-        severity lower (warning).
+        severity lower (warning). When K is a parameter of a plain function that every call of it
+        in the project binds to 1 (and the function is handed on as a value nowhere), nothing
+        accumulates as the project runs, and nothing is reported.
         """
     why_bad = """
         `backward()` adds into `.grad`. Over a window of K micro-batches the accumulated gradient is

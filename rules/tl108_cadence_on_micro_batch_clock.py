@@ -82,6 +82,10 @@ class CadenceOnMicroBatchClock(Rule):
         `optimizer.step()`, `save_due = False` as a statement of the block every run of it passes):
         the block runs at most once per update.
 
+        Nor is a test of a multiple of K on the update's own counter (`step % (every * K) == 0`
+        beside the update's `step % K == 0`, the counter unchanged between the two tests): it
+        holds only on micro-batches where the update ran, every `every` updates.
+
         When K is 1 as the code ships (`GRAD_ACCUM = 1`, an argparse option or a config field that
         defaults to 1), every micro-batch is an update and there is no window to land in: the
         finding then says it holds only when K is set above 1 and is reported one severity lower.

@@ -52,6 +52,12 @@ class ClipBeforeUnscale(Rule):
         When the clip is a statement of its own that runs once per update, and the update steps one
         optimizer through the scaler, the fix inserts `scaler.unscale_(opt)` on the line above it
         (unsafe: it changes the update, as intended).
+
+        A scaler built with `enabled=` a test that the file's values make False (`enabled=(dtype ==
+        "float16")` with `dtype = "bfloat16"` its only binding) scales nothing and is not flagged;
+        when the file runs `exec(...)` or writes `globals()` (a configurator that may set the value
+        from the command line), whether the scaler is on is unknown, and the finding is reported
+        only with `--include-unproven`.
         """
     why_bad = """
         With fp16 AMP the backward runs on the loss multiplied by the scaler's current scale (65536 at
