@@ -11,7 +11,7 @@ from trainlint.gate import named
 from trainlint.rule import FixSpec, Rule, bad, good
 from trainlint.rules import rule_class
 from trainlint.model.training import training_model
-from trainlint.model.shipped import k_condition
+from trainlint.model.shipped import k_condition, k_fixed_at_one
 from trainlint.model.index import keyword_arg, positional_args, walk
 from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, training_premises
@@ -84,7 +84,9 @@ class AccumulatedLossNotScaled(Rule):
         When K is 1 as the code ships (an argparse option, a config/dataclass field or a parameter
         that defaults to 1, `cfg.get("accum", 1)`, `ACCUM = 1`), nothing accumulates until someone
         raises it: the finding then says it holds only when K is set above 1 and is reported one
-        severity lower (warning).
+        severity lower (warning). When K is a parameter of a plain function that every call of it
+        in the project binds to 1 (and the function is handed on as a value nowhere), nothing
+        accumulates as the project runs, and nothing is reported.
         """
     why_bad = """
         `backward()` adds into `.grad`. Over a window of K micro-batches the accumulated gradient is
@@ -107,6 +109,66 @@ class AccumulatedLossNotScaled(Rule):
         "https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html",
     )
     examples = (
+        good(
+            """
+            import torch
+
+
+            def run(net, opt, batches, window):
+                for t, (a, b) in enumerate(batches):
+                    err = torch.nn.functional.cross_entropy(net(a), b)
+                    err.backward()
+                    if (t + 1) % window == 0:
+                        opt.step()
+                        opt.zero_grad()
+
+
+            def main(net, batches):
+                opt = torch.optim.SGD(net.parameters(), lr=0.1)
+                run(net, opt, batches, window=1)
+            """,
+            title="K is a parameter that the project's only call binds to 1: every micro-batch is an update",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def run(net, opt, batches, window):
+                for t, (a, b) in enumerate(batches):
+                    err = torch.nn.functional.cross_entropy(net(a), b)
+                    err.backward()
+                    if (t + 1) % window == 0:
+                        opt.step()
+                        opt.zero_grad()
+
+
+            def main(net, batches, big):
+                opt = torch.optim.SGD(net.parameters(), lr=0.1)
+                run(net, opt, batches, window=1)
+                run(net, opt, big, window=8)
+            """,
+            line=7,
+            fixed="""
+            import torch
+
+
+            def run(net, opt, batches, window):
+                for t, (a, b) in enumerate(batches):
+                    err = torch.nn.functional.cross_entropy(net(a), b)
+                    (err / window).backward()
+                    if (t + 1) % window == 0:
+                        opt.step()
+                        opt.zero_grad()
+
+
+            def main(net, batches, big):
+                opt = torch.optim.SGD(net.parameters(), lr=0.1)
+                run(net, opt, batches, window=1)
+                run(net, opt, big, window=8)
+            """,
+            title="one call binds K to 1, another to 8: the second accumulates eight micro-batch means",
+        ),
         bad(
             """
             import torch
@@ -1072,6 +1134,8 @@ class AccumulatedLossNotScaled(Rule):
         yield from self._unscaled_schedules(ctx, model)
         for loop in model.loops + model.window_functions:
             if not (loop.innermost and loop.accumulates):
+                continue
+            if k_fixed_at_one(ctx, loop):
                 continue
             tracer = LossTracer(model, loop)
             if tracer.gradients_divided_by_k():

@@ -120,6 +120,53 @@ class ZeroGradPerMicroBatch(Rule):
     examples = (
         good(
             """
+            import torch
+
+
+            def adversarial(gen, critic, batches, k):
+                g_opt = torch.optim.Adam(gen.parameters())
+                c_opt = torch.optim.Adam(critic.parameters())
+                for j, (real, z) in enumerate(batches):
+                    last = (j + 1) % k == 0
+                    fake = gen(z)
+                    (-critic(fake).mean() / k).backward()
+                    if last:
+                        g_opt.step()
+                        g_opt.zero_grad()
+                    (critic(fake.detach()).mean() - critic(real).mean()).div(k).backward()
+                    if last:
+                        c_opt.step()
+                        c_opt.zero_grad()
+            """,
+            title="two optimizers: the generator's clear follows its own step; the step after the critic's "
+                  "backward is the critic's",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def adversarial(gen, critic, batches, k):
+                g_opt = torch.optim.Adam(gen.parameters())
+                c_opt = torch.optim.Adam(critic.parameters())
+                for j, (real, z) in enumerate(batches):
+                    last = (j + 1) % k == 0
+                    fake = gen(z)
+                    if last:
+                        g_opt.zero_grad()
+                    (-critic(fake).mean() / k).backward()
+                    if last:
+                        g_opt.step()
+                    (critic(fake.detach()).mean() - critic(real).mean()).div(k).backward()
+                    if last:
+                        c_opt.step()
+                        c_opt.zero_grad()
+            """,
+            line=11,
+            title="two optimizers, but the generator's clear precedes the generator's own last backward and step",
+        ),
+        good(
+            """
             class Runner:
                 def __init__(self, model, optimizer, accum_count):
                     self.model, self.optimizer, self.accum_count = model, optimizer, accum_count

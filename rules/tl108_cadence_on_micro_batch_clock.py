@@ -9,7 +9,7 @@ import libcst as cst
 from trainlint.finding import Severity
 from trainlint.fixkit import has_multiline_string
 from trainlint.gate import named
-from trainlint.model import frameworks
+from trainlint.model import arithmetic, frameworks
 from trainlint.model.dataflow import dataflow
 from trainlint.model.index import Scope, walk
 from trainlint.model.mode_state import MODE_WORDS
@@ -82,6 +82,10 @@ class CadenceOnMicroBatchClock(Rule):
         `optimizer.step()`, `save_due = False` as a statement of the block every run of it passes):
         the block runs at most once per update.
 
+        Nor is a test of a multiple of K on the update's own counter (`step % (every * K) == 0`
+        beside the update's `step % K == 0`, the counter unchanged between the two tests): it
+        holds only on micro-batches where the update ran, every `every` updates.
+
         When K is 1 as the code ships (`GRAD_ACCUM = 1`, an argparse option or a config field that
         defaults to 1), every micro-batch is an update and there is no window to land in: the
         finding then says it holds only when K is set above 1 and is reported one severity lower.
@@ -108,6 +112,45 @@ class CadenceOnMicroBatchClock(Rule):
         "https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation",
     )
     examples = (
+        good(
+            """
+            import torch
+
+
+            def fit(net, opt, batches, held_out, k, check_every):
+                for n, (inp, tgt) in enumerate(batches):
+                    (torch.nn.functional.mse_loss(net(inp), tgt) / k).backward()
+                    if n % k == 0:
+                        opt.step()
+                        opt.zero_grad()
+                    if n % (check_every * k) == 0:
+                        net.eval()
+                        with torch.no_grad():
+                            print(sum(torch.nn.functional.mse_loss(net(a), b).item() for a, b in held_out))
+                        net.train()
+            """,
+            title="the period is a multiple of K on the update's own counter: it holds only where the update ran",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def fit(net, opt, batches, held_out, k, check_every):
+                for n, (inp, tgt) in enumerate(batches):
+                    (torch.nn.functional.mse_loss(net(inp), tgt) / k).backward()
+                    if n % k == 0:
+                        opt.step()
+                        opt.zero_grad()
+                    if (n + 1) % (check_every * k) == 0:
+                        net.eval()
+                        with torch.no_grad():
+                            print(sum(torch.nn.functional.mse_loss(net(a), b).item() for a, b in held_out))
+                        net.train()
+            """,
+            line=10,
+            title="a multiple of K, but of the counter shifted by one: it holds on the micro-batch before an update",
+        ),
         good(
             """
             import torch
@@ -700,6 +743,8 @@ class CadenceOnMicroBatchClock(Rule):
                     continue
                 if clock == MICRO and _once_per_pass(ctx, loop, cadence):
                     continue  # `(i + 1) % len(loader) == 0` over `enumerate(loader)`: the end of each epoch
+                if _window_multiple(ctx, loop, cadence):
+                    continue  # `step % (every * K) == 0` beside the update's `step % K == 0`: only at a window's end
                 if _latched_per_update(ctx, model, loop, cadence):
                     continue  # `and save_valid`: armed only by the update, disarmed by the block itself
                 reported.add(id(cadence.node))
@@ -717,6 +762,83 @@ class CadenceOnMicroBatchClock(Rule):
                 yield self.report_if(k_condition(ctx, loop), cadence.node.test,
                                      _message(ctx, loop, cadence, clock, work),
                                      _fix(ctx, loop, cadence) if clock == UPDATE else None, evidence=evidence)
+
+
+def _window_multiple(ctx, loop: TrainingLoop, cadence: _Cadence) -> bool:
+    """The update runs when `c % K == 0` (the `if` whose body steps) and the cadence requires
+    `c % M == 0` of the same counter `c`, with `M` a multiple of `K` (`every * K`, or literals such
+    as 8 and 4), and nothing rebinds `c`'s names between the two tests: whenever the cadence holds,
+    the update ran on this micro-batch, so it fires only at a window's end, every `M / K` updates."""
+    guard = loop.guard
+    if guard is None or guard.kind != "branch" or not isinstance(guard.node, cst.If) or guard.branch is not guard.node.body:
+        return False
+    window = _zero_modulo(guard.condition)
+    if window is None or cadence.stored is not None:
+        return False
+    if not any(_zero_modulo(part) is cadence.modulo for part in _conjuncts(cadence.node.test)):
+        return False  # `c % M == 0` must be required for the block to run
+    counter, k = window.left, window.right
+    if _text(ctx, counter) != _text(ctx, cadence.modulo.left) or _counter(counter) is None:
+        return False
+    every = cadence.modulo.right
+    factors = [_text(ctx, f) for f in _factors(every)]
+    if _text(ctx, k) not in factors:
+        k_value, m_value = arithmetic.fold(k), arithmetic.fold(every)
+        if not (isinstance(k_value, int) and isinstance(m_value, int) and k_value > 0 and m_value % k_value == 0):
+            return False
+    # the counter keeps its value from the guard to the cadence test: no statement between them binds it
+    names = {n.value for n in walk(counter) if isinstance(n, cst.Name)}
+    attrs = {_text(ctx, n) for n in walk(counter) if isinstance(n, cst.Attribute)}
+    if cadence.via or ctx.index.function_at(cadence.node) is not ctx.index.function_at(guard.node):
+        return False
+    start, end = _position(ctx, guard.node), _position(ctx, cadence.node)
+    if start is None or end is None or start >= end:
+        return False
+    for node in ctx.index.subtree(loop.node.body if isinstance(loop.node, (cst.For, cst.While)) else loop.node):
+        if type(node) not in (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For):
+            continue
+        targets = ([t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target])
+        bound = {_text(ctx, n) for t in targets for n in walk(t) if isinstance(n, (cst.Name, cst.Attribute))}
+        if bound & (names | attrs):
+            at = _position(ctx, node)
+            if at is None or start <= at <= end or isinstance(node, cst.For) and node is not loop.node:
+                return False
+    return True
+
+
+def _zero_modulo(test: cst.BaseExpression | None) -> cst.BinaryOperation | None:
+    """`x % m` of a test `x % m == 0` (or `0 == x % m`, `not x % m`)."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = test.expression
+        return inner if isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.Modulo) else None
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return None
+    for side, other in ((test.left, test.comparisons[0].comparator), (test.comparisons[0].comparator, test.left)):
+        if isinstance(side, cst.BinaryOperation) and isinstance(side.operator, cst.Modulo) and \
+                isinstance(other, cst.Integer) and other.value == "0":
+            return side
+    return None
+
+
+def _factors(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of a `*` chain (the expression itself otherwise)."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        return _factors(expr.left) + _factors(expr.right)
+    return [expr]
+
+
+def _text(ctx, node: cst.CSTNode) -> str:
+    """The code of `node` with no spaces and no parentheses around it."""
+    text = "".join(ctx.code_for(node).split())
+    while text.startswith("(") and text.endswith(")"):
+        text = text[1:-1]
+    return text
+
+
+def _position(ctx, node: cst.CSTNode) -> int | None:
+    """`node`'s place in the file's pre-order (a node inside an earlier statement comes first)."""
+    return ctx.index.place.get(node)
 
 
 def _latched_per_update(ctx, model: TrainingModel, loop: TrainingLoop, cadence: _Cadence) -> bool:

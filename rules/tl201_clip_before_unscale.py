@@ -13,7 +13,7 @@ from trainlint.model.roles import SCALER
 from trainlint.finding import Severity
 from trainlint.gate import named
 from trainlint.rule import FixSpec, Rule, bad, good
-from trainlint.model.premises import premise
+from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, unit_premises
 
 
@@ -52,6 +52,12 @@ class ClipBeforeUnscale(Rule):
         When the clip is a statement of its own that runs once per update, and the update steps one
         optimizer through the scaler, the fix inserts `scaler.unscale_(opt)` on the line above it
         (unsafe: it changes the update, as intended).
+
+        A scaler built with `enabled=` a test that the file's values make False (`enabled=(dtype ==
+        "float16")` with `dtype = "bfloat16"` its only binding) scales nothing and is not flagged;
+        when the file runs `exec(...)` or writes `globals()` (a configurator that may set the value
+        from the command line), whether the scaler is on is unknown, and the finding is reported
+        only with `--include-unproven`.
         """
     why_bad = """
         With fp16 AMP the backward runs on the loss multiplied by the scaler's current scale (65536 at
@@ -75,6 +81,60 @@ class ClipBeforeUnscale(Rule):
         "https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_norm_.html",
     )
     examples = (
+        good(
+            """
+            import torch
+
+            precision = "bf16"
+            scaler = torch.amp.GradScaler("cuda", enabled=precision in ("fp16", "half"))
+            for xb, yb in batches:
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    err = torch.nn.functional.l1_loss(net(xb), yb)
+                scaler.scale(err).backward()
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 2.0)
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+            """,
+            title="the scaler is built disabled (the only value the file gives `precision` turns it off): it scales nothing",
+        ),
+        bad(
+            """
+            import torch
+
+            precision = "bf16"
+            if torch.cuda.get_device_capability()[0] < 8:
+                precision = "fp16"
+            scaler = torch.amp.GradScaler("cuda", enabled=precision in ("fp16", "half"))
+            for xb, yb in batches:
+                with torch.autocast("cuda", dtype=torch.float16 if precision == "fp16" else torch.bfloat16):
+                    err = torch.nn.functional.l1_loss(net(xb), yb)
+                scaler.scale(err).backward()
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 2.0)
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+            """,
+            line=11,
+            fixed="""
+            import torch
+
+            precision = "bf16"
+            if torch.cuda.get_device_capability()[0] < 8:
+                precision = "fp16"
+            scaler = torch.amp.GradScaler("cuda", enabled=precision in ("fp16", "half"))
+            for xb, yb in batches:
+                with torch.autocast("cuda", dtype=torch.float16 if precision == "fp16" else torch.bfloat16):
+                    err = torch.nn.functional.l1_loss(net(xb), yb)
+                scaler.scale(err).backward()
+                scaler.unscale_(opt)
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 2.0)
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+            """,
+            title="the same test, but the file can set the precision to fp16: the scaler may be on",
+        ),
         good(
             """
             import torch
@@ -691,6 +751,9 @@ class ClipBeforeUnscale(Rule):
                                   premise("nothing unscales the gradients before this clip", clip.node, "call")],
                     )
                     continue
+                off = _scaler_off(ctx, model, scaled)
+                if off is not None and off[1] is None:
+                    continue  # built with `enabled=` a test the file's constants make False: it scales nothing
                 scaler = unit.of_kind(SCALED_BACKWARD)[0].subject
                 scaler_steps = unit.of_kind(SCALER_STEP)
                 optimizer = scaler_steps[0].subject if scaler_steps else "optimizer"
@@ -698,7 +761,15 @@ class ClipBeforeUnscale(Rule):
                 if len(scaler_steps) == 1 and scaler_steps[0].has_args and not unit.has(UNSCALE) \
                         and per_update(model, unit, clip) and not _scaler_optional(ctx, clip, scaled):
                     fix = _insert_unscale(ctx, clip, f"{scaler}.unscale_({optimizer})")
-                yield self.report(
+                condition, enabled = None, []
+                if off is not None:  # False as shipped, but something the file runs may rebind what it reads
+                    condition = (f"`{ctx.code_for(off[0])}` holds (with the values the file gives, it is False "
+                                 f"and `{scaler}` scales nothing)")
+                    enabled = [unknown(f"`{scaler}` is enabled: `enabled={ctx.code_for(off[0])}` is False with the "
+                                       f"values the file gives; only what `{ctx.code_for(off[1].func)}(...)` binds "
+                                       "could make it True", off[0], "argument")]
+                yield self.report_if(
+                    condition,
                     clip.node,
                     f"`{describe(clip.node, ctx)}` clips gradients of `{scaler}.scale(loss)` that are still "
                     f"multiplied by the loss scale: call `{scaler}.unscale_({optimizer})` before clipping "
@@ -707,6 +778,7 @@ class ClipBeforeUnscale(Rule):
                     evidence=[*unit_premises(ctx, unit),
                               premise(f"the backward runs on `{scaler}.scale(loss)`: the gradients are scaled",
                                       scaled[0].node, "call"),
+                              *enabled,
                               premise(f"no `{scaler}.unscale_(...)` runs before this clip in the update", clip.node,
                                       "call")],
                 )
@@ -733,6 +805,97 @@ class ClipBeforeUnscale(Rule):
                       premise(f"the loss is scaled before its backward ({unit.scaled_in}), and no file of this "
                               "part of the project calls `unscale_`", clip.node, "call")],
         )
+
+
+def _scaler_off(ctx, model, scaled) -> tuple[cst.BaseExpression, object] | None:
+    """When every construction of the scaler of each scaled backward passes `enabled=` an expression
+    that the file's values make False (`GradScaler(enabled=(dtype == "float16"))` with `dtype = "bfloat16"`
+    the only binding of a module-level name): (that expression, None) when nothing can rebind what it
+    reads, (that expression, the dynamic binder) when the file runs `exec`/`globals()` (a configurator
+    that may set it from the command line). A scaler built disabled returns the loss unscaled.
+    None when some construction may be enabled (or is not seen)."""
+    found = None
+    for event in scaled:
+        receiver = event.node.func.value if isinstance(event.node.func, cst.Attribute) else None
+        scale = model._scale_call(receiver, event.scope) if receiver is not None else None
+        if scale is None:
+            return None
+        values = model._bound_values(scale.func.value, event.scope)
+        if not values:
+            return None
+        for value, value_scope in values:
+            if not isinstance(value, cst.Call):
+                return None
+            enabled = next((a.value for a in value.args if a.keyword is not None and a.keyword.value == "enabled"), None)
+            if enabled is None or _constant(ctx, enabled, value_scope, 0) is not False:
+                return None
+            found = enabled
+    if found is None:
+        return None
+    return found, _dynamic_binder(ctx)
+
+
+def _dynamic_binder(ctx) -> object:
+    """A call of `exec`/`eval` or a read of `globals()`/`vars()` in the file: module names can be
+    rebound unseen (nanoGPT's `exec(open("configurator.py").read())`)."""
+    for node in ctx.index.subtree(ctx.index.module):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and \
+                node.func.value in ("exec", "eval", "globals", "vars", "setattr"):
+            return node
+    return None
+
+
+def _constant(ctx, expr: cst.BaseExpression, scope, depth: int) -> object:
+    """The value of a test built from literals, names bound exactly once in the file to one of them
+    (a module-level setting, never a parameter or a loop target), `==`/`!=`/`in`, `not`, `and`/`or`;
+    `_UNKNOWN` otherwise."""
+    if depth > 4:
+        return _UNKNOWN
+    if isinstance(expr, (cst.SimpleString, cst.Integer, cst.Float)):
+        try:
+            return expr.evaluated_value
+        except Exception:  # noqa: BLE001 - a literal Python itself would reject
+            return _UNKNOWN
+    if isinstance(expr, cst.Name):
+        if expr.value in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[expr.value]
+        bindings = [b for s in ctx.index.scopes for b in s.bindings.get(expr.value, ())]
+        owner = scope.lookup(expr.value)
+        if len(bindings) != 1 or len(owner) != 1 or owner[0] is not bindings[0]:
+            return _UNKNOWN
+        binding = bindings[0]
+        if binding.kind != "assign" or binding.value is None:
+            return _UNKNOWN
+        return _constant(ctx, binding.value, ctx.index.scope_at(binding.value), depth + 1)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        inner = _constant(ctx, expr.expression, scope, depth + 1)
+        return _UNKNOWN if inner is _UNKNOWN else not inner
+    if isinstance(expr, cst.BooleanOperation):
+        left = _constant(ctx, expr.left, scope, depth + 1)
+        right = _constant(ctx, expr.right, scope, depth + 1)
+        if isinstance(expr.operator, cst.And):
+            if left is not _UNKNOWN and not left or right is not _UNKNOWN and not right:
+                return False
+            return _UNKNOWN if _UNKNOWN in (left, right) else bool(left and right)
+        if left is not _UNKNOWN and left or right is not _UNKNOWN and right:
+            return True
+        return _UNKNOWN if _UNKNOWN in (left, right) else bool(left or right)
+    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+        target = expr.comparisons[0]
+        left = _constant(ctx, expr.left, scope, depth + 1)
+        if isinstance(target.operator, (cst.In, cst.NotIn)) and isinstance(target.comparator, (cst.Tuple, cst.List, cst.Set)):
+            options = [_constant(ctx, e.value, scope, depth + 1) for e in target.comparator.elements]
+            if left is _UNKNOWN or _UNKNOWN in options or any(isinstance(e, cst.StarredElement) for e in target.comparator.elements):
+                return _UNKNOWN
+            return (left in options) == isinstance(target.operator, cst.In)
+        right = _constant(ctx, target.comparator, scope, depth + 1)
+        if _UNKNOWN in (left, right) or not isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+            return _UNKNOWN
+        return (left == right) == isinstance(target.operator, cst.Equal)
+    return _UNKNOWN
+
+
+_UNKNOWN = object()
 
 
 def _cleared_since_backward(ctx, unit, clip) -> bool:

@@ -121,3 +121,108 @@ TRAINER = """
                 self.scaler.scale(loss).backward()
                 self.optimizer_step()
 """
+
+
+# -- a backward run by a function of another file (round 9) ------------------------------------------
+def _lint(root: Path, name: str, code: str, **options) -> list[tuple[int, str]]:
+    settings = Settings(select=resolve_selection([code], [], []), **options)
+    result = lint_path(str(root / "pkg" / name), settings, project=Project(root))
+    assert result.errors == []
+    return [(f.line, f.code) for f in result.findings]
+
+
+PASS = '''
+    def run_pass(net, crit, xb, yb):
+        err = crit(net(xb), yb)
+        err.backward()
+        return err
+'''
+
+LOOP = '''
+    import torch
+
+    from pkg.passes import run_pass
+
+
+    def fit(net, crit, batches):
+        opt = torch.optim.Adam(net.parameters())
+        for xb, yb in batches:
+            opt.zero_grad()
+            run_pass(net, crit, xb, yb)
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
+            opt.step()
+'''
+
+
+def test_a_clip_after_a_helper_that_runs_the_backward_is_before_the_step(tmp_path):
+    """`run_pass` (another file) runs the backward and steps nothing: the clip after it and before
+    `opt.step()` is in order."""
+    write(tmp_path, {"passes.py": PASS, "loop.py": LOOP})
+    assert _lint(tmp_path, "loop.py", "TL203") == []
+
+
+def test_a_clip_after_the_step_still_fires_after_a_backward_helper(tmp_path):
+    loop = LOOP.replace("            torch.nn.utils.clip_grad_norm_(net.parameters(), 0.5)\n            opt.step()",
+                        "            opt.step()\n            torch.nn.utils.clip_grad_norm_(net.parameters(), 0.5)")
+    write(tmp_path, {"passes.py": PASS, "loop.py": loop})
+    assert _lint(tmp_path, "loop.py", "TL203") == [(13, "TL203")]
+
+
+RUNNER = '''
+    import torch
+
+
+    def run(net, opt, batches, window):
+        for t, (a, b) in enumerate(batches):
+            err = torch.nn.functional.cross_entropy(net(a), b)
+            err.backward()
+            if (t + 1) % window == 0:
+                opt.step()
+                opt.zero_grad()
+'''
+
+
+def test_k_that_every_call_in_the_project_binds_to_one_accumulates_nothing(tmp_path):
+    main = "from pkg.runner import run\n\n\ndef main(net, opt, batches):\n    run(net, opt, batches, window=1)\n"
+    write(tmp_path, {"runner.py": RUNNER, "main.py": main})
+    assert _lint(tmp_path, "runner.py", "TL102") == []
+
+
+def test_k_that_another_files_call_sets_to_four_accumulates(tmp_path):
+    main = "from pkg.runner import run\n\n\ndef main(net, opt, batches):\n    run(net, opt, batches, window=4)\n"
+    write(tmp_path, {"runner.py": RUNNER, "main.py": main})
+    assert _lint(tmp_path, "runner.py", "TL102") == [(8, "TL102")]
+
+
+def test_k_handed_on_as_a_value_in_another_file_is_not_known(tmp_path):
+    main = ("from pkg.runner import run\n\n\ndef main(net, opt, batches, spawn):\n"
+            "    run(net, opt, batches, window=1)\n    spawn(run, (net, opt, batches, 8))\n")
+    write(tmp_path, {"runner.py": RUNNER, "main.py": main})
+    assert _lint(tmp_path, "runner.py", "TL102") == [(8, "TL102")]
+
+
+CONFIGURED = '''
+    import torch
+
+    precision = "bf16"
+    exec(open("overrides.py").read())
+    scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
+    for xb, yb in batches:
+        err = torch.nn.functional.l1_loss(net(xb), yb)
+        scaler.scale(err).backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 2.0)
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+'''
+
+
+def test_a_scaler_off_unless_a_configurator_rebinds_the_setting_is_unproven(tmp_path):
+    """`exec(...)` may set `precision` to "fp16": the scaler being on is unknown, so the finding
+    needs --include-unproven, and then holds only under that condition."""
+    write(tmp_path, {"script.py": CONFIGURED})
+    assert _lint(tmp_path, "script.py", "TL201") == []
+    assert _lint(tmp_path, "script.py", "TL201", include_unproven=True) == [(10, "TL201")]
+    without = CONFIGURED.replace('    exec(open("overrides.py").read())\n', "")
+    (tmp_path / "pkg" / "script.py").write_text(textwrap.dedent(without))
+    assert _lint(tmp_path, "script.py", "TL201", include_unproven=True) == []

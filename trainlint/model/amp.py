@@ -210,6 +210,10 @@ class AmpModel:
                 return Event(CLIP, call, scope)
             if _clears_by_name(last) or last == "_foreach_zero_":
                 return Event(ZERO_GRAD, call, scope)
+            if self.training.is_backward(call, scope):
+                # a function of another project file that runs a backward and steps nothing
+                # (`loss = train_step(model, batch)`): its backward runs here
+                return Event(BACKWARD, call, scope, subject=self.ctx.code_for(func))
             return None
         if not isinstance(func, cst.Attribute):
             return None

@@ -11,6 +11,8 @@ lower (`k_condition`, `Rule.report_if`).
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from trainlint.model.index import keyword_value, positional_args
@@ -213,3 +215,77 @@ def string_defaults(ctx, expr: cst.BaseExpression, scope, depth: int = 0) -> lis
             return None
         found += [text for text in inner if text not in found]
     return found or None
+
+
+def k_fixed_at_one(ctx, loop: TrainingLoop) -> bool:
+    """K is a parameter of a plain function that every call of it in the project binds to 1 (a
+    literal `1`, or the parameter's default `1` left alone), with at least one such call, and the
+    function is used only by those calls (its name never passed on as a value, here or in another
+    file that does not call it): as the project runs, every micro-batch is an update and nothing
+    accumulates. A call with `*args`/`**kwargs`, a method, or a name whose callers cannot all be
+    read is not fixed."""
+    k = loop.k
+    if not isinstance(k, cst.Name):
+        return False
+    scope = loop.guard.scope if loop.guard is not None and loop.guard.scope is not None else loop.scope
+    bindings = scope.lookup(k.value)
+    if len(bindings) != 1 or bindings[0].kind != "param" or not isinstance(bindings[0].node, cst.Param):
+        return False
+    param = bindings[0].node
+    if param.star not in ("", cst.MaybeSentinel.DEFAULT, None):
+        return False
+    index = ctx.index
+    node = next((a for a in index.ancestors(param) if isinstance(a, cst.FunctionDef)), None)
+    function = index.function_of_node.get(node) if node is not None else None
+    if function is None or function.class_name or node.decorators:
+        return False
+    default_one = param.default is not None and isinstance(param.default, cst.Integer) and param.default.value == "1"
+    name = function.name
+    calls = 0
+    for site in index.callers(function):
+        if any(arg.star for arg in site.node.args):
+            return False
+        passed = index.argument_for(site.node, function, k.value)
+        if passed is None and not default_one or passed is not None and not (
+                isinstance(passed, cst.Integer) and passed.value == "1"):
+            return False
+        calls += 1
+    called = {site.node.func for site in index.callers(function)}
+    for other in index.subtree(index.module):  # the name only as the callee of those calls
+        if type(other) is cst.Name and other.value == name and other is not node.name and other not in called:
+            return False
+    linker = index.linker
+    if linker is not None and linker.project is not None and function.scope.parent is index.module_scope:
+        summary = linker.own(index).function(name)
+        params = summary.params if summary is not None else ()
+        caller_files = set()
+        for where, call in linker.callers_by_file(name):
+            text = call.argument(params, k.value, k.value)
+            if any(t.startswith("*") for t in call.positional) or (text is None and not default_one) or \
+                    (text is not None and text.strip() != "1"):
+                return False
+            caller_files.add(where)
+            calls += 1
+        mentioning = linker.files_mentioning(name) or []
+        own = linker.project.real(linker.path)
+        for where in mentioning:
+            real = linker.project.real(linker.project.root / where)
+            if real == own:
+                continue
+            if where not in caller_files or not _only_called_or_imported(linker.project.source(real), name):
+                return False
+    return calls > 0
+
+
+def _only_called_or_imported(text: str | None, name: str) -> bool:
+    """Every mention of the word `name` in another file's text is a call of it (`name(`) or sits in
+    an import statement's line: the function is not handed on as a value there (`spawn(name, ...)`)."""
+    if text is None:
+        return False
+    for match in re.finditer(rf"(?<![\w.]){re.escape(name)}\b", text):
+        rest = text[match.end():].lstrip(" \t")
+        line = text[text.rfind("\n", 0, match.start()) + 1:match.start()].lstrip()
+        if rest.startswith("(") or line.startswith(("from ", "import ")):
+            continue
+        return False
+    return True

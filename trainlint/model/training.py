@@ -1209,9 +1209,13 @@ class TrainingModel:
         backwards = [ref for ref in loop.backward_calls if id(ref.node) in order and self._inner_loop(loop, ref) is None
                      and (not self.runs_per_update(loop, ref) or self._at_update_boundary(loop, ref))]
         found: list[WindowClear] = []
+        all_steps = steps
         for clear in self.own_calls(loop):
             if not self.is_zero_grad(clear.node, clear.scope) or not self._at_update_boundary(loop, clear):
                 continue
+            # the steps that can apply what this clear clears: not those of another optimizer
+            # (`opt_g.zero_grad()` beside `opt_d.step()`: their gradients are not the same tensors)
+            steps = [r for r in all_steps if not self._other_optimizers(clear, r)]
             at = order[id(clear.node)]
             later = [b for b in backwards if order[id(b.node)] > at and not self._exclusive(clear, b)]
             hit = None
@@ -1232,6 +1236,38 @@ class TrainingModel:
             if hit is not None:
                 found.append(hit)
         return found
+
+    def _other_optimizers(self, clear: CallRef, step: CallRef) -> bool:
+        """`a.zero_grad()` and `b.step()` where `a` and `b` are both optimizers and two objects: two
+        plain names (or `self.` attributes) spelled differently, each bound (in its call's scope,
+        or as the class's attribute) to values none of which is the other name."""
+        a, b = clear.node.func, step.node.func
+        if not (isinstance(a, cst.Attribute) and isinstance(b, cst.Attribute)):
+            return False
+        x, y = a.value, b.value
+        if self.roles.of(x, clear.scope) != OPTIMIZER or self.roles.of(y, step.scope) != OPTIMIZER:
+            return False
+        texts = []
+        for expr in (x, y):
+            if isinstance(expr, cst.Name):
+                texts.append(expr.value)
+            elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+                texts.append(f"self.{expr.attr.value}")
+            else:
+                return False
+        if texts[0] == texts[1]:
+            return False
+        for expr, scope, other in ((x, clear.scope, texts[1]), (y, step.scope, texts[0])):
+            if isinstance(expr, cst.Name):
+                values = [b.value for b in scope.lookup(expr.value)]
+                if not values or any(v is None and b.kind != "assign" for v, b in zip(values, scope.lookup(expr.value))):
+                    return False
+            else:
+                values = [v for attrs in self.index.class_attributes.values() for v in attrs.get(expr.attr.value, [])]
+            for value in values:
+                if value is not None and "".join(self.ctx.code_for(value).split()) == other:
+                    return False
+        return True
 
     def cleared_before_last_backward(self, loop: TrainingLoop) -> list[tuple[CallRef, CallRef, CallRef]]:
         """(clear, backward, step) of the `window_clears` made before the window's last backward."""
