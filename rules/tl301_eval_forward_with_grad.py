@@ -57,7 +57,10 @@ class EvalForwardWithGrad(Rule):
         whose literal argument sends a project model's `forward` down a
         branch that runs its submodules under `no_grad` (`model(batch, mode="inference")` into
         `elif mode == "inference": with torch.no_grad(): ...`, nothing before the branch running a
-        submodule), and so is a forward that runs once, in no
+        submodule; a Transformers tokenizer or processor, `AutoTokenizer.from_pretrained(...)`, is
+        no submodule), and so is a call of a project model whose `forward` runs every submodule it
+        reaches under `no_grad` whatever it is passed (itself or in a method of its class it
+        calls) and reads no `nn.Parameter` outside it, and so is a forward that runs once, in no
         loop, on tensors a torch factory made (`model(torch.zeros(1, 3, 224, 224))`, a warm-up or a
         shape probe), and so is a forward of a model whose every parameter was frozen before it
         (`model.requires_grad_(False)`, `p.requires_grad = False` for each of
@@ -68,7 +71,13 @@ class EvalForwardWithGrad(Rule):
         branches of its `if`s decided by the literals the construction binds (`PerceptualNet()` whose
         default `kind="vgg"` takes the branch building `Backbone(requires_grad=False)`). Code written for PyTorch before 0.4 turned recording off with
         `Variable(x, volatile=True)`: a forward computed from such an input records nothing and is
-        left alone (a `Variable` without `volatile=True` records as before). Reported at the first
+        left alone (a `Variable` without `volatile=True` records as before), also when the function
+        reads it from a module-level name whose every assignment is a statement of the module's body
+        and whose last one precedes the function's `def`. A framework hook the framework runs with
+        grad recording off (a LightningModule's `validation_step`, `test_step`, `predict_step`:
+        trainlint/frameworks/*.toml) records nothing either; a hook it runs with grad on
+        (`on_train_epoch_end`), or a method of that name on a class deriving from no such
+        framework class, does. Reported at the first
         forward of that model in the evaluation; when the forward sits in a helper that training
         shares too (`self.module_.eval()`, then `self.infer(x)`), at the evaluation's call of it.
         A forward that is never reached is left alone: an earlier statement of a block holding it
@@ -1431,6 +1440,264 @@ class EvalForwardWithGrad(Rule):
             """,
             line=24,
             title="the same class, but its forward never reaches the method that differentiates",
+        ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+            import pytorch_lightning as pl
+
+
+            class Classifier(pl.LightningModule):
+                def __init__(self, backbone, head):
+                    super().__init__()
+                    self.backbone = backbone
+                    self.head = head
+
+                def training_step(self, batch, batch_idx):
+                    images, labels = batch
+                    self.backbone.train()
+                    loss = F.cross_entropy(self.head(self.backbone(images)), labels)
+                    self.log("train_loss", loss)
+                    return loss
+
+                def validation_step(self, batch, batch_idx):
+                    images, labels = batch
+                    self.backbone.eval()
+                    logits = self.head(self.backbone(images))
+                    self.log("val_acc", (logits.argmax(-1) == labels).float().mean())
+
+                def configure_optimizers(self):
+                    return torch.optim.AdamW(self.parameters(), lr=1e-3)
+            """,
+            title="a LightningModule's `validation_step`: the Trainer runs it with grad recording off",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+            import pytorch_lightning as pl
+
+
+            class Classifier(pl.LightningModule):
+                def __init__(self, backbone, head, probe_loader):
+                    super().__init__()
+                    self.backbone = backbone
+                    self.head = head
+                    self.probe_loader = probe_loader
+
+                def training_step(self, batch, batch_idx):
+                    images, labels = batch
+                    self.backbone.train()
+                    loss = F.cross_entropy(self.head(self.backbone(images)), labels)
+                    self.log("train_loss", loss)
+                    return loss
+
+                def on_train_epoch_end(self):
+                    self.backbone.eval()
+                    hits = 0
+                    for images, labels in self.probe_loader:
+                        hits += (self.head(self.backbone(images)).argmax(-1) == labels).sum().item()
+                    self.log("probe_hits", hits)
+
+                def configure_optimizers(self):
+                    return torch.optim.AdamW(self.parameters(), lr=1e-3)
+            """,
+            line=24,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+            import pytorch_lightning as pl
+
+
+            class Classifier(pl.LightningModule):
+                def __init__(self, backbone, head, probe_loader):
+                    super().__init__()
+                    self.backbone = backbone
+                    self.head = head
+                    self.probe_loader = probe_loader
+
+                def training_step(self, batch, batch_idx):
+                    images, labels = batch
+                    self.backbone.train()
+                    loss = F.cross_entropy(self.head(self.backbone(images)), labels)
+                    self.log("train_loss", loss)
+                    return loss
+
+                @torch.no_grad()
+                def on_train_epoch_end(self):
+                    self.backbone.eval()
+                    hits = 0
+                    for images, labels in self.probe_loader:
+                        hits += (self.head(self.backbone(images)).argmax(-1) == labels).sum().item()
+                    self.log("probe_hits", hits)
+
+                def configure_optimizers(self):
+                    return torch.optim.AdamW(self.parameters(), lr=1e-3)
+            """,
+            title='the same module evaluating in `on_train_epoch_end`, a hook the Trainer runs with grad on',
+        ),
+        good(
+            """
+            import torch
+            from torch.autograd import Variable
+            from torchvision.utils import save_image
+
+            preview_noise = torch.randn(16, 64)
+            preview_noise = Variable(preview_noise.cuda(), volatile=True)
+
+
+            def preview(generator, epoch):
+                generator.eval()
+                samples = generator(preview_noise)
+                save_image(samples.data, "preview_%d.png" % epoch)
+                generator.train()
+
+
+            for epoch in range(epochs):
+                for real, _ in loader:
+                    loss = train_step(generator, real)
+                preview(generator, epoch)
+            """,
+            title='legacy code: the module-level noise a sampling function reads is a `Variable(..., volatile=True)` whenever it runs',
+        ),
+        bad(
+            """
+            import torch
+            from torch.autograd import Variable
+            from torchvision.utils import save_image
+
+            preview_noise = Variable(torch.randn(16, 64).cuda(), volatile=True)
+
+
+            def preview(generator, epoch):
+                generator.eval()
+                samples = generator(preview_noise)
+                save_image(samples.data, "preview_%d.png" % epoch)
+                generator.train()
+
+
+            preview_noise = Variable(torch.randn(16, 64).cuda())
+            for epoch in range(epochs):
+                for real, _ in loader:
+                    loss = train_step(generator, real)
+                preview(generator, epoch)
+            """,
+            line=19,
+            fixed="""
+            import torch
+            from torch.autograd import Variable
+            from torchvision.utils import save_image
+
+            preview_noise = Variable(torch.randn(16, 64).cuda(), volatile=True)
+
+
+            def preview(generator, epoch):
+                generator.eval()
+                samples = generator(preview_noise)
+                save_image(samples.data, "preview_%d.png" % epoch)
+                generator.train()
+
+
+            preview_noise = Variable(torch.randn(16, 64).cuda())
+            for epoch in range(epochs):
+                for real, _ in loader:
+                    loss = train_step(generator, real)
+                with torch.no_grad():
+                    preview(generator, epoch)
+            """,
+            title="the same noise rebound after the function's `def` to a plain `Variable`: the sample records a graph",
+        ),
+        good(
+            """
+            import torch
+            from torch import nn
+
+
+            class FrozenEmbedder(nn.Module):
+                def __init__(self, encoder):
+                    super().__init__()
+                    self.encoder = encoder
+
+                def encode(self, x):
+                    with torch.no_grad():
+                        return self.encoder(x)
+
+                def forward(self, x):
+                    x = x.float() / 255
+                    return self.encode(x).flatten(1)
+
+
+            def embed(model, loader):
+                model.eval()
+                return [model(x).cpu() for x in loader]
+
+
+            embedder = FrozenEmbedder(torch.hub.load("repo", "net"))
+            embed(embedder, loader)
+            """,
+            title='a project model whose `forward` runs its encoder inside `with torch.no_grad():` (in a method it dispatches to): the call records nothing',
+        ),
+        bad(
+            """
+            import torch
+            from torch import nn
+
+
+            class FrozenEmbedder(nn.Module):
+                def __init__(self, encoder, width):
+                    super().__init__()
+                    self.encoder = encoder
+                    self.project = nn.Linear(width, 128)
+
+                def encode(self, x):
+                    with torch.no_grad():
+                        return self.encoder(x)
+
+                def forward(self, x):
+                    x = x.float() / 255
+                    return self.project(self.encode(x).flatten(1))
+
+
+            def embed(model, loader):
+                model.eval()
+                return [model(x).cpu() for x in loader]
+
+
+            embedder = FrozenEmbedder(torch.hub.load("repo", "net"), 512)
+            embed(embedder, loader)
+            """,
+            line=22,
+            fixed="""
+            import torch
+            from torch import nn
+
+
+            class FrozenEmbedder(nn.Module):
+                def __init__(self, encoder, width):
+                    super().__init__()
+                    self.encoder = encoder
+                    self.project = nn.Linear(width, 128)
+
+                def encode(self, x):
+                    with torch.no_grad():
+                        return self.encoder(x)
+
+                def forward(self, x):
+                    x = x.float() / 255
+                    return self.project(self.encode(x).flatten(1))
+
+
+            @torch.no_grad()
+            def embed(model, loader):
+                model.eval()
+                return [model(x).cpu() for x in loader]
+
+
+            embedder = FrozenEmbedder(torch.hub.load("repo", "net"), 512)
+            embed(embedder, loader)
+            """,
+            title='the same forward with a trainable projection applied outside the `no_grad` block',
         ),
     )
 

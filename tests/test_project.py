@@ -2594,3 +2594,79 @@ def test_a_method_only_run_on_instances_built_with_drop_last_has_no_short_batch(
     assert (24, "TL601") not in found and (17, "TL601") in found, found
     write(tmp_path, {"text.py": files["text.py"].replace("print(scorer.score_text())", "report(scorer)")})
     assert (24, "TL601") in _codes(lint_path(scorer, ALL, project=Project(tmp_path)))
+
+
+@pytest.mark.parametrize("projection, fires", [(False, False), (True, True)])
+def test_a_model_of_another_file_whose_forward_runs_under_no_grad_records_nothing(tmp_path, projection, fires):
+    """TL301: the model's class is in models.py; its `forward` runs the encoder inside `no_grad`
+    through a method of its class. A trainable projection after that block records a graph."""
+    head = "return self.project(self.encode(x))" if projection else "return self.encode(x).flatten(1)"
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "models.py": f"""
+            import torch
+            from torch import nn
+
+
+            class Frozen(nn.Module):
+                def __init__(self, encoder):
+                    super().__init__()
+                    self.encoder = encoder
+                    self.project = nn.Linear(512, 64)
+
+                def encode(self, x):
+                    with torch.no_grad():
+                        return self.encoder(x)
+
+                def forward(self, x):
+                    {head}
+            """,
+        "embed.py": """
+            import torch
+            from models import Frozen
+
+
+            def embed(model, loader):
+                model.eval()
+                return [model(x).cpu() for x in loader]
+
+
+            net = Frozen(torch.hub.load("repo", "net"))
+            embed(net, loader)
+            """,
+    })
+    result = list(lint_paths([str(tmp_path / "embed.py")], ALL))[0]
+    assert ([f.line for f in result.findings if f.code == "TL301"] == [8]) is fires
+
+
+@pytest.mark.parametrize("hook, fires", [("validation_step", False), ("on_train_epoch_end", True)])
+def test_a_lightning_hook_of_a_project_base_in_another_file(tmp_path, hook, fires):
+    """TL301: `Classifier` derives from a project base (base.py) that derives from LightningModule;
+    the Trainer runs its `validation_step` with grad off, its `on_train_epoch_end` with grad on."""
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "base.py": """
+            import pytorch_lightning as pl
+
+
+            class Base(pl.LightningModule):
+                def configure_optimizers(self):
+                    return None
+            """,
+        "model.py": f"""
+            from base import Base
+
+
+            class Classifier(Base):
+                def __init__(self, net, loader):
+                    super().__init__()
+                    self.net, self.loader = net, loader
+
+                def {hook}(self, *args):
+                    self.net.eval()
+                    for x, y in self.loader:
+                        self.log("hits", (self.net(x).argmax(-1) == y).sum())
+            """,
+    })
+    result = list(lint_paths([str(tmp_path / "model.py")], ALL))[0]
+    assert any(f.code == "TL301" for f in result.findings) is fires

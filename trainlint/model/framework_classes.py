@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from trainlint.model import frameworks
 from trainlint.model.index import FileIndex
 from trainlint.model.summaries import ClassSummary
 
@@ -38,3 +39,25 @@ def _collect(index: FileIndex, node: cst.ClassDef, found: set[str], depth: int, 
         summary = index.summary_of(base.value, scope)
         if isinstance(summary, ClassSummary):
             found.update(summary.bases)  # resolved in the file that defines it
+
+
+def hook_step(index: FileIndex, function) -> str | None:
+    """The step kind of the framework hook that the method `function` (a FunctionInfo) overrides:
+    "eval" for `validation_step` of a class deriving from `pytorch_lightning.LightningModule` (the
+    framework runs it with grad recording off), "train" for its `training_step`; None for a
+    function of no class, or of a class that derives from no framework class declaring a hook of
+    that name (a plain `class Net:` with a `validation_step` method is called by the project)."""
+    if function is None or function.class_name is None:
+        return None
+    klass = index.classes.get(function.class_name)
+    if klass is None:
+        return None
+    hooks = [entry for entry in frameworks.hook_steps() if entry[2] == function.name]
+    if not hooks:
+        return None
+    for name in sorted(ancestors(index, klass)):
+        root, last = name.split(".", 1)[0], name.rsplit(".", 1)[-1]
+        for owner, packages, _, step in hooks:
+            if last == owner and root in packages:
+                return step
+    return None

@@ -76,6 +76,10 @@ even when a base class or mixin defines it; `match = "prefix"` makes it a prefix
 - `eval_built`: builds a module and hands it back in eval mode (`PreTrainedModel.from_pretrained`
   calls `model.eval()`); `on_any_class`: the method called on any class of the entry's package counts
   (`AutoModelForCausalLM.from_pretrained`, `BertModel.from_pretrained` reach it).
+- `not_module`: builds an object that is no torch module (Transformers' `AutoTokenizer.from_pretrained`,
+  `AutoProcessor.from_pretrained`: a tokenizer or a processor turning text and images into arrays):
+  calling it runs no layer and records no graph, so a model's `forward` calling such an attribute of
+  `self` outside `no_grad` still runs every submodule it reaches under `no_grad` (TL301).
 - `seed`: seeds torch's global generator (among others).
 - `accessor`: a method of a model base that hands back an object of `role` the framework built
   (a LightningModule's `self.optimizers()`, `self.lr_schedulers()`); asked of `self.<method>()` in
@@ -144,7 +148,7 @@ KINDS = frozenset({"constructor", "model_base", "backward", "accumulation_contex
                    "save_state", "clip", "unscale", "unwrap", "hook", "seed", "accessor",
                    "grad_off", "grad_on", "grad_setter", "scaler_step", "grad_clear", "dataset_source",
                    "dataset_combine", "dataset_shuffle", "epoch_setter", "state_save", "state_load", "epoch_log",
-                   "factory", "engine_step", "engine_batch", "load_state", "eval_built"})
+                   "factory", "engine_step", "engine_batch", "load_state", "eval_built", "not_module"})
 CLOCKS = frozenset({"micro_batch", "sync", "epoch"})
 HOOK_STEPS = frozenset({"train", "eval", "eval_loader", "update"})
 BATCH_STEPS = frozenset({"train", "eval"})
@@ -539,6 +543,16 @@ def backpropagated_returns() -> tuple[tuple[str, tuple[str, ...], frozenset[str]
 
 
 @cache
+def hook_steps() -> tuple[tuple[str, tuple[str, ...], str, str], ...]:
+    """(framework class's bare name, the framework's import roots, hook method, its step kind) for
+    every hook entry: Lightning's `validation_step` ("eval") of `LightningModule`, matched on a class
+    by its bare name under any of the roots (`lightning.LightningModule`,
+    `pytorch_lightning.LightningModule`)."""
+    return tuple((e.name.rsplit(".", 2)[-2], framework.packages, e.attr, e.step)
+                 for framework in frameworks() for e in framework.entries if e.kind == "hook" and e.step)
+
+
+@cache
 def grad_switches(kind: str) -> frozenset[str]:
     """Qualified names of the frameworks' grad switches of one kind ("grad_off", "grad_on",
     "grad_setter"): `paddle.no_grad`, `oneflow.inference_mode`, `paddle.set_grad_enabled`."""
@@ -557,6 +571,12 @@ def built_in_eval(qualified_name: str) -> bool:
                                               and spelling.split(".", 1)[0] == root and last == entry.attr):
                 return True
     return False
+
+
+@cache
+def not_modules() -> frozenset[str]:
+    """Qualified names of the calls that build an object that is no torch module (`not_module`)."""
+    return frozenset(name for e in entries("not_module") for name in e.spellings)
 
 
 def seeds() -> frozenset[str]:

@@ -12,7 +12,7 @@ import weakref
 import libcst as cst
 
 from trainlint.model import frameworks
-from trainlint.model.index import FunctionInfo, Scope, keyword_arg, positional_args
+from trainlint.model.index import FunctionInfo, Scope, keyword_arg, positional_args, walk
 from trainlint.model.mode_names import dominating_value
 from trainlint.model.mode_state import COND, Frame, OFF, ON
 
@@ -68,10 +68,38 @@ def _volatile_source(index, expr: cst.BaseExpression, scope: Scope, depth: int) 
                 return node
         elif isinstance(node, cst.Name):
             value = dominating_value(index, node, scope)
+            if value is None:
+                value = global_value(index, node, scope)
             found = _volatile_source(index, value, scope, depth + 1) if value is not None else None
             if found is not None:
                 return found
     return None
+
+
+def global_value(index, use: cst.Name, scope: Scope) -> cst.BaseExpression | None:
+    """The value a module-level name holds whenever the function reading it runs: every binding of
+    the name is an assignment statement of the module's own body (not in a branch, a loop or a
+    `try`), none of the file's functions declares it `global`, and the last of them comes before
+    the top-level statement defining the function (which cannot run before its `def`); None
+    otherwise, and for a name the function binds itself."""
+    if scope.kind != "function" or index.module_scope.bindings.get(use.value) is not scope.lookup(use.value):
+        return None
+    bindings = index.module_scope.bindings[use.value]
+    position = {id(statement): i for i, statement in enumerate(index.module.body)}
+    places = []
+    for binding in bindings:
+        line = index.parent(binding.node) if binding.kind == "assign" and isinstance(binding.node, cst.Assign) else None
+        if line is None or id(line) not in position or binding.value is None:
+            return None
+        places.append((position[id(line)], binding.value))
+    top = next((a for a in index.ancestors(use) if id(a) in position), None) if places else None
+    if top is None or not isinstance(top, (cst.FunctionDef, cst.ClassDef)):
+        return None
+    if any(isinstance(node, cst.Global) and any(n.name.value == use.value for n in node.names)
+           for node in walk(index.module)):
+        return None
+    last, value = max(places, key=lambda place: place[0])
+    return value if last < position[id(top)] else None
 
 
 def _operands(expr: cst.BaseExpression):

@@ -34,6 +34,7 @@ import libcst as cst
 
 from trainlint.model import file_facts, frameworks
 from trainlint.model.file_facts import file_fact
+from trainlint.model.framework_classes import hook_step
 from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_ON_CONTEXTS, GRAD_WORDS, decorator_grad, is_false, is_true,
                                        literal_flags, literal_value, skipped_branch)
 from trainlint.model.index import (FunctionInfo, Scope, dotted_name, iter_children, positional_args, unpacked_position,
@@ -1277,6 +1278,11 @@ class ModeModel:
             grad = decorator_grad(self.index, function)
             if grad is not None:
                 entry = entry.with_grad(frozenset({grad}))
+            elif hook_step(self.index, function) == "eval":
+                # a framework's evaluation hook (a LightningModule's `validation_step`): the framework
+                # runs it with recording off; a call of the project's own joins its state to that
+                entry = entry.with_grad(frozenset({OFF}) if not self.index.callers(function)
+                                        else entry.grad | {OFF})
         try:
             run.block(body, entry, frame)
         except (Abandon, RecursionError):

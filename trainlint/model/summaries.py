@@ -102,6 +102,9 @@ class Detached:
     fields: frozenset[tuple[int, str]] = frozenset()
 
 
+_PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+
+
 @dataclass(frozen=True)
 class FunctionSummary:
     name: str
@@ -182,6 +185,11 @@ class FunctionSummary:
     # every call that could reach a submodule under a grad-off context (`forward(data, mode)` with
     # `elif mode == "inference": with torch.no_grad(): ...`): (parameter, literal True/False/string)
     grad_off_when: tuple[tuple[str, object], ...] = ()
+    # a `forward` that, whatever it is passed, runs every call that could reach a submodule under a
+    # grad-off context it enters itself or in a method of its class it dispatches to
+    # (`def embed(self, x): with torch.no_grad(): return self.encoder(x)`), reading no parameter of
+    # its own (`nn.Parameter`) outside it
+    grad_off_always: bool = False
     # () -> the parameters whose value it writes to a file (`json.dump(p, f)`, `f.write(json.dumps(p))`
     # on a file it opened, `torch.save(p, ...)`, `np.save(path, p)`, or handing it to a function that
     # does): `write_json({"step": step}, path)` keeps the step beside a checkpoint. Worked out when
@@ -268,6 +276,8 @@ class FunctionSummary:
 
     def grad_off_for(self, positional: tuple[object, ...], keywords: dict[str, object]) -> bool:
         """A call binding these literals (None: not a literal) runs this function without grad."""
+        if self.grad_off_always:
+            return True
         bound = dict(zip(self.params, positional))
         bound.update(keywords)
         return any(param in bound and type(bound[param]) is type(value) and bound[param] == value
@@ -1039,6 +1049,7 @@ class _Summariser:
             drawn_params=self._drawn_params(function, params), equal_batches_by=self._equal_batches_by(function),
             run_only=tuple(p for p in params if self._runs_only(function, p, frozenset({node}))),
             grad_off_when=self._grad_off_when(function, params),
+            grad_off_always=self._grad_off_always(function),
             trains_over=trained_params(function, params, self._own_nodes(function)),
             drop_last_chosen_by=self._drop_last_chosen_by(function),
             backward_only=self._backward_only(function),
@@ -1344,6 +1355,53 @@ class _Summariser:
                 found.append((param, value))
         return tuple(found)
 
+    def _grad_off_always(self, function: FunctionInfo) -> bool:
+        """`FunctionSummary.grad_off_always`: a `forward` whose every path runs the calls that could
+        reach a submodule under a grad-off context (`_quiet_block` with no literal chosen), that
+        enters one (itself or in a method of its class it calls), and that reads no `nn.Parameter`
+        of its class outside it (`x @ self.weight` records a graph without a call)."""
+        if function.name != "forward" or function.class_name is None or \
+                not self._enters_grad_off(function, 0) or self._reads_parameter(function, 0):
+            return False
+        return self._quiet_block(body_of(function.node), function, Frame(None, function.scope, {}), 0) is not None
+
+    def _self_methods(self, function: FunctionInfo):
+        """The methods of its class that the function calls on `self`."""
+        for node in self._own_nodes(function):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                    isinstance(node.func.value, cst.Name) and node.func.value.value == "self":
+                method = self.index.method(function.class_name, node.func.attr.value)
+                if method is not None and method.node is not function.node:
+                    yield method
+
+    def _enters_grad_off(self, function: FunctionInfo, depth: int) -> bool:
+        for node in self._own_nodes(function):
+            if isinstance(node, cst.With) and any(
+                    context_grad(self.index, item.item, self.index.scope_at(node)) == OFF for item in node.items):
+                return True
+        return depth < 2 and any(self._enters_grad_off(m, depth + 1) for m in self._self_methods(function))
+
+    def _reads_parameter(self, function: FunctionInfo, depth: int) -> bool:
+        """The function (or a method of its class it calls) reads an attribute of `self` that holds
+        an `nn.Parameter` other than inside a grad-off context."""
+        for node in self._own_nodes(function):
+            if not (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"):
+                continue
+            values = self.index.self_attribute_values(node.attr.value, function.scope) or []
+            if any(isinstance(v, cst.Call) and self.index.resolve(v.func, self.index.scope_at(v)) in _PARAMETERS
+                   for v in values) and not self._under_grad_off(node, function):
+                return True
+        return depth < 2 and any(self._reads_parameter(m, depth + 1) for m in self._self_methods(function))
+
+    def _under_grad_off(self, node: cst.CSTNode, function: FunctionInfo) -> bool:
+        for ancestor in self.index.ancestors(node):
+            if ancestor is function.node:
+                return False
+            if isinstance(ancestor, cst.With) and any(
+                    context_grad(self.index, item.item, self.index.scope_at(ancestor)) == OFF for item in ancestor.items):
+                return True
+        return False
+
     def _quiet_block(self, statements, function: FunctionInfo, frame: Frame, depth: int) -> bool | None:
         """None when some statement (in the branches `frame`'s literals take) runs a call that could
         reach a submodule with grad on; else whether the block returns (or raises) for sure."""
@@ -1426,9 +1484,15 @@ class _Summariser:
                     return False
                 continue
             values = self.index.self_attribute_values(func.attr.value, scope)
-            if not values or not all(self._imported_reference(v, scope) for v in values):
+            if not values or not all(self._imported_reference(v, scope) or self._not_module(v) for v in values):
                 return False
         return True
+
+    def _not_module(self, value: cst.BaseExpression) -> bool:
+        """`AutoTokenizer.from_pretrained(name)`: a call that builds an object that is no torch module
+        (framework data, `not_module`), resolved in the scope of the assignment."""
+        return isinstance(value, cst.Call) and \
+            self.index.resolve(value.func, self.index.scope_at(value)) in frameworks.not_modules()
 
     def _imported_reference(self, value: cst.BaseExpression, scope: Scope) -> bool:
         """`torch.cuda.FloatTensor`, or an `a if c else b` of such: a name of an imported module."""
