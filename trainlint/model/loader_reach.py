@@ -449,15 +449,62 @@ class LoaderReach:
             # no file of the project calls it (another imports it at most): it runs nowhere
             yield _Use("none", statement, f"returned by `{function.name}`, which no file of the project calls")
             return
-        if other_reads or not calls:
+        elsewhere = None if nested or other_reads else self._results_elsewhere(function, position)
+        if other_reads or not calls and not elsewhere:
             # handed around by name, or called by nothing the code shows (an entry point named in
             # a configuration may call it and use what it returns)
             yield _Use("other", statement, f"returned by `{function.name}` to callers the code does not show")
-        elif not nested and not _unmentioned_elsewhere(index, function.name):
+        elif not nested and elsewhere is None and not _unmentioned_elsewhere(index, function.name):
             # another file may import and call it (or this run does not see the whole project)
             yield _Use("other", statement, f"returned by `{function.name}` to callers in other files")
+        yield from elsewhere or ()
         for call in calls:
             yield from self._result(call, position, depth + 1)
+
+    def _results_elsewhere(self, function: FunctionInfo, position: int | None) -> list[_Use] | None:
+        """What the other files of the project do with the loader the module-level `function`
+        returns (the element `position` of a returned tuple), when every one of them that names
+        the function only imports it under its own name and calls it, and each call drops the
+        result or binds the loader to a name nothing reads (`train, _ = make_loaders()`: no read of
+        `_` in its function, nor, at module level, in its module or a file that can import it):
+        each such call takes the loader nowhere. None when that is not known: a run that does not
+        check the whole project, a file naming the function any other way (an alias, a registry,
+        a string, a read), a call whose loader is read, or a file reaching names by text."""
+        linker = self.index.linker
+        if linker is None or not linker.whole_project():
+            return None
+        summaries, own = linker._summaries, linker.project.real(linker.path)
+        found: list[_Use] = []
+        for where in summaries.mentioning(linker.path, (function.name,)):
+            if linker.project.real(where) == own:
+                continue
+            summary = summaries.file_summary(where)
+            other = summary.index if summary is not None else None
+            if other is None or _dynamic_names(other):
+                return None
+            for node in other.parents:
+                if isinstance(node, (cst.SimpleString, cst.FormattedStringText)) \
+                        and function.name in str(getattr(node, "value", "")):
+                    return None
+                if not (isinstance(node, cst.Name) and node.value == function.name):
+                    continue
+                parent = other.parent(node)
+                if isinstance(parent, cst.ImportAlias) and parent.name is node and parent.asname is None \
+                        and isinstance(other.parent(parent), (cst.Import, cst.ImportFrom)):
+                    continue  # `from data import make_loaders`
+                func = parent if isinstance(parent, cst.Attribute) and parent.attr is node else node
+                call = other.parent(func)
+                if not (isinstance(call, cst.Call) and call.func is func):
+                    return None
+                qualname = other.resolve(func, other.scope_at(call))
+                located = summaries.locate(qualname, str(where)) if qualname else None
+                if located is None or linker.project.real(located[0]) != own or located[1] != [function.name]:
+                    return None
+                use = _dropped_result(other, call, position)
+                if use is None:
+                    return None
+                found.append(use)
+        return found
 
     def framework_runs(self, function: FunctionInfo) -> bool | None:
         """Whether the framework asks for the loader the eval_loader hook `function` returns: one
@@ -547,6 +594,54 @@ class LoaderReach:
         if callee.class_name is not None and not passes:
             # a subclass (in any file) may override a method that does nothing with it here
             yield _Use("other", call, f"handed to the method `{callee.name}`, which a subclass may override")
+
+
+def _dropped_result(index, call: cst.Call, position: int | None) -> _Use | None:
+    """A call (of another file) whose returned loader (the element `position` of the returned tuple)
+    goes nowhere: the result dropped, or the loader bound to a name nothing reads (`_Use` "none");
+    None when it may be read."""
+    parent = index.parent(call)
+    if isinstance(parent, cst.Expr):
+        return _Use("none", parent, "the returned value is dropped")
+    if not (isinstance(parent, cst.Assign) and parent.value is call and len(parent.targets) == 1):
+        return None
+    target = parent.targets[0].target
+    if position is not None:
+        if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) > position
+                and not any(isinstance(e, cst.StarredElement) for e in target.elements)):
+            return None
+        target = target.elements[position].value
+    if not isinstance(target, cst.Name):
+        return None
+    name = target.value
+    function = index.function_at(parent)
+    region = function.node if function is not None else index.module
+    for node in index.subtree(region):
+        if isinstance(node, cst.Name) and node.value == name and node is not target and not _stored(index, node):
+            return None
+    if function is None and not _unmentioned_elsewhere(index, name, importers_only=True):
+        return None  # a module's name another file may import
+    if function is not None and any(name in (n.value for n in walk(d) if isinstance(n, cst.Name))
+                                    for d in walk(function.node) if isinstance(d, (cst.Global, cst.Nonlocal))):
+        return None
+    return _Use("none", parent, f"bound to `{name}`, which nothing reads")
+
+
+def _stored(index, node: cst.Name) -> bool:
+    """`node` only receives a value: an assignment's target, or an element of a target tuple."""
+    current = node
+    while True:
+        parent = index.parent(current)
+        if isinstance(parent, cst.Element) or isinstance(parent, (cst.Tuple, cst.List)):
+            current = parent
+            continue
+        if isinstance(parent, cst.AssignTarget) and parent.target is current:
+            return True
+        if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is current:
+            return True
+        if isinstance(parent, cst.AnnAssign) and parent.target is current:
+            return True
+        return False
 
 
 def _parameter_for(callee: FunctionInfo, call: cst.Call, arg: cst.Arg) -> str | None:
