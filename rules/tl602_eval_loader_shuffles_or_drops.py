@@ -92,7 +92,10 @@ class EvalLoaderShufflesOrDrops(Rule):
         the code (trainlint/model/loader_reach.py): the reads its binding reaches (a name bound
         again on every way to a read hides the first loader from it), another name, a return to
         the callers of the function (a call whose result is dropped takes it nowhere; `a, b =
-        make()` hands `b` the second element), the parameter of a function of the file it is
+        make()` hands `b` the second element; in a run over the whole project, callers in other files
+        too, when every file naming the function only imports and calls it and each call drops the
+        loader or binds it to a name nothing reads: `train, _ = make()` in a script takes it nowhere),
+        the parameter of a function of the file it is
         handed to; there, a pass over it that computes no gradient (with the literal flags the
         call passes: `run(model, loader, train=False)` skips its `if train:` backward) and runs with
         grad recording off (around the loop or around the call that hands it on) or a model in eval

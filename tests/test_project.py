@@ -1077,6 +1077,61 @@ def test_a_loader_returned_to_a_caller_that_drops_it_feeds_no_evaluation(tmp_pat
     assert (6, "TL602") in _codes(lint_path(str(tmp_path / "prep.py"), ALL, project=Project(tmp_path)))
 
 
+def test_a_loader_returned_to_scripts_that_bind_it_and_never_read_it(tmp_path):
+    """TL602: a factory's held-out loader whose callers are all in other files, each binding it to
+    a name nothing reads (`walks, _ = build_pair(...)` in a script, `_, probe = ...` in a function
+    that never reads `probe`), feeds no evaluation; a file that names the factory another way (a
+    registry dict) or that reads the name keeps the finding (the loader may be gone through there)."""
+    write(tmp_path, {
+        "pairs.py": """
+            from torch.utils.data import DataLoader
+
+            def build_pair(rows, held_rows, width):
+                walks = DataLoader(rows, batch_size=width, shuffle=True)
+                holdout = DataLoader(held_rows, batch_size=width, shuffle=True)
+                return walks, holdout
+            """,
+        "fit.py": """
+            from pairs import build_pair
+
+            walks, _ = build_pair(load("a"), load("b"), 32)
+            for batch in walks:
+                step(batch)
+            """,
+        "sweep.py": """
+            from pairs import build_pair
+
+            def sweep(widths):
+                for width in widths:
+                    walks, probe = build_pair(load("a"), load("b"), width)
+                    for batch in walks:
+                        step(batch)
+            """,
+    })
+    project = Project(tmp_path)
+    assert "TL602" not in {code for _, code in _codes(lint_path(str(tmp_path / "pairs.py"), ALL, project=project))}
+    partial = list(lint_paths([str(tmp_path / "pairs.py")], ALL))[0]
+    assert (6, "TL602") in _codes(partial)
+    write(tmp_path, {"registry.py": """
+        from pairs import build_pair
+
+        BUILDERS = {"pair": build_pair}
+        """})
+    assert (6, "TL602") in _codes(lint_path(str(tmp_path / "pairs.py"), ALL, project=Project(tmp_path)))
+    (tmp_path / "registry.py").unlink()
+    write(tmp_path, {"sweep.py": """
+        from pairs import build_pair
+
+        def sweep(widths):
+            for width in widths:
+                walks, probe = build_pair(load("a"), load("b"), width)
+                for batch in walks:
+                    step(batch)
+                print(score(probe))
+        """})
+    assert (6, "TL602") in _codes(lint_path(str(tmp_path / "pairs.py"), ALL, project=Project(tmp_path)))
+
+
 def test_a_script_loader_is_read_only_by_files_that_import_the_script(tmp_path):
     """TL602: a script's module-level loader that the script never reads is read by no file of its
     import component that does not import the script, however many of them use the same variable

@@ -24,6 +24,9 @@ The loader is followed through:
 - a return: to every call of the returning module-level function, in its file and (in a run
   over the whole project) no other file naming it; a call whose result is dropped (a statement
   of its own) takes the loader nowhere, `a, b = make()` hands the returned tuple's element to `b`;
+  in other files, when every file naming the function only imports and calls it
+  (`_results_elsewhere`), each call that drops the loader or binds it to a name nothing reads
+  (`train, _ = make()` in a script) takes it nowhere (any other naming: out of sight);
   a function that nothing calls or reads, in its file or (in a run over the whole project) any
   other, where its name is at most imported (`Linker.only_imported_elsewhere`: no call,
   attribute, alias, other read or string naming it), takes the loader nowhere;
