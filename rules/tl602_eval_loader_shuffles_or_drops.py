@@ -95,7 +95,10 @@ class EvalLoaderShufflesOrDrops(Rule):
         make()` hands `b` the second element; in a run over the whole project, callers in other files
         too, when every file naming the function only imports and calls it and each call drops the
         loader or binds it to a name nothing reads: `train, _ = make()` in a script takes it nowhere),
-        the parameter of a function of the file it is
+        an attribute of `self` (in a run over the whole project where no other file spells `.attr`
+        and the file reaches no attribute by text: every read of the attribute in the file, through
+        the Accelerator's `prepare` to the same position of the tuple it is unpacked into), the
+        parameter of a method of a class no file of the project derives from, the parameter of a function of the file it is
         handed to; there, a pass over it that computes no gradient (with the literal flags the
         call passes: `run(model, loader, train=False)` skips its `if train:` backward) and runs with
         grad recording off (around the loop or around the call that hands it on) or a model in eval

@@ -30,7 +30,12 @@ The loader is followed through:
   a function that nothing calls or reads, in its file or (in a run over the whole project) any
   other, where its name is at most imported (`Linker.only_imported_elsewhere`: no call,
   attribute, alias, other read or string naming it), takes the loader nowhere;
-- an argument of a function of the same file: the reads of the parameter in its body.
+- an attribute of `self` (`_attribute`), in a run over the whole project where no other file
+  spells `.attr` and the file reaches nothing by text: every read of the attribute in the file;
+  one handed to `prepare` (the framework models' kind "prepare", its receiver proven an
+  Accelerator) goes on to the same position of the tuple it is unpacked into;
+- an argument of a function of the same file: the reads of the parameter in its body (a method
+  of a class that a class of the project may derive from may be overridden: out of sight).
 
 Reading its length, an attribute (`loader.dataset`), drawing single batches (`loader_use`'s
 draws), a loop that reads none of the batches it draws (`for _ in loader: pass`), or a pass in
@@ -94,6 +99,8 @@ _DATA_METHODS = frozenset({"append", "extend", "item", "tolist", "numpy", "cpu",
 # tensor methods whose arguments are sizes, dims, dtypes or devices: a name handed to one is no model it runs
 _SHAPE_METHODS = frozenset({"view", "reshape", "squeeze", "unsqueeze", "size", "to", "cuda", "cpu", "float", "double",
                             "long", "int", "numel", "permute", "transpose", "flatten", "sum", "mean", "max", "min"})
+# the framework methods that hand back what they are given, wrapped, in the same order (kind "prepare")
+_PREPARES = frozenset(e.attr for e in frameworks.entries("prepare"))
 _MAX_DEPTH = 4
 _BUDGET = 200  # reads followed per loader, at most
 
@@ -153,6 +160,9 @@ class LoaderReach:
             target = parent.targets[0].target if len(parent.targets) == 1 else None
             if isinstance(target, cst.Name):
                 yield from self._name(parent, target.value, depth, grad_off, flags)
+            elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) \
+                    and target.value.value == "self" and index.function_at(parent) is not None:
+                yield from self._attribute(parent, target.attr.value, depth, grad_off, flags)
             else:
                 yield _Use("other", parent, "stored where the code is not followed")
             return
@@ -216,6 +226,72 @@ class LoaderReach:
             if not self._reaches(statement, node):
                 continue
             yield from self._read(node, depth, grad_off, flags)
+
+    def _attribute(self, statement: cst.Assign, attr: str, depth: int, grad_off: bool, flags: tuple):
+        """The loader stored in `self.<attr>`: in a run over the whole project where no other file
+        spells `.attr` (nor the string `"attr"`), and this file reaches no names or attributes by
+        text (`getattr`, `__dict__`, `vars()`), every read of an attribute `attr` in this file (of
+        any object: `self.attr` in any method, `x.attr`) is followed like a read of a name; one
+        handed to `prepare` (a framework wrapper returning its arguments in order) goes on to the
+        same position of the tuple it is unpacked into. Otherwise it is out of sight."""
+        index = self.index
+        key = ("attribute", attr)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        linker = index.linker
+        text = index.linker.project.source(index.linker.project.real(index.linker.path)) \
+            if linker is not None and linker.project is not None else None
+        elsewhere = linker.files_mentioning(f".{attr}", f'"{attr}"', f"'{attr}'") \
+            if linker is not None and linker.whole_project() else None
+        if elsewhere is None or len(elsewhere) > 1 or text is None or _dynamic_names(index) \
+                or any(word in text for word in ("getattr(", "__dict__", "setattr(", f'"{attr}"', f"'{attr}'")):
+            yield _Use("other", statement, "stored where the code is not followed")
+            return
+        for node in index.subtree(index.module):
+            if not (isinstance(node, cst.Attribute) and node.attr.value == attr) or _stored(index, node):
+                continue
+            yield from self._attribute_read(node, depth + 1, grad_off, flags)
+
+    def _attribute_read(self, node: cst.Attribute, depth: int, grad_off: bool, flags: tuple):
+        index = self.index
+        parent = index.parent(node)
+        if isinstance(parent, cst.Arg) and not parent.star and parent.keyword is None \
+                and isinstance(call := index.parent(parent), cst.Call) \
+                and isinstance(call.func, cst.Attribute) and call.func.attr.value in _PREPARES \
+                and self._prepares(call):
+            # `a, b = accelerator.prepare(a, b)`: the wrapped loader is the element in the same position
+            assign = index.parent(call)
+            args = positional_args(call)
+            target = assign.targets[0].target if isinstance(assign, cst.Assign) and assign.value is call \
+                and len(assign.targets) == 1 else None
+            if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(args) == len(call.args)
+                    and not any(isinstance(e, cst.StarredElement) for e in target.elements)):
+                yield _Use("other", call, "wrapped where the code is not followed")
+                return
+            element = target.elements[next(i for i, a in enumerate(args) if a is parent)].value
+            if isinstance(element, cst.Name):
+                yield from self._name(assign, element.value, depth, grad_off, flags)
+            elif isinstance(element, cst.Attribute) and isinstance(element.value, cst.Name) \
+                    and element.value.value == "self":
+                yield from self._attribute(assign, element.attr.value, depth, grad_off, flags)
+            else:
+                yield _Use("other", assign, "wrapped and stored where the code is not followed")
+            return
+        if _drawn_once(index, node) or _bounded_loop(index, node) or _cycled(index, node) \
+                or _capped_draws(index, node) or _restarted_stream(index, node) or _fixed_draws(index, node):
+            yield _Use("none", node, "single batches drawn")
+            return
+        yield from self._value(node, depth, grad_off, flags)
+
+    def _prepares(self, call: cst.Call) -> bool:
+        """`call` is a framework's `prepare` (the framework models' kind "prepare": Accelerate's
+        `accelerator.prepare(...)`), its receiver proven that framework's object."""
+        from trainlint.model.roles import ACCELERATOR, roles
+        scope = self.index.scope_at(call)
+        model = self.ctx.model(roles)
+        source = model.source(call.func.value, scope)
+        return model.of(call.func.value, scope) == ACCELERATOR and source is not None and source.proven
 
     def _reads(self, node: cst.Name) -> bool:
         parent = self.index.parent(node)
@@ -594,9 +670,20 @@ class LoaderReach:
                 for use in self._read(node, depth + 1, off, inner_flags):
                     passes = passes or use.kind != "none"
                     yield use
-        if callee.class_name is not None and not passes:
+        if callee.class_name is not None and not passes and not self._never_subclassed(callee.class_name):
             # a subclass (in any file) may override a method that does nothing with it here
             yield _Use("other", call, f"handed to the method `{callee.name}`, which a subclass may override")
+
+    def _never_subclassed(self, class_name: str) -> bool:
+        """In a run over the whole project, no class of the files that can reach this one names a
+        base spelled `class_name` (its last dotted part): no subclass can override its methods."""
+        linker = self.index.linker
+        if linker is None or not linker.whole_project():
+            return False
+        classes = linker.classes_mentioning(class_name)
+        if classes is None:
+            return False
+        return not any(base.rsplit(".", 1)[-1] == class_name for _, klass in classes for base in klass.bases)
 
 
 def _dropped_result(index, call: cst.Call, position: int | None) -> _Use | None:
