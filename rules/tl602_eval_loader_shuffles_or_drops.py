@@ -111,7 +111,7 @@ class EvalLoaderShufflesOrDrops(Rule):
         file importing its name at most); or gone through only by passes in which no call can run a
         model (builtins, `torch`/`numpy` functions and tensor methods handed no callable: summing
         feature statistics over the data), the batch read nowhere after the pass. Where the code cannot follow it (a library call, a function of
-        another file, an attribute of `self`, a module's name other files may import) the premise
+        another file, an attribute of `self` other files may read, a module's name other files may import) the premise
         stays what its name or dataset says (unknown, reported). A function's local loader that is never read at all (built, never used), a
         module's loader read neither in the module nor named by a project file that can import it,
         and a loader built by a module-level function that never runs (replaced by a later `def` of
