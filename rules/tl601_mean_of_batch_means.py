@@ -1138,6 +1138,7 @@ class MeanOfBatchMeans(Rule):
                 return history
             """,
             line=20,
+            severity=Severity.INFO,
             title="only batches of one sample are skipped: a short last batch of 2 to 15 samples is still "
                   "summed as one mean among the full ones",
         ),
