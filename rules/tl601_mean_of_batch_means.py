@@ -75,7 +75,10 @@ class MeanOfBatchMeans(Rule):
         before a second loop, on every way to it, by a value that does not read the name), on
         values collected only on iterations a test of the loop's position picks (`if i % 10 ==
         9: losses.append(loss.item())`, or after `if step < warmup: continue`: a sample of the
-        batches, not one value per batch of the loader), and
+        batches, not one value per batch of the loader), on values collected only from batches of a
+        size fixed for the loop (`if x.size(0) != batch_size: continue` before the sum, `x` read from
+        the loop's batch and the size a value no statement of the loop changes: every mean summed is
+        over as many samples; a one-sided test such as `if len(x) < 2: continue` proves nothing), and
         when the loader's dataset has a length the code states that is a multiple of a batch size
         it states (`Subset(ds, list(range(batch_size * 10)))` in batches of `batch_size = 32`,
         `TensorDataset(torch.rand(320, 4), ...)`: every batch is full; a dataset or batch size
@@ -1146,6 +1149,62 @@ class MeanOfBatchMeans(Rule):
             line=15,
             title="bound anew only under a test: on the other way the mean is the first loop's mean of batch means",
         ),
+        good(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            def fit_critic(critic, opt, pairs, epochs, batch_size=16):
+                history = []
+                for epoch in range(epochs):
+                    running, seen = 0.0, 0
+                    for batch in DataLoader(pairs, batch_size=batch_size, shuffle=True):
+                        left = batch["left"].float()
+                        if left.size(0) != batch_size:
+                            continue
+                        loss = F.mse_loss(critic(left), batch["score"])
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                        running += loss.item()
+                        seen += 1
+                    history.append(running / seen)
+                return history
+            """,
+            title="a batch smaller than the batch size is skipped before anything is summed: every mean summed "
+                  "is over the same number of samples, so their mean weighs every sample alike",
+        ),
+        bad(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            def fit_critic(critic, opt, pairs, epochs, batch_size=16):
+                history = []
+                for epoch in range(epochs):
+                    running, seen = 0.0, 0
+                    for batch in DataLoader(pairs, batch_size=batch_size, shuffle=True):
+                        left = batch["left"].float()
+                        if left.size(0) < 2:
+                            continue
+                        loss = F.mse_loss(critic(left), batch["score"])
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                        running += loss.item()
+                        seen += 1
+                    history.append(running / seen)
+                return history
+            """,
+            line=20,
+            severity=Severity.INFO,
+            title="only batches of one sample are skipped: a short last batch of 2 to 15 samples is still "
+                  "summed as one mean among the full ones",
+        ),
     )
 
     def check(self, ctx):
@@ -1661,6 +1720,8 @@ def _accumulators(flow, loop) -> dict[str, str]:
             continue
         if _picked_by_position(flow.index, node, loop):
             continue  # `if i % 10 == 9:` around it: it collects some batches, not one per batch
+        if _equal_sized_only(flow, node, loop):
+            continue  # `if x.size(0) != batch_size: continue` before it: every batch it collects is as large
         what = _batch_mean(flow, value, 0)
         if what:
             found[key] = f"`{flow.ctx.code_for(value)}` is {what}"
@@ -1696,6 +1757,145 @@ def _picked_by_position(index, node, loop) -> bool:
                     return True
         child = ancestor
     return False
+
+
+def _equal_sized_only(flow, node, loop) -> bool:
+    """`node` runs only on iterations whose batch holds a number of samples fixed for the loop: an
+    `if` around it (within `loop`) testing that the batch's first dimension (`x.size(0)`,
+    `x.shape[0]`, `len(x)`, `x` read from the loop's target) equals a value the loop does not
+    change (a literal, or a name or attribute no statement of the loop binds), `node` in its body
+    (or in the `else:` of a `!=` test); or an `if x.size(0) != batch_size:` before it whose body
+    ends by leaving the iteration (`continue`/`break`). Every batch it collects then has the same
+    size: a mean of their means weighs every sample alike. A test that bounds the size only from
+    one side (`if len(x) < 2: continue`), or compares it with something the loop changes, proves
+    nothing."""
+    child = node
+    for ancestor in flow.index.ancestors(node):
+        if ancestor is loop or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if isinstance(ancestor, cst.If) and ancestor.test is not child:
+            operator = _fixed_size_test(flow, ancestor.test, loop)
+            if operator is cst.Equal and ancestor.body is child \
+                    or operator is cst.NotEqual and ancestor.orelse is child:
+                return True
+        if isinstance(ancestor, cst.IndentedBlock):
+            for statement in ancestor.body:
+                if statement is child:
+                    break
+                if isinstance(statement, cst.If) and statement.orelse is None \
+                        and _fixed_size_test(flow, statement.test, loop) is cst.NotEqual \
+                        and _ends_by_leaving(statement.body):
+                    return True
+        child = ancestor
+    return False
+
+
+def _ends_by_leaving(block) -> bool:
+    """The block's last statement is a `continue` or `break` (it leaves the iteration whichever way it runs)."""
+    statements = list(block.body) if isinstance(block, cst.IndentedBlock) else [block]
+    if not statements:
+        return False
+    last = statements[-1]
+    if isinstance(last, cst.SimpleStatementLine):
+        return bool(last.body) and isinstance(last.body[-1], (cst.Continue, cst.Break))
+    if isinstance(block, cst.SimpleStatementSuite):
+        return bool(block.body) and isinstance(block.body[-1], (cst.Continue, cst.Break))
+    return False
+
+
+def _fixed_size_test(flow, test, loop):
+    """`cst.Equal`/`cst.NotEqual` when `test` compares the batch's number of samples with a value
+    fixed for the loop (either side), else None."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return None
+    operator = type(test.comparisons[0].operator)
+    if operator not in (cst.Equal, cst.NotEqual):
+        return None
+    left, right = test.left, test.comparisons[0].comparator
+    for size, fixed in ((left, right), (right, left)):
+        if _batch_length(flow, size, loop) and _fixed_in_loop(flow, fixed, loop):
+            return operator
+    return None
+
+
+def _batch_length(flow, expr, loop) -> bool:
+    """`x.size(0)`, `x.size()[0]`, `x.shape[0]` or `len(x)`, with `x` read from the loop's batch."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len" \
+            and len(expr.args) == 1 and not expr.args[0].star and flow.scope_of(expr).lookup("len") == []:
+        return _from_batch(flow, expr.args[0].value, loop, 0)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "size" \
+            and len(expr.args) == 1 and expr.args[0].keyword is None and not expr.args[0].star \
+            and isinstance(expr.args[0].value, cst.Integer) and expr.args[0].value.value == "0":
+        return _from_batch(flow, expr.func.value, loop, 0)
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 \
+            and isinstance(expr.slice[0].slice, cst.Index) \
+            and isinstance(expr.slice[0].slice.value, cst.Integer) and expr.slice[0].slice.value.value == "0":
+        sized = expr.value
+        if isinstance(sized, cst.Attribute) and sized.attr.value == "shape":
+            return _from_batch(flow, sized.value, loop, 0)
+        if isinstance(sized, cst.Call) and isinstance(sized.func, cst.Attribute) and sized.func.attr.value == "size" \
+                and not sized.args:
+            return _from_batch(flow, sized.func.value, loop, 0)
+    return False
+
+
+_MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "long", "int", "contiguous", "detach"})
+
+
+def _from_batch(flow, expr, loop, depth: int) -> bool:
+    """`expr` is (a part of) the batch the loop's target binds: the target's names (not an
+    `enumerate` counter), an item or field of one, a copy moved to a device or dtype, or a name
+    the loop body binds to such a value before reading it."""
+    while True:
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr, cst.Attribute):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MOVES:
+            expr = expr.func.value
+        else:
+            break
+    if not isinstance(expr, cst.Name) or depth > 3:
+        return False
+    targets = {n.value for n in walk(loop.target) if isinstance(n, cst.Name)} - set(first_values(flow.index, loop))
+    binding = flow.reaching(expr)
+    if binding is None:
+        return False
+    if binding.kind == "for":
+        return binding.node is loop and expr.value in targets
+    value = flow.bound_value(binding)
+    if binding.kind != "assign" or value is None or not flow.inside(binding.node, loop.body):
+        return False
+    return _from_batch(flow, value, loop, depth + 1)
+
+
+def _fixed_in_loop(flow, expr, loop) -> bool:
+    """A literal integer, or a name or attribute chain (`batch_size`, `args.batch_size`) whose names
+    no statement of the loop binds or assigns: the same value on every iteration."""
+    if isinstance(expr, cst.Integer):
+        return True
+    key = dotted_name(expr)
+    if key is None:
+        return False
+    parts = key.split(".")
+    written = set()
+    for node in walk(loop):
+        targets = []
+        if isinstance(node, cst.AssignTarget):
+            targets = [node.target]
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            targets = [node.target]
+        elif isinstance(node, (cst.WithItem,)) and node.asname is not None:
+            targets = [node.asname.name]
+        for target in targets:
+            for part in walk(target):
+                name = dotted_name(part)
+                if name is not None:
+                    written.add(name)
+    prefixes = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    return not (prefixes & written) and not _from_batch(flow, expr, loop, 0)
 
 
 def _stepped_counters(loop) -> set[str]:

@@ -96,7 +96,13 @@ class EvalLoaderShufflesOrDrops(Rule):
         the code (trainlint/model/loader_reach.py): the reads its binding reaches (a name bound
         again on every way to a read hides the first loader from it), another name, a return to
         the callers of the function (a call whose result is dropped takes it nowhere; `a, b =
-        make()` hands `b` the second element), the parameter of a function of the file it is
+        make()` hands `b` the second element; in a run over the whole project, callers in other files
+        too, when every file naming the function only imports and calls it and each call drops the
+        loader or binds it to a name nothing reads: `train, _ = make()` in a script takes it nowhere),
+        an attribute of `self` (in a run over the whole project where no other file spells `.attr`
+        and the file reaches no attribute by text: every read of the attribute in the file, through
+        the Accelerator's `prepare` to the same position of the tuple it is unpacked into), the
+        parameter of a method of a class no file of the project derives from, the parameter of a function of the file it is
         handed to; there, a pass over it that computes no gradient (with the literal flags the
         call passes: `run(model, loader, train=False)` skips its `if train:` backward) and runs with
         grad recording off (around the loop or around the call that hands it on) or a model in eval
@@ -109,7 +115,7 @@ class EvalLoaderShufflesOrDrops(Rule):
         file importing its name at most); or gone through only by passes in which no call can run a
         model (builtins, `torch`/`numpy` functions and tensor methods handed no callable: summing
         feature statistics over the data), the batch read nowhere after the pass. Where the code cannot follow it (a library call, a function of
-        another file, an attribute of `self`, a module's name other files may import) the premise
+        another file, an attribute of `self` other files may read, a module's name other files may import) the premise
         stays what its name or dataset says (unknown, reported). A function's local loader that is never read at all (built, never used), a
         module's loader read neither in the module nor named by a project file that can import it,
         and a loader built by a module-level function that never runs (replaced by a later `def` of

@@ -1077,6 +1077,120 @@ def test_a_loader_returned_to_a_caller_that_drops_it_feeds_no_evaluation(tmp_pat
     assert (6, "TL602") in _codes(lint_path(str(tmp_path / "prep.py"), ALL, project=Project(tmp_path)))
 
 
+def test_a_loader_returned_to_scripts_that_bind_it_and_never_read_it(tmp_path):
+    """TL602: a factory's held-out loader whose callers are all in other files, each binding it to
+    a name nothing reads (`walks, _ = build_pair(...)` in a script, `_, probe = ...` in a function
+    that never reads `probe`), feeds no evaluation; a file that names the factory another way (a
+    registry dict) or that reads the name keeps the finding (the loader may be gone through there)."""
+    write(tmp_path, {
+        "pairs.py": """
+            from torch.utils.data import DataLoader
+
+            def build_pair(rows, held_rows, width):
+                walks = DataLoader(rows, batch_size=width, shuffle=True)
+                holdout = DataLoader(held_rows, batch_size=width, shuffle=True)
+                return walks, holdout
+            """,
+        "fit.py": """
+            from pairs import build_pair
+
+            walks, _ = build_pair(load("a"), load("b"), 32)
+            for batch in walks:
+                step(batch)
+            """,
+        "sweep.py": """
+            from pairs import build_pair
+
+            def sweep(widths):
+                for width in widths:
+                    walks, probe = build_pair(load("a"), load("b"), width)
+                    for batch in walks:
+                        step(batch)
+            """,
+    })
+    project = Project(tmp_path)
+    assert "TL602" not in {code for _, code in _codes(lint_path(str(tmp_path / "pairs.py"), ALL, project=project))}
+    partial = list(lint_paths([str(tmp_path / "pairs.py")], ALL))[0]
+    assert (6, "TL602") in _codes(partial)
+    write(tmp_path, {"registry.py": """
+        from pairs import build_pair
+
+        BUILDERS = {"pair": build_pair}
+        """})
+    assert (6, "TL602") in _codes(lint_path(str(tmp_path / "pairs.py"), ALL, project=Project(tmp_path)))
+    (tmp_path / "registry.py").unlink()
+    write(tmp_path, {"sweep.py": """
+        from pairs import build_pair
+
+        def sweep(widths):
+            for width in widths:
+                walks, probe = build_pair(load("a"), load("b"), width)
+                for batch in walks:
+                    step(batch)
+                print(score(probe))
+        """})
+    assert (6, "TL602") in _codes(lint_path(str(tmp_path / "pairs.py"), ALL, project=Project(tmp_path)))
+
+
+def test_a_loader_kept_in_an_attribute_is_followed_through_the_class(tmp_path):
+    """TL602: in a run over the whole project, a loader stored in `self.<attr>` is followed to every
+    read of that attribute in its file when no other file spells `.attr`: one only wrapped by the
+    Accelerator's `prepare` back into the attribute and never read again, or handed to a method (of
+    a class no file derives from) that draws a fixed number of batches, feeds no evaluation. A
+    subclass in another file (it may override the method), or a read of the attribute there, keeps
+    the finding."""
+    write(tmp_path, {
+        "runner.py": """
+            import torch
+            from accelerate import Accelerator
+            from torch.utils.data import DataLoader
+
+            class Runner:
+                def __init__(self, net, opt, train_set, holdout_set, test_set):
+                    self.acc = Accelerator()
+                    self.net, self.opt = net, opt
+                    self.train_loader = DataLoader(train_set, batch_size=8, shuffle=True)
+                    self.holdout_loader = DataLoader(holdout_set, batch_size=8, drop_last=True)
+                    self.test_loader = DataLoader(test_set, batch_size=8, drop_last=True)
+
+                def fit(self):
+                    self.net, self.opt, self.train_loader, self.test_loader = self.acc.prepare(
+                        self.net, self.opt, self.train_loader, self.test_loader)
+                    for x, y in self.train_loader:
+                        loss = torch.nn.functional.mse_loss(self.net(x), y)
+                        self.acc.backward(loss)
+                        self.opt.step()
+                        self.opt.zero_grad()
+                    self.preview(self.holdout_loader)
+
+                def preview(self, loader):
+                    print(next(iter(loader)))
+            """,
+        "main.py": """
+            from runner import Runner
+
+            Runner(make_net(), make_opt(), rows("a"), rows("b"), rows("c")).fit()
+            """,
+    })
+    found = _codes(lint_path(str(tmp_path / "runner.py"), ALL, project=Project(tmp_path)))
+    assert (11, "TL602") not in found and (12, "TL602") not in found, found
+    partial = _codes(list(lint_paths([str(tmp_path / "runner.py")], ALL))[0])
+    assert (12, "TL602") in partial, partial
+    write(tmp_path, {"main.py": """
+        from runner import Runner
+
+        class Scored(Runner):
+            def preview(self, loader):
+                print(sum(float(self.net(x).mean()) for x, _ in loader))
+
+        run = Scored(make_net(), make_opt(), rows("a"), rows("b"), rows("c"))
+        run.fit()
+        print(len(run.test_loader))
+        """})
+    found = _codes(lint_path(str(tmp_path / "runner.py"), ALL, project=Project(tmp_path)))
+    assert (11, "TL602") in found and (12, "TL602") in found, found
+
+
 def test_a_script_loader_is_read_only_by_files_that_import_the_script(tmp_path):
     """TL602: a script's module-level loader that the script never reads is read by no file of its
     import component that does not import the script, however many of them use the same variable

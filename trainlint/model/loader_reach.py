@@ -27,10 +27,18 @@ The loader is followed through:
 - a return: to every call of the returning module-level function, in its file and (in a run
   over the whole project) no other file naming it; a call whose result is dropped (a statement
   of its own) takes the loader nowhere, `a, b = make()` hands the returned tuple's element to `b`;
+  in other files, when every file naming the function only imports and calls it
+  (`_results_elsewhere`), each call that drops the loader or binds it to a name nothing reads
+  (`train, _ = make()` in a script) takes it nowhere (any other naming: out of sight);
   a function that nothing calls or reads, in its file or (in a run over the whole project) any
   other, where its name is at most imported (`Linker.only_imported_elsewhere`: no call,
   attribute, alias, other read or string naming it), takes the loader nowhere;
-- an argument of a function of the same file: the reads of the parameter in its body.
+- an attribute of `self` (`_attribute`), in a run over the whole project where no other file
+  spells `.attr` and the file reaches nothing by text: every read of the attribute in the file;
+  one handed to `prepare` (the framework models' kind "prepare", its receiver proven an
+  Accelerator) goes on to the same position of the tuple it is unpacked into;
+- an argument of a function of the same file: the reads of the parameter in its body (a method
+  of a class that a class of the project may derive from may be overridden: out of sight).
 
 Reading its length, an attribute (`loader.dataset`), drawing single batches (`loader_use`'s
 draws), a loop that reads none of the batches it draws (`for _ in loader: pass`), or a pass in
@@ -95,6 +103,8 @@ _DATA_METHODS = frozenset({"append", "extend", "item", "tolist", "numpy", "cpu",
 # tensor methods whose arguments are sizes, dims, dtypes or devices: a name handed to one is no model it runs
 _SHAPE_METHODS = frozenset({"view", "reshape", "squeeze", "unsqueeze", "size", "to", "cuda", "cpu", "float", "double",
                             "long", "int", "numel", "permute", "transpose", "flatten", "sum", "mean", "max", "min"})
+# the framework methods that hand back what they are given, wrapped, in the same order (kind "prepare")
+_PREPARES = frozenset(e.attr for e in frameworks.entries("prepare"))
 _MAX_DEPTH = 4
 _BUDGET = 200  # reads followed per loader, at most
 
@@ -154,6 +164,9 @@ class LoaderReach:
             target = parent.targets[0].target if len(parent.targets) == 1 else None
             if isinstance(target, cst.Name):
                 yield from self._name(parent, target.value, depth, grad_off, flags)
+            elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) \
+                    and target.value.value == "self" and index.function_at(parent) is not None:
+                yield from self._attribute(parent, target.attr.value, depth, grad_off, flags)
             else:
                 yield _Use("other", parent, "stored where the code is not followed")
             return
@@ -217,6 +230,72 @@ class LoaderReach:
             if not self._reaches(statement, node):
                 continue
             yield from self._read(node, depth, grad_off, flags)
+
+    def _attribute(self, statement: cst.Assign, attr: str, depth: int, grad_off: bool, flags: tuple):
+        """The loader stored in `self.<attr>`: in a run over the whole project where no other file
+        spells `.attr` (nor the string `"attr"`), and this file reaches no names or attributes by
+        text (`getattr`, `__dict__`, `vars()`), every read of an attribute `attr` in this file (of
+        any object: `self.attr` in any method, `x.attr`) is followed like a read of a name; one
+        handed to `prepare` (a framework wrapper returning its arguments in order) goes on to the
+        same position of the tuple it is unpacked into. Otherwise it is out of sight."""
+        index = self.index
+        key = ("attribute", attr)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        linker = index.linker
+        text = index.linker.project.source(index.linker.project.real(index.linker.path)) \
+            if linker is not None and linker.project is not None else None
+        elsewhere = linker.files_mentioning(f".{attr}", f'"{attr}"', f"'{attr}'") \
+            if linker is not None and linker.whole_project() else None
+        if elsewhere is None or len(elsewhere) > 1 or text is None or _dynamic_names(index) \
+                or any(word in text for word in ("getattr(", "__dict__", "setattr(", f'"{attr}"', f"'{attr}'")):
+            yield _Use("other", statement, "stored where the code is not followed")
+            return
+        for node in index.subtree(index.module):
+            if not (isinstance(node, cst.Attribute) and node.attr.value == attr) or _stored(index, node):
+                continue
+            yield from self._attribute_read(node, depth + 1, grad_off, flags)
+
+    def _attribute_read(self, node: cst.Attribute, depth: int, grad_off: bool, flags: tuple):
+        index = self.index
+        parent = index.parent(node)
+        if isinstance(parent, cst.Arg) and not parent.star and parent.keyword is None \
+                and isinstance(call := index.parent(parent), cst.Call) \
+                and isinstance(call.func, cst.Attribute) and call.func.attr.value in _PREPARES \
+                and self._prepares(call):
+            # `a, b = accelerator.prepare(a, b)`: the wrapped loader is the element in the same position
+            assign = index.parent(call)
+            args = positional_args(call)
+            target = assign.targets[0].target if isinstance(assign, cst.Assign) and assign.value is call \
+                and len(assign.targets) == 1 else None
+            if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(args) == len(call.args)
+                    and not any(isinstance(e, cst.StarredElement) for e in target.elements)):
+                yield _Use("other", call, "wrapped where the code is not followed")
+                return
+            element = target.elements[next(i for i, a in enumerate(args) if a is parent)].value
+            if isinstance(element, cst.Name):
+                yield from self._name(assign, element.value, depth, grad_off, flags)
+            elif isinstance(element, cst.Attribute) and isinstance(element.value, cst.Name) \
+                    and element.value.value == "self":
+                yield from self._attribute(assign, element.attr.value, depth, grad_off, flags)
+            else:
+                yield _Use("other", assign, "wrapped and stored where the code is not followed")
+            return
+        if _drawn_once(index, node) or _bounded_loop(index, node) or _cycled(index, node) \
+                or _capped_draws(index, node) or _restarted_stream(index, node) or _fixed_draws(index, node):
+            yield _Use("none", node, "single batches drawn")
+            return
+        yield from self._value(node, depth, grad_off, flags)
+
+    def _prepares(self, call: cst.Call) -> bool:
+        """`call` is a framework's `prepare` (the framework models' kind "prepare": Accelerate's
+        `accelerator.prepare(...)`), its receiver proven that framework's object."""
+        from trainlint.model.roles import ACCELERATOR, roles
+        scope = self.index.scope_at(call)
+        model = self.ctx.model(roles)
+        source = model.source(call.func.value, scope)
+        return model.of(call.func.value, scope) == ACCELERATOR and source is not None and source.proven
 
     def _reads(self, node: cst.Name) -> bool:
         parent = self.index.parent(node)
@@ -458,15 +537,62 @@ class LoaderReach:
             # no file of the project calls it (another imports it at most): it runs nowhere
             yield _Use("none", statement, f"returned by `{function.name}`, which no file of the project calls")
             return
-        if other_reads or not calls:
+        elsewhere = None if nested or other_reads else self._results_elsewhere(function, position)
+        if other_reads or not calls and not elsewhere:
             # handed around by name, or called by nothing the code shows (an entry point named in
             # a configuration may call it and use what it returns)
             yield _Use("other", statement, f"returned by `{function.name}` to callers the code does not show")
-        elif not nested and not _unmentioned_elsewhere(index, function.name):
+        elif not nested and elsewhere is None and not _unmentioned_elsewhere(index, function.name):
             # another file may import and call it (or this run does not see the whole project)
             yield _Use("other", statement, f"returned by `{function.name}` to callers in other files")
+        yield from elsewhere or ()
         for call in calls:
             yield from self._result(call, position, depth + 1)
+
+    def _results_elsewhere(self, function: FunctionInfo, position: int | None) -> list[_Use] | None:
+        """What the other files of the project do with the loader the module-level `function`
+        returns (the element `position` of a returned tuple), when every one of them that names
+        the function only imports it under its own name and calls it, and each call drops the
+        result or binds the loader to a name nothing reads (`train, _ = make_loaders()`: no read of
+        `_` in its function, nor, at module level, in its module or a file that can import it):
+        each such call takes the loader nowhere. None when that is not known: a run that does not
+        check the whole project, a file naming the function any other way (an alias, a registry,
+        a string, a read), a call whose loader is read, or a file reaching names by text."""
+        linker = self.index.linker
+        if linker is None or not linker.whole_project():
+            return None
+        summaries, own = linker._summaries, linker.project.real(linker.path)
+        found: list[_Use] = []
+        for where in summaries.mentioning(linker.path, (function.name,)):
+            if linker.project.real(where) == own:
+                continue
+            summary = summaries.file_summary(where)
+            other = summary.index if summary is not None else None
+            if other is None or _dynamic_names(other):
+                return None
+            for node in other.parents:
+                if isinstance(node, (cst.SimpleString, cst.FormattedStringText)) \
+                        and function.name in str(getattr(node, "value", "")):
+                    return None
+                if not (isinstance(node, cst.Name) and node.value == function.name):
+                    continue
+                parent = other.parent(node)
+                if isinstance(parent, cst.ImportAlias) and parent.name is node and parent.asname is None \
+                        and isinstance(other.parent(parent), (cst.Import, cst.ImportFrom)):
+                    continue  # `from data import make_loaders`
+                func = parent if isinstance(parent, cst.Attribute) and parent.attr is node else node
+                call = other.parent(func)
+                if not (isinstance(call, cst.Call) and call.func is func):
+                    return None
+                qualname = other.resolve(func, other.scope_at(call))
+                located = summaries.locate(qualname, str(where)) if qualname else None
+                if located is None or linker.project.real(located[0]) != own or located[1] != [function.name]:
+                    return None
+                use = _dropped_result(other, call, position)
+                if use is None:
+                    return None
+                found.append(use)
+        return found
 
     def framework_runs(self, function: FunctionInfo) -> bool | None:
         """Whether the framework asks for the loader the eval_loader hook `function` returns: one
@@ -593,9 +719,68 @@ class LoaderReach:
                 for use in self._read(node, depth + 1, off, inner_flags):
                     passes = passes or use.kind != "none"
                     yield use
-        if callee.class_name is not None and not passes:
+        if callee.class_name is not None and not passes and not self._never_subclassed(callee.class_name):
             # a subclass (in any file) may override a method that does nothing with it here
             yield _Use("other", call, f"handed to the method `{callee.name}`, which a subclass may override")
+
+    def _never_subclassed(self, class_name: str) -> bool:
+        """In a run over the whole project, no class of the files that can reach this one names a
+        base spelled `class_name` (its last dotted part): no subclass can override its methods."""
+        linker = self.index.linker
+        if linker is None or not linker.whole_project():
+            return False
+        classes = linker.classes_mentioning(class_name)
+        if classes is None:
+            return False
+        return not any(base.rsplit(".", 1)[-1] == class_name for _, klass in classes for base in klass.bases)
+
+
+def _dropped_result(index, call: cst.Call, position: int | None) -> _Use | None:
+    """A call (of another file) whose returned loader (the element `position` of the returned tuple)
+    goes nowhere: the result dropped, or the loader bound to a name nothing reads (`_Use` "none");
+    None when it may be read."""
+    parent = index.parent(call)
+    if isinstance(parent, cst.Expr):
+        return _Use("none", parent, "the returned value is dropped")
+    if not (isinstance(parent, cst.Assign) and parent.value is call and len(parent.targets) == 1):
+        return None
+    target = parent.targets[0].target
+    if position is not None:
+        if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) > position
+                and not any(isinstance(e, cst.StarredElement) for e in target.elements)):
+            return None
+        target = target.elements[position].value
+    if not isinstance(target, cst.Name):
+        return None
+    name = target.value
+    function = index.function_at(parent)
+    region = function.node if function is not None else index.module
+    for node in index.subtree(region):
+        if isinstance(node, cst.Name) and node.value == name and node is not target and not _stored(index, node):
+            return None
+    if function is None and not _unmentioned_elsewhere(index, name, importers_only=True):
+        return None  # a module's name another file may import
+    if function is not None and any(name in (n.value for n in walk(d) if isinstance(n, cst.Name))
+                                    for d in walk(function.node) if isinstance(d, (cst.Global, cst.Nonlocal))):
+        return None
+    return _Use("none", parent, f"bound to `{name}`, which nothing reads")
+
+
+def _stored(index, node: cst.Name) -> bool:
+    """`node` only receives a value: an assignment's target, or an element of a target tuple."""
+    current = node
+    while True:
+        parent = index.parent(current)
+        if isinstance(parent, cst.Element) or isinstance(parent, (cst.Tuple, cst.List)):
+            current = parent
+            continue
+        if isinstance(parent, cst.AssignTarget) and parent.target is current:
+            return True
+        if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is current:
+            return True
+        if isinstance(parent, cst.AnnAssign) and parent.target is current:
+            return True
+        return False
 
 
 def _parameter_for(callee: FunctionInfo, call: cst.Call, arg: cst.Arg) -> str | None:
