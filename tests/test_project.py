@@ -2270,3 +2270,52 @@ def test_a_jittor_helper_every_caller_runs_under_jt_no_grad_records_no_graph(tmp
     results = list(lint_paths([str(tmp_path / "generation.py"), str(tmp_path / "demo.py")], ALL))
     found = {f.line for r in results if r.path.endswith("generation.py") for f in r.findings if f.code == "TL301"}
     assert found == expected
+
+
+EPOCH_LOOP = """
+    import torch
+
+
+    def run_epoch(net, opt, feed, sched, cfg):
+        done = 0
+        for i, (a, b) in enumerate(feed):
+            loss = torch.nn.functional.mse_loss(net(a), b) / cfg.micro
+            loss.backward()
+            done += 1
+            if done == cfg.micro or i == len(feed) - 1:
+                opt.step()
+                opt.zero_grad()
+                done = 0
+            sched.step()
+    """
+
+
+@pytest.mark.parametrize("horizon, fires", [
+    # every length counts the micro-batches of the loader the call hands the loop: on time
+    ("per = len(train_feed)", False),
+    # counted in updates (divided by the accumulation count under another name): ends early
+    ("per = len(train_feed) // cfg.micro", True),
+    # the micro-batches of another loader than the one the loop goes through
+    ("per = len(val_feed)", True),
+], ids=["micro-batches-of-the-loop's-loader", "divided-by-k", "another-loader"])
+def test_a_scheduler_built_by_a_caller_in_another_file_on_the_micro_batch_clock(tmp_path, horizon, fires):
+    """`run_epoch(..., plan, ...)` steps it on every micro-batch; main.py builds it (a
+    SequentialLR of a warmup and a step decay) counted in the micro-batches of the loader it passes."""
+    main = f"""
+        import torch
+        from torch.optim import lr_scheduler
+        from loop import run_epoch
+
+        def main(cfg, net, train_feed, val_feed):
+            opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr)
+            {horizon}
+            warm = lr_scheduler.LinearLR(opt, start_factor=0.1, total_iters=per * cfg.warm_epochs)
+            decay = lr_scheduler.StepLR(opt, step_size=per * cfg.decay_every, gamma=0.5)
+            plan = lr_scheduler.SequentialLR(opt, schedulers=[warm, decay], milestones=[per * cfg.warm_epochs])
+            for epoch in range(cfg.epochs):
+                run_epoch(net, opt, train_feed, plan, cfg)
+        """
+    write(tmp_path, {"pyproject.toml": "", "loop.py": EPOCH_LOOP, "main.py": main})
+    found = [f for f in lint_path(str(tmp_path / "loop.py"), ALL, project=Project(tmp_path)).findings
+             if f.code == "TL101"]
+    assert [f.line for f in found] == ([15] if fires else [])

@@ -438,6 +438,31 @@ class Linker:
         return [(_relative(self.project, where), use)
                 for where, use in self._summaries.callers_by_file(self.path, function_name)]
 
+    def caller_sites(self, function_name: str) -> list[tuple[str, FileIndex, object]] | None:
+        """The calls of this file's module-level function `function_name` in the project's other
+        files, as (path relative to the root, that file's index, its `CallSite`): the caller's own
+        code, to read what it built the arguments from. None when one of the calls cannot be found
+        in its file's index (what it passes is then not known)."""
+        if self.project is None or not self.project.contains(self.path):
+            return []
+        found = []
+        for where, use in self._summaries.callers_by_file(self.path, function_name):
+            summary = self._summaries.file_summary(where)
+            index = summary.index if summary is not None else None
+            if index is None:
+                return None
+            text = index.module.code_for_node
+            sites = [site for site in index.calls
+                     if (site.function.name if site.function is not None else None) == use.caller
+                     and (dotted_name(site.node.func) or "").rsplit(".", 1)[-1] == function_name
+                     and tuple(text(a.value) for a in site.node.args if a.keyword is None) == use.positional
+                     and tuple((a.keyword.value, text(a.value)) for a in site.node.args
+                               if a.keyword is not None) == use.keywords]
+            if not sites:
+                return None
+            found += [(_relative(self.project, where), index, site) for site in sites]
+        return found
+
     def method_callers_by_file(self, name: str) -> list[tuple[str, CallArguments]]:
         """Every call of a method named `name` in the project files that can reach this one, with
         each file's path relative to the project root."""
