@@ -68,8 +68,12 @@ class IncompleteResumeCheckpoint(Rule):
         is still read as one: TL404's documented name premise. State written
         by another `torch.save` in the same function (one file per object, each may carry the step
         counter too; one holding the model again is a file of its own) counts as saved, and so
-        does a counter written into the file name (`f"{out}/{step:07d}.pt"`): a resume parses it back,
-        or that a method other than `__init__` sets to a number unconditionally before its loop counts
+        does a counter written into the file name (`f"{out}/{step:07d}.pt"`): a resume parses it back;
+        whatever it is called and however it advances (`f"state-{seen // 1000}.pt"` with `seen +=
+        batch_size`: a name counted up in a loop around the save that steps the optimizer, by an
+        amount that loop never changes, and never set back in a loop around it; the samples of the
+        current epoch are no position of the run), or one
+        that a method other than `__init__` sets to a number unconditionally before its loop counts
         it up (`self.step = 0` then `while self.step < n:`): every call starts it again, so a
         restored value would be overwritten,
         or written to a file by another call of the saving function (`json.dump({"step": step}, f)`,
@@ -890,6 +894,52 @@ class IncompleteResumeCheckpoint(Rule):
                             os.replace(final + ".tmp", final)
             """,
             title="the step counter saved in the file name, parsed back on resume",
+        ),
+        good(
+            """
+            import os
+
+            import torch
+
+
+            def run(net, opt, stream, out, budget, per_batch, seen=0, dump_every=50):
+                rounds = 0
+                while seen < budget:
+                    for x in stream:
+                        opt.zero_grad()
+                        net(x).mean().backward()
+                        opt.step()
+                        seen += per_batch
+                    rounds += 1
+                    if rounds % dump_every == 0:
+                        torch.save({"net": net.state_dict(), "opt": opt.state_dict()},
+                                   os.path.join(out, f"state-{seen // 1000:06d}.pt"))
+            """,
+            title="the samples seen (counted up by the batch size) carried in the file name: the run's position is saved",
+        ),
+        bad(
+            """
+            import os
+
+            import torch
+
+
+            def run(net, opt, stream, out, epochs, per_batch, dump_every=50):
+                step = 0
+                for epoch in range(epochs):
+                    seen = 0
+                    for x in stream:
+                        opt.zero_grad()
+                        net(x).mean().backward()
+                        opt.step()
+                        step += 1
+                        seen += per_batch
+                        if step % dump_every == 0:
+                            torch.save({"net": net.state_dict(), "opt": opt.state_dict()},
+                                       os.path.join(out, f"state-{seen // 1000:06d}.pt"))
+            """,
+            line=17,
+            title="the file name holds the samples seen in this epoch (set back every epoch): the run's position is not saved",
         ),
         good(
             """

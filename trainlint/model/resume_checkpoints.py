@@ -269,7 +269,7 @@ class ResumeCheckpoints:
 
     def _missing(self, save: Save, kinds: set[str], available: dict[str, list[str]]) -> dict[str, list[str]]:
         missing = {kind: available[kind] for kind in STATE_KINDS if kind in available and kind not in kinds}
-        if "step" in missing and self._counter_in_path(save, missing["step"]):
+        if "step" in missing and (self._counter_in_path(save, missing["step"]) or self._progress_in_path(save)):
             del missing["step"]  # `f"{out}/{step:07d}.pt"`: the file name holds the counter
         if "step" in missing:
             # `self.register_buffer("step", ...)` saved with `self.state_dict()`: inside the dict
@@ -819,6 +819,59 @@ class ResumeCheckpoints:
             if passed and all(p is not None and any(isinstance(n, (cst.Name, cst.Attribute)) and
                                                     dotted_name(n) in wanted for n in walk(p)) for p in passed):
                 return True
+        return False
+
+    def _progress_in_path(self, save: Save) -> bool:
+        """The save's file name holds a count of the run's progress, whatever it is called and
+        however it advances (`f"state-{cur_nimg // 1000:06d}.pt"` with `cur_nimg += batch_size`): a
+        name counted up (`+=`) in a loop around the save that steps the optimizer, by an amount
+        nothing in that loop changes (a number, or a name the loop never binds), and never set back
+        in any loop of the function around the count (a batch index reset every epoch is no
+        position of the run). A resume reads the position back from the file name."""
+        dest = save.dest
+        if dest is None:
+            return False
+        names: set[str] = set()
+        expressions = [(dest, 0)]
+        while expressions:
+            expr, depth = expressions.pop()
+            for node in walk(expr):
+                if isinstance(node, cst.Name) and node.value not in names:
+                    names.add(node.value)
+                    if depth < 2:  # `final + ".tmp"` with `final = f"{out}/{step}.pt"`
+                        expressions += [(b.value, depth + 1) for b in save.scope.lookup(node.value)
+                                        if b.kind == "assign" and b.value is not None]
+        return any(self._progress_count(save, name) for name in names)
+
+    def _progress_count(self, save: Save, name: str) -> bool:
+        bindings = save.scope.lookup(name)
+        if not bindings or any(b.kind not in ("assign", "augassign", "param") for b in bindings):
+            return False
+        around = [a for a in self.index.ancestors(save.node) if isinstance(a, (cst.For, cst.While))]
+        for binding in bindings:
+            node = binding.node
+            if binding.kind != "augassign" or not isinstance(node, cst.AugAssign) or \
+                    not isinstance(node.operator, cst.AddAssign):
+                continue
+            loops = []
+            for a in self.index.ancestors(node):
+                if isinstance(a, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                    break
+                if isinstance(a, (cst.For, cst.While)):
+                    loops.append(a)
+            counting = [loop for loop in loops if loop in around and self._around_training(loop)]
+            if not counting:
+                continue
+            bound_in = {dotted_name(m) for loop in counting for n in walk(loop) for t in _bound_targets(n)
+                        for m in walk(t) if isinstance(m, (cst.Name, cst.Attribute))}
+            amount = node.value
+            if not (isinstance(amount, cst.Integer) or
+                    isinstance(amount, (cst.Name, cst.Attribute)) and dotted_name(amount) not in bound_in):
+                continue
+            if any(isinstance(n, cst.Assign) and any(dotted_name(t.target) == name for t in n.targets)
+                   for loop in loops for n in walk(loop)):
+                continue  # set back in a loop around the count: a count per pass, not the run's
+            return True
         return False
 
     def _scratch_file(self, save: Save) -> bool:
@@ -1374,3 +1427,12 @@ def _positions(arg: cst.Arg) -> bool:
     while isinstance(value, cst.Attribute):
         value = value.value
     return isinstance(value, (cst.Lambda, cst.Call))
+
+
+def _bound_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """What `node` binds: the targets of an assignment, the target of a `for`."""
+    if isinstance(node, cst.Assign):
+        return [t.target for t in node.targets]
+    if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
+        return [node.target]
+    return []
