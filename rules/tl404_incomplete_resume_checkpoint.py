@@ -5,6 +5,7 @@ from __future__ import annotations
 from trainlint.model.checkpoint_base import LOAD_FUNCTIONS, SAVE_FUNCTIONS, STATE_KINDS, STATE_LABELS, quoted_state
 from trainlint.model import frameworks
 from trainlint.model.checkpoints import checkpoint_model
+from trainlint.model.loader_use import reached_by_no_code
 from trainlint.finding import Severity
 from trainlint.gate import reference_text, refers_to
 from trainlint.rule import Rule, bad, good
@@ -1718,10 +1719,14 @@ class IncompleteResumeCheckpoint(Rule):
                 what, fix = "this resume checkpoint", f"add {them} to the saved dict"
                 held = premise("this save writes the model's state with training state (a resume point): "
                                + ", ".join(sorted(resume.kinds)), resume.save.node, "call")
+            function = resume.save.site.function
+            runs = [] if function is None or not reached_by_no_code(ctx.index, function) else [
+                unknown(f"this save runs: nothing in the project calls `{function.name}` or hands it anywhere "
+                        "(an entry point named outside Python may)", function.node.name, "call")]
             yield self.report(
                 resume.save.node,
                 f"{what} leaves out {_missing_text(resume.missing)}: after a resume {consequences}; {fix}",
-                evidence=[held,
+                evidence=[held, *runs,
                           *([resume.read_back] if resume.read_back is not None else []),
                           *(state_premise(ctx, resume.save.scope, kind, labels[0], resume.save.node)
                             for kind, labels in resume.missing.items() if labels)],

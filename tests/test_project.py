@@ -2319,3 +2319,48 @@ def test_a_scheduler_built_by_a_caller_in_another_file_on_the_micro_batch_clock(
     found = [f for f in lint_path(str(tmp_path / "loop.py"), ALL, project=Project(tmp_path)).findings
              if f.code == "TL101"]
     assert [f.line for f in found] == ([15] if fires else [])
+
+
+UNCALLED_SAVE_SCRIPT = """
+    import torch
+
+    net = build()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[30, 60])
+
+
+    def keep(epoch):
+        torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "epoch": epoch}, f"ep{epoch}.pt")
+
+
+    def score(epoch):
+        net.eval()
+        with torch.no_grad():
+            return sum(float(net(x).mean()) for x in batches())
+
+
+    if __name__ == "__main__":
+        {use}
+        score(0)
+    """
+
+
+@pytest.mark.parametrize("use, other, reported", [
+    # nothing calls `keep`; the other script's `keep` is its own def: no resume point runs
+    ("pass", "import torch\n\ndef keep(state):\n    torch.save(state, 'k.pt')\n\nkeep({})\n", False),
+    # the same, but handed on as a callback in its own file: it may run
+    ("hooks = [keep]", "import torch\n\ndef keep(state):\n    torch.save(state, 'k.pt')\n", True),
+    # another file imports it from this script and calls it
+    ("pass", "from evalrun import keep\n\nkeep(3)\n", True),
+    # a star import of this script brings it in
+    ("pass", "from evalrun import *\n\nkeep(3)\n", True),
+], ids=["own-def-elsewhere", "callback", "imported", "star-imported"])
+def test_a_save_in_a_function_no_code_reaches_is_no_resume_point(tmp_path, use, other, reported):
+    write(tmp_path, {"pyproject.toml": "", "evalrun.py": UNCALLED_SAVE_SCRIPT.replace("{use}", use), "other.py": other})
+    result = lint_path(str(tmp_path / "evalrun.py"), ALL, project=Project(tmp_path))
+    assert ((10, "TL404") in _codes(result)) is reported
+    if not reported:  # unproven, not refuted: an entry point named outside Python may still run it
+        guessed = lint_path(str(tmp_path / "evalrun.py"), Settings(select=ALL.select, include_unproven=True),
+                            project=Project(tmp_path))
+        [finding] = [f for f in guessed.findings if f.code == "TL404" and f.line == 10]
+        assert any(e.verdict == "unknown" and "`keep`" in e.premise for e in finding.evidence)
