@@ -2354,9 +2354,14 @@ UNCALLED_SAVE_SCRIPT = """
     ("pass", "from evalrun import keep\n\nkeep(3)\n", True),
     # a star import of this script brings it in
     ("pass", "from evalrun import *\n\nkeep(3)\n", True),
-], ids=["own-def-elsewhere", "callback", "imported", "star-imported"])
+    # a module of definitions only (no `__main__` block, no module code calling its functions): a
+    # library, whose functions code the project does not hold may call
+    (None, "import torch\n\ndef keep(state):\n    torch.save(state, 'k.pt')\n\nkeep({})\n", True),
+], ids=["own-def-elsewhere", "callback", "imported", "star-imported", "library-module"])
 def test_a_save_in_a_function_no_code_reaches_is_no_resume_point(tmp_path, use, other, reported):
-    write(tmp_path, {"pyproject.toml": "", "evalrun.py": UNCALLED_SAVE_SCRIPT.replace("{use}", use), "other.py": other})
+    script = UNCALLED_SAVE_SCRIPT.replace("{use}", use) if use is not None else \
+        UNCALLED_SAVE_SCRIPT[:UNCALLED_SAVE_SCRIPT.index("    if __name__")]
+    write(tmp_path, {"pyproject.toml": "", "evalrun.py": script, "other.py": other})
     result = lint_path(str(tmp_path / "evalrun.py"), ALL, project=Project(tmp_path))
     assert ((10, "TL404") in _codes(result)) is reported
     if not reported:  # unproven, not refuted: an entry point named outside Python may still run it

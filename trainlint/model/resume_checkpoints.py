@@ -829,10 +829,13 @@ class ResumeCheckpoints:
         in any loop of the function around the count (a batch index reset every epoch is no
         position of the run). A resume reads the position back from the file name."""
         dest = save.dest
-        if dest is None:
+        if dest is not None:
+            expressions = [(dest, 0)]
+        elif save.helper is not None:  # `atomic_save(state, f"{out}/{step}.pt")`: what goes beside the state
+            expressions = [(arg.value, 0) for arg in save.node.args if arg.value is not save.obj]
+        else:
             return False
         names: set[str] = set()
-        expressions = [(dest, 0)]
         while expressions:
             expr, depth = expressions.pop()
             for node in walk(expr):
