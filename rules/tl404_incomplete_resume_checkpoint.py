@@ -91,7 +91,10 @@ class IncompleteResumeCheckpoint(Rule):
         handed the value a training loop's counter starts from where it sets the schedule's position
         (`last_epoch=`, or the rate function: `LambdaLR(opt, lambda e: f(e + start_epoch))` beside
         `for epoch in range(start_epoch, n)`; not a length such as `T_max=n - start_epoch`): a
-        resume that starts from the saved epoch builds it at its position. A save that writes some optimizers'
+        resume that starts from the saved epoch builds it at its position. So is one every
+        construction of which is given `last_epoch=` a value the resume reads back from a key the
+        saved dict writes (`last_epoch=ckpt["epoch"]`, or a name set from it); one placed by an
+        option (`last_epoch=args.start_epoch - 1`) is not. A save that writes some optimizers'
         state leaves out only the schedulers built on them: one built on another optimizer belongs
         to that optimizer's checkpoint (one file per network).
 
@@ -895,6 +898,55 @@ class IncompleteResumeCheckpoint(Rule):
                             os.replace(final + ".tmp", final)
             """,
             title="the step counter saved in the file name, parsed back on resume",
+        ),
+        good(
+            """
+            import torch
+
+
+            def fit(net, batches, rounds, opts):
+                opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+                begin = 0
+                if opts.resume:
+                    snap = torch.load(opts.resume, weights_only=True)
+                    net.load_state_dict(snap["weights"])
+                    opt.load_state_dict(snap["adam"])
+                    begin = snap["round"] + 1
+                decay = torch.optim.lr_scheduler.ExponentialLR(opt, 0.97, last_epoch=snap["round"] if opts.resume else -1)
+                for r in range(begin, rounds):
+                    for a in batches:
+                        opt.zero_grad()
+                        net(a).sum().backward()
+                        opt.step()
+                    decay.step()
+                    torch.save({"weights": net.state_dict(), "adam": opt.state_dict(), "round": r}, "run.pt")
+            """,
+            title="the resume rebuilds the schedule at the restored position (last_epoch= the loaded round): no scheduler entry needed",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def fit(net, batches, rounds, opts):
+                opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+                begin = 0
+                if opts.resume:
+                    snap = torch.load(opts.resume, weights_only=True)
+                    net.load_state_dict(snap["weights"])
+                    opt.load_state_dict(snap["adam"])
+                    begin = snap["round"] + 1
+                decay = torch.optim.lr_scheduler.ExponentialLR(opt, 0.97, last_epoch=opts.first_round - 1)
+                for r in range(begin, rounds):
+                    for a in batches:
+                        opt.zero_grad()
+                        net(a).sum().backward()
+                        opt.step()
+                    decay.step()
+                    torch.save({"weights": net.state_dict(), "adam": opt.state_dict(), "round": r}, "run.pt")
+            """,
+            line=19,
+            title="the schedule placed by an option (last_epoch=opts.first_round - 1), not by what the checkpoint holds",
         ),
         good(
             """

@@ -287,6 +287,7 @@ class ResumeCheckpoints:
             missing["scheduler"] = [n for n in missing["scheduler"]
                                     if n not in self.replayed_schedulers and not self._told_position(n)
                                     and not self._built_from_start(n)
+                                    and not self._built_at_restored_position(save, n)
                                     and not self._drives_other_optimizer(save, n)]
             if not missing["scheduler"]:
                 del missing["scheduler"]
@@ -709,6 +710,36 @@ class ResumeCheckpoints:
             # the other optimizer must be shown to be one: a project factory's first argument
             # (`get_schedule(args.rounds, ..., optimizer)`) is not the optimizer it drives
             if text is None or "optimizer" not in self.value_kinds(driven, self.index.scope_at(value)):
+                return False
+        return True
+
+    def _built_at_restored_position(self, save: Save, name: str) -> bool:
+        """Every construction of the scheduler `name` is handed, as `last_epoch=`, a value a load of
+        this file reads back from a key the saved dict writes (`last_epoch=ckpt["epoch"]`, or a
+        name set from it: `last = ckpt["epoch"]`): the resume builds the schedule at the restored
+        position, so the checkpoint needs no scheduler entry. A `last_epoch=` from anything else (an
+        option, a number) places it nowhere the checkpoint says."""
+        content = self.saved_dict(save.obj, save.scope)
+        keys = set(content.keys()) if content is not None else set()
+        built = [node.value for node in self._assignments_to(name)]
+        if not keys or not built or not all(isinstance(value, cst.Call) for value in built):
+            return False
+        read_back = self._counters_read_back(keys)
+        loaded = {n for site in self.loads if (n := self._loaded_name(site)) is not None}
+        for value in built:
+            position = keyword_value(value, "last_epoch")
+            if position is None:
+                return False
+            found = False
+            for node in walk(position):
+                if isinstance(node, cst.Name) and node.value in read_back:
+                    found = True
+                elif isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) \
+                        and node.value.value in loaded and len(node.slice) == 1 \
+                        and isinstance(node.slice[0].slice, cst.Index) \
+                        and string_value(node.slice[0].slice.value) in keys:
+                    found = True
+            if not found:
                 return False
         return True
 
