@@ -766,6 +766,67 @@ class SchedulerStepPerMicroBatch(Rule):
         ),
         good(
             """
+            import torch
+            from torch.optim import lr_scheduler as sched
+
+
+            def fit(net, batches, n_epochs, warm, micro):
+                opt = torch.optim.SGD(net.parameters(), lr=0.05)
+                ramp = sched.LinearLR(opt, start_factor=0.01, total_iters=warm * len(batches))
+                decay = sched.CosineAnnealingLR(opt, T_max=(n_epochs - warm) * len(batches))
+                plan = sched.SequentialLR(opt, schedulers=[ramp, decay], milestones=[warm * len(batches)])
+                for _ in range(n_epochs):
+                    for j, (a, b) in enumerate(batches):
+                        (torch.nn.functional.mse_loss(net(a), b) / micro).backward()
+                        if j % micro == micro - 1:
+                            opt.step()
+                            opt.zero_grad()
+                        plan.step()
+            """,
+            title="a composed schedule (SequentialLR) whose milestones and every schedule it runs count the loader's micro-batches",
+        ),
+        bad(
+            """
+            import torch
+            from torch.optim import lr_scheduler as sched
+
+
+            def fit(net, batches, n_epochs, warm, micro):
+                opt = torch.optim.SGD(net.parameters(), lr=0.05)
+                ramp = sched.LinearLR(opt, start_factor=0.01, total_iters=warm * len(batches))
+                decay = sched.CosineAnnealingLR(opt, T_max=(n_epochs - warm) * len(batches) // micro)
+                plan = sched.SequentialLR(opt, schedulers=[ramp, decay], milestones=[warm * len(batches)])
+                for _ in range(n_epochs):
+                    for j, (a, b) in enumerate(batches):
+                        (torch.nn.functional.mse_loss(net(a), b) / micro).backward()
+                        if j % micro == micro - 1:
+                            opt.step()
+                            opt.zero_grad()
+                        plan.step()
+            """,
+            line=16,
+            fixed="""
+            import torch
+            from torch.optim import lr_scheduler as sched
+
+
+            def fit(net, batches, n_epochs, warm, micro):
+                opt = torch.optim.SGD(net.parameters(), lr=0.05)
+                ramp = sched.LinearLR(opt, start_factor=0.01, total_iters=warm * len(batches))
+                decay = sched.CosineAnnealingLR(opt, T_max=(n_epochs - warm) * len(batches) // micro)
+                plan = sched.SequentialLR(opt, schedulers=[ramp, decay], milestones=[warm * len(batches)])
+                for _ in range(n_epochs):
+                    for j, (a, b) in enumerate(batches):
+                        (torch.nn.functional.mse_loss(net(a), b) / micro).backward()
+                        if j % micro == micro - 1:
+                            opt.step()
+                            plan.step()
+                            opt.zero_grad()
+            """,
+            title="the same composition, but one of the schedules it runs is counted in updates (// K): stepped per micro-batch, it ends early",
+        ),
+        good(
+            """
             import math
             import torch
 

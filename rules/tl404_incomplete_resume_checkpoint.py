@@ -5,6 +5,7 @@ from __future__ import annotations
 from trainlint.model.checkpoint_base import LOAD_FUNCTIONS, SAVE_FUNCTIONS, STATE_KINDS, STATE_LABELS, quoted_state
 from trainlint.model import frameworks
 from trainlint.model.checkpoints import checkpoint_model
+from trainlint.model.loader_use import reached_by_no_code
 from trainlint.finding import Severity
 from trainlint.gate import reference_text, refers_to
 from trainlint.rule import Rule, bad, good
@@ -68,8 +69,12 @@ class IncompleteResumeCheckpoint(Rule):
         is still read as one: TL404's documented name premise. State written
         by another `torch.save` in the same function (one file per object, each may carry the step
         counter too; one holding the model again is a file of its own) counts as saved, and so
-        does a counter written into the file name (`f"{out}/{step:07d}.pt"`): a resume parses it back,
-        or that a method other than `__init__` sets to a number unconditionally before its loop counts
+        does a counter written into the file name (`f"{out}/{step:07d}.pt"`): a resume parses it back;
+        whatever it is called and however it advances (`f"state-{seen // 1000}.pt"` with `seen +=
+        batch_size`: a name counted up in a loop around the save that steps the optimizer, by an
+        amount that loop never changes, and never set back in a loop around it; the samples of the
+        current epoch are no position of the run), or one
+        that a method other than `__init__` sets to a number unconditionally before its loop counts
         it up (`self.step = 0` then `while self.step < n:`): every call starts it again, so a
         restored value would be overwritten,
         or written to a file by another call of the saving function (`json.dump({"step": step}, f)`,
@@ -86,7 +91,10 @@ class IncompleteResumeCheckpoint(Rule):
         handed the value a training loop's counter starts from where it sets the schedule's position
         (`last_epoch=`, or the rate function: `LambdaLR(opt, lambda e: f(e + start_epoch))` beside
         `for epoch in range(start_epoch, n)`; not a length such as `T_max=n - start_epoch`): a
-        resume that starts from the saved epoch builds it at its position. A save that writes some optimizers'
+        resume that starts from the saved epoch builds it at its position. So is one every
+        construction of which is given `last_epoch=` a value the resume reads back from a key the
+        saved dict writes (`last_epoch=ckpt["epoch"]`, or a name set from it); one placed by an
+        option (`last_epoch=args.start_epoch - 1`) is not. A save that writes some optimizers'
         state leaves out only the schedulers built on them: one built on another optimizer belongs
         to that optimizer's checkpoint (one file per network).
 
@@ -893,6 +901,101 @@ class IncompleteResumeCheckpoint(Rule):
         ),
         good(
             """
+            import torch
+
+
+            def fit(net, batches, rounds, opts):
+                opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+                begin = 0
+                if opts.resume:
+                    snap = torch.load(opts.resume, weights_only=True)
+                    net.load_state_dict(snap["weights"])
+                    opt.load_state_dict(snap["adam"])
+                    begin = snap["round"] + 1
+                decay = torch.optim.lr_scheduler.ExponentialLR(opt, 0.97, last_epoch=snap["round"] if opts.resume else -1)
+                for r in range(begin, rounds):
+                    for a in batches:
+                        opt.zero_grad()
+                        net(a).sum().backward()
+                        opt.step()
+                    decay.step()
+                    torch.save({"weights": net.state_dict(), "adam": opt.state_dict(), "round": r}, "run.pt")
+            """,
+            title="the resume rebuilds the schedule at the restored position (last_epoch= the loaded round): no scheduler entry needed",
+        ),
+        bad(
+            """
+            import torch
+
+
+            def fit(net, batches, rounds, opts):
+                opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+                begin = 0
+                if opts.resume:
+                    snap = torch.load(opts.resume, weights_only=True)
+                    net.load_state_dict(snap["weights"])
+                    opt.load_state_dict(snap["adam"])
+                    begin = snap["round"] + 1
+                decay = torch.optim.lr_scheduler.ExponentialLR(opt, 0.97, last_epoch=opts.first_round - 1)
+                for r in range(begin, rounds):
+                    for a in batches:
+                        opt.zero_grad()
+                        net(a).sum().backward()
+                        opt.step()
+                    decay.step()
+                    torch.save({"weights": net.state_dict(), "adam": opt.state_dict(), "round": r}, "run.pt")
+            """,
+            line=19,
+            title="the schedule placed by an option (last_epoch=opts.first_round - 1), not by what the checkpoint holds",
+        ),
+        good(
+            """
+            import os
+
+            import torch
+
+
+            def run(net, opt, stream, out, budget, per_batch, seen=0, dump_every=50):
+                rounds = 0
+                while seen < budget:
+                    for x in stream:
+                        opt.zero_grad()
+                        net(x).mean().backward()
+                        opt.step()
+                        seen += per_batch
+                    rounds += 1
+                    if rounds % dump_every == 0:
+                        torch.save({"net": net.state_dict(), "opt": opt.state_dict()},
+                                   os.path.join(out, f"state-{seen // 1000:06d}.pt"))
+            """,
+            title="the samples seen (counted up by the batch size) carried in the file name: the run's position is saved",
+        ),
+        bad(
+            """
+            import os
+
+            import torch
+
+
+            def run(net, opt, stream, out, epochs, per_batch, dump_every=50):
+                step = 0
+                for epoch in range(epochs):
+                    seen = 0
+                    for x in stream:
+                        opt.zero_grad()
+                        net(x).mean().backward()
+                        opt.step()
+                        step += 1
+                        seen += per_batch
+                        if step % dump_every == 0:
+                            torch.save({"net": net.state_dict(), "opt": opt.state_dict()},
+                                       os.path.join(out, f"state-{seen // 1000:06d}.pt"))
+            """,
+            line=17,
+            title="the file name holds the samples seen in this epoch (set back every epoch): the run's position is not saved",
+        ),
+        good(
+            """
             import os
 
             import torch
@@ -1668,10 +1771,14 @@ class IncompleteResumeCheckpoint(Rule):
                 what, fix = "this resume checkpoint", f"add {them} to the saved dict"
                 held = premise("this save writes the model's state with training state (a resume point): "
                                + ", ".join(sorted(resume.kinds)), resume.save.node, "call")
+            function = resume.save.site.function
+            runs = [] if function is None or not reached_by_no_code(ctx.index, function) else [
+                unknown(f"this save runs: nothing in the project calls `{function.name}` or hands it anywhere "
+                        "(an entry point named outside Python may)", function.node.name, "call")]
             yield self.report(
                 resume.save.node,
                 f"{what} leaves out {_missing_text(resume.missing)}: after a resume {consequences}; {fix}",
-                evidence=[held,
+                evidence=[held, *runs,
                           *([resume.read_back] if resume.read_back is not None else []),
                           *(state_premise(ctx, resume.save.scope, kind, labels[0], resume.save.node)
                             for kind, labels in resume.missing.items() if labels)],

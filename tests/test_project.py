@@ -2784,3 +2784,102 @@ def test_a_lightning_hook_of_a_project_base_in_another_file(tmp_path, hook, fire
     })
     result = list(lint_paths([str(tmp_path / "model.py")], ALL))[0]
     assert any(f.code == "TL301" for f in result.findings) is fires
+
+
+EPOCH_LOOP = """
+    import torch
+
+
+    def run_epoch(net, opt, feed, sched, cfg):
+        done = 0
+        for i, (a, b) in enumerate(feed):
+            loss = torch.nn.functional.mse_loss(net(a), b) / cfg.micro
+            loss.backward()
+            done += 1
+            if done == cfg.micro or i == len(feed) - 1:
+                opt.step()
+                opt.zero_grad()
+                done = 0
+            sched.step()
+    """
+
+
+@pytest.mark.parametrize("horizon, fires", [
+    # every length counts the micro-batches of the loader the call hands the loop: on time
+    ("per = len(train_feed)", False),
+    # counted in updates (divided by the accumulation count under another name): ends early
+    ("per = len(train_feed) // cfg.micro", True),
+    # the micro-batches of another loader than the one the loop goes through
+    ("per = len(val_feed)", True),
+], ids=["micro-batches-of-the-loop's-loader", "divided-by-k", "another-loader"])
+def test_a_scheduler_built_by_a_caller_in_another_file_on_the_micro_batch_clock(tmp_path, horizon, fires):
+    """`run_epoch(..., plan, ...)` steps it on every micro-batch; main.py builds it (a
+    SequentialLR of a warmup and a step decay) counted in the micro-batches of the loader it passes."""
+    main = f"""
+        import torch
+        from torch.optim import lr_scheduler
+        from loop import run_epoch
+
+        def main(cfg, net, train_feed, val_feed):
+            opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr)
+            {horizon}
+            warm = lr_scheduler.LinearLR(opt, start_factor=0.1, total_iters=per * cfg.warm_epochs)
+            decay = lr_scheduler.StepLR(opt, step_size=per * cfg.decay_every, gamma=0.5)
+            plan = lr_scheduler.SequentialLR(opt, schedulers=[warm, decay], milestones=[per * cfg.warm_epochs])
+            for epoch in range(cfg.epochs):
+                run_epoch(net, opt, train_feed, plan, cfg)
+        """
+    write(tmp_path, {"pyproject.toml": "", "loop.py": EPOCH_LOOP, "main.py": main})
+    found = [f for f in lint_path(str(tmp_path / "loop.py"), ALL, project=Project(tmp_path)).findings
+             if f.code == "TL101"]
+    assert [f.line for f in found] == ([15] if fires else [])
+
+
+UNCALLED_SAVE_SCRIPT = """
+    import torch
+
+    net = build()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[30, 60])
+
+
+    def keep(epoch):
+        torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "epoch": epoch}, f"ep{epoch}.pt")
+
+
+    def score(epoch):
+        net.eval()
+        with torch.no_grad():
+            return sum(float(net(x).mean()) for x in batches())
+
+
+    if __name__ == "__main__":
+        {use}
+        score(0)
+    """
+
+
+@pytest.mark.parametrize("use, other, reported", [
+    # nothing calls `keep`; the other script's `keep` is its own def: no resume point runs
+    ("pass", "import torch\n\ndef keep(state):\n    torch.save(state, 'k.pt')\n\nkeep({})\n", False),
+    # the same, but handed on as a callback in its own file: it may run
+    ("hooks = [keep]", "import torch\n\ndef keep(state):\n    torch.save(state, 'k.pt')\n", True),
+    # another file imports it from this script and calls it
+    ("pass", "from evalrun import keep\n\nkeep(3)\n", True),
+    # a star import of this script brings it in
+    ("pass", "from evalrun import *\n\nkeep(3)\n", True),
+    # a module of definitions only (no `__main__` block, no module code calling its functions): a
+    # library, whose functions code the project does not hold may call
+    (None, "import torch\n\ndef keep(state):\n    torch.save(state, 'k.pt')\n\nkeep({})\n", True),
+], ids=["own-def-elsewhere", "callback", "imported", "star-imported", "library-module"])
+def test_a_save_in_a_function_no_code_reaches_is_no_resume_point(tmp_path, use, other, reported):
+    script = UNCALLED_SAVE_SCRIPT.replace("{use}", use) if use is not None else \
+        UNCALLED_SAVE_SCRIPT[:UNCALLED_SAVE_SCRIPT.index("    if __name__")]
+    write(tmp_path, {"pyproject.toml": "", "evalrun.py": script, "other.py": other})
+    result = lint_path(str(tmp_path / "evalrun.py"), ALL, project=Project(tmp_path))
+    assert ((10, "TL404") in _codes(result)) is reported
+    if not reported:  # unproven, not refuted: an entry point named outside Python may still run it
+        guessed = lint_path(str(tmp_path / "evalrun.py"), Settings(select=ALL.select, include_unproven=True),
+                            project=Project(tmp_path))
+        [finding] = [f for f in guessed.findings if f.code == "TL404" and f.line == 10]
+        assert any(e.verdict == "unknown" and "`keep`" in e.premise for e in finding.evidence)

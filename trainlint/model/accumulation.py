@@ -1076,29 +1076,131 @@ def micro_batch_horizon(model: TrainingModel, loop: TrainingLoop, ref: CallRef) 
     construction (`num_warmup_steps=warmup * K, num_training_steps=total * K`, positional ones after
     the optimizer too; a warmup of 0 aside) is multiplied by the loop's K or counts the loop's
     micro-batches (`epochs * len(train_loader)`, K nowhere in it). Stepped every micro-batch, it ends
-    on time."""
+    on time. A composed schedule (`SequentialLR(opt, schedulers=[warmup, main], milestones=[n])`,
+    `ChainedScheduler([...])`) is on that clock when its milestones and every schedule it runs are.
+    A scheduler handed in as a parameter is read where every caller builds it (this file or
+    another): its lengths count the micro-batches of the loader the same call hands in for the one
+    the loop iterates (`len(train_loader)`, no division on the way)."""
     k = _k_names(model.ctx, loop)
+    constructions = [v for v in _scheduler_values(model, ref) if isinstance(v, cst.Call)]
+    loaders = _loop_loaders(model.ctx, loop)
+    if not constructions:  # (a product of counts with no division: K, whatever its name, is not in it)
+        return _passed_on_micro_batch_clock(model, loop, ref, k, loaders)
     if not k:
         return False
-    constructions = [v for v in _scheduler_values(model, ref) if isinstance(v, cst.Call)]
-    if not constructions:
-        return False
-    loaders = _loop_loaders(model.ctx, loop)
-    for call in constructions:
-        lengths = [a.value for a in call.args if a.keyword is not None and a.keyword.value in _HORIZON_KEYWORDS]
-        lengths += [a.value for a in positional_args(call)[1:]
-                    if not isinstance(a.value, (cst.Integer, cst.Float, cst.SimpleString, cst.Lambda))]
-        lengths = [e for e in lengths if not (isinstance(e, cst.Integer) and e.value == "0")]  # no warmup
-        # a warmup given as a stated count (`num_warmup_steps=args.warmup_steps`, `=500`) says nothing
-        # of which clock it counts: the horizon beside it does
-        warmups = {id(a.value) for a in call.args if a.keyword is not None and a.keyword.value in _WARMUP_KEYWORDS
-                   and _stated_count(a.value, ref.scope)}
-        if not any(id(e) not in warmups for e in lengths):
+    return all(_built_on_micro_batches(call, k, loaders, ref.scope) for call in constructions)
+
+
+def _built_on_micro_batches(call: cst.Call, k: set[str], loaders: set[str], scope: Scope,
+                            undivided: bool = False, depth: int = 0) -> bool:
+    """Every length of the scheduler construction `call` (and of the schedules a composed one runs)
+    is times K or counts the micro-batches of `loaders` (`undivided`: with no division on the way)."""
+    lengths = [a.value for a in call.args if a.keyword is not None and a.keyword.value in _HORIZON_KEYWORDS]
+    inner: list[cst.BaseExpression] = []
+    for arg in call.args:
+        value = arg.value
+        if isinstance(value, (cst.List, cst.Tuple)) and (arg.keyword is None or arg.keyword.value in _LIST_KEYWORDS):
+            elements = [e.value for e in value.elements]
+            if arg.keyword is not None and arg.keyword.value == "milestones":
+                lengths += elements  # the steps at which a composed schedule switches
+            else:
+                inner += elements  # `schedulers=[warmup, main]`: the schedules it runs
+    lengths += [a.value for a in positional_args(call)[1:]
+                if not isinstance(a.value, (cst.Integer, cst.Float, cst.SimpleString, cst.Lambda, cst.List,
+                                            cst.Tuple))]
+    lengths = [e for e in lengths if not (isinstance(e, cst.Integer) and e.value == "0")]  # no warmup
+    # a warmup given as a stated count (`num_warmup_steps=args.warmup_steps`, `=500`) says nothing
+    # of which clock it counts: the horizon beside it does
+    warmups = {id(a.value) for a in call.args if a.keyword is not None and a.keyword.value in _WARMUP_KEYWORDS
+               and _stated_count(a.value, scope)}
+    if inner:
+        if depth > 1:
             return False
-        if not all(id(e) in warmups or _times_k(e, k, ref.scope) or
-                   _counts_micro_batches(e, k, loaders, ref.scope) for e in lengths):
+        for element in inner:
+            if not isinstance(element, cst.Name):
+                return False
+            built = [b.value for b in scope.lookup(element.value)]
+            if not built or not all(isinstance(v, cst.Call) and
+                                    _built_on_micro_batches(v, k, loaders, scope, undivided, depth + 1)
+                                    for v in built):
+                return False
+    elif not any(id(e) not in warmups for e in lengths):
+        return False
+    return all(id(e) in warmups or
+               not undivided and _times_k(e, k, scope) or
+               _counts_micro_batches(e, k, loaders, scope) and (not undivided or _undivided(e, scope))
+               for e in lengths)
+
+
+# the list arguments of a composed schedule: its schedules, and the steps at which it moves on
+_LIST_KEYWORDS = frozenset({"schedulers", "milestones"})
+
+
+def _undivided(expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+    """`expr` is a product or sum of counts (`epochs * len(loader)`), through the one value of each
+    name it reads: no division, rounding or other call on the way, which a K of another name could
+    have divided it by."""
+    if isinstance(expr, cst.BinaryOperation):
+        return isinstance(expr.operator, (cst.Multiply, cst.Add)) and \
+            _undivided(expr.left, scope, depth) and _undivided(expr.right, scope, depth)
+    if isinstance(expr, cst.Call):  # `len(loader)`, `int(n)`
+        return isinstance(expr.func, cst.Name) and (expr.func.value == "len" or expr.func.value == "int" and
+                                                    len(expr.args) == 1 and _undivided(expr.args[0].value, scope, depth))
+    if isinstance(expr, cst.Name):
+        values = [b.value for b in scope.lookup(expr.value) if b.kind == "assign" and b.value is not None]
+        return not values or len(values) == 1 and depth < 2 and _undivided(values[0], scope, depth + 1)
+    return isinstance(expr, (cst.Attribute, cst.Integer))
+
+
+def _passed_on_micro_batch_clock(model: TrainingModel, loop: TrainingLoop, ref: CallRef, k: set[str],
+                                 loaders: set[str]) -> bool:
+    """The scheduler stepped at `ref` is a parameter of the loop's function, and so is the loader the
+    loop iterates; every call of the function (in this file and the project's others, one at
+    least) builds the scheduler it hands in on the micro-batches of the loader it hands in."""
+    receiver = ref.node.func.value if isinstance(ref.node.func, cst.Attribute) else None
+    if ref.via or not isinstance(receiver, cst.Name) or len(loaders) != 1:
+        return False
+    loader = next(iter(loaders))
+    scope = ref.scope
+    function = next((f for f in model.index.functions if f.scope is scope), None) if scope.kind == "function" else None
+    if function is None or function.class_name is not None:
+        return False
+    for name in (receiver.value, loader):
+        bindings = scope.lookup(name)
+        if len(bindings) != 1 or bindings[0].kind != "param":
+            return False
+    sites = [(model.index, site) for site in model.index.callers(function)]
+    linker = model.index.linker
+    if linker is not None:
+        others = linker.caller_sites(function.name)
+        if others is None:
+            return False
+        sites += [(index, site) for _, index, site in others]
+    if not sites:
+        return False
+    params = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
+    for index, site in sites:
+        if any(a.star for a in site.node.args):
+            return False
+        passed_scheduler = _passed(site.node, params, receiver.value)
+        passed_loader = _passed(site.node, params, loader)
+        if not isinstance(passed_scheduler, cst.Name) or not isinstance(passed_loader, (cst.Name, cst.Attribute)):
+            return False
+        built = [b.value for b in site.scope.lookup(passed_scheduler.value)]
+        code = index.module.code_for_node(passed_loader)
+        if not built or not all(isinstance(v, cst.Call) and
+                                _built_on_micro_batches(v, k, {code}, site.scope, undivided=True) for v in built):
             return False
     return True
+
+
+def _passed(call: cst.Call, params: list[str], param: str) -> cst.BaseExpression | None:
+    arg = keyword_arg(call, param)
+    if arg is not None:
+        return arg.value
+    positional = positional_args(call)
+    position = params.index(param) if param in params else -1
+    return positional[position].value if 0 <= position < len(positional) else None
 
 
 _WARMUP_KEYWORDS = frozenset({"num_warmup_steps", "warmup_t", "warmup_steps"})

@@ -483,6 +483,31 @@ class Linker:
         return [(_relative(self.project, where), use)
                 for where, use in self._summaries.callers_by_file(self.path, function_name)]
 
+    def caller_sites(self, function_name: str) -> list[tuple[str, FileIndex, object]] | None:
+        """The calls of this file's module-level function `function_name` in the project's other
+        files, as (path relative to the root, that file's index, its `CallSite`): the caller's own
+        code, to read what it built the arguments from. None when one of the calls cannot be found
+        in its file's index (what it passes is then not known)."""
+        if self.project is None or not self.project.contains(self.path):
+            return []
+        found = []
+        for where, use in self._summaries.callers_by_file(self.path, function_name):
+            summary = self._summaries.file_summary(where)
+            index = summary.index if summary is not None else None
+            if index is None:
+                return None
+            text = index.module.code_for_node
+            sites = [site for site in index.calls
+                     if (site.function.name if site.function is not None else None) == use.caller
+                     and (dotted_name(site.node.func) or "").rsplit(".", 1)[-1] == function_name
+                     and tuple(text(a.value) for a in site.node.args if a.keyword is None) == use.positional
+                     and tuple((a.keyword.value, text(a.value)) for a in site.node.args
+                               if a.keyword is not None) == use.keywords]
+            if not sites:
+                return None
+            found += [(_relative(self.project, where), index, site) for site in sites]
+        return found
+
     def method_callers_by_file(self, name: str) -> list[tuple[str, CallArguments]]:
         """Every call of a method named `name` in the project files that can reach this one, with
         each file's path relative to the project root."""
@@ -608,6 +633,88 @@ class Linker:
                         getattr(node, "value", "")):
                     return False
                 if isinstance(node, cst.Name) and node.value == name and not _imported_unaliased(index, node):
+                    return False
+        return True
+
+    def named_by_no_other_file(self, name: str) -> bool:
+        """No other file of the project can reach this file's module-level `name`: the run checks
+        the whole project, and every other file whose text holds `name` holds it only where it
+        means something else: its own definition or binding of the name (`def save_checkpoint` of
+        its own), an import of it that resolves to another module (`from utils import
+        save_checkpoint`), or an attribute of a module that is not this one (`utils.save_checkpoint`)
+        or of an object (`self.save_checkpoint`, a method). A string holding it (`getattr(m,
+        "name")`), a star import, an import of it from this module, an attribute of this module, or
+        a read of the name the file does not bind itself, may reach it."""
+        if not self.whole_project():
+            return False
+        own = self.project.real(self.path)
+        for where in self._summaries.mentioning(self.path, (name,)):
+            if self.project.real(where) == own:
+                continue
+            summary = self._summaries.file_summary(where)
+            index = summary.index if summary is not None else None
+            if index is None:
+                return False
+            if not self._means_another(index, str(where), name, own):
+                return False
+        return True
+
+    def _means_another(self, index: FileIndex, where: str, name: str, own: Path) -> bool:
+        """Every occurrence of `name` in the file `index` (at `where`) means another object than the
+        module-level `name` of the file `own` (see `named_by_no_other_file`)."""
+
+        def ours(qualname: str | None) -> bool:
+            if not qualname:
+                return True  # not known: it may be
+            found = self.project.find_module(qualname, where)
+            return found is not None and self.project.real(found[0]) == own
+
+        for node in index.parents:
+            if isinstance(node, (cst.SimpleString, cst.FormattedStringText)) and name in str(
+                    getattr(node, "value", "")):
+                return False
+            if isinstance(node, cst.ImportStar):
+                statement = index.parent(node)
+                module = dotted_name(statement.module) if isinstance(statement, cst.ImportFrom) \
+                    and statement.module is not None else ""
+                at = index.place.get(statement, -1)
+                if any(b.kind in ("def", "class", "assign") and index.place.get(b.node, -1) > at
+                       for b in index.module_scope.bindings.get(name, ())):
+                    continue  # the file's own `def` of the name after it replaces what it brought
+                if not module or statement.relative or self.project.find_module(module + ".x", where) is not None:
+                    return False  # every name of a project module (which may be this one, or pass it on)
+                continue  # `from apex.fp16_utils import *`: a library's names
+            if isinstance(node, cst.Attribute) and node.attr.value == name:
+                root = node.value
+                while isinstance(root, cst.Attribute):
+                    root = root.value
+                if not isinstance(root, cst.Name):
+                    return False  # `f().name`: what holds it is not known
+                if root.value in ("self", "cls"):
+                    continue  # a method of the object, or of one it holds
+                scope = index.scope_at(node)
+                bound = scope.lookup(root.value)
+                if not bound:
+                    return False  # a name the file does not bind (a star import's, a global)
+                if any(b.kind == "import" for b in bound) and ours(index.resolve(node.value, scope)):
+                    return False  # an attribute of a module that may be this one
+                continue  # an attribute of another module, or of an object the file builds or is handed
+            if isinstance(node, cst.Name) and node.value == name:
+                parent = index.parent(node)
+                if isinstance(parent, cst.Attribute) and parent.attr is node:
+                    continue  # read above
+                if isinstance(parent, cst.ImportAlias):
+                    statement = index.parent(parent)
+                    while statement is not None and not isinstance(statement, (cst.Import, cst.ImportFrom)):
+                        statement = index.parent(statement)
+                    if isinstance(statement, cst.ImportFrom):
+                        base = dotted_name(statement.module) if statement.module is not None else ""
+                        base = "." * len(statement.relative) + (base or "")
+                        if ours(f"{base}.{name}" if base and not base.endswith(".") else f"{base}{name}"):
+                            return False
+                    continue  # `import save_checkpoint` names a module
+                bound = index.scope_at(node).lookup(name)
+                if not bound or any(b.kind == "import" and ours(b.qualname) for b in bound):
                     return False
         return True
 

@@ -31,7 +31,9 @@ never used), or a module's whose name is read neither in the module nor named by
 can import it: it feeds nothing, an evaluation least of all. `never_runs`: a module-level function
 replaced by a later `def` of its name before anything reads it: a loader it would build is never
 built. `named_nowhere`: one whose name no file that can import it holds (it may still be an entry
-point named outside Python: unproven that it runs, not refuted).
+point named outside Python: unproven that it runs, not refuted); `reached_by_no_code`: one that
+other files may name only as their own object (their own `def` of the name, an import of it from
+another module, a method of an object), the same unproven-not-refuted premise.
 """
 
 from __future__ import annotations
@@ -127,6 +129,41 @@ def named_nowhere(index: FileIndex, function: FunctionInfo) -> bool:
     (a console script, a config's `_target_`): that it runs is unproven, not refuted."""
     return _module_function(index, function) and not _reads(index, function.name, index.module) \
         and not _dynamic_names(index) and _unmentioned_elsewhere(index, function.name)
+
+
+def reached_by_no_code(index: FileIndex, function: FunctionInfo) -> bool:
+    """A module-level, undecorated function of a script (`_script`: its own code is the entry
+    point) that no code of the project can reach: nothing in its file reads its name or holds it in a string (no `globals()`, `vars()`, `exec`/`eval` or
+    argument-less `fire.Fire()` either), and every other file that holds the name means another
+    object by it (`Linker.named_by_no_other_file`: its own `def` of the name, an import of it from
+    another module, a method). Like `named_nowhere`, an entry point named outside Python may still
+    run it: unproven that it runs, not refuted."""
+    if not _module_function(index, function) or not _script(index) or _reads(index, function.name, index.module) \
+            or _dynamic_names(index) or index.linker is None:
+        return False
+    name = function.name
+    if any(isinstance(node, (cst.SimpleString, cst.FormattedStringText)) and name in str(getattr(node, "value", ""))
+           for node in index.parents):
+        return False
+    return index.linker.named_by_no_other_file(name)
+
+
+def _script(index: FileIndex) -> bool:
+    """The module is a script whose own code is its entry point: an `if __name__ == "__main__":`
+    block, or module-level code (outside any def or class) calling a function the module defines
+    (`main()`, `test(199)`). A module of definitions only is a library: code the project does not
+    hold (a notebook, a configuration's `_target_`, a user) may call any of its functions."""
+    for statement in index.module.body:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(statement, cst.If) and "__main__" in index.module.code_for_node(statement.test) \
+                and "__name__" in index.module.code_for_node(statement.test):
+            return True
+        for node in walk(statement):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and any(
+                    b.kind == "def" for b in index.module_scope.bindings.get(node.func.value, ())):
+                return True
+    return False
 
 
 def _module_function(index: FileIndex, function: FunctionInfo) -> bool:

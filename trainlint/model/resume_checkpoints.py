@@ -269,7 +269,7 @@ class ResumeCheckpoints:
 
     def _missing(self, save: Save, kinds: set[str], available: dict[str, list[str]]) -> dict[str, list[str]]:
         missing = {kind: available[kind] for kind in STATE_KINDS if kind in available and kind not in kinds}
-        if "step" in missing and self._counter_in_path(save, missing["step"]):
+        if "step" in missing and (self._counter_in_path(save, missing["step"]) or self._progress_in_path(save)):
             del missing["step"]  # `f"{out}/{step:07d}.pt"`: the file name holds the counter
         if "step" in missing:
             # `self.register_buffer("step", ...)` saved with `self.state_dict()`: inside the dict
@@ -287,6 +287,7 @@ class ResumeCheckpoints:
             missing["scheduler"] = [n for n in missing["scheduler"]
                                     if n not in self.replayed_schedulers and not self._told_position(n)
                                     and not self._built_from_start(n)
+                                    and not self._built_at_restored_position(save, n)
                                     and not self._drives_other_optimizer(save, n)]
             if not missing["scheduler"]:
                 del missing["scheduler"]
@@ -712,6 +713,36 @@ class ResumeCheckpoints:
                 return False
         return True
 
+    def _built_at_restored_position(self, save: Save, name: str) -> bool:
+        """Every construction of the scheduler `name` is handed, as `last_epoch=`, a value a load of
+        this file reads back from a key the saved dict writes (`last_epoch=ckpt["epoch"]`, or a
+        name set from it: `last = ckpt["epoch"]`): the resume builds the schedule at the restored
+        position, so the checkpoint needs no scheduler entry. A `last_epoch=` from anything else (an
+        option, a number) places it nowhere the checkpoint says."""
+        content = self.saved_dict(save.obj, save.scope)
+        keys = set(content.keys()) if content is not None else set()
+        built = [node.value for node in self._assignments_to(name)]
+        if not keys or not built or not all(isinstance(value, cst.Call) for value in built):
+            return False
+        read_back = self._counters_read_back(keys)
+        loaded = {n for site in self.loads if (n := self._loaded_name(site)) is not None}
+        for value in built:
+            position = keyword_value(value, "last_epoch")
+            if position is None:
+                return False
+            found = False
+            for node in walk(position):
+                if isinstance(node, cst.Name) and node.value in read_back:
+                    found = True
+                elif isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) \
+                        and node.value.value in loaded and len(node.slice) == 1 \
+                        and isinstance(node.slice[0].slice, cst.Index) \
+                        and string_value(node.slice[0].slice.value) in keys:
+                    found = True
+            if not found:
+                return False
+        return True
+
     def _handed_start(self, name: str) -> bool:
         starts = self._loop_starts()
         if not starts:
@@ -819,6 +850,62 @@ class ResumeCheckpoints:
             if passed and all(p is not None and any(isinstance(n, (cst.Name, cst.Attribute)) and
                                                     dotted_name(n) in wanted for n in walk(p)) for p in passed):
                 return True
+        return False
+
+    def _progress_in_path(self, save: Save) -> bool:
+        """The save's file name holds a count of the run's progress, whatever it is called and
+        however it advances (`f"state-{cur_nimg // 1000:06d}.pt"` with `cur_nimg += batch_size`): a
+        name counted up (`+=`) in a loop around the save that steps the optimizer, by an amount
+        nothing in that loop changes (a number, or a name the loop never binds), and never set back
+        in any loop of the function around the count (a batch index reset every epoch is no
+        position of the run). A resume reads the position back from the file name."""
+        dest = save.dest
+        if dest is not None:
+            expressions = [(dest, 0)]
+        elif save.helper is not None:  # `atomic_save(state, f"{out}/{step}.pt")`: what goes beside the state
+            expressions = [(arg.value, 0) for arg in save.node.args if arg.value is not save.obj]
+        else:
+            return False
+        names: set[str] = set()
+        while expressions:
+            expr, depth = expressions.pop()
+            for node in walk(expr):
+                if isinstance(node, cst.Name) and node.value not in names:
+                    names.add(node.value)
+                    if depth < 2:  # `final + ".tmp"` with `final = f"{out}/{step}.pt"`
+                        expressions += [(b.value, depth + 1) for b in save.scope.lookup(node.value)
+                                        if b.kind == "assign" and b.value is not None]
+        return any(self._progress_count(save, name) for name in names)
+
+    def _progress_count(self, save: Save, name: str) -> bool:
+        bindings = save.scope.lookup(name)
+        if not bindings or any(b.kind not in ("assign", "augassign", "param") for b in bindings):
+            return False
+        around = [a for a in self.index.ancestors(save.node) if isinstance(a, (cst.For, cst.While))]
+        for binding in bindings:
+            node = binding.node
+            if binding.kind != "augassign" or not isinstance(node, cst.AugAssign) or \
+                    not isinstance(node.operator, cst.AddAssign):
+                continue
+            loops = []
+            for a in self.index.ancestors(node):
+                if isinstance(a, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                    break
+                if isinstance(a, (cst.For, cst.While)):
+                    loops.append(a)
+            counting = [loop for loop in loops if loop in around and self._around_training(loop)]
+            if not counting:
+                continue
+            bound_in = {dotted_name(m) for loop in counting for n in walk(loop) for t in _bound_targets(n)
+                        for m in walk(t) if isinstance(m, (cst.Name, cst.Attribute))}
+            amount = node.value
+            if not (isinstance(amount, cst.Integer) or
+                    isinstance(amount, (cst.Name, cst.Attribute)) and dotted_name(amount) not in bound_in):
+                continue
+            if any(isinstance(n, cst.Assign) and any(dotted_name(t.target) == name for t in n.targets)
+                   for loop in loops for n in walk(loop)):
+                continue  # set back in a loop around the count: a count per pass, not the run's
+            return True
         return False
 
     def _scratch_file(self, save: Save) -> bool:
@@ -1374,3 +1461,12 @@ def _positions(arg: cst.Arg) -> bool:
     while isinstance(value, cst.Attribute):
         value = value.value
     return isinstance(value, (cst.Lambda, cst.Call))
+
+
+def _bound_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """What `node` binds: the targets of an assignment, the target of a `for`."""
+    if isinstance(node, cst.Assign):
+        return [t.target for t in node.targets]
+    if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
+        return [node.target]
+    return []
