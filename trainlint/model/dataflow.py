@@ -10,7 +10,6 @@ Built once per file: `ctx.model(dataflow)`.
 
 from __future__ import annotations
 
-import ast
 import bisect
 import builtins
 import re
@@ -24,6 +23,7 @@ from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dott
 from trainlint.model.roles import ACCELERATOR, ENGINE, LOADER, MODULE_ROLES, roles
 from trainlint.model.grad_mode import (GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_SETTERS, GRAD_WORDS, switch_unsettled,
                                        switched_grad)
+from trainlint.model.held_flags import UNKNOWN, atoms, literal
 from trainlint.model.mode_state import ON
 from trainlint.model.summaries import (DETACH_WORDS, ClassSummary, callable_summary, called_method,
                                       construction_fields, instance_class)
@@ -268,8 +268,8 @@ class Dataflow:
                         if isinstance(small, cst.Assign) and len(small.targets) == 1 \
                                 and isinstance(small.targets[0].target, cst.Name):
                             target = small.targets[0].target.value
-                            value = _literal(small.value)
-                            if value is not _UNKNOWN and sum(
+                            value = literal(small.value)
+                            if value is not UNKNOWN and sum(
                                     self.inside(b.node, ancestor) for b in self.bindings_in_function(target, use)) == 1:
                                 facts.append((target, "==", value))
             if isinstance(ancestor, cst.If) and child is not ancestor.test:
@@ -1433,45 +1433,10 @@ def _mapping_values(index: FileIndex, value: cst.BaseExpression, scope: Scope, w
     return []
 
 
-_UNKNOWN = object()
-
-
-def _literal(expr: cst.BaseExpression) -> object:
-    """The value of a literal (`False`, `3`, `"plateau"`, `None`), else _UNKNOWN."""
-    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
-        return {"True": True, "False": False, "None": None}[expr.value]
-    if isinstance(expr, (cst.Integer, cst.SimpleString)):
-        try:
-            return ast.literal_eval(expr.value)
-        except (ValueError, SyntaxError):
-            return _UNKNOWN
-    return _UNKNOWN
-
-
 def _atoms(test: cst.BaseExpression, side: bool) -> list[tuple[str, str, object]]:
-    """What a test taken on `side` says of plain names: (name, "==" | "!=", literal) or
-    (name, "truthy", bool); `and` taken (or `or` failed) says each of its parts."""
-    if isinstance(test, cst.Name) and test.value not in ("True", "False", "None"):
-        return [(test.value, "truthy", side)]
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _atoms(test.expression, not side)
-    if isinstance(test, cst.BooleanOperation):
-        if isinstance(test.operator, cst.And) and side or isinstance(test.operator, cst.Or) and not side:
-            return _atoms(test.left, side) + _atoms(test.right, side)
-        return []
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-        operator = test.comparisons[0].operator
-        left, right = test.left, test.comparisons[0].comparator
-        if not isinstance(left, cst.Name):
-            left, right = right, left
-        value = _literal(right)
-        if not isinstance(left, cst.Name) or value is _UNKNOWN:
-            return []
-        if isinstance(operator, (cst.Equal, cst.Is)):
-            return [(left.value, "==" if side else "!=", value)]
-        if isinstance(operator, (cst.NotEqual, cst.IsNot)):
-            return [(left.value, "!=" if side else "==", value)]
-    return []
+    """What a test taken on `side` says of plain names (`held_flags.atoms` without the attribute
+    chains): (name, "==" | "!=", literal) or (name, "truthy", bool)."""
+    return [atom for atom in atoms(test, side) if "." not in atom[0]]
 
 
 def _contradicts(fact: tuple[str, str, object], guard: tuple[str, str, object]) -> bool:

@@ -21,19 +21,21 @@ import libcst as cst
 
 from trainlint.model.index import dotted_name, walk
 
-_UNKNOWN = object()
+#: what `literal` returns for an expression that is not a literal
+UNKNOWN = object()
 TRUTHY, EQUAL, NOT_EQUAL = "truthy", "==", "!="
 
 
-def _literal(expr: cst.BaseExpression) -> object:
+def literal(expr: cst.BaseExpression) -> object:
+    """The value of a literal (`False`, `3`, `0.5`, `"plateau"`, `None`), else UNKNOWN."""
     if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
         return {"True": True, "False": False, "None": None}[expr.value]
     if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
         try:
             return ast.literal_eval(expr.value)
         except (ValueError, SyntaxError):
-            return _UNKNOWN
-    return _UNKNOWN
+            return UNKNOWN
+    return UNKNOWN
 
 
 def _key(expr: cst.BaseExpression) -> str | None:
@@ -59,8 +61,8 @@ def atoms(test: cst.BaseExpression, side: bool) -> list[tuple[str, str, object]]
         left, right = test.left, test.comparisons[0].comparator
         if _key(left) is None:
             left, right = right, left
-        key, value = _key(left), _literal(right)
-        if key is None or value is _UNKNOWN:
+        key, value = _key(left), literal(right)
+        if key is None or value is UNKNOWN:
             return []
         if isinstance(operator, (cst.Equal, cst.Is)):
             return [(key, EQUAL if side else NOT_EQUAL, value)]
@@ -129,9 +131,9 @@ def _literal_store(statement: cst.CSTNode) -> tuple[list[str], object] | None:
             isinstance(statement.body[0], cst.Assign)):
         return None
     assign = statement.body[0]
-    value = _literal(assign.value)
+    value = literal(assign.value)
     keys = [_key(t.target) for t in assign.targets]
-    if value is _UNKNOWN or None in keys:
+    if value is UNKNOWN or None in keys:
         return None
     return keys, value
 
@@ -175,8 +177,8 @@ def _kept(index, fact: tuple[str, str, object]) -> bool:
         if isinstance(n, cst.Assign):
             stored = [_key(t.target) for t in n.targets]
             if key in stored:
-                value = _literal(n.value)
-                if value is _UNKNOWN or not _holds(value, fact):
+                value = literal(n.value)
+                if value is UNKNOWN or not _holds(value, fact):
                     return False
             elif any(_key(part) == key for t in n.targets for part in walk(t.target)
                      if isinstance(part, (cst.Name, cst.Attribute))):
