@@ -19,7 +19,7 @@ import libcst as cst
 
 from trainlint.model import frameworks
 from trainlint.model.index import (Binding, FileIndex, FunctionInfo, Scope, dotted_name, is_property, iter_children,
-                             keyword_value, positional_args, unpacked_position, walk, walk_expression)
+                             keyword_value, main_guard, positional_args, unpacked_position, walk, walk_expression)
 from trainlint.model.roles import ACCELERATOR, ENGINE, LOADER, MODULE_ROLES, roles
 from trainlint.model.grad_mode import (GRAD_OFF_CONTEXTS, GRAD_ON_CONTEXTS, GRAD_SETTERS, GRAD_WORDS, switch_unsettled,
                                        switched_grad)
@@ -396,7 +396,7 @@ class Dataflow:
         function = self.index.function_at(node)
         if not isinstance(function, FunctionInfo):
             function = None
-            if not any(isinstance(a, cst.If) and _is_main_test(a.test) for a in self.index.ancestors(node)):
+            if not any(isinstance(a, cst.If) and main_guard(a.test) for a in self.index.ancestors(node)):
                 return None  # module code another module may import (or a snippet): its globals are open
         top = function.node if function is not None else self.index.module
         child = node
@@ -1460,16 +1460,6 @@ _BUILTIN_NAMES = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", 
 # what can bind a global name the code never spells as a binding
 _DYNAMIC_BINDERS = frozenset({"exec", "eval", "globals", "vars", "locals", "builtins", "__builtins__",
                               "__dict__", "get_ipython"})
-
-
-def _is_main_test(test: cst.BaseExpression) -> bool:
-    """`__name__ == "__main__"` (either way round)."""
-    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
-            and isinstance(test.comparisons[0].operator, cst.Equal)):
-        return False
-    sides = (test.left, test.comparisons[0].comparator)
-    return any(isinstance(x, cst.Name) and x.value == "__name__" for x in sides) and \
-        any(isinstance(x, cst.SimpleString) and x.evaluated_value == "__main__" for x in sides)
 
 
 _GRAD_OFF_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")

@@ -69,6 +69,16 @@ def iter_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     return children
 
 
+def main_guard(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"` (either way round): the test of a script's entry block."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    return any(isinstance(s, cst.Name) and s.value == "__name__" for s in sides) and any(
+        isinstance(s, cst.SimpleString) and s.evaluated_value == "__main__" for s in sides)
+
+
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every code-carrying node under `node` (itself included), depth first, in source order."""
     stack = [node]

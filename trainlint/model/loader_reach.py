@@ -63,7 +63,7 @@ from trainlint.model import frameworks
 from trainlint.model.dataflow import dataflow
 from trainlint.model.framework_classes import ancestors
 from trainlint.model.grad_mode import literal_flags
-from trainlint.model.index import FunctionInfo, positional_args, walk
+from trainlint.model.index import FunctionInfo, main_guard, positional_args, walk
 from trainlint.model.loader_use import (_bounded_loop, _capped_draws, _cycled, _drawn_once, _dynamic_names,
                                         _fixed_draws, _restarted_stream, _unmentioned_elsewhere)
 from trainlint.model.mode_state import EVAL
@@ -333,7 +333,7 @@ class LoaderReach:
         index = self.index
         if _dynamic_names(index):
             return False
-        if any(isinstance(a, cst.If) and _main_guard(a.test) for a in index.ancestors(statement)):
+        if any(isinstance(a, cst.If) and main_guard(a.test) for a in index.ancestors(statement)):
             return True
         line = index.parent(statement)
         body = list(index.module.body)
@@ -823,16 +823,6 @@ def _does_nothing(function: cst.FunctionDef) -> bool:
                 continue
             return False
     return True
-
-
-def _main_guard(test: cst.BaseExpression) -> bool:
-    """`__name__ == "__main__"` (either way round)."""
-    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
-            and isinstance(test.comparisons[0].operator, cst.Equal)):
-        return False
-    sides = [test.left, test.comparisons[0].comparator]
-    return any(isinstance(s, cst.Name) and s.value == "__name__" for s in sides) and any(
-        isinstance(s, cst.SimpleString) and s.evaluated_value == "__main__" for s in sides)
 
 
 def _imported_head(expr: cst.BaseExpression, scope) -> bool:

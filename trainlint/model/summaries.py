@@ -29,7 +29,7 @@ import libcst as cst
 
 from trainlint.model import frameworks
 from trainlint.model.index import (FileIndex, FunctionInfo, Scope, dotted_name, is_property, iter_children, keyword_value,
-                                   positional_args, unpacked_position, walk)
+                                   main_guard, positional_args, unpacked_position, walk)
 from trainlint.model.array_kinds import array_kind
 from trainlint.model.layers import DEPENDENT, FREE, LIBRARY, class_verdict, detection_targets, verdict
 from trainlint.model.loader_use import drawn_once, parameter_only_drawn_from
@@ -944,7 +944,7 @@ class _Summariser:
             return None
         target = statement.targets[0].target
         if scope.kind == "module":
-            if not any(isinstance(a, cst.If) and _main_guard(a.test) for a in self.index.ancestors(statement)):
+            if not any(isinstance(a, cst.If) and main_guard(a.test) for a in self.index.ancestors(statement)):
                 return None
             region = self.index.module
         elif scope.kind == "function":
@@ -3421,13 +3421,3 @@ def _is_dataclass_decorator(index: FileIndex, decorator: cst.BaseExpression, sco
     """`@dataclass`, `@dataclasses.dataclass(frozen=True)`: the standard library's dataclass."""
     func = decorator.func if isinstance(decorator, cst.Call) else decorator
     return index.resolve(func, scope) in ("dataclasses.dataclass", "dataclass")
-
-
-def _main_guard(test: cst.BaseExpression) -> bool:
-    """`__name__ == "__main__"` (either way round)."""
-    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
-            and isinstance(test.comparisons[0].operator, cst.Equal)):
-        return False
-    sides = [test.left, test.comparisons[0].comparator]
-    return any(isinstance(s, cst.Name) and s.value == "__name__" for s in sides) and any(
-        isinstance(s, cst.SimpleString) and s.evaluated_value == "__main__" for s in sides)
