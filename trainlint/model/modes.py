@@ -656,37 +656,18 @@ class ModeModel:
         holder = next((a for a in self.index.ancestors(call)
                        if isinstance(a, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.BaseSmallStatement,
                                          cst.BaseCompoundStatement))), None)
-        for site in self.index.calls_under(owner):
-            if self.index.function_at(site) is not function or \
-                    not self.training.is_backward(site, self.index.scope_at(site)):
-                continue
-            root = flow.backward_root(site, self.index.scope_at(site))
-            if root is None:
-                continue
+        def held(name: cst.Name, binding) -> bool:
+            # the binding reaching it, or its alternative on the other branch
+            return binding.node is holder or (binding.node is not None and _binds(holder, name.value)
+                                              and flow.exclusive(holder, binding.node))
+
+        for site, root in self._own_backward_roots(flow, function, owner):
             if self.contains(root, call):
                 return site
-            if not isinstance(holder, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-                continue
-            level = [n for n in walk(root) if isinstance(n, cst.Name)]
-            seen: set = set()
-            for _ in range(6):
-                following = []
-                for name in level:
-                    binding = flow.reaching(name)
-                    if binding is None or id(binding.node) in seen:
-                        continue
-                    seen.add(id(binding.node))
-                    if binding.node is holder or (binding.node is not None and _binds(holder, name.value)
-                                                  and flow.exclusive(holder, binding.node)):
-                        return site  # the binding reaching it, or its alternative on the other branch
-                    value = flow.bound_value(binding)
-                    if value is None and isinstance(binding.node, cst.AugAssign):
-                        value = binding.node.value
-                    if value is not None:
-                        following += [n for n in walk(value) if isinstance(n, cst.Name)]
-                level = following
-                if not level:
-                    break
+            if isinstance(holder, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and _traced_back(
+                    flow, [n for n in walk(root) if isinstance(n, cst.Name)],
+                    lambda value: [n for n in walk(value) if isinstance(n, cst.Name)], held):
+                return site
         return None
 
     def backward_through_callee(self, call: cst.Call) -> cst.Call | None:
@@ -739,35 +720,26 @@ class ModeModel:
     def _backprops_parameter(self, flow, target, param: str) -> cst.Call | None:
         """A backward in `target`'s own body whose root is computed from its parameter `param`,
         followed through the assignments reaching each name a few steps back."""
-        for site in self.index.calls_under(target.node):
-            if self.index.function_at(site) is not target or \
+        def from_param(name: cst.Name, binding) -> bool | None:
+            if binding.kind == "param":
+                return True if name.value == param else None  # another parameter: not followed
+            return False
+
+        for site, root in self._own_backward_roots(flow, target, target.node):
+            if _traced_back(flow, _graph_names(root), _graph_names, from_param):
+                return site
+        return None
+
+    def _own_backward_roots(self, flow, function, owner: cst.CSTNode):
+        """(backward call, what it backpropagates) for each backward of `function`'s own body
+        (`owner`: its node, or the module for module-level code)."""
+        for site in self.index.calls_under(owner):
+            if self.index.function_at(site) is not function or \
                     not self.training.is_backward(site, self.index.scope_at(site)):
                 continue
             root = flow.backward_root(site, self.index.scope_at(site))
-            if root is None:
-                continue
-            level = _graph_names(root)
-            seen: set = set()
-            for _ in range(6):
-                following = []
-                for name in level:
-                    binding = flow.reaching(name)
-                    if binding is None or id(binding.node) in seen:
-                        continue
-                    seen.add(id(binding.node))
-                    if binding.kind == "param":
-                        if name.value == param:
-                            return site
-                        continue
-                    value = flow.bound_value(binding)
-                    if value is None and isinstance(binding.node, cst.AugAssign):
-                        value = binding.node.value
-                    if value is not None:
-                        following += _graph_names(value)
-                level = following
-                if not level:
-                    break
-        return None
+            if root is not None:
+                yield site, root
 
     def no_grad_evaluation_region(self, forward: Forward) -> cst.CSTNode | None:
         """TL302's region: a validation/test loader loop, or the body of a function named as an
@@ -1648,6 +1620,35 @@ def _another_class_method(call, class_name: str | None) -> bool:
 # calls whose result carries no graph of what they are handed
 _GRAPH_CUTTING_METHODS = frozenset({"detach", "item", "tolist", "numpy", "detach_"})
 _GRAPH_CUTTING_FUNCTIONS = frozenset({"float", "int", "bool", "len", "str", "round"})
+
+
+def _traced_back(flow, names: list[cst.Name], names_of, found) -> bool:
+    """Whether `found(name, binding)` holds for a binding reaching one of `names`, or one reaching a
+    name of the value such a binding assigns, a few steps back (each binding once). `found` answers
+    True (found), False (follow its value: `names_of(value)`) or None (do not follow it)."""
+    seen: set = set()
+    level = names
+    for _ in range(6):
+        following = []
+        for name in level:
+            binding = flow.reaching(name)
+            if binding is None or id(binding.node) in seen:
+                continue
+            seen.add(id(binding.node))
+            answer = found(name, binding)
+            if answer:
+                return True
+            if answer is None:
+                continue
+            value = flow.bound_value(binding)
+            if value is None and isinstance(binding.node, cst.AugAssign):
+                value = binding.node.value
+            if value is not None:
+                following += names_of(value)
+        level = following
+        if not level:
+            break
+    return False
 
 
 def _graph_names(expr: cst.CSTNode) -> list[cst.Name]:
