@@ -408,6 +408,9 @@ def test_a_new_link_to_a_file_already_read_changes_the_key(tmp_path):
     ("import a.b as c, d\nfrom .m import (x, y)  # z\n", {"a", "d", ".m.x", ".m.y"}),
     ("import torch; from helpers import inference\n", {"torch", "helpers.inference"}),
     ("from pkg import (first,\n                 second)\n", {"pkg.first", "pkg.second"}),
+    ("from .pkg import (  # the two halves (see f())\n    first as one,\n    # a note\n    second,\n)  # end\n"
+     "import after\n", {".pkg.first", ".pkg.second", "after"}),
+    ("from pkg import (\n    first,\n    second\n)\nx = ')'\n", {"pkg.first", "pkg.second"}),
     ("from pkg \\\n    import first\n", {"pkg.first"}),
     ("def f():\n    if x: import late\n", {"late"}),
     ("doc = '>>> import doc'\nfrom . import sibling\nfrom .. import *\n", {".sibling"}),
@@ -419,6 +422,31 @@ def test_every_import_statement_binds_what_the_index_binds(source, bound):
     from trainlint.reader.project import bound_names, imported_names
 
     assert bound <= bound_names(source, "f.py") <= bound | set(imported_names(source))
+
+
+def test_a_parenthesised_import_list_over_several_lines_is_read_without_a_parse(monkeypatch):
+    """lightning's and timm's files import `from m import (` one name per line: read from the text,
+    as a one-line import is, not by a parse of the whole file (a third of the index's cost)."""
+    from trainlint.reader import project
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("parsed")
+
+    source = "from a import (\n    b,  # why (see c)\n    d as e,\n)\nimport f\n\n\ndef g():\n    return b\n"
+    monkeypatch.setattr(project.ast, "parse", refuse)
+    assert project.bound_names(source, "f.py") == {"a.b", "a.d", "f"}
+
+
+@pytest.mark.parametrize("source", [
+    "from a import (\n    b \\\n    , c)\n",  # a continuation inside the list
+    "from a import (\n    b,\n    c) ; import d\n",  # more after the list
+    "from a import (\n    b,\n",  # never closed
+    "from a import (\n" + "    b,  # c)\n" * 5000,  # never closed, a comment with `)` on every line
+])
+def test_an_import_list_the_text_cannot_read_is_left_to_a_parse(source):
+    from trainlint.reader.project import _simple_bound_names
+
+    assert _simple_bound_names(source) is None
 
 
 def test_a_file_that_changed_after_the_project_read_it_is_not_cached(tmp_path):

@@ -2883,3 +2883,23 @@ def test_a_save_in_a_function_no_code_reaches_is_no_resume_point(tmp_path, use, 
                             project=Project(tmp_path))
         [finding] = [f for f in guessed.findings if f.code == "TL404" and f.line == 10]
         assert any(e.verdict == "unknown" and "`keep`" in e.premise for e in finding.evidence)
+
+
+def test_the_files_mentioning_a_word_are_found_once_per_component_and_again_after_a_refresh(tmp_path):
+    """`mentioning` answers each (component, words) once: the files of a component ask the same
+    questions. A refresh (a file saved in the editor) asks again; another component has its own answer."""
+    write(tmp_path, {"pyproject.toml": "", "a.py": "import b\nb.run(1)\n", "b.py": "def run(x):\n    return x\n",
+                     "c.py": "def run(y):\n    return y\n"})
+    project = Project.for_paths([tmp_path / name for name in ("a.py", "b.py", "c.py")])
+    summaries = summaries_of(project)
+    a, b, c = (project.real(tmp_path / name) for name in ("a.py", "b.py", "c.py"))
+    assert summaries.mentioning(str(a), (".run(",)) == [a]
+    assert summaries.mentioning(str(b), (".run(",)) == [a]
+    found = summaries.mentioning(str(b), ("def run",))
+    found.reverse()  # a caller's own copy: reordering it changes no later answer
+    assert summaries.mentioning(str(a), ("def run",)) == [b]
+    assert summaries.mentioning(str(c), ("def run",)) == [c]  # c imports and is imported by nothing
+    (tmp_path / "a.py").write_text("import b\nb.run(1)\nb.run(2)\n")
+    (tmp_path / "b.py").write_text("import a\n\ndef run(x):\n    return a.run(x)\n")
+    project.refresh()
+    assert summaries.mentioning(str(a), (".run(",)) == sorted([a, b])

@@ -45,6 +45,9 @@ class Summaries:
         self._lookups: dict[tuple[str, str, tuple[str, ...]], Summary | None] = {}
         self._quick: dict[str, GradOnCalls | None] = {}  # content hash -> `quick_calls` of that text
         self._guarded: dict[str, bool] = {}  # content hash -> the guard lets LibCST parse it
+        # (component digest, words) -> `mentioning`'s files: every file of a component asks the
+        # same questions (a method's callers, a class's builders), each a scan of the component's texts
+        self._mentioning: dict[tuple[str | None, tuple], list[Path]] = {}
         self._generation = project.generation
 
     def _current(self) -> None:
@@ -55,6 +58,7 @@ class Summaries:
             self._constructions.clear()
             self._callers.clear()
             self._lookups.clear()
+            self._mentioning.clear()
 
     def cached_summary(self, digest: str) -> FileSummary | None:
         """The summary of a file with this content, if one was made (it holds the parsed file); a
@@ -343,17 +347,22 @@ class Summaries:
         component of the import graph, the file itself included) whose text holds one of `words`:
         where the rest of an update split across files can be (`scaler.scale(loss).backward()`
         in the engine that calls an updater's `step`)."""
+        self._current()
         target = self.project.real(path)
         components = self.project.key_components()
         own = components.get(str(target))
-        found = []
-        for candidate in self.project.paths:
-            if own is not None and own[1] is not None and components.get(str(candidate), own)[1] != own[1]:
-                continue
-            text = self.project.source(candidate)
-            if text is not None and any(word in text for word in words):
-                found.append(candidate)
-        return found
+        # a file outside the components, or in one too large to list, is answered from every file
+        key = (own[1] if own is not None else None, tuple(words))
+        if key not in self._mentioning:
+            found = []
+            for candidate in self.project.paths:
+                if own is not None and own[1] is not None and components.get(str(candidate), own)[1] != own[1]:
+                    continue
+                text = self.project.source(candidate)
+                if text is not None and any(word in text for word in words):
+                    found.append(candidate)
+            self._mentioning[key] = found
+        return list(self._mentioning[key])  # a copy: callers reorder it (`_later_last`)
 
     def _uses(self, path: str, name: str, found_in, own_file: bool) -> list:
         """(file, use) for what `found_in(summary)` finds (calls with a `callee`) in the checked files whose text

@@ -114,6 +114,11 @@ def bound_names(source: str, path: str) -> set[str]:
 _IMPORT_WORD = re.compile(r"\bimport\b")
 _LINE_REST = re.compile(r"[ \t]*(?:#[^\n]*)?")
 _PAREN_REST = re.compile(r"[ \t]*\)[ \t]*(?:#[^\n]*)?")
+# the lines of a parenthesised `from m import (` list after its first: names, `as`, commas and
+# comments up to the `)`, then nothing but a comment on that line
+# (a comment runs to its line's end: the match never backtracks into one, a hostile text costs linear time)
+_PAREN_LINES = re.compile(r"(?P<more>(?:[\w \t,\n]|#[^\n]*(?=\n|\Z))*)\)[ \t]*(?:#[^\n]*)?(?=\n|\Z)")
+_COMMENT = re.compile(r"#[^\n]*")
 
 
 def _simple_bound_names(source: str) -> set[str] | None:
@@ -130,15 +135,23 @@ def _simple_bound_names(source: str) -> set[str] | None:
         rest = source[match.end():end if end >= 0 else len(source)]
         opened = match.group("modules") is None and "(" in source[match.start():match.end()]
         joined = source[max(0, match.start() - 2):match.start()] == "\\\n"
-        if joined or not (_PAREN_REST if opened else _LINE_REST).fullmatch(rest):
+        names, span_end = match.group("names") or "", match.end()
+        if opened and not joined and not _PAREN_REST.fullmatch(rest):
+            # a list continued on the lines below (`from m import (\n    a,\n    b as c,\n)`): read
+            # whole when it holds nothing but names, `as`, commas and comments up to its `)`
+            more = _PAREN_LINES.match(source, match.end())
+            if more is None:
+                return None
+            names, span_end = f"{names},{_COMMENT.sub('', more.group('more'))}", more.end()
+        elif joined or not (_PAREN_REST if opened else _LINE_REST).fullmatch(rest):
             return None  # more of the statement on the line before, or on the next one
-        spans.append((match.start(), match.end()))
+        spans.append((match.start(), span_end))
         if match.group("modules"):
             found.update(part.split()[0].split(".")[0] for part in match.group("modules").split(","))
         else:
             base = match.group("base")
             sep = "" if base.endswith(".") else "."
-            found.update(f"{base}{sep}{name.split()[0]}" for name in (match.group("names") or "").split(",")
+            found.update(f"{base}{sep}{name.split()[0]}" for name in names.split(",")
                          if name.split() and name.split()[0].isidentifier())
     index = 0
     for word in _IMPORT_WORD.finditer(source):
