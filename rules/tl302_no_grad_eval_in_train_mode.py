@@ -6,6 +6,7 @@ from trainlint.finding import Severity
 from trainlint.gate import defines, loops_over, named, refers_to
 from trainlint.model.built_modes import built_in_eval, calls_train
 from trainlint.model.grad_mode import GRAD_OFF_CONTEXTS, GRAD_SETTERS
+from trainlint.model.layers import DEPENDENT, FREE
 from trainlint.model.mode_names import display_key
 from trainlint.model.mode_state import CHOSEN, NEW, OFF, RESTORE, TRAIN, TRAINED, TRAINING_KINDS
 from trainlint.model.modes import EVAL_LOADER_TEXT, is_evaluation_name, modes
@@ -59,9 +60,16 @@ class NoGradEvalInTrainMode(Rule):
         for the GroupNorm-only, dropout-0 models common in diffusion code. A parameter is judged by
         what its callers pass: the same-file callers' constructions, or, when none is in the file,
         what the project's other files build and pass (`Fitter().fit(model)` in run.py with
-        `model = MatrixFactorization(...)`, Embedding and Linear only: not reported). A model whose
-        construction is not seen (a factory returning something it did not build, a caller passing
-        something not built there) is still reported. "Just built" and "trained by its caller" mean
+        `model = MatrixFactorization(...)`, Embedding and Linear only: not reported). That the
+        model holds dropout or batch statistics is a required premise, proven by a construction:
+        a torch.nn Dropout/BatchNorm/RNN/Transformer layer in it (through `nn.Sequential`,
+        `nn.ModuleDict` members, project classes and factories, the instance a class is handed
+        in `__init__`), or a family known for them. A model whose construction is not seen (a
+        parameter no caller shows, a factory's tuple, a class whose layers come from a library the
+        project cannot see into, such as a graph network's convolutions) makes the finding
+        unproven: reported only with `--include-unproven`. On the judged findings of five rounds of
+        unseen repositories, 8 of 10 TL302 findings were false, most of them models of that kind
+        (a graph network's layers judged as if they held dropout). "Just built" and "trained by its caller" mean
         train mode only for a module built in it: one a framework loader hands back in eval mode
         (Transformers' `from_pretrained`, the framework data's `eval_built`), followed through
         names, parameters and the file's factories, is left alone while the file calls no
@@ -144,6 +152,14 @@ class NoGradEvalInTrainMode(Rule):
                             with torch.no_grad():
                                 err += F.mse_loss(self.net.head(self.net.body(xb)), yb).item()
                         print(epoch, err)
+
+
+            def main(train_loader, val_loader):
+                net = torch.nn.ModuleDict({
+                    "body": torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU()),
+                    "head": torch.nn.Sequential(torch.nn.Dropout(0.3), torch.nn.Linear(64, 1)),
+                })
+                Finetuner(net, torch.optim.SGD(net.parameters(), lr=0.1), train_loader, val_loader).fit(10)
             """,
             line=23,
             title="the holder switched to eval before the part's `train()`: the part is evaluated in train mode",
@@ -152,6 +168,7 @@ class NoGradEvalInTrainMode(Rule):
             """
             import torch
             import torch.nn.functional as F
+            import torchvision
 
 
             def evaluate(model, loader):
@@ -170,8 +187,13 @@ class NoGradEvalInTrainMode(Rule):
                         F.cross_entropy(model(xb), yb).backward()
                         optimizer.step()
                     print(epoch, evaluate(model, val_loader))
+
+
+            def main(train_loader, val_loader):
+                model = torchvision.models.resnet18(num_classes=10)
+                train(model, torch.optim.SGD(model.parameters(), lr=0.1), train_loader, val_loader, 90)
             """,
-            line=9,
+            line=10,
             title="evaluate() under no_grad, called right after training",
         ),
         bad(
@@ -200,6 +222,11 @@ class NoGradEvalInTrainMode(Rule):
                             F.cross_entropy(self.model(x), y).backward()
                             self.optimizer.step()
                         print(self.validate())
+
+
+            def main(train_loader, val_loader):
+                model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.Dropout(0.5), torch.nn.Linear(256, 10))
+                Trainer(model, torch.optim.Adam(model.parameters()), train_loader, val_loader).fit(20)
             """,
             line=14,
             title="a Trainer's @torch.no_grad() validate() without eval()",
@@ -232,7 +259,10 @@ class NoGradEvalInTrainMode(Rule):
             """
             import torch
             import torch.nn.functional as F
+            import timm
 
+            model = timm.create_model("resnet50", num_classes=100)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             for epoch in range(num_epochs):
                 model.train()
                 for xb, yb in train_loader:
@@ -244,10 +274,38 @@ class NoGradEvalInTrainMode(Rule):
                     for xb, yb in val_loader:
                         val_loss += F.cross_entropy(model(xb), yb, reduction="sum").item()
             """,
-            line=13,
+            line=16,
             title="validation loop inlined after the epoch",
         ),
         bad(
+            """
+            import torch
+            import torch.nn.functional as F
+            import torchvision
+
+
+            @torch.inference_mode()
+            def validation_epoch(model, loader):
+                return sum(F.cross_entropy(model(x), y, reduction="sum").item() for x, y in loader)
+
+
+            def main(model, train_loader, val_loader):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+                for epoch in range(10):
+                    for x, y in train_loader:
+                        optimizer.zero_grad()
+                        F.cross_entropy(model(x), y).backward()
+                        optimizer.step()
+                    print(validation_epoch(model, val_loader))
+
+
+            if __name__ == "__main__":
+                main(torchvision.models.efficientnet_b0(num_classes=5), train_loader, val_loader)
+            """,
+            line=8,
+            title="no train() call anywhere: the model trains in its default train mode",
+        ),
+        good(
             """
             import torch
             import torch.nn.functional as F
@@ -267,8 +325,9 @@ class NoGradEvalInTrainMode(Rule):
                         optimizer.step()
                     print(validation_epoch(model, val_loader))
             """,
-            line=7,
-            title="no train() call anywhere: the model trains in its default train mode",
+            title="the same evaluation of a model handed in that nothing in sight builds: whether it holds "
+                  "dropout or batch norm at all is not shown (a graph network's convolutions, a GroupNorm-only "
+                  "net compute the same in both modes), so the finding is unproven and not reported by default",
         ),
         good(
             """
@@ -1034,7 +1093,7 @@ class NoGradEvalInTrainMode(Rule):
             """,
             title="a model `from_pretrained` hands back in eval mode (through a factory's tuple), trained with no `train()` in the file: it is not in train mode",
         ),
-        bad(
+        good(
             """
             import torch
             from transformers import AutoConfig, AutoModelForSequenceClassification
@@ -1065,8 +1124,9 @@ class NoGradEvalInTrainMode(Rule):
                         optimizer.zero_grad()
                     print(accuracy(net, val_batches))
             """,
-            line=15,
-            title="the other element of the same factory's tuple, built by `from_config` in train mode: still reported",
+            title="the other element of the same factory's tuple, built by `from_config` in train mode: what the "
+                  "unpacked element is built as is not followed through the tuple, so that it holds dropout is "
+                  "unproven (reported with --include-unproven)",
         ),
         good(
             """
@@ -1186,7 +1246,8 @@ class NoGradEvalInTrainMode(Rule):
                     built_in_eval(ctx.index, receiver, ctx.index.scope_at(forward.call)):
                 continue
             # a loss criterion or a GroupNorm-only net computes the same in both modes
-            if not model.mode_matters(receiver, ctx.index.scope_at(forward.call), training):
+            dependence, built = model.mode_dependence(receiver, ctx.index.scope_at(forward.call), training)
+            if dependence == FREE:
                 continue
             # a torchvision detection model handed targets returns its losses only in train mode: a
             # pass reading them under no_grad needs that mode, and `eval()` would break it
@@ -1200,13 +1261,31 @@ class NoGradEvalInTrainMode(Rule):
                                 "call" if off is None or not hasattr(off, "decorator") else "decorator"),
                         mode_fact_premise(ctx, training[0], key, forward.call),
                         premise(f"no `{key}.eval()` runs between that and this forward", forward.call, "use"),
-                        evaluation_premise(ctx, model, forward, region)]
+                        evaluation_premise(ctx, model, forward, region),
+                        self._mode_premise(ctx, key, dependence, built, forward.call)]
             if asked is not None:
                 evidence.append(unknown(
                     f"eval mode gives this pass what it asks `{key}` for: `{key}` may be `{asked[1]}` (what it "
                     "is built as depends on the run), whose forward hands these targets to a torchvision "
                     "detection model, which returns its losses only in train mode", forward.call, "construction"))
             yield self.report(forward.call, self._message(ctx, forward, training[0]), evidence=evidence)
+
+    @staticmethod
+    def _mode_premise(ctx, key: str, dependence: str | None, built, call):
+        """What the message says of the model (dropout stays on, BatchNorm uses batch statistics)
+        holds only for a module with such layers: proven by its construction (a torch.nn Dropout or
+        BatchNorm, a project class holding one, a torchvision/timm/transformers model), unknown
+        when what it is built as is not shown (a parameter no caller shows, a class whose layers
+        come from a library the project cannot see into, such as a graph network's convolutions)."""
+        if dependence == DEPENDENT and built is not None:
+            return premise(f"`{key}` holds layers that compute differently in train mode (dropout, batch "
+                           f"statistics): it is built by `{ctx.code_for(built)[:60]}`", built, "construction")
+        if dependence == DEPENDENT:
+            return premise(f"`{key}` holds layers that compute differently in train mode (dropout, batch "
+                           "statistics): every caller passes a module built with them", call, "construction")
+        return unknown(f"`{key}` holds dropout or batch norm: what it is built as is not shown here (a "
+                       "parameter, a factory, or layers from a library the project cannot see into)", call,
+                       "construction")
 
     def _message(self, ctx, forward, fact) -> str:
         key = display_key(forward.key)

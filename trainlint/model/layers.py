@@ -106,13 +106,15 @@ def class_verdict(index: FileIndex, class_name: str, depth: int = 0) -> str | No
     scope = index.scope_of_node.get(node) or index.module_scope
     outer = scope.parent or index.module_scope
     module_like = False
+    unknown = False  # a part not known: the class is not FREE, but a DEPENDENT part still decides
     for base in node.bases:
         text = dotted_name(base.value) or ""
         resolved = index.resolve(base.value, outer) or text
         if text in index.classes and text != class_name:
             inner = class_verdict(index, text, depth + 1)
-            if inner != FREE:
+            if inner == DEPENDENT:
                 return inner
+            unknown = unknown or inner != FREE
             module_like = True
         elif _NN_BASES.search(resolved) or (resolved.startswith("torch.nn.") and resolved.endswith("Loss")):
             module_like = True
@@ -132,22 +134,24 @@ def class_verdict(index: FileIndex, class_name: str, depth: int = 0) -> str | No
     for values in index.class_attributes.get(class_name, {}).values():
         for value in values:
             result = _submodule_verdict(index, value, index.scope_at(value), depth)
-            if result != FREE:
+            if result == DEPENDENT:
                 return result
-    return FREE
+            unknown = unknown or result != FREE
+    return None if unknown else FREE
 
 
 def _submodule_verdict(index: FileIndex, value: cst.BaseExpression, scope: Scope, depth: int) -> str | None:
     """What a `self.<attr> = value` adds to its class: FREE unless it builds a module that is not."""
+    unknown = False
     for inner in walk(value):
         if not isinstance(inner, cst.Call):
             continue
         result = verdict(index, inner, scope, depth + 1)
-        if result in (DEPENDENT, LIBRARY):
-            return DEPENDENT if result == DEPENDENT else None
-        if result is None and not _harmless_call(index, inner, scope):
-            return None
-    return FREE
+        if result == DEPENDENT:
+            return DEPENDENT
+        if result == LIBRARY or (result is None and not _harmless_call(index, inner, scope)):
+            unknown = True  # not FREE; a later part may still prove it DEPENDENT
+    return None if unknown else FREE
 
 
 def _harmless_call(index: FileIndex, call: cst.Call, scope: Scope) -> bool:
@@ -170,18 +174,25 @@ def _harmless_call(index: FileIndex, call: cst.Call, scope: Scope) -> bool:
 def _container_verdict(index: FileIndex, call: cst.Call, scope: Scope, depth: int) -> str | None:
     """`nn.Sequential(conv, nn.GroupNorm(...))`, `nn.ModuleList([Block(c) for _ in range(n)])`: FREE
     when every module built in its arguments is, None when an argument is a module built elsewhere."""
-    modules = 0
+    # the first part that is not FREE decides (LIBRARY or not known), unless a part is DEPENDENT
+    modules, first = 0, FREE
     for arg in call.args:
         calls = [n for n in walk(arg.value) if isinstance(n, cst.Call)]
         if not calls:
-            return None  # `nn.Sequential(*layers)`: built somewhere else
+            first = None if first == FREE else first  # `nn.Sequential(*layers)`: built somewhere else
+            continue
         for inner in calls:
             result = verdict(index, inner, scope, depth + 1)
             if result is None and _harmless_call(index, inner, scope):
                 continue
-            if result != FREE:
+            if result == DEPENDENT:
                 return result
+            if result != FREE:
+                first = result if first == FREE else first
+                continue
             modules += 1
+    if first != FREE:
+        return first
     return FREE if modules or not call.args else None
 
 
@@ -237,6 +248,14 @@ def factory_verdict(index: FileIndex, function_name: str, depth: int = 0) -> str
         return None
     verdicts = set()
     for ret in returns:
+        if isinstance(ret.value, cst.Tuple):
+            # `return model, other`: whichever element a caller takes holds dropout or batch norm
+            # when every element does; anything else is not known here
+            parts = {_element_verdict(index, element.value, function.scope, depth) for element in ret.value.elements}
+            if parts != {DEPENDENT}:
+                return None
+            verdicts.add(DEPENDENT)
+            continue
         for call, call_scope in _built_by(index, ret.value, function.scope):
             if call is None:
                 return None
@@ -244,6 +263,17 @@ def factory_verdict(index: FileIndex, function_name: str, depth: int = 0) -> str
     if DEPENDENT in verdicts:
         return DEPENDENT
     return FREE if verdicts == {FREE} else None
+
+
+def _element_verdict(index: FileIndex, value: cst.BaseExpression, scope: Scope, depth: int) -> str | None:
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+            value.func.attr.value in _SAME_MODULE_METHODS:  # `tuned.to("cuda")`: the module `tuned` is
+        value = value.func.value
+    built = _built_by(index, value, scope)
+    if not built or any(call is None for call, _ in built):
+        return None
+    found = {verdict(index, call, call_scope, depth + 1) for call, call_scope in built}
+    return DEPENDENT if found == {DEPENDENT} else None
 
 
 def _built_by(index: FileIndex, value: cst.BaseExpression, scope: Scope):

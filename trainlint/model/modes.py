@@ -39,8 +39,8 @@ from trainlint.model.grad_mode import (GRAD_FUNCTIONS, GRAD_ON_CONTEXTS, GRAD_WO
                                        literal_flags, literal_value, skipped_branch)
 from trainlint.model.index import (FunctionInfo, Scope, dotted_name, iter_children, positional_args, unpacked_position,
                                    walk)
-from trainlint.model.layers import (DETECTION_TARGETS, FREE, LIBRARY, builds_detection_model, passes_targets,
-                                    verdict)
+from trainlint.model.layers import (DEPENDENT, DETECTION_TARGETS, FREE, LIBRARY, builds_detection_model,
+                                    passes_targets, verdict)
 from trainlint.model.mode_names import (PASS_THROUGH_METHODS, WRAPPER_ATTRS, deep_copied, function_name,
                                         last_component, parameter_owners, strip_wrappers)
 from trainlint.model.mode_state import (Abandon, ENTRY, Fact, Flow, Forward, Frame, NEW, OFF, ON, State, TRAINED,
@@ -892,10 +892,21 @@ class ModeModel:
         return self._frozen
 
     def mode_matters(self, receiver: cst.BaseExpression, scope: Scope, facts: Iterable[Fact] = ()) -> bool:
-        """Whether switching the module `receiver` names between train and eval changes what it
-        computes. False only when every construction of it is known and each builds a mode-free
-        module (a loss criterion, a GroupNorm-only net; `layers.py`) or a library class not known to
-        hold dropout/batch norm; a `NEW` fact names the construction a caller made."""
+        """Whether switching the module `receiver` names between train and eval may change what it
+        computes: False only when `mode_dependence` proves it mode-free."""
+        return self.mode_dependence(receiver, scope, facts)[0] != FREE
+
+    def mode_dependence(self, receiver: cst.BaseExpression, scope: Scope,
+                        facts: Iterable[Fact] = ()) -> tuple[str | None, cst.Call | None]:
+        """How the module `receiver` names depends on its mode (`layers` verdicts): DEPENDENT when
+        a construction of it holds dropout, batch statistics or a family known for them (with
+        that construction when it is in this file; None when callers elsewhere built it); FREE
+        when every construction of it is known and each builds a mode-free module (a loss
+        criterion, a GroupNorm-only net) or a library class not known to hold dropout/batch norm;
+        None (not known) otherwise: a parameter no caller shows, a factory, a class whose layers
+        come from a library the project cannot see into. A `NEW` fact names the construction a
+        caller made."""
+        facts = list(facts)
         calls = [(strip_wrappers(f.node.value), self.index.scope_at(f.node)) for f in facts
                  if f.kind == NEW and isinstance(f.node, (cst.Assign, cst.AnnAssign))
                  and isinstance(strip_wrappers(f.node.value), cst.Call)]
@@ -903,11 +914,19 @@ class ModeModel:
             own = self._constructions(receiver, scope)
             if own is None:
                 passed = self._passed_modes(receiver, scope) if not calls else None
-                return passed is None or any(v not in (FREE, LIBRARY) for v in passed)
+                if passed is None:
+                    return None, None
+                if DEPENDENT in passed:
+                    return DEPENDENT, None
+                return (FREE, None) if passed <= {FREE, LIBRARY} else (None, None)
             calls += own
         if not calls:
-            return True
-        return any(verdict(self.index, call, call_scope) not in (FREE, LIBRARY) for call, call_scope in calls)
+            return None, None
+        verdicts = [(verdict(self.index, call, call_scope), call) for call, call_scope in calls]
+        for found, call in verdicts:
+            if found == DEPENDENT:
+                return DEPENDENT, call
+        return (FREE, None) if all(found in (FREE, LIBRARY) for found, _ in verdicts) else (None, None)
 
     def _passed_modes(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> set | None:
         """How the modules a parameter stands for depend on their mode (`layers` verdicts), from what
@@ -979,6 +998,8 @@ class ModeModel:
             if params:  # what the same-file callers pass for it
                 function = self.index.function_at(params[0].node)
                 sites = self.index.callers(function) if function is not None else []
+                if function is not None and not sites and function.name == "__init__":
+                    sites = self._class_builds(function)  # `Trainer(model, ...)`: what `__init__` is handed
                 if not sites:
                     return None
                 for site in sites:
@@ -989,15 +1010,19 @@ class ModeModel:
                     found += more
         elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
             values = self.index.self_attribute_values(expr.attr.value, scope)
-        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
-            return self._member_constructions(expr, scope, depth)
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, (cst.Name, cst.Attribute)):
+            return self._member_constructions(expr, scope, depth)  # `net.head`, `self.net.head`
+        elif isinstance(expr, cst.Call):  # `main(torchvision.models.resnet18())`: built right there
+            return [(expr, self.index.scope_at(expr))]
         else:
             return None
         for value in values:
             if isinstance(value, (cst.Name, cst.Attribute)):
                 if dotted_name(value) == dotted_name(expr):
                     continue  # `vae, opt = accelerator.prepare(vae, opt)`: the module it already was
-                more = self._constructions(value, scope, depth + 1)  # another name for the same module
+                # another name for the same module, read where it is bound (`self.model = model` in
+                # `__init__`: its parameter)
+                more = self._constructions(value, self.index.scope_at(value), depth + 1)
                 if more is None:
                     return None
                 found += more
@@ -1030,6 +1055,21 @@ class ModeModel:
             found.append((value, self.index.scope_at(value)))
         return found
 
+    def _class_builds(self, init: FunctionInfo) -> list:
+        """The same-file constructions `Name(...)` of the class whose `__init__` is `init`, as call
+        sites of it (what each passes is what `__init__` is handed)."""
+        owner = init.scope.parent
+        if init.class_name is None or owner is None or owner.parent is None:
+            return []
+        found = []
+        for site in self.index.calls:
+            func = site.node.func
+            if isinstance(func, cst.Name) and func.value == init.class_name:
+                bindings = site.scope.lookup(func.value)
+                if bindings and all(b.kind == "class" and b.node is owner.node for b in bindings):
+                    found.append(site)
+        return found
+
     def _member_constructions(self, expr: cst.Attribute, scope: Scope, depth: int) -> list | None:
         """`net.network` where every binding of `net` builds an instance of a class of this file
         (`net = Policy()`): what the class's methods (or its same-file bases') assign to
@@ -1043,8 +1083,15 @@ class ModeModel:
         if not owners:
             return None
         found: list = []
-        for call, _ in owners:
+        for call, call_scope in owners:
             func = call.func if isinstance(call, cst.Call) else None
+            member = _module_dict_member(self.index, call, call_scope, attr)
+            if member is not None:  # `nn.ModuleDict({"encoder": ..., ...}).encoder`
+                more = self._constructions_of_value(member, depth)
+                if more is None:
+                    return None
+                found += more
+                continue
             if not (isinstance(func, cst.Name) and func.value in self.index.classes):
                 return None
             values = self._class_attribute_values(func.value, attr)
@@ -1600,6 +1647,24 @@ def _binds(statement: cst.CSTNode, name: str) -> bool:
 _GRAD_OFF_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
 #: words of a file whose code can compute gradients (`FunctionSummary.differentiates`)
 _GRAD_USE_WORDS = ("autograd", "backward", "requires_grad", "enable_grad", "functorch", "torch.func")
+
+
+def _module_dict_member(index, call, scope: Scope, key: str) -> cst.BaseExpression | None:
+    """The value `nn.ModuleDict({"key": value, ...})` or `nn.ModuleDict(dict(key=value, ...))`
+    holds under `key` (what `.key` of it is), when the call spells it out."""
+    if not isinstance(call, cst.Call) or index.resolve(call.func, scope) != "torch.nn.ModuleDict" or not call.args:
+        return None
+    arg = call.args[0].value
+    if isinstance(arg, cst.Dict):
+        for element in arg.elements:
+            if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString) \
+                    and element.key.evaluated_value == key:
+                return element.value
+    elif isinstance(arg, cst.Call) and isinstance(arg.func, cst.Name) and arg.func.value == "dict":
+        for inner in arg.args:
+            if inner.keyword is not None and inner.keyword.value == key:
+                return inner.value
+    return None
 
 
 def _pytest_call(path: str, call) -> bool:
