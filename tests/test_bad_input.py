@@ -453,3 +453,29 @@ def test_deep_nesting_in_a_file_no_rule_reads_is_not_reported(fresh_recursion_li
     read = "import torch\nx = torch.load(a" + ".b" * (MAX_DEPTH + 100) + ")\n"  # TL401 reads this one
     [finding] = lint_source(read, "load.py", ALL).findings
     assert (finding.code, finding.message) == ("TL000", TOO_DEEP)
+
+
+#: valid Python that LibCST's parser reads but whose tree it will not build (`CSTValidationError`:
+#: it wants a space before `for` after a parenthesised element); met in a real repository
+LIBCST_REFUSES = ("import torch\n\n\ndef grey(samples):\n"
+                  "    return [(x.repeat(1, 3, 1, 1) if x.shape[1] == 1 else x)for x in samples]\n\n\n"
+                  "for epoch in range(3):\n    model.eval()\n    print(model(x))\n")
+
+
+def test_valid_python_libcst_will_not_build_is_a_skipped_file_not_a_crash(project, run):
+    compile(LIBCST_REFUSES, "refused.py", "exec")  # Python's own parser and compiler accept it
+    (project / "refused.py").write_text(LIBCST_REFUSES)
+    result = run("check", "--select", "ALL", "--no-cache", "--format", "json", "bad.py", "refused.py")
+    assert result.exit_code == 2  # a file that could not be checked, as any skipped file
+    findings = json.loads(result.stdout)["findings"]
+    assert [f["path"] for f in findings] == ["bad.py"] and findings[0]["line"] == BAD_LINE
+    assert "skipped refused.py: LibCST cannot build a tree of it, though Python parses it" in result.stderr
+    accepted = run("check", "--select", "ALL", "--no-cache", "--allow-skipped", "refused.py")
+    assert accepted.exit_code == 0 and "trainlint: warning: skipped refused.py" in accepted.stderr
+    # as an imported project file (its summary), and through the language server's parser
+    (project / "user.py").write_text("import refused\n\nrefused.grey([])\n")
+    assert run("check", "--select", "ALL", "--no-cache", "user.py").exit_code == 0
+    from trainlint.incremental import DocumentParser
+
+    assert lint_source(LIBCST_REFUSES, "refused.py", ALL, parser=DocumentParser()).skipped.startswith(
+        "skipped refused.py: LibCST cannot build a tree of it")

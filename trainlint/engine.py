@@ -21,7 +21,7 @@ from trainlint.cache import ResultCache, _code_fingerprint
 from trainlint.finding import PROVEN, UNKNOWN, Edit, Evidence, FileResult, Finding, Fix, Severity
 from trainlint.gate import RuleHead
 from trainlint.notebook import Notebook, NotebookError, is_notebook, notebook_error, read_notebook
-from trainlint.parsing import Parser, _syntax_error, decode_source, normalize_identifiers
+from trainlint.parsing import LibCSTRefused, Parser, _syntax_error, decode_source, normalize_identifiers
 from trainlint.positions import split_lines
 from trainlint.reader.files import SkippedFile, UnreadableFile, read_source
 from trainlint.rules import heads, load
@@ -207,7 +207,11 @@ def _check_text(source: str, path: str, settings: Settings, project: Project | N
     if summary is not None and summary.index is not None:
         module, error = summary.index.module, None  # parsed already, when a file importing it was checked
     else:
-        module, error = parser.libcst_module(source, path, problem)
+        try:
+            module, error = parser.libcst_module(source, path, problem)
+        except LibCSTRefused as refused:
+            result.skipped, result.checked = str(refused), False
+            return result
     if error is not None:
         if SYNTAX_ERROR_CODE in codes:
             result.findings.append(error)

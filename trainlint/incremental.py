@@ -112,7 +112,7 @@ class DocumentParser(Parser):
         if text not in self._pieces:
             try:
                 module = cst.parse_module(text)
-            except (cst.ParserSyntaxError, RecursionError, MemoryError):
+            except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError, MemoryError):
                 self._pieces[text] = None
             else:
                 # LibCST drops blank lines before an indented comment at the end of a source:

@@ -164,12 +164,24 @@ def normalize_identifiers(source: str) -> tuple[str, ColumnMap | None]:
     return "".join(lines), (ColumnMap(moved) if moved else None)
 
 
+class LibCSTRefused(Exception):
+    """LibCST's parser accepted the source but would not build its tree (a node's own check,
+    `CSTValidationError`: `[(x)for x in y]` is valid Python, yet LibCST wants a space before
+    `for`). The file cannot be checked: the engine says it was skipped, with this message."""
+
+
 def _parse(source: str, path: str, problem: guard.Problem | None) -> tuple[cst.Module | None, Finding | None]:
     """LibCST's tree; `problem` is CPython's objection, if any, reported if LibCST agrees."""
     import libcst as cst
 
     try:
         return cst.parse_module(source), None
+    except cst.CSTValidationError as err:
+        if problem is not None:  # Python refuses it too: its own message says where
+            return None, _syntax_error(path, problem.line, problem.column, problem.message, source,
+                                       problem.end_column)
+        raise LibCSTRefused(f"skipped {path}: LibCST cannot build a tree of it, though Python parses it "
+                            f"({err}); no rule ran on it") from None
     except cst.ParserSyntaxError as err:
         # CPython's own message ("'(' was never closed", "Missing parentheses in call to 'print'")
         # says more than LibCST's token list, and points where the user expects.

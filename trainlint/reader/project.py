@@ -172,7 +172,7 @@ def _bound_names_libcst(source: str, path: str) -> set[str]:
         sys.setrecursionlimit(guard.RECURSION_LIMIT)
     try:
         module = cst.parse_module(source)
-    except (cst.ParserSyntaxError, RecursionError, ValueError, MemoryError):
+    except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError, ValueError, MemoryError):
         return set()
     found = set()
 
@@ -847,7 +847,7 @@ def tree_of(text: str, path: str) -> cst.Module | None:
         sys.setrecursionlimit(guard.RECURSION_LIMIT)
     try:
         return cst.parse_module(text)
-    except (cst.ParserSyntaxError, RecursionError, ValueError, MemoryError):
+    except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError, ValueError, MemoryError):
         return None
 
 
