@@ -1261,13 +1261,13 @@ class NoGradEvalInTrainMode(Rule):
                                 "call" if off is None or not hasattr(off, "decorator") else "decorator"),
                         mode_fact_premise(ctx, training[0], key, forward.call),
                         premise(f"no `{key}.eval()` runs between that and this forward", forward.call, "use"),
-                        evaluation_premise(ctx, model, forward, region),
-                        self._mode_premise(ctx, key, dependence, built, forward.call)]
+                        evaluation_premise(ctx, model, forward, region)]
             if asked is not None:
                 evidence.append(unknown(
                     f"eval mode gives this pass what it asks `{key}` for: `{key}` may be `{asked[1]}` (what it "
                     "is built as depends on the run), whose forward hands these targets to a torchvision "
                     "detection model, which returns its losses only in train mode", forward.call, "construction"))
+            evidence.append(self._mode_premise(ctx, key, dependence, built, forward.call))
             yield self.report(forward.call, self._message(ctx, forward, training[0]), evidence=evidence)
 
     @staticmethod
