@@ -503,5 +503,13 @@ def test_a_counter_in_the_file_name_passed_to_an_atomic_save_helper_is_saved():
         "                    os.path.join(out, f\"ckpt_{epoch}.pt\"))\n"
     )
     assert [f.line for f in lint()(source).findings if f.code == "TL404"] == []
-    unnamed = source.replace("f\"ckpt_{epoch}.pt\"", "\"ckpt.pt\"")
+    # a resume reads the file back: a resume point, and the epoch is then missing
+    unnamed = source.replace("f\"ckpt_{epoch}.pt\"", "\"ckpt.pt\"") + (
+        "\n\n"
+        "def resume(model, optimizer, loader, epochs, out):\n"
+        "    state = torch.load(os.path.join(out, \"ckpt.pt\"))\n"
+        "    model.load_state_dict(state[\"model\"])\n"
+        "    optimizer.load_state_dict(state[\"optimizer\"])\n"
+        "    train(model, optimizer, loader, epochs, out)\n"
+    )
     assert [f.line for f in lint()(unnamed).findings if f.code == "TL404"] == [20]

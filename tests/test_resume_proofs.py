@@ -124,17 +124,24 @@ class Runner:
         torch.save({"epoch": epoch, "net": self.net.state_dict()}, os.path.join(folder, "net", "last.pt"))
         torch.save({"epoch": epoch, "opt": self.opt.state_dict()}, os.path.join(folder, "opt", "last.pt"))
 {decay}
+
+    def load(self, folder):
+        self.net.load_state_dict(torch.load(os.path.join(folder, "net", "last.pt"))["net"])
+        self.opt.load_state_dict(torch.load(os.path.join(folder, "opt", "last.pt"))["opt"])
+{load_decay}
 """
 
 
-@pytest.mark.parametrize("decay,expected", [
+@pytest.mark.parametrize("decay,load_decay,expected", [
     # each object in a file of its own, each stamped with the epoch: together they hold everything
     ('        torch.save({"epoch": epoch, "decay": self.decay.state_dict()}, os.path.join(folder, "d", "last.pt"))',
-     []),
+     '        self.decay.load_state_dict(torch.load(os.path.join(folder, "d", "last.pt"))["decay"])', []),
     # the look-alike: the shared epoch does not hide that no file holds the scheduler
-    ('', [14, 15]),
+    ('', '', [14, 15]),
 ])
-def test_files_of_one_checkpoint_may_each_carry_the_step_counter(tmp_path, decay, expected):
-    findings = _check(tmp_path, {"runner.py": RUNNER.replace("{decay}", decay)}, "runner.py")
+def test_files_of_one_checkpoint_may_each_carry_the_step_counter(tmp_path, decay, load_decay, expected):
+    # `load` reads the files back: a resume reads this checkpoint
+    runner = RUNNER.replace("{decay}", decay).replace("{load_decay}", load_decay)
+    findings = _check(tmp_path, {"runner.py": runner}, "runner.py")
     assert [f.line for f in findings] == expected
     assert all("`self.decay`" in f.message for f in findings)

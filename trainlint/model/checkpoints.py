@@ -446,6 +446,16 @@ def _written_path_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple[str, str]]]:
             yield save.node, (model.text(node), shown)
 
 
+def _shown_load(model, node: cst.Call) -> str:
+    """A load as a message shows it: the call with its first argument (`torch.load(args.resume,
+    ...)`). Its other arguments are left out: a file fact holds this text, and an edit of
+    `weights_only=` or `map_location=` changes nothing a save's verdict reads, so the language
+    server can still check the edited definition alone."""
+    args = list(node.args)
+    shown = model.text(node.func) + "(" + (model.text(args[0].value) if args else "")
+    return " ".join((shown + (", ...)" if len(args) > 1 else ")")).split())[:80]
+
+
 @file_fact("checkpoints.resume_reads")
 def _resume_read_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple]]:
     """For each load: (path texts, file names its path spells out, keys read from its result,
@@ -469,7 +479,21 @@ def _resume_read_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple]]:
                                  and (key := string_value(node.slice[0].slice.value)) is not None)
         yield site.node, (model._load_sources(site), path_literals(args[0].value, site.scope), keys, required,
                           model._training_follows(site.node), constant_path(args[0].value, site.scope),
-                          " ".join(model.text(site.node).split())[:80])
+                          _shown_load(model, site.node))
+
+
+@file_fact("checkpoints.in_place_reads")
+def _in_place_read_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple]]:
+    """For each load into the dict it is handed (`dcp.load(state, checkpoint_id=...)`): (its
+    path's text, the file names it spells out, its code): a resume that reads back what a
+    framework's save of the same path writes (TL404). A bare parameter is left out: two
+    functions' `path` parameters are the same text, not the same path."""
+    model = ctx.model(checkpoint_model)
+    for load in model.in_place_loads:
+        if load.dest is None or model.is_param(load.dest, load.scope):
+            continue
+        yield load.node, (model.text(load.dest), path_literals(load.dest, load.scope),
+                          _shown_load(model, load.node))
 
 
 @file_fact("checkpoints.restored_counters")
@@ -492,7 +516,7 @@ def _restored_counter_facts(ctx) -> Iterator[tuple[cst.CSTNode, tuple]]:
         if key is not None:
             args = positional_args(site.node)
             yield site.node, (frozenset({key}), constant_path(args[0].value, site.scope) if args else None,
-                              " ".join(model.text(site.node).split())[:80])
+                              _shown_load(model, site.node))
 
 
 @file_fact("checkpoints.read_back")

@@ -254,13 +254,9 @@ class ResumeCheckpoints:
             if self._scratch_file(save):
                 continue
             # a checkpoint of the weights alone, a resume point only by its file's name, or of the
-            # weights with their epoch (what a best-model export or a final artefact holds too):
-            # that a resume reads it back must be shown. Optimizer state saved beside the weights
-            # (its value a state, not only its key's name) is kept for nothing but a resume.
-            if "optimizer" in kinds and (content is None or self._optimizer_saved_beside(save)
-                                         or self._optimizer_state_held(content)):
-                read_back = None
-            elif kinds & {"optimizer", "step"}:
+            # weights with their epoch or their optimizer's state (what a best-model snapshot or a
+            # final artefact holds too): that a resume reads it back must be shown.
+            if kinds & {"optimizer", "step"}:
                 read_back = self._resume_evidence(save, content)
             else:
                 read_back = self._read_back(save, content)
@@ -398,8 +394,10 @@ class ResumeCheckpoints:
         saved_keys = frozenset(content.keys()) if content is not None else frozenset()
         shown = save.dest if save.dest is not None else save.node
         constants = self._constant_paths(save)
-        # the file's loads, from any of its definitions (a file fact: the language server checks
-        # an edited definition with the rest's values)
+        # the file's loads, from any of its definitions (file facts: the language server checks
+        # an edited definition with the rest's values; both gathered whatever the answer, so that
+        # a slice gathers the facts the whole file's check did)
+        in_place = file_facts.values(self.ctx, "checkpoints.in_place_reads")
         for sources, literals, keys, required, trains_after, constant, load in file_facts.values(
                 self.ctx, "checkpoints.resume_reads"):
             if sources & written or names & literals:
@@ -415,6 +413,12 @@ class ResumeCheckpoints:
                     not self._other_file(constant, constants):
                 return premise(f"a load of this file (`{load}`) reads every key this save writes "
                                f"({', '.join(sorted(saved_keys))}) and training goes on after it", shown, "use")
+        # a load into the dict it is handed (`dcp.load(state, checkpoint_id=...)`) of the same path
+        for source, literals, load in in_place:
+            if source in written or names & literals:
+                what = f"`{sorted(names & literals)[0]}`" if names & literals else f"`{source[:60]}`"
+                return premise(f"a load of this file (`{load}`) reads {what} back: a resume reads this checkpoint",
+                               shown, "use")
         function = save.site.function
         linker = self.index.linker
         if names and function is not None and function.class_name is None and linker is not None \
@@ -445,46 +449,14 @@ class ResumeCheckpoints:
         another file, whatever keys the two share."""
         return load is not None and saved is not None and load not in saved
 
-    def _optimizer_saved_beside(self, save: Save) -> bool:
-        """Another save of the function writes optimizer state (one file per object)."""
-        own = self.object_kinds(save) or set()
-        _, saved = self._save_groups().get((save.site.function, id(save.scope)), (0, []))
-        return sum("optimizer" in kinds for kinds, _ in saved) > ("optimizer" in own)
-
-    def _optimizer_state_held(self, content, depth: int = 0) -> bool:
-        """The saved dict holds an optimizer's state by its value: a value the roles model takes for
-        an optimizer's state (`opt.state_dict()`), or under a key that names an optimizer a value
-        that can be one: a `...state_dict()`/`get_state()` call, a name or attribute (what a helper
-        was handed). A key named "optimizer" holding a summary (`payload["optimizer"]`, a plain
-        helper's result, a literal) holds no state: the dict is no resume point for that."""
-        for key, value, scope in content.items:
-            if "optimizer" in self.value_kinds(value, scope):
-                return True
-            if key is not None and "optimizer" in self._key_kinds(key):
-                held = self.value_of(value, scope) if isinstance(value, cst.Name) else value
-                if isinstance(value, (cst.Name, cst.Attribute)) and (held is None or held is value):
-                    return True
-                if isinstance(held, cst.Call):
-                    func = held.func
-                    last = func.attr.value if isinstance(func, cst.Attribute) else \
-                        func.value if isinstance(func, cst.Name) else ""
-                    if re.search(r"state", last, re.I):
-                        return True
-                elif isinstance(held, (cst.Name, cst.Attribute)):
-                    return True
-            if depth < 3 and isinstance(value, (cst.Dict, cst.Call, cst.Name)):
-                nested = self.saved_dict(value, scope, 1)
-                if nested is not None and self._optimizer_state_held(nested, depth + 1):
-                    return True
-        return False
-
     def _resume_evidence(self, save: Save, content) -> Premise:
-        """That a resume reads back a checkpoint of the weights with their step/epoch (and no
-        optimizer state): a load of this file reads its path back (`_read_back`), or a load of
+        """That a resume reads back a checkpoint of the weights with their step/epoch or their
+        optimizer's state: a load of this file reads its path back (`_read_back`), or a load of
         this file keeps a step/epoch key this save writes (`start_epoch = ckpt["epoch"] + 1`,
         `self.epochs_run = snap["EPOCHS_RUN"]`: the run goes on from the saved position). Unknown
-        otherwise: the weights with the epoch they were reached at are what a best-model export or
-        a run's final artefact holds too, and nothing then resumes from them."""
+        otherwise: the weights with the epoch they were reached at, or with the optimizer's state, are
+        what a best-model snapshot or a run's final artefact holds too, and nothing then resumes
+        from them."""
         found = self._read_back(save, content)
         if found.proven:
             return found
@@ -509,8 +481,8 @@ class ResumeCheckpoints:
         if started is not None:
             return started
         return unknown("a resume reads this checkpoint back: no load of the project reads its path or keeps "
-                       "a step/epoch key it writes (the weights with the epoch they were reached at are "
-                       "also what a best-model export or a final artefact holds)",
+                       "a step/epoch key it writes (the weights with their epoch or their optimizer's state are "
+                       "also what a best-model snapshot or a final artefact holds)",
                        save.dest if save.dest is not None else save.node, "use")
 
     def _loop_from_start(self, save: Save, content) -> Premise | None:
