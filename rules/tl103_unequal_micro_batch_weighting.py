@@ -17,7 +17,7 @@ from trainlint.rule import Rule, bad, good
 from trainlint.model.dataflow import dataflow
 from trainlint.model.training import training_model
 from trainlint.model.shipped import k_condition
-from trainlint.model.premises import premise
+from trainlint.model.premises import premise, unknown
 from trainlint.model.proofs import accumulation_premises, loop_premises, role_premise, training_premises
 
 
@@ -37,11 +37,17 @@ class UnequalMicroBatchWeighting(Rule):
         when the micro-batches of one window can hold different numbers of examples or tokens:
 
         - a token-level loss with padding (`ignore_index`, a loss normalised by a mask count, or a
-          language model's own `outputs.loss` in a file that marks padding with -100 or builds a
-          causal/seq2seq/masked LM): valid-token counts differ in every window;
+          language model's own `outputs.loss` in a file whose code masks label positions: the
+          integer -100 written into a value or compared with labels, an `ignore_index` a label can
+          hold, a collator that pads labels with -100): valid-token counts differ in every window.
+          A causal/seq2seq/masked LM class name alone does not prove it (its labels may be its
+          input ids padded to a fixed length, every position counted): that premise is unknown
+          and required, reported only with `--include-unproven`;
         - micro-batches taken from a list or window of batches whose sizes are not fixed;
         - a `DataLoader` without `drop_last=True`: the last micro-batch of an epoch can be short,
-          so the last window of each epoch is misweighted.
+          so the last window of each epoch is misweighted (not when every batch holds one example,
+          `batch_size` 1, or the dataset is a literal list a literal batch size divides:
+          `DataLoader([graph])` gives one full batch per epoch).
 
         Equal micro-batches (a loader with `drop_last=True`, fixed-size sampling such as
         `get_batch`, per-example losses) make `loss / K` exact and are not flagged. An
@@ -575,6 +581,107 @@ class UnequalMicroBatchWeighting(Rule):
             line=11,
             title="the collator's labels mask the padding: valid-token counts differ",
         ),
+        good(
+            """
+            from torch.utils.data import DataLoader
+            from transformers import AutoModelForSequenceClassification
+
+
+            def finetune(train_set, optimizer, accum, name):
+                model = AutoModelForSequenceClassification.from_pretrained(name)
+                loader = DataLoader(train_set, batch_size=16, drop_last=True)
+                best_score = -100.0
+                for i, batch in enumerate(loader):
+                    loss = model(**batch).loss
+                    (loss / accum).backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                return best_score
+            """,
+            title="a -100 that is a score, never a label: one label per example, equal batches",
+        ),
+        good(
+            """
+            from torch.utils.data import DataLoader
+            from transformers import AutoModelForCausalLM
+
+
+            def tune(encoded, optimizer, accum, name):
+                model = AutoModelForCausalLM.from_pretrained(name)
+                loader = DataLoader(encoded, batch_size=4, drop_last=True)
+                for i, batch in enumerate(loader):
+                    ids = batch["input_ids"]  # every text padded to the same max_length
+                    out = model(input_ids=ids, attention_mask=batch["attention_mask"], labels=ids.clone())
+                    (out.loss / accum).backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            title="a causal LM whose labels nothing masks: every micro-batch averages the same token count",
+        ),
+        bad(
+            """
+            from torch.utils.data import DataLoader
+            from transformers import AutoModelForCausalLM
+
+
+            def pad_batch(rows, pad_id):
+                width = max(len(r["ids"]) for r in rows)
+                ids = [r["ids"] + [pad_id] * (width - len(r["ids"])) for r in rows]
+                labels = [[-100] * r["prompt_len"] + r["ids"][r["prompt_len"]:] + [-100] * (width - len(r["ids"]))
+                          for r in rows]
+                return ids, labels
+
+
+            def tune(rows, optimizer, accum, name):
+                model = AutoModelForCausalLM.from_pretrained(name)
+                loader = DataLoader(rows, batch_size=4, drop_last=True, collate_fn=lambda b: pad_batch(b, 0))
+                for i, (ids, labels) in enumerate(loader):
+                    out = model(input_ids=ids, labels=labels)
+                    (out.loss / accum).backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            line=18,
+            title="prompt tokens and per-batch padding labelled -100: the valid-token counts differ",
+        ),
+        good(
+            """
+            from torch_geometric.loader import DataLoader
+
+
+            def fit(graph, model, optimizer, accum, epochs, batch_size):
+                loader = DataLoader([graph], batch_size=batch_size, shuffle=True)
+                for epoch in range(epochs):
+                    for i, batch in enumerate(loader):
+                        loss = model(batch).mean()
+                        (loss / accum).backward()
+                        if (i + 1) % accum == 0:
+                            optimizer.step()
+                            optimizer.zero_grad()
+            """,
+            title="a loader over a one-element list: one full batch per epoch, never a short one",
+        ),
+        bad(
+            """
+            from torch_geometric.loader import DataLoader
+
+
+            def fit(graphs, model, optimizer, accum, epochs, batch_size):
+                loader = DataLoader(graphs, batch_size=batch_size, shuffle=True)
+                for epoch in range(epochs):
+                    for i, batch in enumerate(loader):
+                        loss = model(batch).mean()
+                        (loss / accum).backward()
+                        if (i + 1) % accum == 0:
+                            optimizer.step()
+                            optimizer.zero_grad()
+            """,
+            line=9,
+            title="a loader over a dataset of any length without drop_last: the last batch can be short",
+        ),
     )
 
     def check(self, ctx):
@@ -608,9 +715,10 @@ class UnequalMicroBatchWeighting(Rule):
                 trace = tracer.trace(backward.loss, ref.scope, ref.via)
                 if trace.k_division is None or trace.k_numerator != MEAN or id(trace.k_division) in reported:
                     continue
-                why = self.why_unequal(ctx, tracer, trace)
-                if why is None:
+                found = self.unequal_reason(ctx, tracer, trace)
+                if found is None:
                     continue
+                why, proven = found
                 reported.add(id(trace.k_division))
                 node = trace.k_division
                 if isinstance(node, cst.BinaryOperation):
@@ -623,8 +731,8 @@ class UnequalMicroBatchWeighting(Rule):
                     evidence=[*accumulation_premises(ctx, loop),
                               premise(f"`{division}` divides a per-micro-batch mean by a constant count",
                                       trace.k_division, "use"),
-                              premise(f"micro-batches of one window can differ in size: {why}", backward.loss,
-                                      "use")])
+                              (premise if proven else unknown)(
+                                  f"micro-batches of one window can differ in size: {why}", backward.loss, "use")])
 
     def _fixed_window_divisions(self, ctx):
         """`loss / self.args.gradient_accumulation_steps` in a framework train hook that names the
@@ -663,12 +771,26 @@ class UnequalMicroBatchWeighting(Rule):
                                           "window's size", node, "use")])
 
     def why_unequal(self, ctx, tracer: LossTracer, trace: Trace) -> str | None:
-        """Why a mean loss divided by K misweights this loop's micro-batches, or None (TL102's
+        """Why a mean loss divided by K misweights this loop's micro-batches (proven), or None (TL102's
         fix asks too: its `/ K` leaves this finding where there is a reason)."""
+        found = self.unequal_reason(ctx, tracer, trace)
+        return found[0] if found is not None and found[1] else None
+
+    def unequal_reason(self, ctx, tracer: LossTracer, trace: Trace) -> tuple[str, bool] | None:
+        """(why the micro-batches' counts can differ, whether the code proves it), or None. A model's
+        own loss is a mean over a varying valid-token count only when something masks label positions
+        (an `ignore_index` a label can hold, -100 written, a masking collator); a language model's
+        class name alone leaves that unknown."""
         if trace.token_level:
             return (f"this is a token-level loss (`{trace.token_level}`) whose valid-token count differs "
-                    "between micro-batches: every window is misweighted")
+                    "between micro-batches: every window is misweighted"), True
+        unproven = None
         evidence = tracer.file_token_evidence()
+        if evidence:
+            masked = tracer.file_label_masking()
+            if masked is None:
+                unproven = evidence
+            evidence = masked
         models = [p for p in trace.producers if _is_model_loss(p) or _model_called_with_targets(ctx, p)]
         if evidence and models and all(isinstance(p, cst.Call) and tracer.own_module(p) for p in models):
             # a module class of this file computes the loss: `transformers` names elsewhere in the
@@ -681,7 +803,17 @@ class UnequalMicroBatchWeighting(Rule):
             evidence = None
         if evidence and models:
             return (f"the model's loss is a mean over valid tokens (the file uses `{evidence}`), and the "
-                    "valid-token count differs between micro-batches: every window is misweighted")
+                    "valid-token count differs between micro-batches: every window is misweighted"), True
+        proven = self._proven_unequal(ctx, tracer, trace)
+        if proven is not None:
+            return proven, True
+        if unproven and models and not all(_labels_are_inputs(p) for p in models):
+            return (f"the model's loss may be a mean over valid tokens (the file's text names `{unproven}`), "
+                    "though no code of it masks a label position (no `ignore_index` a label can hold, "
+                    "no -100 written or compared, no masking collator)"), False
+        return None
+
+    def _proven_unequal(self, ctx, tracer: LossTracer, trace: Trace) -> str | None:
         guard = tracer.loop.guard
         # the guard read through the assignment that stores it (`do_step = (i + 1) % K == 0 or last`)
         flush = _flush_disjunct(tracer.model.stored_test(guard.condition)[0]) \
@@ -699,9 +831,30 @@ class UnequalMicroBatchWeighting(Rule):
             if drop_last is None or (isinstance(drop_last.value, cst.Name) and drop_last.value.value == "False"):
                 if keyword_arg(loader, "batch_sampler") is not None or any(a.star for a in loader.args):
                     return None
+                if _batches_all_full(loader):
+                    return None
                 return (f"`{loader_text}` has no `drop_last=True`, so the last micro-batch of an epoch can be "
                         "short: the last window of each epoch is misweighted")
         return None
+
+
+def _batches_all_full(loader: cst.Call) -> bool:
+    """Every batch the loader gives holds the same number of examples, whatever the rest: one
+    example per batch (`batch_size` 1, the default), or a dataset written out as a list/tuple of n
+    elements that a literal batch size divides (`DataLoader([graph])`: one batch, every epoch)."""
+    size_arg = keyword_arg(loader, "batch_size")
+    if size_arg is None and len(positional_args(loader)) >= 2:
+        size_arg = positional_args(loader)[1]
+    size = _int_literal(size_arg.value) if size_arg is not None else 1
+    if size == 1:
+        return True
+    args = positional_args(loader)
+    data = args[0].value if args else getattr(keyword_arg(loader, "dataset"), "value", None)
+    if isinstance(data, (cst.List, cst.Tuple)) and data.elements and \
+            not any(isinstance(e, (cst.StarredElement,)) for e in data.elements):
+        n = len(data.elements)
+        return n == 1 or (size is not None and size > 0 and n % size == 0)
+    return False
 
 
 def _runs_backward(function: cst.FunctionDef) -> bool:

@@ -777,6 +777,13 @@ class LossTracer:
     def file_token_evidence(self) -> str | None:
         return self.ctx.model(_file_token_evidence)  # once per file, not once per loop
 
+    def file_label_masking(self) -> str | None:
+        """What in the file masks label positions out of a model's loss (a fact, not a name): an
+        `ignore_index` a label can hold, the integer -100 put into a value (`labels[pad] = -100`,
+        `t if t != pad else -100`, `label_pad_token_id=-100`; compared with, `labels == -100`: the labels
+        it reads hold it), or a collator that writes it."""
+        return self.ctx.model(_file_label_masking)
+
     def file_masks_labels(self) -> bool:
         """The file passes `ignore_index` to a loss and a label can hold its value."""
         return "ignore_index" in self.ctx.document and self.ctx.model(_ignored_labels_possible)
@@ -885,6 +892,42 @@ def _file_token_evidence(ctx) -> str | None:
     if all(word == "ignore_index" for word in found) and not _ignored_labels_possible(ctx):
         return None  # `ignore_index=-1` as a loss's default, and nothing in the file ever writes -1
     return found[0]
+
+
+# `transformers` collators that pad (or mask) the labels with -100 unless told otherwise
+_MASKING_COLLATORS = frozenset({"DataCollatorForSeq2Seq", "DataCollatorForLanguageModeling",
+                                "DataCollatorForTokenClassification", "DataCollatorForWholeWordMask",
+                                "DataCollatorForCompletionOnlyLM"})
+
+
+def _file_label_masking(ctx) -> str | None:
+    if "ignore_index" in ctx.document and _ignored_labels_possible(ctx) and any(
+            kind == "ignore" for kind, _ in file_facts.values(ctx, "accumulation.label_values")):
+        return "ignore_index"
+    scalars: set[int] = set()  # `best_acc = -100`: a number stored in a variable, no label
+    constants: set[str] = set()  # `IGNORE_INDEX = -100`: written into labels where it is used
+    for node in walk(ctx.module):
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else \
+            [node.target] if isinstance(node, cst.AnnAssign) else []
+        if targets and node.value is not None and all(isinstance(t, (cst.Name, cst.Attribute)) for t in targets):
+            scalars.add(id(node.value))
+            scalars.update(id(t) for t in targets)
+            if _int_literal(node.value) == -100:
+                constants.update(t.value for t in targets if isinstance(t, cst.Name))
+        elif isinstance(node, cst.Param) and node.default is not None:
+            scalars.add(id(node.default))
+        elif isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value == "ignore_index":
+            scalars.add(id(node.value))  # read by the loss: proves nothing unless a label holds it
+    for node in walk(ctx.module):
+        if isinstance(node, cst.Call):
+            tail = node.func.attr.value if isinstance(node.func, cst.Attribute) else \
+                node.func.value if isinstance(node.func, cst.Name) else ""
+            if tail in _MASKING_COLLATORS:
+                return tail
+        elif id(node) not in scalars and (_int_literal(node) == -100 or
+                                          (isinstance(node, cst.Name) and node.value in constants)):
+            return "-100"
+    return None
 
 
 _FILLING_CALLS = {"masked_fill", "masked_fill_", "fill_", "full", "full_like", "new_full", "where", "pad",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from trainlint.model import frameworks
-from trainlint.model.index import FileIndex, Scope, dotted_name, iter_children, positional_args, unpacked_position, walk
+from trainlint.model.index import FileIndex, Scope, dotted_name, iter_children, keyword_arg, positional_args, unpacked_position, walk
 
 OPTIMIZER, SCHEDULER, SCALER, MODEL, LOADER, ACCELERATOR = (
     "optimizer", "scheduler", "scaler", "model", "loader", "accelerator")
@@ -177,6 +177,18 @@ def role_of_callee(qualname: str | None) -> str | None:
     if qualname.startswith(("transformers.", "diffusers.")) and "Model" in last or last.startswith("AutoModel"):
         return MODEL
     return None
+
+
+def _scheduler_by_name_only(qualname: str | None) -> bool:
+    """`role_of_callee` says scheduler from the class name's ending alone (no constructor entry, no
+    schedule factory): a library's `*Scheduler` is an LR scheduler only if it drives an optimizer."""
+    if not qualname:
+        return False
+    last = qualname.rsplit(".", 1)[-1]
+    if any(qualname == p or (p.endswith(".") and qualname.startswith(p)) or qualname.startswith(p + ".")
+           for p, _ in _CONSTRUCTORS):
+        return False
+    return last not in _FACTORY_NAMES and not _SCHEDULE_FACTORY.match(last)
 
 
 @dataclass(frozen=True)
@@ -447,6 +459,10 @@ class Roles:
                 return self._summary_role(summary, call) or self._from_returns(call, scope, depth, position=None)
         qualname = self.index.resolve(call.func, scope)
         role = role_of_callee(qualname)
+        if role == SCHEDULER and _scheduler_by_name_only(qualname) and not self._drives_optimizer(call, scope, depth):
+            # a library class whose name ends in `Scheduler`/`LR` but is handed no optimizer
+            # (diffusers' `DDPMScheduler(num_train_timesteps=1000)`: a noise schedule): no LR scheduler
+            role = None
         if role:
             return self._settle(role, "construction", call, f"built by `{qualname}(...)`")
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in _CONFIG_METHODS:
@@ -485,6 +501,16 @@ class Roles:
         file's or another's): the whole result, or the element at `position` of the tuple it returns."""
         summary = self.index.summary_of(call.func, scope, words)
         return self._summary_role(summary, call, position) if summary is not None else None
+
+    def _drives_optimizer(self, call: cst.Call, scope: Scope, depth: int) -> bool:
+        """The call is handed an optimizer (`optimizer=`, or a first argument that is one): what an
+        LR scheduler, which sets the learning rate of an optimizer's groups, is always given."""
+        handed = keyword_arg(call, "optimizer")
+        args = positional_args(call)
+        value = handed.value if handed is not None else args[0].value if args else None
+        if value is None:
+            return False
+        return self._infer(value, scope, depth + 1) == OPTIMIZER
 
     def _summary_role(self, summary, call: cst.Call, position: int | None = None) -> str | None:
         role = summary.produces if position is None else summary.produces_at(position)
