@@ -40,6 +40,12 @@ _TRAINER = """
                 if self.{counter} % 100 == 0:
                     torch.save({{"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                                 {saved}}}, "last.pt")
+
+        def resume(self):
+            state = torch.load("last.pt", map_location="cpu")
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.{counter} = state.get("{counter}", self.{counter})
     """
 
 

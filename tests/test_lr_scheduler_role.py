@@ -26,6 +26,14 @@ def train(model, loader, epochs):
             optimizer.zero_grad()
         torch.save({{"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}},
                    "last.pt")
+
+
+def resume(model, optimizer):
+    ckpt = torch.load("last.pt", map_location="cpu")
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    start_epoch = ckpt["epoch"] + 1
+    return start_epoch
 """
 
 

@@ -362,7 +362,7 @@ PROJECT_ONLY_FINDINGS = {
     # one file too: an object whose zero_grad() and step() are called acts as the optimizer)
     ("gan_bad", "train.py"): {(31, "TL303")},  # save_samples() in utils.py leaves netG in eval mode
     ("detector_bad", "main.py"): {(28, "TL404")},  # save_checkpoint() in utils/ saves this dict
-    ("resume_bad", "seg/main.py"): {(26, "TL404")},  # SegTrainer.state_dict() in trainer.py leaves out the scheduler
+    ("resume_bad", "seg/main.py"): {(31, "TL404")},  # SegTrainer.state_dict() in trainer.py leaves out the scheduler
     ("references_bad", "main.py"): {(46, "TL404")},  # save_on_master(*args, **kwargs) in utils/ forwards to torch.save
 }
 
@@ -822,6 +822,13 @@ EPOCH_HELPER = """
             optimizer.step()
         torch.save({"epoch": epoch + 1, "state_dict": model.state_dict(),
                     "optimizer": optimizer.state_dict()}, f"{out}/save_{epoch}.pth")
+
+    def resume(path, model, optimizer):
+        checkpoint = torch.load(path, map_location="cpu")
+        model.load_state_dict(checkpoint["state_dict"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        start_epoch = checkpoint["epoch"]
+        return start_epoch
     """
 
 
@@ -1325,6 +1332,12 @@ def test_a_counter_written_beside_the_checkpoint_by_a_helper_of_another_file(tmp
         def keep(model, optimizer, folder, global_step):
             torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, f"{folder}/state.pt")
             write_json({"global_step": global_step}, f"{folder}/progress.json")
+
+
+        def resume(model, optimizer, folder):
+            state = torch.load(f"{folder}/state.pt", map_location="cpu")
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
         """})
     assert "TL404" not in {code for _, code in _codes(lint_path(str(tmp_path / "keep.py"), ALL,
                                                                 project=Project(tmp_path)))}
@@ -2022,6 +2035,8 @@ def test_a_hook_loader_the_framework_never_asks_for_feeds_no_evaluation(tmp_path
 
 
 _SCHEDULE_TRAIN = """
+    import os
+
     import torch
     from schedules import get_beta_schedule
 
@@ -2031,7 +2046,13 @@ _SCHEDULE_TRAIN = """
     def train(model, loader):
         optimiser = torch.optim.Adam(model.parameters(), lr=1e-4)
         betas = get_beta_schedule(1000)
-        for epoch in range(100):
+        start_epoch = 0
+        if os.path.exists("last.pt"):
+            ckpt = torch.load("last.pt", map_location="cpu")
+            model.load_state_dict(ckpt["model"])
+            optimiser.load_state_dict(ckpt["optimizer"])
+            start_epoch = ckpt["epoch"] + 1
+        for epoch in range(start_epoch, 100):
             for x in loader:
                 loss = model(x, betas).mean()
                 loss.backward()
@@ -2845,6 +2866,14 @@ UNCALLED_SAVE_SCRIPT = """
 
     def keep(epoch):
         torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "epoch": epoch}, f"ep{epoch}.pt")
+
+
+    def restore(epoch):
+        ckpt = torch.load(f"ep{epoch}.pt", map_location="cpu")
+        net.load_state_dict(ckpt["net"])
+        opt.load_state_dict(ckpt["opt"])
+        start_epoch = ckpt["epoch"] + 1
+        return start_epoch
 
 
     def score(epoch):

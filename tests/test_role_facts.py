@@ -174,16 +174,23 @@ import torch
 import schedules
 
 
-def save_checkpoint(round_number, model, optimizer, path):
-    torch.save({"round": round_number, "model": model.state_dict(), "optimizer": optimizer.state_dict()}, path)
+def save_checkpoint(round_number, model, optimizer):
+    torch.save({"round": round_number, "model": model.state_dict(), "optimizer": optimizer.state_dict()},
+               "checkpoint.pt")
 
 
 def main(args, model, loader):
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     lr_schedule = schedules.get_round_lr_scheduler(args.rounds, args.kind{extra})
-    for round_number in range(args.rounds):
+    start = 0
+    if args.resume:
+        ckpt = torch.load("checkpoint.pt", map_location="cpu")
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        start = ckpt["round"] + 1
+    for round_number in range(start, args.rounds):
         train_round(model, optimizer, loader, lr_schedule)
-        save_checkpoint(round_number, model, optimizer, "checkpoint.pt")
+        save_checkpoint(round_number, model, optimizer)
 """
 
 
