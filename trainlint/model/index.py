@@ -221,6 +221,7 @@ class FileIndex:
         self._scope_by_place: list[Scope] = []
         self._function_by_place: list[FunctionInfo | None] = []
         self._callers: dict[cst.CSTNode, list[CallSite]] | None = None
+        self._class_calls: dict[str, list[CallSite]] | None = None
         self._functions_by_name: dict[str, list[FunctionInfo]] | None = None
         self._aliases: dict[str | None, list[str]] | None = None
         #: the file's view of its project (`trainlint.model.linker.Linker`), set by whoever knows it
@@ -704,6 +705,18 @@ class FileIndex:
                 if target is not None:
                     self._callers.setdefault(target.node, []).append(site)
         return self._callers.get(function.node, [])
+
+    def class_calls(self, class_name: str) -> list[CallSite]:
+        """The call sites `ClassName(...)` of the file for a class it defines, by the name spelled
+        (one pass, asked per class; a caller that needs the name bound to that very class checks
+        the site's scope)."""
+        if self._class_calls is None:
+            self._class_calls = {}
+            for site in self.calls:
+                func = site.node.func
+                if type(func) is cst.Name and func.value in self.classes:
+                    self._class_calls.setdefault(func.value, []).append(site)
+        return self._class_calls.get(class_name, [])
 
     @staticmethod
     def argument_for(call: cst.Call, function: FunctionInfo, param: str) -> cst.BaseExpression | None:

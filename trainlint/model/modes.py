@@ -1062,12 +1062,10 @@ class ModeModel:
         if init.class_name is None or owner is None or owner.parent is None:
             return []
         found = []
-        for site in self.index.calls:
-            func = site.node.func
-            if isinstance(func, cst.Name) and func.value == init.class_name:
-                bindings = site.scope.lookup(func.value)
-                if bindings and all(b.kind == "class" and b.node is owner.node for b in bindings):
-                    found.append(site)
+        for site in self.index.class_calls(init.class_name):
+            bindings = site.scope.lookup(init.class_name)
+            if bindings and all(b.kind == "class" and b.node is owner.node for b in bindings):
+                found.append(site)
         return found
 
     def _member_constructions(self, expr: cst.Attribute, scope: Scope, depth: int) -> list | None:

@@ -214,7 +214,6 @@ class Roles:
         self._cleared: dict[tuple[str, cst.CSTNode | None], set[str]] | None = None
         self._contexts: set | None = None  # `_accumulation_contexts`
         self._attributes: dict[tuple[cst.CSTNode | None, str], set[str]] | None = None
-        self._built: dict[str, list] | None = None  # `_constructions`
         #: why a role was given against what the name or class says: (expr, scope) -> a phrase
         self.evidence: dict[tuple[cst.CSTNode, Scope], str] = {}
         #: how each role `of` gave was established (`source`): (expr, scope) -> Source
@@ -702,7 +701,7 @@ class Roles:
             return None
         found: set[str | None] = set()
         proof: Source | None = None
-        for site in self._constructions().get(function.class_name, ()):
+        for site in self.index.class_calls(function.class_name):
             argument = self.index.argument_for(site.node, function, value.value)
             if argument is None:
                 return None
@@ -716,16 +715,6 @@ class Roles:
         role = found.pop()
         return self._settle(role, "argument", proof.node,
                             f"what the constructions of `{function.class_name}` pass for `{value.value}`: {proof.how}")
-
-    def _constructions(self) -> dict[str, list]:
-        """Class name -> the call sites `ClassName(...)` of the file (one pass, asked per attribute)."""
-        if self._built is None:
-            self._built = {}
-            for site in self.index.calls:
-                func = site.node.func
-                if type(func) is cst.Name and func.value in self.index.classes:
-                    self._built.setdefault(func.value, []).append(site)
-        return self._built
 
     def optimized_modules(self, expr: cst.BaseExpression, scope: Scope) -> set[str] | None:
         """The modules whose parameters an optimizer was built on (`Adam(netD.parameters())` ->
