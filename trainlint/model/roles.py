@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from trainlint.model import frameworks
-from trainlint.model.index import FileIndex, Scope, dotted_name, iter_children, keyword_arg, positional_args, unpacked_position, walk
+from trainlint.model.index import (FileIndex, Scope, dotted_name, iter_children, keyword_arg, positional_args,
+                                   unpacked_position, walk)
 
 OPTIMIZER, SCHEDULER, SCALER, MODEL, LOADER, ACCELERATOR = (
     "optimizer", "scheduler", "scaler", "model", "loader", "accelerator")
@@ -155,10 +156,22 @@ def role_from_name(name: str) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=4096)  # asked for every call of every model; a pure function of the name
 def role_of_callee(qualname: str | None) -> str | None:
+    return _callee_role(qualname)[0]
+
+
+def _scheduler_by_name_only(qualname: str | None) -> bool:
+    """`role_of_callee` says scheduler from the class name's ending alone (no constructor entry, no
+    schedule factory): a library's `*Scheduler` is an LR scheduler only if it drives an optimizer."""
+    return _callee_role(qualname) == (SCHEDULER, True)
+
+
+@functools.lru_cache(maxsize=4096)  # asked for every call of every model; a pure function of the name
+def _callee_role(qualname: str | None) -> tuple[str | None, bool]:
+    """The role a callee's qualified name gives, and whether only its name's ending (`...LR`,
+    `...Scheduler`) gave it."""
     if not qualname:
-        return None
+        return None, False
     best: tuple[int, str] | None = None
     for prefix, role in _CONSTRUCTORS:
         if qualname == prefix or (prefix.endswith(".") and qualname.startswith(prefix)) or \
@@ -166,29 +179,17 @@ def role_of_callee(qualname: str | None) -> str | None:
             if best is None or len(prefix) > best[0]:
                 best = (len(prefix), role)
     if best:
-        return best[1]
+        return best[1], False
     last = qualname.rsplit(".", 1)[-1]
     if last in _FACTORY_NAMES:
-        return _FACTORY_NAMES[last]
+        return _FACTORY_NAMES[last], False
     if _SCHEDULE_FACTORY.match(last):
-        return SCHEDULER
+        return SCHEDULER, False
     if last.endswith("LR") or last.endswith("Scheduler"):
-        return SCHEDULER
+        return SCHEDULER, True
     if qualname.startswith(("transformers.", "diffusers.")) and "Model" in last or last.startswith("AutoModel"):
-        return MODEL
-    return None
-
-
-def _scheduler_by_name_only(qualname: str | None) -> bool:
-    """`role_of_callee` says scheduler from the class name's ending alone (no constructor entry, no
-    schedule factory): a library's `*Scheduler` is an LR scheduler only if it drives an optimizer."""
-    if not qualname:
-        return False
-    last = qualname.rsplit(".", 1)[-1]
-    if any(qualname == p or (p.endswith(".") and qualname.startswith(p)) or qualname.startswith(p + ".")
-           for p, _ in _CONSTRUCTORS):
-        return False
-    return last not in _FACTORY_NAMES and not _SCHEDULE_FACTORY.match(last)
+        return MODEL, False
+    return None, False
 
 
 @dataclass(frozen=True)
